@@ -1,0 +1,13 @@
+"""framework: a Python operator-graph execution framework in the line of Caffe2.
+
+A Workspace owns named Blobs and nets; operators such as FC, Relu and Add
+read and write Tensors held in blobs; a NetDef protobuf is compiled into a
+validated, topologically ordered net that runs over the blob map.
+"""
+
+from framework import ops  # noqa: F401  (registers every operator)
+from framework.memory import Blob, Tensor, TypeMeta
+from framework.memory.workspace import Workspace
+
+__version__ = "0.1.0"
+__all__ = ["Blob", "Tensor", "TypeMeta", "Workspace", "__version__"]

@@ -1,0 +1,86 @@
+"""Caffe2-compatible builders (``caffe2.python.core``): CreateOperator,
+DeviceOption, and (from the nets issue) Net, BlobReference, NameScope...
+
+Code written against ``caffe2.python.core`` runs after changing the import.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from framework.proto.args import make_argument
+from framework.proto.framework_pb2 import DeviceOption as _DeviceOptionProto
+from framework.proto.framework_pb2 import OperatorDef
+
+
+def DeviceOption(
+    device_type: int = 0,
+    device_id: int = 0,
+    random_seed: int | None = None,
+    node_name: str | None = None,
+    numa_node_id: int | None = None,
+    extra_info: Iterable[str] | None = None,
+    cuda_gpu_id: int | None = None,
+) -> _DeviceOptionProto:  # noqa: N802
+    """A DeviceOption proto (``cuda_gpu_id`` is the 2018 name of ``device_id``)."""
+    opt = _DeviceOptionProto(device_type=device_type)
+    gpu = cuda_gpu_id if cuda_gpu_id is not None else device_id
+    if gpu:
+        opt.device_id = gpu
+    if random_seed is not None:
+        opt.random_seed = random_seed
+    if node_name is not None:
+        opt.node_name = node_name
+    if numa_node_id is not None:
+        opt.numa_node_id = numa_node_id
+    if extra_info:
+        opt.extra_info.extend(extra_info)
+    return opt
+
+
+def _names(x: Any) -> list[str]:
+    if x is None:
+        return []
+    if isinstance(x, (str, bytes)) or not isinstance(x, (list, tuple)):
+        x = [x]
+    return [v.decode() if isinstance(v, bytes) else str(v) for v in x]
+
+
+def CreateOperator(  # noqa: N802
+    operator_type: str,
+    inputs: Any,
+    outputs: Any,
+    name: str = "",
+    control_input: Any = None,
+    device_option: _DeviceOptionProto | None = None,
+    arg: Iterable[Any] | None = None,
+    engine: str | None = None,
+    debug_info: str | None = None,
+    **kwargs: Any,
+) -> OperatorDef:
+    """An OperatorDef; keyword arguments become Arguments as Caffe2's MakeArgument does.
+
+    A ``random_seed`` keyword goes to the device option, as in Caffe2.
+
+    >>> op = CreateOperator("Relu", ["X"], ["Y"])
+    >>> op.type, list(op.input), list(op.output)
+    ('Relu', ['X'], ['Y'])
+    """
+    op = OperatorDef(type=operator_type, name=name or "")
+    op.input.extend(_names(inputs))
+    op.output.extend(_names(outputs))
+    op.control_input.extend(_names(control_input))
+    if device_option is not None:
+        op.device_option.CopyFrom(device_option)
+    if engine is not None:
+        op.engine = engine
+    if debug_info is not None:
+        op.debug_info = debug_info
+    if "random_seed" in kwargs:
+        op.device_option.random_seed = int(kwargs.pop("random_seed"))
+    if arg is not None:
+        op.arg.extend(arg)
+    for key, value in kwargs.items():
+        if value is not None:
+            op.arg.append(make_argument(key, value))
+    return op

@@ -1,0 +1,70 @@
+"""The framework's exception types.
+
+Every error the framework raises on bad input derives from FrameworkError, so
+callers (and the CLI) can tell a user mistake from a bug. Messages say what was
+expected, what arrived, and where (op, blob, file and line).
+"""
+
+from __future__ import annotations
+
+
+class FrameworkError(Exception):
+    """Base of every error the framework raises deliberately."""
+
+
+class TypeMismatchError(FrameworkError, TypeError):
+    """A blob or tensor holds another type than the caller asked for."""
+
+
+class UninitializedError(FrameworkError, RuntimeError):
+    """A tensor or blob was read before it held any data."""
+
+
+class ShapeError(FrameworkError, ValueError):
+    """Dimensions that do not fit the operation."""
+
+
+class SerializationError(FrameworkError, ValueError):
+    """A BlobProto/TensorProto that cannot be encoded or decoded."""
+
+
+class ProtoParseError(FrameworkError, ValueError):
+    """A protobuf file or string that does not parse (names file, line, column)."""
+
+
+class BlobNotFoundError(FrameworkError, KeyError):
+    """A blob name that the workspace does not hold."""
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0]) if self.args else ""
+
+
+class ArgumentError(FrameworkError, ValueError):
+    """An operator argument that is missing, of the wrong type or out of range."""
+
+
+class SchemaError(FrameworkError, ValueError):
+    """An OperatorDef that violates its op's schema (arity, in-place rules)."""
+
+
+class UnknownOperatorError(FrameworkError, KeyError):
+    """An op type that is not registered."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class OperatorError(FrameworkError, RuntimeError):
+    """An error raised while an operator ran, with the op's context."""
+
+
+class NetError(FrameworkError, RuntimeError):
+    """A net that cannot be created or run."""
+
+
+class GradientError(FrameworkError, RuntimeError):
+    """A gradient that cannot be made (no maker, destroyed inputs...)."""
+
+
+class DBError(FrameworkError, IOError):
+    """A database that cannot be opened, read or written."""

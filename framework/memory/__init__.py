@@ -1,0 +1,28 @@
+"""Memory core: TypeMeta, allocator and reporter, Storage, Tensor, Blob, Workspace."""
+
+from framework.memory.allocator import (
+    Allocator,
+    CPUAllocator,
+    MemoryReporter,
+    get_cpu_allocator,
+    memory_reporter,
+    set_cpu_allocator,
+)
+from framework.memory.blob import Blob
+from framework.memory.storage import Storage
+from framework.memory.tensor import Tensor, TensorOptions
+from framework.memory.typemeta import TypeMeta
+
+__all__ = [
+    "Allocator",
+    "Blob",
+    "CPUAllocator",
+    "MemoryReporter",
+    "Storage",
+    "Tensor",
+    "TensorOptions",
+    "TypeMeta",
+    "get_cpu_allocator",
+    "memory_reporter",
+    "set_cpu_allocator",
+]

@@ -1,0 +1,110 @@
+"""Blob: a named holder of one object of any type plus its TypeMeta.
+
+Operators read and write Tensors held in blobs; blobs may also hold strings
+(``bytes``, Caffe2's std::string) or any Python object (a DB reader, a net).
+
+>>> b = Blob("x")
+>>> t = b.get_mutable(Tensor)
+>>> b.get(Tensor) is t
+True
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from framework.errors import TypeMismatchError, UninitializedError
+from framework.memory.tensor import Tensor
+from framework.memory.typemeta import STRING, TypeMeta
+
+
+def _type_name(obj: Any) -> str:
+    if obj is None:
+        return "nullptr (uninitialized)"
+    if isinstance(obj, Tensor):
+        return "Tensor"
+    if isinstance(obj, bytes):
+        return "std::string"
+    return type(obj).__qualname__
+
+
+def _wanted_name(cls: Any) -> str:
+    if cls is Tensor:
+        return "Tensor"
+    if cls in (bytes, str, STRING):
+        return "std::string"
+    return getattr(cls, "__qualname__", str(cls))
+
+
+class Blob:
+    """A type-erased, named container."""
+
+    __slots__ = ("_obj", "name", "__weakref__")
+
+    def __init__(self, name: str = "", obj: Any = None) -> None:
+        self.name = name
+        self._obj = obj
+
+    @property
+    def meta(self) -> TypeMeta | None:
+        obj = self._obj
+        if obj is None:
+            return None
+        if isinstance(obj, bytes):
+            return STRING
+        return TypeMeta.for_python_type(type(obj))
+
+    @property
+    def type_name(self) -> str:
+        return _type_name(self._obj)
+
+    @property
+    def is_empty(self) -> bool:
+        return self._obj is None
+
+    def is_type(self, cls: type) -> bool:
+        if cls is str:
+            cls = bytes
+        return isinstance(self._obj, cls)
+
+    def get(self, cls: type | None = None) -> Any:
+        """The held object; with ``cls``, checked to be of that type."""
+        obj = self._obj
+        if cls is not None and not isinstance(obj, bytes if cls is str else cls):
+            raise TypeMismatchError(
+                f"wrong type for the Blob instance. Blob contains {_type_name(obj)} "
+                f"while caller expects {_wanted_name(cls)}. Offending blob name: '{self.name}'"
+            )
+        if obj is None:
+            raise UninitializedError(f"blob '{self.name}' is empty (uninitialized)")
+        return obj
+
+    def get_tensor(self) -> Tensor:
+        obj = self._obj
+        if type(obj) is Tensor:
+            return obj
+        return self.get(Tensor)
+
+    def get_mutable(self, cls: type = Tensor) -> Any:
+        """The held object if it is a ``cls``, else a new default ``cls()`` put in its place."""
+        obj = self._obj
+        if isinstance(obj, cls):
+            return obj
+        obj = cls()
+        self._obj = obj
+        return obj
+
+    def reset(self, obj: Any = None) -> Any:
+        """Hold ``obj`` (or nothing), dropping what was held."""
+        if isinstance(obj, str):
+            obj = obj.encode("utf-8")
+        self._obj = obj
+        return obj
+
+    def share_external(self, obj: Any) -> Any:
+        """Hold an object owned elsewhere (Python keeps it alive while either holds it)."""
+        self._obj = obj
+        return obj
+
+    def __repr__(self) -> str:
+        return f"Blob({self.name!r}, {self._obj!r})"

@@ -1,0 +1,250 @@
+"""Workspace: blobs by name, nets by name, an optional parent, a root folder.
+
+A Workspace is an ordinary object: create as many as you like and pass them
+around. Blob look-up goes local -> forwarded -> parent, as in Caffe2. The
+net-related methods hand over to ``framework.net`` (imported when first used,
+since nets sit above the memory core).
+
+>>> ws = Workspace()
+>>> ws.feed_blob("x", [1.0, 1.0, 1.0])
+>>> ws.fetch_blob("x")
+array([1., 1., 1.])
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import threading
+from typing import Any, Iterable
+
+from framework.errors import BlobNotFoundError, NetError
+from framework.memory.blob import Blob
+from framework.memory.tensor import Tensor, as_tensor_array
+
+
+def suggest(name: str, candidates: Iterable[str], n: int = 3) -> str:
+    """' Did you mean: a, b?' for close matches, or ''."""
+    close = difflib.get_close_matches(name, list(candidates), n=n, cutoff=0.6)
+    return f" Did you mean: {', '.join(close)}?" if close else ""
+
+
+class Workspace:
+    """Named blobs and nets; see module doc."""
+
+    def __init__(self, root_folder: str | os.PathLike = ".", parent: Workspace | None = None, name: str = "") -> None:
+        self.name = name
+        self._root_folder = os.fspath(root_folder)
+        self.parent = parent
+        self._blobs: dict[str, Blob] = {}
+        self._forwarded: dict[str, tuple[Workspace, str]] = {}
+        self._nets: dict[str, Any] = {}
+        self._lock = threading.RLock()
+        self.last_failed_op_net_position = -1
+
+    # -- root folder --------------------------------------------------------
+    @property
+    def root_folder(self) -> str:
+        return self._root_folder
+
+    @root_folder.setter
+    def root_folder(self, folder: str | os.PathLike) -> None:
+        self._root_folder = os.fspath(folder)
+
+    def resolve_path(self, path: str, absolute: bool = False) -> str:
+        """``path`` itself when absolute (or asked so), else joined to the root folder."""
+        if absolute or os.path.isabs(path):
+            return path
+        return os.path.join(self._root_folder, path)
+
+    # -- blobs ----------------------------------------------------------------
+    def _find(self, name: str) -> Blob | None:
+        blob = self._blobs.get(name)
+        if blob is not None:
+            return blob
+        fwd = self._forwarded.get(name)
+        if fwd is not None:
+            return fwd[0]._find(fwd[1])
+        if self.parent is not None:
+            return self.parent._find(name)
+        return None
+
+    def has_blob(self, name: str) -> bool:
+        return self._find(str(name)) is not None
+
+    def get_blob(self, name: str) -> Blob:
+        """The blob called ``name``; raises BlobNotFoundError with suggestions."""
+        name = str(name)
+        blob = self._find(name)
+        if blob is None:
+            raise BlobNotFoundError(
+                f"can't find blob '{name}' in workspace{self._label()}.{suggest(name, self.blobs())}"
+            )
+        return blob
+
+    def create_blob(self, name: str) -> Blob:
+        """The existing blob called ``name`` (local, forwarded or parent's), or a new local one."""
+        name = str(name)
+        with self._lock:
+            blob = self._find(name)
+            if blob is None:
+                blob = self._blobs[name] = Blob(name)
+            return blob
+
+    def create_local_blob(self, name: str) -> Blob:
+        name = str(name)
+        with self._lock:
+            blob = self._blobs.get(name)
+            if blob is None:
+                blob = self._blobs[name] = Blob(name)
+            return blob
+
+    def remove_blob(self, name: str) -> bool:
+        """Remove a local blob; False if there was none."""
+        with self._lock:
+            return self._blobs.pop(str(name), None) is not None
+
+    def rename_blob(self, old: str, new: str) -> None:
+        """Rename a local blob; refuses to overwrite an existing one."""
+        with self._lock:
+            if old not in self._blobs:
+                raise BlobNotFoundError(f"rename_blob: no local blob '{old}'.{suggest(old, self._blobs)}")
+            if new in self._blobs:
+                raise NetError(f"rename_blob: a blob called '{new}' already exists")
+            blob = self._blobs.pop(old)
+            blob.name = new
+            self._blobs[new] = blob
+
+    def blobs(self) -> list[str]:
+        """Names of all visible blobs: local, forwarded, then the parent's."""
+        names = list(self._blobs)
+        seen = set(names)
+        for local, (ws, pname) in self._forwarded.items():
+            if local not in seen and ws.has_blob(pname):
+                names.append(local)
+                seen.add(local)
+        if self.parent is not None:
+            for n in self.parent.blobs():
+                if n not in seen:
+                    names.append(n)
+                    seen.add(n)
+        return names
+
+    def local_blobs(self) -> list[str]:
+        return list(self._blobs)
+
+    def add_blob_mapping(self, parent: Workspace, mapping: dict[str, str], skip_defined: bool = False) -> None:
+        """Make parent blobs visible here under local names (forwarded blobs)."""
+        with self._lock:
+            for local, pname in mapping.items():
+                if local in self._blobs or local in self._forwarded:
+                    if skip_defined:
+                        continue
+                    raise NetError(f"add_blob_mapping: '{local}' is already defined in this workspace")
+                if not parent.has_blob(pname):
+                    raise BlobNotFoundError(f"add_blob_mapping: the parent workspace has no blob '{pname}'")
+                self._forwarded[local] = (parent, pname)
+
+    # -- feed and fetch ---------------------------------------------------------
+    def feed_blob(self, name: str, value: Any) -> None:
+        """Store a copy of ``value``: str/bytes as a string blob, anything array-like as a tensor.
+
+        Re-feeding a tensor of the same shape and type reuses its buffer.
+        """
+        blob = self.create_blob(name)
+        if isinstance(value, (str, bytes)):
+            blob.reset(value)
+            return
+        if isinstance(value, Tensor):
+            blob.get_mutable(Tensor).copy_from(value)
+            return
+        if hasattr(value, "SerializeToString") and hasattr(value, "dims"):  # a TensorProto
+            from framework.memory.serialize import tensor_from_proto
+
+            blob.reset(tensor_from_proto(value))
+            return
+        blob.get_mutable(Tensor).assign(as_tensor_array(value))
+
+    def fetch_blob(self, name: str) -> Any:
+        """A numpy copy of a tensor, bytes of a string blob, or the object itself for others."""
+        blob = self.get_blob(name)
+        obj = blob._obj
+        if isinstance(obj, Tensor):
+            return obj.numpy()
+        if obj is None:
+            raise BlobNotFoundError(f"blob '{name}' exists but holds nothing (uninitialized)")
+        return obj
+
+    def blob_sizes(self) -> dict[str, int]:
+        """Bytes held by each local blob (tensor nbytes plus string lengths)."""
+        out = {}
+        for name, blob in self._blobs.items():
+            out[name] = blob_nbytes(blob)
+        return out
+
+    # -- nets (implemented in framework.net) --------------------------------------
+    def create_net(self, net: Any, overwrite: bool = False) -> Any:
+        from framework.net.api import create_net
+
+        return create_net(self, net, overwrite=overwrite)
+
+    def get_net(self, name: str) -> Any:
+        net = self._nets.get(name)
+        if net is None:
+            raise NetError(f"no net called '{name}' in workspace{self._label()}.{suggest(name, self._nets)}")
+        return net
+
+    def has_net(self, name: str) -> bool:
+        return name in self._nets
+
+    def delete_net(self, name: str) -> None:
+        self._nets.pop(name, None)
+
+    def nets(self) -> list[str]:
+        return list(self._nets)
+
+    def run_net(self, name: Any, num_iter: int = 1) -> None:
+        net = self.get_net(name if isinstance(name, str) else _net_name(name))
+        for _ in range(num_iter):
+            net.run()
+
+    def run_net_once(self, net: Any) -> None:
+        from framework.net.api import run_net_once
+
+        run_net_once(self, net)
+
+    def run_operator_once(self, op: Any) -> None:
+        from framework.net.api import run_operator_once
+
+        run_operator_once(self, op)
+
+    def run_plan(self, plan: Any) -> None:
+        from framework.net.api import run_plan
+
+        run_plan(self, plan)
+
+    def _label(self) -> str:
+        return f" '{self.name}'" if self.name else ""
+
+    def __repr__(self) -> str:
+        return f"Workspace({self.name!r}, {len(self._blobs)} blobs, {len(self._nets)} nets)"
+
+
+def _net_name(net: Any) -> str:
+    if hasattr(net, "Name"):
+        return net.Name()
+    return net.name
+
+
+def blob_nbytes(blob: Blob) -> int:
+    """Size in bytes of what a blob holds (0 for unknown types), as Caffe2's BlobStat."""
+    obj = blob._obj
+    if isinstance(obj, Tensor):
+        if not obj.is_allocated:
+            return 0
+        if obj.meta.is_pod:
+            return obj.nbytes
+        return sum(len(x) for x in obj.data().reshape(-1) if isinstance(x, bytes)) + obj.nbytes
+    if isinstance(obj, bytes):
+        return len(obj)
+    return 0

@@ -1,0 +1,1 @@
+"""Nets: NetDef -> validated graph, shape inference, executors, plans, backward pass."""

@@ -1,0 +1,187 @@
+"""Parse an OperatorDef's Arguments once, against the op's schema.
+
+Coercion between ``i`` and ``f`` is lossless or an error (an int given for a
+float argument is fine; 2.5 given for an int argument is not). Repeated
+arguments read ``ints``/``floats``/``strings``. Undeclared arguments are kept
+(``Args.extra``) and warned about once per op type, except the ones Caffe2
+nets carry for engines we do not have.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Iterable
+
+from framework.errors import ArgumentError
+from framework.ops.schema import (
+    BOOL,
+    FLOAT,
+    FLOATS,
+    INT,
+    INTS,
+    NET,
+    NETS,
+    STRING,
+    STRINGS,
+    TENSOR,
+    OpSchema,
+)
+
+log = logging.getLogger("framework.ops")
+
+# Arguments Caffe2 nets set for GPU engines or tuning; accepted silently here.
+IGNORED_ARGS = frozenset(
+    {
+        "use_cudnn",
+        "cudnn_exhaustive_search",
+        "exhaustive_search",
+        "ws_nbytes_limit",
+        "shared_buffer",
+        "float16_compute",
+        "deterministic",
+        "init_params",
+        "use_gpu_engine",
+        "num_threads",
+    }
+)
+_warned: set[tuple[str, str]] = set()
+
+
+class Args:
+    """Parsed arguments: attributes for declared ones (defaults filled), ``extra`` for the rest."""
+
+    def __init__(
+        self, values: dict[str, Any], given: set[str], extra: dict[str, Any], num_inputs: int, num_outputs: int
+    ) -> None:
+        self.__dict__.update(values)
+        self.given = given
+        self.extra = extra
+        self.num_inputs = num_inputs
+        self.num_outputs = num_outputs
+
+    def has(self, name: str) -> bool:
+        """True if the OperatorDef set ``name`` explicitly."""
+        return name in self.given or name in self.extra
+
+    def get(self, name: str, default: Any = None) -> Any:
+        if name in self.__dict__:
+            return self.__dict__[name]
+        return self.extra.get(name, default)
+
+    def __repr__(self) -> str:
+        vals = {k: v for k, v in self.__dict__.items() if k not in ("given", "extra")}
+        return f"Args({vals})"
+
+
+def raw_value(arg: Any) -> Any:
+    """The Python value an Argument proto holds, by the field that is set."""
+    if arg.HasField("f"):
+        return arg.f
+    if arg.HasField("i"):
+        return arg.i
+    if arg.HasField("s"):
+        return arg.s
+    if arg.HasField("n"):
+        return arg.n
+    if arg.HasField("t"):
+        return arg.t
+    if len(arg.floats):
+        return list(arg.floats)
+    if len(arg.ints):
+        return list(arg.ints)
+    if len(arg.strings):
+        return list(arg.strings)
+    if len(arg.nets):
+        return list(arg.nets)
+    if len(arg.tensors):
+        return list(arg.tensors)
+    return []  # an empty repeated argument
+
+
+def _to_int(name: str, v: Any, where: str) -> int:
+    if isinstance(v, bool):
+        return int(v)
+    if isinstance(v, int):
+        return v
+    if isinstance(v, float) and v.is_integer():
+        return int(v)
+    raise ArgumentError(f"{where}: argument '{name}' must be an integer, got {v!r}")
+
+
+def _to_float(name: str, v: Any, where: str) -> float:
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return float(v)
+    raise ArgumentError(f"{where}: argument '{name}' must be a number, got {v!r}")
+
+
+def _to_str(name: str, v: Any, where: str) -> str:
+    if isinstance(v, bytes):
+        return v.decode("utf-8")
+    if isinstance(v, str):
+        return v
+    raise ArgumentError(f"{where}: argument '{name}' must be a string, got {v!r}")
+
+
+def _as_list(v: Any) -> list:
+    return v if isinstance(v, list) else [v]
+
+
+def convert(name: str, kind: str, v: Any, where: str) -> Any:
+    if kind == INT:
+        return _to_int(name, v, where)
+    if kind == FLOAT:
+        return _to_float(name, v, where)
+    if kind == BOOL:
+        return bool(_to_int(name, v, where))
+    if kind == STRING:
+        return _to_str(name, v, where)
+    if kind == INTS:
+        return [_to_int(name, x, where) for x in _as_list(v)]
+    if kind == FLOATS:
+        return [_to_float(name, x, where) for x in _as_list(v)]
+    if kind == STRINGS:
+        return [_to_str(name, x, where) for x in _as_list(v)]
+    if kind in (NET, TENSOR):
+        if isinstance(v, list):
+            raise ArgumentError(f"{where}: argument '{name}' must be a single {kind}")
+        return v
+    if kind == NETS:
+        return _as_list(v)
+    raise ArgumentError(f"{where}: argument '{name}' has unknown kind {kind}")
+
+
+def collect(arg_protos: Iterable[Any], where: str) -> dict[str, Any]:
+    """name -> raw value; duplicates with different content are an error."""
+    out: dict[str, Any] = {}
+    protos: dict[str, Any] = {}
+    for a in arg_protos:
+        if a.name in protos:
+            if protos[a.name] != a:
+                raise ArgumentError(f"{where}: argument '{a.name}' is given twice with different values")
+            log.warning("%s: argument '%s' is given twice (identical)", where, a.name)
+            continue
+        protos[a.name] = a
+        out[a.name] = raw_value(a)
+    return out
+
+
+def parse_args(schema: OpSchema, arg_protos: Iterable[Any], where: str, num_inputs: int, num_outputs: int) -> Args:
+    """Parse ``arg_protos`` against ``schema``: fill defaults, check required ones, coerce types."""
+    raw = collect(arg_protos, where)
+    values: dict[str, Any] = {}
+    given: set[str] = set()
+    for name, spec in schema.args.items():
+        if name in raw:
+            values[name] = convert(name, spec.kind, raw.pop(name), where)
+            given.add(name)
+        elif spec.required:
+            raise ArgumentError(f"{where}: argument '{name}' is required ({spec.doc or spec.kind})")
+        else:
+            d = spec.default
+            values[name] = list(d) if isinstance(d, (list, tuple)) else d
+    for name in raw:
+        if name not in IGNORED_ARGS and (schema.type, name) not in _warned:
+            _warned.add((schema.type, name))
+            known = ", ".join(schema.args) or "none"
+            log.warning("%s: unknown argument '%s' ignored (known: %s)", where, name, known)
+    return Args(values, given, raw, num_inputs, num_outputs)

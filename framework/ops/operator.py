@@ -1,0 +1,198 @@
+"""Operator: the base every op implementation derives from.
+
+An Operator is built once from an OperatorDef and a Workspace. The base class
+does the checks (arity, in-place rules, arguments) and binds the input and
+output Blobs, so an op author writes only ``run()``:
+
+    @register_op("Relu", infer=same_as_input(0), allow_inplace={(0, 0)})
+    class Relu(Operator):
+        "Y = max(0, X)."
+        def run(self):
+            x = self.input(0)
+            np.maximum(x, 0, out=self.output(0, x.shape, x.dtype))
+
+``input(i)`` returns a numpy view of input i's tensor; ``output(i, shape,
+dtype)`` resizes output i and returns a writable view, reusing the buffer
+when shape and dtype are unchanged (so a second run allocates nothing).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Sequence
+
+import numpy as np
+
+from framework.errors import ArgumentError, SchemaError, TypeMismatchError, UninitializedError
+from framework.memory.blob import Blob
+from framework.memory.tensor import Tensor
+from framework.memory.workspace import Workspace
+from framework.ops.arguments import Args, parse_args
+from framework.ops.registry import get_schema
+from framework.ops.schema import OpSchema
+from framework.proto.framework_pb2 import DeviceOption, OperatorDef
+
+log = logging.getLogger("framework.ops")
+
+
+def describe_op(op_def: OperatorDef, index: int | None = None) -> str:
+    """'op #3 FC "fc1"' style label for messages."""
+    where = f"op #{index} " if index is not None and index >= 0 else "op "
+    name = f' "{op_def.name}"' if op_def.name else ""
+    return f"{where}{op_def.type}{name}"
+
+
+def check_schema(schema: OpSchema, op_def: OperatorDef, index: int | None = None) -> None:
+    """Arity and in-place rules of ``op_def`` against ``schema``; SchemaError naming the op."""
+    where = describe_op(op_def, index)
+    n_in, n_out = len(op_def.input), len(op_def.output)
+    if not schema.input_count_ok(n_in):
+        raise SchemaError(f"{where}: takes {schema.input_count_text()} inputs, got {n_in} ({list(op_def.input)})")
+    if not schema.output_count_ok(n_out):
+        raise SchemaError(
+            f"{where}: produces {schema.output_count_text()} outputs, got {n_out} ({list(op_def.output)})"
+        )
+    for o, out_name in enumerate(op_def.output):
+        for i, in_name in enumerate(op_def.input):
+            if in_name == out_name and not schema.inplace_allowed(i, o):
+                raise SchemaError(
+                    f"{where}: input {i} and output {o} are both '{out_name}', "
+                    f"but {op_def.type} does not allow this in-place use"
+                )
+    for i, o in schema.enforced_pairs(n_in, n_out):
+        if op_def.input[i] != op_def.output[o]:
+            raise SchemaError(
+                f"{where}: output {o} ('{op_def.output[o]}') must be the same blob as input {i} "
+                f"('{op_def.input[i]}'): {op_def.type} works in place"
+            )
+
+
+class Operator:
+    """Base of all operators; see module doc."""
+
+    schema: OpSchema = None  # set by register_op
+
+    def __init__(self, op_def: OperatorDef, ws: Workspace, index: int | None = None) -> None:
+        schema = get_schema(op_def.type)
+        self.schema = schema
+        self.op_def = op_def
+        self.type = op_def.type
+        self.name = op_def.name
+        self.index = -1 if index is None else index
+        self.workspace = ws
+        where = describe_op(op_def, index)
+        check_schema(schema, op_def, index)
+        self.args: Args = parse_args(schema, op_def.arg, where, len(op_def.input), len(op_def.output))
+        self.device_option: DeviceOption = op_def.device_option
+        if op_def.HasField("device_option") and op_def.device_option.device_type != 0:
+            log.debug("%s: device_type %d runs on the CPU implementation", where, op_def.device_option.device_type)
+        if op_def.engine:
+            log.debug("%s: engine %s runs on the default CPU implementation", where, op_def.engine)
+        self.input_names: list[str] = list(op_def.input)
+        self.output_names: list[str] = list(op_def.output)
+        self.inputs: list[Blob] = [ws.create_blob(n) for n in self.input_names]
+        self.outputs: list[Blob] = [ws.create_blob(n) for n in self.output_names]
+        self._rng: np.random.Generator | None = None
+        self.debug_info = op_def.debug_info
+        self.setup()
+
+    def setup(self) -> None:
+        """Hook for per-op preparation after arguments are parsed (checks, caches)."""
+
+    def run(self) -> None:
+        raise NotImplementedError(f"{self.type} has no run()")
+
+    # -- helpers for op authors -------------------------------------------------
+    def input(self, i: int) -> np.ndarray:
+        """Numpy view of input ``i``'s tensor (no copy)."""
+        obj = self.inputs[i]._obj
+        if type(obj) is Tensor:
+            arr = obj._array
+            return arr if arr is not None else self._input_data(i, obj)
+        raise self._input_type_error(i, obj)
+
+    def input_tensor(self, i: int) -> Tensor:
+        obj = self.inputs[i]._obj
+        if type(obj) is Tensor:
+            return obj
+        raise self._input_type_error(i, obj)
+
+    def _input_data(self, i: int, t: Tensor) -> np.ndarray:
+        try:
+            return t.data()
+        except UninitializedError as e:
+            raise UninitializedError(
+                f"input {i} ('{self.input_names[i]}') of {self.describe()} has no data: {e}. "
+                "Feed it or run the net that produces it first"
+            ) from None
+
+    def _input_type_error(self, i: int, obj: Any) -> Exception:
+        if obj is None:
+            return UninitializedError(
+                f"input {i} ('{self.input_names[i]}') of {self.describe()} is empty: "
+                "feed it or run the net that produces it (e.g. the init net) first"
+            )
+        return TypeMismatchError(
+            f"input {i} ('{self.input_names[i]}') of {self.describe()} holds "
+            f"{type(obj).__qualname__}, expected a Tensor"
+        )
+
+    def output(self, i: int, shape: Sequence[int], dtype: Any) -> np.ndarray:
+        """Writable view of output ``i`` resized to ``shape`` with ``dtype``; reuses the buffer."""
+        t = self.outputs[i]._obj
+        if type(t) is not Tensor:
+            t = self.outputs[i].get_mutable(Tensor)
+        arr = t._array
+        if arr is not None and arr.shape == shape and arr.dtype == dtype:
+            t.version += 1
+            return arr
+        t.resize(tuple(shape))
+        return t.mutable_data(dtype)
+
+    def output_tensor(self, i: int) -> Tensor:
+        t = self.outputs[i]._obj
+        if type(t) is not Tensor:
+            t = self.outputs[i].get_mutable(Tensor)
+        return t
+
+    @property
+    def rng(self) -> np.random.Generator:
+        """This op's random generator: MT19937 seeded from DeviceOption.random_seed, else fresh entropy."""
+        if self._rng is None:
+            if self.device_option.HasField("random_seed"):
+                bitgen = np.random.MT19937(self.device_option.random_seed)
+            else:
+                bitgen = np.random.MT19937()
+            self._rng = np.random.Generator(bitgen)
+        return self._rng
+
+    def arg_error(self, message: str) -> ArgumentError:
+        return ArgumentError(f"{self.describe()}: {message}")
+
+    def describe(self) -> str:
+        return describe_op(self.op_def, self.index)
+
+    def context(self) -> str:
+        """Multi-line description of the op with its blobs and their shapes, for errors."""
+        lines = [self.describe()]
+        for label, names, blobs in (
+            ("input", self.input_names, self.inputs),
+            ("output", self.output_names, self.outputs),
+        ):
+            for k, (n, b) in enumerate(zip(names, blobs)):
+                lines.append(f"  {label} {k} '{n}': {_blob_summary(b)}")
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return f"<{self.describe()}: {self.input_names} -> {self.output_names}>"
+
+
+def _blob_summary(blob: Blob) -> str:
+    obj = blob._obj
+    if obj is None:
+        return "empty"
+    if isinstance(obj, Tensor):
+        if obj.is_allocated:
+            return f"{obj.meta.name} {list(obj.dims)}"
+        return f"unallocated tensor {list(obj.dims) if obj.is_initialized else ''}"
+    return type(obj).__qualname__

@@ -1,0 +1,132 @@
+"""The operator registry: op type -> OpSchema (with its Operator class).
+
+Filled at import by ``register_op`` decorators in the op modules, which
+``framework/ops/__init__.py`` imports by name. The only module-level mutable
+state in the framework.
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any, Callable, Iterable
+
+from framework.errors import UnknownOperatorError
+from framework.ops.schema import Arg, OpSchema
+
+_SCHEMAS: dict[str, OpSchema] = {}
+
+
+def register_op(
+    type_name: str,
+    *,
+    inputs: Any = 1,
+    outputs: Any = 1,
+    doc: str | None = None,
+    input_docs: Iterable[tuple[str, str]] = (),
+    output_docs: Iterable[tuple[str, str]] = (),
+    args: Iterable[Arg] = (),
+    allow_inplace: Any = frozenset(),
+    enforce_inplace: Any = frozenset(),
+    infer: Callable | None = None,
+    cost: Callable | None = None,
+    category: str = "misc",
+    aliases: Iterable[str] = (),
+    private: bool = False,
+) -> Callable[[type], type]:
+    """Class decorator: register an Operator subclass under ``type_name``.
+
+    ``inputs``/``outputs`` are an exact count, a (min, max) range (max may be
+    ``float('inf')``), a set, or a predicate. ``doc`` defaults to the class
+    docstring.
+
+    >>> @register_op("MyRelu", infer=same_as_input(0), allow_inplace={(0, 0)})
+    ... class MyRelu(Operator):
+    ...     "Y = max(X, 0)."
+    ...     def run(self): ...
+    """
+
+    def deco(cls: type) -> type:
+        schema = OpSchema(
+            type=type_name,
+            doc=(doc if doc is not None else (cls.__doc__ or "")).strip(),
+            num_inputs=_norm_count(inputs),
+            num_outputs=_norm_count(outputs),
+            inputs=tuple(input_docs),
+            outputs=tuple(output_docs),
+            args={a.name: a for a in args},
+            allow_inplace=_norm_pairs(allow_inplace),
+            enforce_inplace=_norm_pairs(enforce_inplace),
+            infer=infer,
+            cost=cost,
+            category=category,
+            operator_class=cls,
+            aliases=tuple(aliases),
+            private=private,
+        )
+        _add(schema)
+        for alias in schema.aliases:
+            _add(OpSchema(**{**schema.__dict__, "type": alias, "aliases": ()}))
+        # A class may serve several types; it keeps the first schema as default.
+        if getattr(cls, "schema", None) is None or "schema" not in cls.__dict__:
+            cls.schema = schema
+        return cls
+
+    return deco
+
+
+def _add(schema: OpSchema) -> None:
+    if schema.type in _SCHEMAS:
+        raise ValueError(f"op type {schema.type} is registered twice")
+    _SCHEMAS[schema.type] = schema
+
+
+def _norm_count(c: Any) -> Any:
+    if isinstance(c, (set, list)):
+        return frozenset(c)
+    return c
+
+
+def _norm_pairs(p: Any) -> Any:
+    if isinstance(p, (set, list, tuple)):
+        return frozenset(tuple(x) for x in p)
+    return p
+
+
+def get_schema(type_name: str) -> OpSchema:
+    """The schema of ``type_name``; UnknownOperatorError with suggestions otherwise."""
+    schema = _SCHEMAS.get(type_name)
+    if schema is None:
+        raise UnknownOperatorError(unknown_message(type_name))
+    return schema
+
+
+def has_op(type_name: str) -> bool:
+    return type_name in _SCHEMAS
+
+
+def unknown_message(type_name: str) -> str:
+    names = list(_SCHEMAS)
+    close = difflib.get_close_matches(type_name, names, n=3, cutoff=0.5)
+    lower = [n for n in names if n.lower() == type_name.lower()]
+    for n in lower:
+        if n not in close:
+            close.insert(0, n)
+    hint = f" Did you mean: {', '.join(close)}?" if close else ""
+    return f"operator type '{type_name}' is not registered.{hint} (`framework ops` lists all {len(names)} types)"
+
+
+def registered_ops() -> list[str]:
+    """All registered op types, sorted."""
+    return sorted(_SCHEMAS)
+
+
+def all_schemas() -> list[OpSchema]:
+    return [_SCHEMAS[k] for k in sorted(_SCHEMAS)]
+
+
+def set_gradient(type_name: str, maker: Any) -> None:
+    """Fill the gradient slot of a registered op and of its aliases (used by ops.gradient)."""
+    schema = get_schema(type_name)
+    schema.gradient = maker
+    for alias in schema.aliases:
+        _SCHEMAS[alias].gradient = maker

@@ -1,0 +1,216 @@
+"""Caffe2-compatible module functions (``caffe2.python.workspace``).
+
+Everything here is a thin layer over a current ``Workspace`` object chosen
+by name (``SwitchWorkspace``); there is no other state. Code written for
+``caffe2.python.workspace`` runs after changing the import.
+
+>>> from framework import workspace
+>>> workspace.FeedBlob("x", [1.0, 2.0])
+True
+>>> workspace.FetchBlob("x")
+array([1., 2.])
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Iterator
+
+from framework.errors import FrameworkError
+from framework.memory.blob import Blob
+from framework.memory.workspace import Workspace
+
+_workspaces: dict[str, Workspace] = {"default": Workspace(name="default")}
+_current = ["default"]
+
+
+def C() -> Workspace:  # noqa: N802
+    """The current Workspace object (``workspace.C()`` gives the object to pass around)."""
+    return _workspaces[_current[0]]
+
+
+current = C
+
+
+# -- workspaces ----------------------------------------------------------------
+def CurrentWorkspace() -> str:  # noqa: N802
+    return _current[0]
+
+
+def Workspaces() -> list[str]:  # noqa: N802
+    return list(_workspaces)
+
+
+def SwitchWorkspace(name: str, create_if_missing: bool | None = None) -> None:  # noqa: N802
+    """Make ``name`` the current workspace; create it only if asked."""
+    if name not in _workspaces:
+        if not create_if_missing:
+            raise FrameworkError(f"workspace '{name}' does not exist; pass create_if_missing=True to create it")
+        _workspaces[name] = Workspace(root_folder=C().root_folder, name=name)
+    _current[0] = name
+
+
+def ResetWorkspace(root_folder: str | None = None) -> bool:  # noqa: N802
+    """Replace the current workspace with an empty one (keeping the root folder unless given)."""
+    old = C()
+    folder = old.root_folder if root_folder is None else root_folder
+    if root_folder is not None:
+        os.makedirs(folder, exist_ok=True)
+    _workspaces[_current[0]] = Workspace(root_folder=folder, name=old.name)
+    return True
+
+
+def RootFolder() -> str:  # noqa: N802
+    return C().root_folder
+
+
+# -- blobs ---------------------------------------------------------------------
+def FeedBlob(name: Any, arr: Any, device_option: Any = None) -> bool:  # noqa: N802
+    """Store a copy of ``arr`` (numpy array, scalar, str/bytes, TensorProto) under ``name``."""
+    C().feed_blob(str(name), arr)
+    return True
+
+
+def FetchBlob(name: Any) -> Any:  # noqa: N802
+    """A numpy copy of a tensor blob, bytes of a string blob, or the object held."""
+    return C().fetch_blob(str(name))
+
+
+def FetchBlobs(names: list[Any]) -> list[Any]:  # noqa: N802
+    return [FetchBlob(n) for n in names]
+
+
+def HasBlob(name: Any) -> bool:  # noqa: N802
+    return C().has_blob(str(name))
+
+
+def Blobs() -> list[str]:  # noqa: N802
+    return C().blobs()
+
+
+def CreateBlob(name: Any) -> bool:  # noqa: N802
+    C().create_blob(str(name))
+    return True
+
+
+def RemoveBlob(name: Any) -> bool:  # noqa: N802
+    return C().remove_blob(str(name))
+
+
+def RenameBlob(old: Any, new: Any) -> bool:  # noqa: N802
+    C().rename_blob(str(old), str(new))
+    return True
+
+
+def SerializeBlob(name: Any) -> bytes:  # noqa: N802
+    """One BlobProto (no chunking) of blob ``name``, as bytes."""
+    from framework.memory.serialize import serialize_blob_to_string
+
+    return serialize_blob_to_string(C().get_blob(str(name)), str(name))
+
+
+def DeserializeBlob(name: Any, serialized: bytes) -> bool:  # noqa: N802
+    from framework.memory.serialize import deserialize_blob
+
+    deserialize_blob(serialized, C().create_blob(str(name)))
+    return True
+
+
+class _BlobsView:
+    """``workspace.blobs``: dict-like view of the current workspace (fetch on get, feed on set)."""
+
+    def __getitem__(self, name: str) -> Any:
+        return FetchBlob(name)
+
+    def __setitem__(self, name: str, value: Any) -> None:
+        FeedBlob(name, value)
+
+    def __contains__(self, name: object) -> bool:
+        return HasBlob(name)
+
+    def __len__(self) -> int:
+        return len(Blobs())
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(Blobs())
+
+    def keys(self) -> list[str]:
+        return Blobs()
+
+
+blobs = _BlobsView()
+
+
+# -- ops, nets and plans (implemented in framework.net) -------------------------------
+def RunOperatorOnce(operator: Any) -> bool:  # noqa: N802
+    C().run_operator_once(operator)
+    return True
+
+
+def RunOperatorsOnce(operators: list[Any]) -> bool:  # noqa: N802
+    for op in operators:
+        RunOperatorOnce(op)
+    return True
+
+
+def CreateNet(net: Any, overwrite: bool = False, input_blobs: list[str] | None = None) -> bool:  # noqa: N802
+    """Instantiate a persistent net from a NetDef or core.Net; refuses to overwrite unless asked."""
+    for name in input_blobs or []:
+        C().create_blob(str(name))
+    C().create_net(net, overwrite=overwrite)
+    return True
+
+
+def RunNet(name: Any, num_iter: int = 1, allow_fail: bool = False) -> bool:  # noqa: N802
+    """Run a created net ``num_iter`` times (``name`` may be a core.Net or NetDef)."""
+    try:
+        C().run_net(_net_name(name), num_iter)
+    except Exception:
+        if allow_fail:
+            return False
+        raise
+    return True
+
+
+def RunNetOnce(net: Any) -> bool:  # noqa: N802
+    C().run_net_once(net)
+    return True
+
+
+def RunPlan(plan_or_step: Any) -> bool:  # noqa: N802
+    C().run_plan(plan_or_step)
+    return True
+
+
+def Nets() -> list[str]:  # noqa: N802
+    return C().nets()
+
+
+def DeleteNet(name: Any) -> bool:  # noqa: N802
+    C().delete_net(_net_name(name))
+    return True
+
+
+def InferShapesAndTypes(
+    nets: list[Any], blob_dimensions: dict[str, Any] | None = None, blob_types: dict[str, Any] | None = None
+) -> tuple[dict, dict]:  # noqa: N802
+    from framework.net.api import infer_shapes_and_types
+
+    return infer_shapes_and_types(C(), nets, blob_dimensions, blob_types)
+
+
+def BenchmarkNet(name: Any, warmup_runs: int, main_runs: int, run_individual: bool) -> list[float]:  # noqa: N802
+    from framework.net.api import benchmark_net
+
+    return benchmark_net(C(), _net_name(name), warmup_runs, main_runs, run_individual)
+
+
+def _net_name(net: Any) -> str:
+    if isinstance(net, str):
+        return net
+    if hasattr(net, "Name"):
+        return net.Name()
+    return net.name
+
+
+__all__ = [n for n in dir() if n[:1].isupper()] + ["blobs", "Blob"]
