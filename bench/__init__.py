@@ -1,0 +1,1 @@
+"""Benchmarks (not part of the test command). Run all with ``python -m bench``."""

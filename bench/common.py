@@ -1,0 +1,57 @@
+"""Timing helpers shared by the benchmarks: round-robin medians in one process.
+
+Contenders are timed in interleaved rounds (A, B, C, A, B, C, ...) so that
+machine noise hits them alike; each round times ``inner`` calls and the
+result is the median per-call time over rounds. Ratios are computed from
+those medians.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from typing import Callable
+
+
+def time_round_robin(
+    contenders: dict[str, Callable[[], object]], rounds: int = 30, inner: int = 10, warmup: int = 3
+) -> dict[str, float]:
+    """Median seconds per call of each contender, timed in interleaved rounds."""
+    for fn in contenders.values():
+        for _ in range(warmup):
+            fn()
+    samples: dict[str, list[float]] = {k: [] for k in contenders}
+    for _ in range(rounds):
+        for name, fn in contenders.items():
+            t0 = time.perf_counter()
+            for _ in range(inner):
+                fn()
+            samples[name].append((time.perf_counter() - t0) / inner)
+    return {k: statistics.median(v) for k, v in samples.items()}
+
+
+def fmt_time(seconds: float) -> str:
+    if seconds < 1e-3:
+        return f"{seconds * 1e6:.1f} us"
+    if seconds < 1:
+        return f"{seconds * 1e3:.2f} ms"
+    return f"{seconds:.2f} s"
+
+
+def markdown_table(rows: list[list[str]], header: list[str]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def pin_blas_threads(n: int = 1) -> None:
+    """Set BLAS threads (before numpy starts, via env; after, via threadpoolctl)."""
+    for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(var, str(n))
+    try:
+        from threadpoolctl import threadpool_limits
+
+        threadpool_limits(n)
+    except ImportError:
+        pass
