@@ -1,0 +1,61 @@
+"""Datasets for the CLI: the digits data set into TensorProtos DBs, and reading them back."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from framework.cli.common import CLIError
+
+
+def read_examples(path: str) -> list[np.ndarray]:
+    """All records of a TensorProtos DB as arrays stacked along a new first axis."""
+    from framework.ops.db_input import read_tensor_protos_db
+
+    if not os.path.exists(path):
+        raise CLIError(f"data DB not found: {path}", "prepare it with `framework make-db digits --out DIR`")
+    return read_tensor_protos_db(path)
+
+
+def count_records(path: str) -> int:
+    return len(read_examples(path)[0])
+
+
+def load_digits_split(
+    test_fraction: float = 0.2, seed: int = 0
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """scikit-learn's bundled digits as float32 (N, 1, 8, 8) in [0, 1] and int32 labels, split."""
+    try:
+        from sklearn.datasets import load_digits
+    except ImportError as e:
+        raise CLIError(
+            "the digits data set comes with scikit-learn, which is not installed",
+            'pip install "framework[examples]" (or scikit-learn)',
+        ) from e
+    digits = load_digits()
+    x = (digits.images.astype(np.float32) / 16.0).reshape(-1, 1, 8, 8)
+    y = digits.target.astype(np.int32)
+    order = np.random.default_rng(seed).permutation(len(x))
+    n_test = int(round(len(x) * test_fraction))
+    test, train = order[:n_test], order[n_test:]
+    return x[train], y[train], x[test], y[test]
+
+
+def evaluate_accuracy(ws, md, test_db: str, batch: int = 256) -> tuple[float, int]:
+    """Accuracy of the model's predict net on every record of ``test_db``."""
+    x, y = read_examples(test_db)[:2]
+    data_blob, prob_blob = md.data_dims()
+    net = None
+    correct = 0
+    for start in range(0, len(x), batch):
+        ws.feed_blob(data_blob, x[start : start + batch])
+        if net is None:
+            eval_def = type(md.predict_net)()
+            eval_def.CopyFrom(md.predict_net)
+            eval_def.name = f"{md.predict_net.name or 'predict'}_eval"
+            net = ws.create_net(eval_def, overwrite=True)
+        net.run()
+        probs = np.asarray(ws.fetch_blob(prob_blob))
+        correct += int(np.sum(np.argmax(probs, axis=1) == y[start : start + batch].reshape(-1)))
+    return correct / max(len(x), 1), len(x)

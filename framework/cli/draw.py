@@ -1,0 +1,31 @@
+"""``framework draw``: the op/blob graph of a net as DOT, SVG or PNG (graphviz)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from framework.cli.common import CLIError, read_net
+from framework.net_drawer import render, to_dot
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("draw", help="draw a net's graph (dot, svg, png)", description=__doc__)
+    p.add_argument("net", help="NetDef file (.pbtxt or .pb)")
+    p.add_argument("-o", "--output", required=True, help="output file: .dot always works; .svg/.png/.pdf need graphviz")
+    p.add_argument("--rankdir", default="TB", choices=["TB", "LR", "BT", "RL"], help="layout direction")
+    p.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    dot = to_dot(read_net(args.net), rankdir=args.rankdir)
+    ext = os.path.splitext(args.output)[1].lower().lstrip(".")
+    if ext in ("dot", "gv"):
+        with open(args.output, "w") as f:
+            f.write(dot)
+    elif ext in ("svg", "png", "pdf"):
+        render(dot, args.output, ext)
+    else:
+        raise CLIError(f"unknown output format '.{ext}' for {args.output}", "use .dot, .svg, .png or .pdf")
+    print(f"wrote {args.output}")
+    return 0

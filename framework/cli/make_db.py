@@ -1,0 +1,51 @@
+"""``framework make-db``: write a data set into train/test DBs of TensorProtos records."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+import numpy as np
+
+from framework.cli.common import CLIError, load_npy
+from framework.cli.data import load_digits_split
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("make-db", help="write a data set into train/test DBs", description=__doc__)
+    p.add_argument("source", choices=["digits", "npy"], help="digits: scikit-learn's bundled digits; npy: your files")
+    p.add_argument("--out", default=os.path.join("data", "digits"), help="output folder (default data/digits)")
+    p.add_argument("--features", help="with npy: features .npy (first axis = examples)")
+    p.add_argument("--labels", help="with npy: labels .npy")
+    p.add_argument("--test-fraction", type=float, default=0.2, help="held-out share (default 0.2)")
+    p.add_argument("--seed", type=int, default=0, help="shuffle seed (default 0)")
+    p.add_argument("--db-type", default="minidb", choices=["minidb", "lmdb"], help="DB backend (default minidb)")
+    p.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    from framework.ops.db_input import write_tensor_protos_db
+
+    if not 0 < args.test_fraction < 1:
+        raise CLIError(f"--test-fraction must be between 0 and 1, got {args.test_fraction}")
+    if args.source == "digits":
+        x_tr, y_tr, x_te, y_te = load_digits_split(args.test_fraction, args.seed)
+    else:
+        if not args.features or not args.labels:
+            raise CLIError("make-db npy needs --features X.npy and --labels Y.npy")
+        x, y = load_npy(args.features), load_npy(args.labels)
+        if len(x) != len(y):
+            raise CLIError(f"--features has {len(x)} examples but --labels has {len(y)}")
+        order = np.random.default_rng(args.seed).permutation(len(x))
+        n_test = int(round(len(x) * args.test_fraction))
+        x_te, y_te, x_tr, y_tr = x[order[:n_test]], y[order[:n_test]], x[order[n_test:]], y[order[n_test:]]
+    os.makedirs(args.out, exist_ok=True)
+    ext = "minidb" if args.db_type == "minidb" else "lmdb"
+    for split, xs, ys in (("train", x_tr, y_tr), ("test", x_te, y_te)):
+        path = os.path.join(args.out, f"{split}.{ext}")
+        write_tensor_protos_db(path, [xs, ys], db_type=args.db_type)
+        print(f"wrote {path}: {len(xs)} examples, features {list(xs.shape[1:])} {xs.dtype}, labels {ys.dtype}")
+    np.save(os.path.join(args.out, "sample.npy"), x_te[:8])
+    np.save(os.path.join(args.out, "sample_labels.npy"), y_te[:8])
+    print(f"wrote {os.path.join(args.out, 'sample.npy')} (8 held-out examples for `framework predict`)")
+    return 0

@@ -1,0 +1,103 @@
+"""A model folder: ``init_net.pbtxt``, ``train_net.pbtxt``, ``predict_net.pbtxt``, README.
+
+Conventions the CLI relies on (documented in docs/cli.md):
+- the init net creates parameters, optimizer state, the iteration counter and,
+  with ``CreateDB``, the training data reader; a relative ``db`` path is taken
+  from the data folder (``--data``);
+- the train net reads batches with ``TensorProtosDBInput`` and names its loss
+  ``loss`` (and, optionally, ``accuracy``); the iteration counter is the
+  first output of its ``Iter`` op;
+- the predict net's first external input is the data blob and its first
+  external output the class probabilities.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from framework.cli.common import CLIError, read_net
+
+FILES = ("init_net.pbtxt", "train_net.pbtxt", "predict_net.pbtxt")
+
+
+@dataclass
+class ModelDir:
+    path: str
+    init_net: Any
+    train_net: Any
+    predict_net: Any
+
+    @classmethod
+    def load(cls, path: str, need_train: bool = True) -> ModelDir:
+        if not os.path.isdir(path):
+            raise CLIError(f"model folder not found: {path}", f"a model folder holds {', '.join(FILES)}")
+        wanted = FILES if need_train else ("init_net.pbtxt", "predict_net.pbtxt")
+        missing = [f for f in wanted if not os.path.exists(os.path.join(path, f))]
+        if missing:
+            raise CLIError(
+                f"model folder {path} lacks {', '.join(missing)}", f"a model folder holds {', '.join(FILES)}"
+            )
+        nets = {f: read_net(os.path.join(path, f)) if f in wanted else None for f in FILES}
+        return cls(path, nets["init_net.pbtxt"], nets["train_net.pbtxt"], nets["predict_net.pbtxt"])
+
+    def point_readers_at(self, data_dir: str) -> None:
+        """Resolve relative ``db`` paths of CreateDB ops in the init net against ``data_dir``."""
+        for op in self.init_net.op:
+            if op.type != "CreateDB":
+                continue
+            for arg in op.arg:
+                if arg.name == "db" and not os.path.isabs(arg.s.decode()):
+                    path = os.path.join(data_dir, arg.s.decode())
+                    if not os.path.exists(path):
+                        raise CLIError(
+                            f"training data not found: {path}",
+                            f"prepare it with `framework make-db digits --out {data_dir}`",
+                        )
+                    arg.s = path.encode()
+
+    def reader_blobs(self) -> set[str]:
+        return {o for op in self.init_net.op if op.type == "CreateDB" for o in op.output}
+
+    def state_blobs(self) -> list[str]:
+        """Blobs the init net creates that a checkpoint must hold (all but DB readers)."""
+        readers = self.reader_blobs()
+        seen: list[str] = []
+        for op in self.init_net.op:
+            for o in op.output:
+                if o not in readers and o not in seen:
+                    seen.append(o)
+        return seen
+
+    def iteration_blob(self) -> str | None:
+        for op in self.train_net.op:
+            if op.type in ("Iter", "AtomicIter"):
+                return op.output[0]
+        return None
+
+    def batch_size(self) -> int | None:
+        for op in self.train_net.op:
+            if op.type == "TensorProtosDBInput":
+                for arg in op.arg:
+                    if arg.name == "batch_size":
+                        return arg.i
+        return None
+
+    def set_batch_size(self, batch: int) -> None:
+        found = False
+        for op in self.train_net.op:
+            if op.type == "TensorProtosDBInput":
+                for arg in op.arg:
+                    if arg.name == "batch_size":
+                        arg.i = batch
+                        found = True
+        if not found:
+            raise CLIError("--batch-size: the train net has no TensorProtosDBInput op with a batch_size")
+
+    def data_dims(self) -> tuple[str, str]:
+        """(data blob, probabilities blob) of the predict net."""
+        p = self.predict_net
+        if not p.external_input or not p.external_output:
+            raise CLIError("predict_net.pbtxt must declare external_input (data first) and external_output")
+        return p.external_input[0], p.external_output[0]

@@ -1,0 +1,132 @@
+"""``framework train``: train a model folder's nets with a progress bar and checkpoints."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import time
+
+import numpy as np
+
+from framework.cli.common import CLIError, new_workspace
+from framework.cli.data import count_records, evaluate_accuracy
+from framework.cli.model_dir import ModelDir
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("train", help="train a model folder (init/train/predict nets)", description=__doc__)
+    p.add_argument("model_dir", help="folder with init_net.pbtxt, train_net.pbtxt, predict_net.pbtxt")
+    p.add_argument("--data", default=os.path.join("data", "digits"), help="folder with train.minidb/test.minidb")
+    length = p.add_mutually_exclusive_group()
+    length.add_argument("--iters", type=int, help="training iterations (default: 1 epoch)")
+    length.add_argument("--epochs", type=float, help="passes over the training data")
+    p.add_argument("--batch-size", type=int, help="override the train net's batch size")
+    p.add_argument("--checkpoint", help="checkpoint path (minidb file), saved atomically")
+    p.add_argument("--every", type=int, default=0, help="save a checkpoint every N iterations (default: at the end)")
+    p.add_argument("--resume", action="store_true", help="continue from --checkpoint if it exists")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar (log lines instead)")
+    p.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    from framework import checkpoint
+
+    md = ModelDir.load(args.model_dir)
+    md.point_readers_at(args.data)
+    if args.batch_size is not None:
+        if args.batch_size < 1:
+            raise CLIError(f"--batch-size must be positive, got {args.batch_size}")
+        md.set_batch_size(args.batch_size)
+    if args.resume and not args.checkpoint:
+        raise CLIError("--resume needs --checkpoint PATH")
+    if args.every and not args.checkpoint:
+        raise CLIError("--every needs --checkpoint PATH")
+
+    ws = new_workspace()
+    ws.run_net_once(md.init_net)
+    state = md.state_blobs()
+    iter_blob = md.iteration_blob()
+    start = 0
+    if args.resume and os.path.exists(args.checkpoint):
+        checkpoint.load(ws, args.checkpoint, blobs=state)
+        if iter_blob and ws.has_blob(iter_blob):
+            start = int(np.asarray(ws.fetch_blob(iter_blob)).reshape(-1)[0])
+        print(f"resumed from {args.checkpoint} at iteration {start}")
+
+    total = _total_iters(args, md)
+    net = ws.create_net(md.train_net)
+    bar = _progress(total, start, args.no_progress)
+    t0, done = time.perf_counter(), 0
+    for it in range(start, total):
+        net.run()
+        done += 1
+        if (it + 1) % 10 == 0 or it + 1 == total:
+            rate = done / max(time.perf_counter() - t0, 1e-9)
+            bar.update(it + 1, _metrics(ws), rate)
+        if args.every and (it + 1) % args.every == 0:
+            checkpoint.save(ws, args.checkpoint, blobs=state)
+    bar.close()
+    if args.checkpoint:
+        checkpoint.save(ws, args.checkpoint, blobs=state)
+        print(f"saved checkpoint {args.checkpoint} ({len(state)} blobs) at iteration {total}")
+    test_db = os.path.join(args.data, "test.minidb")
+    if os.path.exists(test_db):
+        acc, n = evaluate_accuracy(ws, md, test_db)
+        print(f"test accuracy: {acc:.4f} on {n} held-out examples")
+    return 0
+
+
+def _total_iters(args: argparse.Namespace, md: ModelDir) -> int:
+    if args.iters is not None:
+        if args.iters < 1:
+            raise CLIError(f"--iters must be at least 1, got {args.iters}")
+        return args.iters
+    epochs = args.epochs if args.epochs is not None else 1.0
+    if epochs <= 0:
+        raise CLIError(f"--epochs must be positive, got {epochs}")
+    batch = md.batch_size() or 1
+    records = count_records(os.path.join(args.data, "train.minidb"))
+    return max(1, math.ceil(epochs * records / batch))
+
+
+def _metrics(ws) -> dict[str, float]:
+    out = {}
+    for name in ("loss", "accuracy"):
+        if ws.has_blob(name):
+            try:
+                out[name] = float(np.asarray(ws.fetch_blob(name)).reshape(-1)[0])
+            except Exception:  # an unfilled blob: nothing to show yet
+                pass
+    return out
+
+
+class _progress:
+    """tqdm progress bar, or plain log lines with --no-progress (and when tqdm is missing)."""
+
+    def __init__(self, total: int, start: int, plain: bool) -> None:
+        self.bar = None
+        self.last_log = 0.0
+        if not plain:
+            try:
+                from tqdm import tqdm
+
+                self.bar = tqdm(total=total, initial=start, unit="it", dynamic_ncols=True)
+            except ImportError:
+                pass
+        self.pos = start
+        self.total = total
+
+    def update(self, pos: int, metrics: dict[str, float], rate: float) -> None:
+        text = " ".join(f"{k} {v:.4f}" for k, v in metrics.items())
+        if self.bar is not None:
+            self.bar.update(pos - self.pos)
+            self.bar.set_postfix_str(text)
+        elif time.perf_counter() - self.last_log > 1.0 or pos == self.total:
+            print(f"iter {pos} {text} ({rate:.0f} it/s)", flush=True)
+            self.last_log = time.perf_counter()
+        self.pos = pos
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
