@@ -84,3 +84,7 @@ def CreateOperator(  # noqa: N802
         if value is not None:
             op.arg.append(make_argument(key, value))
     return op
+
+
+# Gradients (issue 6): Caffe2's registry API and sparse-gradient tuple.
+from framework.net.backward import GradientRegistry, GradientSlice  # noqa: E402,F401
