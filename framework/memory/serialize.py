@@ -1,0 +1,526 @@
+"""Blob serialization: Tensors, string blobs and registered types <-> ``BlobProto``.
+
+Wire format as Caffe2 (reference/caffe2.md §1, §4):
+
+- A tensor becomes ``BlobProto{name, type="Tensor", tensor=TensorProto}``. Tensors
+  with more than ``chunk_size`` elements (default ``DEFAULT_CHUNK_SIZE`` =
+  1,000,000 elements) are split into chunks; chunk k covers the element segment
+  ``[k*chunk, min((k+1)*chunk, numel))`` and is stored under the key ``name#%k``.
+  Even a one-chunk tensor uses ``name#%0``; an empty tensor yields one record
+  with segment [0, 0] so that its shape survives.
+- Element payloads are written as ``raw_data`` (little-endian, ``storage_type``
+  RAW) by default: one ``tobytes`` per chunk, no per-element Python work. With
+  ``typed=True`` the typed fields are used instead (for readers that predate
+  field 13): float_data, double_data, int64_data, int32_data (bool, int8,
+  uint8, int16, uint16 widened; float16 as its uint16 bit pattern) and
+  string_data for string tensors.
+- Reading accepts every storage type: TYPED (any field, BYTE as uint8, float16
+  from int32_data bits or byte_data bytes), RAW, NO_CONTENT (shape only, zero
+  filled); EXTERNAL is refused with a clear error.
+- A ``bytes`` blob becomes ``BlobProto{type="std::string", content=...}``.
+- Other Python types are serialized through ``register_blob_serializer``.
+
+Every malformed input raises ``SerializationError``; protobuf's own errors never
+escape.
+
+>>> t = Tensor.from_numpy(np.arange(6, dtype=np.float32).reshape(2, 3))
+>>> data = serialize_blob_to_string(t, "x")
+>>> b = Blob("x"); deserialize_blob(data, b); b.get(Tensor).data().tolist()
+[[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]
+"""
+
+from __future__ import annotations
+
+import bisect
+from typing import Any, Callable, Iterator
+
+import numpy as np
+from google.protobuf.message import DecodeError, EncodeError
+
+from framework.errors import FrameworkError, SerializationError
+from framework.memory.blob import Blob
+from framework.memory.tensor import Tensor, as_tensor_array
+from framework.memory.typemeta import STRING, TypeMeta
+from framework.proto.framework_pb2 import BlobProto, TensorProto
+
+DT = TensorProto
+DEFAULT_CHUNK_SIZE = 1_000_000
+CHUNK_SEPARATOR = "#%"
+TENSOR_TYPE = "Tensor"
+STRING_TYPE = "std::string"
+
+# Little-endian wire dtypes of raw_data, by numpy dtype.
+_RAW_DTYPES: dict[np.dtype, np.dtype] = {
+    np.dtype(t): np.dtype(t).newbyteorder("<")
+    for t in (np.float16, np.float32, np.float64, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.bool_)
+}
+_WIDENED = (DT.BOOL, DT.INT8, DT.UINT8, DT.INT16, DT.UINT16, DT.INT32)
+
+
+def set_default_chunk_size(n: int) -> int:
+    """Change the process default chunk size (elements); returns the previous value."""
+    global DEFAULT_CHUNK_SIZE
+    if int(n) <= 0:
+        raise SerializationError(f"chunk size must be > 0 elements, got {n}")
+    old, DEFAULT_CHUNK_SIZE = DEFAULT_CHUNK_SIZE, int(n)
+    return old
+
+
+def chunk_key(name: str, k: int) -> str:
+    return f"{name}{CHUNK_SEPARATOR}{k}"
+
+
+def blob_name_of_key(key: str) -> str:
+    """The blob name a DB key belongs to: the key cut at the first ``#%``."""
+    i = key.find(CHUNK_SEPARATOR)
+    return key if i < 0 else key[:i]
+
+
+# -- tensors -------------------------------------------------------------------
+def _as_array(tensor: Any) -> np.ndarray:
+    if isinstance(tensor, Tensor):
+        if not tensor.is_initialized:
+            raise SerializationError("cannot serialize an uninitialized tensor (it has no shape)")
+        if not tensor.is_allocated:
+            if tensor.numel == 0 and tensor.meta is not None:
+                return np.empty(tensor.dims, dtype=tensor.meta.dtype)
+            raise SerializationError(f"cannot serialize a tensor of shape {tensor.dims} that holds no data")
+        return tensor.data()
+    return as_tensor_array(tensor)
+
+
+def tensor_to_proto(
+    tensor: Any, name: str = "", typed: bool = False, segment: tuple[int, int] | None = None
+) -> TensorProto:
+    """A TensorProto of ``tensor`` (a Tensor or numpy array), or of its element range ``segment``.
+
+    ``dims`` are always the full shape; ``segment=(begin, end)`` stores only
+    those flat elements and sets ``segment``. Raw little-endian ``raw_data`` by
+    default, typed fields with ``typed=True``; string tensors always use
+    ``string_data``.
+    """
+    arr = _as_array(tensor)
+    try:
+        meta = TypeMeta.of(arr.dtype)
+    except FrameworkError as e:
+        raise SerializationError(f"tensor '{name}': {e}") from e
+    proto = TensorProto()
+    if name:
+        proto.name = name
+    proto.dims.extend(arr.shape)
+    proto.data_type = meta.proto_type
+    flat = arr.reshape(-1)
+    if segment is not None:
+        begin, end = int(segment[0]), int(segment[1])
+        if not 0 <= begin <= end <= flat.size:
+            raise SerializationError(f"tensor '{name}': segment [{begin}, {end}) is outside [0, {flat.size})")
+        proto.segment.begin, proto.segment.end = begin, end
+        flat = flat[begin:end]
+    if meta is STRING:
+        proto.string_data.extend(x.encode("utf-8") if isinstance(x, str) else bytes(x) for x in flat)
+    elif not typed:
+        proto.storage_type = DT.RAW
+        proto.raw_data = flat.astype(_RAW_DTYPES[flat.dtype], copy=False).tobytes()
+    else:
+        _fill_typed(proto, meta, flat)
+    return proto
+
+
+def _fill_typed(proto: TensorProto, meta: TypeMeta, flat: np.ndarray) -> None:
+    dt = meta.proto_type
+    if dt == DT.FLOAT:
+        proto.float_data.extend(flat.tolist())
+    elif dt == DT.DOUBLE:
+        proto.double_data.extend(flat.tolist())
+    elif dt == DT.INT64:
+        proto.int64_data.extend(flat.tolist())
+    elif dt == DT.FLOAT16:
+        proto.int32_data.extend(flat.view(np.uint16).astype(np.int32).tolist())
+    else:  # bool and the small integer types are widened into int32_data
+        proto.int32_data.extend(flat.astype(np.int32).tolist())
+
+
+def _check_count(proto: TensorProto, got: int, want: int, field: str) -> None:
+    if got != want:
+        raise SerializationError(
+            f"tensor '{proto.name}': {field} holds {got} elements but the segment needs {want} "
+            f"(dims {list(proto.dims)}, data_type {_type_name(proto.data_type)})"
+        )
+
+
+def _type_name(dt: int) -> str:
+    try:
+        return DT.DataType.Name(dt)
+    except ValueError:
+        return f"unknown({dt})"
+
+
+def proto_extent(proto: TensorProto) -> tuple[tuple[int, ...], int, int, int]:
+    """(dims, numel, begin, end) of a TensorProto, validated."""
+    dims = tuple(proto.dims)
+    numel = 1
+    for d in dims:
+        if d < 0:
+            raise SerializationError(f"tensor '{proto.name}': negative dimension in dims {list(dims)}")
+        numel *= d
+    if numel > 1 << 48:
+        raise SerializationError(f"tensor '{proto.name}': dims {list(dims)} are implausibly large")
+    if proto.HasField("segment"):
+        begin, end = proto.segment.begin, proto.segment.end
+        if not 0 <= begin <= end <= numel:
+            raise SerializationError(
+                f"tensor '{proto.name}': segment [{begin}, {end}) does not fit a tensor of {numel} elements"
+            )
+    else:
+        begin, end = 0, numel
+    return dims, numel, begin, end
+
+
+def proto_elements(proto: TensorProto) -> tuple[TypeMeta, np.ndarray]:
+    """The element type and the flat elements of the proto's segment (read-only when possible)."""
+    dims, numel, begin, end = proto_extent(proto)
+    count = end - begin
+    dt = proto.data_type
+    try:
+        meta = TypeMeta.from_proto(dt)
+    except FrameworkError as e:
+        raise SerializationError(
+            f"tensor '{proto.name}': data_type {_type_name(dt)} cannot be read "
+            "(only plain numeric, bool and string tensors are supported)"
+        ) from e
+    st = proto.storage_type
+    if st == DT.EXTERNAL:
+        raise SerializationError(
+            f"tensor '{proto.name}': storage_type EXTERNAL (data in another file) is not supported"
+        )
+    if st == DT.NO_CONTENT:
+        if meta is STRING:
+            return meta, np.full(count, b"", dtype=object)
+        return meta, np.zeros(count, dtype=meta.dtype)
+    if meta is STRING:
+        _check_count(proto, len(proto.string_data), count, "string_data")
+        out = np.empty(count, dtype=object)
+        out[:] = list(proto.string_data)
+        return meta, out
+    if st == DT.RAW:
+        raw = proto.raw_data
+        wire = _RAW_DTYPES[meta.dtype] if dt != DT.BYTE else np.dtype(np.uint8)
+        _check_count(proto, len(raw) // wire.itemsize if len(raw) % wire.itemsize == 0 else -1, count, "raw_data")
+        arr = np.frombuffer(raw, dtype=wire)
+        if meta.dtype == np.bool_ and arr.size and arr.view(np.uint8).max() > 1:
+            arr = arr.view(np.uint8) != 0
+        return meta, arr.astype(meta.dtype, copy=False)
+    if st != DT.TYPED:
+        raise SerializationError(f"tensor '{proto.name}': unknown storage_type {st}")
+    if dt == DT.FLOAT:
+        vals = np.asarray(proto.float_data, dtype=np.float32)
+        _check_count(proto, vals.size, count, "float_data")
+    elif dt == DT.DOUBLE:
+        vals = np.asarray(proto.double_data, dtype=np.float64)
+        _check_count(proto, vals.size, count, "double_data")
+    elif dt == DT.INT64:
+        vals = np.asarray(proto.int64_data, dtype=np.int64)
+        _check_count(proto, vals.size, count, "int64_data")
+    elif dt == DT.BYTE:
+        vals = np.frombuffer(proto.byte_data, dtype=np.uint8)
+        _check_count(proto, vals.size, count, "byte_data")
+    elif dt == DT.FLOAT16 and proto.byte_data:
+        raw = proto.byte_data
+        _check_count(proto, len(raw) // 2 if len(raw) % 2 == 0 else -1, count, "byte_data")
+        vals = np.frombuffer(raw, dtype="<f2").astype(np.float16)
+    elif dt == DT.FLOAT16:
+        bits = np.asarray(proto.int32_data, dtype=np.int64)
+        _check_count(proto, bits.size, count, "int32_data")
+        vals = bits.astype(np.uint16).view(np.float16)
+    elif dt in _WIDENED:
+        wide = np.asarray(proto.int32_data, dtype=np.int64)
+        _check_count(proto, wide.size, count, "int32_data")
+        vals = (wide != 0) if dt == DT.BOOL else wide.astype(meta.dtype)
+    else:  # pragma: no cover - every TypeMeta proto type is handled above
+        raise SerializationError(f"tensor '{proto.name}': cannot read data_type {_type_name(dt)}")
+    return meta, vals
+
+
+def tensor_from_proto(proto: TensorProto) -> Tensor:
+    """A new Tensor from a complete TensorProto (no segment, or one covering every element)."""
+    dims, numel, begin, end = proto_extent(proto)
+    if (begin, end) != (0, numel):
+        raise SerializationError(
+            f"tensor '{proto.name}': holds only the segment [{begin}, {end}) of {numel} elements; "
+            "chunked tensors are reassembled by ChunkAssembler (Load)"
+        )
+    meta, vals = proto_elements(proto)
+    t = Tensor()
+    t.resize(dims)
+    dst = t.mutable_data(meta)
+    dst.reshape(-1)[...] = vals
+    return t
+
+
+# -- the serializer registry ------------------------------------------------------
+SerializeFn = Callable[[Any, str], BlobProto]
+DeserializeFn = Callable[[BlobProto, Blob], None]
+_SERIALIZERS: dict[type, tuple[str, SerializeFn]] = {}
+_DESERIALIZERS: dict[str, DeserializeFn] = {}
+
+
+def register_blob_serializer(
+    py_type: type, type_name: str, serialize_fn: SerializeFn, deserialize_fn: DeserializeFn
+) -> None:
+    """Teach blob serialization a Python type.
+
+    ``serialize_fn(obj, name) -> BlobProto`` (``type`` is set to ``type_name``
+    if left empty); ``deserialize_fn(blob_proto, blob)`` puts the object into
+    ``blob``. Deserialization dispatches on ``BlobProto.type == type_name``.
+    """
+    _SERIALIZERS[py_type] = (type_name, serialize_fn)
+    _DESERIALIZERS[type_name] = deserialize_fn
+
+
+def registered_blob_types() -> list[str]:
+    return sorted({TENSOR_TYPE, STRING_TYPE, *_DESERIALIZERS})
+
+
+def _obj_of(blob: Any) -> Any:
+    return blob._obj if isinstance(blob, Blob) else blob
+
+
+def _custom_proto(obj: Any, name: str) -> BlobProto:
+    for cls in type(obj).__mro__:
+        entry = _SERIALIZERS.get(cls)
+        if entry is not None:
+            type_name, fn = entry
+            proto = fn(obj, name)
+            proto.name = name
+            if not proto.type:
+                proto.type = type_name
+            return proto
+    known = ", ".join(["Tensor", "bytes/str", *(c.__qualname__ for c in _SERIALIZERS)])
+    raise SerializationError(
+        f"blob '{name}' holds a {type(obj).__qualname__}, which has no serializer; "
+        f"serializable types: {known} (register one with register_blob_serializer)"
+    )
+
+
+def _encode(proto: BlobProto, name: str) -> bytes:
+    try:
+        return proto.SerializeToString()
+    except EncodeError as e:  # pragma: no cover - our protos are always complete
+        raise SerializationError(f"blob '{name}': {e}") from e
+
+
+def serialize_blob(
+    name: str, blob: Any, chunk_size: int | None = None, typed: bool = False
+) -> Iterator[tuple[str, bytes]]:
+    """Yield the ``(key, BlobProto bytes)`` records that store ``blob`` under ``name``.
+
+    Tensors give keys ``name#%k``, one per chunk of ``chunk_size`` elements
+    (None or -1: ``DEFAULT_CHUNK_SIZE``; 0: no chunking). Other blobs give one
+    record under ``name``.
+    """
+    obj = _obj_of(blob)
+    if obj is None:
+        raise SerializationError(f"blob '{name}' is empty (uninitialized): nothing to serialize")
+    if isinstance(obj, (Tensor, np.ndarray)):
+        arr = _as_array(obj)
+        n = arr.size
+        if chunk_size is None or chunk_size < 0:
+            chunk_size = DEFAULT_CHUNK_SIZE
+        step = n if chunk_size == 0 else int(chunk_size)
+        begin, k = 0, 0
+        while True:
+            end = min(begin + step, n) if step > 0 else n
+            proto = BlobProto(name=name, type=TENSOR_TYPE)
+            proto.tensor.CopyFrom(tensor_to_proto(arr, name, typed, (begin, end)))
+            yield chunk_key(name, k), _encode(proto, name)
+            begin, k = end, k + 1
+            if begin >= n:
+                return
+    yield name, _encode(blob_to_proto(obj, name), name)
+
+
+def blob_to_proto(obj: Any, name: str, typed: bool = False) -> BlobProto:
+    """One BlobProto of a blob's object (tensors unchunked)."""
+    obj = _obj_of(obj)
+    if isinstance(obj, (Tensor, np.ndarray)):
+        proto = BlobProto(name=name, type=TENSOR_TYPE)
+        arr = _as_array(obj)
+        proto.tensor.CopyFrom(tensor_to_proto(arr, name, typed))
+        return proto
+    if isinstance(obj, str):
+        obj = obj.encode("utf-8")
+    if isinstance(obj, bytes):
+        return BlobProto(name=name, type=STRING_TYPE, content=obj)
+    if obj is None:
+        raise SerializationError(f"blob '{name}' is empty (uninitialized): nothing to serialize")
+    return _custom_proto(obj, name)
+
+
+def serialize_blob_to_string(blob: Any, name: str = "", typed: bool = False) -> bytes:
+    """Bytes of one BlobProto holding the whole blob (no chunking)."""
+    return _encode(blob_to_proto(blob, name, typed), name)
+
+
+def parse_blob_proto(data: Any, where: str = "") -> BlobProto:
+    """Parse BlobProto bytes; SerializationError (naming ``where``) on any damage."""
+    proto = BlobProto()
+    try:
+        proto.ParseFromString(data)
+    except (DecodeError, RuntimeError, ValueError, TypeError) as e:
+        label = f" {where}" if where else ""
+        raise SerializationError(f"cannot parse a BlobProto{label}: {e}") from e
+    return proto
+
+
+def deserialize_blob(data: Any, blob: Blob) -> None:
+    """Put the object serialized in ``data`` (BlobProto bytes or message) into ``blob``.
+
+    Tensors must be complete (a single chunk); use ChunkAssembler for chunks.
+    """
+    proto = data if isinstance(data, BlobProto) else parse_blob_proto(data, f"for blob '{blob.name}'")
+    if proto.type == TENSOR_TYPE or (not proto.type and proto.HasField("tensor")):
+        blob.reset(tensor_from_proto(proto.tensor))
+    elif proto.type == STRING_TYPE:
+        blob.reset(bytes(proto.content))
+    else:
+        fn = _DESERIALIZERS.get(proto.type)
+        if fn is None:
+            raise SerializationError(
+                f"blob '{proto.name or blob.name}': unknown BlobProto type '{proto.type}'; "
+                f"known types: {', '.join(registered_blob_types())}"
+            )
+        try:
+            fn(proto, blob)
+        except FrameworkError:
+            raise
+        except Exception as e:
+            raise SerializationError(f"blob '{proto.name or blob.name}' of type '{proto.type}': {e}") from e
+
+
+# -- reassembly of chunks ---------------------------------------------------------
+class _State:
+    __slots__ = ("blob", "is_tensor", "total", "current", "spans", "dims", "meta", "flat", "chunk_ids", "num_chunks")
+
+    def __init__(self, blob: Blob) -> None:
+        self.blob = blob
+        self.is_tensor = False
+        self.total = 0
+        self.current = 0
+        self.spans: list[tuple[int, int]] = []
+        self.dims: tuple[int, ...] = ()
+        self.meta: TypeMeta | None = None
+        self.flat: np.ndarray | None = None
+        self.chunk_ids: dict[int, bytes] = {}
+        self.num_chunks = 0
+
+    @property
+    def complete(self) -> bool:
+        return self.current == self.total
+
+
+class ChunkAssembler:
+    """Reassembles the records of many blobs, arriving in any order, into Blobs.
+
+    ``add(name, proto, blob)`` merges one BlobProto into ``blob`` (the first
+    part resets it); ``check_complete()`` raises for any blob still partial.
+    Duplicate, overlapping or overflowing parts raise ``SerializationError``.
+    """
+
+    def __init__(self) -> None:
+        self.states: dict[str, _State] = {}
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.states
+
+    def is_complete(self, name: str) -> bool:
+        st = self.states.get(name)
+        return st is not None and st.complete
+
+    def complete_names(self) -> list[str]:
+        return [n for n, s in self.states.items() if s.complete]
+
+    def add(self, name: str, proto: BlobProto, blob: Blob, where: str = "") -> None:
+        label = f" ({where})" if where else ""
+        st = self.states.get(name)
+        is_tensor = proto.type == TENSOR_TYPE or (not proto.type and proto.HasField("tensor"))
+        if st is None:
+            st = self.states[name] = _State(blob)
+            blob.reset()
+            if is_tensor:
+                self._start_tensor(st, proto.tensor, name, label)
+            else:
+                st.num_chunks = max(proto.content_num_chunks, 1) if proto.HasField("content_num_chunks") else 1
+                st.total = st.num_chunks
+        elif st.is_tensor != is_tensor:
+            raise SerializationError(f"blob '{name}'{label}: parts of different kinds (tensor and non-tensor)")
+        if is_tensor:
+            self._add_tensor(st, proto.tensor, name, label)
+        else:
+            self._add_content(st, proto, name, label)
+
+    def _start_tensor(self, st: _State, tp: TensorProto, name: str, label: str) -> None:
+        dims, numel, _, _ = proto_extent(tp)
+        st.is_tensor = True
+        st.total, st.dims = numel, dims
+        try:
+            st.meta = TypeMeta.from_proto(tp.data_type)
+        except FrameworkError as e:
+            raise SerializationError(f"blob '{name}'{label}: {e}") from e
+        t = Tensor()
+        t.resize(dims)
+        st.flat = t.mutable_data(st.meta).reshape(-1)
+        st.blob.reset(t)
+
+    def _add_tensor(self, st: _State, tp: TensorProto, name: str, label: str) -> None:
+        dims, numel, begin, end = proto_extent(tp)
+        if dims != st.dims:
+            raise SerializationError(
+                f"blob '{name}'{label}: a part has dims {list(dims)}, earlier ones {list(st.dims)}"
+            )
+        try:
+            meta = TypeMeta.from_proto(tp.data_type)
+        except FrameworkError as e:
+            raise SerializationError(f"blob '{name}'{label}: {e}") from e
+        if meta is not st.meta:
+            raise SerializationError(f"blob '{name}'{label}: a part has type {meta.name}, earlier ones {st.meta.name}")
+        i = bisect.bisect_left(st.spans, (begin, end))
+        overlaps = (i > 0 and st.spans[i - 1][1] > begin) or (i < len(st.spans) and st.spans[i][0] < end)
+        dup = i < len(st.spans) and st.spans[i] == (begin, end)
+        if overlaps or dup or st.current + (end - begin) > st.total:
+            raise SerializationError(
+                f"blob '{name}'{label}: found an extra part: segment [{begin}, {end}) overlaps data already read "
+                f"({st.current} of {st.total} elements)"
+            )
+        _, vals = proto_elements(tp)
+        st.flat[begin:end] = vals
+        st.spans.insert(i, (begin, end))
+        st.current += end - begin
+
+    def _add_content(self, st: _State, proto: BlobProto, name: str, label: str) -> None:
+        n = max(proto.content_num_chunks, 1) if proto.HasField("content_num_chunks") else 1
+        cid = proto.content_chunk_id if proto.HasField("content_chunk_id") else 0
+        if n != st.num_chunks or not 0 <= cid < n or cid in st.chunk_ids:
+            raise SerializationError(
+                f"blob '{name}'{label}: found an extra part: chunk {cid} of {n} "
+                f"(expected {st.num_chunks} chunks, have {sorted(st.chunk_ids)})"
+            )
+        st.chunk_ids[cid] = bytes(proto.content)
+        st.current += 1
+        if st.current == st.total:
+            if n > 1:
+                whole = BlobProto()
+                whole.CopyFrom(proto)
+                whole.ClearField("content_num_chunks")
+                whole.ClearField("content_chunk_id")
+                whole.content = b"".join(st.chunk_ids[i] for i in range(n))
+                proto = whole
+            deserialize_blob(proto, st.blob)
+
+    def check_complete(self, where: str = "") -> None:
+        label = f" in {where}" if where else ""
+        for name, st in self.states.items():
+            if not st.complete:
+                raise SerializationError(
+                    f"Data size mismatch for blob {name}{label}. Expected {st.total} "
+                    f"{'elements' if st.is_tensor else 'chunks'}, read {st.current}: some parts are missing"
+                )
