@@ -1,0 +1,171 @@
+"""lmdb: the LMDB database through the ``lmdb`` package (``pip install framework[lmdb]``).
+
+The DB is a folder holding ``data.mdb`` and ``lock.mdb``, as Caffe2's LMDB DB.
+Records are kept in sorted key order, so a cursor walks keys in byte order and
+can ``seek``. Registered as "lmdb" and "LMDB".
+
+Writes are atomic: everything put into a NEW or WRITE DB is written in one LMDB
+write transaction when the DB is closed (NEW first empties the database in the
+same transaction), so readers and crashes see either the old or the new
+content, never a mix. The memory map grows as needed: the map is sized for
+what is written, and doubled and retried if LMDB still reports it full.
+"""
+
+from __future__ import annotations
+
+import os
+
+from framework.db.base import DB, Cursor, Mode, Transaction, register_db
+from framework.db.minidb import decode_key, encode_key
+from framework.errors import DBError
+
+_INITIAL_MAP = 64 << 20
+_MISSING = (
+    "the lmdb DB type needs the `lmdb` package, which is not installed: "
+    "pip install framework[lmdb] (or pip install lmdb)"
+)
+
+
+def _lmdb():
+    try:
+        import lmdb
+    except ImportError as e:
+        raise DBError(_MISSING) from e
+    return lmdb
+
+
+class LMDBCursor(Cursor):
+    supports_seek = True
+
+    def __init__(self, db: LMDB) -> None:
+        self._db = db
+        self._txn = db._env.begin(buffers=False)
+        self._cur = self._txn.cursor()
+        self._valid = self._cur.first()
+
+    def seek_to_first(self) -> None:
+        self._valid = self._cur.first()
+
+    def seek(self, key: str) -> None:
+        self._valid = self._cur.set_range(encode_key(key))
+
+    def next(self) -> None:
+        self._valid = self._cur.next()
+
+    def valid(self) -> bool:
+        return self._valid
+
+    def key(self) -> str:
+        if not self._valid:
+            raise DBError(f"lmdb {self._db.path}: cursor is past the last record")
+        return decode_key(self._cur.key())
+
+    def value(self) -> bytes:
+        if not self._valid:
+            raise DBError(f"lmdb {self._db.path}: cursor is past the last record")
+        return self._cur.value()
+
+    def close(self) -> None:
+        self._txn.abort()
+
+
+class LMDBTransaction(Transaction):
+    def __init__(self, db: LMDB) -> None:
+        self._db = db
+        self._pending: list[tuple[bytes, bytes]] = []
+
+    def put(self, key: str | bytes, value: bytes) -> None:
+        k = encode_key(key)
+        if not 0 < len(k) <= 511:
+            raise DBError(f"lmdb {self._db.path}: key {key!r} must be 1..511 bytes, it is {len(k)}")
+        self._pending.append((k, bytes(value)))
+
+    def commit(self) -> None:
+        self._db._pending.extend(self._pending)
+        self._pending = []
+
+
+class LMDB(DB):
+    """LMDB through the ``lmdb`` package (see module doc). Registered as "lmdb" and "LMDB"."""
+
+    db_type = "lmdb"
+
+    def __init__(self, path: str, mode: Mode) -> None:
+        super().__init__(path, mode)
+        lmdb = _lmdb()
+        self._pending: list[tuple[bytes, bytes]] = []
+        self._env = None
+        self._closed = False
+        if mode is Mode.READ:
+            if not lmdb_exists(path):
+                raise DBError(f"lmdb {path}: no LMDB database here (expected a folder holding data.mdb)")
+            try:
+                self._env = lmdb.open(path, readonly=True, lock=True, max_readers=256)
+            except lmdb.Error as e:
+                raise DBError(f"lmdb {path}: cannot open: {e}") from e
+        elif os.path.exists(path) and not os.path.isdir(path):
+            raise DBError(f"lmdb {path}: exists and is not a folder")
+
+    def cursor(self) -> LMDBCursor:
+        self._require(Mode.READ)
+        try:
+            return LMDBCursor(self)
+        except _lmdb().Error as e:
+            raise DBError(f"lmdb {self.path}: cannot read: {e}") from e
+
+    def new_transaction(self) -> LMDBTransaction:
+        self._require(Mode.NEW, Mode.WRITE)
+        return LMDBTransaction(self)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self.mode is Mode.READ:
+            self._env.close()
+            return
+        lmdb = _lmdb()
+        pending, self._pending = self._pending, []
+        need = sum(len(k) + len(v) for k, v in pending)
+        try:
+            os.makedirs(self.path, exist_ok=True)
+            env = lmdb.open(self.path, map_size=_INITIAL_MAP, max_dbs=0)
+        except (OSError, lmdb.Error) as e:
+            raise DBError(f"lmdb {self.path}: cannot open for writing: {e}") from e
+        try:
+            info, stat = env.info(), env.stat()
+            used = (info["last_pgno"] + 1) * stat["psize"]
+            # Values this big live in overflow pages; leave room for a copy-on-write of the old tree too.
+            want = used * (2 if self.mode is Mode.NEW else 1) + 2 * need + (16 << 20)
+            map_size = max(info["map_size"], want)
+            for _ in range(8):
+                env.set_mapsize(map_size)
+                try:
+                    with env.begin(write=True) as txn:
+                        if self.mode is Mode.NEW:
+                            txn.drop(env.open_db(), delete=False)
+                        for k, v in pending:
+                            txn.put(k, v)
+                    break
+                except lmdb.MapFullError:
+                    map_size *= 2
+            else:
+                raise DBError(f"lmdb {self.path}: the map stayed full at {map_size} bytes")
+            env.sync(True)
+        except lmdb.Error as e:
+            raise DBError(f"lmdb {self.path}: write failed: {e}") from e
+        finally:
+            env.close()
+
+    def abort(self) -> None:
+        self._pending = []
+        self._closed = True
+        if self._env is not None:
+            self._env.close()
+
+
+def lmdb_exists(path: str) -> bool:
+    return os.path.isdir(path) and os.path.isfile(os.path.join(path, "data.mdb"))
+
+
+register_db(("lmdb", "LMDB"), LMDB, lmdb_exists)
