@@ -1,1 +1,503 @@
-"""(being written)"""
+"""Fills: ConstantFill, UniformFill, UniformIntFill, GaussianFill, XavierFill,
+MSRAFill, RangeFill, DiagonalFill and the GivenTensor*Fill family.
+
+Every fill takes its output shape from one of three places, as Caffe2's
+FillerOp does:
+
+- no input: the ``shape`` argument (``extra_shape`` and ``input_as_shape`` are
+  errors);
+- one input, ``input_as_shape=0``: the input's shape, with ``extra_shape``
+  appended (``shape`` is an error);
+- one input, ``input_as_shape=1``: the input is a 1-D integer tensor holding
+  the shape (``extra_shape`` appended).
+
+Random fills draw from the op's generator (``Operator.rng``), seeded from
+``DeviceOption.random_seed``: the same seed gives the same values. No fill
+has a gradient.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from framework.errors import ShapeError, TypeMismatchError
+from framework.memory.typemeta import TypeMeta
+from framework.ops.gradient import no_gradient
+from framework.ops.operator import Operator
+from framework.ops.registry import register_op
+from framework.ops.schema import BOOL, FLOAT, FLOATS, INT, INTS, STRINGS, TENSOR, Arg, TensorSpec
+from framework.proto.framework_pb2 import TensorProto
+
+_SHAPE_ARGS = [
+    Arg("shape", INTS, [], "output shape; only without an input"),
+    Arg("extra_shape", INTS, [], "dimensions appended to the shape taken from the input"),
+    Arg("input_as_shape", BOOL, False, "the input is a 1-D tensor holding the output shape"),
+]
+_INPUT_DOC = [("input", "optional: the tensor whose shape is copied, or (input_as_shape) the shape itself")]
+_OUTPUT_DOC = [("output", "the filled tensor")]
+_FLOAT = np.dtype(np.float32)
+
+
+def _dtype_of(data_type: int) -> np.dtype:
+    return TypeMeta.from_proto(int(data_type)).dtype
+
+
+def _value_dtype(args: Any, default: int) -> int:
+    """The DataType of ConstantFill/DiagonalFill: ``dtype``, else from the type of ``value`` (as Caffe2)."""
+    if args.has("dtype"):
+        return args.dtype
+    if args.has("value"):
+        v = args.value
+        if isinstance(v, bool) or isinstance(v, int):
+            return TensorProto.INT64
+        if isinstance(v, float):
+            return TensorProto.FLOAT
+        raise TypeMismatchError(f"argument 'value' is of unexpected type {type(v).__name__}; give 'dtype'")
+    return default
+
+
+def filler_infer(default_dtype: int | None = None, value_typed: bool = False) -> Any:
+    """Inference shared by fills: dtype from ``dtype`` (or the fixed type), shape from the source."""
+
+    def infer(args: Any, ins: list[TensorSpec]) -> list[TensorSpec]:
+        if value_typed:
+            dt = _dtype_of(_value_dtype(args, TensorProto.FLOAT))
+        elif default_dtype is None:
+            dt = _dtype_of(args.dtype)
+        else:
+            dt = _dtype_of(default_dtype)
+        if args.num_inputs == 0:
+            return [TensorSpec(tuple(args.shape), dt)]
+        if args.input_as_shape or ins[0].shape is None:
+            return [TensorSpec(None, dt)]
+        return [TensorSpec(tuple(ins[0].shape) + tuple(args.extra_shape), dt)]
+
+    infer.__doc__ = "shape from `shape`, the input's shape (+ extra_shape), or unknown with input_as_shape"
+    return infer
+
+
+class FillerOp(Operator):
+    """Base of every fill: resolves the output shape, then calls ``fill(out)``."""
+
+    out_dtype: np.dtype = _FLOAT
+
+    def setup(self) -> None:
+        a = self.args
+        for arg in self.op_def.arg:
+            if arg.name == "shape" and arg.HasField("i"):
+                raise self.arg_error("'shape' argument was a scalar, list expected")
+        if self.args.num_inputs:
+            if a.shape:
+                raise self.arg_error("cannot set the 'shape' argument and pass in an input at the same time")
+        else:
+            if a.extra_shape:
+                raise self.arg_error("cannot set 'extra_shape' when there is no input")
+            if a.input_as_shape:
+                raise self.arg_error("an input must be given if 'input_as_shape' is true")
+        if any(d < 0 for d in a.shape) or any(d < 0 for d in a.extra_shape):
+            raise self.arg_error(f"dimensions must be >= 0, got shape {a.shape} extra_shape {a.extra_shape}")
+        self._shape = tuple(a.shape)
+        self._extra = tuple(a.extra_shape)
+        self._has_input = self.args.num_inputs > 0
+        self._input_as_shape = a.input_as_shape
+        self.prepare()
+
+    def prepare(self) -> None:
+        """Per-op setup after the shape arguments are checked."""
+
+    def _set_dtype(self, data_type: int) -> None:
+        try:
+            self.out_dtype = _dtype_of(data_type)
+        except TypeMismatchError as e:
+            raise self.arg_error(f"'dtype' {data_type} is not a tensor element type: {e}") from None
+
+    def out_shape(self) -> tuple:
+        if not self._has_input:
+            return self._shape
+        x = self.input(0)
+        if self._input_as_shape:
+            if x.ndim != 1 or x.dtype.kind not in "iu":
+                raise ShapeError(
+                    f"{self.describe()}: with input_as_shape the input '{self.input_names[0]}' must be a 1-D "
+                    f"integer tensor, got {x.dtype} {x.shape}"
+                )
+            shape = tuple(int(d) for d in x)
+            if any(d < 0 for d in shape):
+                raise ShapeError(f"{self.describe()}: shape input '{self.input_names[0]}' holds {shape}")
+            return shape + self._extra
+        return x.shape + self._extra
+
+    def run(self) -> None:
+        out = self.output(0, self.out_shape(), self.out_dtype)
+        if out.size:
+            self.fill(out)
+
+    def fill(self, out: np.ndarray) -> None:
+        raise NotImplementedError
+
+
+class _FixedTypeFill(FillerOp):
+    """A fill of one element type; a ``dtype`` argument must name that type."""
+
+    fixed: int = TensorProto.FLOAT
+
+    def prepare(self) -> None:
+        if self.args.has("dtype") and self.args.dtype != self.fixed:
+            raise self.arg_error(f"produces {TensorProto.DataType.Name(self.fixed)} only, got dtype={self.args.dtype}")
+        self.out_dtype = _dtype_of(self.fixed)
+        self.prepare_fill()
+
+    def prepare_fill(self) -> None:
+        pass
+
+
+def _fixed_args(kind: int, extra: list[Arg]) -> list[Arg]:
+    name = TensorProto.DataType.Name(kind)
+    return [*_SHAPE_ARGS, Arg("dtype", INT, kind, f"must be {name} ({kind}) if given"), *extra]
+
+
+@register_op(
+    "ConstantFill",
+    inputs=(0, 1),
+    args=[
+        *_SHAPE_ARGS,
+        Arg("value", TENSOR, 0.0, "the fill value: a float, an int or a string"),
+        Arg("dtype", INT, TensorProto.FLOAT, "TensorProto DataType; default: the type of 'value' (float/int64)"),
+    ],
+    input_docs=_INPUT_DOC,
+    output_docs=_OUTPUT_DOC,
+    allow_inplace={(0, 0)},
+    infer=filler_infer(value_typed=True),
+    category="fill",
+)
+class ConstantFill(FillerOp):
+    """Fill the output with the constant ``value``.
+
+    The element type is ``dtype`` (a TensorProto DataType); without it, the
+    type of ``value``: float for a float, int64 for an int, as Caffe2 does.
+    """
+
+    def prepare(self) -> None:
+        try:
+            dt = _value_dtype(self.args, TensorProto.FLOAT)
+        except TypeMismatchError as e:
+            raise self.arg_error(str(e)) from None
+        if dt == TensorProto.UNDEFINED:
+            raise self.arg_error("cannot have an undefined 'dtype' argument")
+        self._set_dtype(dt)
+        v = self.args.value
+        if self.out_dtype.kind == "O":
+            self._value = v if isinstance(v, bytes) else str(v).encode()
+        else:
+            if isinstance(v, (bytes, str)):
+                raise self.arg_error(f"'value' {v!r} is a string but dtype is {self.out_dtype}")
+            self._value = np.array(v).astype(self.out_dtype)
+
+    def fill(self, out: np.ndarray) -> None:
+        out.fill(self._value)
+
+
+@register_op(
+    "UniformFill",
+    inputs={0, 1, 3},
+    args=_fixed_args(
+        TensorProto.FLOAT,
+        [Arg("min", FLOAT, 0.0, "lower bound (inclusive)"), Arg("max", FLOAT, 1.0, "upper bound (exclusive)")],
+    ),
+    input_docs=[*_INPUT_DOC, ("min", "optional scalar lower bound"), ("max", "optional scalar upper bound")],
+    output_docs=_OUTPUT_DOC,
+    allow_inplace={(0, 0)},
+    infer=filler_infer(TensorProto.FLOAT),
+    category="fill",
+)
+class UniformFill(_FixedTypeFill):
+    """Fill with float samples of U[min, max). With 3 inputs, min and max come from
+    inputs 1 and 2 (scalars); if min > max the output's first dimension becomes 0."""
+
+    def prepare_fill(self) -> None:
+        a = self.args
+        if a.num_inputs == 3:
+            if a.has("min") or a.has("max"):
+                raise self.arg_error("cannot set both the min/max arguments and the min/max input blobs")
+        elif not a.min < a.max:
+            raise self.arg_error(f"max value ({a.max}) should be bigger than min value ({a.min})")
+        self._lo, self._hi = a.min, a.max
+
+    def run(self) -> None:
+        shape = self.out_shape()
+        lo, hi = self._lo, self._hi
+        if self.args.num_inputs == 3:
+            lo, hi = self._bound(1), self._bound(2)
+            if lo > hi and shape:
+                shape = (0, *shape[1:])
+        out = self.output(0, shape, self.out_dtype)
+        if out.size:
+            self.rng.random(dtype=out.dtype, out=out)
+            out *= out.dtype.type(hi - lo)
+            out += out.dtype.type(lo)
+
+    def _bound(self, i: int) -> float:
+        v = self.input(i)
+        if v.size != 1:
+            raise ShapeError(f"{self.describe()}: input {i} ('{self.input_names[i]}') must be a scalar, got {v.shape}")
+        return float(v.reshape(-1)[0])
+
+
+@register_op(
+    "UniformIntFill",
+    inputs={0, 1, 3},
+    args=_fixed_args(
+        TensorProto.INT32,
+        [Arg("min", INT, 0, "lower bound (inclusive)"), Arg("max", INT, 1, "upper bound (inclusive)")],
+    ),
+    input_docs=[*_INPUT_DOC, ("min", "optional scalar lower bound"), ("max", "optional scalar upper bound")],
+    output_docs=_OUTPUT_DOC,
+    allow_inplace={(0, 0)},
+    infer=filler_infer(TensorProto.INT32),
+    category="fill",
+)
+class UniformIntFill(UniformFill):
+    """Fill with int32 samples uniform on [min, max], both ends included."""
+
+    fixed = TensorProto.INT32
+
+    def run(self) -> None:
+        shape = self.out_shape()
+        lo, hi = self._lo, self._hi
+        if self.args.num_inputs == 3:
+            lo, hi = int(self._bound(1)), int(self._bound(2))
+            if lo > hi and shape:
+                shape = (0, *shape[1:])
+        out = self.output(0, shape, self.out_dtype)
+        if out.size:
+            out[...] = self.rng.integers(lo, hi, size=out.shape, dtype=np.int64, endpoint=True)
+
+
+@register_op(
+    "GaussianFill",
+    inputs=(0, 1),
+    args=_fixed_args(
+        TensorProto.FLOAT,
+        [Arg("mean", FLOAT, 0.0, "mean of the distribution"), Arg("std", FLOAT, 1.0, "standard deviation (> 0)")],
+    ),
+    input_docs=_INPUT_DOC,
+    output_docs=_OUTPUT_DOC,
+    allow_inplace={(0, 0)},
+    infer=filler_infer(TensorProto.FLOAT),
+    category="fill",
+)
+class GaussianFill(_FixedTypeFill):
+    """Fill with float samples of N(mean, std^2)."""
+
+    def prepare_fill(self) -> None:
+        if not self.args.std > 0:
+            raise self.arg_error(f"standard deviation 'std' should be positive, got {self.args.std}")
+        self._mean = np.float32(self.args.mean)
+        self._std = np.float32(self.args.std)
+
+    def fill(self, out: np.ndarray) -> None:
+        self.rng.standard_normal(dtype=out.dtype, out=out)
+        out *= self._std
+        out += self._mean
+
+
+@register_op(
+    "XavierFill",
+    inputs=(0, 1),
+    args=_fixed_args(TensorProto.FLOAT, []),
+    input_docs=_INPUT_DOC,
+    output_docs=_OUTPUT_DOC,
+    allow_inplace={(0, 0)},
+    infer=filler_infer(TensorProto.FLOAT),
+    category="fill",
+)
+class XavierFill(_FixedTypeFill):
+    """Fill with U(-s, s), s = sqrt(3 / fan_in), fan_in = size / dim(0) (Caffe2's Xavier)."""
+
+    def fill(self, out: np.ndarray) -> None:
+        if out.ndim < 1:
+            raise ShapeError(f"{self.describe()}: needs an output with at least 1 dimension, got a scalar")
+        scale = math.sqrt(3.0 / (out.size // out.shape[0]))
+        self.rng.random(dtype=out.dtype, out=out)
+        out *= out.dtype.type(2 * scale)
+        out -= out.dtype.type(scale)
+
+
+@register_op(
+    "MSRAFill",
+    inputs=(0, 1),
+    args=_fixed_args(TensorProto.FLOAT, []),
+    input_docs=_INPUT_DOC,
+    output_docs=_OUTPUT_DOC,
+    allow_inplace={(0, 0)},
+    infer=filler_infer(TensorProto.FLOAT),
+    category="fill",
+)
+class MSRAFill(_FixedTypeFill):
+    """Fill with N(0, s^2), s = sqrt(2 / fan_out), fan_out = size / dim(1) (Caffe2's MSRA)."""
+
+    def fill(self, out: np.ndarray) -> None:
+        if out.ndim < 2:
+            raise ShapeError(f"{self.describe()}: needs an output with at least 2 dimensions, got {out.shape}")
+        scale = math.sqrt(2.0 / (out.size // out.shape[1]))
+        self.rng.standard_normal(dtype=out.dtype, out=out)
+        out *= out.dtype.type(scale)
+
+
+@register_op(
+    "RangeFill",
+    inputs=(0, 1),
+    args=_fixed_args(TensorProto.FLOAT, []),
+    input_docs=_INPUT_DOC,
+    output_docs=_OUTPUT_DOC,
+    allow_inplace={(0, 0)},
+    infer=filler_infer(TensorProto.FLOAT),
+    category="fill",
+)
+class RangeFill(_FixedTypeFill):
+    """Fill with 0, 1, 2, ... in row-major order (float), handy to check reshapes."""
+
+    def fill(self, out: np.ndarray) -> None:
+        np.copyto(out.reshape(-1), np.arange(out.size, dtype=out.dtype))
+
+
+@register_op(
+    "DiagonalFill",
+    inputs=(0, 1),
+    args=[
+        *_SHAPE_ARGS,
+        Arg("value", TENSOR, 0.0, "the diagonal value: a float or an int"),
+        Arg("dtype", INT, TensorProto.FLOAT, "TensorProto DataType; default: the type of 'value' (float/int64)"),
+    ],
+    input_docs=_INPUT_DOC,
+    output_docs=_OUTPUT_DOC,
+    allow_inplace={(0, 0)},
+    infer=filler_infer(value_typed=True),
+    category="fill",
+)
+class DiagonalFill(ConstantFill):
+    """Zeros with ``value`` on the diagonal. The output needs >= 2 dims; beyond 2 all dims
+    must be equal. A tall matrix's diagonal wraps around every (cols + 1) elements, as Caffe2's."""
+
+    def prepare(self) -> None:
+        super().prepare()
+        if self.out_dtype.kind == "O":
+            raise self.arg_error("does not fill strings")
+
+    def fill(self, out: np.ndarray) -> None:
+        if out.ndim < 2:
+            raise ShapeError(f"{self.describe()}: output shape must be >= 2-D, got {out.shape}")
+        if out.ndim == 2:
+            step = out.shape[1] + 1
+        else:
+            if len(set(out.shape)) != 1:
+                raise ShapeError(f"{self.describe()}: all dimensions must be of equal length, got {out.shape}")
+            d = out.shape[0]
+            step = sum(d**k for k in range(out.ndim))
+        out.fill(0)
+        out.reshape(-1)[::step] = self._value
+
+
+class _GivenTensorFill(FillerOp):
+    """Base of GivenTensor*Fill: copies the ``values`` argument into the output."""
+
+    data_type: int = TensorProto.FLOAT
+
+    def __init__(self, op_def: Any, ws: Any, index: int | None = None) -> None:
+        # String values are bytes (maybe not UTF-8): take them raw, before argument parsing decodes them.
+        self._raw_strings = None
+        if self.data_type == TensorProto.STRING:
+            stripped = type(op_def)()
+            stripped.CopyFrom(op_def)
+            keep = [a for a in op_def.arg if a.name != "values"]
+            self._raw_strings = [bytes(s) for a in op_def.arg if a.name == "values" for s in a.strings]
+            del stripped.arg[:]
+            stripped.arg.extend(keep)
+            op_def = stripped
+        super().__init__(op_def, ws, index)
+
+    def prepare(self) -> None:
+        dt = self.data_type
+        if self.type == "GivenTensorFill" and self.args.has("dtype"):
+            dt = self.args.dtype
+        self._set_dtype(dt)
+        if self.out_dtype.kind == "O":
+            raw = self._raw_strings if self._raw_strings is not None else self.args.values
+            vals = [v.encode("utf-8") if isinstance(v, str) else v for v in raw]
+            self._values = np.empty(len(vals), dtype=object)
+            self._values[:] = vals
+        else:
+            vals = self.args.values
+            if any(isinstance(v, (bytes, str)) for v in vals):
+                raise self.arg_error(f"'values' must be numbers for dtype {self.out_dtype}")
+            self._values = np.array(vals, dtype=np.float64 if self.out_dtype.kind == "f" else np.int64)
+            self._values = self._values.astype(self.out_dtype)
+        if not self._has_input and math.prod(self._shape) != self._values.size:
+            raise self.arg_error(
+                f"shape {list(self._shape)} holds {math.prod(self._shape)} elements but "
+                f"{self._values.size} values are given"
+            )
+
+    def fill(self, out: np.ndarray) -> None:
+        if out.size != self._values.size:
+            raise ShapeError(
+                f"{self.describe()}: output size {out.size} {out.shape} does not match the "
+                f"{self._values.size} given values"
+            )
+        np.copyto(out, self._values.reshape(out.shape))
+
+
+def _given_fill(name: str, data_type: int, values_kind: str, doc: str, typed: bool = False) -> None:
+    dt_name = TensorProto.DataType.Name(data_type)
+    if typed:
+        dtype_arg = Arg("dtype", INT, data_type, "TensorProto DataType of the output (FLOAT by default)")
+        infer = filler_infer()
+    else:
+        dtype_arg = Arg("dtype", INT, data_type, f"ignored: the output is {dt_name}")
+        infer = filler_infer(data_type)
+    cls = type(name, (_GivenTensorFill,), {"__doc__": doc, "data_type": data_type})
+    register_op(
+        name,
+        inputs=(0, 1),
+        args=[*_SHAPE_ARGS, Arg("values", values_kind, [], "the values, row-major"), dtype_arg],
+        input_docs=_INPUT_DOC,
+        output_docs=_OUTPUT_DOC,
+        allow_inplace={(0, 0)},
+        infer=infer,
+        category="fill",
+    )(cls)
+    globals()[name] = cls
+
+
+_given_fill(
+    "GivenTensorFill",
+    TensorProto.FLOAT,
+    FLOATS,
+    "Fill with the given float ``values`` (``dtype`` may choose another numeric type); init nets embed weights so.",
+    typed=True,
+)
+_given_fill("GivenTensorDoubleFill", TensorProto.DOUBLE, FLOATS, "Fill with the given ``values`` as float64.")
+_given_fill("GivenTensorIntFill", TensorProto.INT32, INTS, "Fill with the given ``values`` as int32.")
+_given_fill("GivenTensorInt64Fill", TensorProto.INT64, INTS, "Fill with the given ``values`` as int64.")
+_given_fill("GivenTensorBoolFill", TensorProto.BOOL, INTS, "Fill with the given ``values`` as bool.")
+_given_fill("GivenTensorStringFill", TensorProto.STRING, STRINGS, "Fill with the given byte-string ``values``.")
+
+no_gradient(
+    "ConstantFill",
+    "UniformFill",
+    "UniformIntFill",
+    "GaussianFill",
+    "XavierFill",
+    "MSRAFill",
+    "RangeFill",
+    "DiagonalFill",
+    "GivenTensorFill",
+    "GivenTensorDoubleFill",
+    "GivenTensorIntFill",
+    "GivenTensorInt64Fill",
+    "GivenTensorBoolFill",
+    "GivenTensorStringFill",
+)
