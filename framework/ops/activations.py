@@ -11,6 +11,7 @@ Gelu read ``X``; Swish reads ``X`` and ``Y``; PRelu reads ``Y, dY, X, slope``.
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import numpy as np
 
@@ -97,6 +98,11 @@ class Relu(Operator):
     def run(self) -> None:
         x = self.input(0)
         np.maximum(x, x.dtype.type(0), out=self.output(0, x.shape, x.dtype))
+
+    def compile(self):
+        """run() bound to the current arrays (the net's fast path; see framework.net.program)."""
+        x = self.input(0)
+        return partial(np.maximum, x, np.zeros((), x.dtype), out=self.output(0, x.shape, x.dtype))
 
 
 @register_op(
