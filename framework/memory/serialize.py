@@ -277,6 +277,16 @@ def register_blob_serializer(
     _DESERIALIZERS[type_name] = deserialize_fn
 
 
+def is_serializable(obj: Any) -> bool:
+    """Whether ``serialize_blob`` can store ``obj`` (a Blob's object or a Blob)."""
+    obj = _obj_of(obj)
+    if isinstance(obj, Tensor):
+        return obj.is_initialized and (obj.is_allocated or (obj.numel == 0 and obj.meta is not None))
+    if isinstance(obj, (bytes, str, np.ndarray)):
+        return True
+    return obj is not None and any(c in _SERIALIZERS for c in type(obj).__mro__)
+
+
 def registered_blob_types() -> list[str]:
     return sorted({TENSOR_TYPE, STRING_TYPE, *_DESERIALIZERS})
 

@@ -1,0 +1,198 @@
+"""Blobs to DBs and back: the one implementation behind the Save/Load operators and
+``framework.checkpoint``.
+
+``write_blobs`` serializes blobs (tensors chunked into ``name#%k`` records) into a
+DB opened in NEW mode, one transaction per record as Caffe2 does; the DB becomes
+visible atomically when it is closed, and nothing is published on error.
+
+``read_blobs`` follows Caffe2's Load algorithm (reference/caffe2.md §4): walk
+every record of every DB, cut the key at the first ``#%``, strip then add the
+prefixes, skip unwanted keys, refuse a key found in two DBs, and reassemble the
+chunks (in any order) into **staging** blobs. Only when every wanted blob is
+complete are they returned; the caller commits them into the workspace. So a
+failed load never leaves a blob half-written.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping, Sequence
+
+from framework.db.base import Mode, open_db
+from framework.errors import DBError, FrameworkError, SerializationError
+from framework.memory.blob import Blob
+from framework.memory.serialize import (
+    ChunkAssembler,
+    blob_name_of_key,
+    parse_blob_proto,
+    proto_elements,
+    serialize_blob,
+)
+from framework.memory.typemeta import TypeMeta
+
+
+def strip_prefix_of(name: str, prefix: str) -> str:
+    """Drop everything up to and including the first ``prefix`` in ``name`` (unchanged if absent)."""
+    if not prefix:
+        return name
+    i = name.find(prefix)
+    return name if i < 0 else name[i + len(prefix) :]
+
+
+def save_keys(names: Sequence[str], strip_prefix: str = "", overrides: Sequence[str] = ()) -> list[str]:
+    """The DB key names Save uses for ``names`` (overrides, else stripped names); duplicates are an error."""
+    if overrides:
+        if strip_prefix:
+            raise DBError("blob_name_overrides cannot be combined with strip_prefix")
+        if len(overrides) != len(names):
+            raise DBError(f"blob_name_overrides has {len(overrides)} names for {len(names)} blobs")
+        keys = list(overrides)
+    else:
+        keys = [strip_prefix_of(n, strip_prefix) for n in names]
+    seen: set[str] = set()
+    for k in keys:
+        if not k:
+            raise DBError("an empty blob name cannot be saved")
+        if k in seen:
+            raise DBError(f"two blobs would be saved under the same name '{k}'")
+        seen.add(k)
+    return keys
+
+
+def write_blobs(
+    db_type: str,
+    path: str,
+    items: Iterable[tuple[str, Any]],
+    chunk_size: int | None = None,
+    typed: bool = False,
+) -> int:
+    """Write ``(key_name, blob_or_object)`` pairs into a NEW DB; returns the number of records.
+
+    ``chunk_size``: elements per chunk (None or -1: the default; 0: no chunking).
+    """
+    n = 0
+    with open_db(db_type, path, Mode.NEW) as db:
+        for name, obj in items:
+            for key, value in serialize_blob(name, obj, chunk_size, typed):
+                txn = db.new_transaction()
+                txn.put(key, value)
+                txn.commit()
+                n += 1
+    return n
+
+
+def read_blobs(
+    sources: Sequence[tuple[str, str]],
+    wanted: Mapping[str, str] | None = None,
+    *,
+    strip_prefix: str = "",
+    add_prefix: str = "",
+    allow_incomplete: bool = False,
+) -> dict[str, Blob]:
+    """Load blobs from DBs into staging blobs, Caffe2's Load algorithm.
+
+    ``sources``: ``(db_type, path)`` pairs. ``wanted`` maps a derived key
+    (``add_prefix + strip(db key cut at '#%')``) to the name the blob gets;
+    None loads every key under its own name (``load_all``). Returns
+    ``{name: Blob}`` of complete blobs. Raises DBError/SerializationError naming
+    the file and record for damage, a key found in two DBs, incomplete chunked
+    blobs ("Data size mismatch"), and, unless ``allow_incomplete``, wanted blobs
+    the DBs do not hold (listing what they hold).
+    """
+    asm = ChunkAssembler()
+    staged: dict[str, Blob] = {}
+    key_source: dict[str, int] = {}
+    held: list[str] = []
+    held_set: set[str] = set()
+    where = ", ".join(f"{t} {p}" for t, p in sources)
+    for src_index, (db_type, path) in enumerate(sources):
+        single = len(sources) == 1 and wanted is not None
+        with open_db(db_type, path, Mode.READ) as db:
+            cursor = db.cursor()
+            try:
+                index = 0
+                while cursor.valid():
+                    db_key = cursor.key()
+                    base = blob_name_of_key(db_key)
+                    key = add_prefix + strip_prefix_of(base, strip_prefix)
+                    if key not in held_set:
+                        held_set.add(key)
+                        held.append(key)
+                    target = key if wanted is None else wanted.get(key)
+                    if target is not None:
+                        first = key_source.setdefault(key, src_index)
+                        if first != src_index:
+                            raise DBError(
+                                f"Duplicate Key {key} is found: in {sources[first][0]} {sources[first][1]} "
+                                f"and in {db_type} {path}"
+                            )
+                        label = f"{db_type} {path}, record {index} key '{db_key}'"
+                        proto = parse_blob_proto(cursor.value(), f"in {label}")
+                        blob = staged.get(target)
+                        if blob is None:
+                            blob = staged[target] = Blob(target)
+                        try:
+                            asm.add(target, proto, blob, label)
+                        except FrameworkError as e:
+                            if label in str(e):
+                                raise
+                            raise SerializationError(f"{label}: {e}") from e
+                        if single and len(staged) == len(wanted) and all(asm.is_complete(n) for n in staged):
+                            break
+                    cursor.next()
+                    index += 1
+            finally:
+                cursor.close()
+    asm.check_complete(where)
+    if wanted is not None and not allow_incomplete:
+        missing = [name for key, name in wanted.items() if name not in staged]
+        if missing:
+            raise DBError(
+                f"Expected to load {len(wanted)} blobs, got {len(wanted) - len(missing)} only: "
+                f"failed to load {', '.join(missing)} from {where}; it holds {len(held)} blobs: "
+                f"{', '.join(held) if len(held) <= 50 else ', '.join(held[:50]) + ', ...'}"
+            )
+    return staged
+
+
+def list_blobs(db_type: str, path: str) -> list[dict[str, Any]]:
+    """One row per blob of a DB: name, dtype, shape, bytes (from record headers, data not decoded)."""
+    rows: dict[str, dict[str, Any]] = {}
+    with open_db(db_type, path, Mode.READ) as db:
+        cursor = db.cursor()
+        try:
+            index = 0
+            for db_key, value in cursor:
+                name = blob_name_of_key(db_key)
+                proto = parse_blob_proto(value, f"in {db_type} {path}, record {index} key '{db_key}'")
+                row = rows.get(name)
+                if row is None:
+                    row = rows[name] = {"name": name, "dtype": "", "shape": (), "bytes": 0, "type": proto.type}
+                    if proto.HasField("tensor"):
+                        try:
+                            meta = TypeMeta.from_proto(proto.tensor.data_type)
+                            row["dtype"] = meta.dtype.name if meta.is_pod else "string"
+                        except FrameworkError:
+                            row["dtype"] = f"type{proto.tensor.data_type}"
+                        row["shape"] = tuple(proto.tensor.dims)
+                    else:
+                        row["dtype"] = proto.type
+                row["bytes"] += _payload_bytes(proto)
+                index += 1
+        finally:
+            cursor.close()
+    return list(rows.values())
+
+
+def _payload_bytes(proto: Any) -> int:
+    if not proto.HasField("tensor"):
+        return len(proto.content)
+    t = proto.tensor
+    if t.raw_data:
+        return len(t.raw_data)
+    try:
+        meta, vals = proto_elements(t)
+    except FrameworkError:
+        return 0
+    if meta.is_pod:
+        return vals.size * meta.itemsize
+    return sum(len(x) for x in t.string_data)
