@@ -1,7 +1,17 @@
 """Caffe2-compatible builders (``caffe2.python.core``): CreateOperator,
-DeviceOption, and (from the nets issue) Net, BlobReference, NameScope...
+DeviceOption, BlobReference, Net, NameScope, DeviceScope, ExecutionStep, Plan.
 
 Code written against ``caffe2.python.core`` runs after changing the import.
+``NameScope``/``DeviceScope`` are thread-local, as in Caffe2; names of nets
+built here are made unique per process (``name``, ``name_1``...), as Caffe2
+does. Everything else lives on the objects.
+
+>>> net = Net("example")
+>>> y = net.Relu(["x"], "y")
+>>> print(net)
+y = Relu(x)
+>>> y == "y", net.Proto().external_input
+(True, ['x'])
 """
 
 from __future__ import annotations
@@ -38,12 +48,16 @@ def DeviceOption(
     return opt
 
 
-def _names(x: Any) -> list[str]:
+def _names(x: Any, scoped: bool = False) -> list[str]:
     if x is None:
         return []
     if isinstance(x, (str, bytes)) or not isinstance(x, (list, tuple)):
         x = [x]
-    return [v.decode() if isinstance(v, bytes) else str(v) for v in x]
+    out = [v.decode() if isinstance(v, bytes) else v for v in x]
+    if scoped:  # plain strings get the current NameScope; BlobReferences are already full names
+        prefix = CurrentNameScope()
+        return [str(v) if isinstance(v, BlobReference) or not prefix else prefix + str(v) for v in out]
+    return [str(v) for v in out]
 
 
 def CreateOperator(  # noqa: N802
@@ -67,9 +81,11 @@ def CreateOperator(  # noqa: N802
     ('Relu', ['X'], ['Y'])
     """
     op = OperatorDef(type=operator_type, name=name or "")
-    op.input.extend(_names(inputs))
-    op.output.extend(_names(outputs))
-    op.control_input.extend(_names(control_input))
+    op.input.extend(_names(inputs, scoped=True))
+    op.output.extend(_names(outputs, scoped=True))
+    op.control_input.extend(_names(control_input, scoped=True))
+    if device_option is None:
+        device_option = CurrentDeviceScope()
     if device_option is not None:
         op.device_option.CopyFrom(device_option)
     if engine is not None:
@@ -86,5 +102,45 @@ def CreateOperator(  # noqa: N802
     return op
 
 
-# Gradients (issue 6): Caffe2's registry API and sparse-gradient tuple.
+# The builders below use CreateOperator, so they are imported after it is defined.
+# Gradients (issue 6): Caffe2's registry API and sparse-gradient tuple come from net.backward.
+from framework.builder import (  # noqa: E402
+    BlobReference,
+    ExecutionStep,
+    Net,
+    Plan,
+    ScopedBlobReference,
+    UnknownOperatorAttributeError,
+    execution_step,
+)
 from framework.net.backward import GradientRegistry, GradientSlice  # noqa: E402,F401
+from framework.scope import (  # noqa: E402
+    CurrentDeviceScope,
+    CurrentNameScope,
+    DeviceScope,
+    EmptyDeviceScope,
+    EmptyNameScope,
+    NameScope,
+    ScopedName,
+)
+
+__all__ = [
+    "BlobReference",
+    "CreateOperator",
+    "CurrentDeviceScope",
+    "CurrentNameScope",
+    "DeviceOption",
+    "DeviceScope",
+    "EmptyDeviceScope",
+    "EmptyNameScope",
+    "ExecutionStep",
+    "GradientRegistry",
+    "GradientSlice",
+    "NameScope",
+    "Net",
+    "Plan",
+    "ScopedBlobReference",
+    "ScopedName",
+    "UnknownOperatorAttributeError",
+    "execution_step",
+]

@@ -1,0 +1,124 @@
+"""NetBase: a compiled net bound to a workspace, and the net-type registry.
+
+A net is built once (``NetBase(graph, ws)``): its operators are constructed in
+execution order and bind their blobs; ``run()`` then calls a flat list of
+callables (see ``framework.net.program``). Executors are subclasses that
+override ``_run`` (how the callables are scheduled) and the small hooks
+``_run_chain`` / ``_on_run_end``; profiling is such a subclass, not a flag.
+
+Concurrency: a net is not reentrant. ``run()`` holds the net's lock, so two
+threads running the same net at once are serialized (the second waits).
+Separate nets, even on separate workspaces, run concurrently.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable
+
+from framework.errors import NetError, OperatorError
+from framework.memory.workspace import Workspace
+from framework.net.graph import NetGraph, compile_graph, format_ops
+from framework.net.program import OpProgram
+from framework.ops import create_operator
+from framework.ops.operator import Operator
+
+NET_TYPES: dict[str, type[NetBase]] = {}
+
+
+def register_net_type(*names: str) -> Callable[[type], type]:
+    def deco(cls: type) -> type:
+        for n in names:
+            NET_TYPES[n] = cls
+        return cls
+
+    return deco
+
+
+def net_class(type_name: str, label: str = "net") -> type[NetBase]:
+    from framework.memory.workspace import suggest
+    from framework.net import executors  # noqa: F401  (fills NET_TYPES)
+
+    cls = NET_TYPES.get(type_name or "simple")
+    if cls is None:
+        raise NetError(
+            f"{label}: unknown net type '{type_name}'.{suggest(type_name, NET_TYPES)} Known: {sorted(NET_TYPES)}"
+        )
+    return cls
+
+
+class NetBase:
+    """A validated, instantiated net; see module doc."""
+
+    def __init__(self, graph: NetGraph, ws: Workspace) -> None:
+        self.graph = graph
+        self.net_def = graph.net_def
+        self.name = graph.net_def.name
+        self.workspace = ws
+        self.ops: list[Operator] = [create_operator(graph.net_def.op[i], ws, i) for i in graph.order]
+        self.program = OpProgram(self.ops, enable_compile=self._compile_enabled())
+        self._lock = threading.Lock()
+        self.setup()
+
+    def _compile_enabled(self) -> bool:
+        for a in self.net_def.arg:
+            if a.name == "compile_ops" and a.HasField("i"):
+                return bool(a.i)
+        return True
+
+    def setup(self) -> None:
+        """Executor-specific preparation (chains, workers...)."""
+
+    # -- running ---------------------------------------------------------------
+    def run(self) -> None:
+        """Run every op once; raise OperatorError naming the failing op.
+
+        Holds the net's lock: concurrent callers of one net are serialized.
+        """
+        with self._lock:
+            self._run()
+
+    def _run(self) -> None:
+        raise NotImplementedError
+
+    def _fail(self, k: int, e: BaseException) -> OperatorError:
+        """The error to raise for the op at execution position ``k``."""
+        from framework.net.api import wrap_op_error
+
+        op = self.ops[k]
+        self.workspace.last_failed_op_net_position = op.index
+        self.program.invalidate()
+        if isinstance(e, OperatorError) and getattr(e, "op_index", None) == op.index:
+            return e
+        return wrap_op_error(op, e, net_name=self.name)
+
+    # -- introspection -----------------------------------------------------------
+    @property
+    def type(self) -> str:
+        return self.net_def.type or "simple"
+
+    def ops_in_order(self) -> list[Any]:
+        return self.graph.ops_in_order()
+
+    def __str__(self) -> str:
+        return format_ops(self.ops_in_order())
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} '{self.name}': {len(self.ops)} ops>"
+
+    def Proto(self) -> Any:  # noqa: N802  (Caffe2 name)
+        return self.net_def
+
+
+def instantiate(net: Any, ws: Workspace) -> NetBase:
+    """Validate ``net`` against ``ws`` and build its executor; on failure ``ws`` is unchanged."""
+    graph = compile_graph(net, ws.has_blob)
+    cls = net_class(graph.net_def.type, f'net "{graph.net_def.name}"')
+    before = set(ws._blobs)
+    try:
+        return cls(graph, ws)
+    except BaseException:
+        with ws._lock:
+            for name in [n for n in ws._blobs if n not in before]:
+                del ws._blobs[name]
+        raise

@@ -1,0 +1,199 @@
+"""DAGNet: chains of ops on worker threads, by dependency counting and a ready queue.
+
+As PyTorch's autograd engine (seeds/004) and Caffe2's DAGNet: each chain (a
+maximal linear run of ops, one scheduling task) has a count of unfinished
+parent chains. Chains with no parents go to the ready queue; a worker that
+finishes a chain decrements its children's counts and queues those that reach
+zero, running one of them itself to save a hand-off. The caller waits until
+every chain has run or one failed.
+
+numpy releases the GIL inside BLAS and large ufuncs, so independent branches
+run in parallel. While a run is in progress the BLAS thread count is capped at
+``cores // workers`` (threadpoolctl) so Python and BLAS threads do not fight.
+
+Errors: the first exception stops scheduling (chains already running finish,
+nothing new starts); ``run()`` raises it in the caller as an OperatorError
+naming the op, with later errors listed as notes (``secondary_errors``).
+Workers persist across runs (daemon threads) and stop when the net is freed.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+import weakref
+from contextlib import nullcontext
+from typing import Any, Callable
+
+from framework.net.base import NetBase, register_net_type
+from framework.net.graph import compute_chains
+
+
+class _ChainFailure(Exception):
+    def __init__(self, k: int, exc: BaseException) -> None:
+        super().__init__(k, exc)
+        self.k = k
+        self.exc = exc
+
+
+class _RunState:
+    __slots__ = ("fns", "counts", "outstanding", "lock", "done", "errors", "failed")
+
+    def __init__(self, fns: list, counts: list[int], outstanding: int) -> None:
+        self.fns = fns
+        self.counts = counts
+        self.outstanding = outstanding
+        self.lock = threading.Lock()
+        self.done = threading.Event()
+        self.errors: list[tuple[int, BaseException]] = []
+        self.failed = False
+
+
+def _worker_loop(q: queue.SimpleQueue) -> None:
+    while True:
+        item = q.get()
+        if item is None:
+            return
+        net, state, c = item
+        del item
+        net._execute(state, c)
+        del net, state
+
+
+class _Workers:
+    """A fixed set of daemon threads reading (net, state, chain) tasks from one queue."""
+
+    def __init__(self, n: int, name: str) -> None:
+        self.queue: queue.SimpleQueue = queue.SimpleQueue()
+        self.threads = [
+            threading.Thread(target=_worker_loop, args=(self.queue,), daemon=True, name=f"dag:{name}:{i}")
+            for i in range(n)
+        ]
+        for t in self.threads:
+            t.start()
+
+    def close(self) -> None:
+        for _ in self.threads:
+            self.queue.put(None)
+
+
+_blas = [None]
+
+
+def blas_limit(n: int) -> Any:
+    """Context capping BLAS threads at ``n`` (no-op without threadpoolctl or BLAS)."""
+    if _blas[0] is None:
+        try:
+            from threadpoolctl import ThreadpoolController
+
+            ctl = ThreadpoolController().select(user_api="blas")
+            _blas[0] = ctl if ctl.lib_controllers else False
+        except Exception:  # threadpoolctl missing or unusable: nothing to cap
+            _blas[0] = False
+    ctl = _blas[0]
+    if not ctl or all(lib.num_threads <= n for lib in ctl.lib_controllers):
+        return nullcontext()
+    return ctl.limit(limits=n)
+
+
+def _num_workers(net_def: Any) -> int:
+    if net_def.HasField("num_workers") and net_def.num_workers > 0:
+        return net_def.num_workers
+    for a in net_def.arg:
+        if a.name == "num_workers" and a.HasField("i") and a.i > 0:
+            return a.i
+    return os.cpu_count() or 1
+
+
+@register_net_type("dag", "async_dag", "async_scheduling", "async_polling")
+class DAGNet(NetBase):
+    """Worker threads over chains of ops; see module doc."""
+
+    def setup(self) -> None:
+        pos = {op_index: k for k, op_index in enumerate(self.graph.order)}
+        chains = compute_chains(self.graph.graph, self.graph.order)
+        chain_of = {n: c for c, chain in enumerate(chains) for n in chain}
+        # Chains hold execution positions (indices into the callables list).
+        self.chains: list[list[int]] = [[pos[n] for n in chain] for chain in chains]
+        children: list[set[int]] = [set() for _ in chains]
+        counts = [0] * len(chains)
+        for a, b in self.graph.graph.edges:
+            ca, cb = chain_of[a], chain_of[b]
+            if ca != cb and cb not in children[ca]:
+                children[ca].add(cb)
+                counts[cb] += 1
+        self.children = [sorted(c) for c in children]
+        self.initial_counts = counts
+        self.roots = [c for c, n in enumerate(counts) if n == 0]
+        self.num_workers = max(1, min(_num_workers(self.net_def), len(self.chains)))
+        self.blas_threads = max(1, (os.cpu_count() or 1) // self.num_workers)
+        self._workers: _Workers | None = None
+
+    def _pool(self) -> _Workers:
+        if self._workers is None:
+            self._workers = _Workers(self.num_workers, self.name)
+            weakref.finalize(self, self._workers.close)
+        return self._workers
+
+    def _run(self) -> None:
+        if not self.chains:
+            return
+        program = self.program
+        fns = program.callables()
+        state = _RunState(fns, list(self.initial_counts), len(self.roots))
+        q = self._pool().queue
+        with blas_limit(self.blas_threads):
+            for c in self.roots:
+                q.put((self, state, c))
+            state.done.wait()
+        if state.errors:
+            secondary = [self._fail(k2, e2) for k2, e2 in state.errors[1:]]
+            k, e = state.errors[0]
+            err = self._fail(k, e)
+            err.secondary_errors = secondary
+            for k2, e2 in state.errors[1:]:
+                err.add_note(f"secondary error from {self.ops[k2].describe()}: {type(e2).__name__}: {e2}")
+            raise err from e
+        self._on_run_end()
+        if fns is program.slow:
+            program.compile()
+
+    def _on_run_end(self) -> None:
+        """Hook called after each successful run."""
+
+    def _run_chain(self, chain: list[int], fns: list[Callable[[], Any]]) -> None:
+        """Run one chain's callables in order (hook: ProfDAGNet times them)."""
+        k = -1
+        try:
+            for k in chain:
+                fns[k]()
+        except Exception as e:
+            raise _ChainFailure(k, e) from e
+
+    def _execute(self, state: _RunState, c: int | None) -> None:
+        children = self.children
+        while c is not None:
+            if not state.failed:
+                try:
+                    self._run_chain(self.chains[c], state.fns)
+                except _ChainFailure as f:
+                    with state.lock:
+                        state.errors.append((f.k, f.exc))
+                        state.failed = True
+            ready = []
+            with state.lock:
+                if not state.failed:
+                    counts = state.counts
+                    for child in children[c]:
+                        counts[child] -= 1
+                        if counts[child] == 0:
+                            ready.append(child)
+                state.outstanding += len(ready) - 1
+                finished = state.outstanding == 0
+            if finished:
+                state.done.set()
+                return
+            c = ready.pop() if ready else None
+            for r in ready:
+                self._workers.queue.put((self, state, r))

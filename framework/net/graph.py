@@ -1,0 +1,296 @@
+"""NetDef -> validated dependency graph -> stable execution order.
+
+``compile_graph(net_def, has_blob)`` is the pure, side-effect-free half of net
+creation: it normalizes the NetDef (net-level device option and arguments
+reach the ops), checks every op against its schema, builds a
+``networkx.DiGraph`` whose nodes are op indices (declared order) and whose
+edges are data hazards and ``control_input`` dependencies, validates blobs,
+and picks a stable topological order.
+
+Ordering rules (DESIGN.md, Nets):
+
+- A blob written by exactly one op, not read by that op, and not declared in
+  ``external_input`` has one producer: every op that reads it depends on the
+  producer, even ops declared before it (hand-written nets need not be sorted).
+- Every other blob (several writers: in-place ops, counters; or an external
+  input that is overwritten) follows declared order, as Caffe2's dag_utils:
+  read-after-write on the last earlier writer, write-after-write on the
+  previous writer, write-after-read on every reader since that write.
+- ``control_input`` blobs order the op after their producer (or last writer).
+
+>>> from framework.core import CreateOperator
+>>> net = NetDef(name="n", external_input=["X"])
+>>> net.op.extend([CreateOperator("Relu", "H", "Y"), CreateOperator("Relu", "X", "H")])
+>>> compile_graph(net).order
+[1, 0]
+"""
+
+from __future__ import annotations
+
+import os
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
+
+import networkx as nx
+
+from framework.errors import NetError, ProtoParseError, SchemaError, UnknownOperatorError
+from framework.memory.workspace import suggest
+from framework.ops.operator import check_schema, describe_op
+from framework.ops.registry import get_schema
+from framework.proto.framework_pb2 import NetDef, OperatorDef
+
+__all__ = ["NetGraph", "compile_graph", "load_net_def", "format_op", "format_ops", "compute_chains"]
+
+
+# -- loading ------------------------------------------------------------------
+def load_net_def(net: Any) -> NetDef:
+    """A private copy of ``net`` as a NetDef.
+
+    Accepts a NetDef, anything with ``Proto()`` (core.Net), a path to a text
+    or binary NetDef file, the text format itself, or serialized bytes.
+    """
+    if isinstance(net, NetDef):
+        out = NetDef()
+        out.CopyFrom(net)
+        return out
+    if hasattr(net, "Proto") and callable(net.Proto):
+        return load_net_def(net.Proto())
+    if isinstance(net, os.PathLike) or (isinstance(net, str) and os.path.isfile(net)):
+        from framework.proto.io import read_net
+
+        return read_net(net)
+    if isinstance(net, bytes):
+        from framework.proto.io import parse_bytes
+
+        return parse_bytes(net, NetDef)
+    if isinstance(net, str):
+        if ":" in net or "{" in net or not net.strip():
+            from framework.proto.io import parse_text
+
+            return parse_text(net, NetDef)
+        raise ProtoParseError(f"'{net}' is neither a NetDef file nor NetDef text")
+    raise NetError(f"expected a NetDef, core.Net, file path, text or bytes; got {type(net).__name__}")
+
+
+def normalize_net_def(net_def: NetDef) -> NetDef:
+    """Give ops without a device_option the net's, and net-level arguments their schema knows.
+
+    A net argument reaches an op only when the op's schema declares an
+    argument of that name and the op does not set it itself (so ``num_workers``
+    and other net settings do not become unknown op arguments).
+    """
+    has_dev = net_def.HasField("device_option")
+    net_args = list(net_def.arg)
+    for op in net_def.op:
+        if has_dev and not op.HasField("device_option"):
+            op.device_option.CopyFrom(net_def.device_option)
+        if net_args:
+            try:
+                known = get_schema(op.type).args
+            except UnknownOperatorError:
+                continue
+            have = {a.name for a in op.arg}
+            for a in net_args:
+                if a.name in known and a.name not in have:
+                    op.arg.add().CopyFrom(a)
+    return net_def
+
+
+# -- formatting ---------------------------------------------------------------
+def _arg_text(arg: Any) -> str:
+    for f in ("f", "i", "s"):
+        if arg.HasField(f):
+            v = getattr(arg, f)
+            return f"{arg.name}={v.decode(errors='replace')!r}" if f == "s" else f"{arg.name}={v!r}"
+    for f in ("floats", "ints", "strings"):
+        vals = list(getattr(arg, f))
+        if vals:
+            return f"{arg.name}={vals!r}"
+    if arg.HasField("n"):
+        return f"{arg.name}=<net {arg.n.name}>"
+    return f"{arg.name}=[]"
+
+
+def format_op(op: OperatorDef) -> str:
+    """``Y = FC(X, W, b, axis=1)`` for one op."""
+    args = [*op.input, *(_arg_text(a) for a in op.arg)]
+    if op.engine:
+        args.append(f"engine={op.engine!r}")
+    call = f"{op.type}({', '.join(args)})"
+    text = f"{', '.join(op.output)} = {call}" if op.output else call
+    if op.control_input:
+        text += f"  # after {', '.join(op.control_input)}"
+    return text
+
+
+def format_ops(ops: Iterable[OperatorDef]) -> str:
+    return "\n".join(format_op(op) for op in ops)
+
+
+# -- the graph ------------------------------------------------------------------
+@dataclass
+class NetGraph:
+    """A validated net: normalized NetDef, hazard graph, and stable execution order."""
+
+    net_def: NetDef
+    graph: nx.DiGraph
+    order: list[int]
+    produced: set[str] = field(default_factory=set)
+
+    @property
+    def name(self) -> str:
+        return self.net_def.name
+
+    def ops_in_order(self) -> list[OperatorDef]:
+        return [self.net_def.op[i] for i in self.order]
+
+    def __str__(self) -> str:
+        return format_ops(self.ops_in_order())
+
+
+def _label(net_def: NetDef) -> str:
+    return f'net "{net_def.name}"' if net_def.name else "net"
+
+
+def _add_edge(g: nx.DiGraph, a: int, b: int, kind: str, blob: str) -> None:
+    if a == b:
+        return
+    if g.has_edge(a, b):
+        g.edges[a, b]["kinds"].add((kind, blob))
+    else:
+        g.add_edge(a, b, kinds={(kind, blob)})
+
+
+def build_graph(net_def: NetDef) -> tuple[nx.DiGraph, dict[str, list[int]], set[str]]:
+    """Hazard graph of ``net_def``: (graph, writers per blob, single-producer blobs)."""
+    ops = net_def.op
+    g = nx.DiGraph()
+    writers: dict[str, list[int]] = defaultdict(list)
+    for i, op in enumerate(ops):
+        g.add_node(i)
+        for b in dict.fromkeys(op.output):
+            writers[b].append(i)
+    external = set(net_def.external_input)
+    single = {b for b, w in writers.items() if len(w) == 1 and b not in external and b not in ops[w[0]].input}
+    last_writer: dict[str, int] = {}
+    readers: dict[str, list[int]] = defaultdict(list)
+    for i, op in enumerate(ops):
+        for b in op.input:
+            if b in single:
+                _add_edge(g, writers[b][0], i, "RaW", b)
+                continue
+            if b in last_writer:
+                _add_edge(g, last_writer[b], i, "RaW", b)
+            readers[b].append(i)
+        for b in op.control_input:
+            w = writers[b][0] if b in single else last_writer.get(b)
+            if w is not None:
+                _add_edge(g, w, i, "control", b)
+        for b in dict.fromkeys(op.output):
+            if b in single:
+                continue
+            if b in last_writer:
+                _add_edge(g, last_writer[b], i, "WaW", b)
+            for r in readers.pop(b, ()):
+                _add_edge(g, r, i, "WaR", b)
+            last_writer[b] = i
+    return g, writers, single
+
+
+def compile_graph(net_def: Any, has_blob: Callable[[str], bool] | None = None) -> NetGraph:
+    """Normalize, validate and order ``net_def``; raise on the first problem found.
+
+    ``has_blob`` tells which blobs already exist (the workspace); blobs read
+    before any op writes them must be external inputs or exist.
+
+    Raises UnknownOperatorError/SchemaError (schema violations), NetError
+    (undefined blobs, external outputs never produced, cycles). Every message
+    names the net, the op (index, type, name) and the blob.
+    """
+    net_def = normalize_net_def(load_net_def(net_def))
+    has_blob = has_blob or (lambda name: False)
+    label = _label(net_def)
+    for i, op in enumerate(net_def.op):
+        try:
+            check_schema(get_schema(op.type), op, i)
+        except UnknownOperatorError as e:
+            raise UnknownOperatorError(f"{label}: {describe_op(op, i)}: {e}") from None
+        except SchemaError as e:
+            raise SchemaError(f"{label}: {e}") from None
+    g, writers, single = build_graph(net_def)
+    external = set(net_def.external_input)
+    produced = set(writers)
+    _check_reads(net_def, writers, single, external, has_blob)
+    for b in net_def.external_output:
+        if b not in produced and b not in external:
+            known = sorted(produced | external)
+            raise NetError(
+                f"{label}: external output '{b}' is never produced by any op and is not an external input."
+                f"{suggest(b, known)}"
+            )
+    if not nx.is_directed_acyclic_graph(g):
+        raise NetError(f"{label}: the ops form a cycle: {_describe_cycle(net_def, g)}")
+    order = list(nx.lexicographical_topological_sort(g, key=lambda n: n))
+    return NetGraph(net_def, g, order, produced)
+
+
+def _check_reads(
+    net_def: NetDef,
+    writers: dict[str, list[int]],
+    single: set[str],
+    external: set[str],
+    has_blob: Callable[[str], bool],
+) -> None:
+    label = _label(net_def)
+    for i, op in enumerate(net_def.op):
+        for b in op.input:
+            if b in single or b in external or has_blob(b):
+                continue
+            w = writers.get(b)
+            if w and w[0] < i:
+                continue
+            known = sorted(set(writers) | external)
+            if w:
+                what = (
+                    f"reads '{b}' before its first writer ({describe_op(net_def.op[w[0]], w[0])}), "
+                    "and it is neither an external input nor in the workspace"
+                )
+            else:
+                what = f"reads '{b}', which no op produces, is not an external input and is not in the workspace"
+            raise NetError(
+                f"{label}: {describe_op(op, i)} {what}.{suggest(b, known)} Feed it first, or add it to external_input."
+            )
+
+
+def _describe_cycle(net_def: NetDef, g: nx.DiGraph) -> str:
+    cycle = nx.find_cycle(g)
+    parts = []
+    for a, b in cycle:
+        blobs = sorted({blob for _, blob in g.edges[a, b]["kinds"]})
+        parts.append(f"{describe_op(net_def.op[a], a)} -> ('{', '.join(blobs)}') ->")
+    first = cycle[0][0]
+    parts.append(describe_op(net_def.op[first], first))
+    return " ".join(parts)
+
+
+def compute_chains(g: nx.DiGraph, order: list[int]) -> list[list[int]]:
+    """Group maximal linear runs of the (transitively reduced) graph into chains.
+
+    An op joins its parent's chain when it is the parent's only child and the
+    parent is its only parent; each chain is one scheduling task. Chains are
+    listed in ``order`` of their first op, ops within a chain in order.
+    """
+    reduced = nx.transitive_reduction(g) if g.number_of_edges() else g
+    chain_of: dict[int, int] = {}
+    chains: list[list[int]] = []
+    for n in order:
+        preds = list(reduced.predecessors(n))
+        if len(preds) == 1 and reduced.out_degree(preds[0]) == 1:
+            c = chain_of[preds[0]]
+            chains[c].append(n)
+        else:
+            c = len(chains)
+            chains.append([n])
+        chain_of[n] = c
+    return chains

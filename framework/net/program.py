@@ -1,0 +1,115 @@
+"""The op callables a net runs, with an optional compiled fast path.
+
+Every op contributes ``op.run``. An op may also offer ``compile()``: called
+after a successful ``run()``, it returns a zero-argument callable doing the
+same work on the arrays bound *now* (or None). The contract:
+
+- the callable reads and writes only the numpy arrays of the op's own input
+  and output tensors, as they are when ``compile()`` is called;
+- it stays valid while those tensors keep the same array objects
+  (``Blob._obj`` and ``Tensor._array`` identities).
+
+Ops need not change: an op without ``compile()`` always runs ``run()``.
+
+The program keeps the identities of every blob a compiled callable touches
+and checks them once at the start of each run (a few tens of ns per blob);
+any change (a feed with a new shape, a blob reset) drops back to ``run()``
+for that run and recompiles after it. A compiled op is used only if none of
+its blobs is written by an op that is *not* compiled (such an op might
+replace the array mid-run, when the guard cannot see it).
+
+Version counters: a compiled callable does not bump ``Tensor.version``;
+instead the program bumps the version of every tensor written by compiled
+ops once at the start of each fast run, so caches keyed on versions (packed
+weights) see a new version for every run that may change the data.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable, Sequence
+
+from framework.memory.tensor import Tensor
+from framework.ops.operator import Operator
+
+log = logging.getLogger("framework.net")
+
+
+class OpProgram:
+    """Callables of ``ops`` (in execution order): ``run()`` methods or compiled closures."""
+
+    __slots__ = ("ops", "slow", "fast", "_guard", "_written", "compiled_count")
+
+    def __init__(self, ops: Sequence[Operator], enable_compile: bool = True) -> None:
+        self.ops = list(ops)
+        self.slow: list[Callable[[], Any]] = [op.run for op in self.ops]
+        self.fast: list[Callable[[], Any]] | None = None
+        self._guard: tuple = ()
+        self._written: tuple = ()
+        self.compiled_count = 0 if enable_compile else -1
+
+    def callables(self) -> list[Callable[[], Any]]:
+        """The callables for this run: the fast list if its guard holds, else ``run()``s."""
+        fast = self.fast
+        if fast is None:
+            return self.slow
+        for blob, obj, arr in self._guard:
+            if blob._obj is not obj or obj._array is not arr:
+                self.fast = None
+                return self.slow
+        for t in self._written:
+            t.version += 1
+        return fast
+
+    def invalidate(self) -> None:
+        self.fast = None
+
+    def compile(self) -> None:
+        """Build the fast list from the current arrays (call after a successful slow run)."""
+        if self.compiled_count < 0:
+            return
+        compiled: dict[int, Callable[[], Any]] = {}
+        for k, op in enumerate(self.ops):
+            comp = getattr(op, "compile", None)
+            if comp is None or not _blobs_hold_arrays(op):
+                continue
+            try:
+                fn = comp()
+            except Exception as e:  # a compile failure only costs speed
+                log.debug("compile() of %s failed: %s", op.describe(), e)
+                continue
+            if fn is not None:
+                compiled[k] = fn
+        # Drop compiled ops touching blobs written by uncompiled ops, to a fixpoint.
+        changed = True
+        while changed and compiled:
+            changed = False
+            unsafe = {id(b) for k, op in enumerate(self.ops) if k not in compiled for b in op.outputs}
+            for k in list(compiled):
+                op = self.ops[k]
+                if any(id(b) in unsafe for b in op.inputs) or any(id(b) in unsafe for b in op.outputs):
+                    del compiled[k]
+                    changed = True
+        self.compiled_count = len(compiled)
+        if not compiled:
+            self.fast = None
+            return
+        guard: dict[int, tuple] = {}
+        written: dict[int, Tensor] = {}
+        for k in compiled:
+            op = self.ops[k]
+            for b in (*op.inputs, *op.outputs):
+                guard[id(b)] = (b, b._obj, b._obj._array)
+            for b in op.outputs:
+                written[id(b._obj)] = b._obj
+        self._guard = tuple(guard.values())
+        self._written = tuple(written.values())
+        self.fast = [compiled.get(k, run) for k, run in enumerate(self.slow)]
+
+
+def _blobs_hold_arrays(op: Operator) -> bool:
+    for b in (*op.inputs, *op.outputs):
+        obj = b._obj
+        if type(obj) is not Tensor or obj._array is None:
+            return False
+    return True
