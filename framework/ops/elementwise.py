@@ -9,6 +9,7 @@ otherwise numpy's multidirectional rules apply.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -117,6 +118,18 @@ class _Binary(Operator):
 
     def compute(self, a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
         self.ufunc(a, b, out=out)
+
+    def compile(self) -> Any:
+        """The ufunc bound to the current arrays (the nets' fast path, see framework.net.program)."""
+        if type(self).compute is not _Binary.compute:
+            return None
+        a, b = self.input(0), self.input(1)
+        out = self.outputs[0]._obj._array
+        if a.shape != b.shape:
+            out_shape, view = self._plan_for(a, b)
+            if view is not None:
+                b = b.reshape(view)
+        return partial(self.ufunc, a, b, out=out)
 
 
 def _register_binary(

@@ -6,6 +6,7 @@ All are in-place capable.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any, Callable
 
 import numpy as np
@@ -29,6 +30,12 @@ class _Unary(Operator):
             check_kind(self, 0, x, self.kinds)
         self.kernel(x, self.output(0, x.shape, x.dtype))
 
+    def compile(self) -> Any:
+        """The kernel bound to the current arrays (the nets' fast path, see framework.net.program)."""
+        x, out = self.input(0), self.outputs[0]._obj._array
+        uf = getattr(self.kernel, "ufunc", None)
+        return partial(uf, x, out=out) if uf is not None else partial(self.kernel, x, out)
+
 
 def _unary(name: str, doc: str, kernel: Callable, *, kinds: str = "f", flops: float = 1, args: Any = ()) -> type:
     cls = type(name, (_Unary,), {"__doc__": doc, "kernel": kernel, "kinds": kinds})
@@ -48,6 +55,7 @@ def _ufunc(f: Callable) -> Callable:
     def kernel(self: Operator, x: np.ndarray, out: np.ndarray) -> None:
         f(x, out=out)
 
+    kernel.ufunc = f
     return kernel
 
 
