@@ -203,7 +203,7 @@ def _split_grad(g):
         if g.has_go(i):
             grads.append(g.GO(i))
             continue
-        zero = f"_{name}_zero_grad"  # a part with no gradient contributes zeros
+        zero = f"_{name}_zero_grad"  # a part without gradient gives (float32) zeros
         fill = OperatorDef(type="ConstantFill", input=[name], output=[zero], is_gradient_op=True)
         fill.device_option.CopyFrom(g.def_.device_option)
         fill.arg.append(make_argument("value", 0.0))
