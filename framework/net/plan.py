@@ -15,7 +15,7 @@ same name); its execution steps then run in order. A step holds either
   once more after they finish; ``report_net`` runs every ``report_interval``
   seconds the same way;
 - ``create_workspace`` gives every run of the step a child workspace (parent
-  = the current one) in which the step's nets are re-created.
+  = the current one) in which the plan's nets are created anew.
 """
 
 from __future__ import annotations
@@ -62,25 +62,34 @@ class _Plan:
 
     def __init__(self, plan: PlanDef) -> None:
         self.net_defs: dict[str, NetDef] = {n.name: n for n in plan.network}
+        self.created: set[tuple[int, str]] = set()  # (id(workspace), net name) made by this plan
+        self.lock = threading.Lock()
         self.failed = threading.Event()
 
 
 def run_plan(ws: Workspace, plan: Any) -> None:
-    """Create the plan's nets in ``ws`` and run its execution steps in order."""
+    """Run the plan's execution steps in order on ``ws``.
+
+    Each of the plan's nets is created (replacing a net of the same name) the
+    first time a step runs it in a workspace, then shared by later steps.
+    """
     plan = load_plan(plan)
     state = _Plan(plan)
-    for net_def in plan.network:
-        ws.create_net(net_def, overwrite=True)
     for step in plan.execution_step:
         run_step(ws, step, state)
 
 
 def _get_net(ws: Workspace, name: str, state: _Plan, step: ExecutionStep) -> Any:
-    if not ws.has_net(name):
-        net_def = state.net_defs.get(name)
-        if net_def is None:
+    net_def = state.net_defs.get(name)
+    if net_def is None:
+        if not ws.has_net(name):
             raise NetError(f"step '{step.name}': no net called '{name}' in the plan or the workspace")
-        ws.create_net(net_def, overwrite=True)
+        return ws.get_net(name)
+    with state.lock:
+        key = (id(ws), name)
+        if key not in state.created:
+            ws.create_net(net_def, overwrite=True)
+            state.created.add(key)
     return ws.get_net(name)
 
 
@@ -146,10 +155,6 @@ def run_step(ws: Workspace, step: ExecutionStep, state: _Plan | None = None) -> 
         raise NetError(f"step '{step.name}' has both networks and substeps; a step holds one kind")
     if step.create_workspace:
         ws = Workspace(root_folder=ws.root_folder, parent=ws, name=f"{ws.name}/{step.name}")
-        for name in step.network:
-            net_def = state.net_defs.get(name)
-            if net_def is not None:
-                ws.create_net(net_def, overwrite=True)
     recurring = [s for s in step.substep if not s.run_every_ms]
     periodic = [s for s in step.substep if s.run_every_ms]
     timers = [_Periodic(s.run_every_ms / 1e3, lambda s=s: run_step(ws, s, state)) for s in periodic]
