@@ -1,0 +1,439 @@
+"""Caffe2's operator test API (``caffe2.python.hypothesis_test_util``) over
+``framework.testing``, so operator tests written for Caffe2 run after changing
+the imports::
+
+    from hypothesis import given
+    from framework import core
+    import framework.hypothesis_test_util as hu
+
+    class TestRelu(hu.HypothesisTestCase):
+        @given(X=hu.tensor(), **hu.gcs)
+        def test_relu(self, X, gc, dc):
+            op = core.CreateOperator("Relu", ["X"], ["Y"])
+            self.assertReferenceChecks(gc, op, [X], lambda X: [np.maximum(X, 0)])
+            self.assertDeviceChecks(dc, op, [X], [0])
+
+What it offers, with Caffe2's signatures and defaults: ``HypothesisTestCase``
+(``assertReferenceChecks``, ``assertGradientChecks``, ``assertDeviceChecks``,
+``assertValidationChecks``, ``assertRunOpRaises``), the device fixtures
+``gcs``/``gcs_cpu_only``/``gcs_gpu_only`` and ``cpu_do``/``gpu_do``, and the
+strategies ``dims``, ``elements_of_type``, ``arrays``, ``tensor``, ``tensor1d``,
+``tensors``, ``tensors1d``, ``segment_ids``, ``lengths``, ``segmented_tensor``,
+``lengths_tensor``. The checks run through ``framework.testing``, which adds
+two checks Caffe2 does not make: a second run allocates nothing, and inferred
+shapes are compared to the real ones (an output inferred as unknown passes
+unless ``ensure_outputs_are_inferred``). Gradient checks use float64 central
+differences. Only the CPU exists: a CUDA ``gpu_do`` runs the CPU code.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import re
+import unittest
+from typing import Any, Callable, Iterator, Sequence
+
+import numpy as np
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from framework import testing
+from framework import workspace as fw
+from framework.memory.workspace import Workspace
+from framework.net.api import run_operator_once
+from framework.ops import get_gradient_for_op
+from framework.ops.gradient import GradientSlice
+from framework.ops.inference import infer_op
+from framework.proto.framework_pb2 import CUDA, DeviceOption, OperatorDef
+
+__all__ = [
+    "HypothesisTestCase",
+    "arrays",
+    "cpu_do",
+    "device_options",
+    "dims",
+    "elements_of_type",
+    "expanded_device_options",
+    "gcs",
+    "gcs_cpu_only",
+    "gcs_gpu_only",
+    "gpu_do",
+    "lengths",
+    "lengths_tensor",
+    "runOpOnInput",
+    "segment_ids",
+    "segmented_tensor",
+    "temp_workspace",
+    "tensor",
+    "tensor1d",
+    "tensors",
+    "tensors1d",
+]
+
+
+# -- strategies -----------------------------------------------------------------------------
+dims = testing.dims  # dims(min_value=1, max_value=5): one dimension's size
+
+
+def elements_of_type(dtype: Any = np.float32, filter_: Callable | None = None) -> Any:
+    """Caffe2's element strategy: floats in [-1, 1], non-negative ints, booleans."""
+    dt = np.dtype(dtype)
+    if dt.kind == "f":
+        elems = st.floats(min_value=-1.0, max_value=1.0, width=dt.itemsize * 8)
+    elif dt == np.bool_:
+        elems = st.booleans()
+    elif dt.kind in "iu":
+        elems = st.integers(min_value=0, max_value=int(np.iinfo(dt).max))
+    else:
+        raise ValueError(f"Unexpected dtype {dt} without elements provided")
+    return elems if filter_ is None else elems.filter(filter_)
+
+
+def arrays(dims: Sequence[int], dtype: Any = np.float32, elements: Any = None, unique: bool = False) -> Any:
+    """Arrays of shape ``dims`` (Caffe2's default elements per dtype)."""
+    if elements is None:
+        elements = elements_of_type(dtype)
+    if unique:
+        return hnp.arrays(np.dtype(dtype), tuple(dims), elements=elements, unique=True)
+    return testing.arrays(tuple(dims), dtype, elements=elements)
+
+
+def tensor(
+    min_dim: int = 1, max_dim: int = 4, dtype: Any = np.float32, elements: Any = None, unique: bool = False, **kwargs
+) -> Any:
+    """An array of min_dim..max_dim dims; ``kwargs`` (min_value, max_value) go to ``dims``."""
+    dims_ = st.lists(dims(**kwargs), min_size=min_dim, max_size=max_dim)
+    return dims_.flatmap(lambda d: arrays(d, dtype, elements, unique=unique))
+
+
+def tensor1d(min_len: int = 1, max_len: int = 64, dtype: Any = np.float32, elements: Any = None) -> Any:
+    return tensor(1, 1, dtype, elements, min_value=min_len, max_value=max_len)
+
+
+def tensors(n: int, min_dim: int = 1, max_dim: int = 4, dtype: Any = np.float32, elements: Any = None, **kwargs) -> Any:
+    """A list of ``n`` arrays of one shared shape."""
+    dims_ = st.lists(dims(**kwargs), min_size=min_dim, max_size=max_dim)
+    return dims_.flatmap(lambda d: st.lists(arrays(d, dtype, elements), min_size=n, max_size=n))
+
+
+def tensors1d(n: int, min_len: int = 1, max_len: int = 64, dtype: Any = np.float32, elements: Any = None) -> Any:
+    return tensors(n, 1, 1, dtype, elements, min_value=min_len, max_value=max_len)
+
+
+def segment_ids(size: int, is_sorted: bool) -> Any:
+    """int32 segment ids for ``size`` rows: sorted (starting at 0, steps of 0/1) or arbitrary."""
+    if size == 0:
+        return st.just(np.empty(shape=[0], dtype=np.int32))
+    if is_sorted:
+        return arrays([size], dtype=np.int32, elements=st.booleans()).map(
+            lambda x: (np.cumsum(x, dtype=np.int32) - x[0]).astype(np.int32)
+        )
+    return arrays([size], dtype=np.int32, elements=st.integers(min_value=0, max_value=2 * size))
+
+
+def lengths(size: int, min_segments: int | None = None, max_segments: int | None = None, **kwargs: Any) -> Any:
+    """int32 segment lengths (zeros allowed) that add up to ``size``."""
+    min_segments = 0 if min_segments is None else min_segments
+    max_segments = size if max_segments is None else max_segments
+    assert 0 <= min_segments <= max_segments
+    if size == 0 and max_segments == 0:
+        return st.just(np.empty(shape=[0], dtype=np.int32))
+    assert max_segments > 0, "size is not 0, need at least one segment"
+    return (
+        st.integers(min_value=max(min_segments - 1, 0), max_value=max_segments - 1)
+        .flatmap(lambda n: hnp.arrays(np.int32, n, elements=st.integers(min_value=0, max_value=size)))
+        .map(lambda x: np.diff(np.sort(np.append(x, np.array([0, size], dtype=np.int32)))).astype(np.int32))
+    )
+
+
+def segmented_tensor(
+    min_dim: int = 1,
+    max_dim: int = 4,
+    dtype: Any = np.float32,
+    is_sorted: bool = True,
+    elements: Any = None,
+    segment_generator: Callable = segment_ids,
+    allow_empty: bool = False,
+    **kwargs: Any,
+) -> Any:
+    """(data, segments): segments from ``segment_generator(len(data), is_sorted=...)``."""
+    gen_empty = st.booleans() if allow_empty else st.just(False)
+    data_dims_ = st.lists(dims(**kwargs), min_size=min_dim, max_size=max_dim)
+    data_dims_ = st.tuples(gen_empty, data_dims_).map(lambda pair: ([0] if pair[0] else []) + pair[1])
+    return data_dims_.flatmap(
+        lambda d: st.tuples(arrays(d, dtype, elements), segment_generator(d[0], is_sorted=is_sorted))
+    )
+
+
+def lengths_tensor(min_segments: int | None = None, max_segments: int | None = None, *args: Any, **kwargs: Any) -> Any:
+    gen = functools.partial(lengths, min_segments=min_segments, max_segments=max_segments)
+    return segmented_tensor(*args, segment_generator=gen, **kwargs)
+
+
+# -- devices ----------------------------------------------------------------------------------
+cpu_do = DeviceOption()
+gpu_do = DeviceOption(device_type=CUDA)  # accepted; runs the CPU implementation
+device_options = [cpu_do]  # no GPU build: like Caffe2 without CUDA
+expanded_device_options = [cpu_do]
+gpu_device_options: list = []
+gcs = dict(gc=st.sampled_from(device_options), dc=st.just(device_options))
+gcs_cpu_only = dict(gc=st.sampled_from([cpu_do]), dc=st.just([cpu_do]))
+gcs_gpu_only = dict(gc=st.sampled_from(gpu_device_options) if gpu_device_options else st.nothing(), dc=st.just([]))
+
+
+def is_sandcastle() -> bool:
+    return False
+
+
+def is_travis() -> bool:
+    return False
+
+
+@contextlib.contextmanager
+def temp_workspace(name: str = "temp_ws") -> Iterator[None]:
+    """Run the body in an empty current workspace, then return to the previous one."""
+    old = fw.CurrentWorkspace()
+    fw.SwitchWorkspace(name, True)
+    fw.ResetWorkspace()
+    try:
+        yield
+    finally:
+        fw.ResetWorkspace()
+        fw.SwitchWorkspace(old)
+
+
+def _on_device(op: OperatorDef, device_option: DeviceOption | None) -> OperatorDef:
+    out = OperatorDef()
+    out.CopyFrom(op.Proto() if hasattr(op, "Proto") else op)
+    if device_option is not None:
+        out.device_option.CopyFrom(device_option)
+    return out
+
+
+def runOpOnInput(  # noqa: N802
+    device_option: DeviceOption, op: OperatorDef, inputs: Sequence[Any], input_device_options: Any = None
+) -> list[Any]:
+    """Run ``op`` once on ``inputs`` in a fresh workspace; return its outputs."""
+    return testing.run_op_on(_on_device(op, device_option), list(inputs), Workspace())
+
+
+def _as_list(x: Any) -> list[int]:
+    return [x] if isinstance(x, (int, np.integer)) else list(x)
+
+
+class HypothesisTestCase(unittest.TestCase):
+    """unittest.TestCase with Caffe2's operator checks. Each test starts with an empty workspace."""
+
+    def setUp(self) -> None:
+        super().setUp()
+        fw.ResetWorkspace()
+
+    def tearDown(self) -> None:
+        fw.ResetWorkspace()
+        super().tearDown()
+
+    def assertReferenceChecks(  # noqa: N802
+        self,
+        device_option: DeviceOption,
+        op: OperatorDef,
+        inputs: Sequence[Any],
+        reference: Callable[..., Any],
+        input_device_options: Any = None,
+        threshold: float = 1e-4,
+        output_to_grad: str | None = None,
+        grad_reference: Callable[..., Any] | None = None,
+        atol: float | None = None,
+        outputs_to_check: Sequence[int] | None = None,
+        ensure_outputs_are_inferred: bool = False,
+    ) -> list[Any]:
+        """Run ``op`` and compare its outputs with ``reference(*inputs)`` (a list/tuple of arrays).
+
+        Without ``outputs_to_check`` the reference must return one array per
+        output. With ``grad_reference`` (and ``output_to_grad``), the gradient
+        ops run with d(output_to_grad) = output_to_grad's value and are compared
+        with ``grad_reference(output_grad, reference_outputs, inputs)``.
+        Returns the checked outputs.
+        """
+        op = _on_device(op, device_option)
+        if len(op.input) > len(inputs):
+            raise ValueError(f"must supply an input for each input on the op: {list(op.input)} vs {len(inputs)}")
+        inputs = list(inputs)[: len(op.input)]
+        ref_outputs: list[Any] = []
+
+        def checked_reference(*args: Any) -> Any:
+            out = reference(*args)
+            if not isinstance(out, (tuple, list)):
+                raise RuntimeError(
+                    "You are providing a wrong reference implementation. A proper one should "
+                    "return a tuple/list of numpy arrays."
+                )
+            if not outputs_to_check and len(out) != len(op.output):
+                raise AssertionError(f"reference returned {len(out)} outputs, {op.type} has {len(op.output)}")
+            ref_outputs[:] = out
+            return list(out)
+
+        with temp_workspace():
+            ws = fw.C()
+            outputs = testing.assert_reference_checks(
+                op,
+                inputs,
+                checked_reference,
+                threshold=threshold,
+                atol=atol,
+                outputs_to_check=outputs_to_check or None,
+                check_inference=False,
+                ws=ws,
+            )
+            idx = list(outputs_to_check) if outputs_to_check else list(range(len(op.output)))
+            self._check_inference(op, inputs, outputs, idx, ensure_outputs_are_inferred)
+            if grad_reference is not None:
+                assert output_to_grad is not None, "If grad_reference is set, output_to_grad has to be set as well"
+                self._assertGradReferenceChecks(
+                    ws, op, inputs, ref_outputs, output_to_grad, grad_reference, threshold=threshold
+                )
+        return [outputs[k] for k in idx]
+
+    def _check_inference(
+        self, op: OperatorDef, inputs: Sequence[Any], outputs: Sequence[Any], idx: Sequence[int], required: bool
+    ) -> None:
+        specs = [testing.spec_of(x) for x in inputs]
+        try:
+            infer_op(op, specs, strict=True)
+        except Exception:
+            if required:
+                raise
+            return  # as Caffe2: inference that fails is not checked
+        shown = [outputs[k] if k in idx else None for k in range(len(outputs))]
+        testing.assert_inferred_shapes(op, inputs, shown, require_known=required)
+
+    def _assertGradReferenceChecks(  # noqa: N802
+        self,
+        ws: Workspace,
+        op: OperatorDef,
+        inputs: Sequence[Any],
+        ref_outputs: Sequence[Any],
+        output_to_grad: str,
+        grad_reference: Callable[..., Any],
+        threshold: float = 1e-4,
+    ) -> None:
+        grad_name = output_to_grad + "_grad"
+        g_output = [grad_name if n == output_to_grad else None for n in op.output]
+        grad_ops, g_input = get_gradient_for_op(op, g_output)
+        output_grad = ws.fetch_blob(output_to_grad)
+        grad_ref_outputs = grad_reference(output_grad, ref_outputs, inputs)
+        ws.feed_blob(grad_name, output_grad)
+        for gop in grad_ops:
+            run_operator_once(ws, gop)
+        self.assertEqual(len(grad_ref_outputs), len(inputs))
+        for name, ref, grad in zip(op.input, grad_ref_outputs, g_input):
+            if grad is None:
+                self.assertIsNone(ref, f"no gradient was made for input '{name}' but the reference gives one")
+            elif isinstance(grad, GradientSlice):
+                ref_vals, ref_indices = ref
+                np.testing.assert_allclose(ws.fetch_blob(grad.values), ref_vals, atol=threshold, rtol=threshold)
+                np.testing.assert_allclose(ws.fetch_blob(grad.indices), ref_indices, atol=1e-4, rtol=1e-4)
+            else:
+                np.testing.assert_allclose(
+                    ws.fetch_blob(grad),
+                    ref,
+                    atol=threshold,
+                    rtol=threshold,
+                    err_msg=f"gradient of input '{name}' ('{grad}') differs from grad_reference",
+                )
+
+    def assertGradientChecks(  # noqa: N802
+        self,
+        device_option: DeviceOption,
+        op: OperatorDef,
+        inputs: Sequence[Any],
+        outputs_to_check: int,
+        outputs_with_grads: Sequence[int],
+        grad_ops: Sequence[OperatorDef] | None = None,
+        threshold: float = 0.005,
+        stepsize: float = 0.05,
+        input_device_options: Any = None,
+        ensure_outputs_are_inferred: bool = False,
+    ) -> None:
+        """Numeric vs analytic gradient of input ``outputs_to_check`` (an *input* index, as in
+        Caffe2), with loss 0.5 * sum of squares of the outputs ``outputs_with_grads``."""
+        op = _on_device(op, device_option)
+        analytic, numeric = testing.assert_gradient_checks(
+            op,
+            list(inputs),
+            int(outputs_to_check),
+            outputs_with_grads=_as_list(outputs_with_grads),
+            stepsize=stepsize,
+            threshold=threshold,
+            grad_ops=grad_ops,
+            check_inference=ensure_outputs_are_inferred,
+        )
+        self.assertEqual(analytic.shape, numeric.shape)
+
+    def assertDeviceChecks(  # noqa: N802
+        self,
+        device_options: Sequence[DeviceOption],
+        op: OperatorDef,
+        inputs: Sequence[Any],
+        outputs_to_check: Sequence[int],
+        input_device_options: Any = None,
+        threshold: float = 0.01,
+    ) -> None:
+        """Run ``op`` on every device option; the outputs ``outputs_to_check`` must agree."""
+        results = []
+        for do in device_options:
+            outs = testing.run_op_on(_on_device(op, do), list(inputs), Workspace())
+            results.append([outs[k] for k in _as_list(outputs_to_check)])
+        for do, res in zip(device_options[1:], results[1:]):
+            for k, (a, b) in zip(_as_list(outputs_to_check), zip(results[0], res)):
+                msg = f"{op.type} output {k} differs between {device_options[0]} and {do}"
+                if np.asarray(a).dtype.kind in "OSU":
+                    np.testing.assert_array_equal(a, b, err_msg=msg)
+                else:
+                    np.testing.assert_allclose(a, b, atol=threshold, rtol=threshold, err_msg=msg)
+
+    def assertValidationChecks(  # noqa: N802
+        self,
+        device_option: DeviceOption,
+        op: OperatorDef,
+        inputs: Sequence[Any],
+        validator: Callable[..., Any],
+        input_device_options: Any = None,
+        as_kwargs: bool = True,
+        init_net: Any = None,
+    ) -> None:
+        """Run ``op`` and call ``validator`` with its inputs and outputs (by blob name if as_kwargs)."""
+        if as_kwargs:
+            names = list(op.input) + list(op.output)
+            assert len(set(names)) == len(names), "in-place ops are not supported in as_kwargs mode"
+        op = _on_device(op, device_option)
+        with temp_workspace():
+            for name, value in zip(op.input, inputs):
+                fw.FeedBlob(name, value)
+            if init_net is not None:
+                fw.RunNetOnce(init_net)
+            fw.RunOperatorOnce(op)
+            outputs = [fw.FetchBlob(n) for n in op.output]
+        if as_kwargs:
+            validator(**dict(zip(list(op.input) + list(op.output), list(inputs) + outputs)))
+        else:
+            validator(inputs=inputs, outputs=outputs)
+
+    def assertRunOpRaises(  # noqa: N802
+        self,
+        device_option: DeviceOption,
+        op: OperatorDef,
+        inputs: Sequence[Any],
+        input_device_options: Any = None,
+        exception: Any = (Exception,),
+        regexp: str | None = None,
+    ) -> None:
+        """Building or running ``op`` on ``inputs`` must raise ``exception`` (matching ``regexp``)."""
+        op = _on_device(op, device_option)
+        ws = Workspace()
+        for name, value in zip(op.input, inputs):
+            ws.feed_blob(name, value)
+        if regexp is None:
+            self.assertRaises(exception, run_operator_once, ws, op)
+        else:
+            self.assertRaisesRegex(exception, re.compile(regexp, re.S), run_operator_once, ws, op)
