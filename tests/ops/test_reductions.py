@@ -11,6 +11,15 @@ from framework.ops import get_gradient_for_op
 from framework.testing import arrays, assert_gradient_checks, assert_reference_checks, run_op_on, shapes
 
 NP = {"Sum": np.sum, "Mean": np.mean, "Max": np.max, "Min": np.min}
+REDUCE = {"ReduceSum": "Sum", "ReduceMean": "Mean", "ReduceMax": "Max", "ReduceMin": "Min"}
+FRONT_BACK = {
+    "ReduceFrontSum": ("Sum", True),
+    "ReduceFrontMean": ("Mean", True),
+    "ReduceFrontMax": ("Max", True),
+    "ReduceBackSum": ("Sum", False),
+    "ReduceBackMean": ("Mean", False),
+    "ReduceBackMax": ("Max", False),
+}
 
 
 def _distinct(shape, seed):
@@ -34,11 +43,12 @@ def shape_and_axes(draw, min_dims=1):
     return shape, axes
 
 
-@pytest.mark.parametrize("kind", list(NP))
+@pytest.mark.parametrize("op_type", list(REDUCE))
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.int64])
 @given(sa=shape_and_axes(), keepdims=st.sampled_from([0, 1]), data=st.data())
 @settings(max_examples=10)
-def test_reduce(kind, dtype, sa, keepdims, data):
+def test_reduce(op_type, dtype, sa, keepdims, data):
+    kind = REDUCE[op_type]
     if kind == "Mean" and np.dtype(dtype).kind != "f":
         return
     shape, axes = sa
@@ -46,20 +56,20 @@ def test_reduce(kind, dtype, sa, keepdims, data):
     kw = {"keepdims": keepdims} if keepdims == 0 else {}
     if axes is not None:
         kw["axes"] = axes
-    op = CreateOperator(f"Reduce{kind}", ["X"], ["Y"], **kw)
+    op = CreateOperator(op_type, ["X"], ["Y"], **kw)
     ax = None if axes is None else tuple(a % len(shape) for a in axes)
     assert_reference_checks(op, [x], lambda x: NP[kind](x, axis=ax, keepdims=bool(keepdims)).astype(dtype))
 
 
-@pytest.mark.parametrize("kind", list(NP))
+@pytest.mark.parametrize("op_type", list(REDUCE))
 @given(sa=shape_and_axes(), keepdims=st.sampled_from([0, 1]), seed=st.integers(0, 99))
 @settings(max_examples=6)
-def test_reduce_gradient(kind, sa, keepdims, seed):
+def test_reduce_gradient(op_type, sa, keepdims, seed):
     shape, axes = sa
     kw = {"keepdims": keepdims}
     if axes is not None:
         kw["axes"] = axes
-    op = CreateOperator(f"Reduce{kind}", ["X"], ["Y"], **kw)
+    op = CreateOperator(op_type, ["X"], ["Y"], **kw)
     assert_gradient_checks(op, [_distinct(shape, seed)], 0)
 
 
@@ -104,28 +114,26 @@ def _fb_ref(kind, front, k, x, lengths=None):
     return out.reshape(x.shape[k:] if front else x.shape[:split]).astype(x.dtype)
 
 
-@pytest.mark.parametrize("kind", ["Sum", "Mean", "Max"])
-@pytest.mark.parametrize("front", [True, False])
+@pytest.mark.parametrize("name", list(FRONT_BACK))
 @given(data=st.data())
 @settings(max_examples=10)
-def test_front_back(kind, front, data):
+def test_front_back(name, data):
+    kind, front = FRONT_BACK[name]
     shape = data.draw(shapes(1, 4, 1, 4))
     k = data.draw(st.integers(1, len(shape)))
     x = data.draw(arrays(shape, np.float32))
-    name = f"Reduce{'Front' if front else 'Back'}{kind}"
     kw = {} if k == 1 else {"num_reduce_dim": k}
     op = CreateOperator(name, ["X"], ["Y"], **kw)
     assert_reference_checks(op, [x], lambda x: _fb_ref(kind, front, k, x))
     assert_gradient_checks(op, [_distinct(shape, data.draw(st.integers(0, 99)))], 0)
 
 
-@pytest.mark.parametrize("kind", ["Sum", "Mean", "Max"])
-@pytest.mark.parametrize("front", [True, False])
-def test_front_back_with_lengths(kind, front):
+@pytest.mark.parametrize("name", list(FRONT_BACK))
+def test_front_back_with_lengths(name):
+    kind, front = FRONT_BACK[name]
     x = _distinct((4, 3), 7)
     n_seg = 3 if front else 4
     lengths = np.array([1, 4, 2][:n_seg] if front else [1, 3, 2, 3], dtype=np.int32)
-    name = f"Reduce{'Front' if front else 'Back'}{kind}"
     op = CreateOperator(name, ["X", "L"], ["Y"])
     assert_reference_checks(op, [x, lengths], lambda x, lengths: _fb_ref(kind, front, 1, x, lengths))
     assert_gradient_checks(op, [x, lengths], 0)

@@ -1,0 +1,150 @@
+"""Generate docs/operators.md, the operator catalogue, from the registered schemas.
+
+Usage (from the repository root):
+
+    python docs/generate_operators.py           # rewrite docs/operators.md
+    python docs/generate_operators.py --check   # exit 1 if docs/operators.md is stale
+
+The catalogue is never edited by hand: change an op's schema or doc string and
+run this script. ``tests/test_operator_docs.py`` fails when the file is stale.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+OUTPUT = ROOT / "docs" / "operators.md"
+COMMAND = "python docs/generate_operators.py"
+
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+
+def _default(arg: Any) -> str:
+    from framework.ops.schema import REQUIRED
+
+    d = arg.default
+    if d is REQUIRED:
+        return "**required**"
+    if d is None:
+        return "(none)"
+    if isinstance(d, bool):
+        return str(int(d))
+    if isinstance(d, (list, tuple)):
+        return "[" + ", ".join(repr(x) for x in d) + "]"
+    if isinstance(d, str):
+        return f'"{d}"'
+    return repr(d)
+
+
+def _pairs(rule: Any) -> str:
+    if rule == "all":
+        return "any input i with output i"
+    if callable(rule):
+        return (rule.__doc__ or "a custom rule").strip()
+    return ", ".join(f"{i}->{o}" for i, o in sorted(rule))
+
+
+def _gradient(schema: Any) -> str:
+    from framework.ops.gradient import GRADIENT_NOT_IMPLEMENTED, NO_GRADIENT, SHOULD_NOT_DO_GRADIENT
+
+    g = schema.gradient
+    if g is None:
+        return "not declared"
+    if g is NO_GRADIENT:
+        return "none (not differentiable; produces no gradient)"
+    if g is SHOULD_NOT_DO_GRADIENT:
+        return "must not be asked for (an error if a gradient reaches it)"
+    if g is GRADIENT_NOT_IMPLEMENTED:
+        return "not implemented yet"
+    return f"yes (maker `{g.__module__}.{g.__name__}`)"
+
+
+def _cell(text: str) -> str:
+    return " ".join(str(text).split()).replace("|", "\\|")
+
+
+def _op_section(s: Any) -> list[str]:
+    out = [f"### `{s.type}`", ""]
+    if s.doc:
+        out += [s.doc.strip(), ""]
+    out.append(f"- **Inputs** ({s.input_count_text()}):" + ("" if s.inputs else " —"))
+    out += [f"  - `{n}`: {_cell(d)}" for n, d in s.inputs]
+    out.append(f"- **Outputs** ({s.output_count_text()}):" + ("" if s.outputs else " —"))
+    out += [f"  - `{n}`: {_cell(d)}" for n, d in s.outputs]
+    if s.allow_inplace:
+        out.append(f"- **In-place allowed** (input->output): {_pairs(s.allow_inplace)}")
+    if s.enforce_inplace:
+        out.append(f"- **In-place enforced** (input->output): {_pairs(s.enforce_inplace)}")
+    if not s.private:
+        out.append(f"- **Gradient**: {_gradient(s)}")
+    if s.aliases:
+        out.append("- **Aliases**: " + ", ".join(f"`{a}`" for a in s.aliases))
+    if s.args:
+        out += ["", "| argument | kind | default | description |", "|---|---|---|---|"]
+        for a in s.args.values():
+            out.append(f"| `{a.name}` | {a.kind} | {_cell(_default(a))} | {_cell(a.doc)} |")
+    out.append("")
+    return out
+
+
+def render() -> str:
+    """The full text of docs/operators.md for the ops registered now."""
+    from framework.ops import all_schemas
+
+    schemas = all_schemas()
+    alias_names = {a for s in schemas for a in s.aliases}
+    schemas = [s for s in schemas if s.type not in alias_names]  # aliases are listed with their op
+    public = [s for s in schemas if not s.private]
+    private = [s for s in schemas if s.private]
+    categories = sorted({s.category for s in public})
+
+    lines = [
+        "# Operator catalogue",
+        "",
+        f"Generated from the registered schemas by `{COMMAND}`; do not edit by hand.",
+        "",
+        f"{len(public)} operators, {len(private)} gradient and internal operators.",
+        "",
+        "## Contents",
+        "",
+    ]
+    for c in categories:
+        ops = [s.type for s in public if s.category == c]
+        lines.append(f"- **{c}**: " + ", ".join(f"`{t}`" for t in ops))
+    lines.append(f"- **gradient and internal operators**: {len(private)} ops")
+    lines.append("")
+    for c in categories:
+        lines += [f"## {c}", ""]
+        for s in public:
+            if s.category == c:
+                lines += _op_section(s)
+    lines += [
+        "## Gradient and internal operators",
+        "",
+        "Private ops that gradient makers emit; listed for completeness.",
+        "",
+    ]
+    for s in private:
+        lines += _op_section(s)
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def main(argv: list[str]) -> int:
+    text = render()
+    if "--check" in argv:
+        current = OUTPUT.read_text(encoding="utf-8") if OUTPUT.exists() else ""
+        if current != text:
+            print(f"{OUTPUT} is stale; run `{COMMAND}`", file=sys.stderr)
+            return 1
+        return 0
+    OUTPUT.write_text(text, encoding="utf-8")
+    print(f"wrote {OUTPUT}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
