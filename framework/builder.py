@@ -46,7 +46,7 @@ class BlobReference(str):
 
     >>> b = BlobReference("x")
     >>> b == "x", hash(b) == hash("x"), b + "_grad"
-    (True, True, 'x_grad')
+    (True, True, BlobReference('x_grad'))
     """
 
     def __new__(cls, name: Any, net: Net | None = None) -> BlobReference:
