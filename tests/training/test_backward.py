@@ -11,14 +11,26 @@ from framework.core import CreateOperator, DeviceOption
 from framework.errors import GradientError
 from framework.memory.workspace import Workspace
 from framework.net.backward import GradientRegistry, add_gradient_operators, get_backward_pass
-from framework.ops import create_operator, has_op
+from framework.ops import create_operator, has_op, registry
 from framework.ops.gradient import GradientSlice, gradient, no_gradient, should_not_do_gradient
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op
 from framework.ops.schema import same_as_input
 from framework.proto.framework_pb2 import NetDef
+from framework.testing import assert_gradient_checks
 
-if not has_op("_TestSquare"):
+TEST_OPS = [
+    "_TestSquare",
+    "_TestSquareGradient",
+    "_TestAdd",
+    "_TestGather",
+    "_TestIdentity",
+    "_TestStop",
+    "_TestPyOnly",
+]
+
+
+def _register_test_ops():
 
     @register_op("_TestSquare", infer=same_as_input(0), private=True)
     class _TestSquare(Operator):
@@ -102,6 +114,17 @@ if not has_op("_TestSquare"):
         ]
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _test_ops():
+    """Register the test-only ops for this module and remove them after (the catalogue must not see them)."""
+    if not has_op("_TestSquare"):
+        _register_test_ops()
+    yield
+    for name in TEST_OPS:
+        registry._SCHEMAS.pop(name, None)
+    GradientRegistry.gradient_registry_.pop("_TestPyOnly", None)
+
+
 def _net(*ops):
     net = NetDef(name="t")
     net.op.extend(ops)
@@ -169,6 +192,10 @@ def test_three_consumers_and_pass_through_generators():
     assert s.type == "Sum" and list(s.output) == ["X_grad"]
     # Generators: Square #2 (keeps X_grad), Add #1 (passes 'dL' through), Square #0 (renamed).
     assert list(s.input) == ["X_grad", "dL", "_X_grad_autosplit_0"]
+
+
+def test_test_square_gradient_is_right():
+    assert_gradient_checks(CreateOperator("_TestSquare", ["X"], ["Y"]), [np.array([0.5, -1.0, 2.0])], 0)
 
 
 def test_fan_out_numbers_match_numpy():
