@@ -91,17 +91,14 @@ class _FCBase(Operator):
     transposed = False
 
     def setup(self) -> None:
-        self._key = None
-        self._dims = None
+        self._x = self._w = self._b = self._y = None  # arrays the views below were made from
         self._pk_tensor = None  # weight tensor the packed copy was made from
         self._pk_version = -1
         self._packed = None  # contiguous (K, N) buffer for W^T
         self._packed_fresh = False  # the buffer holds W at (_pk_tensor, _pk_version)
 
-    def _shapes(self, x: np.ndarray, w: np.ndarray, b: np.ndarray) -> tuple:
-        key = (x.shape, w.shape, b.shape, x.dtype, w.dtype, b.dtype)
-        if key == self._key:
-            return self._dims
+    def _bind(self, x: np.ndarray, w: np.ndarray, b: np.ndarray) -> None:
+        """Check shapes and dtypes once per new input arrays; precompute the 2D views the GEMM uses."""
         if x.dtype != w.dtype or x.dtype != b.dtype or x.dtype.kind not in "fiu":
             raise TypeMismatchError(
                 f"{self.describe()}: X '{self.input_names[0]}' ({x.dtype}), W '{self.input_names[1]}' ({w.dtype}) "
@@ -113,36 +110,39 @@ class _FCBase(Operator):
                 f"{self.describe()}: bias '{self.input_names[2]}' has shape {list(b.shape)} ({b.size} values), "
                 f"expected {n} values (W '{self.input_names[1]}' {list(w.shape)} gives N = {n})"
             )
-        self._key, self._dims = key, (m, k, n, shape)
-        return self._dims
+        self._x, self._w, self._b, self._y = x, w, b, None
+        self._m, self._n, self._shape, self._dtype = m, n, shape, x.dtype
+        self._x2 = x.reshape(m, k)
+        self._b1 = b.reshape(n)
+        self._w_view = w.reshape(k, n) if self.transposed else w.reshape(n, k).T
+        self._may_pack = not self.transposed and m >= _PACK_MIN_ROWS
+        self._packed_fresh = False
 
-    def _w_kn(self, w: np.ndarray, m: int, k: int, n: int) -> np.ndarray:
-        """W as a (K, N) operand: a transposed view, or the packed contiguous copy when W is stable."""
-        if self.transposed:
-            return w.reshape(k, n)
-        wt = w.reshape(n, k).T
-        if m < _PACK_MIN_ROWS:
-            return wt
+    def _weight(self) -> np.ndarray:
+        """W as a (K, N) operand: the packed contiguous copy once W has been seen unchanged, else a view."""
         t = self.inputs[1]._obj
         if t is self._pk_tensor and t.version == self._pk_version:
-            packed = self._packed
-            if packed is None or packed.shape != (k, n) or packed.dtype != w.dtype:
-                packed = self._packed = np.empty((k, n), w.dtype)
+            if not self._packed_fresh:
+                wt = self._w_view
+                packed = self._packed
+                if packed is None or packed.shape != wt.shape or packed.dtype != wt.dtype:
+                    packed = self._packed = np.empty(wt.shape, wt.dtype)
                 np.copyto(packed, wt)
-            elif not self._packed_fresh:
-                np.copyto(packed, wt)
-            self._packed_fresh = True
-            return packed
+                self._packed_fresh = True
+            return self._packed
         self._pk_tensor, self._pk_version, self._packed_fresh = t, t.version, False
-        return wt
+        return self._w_view
 
     def run(self) -> None:
         x, w, b = self.input(0), self.input(1), self.input(2)
-        m, k, n, shape = self._shapes(x, w, b)
-        y = self.output(0, shape, x.dtype)
-        y2 = y.reshape(m, n)
-        np.matmul(x.reshape(m, k), self._w_kn(w, m, k, n), out=y2)
-        y2 += b.reshape(n)
+        if x is not self._x or w is not self._w or b is not self._b:
+            self._bind(x, w, b)
+        y = self.output(0, self._shape, self._dtype)
+        if y is not self._y:
+            self._y, self._y2 = y, y.reshape(self._m, self._n)
+        y2 = self._y2
+        np.matmul(self._x2, self._weight() if self._may_pack else self._w_view, out=y2)
+        np.add(y2, self._b1, out=y2)
 
 
 @register_op(
@@ -200,39 +200,49 @@ class _FCGradientBase(Operator):
     transposed = False
 
     def setup(self) -> None:
-        self._key = None
+        self._x = self._w = self._dy = None
+        self._outs = None
+
+    def _bind(self, x: np.ndarray, w: np.ndarray, dy: np.ndarray) -> None:
+        if not (x.dtype == w.dtype == dy.dtype):
+            raise TypeMismatchError(
+                f"{self.describe()}: X '{self.input_names[0]}' ({x.dtype}), W '{self.input_names[1]}' ({w.dtype}) "
+                f"and dY '{self.input_names[2]}' ({dy.dtype}) must have one dtype"
+            )
+        m, k, n, shape = fc_dims(x.shape, w.shape, self.args.axis, self.args.axis_w, self.transposed, self.describe())
+        if dy.shape != shape:
+            raise ShapeError(
+                f"{self.describe()}: dY '{self.input_names[2]}' has shape {list(dy.shape)}, "
+                f"expected {list(shape)} (the FC output for X {list(x.shape)}, W {list(w.shape)})"
+            )
+        self._x, self._w, self._dy, self._outs = x, w, dy, None
+        self._dims = (m, k, n)
+        self._x2, self._dy2 = x.reshape(m, k), dy.reshape(m, n)
+        self._dy2_t = self._dy2.T
+        self._x2_t = self._x2.T
+        self._w2 = w.reshape(k, n).T if self.transposed else w.reshape(n, k)
+        self._ones = np.ones(m, dy.dtype)
 
     def run(self) -> None:
         x, w, dy = self.input(0), self.input(1), self.input(2)
-        key = (x.shape, w.shape, dy.shape, x.dtype, w.dtype, dy.dtype)
-        if key != self._key:
-            if not (x.dtype == w.dtype == dy.dtype):
-                raise TypeMismatchError(
-                    f"{self.describe()}: X ({x.dtype}), W ({w.dtype}) and dY ({dy.dtype}) must have one dtype"
-                )
-            m, k, n, shape = fc_dims(
-                x.shape, w.shape, self.args.axis, self.args.axis_w, self.transposed, self.describe()
-            )
-            if dy.shape != shape:
-                raise ShapeError(
-                    f"{self.describe()}: dY '{self.input_names[2]}' has shape {list(dy.shape)}, "
-                    f"expected {list(shape)} (the FC output for X {list(x.shape)}, W {list(w.shape)})"
-                )
-            self._key, self._dims = key, (m, k, n)
-            self._ones = np.ones(m, dy.dtype)
+        if x is not self._x or w is not self._w or dy is not self._dy:
+            self._bind(x, w, dy)
         m, k, n = self._dims
-        dy2 = dy.reshape(m, n)
-        x2 = x.reshape(m, k)
         dw = self.output(0, w.shape, w.dtype)
+        db = self.output(1, (n,), dy.dtype)
+        dx = self.output(2, x.shape, x.dtype) if len(self.outputs) > 2 else None
+        outs = self._outs
+        if outs is None or dw is not outs[0] or db is not outs[1] or dx is not outs[2]:
+            self._outs = (dw, db, dx)
+            self._dw2 = dw.reshape(k, n) if self.transposed else dw.reshape(n, k)
+            self._dx2 = dx.reshape(m, k) if dx is not None else None
         if self.transposed:
-            np.matmul(x2.T, dy2, out=dw.reshape(k, n))
+            np.matmul(self._x2_t, self._dy2, out=self._dw2)
         else:
-            np.matmul(dy2.T, x2, out=dw.reshape(n, k))
-        np.matmul(self._ones, dy2, out=self.output(1, (n,), dy.dtype))  # column sums as a GEMV
-        if len(self.outputs) > 2:
-            dx = self.output(2, x.shape, x.dtype)
-            w2 = w.reshape(k, n).T if self.transposed else w.reshape(n, k)
-            np.matmul(dy2, w2, out=dx.reshape(m, k))
+            np.matmul(self._dy2_t, self._x2, out=self._dw2)
+        np.matmul(self._ones, self._dy2, out=db)  # column sums as a GEMV
+        if dx is not None:
+            np.matmul(self._dy2, self._w2, out=self._dx2)
 
 
 _FC_GRAD_DOCS = dict(
