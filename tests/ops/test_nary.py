@@ -150,3 +150,46 @@ def test_weighted_sum_gradient(grad_on_w):
         assert_gradient_checks(op, inputs, i)
     if not grad_on_w:
         assert g[1] is None and g[3] is None
+
+
+def test_compiled_net_fast_path_matches_reference():
+    """Repeated net runs use the ops' compile() closures; results must equal the plain run()."""
+    from framework.net.api import create_net
+    from framework.proto.framework_pb2 import NetDef
+
+    rng = np.random.RandomState(3)
+    a, b = rng.randn(3, 4).astype(np.float32), rng.randn(4).astype(np.float32)
+    param, grad = rng.randn(3, 4).astype(np.float32), rng.randn(3, 4).astype(np.float32)
+    net = NetDef(name="fast")
+    net.op.extend(
+        [
+            CreateOperator("Add", ["A", "B"], ["C"], broadcast=1),
+            CreateOperator("Exp", ["C"], ["D"]),
+            CreateOperator("Mul", ["D", "A"], ["D"]),
+            CreateOperator("Sum", ["D", "C", "A"], ["S"]),
+            CreateOperator("Max", ["S", "A"], ["M"]),
+            CreateOperator("WeightedSum", ["param", "ONE", "grad", "lr"], ["param"]),
+            CreateOperator("ReduceSum", ["M"], ["R"], axes=[0], keepdims=0),
+        ]
+    )
+    ws = Workspace()
+    feeds = {
+        "A": a,
+        "B": b,
+        "param": param,
+        "grad": grad,
+        "ONE": np.ones(1, np.float32),
+        "lr": np.full(1, -0.1, np.float32),
+    }
+    for k, v in feeds.items():
+        ws.feed_blob(k, v)
+    net.external_input.extend(feeds)
+    compiled = create_net(ws, net)
+    c = a + b
+    s = np.exp(c) * a + c + a
+    for step in range(1, 4):
+        compiled.run()
+        np.testing.assert_allclose(ws.fetch_blob("M"), np.maximum(s, a), rtol=1e-5)
+        np.testing.assert_allclose(ws.fetch_blob("R"), np.maximum(s, a).sum(0), rtol=1e-5)
+        np.testing.assert_allclose(ws.fetch_blob("param"), param - 0.1 * step * grad, rtol=1e-5, atol=1e-6)
+    assert compiled.program.compiled_count >= 6
