@@ -14,7 +14,6 @@ import traceback
 from collections import OrderedDict
 from typing import Any, Iterable
 
-from framework.core import CreateOperator
 from framework.errors import NetError, UnknownOperatorError
 from framework.net.graph import format_ops
 from framework.ops.gradient import GradientSlice
@@ -262,6 +261,8 @@ class Net:
             if not self.BlobIsDefined(x):
                 self._net.external_input.append(str(x))
                 self._defined.add(str(x))
+        from framework.core import CreateOperator  # core imports this module
+
         kwargs.setdefault("debug_info", _creation_site())
         op = CreateOperator(op_type, ins, outs, **kwargs)
         self._net.op.append(op)
