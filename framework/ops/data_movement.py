@@ -91,8 +91,27 @@ class Concat(_AxisOp):
     """Join the inputs along ``axis`` (or, with ``add_axis``, stack them on a new axis).
     ``split_info`` records each input's extent on the axis (1 with add_axis), for Split."""
 
+    def prepare(self) -> None:
+        self._n = len(self.inputs)
+        self._with_info = len(self.outputs) > 1
+        self._cache: tuple | None = None  # (input shapes+dtypes, axis, output shape, split_info)
+
     def run(self) -> None:
-        xs = [self.input(i) for i in range(len(self.inputs))]
+        xs = [self.input(i) for i in range(self._n)]
+        key = tuple((x.shape, x.dtype) for x in xs)
+        cache = self._cache
+        if cache is None or cache[0] != key:
+            cache = self._cache = self._plan(xs, key)
+        _, a, shape, info = cache
+        out = self.output(0, shape, xs[0].dtype)
+        if self.args.add_axis:
+            np.stack(xs, axis=a, out=out)
+        else:
+            np.concatenate(xs, axis=a, out=out)
+        if self._with_info:
+            np.copyto(self.output(1, info.shape, _INT32), info)
+
+    def _plan(self, xs: list, key: tuple) -> tuple:
         x0 = xs[0]
         add = self.args.add_axis
         a = self.canonical(x0.ndim + (1 if add else 0), "the output")
@@ -110,13 +129,10 @@ class Concat(_AxisOp):
                 )
         if add:
             shape = x0.shape[:a] + (len(xs),) + x0.shape[a:]
-            np.stack(xs, axis=a, out=self.output(0, shape, x0.dtype))
         else:
             shape = x0.shape[:a] + (sum(x.shape[a] for x in xs),) + x0.shape[a + 1 :]
-            np.concatenate(xs, axis=a, out=self.output(0, shape, x0.dtype))
-        if len(self.outputs) > 1:
-            info = self.output(1, (len(xs),), _INT32)
-            info[...] = [1 if add else x.shape[a] for x in xs]
+        info = np.array([1 if add else x.shape[a] for x in xs], dtype=_INT32)
+        return key, a, shape, info
 
 
 @gradient("Concat")
@@ -164,8 +180,23 @@ class Split(_AxisOp):
                 f"'split' {self.args.split} has {len(self.args.split)} sizes for {len(self.outputs)} outputs"
             )
 
+        self._cache: tuple | None = None  # (key, [(index, out shape)])
+
     def run(self) -> None:
         x = self.input(0)
+        key = (x.shape, tuple(self.input(1).reshape(-1).tolist()) if self.args.num_inputs == 2 else None)
+        cache = self._cache
+        if cache is None or cache[0] != key:
+            cache = self._cache = (key, self._plan(x))
+        dt = x.dtype
+        if self.args.add_axis:  # dropping the size-1 axis is a view
+            for k, (index, shape) in enumerate(cache[1]):
+                np.copyto(self.output(k, shape, dt), x[index].reshape(shape))
+        else:
+            for k, (index, shape) in enumerate(cache[1]):
+                np.copyto(self.output(k, shape, dt), x[index])
+
+    def _plan(self, x: np.ndarray) -> list:
         a = self.canonical(x.ndim, "the input")
         n = len(self.outputs)
         dim = x.shape[a]
@@ -183,15 +214,17 @@ class Split(_AxisOp):
             raise _err(self, f"split sizes {list(sizes)} do not add up to dim {a} of input {x.shape}")
         if self.args.add_axis and any(s != 1 for s in sizes):
             raise _err(self, f"with add_axis every split size must be 1, got {list(sizes)}")
-        index = [slice(None)] * x.ndim
+        plan = []
         start = 0
-        for k, s in enumerate(sizes):
-            index[a] = slice(start, start + s)
-            part = x[tuple(index)]
+        for s in sizes:
+            index = (slice(None),) * a + (slice(start, start + s),)
             if self.args.add_axis:
-                part = part.reshape(x.shape[:a] + x.shape[a + 1 :])
-            np.copyto(self.output(k, part.shape, x.dtype), part)
+                shape = x.shape[:a] + x.shape[a + 1 :]
+            else:
+                shape = x.shape[:a] + (s,) + x.shape[a + 1 :]
+            plan.append((index, shape))
             start += s
+        return plan
 
 
 @gradient("Split")

@@ -102,12 +102,21 @@ class Reshape(Operator):
         elif self.args.shape.count(-1) > 1:
             raise self.arg_error(f"argument 'shape' {self.args.shape} has more than one missing (-1) dimension")
         self._requested = tuple(self.args.shape)
+        self._from_input = self.args.num_inputs == 2
+        self._cache: tuple | None = None  # (input shape, new shape, old shape as int64 array)
 
     def run(self) -> None:
         x = self.input(0)
         old = x.shape
+        cache = self._cache
+        if cache is None or cache[0] != old or self._from_input:
+            cache = self._cache = self._plan(old)
+        np.copyto(self.output(1, cache[2].shape, _INT64), cache[2])
+        move_reshaped(self, 0, 0, cache[1])
+
+    def _plan(self, old: tuple) -> tuple:
         requested = self._requested
-        if self.args.num_inputs == 2:
+        if self._from_input:
             s = self.input(1)
             if s.ndim != 1 or s.dtype.kind not in "iu":
                 raise _shape_error(self, f"new shape '{self.input_names[1]}' must be a 1-D int tensor, got {s.shape}")
@@ -116,9 +125,7 @@ class Reshape(Operator):
             new = reshape_dims(old, requested)
         except ValueError as e:
             raise _shape_error(self, f"input '{self.input_names[0]}' {old}: {e}") from None
-        old_out = self.output(1, (len(old),), _INT64)
-        old_out[...] = old
-        move_reshaped(self, 0, 0, new)
+        return old, new, np.array(old, dtype=_INT64).reshape(len(old))
 
 
 @gradient("Reshape", copy_arguments=False)
