@@ -62,7 +62,7 @@ def inspect_checkpoint(path: str) -> int:
 
 
 def inspect_net(args: argparse.Namespace) -> int:
-    from framework.net.inference import infer_net_shapes
+    from framework.net.inference import infer_net
     from framework.ops.schema import TensorSpec
 
     net = read_net(args.file)
@@ -70,7 +70,7 @@ def inspect_net(args: argparse.Namespace) -> int:
     params: list[str] = []
     if args.init:
         init = read_net(args.init)
-        known.update(infer_net_shapes(init, {}))
+        known.update(infer_net(init, {}))
         params = [b for b in net.external_input if b in known]
     else:
         params = list(net.external_input[1:])
@@ -81,7 +81,7 @@ def inspect_net(args: argparse.Namespace) -> int:
         except ValueError as e:
             raise CLIError(f"--shape {spec}: dimensions must be integers", "write it as NAME=64,1,8,8") from e
         known[name] = TensorSpec(shape, known.get(name, TensorSpec(None, None)).dtype or _f32())
-    shapes = infer_net_shapes(net, known)
+    shapes = infer_net(net, known)
 
     print(f"net '{net.name}' type {net.type or 'simple'}: {len(net.op)} ops")
     print(f"external inputs:  {', '.join(net.external_input) or '(none)'}")

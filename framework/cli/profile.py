@@ -39,7 +39,7 @@ def main(args: argparse.Namespace) -> int:
     for _ in range(args.iters):
         net.run()
     after = rep.snapshot()
-    print(net.stats_table())
+    print(net.stats().table())
     per_iter = (after["allocations"] - before["allocations"]) / args.iters
     churn = (after["allocated_bytes"] - before["allocated_bytes"]) / args.iters
     print(
