@@ -42,11 +42,15 @@ def Workspaces() -> list[str]:  # noqa: N802
 
 
 def SwitchWorkspace(name: str, create_if_missing: bool | None = None) -> None:  # noqa: N802
-    """Make ``name`` the current workspace; create it only if asked."""
+    """Make ``name`` the current workspace; create it (empty, root folder ".") only if asked."""
+    name = str(name)
     if name not in _workspaces:
         if not create_if_missing:
-            raise FrameworkError(f"workspace '{name}' does not exist; pass create_if_missing=True to create it")
-        _workspaces[name] = Workspace(root_folder=C().root_folder, name=name)
+            raise FrameworkError(
+                f"workspace '{name}' does not exist; pass create_if_missing=True to create it. "
+                f"Existing: {', '.join(_workspaces)}"
+            )
+        _workspaces[name] = Workspace(name=name)
     _current[0] = name
 
 
@@ -213,4 +217,5 @@ def _net_name(net: Any) -> str:
     return net.name
 
 
-__all__ = [n for n in dir() if n[:1].isupper()] + ["blobs", "Blob"]
+__all__ = [n for n in dir() if n[:1].isupper() and n not in ("Any", "Iterator", "FrameworkError", "Workspace", "Blob")]
+__all__ += ["blobs", "Blob"]

@@ -135,7 +135,9 @@ class CPUAllocator(Allocator):
         raw = (np.zeros if zero_fill else np.empty)(nbytes + self.alignment, dtype=np.uint8)
         offset = (-raw.ctypes.data) % self.alignment
         buf = raw[offset : offset + nbytes]
-        self._track(buf, nbytes)
+        # Track the owner: numpy views of ``buf`` keep ``raw`` (not ``buf``) alive,
+        # so the free is reported when the memory really goes.
+        self._track(raw, nbytes)
         return buf
 
     def allocate_objects(self, count: int) -> np.ndarray:

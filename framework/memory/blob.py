@@ -28,6 +28,17 @@ def _type_name(obj: Any) -> str:
     return type(obj).__qualname__
 
 
+def _py_class(cls: Any) -> type:
+    """The Python class that holds values of ``cls`` (str and the string TypeMeta map to bytes)."""
+    if cls is str or cls is STRING:
+        return bytes
+    if isinstance(cls, TypeMeta):
+        if cls.py_type is None:
+            raise TypeMismatchError(f"{cls.name} is a tensor element type; a blob holds a Tensor of it")
+        return cls.py_type
+    return cls
+
+
 def _wanted_name(cls: Any) -> str:
     if cls is Tensor:
         return "Tensor"
@@ -62,15 +73,13 @@ class Blob:
     def is_empty(self) -> bool:
         return self._obj is None
 
-    def is_type(self, cls: type) -> bool:
-        if cls is str:
-            cls = bytes
-        return isinstance(self._obj, cls)
+    def is_type(self, cls: Any) -> bool:
+        return isinstance(self._obj, _py_class(cls))
 
     def get(self, cls: type | None = None) -> Any:
         """The held object; with ``cls``, checked to be of that type."""
         obj = self._obj
-        if cls is not None and not isinstance(obj, bytes if cls is str else cls):
+        if cls is not None and not isinstance(obj, _py_class(cls)):
             raise TypeMismatchError(
                 f"wrong type for the Blob instance. Blob contains {_type_name(obj)} "
                 f"while caller expects {_wanted_name(cls)}. Offending blob name: '{self.name}'"
@@ -85,8 +94,12 @@ class Blob:
             return obj
         return self.get(Tensor)
 
-    def get_mutable(self, cls: type = Tensor) -> Any:
-        """The held object if it is a ``cls``, else a new default ``cls()`` put in its place."""
+    def get_mutable(self, cls: Any = Tensor) -> Any:
+        """The held object if it is a ``cls``, else a new default ``cls()`` put in its place.
+
+        ``str`` (or the string TypeMeta) means Caffe2's std::string, held as ``bytes``.
+        """
+        cls = _py_class(cls)
         obj = self._obj
         if isinstance(obj, cls):
             return obj
@@ -102,7 +115,12 @@ class Blob:
         return obj
 
     def share_external(self, obj: Any) -> Any:
-        """Hold an object owned elsewhere (Python keeps it alive while either holds it)."""
+        """Hold an object owned elsewhere (Python keeps it alive while either holds it).
+
+        No copy is made: a Tensor or numpy-backed object stays shared with its owner.
+        """
+        if isinstance(obj, str):
+            obj = obj.encode("utf-8")
         self._obj = obj
         return obj
 

@@ -20,6 +20,7 @@ False
 from __future__ import annotations
 
 import math
+import operator
 from dataclasses import dataclass
 from typing import Any, Iterable
 
@@ -45,7 +46,10 @@ OPTIONS = TensorOptions()
 def _as_dims(dims: tuple) -> tuple[int, ...]:
     if len(dims) == 1 and isinstance(dims[0], (list, tuple, np.ndarray)):
         dims = tuple(dims[0])
-    out = tuple(int(d) for d in dims)
+    try:
+        out = tuple(operator.index(d) for d in dims)
+    except TypeError as e:
+        raise ShapeError(f"tensor dimensions must be integers, got {tuple(dims)!r}") from e
     for d in out:
         if d < 0:
             raise ShapeError(f"tensor dimensions must be >= 0, got {out}")
@@ -192,8 +196,13 @@ class Tensor:
 
     def reshape(self, *dims: Any) -> None:
         """Change dims keeping the storage; the element count must not change (one -1 allowed)."""
-        raw = dims[0] if len(dims) == 1 and isinstance(dims[0], (list, tuple)) else dims
-        raw = [int(d) for d in raw]
+        if self._numel < 0:
+            raise UninitializedError("reshape(): tensor is not initialized; call resize() first")
+        raw = dims[0] if len(dims) == 1 and isinstance(dims[0], (list, tuple, np.ndarray)) else dims
+        try:
+            raw = [operator.index(d) for d in raw]
+        except TypeError as e:
+            raise ShapeError(f"reshape: dimensions must be integers, got {tuple(raw)!r}") from e
         if raw.count(-1) > 1:
             raise ShapeError(f"reshape to {tuple(raw)}: at most one dimension may be -1")
         if -1 in raw:
@@ -362,7 +371,10 @@ class Tensor:
         if not isinstance(array, np.ndarray):
             raise TypeMismatchError(f"share_external expects a numpy array, got {type(array).__name__}")
         if not array.flags.c_contiguous:
-            raise ShapeError("share_external needs a C-contiguous array (use np.ascontiguousarray)")
+            raise ShapeError(
+                f"share_external needs a C-contiguous array to wrap without copying; got shape {array.shape} "
+                f"with strides {array.strides}. Pass np.ascontiguousarray(array) (a copy) or use assign()"
+            )
         meta = TypeMeta.of(array.dtype)
         if meta is STRING and array.dtype != object:
             raise TypeMismatchError("share_external: string tensors need an object array of bytes")
@@ -410,15 +422,26 @@ class Tensor:
 def as_tensor_array(value: Any) -> np.ndarray:
     """Normalize a feedable value to an array a tensor can hold.
 
-    Strings (str, bytes, numpy S/U arrays) become object arrays of bytes;
-    numeric values keep numpy's dtype (a Python float is float64), as
-    Caffe2's FeedBlob keeps the array's dtype.
+    Strings (str, bytes, numpy S/U arrays, object arrays of str/bytes) become
+    object arrays of bytes (str is UTF-8 encoded); numeric values keep numpy's
+    dtype (a Python float is float64), as Caffe2's FeedBlob keeps the array's
+    dtype. Raises TypeMismatchError for element types a tensor cannot hold.
     """
-    arr = np.asarray(value)
-    if arr.dtype.kind in "SU" or (arr.dtype == object and arr.size and isinstance(arr.flat[0], (str, bytes))):
+    try:
+        arr = np.asarray(value)
+    except ValueError as e:
+        raise ShapeError(f"cannot make a tensor of {type(value).__name__}: {e}") from e
+    if arr.dtype.kind in "SUO":
         out = np.empty(arr.shape, dtype=object)
         for idx, item in np.ndenumerate(arr):
-            out[idx] = item.encode("utf-8") if isinstance(item, str) else bytes(item)
+            if isinstance(item, str):
+                out[idx] = item.encode("utf-8")
+            elif isinstance(item, (bytes, bytearray, memoryview)):
+                out[idx] = bytes(item)
+            else:
+                raise TypeMismatchError(
+                    f"string tensors hold str or bytes elements; element {list(idx)} is a {type(item).__name__}"
+                )
         return out
     TypeMeta.of(arr.dtype)  # raises for dtypes a tensor cannot hold
     return arr

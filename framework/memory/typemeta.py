@@ -60,7 +60,8 @@ class TypeMeta:
             meta = _BY_NAME.get(spec)
             if meta is not None:
                 return meta
-        if isinstance(spec, type) and not _is_dtype_like(spec):
+        # ``object`` means numpy's object dtype (string tensors), like np.dtype(object).
+        if isinstance(spec, type) and spec is not object and not _is_dtype_like(spec):
             return TypeMeta.for_python_type(spec)
         try:
             dtype = np.dtype(spec)

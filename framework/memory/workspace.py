@@ -18,7 +18,7 @@ import os
 import threading
 from typing import Any, Iterable
 
-from framework.errors import BlobNotFoundError, NetError
+from framework.errors import BlobNotFoundError, FrameworkError, NetError, UninitializedError
 from framework.memory.blob import Blob
 from framework.memory.tensor import Tensor, as_tensor_array
 
@@ -105,12 +105,17 @@ class Workspace:
             return self._blobs.pop(str(name), None) is not None
 
     def rename_blob(self, old: str, new: str) -> None:
-        """Rename a local blob; refuses to overwrite an existing one."""
+        """Rename a local blob; refuses a name that is visible already (local, forwarded or parent's)."""
         with self._lock:
             if old not in self._blobs:
                 raise BlobNotFoundError(f"rename_blob: no local blob '{old}'.{suggest(old, self._blobs)}")
-            if new in self._blobs:
-                raise NetError(f"rename_blob: a blob called '{new}' already exists")
+            if old == new:
+                return
+            if self.has_blob(new):
+                raise FrameworkError(
+                    f"rename_blob: cannot rename '{old}' to '{new}': a blob called '{new}' already exists "
+                    "(here, forwarded or in the parent workspace)"
+                )
             blob = self._blobs.pop(old)
             blob.name = new
             self._blobs[new] = blob
@@ -134,15 +139,29 @@ class Workspace:
         return list(self._blobs)
 
     def add_blob_mapping(self, parent: Workspace, mapping: dict[str, str], skip_defined: bool = False) -> None:
-        """Make parent blobs visible here under local names (forwarded blobs)."""
+        """Make ``parent``'s blobs visible here under local names (forwarded blobs).
+
+        ``mapping`` is {local name: parent name}. Repeating an identical mapping is a
+        no-op; mapping a name that is already visible here is an error, unless
+        ``skip_defined`` (then that name keeps its current meaning).
+        """
         with self._lock:
             for local, pname in mapping.items():
-                if local in self._blobs or local in self._forwarded:
+                if not parent.has_blob(pname):
+                    raise BlobNotFoundError(
+                        f"add_blob_mapping: the parent workspace has no blob '{pname}'.{suggest(pname, parent.blobs())}"
+                    )
+                fwd = self._forwarded.get(local)
+                if fwd is not None:
+                    if fwd[0] is parent and fwd[1] == pname:
+                        continue
+                    raise FrameworkError(
+                        f"add_blob_mapping: redefinition of blob '{local}': it already forwards to '{fwd[1]}'"
+                    )
+                if self.has_blob(local):
                     if skip_defined:
                         continue
-                    raise NetError(f"add_blob_mapping: '{local}' is already defined in this workspace")
-                if not parent.has_blob(pname):
-                    raise BlobNotFoundError(f"add_blob_mapping: the parent workspace has no blob '{pname}'")
+                    raise FrameworkError(f"add_blob_mapping: redefinition of blob '{local}': it already exists here")
                 self._forwarded[local] = (parent, pname)
 
     # -- feed and fetch ---------------------------------------------------------
@@ -170,6 +189,11 @@ class Workspace:
         blob = self.get_blob(name)
         obj = blob._obj
         if isinstance(obj, Tensor):
+            if not obj.is_allocated:
+                raise UninitializedError(
+                    f"can't fetch blob '{name}': its tensor has no data yet "
+                    f"({'never resized' if obj.numel < 0 else f'shape {obj.dims}, never written'})"
+                )
             return obj.numpy()
         if obj is None:
             raise BlobNotFoundError(f"blob '{name}' exists but holds nothing (uninitialized)")
