@@ -11,6 +11,11 @@ same work on the arrays bound *now* (or None). The contract:
 
 Ops need not change: an op without ``compile()`` always runs ``run()``.
 
+Slow runs record, right after each op runs, the array identities of its
+blobs; ``compile()`` skips any op whose blobs were replaced later in the same
+run (a blob shared by ops of different shapes, as memonger makes), because
+its callable would be bound to another op's array.
+
 The program keeps the identities of every blob a compiled callable touches
 and checks them once at the start of each run (a few tens of ns per blob);
 any change (a feed with a new shape, a blob reset) drops back to ``run()``
@@ -38,11 +43,15 @@ log = logging.getLogger("framework.net")
 class OpProgram:
     """Callables of ``ops`` (in execution order): ``run()`` methods or compiled closures."""
 
-    __slots__ = ("ops", "slow", "fast", "_guard", "_written", "compiled_count")
+    __slots__ = ("ops", "slow", "fast", "_guard", "_written", "compiled_count", "_snaps")
 
     def __init__(self, ops: Sequence[Operator], enable_compile: bool = True) -> None:
         self.ops = list(ops)
-        self.slow: list[Callable[[], Any]] = [op.run for op in self.ops]
+        self._snaps: dict[int, tuple] = {}
+        if enable_compile and any(getattr(op, "compile", None) is not None for op in self.ops):
+            self.slow: list[Callable[[], Any]] = [self._recorder(k, op) for k, op in enumerate(self.ops)]
+        else:
+            self.slow = [op.run for op in self.ops]
         self.fast: list[Callable[[], Any]] | None = None
         self._guard: tuple = ()
         self._written: tuple = ()
@@ -64,6 +73,16 @@ class OpProgram:
     def invalidate(self) -> None:
         self.fast = None
 
+    def _recorder(self, k: int, op: Operator) -> Callable[[], Any]:
+        """``op.run`` followed by a snapshot of its blobs' array identities."""
+        run, snaps, blobs = op.run, self._snaps, (*op.inputs, *op.outputs)
+
+        def recorded() -> None:
+            run()
+            snaps[k] = _arrays(blobs)
+
+        return recorded
+
     def compile(self) -> None:
         """Build the fast list from the current arrays (call after a successful slow run)."""
         if self.compiled_count < 0:
@@ -73,6 +92,10 @@ class OpProgram:
             comp = getattr(op, "compile", None)
             if comp is None or not _blobs_hold_arrays(op):
                 continue
+            snap = self._snaps.get(k)
+            now = _arrays((*op.inputs, *op.outputs))
+            if snap is None or len(snap) != len(now) or any(a is not b for a, b in zip(snap, now)):
+                continue  # a later op replaced one of its arrays during the run
             try:
                 fn = comp()
             except Exception as e:  # a compile failure only costs speed
@@ -105,6 +128,14 @@ class OpProgram:
         self._guard = tuple(guard.values())
         self._written = tuple(written.values())
         self.fast = [compiled.get(k, run) for k, run in enumerate(self.slow)]
+
+
+def _arrays(blobs: Sequence[Any]) -> tuple:
+    out = []
+    for b in blobs:
+        obj = b._obj
+        out.append(obj._array if type(obj) is Tensor else obj)
+    return tuple(out)
 
 
 def _blobs_hold_arrays(op: Operator) -> bool:

@@ -43,11 +43,14 @@ def random_nets(draw):
     return net, static
 
 
-def run_net(net_def, feeds):
+def run_net(net_def, feeds, runs=3):
+    """Run several times: later runs take the compiled fast path, which must agree."""
     ws = Workspace()
     for k, v in feeds.items():
         ws.feed_blob(k, v)
-    ws.create_net(net_def).run()
+    net = ws.create_net(net_def)
+    for _ in range(runs):
+        net.run()
     return ws
 
 
