@@ -8,7 +8,7 @@ from framework.proto.framework_pb2 import NetDef
 
 
 def test_blob_reused_with_another_shape_later_in_the_run():
-    # "s" first holds relu(x) (shape 2x3), then is overwritten with a 3x2 tensor.
+    # "s" first holds relu(x) (shape 2x3), then is overwritten with a larger 4x5 tensor.
     net = NetDef(name="shared", external_input=["x", "z"], external_output=["y", "w"])
     net.op.extend(
         [
@@ -20,7 +20,7 @@ def test_blob_reused_with_another_shape_later_in_the_run():
     )
     ws = Workspace()
     x = np.arange(-3, 3, dtype=np.float32).reshape(2, 3)
-    z = np.arange(-2, 4, dtype=np.float32).reshape(3, 2)
+    z = np.arange(-10, 10, dtype=np.float32).reshape(4, 5)
     ws.feed_blob("x", x)
     ws.feed_blob("z", z)
     n = ws.create_net(net)
