@@ -122,7 +122,23 @@ class ReluGradient(Operator):
         y, dy = self.input(0), self.input(1)
         check_same_shape(self, 0, 1, y, dy)
         dx = self.output(0, dy.shape, dy.dtype)
-        np.multiply(dy, y > 0, out=dx)
+        mask = scratch(self, "_mask", y.shape, np.dtype(bool))
+        np.greater(y, y.dtype.type(0), out=mask)
+        np.multiply(dy, mask, out=dx)
+
+    def compile(self):
+        """A closure doing run()'s work on the arrays bound now (see framework.net.program)."""
+        y, dy, dx = self.input(0), self.input(1), self.outputs[0]._obj._array
+        mask = self.__dict__.get("_mask")
+        if dx is None or mask is None or mask.shape != y.shape or dx.shape != dy.shape:
+            return None
+        zero, greater, multiply = np.zeros((), y.dtype), np.greater, np.multiply
+
+        def relu_grad() -> None:
+            greater(y, zero, out=mask)
+            multiply(dy, mask, out=dx)
+
+        return relu_grad
 
 
 @gradient("Relu")

@@ -144,6 +144,52 @@ class _FCBase(Operator):
         np.matmul(self._x2, self._weight() if self._may_pack else self._w_view, out=y2)
         np.add(y2, self._b1, out=y2)
 
+    def compile(self):
+        """run() bound to the current arrays (the net's fast path; see framework.net.program).
+
+        The packing policy is kept: with packing possible the closure asks ``_weight()`` each
+        run (W's version decides), else it multiplies by the bound view of W.
+        """
+        x, w, b = self.input(0), self.input(1), self.input(2)
+        if x is not self._x or w is not self._w or b is not self._b or self.outputs[0]._obj._array is not self._y:
+            return None
+        x2, y2, b1, matmul, add = self._x2, self._y2, self._b1, np.matmul, np.add
+        if self._may_pack:
+            weight = self._weight
+
+            def fc() -> None:
+                matmul(x2, weight(), out=y2)
+                add(y2, b1, out=y2)
+
+        else:
+            wv = self._w_view
+
+            def fc() -> None:
+                matmul(x2, wv, out=y2)
+                add(y2, b1, out=y2)
+
+        return fc
+
+    def compile(self):
+        """A closure doing run()'s work on the arrays bound now (see framework.net.program)."""
+        if self._x is None or self._y is None:
+            return None
+        x2, y2, b1, w_view, matmul, add = self._x2, self._y2, self._b1, self._w_view, np.matmul, np.add
+        if self._may_pack:
+            weight = self._weight
+
+            def fc_packed() -> None:
+                matmul(x2, weight(), out=y2)
+                add(y2, b1, out=y2)
+
+            return fc_packed
+
+        def fc() -> None:
+            matmul(x2, w_view, out=y2)
+            add(y2, b1, out=y2)
+
+        return fc
+
 
 @register_op(
     "FC",
@@ -243,6 +289,22 @@ class _FCGradientBase(Operator):
         np.matmul(self._ones, self._dy2, out=db)  # column sums as a GEMV
         if dx is not None:
             np.matmul(self._dy2, self._w2, out=self._dx2)
+
+    def compile(self):
+        """A closure doing run()'s work on the arrays bound now (see framework.net.program)."""
+        if self._outs is None:
+            return None
+        matmul, ones, dy2, x2, w2 = np.matmul, self._ones, self._dy2, self._x2, self._w2
+        dw2, db, dx2 = self._dw2, self._outs[1], self._dx2
+        a, b = (self._x2_t, dy2) if self.transposed else (self._dy2_t, x2)
+
+        def fc_grad() -> None:
+            matmul(a, b, out=dw2)
+            matmul(ones, dy2, out=db)
+            if dx2 is not None:
+                matmul(dy2, w2, out=dx2)
+
+        return fc_grad
 
 
 _FC_GRAD_DOCS = dict(

@@ -258,3 +258,15 @@ def test_erf_approximation_accuracy():
     x = np.linspace(-5, 5, 2001)
     got = erf_approx(x, np.empty_like(x))
     assert np.max(np.abs(got - _erf(x))) < 2e-7
+
+
+def test_relu_gradient_compile_fast_path():
+    ws = Workspace()
+    ws.feed_blob("Y", np.array([0.0, 1.0, 2.0]))
+    ws.feed_blob("dY", np.array([5.0, 6.0, 7.0]))
+    op = create_operator(CreateOperator("ReluGradient", ["Y", "dY"], ["dX"]), ws)
+    op.run()
+    fast = op.compile()
+    ws.feed_blob("Y", np.array([3.0, -1.0, 2.0]))
+    fast()
+    np.testing.assert_array_equal(ws.fetch_blob("dX"), [5.0, 0.0, 7.0])

@@ -323,3 +323,32 @@ def test_dot_product_gradient_and_errors():
     ws.feed_blob("Y", np.ones((3, 5), np.float32))
     with pytest.raises(ShapeError, match=r"DotProduct.*'X' \[3, 4\].*'Y' \[3, 5\]"):
         create_operator(op, ws).run()
+
+
+@pytest.mark.parametrize("batch", [1, 6])
+def test_fc_and_gradient_compile_fast_path(batch):
+    """compile() closures compute what run() does on the bound arrays, following in-place data changes."""
+    rng = np.random.default_rng(10)
+    ws = Workspace()
+    x, w, b = rng.standard_normal((batch, 5)), rng.standard_normal((3, 5)), rng.standard_normal(3)
+    for k, v in {"X": x, "W": w, "b": b, "dY": np.ones((batch, 3))}.items():
+        ws.feed_blob(k, v)
+    fc = create_operator(CreateOperator("FC", ["X", "W", "b"], ["Y"]), ws)
+    grad = create_operator(CreateOperator("FCGradient", ["X", "W", "dY"], ["dW", "db", "dX"]), ws)
+    fc.run()
+    grad.run()
+    fast_fc, fast_grad = fc.compile(), grad.compile()
+    for step in range(3):
+        x2, w2, dy = rng.standard_normal((batch, 5)), rng.standard_normal((3, 5)), rng.standard_normal((batch, 3))
+        ws.feed_blob("X", x2)  # same shape: same arrays, new data
+        ws.feed_blob("dY", dy)
+        if step != 1:
+            ws.feed_blob("W", w2)
+        else:
+            w2 = ws.fetch_blob("W")
+        fast_fc()
+        fast_grad()
+        np.testing.assert_allclose(ws.fetch_blob("Y"), x2 @ w2.T + b, rtol=1e-10)
+        np.testing.assert_allclose(ws.fetch_blob("dW"), dy.T @ x2, rtol=1e-10)
+        np.testing.assert_allclose(ws.fetch_blob("db"), dy.sum(0), rtol=1e-10)
+        np.testing.assert_allclose(ws.fetch_blob("dX"), dy @ w2, rtol=1e-10)
