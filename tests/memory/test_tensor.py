@@ -468,3 +468,38 @@ def test_resize_sequence_invariants(shapes):
         assert x.shape == tuple(shape) and t.capacity_nbytes >= t.nbytes
         x[...] = 1.5
         assert (t.data() == 1.5).all()
+
+
+def test_assign_non_contiguous_and_read_only_inputs():
+    base = np.arange(24, dtype=np.float32).reshape(4, 6)
+    t = Tensor.from_numpy(base[:, ::2].T)  # a strided view: copied into a contiguous buffer
+    np.testing.assert_array_equal(t.data(), base[:, ::2].T)
+    assert t.data().flags.c_contiguous
+    ro = np.ones(3)
+    ro.setflags(write=False)
+    t.share_external(ro)  # wrapping read-only memory is allowed; reads work
+    assert t.data().sum() == 3
+
+
+@given(
+    st.lists(st.text(max_size=3), min_size=0, max_size=5),
+    st.lists(st.tuples(st.sampled_from(["extend", "resize", "shrink"]), st.integers(0, 6)), max_size=6),
+)
+def test_string_tensors_through_resize_and_extend(values, steps):
+    t = Tensor.from_numpy(np.array(values, dtype=object) if values else np.empty(0, dtype=object))
+    model = [v.encode() for v in values]
+    for op, n in steps:
+        if op == "extend":
+            t.extend(n)
+            model += [None] * n  # new rows: b"" or stale (unspecified), as in Caffe2
+        elif op == "shrink" and n <= len(model):
+            t.shrink_to(n)
+            model = model[:n]
+        elif op == "resize":
+            kept = t.capacity_nbytes >= n * 8
+            t.resize(n)
+            t.mutable_data()
+            model = (model + [None] * n)[:n] if kept else [b""] * n
+        data = t.data()
+        assert data.shape == (len(model),) and all(isinstance(x, bytes) for x in data)
+        assert [x for x, m in zip(data, model) if m is not None] == [m for m in model if m is not None]

@@ -128,3 +128,13 @@ def test_net_functions_use_the_current_workspace():
     assert workspace.RunNet("relu_net", num_iter=2)
     np.testing.assert_array_equal(workspace.FetchBlob("Y"), [0.0, 3.0])
     assert workspace.DeleteNet("relu_net") and workspace.Nets() == []
+
+
+def test_feed_a_tensor_proto():
+    pytest.importorskip("framework.memory.serialize")
+    from framework.proto.framework_pb2 import TensorProto
+
+    proto = TensorProto(dims=[2], data_type=TensorProto.INT32, int32_data=[4, 5])
+    workspace.FeedBlob("p", proto)
+    out = workspace.FetchBlob("p")
+    assert out.dtype == np.int32 and out.tolist() == [4, 5]
