@@ -43,6 +43,8 @@ def main(args: argparse.Namespace) -> int:
     if args.every and not args.checkpoint:
         raise CLIError("--every needs --checkpoint PATH")
 
+    if args.checkpoint and os.path.dirname(args.checkpoint):
+        os.makedirs(os.path.dirname(args.checkpoint), exist_ok=True)
     ws = new_workspace()
     ws.run_net_once(md.init_net)
     state = md.state_blobs()

@@ -136,7 +136,10 @@ class TensorProtosDBInput(Operator):
                         f"{self.describe()}: record '{key}' tensor {i} is {meta.name} {list(dims)}, "
                         f"but earlier records in the batch were {dst.dtype} {list(dst.shape)}"
                     )
-                dst.reshape(-1)[...] = vals
+                if batch:  # outs[i][b] of a 1-D output is a numpy scalar, not a view: assign through the parent
+                    outs[i][b] = vals.reshape(dims)
+                else:
+                    dst[...] = vals.reshape(dims)
 
 
 no_gradient("CreateDB", "TensorProtosDBInput")
