@@ -13,6 +13,7 @@ from framework.ops import (  # noqa: E402,F401  isort:skip
     activations,
     conv,
     db_input,
+    dropout,
     elementwise,
     fills,
     image,
