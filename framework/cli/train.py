@@ -25,6 +25,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--checkpoint", help="checkpoint path (minidb file), saved atomically")
     p.add_argument("--every", type=int, default=0, help="save a checkpoint every N iterations (default: at the end)")
     p.add_argument("--resume", action="store_true", help="continue from --checkpoint if it exists")
+    p.add_argument("--seed", type=int, help="seed the init net's random fills (reproducible runs)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar (log lines instead)")
     p.set_defaults(func=main)
 
@@ -45,6 +46,9 @@ def main(args: argparse.Namespace) -> int:
 
     if args.checkpoint and os.path.dirname(args.checkpoint):
         os.makedirs(os.path.dirname(args.checkpoint), exist_ok=True)
+    if args.seed is not None:
+        for k, op in enumerate(md.init_net.op):  # a distinct stream per op: layers of one shape differ
+            op.device_option.random_seed = (args.seed * 1000003 + k) % 2**32
     ws = new_workspace()
     ws.run_net_once(md.init_net)
     state = md.state_blobs()
