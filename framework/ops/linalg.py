@@ -145,32 +145,6 @@ class _FCBase(Operator):
         np.add(y2, self._b1, out=y2)
 
     def compile(self):
-        """run() bound to the current arrays (the net's fast path; see framework.net.program).
-
-        The packing policy is kept: with packing possible the closure asks ``_weight()`` each
-        run (W's version decides), else it multiplies by the bound view of W.
-        """
-        x, w, b = self.input(0), self.input(1), self.input(2)
-        if x is not self._x or w is not self._w or b is not self._b or self.outputs[0]._obj._array is not self._y:
-            return None
-        x2, y2, b1, matmul, add = self._x2, self._y2, self._b1, np.matmul, np.add
-        if self._may_pack:
-            weight = self._weight
-
-            def fc() -> None:
-                matmul(x2, weight(), out=y2)
-                add(y2, b1, out=y2)
-
-        else:
-            wv = self._w_view
-
-            def fc() -> None:
-                matmul(x2, wv, out=y2)
-                add(y2, b1, out=y2)
-
-        return fc
-
-    def compile(self):
         """A closure doing run()'s work on the arrays bound now (see framework.net.program)."""
         if self._x is None or self._y is None:
             return None
