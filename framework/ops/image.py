@@ -1,1 +1,455 @@
-"""(being written)"""
+"""Layout and image ops: NCHW2NHWC, NHWC2NCHW, ChannelShuffle, PadImage, Im2Col/Col2Im,
+ResizeNearest, with their gradient ops (Caffe2 semantics)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from framework.errors import ShapeError
+from framework.ops.conv import _ConvPool
+from framework.ops.conv_args import (
+    conv_pool_args,
+    index,
+    join_layout,
+    kernel_slices,
+    parse_conv_pool,
+    resolve,
+    split_layout,
+    window_view,
+)
+from framework.ops.gradient import gradient
+from framework.ops.operator import Operator
+from framework.ops.registry import register_op
+from framework.ops.schema import FLOAT, INT, STRING, UNKNOWN, Arg, TensorSpec, same_as_input
+
+
+def _perm_infer(to_nhwc: bool):
+    def infer(args, ins):
+        x = ins[0]
+        if x.shape is None:
+            return [UNKNOWN]
+        s = x.shape
+        return [TensorSpec((s[0], *s[2:], s[1]) if to_nhwc else (s[0], s[-1], *s[1:-1]), x.dtype)]
+
+    return infer
+
+
+class _Transpose(Operator):
+    to_nhwc = True
+
+    def run(self) -> None:
+        x = self.input(0)
+        if x.ndim < 3:
+            raise ShapeError(f"{self.describe()}: input '{self.input_names[0]}' needs >= 3 dims, got {x.shape}")
+        v = np.moveaxis(x, 1, -1) if self.to_nhwc else np.moveaxis(x, -1, 1)
+        np.copyto(self.output(0, v.shape, x.dtype), v)
+
+
+@register_op(
+    "NCHW2NHWC",
+    input_docs=[("X", "NCHW input")],
+    output_docs=[("Y", "NHWC output")],
+    infer=_perm_infer(True),
+    category="image",
+)
+class NCHW2NHWC(_Transpose):
+    """Moves the channel axis (1) last: (N, C, *S) -> (N, *S, C)."""
+
+
+@register_op(
+    "NHWC2NCHW",
+    input_docs=[("X", "NHWC input")],
+    output_docs=[("Y", "NCHW output")],
+    infer=_perm_infer(False),
+    category="image",
+)
+class NHWC2NCHW(_Transpose):
+    """Moves the channel axis (last) to 1: (N, *S, C) -> (N, C, *S)."""
+
+    to_nhwc = False
+
+
+@gradient("NCHW2NHWC")
+def _n2n_grad(g):
+    return [g.op("NHWC2NCHW", [g.GO(0)], [g.GI(0)])]
+
+
+@gradient("NHWC2NCHW")
+def _n2c_grad(g):
+    return [g.op("NCHW2NHWC", [g.GO(0)], [g.GI(0)])]
+
+
+# -- ChannelShuffle -------------------------------------------------------------------------
+
+_CS_ARGS = [Arg("group", INT, 1, "number of channel groups"), Arg("order", STRING, "NCHW", "NCHW or NHWC")]
+
+
+class _Shuffle(Operator):
+    inverse = False
+
+    def run(self) -> None:
+        x = self.input(0)
+        order = self.args.order.upper()
+        ca = 1 if order == "NCHW" else x.ndim - 1
+        c, g = x.shape[ca], self.args.group
+        if g < 1 or c % g:
+            raise ShapeError(
+                f"{self.describe()}: {c} channels of '{self.input_names[0]}' are not divisible by group {g}"
+            )
+        a, b = (c // g, g) if self.inverse else (g, c // g)
+        split = x.shape[:ca] + (a, b) + x.shape[ca + 1 :]
+        y = self.output(0, x.shape, x.dtype)
+        np.copyto(y.reshape(x.shape[:ca] + (b, a) + x.shape[ca + 1 :]), x.reshape(split).swapaxes(ca, ca + 1))
+
+
+@register_op(
+    "ChannelShuffle",
+    args=_CS_ARGS,
+    input_docs=[("X", "input")],
+    output_docs=[("Y", "shuffled")],
+    infer=same_as_input(0),
+    category="image",
+)
+class ChannelShuffle(_Shuffle):
+    """ShuffleNet's channel shuffle: channels seen as (group, C/group) are transposed to
+    (C/group, group)."""
+
+
+@register_op(
+    "ChannelShuffleGradient",
+    args=_CS_ARGS,
+    input_docs=[("dY", "gradient of Y")],
+    output_docs=[("dX", "gradient of X")],
+    infer=same_as_input(0),
+    category="image",
+    private=True,
+)
+class ChannelShuffleGradient(_Shuffle):
+    """The inverse shuffle of dY."""
+
+    inverse = True
+
+
+@gradient("ChannelShuffle")
+def _cs_grad(g):
+    return [g.op("ChannelShuffleGradient", [g.GO(0)], [g.GI(0)])]
+
+
+# -- PadImage -------------------------------------------------------------------------------
+
+_PAD_ARGS = conv_pool_args(group=False) + [
+    Arg("mode", STRING, "constant", "constant, reflect or edge"),
+    Arg("value", FLOAT, 0.0, "fill value of mode constant"),
+]
+
+
+def _pad_maps(size, head, tail, mode):
+    idx = np.arange(-head, size + tail)
+    if mode == "reflect":
+        period = 2 * (size - 1) if size > 1 else 1
+        idx = np.abs(idx) % period
+        idx = np.where(idx >= size, period - idx, idx)
+    else:
+        idx = np.clip(idx, 0, size - 1)
+    return idx
+
+
+def _infer_pad(args, ins):
+    x = ins[0]
+    if x.shape is None:
+        return [UNKNOWN]
+    spec = parse_conv_pool(args, "PadImage", "PadImage", need_kernel=False)
+    n, c, sp = split_layout(x.shape, spec.order)
+    p = spec.pads if isinstance(spec.pads, tuple) else (spec.pads,) * (2 * len(sp))
+    r = len(sp)
+    return [TensorSpec(join_layout(n, c, tuple(s + p[i] + p[r + i] for i, s in enumerate(sp)), spec.order), x.dtype)]
+
+
+class _Pad(_ConvPool):
+    need_kernel = False
+
+    def setup(self) -> None:
+        super().setup()
+        if self.args.mode not in ("constant", "reflect", "edge"):
+            raise self.arg_error(f"mode must be constant, reflect or edge, got {self.args.mode!r}")
+
+    def _prepare(self, xshape) -> None:
+        n, c, sp = split_layout(xshape, self.order)
+        r = len(sp)
+        p = self.spec.pads if isinstance(self.spec.pads, tuple) else (self.spec.pads,) * (2 * r)
+        if len(p) != 2 * r:
+            raise ShapeError(f"{self.describe()}: pads has {len(p)} values for {r} spatial dims")
+        self._heads, self._tails = p[:r], p[r:]
+        if self.args.mode == "reflect" and any(h >= s or t >= s for h, t, s in zip(p[:r], p[r:], sp)):
+            raise ShapeError(f"{self.describe()}: reflect padding must be smaller than the input size {sp}")
+        self._ypshape = join_layout(n, c, tuple(s + h + t for s, h, t in zip(sp, p[:r], p[r:])), self.order)
+        self._inner = index(self.order, tuple(slice(h, h + s) for h, s in zip(p[:r], sp)))
+        axes = range(2, 2 + r) if self.order == "NCHW" else range(1, 1 + r)
+        self._maps = [(a, _pad_maps(s, h, t, self.args.mode)) for a, s, h, t in zip(axes, sp, p[:r], p[r:])]
+        self._key = xshape
+
+
+def _infer_pad_grad(args, ins):
+    dy = ins[0]
+    if dy.shape is None:
+        return [UNKNOWN]
+    spec = parse_conv_pool(args, "PadImageGradient", "PadImageGradient", need_kernel=False)
+    n, c, sp = split_layout(dy.shape, spec.order)
+    r = len(sp)
+    p = spec.pads if isinstance(spec.pads, tuple) else (spec.pads,) * (2 * r)
+    return [TensorSpec(join_layout(n, c, tuple(s - p[i] - p[r + i] for i, s in enumerate(sp)), spec.order), dy.dtype)]
+
+
+@register_op(
+    "PadImage",
+    args=_PAD_ARGS,
+    input_docs=[("X", "input")],
+    output_docs=[("Y", "padded")],
+    infer=_infer_pad,
+    category="image",
+)
+class PadImage(_Pad):
+    """Pads the spatial dims (Caffe2's PadImage): pads as Conv's, mode constant (value),
+    reflect (mirror without repeating the edge) or edge (repeat the edge)."""
+
+    def run(self) -> None:
+        x = self.input(0)
+        if self._key != x.shape:
+            self._prepare(x.shape)
+            self._stage = []
+        y = self.output(0, self._ypshape, x.dtype)
+        if self.args.mode == "constant":
+            y.fill(self.args.value)
+            np.copyto(y[self._inner], x)
+            return
+        cur = x
+        for k, (a, m) in enumerate(self._maps):
+            out = y if k == len(self._maps) - 1 else None
+            shape = cur.shape[:a] + (len(m),) + cur.shape[a + 1 :]
+            if out is None:
+                if len(self._stage) <= k or self._stage[k].shape != shape or self._stage[k].dtype != x.dtype:
+                    self._stage[k:] = [np.empty(shape, x.dtype)]
+                out = self._stage[k]
+            np.take(cur, m, axis=a, out=out)
+            cur = out
+
+
+@register_op(
+    "PadImageGradient",
+    args=_PAD_ARGS,
+    input_docs=[("dY", "gradient of Y")],
+    output_docs=[("dX", "gradient of X")],
+    infer=_infer_pad_grad,
+    category="image",
+    private=True,
+)
+class PadImageGradient(_Pad):
+    """Sums the gradient of every padded cell back onto the input cell it copies."""
+
+    def run(self) -> None:
+        dy = self.input(0)
+        n, c, psp = split_layout(dy.shape, self.order)
+        r = len(psp)
+        p = self.spec.pads if isinstance(self.spec.pads, tuple) else (self.spec.pads,) * (2 * r)
+        sp = tuple(s - p[i] - p[r + i] for i, s in enumerate(psp))
+        xshape = join_layout(n, c, sp, self.order)
+        if self._key != xshape:
+            self._prepare(xshape)
+        dx = self.output(0, xshape, dy.dtype)
+        if self.args.mode == "constant":
+            np.copyto(dx, dy[self._inner])
+            return
+        cur = dy
+        for a, m in self._maps:
+            acc = np.zeros(cur.shape[:a] + (sp[a - (2 if self.order == "NCHW" else 1)],) + cur.shape[a + 1 :], dy.dtype)
+            np.add.at(acc, (slice(None),) * a + (m,), cur)
+            cur = acc
+        np.copyto(dx, cur)
+
+
+@gradient("PadImage")
+def _pad_grad(g):
+    return [g.op("PadImageGradient", [g.GO(0)], [g.GI(0)])]
+
+
+# -- Im2Col / Col2Im ------------------------------------------------------------------------
+
+
+def _infer_im2col(args, ins):
+    x = ins[0]
+    if x.shape is None:
+        return [UNKNOWN]
+    spec = parse_conv_pool(args, "Im2Col", "Im2Col")
+    n, c, sp = split_layout(x.shape, spec.order)
+    geo = resolve(spec, sp, "Im2Col")
+    kp = int(np.prod(geo.kernel))
+    shape = (n, c * kp, *geo.out) if spec.order == "NCHW" else (n, *geo.out, kp * c)
+    return [TensorSpec(shape, x.dtype)]
+
+
+_IM2COL_ARGS = conv_pool_args(group=False)
+
+
+@register_op(
+    "Im2Col",
+    args=_IM2COL_ARGS,
+    input_docs=[("X", "image")],
+    output_docs=[("Y", "NCHW: (N, C*kh*kw, oh, ow); NHWC: (N, oh, ow, kh*kw*C)")],
+    infer=_infer_im2col,
+    category="image",
+)
+class Im2Col(_ConvPool):
+    """The column matrix of a convolution's windows (Caffe2's Im2Col), padding with zeros."""
+
+    def run(self) -> None:
+        x = self.input(0)
+        if self._key != x.shape:
+            n, c, sp = split_layout(x.shape, self.order)
+            geo = resolve(self.spec, sp, self.describe())
+            self._geo = geo
+            self._xp = np.zeros(join_layout(n, c, geo.buf_spatial, self.order), x.dtype) if geo.padded else None
+            kp = int(np.prod(geo.kernel))
+            self._yshape = (n, c * kp, *geo.out) if self.order == "NCHW" else (n, *geo.out, kp * c)
+            self._key = x.shape
+        if self._xp is not None:
+            if self._xp.dtype != x.dtype:
+                self._xp = self._xp.astype(x.dtype)
+            np.copyto(self._xp[index(self.order, self._geo.interior)], x)
+        v = window_view(self._xp if self._xp is not None else x, self._geo, self.order)
+        y = self.output(0, self._yshape, x.dtype)
+        np.copyto(y.reshape(v.shape), v)
+
+
+@register_op(
+    "Col2Im",
+    inputs=2,
+    args=_IM2COL_ARGS,
+    input_docs=[("dY", "columns"), ("X", "the image (shape)")],
+    output_docs=[("dX", "sum of the columns back onto the image")],
+    infer=lambda a, ins: [ins[1]],
+    category="image",
+    private=True,
+)
+class Col2Im(_ConvPool):
+    """Inverse of Im2Col's gather: each column entry is added back to its image cell."""
+
+    def run(self) -> None:
+        dy, x = self.input(0), self.input(1)
+        n, c, sp = split_layout(x.shape, self.order)
+        geo = resolve(self.spec, sp, self.describe())
+        buf = np.zeros(join_layout(n, c, geo.buf_spatial, self.order), dy.dtype)
+        r = len(sp)
+        if self.order == "NCHW":
+            colv = dy.reshape(n, c, *geo.kernel, *geo.out)
+            parts = [(index("NCHW", sl), colv[(slice(None),) * 2 + k]) for k, sl in kernel_slices(geo)]
+        else:
+            colv = dy.reshape(n, *geo.out, *geo.kernel, c)
+            parts = [(index("NHWC", sl), colv[(slice(None),) * (1 + r) + k]) for k, sl in kernel_slices(geo)]
+        for idx, part in parts:
+            buf[idx] += part
+        np.copyto(self.output(0, x.shape, dy.dtype), buf[index(self.order, geo.interior)])
+
+
+@gradient("Im2Col")
+def _im2col_grad(g):
+    return [g.op("Col2Im", [g.GO(0), g.I(0)], [g.GI(0)])]
+
+
+# -- ResizeNearest --------------------------------------------------------------------------
+
+_RN_ARGS = [
+    Arg("width_scale", FLOAT, 1.0, "output width = int(W * width_scale)"),
+    Arg("height_scale", FLOAT, 1.0, "output height = int(H * height_scale)"),
+    Arg("order", STRING, "NCHW", "NCHW or NHWC"),
+]
+
+
+def _rn_maps(h, w, hs, ws):
+    oh, ow = int(h * hs), int(w * ws)
+    ih = np.minimum((np.arange(oh) / hs).astype(np.int64), h - 1)
+    iw = np.minimum((np.arange(ow) / ws).astype(np.int64), w - 1)
+    return ih, iw
+
+
+def _infer_rn(args, ins):
+    x = ins[0]
+    if x.shape is None or len(x.shape) != 4:
+        return [UNKNOWN]
+    n, c, (h, w) = split_layout(x.shape, args.order.upper())
+    return [
+        TensorSpec(
+            join_layout(n, c, (int(h * args.height_scale), int(w * args.width_scale)), args.order.upper()), x.dtype
+        )
+    ]
+
+
+@register_op(
+    "ResizeNearest",
+    args=_RN_ARGS,
+    input_docs=[("X", "4-d image")],
+    output_docs=[("Y", "resized")],
+    infer=_infer_rn,
+    category="image",
+)
+class ResizeNearest(Operator):
+    """Nearest-neighbour resize (Caffe2's ResizeNearest): output (int(H*height_scale),
+    int(W*width_scale)); output cell (y, x) reads input (min(int(y/hs), H-1), min(int(x/ws), W-1))."""
+
+    def setup(self) -> None:
+        if self.args.width_scale <= 0 or self.args.height_scale <= 0:
+            raise self.arg_error("width_scale and height_scale must be > 0")
+        self._key = None
+
+    def _prep(self, shape):
+        order = self.args.order.upper()
+        if len(shape) != 4:
+            raise ShapeError(f"{self.describe()}: input must be 4-d, got {shape}")
+        n, c, (h, w) = split_layout(shape, order)
+        ih, iw = _rn_maps(h, w, self.args.height_scale, self.args.width_scale)
+        self._ha, self._wa = (2, 3) if order == "NCHW" else (1, 2)
+        self._ih, self._iw = ih, iw
+        self._yshape = join_layout(n, c, (len(ih), len(iw)), order)
+        mid = list(shape)
+        mid[self._ha] = len(ih)
+        self._mid = tuple(mid)
+        self._key = shape
+
+    def run(self) -> None:
+        x = self.input(0)
+        if self._key != x.shape:
+            self._prep(x.shape)
+            self._tmp = np.empty(self._mid, x.dtype)
+        if self._tmp.dtype != x.dtype:
+            self._tmp = np.empty(self._mid, x.dtype)
+        np.take(x, self._ih, axis=self._ha, out=self._tmp)
+        np.take(self._tmp, self._iw, axis=self._wa, out=self.output(0, self._yshape, x.dtype))
+
+
+@register_op(
+    "ResizeNearestGradient",
+    inputs=2,
+    args=_RN_ARGS,
+    input_docs=[("dY", "gradient of Y"), ("X", "input")],
+    output_docs=[("dX", "gradient of X")],
+    infer=lambda a, ins: [ins[1]],
+    category="image",
+    private=True,
+)
+class ResizeNearestGradient(ResizeNearest):
+    """Sums dY over the output cells reading each input cell."""
+
+    def run(self) -> None:
+        dy, x = self.input(0), self.input(1)
+        if self._key != x.shape:
+            self._prep(x.shape)
+        dx = self.output(0, x.shape, dy.dtype)
+        dx.fill(0)
+        if self._ha == 2:
+            np.add.at(dx, (slice(None), slice(None), self._ih[:, None], self._iw[None, :]), dy)
+        else:
+            np.add.at(dx, (slice(None), self._ih[:, None], self._iw[None, :], slice(None)), dy)
+
+
+@gradient("ResizeNearest")
+def _rn_grad(g):
+    return [g.op("ResizeNearestGradient", [g.GO(0), g.I(0)], [g.GI(0)])]
