@@ -78,10 +78,10 @@ def train(
     return losses
 
 
-def evaluate(ws: Workspace, train_net: NetDef, data: Digits, output: str = "softmax") -> float:
+def evaluate(ws: Workspace, train_net: NetDef, data: Digits, output: str = "pred") -> float:
     """Test accuracy of the inference net cut out of ``train_net`` (weights from ``ws``)."""
     predict, _ = extract_predict_net(train_net, ["data"], [output])
     ws.feed_blob("data", data.x_test)
     ws.run_net_once(predict)
-    probs = np.asarray(ws.fetch_blob(output))
-    return float(np.mean(probs.argmax(axis=1) == data.y_test))
+    scores = np.asarray(ws.fetch_blob(output))
+    return float(np.mean(scores.argmax(axis=1) == data.y_test))

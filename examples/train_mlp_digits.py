@@ -27,7 +27,7 @@ from framework.proto.framework_pb2 import NetDef  # noqa: E402
 from framework.proto.io import parse_text  # noqa: E402
 
 HIDDEN = (128, 64)
-BASE_LR, MOMENTUM = 0.1, 0.9
+BASE_LR, MOMENTUM, WEIGHT_DECAY = 0.1, 0.9, 1e-3
 
 
 def build_brew(seed: int = 1) -> tuple[NetDef, NetDef]:
@@ -41,7 +41,9 @@ def build_brew(seed: int = 1) -> tuple[NetDef, NetDef]:
     logits = brew.fc(m, h, "pred", dim_in=dim, dim_out=10)
     m.net.SoftmaxWithLoss([logits, "label"], ["softmax", "loss"])
     m.AddGradientOperators(["loss"])
-    optimizer.build_sgd(m, BASE_LR, policy="step", stepsize=400, gamma=0.5, momentum=MOMENTUM)
+    optimizer.build_sgd(
+        m, BASE_LR, policy="step", stepsize=400, gamma=0.5, momentum=MOMENTUM, weight_decay=WEIGHT_DECAY
+    )
     m.param_init_net.set_rand_seed(seed)
     return m.param_init_net.Proto(), m.net.Proto()
 
@@ -50,9 +52,9 @@ INIT_TEXT = """
 name: "mlp_digits_text_init"
 op { output: "fc1_w" type: "XavierFill" arg { name: "shape" ints: 128 ints: 64 } device_option { random_seed: 1 } }
 op { output: "fc1_b" type: "ConstantFill" arg { name: "shape" ints: 128 } }
-op { output: "fc2_w" type: "XavierFill" arg { name: "shape" ints: 64 ints: 128 } device_option { random_seed: 2 } }
+op { output: "fc2_w" type: "XavierFill" arg { name: "shape" ints: 64 ints: 128 } device_option { random_seed: 3 } }
 op { output: "fc2_b" type: "ConstantFill" arg { name: "shape" ints: 64 } }
-op { output: "pred_w" type: "XavierFill" arg { name: "shape" ints: 10 ints: 64 } device_option { random_seed: 3 } }
+op { output: "pred_w" type: "XavierFill" arg { name: "shape" ints: 10 ints: 64 } device_option { random_seed: 5 } }
 op { output: "pred_b" type: "ConstantFill" arg { name: "shape" ints: 10 } }
 op { input: "fc1_w" output: "fc1_w_m" type: "ConstantFill" arg { name: "value" f: 0.0 } }
 op { input: "fc1_b" output: "fc1_b_m" type: "ConstantFill" arg { name: "value" f: 0.0 } }
@@ -60,6 +62,8 @@ op { input: "fc2_w" output: "fc2_w_m" type: "ConstantFill" arg { name: "value" f
 op { input: "fc2_b" output: "fc2_b_m" type: "ConstantFill" arg { name: "value" f: 0.0 } }
 op { input: "pred_w" output: "pred_w_m" type: "ConstantFill" arg { name: "value" f: 0.0 } }
 op { input: "pred_b" output: "pred_b_m" type: "ConstantFill" arg { name: "value" f: 0.0 } }
+op { output: "ONE" type: "ConstantFill" arg { name: "shape" ints: 1 } arg { name: "value" f: 1.0 } }
+op { output: "wd" type: "ConstantFill" arg { name: "shape" ints: 1 } arg { name: "value" f: 0.001 } }
 op {
   output: "optimizer_iteration" type: "ConstantFill"
   arg { name: "shape" ints: 1 } arg { name: "value" i: 0 } arg { name: "dtype" i: 10 }
@@ -80,6 +84,9 @@ op { input: "pred" input: "label" output: "softmax" output: "loss" type: "Softma
 
 UPDATE_TEXT = """
 name: "mlp_digits_update"
+op { input: "fc1_w_grad" input: "ONE" input: "fc1_w" input: "wd" output: "fc1_w_grad" type: "WeightedSum" }
+op { input: "fc2_w_grad" input: "ONE" input: "fc2_w" input: "wd" output: "fc2_w_grad" type: "WeightedSum" }
+op { input: "pred_w_grad" input: "ONE" input: "pred_w" input: "wd" output: "pred_w_grad" type: "WeightedSum" }
 op { input: "optimizer_iteration" output: "optimizer_iteration" type: "Iter" }
 op {
   input: "optimizer_iteration" output: "lr" type: "LearningRate"
@@ -102,7 +109,10 @@ op { input: "pred_b_grad" input: "pred_b_m" input: "lr" input: "pred_b" output: 
 
 
 def build_text() -> tuple[NetDef, NetDef]:
-    """(init_net, train_net) from the protobuf text above (+ gradient ops)."""
+    """(init_net, train_net) from the protobuf text above (+ gradient ops).
+
+    Same model, seeds and optimizer as ``build_brew``, so both reach the same numbers.
+    """
     init = parse_text(INIT_TEXT, NetDef)
     net = core.Net(parse_text(FORWARD_TEXT, NetDef))
     net.AddGradientOperators(["loss"])

@@ -62,12 +62,21 @@ def _test_mode(op: OperatorDef) -> OperatorDef:
 
 
 def extract_predict_net(
-    net: Any, input_blobs: Sequence[str], output_blobs: Sequence[str], name: str | None = None
+    net: Any,
+    input_blobs: Sequence[str],
+    output_blobs: Sequence[str],
+    name: str | None = None,
+    params: Iterable[str] | None = None,
 ) -> tuple[NetDef, list[str]]:
     """The inference net and the list of parameters it reads (its other external inputs).
 
+    ``params``: the blobs the inference net may read besides the inputs (a
+    ModelHelper's parameters by default). Without it, any blob the net reads
+    before writing it counts (labels too, so ask for outputs that need no label).
     Raises FrameworkError if no op reads the inputs or none writes the outputs.
     """
+    if params is None and hasattr(net, "GetAllParams"):
+        params = [str(p) for p in net.GetAllParams("")]
     src = _net_def(net)
     inputs = [str(b) for b in input_blobs]
     outputs = [str(b) for b in output_blobs]
@@ -87,7 +96,10 @@ def extract_predict_net(
     for op in window:
         read_first.update(b for b in op.input if b not in written)
         written.update(op.output)
-    known = read_first - {b for op in ops[: first[0]] for b in op.output if b not in src.external_input}
+    if params is not None:
+        known = {str(p) for p in params}
+    else:
+        known = read_first - {b for op in ops[: first[0]] for b in op.output if b not in src.external_input}
     known |= set(inputs)
     forward = []
     for op in window:
@@ -110,16 +122,16 @@ def extract_predict_net(
     if src.HasField("type"):
         out.type = src.type
     out.op.extend(_test_mode(op) for op in keep)
-    written: set[str] = set()
-    params: list[str] = []
+    written = set()
+    used: list[str] = []
     for op in out.op:
         for b in op.input:
-            if b not in written and b not in inputs and b not in params:
-                params.append(b)
+            if b not in written and b not in inputs and b not in used:
+                used.append(b)
         written.update(op.output)
-    out.external_input.extend(inputs + params)
+    out.external_input.extend(inputs + used)
     out.external_output.extend(outputs)
-    return out, params
+    return out, used
 
 
 def init_net_from_workspace(ws: Workspace, blobs: Iterable[str], name: str = "init") -> NetDef:
