@@ -338,15 +338,58 @@ def serialize_blob(
             chunk_size = DEFAULT_CHUNK_SIZE
         step = n if chunk_size == 0 else int(chunk_size)
         begin, k = 0, 0
+        raw_fast = not typed and arr.dtype in _RAW_DTYPES
         while True:
             end = min(begin + step, n) if step > 0 else n
-            proto = BlobProto(name=name, type=TENSOR_TYPE)
-            proto.tensor.CopyFrom(tensor_to_proto(arr, name, typed, (begin, end)))
-            yield chunk_key(name, k), _encode(proto, name)
+            if raw_fast:
+                value = _raw_chunk_bytes(arr, name, begin, end)
+            else:
+                proto = BlobProto(name=name, type=TENSOR_TYPE)
+                proto.tensor.CopyFrom(tensor_to_proto(arr, name, typed, (begin, end)))
+                value = _encode(proto, name)
+            yield chunk_key(name, k), value
             begin, k = end, k + 1
             if begin >= n:
                 return
     yield name, _encode(blob_to_proto(obj, name), name)
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+_RAW_DATA_TAG = bytes([(13 << 3) | 2])  # TensorProto.raw_data, length-delimited
+_TENSOR_TAG = bytes([(3 << 3) | 2])  # BlobProto.tensor, length-delimited
+
+
+def _raw_chunk_bytes(arr: np.ndarray, name: str, begin: int, end: int) -> bytes:
+    """BlobProto bytes of one raw chunk, built around the payload with a single copy.
+
+    The message without ``raw_data`` is serialized by protobuf; ``raw_data``
+    (field 13, the highest TensorProto field set) is appended after it, which is
+    exactly where protobuf itself would put it: the result is byte-identical to
+    ``SerializeToString`` of the full message.
+    """
+    tp = TensorProto(dims=arr.shape, data_type=TypeMeta.of(arr.dtype).proto_type, storage_type=DT.RAW)
+    if name:
+        tp.name = name
+    tp.segment.begin, tp.segment.end = begin, end
+    flat = arr.reshape(-1)[begin:end]
+    wire = _RAW_DTYPES[flat.dtype]
+    payload = memoryview(np.ascontiguousarray(flat.astype(wire, copy=False))).cast("B")
+    head = tp.SerializeToString()
+    raw_head = _RAW_DATA_TAG + _varint(len(payload))
+    tensor_len = len(head) + len(raw_head) + len(payload)
+    outer = BlobProto(name=name, type=TENSOR_TYPE).SerializeToString() + _TENSOR_TAG + _varint(tensor_len)
+    return b"".join((outer, head, raw_head, payload))
 
 
 def blob_to_proto(obj: Any, name: str, typed: bool = False) -> BlobProto:

@@ -80,6 +80,18 @@ def test_every_dtype_roundtrips_typed_and_raw(dtype, typed, data):
     assert_same(roundtrip_records(recs, seed=arr.size)["x"].get(Tensor).data(), arr)
 
 
+@pytest.mark.parametrize("dtype", NUMERIC)
+@pytest.mark.parametrize("shape", [(0,), (), (3, 5), (70000,)])
+def test_fast_raw_records_equal_protobufs_own_encoding(dtype, shape):
+    arr = (np.arange(int(np.prod(shape))) % 7).astype(dtype).reshape(shape)
+    for key, value in serialize_blob("x", arr, chunk_size=40000):
+        k = int(key.split("#%")[1])
+        seg = (k * 40000, min((k + 1) * 40000, arr.size))
+        proto = BlobProto(name="x", type="Tensor")
+        proto.tensor.CopyFrom(tensor_to_proto(arr, "x", segment=seg))
+        assert value == proto.SerializeToString()
+
+
 def test_typed_encodings_match_caffe2_fields():
     p = tensor_to_proto(np.array([True, False]), typed=True)
     assert list(p.int32_data) == [1, 0]
