@@ -35,21 +35,42 @@ def _rows_at(op: Operator, x: np.ndarray, axis: int) -> tuple[int, int]:
     return _prod(x.shape[:ax]), _prod(x.shape[ax:])
 
 
-def _softmax_rows(x2: np.ndarray, y2: np.ndarray, rowbuf: np.ndarray, log: bool) -> None:
-    """y2 = softmax (or log-softmax) of the rows of x2; y2 may alias x2. rowbuf is (N, 1)."""
+def _softmax_rows(x2: np.ndarray, y2: np.ndarray, rowbuf: np.ndarray, log: bool, tmp: np.ndarray | None = None) -> None:
+    """y2 = softmax (or log-softmax) of the rows of x2; y2 may alias x2. rowbuf is (N, 1).
+
+    ``tmp`` (N, D) holds exp() in log mode (allocated when not given)."""
     if x2.shape[1] == 0:
         return
-    np.max(x2, axis=1, keepdims=True, out=rowbuf)
-    np.subtract(x2, rowbuf, out=y2)
+    if log and tmp is None:
+        tmp = np.empty_like(y2)
+    _softmax_closure(x2, y2, rowbuf, log, tmp)()
+
+
+def _softmax_closure(x2: np.ndarray, y2: np.ndarray, rowbuf: np.ndarray, log: bool, tmp: np.ndarray | None):
+    """A zero-argument callable computing _softmax_rows on these arrays (ufunc reductions: no wrappers)."""
+    rmax, rsum, sub, exp = np.maximum.reduce, np.add.reduce, np.subtract, np.exp
     if log:
-        tmp = np.exp(y2)
-        np.sum(tmp, axis=1, keepdims=True, out=rowbuf)
-        np.log(rowbuf, out=rowbuf)
-        y2 -= rowbuf
-    else:
-        np.exp(y2, out=y2)
-        np.sum(y2, axis=1, keepdims=True, out=rowbuf)
-        y2 /= rowbuf
+        ln = np.log
+
+        def log_softmax() -> None:
+            rmax(x2, axis=1, keepdims=True, out=rowbuf)
+            sub(x2, rowbuf, out=y2)
+            exp(y2, out=tmp)
+            rsum(tmp, axis=1, keepdims=True, out=rowbuf)
+            ln(rowbuf, out=rowbuf)
+            sub(y2, rowbuf, out=y2)
+
+        return log_softmax
+    div = np.divide
+
+    def softmax() -> None:
+        rmax(x2, axis=1, keepdims=True, out=rowbuf)
+        sub(x2, rowbuf, out=y2)
+        exp(y2, out=y2)
+        rsum(y2, axis=1, keepdims=True, out=rowbuf)
+        div(y2, rowbuf, out=y2)
+
+    return softmax
 
 
 _AXIS = Arg("axis", INT, 1, "the input is coerced to 2D (N, D) at this axis; softmax runs over D")
@@ -76,7 +97,21 @@ def _softmax_op(name: str, log: bool):
             x = float_input(self, 0)
             n, d = _rows_at(self, x, self.args.axis)
             y = self.output(0, x.shape, x.dtype)
-            _softmax_rows(x.reshape(n, d), y.reshape(n, d), scratch(self, "_row", (n, 1), x.dtype), log)
+            tmp = scratch(self, "_tmp", (n, d), x.dtype) if log else None
+            _softmax_rows(x.reshape(n, d), y.reshape(n, d), scratch(self, "_row", (n, 1), x.dtype), log, tmp)
+
+        def compile(self):
+            """run() bound to the current arrays (the net's fast path; see framework.net.program)."""
+            x, y = self.input(0), self.outputs[0]._obj._array
+            if x.dtype.kind != "f" or y is None or y.shape != x.shape or y.dtype != x.dtype:
+                return None
+            if not (x.flags.c_contiguous and y.flags.c_contiguous):
+                return None  # reshape would copy: the closure must write into y itself
+            n, d = _rows_at(self, x, self.args.axis)
+            if d == 0:
+                return None
+            tmp = scratch(self, "_tmp", (n, d), x.dtype) if log else None
+            return _softmax_closure(x.reshape(n, d), y.reshape(n, d), scratch(self, "_row", (n, 1), x.dtype), log, tmp)
 
     _Softmax.__name__ = name
     return _Softmax
