@@ -45,7 +45,7 @@ def cnn_forward(model: ModelHelper, data: str) -> str:
 
 MODELS: dict[str, tuple[Callable[[ModelHelper, str], str], dict]] = {
     "logreg_digits": (logreg_forward, {"base_learning_rate": 0.5, "momentum": 0.9}),
-    "mlp_digits": (mlp_forward, {"base_learning_rate": 0.1, "momentum": 0.9}),
+    "mlp_digits": (mlp_forward, {"base_learning_rate": 0.1, "momentum": 0.9, "weight_decay": 1e-3}),
     "cnn_digits": (cnn_forward, {"base_learning_rate": 0.05, "momentum": 0.9}),
 }
 
