@@ -315,3 +315,8 @@ def build_adam(model: Any, base_learning_rate: float, weight_decay: float = 0.0,
 def build_rms_prop(model: Any, base_learning_rate: float, weight_decay: float = 0.0, **kwargs: Any) -> Optimizer:
     add_weight_decay(model, weight_decay)
     return _build(model, RmsPropOptimizer(alpha=base_learning_rate, **kwargs))
+
+
+def reset_optimizer_instance_count() -> None:
+    """Restart the per-class instance numbers used in blob names (Caffe2's function of this name)."""
+    Optimizer._counts.clear()

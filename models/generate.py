@@ -53,6 +53,7 @@ MODELS: dict[str, tuple[Callable[[ModelHelper, str], str], dict]] = {
 def build(name: str) -> dict[str, NetDef]:
     """The init, train and predict NetDefs of model ``name``."""
     forward, opt = MODELS[name]
+    optimizer.reset_optimizer_instance_count()  # blob names must not depend on what was built before
     train = ModelHelper(name=f"{name}_train")
     reader = train.param_init_net.CreateDB([], "train_reader", db="train.minidb", db_type="minidb")
     data, label = train.net.TensorProtosDBInput([reader], ["data", "label"], batch_size=BATCH)
