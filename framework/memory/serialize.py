@@ -195,8 +195,8 @@ def proto_elements(proto: TensorProto) -> tuple[TypeMeta, np.ndarray]:
         )
     if st == DT.NO_CONTENT:
         if meta is STRING:
-            return meta, np.full(count, b"", dtype=object)
-        return meta, np.zeros(count, dtype=meta.dtype)
+            return meta, _allocate(proto, lambda: np.full(count, b"", dtype=object))
+        return meta, _allocate(proto, lambda: np.zeros(count, dtype=meta.dtype))
     if meta is STRING:
         _check_count(proto, len(proto.string_data), count, "string_data")
         out = np.empty(count, dtype=object)
@@ -252,9 +252,19 @@ def tensor_from_proto(proto: TensorProto) -> Tensor:
     meta, vals = proto_elements(proto)
     t = Tensor()
     t.resize(dims)
-    dst = t.mutable_data(meta)
+    dst = _allocate(proto, lambda: t.mutable_data(meta))
     dst.reshape(-1)[...] = vals
     return t
+
+
+def _allocate(proto: TensorProto, make: Callable[[], np.ndarray]) -> np.ndarray:
+    """Run an allocation a (possibly damaged) proto asks for; a SerializationError if it cannot be met."""
+    try:
+        return make()
+    except (MemoryError, ValueError, OverflowError) as e:
+        raise SerializationError(
+            f"tensor '{proto.name}': dims {list(proto.dims)} ask for more memory than is available (damaged data?): {e}"
+        ) from None
 
 
 # -- the serializer registry ------------------------------------------------------
@@ -497,6 +507,8 @@ class ChunkAssembler:
         st = self.states.get(name)
         is_tensor = proto.type == TENSOR_TYPE or (not proto.type and proto.HasField("tensor"))
         if st is None:
+            if is_tensor:
+                proto_elements(proto.tensor)  # validate the first part before allocating the whole tensor
             st = self.states[name] = _State(blob)
             blob.reset()
             if is_tensor:
@@ -521,7 +533,7 @@ class ChunkAssembler:
             raise SerializationError(f"blob '{name}'{label}: {e}") from e
         t = Tensor()
         t.resize(dims)
-        st.flat = t.mutable_data(st.meta).reshape(-1)
+        st.flat = _allocate(tp, lambda: t.mutable_data(st.meta)).reshape(-1)
         st.blob.reset(t)
 
     def _add_tensor(self, st: _State, tp: TensorProto, name: str, label: str) -> None:
