@@ -14,6 +14,7 @@ what is written, and doubled and retried if LMDB still reports it full.
 from __future__ import annotations
 
 import os
+import threading
 
 from framework.db.base import DB, Cursor, Mode, Transaction, register_db
 from framework.db.minidb import decode_key, encode_key
@@ -32,6 +33,43 @@ def _lmdb():
     except ImportError as e:
         raise DBError(_MISSING) from e
     return lmdb
+
+
+# py-lmdb allows one Environment per database per process: DBs on the same path share one.
+_ENVS: dict[str, list] = {}  # realpath -> [Environment, users]
+_ENVS_LOCK = threading.Lock()
+
+
+def _acquire_env(path: str, create: bool):
+    lmdb = _lmdb()
+    key = os.path.realpath(path)
+    with _ENVS_LOCK:
+        entry = _ENVS.get(key)
+        if entry is None:
+            try:
+                if create:
+                    os.makedirs(path, exist_ok=True)
+                try:
+                    env = lmdb.open(path, map_size=_INITIAL_MAP, max_readers=256, create=create)
+                except lmdb.ReadonlyError:
+                    env = lmdb.open(path, readonly=True, max_readers=256)
+            except (OSError, lmdb.Error) as e:
+                raise DBError(f"lmdb {path}: cannot open: {e}") from e
+            entry = _ENVS[key] = [env, 0]
+        entry[1] += 1
+        return entry[0]
+
+
+def _release_env(path: str) -> None:
+    key = os.path.realpath(path)
+    with _ENVS_LOCK:
+        entry = _ENVS.get(key)
+        if entry is None:
+            return
+        entry[1] -= 1
+        if entry[1] <= 0:
+            del _ENVS[key]
+            entry[0].close()
 
 
 class LMDBCursor(Cursor):
@@ -66,7 +104,15 @@ class LMDBCursor(Cursor):
         return self._cur.value()
 
     def close(self) -> None:
-        self._txn.abort()
+        if self._txn is not None:
+            self._txn.abort()
+            self._txn = None
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
 
 
 class LMDBTransaction(Transaction):
@@ -92,17 +138,14 @@ class LMDB(DB):
 
     def __init__(self, path: str, mode: Mode) -> None:
         super().__init__(path, mode)
-        lmdb = _lmdb()
+        _lmdb()  # fail early, with the install hint, when the package is missing
         self._pending: list[tuple[bytes, bytes]] = []
         self._env = None
         self._closed = False
         if mode is Mode.READ:
             if not lmdb_exists(path):
                 raise DBError(f"lmdb {path}: no LMDB database here (expected a folder holding data.mdb)")
-            try:
-                self._env = lmdb.open(path, readonly=True, lock=True, max_readers=256)
-            except lmdb.Error as e:
-                raise DBError(f"lmdb {path}: cannot open: {e}") from e
+            self._env = _acquire_env(path, create=False)
         elif os.path.exists(path) and not os.path.isdir(path):
             raise DBError(f"lmdb {path}: exists and is not a folder")
 
@@ -122,16 +165,13 @@ class LMDB(DB):
             return
         self._closed = True
         if self.mode is Mode.READ:
-            self._env.close()
+            self._env = None
+            _release_env(self.path)
             return
         lmdb = _lmdb()
         pending, self._pending = self._pending, []
         need = sum(len(k) + len(v) for k, v in pending)
-        try:
-            os.makedirs(self.path, exist_ok=True)
-            env = lmdb.open(self.path, map_size=_INITIAL_MAP, max_dbs=0)
-        except (OSError, lmdb.Error) as e:
-            raise DBError(f"lmdb {self.path}: cannot open for writing: {e}") from e
+        env = _acquire_env(self.path, create=True)
         try:
             info, stat = env.info(), env.stat()
             used = (info["last_pgno"] + 1) * stat["psize"]
@@ -139,7 +179,8 @@ class LMDB(DB):
             want = used * (2 if self.mode is Mode.NEW else 1) + 2 * need + (16 << 20)
             map_size = max(info["map_size"], want)
             for _ in range(8):
-                env.set_mapsize(map_size)
+                if map_size > env.info()["map_size"]:
+                    env.set_mapsize(map_size)  # grow the map (needs no open read transaction here)
                 try:
                     with env.begin(write=True) as txn:
                         if self.mode is Mode.NEW:
@@ -155,13 +196,14 @@ class LMDB(DB):
         except lmdb.Error as e:
             raise DBError(f"lmdb {self.path}: write failed: {e}") from e
         finally:
-            env.close()
+            _release_env(self.path)
 
     def abort(self) -> None:
         self._pending = []
+        if not self._closed and self._env is not None:
+            self._env = None
+            _release_env(self.path)
         self._closed = True
-        if self._env is not None:
-            self._env.close()
 
 
 def lmdb_exists(path: str) -> bool:

@@ -1,0 +1,165 @@
+"""CreateDB, TensorProtosDBInput, DBReader blobs, and preparing TensorProtos DBs."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from framework.core import CreateOperator
+from framework.db import Mode, open_db
+from framework.db.reader import DBReader
+from framework.errors import FrameworkError, OperatorError, ShapeError
+from framework.memory.blob import Blob
+from framework.memory.serialize import deserialize_blob, serialize_blob_to_string
+from framework.memory.workspace import Workspace
+from framework.net.api import run_operator_once
+from framework.ops import get_schema
+from framework.ops.db_input import read_tensor_protos_db, write_tensor_protos_db
+from framework.proto.framework_pb2 import BlobProto, DBReaderProto, TensorProtos
+
+BACKENDS = ["minidb", "lmdb"]
+
+
+def run(ws, op_type, inputs, outputs, **kw):
+    run_operator_once(ws, CreateOperator(op_type, inputs, outputs, **kw))
+
+
+def dataset(n):
+    x = np.arange(n * 6, dtype=np.float32).reshape(n, 2, 3)
+    y = np.arange(n, dtype=np.int32) * 10
+    return x, y
+
+
+@pytest.mark.parametrize("db_type", BACKENDS)
+@pytest.mark.parametrize("typed", [False, True])
+def test_write_and_read_back(tmp_path, db_type, typed):
+    x, y = dataset(7)
+    path = str(tmp_path / "d")
+    assert write_tensor_protos_db(path, [x, y], db_type=db_type, typed=typed) == 7
+    rx, ry = read_tensor_protos_db(path)  # db type detected
+    np.testing.assert_array_equal(rx, x)
+    np.testing.assert_array_equal(ry, y)
+    with open_db(db_type, path, Mode.READ) as db:
+        cur = db.cursor()
+        key, value = cur.key(), cur.value()
+        cur.close()
+    assert key == "00000000" and len(TensorProtos.FromString(value).protos) == 2
+    with pytest.raises(ShapeError, match="same first dimension"):
+        write_tensor_protos_db(path, [x, y[:3]], db_type=db_type)
+
+
+@pytest.mark.parametrize("db_type", BACKENDS)
+def test_batches_wrap_around(tmp_path, db_type):
+    x, y = dataset(7)
+    write_tensor_protos_db(tmp_path / "d", [x, y], db_type=db_type)
+    ws = Workspace(root_folder=str(tmp_path))
+    run(ws, "CreateDB", [], ["reader"], db="d", db_type=db_type)
+    op = CreateOperator("TensorProtosDBInput", ["reader"], ["X", "Y"], batch_size=3)
+    seen = []
+    for _ in range(3):
+        run_operator_once(ws, op)
+        bx, by = ws.fetch_blob("X"), ws.fetch_blob("Y")
+        assert bx.shape == (3, 2, 3) and bx.dtype == np.float32 and by.dtype == np.int32
+        np.testing.assert_array_equal(bx, x[by // 10])
+        seen += (by // 10).tolist()
+    assert seen == [0, 1, 2, 3, 4, 5, 6, 0, 1]
+
+
+def test_batch_size_zero_reads_one_record_without_batch_axis(tmp_path):
+    x, y = dataset(2)
+    write_tensor_protos_db(tmp_path / "d", [x, y])
+    ws = Workspace(root_folder=str(tmp_path))
+    run(ws, "CreateDB", [], ["r"], db="d", db_type="minidb")
+    run(ws, "TensorProtosDBInput", ["r"], ["X", "Y"])
+    assert ws.fetch_blob("X").shape == (2, 3) and ws.fetch_blob("Y").shape == ()
+
+
+@pytest.mark.parametrize("db_type", BACKENDS)
+@settings(max_examples=10)
+@given(n=st.integers(1, 12), shards=st.integers(1, 4))
+def test_shards_split_records_without_overlap(tmp_path_factory, db_type, n, shards):
+    folder = tmp_path_factory.mktemp("s")
+    _, y = dataset(n)
+    write_tensor_protos_db(folder / "d", [y], db_type=db_type)
+    ws = Workspace(root_folder=str(folder))
+    parts = []
+    for k in range(shards):
+        mine = list(range(k, n, shards))
+        if not mine:
+            continue
+        run(ws, "CreateDB", [], [f"r{k}"], db="d", db_type=db_type, num_shards=shards, shard_id=k)
+        got = []
+        for _ in range(2 * len(mine)):  # two epochs: wrapping stays inside the shard
+            run(ws, "TensorProtosDBInput", [f"r{k}"], ["Y"], batch_size=1)
+            got.append(int(ws.fetch_blob("Y")[0]) // 10)
+        assert got == mine * 2
+        parts.append(set(mine))
+    assert set().union(*parts) == set(range(n)) and sum(map(len, parts)) == n
+
+
+@pytest.mark.parametrize("db_type", BACKENDS)
+def test_dbreader_serializes_as_caffe2(tmp_path, db_type):
+    _, y = dataset(3)
+    path = str(tmp_path / "d")
+    write_tensor_protos_db(path, [y], db_type=db_type)
+    reader = DBReader(path, db_type)
+    reader.read()
+    data = serialize_blob_to_string(Blob("r", reader), "r")
+    proto = BlobProto.FromString(data)
+    rp = DBReaderProto.FromString(proto.content)
+    assert proto.type == "DBReader" and rp.source == path and rp.db_type == db_type and rp.name == "r"
+    assert rp.key == ("00000001" if db_type == "lmdb" else "")  # only seekable DBs record the position
+    b = Blob("r")
+    deserialize_blob(data, b)
+    again = b.get(DBReader)
+    assert again.read()[0] == ("00000001" if db_type == "lmdb" else "00000000")
+
+
+def test_errors_name_the_op_and_record(tmp_path):
+    x, y = dataset(3)
+    write_tensor_protos_db(tmp_path / "d", [x, y])
+    ws = Workspace(root_folder=str(tmp_path))
+    run(ws, "CreateDB", [], ["r"], db="d", db_type="minidb")
+    with pytest.raises(
+        OperatorError, match="TensorProtosDBInput.*record '00000000' holds 2 TensorProtos, the op has 1"
+    ):
+        run(ws, "TensorProtosDBInput", ["r"], ["X"], batch_size=2)
+    with open_db("minidb", str(tmp_path / "bad"), Mode.NEW) as db:
+        with db.new_transaction() as txn:
+            txn.put("k", b"\xff\xff\xff")
+    run(ws, "CreateDB", [], ["b"], db="bad", db_type="minidb")
+    with pytest.raises(OperatorError, match="record 'k' of minidb .*bad is not a TensorProtos"):
+        run(ws, "TensorProtosDBInput", ["b"], ["X"], batch_size=1)
+    with pytest.raises(FrameworkError, match=r"shard_id 3 must be in \[0, num_shards=2\)"):
+        run(ws, "CreateDB", [], ["r2"], db="d", db_type="minidb", num_shards=2, shard_id=3)
+    with pytest.raises(FrameworkError, match="leveldb is not available"):
+        run(ws, "CreateDB", [], ["r3"], db="d")  # Caffe2's default db_type
+    ws.feed_blob("t", np.ones(2))
+    with pytest.raises(OperatorError, match="expected a DBReader"):
+        run(ws, "TensorProtosDBInput", ["t"], ["X"], batch_size=1)
+    # records of different shapes cannot share a batch
+    write_tensor_protos_db(tmp_path / "m1", [np.ones((1, 2))])
+    with open_db("minidb", str(tmp_path / "m1"), Mode.WRITE) as db, db.new_transaction() as txn:
+        rec = TensorProtos()
+        rec.protos.add().CopyFrom(TensorProtos.FromString(_first_value(tmp_path / "m1")).protos[0])
+        rec.protos[0].dims[:] = [1]
+        rec.protos[0].raw_data = rec.protos[0].raw_data[:8]
+        txn.put("z", rec.SerializeToString())
+    run(ws, "CreateDB", [], ["m"], db="m1", db_type="minidb")
+    with pytest.raises(OperatorError, match="record 'z' tensor 0 is double \\[1\\], but earlier records"):
+        run(ws, "TensorProtosDBInput", ["m"], ["X"], batch_size=2)
+
+
+def _first_value(path):
+    with open_db("minidb", str(path), Mode.READ) as db:
+        cur = db.cursor()
+        v = cur.value()
+        cur.close()
+    return v
+
+
+def test_schemas():
+    for t in ("CreateDB", "TensorProtosDBInput"):
+        s = get_schema(t)
+        assert s.doc and s.infer is not None and s.gradient is not None
+    assert get_schema("CreateDB").args["db_type"].default == "leveldb"
