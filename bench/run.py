@@ -1,0 +1,504 @@
+"""Run every benchmark and print one markdown table; write it to docs/performance.md.
+
+    python -m bench                # full run, writes docs/performance.md
+    python bench/run.py --quick    # fast smoke run (few rounds), still prints the table
+    python -m bench --only mlp lenet --no-write
+
+Columns: our time, hand-written preallocated numpy doing the same computation (the floor
+of a numpy framework), PyTorch eager (``torch.inference_mode``), onnxruntime and onnx's
+``ReferenceEvaluator`` on the same model built with ``onnx.helper`` -- each a median over
+interleaved rounds in this one process (bench/common.time_round_robin), with its ratio to
+the numpy floor. Optional contenders that are not importable leave their cell empty.
+
+BLAS (threadpoolctl + OPENBLAS/OMP/MKL_NUM_THREADS), torch and onnxruntime run on one
+thread, except the ``dag`` benchmark, whose subject is threads (2 workers, 1 BLAS thread
+each). The memory table comes from the framework's MemoryReporter (bench/memory.py).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")  # before numpy loads BLAS
+if __package__ in (None, ""):  # python bench/run.py: make the repository importable
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import argparse  # noqa: E402
+import datetime  # noqa: E402
+import platform  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+from dataclasses import dataclass, field  # noqa: E402
+from typing import Any, Callable  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+from bench.common import fmt_time, markdown_table, pin_blas_threads, time_round_robin  # noqa: E402
+
+COLUMNS = {
+    "ours": "ours",
+    "numpy": "numpy floor",
+    "torch": "PyTorch eager",
+    "ort": "onnxruntime",
+    "onnx_ref": "onnx ReferenceEvaluator",
+}
+DOC_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs", "performance.md")
+
+
+@dataclass
+class Config:
+    """How hard to measure: ``rounds`` interleaved rounds, ``scale`` times each benchmark's inner count."""
+
+    rounds: int = 30
+    scale: float = 1.0
+    warmup: int = 3
+    quick: bool = False
+
+    def inner(self, n: int) -> int:
+        return max(1, round(n * self.scale))
+
+    def time(self, contenders: dict[str, Callable[[], Any]], inner: int) -> dict[str, float]:
+        """Round-robin medians. Contenders slower than ``SLOW`` s per call (onnx's ReferenceEvaluator on
+        a CNN) get their own short round-robin (``SLOW_ROUNDS`` rounds of one call) instead."""
+        slow = {}
+        for k, fn in contenders.items():
+            t0 = time.perf_counter()
+            fn()
+            if time.perf_counter() - t0 > SLOW:
+                slow[k] = fn
+        fast = {k: v for k, v in contenders.items() if k not in slow}
+        out = time_round_robin(fast, rounds=self.rounds, inner=self.inner(inner), warmup=self.warmup)
+        if slow:
+            out.update(time_round_robin(slow, rounds=min(self.rounds, SLOW_ROUNDS), inner=1, warmup=0))
+        return {k: out[k] for k in contenders}
+
+
+SLOW, SLOW_ROUNDS = 0.25, 3
+QUICK = Config(rounds=5, scale=0.2, warmup=1, quick=True)
+TINY = Config(rounds=1, scale=0.0, warmup=1, quick=True)  # one call per contender: the smoke test
+
+
+@dataclass
+class Row:
+    """One table row: seconds per call by column; ``per`` divides them for display (e.g. per op)."""
+
+    benchmark: str
+    times: dict[str, float]
+    note: str = ""
+    per: float = 1.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def ratio(self, col: str) -> float | None:
+        if col in self.times and "numpy" in self.times:
+            return self.times[col] / self.times["numpy"]
+        return None
+
+
+def _optional(fn: Callable[[], Any]) -> Any:
+    """fn() or None when an optional package is missing."""
+    try:
+        return fn()
+    except ImportError:
+        return None
+
+
+def _add_onnx(runs: dict, gets: dict, build_model: Callable[[], Any], feeds: dict[str, np.ndarray]) -> None:
+    """Add the onnxruntime and ReferenceEvaluator contenders of one model (when installed)."""
+    from bench import onnx_models
+
+    model = _optional(build_model)
+    if model is None:
+        return
+    for col, runner in (("ort", onnx_models.ort_runner), ("onnx_ref", onnx_models.reference_runner)):
+        got = _optional(lambda runner=runner: runner(model, feeds))
+        if got is not None:
+            runs[col], gets[col] = got
+
+
+def _check(gets: dict, ref: np.ndarray, what: str, rtol: float = 2e-4, atol: float = 1e-6) -> None:
+    for col, get in gets.items():
+        np.testing.assert_allclose(np.asarray(get()), ref, rtol=rtol, atol=atol, err_msg=f"{what}: {col}")
+
+
+# -- benchmarks --------------------------------------------------------------------------------------
+
+
+def bench_op_overhead(cfg: Config) -> list[Row]:
+    from bench import onnx_models, op_overhead
+
+    fns = op_overhead.contenders()
+    fns.pop("numpy loop")  # its Python-int 0 costs a conversion per call: the floor below binds a 0-d array
+    arrs = [np.zeros(op_overhead.SHAPE, np.float32) for _ in range(op_overhead.N_OPS + 1)]
+    pairs = list(zip(arrs[:-1], arrs[1:]))
+    zero, maximum = np.zeros((), np.float32), np.maximum
+
+    def numpy_loop() -> None:
+        for a, b in pairs:
+            maximum(a, zero, out=b)
+
+    runs = {
+        "ours": fns.pop("simple net"),
+        "numpy": numpy_loop,
+        "dag": fns.pop("dag net (1 worker)"),
+        "nocompile": fns.pop("simple net, run() only"),
+    }
+    if "torch eager" in fns:
+        runs["torch"] = fns.pop("torch eager")
+    gets: dict = {}
+    x = np.random.default_rng(0).standard_normal(op_overhead.SHAPE).astype(np.float32)
+    _add_onnx(runs, gets, lambda: onnx_models.relu_chain_model(op_overhead.N_OPS, op_overhead.SHAPE), {"X": x})
+    _check(gets, np.maximum(x, 0), "relu chain")
+    t = cfg.time(runs, inner=20)
+    n = op_overhead.N_OPS
+    note = (
+        f"per op; dag (1 worker) {fmt_time(t.pop('dag') / n)}, "
+        f"simple without compile() {fmt_time(t.pop('nocompile') / n)}"
+    )
+    return [Row(f"per-op overhead ({n} chained Relu, float32 {op_overhead.SHAPE})", t, note, per=n)]
+
+
+def bench_mlp(cfg: Config) -> list[Row]:
+    from bench import mlp_inference as m
+
+    rows = []
+    batches = m.BATCHES
+    for batch in batches:
+        runs, _ = m.contenders(batch)
+        t = cfg.time(runs, inner={1: 50, 64: 10}.get(batch, 2))
+        rows.append(Row(f"MLP 784-512-512-10 inference, batch {batch}", t, "simple net: FC-Relu-FC-Relu-FC-Softmax"))
+    return rows
+
+
+def bench_train_step(cfg: Config) -> list[Row]:
+    from bench import train_step
+
+    rows = []
+    for batch in (64,) if cfg.quick else (64, 256):
+        runs = {"ours": train_step.framework_step(batch)[0], "numpy": train_step.numpy_step(batch)}
+        torch_run = _optional(lambda batch=batch: train_step.torch_step(batch))
+        if torch_run is not None:
+            runs["torch"] = torch_run
+        t = cfg.time(runs, inner=5)
+        rows.append(
+            Row(
+                f"MLP training step, batch {batch}",
+                t,
+                "fwd + bwd + softmax xent + SGD; torch: nn.Linear + autograd + optim.SGD",
+            )
+        )
+    return rows
+
+
+def bench_lenet(cfg: Config) -> list[Row]:
+    from bench import lenet, onnx_models
+
+    rng = np.random.default_rng(0)
+    p = lenet.params(rng)
+    x = rng.standard_normal((lenet.BATCH, 1, 28, 28)).astype(np.float32)
+    runs, gets = {}, {}
+    runs["numpy"], get_ref = lenet.numpy_nhwc(x, p)
+    runs["ours"] = lenet.our_net(x, p)
+    got = _optional(lambda: lenet.torch_eager(x, p))
+    if got is not None:
+        runs["torch"], gets["torch"] = got
+    _add_onnx(runs, gets, lambda: onnx_models.lenet_model(p, lenet.BATCH), {"X": x})
+    _check(gets, get_ref(), "LeNet", rtol=1e-3, atol=1e-5)
+    t = cfg.time(runs, inner=5)
+    note = "Conv5-Pool-Conv5-Pool-FC500-Relu-FC10-Softmax, NCHW net; floor: NHWC im2col numpy"
+    return [Row(f"LeNet CNN inference, batch {lenet.BATCH}", t, note)]
+
+
+def bench_dag(cfg: Config) -> list[Row]:
+    from bench import dag
+    from framework.memory.workspace import Workspace
+
+    ws = Workspace()
+    rng = np.random.default_rng(0)
+    ws.feed_blob("X", rng.standard_normal((dag.N, dag.N)).astype(np.float32))
+    ws.feed_blob("W", (rng.standard_normal((dag.N, dag.N)) / np.sqrt(dag.N)).astype(np.float32))
+    runs = {}
+    for kind, col in (("dag", "ours"), ("simple", "simple")):
+        net = ws.create_net(dag.gemm_branches(f"bench_{kind}", kind))
+        net.run()
+        runs[col] = net.run
+    x, w = ws.fetch_blob("X"), ws.fetch_blob("W")
+    bufs = [np.empty((dag.N, dag.N), np.float32) for _ in range(dag.DEPTH)]
+
+    def numpy_serial() -> None:
+        for _ in range(2):
+            prev = x
+            for buf in bufs:
+                np.matmul(prev, w, out=buf)
+                prev = buf
+            np.maximum(prev, 0, out=prev)
+
+    runs["numpy"] = numpy_serial
+    t = cfg.time(runs, inner=3)
+    simple = t.pop("simple")
+    note = (
+        f"2 workers x 1 BLAS thread (threads are the subject); simple net {fmt_time(simple)}, "
+        f"dag speed-up over simple {simple / t['ours']:.2f}x; floor: serial numpy"
+    )
+    return [Row(f"dag vs simple: 2 independent branches of {dag.DEPTH} MatMul {dag.N}x{dag.N}", t, note)]
+
+
+def bench_save_load(cfg: Config) -> list[Row]:
+    """Save then Load of the MLP's parameters (and a 16 MB tensor) through minidb, vs raw numpy file I/O."""
+    from bench import mlp_inference as m
+    from framework.core import CreateOperator
+    from framework.memory.workspace import Workspace
+    from framework.proto.framework_pb2 import NetDef
+
+    tensors = {}
+    for i, (w, b) in enumerate(m.make_params()):
+        tensors[f"W{i}"], tensors[f"b{i}"] = w, b
+    tensors["big"] = np.random.default_rng(2).standard_normal((2048, 2048)).astype(np.float32)
+    names = list(tensors)
+    nbytes = sum(v.nbytes for v in tensors.values())
+    tmp = tempfile.mkdtemp(prefix="bench_save_load_")
+    ws = Workspace()
+    for k, v in tensors.items():
+        ws.feed_blob(k, v)
+    db = os.path.join(tmp, "ckpt.minidb")
+    save = NetDef(name="save", external_input=names)
+    save.op.append(CreateOperator("Save", names, [], db=db, db_type="minidb", absolute_path=1))
+    load = NetDef(name="load")
+    load.op.append(CreateOperator("Load", [], names, db=db, db_type="minidb", absolute_path=1))
+    save_net = ws.create_net(save)
+    save_net.run()
+    load_net = ws.create_net(load)
+
+    def ours() -> None:
+        save_net.run()
+        load_net.run()
+
+    raw = os.path.join(tmp, "raw.bin")
+    dests = {k: np.empty_like(v) for k, v in tensors.items()}
+
+    def numpy_raw() -> None:
+        part = raw + ".tmp"
+        with open(part, "wb") as f:
+            for v in tensors.values():
+                f.write(memoryview(v).cast("B"))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(part, raw)
+        fd = os.open(tmp, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        with open(raw, "rb") as f:
+            for v in dests.values():
+                f.readinto(memoryview(v).cast("B"))
+
+    ours()
+    numpy_raw()
+    for k, v in tensors.items():
+        np.testing.assert_array_equal(ws.fetch_blob(k), v, err_msg=f"Save/Load: {k}")
+        np.testing.assert_array_equal(dests[k], v, err_msg=f"raw: {k}")
+    try:
+        t = cfg.time({"ours": ours, "numpy": numpy_raw}, inner=1)
+    finally:
+        for f in os.listdir(tmp):
+            os.remove(os.path.join(tmp, f))
+        os.rmdir(tmp)
+    mb = nbytes / 1e6
+    note = (
+        f"{len(names)} tensors, {mb:.1f} MB: Save (atomic, fsync) + Load, minidb; "
+        f"ours {2 * mb / t['ours']:.0f} MB/s, floor (raw write + fsync + readinto) "
+        f"{2 * mb / t['numpy']:.0f} MB/s; torch.save is pickle-based: not run"
+    )
+    return [Row("Save + Load round trip (checkpoint throughput)", t, note)]
+
+
+BENCHMARKS: dict[str, Callable[[Config], list[Row]]] = {
+    "op_overhead": bench_op_overhead,
+    "mlp": bench_mlp,
+    "train_step": bench_train_step,
+    "lenet": bench_lenet,
+    "dag": bench_dag,
+    "save_load": bench_save_load,
+}
+
+
+# -- machine and report -------------------------------------------------------------------------------
+
+
+def machine_info() -> dict[str, str]:
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else "?"
+    info = {
+        "date": datetime.datetime.now().strftime("%Y-%m-%d %H:%M"),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cores": f"{os.cpu_count()} logical, {usable} usable",
+        "load average": " ".join(f"{v:.1f}" for v in os.getloadavg()) if hasattr(os, "getloadavg") else "?",
+        "numpy": np.__version__,
+    }
+    try:
+        from threadpoolctl import threadpool_info
+
+        libs = [
+            f"{d.get('internal_api')} {d.get('version')} ({d.get('threading_layer', '?')} threading, "
+            f"{d.get('num_threads')} threads, {d.get('architecture', '?')})"
+            for d in threadpool_info()
+            if d.get("user_api") == "blas"
+        ]
+        info["BLAS (threadpoolctl)"] = "; ".join(libs) or "none found"
+    except ImportError:
+        info["BLAS (threadpoolctl)"] = "threadpoolctl not installed"
+    try:
+        cfg = np.show_config(mode="dicts")
+        blas = cfg.get("Build Dependencies", {}).get("blas", {})
+        info["BLAS (numpy build)"] = f"{blas.get('name', '?')} {blas.get('version', '')}".strip()
+    except Exception:  # noqa: BLE001 - older numpy: no dict mode
+        pass
+    info["env threads"] = ", ".join(
+        f"{v}={os.environ.get(v, '-')}" for v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")
+    )
+    torch = _optional(lambda: __import__("torch"))
+    info["torch"] = f"{torch.__version__}, {torch.get_num_threads()} intra-op threads" if torch else "not installed"
+    for mod in ("onnx", "onnxruntime"):
+        m = _optional(lambda mod=mod: __import__(mod))
+        info[mod] = m.__version__ if m else "not installed"
+    return info
+
+
+def _cell(row: Row, col: str) -> str:
+    t = row.times.get(col)
+    if t is None:
+        return "—"
+    r = row.ratio(col)
+    return f"{fmt_time(t / row.per)} ({r:.2f}x)" if r is not None else fmt_time(t / row.per)
+
+
+def results_table(rows: list[Row]) -> str:
+    header = ["benchmark", *COLUMNS.values(), "notes"]
+    return markdown_table([[r.benchmark, *(_cell(r, c) for c in COLUMNS), r.note] for r in rows], header)
+
+
+def _find(rows: list[Row], prefix: str) -> Row | None:
+    return next((r for r in rows if r.benchmark.startswith(prefix)), None)
+
+
+def targets(rows: list[Row], memory: dict | None) -> list[str]:
+    """The issue's targets, each with the measured figure and met / not met."""
+    out = []
+
+    def line(ok: bool, text: str) -> None:
+        out.append(f"- [{'x' if ok else ' '}] {text} -- {'met' if ok else 'NOT met'}")
+
+    for batch, limit in ((1, 1.15), (64, 1.05), (1024, 1.05)):
+        r = _find(rows, f"MLP 784-512-512-10 inference, batch {batch}")
+        if r is not None:
+            v = r.ratio("ours")
+            line(v <= limit, f"MLP batch {batch} within {limit}x of numpy: {v:.3f}x")
+    r = _find(rows, "MLP 784-512-512-10 inference, batch 1")
+    if r is not None and "torch" in r.times:
+        v = r.times["torch"] / r.times["ours"]
+        line(v > 1, f"MLP batch 1 faster than PyTorch eager: torch / ours = {v:.2f}x")
+    if r is not None and "onnx_ref" in r.times:
+        v = r.times["onnx_ref"] / r.times["ours"]
+        line(v >= 2, f"MLP batch 1 at least 2x faster than ReferenceEvaluator: {v:.2f}x")
+    if memory:
+        worst = max(v["allocs_per_iter"] for v in memory.values())
+        line(worst == 0, f"zero allocations per steady-state run in every benchmarked net: max {worst:g}")
+    return out
+
+
+@dataclass
+class Report:
+    machine: dict[str, str]
+    rows: list[Row]
+    memory: dict | None
+    cfg: Config
+    seconds: float
+
+    def markdown(self) -> str:
+        from bench import memory as mem
+
+        mode = "quick" if self.cfg.quick else "full"
+        parts = [
+            "# Performance",
+            "",
+            f"Generated by `python -m bench` ({mode} run, {self.cfg.rounds} interleaved rounds per benchmark, "
+            f"{self.seconds:.0f} s) -- do not edit by hand. Medians per call; in parentheses the ratio to the "
+            "hand-written, preallocated numpy floor doing the same computation. All contenders of a row were "
+            "timed round by round in one process (bench/common.py). **BLAS, PyTorch and onnxruntime run on "
+            "1 thread** (threadpoolctl, `torch.set_num_threads(1)`, `intra_op_num_threads=1`), except the "
+            "dag row, whose subject is threads. — means the contender does not apply or is not installed.",
+            "",
+            "## Machine",
+            "",
+            *(f"- {k}: {v}" for k, v in self.machine.items()),
+            "",
+            "## Times",
+            "",
+            results_table(self.rows),
+        ]
+        if self.memory is not None:
+            parts += [
+                "",
+                "## Memory per run (MemoryReporter, fixed input shapes)",
+                "",
+                mem.table(self.memory),
+                "",
+                "allocs/iter and bytes/iter: buffers from the framework's allocator per steady-state run. "
+                "Peak bytes: allocator peak while building and running the net (FC's packed W^T copies "
+                "are plain numpy and not included). Transient: tracemalloc's peak during one run; ~33 KiB "
+                "is numpy's own ufunc buffer for a broadcast add, which the numpy floor shows too.",
+            ]
+        tl = targets(self.rows, self.memory)
+        if tl:
+            parts += ["", "## Targets", "", *tl]
+        return "\n".join(parts) + "\n"
+
+
+def run_all(cfg: Config = Config(), only: list[str] | None = None, memory: bool = True, log=print) -> Report:
+    """Run the selected benchmarks (all by default) and the memory table; return the Report."""
+    pin_blas_threads(1)
+    torch = _optional(lambda: __import__("torch"))
+    if torch is not None:
+        torch.set_num_threads(1)
+    t0 = time.perf_counter()
+    rows: list[Row] = []
+    for name, fn in BENCHMARKS.items():
+        if only and name not in only:
+            continue
+        log(f"[bench] {name} ...")
+        rows += fn(cfg)
+    mem = None
+    if memory and (not only or "memory" in only):
+        from bench import memory as memory_mod
+
+        log("[bench] memory ...")
+        mem = memory_mod.measure_all(quick=cfg.quick, iters=2 if cfg.quick else 5)
+    return Report(machine_info(), rows, mem, cfg, time.perf_counter() - t0)
+
+
+def main(argv: list[str] | None = None) -> Report:
+    ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true", help="few rounds: a fast smoke run")
+    ap.add_argument("--rounds", type=int, help="interleaved rounds per benchmark (default 30, quick 5)")
+    ap.add_argument("--only", nargs="+", choices=[*BENCHMARKS, "memory"], help="run only these")
+    ap.add_argument("--no-write", action="store_true", help="do not write docs/performance.md")
+    ap.add_argument("--out", default=DOC_PATH, help="where to write the markdown report")
+    args = ap.parse_args(argv)
+    cfg = QUICK if args.quick else Config()
+    if args.rounds:
+        cfg = Config(rounds=args.rounds, scale=cfg.scale, warmup=cfg.warmup, quick=cfg.quick)
+    report = run_all(cfg, args.only, log=lambda s: print(s, file=sys.stderr))
+    text = report.markdown()
+    print(text)
+    if not args.no_write:
+        os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+        with open(args.out, "w") as f:
+            f.write(text)
+        print(f"(written to {args.out})", file=sys.stderr)
+    return report
+
+
+if __name__ == "__main__":
+    main()

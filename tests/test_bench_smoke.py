@@ -1,0 +1,34 @@
+"""The benchmark runner stays runnable: every benchmark for one tiny round (no timing assertions:
+speed is measured by ``python -m bench``, never asserted in tests)."""
+
+from __future__ import annotations
+
+import pytest
+
+run = pytest.importorskip("bench.run")
+
+
+@pytest.mark.parametrize("name", list(run.BENCHMARKS))
+def test_benchmark_runs_one_tiny_round(name):
+    rows = run.BENCHMARKS[name](run.TINY)
+    assert rows
+    for row in rows:
+        assert row.times["ours"] > 0 and row.times["numpy"] > 0
+        assert row.ratio("ours") is not None
+    assert run.results_table(rows).count("\n") == len(rows) + 1
+
+
+def test_memory_table_and_report(tmp_path):
+    report = run.run_all(run.TINY, only=["memory"], log=lambda s: None)
+    assert report.rows == []
+    assert report.memory and all(v["allocs_per_iter"] == 0 for v in report.memory.values())
+    text = report.markdown()
+    assert "## Machine" in text and "## Memory per run" in text and "zero allocations" in text
+
+
+def test_main_writes_the_report(tmp_path, capsys):
+    out = tmp_path / "performance.md"
+    run.main(["--quick", "--rounds", "1", "--only", "op_overhead", "--out", str(out)])
+    text = out.read_text()
+    assert "| benchmark |" in text and "per-op overhead" in text
+    assert "per-op overhead" in capsys.readouterr().out
