@@ -2,9 +2,10 @@
 cross-entropy, plain SGD update) at batch 64 and 256.
 
 Contenders (timed round-robin in one process, medians; see bench/common.py):
-- ``framework``: a ModelHelper/brew net (FC, Relu, SoftmaxWithLoss, gradient
-  ops from AddGradientOperators, Iter + LearningRate + WeightedSum from
+- ``framework``: a ModelHelper/brew net (StopGradient on the data, FC, Relu,
+  SoftmaxWithLoss, gradient ops from AddGradientOperators, Iter + LearningRate + WeightedSum from
   optimizer.build_sgd) created once, then ``net.run()``;
+- ``framework, compile_ops=0``: the same net without the executor's compiled fast path;
 - ``numpy``: the same step hand-written over preallocated numpy arrays (the floor);
 - ``torch eager``: nn.Linear layers, F.cross_entropy, backward, SGD step (if importable).
 
@@ -33,15 +34,15 @@ def _data(batch: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray, list[np.nd
     return x, y, params
 
 
-def framework_step(batch: int):
-    """(step callable, workspace) of the framework's training net."""
+def framework_step(batch: int, compile_ops: bool = True):
+    """(step callable, workspace) of the framework's training net (``compile_ops``: the net's fast path)."""
     from framework import brew, optimizer
     from framework.memory.workspace import Workspace
     from framework.model_helper import ModelHelper
 
     x, y, params = _data(batch)
-    m = ModelHelper(f"mlp_bench_{batch}", init_params=False)
-    h = "data"
+    m = ModelHelper(f"mlp_bench_{batch}_{int(compile_ops)}", init_params=False)
+    h = m.net.StopGradient("data", "data")  # Caffe2's idiom: no gradient for the input batch
     n_layers = len(DIMS) - 1
     for k in range(n_layers):
         h = brew.fc(m, h, f"fc{k + 1}", dim_in=DIMS[k], dim_out=DIMS[k + 1])
@@ -56,7 +57,12 @@ def framework_step(batch: int):
         ws.feed_blob(str(p), v)
     ws.feed_blob("data", x)
     ws.feed_blob("label", y)
-    net = ws.create_net(m.net)
+    net_def = m.net.Proto()
+    if not compile_ops:
+        from framework.proto.args import make_argument
+
+        net_def.arg.append(make_argument("compile_ops", 0))
+    net = ws.create_net(net_def)
     net.run()
     return net.run, ws
 
@@ -164,7 +170,7 @@ def main() -> dict:
     rows = []
     for batch in (64, 256):
         fw, _ = framework_step(batch)
-        fns = {"framework": fw, "numpy": numpy_step(batch)}
+        fns = {"framework": fw, "framework, compile_ops=0": framework_step(batch, False)[0], "numpy": numpy_step(batch)}
         try:
             fns["torch eager"] = torch_step(batch)
         except ImportError:  # torch is optional

@@ -14,7 +14,11 @@ Caffe2's ``core.IR`` does:
   others are renamed ``_<x>_grad_autosplit_<k>`` and a ``Sum`` writes ``<x>_grad``;
 - sparse accumulation (GradientSlice): two ``Concat(axis=0)`` ops write
   ``<x>_grad_indices_concat`` and ``<x>_grad_values_concat`` (no dedup);
-- ``StopGradient`` has no gradient, so the walk stops there.
+- ``StopGradient`` has no gradient, so the walk stops there. A gradient that
+  would only flow into a blob version written by a no-gradient op (Caffe2's
+  ``StopGradient(data, data)`` idiom) is dead: the gradient op drops that
+  output when its schema allows (FCGradient without dX), or is dropped whole,
+  and the returned map does not list it.
 
 >>> from framework.core import CreateOperator
 >>> from framework.proto.framework_pb2 import NetDef
@@ -203,6 +207,8 @@ class _BackwardPass:
         self.generators: dict[str, dict[int, list[Any]]] = defaultdict(lambda: defaultdict(list))
         self.out_history: dict[str, list[tuple[int, OperatorDef, int]]] = defaultdict(list)
         self.in_history: dict[str, list[tuple[int, OperatorDef, int]]] = defaultdict(list)
+        self.stopped: set[tuple[str, int]] = set()  # blob versions written by no-gradient ops
+        self.dead: list[tuple[OperatorDef, int]] = []  # gradient-op outputs that feed only those
         for op in operators:
             self._play(op)
         self._check_stop_gradients()
@@ -224,6 +230,8 @@ class _BackwardPass:
                 self.frontier[s] = 0
             outs[s] = self.frontier[s]
             self.out_history[s].append((idx, op, self.frontier[s]))
+        if _has_no_gradient(op.type):
+            self.stopped.update(outs.items())
         self.ssa.append(_OpSSA(op, ins, outs))
 
     def _check_stop_gradients(self) -> None:
@@ -293,6 +301,8 @@ class _BackwardPass:
                 x = s.op.input[k]
                 v = s.in_versions[x]
                 g = g_input[k]
+                if (x, v) in self.stopped:
+                    self.dead.append((gop, i))
                 if isinstance(g, GradientSlice):
                     part = (
                         _Sparse(gop, i, None, 0, g, gop.device_option)
@@ -478,7 +488,34 @@ class _BackwardPass:
             sums, grad_map = self._accumulate(idx)
             all_to_grad.update(grad_map)
             all_ops.extend(sums)
-        return all_ops, {k: v for k, v in all_to_grad.items() if v is not None}
+        all_ops, removed = self._prune_dead(all_ops)
+        return all_ops, {k: v for k, v in all_to_grad.items() if v is not None and v not in removed}
+
+    def _prune_dead(self, ops: list[OperatorDef]) -> tuple[list[OperatorDef], set[str]]:
+        """Drop dead gradient outputs nobody reads: trailing ones if the schema allows, or the whole op."""
+        if not self.dead:
+            return ops, set()
+        from framework.ops.registry import get_schema, has_op
+
+        read = {b for op in ops for b in op.input}
+        dead_names: dict[int, set[str]] = defaultdict(set)
+        for gop, i in self.dead:
+            if gop.output[i] not in read:
+                dead_names[id(gop)].add(gop.output[i])
+        removed: set[str] = set()
+        kept = []
+        for op in ops:
+            names = dead_names.get(id(op))
+            if names and set(op.output) <= names:
+                removed.update(op.output)
+                continue
+            if names and has_op(op.type):
+                schema = get_schema(op.type)
+                while len(op.output) > 1 and op.output[-1] in names and schema.output_count_ok(len(op.output) - 1):
+                    removed.add(op.output[-1])
+                    del op.output[-1]
+            kept.append(op)
+        return kept, removed
 
     def _grads_for_op(self, idx: int, to_grad: dict[str, Grad]) -> tuple[dict[str, Grad], list[OperatorDef]]:
         op = self.ssa[idx].op
@@ -497,6 +534,13 @@ class _BackwardPass:
             if g is not None or name not in to_grad or name in outs:
                 new[name] = g
         return new, grad_ops
+
+
+def _has_no_gradient(op_type: str) -> bool:
+    from framework.ops.gradient import NO_GRADIENT
+    from framework.ops.registry import get_schema, has_op
+
+    return has_op(op_type) and get_schema(op_type).gradient is NO_GRADIENT
 
 
 def _strip(s: str, suffix: str) -> str:

@@ -295,8 +295,26 @@ def test_stop_gradient_blocks():
         CreateOperator("_TestSquare", ["H"], ["Y"]),
     ]
     ops, grads = get_backward_pass(fwd, ["Y"])
-    assert _types(ops) == ["ConstantFill", "_TestSquareGradient"]
-    assert "X" not in grads
+    # The gradient of H would only flow into StopGradient: it is dead, so its op is dropped.
+    assert _types(ops) == ["ConstantFill"]
+    assert "X" not in grads and "H" not in grads
+
+
+def test_stop_gradient_on_data_trims_fc_gradient_dx():
+    if not (has_op("StopGradient") and has_op("FC")):
+        pytest.skip("StopGradient / FC not registered yet")
+    fwd = [
+        CreateOperator("StopGradient", ["data"], ["data"]),
+        CreateOperator("FC", ["data", "w", "b"], ["h"]),
+        CreateOperator("Relu", ["h"], ["y"]),
+    ]
+    ops, grads = get_backward_pass(fwd, ["y"])
+    fcg = ops[-1]
+    assert fcg.type == "FCGradient" and list(fcg.output) == ["w_grad", "b_grad"]
+    assert "data" not in grads and grads["w"] == "w_grad"
+    # Without StopGradient, Caffe2's three outputs stay.
+    ops, grads = get_backward_pass(fwd[1:], ["y"])
+    assert list(ops[-1].output) == ["w_grad", "b_grad", "data_grad"] and grads["data"] == "data_grad"
 
 
 def test_python_registry_fallback_and_get_gradient_for_op():
