@@ -506,9 +506,9 @@ class ChunkAssembler:
         label = f" ({where})" if where else ""
         st = self.states.get(name)
         is_tensor = proto.type == TENSOR_TYPE or (not proto.type and proto.HasField("tensor"))
+        # Decode (and validate) the part before allocating anything for it.
+        decoded = proto_elements(proto.tensor) if is_tensor else None
         if st is None:
-            if is_tensor:
-                proto_elements(proto.tensor)  # validate the first part before allocating the whole tensor
             st = self.states[name] = _State(blob)
             blob.reset()
             if is_tensor:
@@ -519,7 +519,7 @@ class ChunkAssembler:
         elif st.is_tensor != is_tensor:
             raise SerializationError(f"blob '{name}'{label}: parts of different kinds (tensor and non-tensor)")
         if is_tensor:
-            self._add_tensor(st, proto.tensor, name, label)
+            self._add_tensor(st, proto.tensor, decoded[1], name, label)
         else:
             self._add_content(st, proto, name, label)
 
@@ -536,7 +536,7 @@ class ChunkAssembler:
         st.flat = _allocate(tp, lambda: t.mutable_data(st.meta)).reshape(-1)
         st.blob.reset(t)
 
-    def _add_tensor(self, st: _State, tp: TensorProto, name: str, label: str) -> None:
+    def _add_tensor(self, st: _State, tp: TensorProto, vals: np.ndarray, name: str, label: str) -> None:
         dims, numel, begin, end = proto_extent(tp)
         if dims != st.dims:
             raise SerializationError(
@@ -556,7 +556,6 @@ class ChunkAssembler:
                 f"blob '{name}'{label}: found an extra part: segment [{begin}, {end}) overlaps data already read "
                 f"({st.current} of {st.total} elements)"
             )
-        _, vals = proto_elements(tp)
         st.flat[begin:end] = vals
         st.spans.insert(i, (begin, end))
         st.current += end - begin
