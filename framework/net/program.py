@@ -11,6 +11,14 @@ same work on the arrays bound *now* (or None). The contract:
 
 Ops need not change: an op without ``compile()`` always runs ``run()``.
 
+Uncompiled ops run between compiled ones. One that writes a blob a compiled
+callable uses is wrapped with a check of that blob's array identity after it
+runs: if it replaced the array (a new shape mid-run), the rest of this run
+switches to ``run()`` (the executors read the callables list as they go) and
+the op is remembered as unstable, so later compilations leave the ops sharing
+its outputs uncompiled. A slow run whose compilation yields nothing is not
+recompiled until some blob's array changes.
+
 Slow runs record, right after each op runs, the array identities of its
 blobs; ``compile()`` skips any op whose blobs were replaced later in the same
 run (a blob shared by ops of different shapes, as memonger makes), because
@@ -43,7 +51,18 @@ log = logging.getLogger("framework.net")
 class OpProgram:
     """Callables of ``ops`` (in execution order): ``run()`` methods or compiled closures."""
 
-    __slots__ = ("ops", "slow", "fast", "_guard", "_written", "compiled_count", "_snaps")
+    __slots__ = (
+        "ops",
+        "slow",
+        "fast",
+        "_guard",
+        "_written",
+        "compiled_count",
+        "_snaps",
+        "_unstable",
+        "_all_blobs",
+        "_idle_sig",
+    )
 
     def __init__(self, ops: Sequence[Operator], enable_compile: bool = True) -> None:
         self.ops = list(ops)
@@ -56,6 +75,9 @@ class OpProgram:
         self._guard: tuple = ()
         self._written: tuple = ()
         self.compiled_count = 0 if enable_compile else -1
+        self._unstable: set[int] = set()  # positions of uncompiled ops seen replacing a guarded array
+        self._all_blobs = tuple({id(b): b for op in self.ops for b in (*op.inputs, *op.outputs)}.values())
+        self._idle_sig: tuple | None = None  # arrays when a compilation last yielded nothing
 
     def callables(self) -> list[Callable[[], Any]]:
         """The callables for this run: the fast list if its guard holds, else ``run()``s."""
@@ -83,10 +105,33 @@ class OpProgram:
 
         return recorded
 
+    def _checked(self, k: int, run: Callable[[], Any], outs: tuple) -> Callable[[], Any]:
+        """``run`` of uncompiled op ``k``, then a check that it kept the guarded arrays ``outs``."""
+
+        def checked() -> None:
+            run()
+            for blob, obj, arr in outs:
+                if blob._obj is not obj or obj._array is not arr:
+                    self._fall_back(k)
+                    return
+
+        return checked
+
+    def _fall_back(self, k: int) -> None:
+        """Op ``k`` replaced a guarded array: finish this run with ``run()`` and recompile after the next."""
+        self._unstable.add(k)
+        fast = self.fast
+        self.fast = None
+        if fast is not None:
+            fast[:] = self.slow  # same length: a running loop picks up the slow callables from here on
+
     def compile(self) -> None:
         """Build the fast list from the current arrays (call after a successful slow run)."""
         if self.compiled_count < 0:
             return
+        if self._idle_sig is not None and _same(self._idle_sig, _arrays(self._all_blobs)):
+            return  # nothing compiled last time and nothing changed since
+        self._idle_sig = None
         compiled: dict[int, Callable[[], Any]] = {}
         for k, op in enumerate(self.ops):
             comp = getattr(op, "compile", None)
@@ -103,11 +148,11 @@ class OpProgram:
                 continue
             if fn is not None:
                 compiled[k] = fn
-        # Drop compiled ops touching blobs written by uncompiled ops, to a fixpoint.
+        # Drop compiled ops touching outputs of unstable uncompiled ops, to a fixpoint.
         changed = True
-        while changed and compiled:
+        while changed and compiled and self._unstable:
             changed = False
-            unsafe = {id(b) for k, op in enumerate(self.ops) if k not in compiled for b in op.outputs}
+            unsafe = {id(b) for k in self._unstable if k not in compiled for b in self.ops[k].outputs}
             for k in list(compiled):
                 op = self.ops[k]
                 if any(id(b) in unsafe for b in op.inputs) or any(id(b) in unsafe for b in op.outputs):
@@ -116,6 +161,7 @@ class OpProgram:
         self.compiled_count = len(compiled)
         if not compiled:
             self.fast = None
+            self._idle_sig = _arrays(self._all_blobs)
             return
         guard: dict[int, tuple] = {}
         written: dict[int, Tensor] = {}
@@ -127,7 +173,14 @@ class OpProgram:
                 written[id(b._obj)] = b._obj
         self._guard = tuple(guard.values())
         self._written = tuple(written.values())
-        self.fast = [compiled.get(k, run) for k, run in enumerate(self.slow)]
+        fast = []
+        for k, run in enumerate(self.slow):
+            if k in compiled:
+                fast.append(compiled[k])
+                continue
+            outs = tuple(guard[id(b)] for b in self.ops[k].outputs if id(b) in guard)
+            fast.append(self._checked(k, run, outs) if outs else run)
+        self.fast = fast
 
 
 def _arrays(blobs: Sequence[Any]) -> tuple:
@@ -136,6 +189,10 @@ def _arrays(blobs: Sequence[Any]) -> tuple:
         obj = b._obj
         out.append(obj._array if type(obj) is Tensor else obj)
     return tuple(out)
+
+
+def _same(a: tuple, b: tuple) -> bool:
+    return len(a) == len(b) and all(x is y for x, y in zip(a, b))
 
 
 def _blobs_hold_arrays(op: Operator) -> bool:

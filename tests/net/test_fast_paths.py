@@ -13,6 +13,11 @@ from hypothesis import strategies as st
 from framework.core import CreateOperator
 from framework.memory.allocator import memory_reporter
 from framework.memory.workspace import Workspace
+from framework.ops import has_op, registry
+from framework.ops.gradient import no_gradient
+from framework.ops.operator import Operator
+from framework.ops.registry import register_op
+from framework.ops.schema import TensorSpec
 from framework.proto.framework_pb2 import NetDef
 
 
@@ -117,3 +122,88 @@ def test_softmax_compile_declines_empty_rows():
     n.run()
     n.run()
     assert ws.fetch_blob("p").shape == (3, 0)
+
+
+# -- uncompiled ops next to compiled ones ------------------------------------------------------------
+
+
+class _TestGrowEachRun(Operator):
+    """Y = X repeated once more on every run (a new shape, so a new array, each run)."""
+
+    def setup(self) -> None:
+        self.count = 0
+
+    def run(self) -> None:
+        self.count += 1
+        x = self.input(0)
+        np.copyto(self.output(0, (self.count, *x.shape), x.dtype), x)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _grow_op():
+    """Register the test-only op for this module and remove it after (the catalogue must not see it)."""
+    if not has_op("_TestGrowEachRun"):
+        register_op(
+            "_TestGrowEachRun",
+            inputs=1,
+            outputs=1,
+            infer=lambda args, ins: [TensorSpec(None, np.dtype(np.float32))],
+            private=True,
+        )(_TestGrowEachRun)
+        no_gradient("_TestGrowEachRun")
+    yield
+    registry._SCHEMAS.pop("_TestGrowEachRun", None)
+
+
+@pytest.mark.parametrize("net_type", ["simple", "dag"])
+def test_uncompiled_op_replacing_its_array_mid_run(net_type):
+    ws = Workspace()
+    x = np.array([-1.0, 2.0, -3.0], np.float32)
+    ws.feed_blob("x", x)
+    net = NetDef(name=f"grow_{net_type}", type=net_type, external_input=["x"])
+    net.op.extend(
+        [
+            CreateOperator("Relu", ["x"], ["r"]),  # compiled, untouched by the growing op
+            CreateOperator("_TestGrowEachRun", ["r"], ["g"]),
+            CreateOperator("Relu", ["g"], ["y"]),  # reads the array replaced on every run
+            CreateOperator("Relu", ["y"], ["z"]),
+        ]
+    )
+    n = ws.create_net(net)
+    for count in range(1, 7):
+        n.run()
+        expected = np.tile(np.maximum(x, 0), (count, 1))
+        np.testing.assert_array_equal(ws.fetch_blob("y"), expected)
+        np.testing.assert_array_equal(ws.fetch_blob("z"), expected)
+    assert 1 in n.program._unstable and n.program.fast is not None
+    assert n.program.compiled_count == 1  # only the first Relu: the others touch the unstable op's output
+
+
+def test_uncompiled_writer_with_a_stable_buffer_keeps_the_fast_path():
+    ws = Workspace()
+    ws.feed_blob("x", np.array([[-1.0, 2.0]], np.float32))
+    net = NetDef(name="stable", external_input=["x"])
+    net.op.extend(
+        [
+            CreateOperator("Relu", ["x"], ["r"]),
+            CreateOperator("StopGradient", ["r"], ["r"]),
+            CreateOperator("Relu", ["r"], ["y"]),
+        ]
+    )
+    n = ws.create_net(net)
+    for _ in range(4):
+        n.run()
+        np.testing.assert_array_equal(ws.fetch_blob("y"), [[0.0, 2.0]])
+    assert n.program.fast is not None and not n.program._unstable
+
+
+def test_nothing_to_compile_is_not_retried_every_run():
+    ws = Workspace()
+    ws.feed_blob("x", np.ones(3, np.float32))
+    net = NetDef(name="idle", external_input=["x"])
+    net.op.append(CreateOperator("StopGradient", ["x"], ["x"]))
+    n = ws.create_net(net)
+    n.run()
+    n.run()
+    if n.program.compiled_count == 0:  # StopGradient may gain a compile() one day
+        assert n.program._idle_sig is not None
