@@ -84,17 +84,22 @@ def optimize_inference_net(
     shapes: dict[str, Sequence[int]] | None = None,
     dtypes: dict[str, Any] | None = None,
     inplace: bool = True,
+    init_net: Any = None,
 ) -> tuple[NetDef, MemongerReport]:
     """A copy of ``net`` whose activation blobs share storage, and a report.
 
-    ``shapes``/``dtypes`` give the input shapes (default float32) so that
+    ``shapes``/``dtypes`` give the input shapes (default float32) and
+    ``init_net`` the parameters' shapes (by inference over it), so that
     buffers can be matched by size and the report can count bytes. The
     returned net computes bit-identical outputs.
     """
     src = load_net_def(net)
     graph = compile_graph(src, has_blob=lambda name: True)
     ops = [graph.net_def.op[i] for i in graph.order]
-    known = {k: TensorSpec(tuple(v), np.dtype((dtypes or {}).get(k, np.float32))) for k, v in (shapes or {}).items()}
+    known = infer_net(load_net_def(init_net), {}) if init_net is not None else {}
+    known.update(
+        {k: TensorSpec(tuple(v), np.dtype((dtypes or {}).get(k, np.float32))) for k, v in (shapes or {}).items()}
+    )
     specs = infer_net(graph.net_def, known)
 
     first_def, last_use, read_first = _lifetimes(ops)
