@@ -260,7 +260,8 @@ def test_cast_errors():
 
 # -- Copy, Alias, EnsureDense, StopGradient ------------------------------------------------------------------
 @pytest.mark.parametrize(
-    "op_type", ["Copy", "CopyCPUToGPU", "CopyGPUToCPU", "CopyFromCPUInput", "EnsureCPUOutput", "EnsureDense", "StopGradient"]
+    "op_type",
+    ["Copy", "CopyCPUToGPU", "CopyGPUToCPU", "CopyFromCPUInput", "EnsureCPUOutput", "EnsureDense", "StopGradient"],
 )
 @given(x=float_arrays)
 def test_identity_copies(op_type, x):
