@@ -1,4 +1,5 @@
 import numpy as np
+
 from framework import core, workspace
 
 net = core.Net("mlp")

@@ -24,7 +24,12 @@ external_output: "y"
 def cli(*args: str, cwd: str | None = None) -> subprocess.CompletedProcess:
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
     return subprocess.run(
-        [sys.executable, "-m", "framework", *args], capture_output=True, text=True, cwd=cwd or ROOT, env=env, timeout=300
+        [sys.executable, "-m", "framework", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd or ROOT,
+        env=env,
+        timeout=300,
     )
 
 
@@ -131,8 +136,16 @@ def test_make_db_train_predict_inspect_roundtrip(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "resumed from" in proc.stdout and "at iteration 60" in proc.stdout
 
-    proc = cli("predict", model, "--checkpoint", str(ckpt), "--input", str(data / "sample.npy"),
-               "--labels", str(data / "sample_labels.npy"))
+    proc = cli(
+        "predict",
+        model,
+        "--checkpoint",
+        str(ckpt),
+        "--input",
+        str(data / "sample.npy"),
+        "--labels",
+        str(data / "sample_labels.npy"),
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.count("example ") == 8 and "accuracy:" in proc.stdout
 
