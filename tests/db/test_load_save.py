@@ -279,3 +279,30 @@ def test_load_from_dbreader_inputs(tmp_path):
     run(ws2, "Load", ["reader"], ["w"])
     assert ws2.fetch_blob("w").tolist() == [0.0, 1.0, 2.0]
     assert isinstance(ws2.get_blob("w")._obj, Tensor)
+
+
+def test_reads_a_file_laid_out_as_caffe2_writes_it(tmp_path):
+    """Typed fields, no storage_type, chunk keys and std::string blobs; records packed with struct by hand."""
+    import struct
+
+    from framework.proto.framework_pb2 import BlobProto, TensorProto
+
+    def record(key, proto):
+        value = proto.SerializeToString()
+        return struct.pack("<i", len(key)) + struct.pack("<i", len(value)) + key.encode() + value
+
+    w0 = BlobProto(name="w", type="Tensor")
+    w0.tensor.MergeFrom(TensorProto(name="w", dims=[2, 2], data_type=TensorProto.FLOAT, float_data=[1, 2]))
+    w0.tensor.segment.begin, w0.tensor.segment.end = 0, 2
+    w1 = BlobProto(name="w", type="Tensor")
+    w1.tensor.MergeFrom(TensorProto(name="w", dims=[2, 2], data_type=TensorProto.FLOAT, float_data=[3, 4]))
+    w1.tensor.segment.begin, w1.tensor.segment.end = 2, 4
+    m = BlobProto(name="m", type="Tensor")
+    m.tensor.MergeFrom(TensorProto(name="m", dims=[3], data_type=TensorProto.BOOL, int32_data=[1, 0, 1]))
+    m.tensor.segment.begin, m.tensor.segment.end = 0, 3
+    s = BlobProto(name="s", type="std::string", content=b"caffe2")
+    (tmp_path / "c2.minidb").write_bytes(record("w#%1", w1) + record("m#%0", m) + record("s", s) + record("w#%0", w0))
+    ws = Workspace(root_folder=str(tmp_path))
+    run(ws, "Load", [], ["w", "m", "s"], db="c2.minidb", db_type="minidb")
+    assert ws.fetch_blob("w").tolist() == [[1, 2], [3, 4]] and ws.fetch_blob("w").dtype == np.float32
+    assert ws.fetch_blob("m").tolist() == [True, False, True] and ws.fetch_blob("s") == b"caffe2"
