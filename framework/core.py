@@ -80,7 +80,9 @@ def CreateOperator(  # noqa: N802
     >>> op.type, list(op.input), list(op.output)
     ('Relu', ['X'], ['Y'])
     """
-    op = OperatorDef(type=operator_type, name=name or "")
+    op = OperatorDef(type=operator_type)
+    if name:  # proto2 presence: an unset name stays out of the text format, as in Caffe2
+        op.name = name
     op.input.extend(_names(inputs, scoped=True))
     op.output.extend(_names(outputs, scoped=True))
     op.control_input.extend(_names(control_input, scoped=True))
