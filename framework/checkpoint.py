@@ -46,12 +46,16 @@ def save(
     chunk_size: int | None = None,
     strip_prefix: str = "",
     typed: bool = False,
+    manifest: bool = True,
 ) -> list[str]:
     """Save ``blobs`` (default: every non-empty local blob that can be serialized) to ``path``.
 
     Relative paths resolve against the workspace root folder. Returns the names
     saved (after ``strip_prefix``). ``typed=True`` writes the typed TensorProto
     fields instead of ``raw_data`` (for readers that predate raw_data).
+    ``manifest`` (default on) writes a first record listing every record, so
+    that a file cut short, even exactly between records, fails to load instead
+    of loading fewer blobs (Caffe2 skips this record unless it loads all).
     """
     if blobs is None:
         names = [n for n in workspace.local_blobs() if is_serializable(workspace.get_blob(n))]
@@ -62,7 +66,7 @@ def save(
             raise BlobNotFoundError(f"cannot save {', '.join(missing)}: not in the workspace")
     keys = save_keys(names, strip_prefix)
     items = [(k, workspace.get_blob(n)) for k, n in zip(keys, names)]
-    write_blobs(db_type, _resolve(workspace, path), items, chunk_size, typed)
+    write_blobs(db_type, _resolve(workspace, path), items, chunk_size, typed, manifest)
     return keys
 
 

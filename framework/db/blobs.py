@@ -21,13 +21,21 @@ from framework.db.base import Mode, open_db
 from framework.errors import DBError, FrameworkError, SerializationError
 from framework.memory.blob import Blob
 from framework.memory.serialize import (
+    STRING_TYPE,
     ChunkAssembler,
     blob_name_of_key,
     parse_blob_proto,
     proto_elements,
+    record_keys,
     serialize_blob,
 )
 from framework.memory.typemeta import TypeMeta
+from framework.proto.framework_pb2 import BlobProto
+
+# First record of a checkpoint written with ``manifest=True``: a std::string blob listing every
+# record key that follows, so a file cut short (even exactly between records) is detected.
+# Caffe2-style special key ("!!" as predictor_consts); Caffe2's Load skips it unless load_all.
+MANIFEST_KEY = "!!FRAMEWORK_CHECKPOINT_MANIFEST"
 
 
 def strip_prefix_of(name: str, prefix: str) -> str:
@@ -64,13 +72,22 @@ def write_blobs(
     items: Iterable[tuple[str, Any]],
     chunk_size: int | None = None,
     typed: bool = False,
+    manifest: bool = False,
 ) -> int:
     """Write ``(key_name, blob_or_object)`` pairs into a NEW DB; returns the number of records.
 
     ``chunk_size``: elements per chunk (None or -1: the default; 0: no chunking).
+    ``manifest``: first write a record listing every key, which ``read_blobs``
+    checks (the Save op leaves it out, to write exactly what Caffe2 writes).
     """
     n = 0
+    items = list(items)
     with open_db(db_type, path, Mode.NEW) as db:
+        if manifest:
+            keys = [k for name, obj in items for k in record_keys(name, obj, chunk_size)]
+            proto = BlobProto(name=MANIFEST_KEY, type=STRING_TYPE, content="\n".join(keys).encode("utf-8"))
+            with db.new_transaction() as txn:
+                txn.put(MANIFEST_KEY, proto.SerializeToString())
         for name, obj in items:
             for key, value in serialize_blob(name, obj, chunk_size, typed):
                 txn = db.new_transaction()
@@ -110,8 +127,17 @@ def read_blobs(
             cursor = db.cursor()
             try:
                 index = 0
+                expected: set[str] | None = None
+                complete_walk = True
                 while cursor.valid():
                     db_key = cursor.key()
+                    if db_key == MANIFEST_KEY:
+                        expected = _manifest_keys(cursor.value(), f"{db_type} {path}, record {index}")
+                        cursor.next()
+                        index += 1
+                        continue
+                    if expected is not None:
+                        expected.discard(db_key)
                     base = blob_name_of_key(db_key)
                     key = add_prefix + strip_prefix_of(base, strip_prefix)
                     if key not in held_set:
@@ -137,9 +163,16 @@ def read_blobs(
                                 raise
                             raise SerializationError(f"{label}: {e}") from e
                         if single and len(staged) == len(wanted) and all(asm.is_complete(n) for n in staged):
+                            complete_walk = False
                             break
                     cursor.next()
                     index += 1
+                if expected and complete_walk:
+                    raise DBError(
+                        f"{db_type} {path}: the file is truncated or damaged: after {index} records, "
+                        f"{len(expected)} records its manifest lists are missing "
+                        f"({', '.join(sorted(expected)[:5])}{', ...' if len(expected) > 5 else ''})"
+                    )
             finally:
                 cursor.close()
     asm.check_complete(where)
@@ -154,6 +187,12 @@ def read_blobs(
     return staged
 
 
+def _manifest_keys(value: bytes, where: str) -> set[str]:
+    proto = parse_blob_proto(value, f"in {where} (the manifest)")
+    text = bytes(proto.content).decode("utf-8", "surrogateescape")
+    return set(text.split("\n")) if text else set()
+
+
 def list_blobs(db_type: str, path: str) -> list[dict[str, Any]]:
     """One row per blob of a DB: name, dtype, shape, bytes (from record headers, data not decoded)."""
     rows: dict[str, dict[str, Any]] = {}
@@ -162,6 +201,9 @@ def list_blobs(db_type: str, path: str) -> list[dict[str, Any]]:
         try:
             index = 0
             for db_key, value in cursor:
+                if db_key == MANIFEST_KEY:
+                    index += 1
+                    continue
                 name = blob_name_of_key(db_key)
                 proto = parse_blob_proto(value, f"in {db_type} {path}, record {index} key '{db_key}'")
                 row = rows.get(name)

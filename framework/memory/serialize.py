@@ -364,6 +364,18 @@ def serialize_blob(
     yield name, _encode(blob_to_proto(obj, name), name)
 
 
+def record_keys(name: str, blob: Any, chunk_size: int | None = None) -> list[str]:
+    """The keys ``serialize_blob(name, blob, chunk_size)`` will yield, without serializing."""
+    obj = _obj_of(blob)
+    if isinstance(obj, (Tensor, np.ndarray)):
+        n = _as_array(obj).size
+        if chunk_size is None or chunk_size < 0:
+            chunk_size = DEFAULT_CHUNK_SIZE
+        count = 1 if chunk_size == 0 or n == 0 else -(-n // int(chunk_size))
+        return [chunk_key(name, k) for k in range(count)]
+    return [name]
+
+
 def _varint(n: int) -> bytes:
     out = bytearray()
     while True:
