@@ -128,6 +128,7 @@ def read_blobs(
             try:
                 index = 0
                 expected: set[str] | None = None
+                seen_keys: set[str] = set()  # the manifest may come anywhere (lmdb sorts keys)
                 complete_walk = True
                 while cursor.valid():
                     db_key = cursor.key()
@@ -136,8 +137,7 @@ def read_blobs(
                         cursor.next()
                         index += 1
                         continue
-                    if expected is not None:
-                        expected.discard(db_key)
+                    seen_keys.add(db_key)
                     base = blob_name_of_key(db_key)
                     key = add_prefix + strip_prefix_of(base, strip_prefix)
                     if key not in held_set:
@@ -167,7 +167,8 @@ def read_blobs(
                             break
                     cursor.next()
                     index += 1
-                if expected and complete_walk:
+                if expected is not None and complete_walk and expected - seen_keys:
+                    expected -= seen_keys
                     raise DBError(
                         f"{db_type} {path}: the file is truncated or damaged: after {index} records, "
                         f"{len(expected)} records its manifest lists are missing "
