@@ -117,13 +117,24 @@ def tensor_to_proto(
         proto.segment.begin, proto.segment.end = begin, end
         flat = flat[begin:end]
     if meta is STRING:
-        proto.string_data.extend(x.encode("utf-8") if isinstance(x, str) else bytes(x) for x in flat)
+        proto.string_data.extend(_string_element(x, name) for x in flat)
     elif not typed:
         proto.storage_type = DT.RAW
         proto.raw_data = flat.astype(_RAW_DTYPES[flat.dtype], copy=False).tobytes()
     else:
         _fill_typed(proto, meta, flat)
     return proto
+
+
+def _string_element(x: Any, name: str) -> bytes:
+    if isinstance(x, bytes):
+        return x
+    if isinstance(x, str):
+        return x.encode("utf-8")
+    raise SerializationError(
+        f"tensor '{name}': an object tensor element is a {type(x).__qualname__}; only strings (bytes/str) "
+        "can be serialized"
+    )
 
 
 def _fill_typed(proto: TensorProto, meta: TypeMeta, flat: np.ndarray) -> None:

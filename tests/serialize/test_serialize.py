@@ -200,6 +200,10 @@ def test_unknown_types_are_clear_errors():
         tensor_from_proto(TensorProto(dims=[1], data_type=TensorProto.UNDEFINED))
     with pytest.raises(SerializationError, match="empty"):
         list(serialize_blob("e", Blob("e")))
+    objs = np.empty(2, dtype=object)
+    objs[:] = [b"ok", 5]
+    with pytest.raises(SerializationError, match="element is a int; only strings"):
+        serialize_blob_to_string(objs, "o")
 
 
 def test_registered_custom_type_roundtrips():
