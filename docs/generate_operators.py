@@ -95,7 +95,8 @@ def render() -> str:
     """The full text of docs/operators.md for the ops registered now."""
     from framework.ops import all_schemas
 
-    schemas = all_schemas()
+    # Types starting with '_' are test-only registrations (tests/net/conftest.py), not part of the catalogue.
+    schemas = [s for s in all_schemas() if not s.type.startswith("_")]
     alias_names = {a for s in schemas for a in s.aliases}
     schemas = [s for s in schemas if s.type not in alias_names]  # aliases are listed with their op
     public = [s for s in schemas if not s.private]
