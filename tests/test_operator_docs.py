@@ -32,6 +32,8 @@ def test_catalogue_lists_every_public_op_with_its_arguments():
 
     text = _generator().render()
     for s in all_schemas():
+        if s.type.startswith("_"):  # test-only registrations
+            continue
         assert f"`{s.type}`" in text, f"{s.type} is missing from the catalogue"
     assert "### `Add`" in text and "| `broadcast` | int | 0 |" in text
     assert "## Gradient and internal operators" in text and "### `AddGradient`" in text
