@@ -63,7 +63,7 @@ def test_run_prints_and_saves_outputs(tiny):
     proc = cli("run", str(tmp / "tiny.pbtxt"), "--input", f"x={tmp / 'x.npy'}", "--save", str(out))
     assert proc.returncode == 0, proc.stderr
     assert "y: shape [2, 2] float32" in proc.stdout
-    np.testing.assert_array_equal(np.load(out)["y"], np.maximum(x, 0) + x)
+    np.testing.assert_array_equal(np.load(out, allow_pickle=False)["y"], np.maximum(x, 0) + x)
 
 
 def test_run_missing_file(tmp_path):
