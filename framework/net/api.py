@@ -48,7 +48,11 @@ def run_op(op: Operator) -> None:
 def wrap_op_error(op: Operator, e: BaseException, net_name: str | None = None) -> OperatorError:
     """An OperatorError naming the op (and net), its blobs and shapes, and where it was created."""
     where = f" in net '{net_name}'" if net_name else ""
-    msg = f"error running {op.context()}{where}\n{type(e).__name__}: {e}"
+    # First line: which op failed and why (what the CLI shows); then the blobs and their shapes.
+    msg = f"error running {op.describe()}{where}: {type(e).__name__}: {e}"
+    details = op.context().split("\n", 1)
+    if len(details) > 1:
+        msg += "\n" + details[1]
     if op.debug_info:
         msg += f"\nthe op was created at:\n{op.debug_info}"
     err = OperatorError(msg)
