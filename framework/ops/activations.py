@@ -11,7 +11,6 @@ Gelu read ``X``; Swish reads ``X`` and ``Y``; PRelu reads ``Y, dY, X, slope``.
 from __future__ import annotations
 
 import math
-from functools import partial
 
 import numpy as np
 
@@ -101,8 +100,13 @@ class Relu(Operator):
 
     def compile(self):
         """run() bound to the current arrays (the net's fast path; see framework.net.program)."""
-        x = self.input(0)
-        return partial(np.maximum, x, np.zeros((), x.dtype), out=self.output(0, x.shape, x.dtype))
+        x, zero, maximum = self.input(0), np.zeros((), self.input(0).dtype), np.maximum
+        y = self.output(0, x.shape, x.dtype)
+
+        def relu() -> None:  # a closure: ~0.1 us less per call than partial(), which merges kwargs
+            maximum(x, zero, out=y)
+
+        return relu
 
 
 @register_op(
