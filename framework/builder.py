@@ -9,6 +9,7 @@ raise with "did you mean"). Every op added here records where it was created
 
 from __future__ import annotations
 
+import os
 import threading
 import traceback
 from collections import OrderedDict
@@ -98,10 +99,15 @@ def _as_list(x: Any) -> list:
     return list(x)
 
 
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
 def _creation_site() -> str:
-    """The innermost caller frames outside this module, as traceback lines."""
+    """The innermost caller frames outside the framework package (brew, model_helper, this
+    module...), as traceback lines; frames outside this module if all are inside the package."""
     frames = [f for f in traceback.extract_stack()[:-1] if f.filename != __file__]
-    return "".join(traceback.format_list(frames[-_STACK_DEPTH:])).rstrip()
+    user = [f for f in frames if not os.path.abspath(f.filename).startswith(_PACKAGE_DIR)]
+    return "".join(traceback.format_list((user or frames)[-_STACK_DEPTH:])).rstrip()
 
 
 _names_lock = threading.Lock()

@@ -20,7 +20,10 @@ from typing import Any, Iterable
 
 from framework.proto.args import make_argument
 from framework.proto.framework_pb2 import DeviceOption as _DeviceOptionProto
-from framework.proto.framework_pb2 import OperatorDef
+from framework.proto.framework_pb2 import OperatorDef, TensorProto
+
+# ``core.DataType.FLOAT`` ... as Caffe2 (``caffe2_pb2.TensorProto.DataType``).
+DataType = TensorProto.DataType
 
 
 def DeviceOption(
@@ -131,6 +134,7 @@ __all__ = [
     "CreateOperator",
     "CurrentDeviceScope",
     "CurrentNameScope",
+    "DataType",
     "DeviceOption",
     "DeviceScope",
     "EmptyDeviceScope",

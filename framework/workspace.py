@@ -158,10 +158,21 @@ def RunOperatorsOnce(operators: list[Any]) -> bool:  # noqa: N802
 
 
 def CreateNet(net: Any, overwrite: bool = False, input_blobs: list[str] | None = None) -> bool:  # noqa: N802
-    """Instantiate a persistent net from a NetDef or core.Net; refuses to overwrite unless asked."""
-    for name in input_blobs or []:
-        C().create_blob(str(name))
-    C().create_net(net, overwrite=overwrite)
+    """Instantiate a persistent net from a NetDef or core.Net; refuses to overwrite unless asked.
+
+    ``input_blobs`` are created first (as Caffe2); if creation fails they are removed
+    again, so a failed CreateNet leaves the workspace unchanged.
+    """
+    ws = C()
+    new = [str(n) for n in input_blobs or [] if not ws.has_blob(str(n))]
+    for name in new:
+        ws.create_blob(name)
+    try:
+        ws.create_net(net, overwrite=overwrite)
+    except BaseException:
+        for name in new:
+            ws.remove_blob(name)
+        raise
     return True
 
 
@@ -207,6 +218,16 @@ def BenchmarkNet(name: Any, warmup_runs: int, main_runs: int, run_individual: bo
     from framework.net.api import benchmark_net
 
     return benchmark_net(C(), _net_name(name), warmup_runs, main_runs, run_individual)
+
+
+def Predictor(init_net: Any, predict_net: Any) -> Any:  # noqa: N802
+    """Caffe2's ``workspace.Predictor``: runs ``init_net`` once, then ``run(inputs)`` -> outputs.
+
+    Its workspace is a child of the current one (see ``framework.predictor``).
+    """
+    from framework.predictor import Predictor as _Predictor
+
+    return _Predictor(init_net, predict_net, parent=C())
 
 
 def _net_name(net: Any) -> str:

@@ -247,6 +247,24 @@ class Workspace:
 
         run_plan(self, plan)
 
+    def run_operators_once(self, ops: Any) -> None:
+        for op in ops:
+            self.run_operator_once(op)
+
+    def infer_shapes_and_types(
+        self, nets: Any, blob_dimensions: dict | None = None, blob_types: dict | None = None
+    ) -> tuple[dict, dict]:
+        from framework.net.api import infer_shapes_and_types
+
+        return infer_shapes_and_types(self, nets, blob_dimensions, blob_types)
+
+    def benchmark_net(self, name: Any, warmup_runs: int, main_runs: int, run_individual: bool) -> list[float]:
+        from framework.net.api import benchmark_net
+
+        return benchmark_net(
+            self, name if isinstance(name, str) else _net_name(name), warmup_runs, main_runs, run_individual
+        )
+
     def _label(self) -> str:
         return f" '{self.name}'" if self.name else ""
 

@@ -16,12 +16,12 @@ from __future__ import annotations
 import threading
 from typing import Any, Callable
 
-from framework.errors import NetError, OperatorError
+from framework.errors import FrameworkError, NetError, OperatorError
 from framework.memory.workspace import Workspace
-from framework.net.graph import NetGraph, compile_graph, format_ops
+from framework.net.graph import NetGraph, compile_graph, creation_site, format_ops
 from framework.net.program import OpProgram
 from framework.ops import create_operator
-from framework.ops.operator import Operator
+from framework.ops.operator import Operator, describe_op
 
 NET_TYPES: dict[str, type[NetBase]] = {}
 
@@ -55,10 +55,30 @@ class NetBase:
         self.net_def = graph.net_def
         self.name = graph.net_def.name
         self.workspace = ws
-        self.ops: list[Operator] = [create_operator(graph.net_def.op[i], ws, i) for i in graph.order]
+        self.ops: list[Operator] = [self._create_op(i) for i in graph.order]
         self.program = OpProgram(self.ops, enable_compile=self._compile_enabled())
         self._lock = threading.Lock()
         self.setup()
+
+    def _create_op(self, i: int) -> Operator:
+        """Build op ``i``; errors name the net, the op and, for nets built in Python, its creation site."""
+        op_def = self.net_def.op[i]
+        try:
+            return create_operator(op_def, self.workspace, i)
+        except Exception as e:
+            where = describe_op(op_def, i)
+            text = str(e)
+            if where not in text:
+                text = f"{where}: {text}"
+            text = f'net "{self.name}": {text}{creation_site(op_def)}'
+            if isinstance(e, FrameworkError):
+                try:
+                    err = type(e)(text)
+                except Exception:  # an error type with another signature
+                    err = NetError(text)
+            else:
+                err = NetError(f"{text} ({type(e).__name__} while creating the op)")
+            raise err from e
 
     def _compile_enabled(self) -> bool:
         for a in self.net_def.arg:

@@ -153,6 +153,11 @@ def _label(net_def: NetDef) -> str:
     return f'net "{net_def.name}"' if net_def.name else "net"
 
 
+def creation_site(op: OperatorDef) -> str:
+    """For ops built in Python (``OperatorDef.debug_info``): where the op was created, else ''."""
+    return f"\nthe op was created at:\n{op.debug_info}" if op.debug_info else ""
+
+
 def _add_edge(g: nx.DiGraph, a: int, b: int, kind: str, blob: str) -> None:
     if a == b:
         return
@@ -215,9 +220,9 @@ def compile_graph(net_def: Any, has_blob: Callable[[str], bool] | None = None) -
         try:
             check_schema(get_schema(op.type), op, i)
         except UnknownOperatorError as e:
-            raise UnknownOperatorError(f"{label}: {describe_op(op, i)}: {e}") from None
+            raise UnknownOperatorError(f"{label}: {describe_op(op, i)}: {e}{creation_site(op)}") from None
         except SchemaError as e:
-            raise SchemaError(f"{label}: {e}") from None
+            raise SchemaError(f"{label}: {e}{creation_site(op)}") from None
     g, writers, single = build_graph(net_def)
     external = set(net_def.external_input)
     produced = set(writers)
@@ -260,6 +265,7 @@ def _check_reads(
                 what = f"reads '{b}', which no op produces, is not an external input and is not in the workspace"
             raise NetError(
                 f"{label}: {describe_op(op, i)} {what}.{suggest(b, known)} Feed it first, or add it to external_input."
+                f"{creation_site(op)}"
             )
 
 
@@ -271,7 +277,7 @@ def _describe_cycle(net_def: NetDef, g: nx.DiGraph) -> str:
         parts.append(f"{describe_op(net_def.op[a], a)} -> ('{', '.join(blobs)}') ->")
     first = cycle[0][0]
     parts.append(describe_op(net_def.op[first], first))
-    return " ".join(parts)
+    return " ".join(parts) + creation_site(net_def.op[first])
 
 
 def compute_chains(g: nx.DiGraph, order: list[int]) -> list[list[int]]:

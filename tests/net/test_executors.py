@@ -158,11 +158,13 @@ def test_separate_workspaces_run_concurrently():
 def test_dag_runs_independent_branches_on_several_threads(op_events):
     ws = Workspace()
     ws.feed_blob("X", np.ones(1))
-    ops = [CreateOperator("_TestRecord", ["X"], [f"y{i}"], name=f"b{i}", sleep_ms=60) for i in range(2)]
+    ops = [CreateOperator("_TestRecord", ["X"], [f"y{i}"], name=f"b{i}", sleep_ms=150) for i in range(2)]
     net = ws.create_net(net_of(*ops, type="dag", external_input=["X"], num_workers=2))
+    net.run()  # starts the workers
+    op_events.clear()
     t0 = time.perf_counter()
     net.run()
-    assert time.perf_counter() - t0 < 0.11
+    assert time.perf_counter() - t0 < 0.27  # one after the other would take 0.3 s
     assert len({thread for _, thread, _ in op_events}) == 2
 
 
