@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 
@@ -153,9 +154,40 @@ def test_make_db_train_predict_inspect_roundtrip(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "fc1_w" in proc.stdout and "float32" in proc.stdout
 
+    # The predict net runs through `run` and `profile` with the checkpoint's parameters.
+    predict_net = os.path.join(model, "predict_net.pbtxt")
+    proc = cli("run", predict_net, "--checkpoint", str(ckpt), "--input", f"data={data / 'sample.npy'}")
+    assert proc.returncode == 0, proc.stderr
+    assert "softmax: shape [8, 10] float32" in proc.stdout
+    proc = cli("profile", predict_net, "--checkpoint", str(ckpt), "--input", f"data={data / 'sample.npy'}")
+    assert proc.returncode == 0, proc.stderr
+    assert "FC" in proc.stdout and "allocations" in proc.stdout
+
+    # Parameter count from the init net's shapes: 64*128+128 + 128*64+64 + 64*10+10.
+    proc = cli("inspect", predict_net, "--init", os.path.join(model, "init_net.pbtxt"), "--shape", "data=8,1,8,8")
+    assert proc.returncode == 0, proc.stderr
+    assert "parameters: 17,226 in 6 blobs" in proc.stdout
+    assert "softmax [8,10]" in proc.stdout
+
     # A checkpoint that does not match the net is named, with what is missing.
     other = os.path.join(ROOT, "models", "cnn_digits")
     assert_user_error(cli("predict", other, "--checkpoint", str(ckpt), "--input", str(data / "sample.npy")), "conv1_w")
+
+
+def test_draw_svg_needs_graphviz(tiny):
+    tmp, _ = tiny
+    proc = cli("draw", str(tmp / "tiny.pbtxt"), "-o", str(tmp / "g.svg"))
+    if shutil.which("dot"):
+        assert proc.returncode == 0, proc.stderr
+        assert "<svg" in (tmp / "g.svg").read_text()
+    else:
+        assert_user_error(proc, "graphviz")
+
+
+def test_debug_flag_shows_the_traceback(tmp_path):
+    proc = cli("--debug", "run", str(tmp_path / "nope.pbtxt"))
+    assert proc.returncode == 2
+    assert "Traceback" in proc.stderr and "error: " in proc.stderr
 
 
 def test_train_without_data_says_how_to_make_it(tmp_path):
