@@ -74,13 +74,29 @@ def _infer_conv(args, ins):
     return [TensorSpec(join_layout(n, m, geo.out, spec.order), x.dtype)]
 
 
+def _conv_like_cost(x, w, b, y, macs: float) -> Cost:
+    """Cost of a convolution-like op doing ``macs`` multiply-adds (2 FLOPs each), plus one add
+    per output element for the bias; bytes moved = X, filter, bias read and Y written."""
+    item = x.dtype.itemsize if x.dtype is not None else 4
+    nb = math.prod(b.shape) if b is not None and b.known else 0
+    ny = math.prod(y)
+    params = (math.prod(w.shape) + nb) * item
+    return Cost(
+        flops=2.0 * macs + (ny if b is not None else 0),
+        bytes_moved=(math.prod(x.shape) + ny) * item + params,
+        params_bytes=params,
+    )
+
+
 def _cost_conv(args, ins, outs):
-    if not outs or not outs[0].known or ins[1].shape is None:
+    """FLOPs = 2 * |Y| * (C/group) * prod(kernel) (+ |Y| with a bias): each output element is a
+    dot product over its group's input channels and the kernel window."""
+    x, w = ins[0], ins[1]
+    if not (x.known and w.known):
         return Cost()
-    w = ins[1].shape
-    k = math.prod(w[1:])
-    y = outs[0].shape
-    return Cost(flops=2.0 * math.prod(y) * k, bytes_moved=0.0, params_bytes=4.0 * math.prod(w))
+    y = outs[0] if outs and outs[0].known else _infer_conv(args, ins)[0]
+    k = math.prod(w.shape[1:])  # (C/group) * prod(kernel) in both layouts
+    return _conv_like_cost(x, w, ins[2] if len(ins) > 2 else None, y.shape, math.prod(y.shape) * k)
 
 
 def _typed(where, names, arrays):
@@ -411,6 +427,17 @@ def _infer_convt(args, ins):
     return [TensorSpec(join_layout(n, m, out, spec.order), x.dtype)]
 
 
+def _cost_convt(args, ins, outs):
+    """FLOPs = 2 * |X| * M * prod(kernel) (+ |Y| with a bias): every input element is scattered
+    through every output channel and kernel tap."""
+    x, w = ins[0], ins[1]
+    if not (x.known and w.known):
+        return Cost()
+    y = outs[0] if outs and outs[0].known else _infer_convt(args, ins)[0]
+    m_kernel = math.prod(w.shape[1:])  # M * prod(kernel) in both layouts
+    return _conv_like_cost(x, w, ins[2] if len(ins) > 2 else None, y.shape, math.prod(x.shape) * m_kernel)
+
+
 class _ConvTBase(_ConvPool):
     need_kernel = False
 
@@ -431,6 +458,7 @@ class _ConvTBase(_ConvPool):
     input_docs=[("X", "input"), ("filter", "NCHW (C, M, *kernel); NHWC (C, *kernel, M)"), ("bias", "optional (M,)")],
     output_docs=[("Y", "output")],
     infer=_infer_convt,
+    cost=lambda args, ins, outs: _cost_convt(args, ins, outs),
     category="conv",
 )
 class ConvTranspose(_ConvTBase):

@@ -323,7 +323,12 @@ class Slice(_SliceBase):
     "SliceGradient",
     inputs={2, 4},
     args=_SLICE_ARGS,
-    input_docs=[("data", "Slice's input"), ("starts/ends", "optional"), ("dY", "gradient of the slice")],
+    input_docs=[
+        ("data", "Slice's input"),
+        ("starts", "optional (4-input form): Slice's starts input"),
+        ("ends", "optional (4-input form): Slice's ends input"),
+        ("dY", "gradient of the slice (the last input: index 1 or 3)"),
+    ],
     output_docs=[("dX", "zeros shaped as data, dY in the sliced window")],
     infer=lambda args, ins: [TensorSpec(ins[0].shape, ins[-1].dtype)],
     category="shape",
@@ -428,7 +433,7 @@ def _cast_infer(args: Any, ins: list[TensorSpec]) -> list[TensorSpec]:
 @register_op(
     "Cast",
     args=[
-        Arg("to", INT, None, "TensorProto DataType to cast to (an int, or its name as a string)"),
+        Arg("to", INT, 1, "TensorProto DataType to cast to (an int, or its name as a string); FLOAT by default"),
         Arg("from_type", INT, None, "the input's DataType; needed for the gradient"),
     ],
     input_docs=[("input", "tensor")],
@@ -452,8 +457,6 @@ class Cast(Operator):
         super().__init__(op_def, ws, index)
 
     def setup(self) -> None:
-        if not self.args.has("to"):
-            raise self.arg_error("argument 'to' is required")
         try:
             self._dtype = TypeMeta.from_proto(self.args.to).dtype
         except Exception as e:

@@ -601,7 +601,7 @@ class LayerNorm(Operator):
         ("beta", "optional"),
     ],
     output_docs=[("dX", "gradient of X"), ("dgamma", "optional"), ("dbeta", "optional")],
-    infer=lambda args, ins: [ins[4]] + ([ins[5], ins[6]] if args.num_outputs == 3 else []),
+    infer=lambda args, ins: [ins[4]] + ([ins[5], ins[6]] if len(ins) == 7 and args.num_outputs == 3 else []),
     category="normalization",
     private=True,
 )
@@ -609,6 +609,11 @@ class LayerNormGradient(Operator):
     """dX = (g - mean(g) - xhat * mean(g * xhat)) / std with g = dY * gamma (or dY)."""
 
     def setup(self) -> None:
+        if (len(self.inputs) == 7) != (len(self.outputs) == 3):
+            raise self.arg_error(
+                f"takes 5 inputs and 1 output (dX), or 7 inputs (with gamma, beta) and 3 outputs "
+                f"(dX, dgamma, dbeta); got {len(self.inputs)} inputs and {len(self.outputs)} outputs"
+            )
         self._key = None
 
     def run(self) -> None:

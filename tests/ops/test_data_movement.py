@@ -251,9 +251,13 @@ def test_cast_by_name_in_place_and_gradient():
         get_gradient_for_op(CreateOperator("Cast", ["X"], ["Y"], to=1), ["Y_grad"])
 
 
+def test_cast_to_defaults_to_float_as_caffe2():
+    x = np.array([[1, -2], [3, 4]], np.int64)
+    (y,) = assert_reference_checks(CreateOperator("Cast", ["X"], ["Y"]), [x], lambda x: [x.astype(np.float32)])
+    assert y.dtype == np.float32
+
+
 def test_cast_errors():
-    with pytest.raises(ArgumentError, match="'to' is required"):
-        create_operator(CreateOperator("Cast", ["X"], ["Y"]), Workspace())
     with pytest.raises(ArgumentError, match="'to' 99"):
         create_operator(CreateOperator("Cast", ["X"], ["Y"], to=99), Workspace())
 
