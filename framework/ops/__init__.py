@@ -28,6 +28,7 @@ from framework.ops import (  # noqa: E402,F401  isort:skip
     shape_ops,
     training,
     unary,
+    upsample,
 )
 
 __all__ = [
