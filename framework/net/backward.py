@@ -526,6 +526,12 @@ class _BackwardPass:
             grad_ops, g_input = GradientRegistry.GetGradientForOp(op, g_output)
         except GradientError as e:
             raise GradientError(f"while adding the gradient of {describe_op(op, idx)}: {e}") from e
+        if op.debug_info:  # run errors of a gradient op point at the forward op's creation site
+            for gop in grad_ops:
+                if not gop.debug_info:
+                    gop.debug_info = (
+                        f"{op.debug_info}\n  (gradient of that {op.type} op, added by AddGradientOperators)"
+                    )
         self._record_generators(idx, grad_ops, g_output, g_input)
         new: dict[str, Grad] = {}
         outs = set(op.output)

@@ -213,3 +213,17 @@ def test_core_data_type_is_caffe2s():
     ws.feed_blob("x", np.array([1.7, -2.2], np.float32))
     ws.run_operator_once(op)
     assert ws.fetch_blob("y").dtype == np.int32
+
+
+@pytest.mark.parametrize(
+    ("op", "message"),
+    [
+        (CreateOperator("FC", ["X", "W", "b"], ["X"]), "input 0 and output 0 are both 'X', but FC does not allow"),
+        (CreateOperator("Iter", ["it"], ["it2"]), r"output 0 \('it2'\) must be the same blob as input 0 \('it'\)"),
+        (CreateOperator("Relu", ["X"], ["Y", "Z"]), r"produces 1 outputs, got 2 \(\['Y', 'Z'\]\)"),
+    ],
+)
+def test_schema_violations_of_in_place_rules_and_outputs(op, message):
+    nd = NetDef(name="v", external_input=["X", "W", "b", "it"], op=[op])
+    with pytest.raises(SchemaError, match=rf'net "v": op #0 {op.type}: {message}'):
+        Workspace().create_net(nd)

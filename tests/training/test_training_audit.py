@@ -130,3 +130,19 @@ def test_brew_add_weight_decay_touches_weights_only():
     workspace.RunNetOnce(m.net)
     np.testing.assert_allclose(workspace.FetchBlob("y_w"), w0 - 0.5 * (dy.T @ x + 0.1 * w0), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(workspace.FetchBlob("y_b"), b0 - 0.5 * dy.sum(0), rtol=1e-5, atol=1e-6)
+
+
+def test_run_error_in_a_gradient_op_points_at_the_forward_op():
+    m = ModelHelper("grad_site")
+    y = brew.fc(m, "x", "y", dim_in=3, dim_out=2)  # the line the error must show
+    m.AddGradientOperators({y: "dy"})
+    fcg = m.net.Proto().op[-1]
+    assert fcg.type == "FCGradient" and "brew.fc(m" in fcg.debug_info and "AddGradientOperators" in fcg.debug_info
+    workspace.RunNetOnce(m.param_init_net)
+    workspace.FeedBlob("x", np.ones((4, 3), np.float32))
+    workspace.FeedBlob("dy", np.ones((4, 5), np.float32))  # should be (4, 2)
+    with pytest.raises(Exception) as e:
+        workspace.RunNetOnce(m.net)
+    msg = str(e.value)
+    assert "FCGradient" in msg and "'dy'" in msg
+    assert 'brew.fc(m, "x", "y", dim_in=3, dim_out=2)' in msg
