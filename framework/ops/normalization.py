@@ -112,6 +112,10 @@ class SpatialBN(_BNBase):
     def setup(self) -> None:
         super().setup()
         self.is_test = bool(self.args.is_test)
+        if not self.args.epsilon > 0:  # Caffe2: CAFFE_ENFORCE_GT(epsilon_, 0)
+            raise self.arg_error(f"epsilon must be > 0, got {self.args.epsilon}")
+        if not 0 <= self.args.momentum <= 1:
+            raise self.arg_error(f"momentum must be in [0, 1], got {self.args.momentum}")
         if self.args.num_batches != 1:
             raise self.arg_error("num_batches > 1 (precomputed sums) is not supported")
         if self.is_test and len(self.outputs) != 1:

@@ -188,6 +188,11 @@ class LpPool(_PoolForward):
 
     kind = "lp"
 
+    def setup(self) -> None:
+        super().setup()
+        if not self.args.p > 0:
+            raise self.arg_error(f"p must be > 0, got {self.args.p}")
+
     def _prepare_more(self, x) -> None:
         self._p = x.dtype.type(self.args.p)
         self._inv_p = x.dtype.type(1.0 / self.args.p)
