@@ -248,6 +248,34 @@ class _SoftmaxLossBase(Operator):
             return float(n)
         return float(weights.sum())
 
+    def _compiled_parts(self, x: np.ndarray, n_inputs: int):
+        """Bound pieces of the common case (integer labels, no weights) for compile(), or None.
+
+        Returns (n, d, labels view, check, gather) where check() raises run()'s error for labels
+        out of range and gather() writes the flat indices of (row, label) into a reused buffer."""
+        if len(self.inputs) != n_inputs or self.args.label_prob or x.dtype.kind != "f":
+            return None
+        n, d = _rows_at(self, x, self.args.axis)
+        t = self.input(1)
+        if n == 0 or d == 0 or t.dtype.kind not in "iu" or t.dtype == np.uint64 or t.size != n:
+            return None
+        if not t.flags.c_contiguous:
+            return None
+        labels = t.reshape(n)
+        rmin, rmax = np.minimum.reduce, np.maximum.reduce
+
+        def check() -> None:
+            if rmin(labels) < 0 or rmax(labels) >= d:
+                self.labels_and_weights(n, d, 1, None)  # raises the message run() gives
+
+        base, idx, add = np.arange(n, dtype=np.intp) * d, np.empty(n, np.intp), np.add
+
+        def gather() -> np.ndarray:
+            add(base, labels, out=idx)
+            return idx
+
+        return n, d, labels, check, gather
+
 
 @register_op(
     "SoftmaxWithLoss",
@@ -299,6 +327,32 @@ class SoftmaxWithLoss(_SoftmaxLossBase):
         loss = self.output(1, (), x.dtype)
         loss[...] = float(per_row.sum()) * self.args.scale / total if total != 0.0 else 0.0
 
+    def compile(self):
+        """run() bound to the current arrays for integer labels without weights (see framework.net.program)."""
+        x = self.input(0)
+        parts = self._compiled_parts(x, 2)
+        p, loss = self.outputs[0]._obj._array, self.outputs[1]._obj._array
+        if parts is None or p is None or p.shape != x.shape or loss is None or loss.shape != ():
+            return None
+        n, d, _, check, gather = parts
+        if not (x.flags.c_contiguous and p.flags.c_contiguous) or np.shares_memory(loss, p):
+            return None
+        p2 = p.reshape(n, d)
+        log_softmax = _softmax_closure(
+            x.reshape(n, d), p2, scratch(self, "_row", (n, 1), x.dtype), True, scratch(self, "_tmp", (n, d), x.dtype)
+        )
+        pf, picked = p2.reshape(-1), np.empty(n, x.dtype)
+        take, rsum, exp, scale = np.take, np.add.reduce, np.exp, self.args.scale
+
+        def softmax_with_loss() -> None:
+            check()
+            log_softmax()
+            take(pf, gather(), out=picked)
+            loss[...] = -float(rsum(picked)) * scale / n  # run(): sum of -logp[label], / total (= n)
+            exp(p2, out=p2)
+
+        return softmax_with_loss
+
 
 @register_op(
     "SoftmaxWithLossGradient",
@@ -349,6 +403,34 @@ class SoftmaxWithLossGradient(_SoftmaxLossBase):
         total = self.total_weight(n, weights)
         if total > 0:
             dx2 *= x.dtype.type(self.args.scale / total * float(dl.reshape(-1)[0]))
+
+    def compile(self):
+        """run() bound to the current arrays for integer labels without weights (see framework.net.program)."""
+        x = self.input(0)
+        parts = self._compiled_parts(x, 4)
+        if parts is None or self.args.only_loss:
+            return None
+        n, d, _, check, gather = parts
+        p, dl, dx = self.input(2), self.input(3), self.outputs[0]._obj._array
+        if p.size != n * d or dl.size != 1 or dx is None or dx.shape != x.shape:
+            return None
+        if not (p.flags.c_contiguous and dx.flags.c_contiguous) or np.shares_memory(dx, dl):
+            return None
+        p2, dx2, dlf = p.reshape(n, d), dx.reshape(n, d), dl.reshape(-1)
+        dxf, picked, one = dx2.reshape(-1), np.empty(n, x.dtype), x.dtype.type(1)
+        copyto, take, put, sub, mul, ftype = np.copyto, np.take, np.put, np.subtract, np.multiply, x.dtype.type
+        factor = self.args.scale / n
+
+        def softmax_with_loss_gradient() -> None:
+            check()
+            copyto(dx2, p2)
+            idx = gather()
+            take(dxf, idx, out=picked)
+            sub(picked, one, out=picked)
+            put(dxf, idx, picked)
+            mul(dx2, ftype(factor * float(dlf[0])), out=dx2)
+
+        return softmax_with_loss_gradient
 
 
 @gradient("SoftmaxWithLoss")

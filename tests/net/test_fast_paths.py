@@ -207,3 +207,71 @@ def test_nothing_to_compile_is_not_retried_every_run():
     n.run()
     if n.program.compiled_count == 0:  # StopGradient may gain a compile() one day
         assert n.program._idle_sig is not None
+
+
+# -- SoftmaxWithLoss and its gradient ----------------------------------------------------------------
+
+
+def _swl_net(name: str, compile_ops: bool, scale: float) -> NetDef:
+    from framework.proto.args import make_argument
+
+    net = NetDef(name=name, external_input=["z", "label"])
+    net.op.extend(
+        [
+            CreateOperator("Relu", ["z"], ["zr"]),
+            CreateOperator("SoftmaxWithLoss", ["zr", "label"], ["p", "loss"], scale=scale),
+            CreateOperator("ConstantFill", ["loss"], ["dloss"], value=0.5),
+            CreateOperator("SoftmaxWithLossGradient", ["zr", "label", "p", "dloss"], ["dz"], scale=scale),
+        ]
+    )
+    if not compile_ops:
+        net.arg.append(make_argument("compile_ops", 0))
+    return net
+
+
+@settings(max_examples=12, deadline=None)
+@given(
+    n=st.integers(1, 6),
+    d=st.integers(1, 5),
+    scale=st.sampled_from([1.0, 0.25, 3.0]),
+    dtype=st.sampled_from([np.int32, np.int64]),
+    seed=st.integers(0, 2**16),
+)
+def test_compiled_softmax_with_loss_is_bit_identical_to_run(n, d, scale, dtype, seed):
+    rng = np.random.default_rng(seed)
+    ws = Workspace()
+    ws.feed_blob("z", rng.standard_normal((n, d)).astype(np.float32))
+    ws.feed_blob("label", rng.integers(0, d, n).astype(dtype))
+    fast = ws.create_net(_swl_net("fast", True, scale))
+    slow = ws.create_net(_swl_net("slow", False, scale))
+    for step in range(4):
+        if step:  # a new batch in the same arrays' shapes
+            ws.feed_blob("z", rng.standard_normal((n, d)).astype(np.float32))
+            ws.feed_blob("label", rng.integers(0, d, n).astype(dtype))
+        slow.run()
+        ref = {b: ws.fetch_blob(b).copy() for b in ("p", "loss", "dz")}
+        fast.run()
+        for b, v in ref.items():
+            np.testing.assert_array_equal(ws.fetch_blob(b), v, err_msg=b)
+    assert {
+        op.type for op, f in zip(fast.ops, fast.program.fast) if getattr(f, "__name__", "").startswith("softmax_with")
+    } == {
+        "SoftmaxWithLoss",
+        "SoftmaxWithLossGradient",
+    }
+
+
+def test_compiled_softmax_with_loss_rejects_labels_out_of_range():
+    from framework.errors import OperatorError
+
+    ws = Workspace()
+    ws.feed_blob("z", np.zeros((3, 4), np.float32))
+    label = np.array([0, 1, 2], np.int32)
+    ws.feed_blob("label", label)
+    net = ws.create_net(_swl_net("bad", True, 1.0))
+    net.run()
+    net.run()
+    assert net.program.fast is not None
+    ws.get_blob("label")._obj._array[1] = 7  # same array: the compiled path must still check the values
+    with pytest.raises(OperatorError, match=r"label 7 in 'label' is out of range \[0, 4\)"):
+        net.run()
