@@ -1,7 +1,7 @@
 """Save and load a workspace's blobs: the obvious, safe path.
 
->>> from framework.memory.serialize import is_serializable
-from framework.memory.workspace import Workspace
+>>> import numpy as np
+>>> from framework.memory.workspace import Workspace
 >>> ws = Workspace()
 >>> ws.feed_blob("w", np.ones((2, 3), np.float32))
 >>> save(ws, "/tmp/doc_ckpt.minidb")

@@ -60,6 +60,8 @@ def save_keys(names: Sequence[str], strip_prefix: str = "", overrides: Sequence[
     for k in keys:
         if not k:
             raise DBError("an empty blob name cannot be saved")
+        if k == MANIFEST_KEY:
+            raise DBError(f"'{k}' is reserved for the checkpoint manifest; save that blob under another name")
         if k in seen:
             raise DBError(f"two blobs would be saved under the same name '{k}'")
         seen.add(k)
@@ -79,13 +81,20 @@ def write_blobs(
     ``chunk_size``: elements per chunk (None or -1: the default; 0: no chunking).
     ``manifest``: first write a record listing every key, which ``read_blobs``
     checks (the Save op leaves it out, to write exactly what Caffe2 writes).
+    It is left out when a key contains a newline. The name ``MANIFEST_KEY`` is
+    reserved: saving a blob under it is an error.
     """
     n = 0
     items = list(items)
+    if any(name == MANIFEST_KEY for name, _ in items):
+        raise DBError(f"'{MANIFEST_KEY}' is reserved for the checkpoint manifest; save that blob under another name")
+    keys = [k for name, obj in items for k in record_keys(name, obj, chunk_size)] if manifest else []
+    # The manifest is one key per line: a key holding a newline cannot be listed, so such a file goes without.
+    manifest = manifest and not any("\n" in k for k in keys)
     with open_db(db_type, path, Mode.NEW) as db:
         if manifest:
-            keys = [k for name, obj in items for k in record_keys(name, obj, chunk_size)]
-            proto = BlobProto(name=MANIFEST_KEY, type=STRING_TYPE, content="\n".join(keys).encode("utf-8"))
+            content = "\n".join(keys).encode("utf-8", "surrogateescape")
+            proto = BlobProto(name=MANIFEST_KEY, type=STRING_TYPE, content=content)
             with db.new_transaction() as txn:
                 txn.put(MANIFEST_KEY, proto.SerializeToString())
         for name, obj in items:

@@ -15,8 +15,9 @@ Wire format as Caffe2 (reference/caffe2.md §1, §4):
   uint8, int16, uint16 widened; float16 as its uint16 bit pattern) and
   string_data for string tensors.
 - Reading accepts every storage type: TYPED (any field, BYTE as uint8, float16
-  from int32_data bits or byte_data bytes), RAW, NO_CONTENT (shape only, zero
-  filled); EXTERNAL is refused with a clear error.
+  from int32_data bits; bool, int8/16, uint8/16, int64 and float16 also from
+  little-endian ``byte_data``, as later Caffe2 writes them on request), RAW,
+  NO_CONTENT (shape only, zero filled); EXTERNAL is refused with a clear error.
 - A ``bytes`` blob becomes ``BlobProto{type="std::string", content=...}``.
 - Other Python types are serialized through ``register_blob_serializer``.
 
@@ -55,6 +56,8 @@ _RAW_DTYPES: dict[np.dtype, np.dtype] = {
     for t in (np.float16, np.float32, np.float64, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.bool_)
 }
 _WIDENED = (DT.BOOL, DT.INT8, DT.UINT8, DT.INT16, DT.UINT16, DT.INT32)
+# Types a later Caffe2 may write into byte_data (raw little-endian elements) when asked to.
+_BYTES_HOLDER = (DT.BOOL, DT.INT8, DT.UINT8, DT.INT16, DT.UINT16, DT.INT64, DT.FLOAT16)
 
 
 def set_default_chunk_size(n: int) -> int:
@@ -138,17 +141,58 @@ def _string_element(x: Any, name: str) -> bytes:
 
 
 def _fill_typed(proto: TensorProto, meta: TypeMeta, flat: np.ndarray) -> None:
-    dt = meta.proto_type
-    if dt == DT.FLOAT:
-        proto.float_data.extend(flat.tolist())
-    elif dt == DT.DOUBLE:
-        proto.double_data.extend(flat.tolist())
-    elif dt == DT.INT64:
-        proto.int64_data.extend(flat.tolist())
+    # Parsing the encoded packed field appends to it: no per-element Python work.
+    field = _typed_field(meta.proto_type, flat)
+    if field:
+        proto.MergeFromString(b"".join(field))
+
+
+# Packed typed fields: (field number, fixed-width little-endian wire dtype or None for varints).
+_TYPED_FIELDS = {DT.FLOAT: (3, "<f4"), DT.DOUBLE: (9, "<f8"), DT.INT64: (10, None)}
+
+
+def _typed_field(dt: int, flat: np.ndarray) -> list[Any]:
+    """The encoded packed typed field of ``flat`` as buffers [tag + length, payload]; [] when empty (as protobuf).
+
+    float_data and double_data are packed fixed-width, so their payload is the
+    elements' little-endian bytes; int32_data and int64_data are packed varints
+    (negative values as 10-byte two's complement), encoded with numpy. FLOAT16
+    goes into int32_data as its uint16 bit patterns; bool and the small integer
+    types are widened into int32_data, as Caffe2 writes them.
+    """
+    if flat.size == 0:
+        return []
+    number, wire = _TYPED_FIELDS.get(dt, (4, None))
+    if wire is not None:
+        payload = memoryview(np.ascontiguousarray(flat.astype(wire, copy=False))).cast("B")
     elif dt == DT.FLOAT16:
-        proto.int32_data.extend(flat.view(np.uint16).astype(np.int32).tolist())
-    else:  # bool and the small integer types are widened into int32_data
-        proto.int32_data.extend(flat.astype(np.int32).tolist())
+        payload = _varints(flat.view(np.uint16).astype(np.uint64))
+    else:
+        payload = _varints(flat.astype(np.int64).view(np.uint64))
+    return [bytes([(number << 3) | 2]) + _varint(len(payload)), payload]
+
+
+def _varints(values: np.ndarray) -> bytes:
+    """Protobuf base-128 varints of uint64 ``values``, concatenated (vectorized)."""
+    v = values.astype(np.uint64, copy=True)
+    sizes = np.ones(v.size, dtype=np.int64)
+    rest = v >> np.uint64(7)
+    while True:
+        more = rest != 0
+        if not more.any():
+            break
+        sizes += more
+        rest >>= np.uint64(7)
+    out = np.empty(int(sizes.sum()), dtype=np.uint8)
+    pos = np.cumsum(sizes) - sizes
+    idx = np.arange(v.size)
+    for i in range(int(sizes.max())):
+        idx = idx[sizes[idx] > i]
+        byte = (v[idx] & np.uint64(0x7F)).astype(np.uint8)
+        byte[sizes[idx] > i + 1] |= 0x80
+        out[pos[idx] + i] = byte
+        v[idx] >>= np.uint64(7)
+    return out.tobytes()
 
 
 def _check_count(proto: TensorProto, got: int, want: int, field: str) -> None:
@@ -229,16 +273,23 @@ def proto_elements(proto: TensorProto) -> tuple[TypeMeta, np.ndarray]:
     elif dt == DT.DOUBLE:
         vals = np.asarray(proto.double_data, dtype=np.float64)
         _check_count(proto, vals.size, count, "double_data")
-    elif dt == DT.INT64:
-        vals = np.asarray(proto.int64_data, dtype=np.int64)
-        _check_count(proto, vals.size, count, "int64_data")
     elif dt == DT.BYTE:
         vals = np.frombuffer(proto.byte_data, dtype=np.uint8)
         _check_count(proto, vals.size, count, "byte_data")
-    elif dt == DT.FLOAT16 and proto.byte_data:
+    elif dt in _BYTES_HOLDER and proto.HasField("byte_data"):
+        # Later Caffe2 (flags caffe2_serialize_fp16_as_bytes / caffe2_serialize_using_bytes_as_holder)
+        # stores these types' elements little-endian in byte_data instead of int32_data/int64_data.
         raw = proto.byte_data
-        _check_count(proto, len(raw) // 2 if len(raw) % 2 == 0 else -1, count, "byte_data")
-        vals = np.frombuffer(raw, dtype="<f2").astype(np.float16)
+        wire = _RAW_DTYPES[meta.dtype]
+        size = wire.itemsize
+        _check_count(proto, len(raw) // size if len(raw) % size == 0 else -1, count, "byte_data")
+        vals = np.frombuffer(raw, dtype=wire)
+        if dt == DT.BOOL:
+            vals = vals.view(np.uint8) != 0
+        vals = vals.astype(meta.dtype, copy=False)
+    elif dt == DT.INT64:
+        vals = np.asarray(proto.int64_data, dtype=np.int64)
+        _check_count(proto, vals.size, count, "int64_data")
     elif dt == DT.FLOAT16:
         bits = np.asarray(proto.int32_data, dtype=np.int64)
         _check_count(proto, bits.size, count, "int32_data")
@@ -359,11 +410,11 @@ def serialize_blob(
             chunk_size = DEFAULT_CHUNK_SIZE
         step = n if chunk_size == 0 else int(chunk_size)
         begin, k = 0, 0
-        raw_fast = not typed and arr.dtype in _RAW_DTYPES
+        fast = arr.dtype in _RAW_DTYPES
         while True:
             end = min(begin + step, n) if step > 0 else n
-            if raw_fast:
-                value = _raw_chunk_bytes(arr, name, begin, end)
+            if fast:
+                value = _chunk_bytes(arr, name, begin, end, typed)
             else:
                 proto = BlobProto(name=name, type=TENSOR_TYPE)
                 proto.tensor.CopyFrom(tensor_to_proto(arr, name, typed, (begin, end)))
@@ -403,26 +454,38 @@ _RAW_DATA_TAG = bytes([(13 << 3) | 2])  # TensorProto.raw_data, length-delimited
 _TENSOR_TAG = bytes([(3 << 3) | 2])  # BlobProto.tensor, length-delimited
 
 
-def _raw_chunk_bytes(arr: np.ndarray, name: str, begin: int, end: int) -> bytes:
-    """BlobProto bytes of one raw chunk, built around the payload with a single copy.
+def _chunk_bytes(arr: np.ndarray, name: str, begin: int, end: int, typed: bool) -> bytes:
+    """BlobProto bytes of one numeric chunk, built around the payload with a single copy.
 
-    The message without ``raw_data`` is serialized by protobuf; ``raw_data``
-    (field 13, the highest TensorProto field set) is appended after it, which is
-    exactly where protobuf itself would put it: the result is byte-identical to
-    ``SerializeToString`` of the full message.
+    The TensorProto fields numbered below the payload field and those above it
+    are serialized by protobuf, and the encoded payload field is put between
+    them, which is exactly where protobuf itself puts it: the result is
+    byte-identical to ``SerializeToString`` of the full message (tested).
+    Typed: float_data (3), int32_data (4), double_data (9) or int64_data (10);
+    raw: raw_data (13), after storage_type (12).
     """
-    tp = TensorProto(dims=arr.shape, data_type=TypeMeta.of(arr.dtype).proto_type, storage_type=DT.RAW)
-    if name:
-        tp.name = name
-    tp.segment.begin, tp.segment.end = begin, end
+    dt = TypeMeta.of(arr.dtype).proto_type
     flat = arr.reshape(-1)[begin:end]
-    wire = _RAW_DTYPES[flat.dtype]
-    payload = memoryview(np.ascontiguousarray(flat.astype(wire, copy=False))).cast("B")
-    head = tp.SerializeToString()
-    raw_head = _RAW_DATA_TAG + _varint(len(payload))
-    tensor_len = len(head) + len(raw_head) + len(payload)
+    low = TensorProto(dims=arr.shape, data_type=dt)
+    high = TensorProto()
+    if typed:
+        number = _TYPED_FIELDS.get(dt, (4,))[0]
+        field = _typed_field(dt, flat)
+        above = high if number < 7 else low  # name (7) sits between int32_data (4) and double_data (9)
+        if name:
+            above.name = name
+        high.segment.begin, high.segment.end = begin, end
+        parts = [low.SerializeToString(), *field, high.SerializeToString()]
+    else:
+        low.storage_type = DT.RAW
+        if name:
+            low.name = name
+        low.segment.begin, low.segment.end = begin, end
+        payload = memoryview(np.ascontiguousarray(flat.astype(_RAW_DTYPES[flat.dtype], copy=False))).cast("B")
+        parts = [low.SerializeToString(), _RAW_DATA_TAG + _varint(len(payload)), payload]
+    tensor_len = sum(p.nbytes if isinstance(p, memoryview) else len(p) for p in parts)
     outer = BlobProto(name=name, type=TENSOR_TYPE).SerializeToString() + _TENSOR_TAG + _varint(tensor_len)
-    return b"".join((outer, head, raw_head, payload))
+    return b"".join((outer, *parts))
 
 
 def blob_to_proto(obj: Any, name: str, typed: bool = False) -> BlobProto:
