@@ -35,6 +35,12 @@ _SHAPE_ARGS = [
     Arg("shape", INTS, [], "output shape; only without an input"),
     Arg("extra_shape", INTS, [], "dimensions appended to the shape taken from the input"),
     Arg("input_as_shape", BOOL, False, "the input is a 1-D tensor holding the output shape"),
+    Arg(
+        "run_once",
+        BOOL,
+        False,
+        "fill on the first run only (2018 Caffe2 nets may set it; later Caffe2 fills on every run)",
+    ),
 ]
 _INPUT_DOC = [("input", "optional: the tensor whose shape is copied, or (input_as_shape) the shape itself")]
 _OUTPUT_DOC = [("output", "the filled tensor")]
@@ -104,6 +110,18 @@ class FillerOp(Operator):
         self._has_input = self.args.num_inputs > 0
         self._input_as_shape = a.input_as_shape
         self.prepare()
+        if a.run_once:
+            self.run = self._first_run_only(self.run)
+
+    def _first_run_only(self, run: Any) -> Any:
+        done = []
+
+        def run_once() -> None:
+            if not done:
+                run()
+                done.append(True)
+
+        return run_once
 
     def prepare(self) -> None:
         """Per-op setup after the shape arguments are checked."""

@@ -280,3 +280,17 @@ def test_same_seed_same_values_through_two_workspaces(seed):
     a = run_op_on(CreateOperator("UniformFill", [], ["Y"], shape=[3], random_seed=seed), [], Workspace())[0]
     b = run_op_on(CreateOperator("UniformFill", [], ["Y"], shape=[3], random_seed=seed), [], Workspace())[0]
     np.testing.assert_array_equal(a, b)
+
+
+def test_run_once_fills_on_the_first_run_only():
+    from framework.memory.workspace import Workspace
+    from framework.proto.framework_pb2 import NetDef
+
+    for run_once, expect_same in ((1, True), (0, False)):
+        ws = Workspace()
+        net = NetDef(name="n", op=[CreateOperator("GaussianFill", [], ["x"], shape=[50], run_once=run_once)])
+        n = ws.create_net(net)
+        n.run()
+        first = ws.fetch_blob("x")
+        n.run()
+        assert np.array_equal(first, ws.fetch_blob("x")) == expect_same
