@@ -26,6 +26,7 @@ from framework.ops import (  # noqa: E402,F401  isort:skip
     pool,
     reductions,
     shape_ops,
+    summarize,
     training,
     unary,
     upsample,
