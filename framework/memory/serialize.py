@@ -403,6 +403,12 @@ def serialize_blob(
     obj = _obj_of(blob)
     if obj is None:
         raise SerializationError(f"blob '{name}' is empty (uninitialized): nothing to serialize")
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise SerializationError(
+            f"blob name {name!r} is not valid UTF-8 text, which BlobProto.name needs: save it under another name"
+        ) from e
     if isinstance(obj, (Tensor, np.ndarray)):
         arr = _as_array(obj)
         n = arr.size
