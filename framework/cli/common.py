@@ -87,3 +87,27 @@ def load_checkpoint(ws: Workspace, path: str) -> list[str]:
     if not os.path.exists(path):
         raise CLIError(f"checkpoint not found: {path}", "train first (framework train ... --checkpoint PATH)")
     return checkpoint.load(ws, path)
+
+
+def add_net_arguments(p: Any, default_iters: int) -> None:
+    """The arguments of commands that run one net on inputs: NET, --init, --checkpoint, --input, --iters."""
+    p.add_argument("net", help="NetDef file (.pbtxt text or .pb binary)")
+    p.add_argument("--init", help="init net to run once first (creates parameters)")
+    p.add_argument("--checkpoint", help="checkpoint DB to load parameters from (minidb file or lmdb folder)")
+    p.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy", help="feed a blob (repeatable)")
+    p.add_argument("--iters", type=int, default=default_iters, help=f"run the net N times (default {default_iters})")
+
+
+def prepare_net(args: Any) -> tuple[Any, Workspace]:
+    """(NetDef, workspace) for ``args``: init net run, checkpoint loaded, inputs fed."""
+    if args.iters < 1:
+        raise CLIError(f"--iters must be at least 1, got {args.iters}")
+    net_def = read_net(args.net)
+    ws = new_workspace()
+    if args.init:
+        ws.run_net_once(read_net(args.init))
+    if args.checkpoint:
+        load_checkpoint(ws, args.checkpoint)
+    for name, value in parse_inputs(args.input, list(net_def.external_input)).items():
+        ws.feed_blob(name, value)
+    return net_def, ws

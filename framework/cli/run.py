@@ -6,34 +6,25 @@ import argparse
 
 import numpy as np
 
-from framework.cli.common import CLIError, load_checkpoint, new_workspace, parse_inputs, read_net, summarize
+from framework.cli.common import CLIError, add_net_arguments, prepare_net, summarize
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("run", help="run a net on .npy inputs", description=__doc__)
-    p.add_argument("net", help="NetDef file (.pbtxt text or .pb binary)")
-    p.add_argument("--init", help="init net to run once first (creates parameters)")
-    p.add_argument("--checkpoint", help="checkpoint DB to load parameters from (minidb file or lmdb folder)")
-    p.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy", help="feed a blob (repeatable)")
+    add_net_arguments(p, default_iters=1)
     p.add_argument(
-        "--output", action="append", default=[], metavar="NAME", help="blob to print (default: external outputs)"
+        "--output",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="blob to print (default: the net's external outputs)",
     )
     p.add_argument("--save", metavar="OUT.npz", help="save the outputs to a .npz file")
-    p.add_argument("--iters", type=int, default=1, help="run the net N times (default 1)")
     p.set_defaults(func=main)
 
 
 def main(args: argparse.Namespace) -> int:
-    net_def = read_net(args.net)
-    ws = new_workspace()
-    if args.init:
-        ws.run_net_once(read_net(args.init))
-    if args.checkpoint:
-        load_checkpoint(ws, args.checkpoint)
-    for name, value in parse_inputs(args.input, list(net_def.external_input)).items():
-        ws.feed_blob(name, value)
-    if args.iters < 1:
-        raise CLIError(f"--iters must be at least 1, got {args.iters}")
+    net_def, ws = prepare_net(args)
     net = ws.create_net(net_def)
     for _ in range(args.iters):
         net.run()
