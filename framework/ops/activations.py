@@ -11,6 +11,7 @@ Gelu read ``X``; Swish reads ``X`` and ``Y``; PRelu reads ``Y, dY, X, slope``.
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import numpy as np
 
@@ -96,17 +97,44 @@ class Relu(Operator):
 
     def run(self) -> None:
         x = self.input(0)
-        np.maximum(x, x.dtype.type(0), out=self.output(0, x.shape, x.dtype))
+        y = self.output(0, x.shape, x.dtype)
+        if x.dtype.kind == "f" and _CLIP is not None:
+            lo, hi = _relu_bounds(x.dtype)
+            _CLIP(x, lo, hi, y)
+        else:
+            np.maximum(x, x.dtype.type(0), out=y)
 
     def compile(self):
         """run() bound to the current arrays (the net's fast path; see framework.net.program)."""
-        x, zero, maximum = self.input(0), np.zeros((), self.input(0).dtype), np.maximum
+        x = self.input(0)
         y = self.output(0, x.shape, x.dtype)
+        if x.dtype.kind == "f" and _CLIP is not None:
+            # Positional arguments only: partial() then makes a C-level call (no kwargs to merge).
+            return partial(_CLIP, x, *_relu_bounds(x.dtype), y)
+        zero, maximum = np.zeros((), x.dtype), np.maximum
 
-        def relu() -> None:  # a closure: ~0.1 us less per call than partial(), which merges kwargs
+        def relu() -> None:  # a closure: cheaper than partial() with out= (which merges kwargs per call)
             maximum(x, zero, out=y)
 
         return relu
+
+
+# Float Relu is clip(X, 0, +inf) through the ufunc behind np.clip: numpy's maximum against a scalar
+# has no SIMD loop (about 4x slower for 64x512 float32), and clip takes ``out`` positionally
+# (np.maximum deprecates that). Same values as max(X, 0), NaN propagated; -0.0 stays -0.0 (as C++'s
+# std::max(x, 0.f) in Caffe2).
+_CLIP = getattr(getattr(getattr(np, "_core", None), "umath", None), "clip", None)
+_RELU_BOUNDS: dict[np.dtype, tuple[np.ndarray, np.ndarray]] = {}
+
+
+def _relu_bounds(dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
+    b = _RELU_BOUNDS.get(dtype)
+    if b is None:
+        b = (np.zeros((), dtype), np.full((), np.inf, dtype))
+        for a in b:
+            a.setflags(write=False)
+        _RELU_BOUNDS[dtype] = b
+    return b
 
 
 @register_op(
