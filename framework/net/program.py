@@ -174,7 +174,8 @@ class OpProgram:
         self._guard = tuple(guard.values())
         self._written = tuple(written.values())
         fast = []
-        for k, run in enumerate(self.slow):
+        for k, op in enumerate(self.ops):
+            run = op.run  # not the recording wrapper: fast runs take no snapshots
             if k in compiled:
                 fast.append(compiled[k])
                 continue
