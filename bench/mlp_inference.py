@@ -3,7 +3,7 @@
 Contenders (timed round-robin in one process, medians; see bench/common.py):
 - ``ours``: the net as a NetDef (FC, in-place Relu, Softmax) run by the ``simple`` executor;
 - ``numpy``: hand-written preallocated numpy, the floor: one GEMM per layer into a reused
-  buffer, bias and Relu in place, softmax with ufunc reductions into a reused row buffer.
+  buffer, bias and Relu (clip's ufunc) in place, softmax with ufunc reductions into a reused row buffer.
   The weight operand is W's own row-major layout at batch 1 (a GEMV) and a contiguous W^T
   copy above (the layout BLAS prefers for GEMM), the best of both for hand-written code;
 - ``torch``: PyTorch eager under ``torch.inference_mode`` (F.linear, relu, softmax), one thread;
@@ -85,17 +85,18 @@ def numpy_floor(x: np.ndarray, params):
     b0, b1, b2 = bs
     out = np.empty_like(h2)
     row = np.empty((batch, 1), np.float32)
-    zero = np.zeros((), np.float32)
-    matmul, add, maximum, subtract, exp, divide = np.matmul, np.add, np.maximum, np.subtract, np.exp, np.divide
+    zero, inf = np.zeros((), np.float32), np.array(np.inf, np.float32)
+    matmul, add, subtract, exp, divide = np.matmul, np.add, np.subtract, np.exp, np.divide
+    clip = np._core.umath.clip  # Relu: the ufunc behind np.clip has a SIMD loop, maximum-by-a-scalar not
     rmax, rsum = np.maximum.reduce, np.add.reduce
 
     def run() -> None:
         matmul(x, w0, out=h0)
         add(h0, b0, out=h0)
-        maximum(h0, zero, out=h0)
+        clip(h0, zero, inf, h0)
         matmul(h0, w1, out=h1)
         add(h1, b1, out=h1)
-        maximum(h1, zero, out=h1)
+        clip(h1, zero, inf, h1)
         matmul(h1, w2, out=h2)
         add(h2, b2, out=h2)
         rmax(h2, axis=1, keepdims=True, out=row)
