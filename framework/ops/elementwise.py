@@ -10,7 +10,7 @@ otherwise numpy's multidirectional rules apply.
 from __future__ import annotations
 
 from functools import partial
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -42,6 +42,20 @@ def check_kind(op: Operator, i: int, arr: np.ndarray, kinds: str) -> None:
         raise TypeMismatchError(
             f"{op.describe()}: input {i} ('{op.input_names[i]}') has dtype {arr.dtype}, expected {allowed}"
         )
+
+
+def bind_ufunc(fn: Callable, *args: Any, out: np.ndarray) -> Callable[[], Any]:
+    """A zero-argument callable doing ``fn(*args, out=out)`` (the compiled fast path of an op).
+
+    For a ufunc that takes ``out`` positionally (all but maximum/minimum, where numpy deprecates
+    it) the partial holds positional arguments only, so calling it is a C-level call with no
+    keyword dict to merge: about 0.25 us less per call than ``partial(fn, *args, out=out)``."""
+    if isinstance(fn, np.ufunc) and fn.nout == 1 and fn.nin == len(args) and fn not in _NO_POSITIONAL_OUT:
+        return partial(fn, *args, out)
+    return partial(fn, *args, out=out)
+
+
+_NO_POSITIONAL_OUT = (np.maximum, np.minimum)
 
 
 def _binary_infer(out_dtype: Any = None):
@@ -129,7 +143,7 @@ class _Binary(Operator):
             out_shape, view = self._plan_for(a, b)
             if view is not None:
                 b = b.reshape(view)
-        return partial(self.ufunc, a, b, out=out)
+        return bind_ufunc(self.ufunc, a, b, out=out)
 
 
 def _register_binary(
