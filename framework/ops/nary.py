@@ -14,7 +14,7 @@ from typing import Any, Callable
 import numpy as np
 
 from framework.errors import ShapeError, TypeMismatchError
-from framework.ops.elementwise import check_kind
+from framework.ops.elementwise import bind_ufunc, check_kind
 from framework.ops.gradient import gradient
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op
@@ -67,7 +67,7 @@ def _fold(ufunc: Callable, xs: list[np.ndarray], out: np.ndarray) -> None:
 
 def _fold_callable(ufunc: Callable, xs: list[np.ndarray], out: np.ndarray) -> Callable:
     if len(xs) == 2:
-        return partial(ufunc, xs[0], xs[1], out=out)
+        return bind_ufunc(ufunc, xs[0], xs[1], out=out)
     return partial(_fold, ufunc, xs, out)
 
 

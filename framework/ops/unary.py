@@ -11,7 +11,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from framework.ops.elementwise import check_kind
+from framework.ops.elementwise import bind_ufunc, check_kind
 from framework.ops.gradient import gradient, should_not_do_gradient
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op
@@ -34,7 +34,7 @@ class _Unary(Operator):
         """The kernel bound to the current arrays (the nets' fast path, see framework.net.program)."""
         x, out = self.input(0), self.outputs[0]._obj._array
         uf = getattr(self.kernel, "ufunc", None)
-        return partial(uf, x, out=out) if uf is not None else partial(self.kernel, x, out)
+        return bind_ufunc(uf, x, out=out) if uf is not None else partial(self.kernel, x, out)
 
 
 def _unary(name: str, doc: str, kernel: Callable, *, kinds: str = "f", flops: float = 1, args: Any = ()) -> type:
