@@ -161,3 +161,20 @@ def test_manifest_can_be_turned_off(tmp_path):
     on, off, op = ((tmp_path / f).read_bytes() for f in ("on.minidb", "off.minidb", "op.minidb"))
     assert off == op  # without the manifest: exactly what the Save op (and Caffe2) writes
     assert on.endswith(off) and MANIFEST_KEY.encode() in on[: len(on) - len(off)]
+
+
+def test_save_op_typed_argument_writes_the_typed_fields(tmp_path):
+    from framework.memory.workspace import Workspace
+    from framework.proto.framework_pb2 import BlobProto
+
+    ws = Workspace(root_folder=str(tmp_path))
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    ws.feed_blob("x", x)
+    for typed in (0, 1):
+        ws.run_operator_once(CreateOperator("Save", ["x"], [], db=f"t{typed}.minidb", db_type="minidb", typed=typed))
+        with open_db("minidb", str(tmp_path / f"t{typed}.minidb"), Mode.READ) as db:
+            records = list(db.cursor())
+        assert [k for k, _ in records] == ["x#%0"]
+        proto = BlobProto.FromString(records[0][1])
+        assert bool(proto.tensor.raw_data) == (typed == 0)
+        assert list(proto.tensor.float_data) == ([] if typed == 0 else x.reshape(-1).tolist())
