@@ -24,7 +24,9 @@ def _as_op_def(op: Any) -> Any:
 def run_operator_once(ws: Workspace, op_def: Any) -> None:
     """Build ``op_def`` against ``ws``, run it once, and discard it.
 
-    Inputs must exist in the workspace; errors name the op and the blob.
+    Inputs must exist in the workspace; errors name the op and the blob. If
+    the op fails, output blobs it created and left empty are removed again,
+    so a failed op leaves no trace.
     """
     op_def = _as_op_def(op_def)
     for name in op_def.input:
@@ -33,8 +35,14 @@ def run_operator_once(ws: Workspace, op_def: Any) -> None:
                 f"{describe_op(op_def)}: input blob '{name}' does not exist in the workspace."
                 f"{suggest(name, ws.blobs())}"
             )
-    op = create_operator(op_def, ws)
-    run_op(op)
+    new_outputs = [n for n in dict.fromkeys(op_def.output) if not ws.has_blob(n)]
+    try:
+        run_op(create_operator(op_def, ws))
+    except BaseException:
+        for name in new_outputs:
+            if ws.has_blob(name) and ws.get_blob(name).is_empty:
+                ws.remove_blob(name)
+        raise
 
 
 def run_op(op: Operator) -> None:
