@@ -20,6 +20,8 @@ Caffe2's ``core.IR`` does:
   output when its schema allows (FCGradient without dX), or is dropped whole,
   and the returned map does not list it.
 
+The versions come from ``framework.net.ssa``; the sums from ``framework.net.accumulation``.
+
 >>> from framework.core import CreateOperator
 >>> from framework.proto.framework_pb2 import NetDef
 >>> net = NetDef(name="n")
@@ -32,14 +34,15 @@ Caffe2's ``core.IR`` does:
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
 from framework.errors import FrameworkError, GradientError
+from framework.net.accumulation import IS_AUTO_GEN_SUM_OPS_TAG, DenseGrad, Generators, SparseGrad, accumulate  # noqa: F401
+from framework.net.ssa import ForwardVersions
 from framework.ops.gradient import GradientSlice, get_gradient_for_op
 from framework.ops.operator import describe_op
 from framework.proto.args import make_argument
-from framework.proto.framework_pb2 import DeviceOption, NetDef, OperatorDef
+from framework.proto.framework_pb2 import NetDef, OperatorDef
 
 __all__ = [
     "AUTOGEN_GRAD_SUFFIX",
@@ -50,7 +53,6 @@ __all__ = [
 ]
 
 AUTOGEN_GRAD_SUFFIX = "_autogen_grad"
-IS_AUTO_GEN_SUM_OPS_TAG = "is_auto_gen_sum_ops"
 
 Grad = Any  # str | GradientSlice | None
 
@@ -149,35 +151,6 @@ def add_gradient_operators(net_def: NetDef, ys: Any, skip: int = 0) -> dict[str,
 # -- the pass ---------------------------------------------------------------------------
 
 
-@dataclass
-class _OpSSA:
-    op: OperatorDef
-    in_versions: dict[str, int]
-    out_versions: dict[str, int]
-
-
-@dataclass
-class _Dense:
-    """One producer of a dense gradient: ``op.output[index]`` (op None: passed through)."""
-
-    op: OperatorDef | None
-    index: int
-    grad: str
-    device: DeviceOption | None
-
-
-@dataclass
-class _Sparse:
-    """One producer of a sparse gradient: ops writing the indices and the values parts."""
-
-    op_i: OperatorDef | None
-    idx_i: int
-    op_v: OperatorDef | None
-    idx_v: int
-    grad: GradientSlice
-    device: DeviceOption | None
-
-
 def _index_in(g_list: Sequence[Grad], name: str) -> int | None:
     for i, g in enumerate(g_list):
         if g is None:
@@ -190,69 +163,18 @@ def _index_in(g_list: Sequence[Grad], name: str) -> int | None:
     return None
 
 
-def _same_device(a: DeviceOption | None, b: DeviceOption | None) -> bool:
-    a = a or DeviceOption()
-    b = b or DeviceOption()
-    return a.device_type == b.device_type and a.device_id == b.device_id
-
-
 class _BackwardPass:
     """Caffe2's IR: versions of the forward pass, then the backward walk."""
 
     def __init__(self, operators: list[OperatorDef]) -> None:
-        self.ssa: list[_OpSSA] = []
-        self.frontier: dict[str, int] = {}
-        self.input_usages: dict[str, dict[int, list[int]]] = defaultdict(lambda: defaultdict(list))
+        self.fwd = ForwardVersions(operators)
         self.gradient_frontier: dict[str, int] = {}
-        self.generators: dict[str, dict[int, list[Any]]] = defaultdict(lambda: defaultdict(list))
-        self.out_history: dict[str, list[tuple[int, OperatorDef, int]]] = defaultdict(list)
-        self.in_history: dict[str, list[tuple[int, OperatorDef, int]]] = defaultdict(list)
-        self.stopped: set[tuple[str, int]] = set()  # blob versions written by no-gradient ops
-        self.dead: list[tuple[OperatorDef, int]] = []  # gradient-op outputs that feed only those
-        for op in operators:
-            self._play(op)
-        self._check_stop_gradients()
-
-    # -- forward replay ------------------------------------------------------------
-    def _play(self, op: OperatorDef) -> None:
-        idx = len(self.ssa)
-        ins: dict[str, int] = {}
-        for s in op.input:
-            v = self.frontier.setdefault(s, 0)
-            ins[s] = v
-            self.input_usages[s][v].append(idx)
-            self.in_history[s].append((idx, op, v))
-        outs: dict[str, int] = {}
-        for s in op.output:
-            if s in self.frontier:
-                self.frontier[s] += 1
-            else:
-                self.frontier[s] = 0
-            outs[s] = self.frontier[s]
-            self.out_history[s].append((idx, op, self.frontier[s]))
-        if _has_no_gradient(op.type):
-            self.stopped.update(outs.items())
-        self.ssa.append(_OpSSA(op, ins, outs))
-
-    def _check_stop_gradients(self) -> None:
-        for k, s in enumerate(self.ssa):
-            if s.op.type == "StopGradient" and s.op.output[0] not in self.input_usages:
-                raise GradientError(
-                    f"{describe_op(s.op, k)}: StopGradient's output '{s.op.output[0]}' is orphan: "
-                    "no later op reads it, so it stops nothing. You typically want the same blob "
-                    "as input and output (StopGradient(X) -> X)"
-                )
-
-    def _history(self, name: str, which: str) -> str:
-        hist = self.out_history[name] if which == "out" else self.in_history[name]
-        lines = [f"version history of blob '{name}' ({'written' if which == 'out' else 'read'} by):"]
-        for idx, op, v in hist:
-            lines.append(f"  version {v} {'<-' if which == 'out' else '->'} {describe_op(op, idx)}")
-        return "\n".join(lines)
+        self.generators: Generators = defaultdict(lambda: defaultdict(list))
+        self.dead: list[tuple[OperatorDef, int]] = []  # gradient-op outputs that feed only stopped versions
 
     # -- legality of a gradient op's input ------------------------------------------
     def _check_input(self, name: str, g_output: Sequence[Grad], fwd_idx: int, local: set[str], grad_op) -> None:
-        s = self.ssa[fwd_idx]
+        s = self.fwd.ssa[fwd_idx]
         where = describe_op(s.op, fwd_idx)
         k = _index_in(g_output, name)
         if k is not None:
@@ -262,23 +184,18 @@ class _BackwardPass:
                     f"gradient of {where}: gradient blob '{name}' should be the gradient of version "
                     f"{s.out_versions[out]} of '{out}', but the gradient computed so far is of version "
                     f"{self.gradient_frontier.get(out)}. Maybe the same output blob is written by two ops?\n"
-                    + self._history(out, "out")
+                    + self.fwd.history(out, "out")
                 )
-        elif name in s.out_versions:
-            if self.frontier[name] != s.out_versions[name]:
+        elif name in s.out_versions or name in s.in_versions:
+            role, hint = ("output", "Do not overwrite it in place, or copy it first.")
+            if name not in s.out_versions:
+                role, hint = ("input", "Maybe the blob was overwritten by an in-place op?")
+            want = s.out_versions[name] if role == "output" else s.in_versions[name]
+            if self.fwd.frontier[name] != want:
                 raise GradientError(
-                    f"gradient of {where}: {grad_op.type} needs output '{name}' at version "
-                    f"{s.out_versions[name]}, but a later op overwrote it (the net leaves version "
-                    f"{self.frontier[name]}). Do not overwrite it in place, or copy it first.\n"
-                    + self._history(name, "out")
-                )
-        elif name in s.in_versions:
-            if self.frontier[name] != s.in_versions[name]:
-                raise GradientError(
-                    f"gradient of {where}: {grad_op.type} needs input '{name}' at version "
-                    f"{s.in_versions[name]}, but a later op overwrote it (the net leaves version "
-                    f"{self.frontier[name]}). Maybe the blob was overwritten by an in-place op?\n"
-                    + self._history(name, "out")
+                    f"gradient of {where}: {grad_op.type} needs {role} '{name}' at version {want}, but a later "
+                    f"op overwrote it (the net leaves version {self.fwd.frontier[name]}). {hint}\n"
+                    + self.fwd.history(name, "out")
                 )
         elif name not in local:
             raise GradientError(
@@ -287,9 +204,9 @@ class _BackwardPass:
             )
 
     def _record_generators(self, fwd_idx: int, grad_ops: list[OperatorDef], g_output, g_input) -> None:
-        s = self.ssa[fwd_idx]
+        s = self.fwd.ssa[fwd_idx]
         local: set[str] = set()
-        sparse_parts: dict[tuple[str, int], list[_Sparse]] = defaultdict(list)
+        sparse_parts: dict[tuple[str, int], list[SparseGrad]] = defaultdict(list)
         for gop in grad_ops:
             for name in gop.input:
                 self._check_input(name, g_output, fwd_idx, local, gop)
@@ -301,21 +218,21 @@ class _BackwardPass:
                 x = s.op.input[k]
                 v = s.in_versions[x]
                 g = g_input[k]
-                if (x, v) in self.stopped:
+                if (x, v) in self.fwd.stopped:
                     self.dead.append((gop, i))
                 if isinstance(g, GradientSlice):
                     part = (
-                        _Sparse(gop, i, None, 0, g, gop.device_option)
+                        SparseGrad(gop, i, None, 0, g, gop.device_option)
                         if g.indices == out
-                        else _Sparse(None, 0, gop, i, g, gop.device_option)
+                        else SparseGrad(None, 0, gop, i, g, gop.device_option)
                     )
                     sparse_parts[(x, v)].append(part)
                 else:
-                    self.generators[x][v].append(_Dense(gop, i, g, gop.device_option))
+                    self.generators[x][v].append(DenseGrad(gop, i, g, gop.device_option))
         for (x, v), parts in sparse_parts.items():
             merged = parts[0]
             for p in parts[1:]:
-                merged = _Sparse(
+                merged = SparseGrad(
                     merged.op_i or p.op_i,
                     merged.idx_i + p.idx_i,
                     merged.op_v or p.op_v,
@@ -332,122 +249,13 @@ class _BackwardPass:
             v = s.in_versions[x]
             if isinstance(g, GradientSlice):
                 if g.indices not in local and g.values not in local:
-                    self.generators[x][v].append(_Sparse(None, 0, None, 0, g, s.op.device_option))
+                    self.generators[x][v].append(SparseGrad(None, 0, None, 0, g, s.op.device_option))
             elif g not in local:
-                self.generators[x][v].append(_Dense(None, 0, g, s.op.device_option))
+                self.generators[x][v].append(DenseGrad(None, 0, g, s.op.device_option))
         for k, g in enumerate(g_input):
             if g is not None:
                 x = s.op.input[k]
                 self.gradient_frontier[x] = s.in_versions[x]
-
-    # -- accumulation ---------------------------------------------------------------------
-    def _accumulate(self, fwd_idx: int) -> tuple[list[OperatorDef], dict[str, Grad]]:
-        s = self.ssa[fwd_idx]
-        sum_ops: list[OperatorDef] = []
-        grad_map: dict[str, Grad] = {}
-        seen: set[str] = set()
-        for x in s.op.input:
-            if x in seen:
-                continue
-            seen.add(x)
-            v = s.in_versions[x]
-            usage = self.input_usages[x][v]
-            if len(usage) <= 1 or usage[0] != fwd_idx:
-                continue  # a single consumer, or earlier consumers still to come
-            gens = self.generators[x][v]
-            if len({type(g) for g in gens}) > 1:
-                raise GradientError(
-                    f"gradients of '{x}' (version {v}, read by {self._consumers(usage)}): automatic "
-                    "aggregation of a mix of sparse and dense gradients is not supported yet"
-                )
-            if len(gens) < 2:
-                continue
-            devices = [g.device for g in gens]
-            if not all(_same_device(d, devices[0]) for d in devices[1:]):
-                raise GradientError(
-                    f"gradients of '{x}' (version {v}, read by {self._consumers(usage)}): "
-                    "not all gradient ops have the same device option"
-                )
-            base = self._sum_output_name(gens, x)
-            if isinstance(gens[0], _Dense):
-                ops, g = self._dense_sum(gens, base)
-            else:
-                ops, g = self._sparse_sum(gens, base)
-            for op in ops:
-                if gens[0].device is not None:
-                    op.device_option.CopyFrom(gens[0].device)
-                op.device_option.extra_info.append(f"{IS_AUTO_GEN_SUM_OPS_TAG}:1")
-            sum_ops.extend(ops)
-            grad_map[x] = g
-        return sum_ops, grad_map
-
-    def _consumers(self, usage: list[int]) -> str:
-        names = [describe_op(self.ssa[i].op, i) if i < len(self.ssa) else "the seed" for i in usage]
-        return ", ".join(names)
-
-    @staticmethod
-    def _sum_output_name(gens: list[Any], x: str) -> str:
-        for g in gens:
-            if isinstance(g, _Dense):
-                if g.op is not None:
-                    return g.op.output[g.index]
-            else:
-                if g.op_i is not None:
-                    return _strip(g.op_i.output[g.idx_i], "_indices")
-                if g.op_v is not None:
-                    return _strip(g.op_v.output[g.idx_v], "_values")
-        return x + "_grad"
-
-    @staticmethod
-    def _rename(op: OperatorDef, idx: int, k: int) -> str:
-        op.output[idx] = f"_{op.output[idx]}_autosplit_{k}"
-        return op.output[idx]
-
-    def _dense_sum(self, gens: list[_Dense], base: str) -> tuple[list[OperatorDef], str]:
-        inputs: list[str] = []
-        k = 0
-        first = True
-        for g in gens:
-            if g.op is not None:
-                if first:
-                    first = False
-                    inputs.append(g.op.output[g.index])
-                else:
-                    inputs.append(self._rename(g.op, g.index, k))
-                    k += 1
-            else:
-                _check_conflict(base, g.grad)
-                inputs.append(g.grad)
-        if base in inputs:  # Sum works in place only with its first input
-            j = inputs.index(base)
-            inputs[0], inputs[j] = inputs[j], inputs[0]
-        return [OperatorDef(type="Sum", input=inputs, output=[base])], base
-
-    def _sparse_sum(self, gens: list[_Sparse], base: str) -> tuple[list[OperatorDef], GradientSlice]:
-        idx_in: list[str] = []
-        val_in: list[str] = []
-        ki = kv = 0
-        for g in gens:
-            if g.op_i is not None:
-                idx_in.append(self._rename(g.op_i, g.idx_i, ki))
-                ki += 1
-            else:
-                _check_conflict(base, g.grad.indices)
-                idx_in.append(g.grad.indices)
-            if g.op_v is not None:
-                val_in.append(self._rename(g.op_v, g.idx_v, kv))
-                kv += 1
-            else:
-                _check_conflict(base, g.grad.values)
-                val_in.append(g.grad.values)
-        out = GradientSlice(base + "_indices_concat", base + "_values_concat")
-        ops = [
-            OperatorDef(type="Concat", input=idx_in, output=[out.indices, base + "_indices_concat_split"]),
-            OperatorDef(type="Concat", input=val_in, output=[out.values, base + "_values_concat_split"]),
-        ]
-        for op in ops:
-            op.arg.append(make_argument("axis", 0))
-        return ops, out
 
     # -- the walk ------------------------------------------------------------------------
     def _seeds(self, ys: dict[str, Grad]) -> tuple[dict[str, Grad], list[OperatorDef]]:
@@ -462,7 +270,7 @@ class _BackwardPass:
                 g = seed.output[0]
             to_grad[y] = g
             if seed is not None:
-                self.generators[y][self.frontier.get(y, 0)].append(_Dense(seed, 0, g, seed.device_option))
+                self.generators[y][self.fwd.frontier.get(y, 0)].append(DenseGrad(seed, 0, g, seed.device_option))
         return to_grad, ops
 
     def run(self, ys: Any) -> tuple[list[OperatorDef], dict[str, Grad]]:
@@ -475,17 +283,17 @@ class _BackwardPass:
         else:
             raise TypeError(f"ys should be a list or a dict of blobs, got {type(ys).__name__}")
         for y in ys:
-            if y not in self.frontier:
+            if y not in self.fwd.frontier:
                 raise GradientError(f"cannot take the gradient of '{y}': no op of the net reads or writes it")
-            self.gradient_frontier[y] = self.frontier[y]
-            self.input_usages[y][self.frontier[y]].append(len(self.ssa))
+            self.gradient_frontier[y] = self.fwd.frontier[y]
+            self.fwd.input_usages[y][self.fwd.frontier[y]].append(len(self.fwd.ssa))
 
         all_to_grad, all_ops = self._seeds(ys)
-        for idx in reversed(range(len(self.ssa))):
+        for idx in reversed(range(len(self.fwd.ssa))):
             new, ops = self._grads_for_op(idx, all_to_grad)
             all_to_grad.update(new)
             all_ops.extend(ops)
-            sums, grad_map = self._accumulate(idx)
+            sums, grad_map = accumulate(self.fwd, self.generators, idx)
             all_to_grad.update(grad_map)
             all_ops.extend(sums)
         all_ops, removed = self._prune_dead(all_ops)
@@ -518,7 +326,7 @@ class _BackwardPass:
         return kept, removed
 
     def _grads_for_op(self, idx: int, to_grad: dict[str, Grad]) -> tuple[dict[str, Grad], list[OperatorDef]]:
-        op = self.ssa[idx].op
+        op = self.fwd.ssa[idx].op
         g_output = [to_grad.get(name) for name in op.output]
         if all(g is None for g in g_output) and op.type != "ZeroGradient":
             return {}, []
@@ -540,21 +348,3 @@ class _BackwardPass:
             if g is not None or name not in to_grad or name in outs:
                 new[name] = g
         return new, grad_ops
-
-
-def _has_no_gradient(op_type: str) -> bool:
-    from framework.ops.gradient import NO_GRADIENT
-    from framework.ops.registry import get_schema, has_op
-
-    return has_op(op_type) and get_schema(op_type).gradient is NO_GRADIENT
-
-
-def _strip(s: str, suffix: str) -> str:
-    return s[: -len(suffix)] if s.endswith(suffix) else s
-
-
-def _check_conflict(base: str, g: str) -> None:
-    if base == g:
-        raise GradientError(
-            f"cannot accumulate gradients into '{base}': a gradient passed through without an op already has that name"
-        )
