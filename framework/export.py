@@ -19,23 +19,15 @@ from __future__ import annotations
 import os
 from typing import Any, Iterable, Sequence
 
-import numpy as np
-
 from framework.errors import FrameworkError
 from framework.memory.workspace import Workspace
+from framework.predictor.mobile_exporter import add_tensor
 from framework.proto.args import make_argument
 from framework.proto.framework_pb2 import NetDef, OperatorDef
 
 __all__ = ["export_model", "extract_predict_net", "init_net_from_workspace", "write_net"]
 
 _TEST_MODE_OPS = {"SpatialBN", "Dropout"}
-_FILLS = {
-    np.dtype(np.float32): "GivenTensorFill",
-    np.dtype(np.float64): "GivenTensorDoubleFill",
-    np.dtype(np.int32): "GivenTensorIntFill",
-    np.dtype(np.int64): "GivenTensorInt64Fill",
-    np.dtype(np.bool_): "GivenTensorBoolFill",
-}
 
 
 def _net_def(net: Any) -> NetDef:
@@ -135,20 +127,19 @@ def extract_predict_net(
 
 
 def init_net_from_workspace(ws: Workspace, blobs: Iterable[str], name: str = "init") -> NetDef:
-    """An init net of GivenTensor*Fill ops holding the values of ``blobs`` in ``ws``."""
+    """An init net of GivenTensor*Fill ops holding the values of ``blobs`` in ``ws``.
+
+    The ops are made by ``predictor.mobile_exporter.add_tensor``. Raises
+    FrameworkError for a blob missing from ``ws`` or of a dtype no fill holds.
+    """
     net = NetDef(name=name)
     for b in blobs:
         if not ws.has_blob(b):
             raise FrameworkError(f"export: parameter '{b}' is not in the workspace (run the init net / train first)")
-        arr = np.asarray(ws.fetch_blob(b))
-        fill = _FILLS.get(arr.dtype)
-        if fill is None:
-            raise FrameworkError(f"export: parameter '{b}' has dtype {arr.dtype}, which no GivenTensor*Fill holds")
-        op = OperatorDef(type=fill, output=[b])
-        op.arg.append(make_argument("shape", [int(d) for d in arr.shape]))
-        values = arr.reshape(-1)
-        op.arg.append(make_argument("values", [bool(v) for v in values] if arr.dtype == np.bool_ else values.tolist()))
-        net.op.append(op)
+        try:
+            add_tensor(net, b, ws.fetch_blob(b))
+        except FrameworkError as e:
+            raise FrameworkError(f"export: parameter '{b}' cannot go into the init net: {e}") from e
         net.external_output.append(b)
     return net
 

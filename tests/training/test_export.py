@@ -104,3 +104,19 @@ def test_init_net_keeps_dtypes():
     workspace.RunNetOnce(init)
     assert workspace.FetchBlob("a").dtype == np.int64
     np.testing.assert_array_equal(workspace.FetchBlob("b"), np.ones((2, 2), np.float32))
+
+
+def test_init_net_uses_mobile_exporters_fills():
+    """One implementation of "weights to GivenTensor*Fill ops": export's init net is add_tensor's."""
+    from framework.predictor.mobile_exporter import add_tensor
+
+    values = {"f": np.ones((2, 3), np.float32), "b": np.array([True, False]), "s": np.array([b"ab", b"c"], object)}
+    expected = NetDef()
+    for name, arr in values.items():
+        workspace.FeedBlob(name, arr)
+        add_tensor(expected, name, arr)
+    init = init_net_from_workspace(workspace.C(), list(values))
+    assert list(init.op) == list(expected.op)
+    workspace.FeedBlob("h", np.ones(2, np.float16))
+    with pytest.raises(FrameworkError, match="parameter 'h' cannot go into the init net.*float16"):
+        init_net_from_workspace(workspace.C(), ["h"])
