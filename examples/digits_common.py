@@ -1,4 +1,5 @@
-"""Shared pieces of the digits examples: data, batches, the training loop, evaluation.
+"""Shared pieces of the digits examples: data, batches, the training loop, evaluation,
+and the command line both examples share.
 
 The data is scikit-learn's bundled digits set (1,797 8x8 images, loaded offline),
 scaled to [0, 1] and split 80/20 with a fixed seed (stratified).
@@ -6,8 +7,10 @@ scaled to [0, 1] and split 80/20 with a fixed seed (stratified).
 
 from __future__ import annotations
 
+import argparse
 import time
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
@@ -85,3 +88,25 @@ def evaluate(ws: Workspace, train_net: NetDef, data: Digits, output: str = "pred
     ws.run_net_once(predict)
     scores = np.asarray(ws.fetch_blob(output))
     return float(np.mean(scores.argmax(axis=1) == data.y_test))
+
+
+def train_and_evaluate(
+    init_net: NetDef, train_net: NetDef, data: Digits, epochs: float, log_every: int = 0
+) -> tuple[float, float, list[float]]:
+    """Train in a fresh workspace; returns (test accuracy, seconds of training, losses)."""
+    ws = Workspace()
+    t0 = time.perf_counter()
+    losses = train(ws, init_net, train_net, data, epochs=epochs, log_every=log_every)
+    seconds = time.perf_counter() - t0
+    return evaluate(ws, train_net, data), seconds, losses
+
+
+def main(doc: str, model: str, run: Callable[..., tuple[float, float, list[float]]]) -> None:
+    """``--mode brew|text|both`` and ``--epochs N``; ``run(mode, epochs, log_every=...)`` trains one way."""
+    p = argparse.ArgumentParser(description=doc.splitlines()[0])
+    p.add_argument("--mode", choices=["brew", "text", "both"], default="both")
+    p.add_argument("--epochs", type=float, default=30)
+    args = p.parse_args()
+    for mode in ["brew", "text"] if args.mode == "both" else [args.mode]:
+        acc, seconds, losses = run(mode, args.epochs, log_every=200)
+        print(f"{model} ({mode}): test accuracy {acc:.4f}, {len(losses)} iterations in {seconds:.1f} s")

@@ -11,17 +11,14 @@ Run: ``python examples/train_mlp_digits.py [--mode brew|text|both] [--epochs N]`
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from digits_common import evaluate, load_digits_split, train  # noqa: E402
+from digits_common import load_digits_split, main, train_and_evaluate  # noqa: E402
 
 from framework import brew, core, optimizer  # noqa: E402
-from framework.memory.workspace import Workspace  # noqa: E402
 from framework.model_helper import ModelHelper  # noqa: E402
 from framework.proto.framework_pb2 import NetDef  # noqa: E402
 from framework.proto.io import parse_text  # noqa: E402
@@ -124,22 +121,8 @@ def run(mode: str, epochs: float = 30, log_every: int = 0) -> tuple[float, float
     """Train one way; returns (test accuracy, seconds, losses)."""
     data = load_digits_split()
     init, train_net = build_brew() if mode == "brew" else build_text()
-    ws = Workspace()
-    t0 = time.perf_counter()
-    losses = train(ws, init, train_net, data, epochs=epochs, log_every=log_every)
-    seconds = time.perf_counter() - t0
-    return evaluate(ws, train_net, data), seconds, losses
-
-
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--mode", choices=["brew", "text", "both"], default="both")
-    p.add_argument("--epochs", type=float, default=30)
-    args = p.parse_args()
-    for mode in ["brew", "text"] if args.mode == "both" else [args.mode]:
-        acc, seconds, losses = run(mode, args.epochs, log_every=200)
-        print(f"MLP ({mode}): test accuracy {acc:.4f}, {len(losses)} iterations in {seconds:.1f} s")
+    return train_and_evaluate(init, train_net, data, epochs, log_every)
 
 
 if __name__ == "__main__":
-    main()
+    main(__doc__, "MLP", run)
