@@ -8,6 +8,7 @@ import time
 import numpy as np
 import pytest
 
+from framework import workspace
 from framework.ops.gradient import no_gradient
 from framework.ops.operator import Operator
 from framework.ops.registry import has_op, register_op
@@ -107,3 +108,27 @@ def op_log() -> list[str]:
 def op_events() -> list[tuple[str, str, float]]:
     """(op name, thread name, start time) of the _TestRecord ops run in this test."""
     return EVENTS
+
+
+@pytest.fixture
+def fresh_ws():
+    """The ``framework.workspace`` module over an empty default workspace, emptied again after the test."""
+    workspace.ResetWorkspace()
+    yield workspace
+    workspace.ResetWorkspace()
+
+
+@pytest.fixture
+def run_in_two_threads(op_events):
+    """``run(net)``: runs the created ``net`` from two threads at once; returns the names of
+    the _TestRecord ops in the order they started."""
+
+    def run(net) -> list[str]:
+        threads = [threading.Thread(target=net.run) for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        return [n for n, _, _ in sorted(op_events, key=lambda e: e[2])]
+
+    return run

@@ -7,17 +7,10 @@ import threading
 import numpy as np
 import pytest
 
-from framework import core, workspace
+from framework import core
 from framework.errors import NetError, UnknownOperatorError
 from framework.memory.workspace import Workspace
 from framework.proto.framework_pb2 import NetDef
-
-
-@pytest.fixture
-def fresh_ws():
-    workspace.ResetWorkspace()
-    yield workspace
-    workspace.ResetWorkspace()
 
 
 def test_blob_reference_is_string_like():

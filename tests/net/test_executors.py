@@ -121,7 +121,7 @@ def test_simple_error_names_op_and_python_creation_site():
     assert e.value.op_index == 1 and ws.last_failed_op_net_position == 1
 
 
-def test_same_net_from_two_threads_is_serialized(op_events):
+def test_same_net_from_two_threads_is_serialized(run_in_two_threads):
     ws = Workspace()
     ws.feed_blob("X", np.ones(1))
     net = ws.create_net(
@@ -131,13 +131,7 @@ def test_same_net_from_two_threads_is_serialized(op_events):
             external_input=["X"],
         )
     )
-    threads = [threading.Thread(target=net.run) for _ in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    names = [n for n, _, _ in sorted(op_events, key=lambda e: e[2])]
-    assert names == ["first", "second", "first", "second"]
+    assert run_in_two_threads(net) == ["first", "second", "first", "second"]
 
 
 def test_separate_workspaces_run_concurrently():

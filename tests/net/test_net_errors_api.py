@@ -4,12 +4,10 @@ Workspace methods, num_workers from a net argument, dag nets serialize concurren
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 import pytest
 
-from framework import brew, core, workspace
+from framework import brew, core
 from framework.core import CreateOperator
 from framework.errors import ArgumentError, NetError, OperatorError, SchemaError, UnknownOperatorError
 from framework.memory.workspace import Workspace
@@ -17,13 +15,6 @@ from framework.model_helper import ModelHelper
 from framework.net.executors.dag import DAGNet
 from framework.proto.args import make_argument
 from framework.proto.framework_pb2 import NetDef
-
-
-@pytest.fixture
-def fresh_ws():
-    workspace.ResetWorkspace()
-    yield workspace
-    workspace.ResetWorkspace()
 
 
 def _ws_with_x():
@@ -186,7 +177,7 @@ def test_num_workers_from_a_net_argument():
     assert ws.create_net(nd, overwrite=True).num_workers == 2
 
 
-def test_same_dag_net_from_two_threads_is_serialized(op_events):
+def test_same_dag_net_from_two_threads_is_serialized(run_in_two_threads):
     ws = Workspace()
     ws.feed_blob("X", np.ones(1))
     nd = NetDef(name="ser", type="dag", external_input=["X"], num_workers=2)
@@ -197,13 +188,7 @@ def test_same_dag_net_from_two_threads_is_serialized(op_events):
         ]
     )
     net = ws.create_net(nd)
-    threads = [threading.Thread(target=net.run) for _ in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    names = [n for n, _, _ in sorted(op_events, key=lambda e: e[2])]
-    assert names == ["first", "second", "first", "second"]
+    assert run_in_two_threads(net) == ["first", "second", "first", "second"]
 
 
 def test_core_data_type_is_caffe2s():

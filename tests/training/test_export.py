@@ -11,12 +11,7 @@ from framework.model_helper import ModelHelper
 from framework.proto.framework_pb2 import NetDef
 from framework.proto.io import read_net
 
-
-@pytest.fixture(autouse=True)
-def _fresh_workspace():
-    workspace.ResetWorkspace()
-    yield
-    workspace.ResetWorkspace()
+pytestmark = pytest.mark.usefixtures("fresh_workspace")
 
 
 def _trained_model():

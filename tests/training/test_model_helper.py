@@ -8,12 +8,7 @@ from framework.errors import FrameworkError
 from framework.model_helper import ModelHelper, ParameterTags
 from framework.ops import has_op
 
-
-@pytest.fixture(autouse=True)
-def _fresh_workspace():
-    workspace.ResetWorkspace()
-    yield
-    workspace.ResetWorkspace()
+pytestmark = pytest.mark.usefixtures("fresh_workspace")
 
 
 def _types(net):

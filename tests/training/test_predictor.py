@@ -9,12 +9,7 @@ from framework.model_helper import ModelHelper
 from framework.predictor import Predictor, mobile_exporter
 from framework.proto.framework_pb2 import NetDef
 
-
-@pytest.fixture(autouse=True)
-def _fresh_workspace():
-    workspace.ResetWorkspace()
-    yield
-    workspace.ResetWorkspace()
+pytestmark = pytest.mark.usefixtures("fresh_workspace")
 
 
 def _mlp(name, init_params=True):

@@ -10,12 +10,7 @@ from framework.core import CreateOperator, GradientRegistry, GradientSlice
 from framework.errors import GradientError
 from framework.model_helper import ModelHelper, ParameterTags
 
-
-@pytest.fixture(autouse=True)
-def _fresh_workspace():
-    workspace.ResetWorkspace()
-    yield
-    workspace.ResetWorkspace()
+pytestmark = pytest.mark.usefixtures("fresh_workspace")
 
 
 def _embedding_model(name):
