@@ -52,14 +52,14 @@ def _gradient(schema: Any) -> str:
     from framework.ops.gradient import GRADIENT_NOT_IMPLEMENTED, NO_GRADIENT, SHOULD_NOT_DO_GRADIENT
 
     g = schema.gradient
-    if g is None:
-        return "not declared"
-    if g is NO_GRADIENT:
-        return "none (not differentiable; produces no gradient)"
-    if g is SHOULD_NOT_DO_GRADIENT:
-        return "must not be asked for (an error if a gradient reaches it)"
-    if g is GRADIENT_NOT_IMPLEMENTED:
-        return "not implemented yet"
+    for marker, text in (
+        (None, "not declared"),
+        (NO_GRADIENT, "none (not differentiable; produces no gradient)"),
+        (SHOULD_NOT_DO_GRADIENT, "must not be asked for (an error if a gradient reaches it)"),
+        (GRADIENT_NOT_IMPLEMENTED, "not implemented yet"),
+    ):
+        if g is marker:
+            return text
     return f"yes (maker `{g.__module__}.{g.__name__}`)"
 
 
@@ -71,14 +71,13 @@ def _op_section(s: Any) -> list[str]:
     out = [f"### `{s.type}`", ""]
     if s.doc:
         out += [s.doc.strip(), ""]
-    out.append(f"- **Inputs** ({s.input_count_text()}):" + ("" if s.inputs else " —"))
-    out += [f"  - `{n}`: {_cell(d)}" for n, d in s.inputs]
-    out.append(f"- **Outputs** ({s.output_count_text()}):" + ("" if s.outputs else " —"))
-    out += [f"  - `{n}`: {_cell(d)}" for n, d in s.outputs]
-    if s.allow_inplace:
-        out.append(f"- **In-place allowed** (input->output): {_pairs(s.allow_inplace)}")
-    if s.enforce_inplace:
-        out.append(f"- **In-place enforced** (input->output): {_pairs(s.enforce_inplace)}")
+    sides = (("Inputs", s.input_count_text(), s.inputs), ("Outputs", s.output_count_text(), s.outputs))
+    for title, count, docs in sides:
+        out.append(f"- **{title}** ({count}):" + ("" if docs else " —"))
+        out += [f"  - `{n}`: {_cell(d)}" for n, d in docs]
+    for word, rule in (("allowed", s.allow_inplace), ("enforced", s.enforce_inplace)):
+        if rule:
+            out.append(f"- **In-place {word}** (input->output): {_pairs(rule)}")
     if not s.private:
         out.append(f"- **Gradient**: {_gradient(s)}")
     if s.aliases:
