@@ -7,7 +7,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from framework.errors import NetError, UnknownOperatorError
 from framework.ops.registry import has_op, unknown_message
@@ -16,7 +16,7 @@ from framework.scope import ScopedName
 if TYPE_CHECKING:
     from framework.builder.net_builder import Net
 
-__all__ = ["BlobReference", "ScopedBlobReference", "UnknownOperatorAttributeError", "as_list"]
+__all__ = ["BlobReference", "ScopedBlobReference", "UnknownOperatorAttributeError", "as_list", "op_method"]
 
 
 class UnknownOperatorAttributeError(UnknownOperatorError, AttributeError):
@@ -61,16 +61,25 @@ class BlobReference(str):
         return self._from_net.add_op(op_type, inputs, *args, **kwargs)
 
     def __getattr__(self, op_type: str) -> Any:
-        if op_type.startswith("_"):
-            raise AttributeError(op_type)
-        if not has_op(op_type):
-            raise UnknownOperatorAttributeError(unknown_message(op_type))
-        return lambda *args, **kwargs: self._CreateAndAddToNet(op_type, *args, **kwargs)
+        return op_method(op_type, self._CreateAndAddToNet)
 
 
 def ScopedBlobReference(name: Any, *args: Any, **kwargs: Any) -> BlobReference:  # noqa: N802
     """A BlobReference with the current NameScope prefix."""
     return BlobReference(ScopedName(name), *args, **kwargs)
+
+
+def op_method(op_type: str, add: Callable[..., Any]) -> Callable[..., Any]:
+    """``b.Relu`` / ``net.Relu``: a function calling ``add(op_type, ...)``.
+
+    Raises AttributeError for names starting with ``_`` and
+    UnknownOperatorAttributeError (with "did you mean") for unregistered types.
+    """
+    if op_type.startswith("_"):
+        raise AttributeError(op_type)
+    if not has_op(op_type):
+        raise UnknownOperatorAttributeError(unknown_message(op_type))
+    return lambda *args, **kwargs: add(op_type, *args, **kwargs)
 
 
 def as_list(x: Any) -> list:

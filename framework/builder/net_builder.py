@@ -14,7 +14,13 @@ import threading
 import traceback
 from typing import Any, Iterable
 
-from framework.builder.blob_reference import BlobReference, ScopedBlobReference, UnknownOperatorAttributeError, as_list
+from framework.builder.blob_reference import (
+    BlobReference,
+    ScopedBlobReference,
+    UnknownOperatorAttributeError,
+    as_list,
+    op_method,
+)
 from framework.builder.clone import clone_net_def, partial_net_def
 from framework.errors import NetError
 from framework.net.graph import format_ops
@@ -209,11 +215,7 @@ class Net:
     _CreateAndAddToSelf = add_op
 
     def __getattr__(self, op_type: str) -> Any:
-        if op_type.startswith("_"):
-            raise AttributeError(op_type)
-        if not has_op(op_type):
-            raise UnknownOperatorAttributeError(unknown_message(op_type))
-        return lambda *args, **kwargs: self.add_op(op_type, *args, **kwargs)
+        return op_method(op_type, self.add_op)
 
     def AppendNet(self, net: Any) -> Net:  # noqa: N802
         """Append ``net``'s ops, external inputs (not defined here) and external outputs."""

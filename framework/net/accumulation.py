@@ -146,22 +146,8 @@ def _dense_sum(gens: list[DenseGrad], base: str) -> tuple[list[OperatorDef], str
 
 
 def _sparse_sum(gens: list[SparseGrad], base: str) -> tuple[list[OperatorDef], GradientSlice]:
-    idx_in: list[str] = []
-    val_in: list[str] = []
-    ki = kv = 0
-    for g in gens:
-        if g.op_i is not None:
-            idx_in.append(_rename(g.op_i, g.idx_i, ki))
-            ki += 1
-        else:
-            _check_conflict(base, g.grad.indices)
-            idx_in.append(g.grad.indices)
-        if g.op_v is not None:
-            val_in.append(_rename(g.op_v, g.idx_v, kv))
-            kv += 1
-        else:
-            _check_conflict(base, g.grad.values)
-            val_in.append(g.grad.values)
+    idx_in = _part_inputs([(g.op_i, g.idx_i, g.grad.indices) for g in gens], base)
+    val_in = _part_inputs([(g.op_v, g.idx_v, g.grad.values) for g in gens], base)
     out = GradientSlice(base + "_indices_concat", base + "_values_concat")
     ops = [
         OperatorDef(type="Concat", input=idx_in, output=[out.indices, base + "_indices_concat_split"]),
@@ -170,6 +156,21 @@ def _sparse_sum(gens: list[SparseGrad], base: str) -> tuple[list[OperatorDef], G
     for op in ops:
         op.arg.append(make_argument("axis", 0))
     return ops, out
+
+
+def _part_inputs(parts: list[tuple[OperatorDef | None, int, str]], base: str) -> list[str]:
+    """The names to concatenate for one part (indices or values) of sparse gradients: each
+    producing op's output renamed ``_<name>_autosplit_<k>``, or the name passed through."""
+    names: list[str] = []
+    k = 0
+    for op, idx, passed in parts:
+        if op is not None:
+            names.append(_rename(op, idx, k))
+            k += 1
+        else:
+            _check_conflict(base, passed)
+            names.append(passed)
+    return names
 
 
 def _strip(s: str, suffix: str) -> str:
