@@ -438,7 +438,7 @@ WHY = {
     "the batch-256 row shows it shrinking with the work per op",
     "save": "Save is dominated by writing and fsyncing 400 MiB on a disk shared with other processes, whose "
     "time varies from run to run (the atomic plain-file floor ran at {floor:.2f} GB/s in the same rounds); "
-    "the framework's own work, serializing each 4 MB chunk into a protobuf record, is about 5% of a Save "
+    "the framework's own work, serializing each 4 MB chunk into a protobuf record, is about 7% of a Save "
     "in a profile (write 53%, fsync 22%, rename over the old file 15%)",
     "load": "Load decodes protobuf records (a copy out of the file, a parse, a copy into the staged tensor) "
     "where the floor does one readinto",
