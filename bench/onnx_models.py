@@ -68,6 +68,14 @@ def relu_chain_model(n_ops: int, shape: tuple):
     return _model(nodes, [_float_input("X", shape)], _float_input("Y", shape), {}, "relu_chain")
 
 
+def add_chain_model(n_ops: int, shape: tuple, c: np.ndarray):
+    """``n_ops`` chained Add nodes, each adding the constant ``c``."""
+    _, _, helper, _ = _onnx()
+    names = ["X"] + [f"x{i}" for i in range(1, n_ops)] + ["Y"]
+    nodes = [helper.make_node("Add", [a, "C"], [b]) for a, b in zip(names[:-1], names[1:])]
+    return _model(nodes, [_float_input("X", shape)], _float_input("Y", shape), {"C": c}, "add_chain")
+
+
 def lenet_model(p: dict[str, np.ndarray], batch: int):
     """bench/lenet.py's net in NCHW: Conv 5x5, MaxPool 2, Conv 5x5, MaxPool 2, Gemm, Relu, Gemm, Softmax."""
     _, _, helper, _ = _onnx()
