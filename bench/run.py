@@ -112,9 +112,10 @@ WHY = {
     "the table, and the ratio below is the portable measure",
     "per_op_ratio": "every run checks the identity of each blob's array and bumps the version of each "
     "written tensor (~0.08 us per one-blob op), and the executor's loop adds a call per op",
-    "dag": "the two cores are shared with other processes (load average above): when the process gets about "
-    "one core (CPU / wall in the notes near 1) the branches cannot run at once; on a free machine "
-    "(CPU / wall near 2) the same net gives the speed-up",
+    "dag": "on this shared 2-vCPU machine the dag row swings from run to run (standalone runs within the "
+    "same hour: 0.9x to 2.2x; with both branches' chains overlapping when the cores are free) because other "
+    "processes take the cores in bursts; CPU / wall in the notes tells whether the process had two cores; "
+    "bench/dag.py on an idle machine is the measure",
     "train": "the remaining gap is spread over ~20 ops: uncompiled bookkeeping ops (Iter, LearningRate, "
     "ConstantFill, StopGradient) and the first touch of Python objects after each cache-flushing GEMM; "
     "the batch-256 row shows it shrinking with the work per op",
