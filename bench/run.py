@@ -112,11 +112,11 @@ WHY = {
     "the table, and the ratio below is the portable measure",
     "per_op_ratio": "every run checks the identity of each blob's array and bumps the version of each "
     "written tensor (~0.08 us per one-blob op), and the executor's loop adds a call per op",
-    "dag": "measured on this shared 2-vCPU machine, the row varies from run to run (0.9x to 1.4x in runner "
-    "runs, up to 2.2x standalone). Timing the chains inside the workers shows both branches running at "
-    "once, each slowed by 15-25% when concurrent, plus ~0.2 ms of worker hand-off per run (a 2.2 ms "
-    "branch); other processes taking a core in bursts do the rest (CPU / wall in the notes). Plain numpy "
-    "threads doing the same GEMMs reach 1.7-2.1x when idle, so part of the gap is the executor (bench/dag.py)",
+    "dag": "measured on this shared 2-vCPU machine the row varies from run to run (standalone 1.2x to 1.8x): "
+    "other processes take a core in bursts (CPU / wall in the notes tells whether the process had two), "
+    "each branch runs 15-25% slower when both run at once, and a vCPU left idle wakes slowly (a dag run "
+    "right after ~10 ms of single-core work costs ~2 ms more, which is why each round times 15 runs in a "
+    "row); plain numpy threads doing the same GEMMs reach 1.7-2.1x when the machine is idle",
     "train": "the remaining gap is spread over ~20 ops: uncompiled bookkeeping ops (Iter, LearningRate, "
     "ConstantFill, StopGradient) and the first touch of Python objects after each cache-flushing GEMM; "
     "the batch-256 row shows it shrinking with the work per op",

@@ -290,7 +290,10 @@ def bench_dag(cfg: Config) -> list[Row]:
             np.maximum(prev, 0, out=prev)
 
     runs["numpy"] = numpy_serial
-    t = cfg.time(runs, inner=3)
+    # 15 back-to-back runs per round: on this VM a vCPU left idle for ~10 ms (while another contender
+    # ran on one core) wakes slowly, and the first dag run after it pays ~2 ms; with 3 runs per round
+    # that start-up cost hid the speed-up.
+    t = cfg.time(runs, inner=15)
     simple = t.pop("simple")
     # Process CPU time over wall time while the dag net runs: about 2 when both branches really ran at
     # once, about 1 when the cores were taken by other processes.
