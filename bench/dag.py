@@ -60,7 +60,8 @@ def main() -> dict[str, float]:
             np.maximum(prev, 0, out=prev)
 
     fns["numpy serial"] = numpy_serial
-    times = time_round_robin(fns, rounds=15, inner=3)
+    # 15 runs in a row per round: an idle vCPU wakes slowly, which hides the overlap at 3 (see bench/suite.py)
+    times = time_round_robin(fns, rounds=15, inner=15)
     rows = [[k, fmt_time(v), f"{times['simple'] / v:.2f}x"] for k, v in times.items()]
     print(f"two independent branches of {DEPTH} MatMul ({N}x{N} float32) + Relu, BLAS threads 1")
     print(markdown_table(rows, ["contender", "per run", "speed-up vs simple"]))
