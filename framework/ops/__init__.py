@@ -12,6 +12,7 @@ from framework.ops.registry import all_schemas, get_schema, has_op, register_op,
 from framework.ops import (  # noqa: E402,F401  isort:skip
     activations,
     conv,
+    conv_transpose,
     db_input,
     dropout,
     elementwise,

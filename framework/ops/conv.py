@@ -1,4 +1,5 @@
-"""Convolution: Conv (Conv1D/2D/3D), ConvTranspose, and their gradient ops.
+"""Convolution: Conv (Conv1D/2D/3D) and ConvGradient, and the base the transposed
+convolution (``conv_transpose``) shares with them.
 
 Conv is im2col into a column buffer kept across runs (filled from a strided
 window view of the input, no Python loops), then one batched GEMM per run
@@ -15,12 +16,11 @@ import numpy as np
 
 from framework.errors import ShapeError, TypeMismatchError
 from framework.ops.conv_args import (
-    CAFFE_LEGACY_POOLING,
-    NOTSET,
-    Geometry,
+    ConvPoolOp,
     as_shape,
     conv_pool_args,
     index,
+    infer_geometry,
     join_layout,
     kernel_slices,
     parse_conv_pool,
@@ -29,9 +29,8 @@ from framework.ops.conv_args import (
     window_view,
 )
 from framework.ops.gradient import gradient
-from framework.ops.operator import Operator
 from framework.ops.registry import register_op
-from framework.ops.schema import BOOL, INT, INTS, UNKNOWN, Arg, Cost, TensorSpec
+from framework.ops.schema import BOOL, UNKNOWN, Arg, Cost, TensorSpec
 
 _CONV_ARGS = conv_pool_args() + [
     Arg("no_bias", BOOL, False, "no bias input (gradient ops: no bias gradient output)"),
@@ -66,10 +65,10 @@ def _infer_conv(args, ins):
     x, w = ins[0], ins[1]
     if x.shape is None:
         return [UNKNOWN]
-    spec = parse_conv_pool(args, "Conv", "Conv")
     if w.shape is None:
-        n, _, spatial = split_layout(x.shape, spec.order)
-        return [TensorSpec(join_layout(n, None, resolve(spec, spatial, "Conv").out, spec.order), x.dtype)]
+        spec, n, _, geo = infer_geometry(args, x.shape, "Conv")
+        return [TensorSpec(join_layout(n, None, geo.out, spec.order), x.dtype)]
+    spec = parse_conv_pool(args, "Conv", "Conv")
     geo, n, _, m = conv_geometry(spec, x.shape, w.shape, "Conv")
     return [TensorSpec(join_layout(n, m, geo.out, spec.order), x.dtype)]
 
@@ -109,15 +108,73 @@ def _typed(where, names, arrays):
     return dt
 
 
-class _ConvPool(Operator):
-    """Common setup: parsed ConvPoolOpBase arguments in self.spec."""
+class ConvOpBase(ConvPoolOp):
+    """What Conv, ConvTranspose and their gradient ops share: input checks, the re-prepare
+    test on the input signature, and (gradient ops) which outputs are asked for."""
 
-    need_kernel = True
+    is_gradient = False
 
     def setup(self) -> None:
-        self.spec = parse_conv_pool(self.args, self.describe(), self.type, need_kernel=self.need_kernel)
-        self.order = self.spec.order
-        self._key = None
+        super().setup()
+        self.check_args()
+        if self.is_gradient:
+            self.gradient_outputs()
+
+    def check_args(self) -> None:
+        """Op-specific argument checks, after the ConvPoolOpBase ones."""
+
+    def _dtype(self, arrays) -> np.dtype:
+        """The common float dtype of the given inputs (None entries skipped)."""
+        return _typed(self.describe(), self.input_names, [a for a in arrays if a is not None])
+
+    def _check_shape(self, what: str, a: np.ndarray, shape: tuple) -> None:
+        """Input 2 (bias of a forward op, dY of a gradient op) must have ``shape``."""
+        if a is not None and a.shape != shape:
+            name = self.input_names[2]
+            raise ShapeError(f"{self.describe()}: {what} '{name}' must have shape {shape}, got {a.shape}")
+
+    def forward_inputs(self) -> tuple:
+        """(X, filter, bias or None), re-preparing when their signature changed."""
+        x, w = self.input(0), self.input(1)
+        b = self.input(2) if len(self.inputs) == 3 else None
+        if self._key != (x.shape, w.shape, x.dtype, b is not None) or w.dtype != x.dtype:
+            self._prepare(x, w, b)
+        return x, w, b
+
+    def gradient_inputs(self) -> tuple:
+        """(X, filter, dY), re-preparing when their signature changed."""
+        x, w, dy = self.input(0), self.input(1), self.input(2)
+        if self._key != (x.shape, w.shape, dy.shape, x.dtype) or w.dtype != x.dtype or dy.dtype != x.dtype:
+            self._prepare(x, w, dy)
+        return x, w, dy
+
+    def gradient_outputs(self) -> None:
+        """Output slots of a gradient op: dfilter, then dbias unless no_bias, then dX if asked for."""
+        self.no_bias = bool(self.args.no_bias)
+        nout = len(self.outputs)
+        if self.no_bias and nout == 3:
+            raise self.arg_error("with no_bias=1 there is no bias gradient: give 1 or 2 outputs (dfilter, dX)")
+        self.i_db = None if self.no_bias else 1
+        self.i_dx = (1 if self.no_bias else 2) if nout > (1 if self.no_bias else 2) else None
+
+
+def gradient_schema(args: list, infer, **extra) -> dict:
+    """register_op keywords of ConvGradient and ConvTransposeGradient."""
+    return dict(
+        inputs=3,
+        outputs=(1, 3),
+        args=args,
+        input_docs=[("X", "forward input"), ("filter", "filter"), ("dY", "gradient of Y")],
+        output_docs=[
+            ("dfilter", "gradient of filter"),
+            ("dbias", "gradient of bias (unless no_bias)"),
+            ("dX", "gradient of X (optional)"),
+        ],
+        infer=infer,
+        category="conv",
+        private=True,
+        **extra,
+    )
 
 
 @register_op(
@@ -135,18 +192,15 @@ class _ConvPool(Operator):
     category="conv",
     aliases=("Conv1D", "Conv2D", "Conv3D"),
 )
-class Conv(_ConvPool):
+class Conv(ConvOpBase):
     """N-d convolution (Caffe2's Conv): Y = X * filter (+ bias), with stride, pads,
     dilation, group, order and legacy_pad as in Caffe2. Out size per dim:
     floor((in + pad_head + pad_tail - dilation*(kernel-1) - 1) / stride) + 1."""
 
     def _prepare(self, x, w, b) -> None:
-        where = self.describe()
-        names = self.input_names
-        dt = _typed(where, names, [x, w] + ([b] if b is not None else []))
-        geo, n, c, m = conv_geometry(self.spec, x.shape, w.shape, where, names)
-        if b is not None and b.shape != (m,):
-            raise ShapeError(f"{where}: bias '{names[2]}' must have shape ({m},), got {b.shape}")
+        dt = self._dtype([x, w, b])
+        geo, n, c, m = conv_geometry(self.spec, x.shape, w.shape, self.describe(), self.input_names)
+        self._check_shape("bias", b, (m,))
         self._key = (x.shape, w.shape, dt, b is not None)
         g = self.spec.group
         cg, mg, r = c // g, m // g, len(geo.kernel)
@@ -156,8 +210,7 @@ class Conv(_ConvPool):
         self._geo, self._yshape = geo, join_layout(n, m, geo.out, self.order)
         self._xp = None
         if geo.padded:
-            self._xp = np.zeros(join_layout(n, c, geo.buf_spatial, self.order), dt)
-            self._xp_in = self._xp[index(self.order, geo.interior)]
+            self._xp, self._xp_in = self.padded_buffer(n, c, geo, dt)
         if self.order == "NCHW":
             col = np.empty((n, g, k1, p), dt)
             if b is not None:
@@ -191,10 +244,7 @@ class Conv(_ConvPool):
         return v if self._src_axes is None else v.transpose(self._src_axes)
 
     def run(self) -> None:
-        x, w = self.input(0), self.input(1)
-        b = self.input(2) if len(self.inputs) == 3 else None
-        if self._key is None or self._key != (x.shape, w.shape, x.dtype, b is not None) or w.dtype != x.dtype:
-            self._prepare(x, w, b)
+        x, w, b = self.forward_inputs()
         y = self.output(0, self._yshape, x.dtype)
         np.copyto(self._w_dst, self._w_src(w))
         if b is not None:
@@ -225,39 +275,17 @@ def _infer_conv_grad(args, ins):
 
 @register_op(
     "ConvGradient",
-    inputs=3,
-    outputs=(1, 3),
-    args=_CONV_ARGS,
-    input_docs=[("X", "forward input"), ("filter", "filter"), ("dY", "gradient of Y")],
-    output_docs=[
-        ("dfilter", "gradient of filter"),
-        ("dbias", "gradient of bias (unless no_bias)"),
-        ("dX", "gradient of X (optional)"),
-    ],
-    infer=_infer_conv_grad,
-    category="conv",
-    aliases=("Conv1DGradient", "Conv2DGradient", "Conv3DGradient"),
-    private=True,
+    **gradient_schema(_CONV_ARGS, _infer_conv_grad, aliases=("Conv1DGradient", "Conv2DGradient", "Conv3DGradient")),
 )
-class ConvGradient(_ConvPool):
+class ConvGradient(ConvOpBase):
     """Gradients of Conv: (dfilter, dbias, dX), dbias absent when no_bias=1, dX optional."""
 
-    def setup(self) -> None:
-        super().setup()
-        self.no_bias = bool(self.args.no_bias)
-        nout = len(self.outputs)
-        if self.no_bias and nout == 3:
-            raise self.arg_error("with no_bias=1 there is no bias gradient: give 1 or 2 outputs (dfilter, dX)")
-        self.i_db = None if self.no_bias else 1
-        self.i_dx = (1 if self.no_bias else 2) if nout > (1 if self.no_bias else 2) else None
+    is_gradient = True
 
     def _prepare(self, x, w, dy) -> None:
-        where, names = self.describe(), self.input_names
-        dt = _typed(where, names, [x, w, dy])
-        geo, n, c, m = conv_geometry(self.spec, x.shape, w.shape, where, names)
-        yshape = join_layout(n, m, geo.out, self.order)
-        if dy.shape != yshape:
-            raise ShapeError(f"{where}: gradient '{names[2]}' must have shape {yshape}, got {dy.shape}")
+        dt = self._dtype([x, w, dy])
+        geo, n, c, m = conv_geometry(self.spec, x.shape, w.shape, self.describe(), self.input_names)
+        self._check_shape("gradient", dy, join_layout(n, m, geo.out, self.order))
         self._key = (x.shape, w.shape, dy.shape, dt)
         g, r, o = self.spec.group, len(geo.kernel), self.order
         cg, mg = c // g, m // g
@@ -265,10 +293,8 @@ class ConvGradient(_ConvPool):
         self._geo = geo
         self._xp = self._dxp = None
         if geo.padded:
-            self._xp = np.zeros(join_layout(n, c, geo.buf_spatial, o), dt)
-            self._xp_in = self._xp[index(o, geo.interior)]
-            self._dxp = np.zeros_like(self._xp)
-            self._dxp_in = self._dxp[index(o, geo.interior)]
+            self._xp, self._xp_in = self.padded_buffer(n, c, geo, dt)
+            self._dxp, self._dxp_in = self.padded_buffer(n, c, geo, dt)
         self._slices = kernel_slices(geo)
         sl_full = (slice(None),) * r
         if o == "NCHW":
@@ -316,9 +342,7 @@ class ConvGradient(_ConvPool):
         return tuple(inv)
 
     def run(self) -> None:
-        x, w, dy = self.input(0), self.input(1), self.input(2)
-        if self._key != (x.shape, w.shape, dy.shape, x.dtype) or w.dtype != x.dtype or dy.dtype != x.dtype:
-            self._prepare(x, w, dy)
+        x, w, dy = self.gradient_inputs()
         o = self.order
         # im2col of X (layout chosen for the dfilter GEMM)
         if self._xp is not None:
@@ -364,255 +388,3 @@ def _conv_grad(g):
 
 for _alias in ("Conv1D", "Conv2D", "Conv3D"):
     gradient(_alias)(_conv_grad)
-
-
-# -- ConvTranspose ---------------------------------------------------------------------
-
-_CT_ARGS = conv_pool_args(dilation=False) + [
-    Arg("adj", INT, 0, "extra output size at the tail of every spatial dimension (< stride)"),
-    Arg("adjs", INTS, [], "adj per spatial dimension"),
-    Arg("no_bias", BOOL, False, "no bias input (gradient ops: no bias gradient output)"),
-]
-
-
-def convt_geometry(spec, adjs, x_shape, w_shape, where, names=("X", "filter")):
-    """(full-buffer geometry, N, C, M, out sizes) of ConvTranspose.
-
-    Out size per dim = (in - 1) * stride + kernel + adj - pad_head - pad_tail (pads 0 with
-    VALID/SAME), as Caffe2's ConvTransposeUnpoolBase.
-    """
-    if len(x_shape) < 3 or len(w_shape) != len(x_shape):
-        raise ShapeError(f"{where}: input '{names[0]}' {x_shape} and filter '{names[1]}' {w_shape} must be N-d alike")
-    n, c, spatial = split_layout(x_shape, spec.order)
-    cw, m, kernel = split_layout(w_shape, spec.order)
-    if c != cw:
-        raise ShapeError(f"{where}: filter '{names[1]}' has {cw} input channels, input '{names[0]}' has {c}")
-    if spec.legacy_pad == CAFFE_LEGACY_POOLING:
-        raise ShapeError(f"{where}: legacy_pad CAFFE_LEGACY_POOLING is not supported by ConvTranspose")
-    r = len(spatial)
-    given_kernel = tuple(kernel) if spec.kernel is None else None
-    probe = resolve(spec._replace(legacy_pad=NOTSET), tuple(kernel), where, kernel=given_kernel)
-    if probe.kernel != tuple(kernel):
-        raise ShapeError(
-            f"{where}: filter '{names[1]}' has kernel {tuple(kernel)} but the arguments say {probe.kernel}"
-        )
-    adj = tuple(adjs) if isinstance(adjs, tuple) else (adjs,) * r
-    if len(adj) != r:
-        raise ShapeError(f"{where}: adjs has {len(adj)} values for {r} spatial dimensions")
-    heads, tails = (probe.head, probe.tail) if spec.legacy_pad == NOTSET else ((0,) * r, (0,) * r)
-    full, out = [], []
-    for i in range(r):
-        if adj[i] >= probe.stride[i] or adj[i] < 0:
-            raise ShapeError(f"{where}: adj {adj[i]} must be in [0, stride {probe.stride[i]})")
-        f = (spatial[i] - 1) * probe.stride[i] + kernel[i] + adj[i]
-        if f - heads[i] - tails[i] < 1:
-            raise ShapeError(f"{where}: pads ({heads[i]}, {tails[i]}) leave no output in spatial dim {i}")
-        full.append(f)
-        out.append(f - heads[i] - tails[i])
-    # Geometry of the im2col/col2im stage over the full (uncropped) output.
-    geo = Geometry(tuple(out), tuple(kernel), probe.stride, (1,) * r, heads, tails, tuple(spatial))
-    return geo, n, c, m, tuple(out), tuple(full)
-
-
-def _ct_adjs(args):
-    return tuple(args.adjs) if args.has("adjs") else args.adj
-
-
-def _infer_convt(args, ins):
-    x, w = ins[0], ins[1]
-    if x.shape is None or w.shape is None:
-        return [UNKNOWN]
-    spec = parse_conv_pool(args, "ConvTranspose", "ConvTranspose", need_kernel=False)
-    _, n, _, m, out, _ = convt_geometry(spec, _ct_adjs(args), x.shape, w.shape, "ConvTranspose")
-    return [TensorSpec(join_layout(n, m, out, spec.order), x.dtype)]
-
-
-def _cost_convt(args, ins, outs):
-    """FLOPs = 2 * |X| * M * prod(kernel) (+ |Y| with a bias): every input element is scattered
-    through every output channel and kernel tap."""
-    x, w = ins[0], ins[1]
-    if not (x.known and w.known):
-        return Cost()
-    y = outs[0] if outs and outs[0].known else _infer_convt(args, ins)[0]
-    m_kernel = math.prod(w.shape[1:])  # M * prod(kernel) in both layouts
-    return _conv_like_cost(x, w, ins[2] if len(ins) > 2 else None, y.shape, math.prod(x.shape) * m_kernel)
-
-
-class _ConvTBase(_ConvPool):
-    need_kernel = False
-
-    def setup(self) -> None:
-        super().setup()
-        if self.spec.group != 1:
-            raise self.arg_error("ConvTranspose supports group=1 only")
-        self.adjs = _ct_adjs(self.args)
-
-    def _geometry(self, x, w):
-        return convt_geometry(self.spec, self.adjs, x.shape, w.shape, self.describe(), self.input_names)
-
-
-@register_op(
-    "ConvTranspose",
-    inputs=(2, 3),
-    args=_CT_ARGS,
-    input_docs=[("X", "input"), ("filter", "NCHW (C, M, *kernel); NHWC (C, *kernel, M)"), ("bias", "optional (M,)")],
-    output_docs=[("Y", "output")],
-    infer=_infer_convt,
-    cost=lambda args, ins, outs: _cost_convt(args, ins, outs),
-    category="conv",
-)
-class ConvTranspose(_ConvTBase):
-    """Transposed convolution (the gradient of Conv with respect to its input), Caffe2's
-    ConvTranspose: out = (in - 1) * stride + kernel + adj - pad_head - pad_tail."""
-
-    def _prepare(self, x, w, b) -> None:
-        where, names = self.describe(), self.input_names
-        dt = _typed(where, names, [x, w] + ([b] if b is not None else []))
-        geo, n, c, m, out, full = self._geometry(x, w)
-        if b is not None and b.shape != (m,):
-            raise ShapeError(f"{where}: bias '{names[2]}' must have shape ({m},), got {b.shape}")
-        self._key = (x.shape, w.shape, dt, b is not None)
-        o, r = self.order, len(out)
-        kp, p = math.prod(geo.kernel), math.prod(geo.out)
-        self._yshape = join_layout(n, m, out, o)
-        padded = any(geo.head) or any(geo.tail)
-        self._full = np.zeros(join_layout(n, m, full, o), dt) if padded else None
-        self._crop = index(o, tuple(slice(h, h + s) for h, s in zip(geo.head, out)))
-        slices = kernel_slices(geo)
-        if o == "NCHW":
-            self._col = np.empty((n, m * kp, p), dt)
-            colv = self._col.reshape(n, m, *geo.kernel, *geo.out)
-            self._mm = lambda x, w: np.matmul(w.reshape(c, m * kp).T, x.reshape(n, c, p), out=self._col)
-            self._parts = [(index(o, sl), colv[(slice(None),) * 2 + k]) for k, sl in slices]
-            self._bshape = (m,) + (1,) * r
-        else:
-            self._col = np.empty((n * p, kp * m), dt)
-            colv = self._col.reshape(n, *geo.out, *geo.kernel, m)
-            self._mm = lambda x, w: np.matmul(x.reshape(n * p, c), w.reshape(c, kp * m), out=self._col)
-            self._parts = [(index(o, sl), colv[(slice(None),) * (1 + r) + k]) for k, sl in slices]
-            self._bshape = (m,)
-
-    def run(self) -> None:
-        x, w = self.input(0), self.input(1)
-        b = self.input(2) if len(self.inputs) == 3 else None
-        if self._key != (x.shape, w.shape, x.dtype, b is not None) or w.dtype != x.dtype:
-            self._prepare(x, w, b)
-        y = self.output(0, self._yshape, x.dtype)
-        self._mm(x, w)
-        tgt = self._full if self._full is not None else y
-        tgt.fill(0)
-        for idx, part in self._parts:
-            view = tgt[idx]
-            np.add(view, part, out=view)
-        if self._full is not None:
-            np.copyto(y, self._full[self._crop])
-        if b is not None:
-            np.add(y, b.reshape(self._bshape), out=y)
-
-
-@register_op(
-    "ConvTransposeGradient",
-    inputs=3,
-    outputs=(1, 3),
-    args=_CT_ARGS,
-    input_docs=[("X", "forward input"), ("filter", "filter"), ("dY", "gradient of Y")],
-    output_docs=[
-        ("dfilter", "gradient of filter"),
-        ("dbias", "gradient of bias (unless no_bias)"),
-        ("dX", "gradient of X (optional)"),
-    ],
-    infer=_infer_conv_grad,
-    category="conv",
-    private=True,
-)
-class ConvTransposeGradient(_ConvTBase):
-    """Gradients of ConvTranspose: (dfilter, dbias, dX); dbias absent when no_bias=1."""
-
-    def setup(self) -> None:
-        super().setup()
-        self.no_bias = bool(self.args.no_bias)
-        nout = len(self.outputs)
-        if self.no_bias and nout == 3:
-            raise self.arg_error("with no_bias=1 there is no bias gradient: give 1 or 2 outputs (dfilter, dX)")
-        self.i_db = None if self.no_bias else 1
-        self.i_dx = (1 if self.no_bias else 2) if nout > (1 if self.no_bias else 2) else None
-
-    def _prepare(self, x, w, dy) -> None:
-        where, names = self.describe(), self.input_names
-        dt = _typed(where, names, [x, w, dy])
-        geo, n, c, m, out, full = self._geometry(x, w)
-        yshape = join_layout(n, m, out, self.order)
-        if dy.shape != yshape:
-            raise ShapeError(f"{where}: gradient '{names[2]}' must have shape {yshape}, got {dy.shape}")
-        self._key = (x.shape, w.shape, dy.shape, dt)
-        o, r = self.order, len(out)
-        kp, p = math.prod(geo.kernel), math.prod(geo.out)
-        padded = any(geo.head) or any(geo.tail)
-        self._full = np.zeros(join_layout(n, m, full, o), dt) if padded else None
-        if padded:
-            self._full_in = self._full[index(o, tuple(slice(h, h + s) for h, s in zip(geo.head, out)))]
-        self._wgeo = geo._replace(head=(0,) * r, tail=(0,) * r)
-        if o == "NCHW":
-            self._col = np.empty((m, *geo.kernel, n, *geo.out), dt)
-            self._axes = (1, *range(2, 2 + r), 0, *range(2 + r, 2 + 2 * r))
-            self._xT = np.empty((c, n, p), dt)
-            col3 = self._col.reshape(m * kp, n, p)
-            self._dw = lambda x, dw: np.matmul(
-                self._xT.reshape(c, n * p), col3.reshape(m * kp, n * p).T, out=dw.reshape(c, m * kp)
-            )
-            self._dx = lambda w, dx: np.matmul(w.reshape(c, m * kp), col3.transpose(1, 0, 2), out=dx.reshape(n, c, p))
-            self._db_axes = (0, *range(2, 2 + r))
-        else:
-            self._col = np.empty((n * p, kp * m), dt)
-            self._axes = None
-            self._dw = lambda x, dw: np.matmul(x.reshape(n * p, c).T, self._col, out=dw.reshape(c, kp * m))
-            self._dx = lambda w, dx: np.matmul(self._col, w.reshape(c, kp * m).T, out=dx.reshape(n * p, c))
-            self._db_axes = tuple(range(0, 1 + r))
-        self._n, self._c, self._p = n, c, p
-
-    def run(self) -> None:
-        x, w, dy = self.input(0), self.input(1), self.input(2)
-        if self._key != (x.shape, w.shape, dy.shape, x.dtype) or w.dtype != x.dtype or dy.dtype != x.dtype:
-            self._prepare(x, w, dy)
-        if self._full is not None:
-            np.copyto(self._full_in, dy)
-            src_arr = self._full
-        else:
-            src_arr = dy
-        win = window_view(src_arr, self._wgeo, self.order)
-        if self._axes is not None:
-            np.copyto(self._col, win.transpose(self._axes))
-            np.copyto(self._xT, x.reshape(self._n, self._c, self._p).transpose(1, 0, 2))
-        else:
-            np.copyto(self._col.reshape(win.shape), win)
-        dw = self.output(0, w.shape, w.dtype)
-        self._dw(x, dw)
-        if self.i_db is not None:
-            m = w.shape[1] if self.order == "NCHW" else w.shape[-1]
-            db = self.output(self.i_db, (m,), w.dtype)
-            np.sum(dy, axis=self._db_axes, out=db)
-        if self.i_dx is not None:
-            dx = self.output(self.i_dx, x.shape, x.dtype)
-            self._dx(w, dx)
-
-
-def _infer_convt_grad(args, ins):
-    x, w = ins[0], ins[1]
-    outs = [w]
-    if not args.no_bias:
-        order = args.order
-        m = None if w.shape is None else (w.shape[1] if order == "NCHW" else w.shape[-1])
-        outs.append(TensorSpec((m,) if m is not None else None, w.dtype))
-    if args.num_outputs > len(outs):
-        outs.append(x)
-    return outs
-
-
-ConvTransposeGradient.schema.infer = _infer_convt_grad
-
-
-@gradient("ConvTranspose")
-def _convt_grad(g):
-    if len(g.def_.input) == 3:
-        return [g.op("ConvTransposeGradient", [g.I(0), g.I(1), g.GO(0)], [g.GI(1), g.GI(2), g.GI(0)])]
-    return [g.op("ConvTransposeGradient", [g.I(0), g.I(1), g.GO(0)], [g.GI(1), g.GI(0)], no_bias=1)]

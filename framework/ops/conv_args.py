@@ -24,6 +24,7 @@ from typing import Any, NamedTuple, Sequence
 import numpy as np
 
 from framework.errors import ArgumentError, ShapeError
+from framework.ops.operator import Operator
 from framework.ops.schema import BOOL, INT, INTS, STRING, Arg
 
 NOTSET, VALID, SAME, CAFFE_LEGACY_POOLING = 0, 1, 2, 3
@@ -357,7 +358,34 @@ def as_shape(a: np.ndarray, shape: Sequence[int]) -> np.ndarray:
     return v
 
 
-def conv_out_shape(spec: ConvPoolSpec, x_shape: Sequence[int], channels: int | None, where: str) -> tuple:
-    n, _, spatial = split_layout(x_shape, spec.order)
-    geo = resolve(spec, spatial, where)
-    return join_layout(n, channels, geo.out, spec.order)
+def infer_geometry(args: Any, x_shape: Sequence[int], where: str, *, need_kernel: bool = True) -> tuple:
+    """(spec, N, C, geometry) for shape inference over an input of ``x_shape``."""
+    spec = parse_conv_pool(args, where, where, need_kernel=need_kernel)
+    n, c, spatial = split_layout(x_shape, spec.order)
+    return spec, n, c, resolve(spec, spatial, where)
+
+
+# -- the operator base ------------------------------------------------------------------
+
+
+class ConvPoolOp(Operator):
+    """Base of the ops taking ConvPoolOpBase arguments: parses them once into ``self.spec``
+    (``self.order`` its storage order) and resets ``self._key``, the input signature the
+    op's buffers were prepared for."""
+
+    need_kernel = True
+
+    def setup(self) -> None:
+        self.spec = parse_conv_pool(self.args, self.describe(), self.type, need_kernel=self.need_kernel)
+        self.order = self.spec.order
+        self._key = None
+
+    def geometry(self, shape: Sequence[int]) -> tuple[int, int, Geometry]:
+        """(N, C, geometry) of an input of ``shape``; ShapeError naming the op."""
+        n, c, spatial = split_layout(shape, self.order)
+        return n, c, resolve(self.spec, spatial, self.describe())
+
+    def padded_buffer(self, n: int, c: int, geo: Geometry, dtype: Any, fill: Any = 0) -> tuple:
+        """(buffer of the padded input filled with ``fill``, view of its interior where the input goes)."""
+        buf = np.full(join_layout(n, c, geo.buf_spatial, self.order), fill, dtype)
+        return buf, buf[index(self.order, geo.interior)]

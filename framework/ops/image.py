@@ -6,14 +6,14 @@ from __future__ import annotations
 import numpy as np
 
 from framework.errors import ShapeError
-from framework.ops.conv import _ConvPool
 from framework.ops.conv_args import (
+    ConvPoolOp,
     conv_pool_args,
     index,
+    infer_geometry,
     join_layout,
     kernel_slices,
     parse_conv_pool,
-    resolve,
     split_layout,
     window_view,
 )
@@ -165,7 +165,7 @@ def _infer_pad(args, ins):
     return [TensorSpec(join_layout(n, c, tuple(s + p[i] + p[r + i] for i, s in enumerate(sp)), spec.order), x.dtype)]
 
 
-class _Pad(_ConvPool):
+class _Pad(ConvPoolOp):
     need_kernel = False
 
     def setup(self) -> None:
@@ -279,9 +279,7 @@ def _infer_im2col(args, ins):
     x = ins[0]
     if x.shape is None:
         return [UNKNOWN]
-    spec = parse_conv_pool(args, "Im2Col", "Im2Col")
-    n, c, sp = split_layout(x.shape, spec.order)
-    geo = resolve(spec, sp, "Im2Col")
+    spec, n, c, geo = infer_geometry(args, x.shape, "Im2Col")
     kp = int(np.prod(geo.kernel))
     shape = (n, c * kp, *geo.out) if spec.order == "NCHW" else (n, *geo.out, kp * c)
     return [TensorSpec(shape, x.dtype)]
@@ -298,16 +296,15 @@ _IM2COL_ARGS = conv_pool_args(group=False)
     infer=_infer_im2col,
     category="image",
 )
-class Im2Col(_ConvPool):
+class Im2Col(ConvPoolOp):
     """The column matrix of a convolution's windows (Caffe2's Im2Col), padding with zeros."""
 
     def run(self) -> None:
         x = self.input(0)
         if self._key != x.shape:
-            n, c, sp = split_layout(x.shape, self.order)
-            geo = resolve(self.spec, sp, self.describe())
+            n, c, geo = self.geometry(x.shape)
             self._geo = geo
-            self._xp = np.zeros(join_layout(n, c, geo.buf_spatial, self.order), x.dtype) if geo.padded else None
+            self._xp = self.padded_buffer(n, c, geo, x.dtype)[0] if geo.padded else None
             kp = int(np.prod(geo.kernel))
             self._yshape = (n, c * kp, *geo.out) if self.order == "NCHW" else (n, *geo.out, kp * c)
             self._key = x.shape
@@ -330,15 +327,14 @@ class Im2Col(_ConvPool):
     category="image",
     private=True,
 )
-class Col2Im(_ConvPool):
+class Col2Im(ConvPoolOp):
     """Inverse of Im2Col's gather: each column entry is added back to its image cell."""
 
     def run(self) -> None:
         dy, x = self.input(0), self.input(1)
-        n, c, sp = split_layout(x.shape, self.order)
-        geo = resolve(self.spec, sp, self.describe())
-        buf = np.zeros(join_layout(n, c, geo.buf_spatial, self.order), dy.dtype)
-        r = len(sp)
+        n, c, geo = self.geometry(x.shape)
+        buf, interior = self.padded_buffer(n, c, geo, dy.dtype)
+        r = len(geo.spatial)
         if self.order == "NCHW":
             colv = dy.reshape(n, c, *geo.kernel, *geo.out)
             parts = [(index("NCHW", sl), colv[(slice(None),) * 2 + k]) for k, sl in kernel_slices(geo)]
@@ -347,7 +343,7 @@ class Col2Im(_ConvPool):
             parts = [(index("NHWC", sl), colv[(slice(None),) * (1 + r) + k]) for k, sl in kernel_slices(geo)]
         for idx, part in parts:
             buf[idx] += part
-        np.copyto(self.output(0, x.shape, dy.dtype), buf[index(self.order, geo.interior)])
+        np.copyto(self.output(0, x.shape, dy.dtype), interior)
 
 
 @gradient("Im2Col")

@@ -15,16 +15,7 @@ import math
 import numpy as np
 
 from framework.errors import ShapeError, TypeMismatchError
-from framework.ops.conv import _ConvPool
-from framework.ops.conv_args import (
-    conv_pool_args,
-    index,
-    join_layout,
-    kernel_slices,
-    parse_conv_pool,
-    resolve,
-    split_layout,
-)
+from framework.ops.conv_args import ConvPoolOp, conv_pool_args, index, infer_geometry, join_layout, kernel_slices
 from framework.ops.gradient import gradient
 from framework.ops.registry import register_op
 from framework.ops.schema import BOOL, FLOAT, UNKNOWN, Arg, TensorSpec, same_as_input
@@ -45,13 +36,23 @@ def _infer_pool(args, ins):
     x = ins[0]
     if x.shape is None:
         return [UNKNOWN]
-    spec = parse_conv_pool(args, "Pool", "Pool")
-    n, c, spatial = split_layout(x.shape, spec.order)
-    geo = resolve(spec, spatial, "Pool")
+    spec, n, c, geo = infer_geometry(args, x.shape, "Pool")
     return [TensorSpec(join_layout(n, c, geo.out, spec.order), x.dtype)]
 
 
-class _Pool(_ConvPool):
+def _pool_schema(name, args, y_doc):
+    """register_op keywords of a forward pooling op (with its 1D/2D/3D spellings)."""
+    return dict(
+        args=args,
+        input_docs=[("X", "input, NCHW or NHWC")],
+        output_docs=[("Y", y_doc)],
+        infer=_infer_pool,
+        category="pool",
+        aliases=tuple(f"{name}{d}D" for d in (1, 2, 3)),
+    )
+
+
+class _Pool(ConvPoolOp):
     """Shared preparation of the pooling ops (forward and gradient)."""
 
     kind = "max"
@@ -63,12 +64,11 @@ class _Pool(_ConvPool):
             raise ShapeError(f"{where}: input '{self.input_names[0]}' must be N-d with N >= 3, got shape {x.shape}")
         if x.dtype.kind != "f" and not (self.kind == "max" and x.dtype.kind in "iu"):
             raise TypeMismatchError(f"{where}: input '{self.input_names[0]}' has unsupported dtype {x.dtype}")
-        n, c, spatial = split_layout(x.shape, self.order)
-        geo = resolve(self.spec, spatial, where)
+        n, c, geo = self.geometry(x.shape)
         self._key = (x.shape, x.dtype)
         self._geo = geo
         self._yshape = join_layout(n, c, geo.out, self.order)
-        r = len(spatial)
+        r = len(geo.spatial)
         self._sp_axes = tuple(range(2, 2 + r)) if self.order == "NCHW" else tuple(range(1, 1 + r))
         self._global = self.spec.global_pooling
         self._xp = None
@@ -78,8 +78,7 @@ class _Pool(_ConvPool):
                 # Caffe2 starts each max at the lowest finite value: a window lying wholly in
                 # the padding (CAFFE_LEGACY_POOLING can make one) yields it.
                 pv = np.finfo(x.dtype).min if x.dtype.kind == "f" else np.iinfo(x.dtype).min
-            self._xp = np.full(join_layout(n, c, geo.buf_spatial, self.order), pv, x.dtype)
-            self._xp_in = self._xp[index(self.order, geo.interior)]
+            self._xp, self._xp_in = self.padded_buffer(n, c, geo, x.dtype, pv)
         self._slices = [index(self.order, sl) for _, sl in kernel_slices(geo)]
         self._tmp = np.empty(self._yshape, x.dtype) if self.kind != "max" or self.is_grad else None
         if self.kind == "avg":
@@ -111,6 +110,14 @@ class _Pool(_ConvPool):
         np.copyto(self._xp_in, x)
         return self._xp
 
+    def _fold(self, x, y, ufunc) -> None:
+        """y = ufunc over the windows' cells, one strided slice per kernel offset."""
+        src = self._padded(x)
+        sl = self._slices
+        np.copyto(y, src[sl[0]])
+        for s in sl[1:]:
+            ufunc(y, src[s], out=y)
+
 
 class _PoolForward(_Pool):
     def run(self) -> None:
@@ -122,15 +129,7 @@ class _PoolForward(_Pool):
             self.pool(x, y)
 
 
-@register_op(
-    "MaxPool",
-    args=_POOL_ARGS,
-    input_docs=[("X", "input, NCHW or NHWC")],
-    output_docs=[("Y", "max over each window")],
-    infer=_infer_pool,
-    category="pool",
-    aliases=("MaxPool1D", "MaxPool2D", "MaxPool3D"),
-)
+@register_op("MaxPool", **_pool_schema("MaxPool", _POOL_ARGS, "max over each window"))
 class MaxPool(_PoolForward):
     """Max pooling over windows of the input (Caffe2's MaxPool); padding never wins."""
 
@@ -140,22 +139,10 @@ class MaxPool(_PoolForward):
         if self._global:
             np.max(x, axis=self._sp_axes, keepdims=True, out=y)
             return
-        src = self._padded(x)
-        sl = self._slices
-        np.copyto(y, src[sl[0]])
-        for s in sl[1:]:
-            np.maximum(y, src[s], out=y)
+        self._fold(x, y, np.maximum)
 
 
-@register_op(
-    "AveragePool",
-    args=_AVG_ARGS,
-    input_docs=[("X", "input, NCHW or NHWC")],
-    output_docs=[("Y", "mean over each window")],
-    infer=_infer_pool,
-    category="pool",
-    aliases=("AveragePool1D", "AveragePool2D", "AveragePool3D"),
-)
+@register_op("AveragePool", **_pool_schema("AveragePool", _AVG_ARGS, "mean over each window"))
 class AveragePool(_PoolForward):
     """Average pooling (Caffe2's AveragePool): the sum over the window's cells inside the
     input divided by their number (padding excluded unless count_include_pad=1)."""
@@ -166,23 +153,11 @@ class AveragePool(_PoolForward):
         if self._global:
             np.mean(x, axis=self._sp_axes, keepdims=True, out=y)
             return
-        src = self._padded(x)
-        sl = self._slices
-        np.copyto(y, src[sl[0]])
-        for s in sl[1:]:
-            np.add(y, src[s], out=y)
+        self._fold(x, y, np.add)
         np.multiply(y, self._inv, out=y)
 
 
-@register_op(
-    "LpPool",
-    args=_LP_ARGS,
-    input_docs=[("X", "input, NCHW or NHWC")],
-    output_docs=[("Y", "(sum |x|^p)^(1/p) over each window")],
-    infer=_infer_pool,
-    category="pool",
-    aliases=("LpPool1D", "LpPool2D", "LpPool3D"),
-)
+@register_op("LpPool", **_pool_schema("LpPool", _LP_ARGS, "(sum |x|^p)^(1/p) over each window"))
 class LpPool(_PoolForward):
     """Lp pooling (Caffe2's LpPool): Y = (sum over the window of |X|^p)^(1/p)."""
 

@@ -12,9 +12,8 @@ from hypothesis import strategies as st
 
 from framework.core import CreateOperator
 from framework.errors import ArgumentError, FrameworkError, ShapeError, TypeMismatchError
-from framework.memory.workspace import Workspace
-from framework.ops import create_operator
-from framework.testing import assert_gradient_checks, assert_reference_checks, feed_inputs
+from framework.testing import assert_gradient_checks, assert_reference_checks
+from tests.ops.helpers import run_once
 
 NOTSET, VALID, SAME, CAFFE_LEGACY_POOLING = 0, 1, 2, 3
 
@@ -76,12 +75,6 @@ def test_conv_transpose_valid_and_same_ignore_padding(legacy, order, k, stride, 
     if x.size * m <= 24:
         for i in range(len(ins)):
             assert_gradient_checks(op, ins, i, stepsize=1e-3, threshold=1e-3)
-
-
-def _run(op, inputs):
-    ws = Workspace()
-    feed_inputs(ws, op, inputs)
-    create_operator(op, ws).run()
 
 
 X4 = np.zeros((1, 2, 3, 3), np.float32)
@@ -180,7 +173,7 @@ def test_errors_name_the_op_and_blob(op_type, n_in, n_out, kwargs, values, exc, 
         op_type, [f"I{i}" for i in range(n_in)], [f"O{i}" for i in range(n_out)], name="audited", **kwargs
     )
     with pytest.raises(exc, match=pattern) as e:
-        _run(op, values)
+        run_once(op, values)
     assert f'{op_type} "audited"' in str(e.value)
 
 

@@ -14,27 +14,10 @@ from framework.core import CreateOperator
 from framework.errors import ArgumentError, FrameworkError, SchemaError, ShapeError
 from framework.memory.workspace import Workspace
 from framework.ops import create_operator, get_gradient_for_op
-from framework.testing import assert_gradient_checks, assert_reference_checks, feed_inputs
-
+from framework.testing import assert_gradient_checks, assert_reference_checks
+from tests.ops.helpers import case_geometry, run_once
 
 # -- independent reference ---------------------------------------------------------------
-def ref_size(n, k, s, d, legacy, head, tail):
-    """Caffe2's output-size rules, written out per mode: (head, tail, out)."""
-    dk = d * (k - 1) + 1
-    if legacy == 0:
-        return head, tail, (n + head + tail - dk) // s + 1
-    if legacy == 1:
-        return 0, 0, (n - dk) // s + 1
-    if legacy == 2:
-        want = -(-n // s)
-        need = (want - 1) * s + k - n
-        h = need // 2 if need >= 0 else -((-need) // 2)
-        return h, need - h, (n + need - dk) // s + 1
-    out = math.ceil((n + 2 * head - k) / s) + 1
-    if head > 0 and (out - 1) * s >= n + head:
-        out -= 1
-    std = (n + 2 * head - k) // s + 1
-    return head, head + s * (out - std), out
 
 
 def to_nchw(a, order):
@@ -167,19 +150,7 @@ def test_conv_matches_loop_reference(case, seed):
     rng = np.random.default_rng(seed)
     x, w, b = make_inputs(case, rng)
     r = case["r"]
-    heads, outs = [], []
-    for i in range(r):
-        h, _, o = ref_size(
-            case["sizes"][i],
-            case["kernel"][i],
-            case["stride"][i],
-            case["dil"][i],
-            case["legacy"],
-            case["pads"][i],
-            case["pads"][r + i],
-        )
-        heads.append(h)
-        outs.append(o)
+    heads, _, outs = case_geometry(case)
     inputs = [x, w, b] if case["bias"] else [x, w]
     op_type = {1: "Conv1D", 2: "Conv", 3: "Conv3D"}[r]
     op = CreateOperator(op_type, ["X", "W", "b"][: len(inputs)], ["Y"], **conv_kwargs(case))
@@ -313,57 +284,51 @@ def test_conv_transpose_output_size_formula():
 
 
 # -- errors ------------------------------------------------------------------------------
-def _run(op, inputs):
-    ws = Workspace()
-    feed_inputs(ws, op, inputs)
-    create_operator(op, ws).run()
-
-
 def test_conv_errors_name_the_op_and_blob():
     x = np.zeros((1, 4, 5, 5), np.float32)
     w = np.zeros((2, 4, 3, 3), np.float32)
     with pytest.raises(ArgumentError, match="kernel size"):
-        _run(CreateOperator("Conv", ["X", "W"], ["Y"], name="c1"), [x, w])
+        run_once(CreateOperator("Conv", ["X", "W"], ["Y"], name="c1"), [x, w])
     with pytest.raises(ArgumentError, match="VALID"):
-        _run(CreateOperator("Conv", ["X", "W"], ["Y"], kernel=3, pad=1, legacy_pad=1), [x, w])
+        run_once(CreateOperator("Conv", ["X", "W"], ["Y"], kernel=3, pad=1, legacy_pad=1), [x, w])
     with pytest.raises(ArgumentError, match="SAME"):
-        _run(CreateOperator("Conv", ["X", "W"], ["Y"], kernel=3, pads=[1, 1, 1, 1], legacy_pad=2), [x, w])
+        run_once(CreateOperator("Conv", ["X", "W"], ["Y"], kernel=3, pads=[1, 1, 1, 1], legacy_pad=2), [x, w])
     with pytest.raises(ShapeError, match=r"Conv \"c3\".*channels.*group"):
-        _run(
+        run_once(
             CreateOperator("Conv", ["X", "W3"], ["Y"], kernel=3, group=3, name="c3"),
             [np.zeros((1, 4, 5, 5), np.float32), np.zeros((3, 1, 3, 3), np.float32)],
         )
     with pytest.raises(ShapeError, match="not divisible by group"):
-        _run(CreateOperator("Conv", ["X", "W"], ["Y"], kernel=3, group=2), [x, np.zeros((3, 2, 3, 3), np.float32)])
+        run_once(CreateOperator("Conv", ["X", "W"], ["Y"], kernel=3, group=2), [x, np.zeros((3, 2, 3, 3), np.float32)])
     with pytest.raises(ShapeError, match="'W'.*kernel"):
-        _run(CreateOperator("Conv", ["X", "W"], ["Y"], kernel=5), [x, w])
+        run_once(CreateOperator("Conv", ["X", "W"], ["Y"], kernel=5), [x, w])
     with pytest.raises(ShapeError, match="bias 'b'"):
-        _run(CreateOperator("Conv", ["X", "W", "b"], ["Y"], kernel=3), [x, w, np.zeros(3, np.float32)])
+        run_once(CreateOperator("Conv", ["X", "W", "b"], ["Y"], kernel=3), [x, w, np.zeros(3, np.float32)])
     with pytest.raises(ShapeError, match="smaller than the kernel"):
-        _run(CreateOperator("Conv", ["X", "W"], ["Y"], kernel=7), [x, np.zeros((2, 4, 7, 7), np.float32)])
+        run_once(CreateOperator("Conv", ["X", "W"], ["Y"], kernel=7), [x, np.zeros((2, 4, 7, 7), np.float32)])
     with pytest.raises(ArgumentError, match="kernel_h"):
-        _run(CreateOperator("Conv", ["X", "W"], ["Y"], kernel_h=3), [x, w])
+        run_once(CreateOperator("Conv", ["X", "W"], ["Y"], kernel_h=3), [x, w])
     with pytest.raises(ArgumentError, match="order"):
-        _run(CreateOperator("Conv", ["X", "W"], ["Y"], kernel=3, order="NCWH"), [x, w])
+        run_once(CreateOperator("Conv", ["X", "W"], ["Y"], kernel=3, order="NCWH"), [x, w])
     with pytest.raises(ArgumentError, match="dilation"):
-        _run(CreateOperator("Conv", ["X", "W"], ["Y"], kernel=3, group=2, dilation=2), [x, w])
+        run_once(CreateOperator("Conv", ["X", "W"], ["Y"], kernel=3, group=2, dilation=2), [x, w])
     with pytest.raises(ArgumentError, match="spatial dimensions"):
-        _run(CreateOperator("Conv", ["X", "W"], ["Y"], kernels=[3, 3], strides=[1, 1, 1]), [x, w])
+        run_once(CreateOperator("Conv", ["X", "W"], ["Y"], kernels=[3, 3], strides=[1, 1, 1]), [x, w])
     with pytest.raises(ShapeError, match="3-D"):
-        _run(CreateOperator("Conv3D", ["X", "W"], ["Y"], kernel=3), [x, w])
+        run_once(CreateOperator("Conv3D", ["X", "W"], ["Y"], kernel=3), [x, w])
     with pytest.raises(SchemaError):
-        _run(CreateOperator("Conv", ["X"], ["Y"], kernel=3), [x])
+        run_once(CreateOperator("Conv", ["X"], ["Y"], kernel=3), [x])
     with pytest.raises(ArgumentError, match="no_bias"):
-        _run(
+        run_once(
             CreateOperator("ConvGradient", ["X", "W", "dY"], ["dW", "db", "dX"], kernel=3, no_bias=1),
             [x, w, np.zeros((1, 2, 3, 3), np.float32)],
         )
     with pytest.raises(ShapeError, match="'dY'"):
-        _run(
+        run_once(
             CreateOperator("ConvGradient", ["X", "W", "dY"], ["dW", "db", "dX"], kernel=3),
             [x, w, np.zeros((1, 2, 4, 3), np.float32)],
         )
     with pytest.raises(ShapeError, match="adj"):
-        _run(
+        run_once(
             CreateOperator("ConvTranspose", ["X", "W"], ["Y"], kernel=3, adj=1), [x, np.zeros((4, 2, 3, 3), np.float32)]
         )

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-import math
 
 import numpy as np
 import pytest
@@ -15,24 +14,7 @@ from framework.errors import ArgumentError, ShapeError
 from framework.memory.workspace import Workspace
 from framework.ops import create_operator, get_gradient_for_op
 from framework.testing import assert_gradient_checks, assert_reference_checks, feed_inputs
-
-
-def ref_size(n, k, s, d, legacy, head, tail):
-    dk = d * (k - 1) + 1
-    if legacy == 0:
-        return head, tail, (n + head + tail - dk) // s + 1
-    if legacy == 1:
-        return 0, 0, (n - dk) // s + 1
-    if legacy == 2:
-        want = -(-n // s)
-        need = (want - 1) * s + k - n
-        h = need // 2 if need >= 0 else -((-need) // 2)
-        return h, need - h, (n + need - dk) // s + 1
-    out = math.ceil((n + 2 * head - k) / s) + 1
-    if head > 0 and (out - 1) * s >= n + head:
-        out -= 1
-    std = (n + 2 * head - k) // s + 1
-    return head, head + s * (out - std), out
+from tests.ops.helpers import case_geometry, run_once
 
 
 def pool_reference(x, kind, order, kernel, stride, dil, heads, tails, outs, p=2.0, include_pad=False):
@@ -109,23 +91,6 @@ def pool_kwargs(case):
     return kw
 
 
-def geometry(case):
-    r = case["r"]
-    res = [
-        ref_size(
-            case["sizes"][i],
-            case["kernel"][i],
-            case["stride"][i],
-            case["dil"][i],
-            case["legacy"],
-            case["pads"][i],
-            case["pads"][r + i],
-        )
-        for i in range(r)
-    ]
-    return [a for a, _, _ in res], [b for _, b, _ in res], [c for _, _, c in res]
-
-
 def make_x(case, rng, dtype=np.float32):
     shape = (case["n"], case["c"], *case["sizes"])
     x = rng.standard_normal(shape).astype(dtype)
@@ -138,7 +103,7 @@ def make_x(case, rng, dtype=np.float32):
 def test_pool_matches_loop_reference(kind, op_type, case, seed, include):
     rng = np.random.default_rng(seed)
     x = make_x(case, rng)
-    heads, tails, outs = geometry(case)
+    heads, tails, outs = case_geometry(case)
     kw = pool_kwargs(case)
     p = 2.0
     if kind == "avg" and include:
@@ -210,26 +175,20 @@ def test_lenet_pool_shape_and_gradient_maker():
     assert g_in == ["X_grad"]
 
 
-def _run(op, inputs):
-    ws = Workspace()
-    feed_inputs(ws, op, inputs)
-    create_operator(op, ws).run()
-
-
 def test_pool_errors():
     x = np.zeros((1, 2, 4, 4), np.float32)
     with pytest.raises(ArgumentError, match="kernel size"):
-        _run(CreateOperator("MaxPool", ["X"], ["Y"], name="p"), [x])
+        run_once(CreateOperator("MaxPool", ["X"], ["Y"], name="p"), [x])
     with pytest.raises(ArgumentError, match="global_pooling"):
-        _run(CreateOperator("MaxPool", ["X"], ["Y"], global_pooling=1, stride=2), [x])
+        run_once(CreateOperator("MaxPool", ["X"], ["Y"], global_pooling=1, stride=2), [x])
     with pytest.raises(ArgumentError, match="VALID"):
-        _run(CreateOperator("AveragePool", ["X"], ["Y"], kernel=2, pad=1, legacy_pad=1), [x])
+        run_once(CreateOperator("AveragePool", ["X"], ["Y"], kernel=2, pad=1, legacy_pad=1), [x])
     with pytest.raises(ShapeError, match="smaller than the kernel"):
-        _run(CreateOperator("MaxPool", ["X"], ["Y"], kernel=5), [x])
+        run_once(CreateOperator("MaxPool", ["X"], ["Y"], kernel=5), [x])
     with pytest.raises(ShapeError, match="'Y'"):
-        _run(
+        run_once(
             CreateOperator("MaxPoolGradient", ["X", "Y", "dY"], ["dX"], kernel=2, stride=2),
             [x, np.zeros((1, 2, 3, 3), np.float32), np.zeros((1, 2, 2, 2), np.float32)],
         )
     with pytest.raises(ShapeError, match="1-D"):
-        _run(CreateOperator("MaxPool1D", ["X"], ["Y"], kernel=2), [x])
+        run_once(CreateOperator("MaxPool1D", ["X"], ["Y"], kernel=2), [x])

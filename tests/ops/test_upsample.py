@@ -12,7 +12,8 @@ from framework.errors import ArgumentError, ShapeError, TypeMismatchError
 from framework.memory.workspace import Workspace
 from framework.ops import create_operator, get_gradient_for_op
 from framework.ops.inference import infer_op
-from framework.testing import assert_gradient_checks, assert_reference_checks, feed_inputs, spec_of
+from framework.testing import assert_gradient_checks, assert_reference_checks, spec_of
+from tests.ops.helpers import run_once
 
 f32 = np.float32
 SCALES = st.sampled_from([0.5, 0.75, 1.0, 1.1, 1.5, 2.0, 2.5, 3.0])
@@ -118,26 +119,20 @@ def test_gradient_maker_follows_caffe2():
     assert any(a.name == "width_scale" for a in ops[0].arg)
 
 
-def _run(op, inputs):
-    ws = Workspace()
-    feed_inputs(ws, op, inputs)
-    create_operator(op, ws).run()
-
-
 def test_errors_name_the_op_and_blob():
     x = np.zeros((1, 2, 3, 3), np.float32)
     with pytest.raises(ArgumentError, match=r'UpsampleBilinear "up".*must be > 0'):
         create_operator(CreateOperator("UpsampleBilinear", ["X"], ["Y"], name="up", width_scale=0.0), Workspace())
     with pytest.raises(ShapeError, match=r"UpsampleBilinear.*'X' must be 4-D.*\(2, 3, 3\)"):
-        _run(CreateOperator("UpsampleBilinear", ["X"], ["Y"]), [x[0]])
+        run_once(CreateOperator("UpsampleBilinear", ["X"], ["Y"]), [x[0]])
     with pytest.raises(TypeMismatchError, match=r"UpsampleBilinear.*'X' must hold floats.*int32"):
-        _run(CreateOperator("UpsampleBilinear", ["X"], ["Y"]), [x.astype(np.int32)])
+        run_once(CreateOperator("UpsampleBilinear", ["X"], ["Y"]), [x.astype(np.int32)])
     with pytest.raises(ShapeError, match=r"scales 'S' must be 1-D with 2 values.*\(3,\)"):
-        _run(CreateOperator("UpsampleBilinear", ["X", "S"], ["Y"]), [x, np.ones(3, np.float32)])
+        run_once(CreateOperator("UpsampleBilinear", ["X", "S"], ["Y"]), [x, np.ones(3, np.float32)])
     with pytest.raises(ShapeError, match=r"scales 'S' must be > 0"):
-        _run(CreateOperator("UpsampleBilinear", ["X", "S"], ["Y"]), [x, np.array([1.0, -2.0], np.float32)])
+        run_once(CreateOperator("UpsampleBilinear", ["X", "S"], ["Y"]), [x, np.array([1.0, -2.0], np.float32)])
     with pytest.raises(ShapeError, match=r"UpsampleBilinearGradient.*'dY'.*'X'.*differ in N or C"):
-        _run(
+        run_once(
             CreateOperator("UpsampleBilinearGradient", ["dY", "X"], ["dX"]),
             [np.zeros((1, 3, 6, 6), np.float32), x],
         )
