@@ -25,6 +25,7 @@ from framework.ops import (  # noqa: E402,F401  isort:skip
     normalization,
     optimizers,
     pool,
+    random_fills,
     reductions,
     shape_ops,
     summarize,

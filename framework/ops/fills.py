@@ -1,5 +1,5 @@
-"""Fills: ConstantFill, UniformFill, UniformIntFill, GaussianFill, XavierFill,
-MSRAFill, RangeFill, DiagonalFill and the GivenTensor*Fill family.
+"""Fills: the FillerOp base every fill shares, ConstantFill, RangeFill, DiagonalFill and the
+GivenTensor*Fill family (the random fills are in ``random_fills``).
 
 Every fill takes its output shape from one of three places, as Caffe2's
 FillerOp does:
@@ -28,7 +28,7 @@ from framework.memory.typemeta import TypeMeta
 from framework.ops.gradient import no_gradient
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op
-from framework.ops.schema import BOOL, FLOAT, FLOATS, INT, INTS, STRINGS, TENSOR, Arg, TensorSpec
+from framework.ops.schema import BOOL, FLOATS, INT, INTS, STRINGS, TENSOR, Arg, TensorSpec
 from framework.proto.framework_pb2 import TensorProto
 
 _SHAPE_ARGS = [
@@ -42,7 +42,7 @@ _SHAPE_ARGS = [
         "fill on the first run only (2018 Caffe2 nets may set it; later Caffe2 fills on every run)",
     ),
 ]
-_INPUT_DOC = [("input", "optional: the tensor whose shape is copied, or (input_as_shape) the shape itself")]
+INPUT_DOC = [("input", "optional: the tensor whose shape is copied, or (input_as_shape) the shape itself")]
 _OUTPUT_DOC = [("output", "the filled tensor")]
 _FLOAT = np.dtype(np.float32)
 
@@ -157,7 +157,7 @@ class FillerOp(Operator):
         raise NotImplementedError
 
 
-class _FixedTypeFill(FillerOp):
+class FixedTypeFill(FillerOp):
     """A fill of one element type; a ``dtype`` argument must name that type."""
 
     fixed: int = TensorProto.FLOAT
@@ -177,20 +177,35 @@ def _fixed_args(kind: int, extra: list[Arg]) -> list[Arg]:
     return [*_SHAPE_ARGS, Arg("dtype", INT, kind, f"must be {name} ({kind}) if given"), *extra]
 
 
-@register_op(
-    "ConstantFill",
-    inputs=(0, 1),
-    args=[
+def _fill_op(name: str, args: list[Arg], infer: Any, inputs: Any = (0, 1), input_docs: list = INPUT_DOC) -> Any:
+    """register_op for a fill: the optional shape input, one output, in-place allowed."""
+    return register_op(
+        name,
+        inputs=inputs,
+        args=args,
+        input_docs=input_docs,
+        output_docs=_OUTPUT_DOC,
+        allow_inplace={(0, 0)},
+        infer=infer,
+        category="fill",
+    )
+
+
+def fixed_fill(name: str, kind: int = TensorProto.FLOAT, extra: list[Arg] = (), **kw: Any) -> Any:
+    """register_op for a fill of the one element type ``kind``."""
+    return _fill_op(name, _fixed_args(kind, list(extra)), filler_infer(kind), **kw)
+
+
+def _value_args(doc: str) -> list[Arg]:
+    """Arguments of the fills whose element type follows ``value`` (ConstantFill, DiagonalFill)."""
+    return [
         *_SHAPE_ARGS,
-        Arg("value", TENSOR, 0.0, "the fill value: a float, an int or a string"),
+        Arg("value", TENSOR, 0.0, doc),
         Arg("dtype", INT, TensorProto.FLOAT, "TensorProto DataType; default: the type of 'value' (float/int64)"),
-    ],
-    input_docs=_INPUT_DOC,
-    output_docs=_OUTPUT_DOC,
-    allow_inplace={(0, 0)},
-    infer=filler_infer(value_typed=True),
-    category="fill",
-)
+    ]
+
+
+@_fill_op("ConstantFill", _value_args("the fill value: a float, an int or a string"), filler_infer(value_typed=True))
 class ConstantFill(FillerOp):
     """Fill the output with the constant ``value``.
 
@@ -218,184 +233,15 @@ class ConstantFill(FillerOp):
         out.fill(self._value)
 
 
-@register_op(
-    "UniformFill",
-    inputs={0, 1, 3},
-    args=_fixed_args(
-        TensorProto.FLOAT,
-        [Arg("min", FLOAT, 0.0, "lower bound (inclusive)"), Arg("max", FLOAT, 1.0, "upper bound (exclusive)")],
-    ),
-    input_docs=[*_INPUT_DOC, ("min", "optional scalar lower bound"), ("max", "optional scalar upper bound")],
-    output_docs=_OUTPUT_DOC,
-    allow_inplace={(0, 0)},
-    infer=filler_infer(TensorProto.FLOAT),
-    category="fill",
-)
-class UniformFill(_FixedTypeFill):
-    """Fill with float samples of U[min, max). With 3 inputs, min and max come from
-    inputs 1 and 2 (scalars); if min > max the output's first dimension becomes 0."""
-
-    def prepare_fill(self) -> None:
-        a = self.args
-        if a.num_inputs == 3:
-            if a.has("min") or a.has("max"):
-                raise self.arg_error("cannot set both the min/max arguments and the min/max input blobs")
-        elif not a.min < a.max:
-            raise self.arg_error(f"max value ({a.max}) should be bigger than min value ({a.min})")
-        self._lo, self._hi = a.min, a.max
-
-    def run(self) -> None:
-        shape = self.out_shape()
-        lo, hi = self._lo, self._hi
-        if self.args.num_inputs == 3:
-            lo, hi = self._bound(1), self._bound(2)
-            if lo > hi and shape:
-                shape = (0, *shape[1:])
-        out = self.output(0, shape, self.out_dtype)
-        if out.size:
-            self.rng.random(dtype=out.dtype, out=out)
-            out *= out.dtype.type(hi - lo)
-            out += out.dtype.type(lo)
-
-    def _bound(self, i: int) -> float:
-        v = self.input(i)
-        if v.size != 1:
-            raise ShapeError(f"{self.describe()}: input {i} ('{self.input_names[i]}') must be a scalar, got {v.shape}")
-        return float(v.reshape(-1)[0])
-
-
-@register_op(
-    "UniformIntFill",
-    inputs={0, 1, 3},
-    args=_fixed_args(
-        TensorProto.INT32,
-        [Arg("min", INT, 0, "lower bound (inclusive)"), Arg("max", INT, 1, "upper bound (inclusive)")],
-    ),
-    input_docs=[*_INPUT_DOC, ("min", "optional scalar lower bound"), ("max", "optional scalar upper bound")],
-    output_docs=_OUTPUT_DOC,
-    allow_inplace={(0, 0)},
-    infer=filler_infer(TensorProto.INT32),
-    category="fill",
-)
-class UniformIntFill(UniformFill):
-    """Fill with int32 samples uniform on [min, max], both ends included."""
-
-    fixed = TensorProto.INT32
-
-    def run(self) -> None:
-        shape = self.out_shape()
-        lo, hi = self._lo, self._hi
-        if self.args.num_inputs == 3:
-            lo, hi = int(self._bound(1)), int(self._bound(2))
-            if lo > hi and shape:
-                shape = (0, *shape[1:])
-        out = self.output(0, shape, self.out_dtype)
-        if out.size:
-            out[...] = self.rng.integers(lo, hi, size=out.shape, dtype=np.int64, endpoint=True)
-
-
-@register_op(
-    "GaussianFill",
-    inputs=(0, 1),
-    args=_fixed_args(
-        TensorProto.FLOAT,
-        [Arg("mean", FLOAT, 0.0, "mean of the distribution"), Arg("std", FLOAT, 1.0, "standard deviation (> 0)")],
-    ),
-    input_docs=_INPUT_DOC,
-    output_docs=_OUTPUT_DOC,
-    allow_inplace={(0, 0)},
-    infer=filler_infer(TensorProto.FLOAT),
-    category="fill",
-)
-class GaussianFill(_FixedTypeFill):
-    """Fill with float samples of N(mean, std^2)."""
-
-    def prepare_fill(self) -> None:
-        if not self.args.std > 0:
-            raise self.arg_error(f"standard deviation 'std' should be positive, got {self.args.std}")
-        self._mean = np.float32(self.args.mean)
-        self._std = np.float32(self.args.std)
-
-    def fill(self, out: np.ndarray) -> None:
-        self.rng.standard_normal(dtype=out.dtype, out=out)
-        out *= self._std
-        out += self._mean
-
-
-@register_op(
-    "XavierFill",
-    inputs=(0, 1),
-    args=_fixed_args(TensorProto.FLOAT, []),
-    input_docs=_INPUT_DOC,
-    output_docs=_OUTPUT_DOC,
-    allow_inplace={(0, 0)},
-    infer=filler_infer(TensorProto.FLOAT),
-    category="fill",
-)
-class XavierFill(_FixedTypeFill):
-    """Fill with U(-s, s), s = sqrt(3 / fan_in), fan_in = size / dim(0) (Caffe2's Xavier)."""
-
-    def fill(self, out: np.ndarray) -> None:
-        if out.ndim < 1:
-            raise ShapeError(f"{self.describe()}: needs an output with at least 1 dimension, got a scalar")
-        scale = math.sqrt(3.0 / (out.size // out.shape[0]))
-        self.rng.random(dtype=out.dtype, out=out)
-        out *= out.dtype.type(2 * scale)
-        out -= out.dtype.type(scale)
-
-
-@register_op(
-    "MSRAFill",
-    inputs=(0, 1),
-    args=_fixed_args(TensorProto.FLOAT, []),
-    input_docs=_INPUT_DOC,
-    output_docs=_OUTPUT_DOC,
-    allow_inplace={(0, 0)},
-    infer=filler_infer(TensorProto.FLOAT),
-    category="fill",
-)
-class MSRAFill(_FixedTypeFill):
-    """Fill with N(0, s^2), s = sqrt(2 / fan_out), fan_out = size / dim(1) (Caffe2's MSRA)."""
-
-    def fill(self, out: np.ndarray) -> None:
-        if out.ndim < 2:
-            raise ShapeError(f"{self.describe()}: needs an output with at least 2 dimensions, got {out.shape}")
-        scale = math.sqrt(2.0 / (out.size // out.shape[1]))
-        self.rng.standard_normal(dtype=out.dtype, out=out)
-        out *= out.dtype.type(scale)
-
-
-@register_op(
-    "RangeFill",
-    inputs=(0, 1),
-    args=_fixed_args(TensorProto.FLOAT, []),
-    input_docs=_INPUT_DOC,
-    output_docs=_OUTPUT_DOC,
-    allow_inplace={(0, 0)},
-    infer=filler_infer(TensorProto.FLOAT),
-    category="fill",
-)
-class RangeFill(_FixedTypeFill):
+@fixed_fill("RangeFill")
+class RangeFill(FixedTypeFill):
     """Fill with 0, 1, 2, ... in row-major order (float), handy to check reshapes."""
 
     def fill(self, out: np.ndarray) -> None:
         np.copyto(out.reshape(-1), np.arange(out.size, dtype=out.dtype))
 
 
-@register_op(
-    "DiagonalFill",
-    inputs=(0, 1),
-    args=[
-        *_SHAPE_ARGS,
-        Arg("value", TENSOR, 0.0, "the diagonal value: a float or an int"),
-        Arg("dtype", INT, TensorProto.FLOAT, "TensorProto DataType; default: the type of 'value' (float/int64)"),
-    ],
-    input_docs=_INPUT_DOC,
-    output_docs=_OUTPUT_DOC,
-    allow_inplace={(0, 0)},
-    infer=filler_infer(value_typed=True),
-    category="fill",
-)
+@_fill_op("DiagonalFill", _value_args("the diagonal value: a float or an int"), filler_infer(value_typed=True))
 class DiagonalFill(ConstantFill):
     """Zeros with ``value`` on the diagonal. The output needs >= 2 dims; beyond 2 all dims
     must be equal. A tall matrix's diagonal wraps around every (cols + 1) elements, as Caffe2's."""
@@ -477,16 +323,7 @@ def _given_fill(name: str, data_type: int, values_kind: str, doc: str, typed: bo
         dtype_arg = Arg("dtype", INT, data_type, f"ignored: the output is {dt_name}")
         infer = filler_infer(data_type)
     cls = type(name, (_GivenTensorFill,), {"__doc__": doc, "data_type": data_type})
-    register_op(
-        name,
-        inputs=(0, 1),
-        args=[*_SHAPE_ARGS, Arg("values", values_kind, [], "the values, row-major"), dtype_arg],
-        input_docs=_INPUT_DOC,
-        output_docs=_OUTPUT_DOC,
-        allow_inplace={(0, 0)},
-        infer=infer,
-        category="fill",
-    )(cls)
+    _fill_op(name, [*_SHAPE_ARGS, Arg("values", values_kind, [], "the values, row-major"), dtype_arg], infer)(cls)
     globals()[name] = cls
 
 
@@ -505,11 +342,6 @@ _given_fill("GivenTensorStringFill", TensorProto.STRING, STRINGS, "Fill with the
 
 no_gradient(
     "ConstantFill",
-    "UniformFill",
-    "UniformIntFill",
-    "GaussianFill",
-    "XavierFill",
-    "MSRAFill",
     "RangeFill",
     "DiagonalFill",
     "GivenTensorFill",
