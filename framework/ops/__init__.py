@@ -11,6 +11,7 @@ from framework.ops.registry import all_schemas, get_schema, has_op, register_op,
 # Op families: each import registers its ops. Keep one line per module.
 from framework.ops import (  # noqa: E402,F401  isort:skip
     activations,
+    adaptive,
     conv,
     conv_transpose,
     db_input,
@@ -27,6 +28,7 @@ from framework.ops import (  # noqa: E402,F401  isort:skip
     pool,
     random_fills,
     reductions,
+    sgd,
     shape_ops,
     summarize,
     training,

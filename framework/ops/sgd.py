@@ -1,0 +1,125 @@
+"""SGD-style update ops: MomentumSGD, MomentumSGDUpdate (Caffe2's momentum_sgd) and
+ScatterWeightedSum (the sparse weighted update), over the base in ``optimizers``."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from framework.ops.gradient import should_not_do_gradient
+from framework.ops.optimizers import UpdateOp, update_op
+from framework.ops.schema import FLOAT, INT, Arg
+
+_MOMENTUM_ARGS = [
+    Arg("momentum", FLOAT, 0.0, "momentum coefficient"),
+    Arg("nesterov", INT, 0, "1 for Nesterov accelerated gradient"),
+]
+
+
+def _momentum_step(op: UpdateOp, g, m, lr, ng, nm) -> None:
+    """ng, nm from g, m (any of them may alias): Caffe2's momentum_sgd_compute."""
+    mu = op.args.momentum
+    np.multiply(g, lr, out=ng)  # lr * g
+    np.multiply(m, mu, out=nm)  # momentum * m
+    nm += ng  # new moment = momentum * m + lr * g
+    if op.args.nesterov:
+        # (1 + mu) * m_new - mu * m_old == lr * g + mu * m_new
+        t = op.scratch(0, nm.shape, nm.dtype)
+        np.multiply(nm, mu, out=t)
+        ng += t
+    else:
+        np.copyto(ng, nm)
+
+
+@update_op(
+    "MomentumSGD",
+    (0, 1),
+    inputs=3,
+    outputs=2,
+    args=_MOMENTUM_ARGS,
+    input_docs=[("grad", "gradient"), ("moment", "momentum history"), ("lr", "learning rate (one element)")],
+    output_docs=[("output_grad", "the step to subtract"), ("output_moment", "updated momentum")],
+    allow_inplace={(0, 0), (1, 1)},
+)
+class MomentumSGD(UpdateOp):
+    """Momentum SGD step without touching the parameter.
+
+    Classic: ``m' = momentum * m + lr * g``, ``g' = m'``. Nesterov:
+    ``m' = momentum * m + lr * g``, ``g' = (1 + momentum) * m' - momentum * m``.
+    Subtract ``g'`` from the parameter to descend.
+    """
+
+    def run(self) -> None:
+        self.same_shape(0, 1)
+        g, m, lr = self.input(0), self.input(1), self.scalar(2)
+        _momentum_step(self, g, m, lr, self.out_like(0, 0), self.out_like(1, 1))
+
+
+@update_op(
+    "MomentumSGDUpdate",
+    (0, 1, 3),
+    inputs=4,
+    outputs=3,
+    args=_MOMENTUM_ARGS,
+    input_docs=[
+        ("grad", "gradient"),
+        ("moment", "momentum history"),
+        ("lr", "learning rate (one element, positive)"),
+        ("param", "parameter"),
+    ],
+    output_docs=[("output_grad", "the step"), ("output_moment", "updated momentum"), ("output_param", "param - step")],
+    allow_inplace={(0, 0), (1, 1), (3, 2)},
+)
+class MomentumSGDUpdate(UpdateOp):
+    """MomentumSGD followed by ``param' = param - g'`` (fused)."""
+
+    def run(self) -> None:
+        self.same_shape(0, 1)
+        self.same_shape(0, 3)
+        g, m, lr, p = self.input(0), self.input(1), self.scalar(2), self.input(3)
+        ng = self.out_like(0, 0)
+        _momentum_step(self, g, m, lr, ng, self.out_like(1, 1))
+        np.subtract(p, ng, out=self.out_like(2, 3))
+
+
+@update_op(
+    "ScatterWeightedSum",
+    (0,),
+    inputs=lambda n: n >= 5 and n % 2 == 1,
+    outputs=1,
+    input_docs=[
+        ("X_0", "tensor updated in place"),
+        ("Weight_0", "scalar weight of X_0"),
+        ("INDICES", "rows of X_0 to update"),
+        ("X_1", "slices, one per index"),
+        ("Weight_1", "scalar weight of X_1"),
+    ],
+    output_docs=[("X_0", "same blob as input 0")],
+    enforce_inplace={(0, 0)},
+)
+class ScatterWeightedSum(UpdateOp):
+    """``X_0[INDICES] = Weight_0 * X_0[INDICES] + Weight_1 * X_1 (+ Weight_2 * X_2 ...)`` in place.
+
+    Repeated indices apply one after another, as Caffe2's CPU kernel does.
+    """
+
+    def run(self) -> None:
+        x = self.out_like(0, 0)
+        w0 = self.scalar(1)
+        idx, _ = self.rows(0, 2, 3)
+        slices = [self.rows(0, 2, j)[1] for j in range(3, len(self.input_names), 2)]
+        weights = [self.scalar(j) for j in range(4, len(self.input_names), 2)]
+        if idx.size == 0:
+            return
+        if float(w0) == 1.0:
+            for s, w in zip(slices, weights):
+                np.add.at(x, idx, s * w)
+            return
+        for k in range(idx.size):
+            r = idx[k]
+            row = x[r] * w0
+            for s, w in zip(slices, weights):
+                row += s[k] * w
+            x[r] = row
+
+
+should_not_do_gradient("MomentumSGD", "MomentumSGDUpdate", "ScatterWeightedSum")
