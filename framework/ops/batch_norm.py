@@ -1,0 +1,225 @@
+"""Spatial batch normalization: SpatialBN and SpatialBNGradient.
+
+Semantics follow Caffe2: SpatialBN's running statistics are updated in place
+(input 3 -> output 1, input 4 -> output 2) as running = running * momentum +
+batch * (1 - momentum), the running variance taking the unbiased batch
+variance (n / (n - 1), as Caffe2's final SpatialBNOp) while Y uses the biased
+one; saved_inv_var is 1 / sqrt(var + epsilon).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from framework.errors import ShapeError
+from framework.ops.gradient import gradient
+from framework.ops.normalization import AFFINE_GRAD_DOCS, ORDER_ARG, NormOp, affine_grad_infer, channel_axis
+from framework.ops.registry import register_op
+from framework.ops.schema import FLOAT, INT, Arg, TensorSpec
+
+_BN_ARGS = [
+    Arg("is_test", INT, 0, "1: use the given mean/var and output Y only"),
+    Arg("epsilon", FLOAT, 1e-5, "added to the variance"),
+    Arg("momentum", FLOAT, 0.9, "running = running * momentum + batch * (1 - momentum)"),
+    Arg("num_batches", INT, 1, "number of batches whose sums are given (only 1 is supported)"),
+    ORDER_ARG,
+]
+
+
+def _infer_bn(args, ins):
+    x = ins[0]
+    c = None
+    if x.shape is not None and len(x.shape) >= 2:
+        c = x.shape[channel_axis(args.order, len(x.shape))]
+    vec = TensorSpec((c,) if c is not None else None, x.dtype)
+    return [x] + [vec] * (args.num_outputs - 1)
+
+
+class _BNBase(NormOp):
+    def _prepare_bn(self, x) -> None:
+        self._check_x(x)
+        ca = channel_axis(self.order, x.ndim)
+        self._c = x.shape[ca]
+        self._axes = tuple(a for a in range(x.ndim) if a != ca)
+        self._bshape = tuple(x.shape[ca] if a == ca else 1 for a in range(x.ndim))
+        self._count = math.prod(x.shape) // max(self._c, 1)
+        self._key = (x.shape, x.dtype)
+
+
+@register_op(
+    "SpatialBN",
+    inputs=5,
+    outputs={1, 5},
+    args=_BN_ARGS,
+    input_docs=[
+        ("X", "input"),
+        ("scale", "(C,)"),
+        ("bias", "(C,)"),
+        ("mean", "running mean (C,)"),
+        ("var", "running variance (C,)"),
+    ],
+    output_docs=[
+        ("Y", "normalized output"),
+        ("running_mean", "updated in place (training)"),
+        ("running_var", "updated in place (training)"),
+        ("saved_mean", "batch mean (training)"),
+        ("saved_inv_var", "1/sqrt(batch var + epsilon) (training)"),
+    ],
+    allow_inplace={(0, 0)},
+    enforce_inplace={(3, 1), (4, 2)},
+    infer=_infer_bn,
+    category="normalization",
+)
+class SpatialBN(_BNBase):
+    """Spatial batch normalization over every axis but the channel one (Caffe2's SpatialBN).
+    Test mode (is_test=1): Y = (X - mean) / sqrt(var + epsilon) * scale + bias with the given
+    statistics. Training: batch statistics, running statistics updated in place."""
+
+    def setup(self) -> None:
+        super().setup()
+        self.is_test = bool(self.args.is_test)
+        if not self.args.epsilon > 0:  # Caffe2: CAFFE_ENFORCE_GT(epsilon_, 0)
+            raise self.arg_error(f"epsilon must be > 0, got {self.args.epsilon}")
+        if not 0 <= self.args.momentum <= 1:
+            raise self.arg_error(f"momentum must be in [0, 1], got {self.args.momentum}")
+        if self.args.num_batches != 1:
+            raise self.arg_error("num_batches > 1 (precomputed sums) is not supported")
+        if self.is_test and len(self.outputs) != 1:
+            raise self.arg_error("in test mode (is_test=1) SpatialBN has exactly one output")
+        if not self.is_test and len(self.outputs) != 5:
+            raise self.arg_error(
+                "in training mode SpatialBN has 5 outputs (Y, running_mean, running_var, "
+                "saved_mean, saved_inv_var); pass is_test=1 for inference"
+            )
+
+    def _prepare(self, x) -> None:
+        self._prepare_bn(x)
+        dt = x.dtype
+        self._alpha = np.empty(self._c, dt)
+        self._beta = np.empty(self._c, dt)
+        self._tmp = None if self.is_test else np.empty(x.shape, dt)
+        self._bvar = np.empty(self._c, dt)
+        n = self._count
+        self._unbias = dt.type(n / (n - 1) if n > 1 else 1.0)
+        self._eps = dt.type(self.args.epsilon)
+        self._m = dt.type(self.args.momentum)
+        self._1m = dt.type(1.0 - self.args.momentum)
+
+    def run(self) -> None:
+        x = self.input(0)
+        if self._key != (x.shape, x.dtype):
+            self._prepare(x)
+        scale, bias, mean, var = (self.input(i) for i in range(1, 5))
+        for i, a in ((1, scale), (2, bias), (3, mean), (4, var)):
+            self._check_vec(i, a, self._c, x.dtype)
+        alpha, beta, b = self._alpha, self._beta, self._bshape
+        if self.is_test:
+            y = self.output(0, x.shape, x.dtype)
+            np.add(var, self._eps, out=alpha)
+            np.sqrt(alpha, out=alpha)
+            np.divide(scale, alpha, out=alpha)
+            np.multiply(mean, alpha, out=beta)
+            np.subtract(bias, beta, out=beta)
+            np.multiply(x, alpha.reshape(b), out=y)
+            np.add(y, beta.reshape(b), out=y)
+            return
+        c = self._c
+        sm = self.output(3, (c,), x.dtype)
+        siv = self.output(4, (c,), x.dtype)
+        np.mean(x, axis=self._axes, out=sm)
+        y = self.output(0, x.shape, x.dtype)  # may be X itself: X is not read after this
+        tmp = self._tmp
+        np.subtract(x, sm.reshape(b), out=y)
+        np.multiply(y, y, out=tmp)
+        bvar = self._bvar
+        np.mean(tmp, axis=self._axes, out=bvar)
+        np.add(bvar, self._eps, out=siv)
+        np.sqrt(siv, out=siv)
+        np.divide(1, siv, out=siv)
+        np.multiply(scale, siv, out=alpha)
+        np.multiply(y, alpha.reshape(b), out=y)
+        np.add(y, bias.reshape(b), out=y)
+        rm = self.output(1, (c,), x.dtype)  # same blob as mean (enforced in place)
+        rv = self.output(2, (c,), x.dtype)
+        np.multiply(rm, self._m, out=rm)
+        np.multiply(sm, self._1m, out=beta)
+        np.add(rm, beta, out=rm)
+        np.multiply(rv, self._m, out=rv)
+        np.multiply(bvar, self._unbias * self._1m, out=beta)
+        np.add(rv, beta, out=rv)
+
+
+@register_op(
+    "SpatialBNGradient",
+    inputs=5,
+    outputs=3,
+    args=_BN_ARGS,
+    input_docs=[
+        ("X", "forward input"),
+        ("scale", "(C,)"),
+        ("dY", "gradient of Y"),
+        ("mean", "saved_mean (training) or the running mean (is_test)"),
+        ("inv_var", "saved_inv_var (training) or the running variance (is_test)"),
+    ],
+    output_docs=AFFINE_GRAD_DOCS,
+    infer=affine_grad_infer,
+    category="normalization",
+    private=True,
+)
+class SpatialBNGradient(_BNBase):
+    """Gradients of SpatialBN; with is_test=1 input 4 is the variance, else 1/sqrt(var + eps)."""
+
+    def _prepare(self, x) -> None:
+        self._prepare_bn(x)
+        self._xhat = np.empty(x.shape, x.dtype)
+        self._tmp = np.empty(x.shape, x.dtype)
+        self._rstd = np.empty(self._c, x.dtype)
+        self._v = np.empty(self._c, x.dtype)
+
+    def run(self) -> None:
+        x, scale, dy, mean, iv = (self.input(i) for i in range(5))
+        if self._key != (x.shape, x.dtype):
+            self._prepare(x)
+        if dy.shape != x.shape:
+            raise ShapeError(
+                f"{self.describe()}: '{self.input_names[2]}' must have X's shape {x.shape}, got {dy.shape}"
+            )
+        c, b = self._c, self._bshape
+        rstd = self._rstd
+        if self.args.is_test:
+            np.add(iv, x.dtype.type(self.args.epsilon), out=rstd)
+            np.sqrt(rstd, out=rstd)
+            np.divide(1, rstd, out=rstd)
+        else:
+            np.copyto(rstd, iv)
+        xhat, tmp = self._xhat, self._tmp
+        np.subtract(x, mean.reshape(b), out=xhat)
+        np.multiply(xhat, rstd.reshape(b), out=xhat)
+        dx = self.output(0, x.shape, x.dtype)
+        dscale = self.output(1, (c,), x.dtype)
+        dbias = self.output(2, (c,), x.dtype)
+        np.sum(dy, axis=self._axes, out=dbias)
+        np.multiply(dy, xhat, out=tmp)
+        np.sum(tmp, axis=self._axes, out=dscale)
+        v = self._v
+        np.multiply(scale, rstd, out=v)
+        if self.args.is_test:
+            np.multiply(dy, v.reshape(b), out=dx)
+            return
+        inv_n = x.dtype.type(1.0 / max(self._count, 1))
+        # dX = scale * rstd * (dY - dbias / n - xhat * dscale / n)
+        np.multiply(xhat, (dscale * inv_n).reshape(b), out=tmp)
+        np.subtract(dy, tmp, out=dx)
+        np.subtract(dx, (dbias * inv_n).reshape(b), out=dx)
+        np.multiply(dx, v.reshape(b), out=dx)
+
+
+@gradient("SpatialBN")
+def _spatial_bn_grad(g):
+    if g.arg("is_test", 0):
+        ins = [g.I(0), g.I(1), g.GO(0), g.I(3), g.I(4)]
+    else:
+        ins = [g.I(0), g.I(1), g.GO(0), g.O(3), g.O(4)]
+    return [g.op("SpatialBNGradient", ins, [g.GI(0), g.GI(1), g.GI(2)])]
