@@ -4,8 +4,8 @@ Transpose, Tile, Shape, Size, with their gradients.
 Outputs are separate blobs: ops write into them with ``np.copyto`` from a view
 of the input (no intermediate copy). When an op runs in place (output blob ==
 input blob) and only the shape changes, the tensor is reshaped without
-touching its data. Concat, Split, Slice, Gather, Cast, Copy and the identity
-ops live in ``data_movement`` (imported at the end of this module).
+touching its data. Concat and Split live in ``concat_split``; Slice, Gather,
+Cast, Copy and the identity ops in ``data_movement``.
 """
 
 from __future__ import annotations
@@ -479,5 +479,3 @@ class Size(Operator):
 
 
 should_not_do_gradient("Shape", "Size")
-
-from framework.ops import data_movement  # noqa: E402,F401  (registers Concat, Split, Slice, Gather, Cast...)

@@ -11,17 +11,7 @@ from framework.memory.workspace import Workspace
 from framework.ops import GradientSlice, create_operator, get_gradient_for_op
 from framework.proto.framework_pb2 import TensorProto
 from framework.testing import arrays, assert_gradient_checks, assert_reference_checks, run_op_on, shapes
-
-float_arrays = shapes(min_dims=1, max_dims=4, max_side=4).flatmap(lambda s: arrays(s, np.float32))
-
-
-def _run(op_def, feeds):
-    ws = Workspace()
-    for k, v in feeds.items():
-        ws.feed_blob(k, v)
-    op = create_operator(op_def, ws)
-    op.run()
-    return ws, op
+from tests.ops.helpers import float_arrays, run_fed
 
 
 # -- Concat / Split ----------------------------------------------------------------------------
@@ -73,11 +63,13 @@ def test_concat_errors():
     with pytest.raises(ArgumentError, match=r'Concat "c".*not both'):
         create_operator(CreateOperator("Concat", ["A"], ["Y", "i"], name="c", axis=1, order="NCHW"), Workspace())
     with pytest.raises(ShapeError, match=r"input 1 'B' \(2, 4\) does not match input 0 'A' \(3, 4\)"):
-        _run(CreateOperator("Concat", ["A", "B"], ["Y", "i"]), {"A": np.zeros((3, 4)), "B": np.zeros((2, 4))})
+        run_fed(CreateOperator("Concat", ["A", "B"], ["Y", "i"]), {"A": np.zeros((3, 4)), "B": np.zeros((2, 4))})
     with pytest.raises(TypeMismatchError, match="'B' is int32"):
-        _run(CreateOperator("Concat", ["A", "B"], ["Y", "i"]), {"A": np.zeros((3, 4)), "B": np.zeros((3, 1), np.int32)})
+        run_fed(
+            CreateOperator("Concat", ["A", "B"], ["Y", "i"]), {"A": np.zeros((3, 4)), "B": np.zeros((3, 1), np.int32)}
+        )
     with pytest.raises(ShapeError, match="axis 2 is out of range"):
-        _run(CreateOperator("Concat", ["A"], ["Y", "i"], axis=2), {"A": np.zeros((3, 4))})
+        run_fed(CreateOperator("Concat", ["A"], ["Y", "i"], axis=2), {"A": np.zeros((3, 4))})
 
 
 @st.composite
@@ -111,7 +103,7 @@ def test_split_equal_parts_add_axis_and_missing_gradients():
     op = CreateOperator("Split", ["X"], ["A", "B", "C"])
     assert_reference_checks(op, [x], lambda x: np.split(x, 3, axis=1))
     # A and C have no gradient: their parts of X_grad are (float32) zeros from ConstantFill
-    ws, _ = _run(op, {"X": x})
+    ws, _ = run_fed(op, {"X": x})
     ops, g = get_gradient_for_op(op, [None, "B_grad", None])
     ws.feed_blob("B_grad", np.ones((2, 2), np.float32))
     for gop in ops:
@@ -126,13 +118,13 @@ def test_split_equal_parts_add_axis_and_missing_gradients():
 def test_split_errors():
     x = {"X": np.zeros((2, 5)), "S": np.array([1, 1], np.int32)}
     with pytest.raises(ShapeError, match=r'Split "s".*not divisible into 2'):
-        _run(CreateOperator("Split", ["X"], ["A", "B"], name="s"), x)
+        run_fed(CreateOperator("Split", ["X"], ["A", "B"], name="s"), x)
     with pytest.raises(ShapeError, match="do not add up"):
-        _run(CreateOperator("Split", ["X", "S"], ["A", "B"]), x)
+        run_fed(CreateOperator("Split", ["X", "S"], ["A", "B"]), x)
     with pytest.raises(ArgumentError, match="do not pass the argument 'split'"):
-        _run(CreateOperator("Split", ["X", "S"], ["A", "B"], split=[1, 4]), x)
+        run_fed(CreateOperator("Split", ["X", "S"], ["A", "B"], split=[1, 4]), x)
     with pytest.raises(ArgumentError, match="2 sizes for 3 outputs"):
-        _run(CreateOperator("Split", ["X"], ["A", "B", "C"], split=[1, 4]), x)
+        run_fed(CreateOperator("Split", ["X"], ["A", "B", "C"], split=[1, 4]), x)
 
 
 # -- Slice -----------------------------------------------------------------------------------------
@@ -184,9 +176,9 @@ def test_slice_minus_one_means_end_and_errors():
     x = np.arange(10, dtype=np.int32)
     assert_reference_checks(CreateOperator("Slice", ["X"], ["Y"], starts=[2], ends=[-1]), [x], lambda x: [x[2:]])
     with pytest.raises(ShapeError, match=r"Slice.*'X' \(10,\).*reversed"):
-        _run(CreateOperator("Slice", ["X"], ["Y"], starts=[5], ends=[2]), {"X": x})
+        run_fed(CreateOperator("Slice", ["X"], ["Y"], starts=[5], ends=[2]), {"X": x})
     with pytest.raises(ShapeError, match="more entries"):
-        _run(CreateOperator("Slice", ["X"], ["Y"], starts=[0, 0], ends=[1, 1]), {"X": x})
+        run_fed(CreateOperator("Slice", ["X"], ["Y"], starts=[0, 0], ends=[1, 1]), {"X": x})
 
 
 # -- Gather -------------------------------------------------------------------------------------------
@@ -208,9 +200,9 @@ def test_gather_axis_wrap_and_errors():
     op = CreateOperator("Gather", ["D", "I"], ["Y"], wrap_indices=1)
     assert_reference_checks(op, [d, np.array([-1], np.int32)], lambda d, i: [d[[2]]])
     with pytest.raises(ShapeError, match=r"Gather.*'I' hold values in \[0, 3\].*size 3"):
-        _run(CreateOperator("Gather", ["D", "I"], ["Y"]), {"D": d, "I": np.array([0, 3])})
+        run_fed(CreateOperator("Gather", ["D", "I"], ["Y"]), {"D": d, "I": np.array([0, 3])})
     with pytest.raises(TypeMismatchError, match="must be integers"):
-        _run(CreateOperator("Gather", ["D", "I"], ["Y"]), {"D": d, "I": np.array([0.0])})
+        run_fed(CreateOperator("Gather", ["D", "I"], ["Y"]), {"D": d, "I": np.array([0.0])})
     assert_reference_checks(
         CreateOperator("Gather", ["D", "I"], ["Y"]), [d, np.zeros(0, np.int64)], lambda d, i: [d[i]]
     )
@@ -240,7 +232,7 @@ def test_cast_by_name_in_place_and_gradient():
     op = CreateOperator("Cast", ["X"], ["Y"], to="int32")
     (y,) = run_op_on(op, [x])
     assert y.dtype == np.int32 and y.tolist() == [1, -2]
-    ws, _ = _run(CreateOperator("Cast", ["X"], ["X"], to=TensorProto.FLOAT), {"X": x})
+    ws, _ = run_fed(CreateOperator("Cast", ["X"], ["X"], to=TensorProto.FLOAT), {"X": x})
     assert ws.fetch_blob("X").dtype == np.float32
     op = CreateOperator("Cast", ["X"], ["Y"], to=TensorProto.FLOAT, from_type=TensorProto.DOUBLE)
     ops, _ = get_gradient_for_op(op, ["Y_grad"])
@@ -277,9 +269,9 @@ def test_identity_copies(op_type, x):
 
 def test_copy_makes_a_separate_buffer_and_alias_shares():
     x = np.arange(4, dtype=np.float32)
-    ws, _ = _run(CreateOperator("Copy", ["X"], ["Y"]), {"X": x})
+    ws, _ = run_fed(CreateOperator("Copy", ["X"], ["Y"]), {"X": x})
     assert ws.get_blob("Y")._obj.storage is not ws.get_blob("X")._obj.storage
-    ws, op = _run(CreateOperator("Alias", ["X"], ["Y"]), {"X": x})
+    ws, op = run_fed(CreateOperator("Alias", ["X"], ["Y"]), {"X": x})
     assert ws.get_blob("Y")._obj.storage is ws.get_blob("X")._obj.storage
     ws.get_blob("X")._obj.mutable_data()[0] = 42
     assert ws.fetch_blob("Y")[0] == 42
@@ -292,7 +284,7 @@ def test_stop_gradient_blocks_and_ensure_dense_passes_sparse():
     assert get_gradient_for_op(CreateOperator("StopGradient", ["X"], ["Y"]), ["Y_grad"]) == ([], [None])
     ops, g = get_gradient_for_op(CreateOperator("EnsureDense", ["X"], ["Y"]), [GradientSlice("i", "v")])
     assert ops == [] and g == [GradientSlice("i", "v")]
-    ws, _ = _run(CreateOperator("StopGradient", ["X"], ["X"]), {"X": np.ones(2)})
+    ws, _ = run_fed(CreateOperator("StopGradient", ["X"], ["X"]), {"X": np.ones(2)})
     assert ws.fetch_blob("X").tolist() == [1.0, 1.0]
 
 

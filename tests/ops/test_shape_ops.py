@@ -13,18 +13,9 @@ from framework.errors import ArgumentError, FrameworkError, GradientError, Shape
 from framework.memory.workspace import Workspace
 from framework.ops import create_operator, get_gradient_for_op
 from framework.testing import arrays, assert_gradient_checks, assert_reference_checks, shapes
+from tests.ops.helpers import float_arrays, run_fed
 
-float_arrays = shapes(min_dims=1, max_dims=4, max_side=4).flatmap(lambda s: arrays(s, np.float32))
 int_arrays = shapes(min_dims=1, max_dims=3, max_side=4).flatmap(lambda s: arrays(s, np.int32))
-
-
-def _run(op_def, feeds):
-    ws = Workspace()
-    for k, v in feeds.items():
-        ws.feed_blob(k, v)
-    op = create_operator(op_def, ws)
-    op.run()
-    return ws, op
 
 
 # -- Reshape ----------------------------------------------------------------------------------
@@ -90,7 +81,7 @@ def test_reshape_gradient_op_shape():
 def test_reshape_empty_and_int():
     op = CreateOperator("Reshape", ["X"], ["Y", "old"], shape=[0, -1])
     with pytest.raises(ShapeError, match="cannot be inferred"):
-        _run(op, {"X": np.zeros((0, 3), np.float32)})
+        run_fed(op, {"X": np.zeros((0, 3), np.float32)})
     op = CreateOperator("Reshape", ["X"], ["Y", "old"], shape=[3, 0])
     assert_reference_checks(op, [np.zeros((3, 0), np.int32)], lambda x: [x, np.array([3, 0], np.int64)])
 
@@ -109,7 +100,7 @@ def test_reshape_empty_and_int():
 def test_reshape_errors(kwargs, inputs, match, exc):
     op = CreateOperator("Reshape", inputs, ["Y", "old"], name="rs", **kwargs)
     with pytest.raises(exc, match=match) as e:
-        _run(op, {"X": np.zeros((2, 3), np.float32), "S": np.array([6], np.int64)})
+        run_fed(op, {"X": np.zeros((2, 3), np.float32), "S": np.array([6], np.int64)})
     assert 'Reshape "rs"' in str(e.value)
 
 
@@ -133,9 +124,9 @@ def test_flatten_to_vec(x):
 
 def test_flatten_errors():
     with pytest.raises(ShapeError, match=r"Flatten.*'X' \(2,\) must be >= axis 3"):
-        _run(CreateOperator("Flatten", ["X"], ["Y"], axis=3), {"X": np.zeros(2, np.float32)})
+        run_fed(CreateOperator("Flatten", ["X"], ["Y"], axis=3), {"X": np.zeros(2, np.float32)})
     with pytest.raises(ShapeError, match="FlattenToVec.*scalar"):
-        _run(CreateOperator("FlattenToVec", ["X"], ["Y"]), {"X": np.array(1.0, np.float32)})
+        run_fed(CreateOperator("FlattenToVec", ["X"], ["Y"]), {"X": np.array(1.0, np.float32)})
 
 
 @given(x=float_arrays)
@@ -144,7 +135,7 @@ def test_resize_like(x):
     op = CreateOperator("ResizeLike", ["X", "L"], ["Y"])
     assert_reference_checks(op, [x, like], lambda x, like: [x.reshape(-1)])
     with pytest.raises(ShapeError, match="differ in size"):
-        _run(op, {"X": x, "L": np.zeros(x.size + 1)})
+        run_fed(op, {"X": x, "L": np.zeros(x.size + 1)})
 
 
 # -- ExpandDims / Squeeze ---------------------------------------------------------------------
@@ -164,7 +155,7 @@ def test_expand_dims_and_squeeze_round_trip(x, data):
 
 
 def test_expand_squeeze_in_place():
-    ws, _ = _run(CreateOperator("ExpandDims", ["X"], ["X"], dims=[0, 3]), {"X": np.ones((2, 3), np.int64)})
+    ws, _ = run_fed(CreateOperator("ExpandDims", ["X"], ["X"], dims=[0, 3]), {"X": np.ones((2, 3), np.int64)})
     assert ws.fetch_blob("X").shape == (1, 2, 3, 1)
     create_operator(CreateOperator("Squeeze", ["X"], ["X"], dims=[3, 0]), ws).run()
     assert ws.fetch_blob("X").shape == (2, 3)
@@ -172,15 +163,15 @@ def test_expand_squeeze_in_place():
 
 def test_expand_squeeze_errors():
     with pytest.raises(ArgumentError, match="'dims' must be provided"):
-        _run(CreateOperator("Squeeze", ["X"], ["Y"]), {"X": np.zeros((1,))})
+        run_fed(CreateOperator("Squeeze", ["X"], ["Y"]), {"X": np.zeros((1,))})
     with pytest.raises(ArgumentError, match="non-negative"):
-        _run(CreateOperator("ExpandDims", ["X"], ["Y"], dims=[-1]), {"X": np.zeros((1,))})
+        run_fed(CreateOperator("ExpandDims", ["X"], ["Y"], dims=[-1]), {"X": np.zeros((1,))})
     with pytest.raises(ShapeError, match=r"Squeeze.*dimension 1 of input 'X' \(1, 2\) must be 1"):
-        _run(CreateOperator("Squeeze", ["X"], ["Y"], dims=[1]), {"X": np.zeros((1, 2))})
+        run_fed(CreateOperator("Squeeze", ["X"], ["Y"], dims=[1]), {"X": np.zeros((1, 2))})
     with pytest.raises(ShapeError, match="needs at least 4 dimensions"):
-        _run(CreateOperator("Squeeze", ["X"], ["Y"], dims=[3]), {"X": np.zeros((1, 2))})
+        run_fed(CreateOperator("Squeeze", ["X"], ["Y"], dims=[3]), {"X": np.zeros((1, 2))})
     with pytest.raises(ShapeError, match="ExpandDims.*needs at least"):
-        _run(CreateOperator("ExpandDims", ["X"], ["Y"], dims=[5]), {"X": np.zeros((1, 2))})
+        run_fed(CreateOperator("ExpandDims", ["X"], ["Y"], dims=[5]), {"X": np.zeros((1, 2))})
 
 
 # -- Transpose ------------------------------------------------------------------------------------
@@ -196,9 +187,9 @@ def test_transpose(x, data):
 
 def test_transpose_errors():
     with pytest.raises(ArgumentError, match="permutation"):
-        _run(CreateOperator("Transpose", ["X"], ["Y"], axes=[0, 0]), {"X": np.zeros((2, 2))})
+        run_fed(CreateOperator("Transpose", ["X"], ["Y"], axes=[0, 0]), {"X": np.zeros((2, 2))})
     with pytest.raises(ShapeError, match=r"Transpose.*do not match input 'X' \(2, 2\)"):
-        _run(CreateOperator("Transpose", ["X"], ["Y"], axes=[0, 2, 1]), {"X": np.zeros((2, 2))})
+        run_fed(CreateOperator("Transpose", ["X"], ["Y"], axes=[0, 2, 1]), {"X": np.zeros((2, 2))})
 
 
 # -- Tile ----------------------------------------------------------------------------------------------
@@ -225,9 +216,9 @@ def test_tile_from_inputs_and_gradient():
 
 def test_tile_errors():
     with pytest.raises(ShapeError, match="Tile.*axis 2 is out of range"):
-        _run(CreateOperator("Tile", ["X"], ["Y"], tiles=2, axis=2), {"X": np.zeros((2, 2))})
+        run_fed(CreateOperator("Tile", ["X"], ["Y"], tiles=2, axis=2), {"X": np.zeros((2, 2))})
     with pytest.raises(ShapeError, match="'tiles' must be >= 0"):
-        _run(CreateOperator("Tile", ["X"], ["Y"], tiles=-1), {"X": np.zeros((2, 2))})
+        run_fed(CreateOperator("Tile", ["X"], ["Y"], tiles=-1), {"X": np.zeros((2, 2))})
 
 
 # -- Shape, Size -------------------------------------------------------------------------------------
@@ -253,4 +244,4 @@ def test_shape_size_must_not_be_differentiated(op_type):
 
 def test_errors_name_the_op_on_run():
     with pytest.raises(FrameworkError, match=r'op Shape "sh".*axis 5'):
-        _run(CreateOperator("Shape", ["X"], ["S"], name="sh", axes=[5]), {"X": np.zeros((2,))})
+        run_fed(CreateOperator("Shape", ["X"], ["S"], name="sh", axes=[5]), {"X": np.zeros((2,))})
