@@ -31,6 +31,7 @@ from framework.ops import (  # noqa: E402,F401  isort:skip
     optimizers,
     pool,
     random_fills,
+    reduce,
     reductions,
     sgd,
     shape_ops,
