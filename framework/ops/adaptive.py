@@ -134,27 +134,35 @@ def _adam_correction(op: UpdateOp, it: np.ndarray) -> float:
     return math.sqrt(1.0 - op.args.beta2**t) / (1.0 - op.args.beta1**t)
 
 
-@update_op(
+def _adam_op(name: str, like: tuple[int, ...], more_inputs: list, step_doc: str):
+    """update_op of Adam / SparseAdam: (param, moment_1, moment_2, *more_inputs) in,
+    (param, moment_1, moment_2[, step]) out, the first three in place."""
+    return update_op(
+        name,
+        like,
+        inputs=3 + len(more_inputs),
+        outputs=(3, 4),
+        args=_ADAM_ARGS,
+        input_docs=[("param", "parameter"), ("moment_1", "first moment"), ("moment_2", "second moment"), *more_inputs],
+        output_docs=[
+            ("output_param", "updated parameter"),
+            ("output_moment_1", "updated first moment"),
+            ("output_moment_2", "updated second moment"),
+            ("output_grad", step_doc),
+        ],
+        allow_inplace={(0, 0), (1, 1), (2, 2)},
+    )
+
+
+@_adam_op(
     "Adam",
     (0, 1, 2, 3),
-    inputs=6,
-    outputs=(3, 4),
-    args=_ADAM_ARGS,
-    input_docs=[
-        ("param", "parameter"),
-        ("moment_1", "first moment"),
-        ("moment_2", "second moment"),
+    [
         ("grad", "gradient"),
         ("lr", "rate (negative from the builder)"),
         ("iter", "iteration counter (int64, one element)"),
     ],
-    output_docs=[
-        ("output_param", "updated parameter"),
-        ("output_moment_1", "updated first moment"),
-        ("output_moment_2", "updated second moment"),
-        ("output_grad", "optional: the effective step"),
-    ],
-    allow_inplace={(0, 0), (1, 1), (2, 2)},
+    "optional: the effective step",
 )
 class Adam(UpdateOp):
     """``m1' = beta1 m1 + (1 - beta1) g``; ``m2' = beta2 m2 + (1 - beta2) g^2``;
@@ -185,28 +193,11 @@ class Adam(UpdateOp):
         np.add(p, t, out=self.out_like(0, 0))
 
 
-@update_op(
+@_adam_op(
     "SparseAdam",
     (0, 1, 2, 4),
-    inputs=7,
-    outputs=(3, 4),
-    args=_ADAM_ARGS,
-    input_docs=[
-        ("param", "parameter"),
-        ("moment_1", "first moment"),
-        ("moment_2", "second moment"),
-        ("indices", "rows to update"),
-        ("grad", "gradient rows"),
-        ("lr", "rate"),
-        ("iter", "iteration counter"),
-    ],
-    output_docs=[
-        ("output_param", "updated parameter"),
-        ("output_moment_1", "updated first moment"),
-        ("output_moment_2", "updated second moment"),
-        ("output_grad", "optional: the effective step of the rows"),
-    ],
-    allow_inplace={(0, 0), (1, 1), (2, 2)},
+    [("indices", "rows to update"), ("grad", "gradient rows"), ("lr", "rate"), ("iter", "iteration counter")],
+    "optional: the effective step of the rows",
 )
 class SparseAdam(UpdateOp):
     """Adam on the rows ``indices`` only (rows applied one after another)."""
