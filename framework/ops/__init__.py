@@ -35,6 +35,7 @@ from framework.ops import (  # noqa: E402,F401  isort:skip
     reductions,
     sgd,
     shape_ops,
+    smooth_activations,
     summarize,
     training,
     unary,

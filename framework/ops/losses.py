@@ -13,12 +13,13 @@ from __future__ import annotations
 import numpy as np
 
 from framework.errors import ShapeError, TypeMismatchError
-from framework.ops.activations import float_input, scratch, sigmoid_into
 from framework.ops.gradient import gradient, no_gradient
 from framework.ops.linalg import canonical_axis
 from framework.ops.operator import Operator
+from framework.ops.pointwise import float_input, scratch
 from framework.ops.registry import register_op
 from framework.ops.schema import BOOL, FLOAT, INT, STRING, Arg, TensorSpec, pointwise_cost, same_as_input
+from framework.ops.smooth_activations import sigmoid_into
 
 LOG_THRESHOLD = 1e-20  # Caffe2's kLOG_THRESHOLD() for float
 
