@@ -36,6 +36,7 @@ from framework.ops import (  # noqa: E402,F401  isort:skip
     sgd,
     shape_ops,
     smooth_activations,
+    softmax,
     summarize,
     training,
     unary,

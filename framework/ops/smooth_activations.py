@@ -27,6 +27,18 @@ def sigmoid_into(x: np.ndarray, out: np.ndarray) -> np.ndarray:
     return out
 
 
+def softplus_into(x: np.ndarray, out: np.ndarray, tmp: np.ndarray) -> np.ndarray:
+    """out = log(1 + exp(x)) as max(x, 0) + log1p(exp(-|x|)) (no overflow); ``tmp`` is scratch
+    shaped as x; out may alias x."""
+    np.abs(x, out=tmp)
+    np.negative(tmp, out=tmp)
+    np.exp(tmp, out=tmp)
+    np.log1p(tmp, out=tmp)
+    np.maximum(x, x.dtype.type(0), out=out)
+    out += tmp
+    return out
+
+
 # -- Sigmoid / Tanh / HardSigmoid --------------------------------------------------------------
 
 
@@ -101,13 +113,7 @@ class Softplus(Activation):
     """Y = log(1 + exp(X)), computed as max(X, 0) + log1p(exp(-|X|)) (no overflow)."""
 
     def forward(self, x: np.ndarray, y: np.ndarray) -> None:
-        tmp = scratch(self, "_tmp", x.shape, x.dtype)
-        np.abs(x, out=tmp)
-        np.negative(tmp, out=tmp)
-        np.exp(tmp, out=tmp)
-        np.log1p(tmp, out=tmp)
-        np.maximum(x, x.dtype.type(0), out=y)
-        y += tmp
+        softplus_into(x, y, scratch(self, "_tmp", x.shape, x.dtype))
 
 
 @pointwise_gradient(Softplus)
