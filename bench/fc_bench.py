@@ -11,7 +11,8 @@ import numpy as np
 from bench.common import time_round_robin
 from framework.core import CreateOperator
 from framework.memory.workspace import Workspace
-from framework.ops import create_operator, linalg
+from framework.ops import create_operator
+from framework.ops import fc as fc_module
 
 
 def bench(batch: int, k: int = 784, n: int = 512, rounds: int = 30, inner: int = 20) -> dict[str, float]:
@@ -60,7 +61,7 @@ def bench(batch: int, k: int = 784, n: int = 512, rounds: int = 30, inner: int =
 
 
 def main() -> None:
-    assert linalg._PACK_MIN_ROWS >= 1
+    assert fc_module._PACK_MIN_ROWS >= 1
     for batch in (1, 64, 1024):
         r = bench(batch, inner=20 if batch < 1024 else 3)
         fw, npy = r["framework FC"], r["numpy X@W.T+b"]

@@ -1,6 +1,6 @@
 """Losses and metrics: LabelCrossEntropy, CrossEntropy, SigmoidCrossEntropyWithLogits,
-AveragedLoss, SquaredL2Distance, L1Distance, Accuracy, with their gradient ops (the softmax
-family, SoftmaxWithLoss included, is ``framework.ops.softmax``).
+AveragedLoss, Accuracy, with their gradient ops (the softmax family, SoftmaxWithLoss included,
+is ``framework.ops.softmax``; the distances ``framework.ops.distances``).
 
 Numerics follow Caffe2: probabilities are clamped at ``LOG_THRESHOLD`` = 1e-20 before a log
 (LabelCrossEntropy, CrossEntropy, SoftmaxWithLoss with ``label_prob``).
@@ -13,7 +13,6 @@ import math
 import numpy as np
 
 from framework.errors import ShapeError, TypeMismatchError
-from framework.ops.axes import infer_per_row, rows_of
 from framework.ops.gradient import gradient, no_gradient
 from framework.ops.operator import Operator
 from framework.ops.pointwise import float_input, scratch
@@ -322,105 +321,6 @@ class AveragedLossGradient(Operator):
 @gradient("AveragedLoss")
 def _averaged_loss_grad(g):
     return [g.op("AveragedLossGradient", [g.I(0), g.GO(0)], [g.GI(0)])]
-
-
-# -- distances ---------------------------------------------------------------------------------
-
-
-def _check_pair(op: Operator) -> tuple[np.ndarray, np.ndarray, int, int]:
-    x, y = float_input(op, 0), float_input(op, 1)
-    if x.shape != y.shape or x.dtype != y.dtype:
-        raise ShapeError(
-            f"{op.describe()}: X '{op.input_names[0]}' {x.dtype} {list(x.shape)} and Y '{op.input_names[1]}' "
-            f"{y.dtype} {list(y.shape)} must have the same shape and dtype"
-        )
-    n, d = rows_of(x.shape)
-    return x.reshape(n, d), y.reshape(n, d), n, d
-
-
-def _distance_op(name: str, doc: str, l1: bool):
-    @register_op(
-        name,
-        inputs=2,
-        input_docs=[("X", "tensor, rows along dim 0"), ("Y", "tensor shaped as X")],
-        output_docs=[("Z", "one distance per row (X.dims[0])")],
-        infer=infer_per_row,
-        cost=pointwise_cost(3),
-        category="loss",
-        doc=doc,
-    )
-    class _Distance(Operator):
-        def run(self) -> None:
-            x2, y2, n, d = _check_pair(self)
-            diff = scratch(self, "_diff", (n, d), x2.dtype)
-            np.subtract(x2, y2, out=diff)
-            z = self.output(0, (n,), x2.dtype)
-            if l1:
-                np.abs(diff, out=diff)
-                np.sum(diff, axis=1, out=z)
-            else:
-                np.einsum("ij,ij->i", diff, diff, out=z)
-                z *= x2.dtype.type(0.5)
-
-    _Distance.__name__ = name
-    return _Distance
-
-
-SquaredL2Distance = _distance_op("SquaredL2Distance", "Z[i] = 0.5 * ||X[i] - Y[i]||^2 per row.", l1=False)
-L1Distance = _distance_op("L1Distance", "Z[i] = sum_j |X[i, j] - Y[i, j]| per row.", l1=True)
-
-
-def _distance_grad_op(name: str, doc: str, l1: bool):
-    @register_op(
-        name,
-        inputs=3,
-        outputs=2,
-        input_docs=[("X", "forward X"), ("Y", "forward Y"), ("dDistance", "gradient of Z")],
-        output_docs=[("dX", "gradient of X"), ("dY", "gradient of Y")],
-        infer=lambda args, ins: [ins[0], ins[1]],
-        category="loss",
-        private=True,
-        doc=doc,
-    )
-    class _DistanceGrad(Operator):
-        def run(self) -> None:
-            x2, y2, n, d = _check_pair(self)
-            dz = self.input(2)
-            if dz.shape != (n,):
-                raise ShapeError(
-                    f"{self.describe()}: dDistance '{self.input_names[2]}' {list(dz.shape)} must have shape [{n}]"
-                )
-            x = self.input(0)
-            dx2 = self.output(0, x.shape, x.dtype).reshape(n, d)
-            dy2 = self.output(1, x.shape, x.dtype).reshape(n, d)
-            np.subtract(x2, y2, out=dx2)
-            if l1:  # subgradient: sign of the difference, 0 within 1e-12 (as Caffe2)
-                eps = x2.dtype.type(1e-12)
-                np.copyto(dx2, 0, where=np.abs(dx2) <= eps)
-                np.sign(dx2, out=dx2)
-            dx2 *= dz.reshape(n, 1)
-            np.negative(dx2, out=dy2)
-
-    _DistanceGrad.__name__ = name
-    return _DistanceGrad
-
-
-SquaredL2DistanceGradient = _distance_grad_op(
-    "SquaredL2DistanceGradient", "dX = (X - Y) * dZ, dY = -dX (per row).", l1=False
-)
-L1DistanceGradient = _distance_grad_op(
-    "L1DistanceGradient", "dX = sign(X - Y) * dZ (0 where |X - Y| <= 1e-12), dY = -dX.", l1=True
-)
-
-
-@gradient("SquaredL2Distance")
-def _sql2_grad(g):
-    return [g.op("SquaredL2DistanceGradient", [g.I(0), g.I(1), g.GO(0)], [g.GI(0), g.GI(1)])]
-
-
-@gradient("L1Distance")
-def _l1_grad(g):
-    return [g.op("L1DistanceGradient", [g.I(0), g.I(1), g.GO(0)], [g.GI(0), g.GI(1)])]
 
 
 # -- Accuracy ----------------------------------------------------------------------------------
