@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from framework.errors import ShapeError
+from framework.errors import ArgumentError, ShapeError
 from framework.ops.schema import INT, STRING, Arg
 
 BROADCAST_ARGS = [
@@ -28,12 +28,15 @@ BROADCAST_ARGS = [
 
 def legacy_axis(args: Any, where: str) -> int:
     """The broadcast axis from ``axis`` or ``axis_str`` + ``order``; checks they are used correctly."""
-    from framework.errors import ArgumentError
-
     if not args.broadcast:
         if args.has("axis") and args.axis != -1 or args.axis_str:
             raise ArgumentError(f"{where}: do not give axis or axis_str unless broadcast=1")
         return -1
+    return named_axis(args, where)
+
+
+def named_axis(args: Any, where: str) -> int:
+    """``axis``, or the position of the letter ``axis_str`` in ``order`` (ArgumentError if both are given)."""
     if args.axis_str:
         if args.has("axis") and args.axis != -1:
             raise ArgumentError(f"{where}: give axis or axis_str, not both")

@@ -1,6 +1,8 @@
-"""Elementwise binary ops: Add, Sub, Mul, Div, Pow; EQ, NE, LT, LE, GT, GE;
-And, Or, Xor, Not; Where; the gradient ops AddGradient, SubGradient,
-MulGradient, DivGradient, PowGradient and the helper SumReduceLike.
+"""The machinery of the elementwise binary ops (``framework.ops.arithmetic``: Add, Sub, Mul,
+Div, Pow; ``framework.ops.logical``: comparisons, And, Or, Xor): the ``Binary`` kernel driver
+(dtype checks, broadcasting planned once per input shapes, in-place rules, the compiled ufunc
+fast path), ``register_binary``, and the helpers ``check_kind`` and ``bind_ufunc`` that the
+unary, n-ary and reduction ops share.
 
 Broadcasting follows Caffe2 (see ``framework.ops.broadcast``): with
 ``broadcast=1`` B is a contiguous sub-shape of A aligned at ``axis``;
@@ -15,20 +17,10 @@ from typing import Any, Callable
 import numpy as np
 
 from framework.errors import SchemaError, ShapeError, TypeMismatchError
-from framework.ops.broadcast import (
-    BROADCAST_ARGS,
-    b_view_shape,
-    legacy_axis,
-    legacy_sizes,
-    legacy_sum_to_shape,
-    numpy_shape,
-    output_shape,
-    sum_to_shape,
-)
-from framework.ops.gradient import gradient, should_not_do_gradient
+from framework.ops.broadcast import BROADCAST_ARGS, b_view_shape, legacy_axis, numpy_shape, output_shape
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op
-from framework.ops.schema import BOOL, FLOAT, INT, STRING, Arg, TensorSpec, pointwise_cost, same_as_input
+from framework.ops.schema import TensorSpec, pointwise_cost
 
 _KIND_NAMES = {"b": "bool", "i": "integer", "u": "unsigned integer", "f": "floating point"}
 _BINARY_IN = [("A", "first operand"), ("B", "second operand; with broadcast=1 a scalar or a sub-shape of A")]
@@ -58,7 +50,7 @@ def bind_ufunc(fn: Callable, *args: Any, out: np.ndarray) -> Callable[[], Any]:
 _NO_POSITIONAL_OUT = (np.maximum, np.minimum)
 
 
-def _binary_infer(out_dtype: Any = None):
+def binary_infer(out_dtype: Any = None):
     def infer(args: Any, ins: list[TensorSpec]) -> list[TensorSpec]:
         a, b = ins[0], ins[1]
         dt = np.dtype(out_dtype) if out_dtype is not None else a.dtype
@@ -73,7 +65,7 @@ def _binary_infer(out_dtype: Any = None):
     return infer
 
 
-class _Binary(Operator):
+class Binary(Operator):
     """Shared kernel driver: dtype checks, broadcasting (cached per input shapes), in-place rules."""
 
     ufunc: Any = None
@@ -135,7 +127,7 @@ class _Binary(Operator):
 
     def compile(self) -> Any:
         """The ufunc bound to the current arrays (the nets' fast path, see framework.net.program)."""
-        if type(self).compute is not _Binary.compute:
+        if type(self).compute is not Binary.compute:
             return None
         a, b = self.input(0), self.input(1)
         out = self.outputs[0]._obj._array
@@ -146,7 +138,7 @@ class _Binary(Operator):
         return bind_ufunc(self.ufunc, a, b, out=out)
 
 
-def _register_binary(
+def register_binary(
     name: str,
     doc: str,
     ufunc: Any,
@@ -160,7 +152,7 @@ def _register_binary(
     attrs = {"__doc__": doc, "ufunc": staticmethod(ufunc), "kinds": kinds, "out_dtype": out_dtype}
     if compute is not None:
         attrs["compute"] = compute
-    cls = type(name, (_Binary,), attrs)
+    cls = type(name, (Binary,), attrs)
     return register_op(
         name,
         inputs=2,
@@ -168,520 +160,14 @@ def _register_binary(
         input_docs=_BINARY_IN,
         output_docs=_BINARY_OUT,
         allow_inplace=set(inplace),
-        infer=_binary_infer(out_dtype),
+        infer=binary_infer(out_dtype),
         cost=pointwise_cost(1),
         category=category,
     )(cls)
 
 
-def _div_compute(self: _Binary, a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
-    if a.dtype.kind == "f":
-        np.divide(a, b, out=out)
-        return
-    # Integer division truncates toward zero as in C++ (numpy floors).
-    with np.errstate(divide="ignore", invalid="ignore"):
-        q = np.floor_divide(a, b)
-        fix = (np.remainder(a, b) != 0) & ((a < 0) != (b < 0))
-        np.add(q, fix.astype(q.dtype), out=out)
-
-
-_BCAST_DOC = (
+# Appended to the doc of every binary op.
+BROADCAST_DOC = (
     " With broadcast=1, B may be a scalar or a contiguous sub-shape of A starting at `axis` "
     "(default: suffix matching); otherwise numpy broadcasting applies."
 )
-Add = _register_binary("Add", "Elementwise C = A + B." + _BCAST_DOC, np.add)
-Sub = _register_binary("Sub", "Elementwise C = A - B." + _BCAST_DOC, np.subtract)
-Mul = _register_binary("Mul", "Elementwise C = A * B." + _BCAST_DOC, np.multiply)
-Div = _register_binary(
-    "Div",
-    "Elementwise C = A / B (integer division truncates toward zero)." + _BCAST_DOC,
-    np.divide,
-    inplace=((0, 0),),
-    compute=_div_compute,
-)
-
-_CMP = {
-    "EQ": (np.equal, "=="),
-    "NE": (np.not_equal, "!="),
-    "LT": (np.less, "<"),
-    "LE": (np.less_equal, "<="),
-    "GT": (np.greater, ">"),
-    "GE": (np.greater_equal, ">="),
-}
-for _name, (_fn, _sym) in _CMP.items():
-    _register_binary(
-        _name,
-        f"Elementwise comparison C = (A {_sym} B), a bool tensor." + _BCAST_DOC,
-        _fn,
-        kinds="biuf",
-        out_dtype=np.dtype(bool),
-        inplace=(),
-        category="logical",
-    )
-for _name, _fn in (("And", np.logical_and), ("Or", np.logical_or), ("Xor", np.logical_xor)):
-    _register_binary(
-        _name,
-        f"Elementwise logical {_name.lower()} of two bool tensors." + _BCAST_DOC,
-        _fn,
-        kinds="b",
-        out_dtype=np.dtype(bool),
-        inplace=((0, 0),),
-        category="logical",
-    )
-should_not_do_gradient(*_CMP, "And", "Or", "Xor")
-
-
-@register_op(
-    "Not",
-    input_docs=[("X", "bool tensor")],
-    output_docs=[("Y", "logical negation of X")],
-    allow_inplace={(0, 0)},
-    infer=same_as_input(0),
-    cost=pointwise_cost(1),
-    category="logical",
-)
-class Not(Operator):
-    """Elementwise logical negation of a bool tensor."""
-
-    def run(self) -> None:
-        x = self.input(0)
-        if x.dtype.kind != "b":
-            check_kind(self, 0, x, "b")
-        np.logical_not(x, out=self.output(0, x.shape, x.dtype))
-
-
-should_not_do_gradient("Not")
-
-
-def _where_infer(args: Any, ins: list[TensorSpec]) -> list[TensorSpec]:
-    c, x, y = ins
-    if args.broadcast_on_rows:
-        return [x]
-    if not (c.known and x.known and y.known):
-        return [TensorSpec(x.shape if x.shape == y.shape and x.shape is not None else None, x.dtype)]
-    return [TensorSpec(tuple(np.broadcast_shapes(c.shape, x.shape, y.shape)), x.dtype)]
-
-
-@register_op(
-    "Where",
-    inputs=3,
-    args=[Arg("broadcast_on_rows", BOOL, 0, "C is 1-D with one entry per row (first dim) of X and Y")],
-    input_docs=[("C", "bool condition"), ("X", "values where C is true"), ("Y", "values where C is false")],
-    output_docs=[("Z", "C ? X : Y, elementwise")],
-    allow_inplace={(1, 0), (2, 0)},
-    infer=_where_infer,
-    cost=pointwise_cost(1),
-    category="logical",
-)
-class Where(Operator):
-    """Z = C ? X : Y elementwise. X and Y share a dtype; C is bool. Shapes broadcast with numpy
-    rules, or with broadcast_on_rows=1 C has one entry per row of X (X and Y of one shape)."""
-
-    def run(self) -> None:
-        c, x, y = self.input(0), self.input(1), self.input(2)
-        check_kind(self, 0, c, "b")
-        if x.dtype != y.dtype:
-            raise TypeMismatchError(
-                f"{self.describe()}: X ('{self.input_names[1]}') is {x.dtype} but Y ('{self.input_names[2]}') "
-                f"is {y.dtype}"
-            )
-        where = self.describe()
-        if self.args.broadcast_on_rows:
-            if x.shape != y.shape or c.ndim != 1 or x.ndim < 1 or c.shape[0] != x.shape[0]:
-                raise ShapeError(
-                    f"{where}: broadcast_on_rows needs X and Y of one shape and a 1-D C with one entry per row, "
-                    f"got C {list(c.shape)}, X {list(x.shape)}, Y {list(y.shape)}"
-                )
-            c = c.reshape(c.shape + (1,) * (x.ndim - 1))
-            shape = x.shape
-        else:
-            try:
-                shape = tuple(np.broadcast_shapes(c.shape, x.shape, y.shape))
-            except ValueError:
-                raise ShapeError(
-                    f"{where}: C {list(c.shape)}, X {list(x.shape)} and Y {list(y.shape)} do not broadcast"
-                ) from None
-        for i in (1, 2):
-            if self.input_names[i] == self.output_names[0] and self.input(i).shape != shape:
-                raise ShapeError(f"{where}: in-place output '{self.output_names[0]}' would change shape")
-        out = self.output(0, shape, x.dtype)
-        if self.input_names[2] == self.output_names[0]:
-            np.copyto(out, x, where=c)  # out is Y
-        else:
-            if self.input_names[1] != self.output_names[0]:
-                np.copyto(out, x)
-            np.copyto(out, y, where=~c)
-
-
-should_not_do_gradient("Where")
-
-
-# -- Pow -------------------------------------------------------------------------------------------
-
-
-def _pow_infer(args: Any, ins: list[TensorSpec]) -> list[TensorSpec]:
-    if len(ins) == 1:
-        return [ins[0]]
-    return _binary_infer()(args, ins)
-
-
-@register_op(
-    "Pow",
-    inputs=(1, 2),
-    args=[Arg("exponent", FLOAT, None, "the exponent when there is no second input")] + BROADCAST_ARGS,
-    input_docs=[("X", "base"), ("exponent", "optional exponent tensor (broadcast as B of Add)")],
-    output_docs=[("Y", "X ** exponent")],
-    allow_inplace={(0, 0), (1, 0)},
-    infer=_pow_infer,
-    cost=pointwise_cost(4),
-    category="math",
-)
-class Pow(_Binary):
-    """Elementwise Y = X ** exponent, the exponent given by argument `exponent` or by a second
-    input (broadcast as B of Add)."""
-
-    kinds = "f"
-
-    def setup(self) -> None:
-        n = len(self.input_names)
-        if (n == 2) == self.args.has("exponent"):
-            raise self.arg_error("give the exponent either as argument 'exponent' or as a second input, not both")
-        if n == 2:
-            super().setup()
-        else:
-            self._e = None
-
-    def run(self) -> None:
-        if len(self.inputs) == 2:
-            super().run()
-            return
-        x = self.input(0)
-        if x.dtype.kind != "f":
-            check_kind(self, 0, x, "f")
-        if self._e is None or self._e.dtype != x.dtype:
-            self._e = np.array(self.args.exponent, dtype=x.dtype)
-        np.power(x, self._e, out=self.output(0, x.shape, x.dtype))
-
-    def compute(self, a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
-        np.power(a, b, out=out)
-
-
-# -- gradient ops ----------------------------------------------------------------------------------
-
-
-def _grad_pair_infer(a_idx: int, b_idx: int):
-    def infer(args: Any, ins: list[TensorSpec]) -> list[TensorSpec]:
-        dt = ins[0].dtype
-        return [TensorSpec(ins[a_idx].shape, dt), TensorSpec(ins[b_idx].shape, dt)][: args.num_outputs]
-
-    return infer
-
-
-class _BinaryGrad(Operator):
-    """Base of the binary gradient ops: reduces a full-size gradient to an operand's shape."""
-
-    def setup(self) -> None:
-        self.legacy = bool(self.args.broadcast)
-        self.axis = legacy_axis(self.args, self.describe())
-        self._tmp: dict[tuple, np.ndarray] = {}
-
-    def reduce(self, full: np.ndarray, shape: tuple, out: np.ndarray, is_b: bool) -> None:
-        if full.shape == shape:
-            if out is not full:
-                np.copyto(out, full)
-        elif self.legacy and is_b:
-            legacy_sum_to_shape(full, shape, self.axis, out, self.describe())
-        else:
-            sum_to_shape(full, shape, out)
-
-    def tmp(self, shape: tuple, dtype: Any, slot: int = 0) -> np.ndarray:
-        key = (slot, shape, np.dtype(dtype))
-        t = self._tmp.get(key)
-        if t is None:
-            t = self._tmp[key] = np.empty(shape, dtype)
-        return t
-
-    def b_view(self, a_shape: tuple, b: np.ndarray) -> np.ndarray:
-        if self.legacy and b.shape != a_shape:
-            return b.reshape(b_view_shape(a_shape, b.shape, self.axis, self.describe()))
-        return b
-
-    def outputs_for(self, dc: np.ndarray, a_shape: tuple, b_shape: tuple) -> tuple[np.ndarray, np.ndarray]:
-        return self.output(0, tuple(a_shape), dc.dtype), self.output(1, tuple(b_shape), dc.dtype)
-
-
-_GRAD_IN = [("dC", "gradient of C"), ("A", "forward input A"), ("B", "forward input B")]
-_GRAD_OUT = [("dA", "gradient of A"), ("dB", "gradient of B")]
-
-
-def _register_grad(name: str):
-    return register_op(
-        name,
-        inputs=3,
-        outputs=2,
-        args=BROADCAST_ARGS,
-        input_docs=_GRAD_IN,
-        output_docs=_GRAD_OUT,
-        allow_inplace={(0, 0), (0, 1)},
-        infer=_grad_pair_infer(1, 2),
-        cost=pointwise_cost(2),
-        category="math",
-        private=True,
-    )
-
-
-@_register_grad("AddGradient")
-class AddGradient(_BinaryGrad):
-    """dA = dC and dB = dC, each summed over the dims it was broadcast along."""
-
-    sign_b = 1
-
-    def run(self) -> None:
-        dc, a, b = self.input(0), self.input(1), self.input(2)
-        a_shape, b_shape = a.shape, b.shape
-        # When dA is dC's blob, derive dB first (dA overwrites dC).
-        if self.output_names[0] == self.input_names[0]:
-            self._db(dc, b_shape)
-            self.reduce(dc, a_shape, self.output(0, a_shape, dc.dtype), False)
-        else:
-            self.reduce(dc, a_shape, self.output(0, a_shape, dc.dtype), False)
-            self._db(dc, b_shape)
-
-    def _db(self, dc: np.ndarray, b_shape: tuple) -> None:
-        db = self.output(1, b_shape, dc.dtype)
-        self.reduce(dc, b_shape, db, True)
-        if self.sign_b < 0:
-            np.negative(db, out=db)
-
-
-@_register_grad("SubGradient")
-class SubGradient(AddGradient):
-    """dA = dC and dB = -dC, each summed over the dims it was broadcast along."""
-
-    sign_b = -1
-
-
-@_register_grad("MulGradient")
-class MulGradient(_BinaryGrad):
-    """dA = dC * B and dB = dC * A, each summed over the dims it was broadcast along."""
-
-    def run(self) -> None:
-        dc, a, b = self.input(0), self.input(1), self.input(2)
-        a_shape, b_shape = a.shape, b.shape
-        bv = self.b_view(dc.shape, b)
-        first_b = self.output_names[0] == self.input_names[0]
-        for which in (1, 0) if first_b else (0, 1):
-            if which == 0:
-                self._one(dc, bv, a_shape, 0, False)
-            else:
-                self._one(dc, a, b_shape, 1, True)
-
-    def _one(self, dc: np.ndarray, other: np.ndarray, shape: tuple, k: int, is_b: bool) -> None:
-        out = self.output(k, shape, dc.dtype)
-        if dc.shape == shape:
-            np.multiply(dc, other, out=out)
-        else:
-            t = self.tmp(dc.shape, dc.dtype)
-            np.multiply(dc, other, out=t)
-            self.reduce(t, shape, out, is_b)
-
-
-def _div_grad_infer(args: Any, ins: list[TensorSpec]) -> list[TensorSpec]:
-    if len(ins) == 3:  # legacy form (B, C, dC)
-        return [TensorSpec(ins[1].shape, ins[2].dtype), TensorSpec(ins[0].shape, ins[2].dtype)]
-    return _grad_pair_infer(1, 2)(args, ins)
-
-
-@register_op(
-    "DivGradient",
-    inputs=(3, 4),
-    outputs=2,
-    args=BROADCAST_ARGS,
-    input_docs=[
-        ("dC", "gradient of C (or B in the 3-input form)"),
-        ("A", "forward input A (or C)"),
-        ("B", "forward input B (or dC)"),
-        ("C", "forward output C"),
-    ],
-    output_docs=_GRAD_OUT,
-    allow_inplace={(0, 0)},
-    infer=_div_grad_infer,
-    cost=pointwise_cost(3),
-    category="math",
-    private=True,
-)
-class DivGradient(_BinaryGrad):
-    """dA = dC / B and dB = -dC * C / B, each summed over broadcast dims. Inputs (dC, A, B, C),
-    or Caffe2's older (B, C, dC) where A has C's shape."""
-
-    def run(self) -> None:
-        if len(self.inputs) == 3:
-            b, c, dc = self.input(0), self.input(1), self.input(2)
-            a_shape = c.shape
-        else:
-            dc, a, b, c = self.input(0), self.input(1), self.input(2), self.input(3)
-            a_shape = a.shape
-        b_shape = b.shape
-        bv = self.b_view(dc.shape, b)
-        # dB first: it reads dC, which dA may overwrite in place.
-        db = self.output(1, b_shape, dc.dtype)
-        t = self.tmp(dc.shape, dc.dtype)
-        np.multiply(dc, c, out=t)
-        np.divide(t, bv, out=t)
-        np.negative(t, out=t)
-        self.reduce(t, b_shape, db, True)
-        da = self.output(0, a_shape, dc.dtype)
-        if dc.shape == a_shape:
-            np.divide(dc, bv, out=da)
-        else:
-            np.divide(dc, bv, out=t)
-            self.reduce(t, a_shape, da, False)
-
-
-def _pow_grad_infer(args: Any, ins: list[TensorSpec]) -> list[TensorSpec]:
-    dt = ins[0].dtype
-    if len(ins) == 2:
-        return [TensorSpec(ins[1].shape, dt)]
-    return [TensorSpec(ins[1].shape, dt), TensorSpec(ins[2].shape, dt)]
-
-
-@register_op(
-    "PowGradient",
-    inputs={2, 4},
-    outputs={1, 2},
-    args=[Arg("exponent", FLOAT, None, "the forward op's exponent argument")] + BROADCAST_ARGS,
-    input_docs=[
-        ("dY", "gradient of Y"),
-        ("X", "forward base"),
-        ("E", "forward exponent tensor"),
-        ("Y", "forward output"),
-    ],
-    output_docs=[("dX", "gradient of X"), ("dE", "gradient of the exponent tensor")],
-    infer=_pow_grad_infer,
-    cost=pointwise_cost(6),
-    category="math",
-    private=True,
-)
-class PowGradient(_BinaryGrad):
-    """dX = E * X^(E-1) * dY; with an exponent tensor also dE = Y * log(X) * dY (summed over
-    broadcast dims). Inputs (dY, X) with argument `exponent`, or (dY, X, E, Y)."""
-
-    def setup(self) -> None:
-        if len(self.input_names) == 2:
-            if not self.args.has("exponent"):
-                raise self.arg_error("the 2-input form needs argument 'exponent'")
-            self.legacy, self.axis, self._tmp = False, -1, {}
-        else:
-            super().setup()
-
-    def run(self) -> None:
-        dy, x = self.input(0), self.input(1)
-        if len(self.inputs) == 2:
-            e = self.args.exponent
-            dx = self.output(0, x.shape, dy.dtype)
-            np.power(x, x.dtype.type(e - 1), out=dx)
-            np.multiply(dx, dx.dtype.type(e), out=dx)
-            np.multiply(dx, dy, out=dx)
-            return
-        e, y = self.input(2), self.input(3)
-        ev = self.b_view(dy.shape, e)
-        t = self.tmp(dy.shape, dy.dtype)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            np.log(x, out=t)
-        np.multiply(t, y, out=t)
-        np.multiply(t, dy, out=t)
-        self.reduce(t, e.shape, self.output(1, e.shape, dy.dtype), True)
-        np.subtract(ev, ev.dtype.type(1), out=t)
-        np.power(x, t, out=t)
-        np.multiply(t, ev, out=t)
-        np.multiply(t, dy, out=t)
-        self.reduce(t, x.shape, self.output(0, x.shape, dy.dtype), False)
-
-
-# -- SumReduceLike ---------------------------------------------------------------------------------
-
-
-def _srl_infer(args: Any, ins: list[TensorSpec]) -> list[TensorSpec]:
-    return [TensorSpec(ins[1].shape, ins[0].dtype)]
-
-
-@register_op(
-    "SumReduceLike",
-    inputs=2,
-    args=[
-        Arg("axis", INT, -1, "first axis of A that B aligns with (-1: suffix matching)"),
-        Arg("axis_str", STRING, "", "the axis as a letter of `order`; excludes `axis`"),
-        Arg("order", STRING, "NCHW", "layout that `axis_str` refers to"),
-    ],
-    input_docs=[("A", "tensor to reduce"), ("B", "tensor whose shape the result takes")],
-    output_docs=[("C", "A summed over the dims B was broadcast along (legacy rules), shaped as B")],
-    infer=_srl_infer,
-    cost=pointwise_cost(1),
-    category="math",
-)
-class SumReduceLike(Operator):
-    """Sums A down to B's shape, B being a scalar or a contiguous sub-shape of A at `axis`
-    (Caffe2's legacy broadcast); the reduction that the gradient of a broadcast operand needs."""
-
-    def setup(self) -> None:
-        a = self.args
-        if a.axis_str:
-            if a.has("axis") and a.axis != -1:
-                raise self.arg_error("give axis or axis_str, not both")
-            if len(a.axis_str) != 1 or a.axis_str not in a.order:
-                raise self.arg_error(f"axis_str must be one letter of order '{a.order}', got '{a.axis_str}'")
-            self.axis = a.order.index(a.axis_str)
-        else:
-            self.axis = a.axis
-        if self.input_names[1] == self.output_names[0]:
-            raise SchemaError(f"{self.describe()}: in-place with B is not allowed")
-
-    def run(self) -> None:
-        a, b = self.input(0), self.input(1)
-        out = self.output(0, b.shape, a.dtype)
-        if int(np.prod(b.shape, dtype=np.int64)) != 1:
-            legacy_sizes(a.shape, b.shape, self.axis, self.describe())
-        legacy_sum_to_shape(a, b.shape, self.axis, out, self.describe())
-
-
-should_not_do_gradient("SumReduceLike")
-
-
-# -- gradient makers -------------------------------------------------------------------------------
-
-
-@gradient("Add")
-def _add_grad(g):
-    return [g.op("AddGradient", [g.GO(0), g.I(0), g.I(1)], [g.GI(0), g.GI(1)])]
-
-
-@gradient("Sub")
-def _sub_grad(g):
-    return [g.op("SubGradient", [g.GO(0), g.I(0), g.I(1)], [g.GI(0), g.GI(1)])]
-
-
-@gradient("Mul")
-def _mul_grad(g):
-    from framework.errors import GradientError
-
-    if g.O(0) in (g.I(0), g.I(1)):
-        raise GradientError(
-            f"gradient of Mul: cannot differentiate an in-place Mul (output '{g.O(0)}' overwrote an input "
-            "that the gradient needs)"
-        )
-    return [g.op("MulGradient", [g.GO(0), g.I(0), g.I(1)], [g.GI(0), g.GI(1)])]
-
-
-@gradient("Div")
-def _div_grad(g):
-    return [g.op("DivGradient", [g.GO(0), g.I(0), g.I(1), g.O(0)], [g.GI(0), g.GI(1)])]
-
-
-@gradient("Pow")
-def _pow_grad(g):
-    if len(g.def_.input) == 1:
-        return [g.op("PowGradient", [g.GO(0), g.I(0)], [g.GI(0)])]
-    return [g.op("PowGradient", [g.GO(0), g.I(0), g.I(1), g.O(0)], [g.GI(0), g.GI(1)])]
-
-
-__all__ = ["Add", "Div", "Mul", "Sub"]
