@@ -17,6 +17,7 @@ from framework.errors import ShapeError, TypeMismatchError
 from framework.ops.elementwise import bind_ufunc, check_kind
 from framework.ops.gradient import gradient
 from framework.ops.operator import Operator
+from framework.ops.pointwise import scratch
 from framework.ops.registry import register_op
 from framework.ops.schema import BOOL, Arg, TensorSpec, pointwise_cost, same_as_input
 
@@ -268,10 +269,7 @@ class WeightedSum(Operator):
         return xs, ws
 
     def _scratch(self, like: np.ndarray) -> np.ndarray:
-        t = self._tmp
-        if t is None or t.shape != like.shape or t.dtype != like.dtype:
-            t = self._tmp = np.empty(like.shape, like.dtype)
-        return t
+        return scratch(self, "_tmp", like.shape, like.dtype)
 
     def run(self) -> None:
         xs, ws = self._operands()

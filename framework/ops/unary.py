@@ -135,16 +135,27 @@ class _UnaryGrad(Operator):
         self.kernel(v, dy, self.output(0, dy.shape, dy.dtype))
 
 
-def _unary_grad(name: str, doc: str, first: tuple[str, str], kernel: Callable, *, dy_index: int = 1) -> type:
+def _unary_grad(
+    name: str, doc: str, first: tuple[str, str], kernel: Callable, *, dy_index: int = 1, args: Any = ()
+) -> type:
+    """Register the gradient op ``name`` = ``<Forward>Gradient`` reading ``first`` (X: the forward
+    input, or Y: its output) and dY in that order (dY first with ``dy_index=0``), and the forward
+    op's gradient maker that wires them."""
     dy = ("dY", "gradient of Y")
     docs = [first, dy] if dy_index == 1 else [dy, first]
     cls = type(name, (_UnaryGrad,), {"__doc__": doc, "kernel": kernel, "dy_index": dy_index})
+    forward = name[: -len("Gradient")]
+
+    def maker(g):
+        value = g.I(0) if first[0] == "X" else g.O(0)
+        return [g.op(name, [value, g.GO(0)] if dy_index == 1 else [g.GO(0), value], [g.GI(0)])]
+
+    maker.__name__ = maker.__qualname__ = f"_{forward.lower()}_grad_maker"  # the name the catalogue shows
+    gradient(forward)(maker)
     return register_op(
         name,
         inputs=2,
-        args=[Arg("min", FLOAT, -_FMAX, "forward lower bound"), Arg("max", FLOAT, _FMAX, "forward upper bound")]
-        if name == "ClipGradient"
-        else (),
+        args=args,
         input_docs=docs,
         output_docs=[("dX", "gradient of X")],
         allow_inplace={(dy_index, 0)},
@@ -194,10 +205,16 @@ _unary_grad("SinGradient", "dX = cos(X) * dY.", ("X", "forward input"), _sin_gra
 _unary_grad("CosGradient", "dX = -sin(X) * dY.", ("X", "forward input"), _cos_grad)
 _unary_grad("RsqrtGradient", "dX = -0.5 * Y^3 * dY.", ("Y", "forward output"), _rsqrt_grad, dy_index=0)
 _unary_grad("ReciprocalGradient", "dX = -Y^2 * dY.", ("Y", "forward output"), _reciprocal_grad)
-_unary_grad("ClipGradient", "dX = dY where min < Y < max, else 0.", ("Y", "forward output"), _clip_grad)
+_unary_grad(
+    "ClipGradient",
+    "dX = dY where min < Y < max, else 0.",
+    ("Y", "forward output"),
+    _clip_grad,
+    args=[Arg("min", FLOAT, -_FMAX, "forward lower bound"), Arg("max", FLOAT, _FMAX, "forward upper bound")],
+)
 
 
-# -- gradient makers (Caffe2's: a gradient op, or a short decomposition into other ops) ------------
+# -- gradient makers that decompose into other ops (as Caffe2's) ---------------------------------
 
 
 @gradient("Negative", copy_arguments=False)
@@ -234,33 +251,3 @@ def _sqrt_grad(g):
         g.op("Scale", [g.GO(0)], [g.GI(0)], scale=0.5),
         g.op("Div", [g.GI(0), g.O(0)], [g.GI(0)]),
     ]
-
-
-@gradient("Abs")
-def _abs_grad_maker(g):
-    return [g.op("AbsGradient", [g.I(0), g.GO(0)], [g.GI(0)])]
-
-
-@gradient("Sin")
-def _sin_grad_maker(g):
-    return [g.op("SinGradient", [g.I(0), g.GO(0)], [g.GI(0)])]
-
-
-@gradient("Cos")
-def _cos_grad_maker(g):
-    return [g.op("CosGradient", [g.I(0), g.GO(0)], [g.GI(0)])]
-
-
-@gradient("Rsqrt")
-def _rsqrt_grad_maker(g):
-    return [g.op("RsqrtGradient", [g.GO(0), g.O(0)], [g.GI(0)])]
-
-
-@gradient("Reciprocal")
-def _reciprocal_grad_maker(g):
-    return [g.op("ReciprocalGradient", [g.O(0), g.GO(0)], [g.GI(0)])]
-
-
-@gradient("Clip")
-def _clip_grad_maker(g):
-    return [g.op("ClipGradient", [g.O(0), g.GO(0)], [g.GI(0)])]
