@@ -15,6 +15,7 @@ from framework.memory.workspace import Workspace
 from framework.ops import create_operator, get_gradient_for_op
 from framework.ops.smooth_activations import erf_approx
 from framework.testing import arrays, assert_gradient_checks, assert_reference_checks, shapes
+from tests.ops.helpers import run_fed
 
 SELU_A = 1.6732632423543772848170429916717
 SELU_S = 1.0507009873554804934193349852946
@@ -236,11 +237,9 @@ def test_selu_rejects_scale_not_above_one():
 
 
 def test_gradient_op_shape_mismatch_names_blobs():
-    ws = Workspace()
-    ws.feed_blob("Y", np.ones((2, 3), np.float32))
-    ws.feed_blob("dY", np.ones((3, 2), np.float32))
+    feeds = {"Y": np.ones((2, 3), np.float32), "dY": np.ones((3, 2), np.float32)}
     with pytest.raises(ShapeError, match=r"SigmoidGradient.*'Y'.*\[2, 3\].*'dY'.*\[3, 2\]"):
-        create_operator(CreateOperator("SigmoidGradient", ["Y", "dY"], ["dX"]), ws).run()
+        run_fed(CreateOperator("SigmoidGradient", ["Y", "dY"], ["dX"]), feeds)
 
 
 def test_sigmoid_and_softplus_do_not_overflow():

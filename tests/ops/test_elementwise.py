@@ -69,6 +69,24 @@ def _legacy_ref_b(a, b, axis):
     return b.reshape(b.shape + (1,) * (a.ndim - axis - b.ndim))
 
 
+def _numpy_case(data, op_type, dtype, max_side):
+    """(op, A, B) with numpy-broadcastable operands (B kept away from 0 for Div)."""
+    (sa, sb), _ = data.draw(
+        hnp.mutually_broadcastable_shapes(num_shapes=2, min_side=1, max_side=max_side, max_dims=max_side)
+    )
+    a = data.draw(arrays(sa, dtype))
+    b = data.draw(arrays(sb, dtype))
+    return CreateOperator(op_type, ["A", "B"], ["C"]), a, _nonzero(b) if op_type == "Div" else b
+
+
+def _legacy_case(data, op_type, dtype):
+    """(op, A, B, axis) with broadcast=1 operands (B kept away from 0 for Div)."""
+    a, b, axis = data.draw(legacy_pair(dtype))
+    kwargs = {"broadcast": 1} if axis is None else {"broadcast": 1, "axis": axis}
+    op = CreateOperator(op_type, ["A", "B"], ["C"], **kwargs)
+    return op, a, _nonzero(b) if op_type == "Div" else b, axis
+
+
 # -- arithmetic -------------------------------------------------------------------------------------
 
 
@@ -90,12 +108,7 @@ def test_arith_same_shape(op_type, dtype, data):
 @given(data=st.data())
 @settings(max_examples=20)
 def test_arith_numpy_broadcast(op_type, data):
-    (sa, sb), _ = data.draw(hnp.mutually_broadcastable_shapes(num_shapes=2, min_side=1, max_side=4, max_dims=4))
-    a = data.draw(arrays(sa, np.float32))
-    b = data.draw(arrays(sb, np.float32))
-    if op_type == "Div":
-        b = _nonzero(b)
-    op = CreateOperator(op_type, ["A", "B"], ["C"])
+    op, a, b = _numpy_case(data, op_type, np.float32, 4)
     assert_reference_checks(op, [a, b], lambda a, b: _ref(op_type, a, b))
 
 
@@ -103,11 +116,7 @@ def test_arith_numpy_broadcast(op_type, data):
 @given(data=st.data())
 @settings(max_examples=20)
 def test_arith_legacy_broadcast(op_type, data):
-    a, b, axis = data.draw(legacy_pair())
-    if op_type == "Div":
-        b = _nonzero(b)
-    kwargs = {"broadcast": 1} if axis is None else {"broadcast": 1, "axis": axis}
-    op = CreateOperator(op_type, ["A", "B"], ["C"], **kwargs)
+    op, a, b, axis = _legacy_case(data, op_type, np.float32)
     assert_reference_checks(op, [a, b], lambda a, b: _ref(op_type, a, _legacy_ref_b(a, b, axis)))
 
 
@@ -217,12 +226,7 @@ def test_bad_broadcast_args(kwargs, msg):
 @given(data=st.data())
 @settings(max_examples=8)
 def test_arith_gradients_numpy_broadcast(op_type, data):
-    (sa, sb), _ = data.draw(hnp.mutually_broadcastable_shapes(num_shapes=2, min_side=1, max_side=3, max_dims=3))
-    a = data.draw(arrays(sa, np.float64))
-    b = data.draw(arrays(sb, np.float64))
-    if op_type == "Div":
-        b = _nonzero(b)
-    op = CreateOperator(op_type, ["A", "B"], ["C"])
+    op, a, b = _numpy_case(data, op_type, np.float64, 3)
     for i in (0, 1):
         assert_gradient_checks(op, [a, b], i, threshold=1e-3)
 
@@ -231,11 +235,7 @@ def test_arith_gradients_numpy_broadcast(op_type, data):
 @given(data=st.data())
 @settings(max_examples=8)
 def test_arith_gradients_legacy_broadcast(op_type, data):
-    a, b, axis = data.draw(legacy_pair(np.float64))
-    if op_type == "Div":
-        b = _nonzero(b)
-    kwargs = {"broadcast": 1} if axis is None else {"broadcast": 1, "axis": axis}
-    op = CreateOperator(op_type, ["A", "B"], ["C"], **kwargs)
+    op, a, b, _ = _legacy_case(data, op_type, np.float64)
     for i in (0, 1):
         assert_gradient_checks(op, [a, b], i, threshold=1e-3)
 
