@@ -178,7 +178,7 @@ class Workspace:
             blob.get_mutable(Tensor).copy_from(value)
             return
         if hasattr(value, "SerializeToString") and hasattr(value, "dims"):  # a TensorProto
-            from framework.memory.serialize import tensor_from_proto
+            from framework.memory.tensor_proto import tensor_from_proto
 
             blob.reset(tensor_from_proto(value))
             return

@@ -26,7 +26,7 @@ from google.protobuf.message import DecodeError
 from framework.db import Mode, detect_db_type, open_db
 from framework.db.reader import DBReader
 from framework.errors import DBError, SerializationError, ShapeError, TypeMismatchError
-from framework.memory.serialize import proto_elements, proto_extent, tensor_to_proto
+from framework.memory.tensor_proto import proto_elements, proto_extent, tensor_to_proto
 from framework.ops.gradient import no_gradient
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op
