@@ -9,6 +9,7 @@ import numpy as np
 
 from framework.memory.workspace import Workspace
 from framework.ops import create_operator
+from framework.proto.framework_pb2 import TensorProto
 from framework.testing import arrays, feed_inputs, shapes
 
 float_arrays = shapes(min_dims=1, max_dims=4, max_side=4).flatmap(lambda s: arrays(s, np.float32))
@@ -68,3 +69,16 @@ def run_fed(op_def, feeds):
     op = create_operator(op_def, ws)
     op.run()
     return ws, op
+
+
+# Every TensorProto DataType a tensor can hold numerically, with its numpy dtype.
+DTYPE_PAIRS = [
+    (TensorProto.FLOAT, np.float32),
+    (TensorProto.DOUBLE, np.float64),
+    (TensorProto.INT32, np.int32),
+    (TensorProto.INT64, np.int64),
+    (TensorProto.BOOL, np.bool_),
+    (TensorProto.UINT8, np.uint8),
+    (TensorProto.INT16, np.int16),
+    (TensorProto.FLOAT16, np.float16),
+]

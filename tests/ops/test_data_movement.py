@@ -11,7 +11,7 @@ from framework.memory.workspace import Workspace
 from framework.ops import GradientSlice, create_operator, get_gradient_for_op
 from framework.proto.framework_pb2 import TensorProto
 from framework.testing import arrays, assert_gradient_checks, assert_reference_checks, run_op_on, shapes
-from tests.ops.helpers import float_arrays, run_fed
+from tests.ops.helpers import DTYPE_PAIRS, float_arrays, run_fed
 
 
 # -- Concat / Split ----------------------------------------------------------------------------
@@ -209,15 +209,7 @@ def test_gather_axis_wrap_and_errors():
 
 
 # -- Cast -------------------------------------------------------------------------------------------------
-CASTS = [
-    (TensorProto.FLOAT, np.float32),
-    (TensorProto.DOUBLE, np.float64),
-    (TensorProto.INT32, np.int32),
-    (TensorProto.INT64, np.int64),
-    (TensorProto.BOOL, np.bool_),
-    (TensorProto.UINT8, np.uint8),
-    (TensorProto.FLOAT16, np.float16),
-]
+CASTS = DTYPE_PAIRS
 
 
 @pytest.mark.parametrize("to,np_type", CASTS)

@@ -12,6 +12,7 @@ from framework.memory.workspace import Workspace
 from framework.ops import create_operator, get_gradient_for_op
 from framework.proto.framework_pb2 import TensorProto
 from framework.testing import assert_reference_checks, run_op_on, shapes
+from tests.ops.helpers import DTYPE_PAIRS
 
 small_shapes = shapes(min_dims=1, max_dims=3, min_side=1, max_side=4)
 
@@ -36,16 +37,7 @@ def test_constant_fill_int_value_gives_int64(shape, value):
 
 @pytest.mark.parametrize(
     "dtype,np_dtype",
-    [
-        (TensorProto.FLOAT, np.float32),
-        (TensorProto.DOUBLE, np.float64),
-        (TensorProto.INT32, np.int32),
-        (TensorProto.INT64, np.int64),
-        (TensorProto.BOOL, np.bool_),
-        (TensorProto.UINT8, np.uint8),
-        (TensorProto.INT16, np.int16),
-        (TensorProto.FLOAT16, np.float16),
-    ],
+    DTYPE_PAIRS,
 )
 def test_constant_fill_dtype_argument(dtype, np_dtype):
     op = CreateOperator("ConstantFill", [], ["Y"], shape=[2, 3], value=1.0, dtype=dtype)
