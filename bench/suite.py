@@ -278,18 +278,7 @@ def bench_dag(cfg: Config) -> list[Row]:
         net = ws.create_net(dag.gemm_branches(f"bench_{kind}", kind))
         net.run()
         runs[col] = net.run
-    x, w = ws.fetch_blob("X"), ws.fetch_blob("W")
-    bufs = [np.empty((dag.N, dag.N), np.float32) for _ in range(dag.DEPTH)]
-
-    def numpy_serial() -> None:
-        for _ in range(2):
-            prev = x
-            for buf in bufs:
-                np.matmul(prev, w, out=buf)
-                prev = buf
-            np.maximum(prev, 0, out=prev)
-
-    runs["numpy"] = numpy_serial
+    runs["numpy"] = dag.numpy_serial(ws.fetch_blob("X"), ws.fetch_blob("W"))
     # 15 back-to-back runs per round: on this VM a vCPU left idle for ~10 ms (while another contender
     # ran on one core) wakes slowly, and the first dag run after it pays ~2 ms; with 3 runs per round
     # that start-up cost hid the speed-up.
