@@ -12,7 +12,7 @@ from bench.common import time_round_robin
 from framework.core import CreateOperator
 from framework.memory.workspace import Workspace
 from framework.ops import create_operator
-from framework.ops import fc as fc_module
+from framework.ops.nn import fc as fc_module
 
 
 def bench(batch: int, k: int = 784, n: int = 512, rounds: int = 30, inner: int = 20) -> dict[str, float]:

@@ -68,7 +68,7 @@ def _cell(text: str) -> str:
 
 
 def _op_section(s: Any) -> list[str]:
-    out = [f"### `{s.type}`", ""]
+    out = [f"### `{s.type}`", "", f"*{s.category}*", ""]
     if s.doc:
         out += [s.doc.strip(), ""]
     sides = (("Inputs", s.input_count_text(), s.inputs), ("Outputs", s.output_count_text(), s.outputs))
@@ -90,8 +90,14 @@ def _op_section(s: Any) -> list[str]:
     return out
 
 
+def family_of(schema: Any) -> str:
+    """The op family of a schema: the ``framework.ops`` package its class lives in."""
+    parts = schema.operator_class.__module__.split(".")
+    return parts[2] if len(parts) > 3 and parts[:2] == ["framework", "ops"] else "other"
+
+
 def render() -> str:
-    """The full text of docs/operators.md for the ops registered now."""
+    """The full text of docs/operators.md for the ops registered now, grouped by family."""
     from framework.ops import all_schemas
 
     # Types starting with '_' are test-only registrations (tests/net/conftest.py), not part of the catalogue.
@@ -100,28 +106,30 @@ def render() -> str:
     schemas = [s for s in schemas if s.type not in alias_names]  # aliases are listed with their op
     public = [s for s in schemas if not s.private]
     private = [s for s in schemas if s.private]
-    categories = sorted({s.category for s in public})
+    families = sorted({family_of(s) for s in public})
+
+    def in_family(f: str) -> list[Any]:
+        return sorted((s for s in public if family_of(s) == f), key=lambda s: (s.category, s.type))
 
     lines = [
         "# Operator catalogue",
         "",
         f"Generated from the registered schemas by `{COMMAND}`; do not edit by hand.",
         "",
-        f"{len(public)} operators, {len(private)} gradient and internal operators.",
+        f"{len(public)} operators in {len(families)} families (the packages of `framework/ops/`), "
+        f"{len(private)} gradient and internal operators. `docs/caffe2_coverage.md` compares them with Caffe2's.",
         "",
         "## Contents",
         "",
     ]
-    for c in categories:
-        ops = [s.type for s in public if s.category == c]
-        lines.append(f"- **{c}**: " + ", ".join(f"`{t}`" for t in ops))
+    for f in families:
+        lines.append(f"- **{f}** (`framework/ops/{f}/`): " + ", ".join(f"`{s.type}`" for s in in_family(f)))
     lines.append(f"- **gradient and internal operators**: {len(private)} ops")
     lines.append("")
-    for c in categories:
-        lines += [f"## {c}", ""]
-        for s in public:
-            if s.category == c:
-                lines += _op_section(s)
+    for f in families:
+        lines += [f"## {f}", ""]
+        for s in in_family(f):
+            lines += _op_section(s)
     lines += [
         "## Gradient and internal operators",
         "",

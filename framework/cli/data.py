@@ -11,7 +11,7 @@ from framework.cli.common import CLIError
 
 def read_examples(path: str) -> list[np.ndarray]:
     """All records of a TensorProtos DB as arrays stacked along a new first axis."""
-    from framework.ops.db_input import read_tensor_protos_db
+    from framework.ops.io.db_input import read_tensor_protos_db
 
     if not os.path.exists(path):
         raise CLIError(f"data DB not found: {path}", "prepare it with `framework make-db digits --out DIR`")

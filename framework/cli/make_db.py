@@ -24,7 +24,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from framework.ops.db_input import write_tensor_protos_db
+    from framework.ops.io.db_input import write_tensor_protos_db
 
     if not 0 < args.test_fraction < 1:
         raise CLIError(f"--test-fraction must be between 0 and 1, got {args.test_fraction}")

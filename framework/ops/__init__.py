@@ -1,6 +1,7 @@
-"""Operators: registry and schemas, the Operator base, gradient makers, and
-one module per op family. Every op module is imported here by name, which is
-what registers its ops.
+"""Operators: registry and schemas, the Operator base, gradient makers (the
+machinery, at this level), and one package per op family (``math``, ``nn``,
+``tensor``, ``training``, ``io``...), as in Caffe2's operator catalogue. Every
+family package is imported here by name, which is what registers its ops.
 """
 
 from framework.ops import registry
@@ -8,42 +9,13 @@ from framework.ops.gradient import GradientSlice, get_gradient_for_op
 from framework.ops.operator import Operator
 from framework.ops.registry import all_schemas, get_schema, has_op, register_op, registered_ops
 
-# Op families: each import registers its ops. Keep one line per module.
+# Op families, one package each: importing a package registers its ops.
 from framework.ops import (  # noqa: E402,F401  isort:skip
-    activations,
-    adaptive,
-    arithmetic,
-    batch_norm,
-    concat_split,
-    conv,
-    conv_transpose,
-    data_movement,
-    db_input,
-    distances,
-    dropout,
-    fc,
-    fills,
-    image,
-    layer_norm,
-    load_save,
-    logical,
-    losses,
-    matmul,
-    nary,
-    normalization,
-    optimizers,
-    pool,
-    random_fills,
-    reduce,
-    reductions,
-    sgd,
-    shape_ops,
-    smooth_activations,
-    softmax,
-    summarize,
+    io,
+    math,
+    nn,
+    tensor,
     training,
-    unary,
-    upsample,
 )
 
 __all__ = [

@@ -14,7 +14,7 @@ from framework.memory.serialize import deserialize_blob, serialize_blob_to_strin
 from framework.memory.workspace import Workspace
 from framework.net.api import run_operator_once
 from framework.ops import get_schema
-from framework.ops.db_input import read_tensor_protos_db, write_tensor_protos_db
+from framework.ops.io.db_input import read_tensor_protos_db, write_tensor_protos_db
 from framework.proto.framework_pb2 import BlobProto, DBReaderProto, TensorProtos
 
 BACKENDS = ["minidb", "lmdb"]

@@ -4,7 +4,7 @@ import numpy as np
 
 from framework.core import CreateOperator
 from framework.memory.workspace import Workspace
-from framework.ops.db_input import write_tensor_protos_db
+from framework.ops.io.db_input import write_tensor_protos_db
 
 
 def test_scalar_labels_and_features_batch_with_their_values(tmp_path):

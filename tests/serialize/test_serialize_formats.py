@@ -131,7 +131,7 @@ MODULES = [
     "framework.memory.serialize",
     "framework.db.base",
     "framework.checkpoint",
-    "framework.ops.db_input",
+    "framework.ops.io.db_input",
     "framework.proto.io",
     "framework.proto.args",
 ]

@@ -11,8 +11,8 @@ from typing import Any
 import numpy as np
 
 from framework.errors import ShapeError
-from framework.ops.elementwise import check_kind
 from framework.ops.gradient import gradient
+from framework.ops.math.elementwise import check_kind
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op
 from framework.ops.schema import INT, INTS, Arg, Cost, TensorSpec, numel_of

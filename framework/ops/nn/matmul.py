@@ -9,8 +9,8 @@ import math
 import numpy as np
 
 from framework.errors import GradientError, ShapeError, TypeMismatchError
-from framework.ops.axes import canonical_axis
 from framework.ops.gradient import gradient
+from framework.ops.nn.axes import canonical_axis
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op
 from framework.ops.schema import INT, Arg, Cost, TensorSpec, nbytes_of

@@ -10,8 +10,8 @@ import math
 import numpy as np
 
 from framework.errors import ShapeError, TypeMismatchError
-from framework.ops.axes import infer_per_row, rows_of
 from framework.ops.gradient import gradient
+from framework.ops.nn.axes import infer_per_row, rows_of
 from framework.ops.operator import Operator
 from framework.ops.pointwise import float_input, scratch
 from framework.ops.registry import register_op

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 
 from framework.ops.gradient import should_not_do_gradient
-from framework.ops.optimizers import UpdateOp, update_op
 from framework.ops.schema import FLOAT, INT, Arg
+from framework.ops.training.optimizers import UpdateOp, update_op
 
 _MOMENTUM_ARGS = [
     Arg("momentum", FLOAT, 0.0, "momentum coefficient"),

@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 
 from framework.errors import ShapeError
-from framework.ops.conv_args import (
+from framework.ops.gradient import gradient
+from framework.ops.nn.conv_args import (
     ConvPoolOp,
     conv_pool_args,
     index,
@@ -17,7 +18,6 @@ from framework.ops.conv_args import (
     split_layout,
     window_view,
 )
-from framework.ops.gradient import gradient
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op
 from framework.ops.schema import FLOAT, INT, STRING, UNKNOWN, Arg, TensorSpec, same_as_input

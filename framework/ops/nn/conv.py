@@ -15,7 +15,8 @@ import math
 import numpy as np
 
 from framework.errors import ShapeError, TypeMismatchError
-from framework.ops.conv_args import (
+from framework.ops.gradient import gradient
+from framework.ops.nn.conv_args import (
     ConvPoolOp,
     as_shape,
     conv_pool_args,
@@ -28,7 +29,6 @@ from framework.ops.conv_args import (
     split_layout,
     window_view,
 )
-from framework.ops.gradient import gradient
 from framework.ops.registry import register_op
 from framework.ops.schema import BOOL, UNKNOWN, Arg, Cost, TensorSpec
 

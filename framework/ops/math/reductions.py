@@ -9,10 +9,10 @@ from typing import Any
 import numpy as np
 
 from framework.errors import ShapeError
-from framework.ops.elementwise import check_kind
 from framework.ops.gradient import gradient, should_not_do_gradient
+from framework.ops.math.elementwise import check_kind
+from framework.ops.math.reduce import canon_axes, lowest, reduce_cost, reduced_shape
 from framework.ops.operator import Operator
-from framework.ops.reduce import canon_axes, lowest, reduce_cost, reduced_shape
 from framework.ops.registry import register_op
 from framework.ops.schema import BOOL, INT, Arg, TensorSpec
 

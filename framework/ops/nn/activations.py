@@ -3,7 +3,7 @@
 Every forward op may run in place (output blob == input blob). The gradient ops read the
 forward *output* ``Y`` and ``dY`` (so the forward may run in place), except PRelu's, which
 reads ``Y, dY, X, slope``. The shared registration machinery is in ``framework.ops.pointwise``;
-the smooth activations (Sigmoid, Tanh, ...) are in ``framework.ops.smooth_activations``.
+the smooth activations (Sigmoid, Tanh, ...) are in ``framework.ops.nn.smooth_activations``.
 """
 
 from __future__ import annotations

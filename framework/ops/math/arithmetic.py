@@ -2,7 +2,7 @@
 SubGradient, MulGradient, DivGradient, PowGradient), and SumReduceLike, the reduction a
 broadcast operand's gradient needs.
 
-The forward ops broadcast through ``framework.ops.elementwise`` (Caffe2's legacy
+The forward ops broadcast through ``framework.ops.math.elementwise`` (Caffe2's legacy
 ``broadcast=1`` or numpy's rules); a gradient sums over the dims its operand was broadcast along.
 """
 
@@ -13,7 +13,8 @@ from typing import Any
 import numpy as np
 
 from framework.errors import GradientError, SchemaError
-from framework.ops.broadcast import (
+from framework.ops.gradient import gradient, should_not_do_gradient
+from framework.ops.math.broadcast import (
     BROADCAST_ARGS,
     b_view_shape,
     legacy_axis,
@@ -22,8 +23,7 @@ from framework.ops.broadcast import (
     named_axis,
     sum_to_shape,
 )
-from framework.ops.elementwise import BROADCAST_DOC, Binary, binary_infer, check_kind, register_binary
-from framework.ops.gradient import gradient, should_not_do_gradient
+from framework.ops.math.elementwise import BROADCAST_DOC, Binary, binary_infer, check_kind, register_binary
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op
 from framework.ops.schema import FLOAT, INT, STRING, Arg, TensorSpec, pointwise_cost

@@ -1,7 +1,7 @@
 """Elementwise logic: the comparisons EQ, NE, LT, LE, GT, GE (bool results), And, Or, Xor,
 Not on bool tensors, and Where (C ? X : Y). None is differentiable.
 
-The binary ops broadcast as Add does (``framework.ops.elementwise``).
+The binary ops broadcast as Add does (``framework.ops.math.elementwise``).
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from typing import Any
 import numpy as np
 
 from framework.errors import ShapeError, TypeMismatchError
-from framework.ops.elementwise import BROADCAST_DOC, check_kind, register_binary
 from framework.ops.gradient import should_not_do_gradient
+from framework.ops.math.elementwise import BROADCAST_DOC, check_kind, register_binary
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op
 from framework.ops.schema import BOOL, Arg, TensorSpec, pointwise_cost, same_as_input

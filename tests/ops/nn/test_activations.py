@@ -13,7 +13,7 @@ from framework.core import CreateOperator
 from framework.errors import ArgumentError, GradientError, ShapeError, TypeMismatchError
 from framework.memory.workspace import Workspace
 from framework.ops import create_operator, get_gradient_for_op
-from framework.ops.smooth_activations import erf_approx
+from framework.ops.nn.smooth_activations import erf_approx
 from framework.testing import arrays, assert_gradient_checks, assert_reference_checks, shapes
 from tests.ops.helpers import run_fed
 

@@ -1,10 +1,10 @@
-"""The machinery of the elementwise binary ops (``framework.ops.arithmetic``: Add, Sub, Mul,
-Div, Pow; ``framework.ops.logical``: comparisons, And, Or, Xor): the ``Binary`` kernel driver
+"""The machinery of the elementwise binary ops (``framework.ops.math.arithmetic``: Add, Sub, Mul,
+Div, Pow; ``framework.ops.math.logical``: comparisons, And, Or, Xor): the ``Binary`` kernel driver
 (dtype checks, broadcasting planned once per input shapes, in-place rules, the compiled ufunc
 fast path), ``register_binary``, and the helpers ``check_kind`` and ``bind_ufunc`` that the
 unary, n-ary and reduction ops share.
 
-Broadcasting follows Caffe2 (see ``framework.ops.broadcast``): with
+Broadcasting follows Caffe2 (see ``framework.ops.math.broadcast``): with
 ``broadcast=1`` B is a contiguous sub-shape of A aligned at ``axis``;
 otherwise numpy's multidirectional rules apply.
 """
@@ -17,7 +17,7 @@ from typing import Any, Callable
 import numpy as np
 
 from framework.errors import SchemaError, ShapeError, TypeMismatchError
-from framework.ops.broadcast import BROADCAST_ARGS, b_view_shape, legacy_axis, numpy_shape, output_shape
+from framework.ops.math.broadcast import BROADCAST_ARGS, b_view_shape, legacy_axis, numpy_shape, output_shape
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op
 from framework.ops.schema import TensorSpec, pointwise_cost

@@ -9,8 +9,8 @@ import numpy as np
 
 from framework.errors import ShapeError
 from framework.ops.gradient import should_not_do_gradient
-from framework.ops.optimizers import UpdateOp, copy_through, update_op
 from framework.ops.schema import FLOAT, Arg
+from framework.ops.training.optimizers import UpdateOp, copy_through, update_op
 
 _ADAGRAD_ARGS = [
     Arg("epsilon", FLOAT, 1e-5, "added to the root of the accumulated squares"),

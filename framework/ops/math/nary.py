@@ -14,8 +14,8 @@ from typing import Any, Callable
 import numpy as np
 
 from framework.errors import ShapeError, TypeMismatchError
-from framework.ops.elementwise import bind_ufunc, check_kind
 from framework.ops.gradient import gradient
+from framework.ops.math.elementwise import bind_ufunc, check_kind
 from framework.ops.operator import Operator
 from framework.ops.pointwise import scratch
 from framework.ops.registry import register_op

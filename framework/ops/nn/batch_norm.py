@@ -15,7 +15,7 @@ import numpy as np
 
 from framework.errors import ShapeError
 from framework.ops.gradient import gradient
-from framework.ops.normalization import AFFINE_GRAD_DOCS, ORDER_ARG, NormOp, affine_grad_infer, channel_axis
+from framework.ops.nn.normalization import AFFINE_GRAD_DOCS, ORDER_ARG, NormOp, affine_grad_infer, channel_axis
 from framework.ops.registry import register_op
 from framework.ops.schema import FLOAT, INT, Arg, TensorSpec
 

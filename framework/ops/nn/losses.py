@@ -1,6 +1,6 @@
 """Losses and metrics: LabelCrossEntropy, CrossEntropy, SigmoidCrossEntropyWithLogits,
 AveragedLoss, Accuracy, with their gradient ops (the softmax family, SoftmaxWithLoss included,
-is ``framework.ops.softmax``; the distances ``framework.ops.distances``).
+is ``framework.ops.nn.softmax``; the distances ``framework.ops.nn.distances``).
 
 Numerics follow Caffe2: probabilities are clamped at ``LOG_THRESHOLD`` = 1e-20 before a log
 (LabelCrossEntropy, CrossEntropy, SoftmaxWithLoss with ``label_prob``).
@@ -14,11 +14,11 @@ import numpy as np
 
 from framework.errors import ShapeError, TypeMismatchError
 from framework.ops.gradient import gradient, no_gradient
+from framework.ops.nn.smooth_activations import sigmoid_into, softplus_into
 from framework.ops.operator import Operator
 from framework.ops.pointwise import float_input, scratch
 from framework.ops.registry import register_op
 from framework.ops.schema import BOOL, INT, Arg, TensorSpec, pointwise_cost, same_as_input
-from framework.ops.smooth_activations import sigmoid_into, softplus_into
 
 LOG_THRESHOLD = 1e-20  # Caffe2's kLOG_THRESHOLD() for float
 

@@ -10,8 +10,9 @@ import math
 import numpy as np
 
 from framework.errors import ShapeError
-from framework.ops.conv import ConvOpBase, _conv_like_cost, gradient_schema
-from framework.ops.conv_args import (
+from framework.ops.gradient import gradient
+from framework.ops.nn.conv import ConvOpBase, _conv_like_cost, gradient_schema
+from framework.ops.nn.conv_args import (
     CAFFE_LEGACY_POOLING,
     NOTSET,
     Geometry,
@@ -24,7 +25,6 @@ from framework.ops.conv_args import (
     split_layout,
     window_view,
 )
-from framework.ops.gradient import gradient
 from framework.ops.registry import register_op
 from framework.ops.schema import BOOL, INT, INTS, UNKNOWN, Arg, Cost, TensorSpec
 

@@ -11,8 +11,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from framework.ops.elementwise import bind_ufunc, check_kind
 from framework.ops.gradient import gradient, should_not_do_gradient
+from framework.ops.math.elementwise import bind_ufunc, check_kind
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op
 from framework.ops.schema import FLOAT, Arg, pointwise_cost, same_as_input

@@ -4,7 +4,7 @@ their gradient ops.
 Numerics follow Caffe2: softmax subtracts the row maximum; SoftmaxWithLoss with integer labels
 takes the loss from the log-softmax directly (no clamp), with ``label_prob`` it clamps the
 probabilities at ``LOG_THRESHOLD`` = 1e-20 before the log (as the cross entropies of
-``framework.ops.losses``).
+``framework.ops.nn.losses``).
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from __future__ import annotations
 import numpy as np
 
 from framework.errors import ShapeError, TypeMismatchError
-from framework.ops.axes import coerce_2d
 from framework.ops.gradient import gradient
-from framework.ops.losses import LOG_THRESHOLD
+from framework.ops.nn.axes import coerce_2d
+from framework.ops.nn.losses import LOG_THRESHOLD
 from framework.ops.operator import Operator
 from framework.ops.pointwise import float_input, scratch
 from framework.ops.registry import register_op

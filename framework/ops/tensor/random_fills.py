@@ -13,9 +13,9 @@ from typing import Any
 import numpy as np
 
 from framework.errors import ShapeError
-from framework.ops.fills import INPUT_DOC, FixedTypeFill, fixed_fill
 from framework.ops.gradient import no_gradient
 from framework.ops.schema import FLOAT, INT, Arg
+from framework.ops.tensor.fills import INPUT_DOC, FixedTypeFill, fixed_fill
 from framework.proto.framework_pb2 import TensorProto
 
 BOUNDS_DOC = [*INPUT_DOC, ("min", "optional scalar lower bound"), ("max", "optional scalar upper bound")]

@@ -1,0 +1,9 @@
+"""I/O ops: Save/Load/Checkpoint over the DB registry, DB readers.
+
+Each import below registers its module's ops; keep one line per module.
+"""
+
+from framework.ops.io import (  # noqa: F401
+    db_input,
+    load_save,
+)

@@ -1,0 +1,26 @@
+"""Neural-network ops: FC and MatMul, convolution and pooling, normalization, activations,
+softmax and losses, dropout, image layout ops.
+
+Each import below registers its module's ops; keep one line per module.
+conv_args.py (shared conv/pool arguments) and axes.py (axis helpers) register no ops.
+"""
+
+from framework.ops.nn import (  # noqa: F401
+    activations,
+    batch_norm,
+    conv,
+    conv_transpose,
+    distances,
+    dropout,
+    fc,
+    image,
+    layer_norm,
+    losses,
+    matmul,
+    normalization,
+    pool,
+    smooth_activations,
+    softmax,
+    summarize,
+    upsample,
+)

@@ -1,0 +1,12 @@
+"""Tensor ops: fills, shape and layout, copies and casts, slicing, concat and split.
+
+Each import below registers its module's ops; keep one line per module.
+"""
+
+from framework.ops.tensor import (  # noqa: F401
+    concat_split,
+    data_movement,
+    fills,
+    random_fills,
+    shape_ops,
+)

@@ -1,0 +1,12 @@
+"""Training ops: iteration counter, learning rate, and the optimizer updates (SGD family,
+Adagrad/Adam/RmsProp families).
+
+Each import below registers its module's ops; keep one line per module.
+optimizers.py (the update-op base) registers no ops.
+"""
+
+from framework.ops.training import (  # noqa: F401
+    adaptive,
+    sgd,
+    training,
+)
