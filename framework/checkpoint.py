@@ -82,7 +82,7 @@ def load(
     """Load blobs from the checkpoint at ``path`` into ``workspace``; returns the names loaded.
 
     ``blobs``: the names to load (default: everything the checkpoint holds).
-    ``db_type``: None detects an lmdb folder, else minidb. With ``strict``
+    ``db_type``: None detects an lmdb, leveldb or rocksdb folder, else minidb. With ``strict``
     (default) a requested blob the checkpoint lacks is an error naming it and
     listing what the checkpoint holds; either way a damaged file raises and
     leaves the workspace unchanged.

@@ -19,7 +19,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--labels", help="with npy: labels .npy")
     p.add_argument("--test-fraction", type=float, default=0.2, help="held-out share (default 0.2)")
     p.add_argument("--seed", type=int, default=0, help="shuffle seed (default 0)")
-    p.add_argument("--db-type", default="minidb", choices=["minidb", "lmdb"], help="DB backend (default minidb)")
+    p.add_argument(
+        "--db-type", default="minidb", choices=["minidb", "lmdb", "leveldb", "rocksdb"], help="DB backend (default minidb)"
+    )
     p.set_defaults(func=main)
 
 
@@ -40,7 +42,7 @@ def main(args: argparse.Namespace) -> int:
         n_test = int(round(len(x) * args.test_fraction))
         x_te, y_te, x_tr, y_tr = x[order[:n_test]], y[order[:n_test]], x[order[n_test:]], y[order[n_test:]]
     os.makedirs(args.out, exist_ok=True)
-    ext = "minidb" if args.db_type == "minidb" else "lmdb"
+    ext = args.db_type
     for split, xs, ys in (("train", x_tr, y_tr), ("test", x_te, y_te)):
         path = os.path.join(args.out, f"{split}.{ext}")
         write_tensor_protos_db(path, [xs, ys], db_type=args.db_type)

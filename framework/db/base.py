@@ -150,10 +150,8 @@ class DBBackend:
 
 _REGISTRY: dict[str, DBBackend] = {}
 _UNAVAILABLE: dict[str, str] = {
-    "leveldb": "leveldb is not available in this framework; use minidb (the default) or lmdb",
-    "rocksdb": "rocksdb is not available in this framework; use minidb (the default) or lmdb",
-    "zmqdb": "zmqdb is not available in this framework; use minidb (the default) or lmdb",
-    "protodb": "protodb is not available in this framework; use minidb (the default) or lmdb",
+    "zmqdb": "zmqdb (a network DB served by a Caffe2 zmq server) is not available in this framework; "
+    "use minidb (the default), lmdb, leveldb, rocksdb or protodb",
 }
 
 

@@ -14,9 +14,10 @@ what is written, and doubled and retried if LMDB still reports it full.
 from __future__ import annotations
 
 import os
-import threading
 
-from framework.db.base import DB, Cursor, Mode, Transaction, register_db
+from framework.db.base import DB, Cursor, Mode, register_db
+from framework.db.handles import SharedHandles
+from framework.db.sorted_kv import BufferedTransaction
 from framework.db.minidb import decode_key, encode_key
 from framework.errors import DBError
 
@@ -35,41 +36,22 @@ def _lmdb():
     return lmdb
 
 
-# py-lmdb allows one Environment per database per process: DBs on the same path share one.
-_ENVS: dict[str, list] = {}  # realpath -> [Environment, users]
-_ENVS_LOCK = threading.Lock()
-
-
-def _acquire_env(path: str, create: bool):
+def _open_env(path: str, create: bool):
     lmdb = _lmdb()
-    key = os.path.realpath(path)
-    with _ENVS_LOCK:
-        entry = _ENVS.get(key)
-        if entry is None:
-            try:
-                if create:
-                    os.makedirs(path, exist_ok=True)
-                try:
-                    env = lmdb.open(path, map_size=_INITIAL_MAP, max_readers=256, create=create)
-                except lmdb.ReadonlyError:
-                    env = lmdb.open(path, readonly=True, max_readers=256)
-            except (OSError, lmdb.Error) as e:
-                raise DBError(f"lmdb {path}: cannot open: {e}") from e
-            entry = _ENVS[key] = [env, 0]
-        entry[1] += 1
-        return entry[0]
+    try:
+        if create:
+            os.makedirs(path, exist_ok=True)
+        try:
+            return lmdb.open(path, map_size=_INITIAL_MAP, max_readers=256, create=create)
+        except lmdb.ReadonlyError:
+            return lmdb.open(path, readonly=True, max_readers=256)
+    except (OSError, lmdb.Error) as e:
+        raise DBError(f"lmdb {path}: cannot open: {e}") from e
 
 
-def _release_env(path: str) -> None:
-    key = os.path.realpath(path)
-    with _ENVS_LOCK:
-        entry = _ENVS.get(key)
-        if entry is None:
-            return
-        entry[1] -= 1
-        if entry[1] <= 0:
-            del _ENVS[key]
-            entry[0].close()
+# py-lmdb allows one Environment per database per process: DBs on the same path share one.
+_ENVS = SharedHandles(_open_env, lambda env: env.close())
+_acquire_env, _release_env = _ENVS.acquire, _ENVS.release
 
 
 class LMDBCursor(Cursor):
@@ -115,22 +97,6 @@ class LMDBCursor(Cursor):
             pass
 
 
-class LMDBTransaction(Transaction):
-    def __init__(self, db: LMDB) -> None:
-        self._db = db
-        self._pending: list[tuple[bytes, bytes]] = []
-
-    def put(self, key: str | bytes, value: bytes) -> None:
-        k = encode_key(key)
-        if not 0 < len(k) <= 511:
-            raise DBError(f"lmdb {self._db.path}: key {key!r} must be 1..511 bytes, it is {len(k)}")
-        self._pending.append((k, bytes(value)))
-
-    def commit(self) -> None:
-        self._db._pending.extend(self._pending)
-        self._pending = []
-
-
 class LMDB(DB):
     """LMDB through the ``lmdb`` package (see module doc). Registered as "lmdb" and "LMDB"."""
 
@@ -156,9 +122,9 @@ class LMDB(DB):
         except _lmdb().Error as e:
             raise DBError(f"lmdb {self.path}: cannot read: {e}") from e
 
-    def new_transaction(self) -> LMDBTransaction:
+    def new_transaction(self) -> BufferedTransaction:
         self._require(Mode.NEW, Mode.WRITE)
-        return LMDBTransaction(self)
+        return BufferedTransaction(self, max_key_len=511)
 
     def close(self) -> None:
         if self._closed:

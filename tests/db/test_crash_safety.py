@@ -151,3 +151,11 @@ def test_sigkill_while_saving_minidb_never_loses_the_checkpoint(tmp_path):
 def test_sigkill_while_saving_lmdb_never_loses_the_checkpoint(tmp_path):
     mid_save, save_time = crash_loop(tmp_path, "lmdb", 10, 16, ELEMS)
     assert mid_save >= 2, (mid_save, save_time)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("db_type", ["leveldb", "rocksdb"])
+def test_sigkill_while_saving_sorted_kv_never_loses_the_checkpoint(tmp_path, db_type):
+    # A synced write batch of 16 x 4 MiB: the kills land in the batch build, the log write or the sync.
+    mid_save, save_time = crash_loop(tmp_path, db_type, 10, 16, ELEMS)
+    assert mid_save >= 2, (mid_save, save_time)

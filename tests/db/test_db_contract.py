@@ -8,8 +8,28 @@ import pytest
 from framework.db import Mode, db_exists, db_types, detect_db_type, open_db
 from framework.db.minidb import encode_record
 from framework.errors import DBError
+from framework.proto import framework_pb2 as pb
 
-BACKENDS = ["minidb", "lmdb"]
+BACKENDS = ["minidb", "lmdb", "leveldb", "rocksdb", "protodb"]
+ALIASES = [("minidb", "MiniDB"), ("lmdb", "LMDB"), ("leveldb", "LevelDB"), ("rocksdb", "RocksDB"), ("protodb", "ProtoDB")]
+
+
+def encode(db_type, key, payload):
+    """protodb records are TensorProtos named by their key: wrap the payload in one."""
+    if db_type != "protodb":
+        return payload
+    t = pb.TensorProto(name=key, data_type=pb.TensorProto.STRING)
+    t.string_data.append(payload)
+    return t.SerializeToString()
+
+
+def decode(db_type, key, value):
+    if db_type != "protodb":
+        return value
+    t = pb.TensorProto()
+    t.ParseFromString(value)
+    assert t.name == key
+    return t.string_data[0]
 
 
 def db_path(tmp_path, db_type, name="db"):
@@ -21,19 +41,19 @@ def write(db_type, path, records, mode=Mode.NEW, per_txn=2):
         for i in range(0, len(records), per_txn):
             txn = db.new_transaction()
             for k, v in records[i : i + per_txn]:
-                txn.put(k, v)
+                txn.put(k, encode(db_type, k, v))
             txn.commit()
 
 
 def read(db_type, path):
     with open_db(db_type, path, "read") as db:
         cur = db.cursor()
-        out = list(cur)
+        out = [(k, decode(db_type, k, v)) for k, v in cur]
         cur.close()
         return out
 
 
-@pytest.mark.parametrize("db_type, alias", [("minidb", "MiniDB"), ("lmdb", "LMDB")])
+@pytest.mark.parametrize("db_type, alias", ALIASES)
 def test_registered_under_both_names(db_type, alias):
     assert db_type in db_types() and alias in db_types()
 
@@ -55,7 +75,7 @@ def test_cursor_rewinds_and_reports_end(tmp_path, db_type):
     write(db_type, path, [("a", b"1"), ("b", b"2")])
     with open_db(db_type, path, Mode.READ) as db:
         cur = db.cursor()
-        assert cur.valid() and cur.key() == "a" and cur.value() == b"1"
+        assert cur.valid() and cur.key() == "a" and decode(db_type, "a", cur.value()) == b"1"
         cur.next()
         cur.next()
         assert not cur.valid()
@@ -82,13 +102,13 @@ def test_nothing_visible_before_close_and_abort_keeps_old(tmp_path, db_type):
     write(db_type, path, [("old", b"1")])
     db = open_db(db_type, path, Mode.NEW)
     with db.new_transaction() as txn:
-        txn.put("new", b"2")
+        txn.put("new", encode(db_type, "new", b"2"))
     assert read(db_type, path) == [("old", b"1")]
     db.abort()
     assert read(db_type, path) == [("old", b"1")]
     with pytest.raises(RuntimeError):
         with open_db(db_type, path, Mode.NEW) as db:
-            db.new_transaction().put("x", b"y")
+            db.new_transaction().put("x", encode(db_type, "x", b"y"))
             raise RuntimeError("boom")
     assert read(db_type, path) == [("old", b"1")]
     assert sorted(os.listdir(tmp_path)) == [os.path.basename(path)]  # no temporaries left behind
@@ -99,6 +119,8 @@ def test_large_values_and_binary_keys(tmp_path, db_type):
     path = db_path(tmp_path, db_type)
     big = os.urandom(3 << 20)
     records = [("blob#%0", big), ("caf\u00e9", b"x"), (b"\xff\xfe".decode("utf-8", "surrogateescape"), b"raw")]
+    if db_type == "protodb":  # its keys are TensorProto names: UTF-8 text
+        records = records[:2]
     write(db_type, path, records)
     got = dict(read(db_type, path))
     assert got == dict(records)
@@ -122,23 +144,26 @@ def test_mode_errors_and_missing(tmp_path, db_type):
 def test_unknown_and_unavailable_types(tmp_path):
     with pytest.raises(DBError, match="registered DB types: .*minidb"):
         open_db("nosuchdb", str(tmp_path / "x"))
-    with pytest.raises(DBError, match="leveldb is not available.*minidb"):
-        open_db("leveldb", str(tmp_path / "x"))
+    with pytest.raises(DBError, match="zmqdb .*not available.*leveldb"):
+        open_db("zmqdb", str(tmp_path / "x"))
 
 
-def test_lmdb_missing_names_the_extra(monkeypatch, tmp_path):
+@pytest.mark.parametrize("db_type, module", [("lmdb", "lmdb"), ("leveldb", "plyvel"), ("rocksdb", "rocksdict")])
+def test_missing_package_names_the_extra(monkeypatch, tmp_path, db_type, module):
     import builtins
+    import sys
 
     real_import = builtins.__import__
 
     def fake_import(name, *args, **kwargs):
-        if name == "lmdb":
-            raise ImportError("No module named 'lmdb'")
+        if name == module:
+            raise ImportError(f"No module named {module!r}")
         return real_import(name, *args, **kwargs)
 
+    monkeypatch.delitem(sys.modules, module, raising=False)
     monkeypatch.setattr(builtins, "__import__", fake_import)
-    with pytest.raises(DBError, match=r"pip install framework\[lmdb\]"):
-        open_db("lmdb", str(tmp_path / "x"), Mode.NEW)
+    with pytest.raises(DBError, match=rf"pip install framework\[{db_type}\]"):
+        open_db(db_type, str(tmp_path / "x"), Mode.NEW)
 
 
 def test_lmdb_map_grows(tmp_path):

@@ -44,7 +44,7 @@ def _unknown(args, ins):
     outputs=1,
     args=[
         Arg("db", STRING, REQUIRED, "path of the DB (relative paths resolve against the workspace root folder)"),
-        Arg("db_type", STRING, "leveldb", "DB backend (Caffe2's default is leveldb; here use minidb or lmdb)"),
+        Arg("db_type", STRING, "leveldb", "DB backend: leveldb (Caffe2's default), lmdb, rocksdb, minidb, protodb"),
         Arg("num_shards", INT, 1, "split the records between this many readers"),
         Arg("shard_id", INT, 0, "which shard this reader reads: records i with i % num_shards == shard_id"),
     ],

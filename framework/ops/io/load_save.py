@@ -31,7 +31,7 @@ def _unknown_outputs(args, ins):
 
 _DB_ARGS = [
     Arg("db", STRING, REQUIRED, "path of the DB (relative to the workspace root folder unless absolute_path)"),
-    Arg("db_type", STRING, REQUIRED, "DB backend: minidb (default format), lmdb"),
+    Arg("db_type", STRING, REQUIRED, "DB backend: minidb (default format), lmdb, leveldb, rocksdb"),
     Arg("absolute_path", INT, 0, "1: use db as given; 0: join it to the workspace root folder"),
 ]
 
@@ -175,7 +175,7 @@ class Load(Operator):
     outputs=1,
     args=[
         Arg("db_name", STRING, REQUIRED, "path of the DB"),
-        Arg("db_type", STRING, REQUIRED, "DB backend: minidb, lmdb"),
+        Arg("db_type", STRING, REQUIRED, "DB backend: minidb, lmdb, leveldb, rocksdb"),
         Arg("absolute_path", INT, 0, "1: use db_name as given; 0: join it to the workspace root folder"),
     ],
     output_docs=[("exists", "bool scalar: whether the DB exists")],
@@ -196,7 +196,7 @@ class DBExists(Operator):
     outputs=0,
     args=[
         Arg("db", STRING, REQUIRED, "printf-style path pattern taking the iteration, e.g. ckpt_%08d.minidb"),
-        Arg("db_type", STRING, REQUIRED, "DB backend: minidb, lmdb"),
+        Arg("db_type", STRING, REQUIRED, "DB backend: minidb, lmdb, leveldb, rocksdb"),
         Arg("absolute_path", INT, 0, "1: use the path as given; 0: join it to the workspace root folder"),
         Arg("every", INT, 1, "save only when the iteration is a multiple of this"),
         Arg(
