@@ -84,8 +84,8 @@ def load(
     ``blobs``: the names to load (default: everything the checkpoint holds).
     ``db_type``: None detects an lmdb, leveldb or rocksdb folder, else minidb. With ``strict``
     (default) a requested blob the checkpoint lacks is an error naming it and
-    listing what the checkpoint holds; either way a damaged file raises and
-    leaves the workspace unchanged.
+    listing what the checkpoint holds; either way a damaged file, or one
+    holding no blobs, raises and leaves the workspace unchanged.
     """
     full = _resolve(workspace, path)
     if not os.path.exists(full):
@@ -95,6 +95,9 @@ def load(
     staged = read_blobs(
         [(db_type, full)], wanted, strip_prefix=strip_prefix, add_prefix=add_prefix, allow_incomplete=not strict
     )
+    if not staged and wanted is None:
+        # An empty DB is not a checkpoint: a 0-byte file, or a LevelDB/RocksDB whose only write was lost.
+        raise DBError(f"checkpoint {full} ({db_type}) holds no blobs: it is empty or its content was lost")
     for name, blob in staged.items():
         workspace.create_blob(name).reset(blob._obj)
     return list(staged)

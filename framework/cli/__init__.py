@@ -1,4 +1,4 @@
-"""The ``framework`` command: run, train, predict, inspect, draw, profile, ops, make-db.
+"""The ``framework`` command: run, train, predict, inspect, draw, profile, ops, make-db, convert-db.
 
 Each subcommand lives in its own module and registers itself with
 ``add_parser(subparsers)``; ``main`` turns user mistakes (FrameworkError,
@@ -14,10 +14,10 @@ import sys
 import traceback
 from typing import Sequence
 
-from framework.cli import draw, inspect, make_db, ops, predict, profile, run, train
+from framework.cli import db_tools, draw, inspect, make_db, ops, predict, profile, run, train
 from framework.errors import FrameworkError
 
-COMMANDS = (run, train, predict, inspect, draw, profile, ops, make_db)
+COMMANDS = (run, train, predict, inspect, draw, profile, ops, make_db, db_tools)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -10,7 +10,7 @@ from framework.cli.common import CLIError, read_net
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("inspect", help="describe a NetDef or a checkpoint", description=__doc__)
-    p.add_argument("file", help="a NetDef (.pbtxt/.pb) or a checkpoint (minidb file, lmdb folder)")
+    p.add_argument("file", help="a NetDef (.pbtxt/.pb), a checkpoint or a data DB (minidb/protodb file; lmdb, leveldb, rocksdb folder)")
     p.add_argument("--init", help="init net giving parameter shapes (for nets)")
     p.add_argument(
         "--shape",
@@ -26,18 +26,20 @@ def main(args: argparse.Namespace) -> int:
     if not os.path.exists(args.file):
         raise CLIError(f"file not found: {args.file}")
     if _looks_like_checkpoint(args.file):
-        return inspect_checkpoint(args.file)
+        from framework.cli.db_tools import inspect_db
+
+        return inspect_db(args.file)
     return inspect_net(args)
 
 
 def _looks_like_checkpoint(path: str) -> bool:
-    if os.path.isdir(path):
+    from framework.cli.db_tools import is_db
+
+    if os.path.isdir(path) or is_db(path):
         return True
     ext = os.path.splitext(path)[1].lower()
     if ext in (".pbtxt", ".pb", ".prototxt", ".txt"):
         return False
-    if ext in (".minidb", ".db", ".lmdb", ".ckpt"):
-        return True
     try:  # unknown extension: a well-formed minidb says so
         from framework.checkpoint import list_checkpoint
 

@@ -31,7 +31,12 @@ def _open(path: str, create: bool) -> Any:
     plyvel = _plyvel()
     try:
         return plyvel.DB(
-            path, create_if_missing=create, block_size=65536, write_buffer_size=256 << 20, max_open_files=100
+            path,
+            create_if_missing=create,
+            paranoid_checks=True,  # damage is an error, never records silently dropped
+            block_size=65536,
+            write_buffer_size=256 << 20,
+            max_open_files=100,
         )
     except plyvel.Error as e:
         raise DBError(f"leveldb {path}: cannot open: {e}") from e

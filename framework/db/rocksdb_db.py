@@ -27,6 +27,11 @@ def _rocksdict() -> Any:
 def _open(path: str, create: bool) -> Any:
     rd = _rocksdict()
     options = rd.Options(raw_mode=True)
+    # Damaged tables are an error. The log recovers to the last whole batch (point in time): a save torn by
+    # a crash is dropped whole, which is what keeps the previous checkpoint; a checkpoint whose only batch
+    # was lost reads as empty, which checkpoint.load refuses.
+    options.set_paranoid_checks(True)
+    options.set_wal_recovery_mode(rd.DBRecoveryMode.point_in_time())
     try:
         if create:
             options.create_if_missing(True)

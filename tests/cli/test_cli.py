@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SUBCOMMANDS = ["run", "train", "predict", "inspect", "draw", "profile", "ops", "make-db"]
+SUBCOMMANDS = ["run", "train", "predict", "inspect", "draw", "profile", "ops", "make-db", "convert-db"]
 
 RELU_NET = """
 name: "tiny"

@@ -17,7 +17,7 @@ from framework.ops import get_schema
 from framework.ops.io.db_input import read_tensor_protos_db, write_tensor_protos_db
 from framework.proto.framework_pb2 import BlobProto, DBReaderProto, TensorProtos
 
-BACKENDS = ["minidb", "lmdb"]
+BACKENDS = ["minidb", "lmdb", "leveldb", "rocksdb"]
 
 
 def run(ws, op_type, inputs, outputs, **kw):
@@ -108,11 +108,11 @@ def test_dbreader_serializes_as_caffe2(tmp_path, db_type):
     proto = BlobProto.FromString(data)
     rp = DBReaderProto.FromString(proto.content)
     assert proto.type == "DBReader" and rp.source == path and rp.db_type == db_type and rp.name == "r"
-    assert rp.key == ("00000001" if db_type == "lmdb" else "")  # only seekable DBs record the position
+    assert rp.key == ("" if db_type == "minidb" else "00000001")  # only seekable DBs record the position
     b = Blob("r")
     deserialize_blob(data, b)
     again = b.get(DBReader)
-    assert again.read()[0] == ("00000001" if db_type == "lmdb" else "00000000")
+    assert again.read()[0] == ("00000000" if db_type == "minidb" else "00000001")
 
 
 def test_errors_name_the_op_and_record(tmp_path):

@@ -21,7 +21,7 @@ from framework.ops import get_schema
 from framework.ops.inference import infer_op
 from framework.ops.schema import UNKNOWN
 
-BACKENDS = ["minidb", "lmdb"]
+BACKENDS = ["minidb", "lmdb", "leveldb", "rocksdb"]
 DTYPES = [np.float16, np.float32, np.float64, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.bool_]
 
 
