@@ -10,7 +10,10 @@ from framework.cli.common import CLIError, read_net
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("inspect", help="describe a NetDef or a checkpoint", description=__doc__)
-    p.add_argument("file", help="a NetDef (.pbtxt/.pb), a checkpoint or a data DB (minidb/protodb file; lmdb, leveldb, rocksdb folder)")
+    p.add_argument(
+        "file",
+        help="a NetDef (.pbtxt/.pb), a checkpoint or a data DB (any DB kind)",
+    )
     p.add_argument("--init", help="init net giving parameter shapes (for nets)")
     p.add_argument(
         "--shape",

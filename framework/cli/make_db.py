@@ -20,7 +20,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--test-fraction", type=float, default=0.2, help="held-out share (default 0.2)")
     p.add_argument("--seed", type=int, default=0, help="shuffle seed (default 0)")
     p.add_argument(
-        "--db-type", default="minidb", choices=["minidb", "lmdb", "leveldb", "rocksdb"], help="DB backend (default minidb)"
+        "--db-type",
+        default="minidb",
+        choices=["minidb", "lmdb", "leveldb", "rocksdb"],
+        help="DB backend (default minidb)",
     )
     p.set_defaults(func=main)
 

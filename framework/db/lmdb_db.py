@@ -17,8 +17,8 @@ import os
 
 from framework.db.base import DB, Cursor, Mode, register_db
 from framework.db.handles import SharedHandles
-from framework.db.sorted_kv import BufferedTransaction
 from framework.db.minidb import decode_key, encode_key
+from framework.db.sorted_kv import BufferedTransaction
 from framework.errors import DBError
 
 _INITIAL_MAP = 64 << 20

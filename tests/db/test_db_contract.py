@@ -11,7 +11,13 @@ from framework.errors import DBError
 from framework.proto import framework_pb2 as pb
 
 BACKENDS = ["minidb", "lmdb", "leveldb", "rocksdb", "protodb"]
-ALIASES = [("minidb", "MiniDB"), ("lmdb", "LMDB"), ("leveldb", "LevelDB"), ("rocksdb", "RocksDB"), ("protodb", "ProtoDB")]
+ALIASES = [
+    ("minidb", "MiniDB"),
+    ("lmdb", "LMDB"),
+    ("leveldb", "LevelDB"),
+    ("rocksdb", "RocksDB"),
+    ("protodb", "ProtoDB"),
+]
 
 
 def encode(db_type, key, payload):
