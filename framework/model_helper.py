@@ -155,7 +155,8 @@ class ModelHelper:
             initializer = Initializer(initializer[0], **(initializer[1] or {}))
         if initializer is None or not self.init_params:
             initializer = ExternalInitializer()
-        param = initializer.create_param(name, self.param_init_net, shape)
+        # A BlobReference: the full name is not scoped again by the init net (as in Caffe2).
+        param = initializer.create_param(_blob_ref(name), self.param_init_net, shape)
         tag_list = [tags] if isinstance(tags, str) else list(tags or [])
         info = ParameterInfo(len(self._parameters_info), param, list(shape), tags=tag_list)
         self._parameters_info[name] = info
@@ -221,9 +222,11 @@ class ModelHelper:
         return {p: by_name[str(p)] for p in params if str(p) in by_name}
 
     def GetOptimizationParamInfo(self, params: Iterable[Any] | None = None) -> list[ParameterInfo]:  # noqa: N802
-        """ParameterInfo (with ``grad``) of every parameter that has a gradient."""
+        """ParameterInfo (with ``grad``) of every parameter with a gradient (default: those under the
+        current NameScope, as Caffe2: an optimizer built inside ``NameScope("cpu_1")`` updates that
+        device's copy only)."""
         out = []
-        for p in self.params if params is None else params:
+        for p in self.GetParams() if params is None else params:
             if p not in self.param_to_grad and str(p) not in {str(k) for k in self.param_to_grad}:
                 continue
             grad = self.param_to_grad.get(p)
