@@ -14,10 +14,11 @@ import sys
 import traceback
 from typing import Sequence
 
-from framework.cli import db_tools, draw, inspect, make_db, ops, predict, profile, run, train
+from framework.cli import db_tools, draw, inspect, launch, make_db, ops, predict, profile, run, train
+from framework.distributed import end_job
 from framework.errors import FrameworkError
 
-COMMANDS = (run, train, predict, inspect, draw, profile, ops, make_db, db_tools)
+COMMANDS = (run, train, predict, inspect, draw, profile, ops, make_db, db_tools, launch)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -64,11 +65,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         hint = getattr(e, "hint", "") or _hint_for(e)
         if hint:
             print(f"hint: {hint}", file=sys.stderr)
-        return 2
+        return end_job(2)
     except Exception:
         traceback.print_exc()
         print("error: internal error (a bug in framework); please report the traceback above", file=sys.stderr)
-        return 1
+        return end_job(1)
 
 
 def _limit_blas(threads: int | None) -> None:

@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 
@@ -37,4 +38,16 @@ def rendezvous(engine: str = "GLOO") -> dict[str, Any] | None:
     }
 
 
-__all__ = ["rank_and_size", "rendezvous"]
+def end_job(code: int) -> int:
+    """On a failed rank of a job of several processes, end the whole job now (MPI_Abort) so the other
+    ranks do not wait forever in a collective; otherwise return ``code``."""
+    MPI = sys.modules.get("mpi4py.MPI")
+    if code and MPI is not None and MPI.Is_initialized() and not MPI.Is_finalized():
+        world = MPI.COMM_WORLD
+        if world.Get_size() > 1:
+            print(f"rank {world.Get_rank()} of {world.Get_size()} failed: ending the job", file=sys.stderr, flush=True)
+            world.Abort(code)
+    return code
+
+
+__all__ = ["end_job", "rank_and_size", "rendezvous"]

@@ -119,7 +119,7 @@ def main():
     try:
         run("CreateCommonWorld", [], ["bad"], size=size + 1)
     except RuntimeError as e:
-        assert f"rank {rank} of an MPI job of {size}" in str(e), e
+        assert f"asks for size {size + 1}, but this process is rank {rank} of an MPI job of {size}" in str(e), e
     else:
         raise AssertionError("a size mismatch was accepted")
     print(f"OK rank {rank} of {size}")

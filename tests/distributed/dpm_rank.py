@@ -4,6 +4,8 @@ each reading its shard of a global batch; print the final weights' digest so run
     python dpm_rank.py GLOBAL_BATCH STEPS DEVICES OUT.npz
 """
 
+import os
+import signal
 import sys
 
 import numpy as np
@@ -37,8 +39,9 @@ def main():
 
     workspace.ResetWorkspace()
     rdv = distributed.rendezvous()
-    data_parallel_model.Parallelize_CPU(model, add_input, add_forward, optimizer_builder_fun=add_sgd,
-                                        devices=devices, rendezvous=rdv)
+    data_parallel_model.Parallelize_CPU(
+        model, add_input, add_forward, optimizer_builder_fun=add_sgd, devices=devices, rendezvous=rdv
+    )
     # Seeded fills: rank 0's init is the same as the one-process run's; other ranks start elsewhere, so
     # only the Broadcast of rank 0's parameters can make them train alike.
     for i, op in enumerate(model.param_init_net.Proto().op):
@@ -48,7 +51,10 @@ def main():
         workspace.FeedBlob(f"cpu_{d}/x", np.zeros((shard, 6), np.float32))
         workspace.FeedBlob(f"cpu_{d}/y", np.zeros((shard, 1), np.float32))
     data_parallel_model.RunInitNet(model)
+    die_at = int(os.environ.get("DPM_DIE_AT_STEP", "-1"))
     for s in range(steps):
+        if s == die_at and rank == size - 1:
+            os.kill(os.getpid(), signal.SIGKILL)  # a rank lost mid-training
         for d in devices:
             part = (rank * n_devices + d) * shard
             workspace.FeedBlob(f"cpu_{d}/x", X[s, part : part + shard])

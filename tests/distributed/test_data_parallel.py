@@ -15,8 +15,13 @@ def train(tmp_path, run_ranks, ranks, devices, tag):
     out = str(tmp_path / f"{tag}.npz")
     args = [os.path.join(HERE, "dpm_rank.py"), "16", "6", str(devices), out]
     if ranks == 1:
-        p = subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=120,
-                           env=dict(os.environ, PYTHONPATH=ROOT, OPENBLAS_NUM_THREADS="1"))
+        p = subprocess.run(
+            [sys.executable, *args],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=dict(os.environ, PYTHONPATH=ROOT, OPENBLAS_NUM_THREADS="1"),
+        )
     else:
         p = run_ranks(ranks, *args)
     assert p.returncode == 0, p.stdout + p.stderr

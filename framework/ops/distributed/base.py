@@ -36,6 +36,11 @@ class CommOp(Operator):
     def buffer(self, i: int, reducible: bool = True) -> np.ndarray:
         """Input ``i`` as a C-contiguous array MPI can use in place."""
         a = self.input(i)
+        if a.dtype.kind not in "biufc":
+            raise DistributedError(
+                f"{self.describe()}: input {i} ('{self.input_names[i]}') holds {a.dtype} elements; "
+                "communication ops move numeric tensors"
+            )
         if reducible and a.dtype not in REDUCIBLE:
             raise DistributedError(
                 f"{self.describe()}: input {i} ('{self.input_names[i]}') is {a.dtype}; collectives take "

@@ -52,8 +52,11 @@ class CreateCommonWorld(CommOp):
         a = self.args
         if (a.size > 0 and a.size != world.size) or (a.rank >= 0 and a.rank != world.rank):
             world.destroy()
+            asked = " and ".join(
+                f"{k} {v}" for k, v, given in (("rank", a.rank, a.rank >= 0), ("size", a.size, a.size > 0)) if given
+            )
             raise DistributedError(
-                f"{self.describe()}: the net asks for rank {a.rank} of {a.size}, but this process is rank "
+                f"{self.describe()}: the net asks for {asked}, but this process is rank "
                 f"{world.rank} of an MPI job of {world.size}: start it with `mpiexec -n {a.size or world.size}`"
             )
         self.outputs[0].reset(world)
@@ -209,11 +212,13 @@ class _Reduce(CommOp):
         y = self.output(0, x.shape, x.dtype)
         if self.outputs[0] is self.inputs[1]:
             send = MPI.IN_PLACE if world.rank == self.args.root else x
-            self.call(world.comm.Reduce, send, x if world.rank == self.args.root else None, op=MPI.SUM,
-                      root=self.args.root)
+            self.call(
+                world.comm.Reduce, send, x if world.rank == self.args.root else None, op=MPI.SUM, root=self.args.root
+            )
         else:
-            self.call(world.comm.Reduce, x, y if world.rank == self.args.root else None, op=MPI.SUM,
-                      root=self.args.root)
+            self.call(
+                world.comm.Reduce, x, y if world.rank == self.args.root else None, op=MPI.SUM, root=self.args.root
+            )
 
 
 for _name, _doc in (
@@ -333,7 +338,18 @@ class Barrier(CommOp):
 
 
 should_not_do_gradient(
-    "CreateCommonWorld", "MPICreateCommonWorld", "CloneCommonWorld", "DestroyCommonWorld", "Broadcast",
-    "MPIBroadcast", "Allreduce", "MPIAllreduce", "Reduce", "MPIReduce", "Allgather", "MPIAllgather",
-    "ReduceScatter", "Barrier",
+    "CreateCommonWorld",
+    "MPICreateCommonWorld",
+    "CloneCommonWorld",
+    "DestroyCommonWorld",
+    "Broadcast",
+    "MPIBroadcast",
+    "Allreduce",
+    "MPIAllreduce",
+    "Reduce",
+    "MPIReduce",
+    "Allgather",
+    "MPIAllgather",
+    "ReduceScatter",
+    "Barrier",
 )

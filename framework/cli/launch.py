@@ -1,0 +1,35 @@
+"""``framework launch -n N COMMAND ...``: run a framework command on N MPI ranks (see docs/distributed.md)."""
+
+from __future__ import annotations
+
+import argparse
+
+from framework.cli.common import CLIError
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "launch",
+        help="run a framework command on N ranks (MPI)",
+        description="Run `framework COMMAND ...` on N ranks with mpiexec from the installed MPI, e.g. "
+        "`framework launch -n 2 train models/mlp_digits --distributed --checkpoint runs/mlp.minidb`. "
+        "The job ends when a rank fails or --timeout passes.",
+    )
+    p.add_argument("-n", "--ranks", type=int, required=True, help="number of ranks (processes)")
+    p.add_argument("--timeout", type=int, default=24 * 3600, help="end the job after this many seconds")
+    p.add_argument("--hostfile", help="MPICH hostfile for several machines (default: this machine)")
+    p.add_argument("command", nargs=argparse.REMAINDER, help="the framework command and its arguments")
+    p.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    from framework.distributed.launcher import launch
+
+    argv = [a for a in args.command if a != "--"] if args.command[:1] == ["--"] else list(args.command)
+    if not argv:
+        raise CLIError(
+            "launch needs a command to run", "e.g. framework launch -n 2 train models/mlp_digits --distributed"
+        )
+    if argv[0] == "launch":
+        raise CLIError("launch cannot launch itself")
+    return launch(args.ranks, argv, args.timeout, args.hostfile)

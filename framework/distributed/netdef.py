@@ -1,0 +1,89 @@
+"""Make a model folder's init and train NetDefs data-parallel over the ranks of an MPI job.
+
+``distribute_nets(init_net, train_net, rank, size)`` returns rewritten copies (the inputs are not
+changed) in which, as ``data_parallel_model`` does for nets built in Python:
+
+- every ``CreateDB`` reads only this rank's shard (``num_shards`` = size, ``shard_id`` = rank);
+- the init net creates the common world (and clones, one per gradient Allreduce up to
+  ``max_worlds``) and ends by broadcasting every blob it created from rank 0, so all ranks start
+  from rank 0's parameters and optimizer state;
+- in the train net, right after the last op that writes each parameter's gradient (``<param>_grad``
+  for a blob the init net creates), an ``Allreduce`` sums it over the ranks and a ``Scale`` by
+  ``1 / size`` makes it the gradient of the global batch's mean loss. Allreduces on one world are
+  chained (``control_input``) so every rank runs them in the same order under any executor.
+
+With ``size == 1`` the nets come back unchanged.
+"""
+
+from __future__ import annotations
+
+from framework.proto import framework_pb2 as pb
+
+WORLD = "dist_comm_world"
+# Blobs the init net creates that are not state to broadcast (readers, worlds).
+_NOT_STATE = {"CreateDB", "CreateCommonWorld", "CloneCommonWorld", "MPICreateCommonWorld"}
+
+
+def _arg(op: pb.OperatorDef, name: str, **value: object) -> None:
+    for a in op.arg:
+        if a.name == name:
+            op.arg.remove(a)
+            break
+    op.arg.add(name=name, **value)
+
+
+def distribute_nets(
+    init_net: pb.NetDef, train_net: pb.NetDef, rank: int, size: int, max_worlds: int = 16
+) -> tuple[pb.NetDef, pb.NetDef]:
+    """Data-parallel copies of ``init_net`` and ``train_net`` for ``rank`` of ``size`` (module doc)."""
+    init, train = pb.NetDef(), pb.NetDef()
+    init.CopyFrom(init_net)
+    train.CopyFrom(train_net)
+    if size <= 1:
+        return init, train
+    state: list[str] = []
+    for net in (init, train):
+        for op in net.op:
+            if op.type == "CreateDB":
+                _arg(op, "num_shards", i=size)
+                _arg(op, "shard_id", i=rank)
+    for op in init.op:
+        if op.type not in _NOT_STATE:
+            state += [o for o in op.output if o not in state]
+    grads = _param_grads(train, set(state))
+    worlds = max(1, min(len(grads), max_worlds))
+    world = init.op.add(type="CreateCommonWorld", output=[WORLD])
+    _arg(world, "size", i=size)
+    _arg(world, "rank", i=rank)
+    for k in range(worlds):
+        init.op.add(type="CloneCommonWorld", input=[WORLD], output=[f"{WORLD}_{k}"])
+    for blob in state:
+        init.op.add(type="Broadcast", input=[WORLD, blob], output=[blob])
+    _insert_allreduces(train, grads, size, worlds)
+    return init, train
+
+
+def _param_grads(train: pb.NetDef, state: set[str]) -> list[tuple[int, str]]:
+    """(index of the last op writing it, gradient name) for each ``<state blob>_grad`` the net writes."""
+    last: dict[str, int] = {}
+    for i, op in enumerate(train.op):
+        for o in op.output:
+            if o.endswith("_grad") and o[: -len("_grad")] in state:
+                last[o] = i
+    return sorted((i, g) for g, i in last.items())
+
+
+def _insert_allreduces(train: pb.NetDef, grads: list[tuple[int, str]], size: int, worlds: int) -> None:
+    ops = list(train.op)
+    after: dict[int, list[pb.OperatorDef]] = {}
+    for k, (index, grad) in enumerate(grads):
+        red = pb.OperatorDef(type="Allreduce", input=[f"{WORLD}_{k % worlds}", grad], output=[grad])
+        if k >= worlds:
+            red.control_input.append(grads[k - worlds][1])
+        scale = pb.OperatorDef(type="Scale", input=[grad], output=[grad])
+        scale.arg.add(name="scale", f=1.0 / size)
+        after.setdefault(index, []).extend([red, scale])
+    del train.op[:]
+    for i, op in enumerate(ops):
+        train.op.append(op)
+        train.op.extend(after.get(i, []))
