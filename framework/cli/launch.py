@@ -33,3 +33,15 @@ def main(args: argparse.Namespace) -> int:
     if argv[0] == "launch":
         raise CLIError("launch cannot launch itself")
     return launch(args.ranks, argv, args.timeout, args.hostfile)
+
+
+def distributed_setup(md) -> tuple[int, int]:
+    """Make a ModelDir's nets data-parallel over this MPI job (``train --distributed``); (rank, size)."""
+    from framework.distributed import rank_and_size
+    from framework.distributed.netdef import distribute_nets
+
+    rank, size = rank_and_size()
+    if size == 1:
+        print("--distributed: this process is not part of an MPI job of several ranks; training on one")
+    md.init_net, md.train_net = distribute_nets(md.init_net, md.train_net, rank, size)
+    return rank, size

@@ -61,10 +61,12 @@ class ModelDir:
         return {o for op in self.init_net.op if op.type == "CreateDB" for o in op.output}
 
     def state_blobs(self) -> list[str]:
-        """Blobs the init net creates that a checkpoint must hold (all but DB readers)."""
+        """Blobs the init net creates that a checkpoint must hold (all but DB readers and common worlds)."""
         readers = self.reader_blobs()
         seen: list[str] = []
         for op in self.init_net.op:
+            if op.type in ("CreateCommonWorld", "CloneCommonWorld", "MPICreateCommonWorld"):
+                continue
             for o in op.output:
                 if o not in readers and o not in seen:
                     seen.append(o)

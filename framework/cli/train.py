@@ -27,6 +27,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--resume", action="store_true", help="continue from --checkpoint if it exists")
     p.add_argument("--seed", type=int, help="seed the init net's random fills (reproducible runs)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar (log lines instead)")
+    p.add_argument(
+        "--distributed",
+        action="store_true",
+        help="data-parallel over the ranks of an MPI job (run under `framework launch -n N` or mpiexec): "
+        "each rank reads its shard; rank 0 writes checkpoints and prints",
+    )
     p.set_defaults(func=main)
 
 
@@ -44,6 +50,11 @@ def main(args: argparse.Namespace) -> int:
     if args.every and not args.checkpoint:
         raise CLIError("--every needs --checkpoint PATH")
 
+    rank, size = (0, 1)
+    if args.distributed:
+        from framework.cli.launch import distributed_setup
+
+        rank, size = distributed_setup(md)
     if args.checkpoint and os.path.dirname(args.checkpoint):
         os.makedirs(os.path.dirname(args.checkpoint), exist_ok=True)
     if args.seed is not None:
@@ -58,11 +69,12 @@ def main(args: argparse.Namespace) -> int:
         checkpoint.load(ws, args.checkpoint, blobs=state)
         if iter_blob and ws.has_blob(iter_blob):
             start = int(np.asarray(ws.fetch_blob(iter_blob)).reshape(-1)[0])
-        print(f"resumed from {args.checkpoint} at iteration {start}")
+        if rank == 0:
+            print(f"resumed from {args.checkpoint} at iteration {start}")
 
-    total = _total_iters(args, md)
+    total = _total_iters(args, md, size)
     net = ws.create_net(md.train_net)
-    bar = _progress(total, start, args.no_progress)
+    bar = _progress(total, start, args.no_progress) if rank == 0 else _Silent()
     t0, done = time.perf_counter(), 0
     for it in range(start, total):
         net.run()
@@ -70,9 +82,13 @@ def main(args: argparse.Namespace) -> int:
         if (it + 1) % 10 == 0 or it + 1 == total:
             rate = done / max(time.perf_counter() - t0, 1e-9)
             bar.update(it + 1, _metrics(ws), rate)
-        if args.every and (it + 1) % args.every == 0:
+        if args.every and (it + 1) % args.every == 0 and rank == 0:
             checkpoint.save(ws, args.checkpoint, blobs=state)
     bar.close()
+    if rank != 0:
+        return 0
+    if size > 1:
+        print(f"trained on {size} ranks, global batch {size} x {md.batch_size()}")
     if args.checkpoint:
         checkpoint.save(ws, args.checkpoint, blobs=state)
         print(f"saved checkpoint {args.checkpoint} ({len(state)} blobs) at iteration {total}")
@@ -83,7 +99,17 @@ def main(args: argparse.Namespace) -> int:
     return 0
 
 
-def _total_iters(args: argparse.Namespace, md: ModelDir) -> int:
+class _Silent:
+    """The progress bar of ranks other than 0."""
+
+    def update(self, *args: object) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def _total_iters(args: argparse.Namespace, md: ModelDir, ranks: int = 1) -> int:
     if args.iters is not None:
         if args.iters < 1:
             raise CLIError(f"--iters must be at least 1, got {args.iters}")
@@ -93,7 +119,7 @@ def _total_iters(args: argparse.Namespace, md: ModelDir) -> int:
         raise CLIError(f"--epochs must be positive, got {epochs}")
     batch = md.batch_size() or 1
     records = count_records(os.path.join(args.data, "train.minidb"))
-    return max(1, math.ceil(epochs * records / batch))
+    return max(1, math.ceil(epochs * records / (batch * ranks)))  # each rank reads its own batch
 
 
 def _metrics(ws) -> dict[str, float]:
