@@ -159,17 +159,32 @@ class MPIBroadcast(CommOp):
 
 
 class _Allreduce(CommOp):
+    def compile(self):
+        """The in-place one-tensor case as a bound MPI call (the net's fast path)."""
+        if len(self.inputs) != 2 or self.outputs[0] is not self.inputs[1]:
+            return None
+        world, x, MPI = self.world(), self.buffer(1), mpi()
+        allreduce, in_place, total, describe = world.comm.Allreduce, MPI.IN_PLACE, MPI.SUM, self.describe
+
+        def allreduce_in_place() -> None:
+            try:
+                allreduce(in_place, x, op=total)
+            except MPI.Exception as e:
+                raise DistributedError(f"{describe()}: MPI error: {e.Get_error_string()}") from e
+
+        return allreduce_in_place
+
     def run(self) -> None:
         world, n = self.world(), len(self.inputs)
         MPI = mpi()
-        self.same_layout(1, n)
-        if n == 2:
+        if n == 2:  # the common case, kept short: one tensor, usually in place
             x = self.buffer(1)
             if self.outputs[0] is self.inputs[1]:
                 self.call(world.comm.Allreduce, MPI.IN_PLACE, x, op=MPI.SUM)
             else:
                 self.call(world.comm.Allreduce, x, self.output(0, x.shape, x.dtype), op=MPI.SUM)
             return
+        self.same_layout(1, n)
         total = np.array(self.buffer(1), copy=True)  # local inputs summed first, as Gloo's algorithms do
         for i in range(2, n):
             total += self.buffer(i).reshape(total.shape)

@@ -27,13 +27,19 @@ class DistributedError(FrameworkError, RuntimeError):
     """A collective failed, or its inputs do not fit the common world."""
 
 
+_MPI: Any = None
+
+
 def mpi() -> Any:
-    """The mpi4py ``MPI`` module, or a DistributedError naming the extra to install."""
-    try:
-        from mpi4py import MPI
-    except ImportError as e:
-        raise DistributedError(_MISSING) from e
-    return MPI
+    """The mpi4py ``MPI`` module (imported once), or a DistributedError naming the extra to install."""
+    global _MPI
+    if _MPI is None:
+        try:
+            from mpi4py import MPI
+        except ImportError as e:
+            raise DistributedError(_MISSING) from e
+        _MPI = MPI
+    return _MPI
 
 
 class CommonWorld:
