@@ -38,3 +38,24 @@ def test_ops_without_a_world_fail_clearly():
         run_operator_once(ws, CreateOperator("Allreduce", ["cw", "x"], ["x"]))
     with pytest.raises(FrameworkError, match="'nothing' does not exist"):
         run_operator_once(ws, CreateOperator("Barrier", ["nothing"], []))
+
+
+def test_single_process_world_and_store_handlers():
+    """Without mpiexec a process is an MPI job of one: the collectives are identities."""
+    import numpy as np
+
+    from framework.core import CreateOperator
+    from framework.memory.workspace import Workspace
+    from framework.net.api import run_operator_once
+
+    ws = Workspace()
+    run_operator_once(ws, CreateOperator("RedisStoreHandlerCreate", [], ["store"], host="10.0.0.1", port=1))
+    assert "redis '10.0.0.1:1'" in repr(ws.get_blob("store")._obj)  # recorded; nothing connected
+    run_operator_once(ws, CreateOperator("MPICreateCommonWorld", [], ["cw"]))
+    assert ws.get_blob("cw")._obj.size == 1
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    ws.feed_blob("x", x)
+    run_operator_once(ws, CreateOperator("MPIAllreduce", ["cw", "x"], ["y"]))
+    np.testing.assert_array_equal(ws.fetch_blob("y"), x)
+    run_operator_once(ws, CreateOperator("MPIAllgather", ["cw", "x"], ["g"]))
+    np.testing.assert_array_equal(ws.fetch_blob("g"), x)
