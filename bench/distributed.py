@@ -2,7 +2,8 @@
 
 1. Allreduce bandwidth, 2 ranks, 1 KiB to 64 MiB of float32: a net of k in-place ``Allreduce`` ops on k
    buffers (as a gradient-sync net holds one per gradient; k = 16 up to 1 MiB) against k raw ``mpi4py``
-   ``comm.Allreduce(IN_PLACE, buf)`` calls; time per Allreduce. Target >= 0.9x.
+   ``comm.Allreduce(IN_PLACE, buf)`` calls, and one ``AllreduceBuckets`` over the k buffers (what
+   ``train --distributed`` emits); time per tensor. Target >= 0.9x.
 2. Training throughput of a compute-bound CNN with ``data_parallel_model``: 2 ranks x batch B against
    1 rank x batch B (images per second). Target >= 1.6x on 2 cores.
 
@@ -56,29 +57,37 @@ def allreduce_rank(rounds: int) -> None:
         for i in range(k):
             ws.feed_blob(f"x{i}", np.ones(nbytes // 4, np.float32))
         net = ws.create_net(net_def, overwrite=True)
+        names = [f"x{i}" for i in range(k)]
+        bucket_def = _net_of([CreateOperator("AllreduceBuckets", ["cw", *names], names)])
+        bucket_def.name = "buckets"
+        bucket = ws.create_net(bucket_def, overwrite=True)
 
         def raw():
             for b in bufs:
                 raw_comm.Allreduce(MPI.IN_PLACE, b)
 
         inner = max(1, min(100, (4 << 20) // (nbytes * k)))
-        samples: dict[str, list[float]] = {"op": [], "mpi4py": []}
+        samples: dict[str, list[float]] = {"op": [], "mpi4py": [], "buckets": []}
         for r in range(rounds + 1):
-            for name, fn in (("op", net.run), ("mpi4py", raw)):
+            for name, fn in (("op", net.run), ("mpi4py", raw), ("buckets", bucket.run)):
                 comm.Barrier()
                 t = time.perf_counter()
                 for _ in range(inner):
                     fn()
                 if r:
                     samples[name].append((time.perf_counter() - t) / (inner * k))
-        op, raw_t = statistics.median(samples["op"]), statistics.median(samples["mpi4py"])
-        rows.append((nbytes, op, raw_t))
+        op, raw_t, bk = (statistics.median(samples[c]) for c in ("op", "mpi4py", "buckets"))
+        rows.append((nbytes, op, raw_t, bk, k))
     if comm.rank == 0:
-        print("| size | our Allreduce op | raw mpi4py | GB/s (op) | op / mpi4py bandwidth |")
-        print("|---|---|---|---|---|")
-        for nbytes, op, raw in rows:
+        head = ["size", "tensors", "Allreduce op", "AllreduceBuckets", "raw mpi4py", "GB/s (op)", "op / mpi4py"]
+        print("| " + " | ".join(head + ["buckets / mpi4py"]) + " |")
+        print("|---|---|---|---|---|---|---|---|")
+        for nbytes, op, raw, bk, k in rows:
             size = f"{nbytes >> 10} KiB" if nbytes < (1 << 20) else f"{nbytes >> 20} MiB"
-            print(f"| {size} | {op * 1e6:.1f} us | {raw * 1e6:.1f} us | {nbytes / op / 2**30:.2f} | {raw / op:.2f}x |")
+            print(
+                f"| {size} | {k} | {op * 1e6:.1f} us | {bk * 1e6:.1f} us | {raw * 1e6:.1f} us | "
+                f"{nbytes / op / 2**30:.2f} | {raw / op:.2f}x | {raw / bk:.2f}x |"
+            )
 
 
 def _net_of(ops):

@@ -5,7 +5,8 @@ several devices and, with a ``rendezvous``, on several processes (ranks of an MP
 rendezvous=...)`` builds, for each device ``d``, the input and forward pass under ``NameScope("cpu_d")``
 (``gpu_d`` unless ``cpu_device=True``, as Caffe2 names them; everything runs on the CPU here), with the
 loss scaled by ``1 / (devices x shards)``; adds the gradient ops; sums every parameter gradient over the
-devices and ranks (an ``Allreduce`` over the rendezvous' common world, else local ``Sum`` + ``Copy``) so
+devices and ranks (local ``Sum`` + ``Copy`` over devices, one ``AllreduceBuckets`` over the rendezvous'
+common world) so
 every replica applies the same averaged gradient; then builds the update per device. Parameters are
 synchronised from device 0 of rank 0 (``Broadcast``) when the init net runs, so every replica starts
 equal and stays equal.
@@ -113,9 +114,8 @@ def Parallelize(  # noqa: N802
         if all(g is not None for g in grads):
             groups.append([str(g) for g in grads])
     if rendezvous:
-        _create_worlds(model, rendezvous, min(len(groups), max(1, max_concurrent_distributed_ops)))
-    for k, blobs in enumerate(groups):
-        _sum_over_replicas(model, blobs, k, groups)
+        _create_world(model, rendezvous)
+    _sum_over_replicas(model, groups)
     for d in devices:
         with scope.NameScope(f"{prefix}_{d}"):
             (optimizer_builder_fun or param_update_builder_fun)(model)
@@ -159,13 +159,7 @@ def _all_param_names(model: Any, computed: bool) -> list[list[str]]:
     return out
 
 
-def _create_worlds(model: Any, rendezvous: dict[str, Any], count: int) -> None:
-    """The common world, and ``count`` clones of it for the gradient Allreduces.
-
-    The dag executor may start independent Allreduces in a different order on each rank; collectives
-    on one communicator must match in order, so (as Caffe2 gave each op its own Gloo context) op k
-    uses world k % count, and waits for op k - count, the previous user of that world.
-    """
+def _create_world(model: Any, rendezvous: dict[str, Any]) -> None:
     inputs = [rendezvous["kv_handler"]] if rendezvous.get("kv_handler") else []
     model.param_init_net.CreateCommonWorld(
         inputs,
@@ -174,25 +168,23 @@ def _create_worlds(model: Any, rendezvous: dict[str, Any], count: int) -> None:
         rank=int(rendezvous["shard_id"]),
         engine=rendezvous.get("engine", "GLOO"),
     )
-    for k in range(count):
-        model.param_init_net.CloneCommonWorld([COMM_WORLD], f"{COMM_WORLD}_{k}")
-    model._comm_worlds = count
 
 
-def _sum_over_replicas(model: Any, blobs: list[str], k: int, groups: list[list[str]]) -> None:
-    """Every blob of group ``k`` becomes the sum of all of them, over devices and (with a rendezvous) ranks."""
-    net, rendezvous = model.net, model._rendezvous
-    if rendezvous:
-        count = model._comm_worlds
-        after = groups[k - count] if k >= count else None
-        net.Allreduce(
-            [f"{COMM_WORLD}_{k % count}", *blobs],
-            blobs,
-            engine=rendezvous.get("engine", "GLOO"),
-            control_input=after,
-        )
-    elif len(blobs) > 1:
-        net.Sum(blobs, blobs[0])
+def _sum_over_replicas(model: Any, groups: list[list[str]]) -> None:
+    """Every gradient of each group becomes the group's sum over devices and (with a rendezvous) ranks.
+
+    Devices are summed locally into device 0's copy; one ``AllreduceBuckets`` then sums device 0's
+    gradients over the ranks (small ones packed into one MPI call; one collective per step, so every
+    rank runs the same sequence under any executor); the result is copied back to the other devices.
+    """
+    net = model.net
+    for blobs in groups:
+        if len(blobs) > 1:
+            net.Sum(blobs, blobs[0])
+    if model._rendezvous and groups:
+        firsts = [blobs[0] for blobs in groups]
+        net.AllreduceBuckets([COMM_WORLD, *firsts], firsts)
+    for blobs in groups:
         for b in blobs[1:]:
             net.Copy(blobs[0], b)
 

@@ -7,10 +7,13 @@ changed) in which, as ``data_parallel_model`` does for nets built in Python:
 - the init net creates the common world (and clones, one per gradient Allreduce up to
   ``max_worlds``) and ends by broadcasting every blob it created from rank 0, so all ranks start
   from rank 0's parameters and optimizer state;
-- in the train net, right after the last op that writes each parameter's gradient (``<param>_grad``
-  for a blob the init net creates), an ``Allreduce`` sums it over the ranks and a ``Scale`` by
-  ``1 / size`` makes it the gradient of the global batch's mean loss. Allreduces on one world are
-  chained (``control_input``) so every rank runs them in the same order under any executor.
+- in the train net, once every parameter's gradient (``<param>_grad`` for a blob the init net
+  creates) is written, one ``AllreduceBuckets`` sums them over the ranks (small ones packed into one
+  MPI call) and a ``Scale`` by ``1 / size`` each makes them the gradient of the global batch's mean
+  loss. If an update reads some gradient before the last one is written (interleaved backward and
+  update ops), each gradient gets its own ``Allreduce`` right after its last write instead, on clones
+  of the world chained with ``control_input`` so every rank runs them in the same order under any
+  executor.
 
 With ``size == 1`` the nets come back unchanged.
 """
@@ -51,22 +54,54 @@ def distribute_nets(
         if op.type not in _NOT_STATE:
             state += [o for o in op.output if o not in state]
     grads = _param_grads(train, set(state))
-    worlds = max(1, min(len(grads), max_worlds))
     world = init.op.add(type="CreateCommonWorld", output=[WORLD])
     _arg(world, "size", i=size)
     _arg(world, "rank", i=rank)
+    bucketed = _all_ready_before_use(train, grads)
+    worlds = 0 if bucketed else max(1, min(len(grads), max_worlds))
     for k in range(worlds):
         init.op.add(type="CloneCommonWorld", input=[WORLD], output=[f"{WORLD}_{k}"])
     for blob in state:
         init.op.add(type="Broadcast", input=[WORLD, blob], output=[blob])
-    _insert_allreduces(train, grads, size, worlds)
+    if bucketed:
+        _insert_bucket(train, grads, size)
+    else:
+        _insert_allreduces(train, grads, size, worlds)
     return init, train
 
 
+def _all_ready_before_use(train: pb.NetDef, grads: list[tuple[int, str]]) -> bool:
+    """Whether no op reads a gradient between its last write and the last write of any gradient."""
+    if not grads:
+        return False
+    end = grads[-1][0]
+    return not any(g in train.op[i].input for index, g in grads for i in range(index + 1, end + 1))
+
+
+def _scale(grad: str, size: int) -> pb.OperatorDef:
+    op = pb.OperatorDef(type="Scale", input=[grad], output=[grad])
+    op.arg.add(name="scale", f=1.0 / size)
+    return op
+
+
+def _insert_bucket(train: pb.NetDef, grads: list[tuple[int, str]], size: int) -> None:
+    names = [g for _, g in grads]
+    ops = [pb.OperatorDef(type="AllreduceBuckets", input=[WORLD, *names], output=names)]
+    ops += [_scale(g, size) for g in names]
+    at = grads[-1][0] + 1
+    rest = list(train.op)[at:]
+    del train.op[at:]
+    train.op.extend(ops + rest)
+
+
 def _param_grads(train: pb.NetDef, state: set[str]) -> list[tuple[int, str]]:
-    """(index of the last op writing it, gradient name) for each ``<state blob>_grad`` the net writes."""
+    """(index of the last gradient op writing it, gradient name) for each ``<state blob>_grad`` the net
+    writes. Update ops (they write a state blob: MomentumSGDUpdate rewrites the gradient in place as it
+    updates the parameter) do not count: the reduction must come before them."""
     last: dict[str, int] = {}
     for i, op in enumerate(train.op):
+        if any(o in state for o in op.output):
+            continue
         for o in op.output:
             if o.endswith("_grad") and o[: -len("_grad")] in state:
                 last[o] = i
@@ -80,9 +115,7 @@ def _insert_allreduces(train: pb.NetDef, grads: list[tuple[int, str]], size: int
         red = pb.OperatorDef(type="Allreduce", input=[f"{WORLD}_{k % worlds}", grad], output=[grad])
         if k >= worlds:
             red.control_input.append(grads[k - worlds][1])
-        scale = pb.OperatorDef(type="Scale", input=[grad], output=[grad])
-        scale.arg.add(name="scale", f=1.0 / size)
-        after.setdefault(index, []).extend([red, scale])
+        after.setdefault(index, []).extend([red, _scale(grad, size)])
     del train.op[:]
     for i, op in enumerate(ops):
         train.op.append(op)

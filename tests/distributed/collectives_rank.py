@@ -39,6 +39,19 @@ def main():
     run("MPIAllreduce", ["cw", "m"], ["m_sum"])
     np.testing.assert_allclose(ws.fetch_blob("m_sum"), sum(data(r) for r in ranks), rtol=1e-6)
 
+    # AllreduceBuckets: each tensor summed on its own; small ones packed, a 1 MiB one in place
+    sizes = [(3,), (2, 2), (1 << 18,)]
+    for i, shape in enumerate(sizes):
+        ws.feed_blob(f"bk{i}", data(rank, shape, salt=20 + i))
+    ws.feed_blob("bki", data(rank, (5,), np.int64, salt=30))
+    names = [f"bk{i}" for i in range(len(sizes))] + ["bki"]
+    for _ in range(2):  # twice: the packing buffer is reused
+        run("AllreduceBuckets", ["cw", *names], names)
+    for i, shape in enumerate(sizes):
+        once = sum(data(r, shape, salt=20 + i) for r in ranks)
+        np.testing.assert_allclose(ws.fetch_blob(f"bk{i}"), once * size, rtol=1e-4, atol=1e-3)  # run 2 sums the sums
+    np.testing.assert_array_equal(ws.fetch_blob("bki"), sum(data(r, (5,), np.int64, salt=30) for r in ranks) * size)
+
     # Broadcast from the last rank, and MPIBroadcast from 0
     root = size - 1
     ws.feed_blob("p", data(rank, salt=3))
