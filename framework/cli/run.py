@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-import numpy as np
-
 from framework.cli.common import CLIError, add_net_arguments, prepare_net, summarize
+from framework.cli.outputs import HELP, check_suffix, numeric, save_arrays
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -19,16 +18,25 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         metavar="NAME",
         help="blob to print (default: the net's external outputs)",
     )
-    p.add_argument("--save", metavar="OUT.npz", help="save the outputs to a .npz file")
+    p.add_argument("--save", metavar="OUT.npz|.npy|.csv", help=HELP)
     p.set_defaults(func=main)
 
 
 def main(args: argparse.Namespace) -> int:
+    if args.save:
+        check_suffix(args.save)
     net_def, ws = prepare_net(args)
     net = ws.create_net(net_def)
     for _ in range(args.iters):
         net.run()
-    names = args.output or list(net_def.external_output) or (list(net_def.op[-1].output) if net_def.op else [])
+    names = args.output or list(net_def.external_output)
+    if not names:
+        written = [o for op in net_def.op for o in op.output]
+        names = list(net_def.op[-1].output) if net_def.op else []
+        print(
+            f"net '{net_def.name}' declares no external_output: showing its last op's outputs; it wrote "
+            f"{', '.join(dict.fromkeys(written))} (pick with --output NAME)"
+        )
     outputs = {}
     for name in names:
         if not ws.has_blob(name):
@@ -36,7 +44,5 @@ def main(args: argparse.Namespace) -> int:
         outputs[name] = ws.fetch_blob(name)
         print(summarize(name, outputs[name]))
     if args.save:
-        arrays = {k: v for k, v in outputs.items() if isinstance(v, np.ndarray) and v.dtype != object}
-        np.savez(args.save, **arrays)
-        print(f"saved {len(arrays)} arrays to {args.save}")
+        print(save_arrays(args.save, numeric(outputs)))
     return 0

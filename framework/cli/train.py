@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import sys
 import time
 
 import numpy as np
@@ -25,6 +26,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--checkpoint", help="checkpoint path (minidb file), saved atomically")
     p.add_argument("--every", type=int, default=0, help="save a checkpoint every N iterations (default: at the end)")
     p.add_argument("--resume", action="store_true", help="continue from --checkpoint if it exists")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --checkpoint (default: refuse)")
     p.add_argument("--seed", type=int, help="seed the init net's random fills (reproducible runs)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar (log lines instead)")
     p.add_argument(
@@ -49,6 +51,13 @@ def main(args: argparse.Namespace) -> int:
         raise CLIError("--resume needs --checkpoint PATH")
     if args.every and not args.checkpoint:
         raise CLIError("--every needs --checkpoint PATH")
+    if args.resume and args.overwrite:
+        raise CLIError("--resume and --overwrite contradict each other", "pick one")
+    if args.checkpoint and os.path.exists(args.checkpoint) and not (args.resume or args.overwrite):
+        raise CLIError(
+            f"checkpoint {args.checkpoint} already exists; training would replace it",
+            "pass --resume to continue from it, or --overwrite to replace it",
+        )
 
     rank, size = (0, 1)
     if args.distributed:
@@ -57,8 +66,8 @@ def main(args: argparse.Namespace) -> int:
         rank, size = distributed_setup(md)
     if args.checkpoint and os.path.dirname(args.checkpoint):
         os.makedirs(os.path.dirname(args.checkpoint), exist_ok=True)
-    if args.seed is not None:
-        for k, op in enumerate(md.init_net.op):  # a distinct stream per op: layers of one shape differ
+    if args.seed is not None:  # a distinct stream per op (layers of one shape differ), train ops too (Dropout)
+        for k, op in enumerate([*md.init_net.op, *md.train_net.op]):
             op.device_option.random_seed = (args.seed * 1000003 + k) % 2**32
     ws = new_workspace()
     ws.run_net_once(md.init_net)
@@ -67,23 +76,40 @@ def main(args: argparse.Namespace) -> int:
     start = 0
     if args.resume and os.path.exists(args.checkpoint):
         checkpoint.load(ws, args.checkpoint, blobs=state)
-        if iter_blob and ws.has_blob(iter_blob):
-            start = int(np.asarray(ws.fetch_blob(iter_blob)).reshape(-1)[0])
+        start = _iteration(ws, iter_blob, 0)
         if rank == 0:
             print(f"resumed from {args.checkpoint} at iteration {start}")
 
     total = _total_iters(args, md, size)
+    if start >= total:
+        if rank == 0:
+            print(
+                f"nothing left to train: the checkpoint is at iteration {start} and this run asks for "
+                f"{total} iterations in all (raise --iters or --epochs to train further)"
+            )
+        return 0
     net = ws.create_net(md.train_net)
     bar = _progress(total, start, args.no_progress) if rank == 0 else _Silent()
-    t0, done = time.perf_counter(), 0
-    for it in range(start, total):
-        net.run()
-        done += 1
-        if (it + 1) % 10 == 0 or it + 1 == total:
-            rate = done / max(time.perf_counter() - t0, 1e-9)
-            bar.update(it + 1, _metrics(ws), rate)
-        if args.every and (it + 1) % args.every == 0 and rank == 0:
-            checkpoint.save(ws, args.checkpoint, blobs=state)
+    t0, done, it = time.perf_counter(), 0, start
+    try:
+        for it in range(start, total):
+            net.run()
+            done += 1
+            if (it + 1) % 10 == 0 or it + 1 == total:
+                rate = done / max(time.perf_counter() - t0, 1e-9)
+                bar.update(it + 1, _metrics(ws), rate)
+            if args.every and (it + 1) % args.every == 0 and rank == 0:
+                checkpoint.save(ws, args.checkpoint, blobs=state)
+    except KeyboardInterrupt:
+        bar.close()
+        if args.checkpoint and rank == 0:
+            checkpoint.save(ws, args.checkpoint, blobs=state)  # atomic: a second Ctrl-C cannot corrupt it
+            print(
+                f"interrupted at iteration {start + done}: saved {args.checkpoint}; "
+                "continue with the same command and --resume",
+                file=sys.stderr,
+            )
+        raise
     bar.close()
     if rank != 0:
         return 0
@@ -91,12 +117,20 @@ def main(args: argparse.Namespace) -> int:
         print(f"trained on {size} ranks, global batch {size} x {md.batch_size()}")
     if args.checkpoint:
         checkpoint.save(ws, args.checkpoint, blobs=state)
-        print(f"saved checkpoint {args.checkpoint} ({len(state)} blobs) at iteration {total}")
+        at = _iteration(ws, iter_blob, total)
+        print(f"saved checkpoint {args.checkpoint} ({len(state)} blobs) at iteration {at}")
     test_db = os.path.join(args.data, "test.minidb")
     if os.path.exists(test_db):
         acc, n = evaluate_accuracy(ws, md, test_db)
         print(f"test accuracy: {acc:.4f} on {n} held-out examples")
     return 0
+
+
+def _iteration(ws, iter_blob: str | None, default: int) -> int:
+    """The iteration counter's value (what --resume will start from), else ``default``."""
+    if iter_blob and ws.has_blob(iter_blob):
+        return int(np.asarray(ws.fetch_blob(iter_blob)).reshape(-1)[0])
+    return default
 
 
 class _Silent:

@@ -3,8 +3,9 @@
 As Caffe2's ``workspace.Predictor(init_net, predict_net)``: the nets may be
 NetDefs, serialized bytes, text or file paths. The predictor's workspace is a
 child of ``parent`` (the current workspace for ``workspace.Predictor``), so
-parent blobs stay visible but are never written: every external input of the
-predict net lives in the predictor's own workspace. ``run(list)`` feeds the
+parent blobs stay visible but are never written: whatever the init and predict
+nets write, and every input fed to ``run``, lives in the predictor's own
+workspace (a parameter the init net does not create is read from the parent). ``run(list)`` feeds the
 arrays to ``external_input[0], [1], ...``; ``run(dict)`` feeds them by name;
 both return the ``external_output`` arrays, in order.
 """
@@ -30,9 +31,15 @@ class Predictor:
         if not self.predict_net.name:
             self.predict_net.name = "predict"
         self.workspace = Workspace(parent=parent, name="predictor")
+        # Everything the nets write is the predictor's own: a parent blob of the same name (the caller's
+        # trained parameter, an activation) is never written. Parameters the init net does not create
+        # are read from the parent.
+        made = {o for op in init.op for o in op.output}
+        for name in made | {o for op in self.predict_net.op for o in op.output}:
+            self.workspace.create_local_blob(name)
         self.workspace.run_net_once(init)
         for name in self.predict_net.external_input:
-            if name not in self.workspace.local_blobs():
+            if name not in made and (parent is None or not parent.has_blob(name)):
                 self.workspace.create_local_blob(name)
         self.net = self.workspace.create_net(self.predict_net)
 
@@ -61,8 +68,14 @@ class Predictor:
                     f"Predictor: {len(inputs)} inputs given, net '{self.predict_net.name}' has {len(names)}: {names}"
                 )
             items = list(zip(names, inputs))
+        local = set(self.workspace.local_blobs())
+        if any(name not in local for name, _ in items):
+            # A fed input the net had bound to a parent blob of that name: make it ours and bind again,
+            # so the caller's blob is never written (once per new name).
+            for name, _ in items:
+                self.workspace.create_local_blob(name)
+            self.net = self.workspace.create_net(self.predict_net, overwrite=True)
         for name, value in items:
-            self.workspace.create_local_blob(name)
             self.workspace.feed_blob(name, value)
         self.net.run()
         return [self.workspace.fetch_blob(name) for name in self.output_names]
