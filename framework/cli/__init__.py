@@ -50,11 +50,17 @@ def _version() -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(_debug_first(list(sys.argv[1:] if argv is None else argv)))
     _limit_blas(args.blas_threads)
     try:
         result = args.func(args)
+        sys.stdout.flush()
         return int(result or 0)
+    except BrokenPipeError:
+        # `framework ... | head`: the reader left; say nothing more (stdout to /dev/null so the
+        # interpreter's final flush cannot fail again).
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
@@ -70,6 +76,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         traceback.print_exc()
         print("error: internal error (a bug in framework); please report the traceback above", file=sys.stderr)
         return end_job(1)
+
+
+def _debug_first(argv: list[str]) -> list[str]:
+    """``--debug`` works before or after the subcommand (not inside what `launch` passes on)."""
+    cut = argv.index("launch") if "launch" in argv else len(argv)
+    if "--debug" in argv[:cut]:
+        argv = ["--debug"] + [a for i, a in enumerate(argv) if not (i < cut and a == "--debug")]
+    return argv
 
 
 def _limit_blas(threads: int | None) -> None:
@@ -93,8 +107,22 @@ def one_line(e: BaseException) -> str:
 
 
 def _hint_for(e: BaseException) -> str:
-    if isinstance(e, FileNotFoundError):
-        return "check the path; relative paths are taken from the current directory"
+    """A next step for the error at hand."""
+    from framework import errors
+
+    hints = (
+        (FileNotFoundError, "check the path; relative paths are taken from the current directory"),
+        (errors.UnknownOperatorError, "`framework ops` lists every operator type; `framework ops TYPE` shows one"),
+        (errors.ProtoParseError, "fix the file at the line and column shown; docs/netdef_format.md shows the format"),
+        (errors.BlobNotFoundError, "feed it with --input NAME=FILE.npy, or create it with --init / --checkpoint"),
+        (errors.UninitializedError, "feed it with --input NAME=FILE.npy, or create it with --init / --checkpoint"),
+        (errors.ShapeError, "check the input shapes: `framework inspect NET --shape NAME=D1,D2` infers them"),
+        (errors.ArgumentError, "`framework ops TYPE` lists the op's arguments with their kinds and defaults"),
+        (errors.DBError, "`framework inspect PATH` tells what a DB or checkpoint holds"),
+    )
+    for kind, hint in hints:
+        if isinstance(e, kind):
+            return hint + " (--debug shows the traceback)"
     return "run again with --debug for the full traceback"
 
 

@@ -31,10 +31,19 @@ def read_net(path: str) -> Any:
     return net
 
 
-def parse_inputs(specs: Iterable[str], default_names: list[str] | None = None) -> dict[str, np.ndarray]:
-    """``NAME=FILE.npy`` pairs (or bare FILE.npy for the next default name) -> arrays."""
+def parse_inputs(
+    specs: Iterable[str], default_names: list[str] | None = None, known: Iterable[str] | None = None
+) -> dict[str, np.ndarray]:
+    """``NAME=FILE.npy`` pairs (or bare FILE.npy for the next default name) -> arrays.
+
+    With ``known`` (the blobs the net reads), a name outside it is an error with suggestions; a name
+    given twice is an error too.
+    """
+    from framework.memory.workspace import suggest
+
     out: dict[str, np.ndarray] = {}
     defaults = list(default_names or [])
+    known = list(dict.fromkeys(known)) if known is not None else None
     for spec in specs:
         if "=" in spec:
             name, path = spec.split("=", 1)
@@ -42,6 +51,13 @@ def parse_inputs(specs: Iterable[str], default_names: list[str] | None = None) -
             if not defaults:
                 raise CLIError(f"input '{spec}' has no blob name", "write it as NAME=FILE.npy")
             name, path = defaults.pop(0), spec
+        if name in out:
+            raise CLIError(f"--input {name} is given twice", "feed each blob once")
+        if known is not None and name not in known:
+            raise CLIError(
+                f"--input {name}: the net reads no blob '{name}'.{suggest(name, known)}",
+                f"the net's inputs: {', '.join(known[:12])}" + (" ..." if len(known) > 12 else ""),
+            )
         out[name] = load_npy(path)
         if defaults and defaults[0] == name:
             defaults.pop(0)
@@ -51,6 +67,14 @@ def parse_inputs(specs: Iterable[str], default_names: list[str] | None = None) -
 def load_npy(path: str) -> np.ndarray:
     if not os.path.exists(path):
         raise CLIError(f"input file not found: {path}", "inputs are .npy files written by numpy.save")
+    with open(path, "rb") as f:
+        head = f.read(6)
+    if head != b"\x93NUMPY":
+        what = "a .npz archive" if head.startswith(b"PK") else f"it starts with {head!r}"
+        raise CLIError(
+            f"{path} is not a .npy file ({what})",
+            "save arrays with numpy.save(path, array); a text table loads with numpy.loadtxt, then numpy.save",
+        )
     try:
         return np.load(path, allow_pickle=False)
     except ValueError as e:
@@ -108,6 +132,7 @@ def prepare_net(args: Any) -> tuple[Any, Workspace]:
         ws.run_net_once(read_net(args.init))
     if args.checkpoint:
         load_checkpoint(ws, args.checkpoint)
-    for name, value in parse_inputs(args.input, list(net_def.external_input)).items():
+    reads = list(net_def.external_input) + [i for op in net_def.op for i in op.input]
+    for name, value in parse_inputs(args.input, list(net_def.external_input), known=reads).items():
         ws.feed_blob(name, value)
     return net_def, ws

@@ -18,6 +18,18 @@ def read_examples(path: str) -> list[np.ndarray]:
     return read_tensor_protos_db(path)
 
 
+KINDS = ("minidb", "lmdb", "leveldb", "rocksdb")
+
+
+def find_split(data_dir: str, split: str) -> tuple[str, str] | None:
+    """(path, db_type) of ``<data_dir>/<split>.<kind>`` for the first kind present (make-db's names)."""
+    for kind in KINDS:
+        path = os.path.join(data_dir, f"{split}.{kind}")
+        if os.path.exists(path):
+            return path, kind
+    return None
+
+
 def count_records(path: str) -> int:
     return len(read_examples(path)[0])
 

@@ -15,6 +15,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="a NetDef (.pbtxt/.pb), a checkpoint or a data DB (any DB kind)",
     )
     p.add_argument("--init", help="init net giving parameter shapes (for nets)")
+    p.add_argument("--checkpoint", help="checkpoint giving parameter shapes (for nets)")
     p.add_argument(
         "--shape",
         action="append",
@@ -71,14 +72,15 @@ def inspect_net(args: argparse.Namespace) -> int:
     from framework.ops.schema import TensorSpec
 
     net = read_net(args.file)
+    validate_net(net)
     known: dict[str, TensorSpec] = {}
-    params: list[str] = []
     if args.init:
         init = read_net(args.init)
+        validate_net(init)
         known.update(infer_net(init, {}))
-        params = [b for b in net.external_input if b in known]
-    else:
-        params = list(net.external_input[1:])
+    if getattr(args, "checkpoint", None):
+        known.update(checkpoint_specs(args.checkpoint))
+    params = parameters(net, known if (args.init or getattr(args, "checkpoint", None)) else None)
     for spec in args.shape:
         name, _, dims = spec.partition("=")
         try:
@@ -87,6 +89,7 @@ def inspect_net(args: argparse.Namespace) -> int:
             raise CLIError(f"--shape {spec}: dimensions must be integers", "write it as NAME=64,1,8,8") from e
         known[name] = TensorSpec(shape, known.get(name, TensorSpec(None, None)).dtype or _f32())
     shapes = infer_net(net, known)
+    dry_run(net, known)
 
     print(f"net '{net.name}' type {net.type or 'simple'}: {len(net.op)} ops")
     print(f"external inputs:  {', '.join(net.external_input) or '(none)'}")
@@ -108,6 +111,70 @@ def inspect_net(args: argparse.Namespace) -> int:
     note = f" ({len(unknown)} of unknown shape: pass --init)" if unknown else ""
     print(f"parameters: {count:,} in {len(params) - len(unknown)} blobs{note}")
     return 0
+
+
+def validate_net(net) -> None:
+    """Check ``net`` as CreateNet does (known ops, arity, arguments, defined blobs, no cycle); raise the
+    same errors. Blobs are assumed to exist only if they are external inputs."""
+    from framework.net.graph import compile_graph
+    from framework.ops.arguments import parse_args
+    from framework.ops.operator import describe_op
+    from framework.ops.registry import get_schema
+
+    compile_graph(net)
+    for i, op in enumerate(net.op):
+        where = f"net '{net.name}': {describe_op(op, i)}"
+        parse_args(get_schema(op.type), op.arg, where, len(op.input), len(op.output))
+
+
+def checkpoint_specs(path: str) -> dict:
+    """Shapes and dtypes of a checkpoint's tensors, read from record headers (no data loaded)."""
+    import numpy as np
+
+    from framework.checkpoint import list_checkpoint
+    from framework.ops.schema import TensorSpec
+
+    if not os.path.exists(path):
+        raise CLIError(f"checkpoint not found: {path}")
+    out = {}
+    for r in list_checkpoint(path):
+        try:
+            out[r["name"]] = TensorSpec(tuple(r["shape"]), np.dtype(r["dtype"]))
+        except TypeError:
+            continue
+    return out
+
+
+def parameters(net, known: dict | None) -> list[str]:
+    """The net's parameters: external inputs (known ones, when shapes were given; else all but the data
+    input) that some op other than an optimizer update reads (momenta, learning rates are not)."""
+    from framework.ops.registry import get_schema, has_op
+
+    state_only = {"optimizer", "training"}
+    read_by_model = {
+        b for op in net.op if has_op(op.type) and get_schema(op.type).category not in state_only for b in op.input
+    }
+    cands = [b for b in net.external_input if b in known] if known is not None else list(net.external_input[1:])
+    trained = {o[: -len("_grad")] for op in net.op for o in op.output if o.endswith("_grad")}
+    if trained:  # a training net: the parameters are what it computes gradients for
+        cands = [b for b in cands if b in trained]
+    return [b for b in cands if b in read_by_model]
+
+
+def dry_run(net, known: dict) -> None:
+    """Run ``net`` once on zeros of the known input shapes, so shape mismatches that inference cannot
+    see fail here as they would in ``run`` (only when every external input's shape is known)."""
+    import numpy as np
+
+    from framework.memory.workspace import Workspace
+
+    specs = [known.get(b) for b in net.external_input]
+    if not net.external_input or any(s is None or s.shape is None or None in s.shape for s in specs):
+        return
+    ws = Workspace(name="inspect")
+    for b, spec in zip(net.external_input, specs):
+        ws.feed_blob(b, np.zeros(spec.shape, spec.dtype or np.float32))
+    ws.run_net_once(net)
 
 
 def _shape(spec) -> str:

@@ -38,7 +38,7 @@ def main(args: argparse.Namespace) -> int:
     else:
         if not args.features or not args.labels:
             raise CLIError("make-db npy needs --features X.npy and --labels Y.npy")
-        x, y = load_npy(args.features), load_npy(args.labels)
+        x, y = _as_trainable(load_npy(args.features), "features"), _as_trainable(load_npy(args.labels), "labels")
         if len(x) != len(y):
             raise CLIError(f"--features has {len(x)} examples but --labels has {len(y)}")
         order = np.random.default_rng(args.seed).permutation(len(x))
@@ -54,3 +54,22 @@ def main(args: argparse.Namespace) -> int:
     np.save(os.path.join(args.out, "sample_labels.npy"), y_te[:8])
     print(f"wrote {os.path.join(args.out, 'sample.npy')} (8 held-out examples for `framework predict`)")
     return 0
+
+
+def _as_trainable(a: np.ndarray, what: str) -> np.ndarray:
+    """The models train on float32 features and int32 labels: convert (saying so) or refuse with the fix."""
+    want = np.float32 if what == "features" else np.int32
+    if a.dtype == want:
+        return a
+    if what == "features" and a.dtype.kind in "fiub":
+        print(f"note: --features are {a.dtype}; converted to float32 (what the models' FC and Conv ops take)")
+        return a.astype(np.float32)
+    if what == "labels" and a.dtype.kind in "iub" or (a.dtype.kind == "f" and np.all(a == np.round(a))):
+        if a.size and (a.min() < 0 or a.max() > np.iinfo(np.int32).max):
+            raise CLIError(f"--labels hold values outside [0, 2^31): {a.min()}..{a.max()}", "labels are class ids")
+        print(f"note: --labels are {a.dtype}; converted to int32 class ids")
+        return a.astype(np.int32)
+    raise CLIError(
+        f"--{what} have dtype {a.dtype}, which cannot be converted to {np.dtype(want).name}",
+        "save numeric arrays: features as float32, labels as integer class ids",
+    )

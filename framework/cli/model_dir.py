@@ -51,11 +51,27 @@ class ModelDir:
                 if arg.name == "db" and not os.path.isabs(arg.s.decode()):
                     path = os.path.join(data_dir, arg.s.decode())
                     if not os.path.exists(path):
-                        raise CLIError(
-                            f"training data not found: {path}",
-                            f"prepare it with `framework make-db digits --out {data_dir}`",
-                        )
+                        path = self._other_kind(op, data_dir, arg.s.decode(), path)
                     arg.s = path.encode()
+
+    @staticmethod
+    def _other_kind(op: Any, data_dir: str, name: str, path: str) -> str:
+        """The same split written as another DB kind (``make-db --db-type``): point the reader at it."""
+        from framework.cli.data import find_split
+
+        found = find_split(data_dir, os.path.splitext(name)[0])
+        if found is None:
+            raise CLIError(
+                f"training data not found: {path} (nor as lmdb, leveldb or rocksdb)",
+                f"prepare it with `framework make-db digits --out {data_dir}` (any --db-type)",
+            )
+        for a in op.arg:
+            if a.name == "db_type":
+                a.s = found[1].encode()
+                break
+        else:
+            op.arg.add(name="db_type", s=found[1].encode())
+        return found[0]
 
     def reader_blobs(self) -> set[str]:
         return {o for op in self.init_net.op if op.type == "CreateDB" for o in op.output}

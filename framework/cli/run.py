@@ -25,6 +25,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def main(args: argparse.Namespace) -> int:
     if args.save:
         check_suffix(args.save)
+    plan = read_plan_if_plan(args.net)
+    if plan is not None:
+        return run_plan_file(args, plan)
     net_def, ws = prepare_net(args)
     net = ws.create_net(net_def)
     for _ in range(args.iters):
@@ -41,6 +44,55 @@ def main(args: argparse.Namespace) -> int:
     for name in names:
         if not ws.has_blob(name):
             raise CLIError(f"net '{net_def.name}' has no blob '{name}'", "list blobs with `framework inspect NET`")
+        outputs[name] = ws.fetch_blob(name)
+        print(summarize(name, outputs[name]))
+    if args.save:
+        print(save_arrays(args.save, numeric(outputs)))
+    return 0
+
+
+def read_plan_if_plan(path: str):
+    """The PlanDef in ``path`` if the file holds one (it has ``network``/``execution_step``), else None."""
+    import os
+
+    from framework.errors import ProtoParseError
+    from framework.proto.io import read_plan
+
+    if not os.path.isfile(path):
+        return None
+    with open(path, "rb") as f:
+        data = f.read()
+    if b"execution_step" not in data and b"network" not in data:
+        return None
+    try:
+        plan = read_plan(path)
+    except ProtoParseError:
+        return None
+    return plan if len(plan.execution_step) else None
+
+
+def run_plan_file(args: argparse.Namespace, plan) -> int:
+    """Run a PlanDef (its nets and execution steps) on the inputs; print --output blobs."""
+    from framework.cli.common import new_workspace, parse_inputs, read_net
+
+    ws = new_workspace()
+    if args.init:
+        ws.run_net_once(read_net(args.init))
+    if args.checkpoint:
+        from framework.cli.common import load_checkpoint
+
+        load_checkpoint(ws, args.checkpoint)
+    reads = [i for net in plan.network for i in [*net.external_input, *(x for op in net.op for x in op.input)]]
+    for name, value in parse_inputs(args.input, None, known=reads).items():
+        ws.feed_blob(name, value)
+    for _ in range(args.iters):
+        ws.run_plan(plan)
+    steps = len(plan.execution_step)
+    print(f"ran plan '{plan.name}': {len(plan.network)} nets, {steps} execution steps")
+    outputs = {}
+    for name in args.output or [o for net in plan.network for o in net.external_output]:
+        if not ws.has_blob(name):
+            raise CLIError(f"plan '{plan.name}' made no blob '{name}'")
         outputs[name] = ws.fetch_blob(name)
         print(summarize(name, outputs[name]))
     if args.save:

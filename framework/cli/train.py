@@ -11,14 +11,18 @@ import time
 import numpy as np
 
 from framework.cli.common import CLIError, new_workspace
-from framework.cli.data import count_records, evaluate_accuracy
+from framework.cli.data import count_records, evaluate_accuracy, find_split
 from framework.cli.model_dir import ModelDir
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("train", help="train a model folder (init/train/predict nets)", description=__doc__)
     p.add_argument("model_dir", help="folder with init_net.pbtxt, train_net.pbtxt, predict_net.pbtxt")
-    p.add_argument("--data", default=os.path.join("data", "digits"), help="folder with train.minidb/test.minidb")
+    p.add_argument(
+        "--data",
+        default=os.path.join("data", "digits"),
+        help="folder with the train and test DBs (train.minidb/test.minidb, or .lmdb/.leveldb/.rocksdb)",
+    )
     length = p.add_mutually_exclusive_group()
     length.add_argument("--iters", type=int, help="training iterations (default: 1 epoch)")
     length.add_argument("--epochs", type=float, help="passes over the training data")
@@ -119,9 +123,9 @@ def main(args: argparse.Namespace) -> int:
         checkpoint.save(ws, args.checkpoint, blobs=state)
         at = _iteration(ws, iter_blob, total)
         print(f"saved checkpoint {args.checkpoint} ({len(state)} blobs) at iteration {at}")
-    test_db = os.path.join(args.data, "test.minidb")
-    if os.path.exists(test_db):
-        acc, n = evaluate_accuracy(ws, md, test_db)
+    test = find_split(args.data, "test")
+    if test is not None:
+        acc, n = evaluate_accuracy(ws, md, test[0])
         print(f"test accuracy: {acc:.4f} on {n} held-out examples")
     return 0
 
@@ -152,7 +156,8 @@ def _total_iters(args: argparse.Namespace, md: ModelDir, ranks: int = 1) -> int:
     if epochs <= 0:
         raise CLIError(f"--epochs must be positive, got {epochs}")
     batch = md.batch_size() or 1
-    records = count_records(os.path.join(args.data, "train.minidb"))
+    train = find_split(args.data, "train")
+    records = count_records(train[0]) if train else batch
     return max(1, math.ceil(epochs * records / (batch * ranks)))  # each rank reads its own batch
 
 

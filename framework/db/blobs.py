@@ -176,13 +176,8 @@ def read_blobs(
                             break
                     cursor.next()
                     index += 1
-                if expected is not None and complete_walk and expected - seen_keys:
-                    expected -= seen_keys
-                    raise DBError(
-                        f"{db_type} {path}: the file is truncated or damaged: after {index} records, "
-                        f"{len(expected)} records its manifest lists are missing "
-                        f"({', '.join(sorted(expected)[:5])}{', ...' if len(expected) > 5 else ''})"
-                    )
+                if complete_walk:
+                    check_manifest(expected, seen_keys, db_type, path, index)
             finally:
                 cursor.close()
     asm.check_complete(where)
@@ -195,6 +190,18 @@ def read_blobs(
                 f"{', '.join(held) if len(held) <= 50 else ', '.join(held[:50]) + ', ...'}"
             )
     return staged
+
+
+def check_manifest(expected: set[str] | None, seen: set[str], db_type: str, path: str, records: int) -> None:
+    """A DBError if the manifest (when there is one) lists records the DB does not hold."""
+    if expected is None or not expected - seen:
+        return
+    missing = sorted(expected - seen)
+    raise DBError(
+        f"{db_type} {path}: the file is truncated or damaged: after {records} records, "
+        f"{len(missing)} records its manifest lists are missing "
+        f"({', '.join(missing[:5])}{', ...' if len(missing) > 5 else ''})"
+    )
 
 
 def _manifest_keys(value: bytes, where: str) -> set[str]:
@@ -210,10 +217,14 @@ def list_blobs(db_type: str, path: str) -> list[dict[str, Any]]:
         cursor = db.cursor()
         try:
             index = 0
+            expected: set[str] | None = None
+            seen: set[str] = set()
             for db_key, value in cursor:
                 if db_key == MANIFEST_KEY:
+                    expected = _manifest_keys(value, f"{db_type} {path}, record {index}")
                     index += 1
                     continue
+                seen.add(db_key)
                 name = blob_name_of_key(db_key)
                 proto = parse_blob_proto(value, f"in {db_type} {path}, record {index} key '{db_key}'")
                 row = rows.get(name)
@@ -230,6 +241,7 @@ def list_blobs(db_type: str, path: str) -> list[dict[str, Any]]:
                         row["dtype"] = proto.type
                 row["bytes"] += _payload_bytes(proto)
                 index += 1
+            check_manifest(expected, seen, db_type, path, index)
         finally:
             cursor.close()
     return list(rows.values())

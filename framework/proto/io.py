@@ -102,9 +102,41 @@ def parse_text(text: str | bytes, message_cls: type[M], source: str | os.PathLik
         prefix = f"{line}:{col} : "
         if what.startswith(prefix):
             what = what[len(prefix) :]
+        opened = _unclosed_brace(text) if what.startswith('Expected "}"') else None
+        if opened is not None:
+            what = f"the file ends inside the block opened at line {opened[0]} ({opened[1]!r}): expected a closing '}}'"
         msg = f"{label}:{line}:{col}: {what} (parsing a {_name(message_cls)} in text format)"
         raise _error(msg, label, line, col) from e
     return msg
+
+
+def _unclosed_brace(text: str) -> tuple[int, str] | None:
+    """(line, text) of the last '{' left open at the end of ``text`` (strings and # comments skipped)."""
+    stack: list[tuple[int, str]] = []
+    for number, line in enumerate(text.splitlines(), 1):
+        quote = None
+        for i, ch in enumerate(line):
+            if quote:
+                if ch == quote and line[i - 1] != "\\":
+                    quote = None
+            elif ch in "\"'":
+                quote = ch
+            elif ch == "#":
+                break
+            elif ch in "{<":
+                stack.append((number, line.strip()))
+            elif ch in "}>" and stack:
+                stack.pop()
+    return stack[-1] if stack else None
+
+
+def _looks_like_text(data: bytes) -> bool:
+    """UTF-8 with no control bytes but tab/newline/return: a text file, never binary protobuf."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return not any(ord(c) < 32 and c not in "\t\n\r" for c in text)
 
 
 def parse_bytes(data: bytes, message_cls: type[M], source: str | os.PathLike | None = None) -> M:
@@ -134,6 +166,8 @@ def parse_bytes(data: bytes, message_cls: type[M], source: str | os.PathLike | N
         return binary  # a newer schema's binary file: keep its unknown fields
     why_binary = f"binary decode failed ({binary_error})" if binary_error else "binary decode found only unknown fields"
     if text_error is not None:
+        if _looks_like_text(data):  # a text file with a mistake: the binary attempt is noise
+            raise text_error
         msg = f"{text_error} [also not a binary {_name(message_cls)}: {why_binary}]"
         raise _error(msg, label, text_error.line, text_error.column) from text_error
     raise _error(
