@@ -136,3 +136,118 @@ def test_run_saves_what_the_suffix_says(tmp_path):
     p = fw("run", "net.pbtxt", "--input", "x=x.npy", "--save", "out.txt", cwd=tmp_path)
     assert p.returncode == 2 and "unknown suffix" in p.stderr
     assert ".csv" in fw("run", "--help", cwd=tmp_path).stdout
+
+
+BAD_NETS = {
+    "unknown op": ('op { input: "x" output: "y" type: "Relux" }', "Did you mean: Relu"),
+    "bad argument": ('op { input: "x" output: "y" type: "Softmax" arg { name: "axis" s: "one" } }', "axis"),
+    "cycle": ('op { input: "a" output: "b" type: "Relu" }\nop { input: "b" output: "a" type: "Relu" }', "cycle"),
+    "undefined blob": ('op { input: "nope" output: "y" type: "Relu" }', "nope"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_NETS))
+def test_inspect_validates_like_createnet(tmp_path, case):
+    body, needle = BAD_NETS[case]
+    (tmp_path / "n.pbtxt").write_text(f'name: "n"\n{body}\nexternal_input: "x"\n')
+    p = fw("inspect", "n.pbtxt", cwd=tmp_path)
+    assert p.returncode == 2 and needle in p.stderr and "Traceback" not in p.stderr, p.stderr
+
+
+def test_inspect_catches_shape_mismatches_and_counts_only_parameters(data, tmp_path):
+    (tmp_path / "fc.pbtxt").write_text(
+        'name: "fc"\nop { input: "x" input: "w" input: "b" output: "y" type: "FC" }\n'
+        'external_input: "x"\nexternal_input: "w"\nexternal_input: "b"\n'
+    )
+    p = fw("inspect", "fc.pbtxt", "--shape", "x=4,3", "--shape", "w=5,2", "--shape", "b=5", cwd=tmp_path)
+    assert p.returncode == 2 and "ShapeError" in p.stderr
+    p = fw("inspect", "fc.pbtxt", "--shape", "x=4,3", "--shape", "w=5,3", "--shape", "b=5", cwd=tmp_path)
+    assert p.returncode == 0 and "parameters: 20 in 2 blobs" in p.stdout
+    p = fw(
+        "inspect", os.path.join(MODEL, "train_net.pbtxt"), "--init", os.path.join(MODEL, "init_net.pbtxt"), cwd=tmp_path
+    )
+    assert p.returncode == 0 and "parameters: 17,226 in 6 blobs" in p.stdout  # no momenta, no constants
+    shutil.copytree(data / "data", tmp_path / "data")
+    assert fw("train", MODEL, "--iters", "3", "--checkpoint", "c.minidb", "--no-progress", cwd=tmp_path).returncode == 0
+    p = fw("inspect", os.path.join(MODEL, "predict_net.pbtxt"), "--checkpoint", "c.minidb", cwd=tmp_path)
+    assert p.returncode == 0 and "parameters: 17,226 in 6 blobs" in p.stdout, p.stdout + p.stderr
+
+
+def test_a_checkpoint_cut_between_records_is_not_listed_as_valid(tmp_path):
+    import struct
+
+    from framework import checkpoint
+    from framework.memory.workspace import Workspace
+
+    ws = Workspace()
+    ws.feed_blob("a", np.ones(3, np.float32))
+    ws.feed_blob("b", np.ones(5, np.float32))
+    checkpoint.save(ws, str(tmp_path / "m.minidb"))
+    data = (tmp_path / "m.minidb").read_bytes()
+    pos, ends = 0, []
+    while pos < len(data):
+        k, v = struct.unpack("<ii", data[pos : pos + 8])
+        pos += 8 + k + v
+        ends.append(pos)
+    (tmp_path / "cut.minidb").write_bytes(data[: ends[-2]])
+    p = fw("inspect", "cut.minidb", cwd=tmp_path)
+    assert p.returncode == 2 and "manifest lists are missing" in p.stderr
+
+
+def test_make_db_npy_converts_or_refuses_and_train_finds_any_kind(tmp_path):
+    rng = np.random.default_rng(0)
+    np.save(tmp_path / "X.npy", rng.random((100, 1, 8, 8)))  # float64
+    np.save(tmp_path / "Y.npy", rng.integers(0, 10, 100))  # int64
+    np.save(tmp_path / "Yf.npy", rng.random(100))
+    p = fw(
+        "make-db", "npy", "--features", "X.npy", "--labels", "Y.npy", "--out", "d", "--db-type", "lmdb", cwd=tmp_path
+    )
+    assert p.returncode == 0 and "converted to float32" in p.stdout and "converted to int32" in p.stdout
+    p = fw("make-db", "npy", "--features", "X.npy", "--labels", "Yf.npy", "--out", "e", cwd=tmp_path)
+    assert p.returncode == 2 and "cannot be converted to int32" in p.stderr
+    p = fw("train", MODEL, "--data", "d", "--iters", "3", "--no-progress", cwd=tmp_path)
+    assert p.returncode == 0 and "test accuracy" in p.stdout, p.stderr
+
+
+def test_input_names_are_checked(tmp_path):
+    (tmp_path / "n.pbtxt").write_text(
+        'name: "n"\nop { input: "data" output: "y" type: "Relu" }\nexternal_input: "data"\nexternal_output: "y"\n'
+    )
+    np.save(tmp_path / "x.npy", np.ones(2, np.float32))
+    p = fw("run", "n.pbtxt", "--input", "dta=x.npy", cwd=tmp_path)
+    assert p.returncode == 2 and "Did you mean: data" in p.stderr
+    p = fw("run", "n.pbtxt", "--input", "data=x.npy", "--input", "data=x.npy", cwd=tmp_path)
+    assert p.returncode == 2 and "given twice" in p.stderr
+    (tmp_path / "t.npy").write_text("1,2,3\n")
+    p = fw("run", "n.pbtxt", "--input", "data=t.npy", cwd=tmp_path)
+    assert p.returncode == 2 and "is not a .npy file" in p.stderr and "pickled" not in p.stderr
+
+
+def test_papercuts(tmp_path):
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
+    p = subprocess.run(f"'{FRAMEWORK}' ops | head -1", shell=True, capture_output=True, text=True, env=env)
+    assert p.stderr == "" and p.stdout.strip()
+    (tmp_path / "miss.pbtxt").write_text('name: "x"\nop {\n  input: "a"\n  output: "b"\n  type: "Relu"\n')
+    p = fw("inspect", "miss.pbtxt", cwd=tmp_path)
+    assert "block opened at line 2" in p.stderr and "binary" not in p.stderr
+    p = fw("inspect", "miss.pbtxt", "--debug", cwd=tmp_path)
+    assert "Traceback" in p.stderr
+    (tmp_path / "n.pbtxt").write_text(
+        'name: "n"\nop { input: "x" output: "h" type: "Relu" }\n'
+        'op { input: "h" output: "y" type: "Sigmoid" }\nexternal_input: "x"\n'
+    )
+    np.save(tmp_path / "x.npy", np.ones(2, np.float32))
+    p = fw("run", "n.pbtxt", "--input", "x=x.npy", cwd=tmp_path)
+    assert p.returncode == 0 and "it wrote h, y" in p.stdout and "--output" in p.stdout
+
+
+def test_plans_run_from_the_command_line(tmp_path):
+    (tmp_path / "plan.pbtxt").write_text(
+        'name: "count"\nnetwork {\n  name: "step"\n  op { input: "c" output: "c" type: "Iter" }\n'
+        '  external_input: "c"\n  external_output: "c"\n}\n'
+        'execution_step { name: "loop" network: "step" num_iter: 5 }\n'
+    )
+    np.save(tmp_path / "c.npy", np.array([0], np.int64))
+    p = fw("run", "plan.pbtxt", "--input", "c=c.npy", "--save", "c_out.npy", cwd=tmp_path)
+    assert p.returncode == 0 and "ran plan 'count'" in p.stdout, p.stderr
+    assert np.load(tmp_path / "c_out.npy").tolist() == [5]
