@@ -14,11 +14,11 @@ import sys
 import traceback
 from typing import Sequence
 
-from framework.cli import db_tools, draw, inspect, launch, make_db, ops, predict, profile, run, train
+from framework.cli import db_tools, draw, inspect, launch, make_db, ops, plot, predict, profile, run, train
 from framework.distributed import end_job
 from framework.errors import FrameworkError
 
-COMMANDS = (run, train, predict, inspect, draw, profile, ops, make_db, db_tools, launch)
+COMMANDS = (run, train, predict, inspect, draw, profile, ops, make_db, db_tools, launch, plot)
 
 
 def build_parser() -> argparse.ArgumentParser:

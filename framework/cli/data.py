@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 
 import numpy as np
@@ -9,6 +10,7 @@ import numpy as np
 from framework.cli.common import CLIError
 
 
+@functools.lru_cache(maxsize=4)  # validation reads the test split once per run, not once per epoch
 def read_examples(path: str) -> list[np.ndarray]:
     """All records of a TensorProtos DB as arrays stacked along a new first axis."""
     from framework.ops.io.db_input import read_tensor_protos_db

@@ -12,6 +12,7 @@ import numpy as np
 
 from framework.cli.common import CLIError, new_workspace
 from framework.cli.data import count_records, evaluate_accuracy, find_split
+from framework.cli.history import History, history_path, learning_rate
 from framework.cli.model_dir import ModelDir
 
 
@@ -31,6 +32,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--every", type=int, default=0, help="save a checkpoint every N iterations (default: at the end)")
     p.add_argument("--resume", action="store_true", help="continue from --checkpoint if it exists")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --checkpoint (default: refuse)")
+    p.add_argument(
+        "--val-every",
+        type=int,
+        help="validation accuracy on the test split every N iterations (default: once per epoch); "
+        "written to history.jsonl beside the checkpoint and shown in the progress bar",
+    )
     p.add_argument("--seed", type=int, help="seed the init net's random fills (reproducible runs)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar (log lines instead)")
     p.add_argument(
@@ -94,18 +101,35 @@ def main(args: argparse.Namespace) -> int:
         return 0
     net = ws.create_net(md.train_net)
     bar = _progress(total, start, args.no_progress) if rank == 0 else _Silent()
-    t0, done, it = time.perf_counter(), 0, start
+    per_epoch = _iters_per_epoch(args, md, size)
+    val_every = args.val_every if args.val_every is not None else max(1, round(per_epoch))
+    if val_every < 1:
+        raise CLIError(f"--val-every must be at least 1, got {args.val_every}")
+    test = find_split(args.data, "test")
+    history = History(history_path(args.checkpoint) if rank == 0 else None, fresh=not args.resume)
+    t0, done, it, val = time.perf_counter(), 0, start, {}
     try:
         for it in range(start, total):
             net.run()
             done += 1
-            if (it + 1) % 10 == 0 or it + 1 == total:
+            last = it + 1 == total
+            if rank == 0 and test is not None and ((it + 1) % val_every == 0 or last):
+                val = {"val_accuracy": evaluate_accuracy(ws, md, test[0])[0]}
+                history.write({"iteration": it + 1, "epoch": (it + 1) / per_epoch, **val})
+            if (it + 1) % 10 == 0 or last:
                 rate = done / max(time.perf_counter() - t0, 1e-9)
-                bar.update(it + 1, _metrics(ws), rate)
+                metrics = _metrics(ws)
+                bar.update(it + 1, {**metrics, **{"val": v for v in val.values()}}, rate)
+                lr = learning_rate(ws, md.train_net)
+                seconds = time.perf_counter() - t0
+                history.write(
+                    {"iteration": it + 1, "epoch": (it + 1) / per_epoch, **metrics, "lr": lr, "seconds": seconds}
+                )
             if args.every and (it + 1) % args.every == 0 and rank == 0:
                 checkpoint.save(ws, args.checkpoint, blobs=state)
     except KeyboardInterrupt:
         bar.close()
+        history.close()
         if args.checkpoint and rank == 0:
             checkpoint.save(ws, args.checkpoint, blobs=state)  # atomic: a second Ctrl-C cannot corrupt it
             print(
@@ -115,6 +139,7 @@ def main(args: argparse.Namespace) -> int:
             )
         raise
     bar.close()
+    history.close()
     if rank != 0:
         return 0
     if size > 1:
@@ -123,7 +148,8 @@ def main(args: argparse.Namespace) -> int:
         checkpoint.save(ws, args.checkpoint, blobs=state)
         at = _iteration(ws, iter_blob, total)
         print(f"saved checkpoint {args.checkpoint} ({len(state)} blobs) at iteration {at}")
-    test = find_split(args.data, "test")
+    if history.path:
+        print(f"wrote {history.path} (plot it with `framework plot {history.path} -o curves.png`)")
     if test is not None:
         acc, n = evaluate_accuracy(ws, md, test[0])
         print(f"test accuracy: {acc:.4f} on {n} held-out examples")
@@ -147,6 +173,14 @@ class _Silent:
         pass
 
 
+def _iters_per_epoch(args: argparse.Namespace, md: ModelDir, ranks: int = 1) -> float:
+    """Iterations per pass over the training data (each rank reads its own batch)."""
+    batch = md.batch_size() or 1
+    train = find_split(args.data, "train")
+    records = count_records(train[0]) if train else batch
+    return max(records / (batch * ranks), 1e-9)
+
+
 def _total_iters(args: argparse.Namespace, md: ModelDir, ranks: int = 1) -> int:
     if args.iters is not None:
         if args.iters < 1:
@@ -155,10 +189,7 @@ def _total_iters(args: argparse.Namespace, md: ModelDir, ranks: int = 1) -> int:
     epochs = args.epochs if args.epochs is not None else 1.0
     if epochs <= 0:
         raise CLIError(f"--epochs must be positive, got {epochs}")
-    batch = md.batch_size() or 1
-    train = find_split(args.data, "train")
-    records = count_records(train[0]) if train else batch
-    return max(1, math.ceil(epochs * records / (batch * ranks)))  # each rank reads its own batch
+    return max(1, math.ceil(epochs * _iters_per_epoch(args, md, ranks)))
 
 
 def _metrics(ws) -> dict[str, float]:

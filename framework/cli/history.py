@@ -1,0 +1,73 @@
+"""Training history: one JSON object per line in ``history.jsonl`` beside the checkpoint.
+
+Training records (every 10 iterations and the last): ``iteration``, ``epoch``, ``loss``, ``accuracy``
+(train batch), ``lr``, ``seconds`` since the run started. Validation records (``--val-every``
+iterations, default once per epoch, and at the end): ``iteration``, ``epoch``, ``val_accuracy``
+on the held-out (test) split. A resumed run appends; an overwriting run starts a new file.
+``framework plot history.jsonl -o curves.png`` draws them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+import numpy as np
+
+
+class History:
+    """Appends records to ``path`` (None: keeps nothing); ``fresh`` truncates it first."""
+
+    def __init__(self, path: str | None, fresh: bool) -> None:
+        self.path = path
+        if path is not None:
+            if os.path.dirname(path):
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+            self._f = open(path, "w" if fresh else "a", encoding="utf-8")
+
+    def write(self, record: dict[str, Any]) -> None:
+        if self.path is None:
+            return
+        clean = {k: (round(v, 6) if isinstance(v, float) else v) for k, v in record.items() if v is not None}
+        self._f.write(json.dumps(clean) + "\n")
+        self._f.flush()
+
+    def close(self) -> None:
+        if self.path is not None:
+            self._f.close()
+
+
+def history_path(checkpoint: str | None) -> str | None:
+    return os.path.join(os.path.dirname(checkpoint) or ".", "history.jsonl") if checkpoint else None
+
+
+def learning_rate(ws: Any, train_net: Any) -> float | None:
+    """The current learning rate: the first LearningRate op's output, sign flipped (Caffe2 keeps it negative
+    so that the update adds lr * grad)."""
+    for op in train_net.op:
+        if op.type == "LearningRate" and ws.has_blob(op.output[0]):
+            try:
+                return abs(float(np.asarray(ws.fetch_blob(op.output[0])).reshape(-1)[0]))
+            except Exception:  # not computed yet
+                return None
+    return None
+
+
+def read_history(path: str) -> list[dict[str, Any]]:
+    """The records of a history file (a CLIError naming the line if one is not JSON)."""
+    from framework.cli.common import CLIError
+
+    if not os.path.exists(path):
+        raise CLIError(
+            f"history file not found: {path}", "train with --checkpoint DIR/NAME: it writes DIR/history.jsonl"
+        )
+    out = []
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            if line.strip():
+                try:
+                    out.append(json.loads(line))
+                except json.JSONDecodeError as e:
+                    raise CLIError(f"{path}:{number}: not a JSON record ({e.msg})") from None
+    return out
