@@ -14,11 +14,24 @@ import sys
 import traceback
 from typing import Sequence
 
-from framework.cli import db_tools, draw, inspect, launch, make_db, ops, plot, predict, profile, run, train
+from framework.cli import (
+    db_tools,
+    draw,
+    export,
+    inspect,
+    launch,
+    make_db,
+    ops,
+    plot,
+    predict,
+    profile,
+    run,
+    train,
+)
 from framework.distributed import end_job
 from framework.errors import FrameworkError
 
-COMMANDS = (run, train, predict, inspect, draw, profile, ops, make_db, db_tools, launch, plot)
+COMMANDS = (run, train, predict, inspect, draw, profile, ops, make_db, db_tools, launch, plot, export)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -115,7 +115,7 @@ def load_checkpoint(ws: Workspace, path: str) -> list[str]:
 
 def add_net_arguments(p: Any, default_iters: int) -> None:
     """The arguments of commands that run one net on inputs: NET, --init, --checkpoint, --input, --iters."""
-    p.add_argument("net", help="NetDef file (.pbtxt text or .pb binary)")
+    p.add_argument("net", help="NetDef file (.pbtxt text or .pb binary), or a folder with init_net.pb + predict_net.pb")
     p.add_argument("--init", help="init net to run once first (creates parameters)")
     p.add_argument("--checkpoint", help="checkpoint DB to load parameters from (minidb file or lmdb folder)")
     p.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy", help="feed a blob (repeatable)")
@@ -126,6 +126,11 @@ def prepare_net(args: Any) -> tuple[Any, Workspace]:
     """(NetDef, workspace) for ``args``: init net run, checkpoint loaded, inputs fed."""
     if args.iters < 1:
         raise CLIError(f"--iters must be at least 1, got {args.iters}")
+    from framework.cli.model_dir import pair_in
+
+    pair = pair_in(args.net)
+    if pair is not None:  # a folder with the deployable pair
+        args.init, args.net = args.init or pair[0], pair[1]
     net_def = read_net(args.net)
     ws = new_workspace()
     if args.init:

@@ -20,6 +20,13 @@ from typing import Any
 from framework.cli.common import CLIError, read_net
 
 FILES = ("init_net.pbtxt", "train_net.pbtxt", "predict_net.pbtxt")
+PAIR = ("init_net.pb", "predict_net.pb")  # Caffe2's deployable pair (`framework export` writes it)
+
+
+def pair_in(path: str) -> tuple[str, str] | None:
+    """(init, predict) paths of a deployable pair in folder ``path``, or None."""
+    files = tuple(os.path.join(path, f) for f in PAIR)
+    return files if os.path.isdir(path) and all(os.path.isfile(f) for f in files) else None
 
 
 @dataclass
@@ -29,8 +36,13 @@ class ModelDir:
     train_net: Any
     predict_net: Any
 
+    deployable: bool = False  # init_net.pb + predict_net.pb: parameters in the init net, no checkpoint
+
     @classmethod
     def load(cls, path: str, need_train: bool = True) -> ModelDir:
+        pair = pair_in(path)
+        if pair is not None and not need_train and not os.path.exists(os.path.join(path, "predict_net.pbtxt")):
+            return cls(path, read_net(pair[0]), None, read_net(pair[1]), deployable=True)
         if not os.path.isdir(path):
             raise CLIError(f"model folder not found: {path}", f"a model folder holds {', '.join(FILES)}")
         wanted = FILES if need_train else ("init_net.pbtxt", "predict_net.pbtxt")

@@ -3,17 +3,32 @@
 from __future__ import annotations
 
 import argparse
+import os
 
 import numpy as np
 
-from framework.cli.common import CLIError, load_checkpoint, new_workspace, parse_inputs
+from framework.cli.common import CLIError, load_checkpoint, new_workspace, parse_inputs, read_net
 from framework.cli.model_dir import ModelDir
+from framework.cli.outputs import check_suffix
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("predict", help="predict with a trained checkpoint", description=__doc__)
-    p.add_argument("model_dir", help="model folder (its predict_net.pbtxt is used)")
-    p.add_argument("--checkpoint", required=True, help="checkpoint written by `framework train`")
+    p.add_argument(
+        "model_dir",
+        nargs="?",
+        help="model folder (its predict_net.pbtxt, with --checkpoint), or a folder with the deployable pair "
+        "init_net.pb + predict_net.pb (from `framework export`)",
+    )
+    p.add_argument("--checkpoint", help="checkpoint written by `framework train` (for a model folder)")
+    p.add_argument("--init", help="init net of a deployable pair (with --net, instead of MODEL_DIR)")
+    p.add_argument("--net", help="predict net of a deployable pair (with --init)")
+    p.add_argument(
+        "--save",
+        metavar="PREDS.csv|.npy",
+        help="save the predictions: .csv (example, top-k classes "
+        "and probabilities) or .npy (the probabilities, examples x classes)",
+    )
     p.add_argument(
         "--input",
         action="append",
@@ -27,16 +42,38 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=main)
 
 
+def _model(args: argparse.Namespace) -> ModelDir:
+    if args.init or args.net:
+        if not (args.init and args.net) or args.model_dir:
+            raise CLIError(
+                "give either MODEL_DIR or both --init and --net", "e.g. --init init_net.pb --net predict_net.pb"
+            )
+        return ModelDir(os.path.dirname(args.net), read_net(args.init), None, read_net(args.net), deployable=True)
+    if not args.model_dir:
+        raise CLIError("predict needs MODEL_DIR (or --init and --net)")
+    return ModelDir.load(args.model_dir, need_train=False)
+
+
 def main(args: argparse.Namespace) -> int:
-    md = ModelDir.load(args.model_dir, need_train=False)
+    if args.save:
+        check_suffix(args.save)
+    md = _model(args)
     data_blob, prob_blob = md.data_dims()
     ws = new_workspace()
-    load_checkpoint(ws, args.checkpoint)
+    if md.deployable:
+        ws.run_net_once(md.init_net)
+    elif not args.checkpoint:
+        raise CLIError("--checkpoint is required with a model folder", "or predict with an exported pair")
+    else:
+        load_checkpoint(ws, args.checkpoint)
     missing = [b for b in md.predict_net.external_input[1:] if not ws.has_blob(b)]
     if missing:
+        source = "the init net" if md.deployable else f"checkpoint {args.checkpoint}"
         raise CLIError(
-            f"checkpoint {args.checkpoint} does not hold {', '.join(missing)} needed by the predict net",
-            "was it written by training this model folder?",
+            f"{source} does not create {', '.join(missing)} needed by the predict net",
+            "export the pair again with `framework export`"
+            if md.deployable
+            else "was it written by training this model folder?",
         )
     inputs = parse_inputs(args.input, [data_blob])
     for name, value in inputs.items():
@@ -57,4 +94,19 @@ def main(args: argparse.Namespace) -> int:
             raise CLIError(f"--labels has {len(labels)} entries for {len(probs)} examples")
         acc = float(np.mean(order[:, 0] == labels))
         print(f"accuracy: {acc:.4f} ({int(round(acc * len(labels)))}/{len(labels)})")
+    if args.save:
+        print(_save(args.save, probs, order))
     return 0
+
+
+def _save(path: str, probs: np.ndarray, order: np.ndarray) -> str:
+    if check_suffix(path) == ".npy":
+        np.save(path, probs)
+        return f"saved the probabilities {list(probs.shape)} to {path}"
+    k = order.shape[1]
+    header = ["example"] + [f"{w}_{j + 1}" for j in range(k) for w in ("class", "probability")]
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(",".join(header) + "\n")
+        for i, row in enumerate(order):
+            f.write(",".join([str(i)] + [f"{c},{probs[i, c]:.6g}" for c in row]) + "\n")
+    return f"saved {len(order)} predictions (top {k}) to {path}"
