@@ -26,12 +26,13 @@ from framework.cli import (
     predict,
     profile,
     run,
+    summary,
     train,
 )
 from framework.distributed import end_job
 from framework.errors import FrameworkError
 
-COMMANDS = (run, train, predict, inspect, draw, profile, ops, make_db, db_tools, launch, plot, export)
+COMMANDS = (run, train, predict, inspect, draw, profile, ops, make_db, db_tools, launch, plot, export, summary)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -67,11 +67,13 @@ def inspect_checkpoint(path: str) -> int:
     return 0
 
 
-def inspect_net(args: argparse.Namespace) -> int:
+def analyze(args: argparse.Namespace, path: str) -> tuple:
+    """(net, known input specs, inferred specs, parameter names) for the net at ``path``, validated and
+    dry-run as ``inspect`` does; --init, --checkpoint and --shape give the known shapes."""
     from framework.net.inference import infer_net
     from framework.ops.schema import TensorSpec
 
-    net = read_net(args.file)
+    net = read_net(path)
     validate_net(net)
     known: dict[str, TensorSpec] = {}
     if args.init:
@@ -90,6 +92,11 @@ def inspect_net(args: argparse.Namespace) -> int:
         known[name] = TensorSpec(shape, known.get(name, TensorSpec(None, None)).dtype or _f32())
     shapes = infer_net(net, known)
     dry_run(net, known)
+    return net, known, shapes, params
+
+
+def inspect_net(args: argparse.Namespace) -> int:
+    net, known, shapes, params = analyze(args, args.file)
 
     print(f"net '{net.name}' type {net.type or 'simple'}: {len(net.op)} ops")
     print(f"external inputs:  {', '.join(net.external_input) or '(none)'}")
@@ -100,14 +107,11 @@ def inspect_net(args: argparse.Namespace) -> int:
         print(f"  {i:>3} {op.type:<22} {', '.join(op.input):<36} {outs}")
     count, unknown = 0, []
     for p in params:
-        spec = shapes.get(p) or known.get(p)
-        if spec is not None and spec.known:
-            n = 1
-            for d in spec.shape:
-                n *= d
-            count += n
-        else:
+        n = numel(shapes.get(p) or known.get(p))
+        if n is None:
             unknown.append(p)
+        else:
+            count += n
     note = f" ({len(unknown)} of unknown shape: pass --init)" if unknown else ""
     print(f"parameters: {count:,} in {len(params) - len(unknown)} blobs{note}")
     return 0
@@ -175,6 +179,16 @@ def dry_run(net, known: dict) -> None:
     for b, spec in zip(net.external_input, specs):
         ws.feed_blob(b, np.zeros(spec.shape, spec.dtype or np.float32))
     ws.run_net_once(net)
+
+
+def numel(spec) -> int | None:
+    """Elements of a fully known spec, else None."""
+    if spec is None or spec.shape is None or None in spec.shape:
+        return None
+    n = 1
+    for d in spec.shape:
+        n *= d
+    return n
 
 
 def _shape(spec) -> str:
