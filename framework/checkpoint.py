@@ -45,14 +45,15 @@ def save(
     db_type: str = "minidb",
     chunk_size: int | None = None,
     strip_prefix: str = "",
-    typed: bool = False,
+    typed: bool = True,
     manifest: bool = True,
 ) -> list[str]:
     """Save ``blobs`` (default: every non-empty local blob that can be serialized) to ``path``.
 
     Relative paths resolve against the workspace root folder. Returns the names
-    saved (after ``strip_prefix``). ``typed=True`` writes the typed TensorProto
-    fields instead of ``raw_data`` (for readers that predate raw_data).
+    saved (after ``strip_prefix``). Tensors go in the typed TensorProto fields
+    (``float_data``, ``int32_data``...), which every Caffe2 reader reads (no released
+    Caffe2 reads ``raw_data``); ``typed=False`` writes the compact ``raw_data`` encoding.
     ``manifest`` (default on) writes a first record listing every record, so
     that a file cut short, even exactly between records, fails to load instead
     of loading fewer blobs (Caffe2 skips this record unless it loads all).

@@ -48,9 +48,10 @@ _DB_ARGS = [
         Arg(
             "typed",
             INT,
-            0,
-            "1: write tensors in the typed TensorProto fields (float_data, int32_data...), which every Caffe2 "
-            "version reads; 0: raw_data bytes (fastest; read here and by readers that know field 13)",
+            1,
+            "1 (default, as Caffe2 writes): tensors in the typed TensorProto fields (float_data, int32_data...), "
+            "which every Caffe2 version reads; 0: raw_data bytes (compact; read here and by readers that know "
+            "field 13)",
         ),
     ],
     input_docs=[("blobs", "the blobs to save (tensors, strings, DB readers)")],
@@ -202,9 +203,10 @@ class DBExists(Operator):
         Arg(
             "typed",
             INT,
-            0,
-            "1: write tensors in the typed TensorProto fields (float_data, int32_data...), which every Caffe2 "
-            "version reads; 0: raw_data bytes (fastest; read here and by readers that know field 13)",
+            1,
+            "1 (default, as Caffe2 writes): tensors in the typed TensorProto fields (float_data, int32_data...), "
+            "which every Caffe2 version reads; 0: raw_data bytes (compact; read here and by readers that know "
+            "field 13)",
         ),
     ],
     input_docs=[("iter", "int64 scalar: the current iteration"), ("blobs", "the blobs to save")],
