@@ -6,8 +6,9 @@ validated, topologically ordered net that runs over the blob map.
 """
 
 from framework import ops  # noqa: F401  (registers every operator)
+from framework.blas import set_blas_threads
 from framework.memory import Blob, Tensor, TypeMeta
 from framework.memory.workspace import Workspace
 
 __version__ = "0.1.0"
-__all__ = ["Blob", "Tensor", "TypeMeta", "Workspace", "__version__"]
+__all__ = ["Blob", "Tensor", "TypeMeta", "Workspace", "__version__", "set_blas_threads"]

@@ -101,14 +101,14 @@ def _debug_first(argv: list[str]) -> list[str]:
 
 
 def _limit_blas(threads: int | None) -> None:
-    if threads is None:
-        env = os.environ.get("OPENBLAS_NUM_THREADS") or os.environ.get("OMP_NUM_THREADS")
-        threads = int(env) if env and env.isdigit() else 1
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # pragma: no cover - a core dependency
-        return
-    threadpool_limits(max(1, threads), user_api="blas")
+    from framework.blas import default_blas_threads, set_blas_threads
+
+    set_blas_threads(threads if threads is not None else (default_blas_threads() or _env_threads()))
+
+
+def _env_threads() -> int:
+    env = os.environ.get("OPENBLAS_NUM_THREADS") or os.environ.get("OMP_NUM_THREADS")
+    return int(env) if env and env.isdigit() else 1
 
 
 def one_line(e: BaseException) -> str:

@@ -271,6 +271,19 @@ class Workspace:
     def __repr__(self) -> str:
         return f"Workspace({self.name!r}, {len(self._blobs)} blobs, {len(self._nets)} nets)"
 
+    # Caffe2-style names for code written against caffe2.python.workspace's C.Workspace objects.
+    HasBlob = has_blob
+    CreateBlob = create_blob
+    FeedBlob = feed_blob
+    FetchBlob = fetch_blob
+    Blobs = blobs
+    CreateNet = create_net
+    RunNet = run_net
+    RunNetOnce = run_net_once
+    RunOperatorOnce = run_operator_once
+    RunPlan = run_plan
+    BenchmarkNet = benchmark_net
+
 
 def _net_name(net: Any) -> str:
     if hasattr(net, "Name"):

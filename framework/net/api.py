@@ -77,7 +77,11 @@ def create_net(ws: Workspace, net: Any, overwrite: bool = False) -> Any:
 
     Refuses an existing name unless ``overwrite``. On any error the workspace
     is unchanged (no blobs created, no net registered). Returns the net object.
+    The first net created caps BLAS threads (``framework.blas``) unless the user chose.
     """
+    from framework.blas import ensure_blas_threads
+
+    ensure_blas_threads()
     from framework.net.base import instantiate
     from framework.net.graph import load_net_def
 
