@@ -251,3 +251,83 @@ def test_plans_run_from_the_command_line(tmp_path):
     p = fw("run", "plan.pbtxt", "--input", "c=c.npy", "--save", "c_out.npy", cwd=tmp_path)
     assert p.returncode == 0 and "ran plan 'count'" in p.stdout, p.stderr
     assert np.load(tmp_path / "c_out.npy").tolist() == [5]
+
+
+def test_history_plot_export_pair_predict_save_and_summary(data, tmp_path):
+    import json
+
+    shutil.copytree(data / "data", tmp_path / "data")
+    p = fw("train", MODEL, "--epochs", "2", "--checkpoint", "runs/m.minidb", "--no-progress", cwd=tmp_path)
+    assert p.returncode == 0 and "val " in p.stdout, p.stdout + p.stderr
+    records = [json.loads(line) for line in (tmp_path / "runs" / "history.jsonl").read_text().splitlines()]
+    train = [r for r in records if "loss" in r]
+    val = [r for r in records if "val_accuracy" in r]
+    assert train and {"iteration", "epoch", "loss", "accuracy", "lr", "seconds"} <= set(train[0])
+    assert len(val) >= 2 and 0 <= val[-1]["val_accuracy"] <= 1 and train[-1]["lr"] == pytest.approx(0.1)
+    p = fw("plot", "runs/history.jsonl", "-o", "curves.png", cwd=tmp_path)
+    if p.returncode == 0:
+        assert (tmp_path / "curves.png").read_bytes()[:4] == b"\x89PNG"
+    else:  # matplotlib is an optional extra: the error says how to get it
+        assert "pip install" in p.stderr and "plot" in p.stderr
+    p = fw("export", MODEL, "--checkpoint", "runs/m.minidb", "--out", "deploy", cwd=tmp_path)
+    assert p.returncode == 0 and "6 parameters" in p.stdout, p.stderr
+    assert fw("export", MODEL, "--checkpoint", "runs/m.minidb", "--out", "deploy", cwd=tmp_path).returncode == 2
+    sample = os.path.join("data", "digits", "sample.npy")
+    labels = os.path.join("data", "digits", "sample_labels.npy")
+    a = fw("predict", MODEL, "--checkpoint", "runs/m.minidb", "--input", sample, "--save", "a.npy", cwd=tmp_path)
+    b = fw("predict", "deploy", "--input", sample, "--labels", labels, "--top", "2", "--save", "b.csv", cwd=tmp_path)
+    assert a.returncode == 0 and b.returncode == 0, a.stderr + b.stderr
+    probs = np.load(tmp_path / "a.npy")
+    lines = (tmp_path / "b.csv").read_text().splitlines()
+    assert lines[0] == "example,class_1,probability_1,class_2,probability_2" and len(lines) == 1 + len(probs)
+    assert [int(line.split(",")[1]) for line in lines[1:]] == probs.argmax(axis=1).tolist()
+    c = fw("run", "deploy", "--input", sample, "--save", "c.npy", cwd=tmp_path)
+    assert c.returncode == 0, c.stderr
+    np.testing.assert_allclose(np.load(tmp_path / "c.npy"), probs, rtol=1e-6)
+    # the pair is what Caffe2's workspace.Predictor reads: typed GivenTensorFill values
+    from framework import workspace
+    from framework.proto.io import read_net
+
+    init = read_net(str(tmp_path / "deploy" / "init_net.pb"))
+    assert all(
+        any(a.name == "values" and len(a.floats) for a in op.arg) for op in init.op if op.type == "GivenTensorFill"
+    )
+    predictor = workspace.Predictor(init, read_net(str(tmp_path / "deploy" / "predict_net.pb")))
+    np.testing.assert_allclose(predictor.run([np.load(tmp_path / sample)])[0], probs, rtol=1e-6)
+    s = fw(
+        "summary",
+        os.path.join(MODEL, "predict_net.pbtxt"),
+        "--checkpoint",
+        "runs/m.minidb",
+        "--shape",
+        "data=1,1,8,8",
+        cwd=tmp_path,
+    )
+    assert s.returncode == 0 and "total: 17,226 parameters" in s.stdout and "FLOPs" in s.stdout, s.stderr
+
+
+def test_library_use_caps_blas_threads_like_the_cli(tmp_path):
+    code = (
+        "import os; from threadpoolctl import threadpool_info\n"
+        "from framework import core, workspace\n"
+        "n = core.Net('n'); n.Relu('x', 'y'); import numpy as np; workspace.FeedBlob('x', np.ones(2))\n"
+        "workspace.CreateNet(n)\n"
+        "print(max([i['num_threads'] for i in threadpool_info() if i['user_api'] == 'blas'] or [1]))\n"
+    )
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+    }
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert p.returncode == 0 and p.stdout.strip() == "1", p.stderr
+    env["FRAMEWORK_BLAS_THREADS"] = "2"
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert p.stdout.strip() in ("1", "2"), p.stderr  # 2 where the BLAS build allows it
+
+
+def test_workspace_objects_take_caffe2_method_names():
+    from framework import Workspace
+
+    ws = Workspace()
+    ws.FeedBlob("x", np.ones(3, np.float32))
+    assert ws.HasBlob("x") and ws.Blobs() == ["x"]
+    np.testing.assert_array_equal(ws.FetchBlob("x"), np.ones(3))
