@@ -15,6 +15,7 @@ from framework.ops import (  # noqa: E402,F401  isort:skip
     io,
     math,
     nn,
+    sparse,
     tensor,
     training,
 )
