@@ -1,15 +1,21 @@
 """The framework's exception types.
 
 Every error the framework raises on bad input derives from FrameworkError, so
-callers (and the CLI) can tell a user mistake from a bug. Messages say what was
+callers (and the CLI) can tell a user mistake from a bug; it is a RuntimeError
+as Caffe2's enforce failures are. Messages say what was
 expected, what arrived, and where (op, blob, file and line).
 """
 
 from __future__ import annotations
 
 
-class FrameworkError(Exception):
-    """Base of every error the framework raises deliberately."""
+class FrameworkError(RuntimeError):
+    """Base of every error the framework raises deliberately.
+
+    A RuntimeError, as Caffe2's failed enforce checks are (Caffe2 code catches
+    RuntimeError); each subclass keeps its own second base (ShapeError is also a
+    ValueError, BlobNotFoundError a KeyError...).
+    """
 
 
 class TypeMismatchError(FrameworkError, TypeError):
