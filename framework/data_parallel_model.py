@@ -9,7 +9,8 @@ devices and ranks (local ``Sum`` + ``Copy`` over devices, one ``AllreduceBuckets
 common world) so
 every replica applies the same averaged gradient; then builds the update per device. Parameters are
 synchronised from device 0 of rank 0 (``Broadcast``) when the init net runs, so every replica starts
-equal and stays equal.
+equal and stays equal. ``Parallelize_BMUF`` instead lets every replica train on its own and merges
+them once per ``RunNet`` by block-wise model-update filtering.
 
 A rendezvous is Caffe2's dict (``kv_handler``, ``shard_id``, ``num_shards``, ``engine``,
 ``transport``...); ``framework.distributed.rendezvous()`` makes one from the MPI job.
@@ -38,10 +39,14 @@ __all__ = [
     "GetDevices",
     "GetLearningRateBlobNames",
     "Parallelize",
+    "CreateNet",
     "Parallelize_BMUF",
     "Parallelize_CPU",
+    "Parallelize_CPU_BMUF",
+    "Parallelize_GPU_BMUF",
     "RunInitNet",
     "RunNet",
+    "RunWarmup",
     "Synchronize",
 ]
 
@@ -127,9 +132,130 @@ def Parallelize(  # noqa: N802
     _finish(model, net_type, num_threads_per_device)
 
 
-def Parallelize_BMUF(*args: Any, **kwargs: Any) -> None:  # noqa: N802
-    """Block-wise model update filtering: not available here (use Parallelize; say so clearly)."""
-    raise FrameworkError("Parallelize_BMUF is not supported by this framework; use Parallelize/Parallelize_CPU")
+def Parallelize_CPU_BMUF(*args: Any, **kwargs: Any) -> Any:  # noqa: N802
+    """``Parallelize_BMUF`` with ``cpu_device=True``."""
+    kwargs["cpu_device"] = True
+    return Parallelize_BMUF(*args, **kwargs)
+
+
+def Parallelize_GPU_BMUF(*args: Any, **kwargs: Any) -> Any:  # noqa: N802
+    """``Parallelize_BMUF`` with replicas named ``gpu_<d>/`` (they run on the CPU here)."""
+    kwargs["cpu_device"] = False
+    return Parallelize_BMUF(*args, **kwargs)
+
+
+def Parallelize_BMUF(  # noqa: N802
+    model_helper_obj: Any,
+    input_builder_fun: Callable[[Any], Any],
+    forward_pass_builder_fun: Callable[[Any, float], Any],
+    param_update_builder_fun: Callable[[Any], Any],
+    block_learning_rate: float = 1.0,
+    block_momentum: float | None = None,
+    devices: Iterable[int] | None = None,
+    rendezvous: dict[str, Any] | None = None,
+    net_type: str = "dag",
+    master_device: int | None = None,
+    use_nccl: bool = False,
+    nesterov: bool = False,
+    optimize_gradient_memory: bool = False,
+    reset_momentum_sgd: bool = False,
+    warmup_iterations: int | None = None,
+    max_concurrent_distributed_ops: int = 4,
+    add_blobs_to_sync: Iterable[str] | None = None,
+    num_threads_per_device: int = 4,
+    cpu_device: bool = False,
+    barrier_net_timeout_sec: int = 300,
+) -> None:
+    """Block-wise model-update filtering (Chen & Huo, ICASSP 2016), as Caffe2 builds it.
+
+    Every replica (device x rank) trains on its own for ``num_iterations`` with ``param_update_builder_fun``
+    (no gradient exchange); then a global net, run once per ``RunNet``, averages the parameters over all
+    replicas and filters the block's update through a momentum: ``v = block_momentum * v +
+    block_learning_rate * (avg - g)``, ``g += v`` (Nesterov: ``g -= block_momentum * (v - v_prev)``),
+    every replica's parameter ``= g``. ``block_momentum`` defaults to ``1 - 1 / replicas``;
+    ``reset_momentum_sgd`` zeroes MomentumSGDUpdate momenta after each block; ``warmup_iterations`` adds
+    a ``RunWarmup`` (train, then broadcast the master's parameters).
+
+    Departure: replicas start from the master device's initial parameters (broadcast by the init net),
+    where Caffe2 left each at its own random init until the first block update; the result then does
+    not depend on how the replicas were initialised.
+    """
+    model = model_helper_obj
+    devices = list(devices if devices is not None else [0])
+    if not devices:
+        raise FrameworkError("Parallelize_BMUF: devices is empty")
+    master = devices[0] if master_device is None else master_device
+    if master not in devices:
+        raise FrameworkError(f"Parallelize_BMUF: master_device {master} is not one of devices {devices}")
+    model._device_prefix = "cpu" if cpu_device else "gpu"
+    model._devices = [master] + [d for d in devices if d != master]  # the master first: sync reads it
+    model._rendezvous, model._device_type = rendezvous, pb.CPU
+    replicas = len(devices) * (int(rendezvous["num_shards"]) if rendezvous else 1)
+    if block_momentum is None:
+        block_momentum = 1.0 - 1.0 / replicas
+    losses: list[Any] = []
+    for d in devices:
+        with scope.NameScope(f"{model._device_prefix}_{d}"):
+            input_builder_fun(model)
+            out = forward_pass_builder_fun(model, 1.0 / replicas)
+            losses += list(out) if isinstance(out, (list, tuple)) else ([out] if out is not None else [])
+    model._losses_by_device = losses
+    _group_params(model)
+    model.AddGradientOperators(losses)
+    for d in devices:
+        with scope.NameScope(f"{model._device_prefix}_{d}"):
+            param_update_builder_fun(model)
+    names = sorted(model._device_grouped_blobs)
+    groups = [[model._device_grouped_blobs[n][d] for d in model._devices] for n in names]
+    if rendezvous:
+        _create_world(model, rendezvous)
+    _sync_params(model, model.param_init_net, groups)
+
+    init = core.Net("global_model_init")
+    update = core.Net("global_model")
+    for blobs in groups:  # (step 0) v = 0 and g = the master's parameter
+        init.ConstantFill(blobs[0], f"{blobs[0]}_v", value=0.0)
+        init.Copy(blobs[0], f"{blobs[0]}_g")
+        if nesterov:
+            init.ConstantFill(blobs[0], f"{blobs[0]}_prev", value=0.0)
+    for blobs in groups:  # (step 2) the sum over devices into the master...
+        if len(blobs) > 1:
+            update.Sum(blobs, blobs[0])
+    if rendezvous and groups:  # ... and over ranks
+        firsts = [blobs[0] for blobs in groups]
+        update.AllreduceBuckets([COMM_WORLD, *firsts], firsts)
+    for blobs in groups:  # (step 3) filter the block's update through the block momentum
+        p, v, g, prev = blobs[0], f"{blobs[0]}_v", f"{blobs[0]}_g", f"{blobs[0]}_prev"
+        update.Scale(p, p, scale=1.0 / replicas)
+        update.Sub([p, g], p)
+        update.Scale(p, p, scale=float(block_learning_rate))
+        update.Scale(v, v, scale=float(block_momentum))
+        update.Add([v, p], v)
+        update.Add([g, v], g)
+        if nesterov:
+            update.Sub([v, prev], prev)
+            update.Scale(prev, prev, scale=float(block_momentum))
+            update.Sub([g, prev], g)
+            update.Copy(v, prev)
+        update.Copy(g, p)
+    _sync_params(model, update, groups)
+    if add_blobs_to_sync is not None:
+        AddBlobSync(model, add_blobs_to_sync, net=update)
+    if reset_momentum_sgd:
+        for op in model.net.Proto().op:
+            if op.type == "MomentumSGDUpdate":
+                update.ConstantFill([op.input[1]], op.input[1], value=0.0)
+    if warmup_iterations is not None:
+        model._warmup_iterations = int(warmup_iterations)
+        model._warmup_broadcast = core.Net("warmup-broadcast")
+        _sync_params(model, model._warmup_broadcast, groups)
+        for blobs in groups:
+            model._warmup_broadcast.Copy(blobs[0], f"{blobs[0]}_g")
+    _finish(model, net_type, num_threads_per_device)
+    # The global nets stay "simple": their collectives must run in one order on every rank.
+    model._global_model_init_net, model._global_model_param_updates_net = init, update
+    model._data_parallel_model_init_nets.append(init)
+    model._data_parallel_model_nets.append((update, 1))
 
 
 def _group_params(model: Any) -> None:
@@ -207,17 +333,35 @@ def _finish(model: Any, net_type: str, threads: int) -> None:
     model._data_parallel_model_nets = [model.net]
 
 
+def CreateNet(model: Any, overwrite: bool = False) -> None:  # noqa: N802
+    """Create every net ``RunNet`` runs (the training net; with BMUF, the global update net too)."""
+    for entry in model._data_parallel_model_nets:
+        workspace.CreateNet(entry[0] if isinstance(entry, tuple) else entry, overwrite=overwrite)
+
+
 def RunInitNet(model: Any) -> None:  # noqa: N802
-    """Run the init net (parameters, then their synchronisation) and create the training net."""
+    """Run the init nets (parameters, then their synchronisation) and create the training nets."""
     for net in model._data_parallel_model_init_nets:
         workspace.RunNetOnce(net)
-    workspace.CreateNet(model.net, overwrite=True)
+    CreateNet(model, overwrite=True)
 
 
 def RunNet(model: Any, num_iterations: int = 1) -> None:  # noqa: N802
-    """Run the training net ``num_iterations`` times."""
-    for _ in range(num_iterations):
+    """Run the training net ``num_iterations`` times (then, with BMUF, the global update net once)."""
+    for entry in model._data_parallel_model_nets:
+        net, times = entry if isinstance(entry, tuple) else (entry, num_iterations)
+        for _ in range(times):
+            workspace.RunNet(net)
+
+
+def RunWarmup(model: Any) -> None:  # noqa: N802
+    """BMUF with ``warmup_iterations``: train that many iterations, then give every replica the master's
+    parameters."""
+    if not hasattr(model, "_warmup_iterations"):
+        raise FrameworkError("RunWarmup: the model was not parallelized with Parallelize_BMUF(warmup_iterations=N)")
+    for _ in range(model._warmup_iterations):
         workspace.RunNet(model.net)
+    workspace.RunNetOnce(model._warmup_broadcast)
 
 
 def GetDevices(model: Any) -> list[int]:  # noqa: N802
@@ -234,10 +378,12 @@ def GetCheckpointParams(model: Any) -> set[str]:  # noqa: N802
     iteration counter (the other replicas are synchronised from them by FinalizeAfterCheckpoint)."""
     first = f"{model._device_prefix}_{model._devices[0]}/"
     names = set(_first_device_names(model))
-    for op in model.param_init_net.Proto().op:
-        for out in op.output:
-            if out.startswith(first):
-                names.add(out)
+    init_nets = [model.param_init_net] + [n for n in [getattr(model, "_global_model_init_net", None)] if n]
+    for net in init_nets:  # with BMUF, the block momentum and global model too
+        for op in net.Proto().op:
+            for out in op.output:
+                if out.startswith(first):
+                    names.add(out)
     return names
 
 

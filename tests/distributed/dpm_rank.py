@@ -1,7 +1,9 @@
 """Run by test_data_parallel.py: train a small MLP with data_parallel_model on this job's ranks,
 each reading its shard of a global batch; print the final weights' digest so runs can be compared.
 
-    python dpm_rank.py GLOBAL_BATCH STEPS DEVICES OUT.npz
+    python dpm_rank.py GLOBAL_BATCH STEPS DEVICES OUT.npz [sync|bmuf]
+
+sync: Parallelize_CPU (gradients averaged every step); bmuf: Parallelize_CPU_BMUF, blocks of 3 local steps.
 """
 
 import os
@@ -15,6 +17,7 @@ from framework import brew, data_parallel_model, distributed, model_helper, opti
 
 def main():
     global_batch, steps, n_devices, out = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+    mode = sys.argv[5] if len(sys.argv) > 5 else "sync"
     rank, size = distributed.rank_and_size()
     rng = np.random.default_rng(0)
     X = rng.standard_normal((steps, global_batch, 6)).astype(np.float32)
@@ -39,9 +42,14 @@ def main():
 
     workspace.ResetWorkspace()
     rdv = distributed.rendezvous()
-    data_parallel_model.Parallelize_CPU(
-        model, add_input, add_forward, optimizer_builder_fun=add_sgd, devices=devices, rendezvous=rdv
-    )
+    if mode == "bmuf":
+        data_parallel_model.Parallelize_CPU_BMUF(
+            model, add_input, add_forward, add_sgd, devices=devices, rendezvous=rdv
+        )
+    else:
+        data_parallel_model.Parallelize_CPU(
+            model, add_input, add_forward, optimizer_builder_fun=add_sgd, devices=devices, rendezvous=rdv
+        )
     # Seeded fills: rank 0's init is the same as the one-process run's; other ranks start elsewhere, so
     # only the Broadcast of rank 0's parameters can make them train alike.
     for i, op in enumerate(model.param_init_net.Proto().op):
@@ -59,7 +67,7 @@ def main():
             part = (rank * n_devices + d) * shard
             workspace.FeedBlob(f"cpu_{d}/x", X[s, part : part + shard])
             workspace.FeedBlob(f"cpu_{d}/y", Y[s, part : part + shard])
-        data_parallel_model.RunNet(model, 1)
+        data_parallel_model.RunNet(model, 3 if mode == "bmuf" else 1)
     names = sorted(data_parallel_model.GetCheckpointParams(model))
     wanted = ("h_w", "h_b", "pred_w", "pred_b")
     params = {n.split("/", 1)[1]: workspace.FetchBlob(n) for n in names if n.split("/", 1)[1] in wanted}

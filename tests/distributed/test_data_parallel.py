@@ -14,9 +14,9 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 TCP = {"MPIR_CVAR_CH4_NETMOD": "ofi", "MPIR_CVAR_NOLOCAL": "1", "FI_PROVIDER": "tcp", "FI_TCP_IFACE": "lo"}
 
 
-def train(tmp_path, run_ranks, ranks, devices, tag, env=None):
+def train(tmp_path, run_ranks, ranks, devices, tag, env=None, mode="sync"):
     out = str(tmp_path / f"{tag}.npz")
-    args = [os.path.join(HERE, "dpm_rank.py"), "16", "6", str(devices), out]
+    args = [os.path.join(HERE, "dpm_rank.py"), "16", "6", str(devices), out, mode]
     if ranks == 1:
         p = subprocess.run(
             [sys.executable, *args],
