@@ -7,9 +7,14 @@ elementwise.py (binary-op machinery) and broadcast.py (Caffe2 legacy broadcast) 
 
 from framework.ops.math import (  # noqa: F401
     arithmetic,
+    expand,
+    integer,
     logical,
+    moments,
     nary,
     reduce,
     reductions,
+    special,
+    trigonometric,
     unary,
 )
