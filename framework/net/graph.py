@@ -36,6 +36,7 @@ import networkx as nx
 
 from framework.errors import NetError, ProtoParseError, SchemaError, UnknownOperatorError
 from framework.memory.workspace import suggest
+from framework.net.nested import check_nested, extra_io
 from framework.ops.operator import check_schema, describe_op
 from framework.ops.registry import get_schema
 from framework.proto.framework_pb2 import NetDef, OperatorDef
@@ -172,16 +173,18 @@ def build_graph(net_def: NetDef) -> tuple[nx.DiGraph, dict[str, list[int]], set[
     ops = net_def.op
     g = nx.DiGraph()
     writers: dict[str, list[int]] = defaultdict(list)
+    io = [extra_io(op) or (op.input, op.output) for op in ops]  # nested nets' blobs count (If, While)
     for i, op in enumerate(ops):
         g.add_node(i)
-        for b in dict.fromkeys(op.output):
+        for b in dict.fromkeys(io[i][1]):
             writers[b].append(i)
     external = set(net_def.external_input)
-    single = {b for b, w in writers.items() if len(w) == 1 and b not in external and b not in ops[w[0]].input}
+    single = {b for b, w in writers.items() if len(w) == 1 and b not in external and b not in io[w[0]][0]}
     last_writer: dict[str, int] = {}
     readers: dict[str, list[int]] = defaultdict(list)
     for i, op in enumerate(ops):
-        for b in op.input:
+        ins, outs = io[i]
+        for b in ins:
             if b in single:
                 _add_edge(g, writers[b][0], i, "RaW", b)
                 continue
@@ -192,7 +195,7 @@ def build_graph(net_def: NetDef) -> tuple[nx.DiGraph, dict[str, list[int]], set[
             w = writers[b][0] if b in single else last_writer.get(b)
             if w is not None:
                 _add_edge(g, w, i, "control", b)
-        for b in dict.fromkeys(op.output):
+        for b in dict.fromkeys(outs):
             if b in single:
                 continue
             if b in last_writer:
@@ -226,6 +229,10 @@ def compile_graph(net_def: Any, has_blob: Callable[[str], bool] | None = None) -
     g, writers, single = build_graph(net_def)
     external = set(net_def.external_input)
     produced = set(writers)
+    try:
+        check_nested(net_def, lambda b: b in produced or b in external or has_blob(b))
+    except (UnknownOperatorError, SchemaError, NetError) as e:
+        raise type(e)(f"{label}: {e}") from None
     _check_reads(net_def, writers, single, external, has_blob)
     for b in net_def.external_output:
         if b not in produced and b not in external:
@@ -249,7 +256,7 @@ def _check_reads(
 ) -> None:
     label = _label(net_def)
     for i, op in enumerate(net_def.op):
-        for b in op.input:
+        for b in (extra_io(op) or (op.input,))[0]:
             if b in single or b in external or has_blob(b):
                 continue
             w = writers.get(b)

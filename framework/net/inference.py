@@ -25,6 +25,7 @@ from framework.memory.tensor import Tensor
 from framework.memory.typemeta import TypeMeta
 from framework.memory.workspace import Workspace
 from framework.net.graph import build_graph, load_net_def
+from framework.net.nested import infer_nested
 from framework.ops.inference import infer_op
 from framework.ops.schema import UNKNOWN, TensorSpec
 from framework.proto.framework_pb2 import NetDef
@@ -48,6 +49,11 @@ def infer_net(net: Any, known: dict[str, TensorSpec] | None = None) -> dict[str,
     specs = dict(known or {})
     for i in _order(net_def):
         op = net_def.op[i]
+        if op.arg:
+            nested = infer_nested(op, specs, infer_net)
+            if nested is not None:  # an If: what both branches agree on
+                specs.update(nested)
+                continue
         ins = [specs.get(b, UNKNOWN) for b in op.input]
         try:
             outs = infer_op(op, ins)

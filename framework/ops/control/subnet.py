@@ -1,0 +1,72 @@
+"""What control-flow ops need from the net layer, received rather than imported.
+
+Control-flow ops (If, While, Do, ONNXWhile, RecurrentNetwork) hold nested
+NetDefs. Building and running a net is the net layer's job, and the ops layer
+must not import it (DESIGN.md: imports point down), so the net layer installs
+two callables here when it is imported:
+
+- ``create_net(net_def, ws)``: validate ``net_def`` and build it bound to the
+  blobs of ``ws``; returns an object with ``run()`` (a compiled net: its ops
+  are built once and reused on every run, no re-validation);
+- ``backward_pass(ops, ys)``: the gradient ops of ``ops`` for the initial
+  gradients ``ys`` ({blob: gradient blob}) and the map blob -> gradient, used
+  by the gradient makers of If, Do and While.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from framework.errors import ArgumentError, NetError
+from framework.proto.framework_pb2 import NetDef
+
+_SERVICES: dict[str, Callable[..., Any]] = {}
+
+
+def install(**services: Callable[..., Any]) -> None:
+    """Called by the net layer: ``create_net=...``, ``backward_pass=...``."""
+    _SERVICES.update(services)
+
+
+def _service(name: str) -> Callable[..., Any]:
+    fn = _SERVICES.get(name)
+    if fn is None:
+        raise NetError(f"control-flow ops need the net layer ({name}): import framework.net first")
+    return fn
+
+
+def create_net(net_def: NetDef, ws: Any) -> Any:
+    return _service("create_net")(net_def, ws)
+
+
+def backward_pass(ops: Any, ys: dict[str, Any]) -> tuple[list, dict[str, Any]]:
+    return _service("backward_pass")(ops, ys)
+
+
+def net_arg(op: Any, name: str, required: bool = True) -> NetDef | None:
+    """The NetDef argument ``name`` of ``op`` (an Operator), checked; None if absent and optional."""
+    value = op.args.get(name)
+    if value is None or (isinstance(value, list) and not value):
+        if required:
+            raise op.arg_error(f"argument '{name}' (a NetDef) is required")
+        return None
+    if not isinstance(value, NetDef):
+        raise ArgumentError(f"{op.describe()}: argument '{name}' must be a NetDef, got {type(value).__name__}")
+    return value
+
+
+def subnet_error(op: Any, label: str, e: BaseException) -> Exception:
+    """An error raised while building nested net ``label`` of ``op``, with the path in front."""
+    text = f"{op.describe()} / {label}: {e}"
+    try:
+        return type(e)(text)
+    except Exception:
+        return NetError(text)
+
+
+def build(op: Any, net_def: NetDef, ws: Any, label: str) -> Any:
+    """create_net with errors naming ``op / label``."""
+    try:
+        return create_net(net_def, ws)
+    except Exception as e:
+        raise subnet_error(op, label, e) from e
