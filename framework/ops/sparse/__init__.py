@@ -1,10 +1,19 @@
-"""Sparse ops: segment reductions (Lengths*, SortedSegment*, UnsortedSegment* and their Sparse* gather-first
-forms) and the lengths / segment-id utilities that recommendation models use.
+"""Sparse ops: segment reductions (Lengths*, SortedSegment*, UnsortedSegment*, their Sparse* gather-first
+forms, and the SortedSegmentRange* reducers), the lengths / segment-id utilities that recommendation
+models use, gathers over batches and ranges, packing, one-hot encodings, sparse <-> dense conversions,
+boolean masks, Unique and LengthsTopK.
 
 Each import below registers its module's ops; keep one line per module.
 """
 
 from framework.ops.sparse import (  # noqa: F401
+    boolean_mask,
+    gather,
     lengths,
+    one_hot,
+    pack_segments,
+    segment_range,
     segment_reductions,
+    sparse_to_dense,
+    unique,
 )
