@@ -14,6 +14,9 @@ same name); its execution steps then run in order. A step holds either
 - substeps with ``run_every_ms`` run on a timer while their siblings run, and
   once more after they finish; ``report_net`` runs every ``report_interval``
   seconds the same way;
+- a failing concurrent substep closes the workspace's queues (objects marked
+  ``abort_on_plan_failure``: BlobsQueue, RebatchingQueue), so siblings blocked
+  on a queue wake up and the plan ends with the first error instead of hanging;
 - ``create_workspace`` gives every run of the step a child workspace (parent
   = the current one) in which the plan's nets are created anew.
 """
@@ -202,6 +205,14 @@ def _run_body(ws: Workspace, step: ExecutionStep, state: _Plan, substeps: list[E
             return
 
 
+def _close_queues(ws: Workspace) -> None:
+    """Close every queue of ``ws`` so siblings blocked on one wake up when a substep failed."""
+    for name in ws.blobs():
+        obj = ws.get_blob(name)._obj
+        if getattr(obj, "abort_on_plan_failure", False):
+            obj.close()
+
+
 def _run_concurrent(ws: Workspace, substeps: list[ExecutionStep], state: _Plan) -> None:
     errors: list[BaseException] = []
     lock = threading.Lock()
@@ -213,6 +224,7 @@ def _run_concurrent(ws: Workspace, substeps: list[ExecutionStep], state: _Plan) 
             with lock:
                 errors.append(e)
             state.failed.set()
+            _close_queues(ws)
 
     threads = [threading.Thread(target=work, args=(s,), daemon=True) for s in substeps]
     for t in threads:

@@ -6,4 +6,6 @@ Each import below registers its module's ops; keep one line per module.
 from framework.ops.io import (  # noqa: F401
     db_input,
     load_save,
+    queue_ops,
+    rebatching_queue,
 )

@@ -28,6 +28,7 @@ from framework.db.reader import DBReader
 from framework.errors import DBError, SerializationError, ShapeError, TypeMismatchError
 from framework.memory.tensor_proto import proto_elements, proto_extent, tensor_to_proto
 from framework.ops.gradient import no_gradient
+from framework.ops.io.blobs_queue import QueueRecordReader
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op
 from framework.ops.schema import INT, REQUIRED, STRING, UNKNOWN, Arg
@@ -102,7 +103,7 @@ class TensorProtosDBInput(Operator):
 
     def run(self) -> None:
         reader = self.inputs[0]._obj
-        if not isinstance(reader, DBReader):
+        if not isinstance(reader, (DBReader, QueueRecordReader)):
             raise TypeMismatchError(
                 f"{self.describe()}: input 0 ('{self.input_names[0]}') holds {self.inputs[0].type_name}, "
                 "expected a DBReader (made by CreateDB)"

@@ -7,6 +7,7 @@ optimizers.py (the update-op base) registers no ops.
 
 from framework.ops.training import (  # noqa: F401
     adaptive,
+    counters,
     sgd,
     training,
 )
