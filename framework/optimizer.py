@@ -181,10 +181,17 @@ class WeightDecayBuilder(Optimizer):
 
 class AdagradOptimizer(Optimizer):
     def __init__(
-        self, alpha: float = 0.01, epsilon: float = 1e-4, decay: float = 1.0, policy: str = "fixed", **kwargs: Any
+        self,
+        alpha: float = 0.01,
+        epsilon: float = 1e-4,
+        decay: float = 1.0,
+        weight_decay: float = 0.0,
+        policy: str = "fixed",
+        **kwargs: Any,
     ) -> None:
         super().__init__()
         self.alpha, self.epsilon, self.decay, self.policy, self.init_kwargs = alpha, epsilon, decay, policy, kwargs
+        self.weight_decay = weight_decay  # Caffe2: passed to the (Sparse)Adagrad op
 
     def _run(self, net: Any, param_init_net: Any, info: Any) -> None:
         param, grad = info.blob, info.grad
@@ -193,11 +200,12 @@ class AdagradOptimizer(Optimizer):
         lr, _ = self.build_lr(net, param_init_net, self.alpha, self.policy, **self.init_kwargs)
         h = param_init_net.ConstantFill([param], f"{param}_squared_sum", value=0.0)
         self.aux_local.append(h)
+        wd = {"weight_decay": self.weight_decay} if self.weight_decay else {}
         if isinstance(grad, GradientSlice):
-            net.SparseAdagrad([param, h, grad.indices, grad.values, lr], [param, h], epsilon=self.epsilon)
+            net.SparseAdagrad([param, h, grad.indices, grad.values, lr], [param, h], epsilon=self.epsilon, **wd)
         else:
             kw = {"decay": self.decay} if self.decay != 1.0 else {}
-            net.Adagrad([param, h, grad, lr], [param, h], epsilon=self.epsilon, **kw)
+            net.Adagrad([param, h, grad, lr], [param, h], epsilon=self.epsilon, **kw, **wd)
 
 
 class AdamOptimizer(Optimizer):

@@ -72,23 +72,28 @@ def test_momentum_defaults_are_caffe2s():
 
 
 @SMALL
-@given(shape=shapes, seed=seeds, decay=st.sampled_from([1.0, 0.9]))
-def test_adagrad(shape, seed, decay):
+@given(shape=shapes, seed=seeds, decay=st.sampled_from([1.0, 0.9]), wd=st.sampled_from([0.0, 0.3]))
+def test_adagrad(shape, seed, decay, wd):
     rng = np.random.default_rng(seed)
     p, h, g, lr = _arr(rng, shape), _arr(rng, shape, 0, 1), _arr(rng, shape), _lr(-0.1)
 
-    def ref(p, h, g, lr):
-        nh = decay * h + g * g
-        return p + lr[0] * g / (np.sqrt(nh) + 1e-5), nh
+    def ref(p, h, g, lr):  # Caffe2 adagrad_op.h: grad = fma(weight_decay, param, grad)
+        gd = g + wd * p
+        nh = decay * h + gd * gd
+        eff = lr[0] / (np.sqrt(nh) + 1e-5)
+        return p + eff * gd, nh, eff, eff * gd
 
     kw = {} if decay == 1.0 else {"decay": decay}
-    for outs in (["p2", "h2"], ["p", "h"]):
-        assert_reference_checks(CreateOperator("Adagrad", ["p", "h", "g", "lr"], outs, **kw), [p, h, g, lr], ref)
+    if wd:
+        kw["weight_decay"] = wd
+    for outs in (["p2", "h2"], ["p", "h"], ["p2", "h2", "e"], ["p", "h", "e", "u"]):
+        op = CreateOperator("Adagrad", ["p", "h", "g", "lr"], outs, **kw)
+        assert_reference_checks(op, [p, h, g, lr], lambda *a, n=len(outs): ref(*a)[:n])
 
 
 @SMALL
-@given(rows=st.integers(1, 6), cols=st.integers(1, 4), n=st.integers(0, 6), seed=seeds)
-def test_sparse_adagrad(rows, cols, n, seed):
+@given(rows=st.integers(1, 6), cols=st.integers(1, 4), n=st.integers(0, 6), seed=seeds, wd=st.sampled_from([0.0, 0.3]))
+def test_sparse_adagrad(rows, cols, n, seed, wd):
     rng = np.random.default_rng(seed)
     p, h = _arr(rng, (rows, cols)), _arr(rng, (rows, cols), 0, 1)
     idx = rng.integers(0, rows, size=n).astype(np.int64)
@@ -98,18 +103,19 @@ def test_sparse_adagrad(rows, cols, n, seed):
         p, h = p.copy(), h.copy()
         for k, r in enumerate(idx):
             for c in range(cols):
-                h[r, c] += g[k, c] ** 2
-                p[r, c] += lr[0] * g[k, c] / (np.sqrt(h[r, c]) + 1e-5)
+                gi = g[k, c] + wd * p[r, c]
+                h[r, c] += gi**2
+                p[r, c] += lr[0] * gi / (np.sqrt(h[r, c]) + 1e-5)
         return p, h
 
     for outs in (["p2", "h2"], ["p", "h"]):
-        op = CreateOperator("SparseAdagrad", ["p", "h", "i", "g", "lr"], outs, epsilon=1e-5)
+        op = CreateOperator("SparseAdagrad", ["p", "h", "i", "g", "lr"], outs, epsilon=1e-5, weight_decay=wd)
         assert_reference_checks(op, [p, h, idx, g, lr], ref, check_no_realloc=False)
 
 
 @SMALL
-@given(rows=st.integers(1, 6), cols=st.integers(1, 4), n=st.integers(0, 6), seed=seeds)
-def test_row_wise_sparse_adagrad(rows, cols, n, seed):
+@given(rows=st.integers(1, 6), cols=st.integers(1, 4), n=st.integers(0, 6), seed=seeds, wd=st.sampled_from([0.0, 0.3]))
+def test_row_wise_sparse_adagrad(rows, cols, n, seed, wd):
     rng = np.random.default_rng(seed)
     p, h = _arr(rng, (rows, cols)), _arr(rng, (rows,), 0, 1)
     idx = rng.integers(0, rows, size=n).astype(np.int32)
@@ -118,11 +124,12 @@ def test_row_wise_sparse_adagrad(rows, cols, n, seed):
     def ref(p, h, idx, g, lr):
         p, h = p.copy(), h.copy()
         for k, r in enumerate(idx):
-            h[r] += sum(float(v) ** 2 for v in g[k]) / cols
-            p[r] += lr[0] * g[k] / (np.sqrt(h[r]) + 1e-5)
+            gk = g[k] + wd * p[r]
+            h[r] += sum(float(v) ** 2 for v in gk) / cols
+            p[r] += lr[0] * gk / (np.sqrt(h[r]) + 1e-5)
         return p, h
 
-    op = CreateOperator("RowWiseSparseAdagrad", ["p", "h", "i", "g", "lr"], ["p", "h"])
+    op = CreateOperator("RowWiseSparseAdagrad", ["p", "h", "i", "g", "lr"], ["p", "h"], weight_decay=wd)
     assert_reference_checks(op, [p, h, idx, g, lr], ref, check_no_realloc=False)
 
 
@@ -130,8 +137,8 @@ def _ref_adam(p, m1, m2, g, lr, it, b1=0.9, b2=0.999, eps=1e-5):
     t = it[0] + 1
     nm1 = b1 * m1 + (1 - b1) * g
     nm2 = b2 * m2 + (1 - b2) * g * g
-    step = lr[0] * np.sqrt(1 - b2**t) / (1 - b1**t) * nm1 / (np.sqrt(nm2) + eps)
-    return p + step, nm1, nm2, step
+    effective_grad = np.sqrt(1 - b2**t) / (1 - b1**t) * nm1 / (np.sqrt(nm2) + eps)  # Caffe2's 4th output
+    return p + lr[0] * effective_grad, nm1, nm2, effective_grad
 
 
 @SMALL
@@ -168,6 +175,15 @@ def test_sparse_adam(rows, cols, seed):
     op = CreateOperator("SparseAdam", ["p", "m1", "m2", "i", "g", "lr", "it"], ["p", "m1", "m2"])
     assert_reference_checks(op, [p, m1, m2, idx, g, lr, it], ref, check_no_realloc=False)
 
+    def ref4(p, m1, m2, idx, g, lr, it):  # 4th output: each row's effective gradient, without lr
+        p, m1, m2, ng = p.copy(), m1.copy(), m2.copy(), np.zeros_like(g)
+        for k, r in enumerate(idx):
+            p[r], m1[r], m2[r], ng[k] = _ref_adam(p[r], m1[r], m2[r], g[k], lr, it)
+        return p, m1, m2, ng
+
+    op = CreateOperator("SparseAdam", ["p", "m1", "m2", "i", "g", "lr", "it"], ["p", "m1", "m2", "s"])
+    assert_reference_checks(op, [p, m1, m2, idx, g, lr, it], ref4, check_no_realloc=False)
+
 
 @SMALL
 @given(shape=shapes, seed=seeds, momentum=st.sampled_from([0.0, 0.9]))
@@ -193,10 +209,12 @@ def test_scatter_weighted_sum(rows, cols, n, seed, w0):
     idx = rng.integers(0, rows, size=n).astype(np.int64)
     s, w0a, w1a = _arr(rng, (n, cols)), np.array([w0], np.float32), np.array([-0.5], np.float32)
 
-    def ref(x, w0, idx, s, w1):
+    def ref(x, w0, idx, s, w1):  # Caffe2: scale once per occurrence, then add every slice
         x = x.copy()
+        for r in idx:
+            x[r] = w0[0] * x[r]
         for k, r in enumerate(idx):
-            x[r] = w0[0] * x[r] + w1[0] * s[k]
+            x[r] = x[r] + w1[0] * s[k]
         return x
 
     op = CreateOperator("ScatterWeightedSum", ["x", "w0", "i", "s", "w1"], ["x"])

@@ -400,8 +400,32 @@ def _div_grad(g):
     return [g.op("DivGradient", [g.GO(0), g.I(0), g.I(1), g.O(0)], [g.GI(0), g.GI(1)])]
 
 
-@gradient("Pow")
+@gradient("Pow", copy_arguments=False)
 def _pow_grad(g):
+    """Exponent argument e: Caffe2's GetPowGradient chain, Pow(X, e-1) -> Mul dY -> Scale e
+    (in place X is gone, so Pow(Y, (e-1)/e) as Caffe2). Exponent tensor E: one PowGradient op
+    (dY, X, E, Y) -> (dX, dE). Caffe2 emits a 9-op chain there (ConstantFill/Sub for E-1, Pow,
+    Mul, Mul; Log, Mul, Mul, SumReduceLike); its ConstantFill makes E-1 float32, so that chain
+    only works for float32, and it reduces broadcast dims of E only. PowGradient gives the same
+    numbers in one pass (a test builds Caffe2's chain and compares), for float64 too, and
+    reduces numpy-broadcast dims of X or E."""
     if len(g.def_.input) == 1:
-        return [g.op("PowGradient", [g.GO(0), g.I(0)], [g.GI(0)])]
-    return [g.op("PowGradient", [g.GO(0), g.I(0), g.I(1), g.O(0)], [g.GI(0), g.GI(1)])]
+        e = float(g.arg("exponent"))
+        if g.I(0) != g.O(0):
+            pe = e - 1.0
+        else:
+            if abs(e) <= 1e-12:
+                raise GradientError("gradient of an in-place Pow with exponent 0 cannot be computed (Caffe2 refuses)")
+            pe = (e - 1.0) / e
+        return [
+            g.op("Pow", [g.I(0)], [g.GI(0)], exponent=pe),
+            g.op("Mul", [g.GI(0), g.GO(0)], [g.GI(0)]),
+            g.op("Scale", [g.GI(0)], [g.GI(0)], scale=e),
+        ]
+    if g.O(0) in (g.I(0), g.I(1)):
+        raise GradientError(
+            f"gradient of Pow: cannot differentiate an in-place Pow with an exponent tensor (output '{g.O(0)}')"
+        )
+    has = {a.name for a in g.def_.arg}
+    bc = {k: g.arg(k) for k in ("broadcast", "axis", "axis_str", "order") if k in has}
+    return [g.op("PowGradient", [g.GO(0), g.I(0), g.I(1), g.O(0)], [g.GI(0), g.GI(1)], **bc)]

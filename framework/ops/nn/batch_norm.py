@@ -75,7 +75,8 @@ class _BNBase(NormOp):
 class SpatialBN(_BNBase):
     """Spatial batch normalization over every axis but the channel one (Caffe2's SpatialBN).
     Test mode (is_test=1): Y = (X - mean) / sqrt(var + epsilon) * scale + bias with the given
-    statistics. Training: batch statistics, running statistics updated in place."""
+    statistics. Training: batch statistics, running statistics updated in place; an empty
+    batch (N = 0) leaves them unchanged and writes zeros as saved mean and inverse std (Caffe2)."""
 
     def setup(self) -> None:
         super().setup()
@@ -128,6 +129,11 @@ class SpatialBN(_BNBase):
         c = self._c
         sm = self.output(3, (c,), x.dtype)
         siv = self.output(4, (c,), x.dtype)
+        if x.shape[0] == 0:  # Caffe2: an empty batch leaves the running statistics alone
+            self.output(0, x.shape, x.dtype)
+            sm.fill(0)
+            siv.fill(0)
+            return
         np.mean(x, axis=self._axes, out=sm)
         y = self.output(0, x.shape, x.dtype)  # may be X itself: X is not read after this
         tmp = self._tmp

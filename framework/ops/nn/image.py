@@ -360,11 +360,22 @@ _RN_ARGS = [
 ]
 
 
-def _rn_maps(h, w, hs, ws):
-    oh, ow = int(h * hs), int(w * ws)
-    ih = np.minimum((np.arange(oh) / hs).astype(np.int64), h - 1)
-    iw = np.minimum((np.arange(ow) / ws).astype(np.int64), w - 1)
-    return ih, iw
+def _rn_size(n: int, scale: float) -> int:
+    """Caffe2's ``int output = input * scale``: an int times a float, in float32."""
+    return int(np.float32(n) * np.float32(scale))
+
+
+def _rn_index(n_out: int, n_in: int, scale: float) -> np.ndarray:
+    """Caffe2's source index ``min((int)(i / scale), n_in - 1)`` with ``i / scale`` in
+    float32 (the scale is a C++ float): e.g. 3 / 0.1f is 30.0f, not 29.99... as in float64."""
+    q = np.arange(n_out, dtype=np.float32) / np.float32(scale)
+    return np.minimum(q.astype(np.int64), n_in - 1)
+
+
+def _rn_maps(h, w, hs, ws, oh=None, ow=None):
+    oh = _rn_size(h, hs) if oh is None else oh
+    ow = _rn_size(w, ws) if ow is None else ow
+    return _rn_index(oh, h, hs), _rn_index(ow, w, ws)
 
 
 def _infer_rn(args, ins):
@@ -374,7 +385,8 @@ def _infer_rn(args, ins):
     n, c, (h, w) = split_layout(x.shape, args.order.upper())
     return [
         TensorSpec(
-            join_layout(n, c, (int(h * args.height_scale), int(w * args.width_scale)), args.order.upper()), x.dtype
+            join_layout(n, c, (_rn_size(h, args.height_scale), _rn_size(w, args.width_scale)), args.order.upper()),
+            x.dtype,
         )
     ]
 
@@ -389,30 +401,31 @@ def _infer_rn(args, ins):
 )
 class ResizeNearest(Operator):
     """Nearest-neighbour resize (Caffe2's ResizeNearest): output (int(H*height_scale),
-    int(W*width_scale)); output cell (y, x) reads input (min(int(y/hs), H-1), min(int(x/ws), W-1))."""
+    int(W*width_scale)); output cell (y, x) reads input (min(int(y/hs), H-1), min(int(x/ws), W-1)).
+    Sizes and indices are computed in float32, as Caffe2's C++ (the scales are floats)."""
 
     def setup(self) -> None:
         if self.args.width_scale <= 0 or self.args.height_scale <= 0:
             raise self.arg_error("width_scale and height_scale must be > 0")
         self._key = None
 
-    def _prep(self, shape):
+    def _prep(self, shape, out_hw=None):
         order = self.args.order.upper()
         if len(shape) != 4:
             raise ShapeError(f"{self.describe()}: input must be 4-d, got {shape}")
         n, c, (h, w) = split_layout(shape, order)
-        ih, iw = _rn_maps(h, w, self.args.height_scale, self.args.width_scale)
+        ih, iw = _rn_maps(h, w, self.args.height_scale, self.args.width_scale, *(out_hw or (None, None)))
         self._ha, self._wa = (2, 3) if order == "NCHW" else (1, 2)
         self._ih, self._iw = ih, iw
         self._yshape = join_layout(n, c, (len(ih), len(iw)), order)
         mid = list(shape)
         mid[self._ha] = len(ih)
         self._mid = tuple(mid)
-        self._key = shape
+        self._key = (shape, out_hw)
 
     def run(self) -> None:
         x = self.input(0)
-        if self._key != x.shape:
+        if self._key != (x.shape, None):
             self._prep(x.shape)
             self._tmp = np.empty(self._mid, x.dtype)
         if self._tmp.dtype != x.dtype:
@@ -432,12 +445,24 @@ class ResizeNearest(Operator):
     private=True,
 )
 class ResizeNearestGradient(ResizeNearest):
-    """Sums dY over the output cells reading each input cell."""
+    """Sums dY over the output cells reading each input cell (Caffe2's loop: every cell
+    (y, x) of dY adds into dX[min(int(y/hs), H-1), min(int(x/ws), W-1)], float32 arithmetic)."""
 
     def run(self) -> None:
         dy, x = self.input(0), self.input(1)
-        if self._key != x.shape:
-            self._prep(x.shape)
+        if dy.ndim != 4 or x.ndim != 4:
+            raise ShapeError(
+                f"{self.describe()}: dY '{self.input_names[0]}' and X '{self.input_names[1]}' must be 4-d, "
+                f"got {list(dy.shape)} and {list(x.shape)}"
+            )
+        n, c, out_hw = split_layout(dy.shape, self.args.order.upper())
+        if (n, c) != split_layout(x.shape, self.args.order.upper())[:2]:
+            raise ShapeError(
+                f"{self.describe()}: dY '{self.input_names[0]}' {list(dy.shape)} and X '{self.input_names[1]}' "
+                f"{list(x.shape)} differ in batch or channels"
+            )
+        if self._key != (x.shape, tuple(out_hw)):
+            self._prep(x.shape, tuple(out_hw))
         dx = self.output(0, x.shape, dy.dtype)
         dx.fill(0)
         if self._ha == 2:

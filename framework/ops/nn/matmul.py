@@ -62,6 +62,8 @@ def _infer_matmul(args, ins):
     if not (a.known and b.known):
         return [TensorSpec(None, a.dtype)]
     m, _, n, _, _ = matmul_dims(tuple(a.shape), tuple(b.shape), args, "MatMul")
+    if len(ins) == 3:  # the gradient form: Y takes input 2's shape
+        return [TensorSpec(ins[2].shape, a.dtype)]
     return [TensorSpec((m, n), a.dtype)]
 
 
@@ -76,8 +78,12 @@ def _cost_matmul(args, ins, outs):
 
 @register_op(
     "MatMul",
-    inputs=2,
-    input_docs=[("A", "matrix (M, K), flattened to 2D at axis_a"), ("B", "matrix (K, N), flattened at axis_b")],
+    inputs=(2, 3),
+    input_docs=[
+        ("A", "matrix (M, K), flattened to 2D at axis_a"),
+        ("B", "matrix (K, N), flattened at axis_b"),
+        ("shape_like", "optional (the gradient form): Y is reshaped to this tensor's shape"),
+    ],
     output_docs=[("Y", "A B, shape (M, N)")],
     args=[
         Arg("axis_a", INT, 1, "A is flattened to 2D at this axis"),
@@ -90,7 +96,8 @@ def _cost_matmul(args, ins, outs):
     category="linalg",
 )
 class MatMul(_Product):
-    """Matrix product Y = op(A) op(B) of the 2D flattenings of A and B (op = optional transpose)."""
+    """Matrix product Y = op(A) op(B) of the 2D flattenings of A and B (op = optional transpose).
+    With a third input (Caffe2's gradient form) Y is reshaped to that input's shape."""
 
     def plan(self, a_shape: tuple, b_shape: tuple) -> tuple:
         return matmul_dims(a_shape, b_shape, self.args, self.describe())
@@ -98,10 +105,17 @@ class MatMul(_Product):
     def run(self) -> None:
         a, b = self.input(0), self.input(1)
         m, _, n, a2, b2 = self.planned(a, b)
+        shape: tuple = (m, n)
+        if len(self.inputs) == 3:
+            shape = self.input(2).shape
+            if math.prod(shape) != m * n:
+                raise ShapeError(
+                    f"{self.describe()}: the product is ({m}, {n}) but input 2 '{self.input_names[2]}' has "
+                    f"shape {list(shape)} ({math.prod(shape)} elements)"
+                )
         av, bv = a.reshape(a2), b.reshape(b2)
-        np.matmul(
-            av.T if self.args.trans_a else av, bv.T if self.args.trans_b else bv, out=self.output(0, (m, n), a.dtype)
-        )
+        out = self.output(0, shape, a.dtype).reshape(m, n)
+        np.matmul(av.T if self.args.trans_a else av, bv.T if self.args.trans_b else bv, out=out)
 
 
 def _transpose_gradient(g, op_type: str, extra: dict):
@@ -130,12 +144,32 @@ def _transpose_gradient(g, op_type: str, extra: dict):
 
 @gradient("MatMul", copy_arguments=False)
 def _matmul_grad(g):
-    if g.arg("axis_a", 1) != 1 or g.arg("axis_b", 1) != 1:
-        raise GradientError(
-            f"{g._where()}: the gradient of MatMul is implemented for 2D inputs (axis_a = axis_b = 1) only, "
-            "as in Caffe2"
-        )
-    return _transpose_gradient(g, "MatMul", {})
+    """Caffe2's GetMatMulGradient: two MatMuls taking the input they differentiate as a third
+    (shape) input, with the axis arguments they need. Caffe2 keeps axis_a/axis_b in a C++ bool
+    (so an axis above 1 turns into 1 there and breaks); the real axes are passed here."""
+    ta, tb = bool(g.arg("trans_a", 0)), bool(g.arg("trans_b", 0))
+    ax, bx = int(g.arg("axis_a", 1)), int(g.arg("axis_b", 1))
+    a, b, go, ga, gb = g.I(0), g.I(1), g.GO(0), g.GI(0), g.GI(1)
+    if ta and tb:  # A'B': dA = B'G', dB = G'A'
+        return [
+            g.op("MatMul", [b, go, a], [ga], trans_a=1, trans_b=1, axis_a=bx),
+            g.op("MatMul", [go, a, b], [gb], trans_a=1, trans_b=1, axis_b=ax),
+        ]
+    if ta:  # A'B: dA = B G', dB = A G
+        return [
+            g.op("MatMul", [b, go, a], [ga], trans_b=1, axis_a=bx),
+            g.op("MatMul", [a, go, b], [gb], axis_a=ax),
+        ]
+    if tb:  # A B': dA = G B, dB = G' A
+        return [
+            g.op("MatMul", [go, b, a], [ga], axis_b=bx),
+            g.op("MatMul", [go, a, b], [gb], trans_a=1, axis_b=ax),
+        ]
+    # A B: dA = G B', dB = A' G
+    return [
+        g.op("MatMul", [go, b, a], [ga], trans_b=1, axis_b=bx),
+        g.op("MatMul", [a, go, b], [gb], trans_a=1, axis_a=ax),
+    ]
 
 
 # -- BatchMatMul --------------------------------------------------------------------------------

@@ -80,7 +80,10 @@ def _concat_infer(args: Any, ins: list[TensorSpec]) -> list[TensorSpec]:
     "Concat",
     inputs=(1, float("inf")),
     outputs=(1, 2),
-    args=_AXIS_ARGS,
+    args=[
+        *_AXIS_ARGS,
+        Arg("split", INTS, [], "optional: each input's extent on the axis, checked (Split's gradient carries it)"),
+    ],
     input_docs=[("X1, X2, ...", "tensors equal in every dim but the axis")],
     output_docs=[("concat_result", "the inputs joined along axis"), ("split_info", "int32: each input's size")],
     infer=_concat_infer,
@@ -88,7 +91,9 @@ def _concat_infer(args: Any, ins: list[TensorSpec]) -> list[TensorSpec]:
 )
 class Concat(_AxisOp):
     """Join the inputs along ``axis`` (or, with ``add_axis``, stack them on a new axis).
-    ``split_info`` records each input's extent on the axis (1 with add_axis), for Split."""
+    ``split_info`` records each input's extent on the axis (1 with add_axis), for Split.
+    A ``split`` argument (Split's gradient copies its forward arguments, as Caffe2's) must
+    match the inputs' extents when given."""
 
     def prepare(self) -> None:
         self._n = len(self.inputs)
@@ -130,6 +135,8 @@ class Concat(_AxisOp):
         else:
             shape = x0.shape[:a] + (sum(x.shape[a] for x in xs),) + x0.shape[a + 1 :]
         info = np.array([1 if add else x.shape[a] for x in xs], dtype=_INT32)
+        if self.args.split and list(self.args.split) != info.tolist():
+            raise self._err(f"'split' {list(self.args.split)} does not match the inputs' extents {info.tolist()}")
         return key, a, shape, info
 
 
@@ -168,7 +175,12 @@ def _split_infer(args: Any, ins: list[TensorSpec]) -> list[TensorSpec]:
 )
 class Split(_AxisOp):
     """Split the input along ``axis`` into parts of sizes ``split`` (argument or input 1;
-    default: equal parts). With ``add_axis`` every part has size 1 and the axis is dropped."""
+    default: equal parts). With ``add_axis`` every part has size 1 and the axis is dropped.
+
+    Gradient: Caffe2's, ``Concat(dY_0, dY_1, ...) -> (dX, _dX_dims)`` with the forward
+    arguments (axis/order, add_axis, split) copied. Where Caffe2 concatenates only the parts
+    that have a gradient (a wrong-sized dX), a ConstantFill of zeros stands for each missing
+    part here, so dX is shaped as X; with every part present the two are the same ops."""
 
     def prepare(self) -> None:
         if self.args.num_inputs == 2 and self.args.split:
@@ -240,5 +252,5 @@ def _split_grad(g):
         fill.arg.append(make_argument("value", 0.0))
         ops.append(fill)
         grads.append(zero)
-    ops.append(g.op("Concat", grads, [g.GI(0), f"_{g.GI(0)}_dims"], split=None))
+    ops.append(g.op("Concat", grads, [g.GI(0), f"_{g.GI(0)}_dims"]))  # Caffe2's: forward args copied
     return ops

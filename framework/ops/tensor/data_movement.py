@@ -138,7 +138,15 @@ def _gather_infer(args: Any, ins: list[TensorSpec]) -> list[TensorSpec]:
     if data.shape is None or idx.shape is None:
         return [TensorSpec(None, data.dtype)]
     a = args.axis + len(data.shape) if args.axis < 0 else args.axis
-    return [TensorSpec(tuple(data.shape[:a]) + tuple(idx.shape) + tuple(data.shape[a + 1 :]), data.dtype)]
+    return [TensorSpec(_gather_shape(tuple(data.shape), tuple(idx.shape), a, args.match_outer), data.dtype)]
+
+
+def _gather_shape(data: tuple, idx: tuple, a: int, match_outer: bool) -> tuple:
+    """Caffe2's calc_output_shape_vector: DATA[:a] + INDICES (INDICES[a:] with match_outer)
+    + DATA[a+1:]; an empty indexed dimension gives DATA's own shape."""
+    if 0 <= a < len(data) and data[a] == 0:
+        return data
+    return data[:a] + (idx[a:] if match_outer else idx) + data[a + 1 :]
 
 
 @register_op(
@@ -146,7 +154,8 @@ def _gather_infer(args: Any, ins: list[TensorSpec]) -> list[TensorSpec]:
     inputs=2,
     args=[
         Arg("axis", INT, 0, "axis of DATA to index"),
-        Arg("wrap_indices", BOOL, False, "negative indices count from the end"),
+        Arg("wrap_indices", BOOL, None, "negative indices count from the end (default: yes on axis 0 only)"),
+        Arg("match_outer", BOOL, False, "INDICES share DATA's dims before axis: gather per outer position"),
     ],
     input_docs=[("DATA", "tensor of rank >= 1"), ("INDICES", "int32/int64 indices into DATA's axis")],
     output_docs=[("OUTPUT", "DATA rows at INDICES: shape DATA[:axis] + INDICES + DATA[axis+1:]")],
@@ -155,7 +164,12 @@ def _gather_infer(args: Any, ins: list[TensorSpec]) -> list[TensorSpec]:
 )
 class Gather(Operator):
     """Take the entries of DATA's ``axis`` (default 0) listed in INDICES. Out-of-range
-    indices are an error. The gradient is sparse: (INDICES, dY), a GradientSlice."""
+    indices are an error; negative ones count from the end when ``wrap_indices`` (Caffe2's
+    default: on axis 0 only). With ``match_outer`` (axis >= 1) INDICES has DATA's dims before
+    ``axis`` and each outer position b reads its own indices: ``OUT[b, i...] = DATA[b, INDICES[b, i...]]``,
+    shape DATA[:axis] + INDICES[axis:] + DATA[axis+1:]. An empty indexed dimension gives an
+    empty output shaped as DATA (Caffe2's empty-batch rule). The gradient (axis 0) is sparse:
+    (INDICES, dY), a GradientSlice; other axes have none here (Caffe2 uses BatchGatherGradient)."""
 
     def run(self) -> None:
         data, idx = self.input(0), self.input(1)
@@ -166,20 +180,41 @@ class Gather(Operator):
         if data.ndim < 1:
             raise _err(self, f"DATA '{self.input_names[0]}' must have rank >= 1, got a scalar")
         a = self.args.axis + data.ndim if self.args.axis < 0 else self.args.axis
+        if not 0 <= a < data.ndim:
+            raise self.arg_error(f"axis {self.args.axis} out of range for DATA '{self.input_names[0]}' {data.shape}")
+        match_outer = bool(self.args.match_outer)
+        if match_outer and (a < 1 or idx.shape[:a] != data.shape[:a]):
+            raise _err(
+                self,
+                f"match_outer needs axis >= 1 and INDICES '{self.input_names[1]}' {idx.shape} with the dims of "
+                f"DATA '{self.input_names[0]}' {data.shape} before axis {a}",
+            )
+        wrap = (a == 0) if self.args.wrap_indices is None else bool(self.args.wrap_indices)
         n = data.shape[a]
+        shape = _gather_shape(data.shape, idx.shape, a, match_outer)
+        if n == 0:
+            self.output(0, shape, data.dtype)
+            return
         if idx.size:
             lo, hi = int(idx.min()), int(idx.max())
-            low_ok = lo >= -n if self.args.wrap_indices else lo >= 0
+            low_ok = lo >= -n if wrap else lo >= 0
             if not low_ok or hi >= n:
                 raise _err(
                     self,
                     f"INDICES '{self.input_names[1]}' hold values in [{lo}, {hi}], out of DATA's dim {a} "
                     f"of size {n} ('{self.input_names[0]}' {data.shape})",
                 )
-        shape = data.shape[:a] + idx.shape + data.shape[a + 1 :]
         out = self.output(0, shape, data.dtype)
-        if out.size:
+        if not out.size:
+            return
+        if not match_outer:
             np.take(data, idx, axis=a, out=out, mode="wrap")  # bounds checked above
+            return
+        outer = int(np.prod(data.shape[:a], dtype=np.int64))
+        d3 = data.reshape(outer, n, -1)
+        i2 = idx.reshape(outer, -1) % n
+        o3 = out.reshape(outer, i2.shape[1], d3.shape[2])
+        np.copyto(o3, d3[np.arange(outer)[:, None], i2])
 
 
 @gradient("Gather")

@@ -12,32 +12,46 @@ from framework.ops.gradient import should_not_do_gradient
 from framework.ops.schema import FLOAT, Arg
 from framework.ops.training.optimizers import UpdateOp, copy_through, update_op
 
+_WEIGHT_DECAY = Arg("weight_decay", FLOAT, 0.0, "L2 penalty: the step uses grad + weight_decay * param")
 _ADAGRAD_ARGS = [
     Arg("epsilon", FLOAT, 1e-5, "added to the root of the accumulated squares"),
     Arg("decay", FLOAT, 1.0, "decay of the accumulated squares"),
+    _WEIGHT_DECAY,
 ]
 
 
 @update_op(
     "Adagrad",
-    (0, 1),
+    (0, 1, 2, 2),
     inputs=4,
-    outputs=2,
+    outputs=(2, 4),
     args=_ADAGRAD_ARGS,
     input_docs=[("param", "parameter"), ("moment", "sum of squared gradients"), ("grad", "gradient"), ("lr", "rate")],
-    output_docs=[("output_param", "updated parameter"), ("output_moment", "updated squared sum")],
+    output_docs=[
+        ("output_param", "updated parameter"),
+        ("output_moment", "updated squared sum"),
+        ("output_effective_lr", "optional: lr / (sqrt(moment') + epsilon)"),
+        ("output_update", "optional: the step added to the parameter"),
+    ],
     allow_inplace={(0, 0), (1, 1)},
 )
 class Adagrad(UpdateOp):
-    """``h' = decay * h + g^2``; ``param' = param + lr * g / (sqrt(h') + epsilon)``.
+    """``g~ = g + weight_decay * param``; ``h' = decay * h + g~^2``;
+    ``param' = param + lr * g~ / (sqrt(h') + epsilon)`` (Caffe2's adagrad_op.h).
 
-    The optimizer builder passes a negative ``lr``.
+    With 3 or 4 outputs it also writes the effective rate ``lr / (sqrt(h') + epsilon)``
+    and the update ``effective_lr * g~``. The optimizer builder passes a negative ``lr``.
     """
 
     def run(self) -> None:
         self.same_shape(0, 1)
         self.same_shape(0, 2)
         p, h, g, lr = self.input(0), self.input(1), self.input(2), self.scalar(3)
+        if self.args.weight_decay != 0.0:
+            gd = self.scratch(1, g.shape, g.dtype)
+            np.multiply(p, self.args.weight_decay, out=gd)
+            gd += g
+            g = gd
         nh = self.out_like(1, 1)
         t = self.scratch(0, g.shape, g.dtype)
         np.multiply(g, g, out=t)
@@ -48,6 +62,13 @@ class Adagrad(UpdateOp):
             np.add(h, t, out=nh)
         np.sqrt(nh, out=t)
         t += self.args.epsilon
+        if self.args.num_outputs > 2:
+            eff = self.output(2, g.shape, g.dtype)
+            np.divide(lr, t, out=eff)
+            upd = self.output(3, g.shape, g.dtype) if self.args.num_outputs > 3 else t
+            np.multiply(eff, g, out=upd)
+            np.add(p, upd, out=self.out_like(0, 0))
+            return
         np.divide(g, t, out=t)
         t *= lr
         np.add(p, t, out=self.out_like(0, 0))
@@ -60,7 +81,7 @@ def _sparse_adagrad_op(name: str, moment_doc: str, output_moment_doc: str):
         (0, 1),
         inputs=5,
         outputs=2,
-        args=_ADAGRAD_ARGS[:1],
+        args=[_ADAGRAD_ARGS[0], _WEIGHT_DECAY],
         input_docs=[
             ("param", "parameter"),
             ("moment", moment_doc),
@@ -82,28 +103,29 @@ class _SparseAdagradBase(UpdateOp):
         idx, g = self.rows(0, 2, 3)
         lr = self.scalar(4)
         p, h = copy_through(self, [(0, 0), (1, 1)])
-        self.apply(idx, g, lr, p, h, self.args.epsilon)
+        self.apply(idx, g, lr, p, h, self.args.epsilon, self.args.weight_decay)
 
 
 @_sparse_adagrad_op("SparseAdagrad", "sum of squared gradients", "updated squared sum")
 class SparseAdagrad(_SparseAdagradBase):
-    """Adagrad on the rows ``indices`` only; repeated indices apply one after another."""
+    """Adagrad on the rows ``indices`` only; repeated indices apply one after another.
+    ``weight_decay`` adds ``weight_decay * param[row]`` to each gradient row, as Caffe2."""
 
     def check_moment(self) -> None:
         self.same_shape(0, 1)
 
-    def apply(self, idx, g, lr, p, h, eps) -> None:
+    def apply(self, idx, g, lr, p, h, eps, wd) -> None:
         for k in range(idx.size):
             r = idx[k]
-            gk = g[k]
+            gk = g[k] + wd * p[r] if wd else g[k]
             h[r] += gk * gk
             p[r] += lr * gk / (np.sqrt(h[r]) + eps)
 
 
 @_sparse_adagrad_op("RowWiseSparseAdagrad", "one accumulated mean square per row (1-D)", "updated per-row moments")
 class RowWiseSparseAdagrad(_SparseAdagradBase):
-    """Adagrad with one accumulator per row: ``h[r] += mean(g_r^2)``;
-    ``param[r] += lr * g_r / (sqrt(h[r]) + epsilon)``."""
+    """Adagrad with one accumulator per row: ``g~ = g_r + weight_decay * param[r]``;
+    ``h[r] += mean(g~^2)``; ``param[r] += g~ * lr / (sqrt(h[r]) + epsilon)``."""
 
     def check_moment(self) -> None:
         p_in, m_in = self.input(0), self.input(1)
@@ -113,13 +135,13 @@ class RowWiseSparseAdagrad(_SparseAdagradBase):
                 f"one value per row of '{self.input_names[0]}' ([{p_in.shape[0]}])"
             )
 
-    def apply(self, idx, g, lr, p, h, eps) -> None:
+    def apply(self, idx, g, lr, p, h, eps, wd) -> None:
         h = h.reshape(-1)
         for k in range(idx.size):
             r = idx[k]
-            gk = g[k]
+            gk = g[k] + wd * p[r] if wd else g[k]
             h[r] += np.mean(gk * gk) if gk.size else 0.0
-            p[r] += (lr / (np.sqrt(h[r]) + eps)) * gk
+            p[r] += gk * (lr / (np.sqrt(h[r]) + eps))
 
 
 _ADAM_ARGS = [
@@ -162,12 +184,13 @@ def _adam_op(name: str, like: tuple[int, ...], more_inputs: list, step_doc: str)
         ("lr", "rate (negative from the builder)"),
         ("iter", "iteration counter (int64, one element)"),
     ],
-    "optional: the effective step",
+    "optional: the effective gradient (the step divided by lr)",
 )
 class Adam(UpdateOp):
     """``m1' = beta1 m1 + (1 - beta1) g``; ``m2' = beta2 m2 + (1 - beta2) g^2``;
     ``param' = param + lr * sqrt(1 - beta2^t) / (1 - beta1^t) * m1' / (sqrt(m2') + epsilon)``
-    with ``t = iter + 1``."""
+    with ``t = iter + 1``. The optional 4th output is Caffe2's effective gradient
+    ``sqrt(1 - beta2^t) / (1 - beta1^t) * m1' / (sqrt(m2') + epsilon)`` (without lr)."""
 
     def run(self) -> None:
         for j in (1, 2, 3):
@@ -187,9 +210,12 @@ class Adam(UpdateOp):
         np.sqrt(nm2, out=t)
         t += self.args.epsilon
         np.divide(nm1, t, out=t)
-        t *= float(lr) * _adam_correction(self, it)
         if self.args.num_outputs > 3:
-            np.copyto(self.out_like(3, 3), t)
+            ng = self.out_like(3, 3)
+            np.multiply(t, _adam_correction(self, it), out=ng)
+            np.multiply(ng, lr, out=t)
+        else:
+            t *= float(lr) * _adam_correction(self, it)
         np.add(p, t, out=self.out_like(0, 0))
 
 
@@ -197,10 +223,11 @@ class Adam(UpdateOp):
     "SparseAdam",
     (0, 1, 2, 4),
     [("indices", "rows to update"), ("grad", "gradient rows"), ("lr", "rate"), ("iter", "iteration counter")],
-    "optional: the effective step of the rows",
+    "optional: the effective gradient of the rows (the step divided by lr)",
 )
 class SparseAdam(UpdateOp):
-    """Adam on the rows ``indices`` only (rows applied one after another)."""
+    """Adam on the rows ``indices`` only (rows applied one after another); the optional
+    4th output is each row's effective gradient (without lr), as Caffe2's."""
 
     def run(self) -> None:
         self.same_shape(0, 1)
@@ -209,17 +236,17 @@ class SparseAdam(UpdateOp):
         lr, it = self.scalar(5), self.scalar(6)
         p, m1, m2 = copy_through(self, [(0, 0), (1, 1), (2, 2)])
         b1, b2, eps = self.args.beta1, self.args.beta2, self.args.epsilon
-        step = float(lr) * _adam_correction(self, it)
+        corr = _adam_correction(self, it)
         out_g = self.out_like(3, 4) if self.args.num_outputs > 3 else None
         for k in range(idx.size):
             r = idx[k]
             gk = g[k]
             m1[r] = m1[r] * b1 + gk * (1.0 - b1)
             m2[r] = m2[r] * b2 + gk * gk * (1.0 - b2)
-            d = step * m1[r] / (np.sqrt(m2[r]) + eps)
+            ng = corr * m1[r] / (np.sqrt(m2[r]) + eps)
             if out_g is not None:
-                out_g.reshape(g.shape)[k] = d
-            p[r] += d
+                out_g.reshape(g.shape)[k] = ng
+            p[r] += lr * ng
 
 
 @update_op(

@@ -99,7 +99,9 @@ class MomentumSGDUpdate(UpdateOp):
 class ScatterWeightedSum(UpdateOp):
     """``X_0[INDICES] = Weight_0 * X_0[INDICES] + Weight_1 * X_1 (+ Weight_2 * X_2 ...)`` in place.
 
-    Repeated indices apply one after another, as Caffe2's CPU kernel does.
+    As Caffe2's CPU kernel (utility_ops.h): first every row named in INDICES is scaled
+    by Weight_0 once per occurrence (a row named twice is scaled by Weight_0 squared),
+    then every weighted slice is added to its row, input by input, index by index.
     """
 
     def run(self) -> None:
@@ -110,16 +112,10 @@ class ScatterWeightedSum(UpdateOp):
         weights = [self.scalar(j) for j in range(4, len(self.input_names), 2)]
         if idx.size == 0:
             return
-        if float(w0) == 1.0:
-            for s, w in zip(slices, weights):
-                np.add.at(x, idx, s * w)
-            return
-        for k in range(idx.size):
-            r = idx[k]
-            row = x[r] * w0
-            for s, w in zip(slices, weights):
-                row += s[k] * w
-            x[r] = row
+        if float(w0) != 1.0:
+            np.multiply.at(x, idx, w0)
+        for s, w in zip(slices, weights):
+            np.add.at(x, idx, s * w)
 
 
 should_not_do_gradient("MomentumSGD", "MomentumSGDUpdate", "ScatterWeightedSum")

@@ -11,7 +11,7 @@ from framework.core import CreateOperator
 from framework.errors import GradientError, ShapeError, TypeMismatchError
 from framework.memory.workspace import Workspace
 from framework.ops import create_operator, get_gradient_for_op
-from framework.testing import arrays, assert_gradient_checks, assert_reference_checks
+from framework.testing import arrays, assert_gradient_checks, assert_reference_checks, run_op_on
 
 small = st.integers(1, 4)
 
@@ -46,9 +46,37 @@ def test_matmul_gradient(ta, tb):
     op = CreateOperator("MatMul", ["A", "B"], ["Y"], trans_a=ta, trans_b=tb)
     ops, _ = get_gradient_for_op(op, ["Y_grad"])
     assert [g.type for g in ops] == ["MatMul", "MatMul"]
-    assert all(a.name in ("trans_a", "trans_b") for g in ops for a in g.arg)
+    # Caffe2's maker: the differentiated input is the third (shape) input; only trans/axis args
+    assert [g.input[2] for g in ops] == ["A", "B"]
+    assert all(a.name in ("trans_a", "trans_b", "axis_a", "axis_b") for g in ops for a in g.arg)
     assert_gradient_checks(op, [a, b], 0)
     assert_gradient_checks(op, [a, b], 1)
+
+
+@pytest.mark.parametrize("ta", [0, 1])
+@pytest.mark.parametrize("tb", [0, 1])
+def test_matmul_gradient_non_default_axes(ta, tb):
+    """Caffe2 accepts the gradient of MatMul with axis_a/axis_b; dA and dB take A's and B's shapes."""
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal((2, 3, 2) if not ta else (2, 2, 3))  # axis_a=2: (6, 2) or axis_a=1: (2, 6)
+    b = rng.standard_normal((2, 2, 2))
+    axis_a = 2 if not ta else 1
+    axis_b = 1 if not tb else 2  # B as (2, 4) or, transposed, (4, 2) -> K = 2
+    op = CreateOperator("MatMul", ["A", "B"], ["Y"], trans_a=ta, trans_b=tb, axis_a=axis_a, axis_b=axis_b)
+    a2 = a.reshape(int(np.prod(a.shape[:axis_a])), -1)
+    b2 = b.reshape(int(np.prod(b.shape[:axis_b])), -1)
+    assert_reference_checks(op, [a, b], lambda a, b: (a2.T if ta else a2) @ (b2.T if tb else b2))
+    assert_gradient_checks(op, [a, b], 0)
+    assert_gradient_checks(op, [a, b], 1)
+
+
+def test_matmul_shape_input():
+    rng = np.random.default_rng(8)
+    a, b, like = rng.standard_normal((2, 3)), rng.standard_normal((3, 4)), np.zeros((2, 2, 2))
+    op = CreateOperator("MatMul", ["A", "B", "L"], ["Y"])
+    assert_reference_checks(op, [a, b, like], lambda a, b, like: (a @ b).reshape(2, 2, 2))
+    with pytest.raises(ShapeError, match=r"MatMul.*input 2 'L'"):
+        run_op_on(op, [a, b, np.zeros(3)])
 
 
 def test_matmul_errors():
@@ -60,8 +88,6 @@ def test_matmul_errors():
     ws.feed_blob("B", np.ones((3, 5), np.float64))
     with pytest.raises(TypeMismatchError, match=r"MatMul.*'B' is float64"):
         create_operator(CreateOperator("MatMul", ["A", "B"], ["Y"]), ws).run()
-    with pytest.raises(GradientError, match="2D inputs"):
-        get_gradient_for_op(CreateOperator("MatMul", ["A", "B"], ["Y"], axis_a=2), ["Y_grad"])
 
 
 # -- BatchMatMul -------------------------------------------------------------------------------
