@@ -233,16 +233,32 @@ class _FrontBack(Operator):
                 np.divide(o1, np.maximum(lengths, 1), out=o1)
 
 
+def _is_shape_tensor(kind: str, spec: Any) -> bool:
+    """Caffe2's Sum/Mean gradients take X or, from older models, X's shape as a 1-D int64 tensor."""
+    return kind != "Max" and spec.dtype == np.dtype(np.int64) and spec.shape is not None and len(spec.shape) == 1
+
+
 class _FrontBackGradient(_FrontBack):
-    """dX from dY (and X, and Y for Max), with the forward op's num_reduce_dim and lengths."""
+    """dX from dY (and X, and Y for Max), with the forward op's num_reduce_dim and lengths.
+    For Sum and Mean input 1 may be X or, as Caffe2 also accepts (older models), X's shape as
+    a 1-D int64 tensor."""
 
     def run(self) -> None:
         dy, x = self.input(0), self.input(1)
-        rows, cols, _ = _fb_split(x.shape, self.args.num_reduce_dim, self.front, self.describe())
+        xshape = x.shape
+        if self.kind != "Max" and x.ndim == 1 and x.dtype == np.int64:
+            if x.size and x.min() < 0:
+                raise ShapeError(f"{self.describe()}: shape input '{self.input_names[1]}' holds negative sizes {x}")
+            xshape = tuple(int(v) for v in x)
+        rows, cols, _ = _fb_split(xshape, self.args.num_reduce_dim, self.front, self.describe())
         seg_len, n_seg = (rows, cols) if self.front else (cols, rows)
         has_y = self.kind == "Max"
         lengths = self.input(3 if has_y else 2) if len(self.inputs) > (3 if has_y else 2) else None
-        dx = self.output(0, x.shape, dy.dtype)
+        if dy.size != (cols if self.front else rows):
+            raise ShapeError(
+                f"{self.describe()}: dY '{self.input_names[0]}' {list(dy.shape)} does not fit X's shape {list(xshape)}"
+            )
+        dx = self.output(0, xshape, dy.dtype)
         dx2 = dx.reshape(rows, cols)
         if not self.front:
             dx2 = dx2.T
@@ -283,11 +299,16 @@ for _k in ("Sum", "Mean", "Max"):
             inputs=n_in,
             args=[Arg("num_reduce_dim", INT, 1, "as the forward op")],
             doc=_FrontBackGradient.__doc__,
-            input_docs=[("dY", "gradient of Y"), ("X", "forward input")]
+            input_docs=[
+                ("dY", "gradient of Y"),
+                ("X", "forward input" + ("" if _k == "Max" else " (or its int64 shape)")),
+            ]
             + ([("Y", "forward output")] if _k == "Max" else [])
             + [("lengths", "optional forward lengths")],
             output_docs=[("dX", "gradient of X")],
-            infer=lambda args, ins: [TensorSpec(ins[1].shape, ins[0].dtype)],
+            infer=lambda args, ins, k=_k: [
+                TensorSpec(None if _is_shape_tensor(k, ins[1]) else ins[1].shape, ins[0].dtype)
+            ],
             cost=reduce_cost,
             category="reduction",
             private=True,

@@ -99,8 +99,11 @@ def rank_from_type(op_type: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def parse_conv_pool(args: Any, where: str, op_type: str, *, need_kernel: bool = True) -> ConvPoolSpec:
-    """Parse and check ConvPoolOpBase arguments; ArgumentError naming the op on bad values."""
+def parse_conv_pool(
+    args: Any, where: str, op_type: str, *, need_kernel: bool = True, negative_pads: bool = False
+) -> ConvPoolSpec:
+    """Parse and check ConvPoolOpBase arguments; ArgumentError naming the op on bad values.
+    ``negative_pads``: pads below 0 are allowed (PadImage crops with them, as Caffe2)."""
     legacy = args.legacy_pad
     if legacy not in LEGACY_PAD_NAMES:
         raise ArgumentError(
@@ -165,9 +168,11 @@ def parse_conv_pool(args: Any, where: str, op_type: str, *, need_kernel: bool = 
             raise ArgumentError(
                 f"{where}: you need to set the kernel size explicitly (kernel, kernel_h+kernel_w or kernels)"
             )
-    for name, v, lo in (("kernel", kernel, 1), ("stride", stride, 1), ("dilation", dilation, 1), ("pad", pads, 0)):
+    pad_lo = None if negative_pads else 0
+    checks = (("kernel", kernel, 1), ("stride", stride, 1), ("dilation", dilation, 1), ("pad", pads, pad_lo))
+    for name, v, lo in checks:
         vals = () if v is None else (v if isinstance(v, tuple) else (v,))
-        if any(x < lo for x in vals) and not (glob and name == "kernel"):
+        if lo is not None and any(x < lo for x in vals) and not (glob and name == "kernel"):
             raise ArgumentError(f"{where}: {name} values must be >= {lo}, got {list(vals)}")
     if group != 1 and any(d != 1 for d in (dilation if isinstance(dilation, tuple) else (dilation,))):
         raise ArgumentError(f"{where}: when group is used, dilation must not be set at the same time")
@@ -374,9 +379,12 @@ class ConvPoolOp(Operator):
     op's buffers were prepared for."""
 
     need_kernel = True
+    negative_pads = False
 
     def setup(self) -> None:
-        self.spec = parse_conv_pool(self.args, self.describe(), self.type, need_kernel=self.need_kernel)
+        self.spec = parse_conv_pool(
+            self.args, self.describe(), self.type, need_kernel=self.need_kernel, negative_pads=self.negative_pads
+        )
         self.order = self.spec.order
         self._key = None
 

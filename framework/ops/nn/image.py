@@ -158,15 +158,24 @@ def _infer_pad(args, ins):
     x = ins[0]
     if x.shape is None:
         return [UNKNOWN]
-    spec = parse_conv_pool(args, "PadImage", "PadImage", need_kernel=False)
+    spec = parse_conv_pool(args, "PadImage", "PadImage", need_kernel=False, negative_pads=True)
     n, c, sp = split_layout(x.shape, spec.order)
     p = spec.pads if isinstance(spec.pads, tuple) else (spec.pads,) * (2 * len(sp))
     r = len(sp)
     return [TensorSpec(join_layout(n, c, tuple(s + p[i] + p[r + i] for i, s in enumerate(sp)), spec.order), x.dtype)]
 
 
+def _overlap(size: int, head: int, tail: int) -> tuple[slice, slice]:
+    """(output slice, input slice) where a padded (or, for negative pads, cropped) axis
+    copies the input: output o reads input o - head when 0 <= o - head < size."""
+    lo, hi = max(0, -head), min(size, size + tail)
+    n = max(hi - lo, 0)
+    return slice(max(head, 0), max(head, 0) + n), slice(lo, lo + n)
+
+
 class _Pad(ConvPoolOp):
     need_kernel = False
+    negative_pads = True  # Caffe2 crops with negative pads
 
     def setup(self) -> None:
         super().setup()
@@ -182,8 +191,13 @@ class _Pad(ConvPoolOp):
         self._heads, self._tails = p[:r], p[r:]
         if self.args.mode == "reflect" and any(h >= s or t >= s for h, t, s in zip(p[:r], p[r:], sp)):
             raise ShapeError(f"{self.describe()}: reflect padding must be smaller than the input size {sp}")
-        self._ypshape = join_layout(n, c, tuple(s + h + t for s, h, t in zip(sp, p[:r], p[r:])), self.order)
-        self._inner = index(self.order, tuple(slice(h, h + s) for h, s in zip(p[:r], sp)))
+        out_sp = tuple(s + h + t for s, h, t in zip(sp, p[:r], p[r:]))
+        if any(o < 0 for o in out_sp):
+            raise ShapeError(f"{self.describe()}: pads {list(p)} crop more than the input's spatial size {sp}")
+        self._ypshape = join_layout(n, c, out_sp, self.order)
+        regions = [_overlap(s, h, t) for s, h, t in zip(sp, p[:r], p[r:])]
+        self._inner = index(self.order, tuple(o for o, _ in regions))  # in the output
+        self._src = index(self.order, tuple(i for _, i in regions))  # in the input
         axes = range(2, 2 + r) if self.order == "NCHW" else range(1, 1 + r)
         self._maps = [(a, _pad_maps(s, h, t, self.args.mode)) for a, s, h, t in zip(axes, sp, p[:r], p[r:])]
         self._key = xshape
@@ -193,7 +207,7 @@ def _infer_pad_grad(args, ins):
     dy = ins[0]
     if dy.shape is None:
         return [UNKNOWN]
-    spec = parse_conv_pool(args, "PadImageGradient", "PadImageGradient", need_kernel=False)
+    spec = parse_conv_pool(args, "PadImageGradient", "PadImageGradient", need_kernel=False, negative_pads=True)
     n, c, sp = split_layout(dy.shape, spec.order)
     r = len(sp)
     p = spec.pads if isinstance(spec.pads, tuple) else (spec.pads,) * (2 * r)
@@ -210,7 +224,8 @@ def _infer_pad_grad(args, ins):
 )
 class PadImage(_Pad):
     """Pads the spatial dims (Caffe2's PadImage): pads as Conv's, mode constant (value),
-    reflect (mirror without repeating the edge) or edge (repeat the edge)."""
+    reflect (mirror without repeating the edge) or edge (repeat the edge). Negative pads crop
+    (output cell o reads input o - pad_head, as Caffe2's loops)."""
 
     def run(self) -> None:
         x = self.input(0)
@@ -220,7 +235,7 @@ class PadImage(_Pad):
         y = self.output(0, self._ypshape, x.dtype)
         if self.args.mode == "constant":
             y.fill(self.args.value)
-            np.copyto(y[self._inner], x)
+            np.copyto(y[self._inner], x[self._src])
             return
         cur = x
         for k, (a, m) in enumerate(self._maps):
@@ -257,7 +272,8 @@ class PadImageGradient(_Pad):
             self._prepare(xshape)
         dx = self.output(0, xshape, dy.dtype)
         if self.args.mode == "constant":
-            np.copyto(dx, dy[self._inner])
+            dx.fill(0)
+            np.copyto(dx[self._src], dy[self._inner])
             return
         cur = dy
         for a, m in self._maps:

@@ -222,12 +222,14 @@ class _INBase(NormOp):
     args=_IN_ARGS,
     input_docs=[("X", "input"), ("scale", "(C,)"), ("bias", "(C,)")],
     output_docs=[("Y", "normalized output"), ("saved_mean", "optional (N, C)"), ("saved_inv_stdev", "optional (N, C)")],
+    allow_inplace={(0, 0)},
     infer=_infer_in,
     category="normalization",
 )
 class InstanceNorm(_INBase):
     """Instance normalization (Caffe2's InstanceNorm): each (sample, channel) plane is
-    normalized by its own mean and 1/sqrt(var + epsilon), then scaled and shifted per channel."""
+    normalized by its own mean and 1/sqrt(var + epsilon), then scaled and shifted per channel.
+    Y may be X's blob (in place, as Caffe2 allows): the statistics are taken before Y is written."""
 
     def run(self) -> None:
         x = self.input(0)
