@@ -133,7 +133,8 @@ ERRORS = [
     ("NHWC2NCHW", 1, 1, {}, [np.zeros((2, 3), np.float32)], ShapeError, r"'I0' needs >= 3 dims, got \(2, 3\)"),
     ("PadImage", 1, 1, dict(pad=3, mode="reflect"), [X4], ShapeError, r"reflect padding.*\(3, 3\)"),
     ("PadImage", 1, 1, dict(pads=[1, 1, 1]), [X4], ArgumentError, "even length"),
-    ("PadImage", 1, 1, dict(pad=-1), [X4], ArgumentError, ">= 0"),
+    # Caffe2 crops with negative pads; cropping more than the input is refused
+    ("PadImage", 1, 1, dict(pad=-2), [X4], ShapeError, r"crop more than.*\(3, 3\)"),
     ("PadImage", 1, 1, dict(pad=1, legacy_pad=VALID), [X4], ArgumentError, "legacy_pad VALID"),
     ("ResizeNearest", 1, 1, dict(width_scale=0.0), [X4], ArgumentError, "must be > 0"),
     ("ResizeNearest", 1, 1, {}, [X4[0]], ShapeError, r"4-d, got \(2, 3, 3\)"),
