@@ -12,6 +12,7 @@ from framework.ops.registry import all_schemas, get_schema, has_op, register_op,
 # Op families, one package each: importing a package registers its ops.
 from framework.ops import (  # noqa: E402,F401  isort:skip
     control,
+    detection,
     distributed,
     io,
     math,
