@@ -160,6 +160,19 @@ def _create_subnet(net_def: NetDef, ws: Any) -> Any:
     return cls(graph, ws)
 
 
+def _compile_subnet(net_def: NetDef) -> Any:
+    from framework.net.base import net_class
+    from framework.net.graph import compile_graph
+
+    graph = compile_graph(net_def, lambda name: True)
+    return graph, net_class(graph.net_def.type, f'nested net "{graph.net_def.name}"')
+
+
+def _bind_subnet(compiled: Any, ws: Any) -> Any:
+    graph, cls = compiled
+    return cls(graph, ws)
+
+
 def _backward_pass(ops: Iterable[OperatorDef], ys: dict[str, Any]) -> tuple[list, dict[str, Any]]:
     from framework.net.backward import get_backward_pass
 
@@ -169,4 +182,6 @@ def _backward_pass(ops: Iterable[OperatorDef], ys: dict[str, Any]) -> tuple[list
 def install_services() -> None:
     from framework.ops.control import subnet
 
-    subnet.install(create_net=_create_subnet, backward_pass=_backward_pass)
+    subnet.install(
+        create_net=_create_subnet, compile_net=_compile_subnet, bind_net=_bind_subnet, backward_pass=_backward_pass
+    )

@@ -15,7 +15,7 @@ from framework.memory.tensor import Tensor
 from framework.ops.control.subnet import build, net_arg
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op
-from framework.ops.schema import NET, REQUIRED, UNKNOWN, Arg
+from framework.ops.schema import NET, UNKNOWN, Arg
 
 
 def _unknown_outputs(args, ins):
@@ -43,9 +43,13 @@ def read_condition(op: Operator, i: int = 0) -> bool:
     "If",
     inputs=(1, float("inf")),
     outputs=(0, float("inf")),
-    input_docs=[("condition", "Scalar (one-element) bool tensor")],
+    input_docs=[
+        ("condition", "Scalar (one-element) bool tensor"),
+        ("inputs", "Blobs the nested nets read (ordering, gradients)"),
+    ],
+    output_docs=[("outputs", "Blobs the nested nets write (ordering, gradients)")],
     args=[
-        Arg("then_net", NET, REQUIRED, "Net run when the condition is true"),
+        Arg("then_net", NET, None, "Net run when the condition is true"),
         Arg("else_net", NET, None, "Net run when the condition is false (optional)"),
     ],
     allow_inplace=lambda i, o: True,
@@ -78,9 +82,13 @@ class If(Operator):
     "While",
     inputs=(1, float("inf")),
     outputs=(0, float("inf")),
-    input_docs=[("condition", "Scalar (one-element) bool tensor, re-read before every iteration")],
+    input_docs=[
+        ("condition", "Scalar (one-element) bool tensor, re-read before every iteration"),
+        ("inputs", "Blobs the nested nets read"),
+    ],
+    output_docs=[("outputs", "Blobs the nested nets write")],
     args=[
-        Arg("loop_net", NET, REQUIRED, "Net executed on each iteration"),
+        Arg("loop_net", NET, None, "Net executed on each iteration"),
         Arg("cond_net", NET, None, "Net run before each check of the condition, to recompute it (optional)"),
     ],
     allow_inplace=lambda i, o: True,

@@ -82,6 +82,8 @@ class EnforceFinite(Operator):
     "Free",
     inputs=(1, float("inf")),
     outputs=lambda n: n >= 1,
+    input_docs=[("blobs", "Blobs to free")],
+    output_docs=[("blobs", "The same blobs, now empty")],
     enforce_inplace="all",
     infer=lambda args, ins: [UNKNOWN] * args.num_outputs,
     category="control",

@@ -19,7 +19,7 @@ from framework.ops.control.subnet import build, net_arg
 from framework.ops.gradient import no_gradient
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op
-from framework.ops.schema import INT, NET, REQUIRED, UNKNOWN, Arg
+from framework.ops.schema import INT, NET, UNKNOWN, Arg
 
 
 @register_op(
@@ -31,8 +31,9 @@ from framework.ops.schema import INT, NET, REQUIRED, UNKNOWN, Arg
         ("first_iter_condition", "Dynamic condition value for the first iteration (used if has_cond is True)"),
         ("initial", "Initial values of the loop-carried dependencies (the remaining inputs)"),
     ],
+    output_docs=[("outputs", "Final loop-carried dependencies, then the scan outputs (stacked per iteration)")],
     args=[
-        Arg("body", NET, REQUIRED, "Net executed on each iteration"),
+        Arg("body", NET, None, "Net executed on each iteration"),
         Arg("has_trip_count", INT, 0, "Whether to use the trip count input"),
         Arg("has_cond", INT, 0, "Whether to use the condition input"),
         Arg("save_scopes", INT, 0, "Whether to save the scopes across iterations, as in for backprop"),

@@ -20,7 +20,7 @@ from framework.ops.control.subnet import build, net_arg
 from framework.ops.gradient import no_gradient
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op
-from framework.ops.schema import BOOL, INTS, NET, REQUIRED, STRINGS, UNKNOWN, Arg, TensorSpec
+from framework.ops.schema import BOOL, INTS, NET, STRINGS, UNKNOWN, Arg, TensorSpec
 
 
 class WorkspaceStack:
@@ -133,8 +133,10 @@ class HasScope(Operator):
     "Do",
     inputs=(1, float("inf")),
     outputs=(1, float("inf")),
+    input_docs=[("inputs", "Outer blobs bound to inner names; the last input is the scope blob")],
+    output_docs=[("outputs", "Outer blobs bound to inner names; the last output is the scope blob (same as input)")],
     args=[
-        Arg("net", NET, REQUIRED, "Subnet with blob bindings"),
+        Arg("net", NET, None, "Subnet with blob bindings"),
         Arg("inner_blobs", STRINGS, (), "List of inner net blob names to bind to outer workspace"),
         Arg(
             "outer_blobs_idx",

@@ -8,6 +8,8 @@ two callables here when it is imported:
 - ``create_net(net_def, ws)``: validate ``net_def`` and build it bound to the
   blobs of ``ws``; returns an object with ``run()`` (a compiled net: its ops
   are built once and reused on every run, no re-validation);
+- ``compile_net(net_def)`` / ``bind_net(compiled, ws)``: the same in two
+  halves, so a step net validated once is bound to one workspace per time step;
 - ``backward_pass(ops, ys)``: the gradient ops of ``ops`` for the initial
   gradients ``ys`` ({blob: gradient blob}) and the map blob -> gradient, used
   by the gradient makers of If, Do and While.
@@ -37,6 +39,16 @@ def _service(name: str) -> Callable[..., Any]:
 
 def create_net(net_def: NetDef, ws: Any) -> Any:
     return _service("create_net")(net_def, ws)
+
+
+def compile_net(net_def: NetDef) -> Any:
+    """Validate ``net_def`` once; the result is bound to any number of workspaces by bind_net."""
+    return _service("compile_net")(net_def)
+
+
+def bind_net(compiled: Any, ws: Any) -> Any:
+    """Build the ops of a compiled net against ``ws`` (no re-validation); returns an object with run()."""
+    return _service("bind_net")(compiled, ws)
 
 
 def backward_pass(ops: Any, ys: dict[str, Any]) -> tuple[list, dict[str, Any]]:

@@ -1,0 +1,189 @@
+"""RecurrentNetwork's plumbing: step workspaces, links, gradient accumulation, the blob fetcher.
+
+- ``rnn_internal_apply_link`` makes a step-net blob (internal) a view of
+  ``window`` time steps of a sequence blob (external) at ``t + offset``, so a
+  step reads its input and writes its states in place, without copies.
+- ``rnn_internal_accumulate_gradient_input`` adds the external gradient of
+  step ``t`` into the states gradient at ``t + offset``.
+- ``ScratchWorkspaces``: the step workspaces a RecurrentNetwork keeps for
+  its gradient (the op's last output), and their compiled step nets.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from framework.errors import ShapeError, TypeMismatchError
+from framework.memory.tensor import Tensor
+from framework.memory.workspace import Workspace
+from framework.ops.gradient import no_gradient
+from framework.ops.operator import Operator
+from framework.ops.registry import register_op
+from framework.ops.schema import INT, STRING, UNKNOWN, Arg, TensorSpec
+
+
+class ScratchWorkspaces:
+    """Step workspaces of one RecurrentNetwork (Caffe2's detail::ScratchWorkspaces)."""
+
+    def __init__(self) -> None:
+        self.step_workspaces: list[Workspace] = []
+        self.shared_ws: Workspace | None = None
+        self.nets: dict[tuple[int, int], Any] = {}  # (id(compiled net), t) -> net bound in step t
+
+    def step(self, t: int) -> Workspace:
+        while len(self.step_workspaces) <= t:
+            self.step_workspaces.append(
+                Workspace(
+                    self.shared_ws.root_folder, parent=self.shared_ws, name=f"rnn_step{len(self.step_workspaces)}"
+                )
+            )
+        return self.step_workspaces[t]
+
+    def __repr__(self) -> str:
+        return f"<ScratchWorkspaces {len(self.step_workspaces)} steps>"
+
+
+def set_timestep(ws: Workspace, name: str, t: int) -> None:
+    """The int32 [1] timestep blob of a step workspace, written in place when it exists."""
+    blob = ws._blobs.get(name) or ws.create_local_blob(name)
+    obj = blob._obj
+    if type(obj) is Tensor and obj._array is not None and obj._array.shape == (1,) and obj._array.dtype == np.int32:
+        obj._array[0] = t
+        return
+    blob.get_mutable(Tensor).assign(np.array([t], np.int32))
+
+
+def share_view(blob: Any, view: np.ndarray) -> None:
+    """Make ``blob``'s tensor wrap ``view``; a no-op when it already does (keeps array identity)."""
+    t = blob._obj
+    if type(t) is Tensor:
+        arr = t._array
+        if (
+            arr is not None
+            and arr.shape == view.shape
+            and arr.dtype == view.dtype
+            and arr.__array_interface__["data"][0] == view.__array_interface__["data"][0]
+        ):
+            return
+    else:
+        t = blob.get_mutable(Tensor)
+    t.share_external(view)
+    t.data()  # build the view now, so later ops see a stable array object
+
+
+def timestep_of(op: Operator, i: int = 0) -> int:
+    ts = op.input(i)
+    if ts.dtype.kind not in "iu" or ts.size < 1:
+        raise TypeMismatchError(
+            f"{op.describe()}: timestep '{op.input_names[i]}' must be an integer tensor with a value, found {ts.dtype}"
+        )
+    return int(ts.reshape(-1)[0])
+
+
+@register_op(
+    "rnn_internal_apply_link",
+    inputs=2,
+    outputs=2,
+    enforce_inplace={(1, 1)},
+    input_docs=[("timestep", "int32 t"), ("external", "sequence blob")],
+    output_docs=[("internal", "view of external[t + offset : t + offset + window]"), ("external", "unchanged")],
+    args=[Arg("offset", INT, -1, "time offset of the view"), Arg("window", INT, -1, "time steps in the view")],
+    infer=lambda args, ins: [UNKNOWN, ins[1] if len(ins) > 1 else UNKNOWN],
+    category="rnn",
+    private=True,
+)
+class ApplyLink(Operator):
+    """Internal RNN operator: output 0 (internal) becomes a view of ``window`` time steps of
+    input 1 (external, also output 1) starting at ``timestep + offset``. No data is copied."""
+
+    def setup(self) -> None:
+        if self.args.offset < 0:
+            raise self.arg_error("offset not set")
+        if self.args.window < 0:
+            raise self.arg_error("window not set")
+
+    def run(self) -> None:
+        t = timestep_of(self)
+        ext = self.input(1)
+        a = self.args
+        if ext.ndim < 1 or ext.size == 0:
+            raise ShapeError(f"{self.describe()}: external '{self.input_names[1]}' is empty ({list(ext.shape)})")
+        start = t + a.offset
+        if start < 0 or start + a.window > ext.shape[0]:
+            raise ShapeError(
+                f"{self.describe()}: link window [{start}, {start + a.window}) is outside '{self.input_names[1]}' "
+                f"with {ext.shape[0]} time steps"
+            )
+        share_view(self.outputs[0], ext[start : start + a.window])
+
+
+@register_op(
+    "rnn_internal_accumulate_gradient_input",
+    inputs=3,
+    outputs=(1, float("inf")),
+    enforce_inplace={(2, 0)},
+    input_docs=[("timestep", "int32 t"), ("og", "external gradient sequence"), ("g", "states gradient")],
+    output_docs=[("g", "states gradient, step t + offset incremented")],
+    args=[Arg("offset", INT, -1, "time offset of the destination")],
+    infer=lambda args, ins: [ins[2] if len(ins) > 2 else UNKNOWN] * args.num_outputs,
+    category="rnn",
+    private=True,
+)
+class AccumulateInputGradient(Operator):
+    """Internal RNN operator: g[timestep + offset] += og[timestep] (inputs timestep, og, g)."""
+
+    def setup(self) -> None:
+        if self.args.offset < 0:
+            raise self.arg_error("Offset not set")
+
+    def run(self) -> None:
+        t = timestep_of(self)
+        og, g = self.input(1), self.input(2)
+        dst = t + self.args.offset
+        if g.ndim < 1 or dst >= g.shape[0] or t >= og.shape[0] or og.shape[1:] != g.shape[1:]:
+            raise ShapeError(
+                f"{self.describe()}: cannot add step {t} of '{self.input_names[1]}' {list(og.shape)} into step "
+                f"{dst} of '{self.input_names[2]}' {list(g.shape)}"
+            )
+        g[dst] += og[t]
+
+
+@register_op(
+    "RecurrentNetworkBlobFetcher",
+    inputs=1,
+    outputs=1,
+    input_docs=[("ScratchWorkspaceBlob", "Name of scratch workspace blob returned by recurrent network.")],
+    output_docs=[("blob_names", "1D tensor of strings containing extracted blob names.")],
+    args=[Arg("prefix", STRING, "rnn", "Prefix string to prepend extracted blobs.")],
+    infer=lambda args, ins: [TensorSpec((None,), np.dtype(object))],
+    category="rnn",
+)
+class RecurrentNetworkBlobFetcher(Operator):
+    """Retrieves blobs from scratch workspaces (which contain intermediate recurrent network
+    computation for each timestep) and puts them in the global workspace under
+    ``<prefix>_<blob name><timestep>``."""
+
+    def run(self) -> None:
+        obj = self.inputs[0]._obj
+        if type(obj) is not ScratchWorkspaces:
+            found = "an empty blob" if obj is None else type(obj).__qualname__
+            raise TypeMismatchError(
+                f"{self.describe()}: '{self.input_names[0]}' must hold the step workspaces of a RecurrentNetwork "
+                f"(its last output), found {found}"
+            )
+        names = []
+        for i, ws in enumerate(obj.step_workspaces):
+            for name in ws.local_blobs():
+                t = ws.get_blob(name)._obj
+                if type(t) is not Tensor or not t.is_initialized:
+                    continue
+                new = f"{self.args.prefix}_{name}{i}"
+                self.workspace.feed_blob(new, np.array(t.data(), copy=True))
+                names.append(new.encode())
+        out = self.output(0, (len(names),), object)
+        out[:] = names
+
+
+no_gradient("RecurrentNetworkBlobFetcher")
