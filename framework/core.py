@@ -118,7 +118,8 @@ from framework.builder import (  # noqa: E402
     UnknownOperatorAttributeError,
     execution_step,
 )
-from framework.net.backward import GradientRegistry, GradientSlice  # noqa: E402,F401
+from framework.net.backward import GradientRegistry as _GradientRegistry  # noqa: E402
+from framework.net.backward import GradientSlice  # noqa: E402
 from framework.scope import (  # noqa: E402
     CurrentDeviceScope,
     CurrentNameScope,
@@ -129,8 +130,83 @@ from framework.scope import (  # noqa: E402
     ScopedName,
 )
 
+
+class GradientRegistry(_GradientRegistry):
+    """Caffe2's GradientRegistry (makers registered here are shared with the net layer's)."""
+
+    @classmethod
+    def GetBackwardPass(  # noqa: N802
+        cls, operators: Iterable[OperatorDef], ys: Any, ys_generate_gradient: bool = False
+    ) -> tuple[list[OperatorDef], dict[BlobReference, Any]]:
+        """(gradient ops, {blob: gradient}) with BlobReferences as Caffe2 returns them (blobs
+        without a gradient are left out; sparse gradients are GradientSlices of references)."""
+        ops, grads = _GradientRegistry.GetBackwardPass(operators, ys, ys_generate_gradient)
+        out: dict[BlobReference, Any] = {}
+        for key, val in grads.items():
+            if val is None:
+                continue
+            if isinstance(val, GradientSlice):
+                val = GradientSlice(BlobReference(val.indices), BlobReference(val.values))
+            else:
+                val = BlobReference(val)
+            out[BlobReference(key)] = val
+        return ops, out
+
+
+def IsOperator(op_type: str) -> bool:  # noqa: N802
+    """Whether ``op_type`` is a registered operator type."""
+    from framework.ops.registry import has_op
+
+    return has_op(str(op_type))
+
+
+def IsOperatorWithEngine(op_type: str, engine: str) -> bool:  # noqa: N802
+    """Engines run the default CPU implementation here: true for every registered type."""
+    return IsOperator(op_type)
+
+
+def IsGPUDeviceType(device_type: int) -> bool:  # noqa: N802
+    from framework.proto.caffe2_pb2 import CUDA, HIP
+
+    return device_type in (CUDA, HIP)
+
+
+def InferOpBlobDevicesAsDict(op: OperatorDef) -> tuple[dict, dict]:  # noqa: N802
+    """Every blob of ``op`` on the op's device (one CPU device here)."""
+    dev = op.device_option if op.HasField("device_option") else DeviceOption()
+    return {i: dev for i in op.input}, {o: dev for o in op.output}
+
+
+def CreatePythonOperator(  # noqa: N802
+    f: Any,
+    inputs: Any,
+    outputs: Any,
+    grad_f: Any = None,
+    pass_workspace: bool = False,
+    python_func_type: Any = None,
+    *args: Any,
+    **kwargs: Any,
+) -> OperatorDef:
+    """A ``Python`` op calling ``f(inputs, outputs)`` (see framework.ops.tensor.python_op).
+
+    ``f`` (and ``grad_f``) are registered in this process under a fresh token that the op
+    carries; a net saved and read back elsewhere cannot run them (only the program that
+    registered a function can), and a NetDef never carries code.
+    """
+    from framework.ops.tensor.python_op import register_python_function
+
+    if python_func_type is not None:  # Caffe2: a class whose instance is the function
+        f = python_func_type(f) if not callable(f) else f
+    kwargs["token"] = register_python_function(f, grad_f, pass_workspace)
+    return CreateOperator("Python", inputs, outputs, *args, **kwargs)
+
+
 __all__ = [
     "BlobReference",
+    "CreatePythonOperator",
+    "IsGPUDeviceType",
+    "IsOperator",
+    "IsOperatorWithEngine",
     "CreateOperator",
     "CurrentDeviceScope",
     "CurrentNameScope",

@@ -186,7 +186,7 @@ class HypothesisTestCase(unittest.TestCase):
             return list(out)
 
         with temp_workspace():
-            ws = fw.C()
+            ws = fw.current()
             outputs = testing.assert_reference_checks(
                 op,
                 inputs,

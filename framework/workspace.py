@@ -13,23 +13,102 @@ array([1., 2.])
 
 from __future__ import annotations
 
+import contextlib
 import os
 from typing import Any, Iterator
 
+from framework.caffe2 import c_extension as C  # noqa: N812 - Caffe2's name; C() is the current workspace
 from framework.errors import FrameworkError
 from framework.memory.blob import Blob
-from framework.memory.workspace import Workspace
+from framework.memory.workspace import Workspace as _Workspace
+from framework.proto import caffe2_pb2
 
-_workspaces: dict[str, Workspace] = {"default": Workspace(name="default")}
+_workspaces: dict[str, _Workspace] = {"default": _Workspace(name="default")}
 _current = ["default"]
 
 
-def C() -> Workspace:  # noqa: N802
-    """The current Workspace object (``workspace.C()`` gives the object to pass around)."""
+def current() -> _Workspace:
+    """The current Workspace object (also ``workspace.C()`` and ``workspace.C.Workspace.current``)."""
     return _workspaces[_current[0]]
 
 
-current = C
+# Caffe2's ``workspace.Workspace`` (``C.Workspace``): the class; ``Workspace.current`` is the current one
+Workspace = C.Workspace
+
+# -- the build: CPU only (Caffe2's answers without CUDA/HIP) -------------------------------------------
+is_asan = C.is_asan
+has_cuda_support = C.has_cuda_support
+has_hip_support = C.has_hip_support
+has_gpu_support = C.has_gpu_support
+GpuDeviceType = caffe2_pb2.CUDA  # as Caffe2 without GPU support (tests name it anyway)
+NumCudaDevices = C.num_cuda_devices
+NumGpuDevices = C.num_cuda_devices
+GetCUDAVersion = C.get_cuda_version
+GetCuDNNVersion = C.get_cudnn_version
+IsNUMAEnabled = C.is_numa_enabled
+GetNumNUMANodes = C.get_num_numa_nodes
+RegisteredOperators = C.registered_operators
+GlobalInit = C.global_init
+
+
+def GetDeviceProperties(device_id: int) -> None:  # noqa: N802
+    return None
+
+
+def GetGpuPeerAccessPattern() -> Any:  # noqa: N802
+    import numpy as np
+
+    return np.array([])
+
+
+def GetGPUMemoryInfo() -> None:  # noqa: N802
+    return None
+
+
+# -- names: Caffe2's Stringify helpers ---------------------------------------------------------------
+def StringifyProto(obj: Any) -> Any:  # noqa: N802
+    """A string as is; a protobuf message (or an object with ``Proto()``) serialized."""
+    if isinstance(obj, (str, bytes)):
+        return obj
+    if hasattr(obj, "SerializeToString"):
+        return obj.SerializeToString()
+    if hasattr(obj, "Proto"):
+        return obj.Proto().SerializeToString()
+    raise ValueError(f"Unexpected argument to StringifyProto of type {type(obj).__name__}")
+
+
+def _stringify_name(name: Any, expected_type: str) -> str:
+    if isinstance(name, str):
+        return name
+    if type(name).__name__ != expected_type:
+        raise TypeError(f"Expected a string or {expected_type}, got {type(name).__name__}")
+    return str(name)
+
+
+def StringifyBlobName(name: Any) -> str:  # noqa: N802
+    return _stringify_name(name, "BlobReference")
+
+
+def StringifyNetName(name: Any) -> str:  # noqa: N802
+    if type(name).__name__ == "Net":
+        return name.Name()  # (Caffe2's str(net) is its name; ours prints the net)
+    return _stringify_name(name, "Net")
+
+
+def GetNetName(net: Any) -> str:  # noqa: N802
+    if isinstance(net, str):
+        return net
+    if type(net).__name__ == "Net":
+        return net.Name()
+    if hasattr(net, "op") and hasattr(net, "name"):
+        return net.name
+    raise TypeError(f"Not a Net object: {net!r}")
+
+
+def GetNameScope() -> str:  # noqa: N802
+    from framework.scope import CurrentNameScope
+
+    return CurrentNameScope()
 
 
 # -- workspaces ----------------------------------------------------------------
@@ -41,6 +120,17 @@ def Workspaces() -> list[str]:  # noqa: N802
     return list(_workspaces)
 
 
+@contextlib.contextmanager
+def WorkspaceGuard(workspace_name: str) -> Iterator[None]:  # noqa: N802
+    """Switch to ``workspace_name`` (created if missing) for the block, then back."""
+    previous = CurrentWorkspace()
+    SwitchWorkspace(workspace_name, True)
+    try:
+        yield
+    finally:
+        SwitchWorkspace(previous)
+
+
 def SwitchWorkspace(name: str, create_if_missing: bool | None = None) -> None:  # noqa: N802
     """Make ``name`` the current workspace; create it (empty, root folder ".") only if asked."""
     name = str(name)
@@ -50,7 +140,7 @@ def SwitchWorkspace(name: str, create_if_missing: bool | None = None) -> None:  
                 f"workspace '{name}' does not exist; pass create_if_missing=True to create it. "
                 f"Existing: {', '.join(_workspaces)}"
             )
-        _workspaces[name] = Workspace(name=name)
+        _workspaces[name] = _Workspace(name=name)
     _current[0] = name
 
 
@@ -60,7 +150,7 @@ def ResetWorkspace(root_folder: str | None = None) -> bool:  # noqa: N802
     folder = old.root_folder if root_folder is None else root_folder
     if root_folder is not None:
         os.makedirs(folder, exist_ok=True)
-    _workspaces[_current[0]] = Workspace(root_folder=folder, name=old.name)
+    _workspaces[_current[0]] = _Workspace(root_folder=folder, name=old.name)
     return True
 
 
@@ -95,6 +185,11 @@ def Blobs() -> list[str]:  # noqa: N802
 def CreateBlob(name: Any) -> bool:  # noqa: N802
     C().create_blob(str(name))
     return True
+
+
+def ResetBlob(name: Any) -> bool:  # noqa: N802
+    """Empty blob ``name`` (it stays in the workspace, holding nothing)."""
+    return C.reset_blob(name)
 
 
 def RemoveBlob(name: Any) -> bool:  # noqa: N802
@@ -148,6 +243,12 @@ blobs = _BlobsView()
 # -- ops, nets and plans (implemented in framework.net) -------------------------------
 def RunOperatorOnce(operator: Any) -> bool:  # noqa: N802
     C().run_operator_once(operator)
+    return True
+
+
+def RunOperatorMultiple(operator: Any, num_runs: int) -> bool:  # noqa: N802
+    for _ in range(int(num_runs)):
+        RunOperatorOnce(operator)
     return True
 
 
@@ -238,5 +339,5 @@ def _net_name(net: Any) -> str:
     return net.name
 
 
-__all__ = [n for n in dir() if n[:1].isupper() and n not in ("Any", "Iterator", "FrameworkError", "Workspace", "Blob")]
-__all__ += ["blobs", "Blob"]
+__all__ = [n for n in dir() if n[:1].isupper() and n not in ("Any", "Iterator", "FrameworkError", "Blob")]
+__all__ += ["blobs", "Blob", "current", "has_gpu_support", "has_cuda_support", "has_hip_support", "is_asan"]

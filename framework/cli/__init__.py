@@ -17,6 +17,7 @@ from typing import Sequence
 from framework.cli import (
     db_tools,
     draw,
+    exec_script,
     export,
     inspect,
     launch,
@@ -32,7 +33,22 @@ from framework.cli import (
 from framework.distributed import end_job
 from framework.errors import FrameworkError
 
-COMMANDS = (run, train, predict, inspect, draw, profile, ops, make_db, db_tools, launch, plot, export, summary)
+COMMANDS = (
+    run,
+    train,
+    predict,
+    inspect,
+    draw,
+    profile,
+    ops,
+    make_db,
+    db_tools,
+    launch,
+    plot,
+    export,
+    summary,
+    exec_script,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -93,8 +109,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _debug_first(argv: list[str]) -> list[str]:
-    """``--debug`` works before or after the subcommand (not inside what `launch` passes on)."""
-    cut = argv.index("launch") if "launch" in argv else len(argv)
+    """``--debug`` works before or after the subcommand (not inside what `launch` or `exec` pass on)."""
+    cut = min([argv.index(c) for c in ("launch", "exec") if c in argv] or [len(argv)])
     if "--debug" in argv[:cut]:
         argv = ["--debug"] + [a for i, a in enumerate(argv) if not (i < cut and a == "--debug")]
     return argv

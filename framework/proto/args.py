@@ -9,6 +9,7 @@ float -> f; int/bool -> i; str/bytes -> s; NetDef -> n; other message -> s
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -40,7 +41,8 @@ def make_argument(key: str, value: Any) -> Argument:
         arg.t.CopyFrom(value)
     elif _is_message(value):
         arg.s = value.SerializeToString()
-    elif isinstance(value, (list, tuple)):
+    elif isinstance(value, Iterable) and not isinstance(value, (dict, str, bytes)):
+        # any iterable, as Caffe2's MakeArgument (lists, tuples, range, generators, sets)
         items = [v.item() if isinstance(v, np.generic) else v for v in value]
         if all(isinstance(v, (int, bool)) for v in items):
             arg.ints.extend(int(v) for v in items)

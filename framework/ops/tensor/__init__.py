@@ -7,6 +7,7 @@ from framework.ops.tensor import (  # noqa: F401
     concat_split,
     data_movement,
     fills,
+    python_op,
     random_fills,
     shape_ops,
 )

@@ -1,0 +1,176 @@
+"""``workspace.C`` / ``caffe2.python._import_c_extension``: the names Caffe2's pybind module
+offered that scripts touch, answered by this (CPU-only, numpy) framework.
+
+The module is also callable: ``workspace.C()`` is the current ``Workspace`` object (this
+framework's older spelling); ``C.Workspace.current`` is the same object, as in Caffe2.
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+from typing import Any
+
+from framework.memory.blob import Blob
+from framework.memory.tensor import Tensor
+from framework.memory.workspace import Workspace as _Workspace
+
+# CPU-only build: no CUDA, no HIP, no MKL-DNN (ideep), no ASAN
+has_cuda_support = False
+has_hip_support = False
+has_gpu_support = False
+has_mkldnn = False
+use_mkldnn = False
+is_asan = False
+TensorCPU = Tensor
+
+
+def _ws() -> Any:
+    from framework import workspace
+
+    return workspace
+
+
+class _WorkspaceType(type):
+    """``C.Workspace.current`` is the current workspace; instances of this framework's
+    Workspace count as ``C.Workspace`` instances."""
+
+    @property
+    def current(cls) -> _Workspace:
+        return _ws().current()
+
+    def __instancecheck__(cls, obj: Any) -> bool:
+        return isinstance(obj, _Workspace)
+
+
+class Workspace(_Workspace, metaclass=_WorkspaceType):
+    """``C.Workspace()``: a new, empty workspace (not registered by name), as Caffe2's."""
+
+
+def num_cuda_devices() -> int:
+    return 0
+
+
+def num_hip_devices() -> int:
+    return 0
+
+
+def get_cuda_version() -> int:
+    return 0
+
+
+def get_cudnn_version() -> int:
+    return 0
+
+
+def is_numa_enabled() -> bool:
+    return False
+
+
+def get_num_numa_nodes() -> int:
+    return 0
+
+
+def registered_operators() -> list[str]:
+    from framework.ops.registry import registered_ops
+
+    return list(registered_ops())
+
+
+def global_init(args: Any = None) -> bool:
+    """Caffe2's GlobalInit(["caffe2", "--caffe2_log_level=0", ...]): flags are accepted and
+    ignored (they tune the C++ runtime); a non-list is refused as Caffe2's binding does."""
+    if args is not None and not isinstance(args, (list, tuple)):
+        raise TypeError(f"GlobalInit takes a list of strings, got {type(args).__name__}")
+    return True
+
+
+def blobs() -> list[str]:
+    return _ws().Blobs()
+
+
+def has_blob(name: Any) -> bool:
+    return _ws().HasBlob(name)
+
+
+def create_blob(name: Any) -> bool:
+    return _ws().CreateBlob(name)
+
+
+def fetch_blob(name: Any) -> Any:
+    return _ws().FetchBlob(name)
+
+
+def feed_blob(name: Any, arr: Any, device_option: Any = None) -> bool:
+    return _ws().FeedBlob(name, arr, device_option)
+
+
+def reset_blob(name: Any) -> bool:
+    _ws().current().get_blob(str(name)).reset()
+    return True
+
+
+def serialize_blob(name: Any) -> bytes:
+    return _ws().SerializeBlob(name)
+
+
+def deserialize_blob(name: Any, serialized: bytes) -> bool:
+    return _ws().DeserializeBlob(name, serialized)
+
+
+def current_workspace() -> str:
+    return _ws().CurrentWorkspace()
+
+
+def switch_workspace(name: str, create_if_missing: bool = False) -> None:
+    _ws().SwitchWorkspace(name, create_if_missing)
+
+
+def workspaces() -> list[str]:
+    return _ws().Workspaces()
+
+
+def root_folder() -> str:
+    return _ws().RootFolder()
+
+
+def reset_workspace(root: str | None = None) -> bool:
+    return _ws().ResetWorkspace(root)
+
+
+def nets() -> list[str]:
+    return _ws().Nets()
+
+
+def run_operator_once(op: Any) -> bool:
+    return _ws().RunOperatorOnce(op)
+
+
+def run_net_once(net: Any) -> bool:
+    return _ws().RunNetOnce(net)
+
+
+def run_net(name: Any, num_iter: int = 1, allow_fail: bool = False) -> bool:
+    return _ws().RunNet(name, num_iter, allow_fail)
+
+
+def create_net(net: Any, overwrite: bool = False) -> bool:
+    return _ws().CreateNet(net, overwrite)
+
+
+def run_plan(plan: Any) -> bool:
+    return _ws().RunPlan(plan)
+
+
+def benchmark_net(name: Any, warmup_runs: int, main_runs: int, run_individual: bool) -> list[float]:
+    return _ws().BenchmarkNet(name, warmup_runs, main_runs, run_individual)
+
+
+class _CallableModule(types.ModuleType):
+    def __call__(self) -> _Workspace:
+        return _ws().current()
+
+
+sys.modules[__name__].__class__ = _CallableModule
+
+__all__ = ["Blob", "Tensor", "TensorCPU", "Workspace", "has_gpu_support", "has_mkldnn"]

@@ -1,0 +1,47 @@
+"""Run a script or module with the caffe2 import hook installed (``python -m framework.caffe2``,
+``framework exec``). The script is the user's own program, run as ``__main__`` with its own
+``sys.argv``; exit codes and exceptions are the script's."""
+
+from __future__ import annotations
+
+import os
+import runpy
+import sys
+
+USAGE = "usage: python -m framework.caffe2 script.py [args...]  |  python -m framework.caffe2 -m module [args...]"
+
+
+def run(target: str, args: list[str], module: bool = False) -> None:
+    """Install the hook and run ``target`` (a path, or a module name with ``module``) as __main__."""
+    from framework.caffe2 import install
+
+    install()
+    if module:
+        sys.argv = [target, *args]
+        runpy.run_module(target, run_name="__main__", alter_sys=True)
+        return
+    if not os.path.isfile(target):
+        raise FileNotFoundError(f"framework.caffe2: no script {target!r}")
+    sys.argv = [target, *args]
+    sys.path.insert(0, os.path.dirname(os.path.abspath(target)))
+    runpy.run_path(target, run_name="__main__")
+
+
+def main(argv: list[str]) -> int:
+    if not argv or argv[0] in ("-h", "--help"):
+        print(USAGE, file=sys.stderr if not argv else sys.stdout)
+        return 2 if not argv else 0
+    if argv[0] == "-m":
+        if len(argv) < 2:
+            print(USAGE, file=sys.stderr)
+            return 2
+        run(argv[1], argv[2:], module=True)
+        return 0
+    try:
+        run(argv[0], argv[1:])
+    except FileNotFoundError as e:
+        if str(e).startswith("framework.caffe2:"):
+            print(e, file=sys.stderr)
+            return 2
+        raise
+    return 0

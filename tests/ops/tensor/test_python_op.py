@@ -1,0 +1,92 @@
+"""The "Python" op (core.CreatePythonOperator): functions registered in this process only."""
+
+import numpy as np
+import pytest
+
+from framework import core
+from framework.errors import ArgumentError, OperatorError
+from framework.memory.workspace import Workspace
+from framework.net.backward import get_backward_pass
+from framework.proto.framework_pb2 import OperatorDef
+from framework.testing import run_op_on
+
+
+def _double(inputs, outputs):
+    outputs[0].reshape(inputs[0].shape)
+    outputs[0].data[...] = inputs[0].data * 2
+
+
+def _double_grad(inputs, outputs):  # inputs: X, Y, dY
+    outputs[0].feed(inputs[2].data * 2)
+
+
+def test_python_op_calls_the_registered_function():
+    op = core.CreatePythonOperator(_double, ["X"], ["Y"], grad_f=_double_grad)
+    assert op.type == "Python"
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    np.testing.assert_array_equal(run_op_on(op, [x])[0], x * 2)
+
+
+def test_python_op_gradient_is_caffe2s_python_gradient():
+    op = core.CreatePythonOperator(_double, ["X"], ["Y"], grad_f=_double_grad)
+    ops, grads = get_backward_pass([op], {"Y": "dY"})
+    assert [o.type for o in ops] == ["PythonGradient"]
+    assert list(ops[0].input) == ["X", "Y", "dY"] and list(ops[0].output) == ["X_grad"]
+    ws = Workspace()
+    x, dy = np.ones((2, 2), np.float32), np.full((2, 2), 3.0, np.float32)
+    ws.feed_blob("X", x)
+    ws.feed_blob("dY", dy)
+    ws.run_operator_once(op)
+    ws.run_operator_once(ops[0])
+    np.testing.assert_array_equal(ws.fetch_blob("X_grad"), dy * 2)
+
+
+def test_feed_writes_any_dtype_and_pass_workspace():
+    seen = {}
+
+    def f(inputs, outputs, workspace):
+        seen["ws"] = workspace
+        outputs[0].feed(np.array([1, 2, 3], np.int64))
+
+    ws = Workspace()
+    ws.run_operator_once(core.CreatePythonOperator(f, [], ["out"], pass_workspace=True))
+    assert seen["ws"] is ws and ws.fetch_blob("out").dtype == np.int64
+
+
+def test_a_loaded_token_names_no_code():
+    """A net from a file can only name functions this process registered."""
+    op = OperatorDef(type="Python", input=["X"], output=["Y"])
+    op.arg.add(name="token", s=b"os.system:0")
+    with pytest.raises(ArgumentError, match="no Python function is registered under token 'os.system:0'"):
+        run_op_on(op, [np.zeros(1, np.float32)])
+
+
+def test_errors_of_the_function_name_the_op():
+    def bad(inputs, outputs):
+        raise ValueError("boom")
+
+    with pytest.raises(OperatorError, match="Python.*raised ValueError: boom"):
+        run_op_on(core.CreatePythonOperator(bad, ["X"], ["Y"]), [np.zeros(1, np.float32)])
+    with pytest.raises(OperatorError, match="read before reshape"):
+        run_op_on(core.CreatePythonOperator(lambda i, o: o[0].data, ["X"], ["Y"]), [np.zeros(1, np.float32)])
+
+
+def test_no_grad_f_is_a_gradient_error():
+    from framework.errors import GradientError
+
+    op = core.CreatePythonOperator(_double, ["X"], ["Y"])
+    with pytest.raises(GradientError, match="without grad_f"):
+        get_backward_pass([op], {"Y": "dY"})
+
+
+def test_python_op_numerical_gradient():
+    def square(inputs, outputs):
+        outputs[0].feed(inputs[0].data ** 2)
+
+    def square_grad(inputs, outputs):  # X, Y, dY -> dX
+        outputs[0].feed(2 * inputs[0].data * inputs[2].data)
+
+    from framework.testing import assert_gradient_checks
+
+    op = core.CreatePythonOperator(square, ["X"], ["Y"], grad_f=square_grad)
+    assert_gradient_checks(op, [np.random.default_rng(0).standard_normal((3, 2))], 0, check_inference=False)
