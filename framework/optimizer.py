@@ -9,9 +9,12 @@ op, then per parameter its state blobs (init net) and its update op:
 builder            update op(s)                                  state blobs
 =================  ============================================  ==========================
 build_sgd          WeightedSum(param, ONE, grad, lr) (lr < 0);   ``<p>_momentum``
-                   MomentumSGDUpdate if momentum > 0 (lr > 0)
-build_adagrad      Adagrad / SparseAdagrad (lr < 0)              ``<p>_squared_sum``
-build_adam         Adam / SparseAdam (lr < 0)                    ``<p>_first_moment``, ``<p>_second_moment``
+                   MomentumSGDUpdate if momentum > 0 (lr > 0);
+                   sparse: ScatterWeightedSum / SparseMomentumSGDUpdate
+build_adagrad      Adagrad / SparseAdagrad (lr < 0); rowWise:    ``<p>_squared_sum`` (rowWise sparse:
+                   RowWiseSparseAdagrad for GradientSlices       ``<p>_avg_squared_sum``, one per row)
+build_adam         Adam / SparseAdam (lr < 0); rowWise:          ``<p>_first_moment``, ``<p>_second_moment``
+                   RowWiseSparseAdam for GradientSlices          (rowWise sparse: ``<p>_avg_second_moment``)
 build_rms_prop     RmsProp + WeightedSum (lr < 0)                ``<p>_mean_squares``, ``<p>_momentum``
 =================  ============================================  ==========================
 
@@ -146,9 +149,17 @@ class SgdOptimizer(Optimizer):
         one = self.one(param_init_net)
         self.aux_shared.append(one)
         if isinstance(grad, GradientSlice):
-            if self.momentum:
-                raise FrameworkError("build_sgd: momentum is not supported for sparse gradients")
-            net.ScatterWeightedSum([param, one, grad.indices, grad.values, lr], param)
+            if self.momentum:  # Caffe2: the rows' momentum update, in place on the table
+                m = param_init_net.ConstantFill([param], f"{param}_momentum", value=0.0)
+                self.aux_local.append(m)
+                net.SparseMomentumSGDUpdate(
+                    [grad.values, m, lr, param, grad.indices],
+                    [grad.values, m, param],
+                    momentum=float(self.momentum),
+                    nesterov=int(self.nesterov),
+                )
+            else:
+                net.ScatterWeightedSum([param, one, grad.indices, grad.values, lr], param)
         elif self.momentum > 0:
             m = param_init_net.ConstantFill([param], f"{param}_momentum", value=0.0)
             self.aux_local.append(m)
@@ -179,7 +190,21 @@ class WeightDecayBuilder(Optimizer):
         net.WeightedSum([info.grad, one, info.blob, wd], info.grad)
 
 
+def _rows_of(param_init_net: Any, param: Any) -> int:
+    """The first dimension of ``param`` as the init net creates it (shape inference, as Caffe2's optimizers)."""
+    from framework.net.inference import infer_net
+
+    spec = infer_net(param_init_net.Proto()).get(str(param))
+    if spec is None or not spec.shape or spec.shape[0] is None:
+        raise FrameworkError(f"optimizer: cannot infer the number of rows of '{param}' from the init net")
+    return int(spec.shape[0])
+
+
 class AdagradOptimizer(Optimizer):
+    """Adagrad; with a sparse gradient (GradientSlice) SparseAdagrad, or with ``rowWise`` RowWiseSparseAdagrad
+    (one accumulator per row, ``<p>_avg_squared_sum``). Caffe2 refuses ``rowWise`` for dense gradients;
+    here they get plain Adagrad, so one builder trains a model's dense layers and its embedding tables."""
+
     def __init__(
         self,
         alpha: float = 0.01,
@@ -187,20 +212,28 @@ class AdagradOptimizer(Optimizer):
         decay: float = 1.0,
         weight_decay: float = 0.0,
         policy: str = "fixed",
+        rowWise: bool = False,  # noqa: N803 - Caffe2's argument name
         **kwargs: Any,
     ) -> None:
         super().__init__()
         self.alpha, self.epsilon, self.decay, self.policy, self.init_kwargs = alpha, epsilon, decay, policy, kwargs
         self.weight_decay = weight_decay  # Caffe2: passed to the (Sparse)Adagrad op
+        self.rowWise = rowWise
 
     def _run(self, net: Any, param_init_net: Any, info: Any) -> None:
         param, grad = info.blob, info.grad
         if self.alpha <= 0:
             return
         lr, _ = self.build_lr(net, param_init_net, self.alpha, self.policy, **self.init_kwargs)
+        wd = {"weight_decay": self.weight_decay} if self.weight_decay else {}
+        if self.rowWise and isinstance(grad, GradientSlice):
+            rows = _rows_of(param_init_net, param)
+            h = param_init_net.ConstantFill([], f"{param}_avg_squared_sum", shape=[rows], value=0.0)
+            self.aux_local.append(h)
+            net.RowWiseSparseAdagrad([param, h, grad.indices, grad.values, lr], [param, h], epsilon=self.epsilon, **wd)
+            return
         h = param_init_net.ConstantFill([param], f"{param}_squared_sum", value=0.0)
         self.aux_local.append(h)
-        wd = {"weight_decay": self.weight_decay} if self.weight_decay else {}
         if isinstance(grad, GradientSlice):
             net.SparseAdagrad([param, h, grad.indices, grad.values, lr], [param, h], epsilon=self.epsilon, **wd)
         else:
@@ -216,11 +249,13 @@ class AdamOptimizer(Optimizer):
         beta2: float = 0.999,
         epsilon: float = 1e-8,
         policy: str = "fixed",
+        rowWise: bool = False,  # noqa: N803 - Caffe2's argument name
         **kwargs: Any,
     ) -> None:
         super().__init__()
         self.alpha, self.beta1, self.beta2, self.epsilon = alpha, beta1, beta2, epsilon
         self.policy, self.init_kwargs = policy, kwargs
+        self.rowWise = rowWise
 
     def _run(self, net: Any, param_init_net: Any, info: Any) -> None:
         param, grad = info.blob, info.grad
@@ -228,6 +263,15 @@ class AdamOptimizer(Optimizer):
             return
         lr, it = self.build_lr(net, param_init_net, self.alpha, self.policy, **self.init_kwargs)
         m1 = param_init_net.ConstantFill([param], f"{param}_first_moment", value=0.0)
+        if self.rowWise and isinstance(grad, GradientSlice):  # Caffe2: one second moment per row
+            m2 = param_init_net.ConstantFill(
+                [], f"{param}_avg_second_moment", shape=[_rows_of(param_init_net, param)], value=0.0
+            )
+            self.aux_shared.append(it)
+            self.aux_local += [m1, m2]
+            kw = {"beta1": self.beta1, "beta2": self.beta2, "epsilon": self.epsilon}
+            net.RowWiseSparseAdam([param, m1, m2, grad.indices, grad.values, lr, it], [param, m1, m2], **kw)
+            return
         m2 = param_init_net.ConstantFill([param], f"{param}_second_moment", value=0.0)
         self.aux_shared.append(it)
         self.aux_local += [m1, m2]

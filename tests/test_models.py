@@ -21,7 +21,7 @@ def _generator():
 GEN = _generator()
 
 
-@pytest.mark.parametrize("name", sorted(GEN.MODELS))
+@pytest.mark.parametrize("name", sorted(GEN.ALL))
 def test_model_files_are_current(name):
     for fname, text in GEN.render(name).items():
         path = os.path.join(ROOT, "models", name, fname)
@@ -29,7 +29,7 @@ def test_model_files_are_current(name):
             assert f.read() == text, f"{path} is stale: run `python models/generate.py`"
 
 
-@pytest.mark.parametrize("name", sorted(GEN.MODELS))
+@pytest.mark.parametrize("name", sorted(GEN.ALL))
 def test_model_nets_compile(name):
     folder = os.path.join(ROOT, "models", name)
     assert os.path.exists(os.path.join(folder, "README.md"))

@@ -13,7 +13,13 @@ from framework.cli.data import load_digits_split
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("make-db", help="write a data set into train/test DBs", description=__doc__)
-    p.add_argument("source", choices=["digits", "npy"], help="digits: scikit-learn's bundled digits; npy: your files")
+    p.add_argument(
+        "source",
+        choices=["digits", "clicks", "npy"],
+        help="digits: scikit-learn's bundled digits; clicks: synthetic clicks with a planted logistic truth "
+        "(for models/dlrm_clicks); npy: your files",
+    )
+    p.add_argument("--examples", type=int, default=50000, help="with clicks: examples in all (default 50000)")
     p.add_argument("--out", default=os.path.join("data", "digits"), help="output folder (default data/digits)")
     p.add_argument("--features", help="with npy: features .npy (first axis = examples)")
     p.add_argument("--labels", help="with npy: labels .npy")
@@ -33,8 +39,17 @@ def main(args: argparse.Namespace) -> int:
 
     if not 0 < args.test_fraction < 1:
         raise CLIError(f"--test-fraction must be between 0 and 1, got {args.test_fraction}")
+    planted = None
     if args.source == "digits":
         x_tr, y_tr, x_te, y_te = load_digits_split(args.test_fraction, args.seed)
+    elif args.source == "clicks":
+        from framework.cli.clicks import make_clicks
+
+        if args.examples < 10:
+            raise CLIError(f"--examples must be at least 10, got {args.examples}")
+        x, y, p = make_clicks(args.examples, args.seed)
+        n_test = int(round(len(x) * args.test_fraction))
+        x_te, y_te, planted, x_tr, y_tr = x[:n_test], y[:n_test], p[:n_test], x[n_test:], y[n_test:]
     else:
         if not args.features or not args.labels:
             raise CLIError("make-db npy needs --features X.npy and --labels Y.npy")
@@ -53,6 +68,14 @@ def main(args: argparse.Namespace) -> int:
     np.save(os.path.join(args.out, "sample.npy"), x_te[:8])
     np.save(os.path.join(args.out, "sample_labels.npy"), y_te[:8])
     print(f"wrote {os.path.join(args.out, 'sample.npy')} (8 held-out examples for `framework predict`)")
+    if planted is not None:
+        from framework.cli.clicks import roc_auc
+
+        np.save(os.path.join(args.out, "test_probabilities.npy"), planted)
+        print(
+            f"wrote {os.path.join(args.out, 'test_probabilities.npy')} (the planted click probabilities); "
+            f"best possible test AUC {roc_auc(y_te, planted):.4f}"
+        )
     return 0
 
 

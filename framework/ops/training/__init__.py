@@ -9,5 +9,6 @@ from framework.ops.training import (  # noqa: F401
     adaptive,
     counters,
     sgd,
+    sparse_optimizers,
     training,
 )

@@ -11,6 +11,7 @@ from framework.errors import ShapeError
 from framework.ops.gradient import should_not_do_gradient
 from framework.ops.schema import FLOAT, Arg
 from framework.ops.training.optimizers import UpdateOp, copy_through, update_op
+from framework.ops.training.sparse_optimizers import adagrad_rows, rowwise_adagrad_rows
 
 _WEIGHT_DECAY = Arg("weight_decay", FLOAT, 0.0, "L2 penalty: the step uses grad + weight_decay * param")
 _ADAGRAD_ARGS = [
@@ -115,11 +116,7 @@ class SparseAdagrad(_SparseAdagradBase):
         self.same_shape(0, 1)
 
     def apply(self, idx, g, lr, p, h, eps, wd) -> None:
-        for k in range(idx.size):
-            r = idx[k]
-            gk = g[k] + wd * p[r] if wd else g[k]
-            h[r] += gk * gk
-            p[r] += lr * gk / (np.sqrt(h[r]) + eps)
+        adagrad_rows(p, h, idx, g, float(lr), eps, wd)
 
 
 @_sparse_adagrad_op("RowWiseSparseAdagrad", "one accumulated mean square per row (1-D)", "updated per-row moments")
@@ -136,12 +133,7 @@ class RowWiseSparseAdagrad(_SparseAdagradBase):
             )
 
     def apply(self, idx, g, lr, p, h, eps, wd) -> None:
-        h = h.reshape(-1)
-        for k in range(idx.size):
-            r = idx[k]
-            gk = g[k] + wd * p[r] if wd else g[k]
-            h[r] += np.mean(gk * gk) if gk.size else 0.0
-            p[r] += gk * (lr / (np.sqrt(h[r]) + eps))
+        rowwise_adagrad_rows(p, h.reshape(-1), idx, g, float(lr), eps, wd)
 
 
 _ADAM_ARGS = [
