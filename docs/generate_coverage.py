@@ -33,10 +33,12 @@ def caffe2_op_types() -> dict[str, str]:
 
 def render() -> str:
     """The full text of docs/caffe2_coverage.md for the ops registered now."""
+    from framework.onnx.exporter import exportable_op_types
     from framework.ops import registered_ops
 
     caffe2 = caffe2_op_types()
     ours = set(registered_ops())
+    exports = set(exportable_op_types())
     by_family: dict[str, list[str]] = defaultdict(list)
     for op_type, family in caffe2.items():
         by_family[family].append(op_type)
@@ -53,13 +55,18 @@ def render() -> str:
         f"**{total_have} of {len(caffe2)}** Caffe2 op types are registered here "
         f"({100 * total_have / len(caffe2):.0f}%).",
         "",
-        "| family | Caffe2 | here | missing |",
-        "|---|---:|---:|---:|",
+        f"**{sum(1 for t in caffe2 if t in exports)}** of them export to ONNX (`framework convert --to onnx`,",
+        "`framework.onnx.export`; an op type exports when it has a converter, some arguments may still refuse).",
+        "",
+        "| family | Caffe2 | here | missing | exports to ONNX |",
+        "|---|---:|---:|---:|---:|",
     ]
     for f in families:
         n, h = len(by_family[f]), len(have[f])
-        lines.append(f"| [{f}](#{f}) | {n} | {h} | {n - h} |")
-    lines.append(f"| **all** | {len(caffe2)} | {total_have} | {len(caffe2) - total_have} |")
+        e = sum(1 for t in by_family[f] if t in exports)
+        lines.append(f"| [{f}](#{f}) | {n} | {h} | {n - h} | {e} |")
+    n_exp = sum(1 for t in caffe2 if t in exports)
+    lines.append(f"| **all** | {len(caffe2)} | {total_have} | {len(caffe2) - total_have} | {n_exp} |")
     lines.append("")
     for f in families:
         missing = sorted(t for t in by_family[f] if t not in ours)
@@ -67,6 +74,12 @@ def render() -> str:
         lines.append("Registered: " + (", ".join(f"`{t}`" for t in have[f]) or "none") + ".")
         lines.append("")
         lines.append("Missing: " + (", ".join(f"`{t}`" for t in missing) or "none") + ".")
+        lines.append("")
+        exp = sorted(t for t in have[f] if t in exports)
+        no_exp = sorted(t for t in have[f] if t not in exports)
+        lines.append("Exports to ONNX: " + (", ".join(f"`{t}`" for t in exp) or "none") + ".")
+        lines.append("")
+        lines.append("Registered, no ONNX export: " + (", ".join(f"`{t}`" for t in no_exp) or "none") + ".")
         lines.append("")
     extra = sorted(t for t in ours if t not in caffe2 and not t.startswith("_") and not t.endswith("Gradient"))
     lines += [

@@ -15,6 +15,7 @@ import traceback
 from typing import Sequence
 
 from framework.cli import (
+    convert,
     db_tools,
     draw,
     exec_script,
@@ -48,6 +49,7 @@ COMMANDS = (
     export,
     summary,
     exec_script,
+    convert,
 )
 
 

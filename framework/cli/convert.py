@@ -1,0 +1,136 @@
+"""``framework convert MODEL --to onnx -o model.onnx``: a Caffe2 model as an ONNX file.
+
+MODEL is a model folder (``init_net.pbtxt`` + ``predict_net.pbtxt``, or Caffe2's deployable
+``init_net.pb`` + ``predict_net.pb``), or a predict NetDef file with ``--init INIT`` or
+``--checkpoint DB`` giving the parameters (``--checkpoint`` also works with a folder). Input
+shapes come from ``--shape NAME=D1,D2,...`` or from the net itself (an FC input, or the one image
+size a Conv net accepts; see ``framework/onnx/shapes.py``). ``--opset`` targets an older opset
+(default: the newest both onnx and onnxruntime support). An op with no ONNX expression stops the
+export with a list of every such op; no file is written. ``--check`` then runs the ONNX file in
+onnxruntime and the net in our engine on the same random inputs and prints the largest difference.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+import numpy as np
+
+from framework.cli.common import CLIError, load_checkpoint, new_workspace, read_net
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("convert", help="convert a Caffe2 model to ONNX", description=__doc__)
+    p.add_argument("model", help="model folder, or a predict NetDef file (with --init or --checkpoint)")
+    p.add_argument("--to", required=True, choices=["onnx"], help="target format")
+    p.add_argument("-o", "--output", required=True, help="file to write (e.g. model.onnx)")
+    p.add_argument("--init", help="init NetDef creating the parameters")
+    p.add_argument("--checkpoint", help="checkpoint holding the parameters (instead of running the init net)")
+    p.add_argument("--shape", action="append", default=[], metavar="NAME=D1,D2,...", help="an input's shape")
+    p.add_argument("--opset", type=int, help="ONNX opset to target (default: newest supported)")
+    p.add_argument("--check", action="store_true", help="compare onnxruntime with our engine on random inputs")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing output file")
+    p.set_defaults(func=main)
+
+
+def _nets(args: argparse.Namespace) -> tuple:
+    if os.path.isdir(args.model):
+        from framework.cli.model_dir import ModelDir
+
+        md = ModelDir.load(args.model, need_train=False)
+        return md.predict_net, (read_net(args.init) if args.init else md.init_net)
+    return read_net(args.model), (read_net(args.init) if args.init else None)
+
+
+def _shapes(specs: list[str]) -> dict[str, tuple]:
+    out = {}
+    for spec in specs:
+        name, _, dims = spec.partition("=")
+        try:
+            out[name] = tuple(int(d) for d in dims.split(",") if d.strip())
+        except ValueError as e:
+            raise CLIError(f"--shape {spec}: dimensions must be integers", "write it as NAME=1,3,224,224") from e
+    return out
+
+
+def _param_workspace(args, predict, init):
+    from framework.onnx.exporter import needed_init_ops
+
+    ws = new_workspace()
+    if args.checkpoint:
+        load_checkpoint(ws, args.checkpoint)
+    elif init is not None:
+        for op in needed_init_ops(init, predict):
+            ws.run_operator_once(op)
+    return ws
+
+
+def main(args: argparse.Namespace) -> int:
+    try:
+        import onnx
+    except ImportError as e:
+        raise CLIError("framework convert --to onnx needs the onnx package", "pip install 'framework[onnx]'") from e
+    from framework.net.inference import specs_from_workspace
+    from framework.onnx import OnnxExportError, export
+    from framework.onnx.shapes import guess_input_shapes
+
+    if os.path.exists(args.output) and not args.overwrite:
+        raise CLIError(f"{args.output} exists", "pass --overwrite to replace it")
+    predict, init = _nets(args)
+    ws = _param_workspace(args, predict, init)
+    shapes = _shapes(args.shape)
+    inputs = [b for b in predict.external_input if not ws.has_blob(b)]
+    missing = [b for b in inputs if b not in shapes]
+    if missing:
+        guessed = guess_input_shapes(predict, missing, specs_from_workspace(ws))
+        for b, s in guessed.items():
+            print(f"input '{b}': shape {list(s)} (from the net; --shape {b}=... to change it)")
+        shapes.update(guessed)
+    try:
+        model = export(predict, input_shapes=shapes, workspace=ws, opset=args.opset)
+    except OnnxExportError as e:
+        raise CLIError(str(e), "no file was written") from None
+    tmp = args.output + ".tmp"
+    onnx.save(model, tmp)
+    os.replace(tmp, args.output)
+    print(
+        f"wrote {args.output}: opset {model.opset_import[0].version}, {len(model.graph.node)} nodes, "
+        f"{len(model.graph.initializer)} initializers, inputs "
+        + ", ".join(f"{i.name}{_dims(i)}" for i in model.graph.input)
+    )
+    if args.check:
+        return _check(model, predict, ws)
+    return 0
+
+
+def _dims(vi) -> str:
+    return "[" + ",".join(str(d.dim_value) for d in vi.type.tensor_type.shape.dim) + "]"
+
+
+def _check(model, predict, ws) -> int:
+    try:
+        import onnxruntime as ort
+    except ImportError as e:
+        raise CLIError("--check needs onnxruntime", "pip install onnxruntime") from e
+    from onnx import helper
+
+    rng = np.random.default_rng(0)
+    feeds = {}
+    for i in model.graph.input:
+        dt = helper.tensor_dtype_to_np_dtype(i.type.tensor_type.elem_type)
+        shape = [d.dim_value for d in i.type.tensor_type.shape.dim]
+        feeds[i.name] = rng.standard_normal(shape).astype(dt) if dt.kind == "f" else np.zeros(shape, dt)
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    got = sess.run(None, feeds)
+    for k, v in feeds.items():
+        ws.feed_blob(k, v)
+    ws.run_net_once(predict)
+    worst = 0.0
+    for o, g in zip(model.graph.output, got):
+        want = np.asarray(ws.fetch_blob(o.name))
+        diff = float(np.max(np.abs(g.astype(np.float64) - want.astype(np.float64)))) if want.size else 0.0
+        worst = max(worst, diff)
+        print(f"check {o.name}: shape {list(want.shape)}, largest difference onnxruntime vs framework {diff:.3g}")
+    print(f"check: largest difference {worst:.3g}")
+    return 0
