@@ -132,6 +132,8 @@ def _slice(ctx: ExportContext, op: OpView) -> None:
 
 @register_converter("Gather")
 def _gather(ctx: ExportContext, op: OpView) -> None:
+    if op.arg("match_outer"):
+        raise NotExportable("match_outer=1 (per-row gathering) has no ONNX Gather expression")
     axis = op.arg("axis") % max(len(op.in_shapes[0]), 1)
     ctx.node("Gather", [ctx.read(op.inputs[0]), ctx.read(op.inputs[1])], [ctx.write(op.outputs[0])], axis=axis)
 
