@@ -237,6 +237,7 @@ def soft_nms(
         pending[0], pending[pos] = pending[pos], pending[0]
         rest = pending[1:]
         ovr = _iou_rotated(boxes, i, rest) if rotated else _iou_upright(boxes, i, rest, areas, one)
+        ovr = ovr.astype(np.float64)  # float IoU, double weights (as the C++: -1.0 * ovr * ovr / sigma)
         if method == 1:
             weight = np.where(ovr > overlap_thresh, 1.0 - ovr, 1.0)
         elif method == 2:

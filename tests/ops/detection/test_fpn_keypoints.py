@@ -31,8 +31,8 @@ def ref_collect(levels, top):
     return np.array([rois[i] for i in order], np.float32).reshape(-1, 5)
 
 
-def ref_distribute(rois, lo, hi, one):
-    lv = [ref_level(r, lo, hi, 224, 4, one) for r in rois]
+def ref_distribute(rois, lo, hi, one, s0=224, l0=4):
+    lv = [ref_level(r, lo, hi, s0, l0, one) for r in rois]
     outs, order = [], []
     for level in range(lo, hi + 1):
         idx = [i for i in range(len(rois)) if lv[i] == level]

@@ -329,7 +329,7 @@ def ref_soft_nms(scores, boxes, idx, sigma, ov, thr, method, one):
         pending[0], pending[pos] = pending[pos], pending[0]
         rest = pending[1:]
         for j in rest:
-            o = ref_iou(boxes[i], boxes[j], one)
+            o = float(ref_iou(boxes[i], boxes[j], np.float32(one)))  # float32 boxes: a float32 IoU, as the C++
             wgt = (1 - o if o > ov else 1.0) if method == "linear" else math.exp(-o * o / sigma)
             sc[j] = float(np.float32(sc[j] * wgt))
         pending = [j for j in rest if sc[j] > thr]  # NaN scores (0 / 0 IoU) drop out, as in C++
@@ -361,7 +361,7 @@ def test_box_with_nms_limit_soft_nms(method, data):
     def ref(s, b):
         keep, sc = ref_soft_nms(
             s[:, 1],
-            [list(r[4:]) for r in b.astype(np.float64)],
+            [list(r[4:]) for r in b],
             [i for i in range(count) if s[i, 1] > np.float32(0.05)],
             0.5,
             0.3,

@@ -42,23 +42,26 @@ def ref_roi_align(x, rois, scale, ph, pw, ratio, aligned, rotated=False):
     n_out = rois.shape[0]
     out = np.zeros((n_out, x.shape[1], ph, pw))
     for r in range(n_out):
-        row = rois[r].astype(np.float64)
-        b = int(row[0]) if rois.shape[1] in (5, 6) and rois.shape[1] == (6 if rotated else 5) else 0
+        row = rois[r].astype(np.float32)
+        b = int(row[0]) if rois.shape[1] == (6 if rotated else 5) else 0
         box = row[-5:] if rotated else row[-4:]
-        off = 0.5 if aligned else 0.0
+        f32 = np.float32
+        sc, off = f32(scale), f32(0.5 if aligned else 0.0)  # RoI geometry in float32, as Caffe2's kernel
         if rotated:
-            cx, cy = box[0] * scale - off, box[1] * scale - off
-            rw, rh = box[2] * scale, box[3] * scale
-            theta = float(np.float32(box[4])) * math.pi / 180
+            cx, cy = float(box[0] * sc - off), float(box[1] * sc - off)
+            rw, rh = box[2] * sc, box[3] * sc
+            theta = float(box[4]) * math.pi / 180
         else:
-            sx, sy = box[0] * scale - off, box[1] * scale - off
-            rw, rh = box[2] * scale - off - sx, box[3] * scale - off - sy
+            sx, sy = box[0] * sc - off, box[1] * sc - off
+            rw, rh = box[2] * sc - off - sx, box[3] * sc - off - sy
+            sx, sy = float(sx), float(sy)
         if not aligned:
-            rw, rh = max(rw, 1.0), max(rh, 1.0)
+            rw, rh = max(rw, f32(1.0)), max(rh, f32(1.0))
+        rw, rh = float(rw), float(rh)
         if rotated:
             sx, sy = -rw / 2, -rh / 2
-        gh = ratio if ratio > 0 else math.ceil(rh / ph)
-        gw = ratio if ratio > 0 else math.ceil(rw / pw)
+        gh = ratio if ratio > 0 else math.ceil(f32(rh) / f32(ph))
+        gw = ratio if ratio > 0 else math.ceil(f32(rw) / f32(pw))
         bh, bw = rh / ph, rw / pw
         for i in range(ph):
             for j in range(pw):
