@@ -9,6 +9,16 @@ from framework import ops  # noqa: F401  (registers every operator)
 from framework.blas import set_blas_threads
 from framework.memory import Blob, Tensor, TypeMeta
 from framework.memory.workspace import Workspace
+from framework.parallel import get_num_threads, set_num_threads
 
 __version__ = "0.1.0"
-__all__ = ["Blob", "Tensor", "TypeMeta", "Workspace", "__version__", "set_blas_threads"]
+__all__ = [
+    "Blob",
+    "Tensor",
+    "TypeMeta",
+    "Workspace",
+    "__version__",
+    "get_num_threads",
+    "set_blas_threads",
+    "set_num_threads",
+]

@@ -163,6 +163,17 @@ def get_cpu_allocator() -> Allocator:
     return _ALLOCATOR[0]
 
 
+def allocate_array(shape, dtype, zero_fill: bool = False) -> np.ndarray:
+    """A C-contiguous ``dtype`` array of ``shape`` from the current allocator (so the reporter sees it):
+    for op scratch buffers (conv columns, temporaries) that are not blobs."""
+    dtype = np.dtype(dtype)
+    count = 1
+    for d in shape:
+        count *= int(d)
+    buf = get_cpu_allocator().allocate(count * dtype.itemsize, zero_fill)
+    return buf.view(dtype).reshape(tuple(int(d) for d in shape))
+
+
 def set_cpu_allocator(allocator: Allocator) -> Allocator:
     """Install ``allocator`` for all later tensor allocations; returns the old one."""
     if not isinstance(allocator, Allocator):

@@ -1,11 +1,14 @@
 """Convolution: Conv (Conv1D/2D/3D) and ConvGradient, and the base the transposed
 convolution (``conv_transpose``) shares with them.
 
-Conv is im2col into a column buffer kept across runs (filled from a strided
-window view of the input, no Python loops), then one batched GEMM per run
-written straight into the output, with the bias folded into the GEMM as an
-extra row of ones. Filter layouts as Caffe2: NCHW (M, C/group, *kernel),
-NHWC (M, *kernel, C/group).
+2-D NCHW Conv runs the kernels of ``conv_nchw`` (1x1 convs as a direct GEMM,
+depthwise convs as per-tap multiply-adds, im2col that handles the padding
+itself; split over the intra-op threads). Other ranks and NHWC: im2col into a
+column buffer kept across runs (filled from a strided window view of the
+input), then one batched GEMM written straight into the output, with the bias
+folded into the GEMM as an extra row of ones; the filter is packed into that
+GEMM operand once per filter tensor version. Filter layouts as Caffe2: NCHW
+(M, C/group, *kernel), NHWC (M, *kernel, C/group).
 """
 
 from __future__ import annotations
@@ -29,8 +32,12 @@ from framework.ops.nn.conv_args import (
     split_layout,
     window_view,
 )
+from framework.ops.nn.conv_nchw import ConvNCHW, conv_kind
 from framework.ops.registry import register_op
 from framework.ops.schema import BOOL, UNKNOWN, Arg, Cost, TensorSpec
+from framework.parallel import get_num_threads
+
+USE_NCHW_KERNELS = True  # False: the generic im2col path for every conv (benchmarks compare the two)
 
 _CONV_ARGS = conv_pool_args() + [
     Arg("no_bias", BOOL, False, "no bias input (gradient ops: no bias gradient output)"),
@@ -208,6 +215,11 @@ class Conv(ConvOpBase):
         p = math.prod(geo.out)
         k1 = kg + (b is not None)
         self._geo, self._yshape = geo, join_layout(n, m, geo.out, self.order)
+        self._w_seen = None  # (tensor, version) of the filter copied into _wpack
+        if self.order == "NCHW" and r == 2 and USE_NCHW_KERNELS and conv_kind(geo, c, m, g) != "depthwise":
+            self._kernel = ConvNCHW(n, c, m, g, geo, dt, b is not None)
+            return
+        self._kernel = None
         self._xp = None
         if geo.padded:
             self._xp, self._xp_in = self.padded_buffer(n, c, geo, dt)
@@ -245,10 +257,21 @@ class Conv(ConvOpBase):
 
     def run(self) -> None:
         x, w, b = self.forward_inputs()
+        kernel = self._kernel
+        if kernel is not None and kernel.threads != get_num_threads():
+            self._prepare(x, w, b)
+            kernel = self._kernel
         y = self.output(0, self._yshape, x.dtype)
-        np.copyto(self._w_dst, self._w_src(w))
-        if b is not None:
-            np.copyto(self._b_dst, b.reshape(self._bshape))
+        if kernel is not None:
+            kernel.run(x, w, b, y)
+            return
+        wt = self.inputs[1]._obj
+        seen = (wt, wt.version, self.inputs[2]._obj.version if b is not None else None)
+        if self._w_seen is None or self._w_seen[0] is not wt or self._w_seen[1:] != seen[1:]:
+            np.copyto(self._w_dst, self._w_src(w))  # packed once per filter (and bias) tensor version
+            if b is not None:
+                np.copyto(self._b_dst, b.reshape(self._bshape))
+            self._w_seen = seen
         if self._xp is not None:
             np.copyto(self._xp_in, x)
             src = self._src

@@ -1,0 +1,116 @@
+"""ConvFusion: a convolution with its Relu and/or residual Sum fused into the output write.
+
+Caffe2 registers this op for its IDEEP (MKL-DNN) backend (caffe2/ideep/operators/conv_fusion_op.cc),
+and its graph optimizer (caffe2/opt/optimize_ideep.cc) rewrites Conv+Relu and Conv+Sum(+Relu) into
+it. Here it is what the inference optimization pass (framework/net/optimize.py) emits; the kernel is
+conv_nchw's, whose epilogue adds the bias, the residual and applies the Relu on each image's output
+while it is in cache, instead of separate full passes.
+
+Arguments and inputs as Caffe2: ``fusion_type`` 1 = Conv+Relu, 2 = Conv+Sum, 3 = Conv+Sum+Relu;
+inputs X, filter, then bias (optional), then S, the tensor to add (types 2 and 3 only; it is the
+last input and must be the same blob as the output Y: the sum is done in place, as Caffe2 enforces).
+So with types 2/3 three inputs mean X, filter, S (no bias) and four mean X, filter, bias, S.
+Departures: NCHW and 2-D only (as IDEEP), but groups are allowed (IDEEP refuses them); no gradient.
+"""
+
+from __future__ import annotations
+
+from framework.errors import ShapeError
+from framework.ops.gradient import no_gradient
+from framework.ops.nn.conv import _CONV_ARGS, ConvOpBase, _cost_conv, conv_geometry
+from framework.ops.nn.conv_args import join_layout, parse_conv_pool
+from framework.ops.nn.conv_nchw import ConvNCHW
+from framework.ops.registry import register_op
+from framework.ops.schema import INT, UNKNOWN, Arg, TensorSpec
+from framework.parallel import get_num_threads
+
+RELU, SUM, SUM_RELU = 1, 2, 3
+
+
+def _infer(args, ins):
+    x, w = ins[0], ins[1]
+    if x.shape is None or w.shape is None:
+        return [TensorSpec(None, x.dtype)] if x.shape is None else [UNKNOWN]
+    spec = parse_conv_pool(args, "ConvFusion", "ConvFusion")
+    geo, n, _, m = conv_geometry(spec, x.shape, w.shape, "ConvFusion")
+    return [TensorSpec(join_layout(n, m, geo.out, spec.order), x.dtype)]
+
+
+def _cost(args, ins, outs):
+    has_sum = args.fusion_type in (SUM, SUM_RELU)
+    ins = ins[:-1] if has_sum else ins
+    return _cost_conv(args, ins[:3], outs)
+
+
+@register_op(
+    "ConvFusion",
+    inputs=(2, 4),
+    args=_CONV_ARGS + [Arg("fusion_type", INT, 0, "1: Conv+Relu, 2: Conv+Sum, 3: Conv+Sum+Relu")],
+    input_docs=[
+        ("X", "input (N, C, H, W)"),
+        ("filter", "(M, C/group, kh, kw)"),
+        ("bias", "optional (M,) (with fusion_type 2/3 and 3 inputs, input 2 is S)"),
+        ("S", "fusion_type 2/3: the tensor added to the convolution, the same blob as Y"),
+    ],
+    output_docs=[("Y", "conv(X) + bias (+ S), then Relu for fusion_type 1 and 3")],
+    infer=_infer,
+    cost=_cost,
+    allow_inplace={(2, 0), (3, 0)},
+    category="conv",
+)
+class ConvFusion(ConvOpBase):
+    """Convolution with a fused Relu (fusion_type 1), residual Sum (2) or both (3); see module doc."""
+
+    def check_args(self) -> None:
+        t = self.args.fusion_type
+        if t not in (RELU, SUM, SUM_RELU):
+            raise self.arg_error(f"fusion_type must be 1 (Conv+Relu), 2 (Conv+Sum) or 3 (Conv+Sum+Relu), got {t}")
+        if self.order != "NCHW":
+            raise self.arg_error(f"only order NCHW is supported (as Caffe2's IDEEP ConvFusion), got {self.order}")
+        self.has_sum = t in (SUM, SUM_RELU)
+        self.relu = t in (RELU, SUM_RELU)
+        n_in = len(self.inputs)
+        if self.has_sum:
+            if n_in < 3:
+                raise self.arg_error("fusion_type 2/3 needs the summed tensor S as the last input")
+            if self.input_names[-1] != self.output_names[0]:
+                raise self.arg_error(
+                    f"the summed input '{self.input_names[-1]}' must be the output blob "
+                    f"'{self.output_names[0]}' (the sum is done in place, as Caffe2 enforces)"
+                )
+        elif n_in == 4:
+            raise self.arg_error("fusion_type 1 (Conv+Relu) takes X, filter and an optional bias (2 or 3 inputs)")
+        self.has_bias = n_in == (4 if self.has_sum else 3)
+
+    def _prepare(self, x, w, b, s) -> None:
+        dt = self._dtype([x, w, b, s])
+        geo, n, c, m = conv_geometry(self.spec, x.shape, w.shape, self.describe(), self.input_names)
+        if len(geo.kernel) != 2:
+            raise ShapeError(f"{self.describe()}: only 2-D convolutions (4-D input) are supported, got {x.shape}")
+        self._check_shape("bias", b, (m,))
+        yshape = join_layout(n, m, geo.out, "NCHW")
+        if s is not None and s.shape != yshape:
+            raise ShapeError(
+                f"{self.describe()}: summed input '{self.input_names[-1]}' must have the output shape {yshape}, "
+                f"got {s.shape}"
+            )
+        self._yshape = yshape
+        self._kernel = ConvNCHW(
+            n, c, m, self.spec.group, geo, dt, b is not None, relu=self.relu, residual=s is not None,
+            inplace_residual=True,
+        )
+        self._key = (x.shape, w.shape, dt, s.shape if s is not None else None, get_num_threads())
+
+    def run(self) -> None:
+        x, w = self.input(0), self.input(1)
+        b = self.input(2) if self.has_bias else None
+        s = self.input(len(self.inputs) - 1) if self.has_sum else None
+        key = (x.shape, w.shape, x.dtype, s.shape if s is not None else None, get_num_threads())
+        if self._key != key or w.dtype != x.dtype or (b is not None and b.dtype != x.dtype):
+            self._prepare(x, w, b, s)
+        # The output is S's tensor (in place): output() keeps its buffer, so S's values are intact here.
+        y = self.output(0, self._yshape, x.dtype)
+        self._kernel.run(x, w, b, y, y if s is not None else None)
+
+
+no_gradient("ConvFusion")

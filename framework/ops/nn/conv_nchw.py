@@ -1,0 +1,182 @@
+"""Forward kernels of 2-D NCHW convolution without needless copies (used by Conv and ConvFusion).
+
+Two kernels, picked once per input signature:
+
+- ``pointwise`` (1x1, stride 1, no padding): in NCHW each image already is the GEMM operand
+  (C, H*W), so Y[i] = W (M, C) @ X[i] with no copy at all; groups as one batched matmul.
+- ``im2col``: columns (C, kh, kw, OH, OW) of one image filled straight from the unpadded input, one
+  strided copy per kernel tap over the window's valid region; the border cells that fall in the
+  padding are zero from the buffer's creation and never written, so padding costs nothing per run.
+  Then one GEMM per image (per group: one batched matmul).
+
+The filter in Caffe2's layout (M, C/group, kh, kw) is already the (M, K) GEMM operand: no packing.
+Work is split over images (batch >= workers) or output channels (batch 1) between the intra-op
+threads (framework.parallel), each worker with its own column/temporary buffer; every buffer comes
+from the allocator. The epilogue runs on each image's output while it is in cache: bias, then an
+optional residual ``S`` (added from a temporary when ``S`` is the output buffer itself, as
+ConvFusion's in-place sum), then an optional Relu.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from framework.memory.allocator import allocate_array
+from framework.parallel import num_threads, run_parallel, split
+
+_ZERO = np.float32(0)
+
+
+def _taps(geo) -> list[tuple[tuple, tuple, bool]]:
+    """Per kernel tap (a, b): (output slices, input slices, covers the whole output)."""
+    (kh, kw), (sh, sw), (dh, dw) = geo.kernel, geo.stride, geo.dilation
+    (ph, pw), (h, w), (oh, ow) = geo.head, geo.spatial, geo.out
+    res = []
+    for a in range(kh):
+        rows = _valid(oh, h, sh, ph - a * dh)
+        for b in range(kw):
+            cols = _valid(ow, w, sw, pw - b * dw)
+            if rows is None or cols is None:
+                res.append(None)
+                continue
+            (o0, o1, i0), (q0, q1, j0) = rows, cols
+            dst = (slice(o0, o1), slice(q0, q1))
+            src = (slice(i0, i0 + (o1 - o0 - 1) * sh + 1, sh), slice(j0, j0 + (q1 - q0 - 1) * sw + 1, sw))
+            res.append((dst, src, o0 == 0 and q0 == 0 and o1 == oh and q1 == ow))
+    return res
+
+
+def _valid(out: int, size: int, stride: int, shift: int):
+    """Outputs o in [o0, o1) read input o*stride - shift inside [0, size); (o0, o1, first input)."""
+    o0 = max(0, -(-shift // stride))
+    o1 = min(out, (size - 1 + shift) // stride + 1)
+    if o1 <= o0:
+        return None
+    return o0, o1, o0 * stride - shift
+
+
+def conv_kind(geo, c: int, m: int, group: int) -> str:
+    """'pointwise', 'im2col', or 'depthwise' (group = C = M: left to the generic batched im2col, which
+    measured faster in numpy than per-tap multiply-adds)."""
+    if geo.kernel == (1, 1) and geo.stride == (1, 1) and not geo.padded:
+        return "pointwise"
+    if group > 1 and group == c == m:
+        return "depthwise"
+    return "im2col"
+
+
+class ConvNCHW:
+    """A prepared 2-D NCHW forward convolution for one input signature (see module doc)."""
+
+    def __init__(self, n, c, m, group, geo, dtype, has_bias, relu=False, residual=False, inplace_residual=False):
+        self.n, self.c, self.m, self.g, self.geo = n, c, m, group, geo
+        self.kind = "pointwise" if conv_kind(geo, c, m, group) == "pointwise" else "im2col"
+        self.has_bias, self.relu, self.residual = has_bias, relu, residual
+        self.threads = threads = num_threads()
+        self.oshape = (n, m, *geo.out)
+        p = math.prod(geo.out)
+        self.p, self.cg, self.mg = p, c // group, m // group
+        self.kg = self.cg * math.prod(geo.kernel)
+        self.taps = _taps(geo) if self.kind == "im2col" else None
+        # Split images, except batch 1 with group 1: split output channels.
+        self.by_image = n > 1 or threads == 1 or group != 1
+        parts = split(n, threads) if self.by_image else split(m, threads)
+        self.parts = parts
+        workers = len(parts)
+        # A temporary for the GEMM result when the residual is the output buffer itself (in-place sum).
+        self.use_tmp = residual and inplace_residual
+        self.cols = [None] * workers  # im2col columns
+        self.tmps = [None] * workers  # GEMM/accumulation result when the output holds the residual
+        for k in range(workers):
+            rows = m if self.by_image else parts[k][1] - parts[k][0]
+            if self.kind == "im2col" and (self.by_image or k == 0):
+                self.cols[k] = allocate_array((c, *geo.kernel, *geo.out), dtype, zero_fill=True)
+            if self.use_tmp:
+                self.tmps[k] = allocate_array((rows, *geo.out), dtype)
+
+    # -- one run -----------------------------------------------------------------------------------
+
+    def run(self, x, w, b, y, s=None) -> None:
+        """Y = conv(X, W) (+ b) (+ S) (then Relu); ``s`` may be ``y`` itself (in-place residual)."""
+        if y.size == 0:
+            return
+        b1 = b.reshape(-1, 1) if b is not None else None
+        fn = self._pointwise if self.kind == "pointwise" else self._im2col
+        if self.kind == "im2col" and not self.by_image:
+            # Batch 1 split by output channels: the shared columns are filled first, by input channels.
+            col, x0 = self.cols[0], x[0]
+            run_parallel([_bind(self._fill, col, x0, lo, hi) for lo, hi in split(self.c, len(self.parts))])
+        run_parallel([_bind(fn, k, lo, hi, x, w, b1, y, s) for k, (lo, hi) in enumerate(self.parts)])
+
+    def _epilogue(self, yv, acc, b1, sv) -> None:
+        """yv <- acc (+ b1) (+ sv), then Relu; ``acc`` is yv or a temporary (2-D (rows, P) views)."""
+        if sv is not None:  # first: ``sv`` may be ``yv`` itself (in-place residual)
+            np.add(acc, sv, out=yv)
+            acc = yv
+        if b1 is not None:
+            np.add(acc, b1, out=yv)
+            acc = yv
+        if acc is not yv:
+            np.copyto(yv, acc)
+        if self.relu:
+            np.maximum(yv, _ZERO, out=yv)
+
+    def _pointwise(self, k, lo, hi, x, w, b1, y, s) -> None:
+        g, mg, cg, p = self.g, self.mg, self.cg, self.p
+        if self.by_image:
+            w3 = w.reshape(g, mg, cg)
+            for i in range(lo, hi):
+                yi = y[i].reshape(self.m, p)
+                acc = self.tmps[k].reshape(self.m, p) if self.use_tmp else yi
+                np.matmul(w3, x[i].reshape(g, cg, p), out=acc.reshape(g, mg, p))
+                self._epilogue(yi, acc, b1, s[i].reshape(self.m, p) if s is not None else None)
+        else:  # batch < workers, group 1: output channels lo:hi of every image
+            w2 = w.reshape(self.m, self.c)[lo:hi]
+            bk = b1[lo:hi] if b1 is not None else None
+            for i in range(self.n):
+                yi = y[i].reshape(self.m, p)[lo:hi]
+                acc = self.tmps[k].reshape(hi - lo, p) if self.use_tmp else yi
+                np.matmul(w2, x[i].reshape(self.c, p), out=acc)
+                self._epilogue(yi, acc, bk, s[i].reshape(self.m, p)[lo:hi] if s is not None else None)
+
+    def _fill(self, col, xi, c0, c1) -> None:
+        """Columns of image ``xi`` for input channels c0:c1 (valid window region of every tap)."""
+        kh, kw = self.geo.kernel
+        for t, tap in enumerate(self.taps):
+            if tap is None:
+                continue
+            dst, src = tap[0], tap[1]
+            a, bb = divmod(t, kw)
+            np.copyto(col[c0:c1, a, bb][(slice(None), *dst)], xi[c0:c1][(slice(None), *src)])
+
+    def _im2col(self, k, lo, hi, x, w, b1, y, s) -> None:
+        g, mg, kg, p = self.g, self.mg, self.kg, self.p
+        if self.by_image:
+            col = self.cols[k]
+            w3 = w.reshape(g, mg, kg)
+            col3 = col.reshape(g, kg, p)
+            for i in range(lo, hi):
+                self._fill(col, x[i], 0, self.c)
+                yi = y[i].reshape(self.m, p)
+                acc = self.tmps[k].reshape(self.m, p) if self.use_tmp else yi
+                np.matmul(w3, col3, out=acc.reshape(g, mg, p))
+                self._epilogue(yi, acc, b1, s[i].reshape(self.m, p) if s is not None else None)
+        else:  # batch < workers (group 1): output channels lo:hi, columns shared (filled by run)
+            col2 = self.cols[0].reshape(kg, p)
+            w2 = w.reshape(self.m, kg)[lo:hi]
+            bk = b1[lo:hi] if b1 is not None else None
+            yi = y[0].reshape(self.m, p)[lo:hi]
+            acc = self.tmps[k].reshape(hi - lo, p) if self.use_tmp else yi
+            np.matmul(w2, col2, out=acc)
+            self._epilogue(yi, acc, bk, s[0].reshape(self.m, p)[lo:hi] if s is not None else None)
+
+class _bind:  # noqa: N801  (a tiny closure object)
+    __slots__ = ("fn", "args")
+
+    def __init__(self, fn, *args) -> None:
+        self.fn, self.args = fn, args
+
+    def __call__(self) -> None:
+        self.fn(*self.args)

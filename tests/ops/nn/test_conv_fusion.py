@@ -1,0 +1,160 @@
+"""The 2-D NCHW conv kernels (framework/ops/nn/conv_nchw.py: 1x1 as a direct GEMM, im2col handling the
+padding itself, split over threads by images or output channels) through Conv and ConvFusion, against
+an independent numpy reference; their buffers go through the allocator; re-runs allocate nothing."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import framework
+from framework.core import CreateOperator
+from framework.errors import FrameworkError
+from framework.memory.allocator import memory_reporter
+from framework.memory.workspace import Workspace
+from framework.ops import create_operator
+from framework.testing import assert_reference_checks
+
+
+def ref_conv(x, w, b, stride, pad, group):
+    """Direct convolution by zero-padding and summing over taps (float64)."""
+    n, c, h, wd = x.shape
+    m, cg, kh, kw = w.shape
+    xp = np.zeros((n, c, h + 2 * pad, wd + 2 * pad))
+    xp[:, :, pad : pad + h, pad : pad + wd] = x
+    oh, ow = (h + 2 * pad - kh) // stride + 1, (wd + 2 * pad - kw) // stride + 1
+    y = np.zeros((n, m, oh, ow))
+    mg = m // group
+    for g in range(group):
+        xs = xp[:, g * cg : (g + 1) * cg]
+        for a in range(kh):
+            for bb in range(kw):
+                patch = xs[:, :, a : a + stride * (oh - 1) + 1 : stride, bb : bb + stride * (ow - 1) + 1 : stride]
+                wg = w[g * mg : (g + 1) * mg, :, a, bb]
+                y[:, g * mg : (g + 1) * mg] += np.einsum("nchw,mc->nmhw", patch, wg)
+    if b is not None:
+        y += b.reshape(1, -1, 1, 1)
+    return y
+
+
+@pytest.fixture(params=[1, 2], ids=["1thread", "2threads"])
+def threads(request):
+    old = framework.get_num_threads()
+    framework.set_num_threads(request.param)
+    yield request.param
+    framework.set_num_threads(old)
+
+
+@st.composite
+def cases(draw):
+    group = draw(st.sampled_from([1, 1, 1, 2, 3]))
+    k = draw(st.sampled_from([1, 1, 3, 5]))
+    stride = draw(st.sampled_from([1, 1, 2]))
+    pad = draw(st.integers(0, k // 2 + 1)) if draw(st.booleans()) else 0
+    size = draw(st.integers(max(1, k - 2 * pad), 9))
+    return dict(
+        n=draw(st.sampled_from([1, 1, 2, 3])),
+        cg=draw(st.integers(1, 4)),
+        mg=draw(st.integers(1, 5)),
+        group=group,
+        k=k,
+        stride=stride,
+        pad=pad,
+        size=size,
+        bias=draw(st.booleans()),
+        seed=draw(st.integers(0, 2**31 - 1)),
+    )
+
+
+def _arrays(case):
+    rng = np.random.default_rng(case["seed"])
+    g = case["group"]
+    x = rng.standard_normal((case["n"], case["cg"] * g, case["size"], case["size"])).astype(np.float32)
+    w = rng.standard_normal((case["mg"] * g, case["cg"], case["k"], case["k"])).astype(np.float32)
+    b = rng.standard_normal(case["mg"] * g).astype(np.float32)
+    return x, w, b
+
+
+def _kw(case):
+    kw = dict(kernel=case["k"], stride=case["stride"], pad=case["pad"])
+    if case["group"] != 1:
+        kw["group"] = case["group"]
+    return kw
+
+
+@given(case=cases())
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_conv_nchw_kernels_match_reference(threads, case):
+    x, w, b = _arrays(case)
+    ins = ["X", "W", "b"] if case["bias"] else ["X", "W"]
+    op = CreateOperator("Conv", ins, ["Y"], **_kw(case))
+    args = [x, w, b] if case["bias"] else [x, w]
+    assert_reference_checks(
+        op,
+        args,
+        lambda x, w, b=None: ref_conv(x, w, b, case["stride"], case["pad"], case["group"]).astype(np.float32),
+        threshold=1e-4,
+        atol=1e-4,
+    )
+
+
+@given(case=cases(), fusion=st.sampled_from([1, 2, 3]))
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_conv_fusion_matches_reference(threads, case, fusion):
+    x, w, b = _arrays(case)
+    ref = ref_conv(x, w, b if case["bias"] else None, case["stride"], case["pad"], case["group"])
+    s = np.random.default_rng(1).standard_normal(ref.shape).astype(np.float32)
+    ins = ["X", "W"] + (["b"] if case["bias"] else []) + (["Y"] if fusion > 1 else [])
+    args = [x, w] + ([b] if case["bias"] else []) + ([s] if fusion > 1 else [])
+    want = ref + (s if fusion > 1 else 0)
+    if fusion in (1, 3):
+        want = np.maximum(want, 0)
+    op = CreateOperator("ConvFusion", ins, ["Y"], fusion_type=fusion, **_kw(case))
+    # The in-place sum overwrites S, so re-runs give other values: check one run, then no allocations.
+    got = assert_reference_checks(
+        op, args, lambda *a: want.astype(np.float32), threshold=1e-4, atol=1e-4, check_no_realloc=False
+    )
+    assert got[0].shape == want.shape
+
+
+def test_conv_buffers_come_from_the_allocator_and_reruns_allocate_nothing(threads):
+    ws = Workspace()
+    rng = np.random.default_rng(0)
+    ws.feed_blob("X", rng.standard_normal((2, 8, 12, 12)).astype(np.float32))
+    ws.feed_blob("W", rng.standard_normal((16, 8, 3, 3)).astype(np.float32))
+    ws.feed_blob("b", rng.standard_normal(16).astype(np.float32))
+    ws.feed_blob("S", rng.standard_normal((2, 16, 12, 12)).astype(np.float32))
+    rep = memory_reporter()
+    before = rep.current_bytes
+    op = create_operator(CreateOperator("Conv", ["X", "W", "b"], ["Y"], kernel=3, pad=1), ws)
+    op.run()
+    # Y (2*16*144 floats) plus one column buffer (8*9*144 floats) per worker are all reported.
+    col = 8 * 9 * 144 * 4
+    assert rep.current_bytes - before >= 2 * 16 * 144 * 4 + col * min(threads, 2)
+    fused = create_operator(
+        CreateOperator("ConvFusion", ["X", "W", "b", "S"], ["S"], kernel=3, pad=1, fusion_type=3), ws
+    )
+    fused.run()
+    n0 = rep.allocations
+    for _ in range(3):
+        op.run()
+        fused.run()
+    assert rep.allocations == n0
+
+
+def test_conv_fusion_argument_errors():
+    ws = Workspace()
+    with pytest.raises(FrameworkError, match="fusion_type"):
+        create_operator(CreateOperator("ConvFusion", ["X", "W"], ["Y"], kernel=1), ws)
+    with pytest.raises(FrameworkError, match="in place"):
+        create_operator(CreateOperator("ConvFusion", ["X", "W", "S"], ["Y"], kernel=1, fusion_type=2), ws)
+    with pytest.raises(FrameworkError, match="NCHW"):
+        create_operator(CreateOperator("ConvFusion", ["X", "W"], ["Y"], kernel=1, fusion_type=1, order="NHWC"), ws)
+    ws.feed_blob("X", np.zeros((1, 2, 4, 4), np.float32))
+    ws.feed_blob("W", np.zeros((3, 2, 1, 1), np.float32))
+    ws.feed_blob("S", np.zeros((1, 2, 4, 4), np.float32))
+    op = create_operator(CreateOperator("ConvFusion", ["X", "W", "S"], ["S"], kernel=1, fusion_type=2), ws)
+    with pytest.raises(FrameworkError, match="'S'"):
+        op.run()
