@@ -47,11 +47,77 @@ MODELS: dict[str, tuple[Callable[[ModelHelper, str], str], dict]] = {
     "logreg_digits": (logreg_forward, {"base_learning_rate": 0.5, "momentum": 0.9}),
     "mlp_digits": (mlp_forward, {"base_learning_rate": 0.1, "momentum": 0.9, "weight_decay": 1e-3}),
     "cnn_digits": (cnn_forward, {"base_learning_rate": 0.05, "momentum": 0.9}),
+    "char_lstm": (None, {}),  # build_char_lstm
 }
+
+
+# Character-level LSTM language model (Caffe2's char_rnn tutorial shape, with an embedding).
+CHAR_VOCAB, CHAR_EMBED, CHAR_HIDDEN, CHAR_BATCH = 128, 32, 128, 32
+
+
+def char_forward(model: ModelHelper, data: str, forward_only: bool) -> str:
+    """(N, T) int32 character ids -> (N * T, vocab) logits, through an LSTM over time."""
+    from framework import rnn_cell
+
+    init = model.param_init_net
+    if model.init_params:
+        init.ConstantFill([], "lstm/h0", shape=[CHAR_HIDDEN], value=0.0)
+        init.ConstantFill([], "lstm/c0", shape=[CHAR_HIDDEN], value=0.0)
+    embed = model.create_param("embed", [CHAR_VOCAB, CHAR_EMBED], ("GaussianFill", {"std": 0.1}))
+    ids_t = model.net.Transpose(data, "ids_t", axes=[1, 0])  # time-major (T, N)
+    x = model.net.Gather([embed, ids_t], "embedded")  # (T, N, E)
+    out, _, _, _ = rnn_cell.LSTM(
+        model, x, None, ("lstm/h0", "lstm/c0"), CHAR_EMBED, CHAR_HIDDEN, scope="lstm", forward_only=forward_only
+    )
+    h = model.net.Transpose(out, "hidden_bt", axes=[1, 0, 2])  # (N, T, H)
+    logits = brew.fc(model, h, "char_logits", dim_in=CHAR_HIDDEN, dim_out=CHAR_VOCAB, axis=2)
+    flat, _ = model.net.Reshape(logits, ["logits", "logits_shape"], shape=[-1, CHAR_VOCAB])
+    return flat
+
+
+def build_char_lstm() -> dict[str, NetDef]:
+    optimizer.reset_optimizer_instance_count()
+    train = ModelHelper(name="char_lstm_train")
+    reader = train.param_init_net.CreateDB([], "train_reader", db="train.minidb", db_type="minidb")
+    data, label = train.net.TensorProtosDBInput([reader], ["data", "label"], batch_size=CHAR_BATCH)
+    logits = char_forward(train, data, forward_only=False)
+    flat_label, _ = train.net.Reshape(label, ["label_flat", "label_shape"], shape=[-1])
+    softmax, loss = train.net.SoftmaxWithLoss([logits, flat_label], ["softmax", "loss"])
+    brew.accuracy(train, [softmax, flat_label], "accuracy")
+    train.AddGradientOperators([loss])
+    optimizer.build_adam(train, base_learning_rate=0.005)
+
+    predict = ModelHelper(name="char_lstm_predict", init_params=False)
+    probs = brew.softmax(predict, char_forward(predict, "data", forward_only=True), "softmax")
+    predict_def = predict.net.Proto()
+    del predict_def.external_input[:]
+    predict_def.external_input.extend(["data"] + [str(p) for p in predict.params] + ["lstm/h0", "lstm/c0"])
+    del predict_def.external_output[:]
+    predict_def.external_output.append(str(probs))
+    nets = {
+        "init_net.pbtxt": train.param_init_net.Proto(),
+        "train_net.pbtxt": train.net.Proto(),
+        "predict_net.pbtxt": predict_def,
+    }
+    # Names that do not depend on what this process built before (Caffe2 makes net names unique).
+    def strip(net: NetDef) -> None:
+        for op in net.op:
+            op.ClearField("debug_info")  # creation sites would make the files machine-specific
+            for a in op.arg:
+                if a.HasField("n"):
+                    a.n.name = f"{net.name}/{op.type}/{a.name}"
+                    strip(a.n)
+
+    for fname, net in nets.items():
+        net.name = "char_lstm_" + fname.split("_net")[0]
+        strip(net)
+    return nets
 
 
 def build(name: str) -> dict[str, NetDef]:
     """The init, train and predict NetDefs of model ``name``."""
+    if name == "char_lstm":
+        return build_char_lstm()
     forward, opt = MODELS[name]
     optimizer.reset_optimizer_instance_count()  # blob names must not depend on what was built before
     train = ModelHelper(name=f"{name}_train")

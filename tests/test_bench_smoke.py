@@ -34,3 +34,9 @@ def test_main_writes_the_report(tmp_path, capsys):
     text = out.read_text()
     assert "| benchmark |" in text and "per-op overhead" in text
     assert "per-op overhead" in capsys.readouterr().out
+
+
+def test_lstm_benchmark_runs_tiny():
+    lstm = pytest.importorskip("bench.lstm")
+    results, table = lstm.run(T=3, N=2, D=4, H=5, rounds=1, inner=1, log=lambda s: None)
+    assert set(results) == {"forward", "forward+backward"} and "per-step overhead" in table

@@ -61,7 +61,7 @@ def evaluate_accuracy(ws, md, test_db: str, batch: int = 256) -> tuple[float, in
     x, y = read_examples(test_db)[:2]
     data_blob, prob_blob = md.data_dims()
     net = None
-    correct = 0
+    correct = total = 0
     for start in range(0, len(x), batch):
         ws.feed_blob(data_blob, x[start : start + batch])
         if net is None:
@@ -71,5 +71,7 @@ def evaluate_accuracy(ws, md, test_db: str, batch: int = 256) -> tuple[float, in
             net = ws.create_net(eval_def, overwrite=True)
         net.run()
         probs = np.asarray(ws.fetch_blob(prob_blob))
-        correct += int(np.sum(np.argmax(probs, axis=1) == y[start : start + batch].reshape(-1)))
-    return correct / max(len(x), 1), len(x)
+        labels = y[start : start + batch].reshape(-1)  # sequence models predict every position
+        correct += int(np.sum(np.argmax(probs, axis=1) == labels))
+        total += labels.size
+    return correct / max(total, 1), len(x)

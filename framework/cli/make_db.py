@@ -15,14 +15,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("make-db", help="write a data set into train/test DBs", description=__doc__)
     p.add_argument(
         "source",
-        choices=["digits", "clicks", "npy"],
+        choices=["digits", "clicks", "npy", "chars"],
         help="digits: scikit-learn's bundled digits; clicks: synthetic clicks with a planted logistic truth "
-        "(for models/dlrm_clicks); npy: your files",
+        "(for models/dlrm_clicks); npy: your files; chars: character windows of a text "
+        "(default: Python's own pydoc_data help topics)",
     )
     p.add_argument("--examples", type=int, default=50000, help="with clicks: examples in all (default 50000)")
     p.add_argument("--out", default=os.path.join("data", "digits"), help="output folder (default data/digits)")
     p.add_argument("--features", help="with npy: features .npy (first axis = examples)")
     p.add_argument("--labels", help="with npy: labels .npy")
+    p.add_argument("--text", help="with chars: a UTF-8 text file (default: pydoc_data's help topics)")
+    p.add_argument("--seq-len", type=int, default=32, help="with chars: window length (default 32)")
     p.add_argument("--test-fraction", type=float, default=0.2, help="held-out share (default 0.2)")
     p.add_argument("--seed", type=int, default=0, help="shuffle seed (default 0)")
     p.add_argument(
@@ -50,6 +53,16 @@ def main(args: argparse.Namespace) -> int:
         x, y, p = make_clicks(args.examples, args.seed)
         n_test = int(round(len(x) * args.test_fraction))
         x_te, y_te, planted, x_tr, y_tr = x[:n_test], y[:n_test], p[:n_test], x[n_test:], y[n_test:]
+    elif args.source == "chars":
+        from framework.cli.chars import char_windows, encode, load_corpus, unigram_entropy
+
+        if args.seq_len < 1:
+            raise CLIError(f"--seq-len must be positive, got {args.seq_len}")
+        ids = encode(load_corpus(args.text))
+        if len(ids) < 2 * args.seq_len + 2:
+            raise CLIError(f"the text has {len(ids)} characters: too short for windows of {args.seq_len}")
+        x_tr, y_tr, x_te, y_te = char_windows(ids, args.seq_len, args.test_fraction, args.seed)
+        print(f"{len(ids)} characters; unigram entropy {unigram_entropy(ids):.3f} nats per character")
     else:
         if not args.features or not args.labels:
             raise CLIError("make-db npy needs --features X.npy and --labels Y.npy")

@@ -1,0 +1,67 @@
+"""The character LSTM end to end through the CLI: make-db chars, train, generate."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _cli(*args, cwd):
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "framework", *args], cwd=cwd, capture_output=True, text=True, env=env, timeout=600
+    )
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def test_char_windows_and_entropy():
+    from framework.cli.chars import char_windows, decode, encode, unigram_entropy
+
+    ids = encode("abcabcabcé")
+    assert decode(ids) == "abcabcabc?"
+    p = np.array([3, 3, 3, 1]) / 10
+    assert unigram_entropy(ids) == pytest.approx(float(-(p * np.log(p)).sum()))
+    x_tr, y_tr, x_te, y_te = char_windows(np.arange(21, dtype=np.int32), 4, 0.25, 0)
+    assert x_te.tolist() == [[16, 17, 18, 19]] and y_te.tolist() == [[17, 18, 19, 20]]
+    np.testing.assert_array_equal(y_tr, x_tr + 1)
+
+
+@pytest.mark.slow
+def test_char_lstm_trains_below_unigram_entropy_and_generates(tmp_path):
+    out = _cli("make-db", "chars", "--out", str(tmp_path / "data"), cwd=tmp_path)
+    entropy = float(out.split("unigram entropy ")[1].split()[0])
+    _cli(
+        "train",
+        os.path.join(ROOT, "models", "char_lstm"),
+        "--data",
+        str(tmp_path / "data"),
+        "--iters",
+        "150",
+        "--checkpoint",
+        str(tmp_path / "ck.minidb"),
+        "--no-progress",
+        "--val-every",
+        "1000",
+        cwd=tmp_path,
+    )
+    hist = [json.loads(line) for line in open(tmp_path / "history.jsonl")]
+    losses = [h["loss"] for h in hist if "loss" in h]
+    assert np.mean(losses[-3:]) < entropy - 0.5, (losses, entropy)
+    text = _cli(
+        "generate",
+        os.path.join(ROOT, "models", "char_lstm"),
+        "--checkpoint",
+        str(tmp_path / "ck.minidb"),
+        "--length",
+        "40",
+        "--prime",
+        "def ",
+        cwd=tmp_path,
+    )
+    assert text.startswith("def ") and len(text.rstrip("\n")) == 44
