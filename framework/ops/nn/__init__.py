@@ -25,7 +25,10 @@ from framework.ops.nn import (  # noqa: F401
     rectifiers,
     smooth_activations,
     softmax,
+    space_batch,
+    stumps,
     summarize,
+    top_k,
     upsample,
     vector_norms,
 )

@@ -96,7 +96,15 @@ class ConvFusion(ConvOpBase):
             )
         self._yshape = yshape
         self._kernel = ConvNCHW(
-            n, c, m, self.spec.group, geo, dt, b is not None, relu=self.relu, residual=s is not None,
+            n,
+            c,
+            m,
+            self.spec.group,
+            geo,
+            dt,
+            b is not None,
+            relu=self.relu,
+            residual=s is not None,
             inplace_residual=True,
         )
         self._key = (x.shape, w.shape, dt, s.shape if s is not None else None, get_num_threads())

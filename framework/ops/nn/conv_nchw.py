@@ -172,6 +172,7 @@ class ConvNCHW:
             np.matmul(w2, col2, out=acc)
             self._epilogue(yi, acc, bk, s[0].reshape(self.m, p)[lo:hi] if s is not None else None)
 
+
 class _bind:  # noqa: N801  (a tiny closure object)
     __slots__ = ("fn", "args")
 
