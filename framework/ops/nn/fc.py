@@ -109,15 +109,37 @@ class _FCBase(Operator):
         self._packed_fresh = False
 
     def _weight(self) -> np.ndarray:
-        """W as a (K, N) operand: the packed contiguous copy once W has been seen unchanged, else a view."""
+        """W as a (K, N) operand: the packed contiguous copy once W has been seen unchanged, else a view.
+
+        FC ops reading the same weight tensor (an RNN step net bound once per time step) share
+        one packed copy per tensor version (``_SHARED_PACKS``), so the GEMMs stay in cache."""
         t = self.inputs[1]._obj
         if t is self._pk_tensor and t.version == self._pk_version:
             if not self._packed_fresh:
                 wt = self._w_view
-                packed = self._packed
-                if packed is None or packed.shape != wt.shape or packed.dtype != wt.dtype:
-                    packed = self._packed = np.empty(wt.shape, wt.dtype)
-                np.copyto(packed, wt)
+                shared = _SHARED_PACKS.get(id(t))
+                if (
+                    shared is not None
+                    and shared[0] is t
+                    and shared[1] == t.version
+                    and shared[2].shape == wt.shape
+                    and shared[2].dtype == wt.dtype
+                    and shared[3] is self._w
+                ):
+                    self._packed = shared[2]
+                else:
+                    packed = self._packed
+                    if (
+                        packed is None
+                        or packed.shape != wt.shape
+                        or packed.dtype != wt.dtype
+                        or any(v[2] is packed for v in _SHARED_PACKS.values())
+                    ):
+                        packed = self._packed = np.empty(wt.shape, wt.dtype)
+                    np.copyto(packed, wt)
+                    if len(_SHARED_PACKS) >= 64:
+                        _SHARED_PACKS.pop(next(iter(_SHARED_PACKS)))
+                    _SHARED_PACKS[id(t)] = (t, t.version, packed, self._w)
                 self._packed_fresh = True
             return self._packed
         self._pk_tensor, self._pk_version, self._packed_fresh = t, t.version, False
@@ -153,6 +175,10 @@ class _FCBase(Operator):
             add(y2, b1, out=y2)
 
         return fc
+
+
+# Packed W^T copies shared by FC ops reading the same weight tensor: id -> (tensor, version, packed, W array).
+_SHARED_PACKS: dict[int, tuple] = {}
 
 
 def _fc_op(name: str, transposed: bool, w_doc: str):
