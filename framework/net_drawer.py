@@ -55,3 +55,131 @@ def render(dot_source: str, out_path: str, fmt: str) -> None:
     proc = subprocess.run([exe, f"-T{fmt}", "-o", out_path], input=dot_source.encode(), capture_output=True)
     if proc.returncode != 0:
         raise FrameworkError(f"graphviz failed to render {out_path}: {proc.stderr.decode(errors='replace').strip()}")
+
+
+# -- Caffe2's net_drawer API ---------------------------------------------------------------------
+def _as_net_def(operators_or_net: Any, name: str | None) -> Any:
+    from framework.proto.framework_pb2 import NetDef
+
+    if hasattr(operators_or_net, "Proto"):
+        operators_or_net = operators_or_net.Proto()
+    if isinstance(operators_or_net, NetDef):
+        net = NetDef()
+        net.CopyFrom(operators_or_net)
+        if name:
+            net.name = name
+        return net
+    return NetDef(name=name or "graph", op=list(operators_or_net))
+
+
+def _minimal_dot(net_def: Any, rankdir: str, minimal_dependency: bool) -> str:
+    """DOT of the ops only: an edge from the op that writes a blob to each op that reads it."""
+    import networkx as nx
+
+    g = nx.DiGraph()
+    last_writer: dict[str, int] = {}
+    for i, op in enumerate(net_def.op):
+        g.add_node(i)
+        for b in list(op.input) + list(op.control_input):
+            if b in last_writer:
+                g.add_edge(last_writer[b], i)
+        for b in op.output:
+            last_writer[b] = i
+    if minimal_dependency and nx.is_directed_acyclic_graph(g):
+        g = nx.transitive_reduction(g)
+    lines = [f"digraph {_quote(net_def.name or 'net')} {{", f"  rankdir={rankdir};", "  node [fontsize=10];"]
+    for i, op in enumerate(net_def.op):
+        label = op.type + (f"\\n{op.name}" if op.name else "")
+        lines.append(f'  op{i} [label="{label}", shape=box, style=filled, fillcolor="#dde8f7"];')
+    lines += [f"  op{a} -> op{b};" for a, b in sorted(g.edges())]
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+class DotGraph:
+    """What GetPydotGraph returns when pydot is not installed: the DOT source with the pydot
+    methods tutorials call (``to_string``, ``create_png``/``create_svg``/``create``, ``write*``);
+    rendering uses graphviz's ``dot`` (a clear error when it is missing)."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+
+    def to_string(self) -> str:
+        return self.source
+
+    def create(self, prog: str | None = None, format: str = "png") -> bytes:  # noqa: A002 - pydot's name
+        if format in ("raw", "dot"):
+            return self.source.encode()
+        exe = shutil.which(prog or "dot")
+        if exe is None:
+            raise FrameworkError(
+                "rendering a net graph needs graphviz's `dot` program (Debian/Ubuntu: apt-get install graphviz); "
+                "to_string() gives the DOT source without it"
+            )
+        proc = subprocess.run([exe, f"-T{format}"], input=self.source.encode(), capture_output=True)
+        if proc.returncode != 0:
+            raise FrameworkError(f"graphviz failed: {proc.stderr.decode(errors='replace').strip()}")
+        return proc.stdout
+
+    def create_png(self, prog: str | None = None) -> bytes:
+        return self.create(prog, "png")
+
+    def create_svg(self, prog: str | None = None) -> bytes:
+        return self.create(prog, "svg")
+
+    def write(self, path: str, prog: str | None = None, format: str = "raw") -> bool:  # noqa: A002
+        data = self.create(prog, format)
+        with open(path, "wb") as f:
+            f.write(data)
+        return True
+
+    def write_png(self, path: str, prog: str | None = None) -> bool:
+        return self.write(path, prog, "png")
+
+    def write_svg(self, path: str, prog: str | None = None) -> bool:
+        return self.write(path, prog, "svg")
+
+
+def _graph(source: str) -> Any:
+    try:
+        import pydot
+    except ImportError:
+        return DotGraph(source)
+    return pydot.graph_from_dot_data(source)[0]
+
+
+def GetPydotGraph(  # noqa: N802
+    operators_or_net: Any,
+    name: str | None = None,
+    rankdir: str = "LR",
+    op_node_producer: Any = None,
+    blob_node_producer: Any = None,
+) -> Any:
+    """A graph of the ops and blobs (Caffe2's GetPydotGraph): a ``pydot.Dot`` when pydot is
+    installed, else a ``DotGraph`` with the same common methods. Custom node producers are
+    pydot-specific and not supported."""
+    if op_node_producer is not None or blob_node_producer is not None:
+        raise FrameworkError("GetPydotGraph: custom node producers are not supported here")
+    return _graph(to_dot(_as_net_def(operators_or_net, name), rankdir=rankdir))
+
+
+def GetPydotGraphMinimal(  # noqa: N802
+    operators_or_net: Any,
+    name: str | None = None,
+    rankdir: str = "LR",
+    minimal_dependency: bool = False,
+    op_node_producer: Any = None,
+) -> Any:
+    """A graph of the ops only, an edge per data dependency (transitively reduced with
+    ``minimal_dependency``), as Caffe2's GetPydotGraphMinimal."""
+    if op_node_producer is not None:
+        raise FrameworkError("GetPydotGraphMinimal: custom node producers are not supported here")
+    return _graph(_minimal_dot(_as_net_def(operators_or_net, name), rankdir, minimal_dependency))
+
+
+def GetGraphPngSafe(func: Any, *args: Any, **kwargs: Any) -> bytes | None:  # noqa: N802
+    """PNG bytes of ``func(*args, **kwargs)``'s graph, or None when rendering fails."""
+    try:
+        return func(*args, **kwargs).create_png()
+    except Exception:
+        return None

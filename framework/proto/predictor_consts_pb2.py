@@ -1,0 +1,3 @@
+"""``caffe2.proto.predictor_consts_pb2``: well-known keys of predictor exports."""
+
+from framework.proto.framework_pb2 import PredictorConsts  # noqa: F401
