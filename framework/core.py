@@ -153,6 +153,26 @@ class GradientRegistry(_GradientRegistry):
         return ops, out
 
 
+_GLOBAL_INIT_ARGS: list[str] = []
+
+
+def GlobalInit(args: Any) -> bool:  # noqa: N802
+    """Caffe2's core.GlobalInit(["prog", "--flag=value", ...]): flags are recorded (GetGlobalInitArgs)
+    and otherwise ignored; they tune Caffe2's C++ runtime."""
+    from framework import workspace
+
+    _GLOBAL_INIT_ARGS.extend(list(args)[1:])
+    return workspace.GlobalInit(args)
+
+
+def GetGlobalInitArgs() -> list[str]:  # noqa: N802
+    return list(_GLOBAL_INIT_ARGS)
+
+
+def RefreshRegisteredOperators(trigger_lazy: bool = True) -> None:  # noqa: N802
+    """Nothing to refresh: the registry is read directly."""
+
+
 def IsOperator(op_type: str) -> bool:  # noqa: N802
     """Whether ``op_type`` is a registered operator type."""
     from framework.ops.registry import has_op
@@ -204,6 +224,8 @@ def CreatePythonOperator(  # noqa: N802
 __all__ = [
     "BlobReference",
     "CreatePythonOperator",
+    "GetGlobalInitArgs",
+    "GlobalInit",
     "IsGPUDeviceType",
     "IsOperator",
     "IsOperatorWithEngine",

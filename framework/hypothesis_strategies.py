@@ -19,10 +19,14 @@ __all__ = [
     "arrays",
     "dims",
     "elements_of_type",
+    "floats",
     "lengths",
     "lengths_tensor",
+    "ntensors",
     "segment_ids",
     "segmented_tensor",
+    "sparse_lengths_tensor",
+    "sparse_segmented_tensor",
     "tensor",
     "tensor1d",
     "tensors",
@@ -30,6 +34,17 @@ __all__ = [
 ]
 
 dims = testing.dims  # dims(min_value=1, max_value=5): one dimension's size
+
+
+def floats(*args: Any, **kwargs: Any) -> Any:
+    """Caffe2's ``hu.floats``: ``st.floats`` of width 32 unless a width is given, the bounds
+    rounded to float32 so hypothesis accepts them."""
+    if "width" not in kwargs:
+        kwargs["width"] = 32
+        for key in ("min_value", "max_value"):
+            if kwargs.get(key) is not None:
+                kwargs[key] = float(np.float32(kwargs[key]))
+    return st.floats(*args, **kwargs)
 
 
 def elements_of_type(dtype: Any = np.float32, filter_: Callable | None = None) -> Any:
@@ -47,7 +62,8 @@ def elements_of_type(dtype: Any = np.float32, filter_: Callable | None = None) -
 
 
 def arrays(dims: Sequence[int], dtype: Any = np.float32, elements: Any = None, unique: bool = False) -> Any:
-    """Arrays of shape ``dims`` (Caffe2's default elements per dtype)."""
+    """Arrays of shape ``dims`` (a sequence, or an int for 1-D; Caffe2's default elements per dtype)."""
+    dims = (int(dims),) if isinstance(dims, (int, np.integer)) else tuple(dims)
     if elements is None:
         elements = elements_of_type(dtype)
     if unique:
@@ -125,3 +141,43 @@ def segmented_tensor(
 def lengths_tensor(min_segments: int | None = None, max_segments: int | None = None, *args: Any, **kwargs: Any) -> Any:
     gen = functools.partial(lengths, min_segments=min_segments, max_segments=max_segments)
     return segmented_tensor(*args, segment_generator=gen, **kwargs)
+
+
+def ntensors(
+    min_n: int, max_n: int, min_dim: int = 1, max_dim: int = 4, dtype: Any = np.float32, elements: Any = None, **kwargs
+) -> Any:
+    """Between ``min_n`` and ``max_n`` arrays of one shared shape."""
+    dims_ = st.lists(dims(**kwargs), min_size=min_dim, max_size=max_dim)
+    return dims_.flatmap(lambda d: st.lists(arrays(d, dtype, elements), min_size=min_n, max_size=max_n))
+
+
+def sparse_segmented_tensor(
+    min_dim: int = 1,
+    max_dim: int = 4,
+    dtype: Any = np.float32,
+    is_sorted: bool = True,
+    elements: Any = None,
+    allow_empty: bool = False,
+    segment_generator: Callable = segment_ids,
+    itype: Any = np.int64,
+    **kwargs: Any,
+) -> Any:
+    """(data, indices into data's rows, segments of the indices), as Caffe2's."""
+    gen_empty = st.booleans() if allow_empty else st.just(False)
+    data_dims_ = st.lists(dims(**kwargs), min_size=min_dim, max_size=max_dim)
+    all_dims_ = st.tuples(gen_empty, data_dims_).flatmap(
+        lambda pair: st.tuples(
+            st.just(pair[1]), st.integers(min_value=1, max_value=pair[1][0]) if not pair[0] else st.just(0)
+        )
+    )
+    return all_dims_.flatmap(
+        lambda d: st.tuples(
+            arrays(d[0], dtype, elements),
+            arrays(d[1], dtype=itype, elements=st.integers(min_value=0, max_value=d[0][0] - 1)),
+            segment_generator(d[1], is_sorted=is_sorted),
+        )
+    )
+
+
+def sparse_lengths_tensor(**kwargs: Any) -> Any:
+    return sparse_segmented_tensor(segment_generator=lengths, **kwargs)

@@ -13,13 +13,18 @@ the imports::
             self.assertReferenceChecks(gc, op, [X], lambda X: [np.maximum(X, 0)])
             self.assertDeviceChecks(dc, op, [X], [0])
 
-What it offers, with Caffe2's signatures and defaults: ``HypothesisTestCase``
-(``assertReferenceChecks``, ``assertGradientChecks``, ``assertDeviceChecks``,
-``assertValidationChecks``, ``assertRunOpRaises``), the device fixtures
-``gcs``/``gcs_cpu_only``/``gcs_gpu_only`` and ``cpu_do``/``gpu_do``, and the
-strategies ``dims``, ``elements_of_type``, ``arrays``, ``tensor``, ``tensor1d``,
-``tensors``, ``tensors1d``, ``segment_ids``, ``lengths``, ``segmented_tensor``,
-``lengths_tensor``. The checks run through ``framework.testing``, which adds
+What it offers, with Caffe2's signatures and defaults: ``HypothesisTestCase`` (a
+``test_util.TestCase``: ``assertReferenceChecks`` calling the reference with every given
+input, ``assertGradientChecks`` through ``gradient_checker``, ``assertDeviceChecks`` through
+``device_checker``, ``assertValidationChecks``, ``assertRunOpRaises``), ``runOpOnInput``,
+``runOpBenchmark``, ``temp_workspace``, the device fixtures ``gcs``/``gcs_cpu_only``/
+``gcs_no_hip``/``gcs_gpu_only``/``gcs_cuda_only`` and ``cpu_do``/``cuda_do``/``hip_do``/
+``gpu_do``, and the strategies ``floats``, ``dims``, ``elements_of_type``, ``arrays`` (int or
+sequence shapes), ``tensor``, ``tensor1d``, ``tensors``, ``ntensors``, ``tensors1d``,
+``segment_ids``, ``lengths``, ``segmented_tensor``, ``lengths_tensor``,
+``sparse_segmented_tensor``, ``sparse_lengths_tensor``. Caffe2 loads a hypothesis settings
+profile when imported ("dev": 10 examples); importing this module changes no global settings.
+The checks run through ``framework.testing``, which adds
 two checks Caffe2 does not make: a second run allocates nothing, and inferred
 shapes are compared to the real ones (an output inferred as unknown passes
 unless ``ensure_outputs_are_inferred``). Gradient checks use float64 central
@@ -30,22 +35,25 @@ from __future__ import annotations
 
 import contextlib
 import re
-import unittest
 from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 from hypothesis import strategies as st
 
-from framework import testing
+from framework import device_checker, gradient_checker, test_util, testing
 from framework import workspace as fw
 from framework.hypothesis_strategies import (  # re-exported: Caffe2 tests use hu.tensor() ...
     arrays,
     dims,
     elements_of_type,
+    floats,
     lengths,
     lengths_tensor,
+    ntensors,
     segment_ids,
     segmented_tensor,
+    sparse_lengths_tensor,
+    sparse_segmented_tensor,
     tensor,
     tensor1d,
     tensors,
@@ -56,25 +64,36 @@ from framework.net.api import run_operator_once
 from framework.ops import get_gradient_for_op
 from framework.ops.gradient import GradientSlice
 from framework.ops.inference import infer_op
-from framework.proto.framework_pb2 import CUDA, DeviceOption, OperatorDef
+from framework.proto.framework_pb2 import CUDA, HIP, DeviceOption, OperatorDef
 
 __all__ = [
     "HypothesisTestCase",
     "arrays",
     "cpu_do",
+    "cuda_do",
+    "device_checker_device_options",
     "device_options",
     "dims",
     "elements_of_type",
     "expanded_device_options",
+    "floats",
     "gcs",
     "gcs_cpu_only",
+    "gcs_cuda_only",
     "gcs_gpu_only",
+    "gcs_no_hip",
     "gpu_do",
+    "gradient_checker_device_option",
+    "hip_do",
     "lengths",
     "lengths_tensor",
+    "ntensors",
+    "runOpBenchmark",
     "runOpOnInput",
     "segment_ids",
     "segmented_tensor",
+    "sparse_lengths_tensor",
+    "sparse_segmented_tensor",
     "temp_workspace",
     "tensor",
     "tensor1d",
@@ -85,13 +104,30 @@ __all__ = [
 
 # -- devices ----------------------------------------------------------------------------------
 cpu_do = DeviceOption()
-gpu_do = DeviceOption(device_type=CUDA)  # accepted; runs the CPU implementation
-device_options = [cpu_do]  # no GPU build: like Caffe2 without CUDA
+cuda_do = DeviceOption(device_type=CUDA)  # accepted; runs the CPU implementation
+hip_do = DeviceOption(device_type=HIP)
+gpu_do = DeviceOption(device_type=fw.GpuDeviceType)  # CUDA, as Caffe2 without GPU support
+_device_options_no_hip = [cpu_do]  # no GPU build: like Caffe2 without CUDA
+device_options = list(_device_options_no_hip)
 expanded_device_options = [cpu_do]
 gpu_device_options: list = []
-gcs = dict(gc=st.sampled_from(device_options), dc=st.just(device_options))
+
+
+def device_checker_device_options() -> Any:
+    return st.just(device_options)
+
+
+def gradient_checker_device_option() -> Any:
+    return st.sampled_from(device_options)
+
+
+gcs = dict(gc=gradient_checker_device_option(), dc=device_checker_device_options())
 gcs_cpu_only = dict(gc=st.sampled_from([cpu_do]), dc=st.just([cpu_do]))
+# GPU-only tests are skipped in Caffe2 without a GPU (skipIf(not has_gpu_support)); here they
+# draw nothing rather than pretend a GPU ran them.
 gcs_gpu_only = dict(gc=st.sampled_from(gpu_device_options) if gpu_device_options else st.nothing(), dc=st.just([]))
+gcs_cuda_only = gcs_gpu_only
+gcs_no_hip = dict(gc=st.sampled_from(_device_options_no_hip), dc=st.just(_device_options_no_hip))
 
 
 def is_sandcastle() -> bool:
@@ -130,20 +166,32 @@ def runOpOnInput(  # noqa: N802
     return testing.run_op_on(_on_device(op, device_option), list(inputs), Workspace())
 
 
+def runOpBenchmark(  # noqa: N802
+    device_option: DeviceOption,
+    op: OperatorDef,
+    inputs: Sequence[Any],
+    input_device_options: Any = None,
+    iterations: int = 10,
+) -> list[float]:
+    """Caffe2's runOpBenchmark: the op as a one-op net, BenchmarkNet(1 warmup, ``iterations``)."""
+    from framework.proto.framework_pb2 import NetDef
+
+    op = _on_device(op, device_option)
+    net = NetDef(name=op.name or "test", op=[op])
+    with temp_workspace():
+        for name, value in zip(op.input, inputs):
+            fw.FeedBlob(name, value)
+        fw.CreateNet(net)
+        return fw.BenchmarkNet(net.name, 1, iterations, True)
+
+
 def _as_list(x: Any) -> list[int]:
     return [x] if isinstance(x, (int, np.integer)) else list(x)
 
 
-class HypothesisTestCase(unittest.TestCase):
-    """unittest.TestCase with Caffe2's operator checks. Each test starts with an empty workspace."""
-
-    def setUp(self) -> None:
-        super().setUp()
-        fw.ResetWorkspace()
-
-    def tearDown(self) -> None:
-        fw.ResetWorkspace()
-        super().tearDown()
+class HypothesisTestCase(test_util.TestCase):
+    """test_util.TestCase with Caffe2's operator checks. Each test starts with an empty workspace
+    (and ``self.ws``, a fresh Workspace)."""
 
     def assertReferenceChecks(  # noqa: N802
         self,
@@ -170,11 +218,12 @@ class HypothesisTestCase(unittest.TestCase):
         op = _on_device(op, device_option)
         if len(op.input) > len(inputs):
             raise ValueError(f"must supply an input for each input on the op: {list(op.input)} vs {len(inputs)}")
-        inputs = list(inputs)[: len(op.input)]
+        all_inputs = list(inputs)  # Caffe2 calls reference(*inputs) with every given input
+        inputs = all_inputs[: len(op.input)]
         ref_outputs: list[Any] = []
 
         def checked_reference(*args: Any) -> Any:
-            out = reference(*args)
+            out = reference(*[x.copy() if isinstance(x, np.ndarray) else x for x in all_inputs])
             if not isinstance(out, (tuple, list)):
                 raise RuntimeError(
                     "You are providing a wrong reference implementation. A proper one should "
@@ -268,19 +317,26 @@ class HypothesisTestCase(unittest.TestCase):
         ensure_outputs_are_inferred: bool = False,
     ) -> None:
         """Numeric vs analytic gradient of input ``outputs_to_check`` (an *input* index, as in
-        Caffe2), with loss 0.5 * sum of squares of the outputs ``outputs_with_grads``."""
-        op = _on_device(op, device_option)
-        analytic, numeric = testing.assert_gradient_checks(
-            op,
-            list(inputs),
-            int(outputs_to_check),
-            outputs_with_grads=_as_list(outputs_with_grads),
+        Caffe2), with loss 0.5 * sum of squares of the outputs ``outputs_with_grads``, through
+        ``gradient_checker.GradientChecker.CheckSimple`` as Caffe2."""
+        gc = gradient_checker.GradientChecker(
             stepsize=stepsize,
             threshold=threshold,
-            grad_ops=grad_ops,
-            check_inference=ensure_outputs_are_inferred,
+            device_option=device_option,
+            workspace_name=str(device_option),
+            input_device_options=input_device_options,
         )
-        self.assertEqual(analytic.shape, numeric.shape)
+        res, grad, grad_estimated = gc.CheckSimple(
+            op,
+            inputs,
+            outputs_to_check,
+            outputs_with_grads,
+            grad_ops=grad_ops,
+            input_device_options=input_device_options,
+            ensure_outputs_are_inferred=ensure_outputs_are_inferred,
+        )
+        self.assertEqual(grad.shape, grad_estimated.shape)
+        self.assertTrue(res, f"Gradient check failed for input {op.input[int(outputs_to_check)]}")
 
     def assertDeviceChecks(  # noqa: N802
         self,
@@ -291,18 +347,10 @@ class HypothesisTestCase(unittest.TestCase):
         input_device_options: Any = None,
         threshold: float = 0.01,
     ) -> None:
-        """Run ``op`` on every device option; the outputs ``outputs_to_check`` must agree."""
-        results = []
-        for do in device_options:
-            outs = testing.run_op_on(_on_device(op, do), list(inputs), Workspace())
-            results.append([outs[k] for k in _as_list(outputs_to_check)])
-        for do, res in zip(device_options[1:], results[1:]):
-            for k, (a, b) in zip(_as_list(outputs_to_check), zip(results[0], res)):
-                msg = f"{op.type} output {k} differs between {device_options[0]} and {do}"
-                if np.asarray(a).dtype.kind in "OSU":
-                    np.testing.assert_array_equal(a, b, err_msg=msg)
-                else:
-                    np.testing.assert_allclose(a, b, atol=threshold, rtol=threshold, err_msg=msg)
+        """Run ``op`` on every device option; the outputs ``outputs_to_check`` must agree
+        (``device_checker.DeviceChecker.CheckSimple``, as Caffe2)."""
+        dc = device_checker.DeviceChecker(threshold, device_options=device_options)
+        self.assertTrue(dc.CheckSimple(op, list(inputs), _as_list(outputs_to_check), input_device_options))
 
     def assertValidationChecks(  # noqa: N802
         self,

@@ -188,6 +188,32 @@ def assert_gradient_checks(
     Float inputs are promoted to float64 (``float64=True``) so differences are
     accurate. Returns (analytic, numeric).
     """
+    analytic, numeric = gradient_pair(
+        op_def, inputs, input_to_check, outputs_with_grads, stepsize, grad_ops, float64, check_inference
+    )
+    np.testing.assert_allclose(
+        analytic,
+        numeric,
+        rtol=threshold,
+        atol=threshold,
+        err_msg=f"{op_def.type}: analytic vs numeric gradient of input {input_to_check} "
+        f"('{op_def.input[input_to_check]}')",
+    )
+    return analytic, numeric
+
+
+def gradient_pair(
+    op_def: OperatorDef,
+    inputs: Sequence[Any],
+    input_to_check: int,
+    outputs_with_grads: Sequence[int] = (0,),
+    stepsize: float = 1e-4,
+    grad_ops: Sequence[OperatorDef] | None = None,
+    float64: bool = True,
+    check_inference: bool = True,
+) -> tuple[np.ndarray, np.ndarray]:
+    """(analytic, numeric) gradient of input ``input_to_check`` for the loss 0.5 * sum of squares
+    of the outputs ``outputs_with_grads``, without comparing them."""
     inputs = [np.asarray(x) for x in inputs]
     if float64:
         inputs = [x.astype(np.float64) if x.dtype.kind == "f" else x for x in inputs]
@@ -237,14 +263,6 @@ def assert_gradient_checks(
             fwd.run()
             losses.append(_loss_and_grads(ws, op_def, outputs_with_grads)[0])
         flat[j] = (losses[0] - losses[1]) / (2 * stepsize)
-    np.testing.assert_allclose(
-        analytic,
-        numeric,
-        rtol=threshold,
-        atol=threshold,
-        err_msg=f"{op_def.type}: analytic vs numeric gradient of input {input_to_check} "
-        f"('{op_def.input[input_to_check]}')",
-    )
     return analytic, numeric
 
 

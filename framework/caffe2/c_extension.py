@@ -31,6 +31,29 @@ def _ws() -> Any:
     return workspace
 
 
+class _BlobMap:
+    def __init__(self, ws: _Workspace) -> None:
+        self._ws = ws
+
+    def __call__(self) -> list[str]:
+        return _Workspace.blobs(self._ws)
+
+    def __getitem__(self, name: Any) -> Blob:
+        return self._ws.get_blob(str(name))
+
+    def __contains__(self, name: Any) -> bool:
+        return self._ws.has_blob(str(name))
+
+    def __iter__(self) -> Any:
+        return iter(self())
+
+    def __len__(self) -> int:
+        return len(self())
+
+    def keys(self) -> list[str]:
+        return self()
+
+
 class _WorkspaceType(type):
     """``C.Workspace.current`` is the current workspace; instances of this framework's
     Workspace count as ``C.Workspace`` instances."""
@@ -44,7 +67,28 @@ class _WorkspaceType(type):
 
 
 class Workspace(_Workspace, metaclass=_WorkspaceType):
-    """``C.Workspace()``: a new, empty workspace (not registered by name), as Caffe2's."""
+    """``C.Workspace()``: a new, empty workspace (not registered by name), as Caffe2's, with
+    Caffe2's ``run(op | net | plan)`` (blobs answer ``feed``/``fetch``)."""
+
+    @property
+    def blobs(self) -> _BlobMap:  # type: ignore[override]
+        """Caffe2's ``ws.blobs``: ``ws.blobs["x"].fetch()``, ``"x" in ws.blobs``; calling it
+        (``ws.blobs()``) still lists the names, as this framework's Workspace does."""
+        return _BlobMap(self)
+
+    def run(self, obj: Any) -> bool:
+        if hasattr(obj, "Proto"):
+            obj = obj.Proto()
+        kind = type(obj).__name__
+        if kind == "PlanDef" or kind == "ExecutionStep":
+            self.run_plan(obj)
+        elif kind == "NetDef":
+            self.run_net_once(obj)
+        elif kind == "OperatorDef":
+            self.run_operator_once(obj)
+        else:
+            raise ValueError(f"Don't know how to do Workspace.run() on {type(obj)}")
+        return True
 
 
 def num_cuda_devices() -> int:
@@ -164,6 +208,43 @@ def run_plan(plan: Any) -> bool:
 
 def benchmark_net(name: Any, warmup_runs: int, main_runs: int, run_individual: bool) -> list[float]:
     return _ws().BenchmarkNet(name, warmup_runs, main_runs, run_individual)
+
+
+class Mode:
+    """Caffe2's ``C.Mode``: how ``create_db`` opens a DB."""
+
+    read = "read"
+    write = "write"
+    new = "new"
+
+
+class _DB:
+    """Caffe2's pybind DB: ``new_transaction()`` (``put``/``commit``), ``new_cursor()``, ``close()``."""
+
+    def __init__(self, db: Any) -> None:
+        self._db = db
+
+    def new_transaction(self) -> Any:
+        return self._db.new_transaction()
+
+    def new_cursor(self) -> Any:
+        return self._db.cursor()
+
+    def close(self) -> None:
+        self._db.close()
+
+    def __del__(self) -> None:  # Caffe2 closes the DB when the object goes away
+        try:
+            self._db.close()
+        except Exception:
+            pass
+
+
+def create_db(db_type: str, source: str, mode: Any) -> _DB:
+    """Open a DB (minidb, lmdb, leveldb...) as Caffe2's ``C.create_db(type, source, mode)``."""
+    from framework.db import open_db
+
+    return _DB(open_db(db_type, source, getattr(mode, "value", mode)))
 
 
 class _CallableModule(types.ModuleType):

@@ -124,5 +124,18 @@ class Blob:
         self._obj = obj
         return obj
 
+    def feed(self, value: Any, device_option: Any = None) -> bool:
+        """Caffe2's ``Blob.feed``: store a copy of ``value`` (as Workspace.feed_blob)."""
+        from framework.memory.workspace import feed_value
+
+        feed_value(self, value)
+        return True
+
+    def fetch(self) -> Any:
+        """Caffe2's ``Blob.fetch``: a numpy copy of the tensor (or the string/object held)."""
+        from framework.memory.workspace import fetch_value
+
+        return fetch_value(self)
+
     def __repr__(self) -> str:
         return f"Blob({self.name!r}, {self._obj!r})"

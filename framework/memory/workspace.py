@@ -170,34 +170,11 @@ class Workspace:
 
         Re-feeding a tensor of the same shape and type reuses its buffer.
         """
-        blob = self.create_blob(name)
-        if isinstance(value, (str, bytes)):
-            blob.reset(value)
-            return
-        if isinstance(value, Tensor):
-            blob.get_mutable(Tensor).copy_from(value)
-            return
-        if hasattr(value, "SerializeToString") and hasattr(value, "dims"):  # a TensorProto
-            from framework.memory.tensor_proto import tensor_from_proto
-
-            blob.reset(tensor_from_proto(value))
-            return
-        blob.get_mutable(Tensor).assign(as_tensor_array(value))
+        feed_value(self.create_blob(name), value)
 
     def fetch_blob(self, name: str) -> Any:
         """A numpy copy of a tensor, bytes of a string blob, or the object itself for others."""
-        blob = self.get_blob(name)
-        obj = blob._obj
-        if isinstance(obj, Tensor):
-            if not obj.is_allocated:
-                raise UninitializedError(
-                    f"can't fetch blob '{name}': its tensor has no data yet "
-                    f"({'never resized' if obj.numel < 0 else f'shape {obj.dims}, never written'})"
-                )
-            return obj.numpy()
-        if obj is None:
-            raise BlobNotFoundError(f"blob '{name}' exists but holds nothing (uninitialized)")
-        return obj
+        return fetch_value(self.get_blob(name), name)
 
     def blob_sizes(self) -> dict[str, int]:
         """Bytes held by each local blob (tensor nbytes plus string lengths)."""
@@ -303,3 +280,35 @@ def blob_nbytes(blob: Blob) -> int:
     if isinstance(obj, bytes):
         return len(obj)
     return 0
+
+
+def feed_value(blob: Blob, value: Any) -> None:
+    """Store a copy of ``value`` in ``blob`` (Workspace.feed_blob and Caffe2's ``Blob.feed``)."""
+    if isinstance(value, (str, bytes)):
+        blob.reset(value)
+        return
+    if isinstance(value, Tensor):
+        blob.get_mutable(Tensor).copy_from(value)
+        return
+    if hasattr(value, "SerializeToString") and hasattr(value, "dims"):  # a TensorProto
+        from framework.memory.tensor_proto import tensor_from_proto
+
+        blob.reset(tensor_from_proto(value))
+        return
+    blob.get_mutable(Tensor).assign(as_tensor_array(value))
+
+
+def fetch_value(blob: Blob, name: str = "") -> Any:
+    """What ``blob`` holds: a numpy copy of a tensor, bytes of a string, or the object itself."""
+    name = name or blob.name
+    obj = blob._obj
+    if isinstance(obj, Tensor):
+        if not obj.is_allocated:
+            raise UninitializedError(
+                f"can't fetch blob '{name}': its tensor has no data yet "
+                f"({'never resized' if obj.numel < 0 else f'shape {obj.dims}, never written'})"
+            )
+        return obj.numpy()
+    if obj is None:
+        raise BlobNotFoundError(f"blob '{name}' exists but holds nothing (uninitialized)")
+    return obj
