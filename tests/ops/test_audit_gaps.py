@@ -106,9 +106,9 @@ ERRORS = [
         2,
         1,
         dict(kernel=2, group=2),
-        [X4, np.zeros((2, 1, 2, 2), np.float32)],
-        ArgumentError,
-        "group=1 only",
+        [X4, np.zeros((3, 1, 2, 2), np.float32)],
+        ShapeError,
+        "3 input channels, not a multiple of group 2",
     ),
     (
         "ConvTranspose",

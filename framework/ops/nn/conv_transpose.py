@@ -1,6 +1,10 @@
 """Transposed convolution: ConvTranspose (the gradient of Conv with respect to its input)
 and ConvTransposeGradient, over the same column buffers as ``conv``. Filter layouts as
-Caffe2: NCHW (C, M, *kernel), NHWC (C, *kernel, M).
+Caffe2: NCHW (C, M / group, *kernel), NHWC (C, *kernel, M / group).
+
+With group > 1 the filter is expanded once per filter version into the block-diagonal
+(C, M, *kernel) filter of the equivalent group=1 op (input group g feeds only output group g),
+so the same kernels run; the filter gradient is read back from the diagonal blocks.
 """
 
 from __future__ import annotations
@@ -84,7 +88,7 @@ def _infer_convt(args, ins):
         return [UNKNOWN]
     spec = parse_conv_pool(args, "ConvTranspose", "ConvTranspose", need_kernel=False)
     _, n, _, m, out, _ = convt_geometry(spec, _ct_adjs(args), x.shape, w.shape, "ConvTranspose")
-    return [TensorSpec(join_layout(n, m, out, spec.order), x.dtype)]
+    return [TensorSpec(join_layout(n, m * max(spec.group, 1), out, spec.order), x.dtype)]
 
 
 def _cost_convt(args, ins, outs):
@@ -102,19 +106,78 @@ class _ConvTBase(ConvOpBase):
     need_kernel = False
 
     def check_args(self) -> None:
-        if self.spec.group != 1:
-            raise self.arg_error("ConvTranspose supports group=1 only")
+        if self.spec.group < 1:
+            raise self.arg_error(f"group must be >= 1, got {self.spec.group}")
         self.adjs = _ct_adjs(self.args)
+        self._wkey = None
 
     def _geometry(self, x, w):
         return convt_geometry(self.spec, self.adjs, x.shape, w.shape, self.describe(), self.input_names)
+
+    def _group_blocks(self, w):
+        """(channel axis of the filter's outputs, C / group, M / group) after checking the groups."""
+        g = self.spec.group
+        c = w.shape[0]
+        if c % g:
+            raise ShapeError(
+                f"{self.describe()}: filter '{self.input_names[1]}' has {c} input channels, not a multiple of group {g}"
+            )
+        return (1 if self.order == "NCHW" else w.ndim - 1), c // g, w.shape[1 if self.order == "NCHW" else -1]
+
+    def _expanded(self, w):
+        """The block-diagonal group=1 filter of a grouped one (cached per filter version)."""
+        key = (w.shape, w.dtype, self.input_tensor(1).version, id(self.input_tensor(1)))
+        if self._wkey != key:
+            ax, cg, mg = self._group_blocks(w)
+            shape = list(w.shape)
+            shape[ax] = mg * self.spec.group
+            full = np.zeros(shape, w.dtype)
+            for k in range(self.spec.group):
+                sl = [slice(k * cg, (k + 1) * cg)] + [slice(None)] * (w.ndim - 1)
+                sl[ax] = slice(k * mg, (k + 1) * mg)
+                full[tuple(sl)] = w[k * cg : (k + 1) * cg]
+            self._wfull, self._wkey = full, key
+        return self._wfull
+
+    def _diagonal(self, dw_full, out):
+        """The grouped filter's gradient: the diagonal blocks of the expanded filter's one."""
+        ax, cg, mg = self._group_blocks(out)
+        for k in range(self.spec.group):
+            sl = [slice(k * cg, (k + 1) * cg)] + [slice(None)] * (out.ndim - 1)
+            sl[ax] = slice(k * mg, (k + 1) * mg)
+            out[k * cg : (k + 1) * cg] = dw_full[tuple(sl)]
+
+    def forward_inputs(self) -> tuple:
+        if self.spec.group == 1:
+            return super().forward_inputs()
+        x, w = self.input(0), self.input(1)
+        self._dtype([x, w])
+        w = self._expanded(w)
+        b = self.input(2) if len(self.inputs) == 3 else None
+        if self._key != (x.shape, w.shape, x.dtype, b is not None):
+            self._prepare(x, w, b)
+        return x, w, b
+
+    def gradient_inputs(self) -> tuple:
+        if self.spec.group == 1:
+            return super().gradient_inputs()
+        x, w, dy = self.input(0), self.input(1), self.input(2)
+        self._dtype([x, w, dy])
+        w = self._expanded(w)
+        if self._key != (x.shape, w.shape, dy.shape, x.dtype):
+            self._prepare(x, w, dy)
+        return x, w, dy
 
 
 @register_op(
     "ConvTranspose",
     inputs=(2, 3),
     args=_CT_ARGS,
-    input_docs=[("X", "input"), ("filter", "NCHW (C, M, *kernel); NHWC (C, *kernel, M)"), ("bias", "optional (M,)")],
+    input_docs=[
+        ("X", "input"),
+        ("filter", "NCHW (C, M / group, *kernel); NHWC (C, *kernel, M / group)"),
+        ("bias", "optional (M,)"),
+    ],
     output_docs=[("Y", "output")],
     infer=_infer_convt,
     cost=lambda args, ins, outs: _cost_convt(args, ins, outs),
@@ -122,7 +185,9 @@ class _ConvTBase(ConvOpBase):
 )
 class ConvTranspose(_ConvTBase):
     """Transposed convolution (the gradient of Conv with respect to its input), Caffe2's
-    ConvTranspose: out = (in - 1) * stride + kernel + adj - pad_head - pad_tail."""
+    ConvTranspose: out = (in - 1) * stride + kernel + adj - pad_head - pad_tail. With `group`
+    G the C input channels and the M = G * filter-channels outputs split into G groups, input
+    group g feeding output group g only."""
 
     def _prepare(self, x, w, b) -> None:
         dt = self._dtype([x, w, b])
@@ -169,7 +234,7 @@ def _infer_convt_grad(args, ins):
     outs = [w]
     if not args.no_bias:
         order = args.order
-        m = None if w.shape is None else (w.shape[1] if order == "NCHW" else w.shape[-1])
+        m = None if w.shape is None else (w.shape[1] if order == "NCHW" else w.shape[-1]) * max(args.group, 1)
         outs.append(TensorSpec((m,) if m is not None else None, w.dtype))
     if args.num_outputs > len(outs):
         outs.append(x)
@@ -225,8 +290,14 @@ class ConvTransposeGradient(_ConvTBase):
             np.copyto(self._xT, x.reshape(self._n, self._c, self._p).transpose(1, 0, 2))
         else:
             np.copyto(self._col.reshape(win.shape), win)
-        dw = self.output(0, w.shape, w.dtype)
-        self._dw(x, dw)
+        if self.spec.group == 1:
+            dw = self.output(0, w.shape, w.dtype)
+            self._dw(x, dw)
+        else:
+            dw_full = np.empty(w.shape, w.dtype)
+            self._dw(x, dw_full)
+            grouped = self.input(1)
+            self._diagonal(dw_full, self.output(0, grouped.shape, grouped.dtype))
         if self.i_db is not None:
             m = w.shape[1] if self.order == "NCHW" else w.shape[-1]
             db = self.output(self.i_db, (m,), w.dtype)
