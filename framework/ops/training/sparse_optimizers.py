@@ -58,22 +58,44 @@ def rowwise_adagrad_rows(
         return
     msq = np.einsum("ij,ij->i", g, g) if g.ndim == 2 else (g * g).reshape(n, -1).sum(axis=1)
     msq *= 1.0 / max(int(np.prod(g.shape[1:], dtype=np.int64)), 1)
-    if n == 1 or np.unique(idx).size == n:  # distinct rows: one step
+    block = (1,) * (g.ndim - 1)
+    dup = repeated(idx, p.shape[0])
+    if not dup.any():  # distinct rows (the common case): one vectorized step
         hr = h[idx] + msq
         h[idx] = hr
-        scale = lr / (np.sqrt(hr) + eps)
-        p[idx] += g * scale.reshape((n,) + (1,) * (g.ndim - 1)).astype(p.dtype, copy=False)
+        p[idx] += g * (lr / (np.sqrt(hr) + eps)).reshape((n,) + block).astype(p.dtype, copy=False)
         return
-    order = np.argsort(idx, kind="stable")
+    u = np.flatnonzero(~dup)
+    if u.size:
+        r = idx[u]
+        hr = h[r] + msq[u]
+        h[r] = hr
+        p[r] += g[u] * (lr / (np.sqrt(hr) + eps)).reshape((u.size,) + block).astype(p.dtype, copy=False)
+    # repeated rows (few): sort them, running sums of mean(g^2) give each occurrence's accumulator
+    d = np.flatnonzero(dup)
+    order = d[np.argsort(idx[d], kind="stable")]
     s, gs, ms = idx[order], g[order], msq[order]
+    m = s.size
     starts = np.flatnonzero(np.r_[True, s[1:] != s[:-1]])
     rows = s[starts]
     run = np.cumsum(ms)
-    before = np.repeat(run[starts] - ms[starts], np.diff(np.r_[starts, n]))
+    before = np.repeat(run[starts] - ms[starts], np.diff(np.r_[starts, m]))
     hk = h[s] + (run - before)  # the accumulator after each occurrence, as the sequential loop sees it
     scale = (lr / (np.sqrt(hk) + eps)).astype(p.dtype, copy=False)
-    p[rows] += np.add.reduceat(gs * scale.reshape((n,) + (1,) * (g.ndim - 1)), starts, axis=0)
-    h[rows] = hk[np.r_[starts[1:], n] - 1]
+    p[rows] += np.add.reduceat(gs * scale.reshape((m,) + block), starts, axis=0)
+    h[rows] = hk[np.r_[starts[1:], m] - 1]
+
+
+def repeated(idx: np.ndarray, rows: int) -> np.ndarray:
+    """Mask of the positions of ``idx`` whose value occurs more than once (a count table when the table is
+    not much bigger than the batch, else a sort)."""
+    if rows <= 64 * idx.size + (1 << 20):
+        return np.bincount(idx, minlength=rows)[idx] > 1
+    order = np.argsort(idx, kind="stable")
+    same = idx[order[1:]] == idx[order[:-1]]
+    mask = np.empty(idx.size, bool)
+    mask[order] = np.r_[same, False] | np.r_[False, same]
+    return mask
 
 
 def adagrad_rows(

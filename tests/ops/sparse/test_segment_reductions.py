@@ -263,3 +263,22 @@ def test_the_family_is_complete_and_each_op_emits_a_listed_gradient_op():
             ops, _ = get_gradient_for_op(CreateOperator(op_type, [f"x{i}" for i in range(n_in)], ["y"], **kw), ["g"])
             emitted |= {o.type for o in ops}
     assert emitted == set(GRADIENT_TYPES)
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+@pytest.mark.parametrize("reducer", REDUCERS)
+@settings(max_examples=10, deadline=None)
+@given(k=st.integers(1, 4), length=st.integers(1, 4), data=st.data())
+def test_equal_lengths_fast_path_against_numpy(sparse, reducer, k, length, data):
+    """Every segment of one length (the recommendation-batch case) takes a reshape + sum path."""
+    rng = np.random.default_rng(data.draw(st.integers(0, 100)))
+    n = k * length
+    x = rng.standard_normal((n + 3 if sparse else n, 2)).astype(np.float32)
+    idx = rng.integers(0, len(x), n).astype(np.int64)
+    seg = np.full(k, length, np.int32)
+    w = rng.standard_normal(n).astype(np.float32)
+    op, inputs = build(sparse, "Lengths", reducer, x, idx, seg, w)
+    expected = reference(
+        "Lengths", reducer, x, idx if sparse else np.arange(n), seg, w if reducer == "WeightedSum" else None
+    )
+    assert_reference_checks(op, inputs, lambda *_: expected, threshold=1e-4, atol=1e-4)

@@ -1,0 +1,246 @@
+"""Row-wise quantization ops, bit-exact against element-by-element references of Caffe2's C loops
+(``perfkernels/fused_nbit_rowwise_conversion.cc``, ``lengths_reducer_rowwise_8bit_ops.h``)."""
+
+import struct
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from framework.core import CreateOperator
+from framework.errors import FrameworkError
+from framework.testing import assert_gradient_checks, assert_reference_checks, run_op_on
+
+f32, f16 = np.float32, np.float16
+
+
+def c_lrintf(v):  # round half to even, as lrintf in the default rounding mode
+    return int(np.rint(f32(v)))
+
+
+def ref_fused_8bit(x):
+    out = []
+    for row in x.reshape(-1, x.shape[-1]):
+        mn, mx = f32(min(row)), f32(max(row))
+        rng = f32(mx - mn)
+        inv = f32(f32(255.0) / f32(rng + f32(1e-8)))
+        codes = bytes(c_lrintf(f32(f32(v - mn) * inv)) for v in row)
+        out.append(codes + struct.pack("<ff", f32(rng / f32(255.0)), mn))
+    return np.frombuffer(b"".join(out), np.uint8).reshape((*x.shape[:-1], x.shape[-1] + 8))
+
+
+def ref_fused_nbit(x, bits, from_half=False):
+    per = 8 // bits
+    out = []
+    for row in x.reshape(-1, x.shape[-1]).astype(f32):
+        mn = f32(f16(min(row)))
+        rng = f32(f32(max(row)) - mn)
+        scale = f16(1.0) if rng == 0 else f16(f32(rng / f32((1 << bits) - 1)))
+        if scale == 0:
+            scale = f16(1.0)
+        inv = f32(f32(1.0) / f32(scale))
+        if not from_half and np.isinf(inv):
+            scale, inv = f16(1.0), f32(1.0)
+        packed = bytearray((len(row) + per - 1) // per)
+        for c, v in enumerate(row):
+            t = f32(v - mn)
+            q = c_lrintf(f32(t / f32(scale)) if from_half else f32(t * inv))
+            q = max(0, min(q, (1 << bits) - 1))
+            packed[c // per] |= q << ((c % per) * bits)
+        out.append(bytes(packed) + np.array([scale, f16(mn)], f16).tobytes())
+    nbytes = (x.shape[-1] + per - 1) // per + 4
+    return np.frombuffer(b"".join(out), np.uint8).reshape((*x.shape[:-1], nbytes))
+
+
+def ref_dequant_nbit(q, bits):
+    per = 8 // bits
+    rows = q.reshape(-1, q.shape[-1])
+    cols = (q.shape[-1] - 4) * per
+    out = np.zeros((len(rows), cols), f32)
+    for r, row in enumerate(rows):
+        scale, bias = np.frombuffer(bytes(row[-4:]), f16).astype(f32)
+        for c in range(cols):
+            code = (int(row[c // per]) >> ((c % per) * bits)) & ((1 << bits) - 1)
+            out[r, c] = f32(scale * f32(code)) + bias
+    return out.reshape((*q.shape[:-1], cols))
+
+
+rows_st = st.tuples(st.integers(0, 4), st.integers(1, 3)).flatmap(
+    lambda s: st.lists(
+        st.floats(-8, 8, width=32) | st.sampled_from([0.0, 1.0, -1.5]),
+        min_size=s[0] * s[1] * 4,
+        max_size=s[0] * s[1] * 4,
+    ).map(lambda v, s=s: np.array(v, f32).reshape(s[0], s[1] * 4))
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(rows_st)
+def test_fused_8bit_float_scale_bias_is_bit_exact(x):
+    op = CreateOperator("FloatToFused8BitRowwiseQuantized", ["x"], ["q"])
+    q = assert_reference_checks(op, [x], ref_fused_8bit)[0]
+    back = q[:, :-8].astype(f32) * q[:, -8:-4].copy().view(f32) + q[:, -4:].copy().view(f32) if len(q) else q[:, :0]
+    assert_reference_checks(
+        CreateOperator("Fused8BitRowwiseQuantizedToFloat", ["q"], ["y"]),
+        [q],
+        lambda _: back.astype(f32).reshape(x.shape),
+        threshold=0,
+        atol=0,
+    )
+    h = assert_reference_checks(
+        CreateOperator("Fused8BitRowwiseQuantizedToHalfFloat", ["q"], ["y"]),
+        [q],
+        lambda _: back.astype(f16).reshape(x.shape),
+        threshold=0,
+        atol=0,
+    )[0]
+    assert h.dtype == f16
+    assert_reference_checks(
+        CreateOperator("HalfFloatToFused8BitRowwiseQuantized", ["x"], ["q"]),
+        [x.astype(f16)],
+        lambda xh: ref_fused_8bit(xh.astype(f32)),
+    )
+
+
+@pytest.mark.parametrize("bits", [8, 4, 2])
+@settings(max_examples=30, deadline=None)
+@given(x=rows_st)
+def test_fused_nbit_and_half_scale_bias_are_bit_exact(bits, x):
+    if bits == 8:
+        to, back, half_to = (
+            "FloatToFused8BitRowwiseQuantizedHalfScaleBias",
+            "Fused8BitRowwiseQuantizedHalfScaleBiasToFloat",
+            "HalfFloatToFused8BitRowwiseQuantizedHalfScaleBias",
+        )
+    else:
+        to, back, half_to = (
+            f"FloatToFused{bits}BitRowwiseQuantized",
+            f"Fused{bits}BitRowwiseQuantizedToFloat",
+            f"HalfToFused{bits}BitRowwiseQuantized",
+        )
+    q = assert_reference_checks(CreateOperator(to, ["x"], ["q"]), [x], lambda v: ref_fused_nbit(v, bits))[0]
+    assert_reference_checks(
+        CreateOperator(back, ["q"], ["y"]), [q], lambda v: ref_dequant_nbit(v, bits), threshold=0, atol=0
+    )
+    xh = x.astype(f16)
+    assert_reference_checks(
+        CreateOperator(half_to, ["x"], ["q"]), [xh], lambda v: ref_fused_nbit(v.astype(f32), bits, from_half=bits != 8)
+    )
+    if bits != 8:
+        out = run_op_on(CreateOperator(f"Fused{bits}BitRowwiseQuantizedToHalf", ["q"], ["y"]), [q])[0]
+        np.testing.assert_array_equal(out, ref_dequant_nbit(q, bits).astype(f16))
+
+
+def test_quantization_error_is_within_half_a_step():
+    x = np.random.default_rng(0).standard_normal((20, 16)).astype(f32)
+    for bits, to, back in (
+        (4, "FloatToFused4BitRowwiseQuantized", "Fused4BitRowwiseQuantizedToFloat"),
+        (2, "FloatToFused2BitRowwiseQuantized", "Fused2BitRowwiseQuantizedToFloat"),
+    ):
+        q = run_op_on(CreateOperator(to, ["x"], ["q"]), [x])[0]
+        y = run_op_on(CreateOperator(back, ["q"], ["y"]), [q])[0]
+        step = (x.max(axis=1) - x.min(axis=1)) / ((1 << bits) - 1)
+        assert (np.abs(y - x) <= step[:, None] * 0.51 + 2e-3).all()
+
+
+def ref_rowwise_8bits(x):
+    q = np.zeros(x.shape, np.uint8)
+    sb = np.zeros((len(x), 2), f32)
+    for i, row in enumerate(x):
+        mn, mx = f32(min(row)), f32(max(row))
+        if f32(mx - mn) < f32(1e-10):
+            sb[i] = [1.0, mn]
+            continue
+        scale = f32(f32(mx - mn) / f32(255.0))
+        sb[i] = [scale, mn]
+        inv = f32(f32(1.0) / scale)
+        for j, v in enumerate(row):
+            t = float(f32(f32(v - mn) * inv))
+            q[i, j] = int(np.floor(t + 0.5))  # t >= 0 exactly in float64: halves go up (std::round)
+    return q, sb
+
+
+@settings(max_examples=40, deadline=None)
+@given(rows_st)
+def test_rowwise_8bits_with_separate_scale_bias(x):
+    q, sb = assert_reference_checks(
+        CreateOperator("FloatToRowwiseQuantized8Bits", ["x"], ["q", "sb"]), [x], ref_rowwise_8bits
+    )
+    y = q.astype(f32) * sb[:, :1] + sb[:, 1:] if len(q) else np.zeros(x.shape, f32)
+    assert_reference_checks(
+        CreateOperator("Rowwise8BitQuantizedToFloat", ["q", "sb"], ["y"]),
+        [q, sb],
+        lambda *_: y.reshape(x.shape),
+        threshold=0,
+        atol=0,
+    )
+
+
+def test_half_float_conversions_fills_and_gradients():
+    x = np.array([1.0, 1e5, -70000.0, 0.1], f32)
+    out = run_op_on(CreateOperator("FloatToHalf", ["x"], ["y"]), [x])[0]
+    assert out.dtype == f16 and np.isinf(out[1]) and out[0] == 1.0
+    clipped = run_op_on(CreateOperator("FloatToHalf", ["x"], ["y"], clip=True), [x])[0]
+    np.testing.assert_array_equal(clipped, np.array([1.0, 65504, -65504, 0.1], f16))
+    back = run_op_on(CreateOperator("HalfToFloat", ["x"], ["y"]), [clipped])[0]
+    assert back.dtype == f32 and back[1] == 65504
+    assert_gradient_checks(
+        CreateOperator("HalfToFloat", ["x"], ["y"]),
+        [np.array([0.5, -2.0], f16)],
+        0,
+        float64=False,
+        stepsize=0.125,
+        threshold=1e-2,
+    )
+    y = run_op_on(CreateOperator("Float16ConstantFill", [], ["y"], shape=[2, 3], value=1.5), [])[0]
+    np.testing.assert_array_equal(y, np.full((2, 3), 1.5, f16))
+    u = run_op_on(CreateOperator("Float16UniformFill", [], ["y"], shape=[1000], min=-2.0, max=3.0), [])[0]
+    assert u.dtype == f16 and u.min() >= -2.0 and u.max() <= 3.0 and u.std() > 1.0
+    with pytest.raises(FrameworkError, match="Float16UniformFill.*bigger than min"):
+        run_op_on(CreateOperator("Float16UniformFill", [], ["y"], shape=[2], min=1.0, max=1.0), [])
+
+
+@pytest.mark.parametrize(
+    "op_type, value, message",
+    [
+        ("FloatToFused4BitRowwiseQuantized", np.ones((2, 3), f32), "multiple of 2"),
+        ("FloatToFused8BitRowwiseQuantized", np.ones((2, 3), np.float64), "float32"),
+        ("Fused8BitRowwiseQuantizedToFloat", np.ones((2, 3), np.uint8), "8 bytes"),
+        ("HalfToFloat", np.ones(2, f32), "float16"),
+    ],
+)
+def test_bad_input_is_a_named_error(op_type, value, message):
+    with pytest.raises(FrameworkError, match=f"{op_type}.*{message}"):
+        run_op_on(CreateOperator(op_type, ["x"], ["y"]), [value])
+
+
+def test_the_conversion_family_is_complete():
+    from framework.ops import all_schemas
+
+    mods = ("embedding_quantization", "half_float")
+    names = sorted(s.type for s in all_schemas() if s.operator_class.__module__.endswith(mods))
+    assert names == [
+        "Float16ConstantFill",
+        "Float16UniformFill",
+        "FloatToFused2BitRowwiseQuantized",
+        "FloatToFused4BitRowwiseQuantized",
+        "FloatToFused8BitRowwiseQuantized",
+        "FloatToFused8BitRowwiseQuantizedHalfScaleBias",
+        "FloatToHalf",
+        "FloatToRowwiseQuantized8Bits",
+        "Fused2BitRowwiseQuantizedToFloat",
+        "Fused2BitRowwiseQuantizedToHalf",
+        "Fused4BitRowwiseQuantizedToFloat",
+        "Fused4BitRowwiseQuantizedToHalf",
+        "Fused8BitRowwiseQuantizedHalfScaleBiasToFloat",
+        "Fused8BitRowwiseQuantizedHalfScaleBiasToHalfFloat",
+        "Fused8BitRowwiseQuantizedToFloat",
+        "Fused8BitRowwiseQuantizedToHalfFloat",
+        "HalfFloatToFused8BitRowwiseQuantized",
+        "HalfFloatToFused8BitRowwiseQuantizedHalfScaleBias",
+        "HalfToFloat",
+        "HalfToFused2BitRowwiseQuantized",
+        "HalfToFused4BitRowwiseQuantized",
+        "Rowwise8BitQuantizedToFloat",
+    ]
