@@ -8,6 +8,7 @@ conv_args.py (shared conv/pool arguments) and axes.py (axis helpers) register no
 from framework.ops.nn import (  # noqa: F401
     activations,
     batch_norm,
+    calibration,
     conv,
     conv_fusion,
     conv_transpose,
