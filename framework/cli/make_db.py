@@ -1,4 +1,10 @@
-"""``framework make-db``: write a data set into train/test DBs of TensorProtos records."""
+"""``framework make-db``: write a data set into train/test DBs of TensorProtos records.
+
+``framework make-db images FOLDER`` takes a folder laid out as torchvision's
+ImageFolder (``FOLDER/<class>/<image>``, classes numbered in sorted order) and
+writes records of (encoded image, int32 label) for ImageInput, shuffled and
+split into train/test, with the class names in ``classes.txt``.
+"""
 
 from __future__ import annotations
 
@@ -15,12 +21,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("make-db", help="write a data set into train/test DBs", description=__doc__)
     p.add_argument(
         "source",
-        choices=["digits", "clicks", "npy", "chars"],
+        choices=["digits", "clicks", "npy", "chars", "images"],
         help="digits: scikit-learn's bundled digits; clicks: synthetic clicks with a planted logistic truth "
         "(for models/dlrm_clicks); npy: your files; chars: character windows of a text "
-        "(default: Python's own pydoc_data help topics)",
+        "(default: Python's own pydoc_data help topics); images: an ImageFolder layout (FOLDER)",
     )
     p.add_argument("--examples", type=int, default=50000, help="with clicks: examples in all (default 50000)")
+    p.add_argument("folder", nargs="?", help="with images: the folder of class subfolders")
     p.add_argument("--out", default=os.path.join("data", "digits"), help="output folder (default data/digits)")
     p.add_argument("--features", help="with npy: features .npy (first axis = examples)")
     p.add_argument("--labels", help="with npy: labels .npy")
@@ -42,6 +49,8 @@ def main(args: argparse.Namespace) -> int:
 
     if not 0 < args.test_fraction < 1:
         raise CLIError(f"--test-fraction must be between 0 and 1, got {args.test_fraction}")
+    if args.source == "images":
+        return _images(args)
     planted = None
     if args.source == "digits":
         x_tr, y_tr, x_te, y_te = load_digits_split(args.test_fraction, args.seed)
@@ -109,3 +118,27 @@ def _as_trainable(a: np.ndarray, what: str) -> np.ndarray:
         f"--{what} have dtype {a.dtype}, which cannot be converted to {np.dtype(want).name}",
         "save numeric arrays: features as float32, labels as integer class ids",
     )
+
+
+def _images(args: argparse.Namespace) -> int:
+    from framework.db.image_db import image_folder, image_record, write_records
+    from framework.errors import DBError
+
+    if not args.folder:
+        raise CLIError("make-db images needs the image folder", "framework make-db images FOLDER --out DIR")
+    try:
+        items, classes = image_folder(args.folder)
+    except DBError as e:
+        raise CLIError(str(e)) from None
+    order = np.random.default_rng(args.seed).permutation(len(items))
+    n_test = int(round(len(items) * args.test_fraction))
+    out = args.out if args.out != os.path.join("data", "digits") else os.path.join("data", "images")
+    os.makedirs(out, exist_ok=True)
+    for split, idx in (("train", order[n_test:]), ("test", order[:n_test])):
+        path = os.path.join(out, f"{split}.{args.db_type}")
+        n = write_records(path, (image_record(items[i][0].read_bytes(), items[i][1]) for i in idx), args.db_type)
+        print(f"wrote {path}: {n} images (encoded, with int32 labels) for ImageInput")
+    with open(os.path.join(out, "classes.txt"), "w", encoding="utf-8") as f:
+        f.write("".join(f"{k} {name}\n" for k, name in enumerate(classes)))
+    print(f"wrote {os.path.join(out, 'classes.txt')}: {len(classes)} classes ({', '.join(classes[:8])}...)")
+    return 0

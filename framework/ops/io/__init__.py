@@ -5,6 +5,7 @@ Each import below registers its module's ops; keep one line per module.
 
 from framework.ops.io import (  # noqa: F401
     db_input,
+    image_input,
     load_save,
     queue_ops,
     rebatching_queue,
