@@ -1,7 +1,8 @@
 """Sparse ops: segment reductions (Lengths*, SortedSegment*, UnsortedSegment*, their Sparse* gather-first
 forms, and the SortedSegmentRange* reducers), the lengths / segment-id utilities that recommendation
 models use, gathers over batches and ranges, packing, one-hot encodings, sparse <-> dense conversions,
-boolean masks, Unique and LengthsTopK.
+boolean masks, Unique and LengthsTopK, the growing id -> index map (Index*), key-value maps and
+id-list merging and hashing.
 
 Each import below registers its module's ops; keep one line per module.
 """
@@ -9,7 +10,10 @@ Each import below registers its module's ops; keep one line per module.
 from framework.ops.sparse import (  # noqa: F401
     boolean_mask,
     gather,
+    id_lists,
+    index,
     lengths,
+    maps,
     one_hot,
     pack_segments,
     segment_range,
