@@ -314,3 +314,10 @@ def add_weight_decay(model: ModelHelper, weight_decay: float) -> None:
 
 # Keep the builtins reachable for code in this module (``iter``/``sum`` are helpers here).
 _builtin_iter, _builtin_sum = builtins.iter, builtins.sum
+
+# The rest of Caffe2's helpers live in brew_helpers (registered here as brew.instance_norm ...).
+from framework import brew_helpers as _more  # noqa: E402
+
+for _name in _more.HELPERS:
+    globals()[_name] = getattr(_more, _name)
+__all__ += list(_more.HELPERS)

@@ -72,7 +72,8 @@ def NumpyArrayToCaffe2Tensor(arr: np.ndarray, name: str | None = None) -> Any:  
     if name:
         tensor.name = name
     tensor.data_type = code
-    getattr(tensor, field).extend(arr.flatten().tolist())
+    flat = arr.flatten()
+    getattr(tensor, field).extend((flat.astype(np.int32) if arr.dtype == np.bool_ else flat).tolist())
     return tensor
 
 
@@ -204,7 +205,8 @@ def ArgsToDict(args: Any) -> dict:  # noqa: N802
         for d in arg.DESCRIPTOR.fields:
             if d.name == "name":
                 continue
-            if d.label == d.LABEL_REPEATED:
+            repeated = d.is_repeated if hasattr(d, "is_repeated") else d.label == d.LABEL_REPEATED
+            if repeated:
                 values = getattr(arg, d.name)
                 if len(values) > 0:
                     out[arg.name] = values

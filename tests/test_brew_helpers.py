@@ -1,0 +1,113 @@
+"""Caffe2's other brew helpers: parameters, ops and numbers (numpy references written here)."""
+
+import numpy as np
+import pytest
+
+from framework import brew, workspace
+from framework.model_helper import ModelHelper
+
+
+@pytest.fixture(autouse=True)
+def _fresh():
+    workspace.ResetWorkspace()
+    yield
+    workspace.ResetWorkspace()
+
+
+def _run(m, **feeds):
+    for k, v in feeds.items():
+        workspace.FeedBlob(k, v)
+    workspace.RunNetOnce(m.param_init_net)
+    workspace.RunNetOnce(m.net)
+
+
+def test_instance_norm():
+    m = ModelHelper("in")
+    out = brew.instance_norm(m, "x", "y", dim_in=3)
+    assert out == "y" and [str(p) for p in m.params] == ["y_s", "y_b"]
+    assert list(m.net.Proto().op[-1].output) == ["y", "y_sm", "y_siv"]
+    x = np.random.default_rng(0).standard_normal((2, 3, 4, 5)).astype(np.float32)
+    _run(m, x=x)
+    mean = x.mean(axis=(2, 3), keepdims=True)
+    ref = (x - mean) / np.sqrt(x.var(axis=(2, 3), keepdims=True) + 1e-5)
+    np.testing.assert_allclose(workspace.FetchBlob("y"), ref, rtol=1e-4, atol=1e-4)
+    m2 = ModelHelper("in_test")
+    brew.instance_norm(m2, "x", "z", dim_in=3, is_test=1)
+    assert list(m2.net.Proto().op[-1].output) == ["z"]
+
+
+def test_prelu_elementwise_linear_layer_norm():
+    m = ModelHelper("p")
+    brew.prelu(m, "x", "p", num_channels=3)
+    brew.elementwise_linear(m, "x2", "el", dim_in=3)
+    y, mean, std = brew.layer_norm(m, "x2", "ln", dim_in=3)
+    x = np.random.default_rng(1).standard_normal((2, 3, 2, 2)).astype(np.float32)
+    x2 = np.random.default_rng(2).standard_normal((4, 3)).astype(np.float32)
+    _run(m, x=x, x2=x2)
+    np.testing.assert_allclose(workspace.FetchBlob("p"), np.where(x > 0, x, 0.25 * x), rtol=1e-6)
+    np.testing.assert_allclose(workspace.FetchBlob("el"), x2, rtol=1e-6)
+    ref = (x2 - x2.mean(1, keepdims=True)) / np.sqrt(x2.var(1, keepdims=True) + 1e-4)
+    np.testing.assert_allclose(workspace.FetchBlob(str(y)), ref, rtol=1e-4, atol=1e-4)
+    assert {"p_slope", "el_w", "el_b", "ln_scale", "ln_bias"} <= {str(p) for p in m.params}
+
+
+def test_conv_variants_and_group_conv_deprecated_agree():
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((1, 4, 5, 5)).astype(np.float32)
+    m = ModelHelper("c")
+    brew.group_conv(m, "x", "g", dim_in=4, dim_out=6, kernel=3, group=2)
+    brew.group_conv_deprecated(m, "x", "gd", dim_in=4, dim_out=6, kernel=3, group=2)
+    brew.conv_nd(m, "x", "nd", dim_in=4, dim_out=2, kernel=[3, 3])
+    brew.conv_transpose(m, "x", "ct", dim_in=4, dim_out=2, kernel=2, stride=2)
+    _run(m, x=x)
+    # give the deprecated form the grouped weights and compare
+    w = workspace.FetchBlob("g_w")
+    b = workspace.FetchBlob("g_b")
+    for i in range(2):
+        workspace.FeedBlob(f"gd_gconv_{i}_w", w[3 * i : 3 * i + 3])
+        workspace.FeedBlob(f"gd_gconv_{i}_b", b[3 * i : 3 * i + 3])
+    workspace.RunNetOnce(m.net)
+    np.testing.assert_allclose(workspace.FetchBlob("gd"), workspace.FetchBlob("g"), rtol=1e-5, atol=1e-5)
+    assert workspace.FetchBlob("nd").shape == (1, 2, 3, 3) and workspace.FetchBlob("ct").shape == (1, 2, 10, 10)
+    assert workspace.FetchBlob("ct_w").shape == (4, 2, 2, 2)
+
+
+def test_spatial_gn_moments_matmul_concat():
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((2, 4, 3, 3)).astype(np.float32)
+    a, b = rng.standard_normal((2, 3)).astype(np.float32), rng.standard_normal((3, 2)).astype(np.float32)
+    m = ModelHelper("g")
+    brew.spatial_gn(m, "x", "gn", dim_in=4, group=2)
+    sm, sv = brew.moments_with_running_stats(m, "x", "mo", dim_in=4)
+    brew.mat_mul(m, ["a", "b"], "ab")
+    brew.batch_mat_mul(m, ["a", "b"], "bab")
+    brew.depth_concat(m, ["x", "x"], "cc")
+    _run(m, x=x, a=a, b=b)
+    xg = x.reshape(2, 2, -1)
+    ref = ((xg - xg.mean(-1, keepdims=True)) / np.sqrt(xg.var(-1, keepdims=True) + 1e-5)).reshape(x.shape)
+    np.testing.assert_allclose(workspace.FetchBlob("gn"), ref, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(workspace.FetchBlob(str(sm)), x.mean(axis=(0, 2, 3)), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(workspace.FetchBlob(str(sv)), x.var(axis=(0, 2, 3)), rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(workspace.FetchBlob("ab"), a @ b, rtol=1e-5)
+    np.testing.assert_allclose(workspace.FetchBlob("bab"), a @ b, rtol=1e-5)
+    assert workspace.FetchBlob("cc").shape == (2, 8, 3, 3)
+    assert brew.has_helper("instance_norm") and brew.has_helper("db_input")
+
+
+def test_db_input(tmp_path):
+    from framework import utils
+    from framework.proto import caffe2_pb2
+
+    path = str(tmp_path / "d.minidb")
+    db = workspace.C.create_db("minidb", path, workspace.C.Mode.new)
+    txn = db.new_transaction()
+    for i in range(4):
+        protos = caffe2_pb2.TensorProtos()
+        protos.protos.extend([utils.NumpyArrayToCaffe2Tensor(np.full(2, i, np.float32))])
+        txn.put(f"{i}", protos.SerializeToString())
+    txn.commit()
+    db.close()
+    m = ModelHelper("db")
+    brew.db_input(m, ["v"], batch_size=2, db=path, db_type="minidb")
+    _run(m)
+    np.testing.assert_array_equal(workspace.FetchBlob("v"), [[0, 0], [1, 1]])
