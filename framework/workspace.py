@@ -258,8 +258,12 @@ def RunOperatorsOnce(operators: list[Any]) -> bool:  # noqa: N802
     return True
 
 
-def CreateNet(net: Any, overwrite: bool = False, input_blobs: list[str] | None = None) -> bool:  # noqa: N802
+def CreateNet(  # noqa: N802
+    net: Any, overwrite: bool = False, input_blobs: list[str] | None = None, optimize: bool = False
+) -> bool:
     """Instantiate a persistent net from a NetDef or core.Net; refuses to overwrite unless asked.
+    ``optimize=True`` (not Caffe2's): apply the inference optimization pass (framework.net.optimize);
+    then only the net's external outputs are guaranteed to hold their values.
 
     ``input_blobs`` are created first (as Caffe2); if creation fails they are removed
     again, so a failed CreateNet leaves the workspace unchanged.
@@ -269,7 +273,7 @@ def CreateNet(net: Any, overwrite: bool = False, input_blobs: list[str] | None =
     for name in new:
         ws.create_blob(name)
     try:
-        ws.create_net(net, overwrite=overwrite)
+        ws.create_net(net, overwrite=overwrite, optimize=optimize)
     except BaseException:
         for name in new:
             ws.remove_blob(name)

@@ -51,24 +51,23 @@ def set_threads(n: int) -> None:
 
 
 def ours_runner(model, x: np.ndarray, optimize: bool = True):
-    """(run, get) over the framework: a Predictor-style net (optimized if ``optimize`` and the pass
-    exists) in a workspace holding the weights; get() returns the logits."""
+    """(run, get) over the framework: a Predictor (inference optimization pass on if ``optimize``)
+    whose parent workspace holds the weights (the caller's arrays, as torch's tensors share them);
+    the input is fed once, run() runs the predictor's net, get() returns the logits."""
     from framework.memory.workspace import Workspace
+    from framework.predictor.predictor import Predictor
+    from framework.proto.framework_pb2 import NetDef
 
-    ws = Workspace()
+    params = Workspace()
     for k, v in model.weights.items():
-        ws.feed_blob(k, v)
-    ws.feed_blob(model.input_name, x)
-    net_def = model.predict_net
-    if optimize:
-        try:
-            from framework.net.optimize import optimize_inference
-        except ImportError:
-            optimize_inference = None
-        if optimize_inference is not None:
-            net_def = optimize_inference(net_def, ws, outputs=[model.logits_name, model.output_name])
-    net = ws.create_net(net_def)
-    return net.run, lambda: ws.fetch_blob(model.logits_name)
+        params.feed_blob(k, v)
+    net_def = NetDef()
+    net_def.CopyFrom(model.predict_net)
+    del net_def.external_output[:]
+    net_def.external_output.extend([model.logits_name, model.output_name])
+    pred = Predictor(NetDef(name="init"), net_def, parent=params, optimize=optimize)
+    pred.workspace.feed_blob(model.input_name, x)
+    return pred.net.run, lambda: pred.workspace.fetch_blob(model.logits_name)
 
 
 def make_runner(kind: str, model, x: np.ndarray, threads: int = 1):

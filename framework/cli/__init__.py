@@ -68,6 +68,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="BLAS threads (default: $OPENBLAS_NUM_THREADS, else 1: small GEMMs run faster on one thread, "
         "and several threads collapse when the cores are shared)",
     )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="intra-op threads: conv and big passes split over N threads, BLAS one thread each "
+        "(default: $FRAMEWORK_NUM_THREADS, else 1)",
+    )
     parser.add_argument("--version", action="version", version=_version())
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
@@ -86,6 +93,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(_debug_first(list(sys.argv[1:] if argv is None else argv)))
     _limit_blas(args.blas_threads)
+    if args.threads is not None:
+        if args.threads < 1:
+            parser.error(f"--threads must be at least 1, got {args.threads}")
+        from framework.parallel import set_num_threads
+
+        set_num_threads(args.threads)
     try:
         result = args.func(args)
         sys.stdout.flush()

@@ -120,6 +120,22 @@ def add_net_arguments(p: Any, default_iters: int) -> None:
     p.add_argument("--checkpoint", help="checkpoint DB to load parameters from (minidb file or lmdb folder)")
     p.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy", help="feed a blob (repeatable)")
     p.add_argument("--iters", type=int, default=default_iters, help=f"run the net N times (default {default_iters})")
+    p.add_argument(
+        "--no-optimize",
+        action="store_true",
+        help="run the net as written (default: the inference optimization pass folds BN into convs, fuses "
+        "Relu/Sum, drops test-mode Dropout and shares buffers; only the shown outputs are kept)",
+    )
+
+
+def optimized(args: Any, net_def: Any, ws: Workspace, outputs: list[str]) -> Any:
+    """``net_def`` through the inference optimization pass (framework.net.optimize) keeping ``outputs``,
+    unless --no-optimize or no outputs are known (then every blob may be looked at)."""
+    if getattr(args, "no_optimize", False) or not outputs:
+        return net_def
+    from framework.net.optimize import optimize_inference
+
+    return optimize_inference(net_def, ws, outputs=outputs)
 
 
 def prepare_net(args: Any) -> tuple[Any, Workspace]:

@@ -39,6 +39,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--labels", metavar="FILE.npy", help="true labels, to print the accuracy")
     p.add_argument("--top", type=int, default=1, help="show the top K classes per example")
+    p.add_argument(
+        "--no-optimize", action="store_true", help="run the predict net as written (no inference optimization pass)"
+    )
     p.set_defaults(func=main)
 
 
@@ -80,7 +83,12 @@ def main(args: argparse.Namespace) -> int:
         if value.dtype == np.float64:
             value = value.astype(np.float32)
         ws.feed_blob(name, value)
-    ws.run_net_once(md.predict_net)
+    net = md.predict_net
+    if not args.no_optimize:
+        from framework.net.optimize import optimize_inference
+
+        net = optimize_inference(net, ws, outputs=[prob_blob])
+    ws.run_net_once(net)
     probs = np.asarray(ws.fetch_blob(prob_blob))
     if probs.ndim != 2:
         raise CLIError(f"predict net output '{prob_blob}' has shape {probs.shape}; expected (batch, classes)")

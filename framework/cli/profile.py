@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from framework.cli.common import add_net_arguments, prepare_net
+from framework.cli.common import add_net_arguments, optimized, prepare_net
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -17,6 +17,7 @@ def main(args: argparse.Namespace) -> int:
     from framework.memory.allocator import memory_reporter
 
     net_def, ws = prepare_net(args)
+    net_def = optimized(args, net_def, ws, list(net_def.external_output))
     net_def.type = "prof_dag"
     net = ws.create_net(net_def)
     rep = memory_reporter()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from framework.cli.common import CLIError, add_net_arguments, prepare_net, summarize
+from framework.cli.common import CLIError, add_net_arguments, optimized, prepare_net, summarize
 from framework.cli.outputs import HELP, check_suffix, numeric, save_arrays
 
 
@@ -29,7 +29,7 @@ def main(args: argparse.Namespace) -> int:
     if plan is not None:
         return run_plan_file(args, plan)
     net_def, ws = prepare_net(args)
-    net = ws.create_net(net_def)
+    net = ws.create_net(optimized(args, net_def, ws, list(args.output or net_def.external_output)))
     for _ in range(args.iters):
         net.run()
     names = args.output or list(net_def.external_output)

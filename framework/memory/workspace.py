@@ -184,10 +184,10 @@ class Workspace:
         return out
 
     # -- nets (implemented in framework.net) --------------------------------------
-    def create_net(self, net: Any, overwrite: bool = False) -> Any:
+    def create_net(self, net: Any, overwrite: bool = False, optimize: bool = False, outputs: Any = None) -> Any:
         from framework.net.api import create_net
 
-        return create_net(self, net, overwrite=overwrite)
+        return create_net(self, net, overwrite=overwrite, optimize=optimize, outputs=outputs)
 
     def get_net(self, name: str) -> Any:
         net = self._nets.get(name)

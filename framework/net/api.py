@@ -72,12 +72,14 @@ def wrap_op_error(op: Operator, e: BaseException, net_name: str | None = None) -
 
 
 # -- nets ----------------------------------------------------------------------
-def create_net(ws: Workspace, net: Any, overwrite: bool = False) -> Any:
+def create_net(ws: Workspace, net: Any, overwrite: bool = False, optimize: bool = False, outputs: Any = None) -> Any:
     """Validate and instantiate ``net`` (NetDef, core.Net, file path or text) in ``ws``.
 
     Refuses an existing name unless ``overwrite``. On any error the workspace
     is unchanged (no blobs created, no net registered). Returns the net object.
     The first net created caps BLAS threads (``framework.blas``) unless the user chose.
+    ``optimize=True`` opts in to the inference optimization pass (framework.net.optimize): only the
+    net's external outputs (or ``outputs``) keep their values; intermediate blobs may be fused away.
     """
     from framework.blas import ensure_blas_threads
 
@@ -86,6 +88,10 @@ def create_net(ws: Workspace, net: Any, overwrite: bool = False) -> Any:
     from framework.net.graph import load_net_def
 
     net_def = load_net_def(net)
+    if optimize:
+        from framework.net.optimize import optimize_inference
+
+        net_def = optimize_inference(net_def, ws, outputs=outputs)
     if not net_def.name:
         raise NetError("create_net: the NetDef has no name; a created net needs one (set NetDef.name)")
     if net_def.name in ws._nets and not overwrite:

@@ -8,6 +8,11 @@ nets write, and every input fed to ``run``, lives in the predictor's own
 workspace (a parameter the init net does not create is read from the parent). ``run(list)`` feeds the
 arrays to ``external_input[0], [1], ...``; ``run(dict)`` feeds them by name;
 both return the ``external_output`` arrays, in order.
+
+Only the declared outputs are observable through a Predictor, so by default (``optimize=True``) the
+predict net goes through the inference optimization pass (framework/net/optimize.py: BN folded into
+convs, Relu/Sum fused, test-mode Dropout dropped, buffers shared by liveness); the net that runs is
+``optimized_net``. Parameters the pass folded away are removed from the predictor's workspace.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ __all__ = ["Predictor"]
 class Predictor:
     """See module doc."""
 
-    def __init__(self, init_net: Any, predict_net: Any, parent: Workspace | None = None) -> None:
+    def __init__(self, init_net: Any, predict_net: Any, parent: Workspace | None = None, optimize: bool = True) -> None:
         from framework.net.graph import load_net_def
 
         init = load_net_def(init_net)
@@ -41,7 +46,16 @@ class Predictor:
         for name in self.predict_net.external_input:
             if name not in made and (parent is None or not parent.has_blob(name)):
                 self.workspace.create_local_blob(name)
-        self.net = self.workspace.create_net(self.predict_net)
+        net = self.predict_net
+        if optimize:  # only the declared outputs are observable through a Predictor
+            from framework.net.optimize import optimize_inference
+
+            net = optimize_inference(net, self.workspace, outputs=self.predict_net.external_output)
+            used = {b for op in net.op for b in (*op.input, *op.output)} | set(net.external_output)
+            for name in made - used:  # parameters folded away: free the predictor's own copies
+                self.workspace.remove_blob(name)
+        self.optimized_net = net
+        self.net = self.workspace.create_net(net)
 
     @property
     def input_names(self) -> list[str]:
@@ -74,7 +88,7 @@ class Predictor:
             # so the caller's blob is never written (once per new name).
             for name, _ in items:
                 self.workspace.create_local_blob(name)
-            self.net = self.workspace.create_net(self.predict_net, overwrite=True)
+            self.net = self.workspace.create_net(self.optimized_net, overwrite=True)
         for name, value in items:
             self.workspace.feed_blob(name, value)
         self.net.run()

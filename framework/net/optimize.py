@@ -1,0 +1,423 @@
+"""The inference optimization pass: rewrite a predict net so it does less work and holds less memory.
+
+Rewrites, in order (each only where the result is unobservable: a blob that is a declared output, or
+read by any other op than the one being fused, is never folded or fused away):
+
+1. Drop identities: Dropout with is_test=1 (and its unused mask), Alias/StopGradient/EnsureDense
+   (readers of the output read the input instead).
+2. Fold test-mode SpatialBN into the preceding Conv (as Caffe2's opt/fusion.cc fuseConvBN): with
+   a = scale / sqrt(var + eps), W' = W * a (per output channel) and b' = (b - mean) * a + bias, written to
+   new blobs ``<W>_bnfold`` / ``<b>_bnfold`` in the workspace (the weights must be constants there:
+   blobs no op of the net writes). Likewise Mul and Add of a per-channel (or scalar) constant after a
+   Conv (Caffe2's Mul/Add with broadcast=1, axis=1).
+3. Fuse a residual Sum of two blobs into the Conv producing one of them: the Conv becomes ConvFusion
+   fusion_type 2 (Caffe2 IDEEP's Conv+Sum) at the Sum's place, writing in place over the other
+   operand (which must die at the Sum); later readers of the Sum's output read that blob.
+4. Fuse Relu into the producing Conv/ConvFusion (fusion_type 1, or 2 -> 3).
+5. Share activation buffers by liveness (framework.memonger.optimize_inference_net).
+
+Only 2-D NCHW, non-depthwise convolutions are fused (ConvFusion's kernel); depthwise ones still get
+the BN fold. ``optimize_inference(net, ws, outputs)`` returns the new NetDef (the input is not
+modified) and writes the folded weights into ``ws``; results equal the original net's within float
+rounding (folding reassociates the BN arithmetic).
+
+Applied by default where only declared outputs are observable: ``Predictor``, ``framework
+run/predict/profile``; from Python, ``CreateNet(net, optimize=True)`` / ``ws.create_net(net,
+optimize=True)`` opt in. Never applied silently elsewhere: a user may fetch any intermediate blob.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Iterable
+
+import numpy as np
+
+from framework.memory.tensor import Tensor
+from framework.net.graph import load_net_def
+from framework.proto.framework_pb2 import NetDef, OperatorDef
+
+log = logging.getLogger("framework.net")
+
+_IDENTITIES = {"Alias", "StopGradient", "EnsureDense"}
+
+
+def _arg(op: OperatorDef, name: str, default: Any = None) -> Any:
+    for a in op.arg:
+        if a.name == name:
+            if a.HasField("i"):
+                return a.i
+            if a.HasField("f"):
+                return a.f
+            if a.HasField("s"):
+                return a.s.decode()
+            return list(a.ints) or list(a.floats)
+    return default
+
+
+def _set_arg(op: OperatorDef, name: str, value: int) -> None:
+    for a in op.arg:
+        if a.name == name:
+            a.i = value
+            return
+    a = op.arg.add()
+    a.name = name
+    a.i = value
+
+
+class _Net:
+    """The op list being rewritten, with version-aware reader queries."""
+
+    def __init__(self, ops: list[OperatorDef], observable: set[str], ws: Any) -> None:
+        self.ops = ops
+        self.observable = observable
+        self.ws = ws
+        self.created: list[str] = []  # blobs the pass wrote into the workspace (folded parameters)
+
+    def readers(self, i: int, blob: str) -> list[int]:
+        """Ops after ``i`` reading the version of ``blob`` that op ``i`` leaves (until rewritten)."""
+        out = []
+        for j in range(i + 1, len(self.ops)):
+            op = self.ops[j]
+            if blob in op.input:
+                out.append(j)
+            if blob in op.output:
+                break
+        return out
+
+    def live_after(self, i: int, blob: str) -> bool:
+        """Is the value of ``blob`` after op ``i`` read later or observable at the end?"""
+        if self.readers(i, blob):
+            return True
+        for j in range(i + 1, len(self.ops)):
+            if blob in self.ops[j].output:
+                return False
+        return blob in self.observable
+
+    def written(self, blob: str) -> bool:
+        return any(blob in op.output for op in self.ops)
+
+    def written_between(self, blob: str, i: int, j: int) -> bool:
+        return any(blob in self.ops[k].output for k in range(i + 1, j))
+
+    def constant(self, blob: str) -> np.ndarray | None:
+        """The value of a blob no op writes, if the workspace holds it as a float tensor."""
+        if self.written(blob) or not self.ws.has_blob(blob):
+            return None
+        obj = self.ws.get_blob(blob)._obj
+        if type(obj) is not Tensor or not obj.is_allocated:
+            return None
+        a = obj.data()
+        return a if a.dtype.kind == "f" else None
+
+    def rename_from(self, start: int, old: str, new: str) -> bool:
+        """Make ops after ``start`` read (and in-place write) ``new`` instead of ``old``, up to the op that
+        writes ``old`` afresh; False (nothing changed) if ``new`` is touched in that range or ``old`` is
+        observable there."""
+        end = len(self.ops)
+        for j in range(start + 1, len(self.ops)):
+            op = self.ops[j]
+            if old in op.output and old not in op.input:
+                end = j
+                break
+        span = range(start + 1, end)
+        if any(new in self.ops[j].input or new in self.ops[j].output for j in span):
+            return False
+        if end == len(self.ops) and old in self.observable:
+            return False
+        for j in span:
+            op = self.ops[j]
+            for field in (op.input, op.output):
+                for k, b in enumerate(field):
+                    if b == old:
+                        field[k] = new
+        if end < len(self.ops):  # the fresh writer may still read the old value
+            op = self.ops[end]
+            for k, b in enumerate(op.input):
+                if b == old:
+                    op.input[k] = new
+        return True
+
+
+def _producer(net: _Net, j: int, blob: str) -> int | None:
+    for i in range(j - 1, -1, -1):
+        if blob in net.ops[i].output:
+            return i
+    return None
+
+
+def _fusable_conv(op: OperatorDef, net: _Net) -> bool:
+    if op.type not in ("Conv", "Conv2D"):
+        return False
+    if str(_arg(op, "order", "NCHW")).upper() != "NCHW":
+        return False
+    w = net.constant(op.input[1])
+    if w is None or w.ndim != 4:
+        return False
+    group = _arg(op, "group", 1)
+    return not (group > 1 and group == w.shape[0] == w.shape[1] * group)
+
+
+# -- 1. identities ---------------------------------------------------------------------------------
+
+
+def drop_identities(net: _Net) -> int:
+    n = 0
+    i = 0
+    while i < len(net.ops):
+        op = net.ops[i]
+        ident = op.type in _IDENTITIES or (op.type == "Dropout" and _arg(op, "is_test", 0))
+        if ident and len(op.input) == 1:
+            src, dst = op.input[0], op.output[0]
+            extra_live = any(net.live_after(i, b) for b in op.output[1:])
+            if not extra_live and (src == dst or net.rename_from(i, dst, src)):
+                del net.ops[i]
+                n += 1
+                continue
+        i += 1
+    return n
+
+
+# -- 2. folding into a Conv --------------------------------------------------------------------------
+
+
+def _fold_into_conv(net: _Net, i: int, j: int, a: np.ndarray, beta: np.ndarray) -> bool:
+    """Conv ``i`` followed by per-channel affine op ``j`` (y*a + beta): fold and drop op ``j``."""
+    conv, nxt = net.ops[i], net.ops[j]
+    w = net.constant(conv.input[1])
+    b = net.constant(conv.input[2]) if len(conv.input) > 2 else np.zeros(w.shape[0], w.dtype)
+    if w is None or b is None:
+        return False
+    m = w.shape[0]
+    a = np.broadcast_to(np.asarray(a, np.float64).reshape(-1), (m,))
+    beta = np.broadcast_to(np.asarray(beta, np.float64).reshape(-1), (m,))
+    w2 = (w.astype(np.float64) * a.reshape(-1, 1, 1, 1)).astype(w.dtype)
+    b2 = (b.astype(np.float64) * a + beta).astype(w.dtype)
+    wn = _fresh(net, conv.input[1] + "_fold")
+    bn = _fresh(net, (conv.input[2] if len(conv.input) > 2 else conv.output[0] + "_b") + "_fold")
+    net.ws.feed_blob(wn, w2)
+    net.ws.feed_blob(bn, b2)
+    net.created += [wn, bn]
+    del conv.input[1:]
+    conv.input.extend([wn, bn])
+    for a_ in list(conv.arg):
+        if a_.name == "no_bias":
+            conv.arg.remove(a_)
+    conv.output[0] = nxt.output[0]
+    del net.ops[j]
+    return True
+
+
+def _fresh(net: _Net, name: str) -> str:
+    k, out = 0, name
+    while net.ws.has_blob(out):
+        k += 1
+        out = f"{name}{k}"
+    return out
+
+
+def fold_affine(net: _Net) -> int:
+    n = 0
+    i = 0
+    while i < len(net.ops):
+        conv = net.ops[i]
+        if conv.type not in ("Conv", "Conv2D") or net.constant(conv.input[1]) is None:
+            i += 1
+            continue
+        if str(_arg(conv, "order", "NCHW")).upper() != "NCHW":
+            i += 1
+            continue
+        y = conv.output[0]
+        rd = net.readers(i, y)
+        if len(rd) != 1 or y in net.observable and y not in net.ops[rd[0]].output:
+            i += 1
+            continue
+        j = rd[0]
+        nxt = net.ops[j]
+        if nxt.input[0] != y or list(nxt.input).count(y) != 1 or net.written_between(conv.input[0], i, j + 1):
+            i += 1
+            continue
+        ab = _affine_of(net, nxt, net.constant(conv.input[1]).shape[0])
+        has_b = len(conv.input) < 3 or net.constant(conv.input[2]) is not None
+        if ab is not None and has_b and _move_after(net, i, j) and _fold_into_conv(net, j - 1, j, *ab):
+            n += 1
+            continue
+        i += 1
+    return n
+
+
+def _affine_of(net: _Net, op: OperatorDef, m: int):
+    """(a, beta) if ``op`` is y*a + beta per channel of an NCHW conv output, else None."""
+    if op.type == "SpatialBN" and _arg(op, "is_test", 0) and len(op.output) == 1:
+        if str(_arg(op, "order", "NCHW")).upper() != "NCHW":
+            return None
+        vals = [net.constant(b) for b in op.input[1:5]]
+        if any(v is None or v.shape != (m,) for v in vals):
+            return None
+        s, bias, mean, var = (v.astype(np.float64) for v in vals)
+        a = s / np.sqrt(var + float(_arg(op, "epsilon", 1e-5)))
+        return a, bias - mean * a
+    if op.type in ("Mul", "Add") and len(op.input) == 2 and _arg(op, "broadcast", 0):
+        c = net.constant(op.input[1])
+        if c is None:
+            return None
+        if c.size == 1:
+            v = np.full(m, float(c.reshape(-1)[0]))
+        elif c.shape == (m,) and _arg(op, "axis", -1) == 1:
+            v = c.astype(np.float64)
+        else:
+            return None
+        return (v, np.zeros(m)) if op.type == "Mul" else (np.ones(m), v)
+    return None
+
+
+def _move_after(net: _Net, i: int, j: int) -> bool:
+    """Move op ``i`` to just before op ``j`` (its inputs unchanged in between, its outputs unread)."""
+    op = net.ops[i]
+    for b in op.input:
+        if net.written_between(b, i, j):
+            return False
+    for k in range(i + 1, j):
+        other = net.ops[k]
+        if any(o in other.input or o in other.output for o in op.output):
+            return False
+    net.ops.insert(j - 1, net.ops.pop(i))
+    return True
+
+
+# -- 3./4. fusing Sum and Relu into a Conv ---------------------------------------------------------------
+
+
+def fuse_sum(net: _Net) -> int:
+    n = 0
+    j = 0
+    while j < len(net.ops):
+        op = net.ops[j]
+        if op.type != "Sum" or len(op.input) != 2 or op.input[0] == op.input[1]:
+            j += 1
+            continue
+        done = False
+        for k in (0, 1):
+            y, r = op.input[k], op.input[1 - k]
+            i = _producer(net, j, y)
+            if i is None or not _fusable_conv(net.ops[i], net) or net.ops[i].output[0] != y:
+                continue
+            conv = net.ops[i]
+            if net.readers(i, y) != [j] or y in net.observable or r in net.observable:
+                continue
+            if net.live_after(j, r) or any(net.written_between(b, i, j) for b in conv.input):
+                continue
+            s = op.output[0]
+            if s != r and not net.rename_from(j, s, r):
+                continue
+            fused = OperatorDef()
+            fused.CopyFrom(conv)
+            fused.type = "ConvFusion"
+            _set_arg(fused, "fusion_type", 2)
+            fused.input.append(r)
+            fused.output[0] = r
+            net.ops[j] = fused
+            del net.ops[i]
+            n += 1
+            done = True
+            break
+        if not done:
+            j += 1
+    return n
+
+
+def fuse_relu(net: _Net) -> int:
+    n = 0
+    j = 0
+    while j < len(net.ops):
+        op = net.ops[j]
+        if op.type != "Relu" or len(op.input) != 1:
+            j += 1
+            continue
+        x, z = op.input[0], op.output[0]
+        i = _producer(net, j, x)
+        if i is None or net.readers(i, x) != [j] or (x in net.observable and x != z):
+            j += 1
+            continue
+        prod = net.ops[i]
+        if prod.type == "ConvFusion" and _arg(prod, "fusion_type") == 2 and prod.output[0] == x:
+            if x != z:  # the in-place sum writes x; a Relu to another blob would need a copy
+                j += 1
+                continue
+            _set_arg(prod, "fusion_type", 3)
+        elif _fusable_conv(prod, net) and prod.output[0] == x:
+            if z != x and any(z in net.ops[k].input or z in net.ops[k].output for k in range(i + 1, j)):
+                j += 1
+                continue
+            prod.type = "ConvFusion"
+            _set_arg(prod, "fusion_type", 1)
+            prod.output[0] = z
+        else:
+            j += 1
+            continue
+        del net.ops[j]
+        n += 1
+    return n
+
+
+# -- the pass ----------------------------------------------------------------------------------------
+
+
+def optimize_inference(
+    net: Any,
+    ws: Any,
+    outputs: Iterable[str] | None = None,
+    share_buffers: bool = True,
+    shapes: dict[str, Any] | None = None,
+) -> NetDef:
+    """The optimized copy of ``net`` (see module doc). ``ws`` holds the parameters (folded ones are
+    written there); ``outputs`` are the blobs the caller will read (default: the net's
+    external_output); ``shapes`` (input name -> shape) lets buffer sharing match blobs by size
+    (default: the shapes of the external inputs in ``ws``)."""
+    src = load_net_def(net)
+    observable = set(outputs if outputs is not None else src.external_output) | set(src.external_output)
+    ops = []
+    for op in src.op:
+        c = OperatorDef()
+        c.CopyFrom(op)
+        ops.append(c)
+    if any(op.type in ("If", "While", "Do", "RecurrentNetwork") or op.control_input for op in ops):
+        log.debug("optimize_inference: net '%s' has control flow; left unchanged", src.name)
+        out = NetDef()
+        out.CopyFrom(src)
+        return out
+    state = _Net(ops, observable, ws)
+    stats = {
+        "identities": drop_identities(state),
+        "folded": fold_affine(state),
+        "sums": fuse_sum(state),
+        "relus": fuse_relu(state),
+    }
+    out = NetDef()
+    out.CopyFrom(src)
+    del out.op[:]
+    out.op.extend(state.ops)
+    used = {b for op in out.op for b in op.input}
+    new_params = [b for b in state.created if b in used]
+    ext = [b for b in out.external_input if b in used or b not in _all_params(src)]
+    del out.external_input[:]
+    out.external_input.extend(ext + [b for b in new_params if b not in ext])
+    if share_buffers:
+        from framework.memonger import optimize_inference_net
+
+        if shapes is None:
+            shapes = {}
+            for b in out.external_input:
+                if ws.has_blob(b):
+                    obj = ws.get_blob(b)._obj
+                    if type(obj) is Tensor and obj.is_allocated:
+                        shapes[b] = tuple(obj.dims)
+        out, report = optimize_inference_net(out, static_blobs=observable, shapes=shapes)
+        stats["memonger"] = str(report)
+    log.debug("optimize_inference %s: %s", src.name, stats)
+    return out
+
+
+def _all_params(net: NetDef) -> set[str]:
+    written = {b for op in net.op for b in op.output}
+    return {b for op in net.op for b in op.input if b not in written}

@@ -1,0 +1,240 @@
+"""The inference optimization pass (framework/net/optimize.py): each rewrite, where it must not apply,
+results equal to the unoptimized net on every real model, and where it is applied by default."""
+
+from __future__ import annotations
+
+import collections
+
+import numpy as np
+import pytest
+
+from framework import workspace as c2ws
+from framework.core import CreateOperator
+from framework.memory.allocator import memory_reporter
+from framework.memory.workspace import Workspace
+from framework.net.optimize import optimize_inference
+from framework.predictor.predictor import Predictor
+from framework.proto.framework_pb2 import NetDef
+
+RNG = np.random.default_rng(0)
+
+
+def f32(*shape):
+    return RNG.standard_normal(shape).astype(np.float32)
+
+
+def _net(ops, inputs, outputs, name="n"):
+    net = NetDef(name=name)
+    net.op.extend(ops)
+    net.external_input.extend(inputs)
+    net.external_output.extend(outputs)
+    return net
+
+
+def _params(ws, c=4, m=6):
+    ws.feed_blob("x", f32(2, c, 7, 7))
+    ws.feed_blob("w", f32(m, c, 3, 3))
+    ws.feed_blob("b", f32(m))
+    ws.feed_blob("w2", f32(m, m, 1, 1))
+    ws.feed_blob("b2", f32(m))
+    for k, lo in (("s", 0.5), ("bb", -0.5), ("rm", -0.5), ("riv", 0.5)):
+        ws.feed_blob(k, (RNG.random(m) + lo).astype(np.float32))
+
+
+def _run(net, ws, outputs, optimize):
+    net2 = optimize_inference(net, ws, outputs=outputs) if optimize else net
+    w2 = Workspace()
+    for k in ws.blobs():
+        w2.feed_blob(k, ws.fetch_blob(k))
+    w2.create_net(net2).run()
+    return [w2.fetch_blob(o) for o in outputs], net2
+
+
+def _types(net):
+    return collections.Counter(op.type for op in net.op)
+
+
+def _bn(x, y):
+    return CreateOperator("SpatialBN", [x, "s", "bb", "rm", "riv"], [y], is_test=1, epsilon=1e-3)
+
+
+def test_bn_fold_relu_fusion_and_dropout_drop():
+    ws = Workspace()
+    _params(ws)
+    ops = [
+        CreateOperator("Conv", ["x", "w", "b"], ["c"], kernel=3, pad=1),
+        _bn("c", "c_bn"),
+        CreateOperator("Relu", ["c_bn"], ["c_bn"]),
+        CreateOperator("Dropout", ["c_bn"], ["d", "mask"], is_test=1),
+        CreateOperator("Mul", ["d", "s"], ["e"], broadcast=1, axis=1),
+        CreateOperator("Softmax", ["e"], ["y"]),
+    ]
+    net = _net(ops, ["x", "w", "b", "s", "bb", "rm", "riv"], ["y"])
+    (want,), _ = _run(net, ws, ["y"], False)
+    (got,), opt = _run(net, ws, ["y"], True)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    assert _types(opt) == {"ConvFusion": 1, "Mul": 1, "Softmax": 1}
+
+
+def test_mul_add_constants_fold_into_the_conv():
+    ws = Workspace()
+    _params(ws)
+    ws.feed_blob("k", np.array([0.5], np.float32))
+    ops = [
+        CreateOperator("Conv", ["x", "w", "b"], ["c"], kernel=3),
+        CreateOperator("Mul", ["c", "s"], ["c"], broadcast=1, axis=1),
+        CreateOperator("Add", ["c", "k"], ["y"], broadcast=1),
+    ]
+    net = _net(ops, ["x", "w", "b", "s", "k"], ["y"])
+    (want,), _ = _run(net, ws, ["y"], False)
+    (got,), opt = _run(net, ws, ["y"], True)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    assert _types(opt) == {"Conv": 1}
+
+
+def test_residual_sum_fuses_in_place_only_when_the_other_operand_dies():
+    ws = Workspace()
+    _params(ws)
+    ws.feed_blob("w3", f32(6, 4, 1, 1))
+    ops = [
+        CreateOperator("Conv", ["x", "w3", "b"], ["sc"], kernel=1),
+        CreateOperator("Conv", ["x", "w", "b"], ["h"], kernel=3, pad=1),
+        _bn("h", "h"),
+        CreateOperator("Conv", ["h", "w2", "b2"], ["h2"], kernel=1),
+        CreateOperator("Sum", ["sc", "h2"], ["s_out"]),
+        CreateOperator("Relu", ["s_out"], ["s_out"]),
+        CreateOperator("Relu", ["s_out"], ["y"]),
+    ]
+    net = _net(ops, ["x", "w", "b", "w2", "b2", "w3", "s", "bb", "rm", "riv"], ["y"])
+    (want,), _ = _run(net, ws, ["y"], False)
+    (got,), opt = _run(net, ws, ["y"], True)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    fused = [op for op in opt.op if op.type == "ConvFusion"]
+    assert any(a.name == "fusion_type" and a.i == 3 for op in fused for a in op.arg)
+    # 'sc' also declared an output: it must keep its value, so no in-place sum over it.
+    (want2, sc_want), _ = _run(_net(ops, list(net.external_input), ["y", "sc"]), ws, ["y", "sc"], False)
+    (got2, sc_got), opt2 = _run(_net(ops, list(net.external_input), ["y", "sc"]), ws, ["y", "sc"], True)
+    np.testing.assert_allclose(sc_got, sc_want, rtol=1e-6)
+    np.testing.assert_allclose(got2, want2, rtol=1e-5, atol=1e-5)
+
+
+def test_observable_intermediates_are_not_folded():
+    ws = Workspace()
+    _params(ws)
+    ops = [
+        CreateOperator("Conv", ["x", "w", "b"], ["c"], kernel=3),
+        _bn("c", "c_bn"),
+        CreateOperator("Relu", ["c_bn"], ["y"]),
+    ]
+    net = _net(ops, ["x", "w", "b", "s", "bb", "rm", "riv"], ["y"])
+    (c, y), opt = _run(net, ws, ["c", "y"], True)
+    assert _types(opt)["Conv"] == 1 and _types(opt)["SpatialBN"] == 1
+    (c0, y0), _ = _run(net, ws, ["c", "y"], False)
+    np.testing.assert_allclose(c, c0, rtol=1e-6)
+    np.testing.assert_allclose(y, y0, rtol=1e-5, atol=1e-6)
+    # a weight written by the net is not a constant: nothing folds
+    ops2 = [CreateOperator("Scale", ["s"], ["s"], scale=2.0)] + ops
+    (y2,), opt2 = _run(_net(ops2, list(net.external_input), ["y"]), ws, ["y"], True)
+    assert _types(opt2)["SpatialBN"] == 1
+
+
+def test_opt_in_create_net_and_predictor_default():
+    ws = Workspace()
+    _params(ws)
+    ops = [
+        CreateOperator("Conv", ["x", "w", "b"], ["c"], kernel=3, pad=1),
+        _bn("c", "c"),
+        CreateOperator("Relu", ["c"], ["y"]),
+    ]
+    net = _net(ops, ["x", "w", "b", "s", "bb", "rm", "riv"], ["y"], name="p")
+    plain = ws.create_net(net)
+    assert _types(NetDef(op=[o.op_def for o in plain.ops]))["SpatialBN"] == 1
+    opt = ws.create_net(net, overwrite=True, optimize=True)
+    assert [o.type for o in opt.ops] == ["ConvFusion"]
+    c2ws.ResetWorkspace()
+    init = NetDef(name="init")
+    for k in ("w", "b", "s", "bb", "rm", "riv"):
+        v = ws.fetch_blob(k)
+        init.op.append(CreateOperator("GivenTensorFill", [], [k], shape=list(v.shape), values=v.ravel().tolist()))
+    pred = Predictor(init, net)
+    assert [op.type for op in pred.optimized_net.op] == ["ConvFusion"]
+    assert not pred.workspace.has_blob("s")  # folded away: the predictor's copy is freed
+    (got,) = pred.run({"x": ws.fetch_blob("x")})
+    raw = Predictor(init, net, optimize=False)
+    (want,) = raw.run({"x": ws.fetch_blob("x")})
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    assert c2ws.CreateNet(net, optimize=True)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "name", ["resnet50", "squeezenet1_1", "resnet20_cifar", "shufflenet_v2", "densenet121", "alexnet"]
+)
+def test_every_real_model_gives_the_same_logits_and_allocates_nothing(name):
+    nets = pytest.importorskip("bench.real_models.nets")
+    from bench.real_models.runner import ours_runner
+
+    m = nets.build(name, batch=1)
+    x = m.input_data()
+    run0, get0 = ours_runner(m, x, optimize=False)
+    run0()
+    run1, get1 = ours_runner(m, x, optimize=True)
+    run1()
+    want, got = get0(), get1()
+    assert np.abs(got - want).max() <= 1e-4 * np.abs(want).max()
+    rep = memory_reporter()
+    n0 = rep.allocations
+    run1()
+    assert rep.allocations == n0
+
+
+def test_cli_run_optimizes_by_default_and_takes_threads(tmp_path):
+    import subprocess
+    import sys
+
+    ws = Workspace()
+    _params(ws)
+    ops = [
+        CreateOperator("Conv", ["x", "w", "b"], ["c"], kernel=3, pad=1),
+        _bn("c", "c"),
+        CreateOperator("Relu", ["c"], ["y"]),
+    ]
+    net = _net(ops, ["x", "w", "b", "s", "bb", "rm", "riv"], ["y"], name="cli")
+    init = NetDef(name="init")
+    for k in ("w", "b", "s", "bb", "rm", "riv"):
+        v = ws.fetch_blob(k)
+        init.op.append(CreateOperator("GivenTensorFill", [], [k], shape=list(v.shape), values=v.ravel().tolist()))
+    (tmp_path / "net.pb").write_bytes(net.SerializeToString())
+    (tmp_path / "init.pb").write_bytes(init.SerializeToString())
+    np.save(tmp_path / "x.npy", ws.fetch_blob("x"))
+    outs = {}
+    for pre, post in (([], []), ([], ["--no-optimize"]), (["--threads", "2"], [])):
+        out = tmp_path / f"out{len(outs)}.npz"
+        args = [*pre, "run", str(tmp_path / "net.pb"), "--init", str(tmp_path / "init.pb"), *post]
+        args += ["--input", f"x={tmp_path / 'x.npy'}", "--save", str(out)]
+        flags = pre + post
+        proc = subprocess.run([sys.executable, "-m", "framework", *args], capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        outs[tuple(flags)] = np.load(out)["y"]
+    base = outs[("--no-optimize",)]
+    for v in outs.values():
+        np.testing.assert_allclose(v, base, rtol=1e-5, atol=1e-6)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "framework",
+            "profile",
+            str(tmp_path / "net.pb"),
+            "--init",
+            str(tmp_path / "init.pb"),
+            "--input",
+            f"x={tmp_path / 'x.npy'}",
+            "--iters",
+            "2",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0 and "ConvFusion" in proc.stdout and "SpatialBN" not in proc.stdout, proc.stderr
