@@ -73,6 +73,23 @@ class WorkspaceStack:
         return f"<WorkspaceStack {self.top + 1} active of {len(self.workspaces)}>"
 
 
+def copy_forwarded(ws: Workspace, bindings: dict[str, str]) -> None:
+    """Replace the forwarded bound blobs of ``ws`` by local copies of their tensors (Caffe2's
+    Workspace::CopyForwardedTensors); the next push of this workspace re-binds them."""
+    from framework.memory.tensor import Tensor
+
+    for inner in bindings:
+        fwd = ws._forwarded.get(inner)
+        if fwd is None:
+            continue
+        src = fwd[0].get_blob(fwd[1])._obj
+        if type(src) is not Tensor:
+            continue
+        del ws._forwarded[inner]
+        t = ws.create_local_blob(inner).get_mutable(Tensor)
+        t.copy_from(src)
+
+
 def scope_stack(op: Operator, blob_index: int, is_output: bool) -> WorkspaceStack:
     """The WorkspaceStack held by a blob of ``op`` (created in an empty output blob)."""
     blob = op.outputs[blob_index] if is_output else op.inputs[blob_index]
@@ -152,6 +169,13 @@ class HasScope(Operator):
             "List of blobs from the forward Do operator workspace needed in backward pass, used in gradient Do",
         ),
         Arg("reuse_workspace", BOOL, False, "Whether to reuse workspace or create a new one in a given scope"),
+        Arg(
+            "copy_external_blobs",
+            BOOL,
+            False,
+            "After a forward run, keep copies of the bound outer tensors in the child workspace (a While body's "
+            "gradient then sees each iteration's values)",
+        ),
     ],
     allow_inplace=lambda i, o: True,
     infer=lambda args, ins: [UNKNOWN] * args.num_outputs,
@@ -227,6 +251,8 @@ class Do(Operator):
             entry = (ws, gen, build(self, self.net_def, ws, "net"))
             self._nets[id(ws)] = entry
         entry[2].run()
+        if self.args.copy_external_blobs and not self.is_gradient:
+            copy_forwarded(ws, self.bindings)
 
 
 no_gradient("CreateScope", "HasScope")
