@@ -66,6 +66,8 @@ def test_ctrl_c_saves_a_checkpoint_and_says_how_to_resume(data, tmp_path):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # a runner started in the background ignores SIGINT, and children inherit that: restore it
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     deadline = time.monotonic() + 60
     line = ""
