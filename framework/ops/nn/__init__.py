@@ -19,6 +19,7 @@ from framework.ops.nn import (  # noqa: F401
     image,
     layer_norm,
     listwise,
+    locally_connected,
     losses,
     matmul,
     normalization,
