@@ -8,7 +8,11 @@ optimizers.py (the update-op base) registers no ops.
 from framework.ops.training import (  # noqa: F401
     adaptive,
     counters,
+    meters,
+    rate_scaling,
     sgd,
     sparse_optimizers,
+    stats,
     training,
+    update_rules,
 )
