@@ -6,7 +6,7 @@
                                       # init_net() (GivenTensorFill ops), input_data()
     run, get = ours_runner(m, m.input_data())              # framework
     run, get = torch_impl.torch_runner(m, x, threads=1)    # PyTorch eager (same weights)
-    run, get = torch_impl.ort_runner(m, x, threads=1)      # onnxruntime (torch.onnx export)
+    run, get = torch_impl.ort_runner(m, x, threads=1)      # onnxruntime (framework.onnx export)
 
 Models (BUILDERS keys): resnet50, squeezenet1_1, resnet20_cifar, shufflenet_v2, densenet121, alexnet.
 Run the suite with ``python -m bench.real_models`` (options: --models, --batches, --threads, --rounds,

@@ -11,7 +11,7 @@ Contenders:
 - ``ours``: the framework as a Predictor runs it (the inference optimization pass when it exists);
 - ``ours-raw``: the plain net (``Workspace.create_net``), no rewrites;
 - ``torch``: PyTorch eager under ``inference_mode``, ``torch.set_num_threads(threads)``;
-- ``ort``: onnxruntime over torch's ONNX export, ``intra_op_num_threads = threads``.
+- ``ort``: onnxruntime over our own ONNX export (``framework.onnx.export``), ``intra_op_num_threads = threads``.
 
 Peak memory (``--memory``) runs each contender in a fresh subprocess (bench/real_models/memory.py):
 the rise of the process's peak RSS (VmHWM, reset through /proc/self/clear_refs after the weights and
@@ -98,7 +98,6 @@ def _available(kind: str) -> bool:
         elif kind == "ort":
             import onnx  # noqa: F401
             import onnxruntime  # noqa: F401
-            import torch  # noqa: F401,F811
     except ImportError:
         return False
     return True

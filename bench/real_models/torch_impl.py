@@ -1,4 +1,4 @@
-"""The benchmark models in PyTorch eager, and in onnxruntime through torch's ONNX export.
+"""The benchmark models in PyTorch eager, and in onnxruntime through our ONNX export (framework.onnx).
 
 ``TorchNet`` is a ``torch.nn.Module`` that runs a Caffe2 predict net's ops as the equivalent
 ``torch.nn.functional`` calls (the same calls a hand-written PyTorch model of the architecture makes:
@@ -163,16 +163,31 @@ def onnx_model_bytes(model, x: np.ndarray) -> bytes:
     return buf.getvalue()
 
 
+def framework_onnx_model_bytes(model, x: np.ndarray) -> bytes:
+    """The model exported by our own exporter (``framework.onnx.export``; logits output), serialized."""
+    from framework.memory.workspace import Workspace
+    from framework.onnx import export
+
+    ws = Workspace()
+    for k, v in model.weights.items():
+        ws.feed_blob(k, v)
+    onnx_model = export(
+        model.predict_net, input_shapes={model.input_name: x.shape}, workspace=ws, outputs=[model.logits_name]
+    )
+    return onnx_model.SerializeToString()
+
+
 def ort_runner(model, x: np.ndarray, threads: int = 1):
-    """(run, get) over an onnxruntime session of the exported model, ``threads`` intra-op threads."""
+    """(run, get) over an onnxruntime session of the model exported by ``framework.onnx.export``,
+    ``threads`` intra-op threads."""
     import onnxruntime as ort
 
     so = ort.SessionOptions()
     so.intra_op_num_threads = threads
     so.inter_op_num_threads = 1
     so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    sess = ort.InferenceSession(onnx_model_bytes(model, x), so, providers=["CPUExecutionProvider"])
-    feed = {"data": x}
+    sess = ort.InferenceSession(framework_onnx_model_bytes(model, x), so, providers=["CPUExecutionProvider"])
+    feed = {model.input_name: x}
     res = {}
 
     def run():

@@ -260,8 +260,9 @@ def _layer_norm(ctx: ExportContext, op: OpView) -> None:
 def _dropout(ctx: ExportContext, op: OpView) -> None:
     if not op.arg("is_test"):
         raise NotExportable("training mode (is_test=0) drops at random: export the predict net (is_test=1)")
-    if len(op.outputs) > 1:
-        raise NotExportable("the mask output of test mode")
+    if len(op.outputs) > 1:  # test mode writes an all-true mask: ONNX Dropout in inference mode does too
+        ctx.node("Dropout", [ctx.read(op.inputs[0])], [ctx.write(op.outputs[0]), ctx.write(op.outputs[1])])
+        return
     ctx.node("Identity", [ctx.read(op.inputs[0])], [ctx.write(op.outputs[0])])
 
 

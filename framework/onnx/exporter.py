@@ -237,16 +237,42 @@ def export(
         dt = helper.np_dtype_to_tensor_dtype(np.dtype(t.dtype))
         return helper.make_tensor_value_info(onnx_name, dt, list(t.dims))
 
+    graph_in = [vi(b, b) for b in graph_inputs]
+    graph_out = [vi(n, b) for n, b in zip(out_names, out_blobs)]
+    _check(ctx, graph_in, graph_out, opset, name or net.name or "caffe2_net")
     graph = helper.make_graph(
         ctx.nodes,
         name or net.name or "caffe2_net",
-        [vi(b, b) for b in graph_inputs],
-        [vi(n, b) for n, b in zip(out_names, out_blobs)],
+        graph_in,
+        graph_out,
         initializer=[numpy_helper.from_array(np.asarray(v), k) for k, v in ctx.initializers.items()],
+        value_info=ctx.value_info,
     )
-    model = helper.make_model(
+    return helper.make_model(
         graph, opset_imports=[helper.make_opsetid("", opset)], producer_name="framework", producer_version="0.1.0"
     )
+
+
+_SMALL = 4096  # bytes: initializers this small stay in the checked skeleton (shape constants)
+
+
+def _check(ctx: ExportContext, graph_in: list, graph_out: list, opset: int, name: str) -> None:
+    """onnx.checker (full) and strict shape inference on the graph with its large initializers
+    turned into typed inputs (no weight bytes serialized); the inferred value_info is kept."""
+    import onnx
+    from onnx import helper, numpy_helper
+
+    small = {k: v for k, v in ctx.initializers.items() if np.asarray(v).nbytes <= _SMALL}
+    big = [
+        helper.make_tensor_value_info(k, helper.np_dtype_to_tensor_dtype(np.asarray(v).dtype), list(np.shape(v)))
+        for k, v in ctx.initializers.items()
+        if k not in small
+    ]
+    graph = helper.make_graph(
+        ctx.nodes, name, graph_in + big, graph_out,
+        initializer=[numpy_helper.from_array(np.asarray(v), k) for k, v in small.items()],
+    )  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
     onnx.checker.check_model(model, full_check=True)
-    model = onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True)
-    return model
+    inferred = onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True)
+    ctx.value_info = list(inferred.graph.value_info)

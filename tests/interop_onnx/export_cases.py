@@ -234,6 +234,10 @@ def layer_norm(rng):
     return [_f(rng, *shape), _f(rng, *inner), _f(rng, *inner)], args, 3
 
 
+def dropout(rng):
+    return [_f(rng, *_shape(rng))], {"is_test": 1, "ratio": float(rng.uniform(0, 0.9))}, 1 + int(rng.random() < 0.5)
+
+
 def prelu(rng):
     nhwc = rng.random() < 0.4
     xs = _image(rng, nhwc, 2)
@@ -443,7 +447,7 @@ CASES = {
     "LRN": lrn,
     "InstanceNorm": instance_norm,
     "LayerNorm": layer_norm,
-    "Dropout": lambda rng: ([_f(rng, *_shape(rng))], {"is_test": 1}, 1),
+    "Dropout": dropout,
     "PRelu": prelu,
     "ChannelShuffle": channel_shuffle,
     "PadImage": pad_image,

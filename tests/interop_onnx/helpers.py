@@ -46,14 +46,19 @@ def assert_close(name: str, got, want, rtol: float, atol: float) -> None:
         np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=rtol, atol=atol, err_msg=name)
 
 
-def check_export(net, ws: Workspace, feeds: dict, rtol: float = 1e-4, atol: float = 1e-5, opset=None, **kw):
-    """Export ``net`` (parameters from ``ws``), compare onnxruntime and ReferenceEvaluator to our engine."""
+def check_export(
+    net, ws: Workspace, feeds: dict, rtol: float = 1e-4, atol: float = 1e-5, opset=None, scale_tol: float = 0.0, **kw
+):
+    """Export ``net`` (parameters from ``ws``), compare onnxruntime and ReferenceEvaluator to our engine.
+    ``scale_tol``: absolute tolerance as a fraction of each output's largest magnitude (deep nets)."""
     value_info = {k: (_elem(v.dtype), v.shape) for k, v in feeds.items()}
     model = export(net, value_info=value_info, workspace=ws, opset=opset, **kw)
     outs = [o.name for o in model.graph.output]
     want = run_caffe2(net, ws, feeds, outs)
     got_ort, got_ref = run_onnx(model, feeds)
     for i, (n, w, g) in enumerate(zip(outs, want, got_ort)):
+        if scale_tol and w.size and w.dtype.kind == "f":
+            atol = max(atol, scale_tol * float(np.abs(w).max()))
         assert_close(f"{n} (onnxruntime)", g, w, rtol, atol)
         if got_ref is not None:
             assert_close(f"{n} (ReferenceEvaluator)", got_ref[i], w, rtol, atol)
