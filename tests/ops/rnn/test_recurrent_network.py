@@ -222,3 +222,41 @@ def test_lstm_matches_torch_forward_and_backward():
     np.testing.assert_allclose(
         ws.fetch_blob(str(grads["lstm/i2h_b"])), lstm.bias_ih_l0.grad.numpy()[np.argsort(order)], rtol=1e-4, atol=1e-5
     )
+
+
+@pytest.mark.torch
+def test_gru_matches_torch_forward_and_backward():
+    torch = pytest.importorskip("torch")
+    from framework import gru_cell
+
+    T, N, D, H = 4, 3, 2, 5
+    rng = np.random.default_rng(4)
+    model = ModelHelper(name="g")
+    out, last = gru_cell.GRU(model, "x", None, ["h0"], D, H, scope="gru", linear_before_reset=True)
+    loss = model.net.SumElements([model.net.Mul([out, "wy"], "prod")], "loss")
+    grads = model.AddGradientOperators([loss])
+    feeds = _feeds(T, N, D, H, rng)
+    ws, _ = run(model, feeds)
+    gru = torch.nn.GRU(D, H)
+    f = ws.fetch_blob
+    with torch.no_grad():
+        gru.weight_ih_l0.copy_(torch.from_numpy(f("gru/i2h_w")))
+        gru.bias_ih_l0.copy_(torch.from_numpy(f("gru/i2h_b")))
+        gru.weight_hh_l0.copy_(
+            torch.from_numpy(np.concatenate([f(f"gru/{g}_gate_t_w") for g in ("reset", "update", "output")]))
+        )
+        gru.bias_hh_l0.copy_(
+            torch.from_numpy(np.concatenate([f(f"gru/{g}_gate_t_b") for g in ("reset", "update", "output")]))
+        )
+    x = torch.from_numpy(feeds["x"]).requires_grad_()
+    h0 = torch.from_numpy(feeds["h0"]).requires_grad_()
+    y, hn = gru(x, h0)
+    (y * torch.from_numpy(feeds["wy"])).sum().backward()
+    np.testing.assert_allclose(f(str(out)), y.detach().numpy(), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(f(str(last)), hn.detach().numpy(), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(f(str(grads["x"])), x.grad.numpy(), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(f(str(grads["h0"])), h0.grad.numpy(), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(f(str(grads["gru/i2h_w"])), gru.weight_ih_l0.grad.numpy(), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(
+        f(str(grads["gru/reset_gate_t_w"])), gru.weight_hh_l0.grad.numpy()[:H], rtol=1e-4, atol=1e-5
+    )
