@@ -23,6 +23,7 @@ from framework.ops.nn import (  # noqa: F401
     losses,
     matmul,
     normalization,
+    pairwise_interactions,
     pool,
     rank_losses,
     rectifiers,

@@ -182,3 +182,24 @@ def test_multi_class_accuracy(data):
 def test_given_tensor_int16_fill():
     (y,) = run_op_on(CreateOperator("GivenTensorInt16Fill", [], ["Y"], shape=[2, 2], values=[1, -2, 300, 4]), [])
     assert y.dtype == np.int16 and y.tolist() == [[1, -2], [300, 4]]
+
+
+@given(data=st.data())
+@S
+def test_concat_batch_mat_mul_batch_gather(data):
+    n, b = data.draw(st.integers(1, 4)), data.draw(st.integers(0, 3))
+    shape = (b,) + tuple(data.draw(st.lists(st.integers(1, 3), min_size=1, max_size=2)))
+    xs = [data.draw(arrays(shape, np.float32)) for _ in range(n)]
+    idx = data.draw(arrays((data.draw(st.integers(0, 5)),), np.int32, elements=st.integers(0, n * n - 1)))
+
+    def ref(idx, *xs):
+        out = np.zeros((b, idx.size), np.float32)
+        for e in range(b):
+            rows = [x[e].reshape(-1).astype(np.float64) for x in xs]
+            for k, flat in enumerate(idx):
+                i, j = divmod(int(flat), n)
+                out[e, k] = rows[i] @ rows[j]
+        return out
+
+    names = ["I"] + [f"X{i}" for i in range(n)]
+    assert_reference_checks(CreateOperator("ConcatBatchMatMulBatchGatherOp", names, ["Y"]), [idx] + xs, ref)
