@@ -12,6 +12,7 @@ from framework.ops.nn import (  # noqa: F401
     conv,
     conv_fusion,
     conv_transpose,
+    deform_conv,
     distances,
     dropout,
     fc,
