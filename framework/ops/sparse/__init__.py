@@ -9,6 +9,7 @@ Each import below registers its module's ops; keep one line per module.
 
 from framework.ops.sparse import (  # noqa: F401
     boolean_mask,
+    feature_maps,
     gather,
     id_lists,
     index,

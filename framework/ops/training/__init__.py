@@ -11,6 +11,7 @@ from framework.ops.training import (  # noqa: F401
     meters,
     rate_scaling,
     sgd,
+    sparse_fused,
     sparse_optimizers,
     stats,
     training,
