@@ -83,3 +83,26 @@ def test_exact_caffe2_names_are_aliases_and_bad_grad_is_named():
     with pytest.raises(FrameworkError, match="RowWiseSparseAdagradFused.*one row per segment"):
         create_operator(op, ws).run()
     np.testing.assert_array_equal(ws.fetch_blob("p"), 0)
+
+
+def test_the_family_is_registered_with_caffe2s_exact_names_as_aliases():
+    from framework.ops import get_schema
+
+    approx = [
+        "SparseAdagradFusedWithSparseLengthsSumGradientApprox",
+        "SparseAdagradFusedWithSparseLengthsWeightedSumGradientApprox",
+        "SparseAdagradFusedWithSparseLengthsMeanGradientApprox",
+        "RowWiseSparseAdagradFusedWithSparseLengthsSumGradientApprox",
+        "RowWiseSparseAdagradFusedWithSparseLengthsWeightedSumGradientApprox",
+        "RowWiseSparseAdagradFusedWithSparseLengthsMeanGradientApprox",
+    ]
+    exact = [
+        "SparseAdagradFusedWithSparseLengthsSumGradient",
+        "SparseAdagradFusedWithSparseLengthsWeightedSumGradient",
+        "SparseAdagradFusedWithSparseLengthsMeanGradient",
+        "RowWiseSparseAdagradFusedWithSparseLengthsSumGradient",
+        "RowWiseSparseAdagradFusedWithSparseLengthsWeightedSumGradient",
+        "RowWiseSparseAdagradFusedWithSparseLengthsMeanGradient",
+    ]
+    for a, e in zip(approx, exact):
+        assert get_schema(e).operator_class is get_schema(a).operator_class
