@@ -203,7 +203,11 @@ def _register(layout: str) -> None:
         inputs=(lambda n, per=per: n > 0 and n % per == 0) if layout != "Dense" else 2,
         outputs=n_out,
         args=args if layout.startswith("Single") or layout == "Dense" else [],
-        input_docs=[(f"in_{r}", f"feature input k: {r}") for r in roles],
+        input_docs=[
+            (f"in{j}_{r}", f"feature input {j}: {r} (and so on for more inputs)") for j in (1, 2) for r in roles
+        ]
+        if layout != "Dense"
+        else [(f"in_{r}", r) for r in roles],
         output_docs=[(f"out_{o}", o) for o in OUT_NAMES[n_out]],
         infer=lambda a, ins: [UNKNOWN] * a.num_outputs,
         category="sparse",
