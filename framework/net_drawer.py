@@ -22,25 +22,60 @@ def to_dot(net_def: Any, rankdir: str = "TB", max_label: int = 40) -> str:
     digraph "n" {
     """
     lines = [f"digraph {_quote(net_def.name or 'net')} {{", f"  rankdir={rankdir};", "  node [fontsize=10];"]
+    lines.append("  compound=true;")
+    counter = [0]
+    _emit(net_def, lines, "", counter, max_label, "  ")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def _nested(op: Any) -> list:
+    out = []
+    for a in op.arg:
+        if a.HasField("n"):
+            out.append((a.name, a.n))
+        for k, n in enumerate(a.nets):
+            out.append((f"{a.name}[{k}]", n))
+    return out
+
+
+def _emit(net_def: Any, lines: list, prefix: str, counter: list, max_label: int, indent: str) -> list[str]:
+    """Nodes and edges of ``net_def`` (ids prefixed by ``prefix``); nested nets become clusters."""
     blobs: dict[str, str] = {}
+    op_ids: list[str] = []
 
     def blob_node(name: str) -> str:
         if name not in blobs:
-            blobs[name] = f"b{len(blobs)}"
-            lines.append(f"  {blobs[name]} [label={_quote(name[:max_label])}, shape=ellipse, color=gray40];")
+            blobs[name] = f"{prefix}b{len(blobs)}"
+            lines.append(f"{indent}{blobs[name]} [label={_quote(name[:max_label])}, shape=ellipse, color=gray40];")
         return blobs[name]
 
     for i, op in enumerate(net_def.op):
         label = op.type + (f"\\n{op.name[:max_label]}" if op.name else "")
-        lines.append(f'  op{i} [label="{label}", shape=box, style=filled, fillcolor="#dde8f7"];')
+        node = f"{prefix}op{i}"
+        op_ids.append(node)
+        lines.append(f'{indent}{node} [label="{label}", shape=box, style=filled, fillcolor="#dde8f7"];')
         for name in op.input:
-            lines.append(f"  {blob_node(name)} -> op{i};")
+            lines.append(f"{indent}{blob_node(name)} -> {node};")
         for name in op.output:
-            lines.append(f"  op{i} -> {blob_node(name)};")
+            lines.append(f"{indent}{node} -> {blob_node(name)};")
         for name in op.control_input:
-            lines.append(f"  {blob_node(name)} -> op{i} [style=dashed];")
-    lines.append("}")
-    return "\n".join(lines) + "\n"
+            lines.append(f"{indent}{blob_node(name)} -> {node} [style=dashed];")
+        for label_arg, sub in _nested(op):
+            counter[0] += 1
+            cid = f"cluster_{counter[0]}"
+            lines.append(f"{indent}subgraph {cid} {{")
+            lines.append(
+                f"{indent}  label={_quote(f'{op.type} / {label_arg}' + (f' ({sub.name})' if sub.name else ''))};"
+            )
+            lines.append(f'{indent}  style=rounded; color="#7a8fb0";')
+            inner = _emit(sub, lines, f"{prefix}c{counter[0]}_", counter, max_label, indent + "  ")
+            if not inner:
+                lines.append(f'{indent}  {prefix}c{counter[0]}_empty [label="(empty)", shape=plaintext];')
+                inner = [f"{prefix}c{counter[0]}_empty"]
+            lines.append(f"{indent}}}")
+            lines.append(f"{indent}{node} -> {inner[0]} [style=dotted, lhead={cid}];")
+    return op_ids
 
 
 def render(dot_source: str, out_path: str, fmt: str) -> None:
