@@ -17,6 +17,7 @@ from framework.ops.nn import (  # noqa: F401
     dropout,
     fc,
     group_norm,
+    hsoftmax,
     image,
     layer_norm,
     listwise,
