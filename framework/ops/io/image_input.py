@@ -259,36 +259,39 @@ class ImageInput(Operator):
             self.output(2 + i, col.shape, col.dtype)[...] = col
 
     def _transform(self, rec: Any, dst: np.ndarray, rng: np.random.Generator) -> int:
-        """Decode and transform one record into ``dst`` (HWC float32 view); 1 if decoding failed."""
+        """Decode and transform one record into ``dst`` (HWC float32 view); 1 if decoding failed.
+
+        An encoded image stays a Pillow image (RGB or L) through box, scaling and the
+        conversion to numpy; its channels are then read in BGR order through a view.
+        """
         a = self.args
         color = bool(a.color)
         failed = 0
+        img: Any
         if rec.encoded is not None:
             try:
-                img = T.decode(rec.encoded, color)
+                img = T.decode_pil(rec.encoded, color)
             except T.ImageDecodeError:
-                failed, img = 1, np.zeros((224, 224, 3), np.uint8)
+                failed, img = 1, T.to_channels(np.zeros((224, 224, 3), np.uint8), color)
         else:
-            img = rec.raw
-        img = T.to_channels(img, color)
+            img = T.to_channels(rec.raw, color)
         box = rec.box or self._box
         if box is not None:
-            y, x, bh, bw = box
-            if img.shape[0] >= y + bh and img.shape[1] >= x + bw and bh > 0 and bw > 0:
-                img = np.ascontiguousarray(img[y : y + bh, x : x + bw])
+            img = T.apply_box(img, box)
         jittered = None
         if a.scale_jitter_type == 1 and not a.is_test:
-            jittered = T.random_sized_crop(img, a.crop, rng)
+            jittered = T.random_sized_crop(T.as_bgr(img), a.crop, rng)
         if jittered is not None:
             img = jittered
         else:
             target = a.scale if a.scale > 0 else self._minsize
             if self._random_scaling:
                 target = int(rng.integers(a.random_scale[0], a.random_scale[1] + 1))
-            h, w = img.shape[:2]
+            h, w = T.size_of(img)
             sh, sw = T.scaled_size(h, w, target, bool(a.warp))
             if (a.scale > 0 and (sh, sw) != (h, w)) or sh > h or sw > w:
-                img = T.resize(img, sw, sh)
+                img = T.resize_any(img, sw, sh)
+        img = T.as_bgr(img)
         crop = a.crop
         y, x = T.crop_offsets(img.shape[0], img.shape[1], crop, bool(a.is_test), rng)
         window = img[y : y + crop, x : x + crop]

@@ -55,6 +55,53 @@ def decode(data: bytes, color: bool) -> np.ndarray:
     return arr[:, :, None]
 
 
+def decode_pil(data: bytes, color: bool) -> Any:
+    """Decode to a loaded Pillow image in mode RGB (color) or L; ImageDecodeError if it is not an image."""
+    Image = pil()
+    try:
+        im = Image.open(io.BytesIO(data))
+        im = im.convert("RGB" if color else "L")  # also loads: decoding errors surface here
+    except Exception as e:  # Pillow raises many types for bad files
+        raise ImageDecodeError(f"cannot decode image ({len(data)} bytes): {type(e).__name__}: {e}") from None
+    return im
+
+
+def size_of(img: Any) -> tuple[int, int]:
+    """(height, width) of a Pillow image or an HWC array."""
+    if isinstance(img, np.ndarray):
+        return img.shape[0], img.shape[1]
+    return img.size[1], img.size[0]
+
+
+def as_bgr(img: Any) -> np.ndarray:
+    """HWC uint8 in BGR (or HW1 gray): arrays pass through, Pillow RGB images become a channel-reversed view."""
+    if isinstance(img, np.ndarray):
+        return img
+    arr = np.asarray(img)
+    return arr[:, :, None] if arr.ndim == 2 else arr[:, :, ::-1]
+
+
+def apply_box(img: Any, box: tuple[int, int, int, int]) -> Any:
+    """Cut the bounding box (ymin, xmin, height, width) when it lies inside the image (else unchanged)."""
+    y, x, bh, bw = box
+    h, w = size_of(img)
+    if bh <= 0 or bw <= 0 or h < y + bh or w < x + bw:
+        return img
+    if isinstance(img, np.ndarray):
+        return np.ascontiguousarray(img[y : y + bh, x : x + bw])
+    return img.crop((x, y, x + bw, y + bh))
+
+
+def resize_any(img: Any, width: int, height: int) -> Any:
+    """``resize`` for arrays, or the same filters on a Pillow image (kept as one)."""
+    if isinstance(img, np.ndarray):
+        return resize(img, width, height)
+    h, w = size_of(img)
+    Image = pil()
+    shrink = height <= h and width <= w
+    return img.resize((width, height), Image.Resampling.BOX if shrink else Image.Resampling.BILINEAR)
+
+
 def to_channels(img: np.ndarray, color: bool) -> np.ndarray:
     """Convert an HWC uint8 BGR/gray image to 3 (BGR) or 1 channel(s) with OpenCV's cvtColor arithmetic."""
     c = img.shape[2]

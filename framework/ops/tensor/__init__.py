@@ -10,4 +10,6 @@ from framework.ops.tensor import (  # noqa: F401
     python_op,
     random_fills,
     shape_ops,
+    strings,
+    tensor_utils,
 )
