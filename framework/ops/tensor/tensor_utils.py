@@ -320,6 +320,8 @@ class CopyRowsToTensor(Operator):
 @register_op(
     "CopyRowsToTensorGradient",
     allow_inplace={(0, 0)},
+    input_docs=[("output_grad", "gradient of output_tensor")],
+    output_docs=[("input_grad", "the same values: gradient of input_tensor")],
     infer=same_as_input(0),
     private=True,
     category="shape",
@@ -344,6 +346,8 @@ def _copy_rows_grad(g):
     inputs=(0, float("inf")),
     outputs=(0, float("inf")),
     enforce_inplace=lambda i, o: i == o,
+    input_docs=[("blobs", "any blobs")],
+    output_docs=[("blobs", "the same blobs, untouched")],
     infer=lambda args, ins: list(ins[: args.num_outputs]),
     category="shape",
 )
