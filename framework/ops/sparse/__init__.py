@@ -9,6 +9,7 @@ Each import below registers its module's ops; keep one line per module.
 
 from framework.ops.sparse import (  # noqa: F401
     boolean_mask,
+    bucketize,
     feature_maps,
     gather,
     id_lists,
@@ -17,8 +18,11 @@ from framework.ops.sparse import (  # noqa: F401
     maps,
     one_hot,
     pack_segments,
+    regularizers,
+    scatter,
     segment_range,
     segment_reductions,
     sparse_to_dense,
     unique,
+    utility,
 )

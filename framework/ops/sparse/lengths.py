@@ -14,7 +14,7 @@ from framework.errors import ShapeError, TypeMismatchError
 from framework.ops.gradient import gradient, no_gradient
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op
-from framework.ops.schema import FLOAT, UNKNOWN, Arg, TensorSpec
+from framework.ops.schema import FLOAT, INT, REQUIRED, UNKNOWN, Arg, TensorSpec
 
 I32 = np.dtype(np.int32)
 
@@ -184,3 +184,45 @@ no_gradient(
     "SegmentIdsToLengths",
     "SegmentIdsToRanges",
 )
+
+
+@register_op(
+    "LengthsPad",
+    inputs=2,
+    args=[
+        Arg("padding_value", FLOAT, -1.0, "value of the padded rows"),
+        Arg("target_length", INT, REQUIRED, "rows per segment after padding (>= every length)"),
+    ],
+    input_docs=[("DATA", "rows, summing to LENGTHS"), ("LENGTHS", "rows per segment")],
+    output_docs=[("OUTPUT", "len(LENGTHS) * target_length rows: each segment padded to target_length")],
+    infer=lambda args, ins: [
+        TensorSpec(((ins[1].shape[0] * args.target_length) if ins[1].shape else None, *ins[0].shape[1:]), ins[0].dtype)
+        if ins[0].shape
+        else UNKNOWN
+    ],
+    category="sparse",
+)
+class LengthsPad(Operator):
+    """Pad every segment of DATA to ``target_length`` rows with ``padding_value`` (Caffe2's lengths_pad_op)."""
+
+    def setup(self) -> None:
+        if self.args.target_length < 0:
+            raise self.arg_error(f"target_length must be >= 0, got {self.args.target_length}")
+
+    def run(self) -> None:
+        data, lengths = self.input(0), lengths_of(self, 1)
+        t = self.args.target_length
+        rows = data.shape[0] if data.ndim else 0
+        if data.ndim < 1 or rows != int(lengths.sum()):
+            raise ShapeError(f"{self.describe()}: LENGTHS sum to {int(lengths.sum())}, DATA has {rows} rows")
+        if lengths.size and int(lengths.max()) > t:
+            raise ShapeError(f"{self.describe()}: a length {int(lengths.max())} exceeds target_length {t}")
+        out = self.output(0, (len(lengths) * t, *data.shape[1:]), data.dtype)
+        out.fill(self.args.padding_value)
+        starts = np.cumsum(lengths) - lengths
+        seg = np.repeat(np.arange(len(lengths)), lengths)
+        within = np.arange(data.shape[0]) - np.repeat(starts, lengths)
+        out[seg * t + within] = data
+
+
+no_gradient("LengthsPad")
