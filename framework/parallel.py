@@ -25,6 +25,7 @@ from typing import Callable, Sequence
 
 _state: dict = {"threads": None, "pool": None}
 _lock = threading.Lock()
+_local = threading.local()  # .inside: this thread runs a task of run_parallel (nested work is serial)
 
 
 def _default() -> int:
@@ -39,6 +40,8 @@ def set_num_threads(n: int) -> None:
         raise ValueError(f"set_num_threads: need at least 1 thread, got {n}")
     from framework.blas import set_blas_threads
 
+    if n == _state["threads"]:
+        return
     with _lock:
         old = _state["pool"]
         _state["threads"] = n
@@ -49,13 +52,18 @@ def set_num_threads(n: int) -> None:
 
 
 def get_num_threads() -> int:
-    """The intra-op thread count (FRAMEWORK_NUM_THREADS or 1 until set)."""
+    """The intra-op thread count (FRAMEWORK_NUM_THREADS or 1 until set); 1 inside a parallel task."""
+    if getattr(_local, "inside", False):
+        return 1
     n = _state["threads"]
     return n if n is not None else _default()
 
 
 def num_threads() -> int:
-    """What kernels use: the thread count, starting the pool on first use if the env asked for more."""
+    """What kernels use: the thread count, starting the pool on first use if the env asked for more
+    (1 inside a task of run_parallel: work is never nested)."""
+    if getattr(_local, "inside", False):
+        return 1
     n = _state["threads"]
     if n is None:
         n = _default()
@@ -69,14 +77,14 @@ def num_threads() -> int:
 def run_parallel(tasks: Sequence[Callable[[], object]]) -> None:
     """Run ``tasks``: the first on this thread, the others on the pool; wait for all of them."""
     pool = _state["pool"]
-    if pool is None or len(tasks) < 2:
+    if pool is None or len(tasks) < 2 or getattr(_local, "inside", False):
         for t in tasks:
             t()
         return
-    futures = [pool.submit(t) for t in tasks[1:]]
+    futures = [pool.submit(_task, t) for t in tasks[1:]]
     err = None
     try:
-        tasks[0]()
+        _task(tasks[0])
     except BaseException as e:  # still wait for the others: they write the same outputs
         err = e
     for f in futures:
@@ -86,6 +94,14 @@ def run_parallel(tasks: Sequence[Callable[[], object]]) -> None:
             err = err or e
     if err is not None:
         raise err
+
+
+def _task(fn: Callable[[], object]) -> None:
+    _local.inside = True
+    try:
+        fn()
+    finally:
+        _local.inside = False
 
 
 def split(n: int, parts: int) -> list[tuple[int, int]]:

@@ -37,6 +37,9 @@ from bench.common import markdown_table, time_round_robin  # noqa: E402
 from bench.real_models.nets import BUILDERS, build, model_flops  # noqa: E402
 
 CONTENDERS = ("ours", "ours-raw", "torch", "ort")
+# Which clock times the rounds: "auto" = CPU time of the process for 1-thread rows (robust when other jobs
+# share the cores: every contender then runs one compute thread), wall time for more threads.
+CLOCK = "auto"
 
 
 def set_threads(n: int) -> None:
@@ -67,7 +70,7 @@ def ours_runner(model, x: np.ndarray, optimize: bool = True):
     net_def.external_output.extend([model.logits_name, model.output_name])
     pred = Predictor(NetDef(name="init"), net_def, parent=params, optimize=optimize)
     pred.workspace.feed_blob(model.input_name, x)
-    return pred.net.run, lambda: pred.workspace.fetch_blob(model.logits_name)
+    return pred.run_net, lambda: pred.workspace.fetch_blob(model.logits_name)
 
 
 def make_runner(kind: str, model, x: np.ndarray, threads: int = 1):
@@ -123,7 +126,8 @@ def bench_model(name: str, batch: int, threads_list, rounds: int, contenders, lo
         # Big models: few rounds of one call; small ones: more calls per round.
         inner = 1 if flops * batch > 2e9 else 3
         set_threads(threads)
-        times = time_round_robin(runs, rounds=rounds, inner=inner, warmup=1)
+        clock = time.process_time if (CLOCK == "cpu" or CLOCK == "auto" and threads == 1) else time.perf_counter
+        times = time_round_robin(runs, rounds=rounds, inner=inner, warmup=1, clock=clock)
         rows.append(
             dict(
                 model=name,
@@ -133,6 +137,7 @@ def bench_model(name: str, batch: int, threads_list, rounds: int, contenders, lo
                 times=times,
                 diffs=diffs,
                 load=os.getloadavg()[0],
+                clock="cpu" if clock is time.process_time else "wall",
             )
         )
         log(f"  {name} b{batch} t{threads}: " + ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in times.items()))
@@ -186,7 +191,10 @@ def main(argv=None) -> int:
     ap.add_argument("--contenders", nargs="*", default=None)
     ap.add_argument("--memory", action="store_true", help="also measure peak memory (subprocess per contender)")
     ap.add_argument("--json", help="write the rows as JSON here")
+    ap.add_argument("--clock", choices=["auto", "cpu", "wall"], default="auto", help="see CLOCK")
     a = ap.parse_args(argv)
+    global CLOCK
+    CLOCK = a.clock
     contenders = [c for c in (a.contenders or CONTENDERS) if c.startswith("ours") or _available(c)]
     rows, mem = [], {}
     for name in a.models:

@@ -13,6 +13,7 @@ Only the declared outputs are observable through a Predictor, so by default (``o
 predict net goes through the inference optimization pass (framework/net/optimize.py: BN folded into
 convs, Relu/Sum fused, test-mode Dropout dropped, buffers shared by liveness); the net that runs is
 ``optimized_net``. Parameters the pass folded away are removed from the predictor's workspace.
+With several intra-op threads, a batch is split over them, one copy of the net per thread.
 """
 
 from __future__ import annotations
@@ -56,6 +57,15 @@ class Predictor:
                 self.workspace.remove_blob(name)
         self.optimized_net = net
         self.net = self.workspace.create_net(net)
+        from framework.predictor.batch_split import BatchSplitRunner
+
+        data = [b for b in self.predict_net.external_input if b not in made and b in self.workspace.local_blobs()]
+        self._split = BatchSplitRunner(self.workspace, net, data, list(self.predict_net.external_output))
+
+    def run_net(self) -> None:
+        """Run the predict net on the inputs already in the workspace; with several intra-op threads
+        (framework.set_num_threads) a batch is split over them (framework/predictor/batch_split.py)."""
+        self._split.run(self.net)
 
     @property
     def input_names(self) -> list[str]:
@@ -91,5 +101,5 @@ class Predictor:
             self.net = self.workspace.create_net(self.optimized_net, overwrite=True)
         for name, value in items:
             self.workspace.feed_blob(name, value)
-        self.net.run()
+        self.run_net()
         return [self.workspace.fetch_blob(name) for name in self.output_names]

@@ -1,0 +1,111 @@
+"""Run a predict net on a batch split over the intra-op threads: one copy of the net per thread, each on
+a contiguous slice of the images.
+
+At batch >= 2 this is the cheapest way to use several cores with numpy: every op of the net (convs,
+but also pooling, Concat, BN, Relu, FC, Softmax...) runs in parallel with no per-op coordination, and
+numpy/BLAS release the GIL inside each call. Each copy is a net instance in a child workspace of the
+predictor's (so parameters are shared, activations are per copy and sized for its slice; the total
+activation memory equals the unsplit net's). The inputs' slices are wrapped without a copy (a batch
+slice of a C-contiguous array is contiguous); the outputs are copied into the predictor's output blobs.
+
+Only nets whose every op treats the images of a batch independently are split (an allowlist of op
+types, with the batch axis 0 never an op's axis); anything else runs unsplit, as does batch 1 (where
+the conv kernels split output channels instead).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from framework.memory.tensor import Tensor
+from framework.memory.workspace import Workspace
+from framework.parallel import get_num_threads, run_parallel, split
+
+_PER_IMAGE = {
+    "Conv", "Conv2D", "ConvFusion", "ConvTranspose", "SpatialBN", "Relu", "LeakyRelu", "Sigmoid", "Tanh",
+    "Elu", "PRelu", "MaxPool", "AveragePool", "MaxPool2D", "AveragePool2D", "LRN", "Dropout", "FC", "Softmax",
+    "Sum", "Add", "Mul", "Sub", "Div", "Concat", "Split", "ChannelShuffle", "Flatten", "FlattenToVec",
+    "Copy", "Alias", "StopGradient", "Scale", "Clip", "Exp", "Log", "Sqrt", "Abs", "Negative",
+    "Upsample", "ResizeNearest", "AffineChannel", "Swish", "Gelu",
+}  # fmt: skip
+
+
+def _arg(op: Any, name: str, default: Any) -> Any:
+    for a in op.arg:
+        if a.name == name:
+            return a.i if a.HasField("i") else default
+    return default
+
+
+def splittable(net_def: Any, data_inputs: Sequence[str]) -> bool:
+    """Does every op of ``net_def`` handle the images of a batch independently?"""
+    if not data_inputs:
+        return False
+    for op in net_def.op:
+        if op.type not in _PER_IMAGE:
+            return False
+        if op.type in ("Concat", "Split", "Softmax") and _arg(op, "axis", 1) == 0:
+            return False
+        if op.type == "FC" and _arg(op, "axis", 1) != 1:
+            return False
+        if op.type in ("SpatialBN", "Dropout") and not _arg(op, "is_test", 0):
+            return False
+    return True
+
+
+class BatchSplitRunner:
+    """Runs ``net_def`` in ``ws`` split over the threads when that applies (see module doc)."""
+
+    def __init__(self, ws: Workspace, net_def: Any, data_inputs: Sequence[str], outputs: Sequence[str]) -> None:
+        self.ws, self.net_def = ws, net_def
+        self.data_inputs, self.outputs = list(data_inputs), list(outputs)
+        self.ok = splittable(net_def, self.data_inputs)
+        self._key = None
+        self._copies: list = []
+
+    def run(self, full_net: Any) -> None:
+        threads = get_num_threads()
+        arrays = [self._array(n) for n in self.data_inputs] if self.ok and threads > 1 else None
+        if not arrays or any(a is None for a in arrays):
+            full_net.run()
+            return
+        batch = arrays[0].shape[0]
+        if batch < 2 or any(a.ndim == 0 or a.shape[0] != batch for a in arrays):
+            full_net.run()
+            return
+        key = (threads, tuple(id(a) for a in arrays), tuple(a.shape for a in arrays))
+        if key != self._key:
+            self._setup(arrays, threads)
+            self._key = key
+        run_parallel([c[1].run for c in self._copies])
+        for j, name in enumerate(self.outputs):
+            parts = [c[0].get_blob(name)._obj.data() for c in self._copies]
+            shape = (sum(p.shape[0] for p in parts), *parts[0].shape[1:])
+            t = self.ws.create_blob(name).get_mutable(Tensor)
+            arr = t._array
+            if arr is None or arr.shape != shape or arr.dtype != parts[0].dtype:
+                t.resize(shape)
+                arr = t.mutable_data(parts[0].dtype)
+            else:
+                t.version += 1
+            for (lo, hi), p in zip(self._ranges, parts):
+                arr[lo:hi] = p
+
+    def _array(self, name: str):
+        if not self.ws.has_blob(name):
+            return None
+        obj = self.ws.get_blob(name)._obj
+        return obj._array if type(obj) is Tensor else None
+
+    def _setup(self, arrays, threads: int) -> None:
+        batch = arrays[0].shape[0]
+        self._ranges = split(batch, threads)
+        written = {o for op in self.net_def.op for o in op.output}
+        self._copies = []
+        for k, (lo, hi) in enumerate(self._ranges):
+            child = Workspace(parent=self.ws, name=f"split{k}")
+            for name in written | set(self.data_inputs):
+                child.create_local_blob(name)
+            for name, a in zip(self.data_inputs, arrays):
+                child.get_blob(name).get_mutable(Tensor).share_external(a[lo:hi])
+            self._copies.append((child, child.create_net(self.net_def)))

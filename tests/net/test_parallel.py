@@ -1,0 +1,106 @@
+"""Intra-op threads (framework/parallel.py) and the Predictor's batch split over them
+(framework/predictor/batch_split.py): same results as one thread, nothing allocated per run."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+import framework
+from framework.core import CreateOperator
+from framework.memory.allocator import memory_reporter
+from framework.parallel import get_num_threads, run_parallel, set_num_threads, split
+from framework.predictor.predictor import Predictor
+from framework.proto.framework_pb2 import NetDef
+
+
+@pytest.fixture
+def two_threads():
+    old = get_num_threads()
+    set_num_threads(2)
+    yield
+    set_num_threads(old)
+
+
+def test_split_ranges():
+    assert split(5, 2) == [(0, 3), (3, 5)]
+    assert split(1, 4) == [(0, 1)]
+    assert split(6, 3) == [(0, 2), (2, 4), (4, 6)]
+
+
+def test_set_num_threads_checks_and_reports():
+    with pytest.raises(ValueError, match="at least 1"):
+        set_num_threads(0)
+    old = get_num_threads()
+    framework.set_num_threads(3)
+    assert framework.get_num_threads() == 3
+    set_num_threads(old)
+
+
+def test_run_parallel_uses_the_pool_never_nests_and_propagates_errors(two_threads):
+    seen, inner = [], []
+
+    def task():
+        seen.append(threading.current_thread().name)
+        inner.append(get_num_threads())
+        run_parallel([lambda: None, lambda: None])  # nested: runs serially, no deadlock
+
+    run_parallel([task, task])
+    assert len(seen) == 2 and any(n.startswith("framework-op") for n in seen)
+    assert inner == [1, 1]
+
+    def bad():
+        raise KeyError("boom")
+
+    with pytest.raises(KeyError, match="boom"):
+        run_parallel([lambda: None, bad])
+
+
+def _conv_net(extra=None):
+    rng = np.random.default_rng(0)
+    init = NetDef(name="init")
+    params = {
+        "w": rng.standard_normal((8, 3, 3, 3)).astype(np.float32),
+        "b": rng.standard_normal(8).astype(np.float32),
+        "w2": rng.standard_normal((5, 8 * 4 * 4)).astype(np.float32),
+        "b2": rng.standard_normal(5).astype(np.float32),
+    }
+    for k, v in params.items():
+        init.op.append(CreateOperator("GivenTensorFill", [], [k], shape=list(v.shape), values=v.ravel().tolist()))
+    net = NetDef(name="p")
+    net.op.extend(
+        [
+            CreateOperator("Conv", ["x", "w", "b"], ["c"], kernel=3, pad=1),
+            CreateOperator("Relu", ["c"], ["c"]),
+            CreateOperator("MaxPool", ["c"], ["p"], kernel=2, stride=2),
+            CreateOperator("FC", ["p", "w2", "b2"], ["f"]),
+            *(extra or []),
+            CreateOperator("Softmax", ["f"], ["y"]),
+        ]
+    )
+    net.external_input.extend(["x", *params])
+    net.external_output.append("y")
+    return init, net
+
+
+@pytest.mark.parametrize("splittable", [True, False])
+def test_predictor_splits_the_batch_over_threads(two_threads, splittable):
+    extra = None
+    if not splittable:  # Transpose is not on the per-image list: the net runs unsplit
+        extra = [CreateOperator("Transpose", ["f"], ["ft"], axes=[0, 1]), CreateOperator("Relu", ["ft"], ["f"])]
+    init, net = _conv_net(extra)
+    x = np.random.default_rng(1).standard_normal((5, 3, 8, 8)).astype(np.float32)
+    set_num_threads(1)
+    (want,) = Predictor(init, net).run({"x": x})
+    set_num_threads(2)
+    pred = Predictor(init, net)
+    (got,) = pred.run({"x": x})
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    assert bool(pred._split._copies) == splittable
+    pred.run({"x": x})
+    n0 = memory_reporter().allocations
+    pred.run_net()
+    assert memory_reporter().allocations == n0
+    np.testing.assert_allclose(pred.workspace.fetch_blob("y"), want, rtol=1e-5, atol=1e-6)
