@@ -63,6 +63,11 @@ class _LCBase(ConvPoolOp):
 
     def _plan(self, x: np.ndarray, w: np.ndarray) -> tuple:
         """(geometry, N, C, M, P, K) after checking X and the filter against each other."""
+        if x.ndim < 3:
+            raise ShapeError(
+                f"{self.describe()}: X '{self.input_names[0]}' needs a batch, a channel and spatial dims, "
+                f"got {list(x.shape)}"
+            )
         n, c, spatial = split_layout(x.shape, self.order)
         r = len(spatial)
         if self.order == "NHWC" and r != 2:
@@ -210,7 +215,7 @@ for _t in _TYPES:
     )(_forward(_t))
     register_op(
         _t + "Gradient",
-        inputs=(2, 3),
+        inputs=3,
         outputs=(1, 3),
         args=_ARGS,
         input_docs=[("X", "forward input"), ("filter", "forward filter"), ("dY", "gradient of Y")],

@@ -42,12 +42,14 @@ def _sessions(op: Operator, n: int, lengths_index: int) -> np.ndarray:
 
 def _scores_labels(op: Operator) -> tuple[np.ndarray, np.ndarray, int]:
     x, label = float_input(op, 0), float_input(op, 1)
-    n = x.shape[0] if x.ndim > 0 else 0
+    if x.ndim == 0:
+        raise ShapeError(f"{op.describe()}: X ('{op.input_names[0]}') must be N or N x 1 scores, got a scalar")
+    n = x.shape[0]
     if n and x.size != n:
         raise ShapeError(
             f"{op.describe()}: X ('{op.input_names[0]}') must be N x 1 (one score per row), got {list(x.shape)}"
         )
-    if n and (label.size != n or label.shape[0] != n):
+    if n and (label.ndim == 0 or label.size != n or label.shape[0] != n):
         raise ShapeError(f"{op.describe()}: label ('{op.input_names[1]}') must be N or N x 1, got {list(label.shape)}")
     return x.reshape(-1).astype(np.float64), label.reshape(-1).astype(np.float64), n
 

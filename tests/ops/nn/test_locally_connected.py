@@ -78,3 +78,8 @@ def test_lc_gradient_wiring_and_errors():
             CreateOperator("LC", ["X", "W"], ["Y"], kernel=1, group=2),
             [np.ones((1, 2, 3, 3)), np.ones((3, 3, 2, 1, 1, 1))],
         )
+
+
+def test_lc_needs_spatial_dims():
+    with pytest.raises(FrameworkError, match="LC.*'X'"):
+        run_op_on(CreateOperator("LC", ["X", "W"], ["Y"], kernel=1), [np.ones(3), np.ones(3)])

@@ -241,3 +241,13 @@ def test_weighted_sigmoid_cross_entropy_with_logits(data):
     op = CreateOperator("WeightedSigmoidCrossEntropyWithLogits", ["X", "T", "W"], ["L"])
     assert_reference_checks(op, [lg, t, w], ref)
     assert_gradient_checks(op, [lg, t, w], 0)
+
+
+def test_pair_wise_loss_scalars_are_refused():
+    with pytest.raises(FrameworkError, match="PairWiseLoss.*'X'"):
+        run_op_on(CreateOperator("PairWiseLoss", ["X", "L"], ["Y"]), [np.array(1.0), np.array(1.0)])
+    with pytest.raises(FrameworkError, match="PairWiseLossGradient.*'L'"):
+        run_op_on(
+            CreateOperator("PairWiseLossGradient", ["X", "L", "d"], ["dX"]),
+            [np.ones((1, 1)), np.array(1.0), np.ones(1)],
+        )
