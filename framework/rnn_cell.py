@@ -21,11 +21,14 @@ from framework import brew, core, recurrent
 from framework.model_helper import ModelHelper
 
 __all__ = [
+    "AttentionCell",
+    "AttentionType",
     "BasicRNN",
     "BasicRNNCell",
     "LSTM",
     "LSTMCell",
     "LSTMInitializer",
+    "LSTMWithAttention",
     "LayerNormLSTM",
     "LayerNormLSTMCell",
     "MILSTM",
@@ -237,9 +240,11 @@ class LSTMCell(RNNCell):
         fc_input, dim = hidden_t_prev, self.hidden_size
         if extra_inputs is not None:
             extra_blobs, extra_dims = zip(*extra_inputs)
-            fc_input = brew.concat(
-                model, [hidden_t_prev, *extra_blobs], self.scope("gates_concatenated_input_t"), axis=2
-            )
+            fc_input = model.net.Concat(
+                [hidden_t_prev, *extra_blobs],
+                [self.scope("gates_concatenated_input_t"), self.scope("gates_concatenated_input_t") + "_concat_dims"],
+                axis=2,
+            )[0]
             dim += sum(extra_dims)
         gates_t = brew.fc(model, fc_input, self.scope("gates_t"), dim_in=dim, dim_out=4 * self.hidden_size, axis=2)
         brew.sum(model, [gates_t, input_t], gates_t)
@@ -279,6 +284,8 @@ class LSTMCell(RNNCell):
         return self.hidden_size
 
 
+from framework.attention import AttentionType  # noqa: E402,F401
+from framework.rnn_attention_cell import AttentionCell, LSTMWithAttention  # noqa: E402,F401
 from framework.rnn_cells_more import (  # noqa: E402  (MultiRNNCell, MILSTM, LayerNorm LSTM and the builders)
     LSTM,
     MILSTM,

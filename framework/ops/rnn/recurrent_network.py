@@ -252,15 +252,27 @@ class RecurrentNetwork(Operator):
 
 @gradient("RecurrentNetwork")
 def _rnn_gradient(g):
+    """Caffe2's GetRecurrentNetworkGradient. Departure: an output listed in outputs_with_grads that
+    receives no gradient gets a zero one (ConstantFill like the output) instead of an error."""
     d = g.def_
     ids = [i for a in d.arg if a.name == "outputs_with_grads" for i in a.ints]
     if not ids:
         raise ArgumentError("gradient of RecurrentNetwork: outputs_with_grads must name at least one output")
     params = [i for a in d.arg if a.name == "param" for i in a.ints]
     rec = [i for a in d.arg if a.name == "initial_recurrent_state_ids" for i in a.ints]
-    ins = [g.GO(i) for i in ids] + list(d.input) + list(d.output)
+    pre, go = [], []
+    for i in ids:
+        if g.has_go(i):
+            go.append(g.GO(i))
+            continue
+        zero = f"{d.output[i]}_zero_grad"
+        fill = OperatorDef(type="ConstantFill", input=[d.output[i]], output=[zero])
+        fill.arg.add(name="value", f=0.0)
+        pre.append(fill)
+        go.append(zero)
+    ins = go + list(d.input) + list(d.output)
     outs = [g.GI(0)] + [g.GI(i) for i in params] + [g.GI(i) for i in rec]
-    return [g.op("RecurrentNetworkGradient", ins, outs)]
+    return pre + [g.op("RecurrentNetworkGradient", ins, outs)]
 
 
 from framework.ops.rnn import recurrent_gradient  # noqa: E402,F401  (registers RecurrentNetworkGradient)
