@@ -18,6 +18,7 @@ from framework.ops.sparse import (  # noqa: F401
     maps,
     one_hot,
     pack_segments,
+    partition,
     regularizers,
     scatter,
     segment_range,
