@@ -11,4 +11,5 @@ from framework.ops.io import (  # noqa: F401
     load_save,
     queue_ops,
     rebatching_queue,
+    text_file_reader,
 )
