@@ -31,6 +31,23 @@ def read_net(path: str) -> Any:
     return net
 
 
+def read_onnx(path: str) -> tuple[Any, Any]:
+    """(init NetDef, predict NetDef) of an ONNX model file, or CLIError listing the nodes we cannot run."""
+    try:
+        import onnx
+    except ImportError as e:
+        raise CLIError("reading .onnx files needs the onnx package", "pip install 'framework[onnx]'") from e
+    from framework.onnx.backend import Caffe2Backend
+    from framework.onnx.importer import OnnxImportError
+
+    if not os.path.exists(path):
+        raise CLIError(f"ONNX file not found: {path}")
+    try:
+        return Caffe2Backend.onnx_graph_to_caffe2_net(onnx.load(path))
+    except OnnxImportError as e:
+        raise CLIError(str(e), "these ONNX ops have no exact translation to our ops yet") from None
+
+
 def parse_inputs(
     specs: Iterable[str], default_names: list[str] | None = None, known: Iterable[str] | None = None
 ) -> dict[str, np.ndarray]:
@@ -147,8 +164,12 @@ def prepare_net(args: Any) -> tuple[Any, Workspace]:
     pair = pair_in(args.net)
     if pair is not None:  # a folder with the deployable pair
         args.init, args.net = args.init or pair[0], pair[1]
-    net_def = read_net(args.net)
     ws = new_workspace()
+    if str(args.net).endswith(".onnx"):  # an ONNX model: translated to our ops (framework.onnx.backend)
+        init_def, net_def = read_onnx(args.net)
+        ws.run_net_once(init_def)
+    else:
+        net_def = read_net(args.net)
     if args.init:
         ws.run_net_once(read_net(args.init))
     if args.checkpoint:

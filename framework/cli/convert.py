@@ -1,4 +1,6 @@
-"""``framework convert MODEL --to onnx -o model.onnx``: a Caffe2 model as an ONNX file.
+"""``framework convert MODEL --to onnx -o model.onnx``: a Caffe2 model as an ONNX file;
+``framework convert model.onnx --to caffe2 -o DIR``: an ONNX model as Caffe2's deployable pair
+(``DIR/init_net.pb`` + ``DIR/predict_net.pb`` of our ops, see ``framework.onnx.backend``).
 
 MODEL is a model folder (``init_net.pbtxt`` + ``predict_net.pbtxt``, or Caffe2's deployable
 ``init_net.pb`` + ``predict_net.pb``), or a predict NetDef file with ``--init INIT`` or
@@ -23,8 +25,8 @@ from framework.cli.common import CLIError, load_checkpoint, new_workspace, read_
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("convert", help="convert a Caffe2 model to ONNX", description=__doc__)
     p.add_argument("model", help="model folder, or a predict NetDef file (with --init or --checkpoint)")
-    p.add_argument("--to", required=True, choices=["onnx"], help="target format")
-    p.add_argument("-o", "--output", required=True, help="file to write (e.g. model.onnx)")
+    p.add_argument("--to", required=True, choices=["onnx", "caffe2"], help="target format")
+    p.add_argument("-o", "--output", required=True, help="file to write (model.onnx), or folder (--to caffe2)")
     p.add_argument("--init", help="init NetDef creating the parameters")
     p.add_argument("--checkpoint", help="checkpoint holding the parameters (instead of running the init net)")
     p.add_argument("--shape", action="append", default=[], metavar="NAME=D1,D2,...", help="an input's shape")
@@ -66,7 +68,27 @@ def _param_workspace(args, predict, init):
     return ws
 
 
+def to_caffe2(args: argparse.Namespace) -> int:
+    from framework.cli.common import read_onnx
+    from framework.cli.model_dir import PAIR
+    from framework.proto.io import write_binary
+
+    if not str(args.model).endswith(".onnx"):
+        raise CLIError("--to caffe2 converts an ONNX file (model.onnx)", "for Caffe2 models use --to onnx")
+    targets = [os.path.join(args.output, f) for f in PAIR]
+    if any(os.path.exists(t) for t in targets) and not args.overwrite:
+        raise CLIError(f"{args.output} already holds {' and '.join(PAIR)}", "pass --overwrite to replace them")
+    init, predict = read_onnx(args.model)
+    os.makedirs(args.output, exist_ok=True)
+    write_binary(init, targets[0])
+    write_binary(predict, targets[1])
+    print(f"wrote {targets[0]} ({len(init.op)} initializers) and {targets[1]} ({len(predict.op)} ops)")
+    return 0
+
+
 def main(args: argparse.Namespace) -> int:
+    if args.to == "caffe2":
+        return to_caffe2(args)
     try:
         import onnx
     except ImportError as e:

@@ -1,0 +1,205 @@
+"""ONNX -> our ops: elementwise, variadic, reductions, comparisons, casts."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from framework.onnx.importer import BOOL, FLOATS, INTS, NUMERIC, ImportContext, Node, Unsupported, translator
+
+F32 = (np.dtype(np.float32),)
+
+_UNARY = {
+    "Abs": ("Abs", NUMERIC),
+    "Neg": ("Negative", FLOATS + INTS),
+    "Reciprocal": ("Reciprocal", FLOATS),
+    "Sqrt": ("Sqrt", FLOATS),
+    "Exp": ("Exp", FLOATS),
+    "Log": ("Log", FLOATS),
+    "Relu": ("Relu", FLOATS),
+    "Sigmoid": ("Sigmoid", FLOATS),
+    "Tanh": ("Tanh", FLOATS),
+    "Softplus": ("Softplus", FLOATS),
+    "Softsign": ("Softsign", FLOATS),
+    "Sin": ("Sin", FLOATS),
+    "Cos": ("Cos", FLOATS),
+    "Tan": ("Tan", FLOATS),
+    "Asin": ("Asin", FLOATS),
+    "Acos": ("Acos", FLOATS),
+    "Atan": ("Atan", FLOATS),
+    "Sinh": ("Sinh", FLOATS),
+    "Cosh": ("Cosh", FLOATS),
+    "Floor": ("Floor", FLOATS),
+    "Ceil": ("Ceil", FLOATS),
+    "Erf": ("Erf", FLOATS),
+    "Sign": ("Sign", FLOATS),
+    "Not": ("Not", BOOL),
+    "Identity": ("Copy", NUMERIC + BOOL),
+}
+
+
+@translator(*_UNARY)
+def _unary(ctx: ImportContext, node: Node) -> None:
+    kind, allowed = _UNARY[node.op_type]
+    ctx.require(node, allowed)
+    ctx.op(kind, [node.input(0)], [node.outputs[0]])
+
+
+@translator("LeakyRelu", "Elu", "Selu", "HardSigmoid", "ThresholdedRelu")
+def _unary_attrs(ctx: ImportContext, node: Node) -> None:
+    ctx.require(node, FLOATS)
+    defaults = {
+        "LeakyRelu": {"alpha": 0.01},
+        "Elu": {"alpha": 1.0},
+        "Selu": {"alpha": 1.67326319217681884765625, "gamma": 1.05070102214813232421875},
+        "HardSigmoid": {"alpha": 0.2, "beta": 0.5},
+        "ThresholdedRelu": {"alpha": 1.0},
+    }[node.op_type]
+    args = {("scale" if k == "gamma" else k): float(node.attr(k, v)) for k, v in defaults.items()}
+    ctx.op(node.op_type, [node.input(0)], [node.outputs[0]], **args)
+
+
+@translator("Gelu")
+def _gelu(ctx: ImportContext, node: Node) -> None:
+    ctx.require(node, FLOATS)
+    approx = node.attr("approximate", "none")
+    ctx.op("Gelu", [node.input(0)], [node.outputs[0]], fast_gelu=int(approx == "tanh"))
+
+
+_BINARY = {
+    "Add": ("Add", NUMERIC),
+    "Sub": ("Sub", NUMERIC),
+    "Mul": ("Mul", NUMERIC),
+    "Div": ("Div", FLOATS),
+    "Pow": ("Pow", FLOATS),
+    "Equal": ("EQ", NUMERIC + BOOL),
+    "Less": ("LT", NUMERIC),
+    "LessOrEqual": ("LE", NUMERIC),
+    "Greater": ("GT", NUMERIC),
+    "GreaterOrEqual": ("GE", NUMERIC),
+    "And": ("And", BOOL),
+    "Or": ("Or", BOOL),
+    "Xor": ("Xor", BOOL),
+}
+
+
+@translator(*_BINARY)
+def _binary(ctx: ImportContext, node: Node) -> None:
+    kind, allowed = _BINARY[node.op_type]
+    ctx.require(node, allowed)
+    if ctx.dtype(node.input(0)) != ctx.dtype(node.input(1)):
+        raise Unsupported("inputs of different types")
+    if node.attr("broadcast"):  # opset < 7: Caffe2's own legacy broadcast
+        ctx.op(kind, node.inputs[:2], [node.outputs[0]], broadcast=1, axis=int(node.attr("axis", -1)))
+        return
+    ctx.op(kind, node.inputs[:2], [node.outputs[0]])
+
+
+@translator("Sum", "Mean", "Max", "Min")
+def _variadic(ctx: ImportContext, node: Node) -> None:
+    allowed = FLOATS if node.op_type == "Mean" else NUMERIC
+    ctx.require(node, allowed)
+    shapes = {ctx.shape(n) for n in node.inputs}
+    if None in shapes or len(shapes) != 1:
+        if len(node.inputs) != 2 or node.op_type in ("Mean",):
+            raise Unsupported("inputs of different (or unknown) shapes: Caffe2's n-ary op needs equal shapes")
+        kind = {"Sum": "Add", "Max": None, "Min": None}[node.op_type]
+        if kind is None:
+            raise Unsupported("broadcasting Max/Min")
+        ctx.op(kind, node.inputs, [node.outputs[0]])
+        return
+    ctx.op(node.op_type, node.inputs, [node.outputs[0]])
+
+
+def _axes(ctx: ImportContext, node: Node, rank: int, input_index: int = 1) -> list[int] | None:
+    """Reduction axes from the attribute or the (constant) axes input; None = all."""
+    axes = node.attr("axes")
+    if axes is None and node.input(input_index):
+        axes = ctx.const(node.input(input_index)).reshape(-1).tolist()
+    if axes is None or len(axes) == 0:
+        return None
+    return sorted(int(a) % rank for a in axes)
+
+
+_REDUCE = {"ReduceSum": "ReduceSum", "ReduceMean": "ReduceMean", "ReduceMax": "ReduceMax", "ReduceMin": "ReduceMin"}
+_REDUCE.update({"ReduceL1": "ReduceL1", "ReduceL2": "ReduceL2"})
+
+
+@translator(*_REDUCE)
+def _reduce(ctx: ImportContext, node: Node) -> None:
+    ctx.require(node, FLOATS if node.op_type in ("ReduceMean", "ReduceL1", "ReduceL2") else NUMERIC, [0])
+    rank = ctx.rank(node.input(0))
+    axes_input = node.op_type == "ReduceSum" and ctx.opset >= 13 or ctx.opset >= 18
+    axes = _axes(ctx, node, rank) if axes_input else _axes(ctx, node, rank, input_index=99)
+    keep = int(node.attr("keepdims", 1))
+    if axes is None and node.attr("noop_with_empty_axes", 0):
+        ctx.op("Copy", [node.input(0)], [node.outputs[0]])
+        return
+    if rank == 0:
+        raise Unsupported("0-d input")
+    if axes is None:
+        axes = list(range(rank))
+    ctx.op(_REDUCE[node.op_type], [node.input(0)], [node.outputs[0]], axes=axes, keepdims=keep)
+
+
+@translator("ArgMax", "ArgMin")
+def _argmax(ctx: ImportContext, node: Node) -> None:
+    ctx.require(node, NUMERIC)
+    if node.attr("select_last_index", 0):
+        raise Unsupported("select_last_index=1")
+    rank = ctx.rank(node.input(0))
+    axis = int(node.attr("axis", 0)) % max(rank, 1)
+    ctx.op(node.op_type, [node.input(0)], [node.outputs[0]], axis=axis, keepdims=int(node.attr("keepdims", 1)))
+
+
+@translator("Clip")
+def _clip(ctx: ImportContext, node: Node) -> None:
+    ctx.require(node, F32, [0])
+    lo, hi = node.attr("min"), node.attr("max")
+    if ctx.opset >= 11:
+        lo = float(ctx.const(node.input(1))) if node.input(1) else None
+        hi = float(ctx.const(node.input(2))) if node.input(2) else None
+    args = {}
+    if lo is not None:
+        args["min"] = float(lo)
+    if hi is not None:
+        args["max"] = float(hi)
+    ctx.op("Clip", [node.input(0)], [node.outputs[0]], **args)
+
+
+# Caffe2 DataType codes of the dtypes Cast handles exactly (numpy astype semantics).
+_CAFFE2_TYPE = {
+    np.dtype(np.float32): 1,
+    np.dtype(np.int32): 2,
+    np.dtype(bool): 5,
+    np.dtype(np.uint8): 6,
+    np.dtype(np.int8): 7,
+    np.dtype(np.uint16): 8,
+    np.dtype(np.int16): 9,
+    np.dtype(np.int64): 10,
+    np.dtype(np.float16): 12,
+    np.dtype(np.float64): 13,
+}
+
+
+@translator("Cast")
+def _cast(ctx: ImportContext, node: Node) -> None:
+    from onnx import helper
+
+    src = ctx.dtype(node.input(0))
+    try:
+        dst = np.dtype(helper.tensor_dtype_to_np_dtype(int(node.attr("to"))))
+    except Exception as e:  # noqa: BLE001 - float8, int4...: no numpy type
+        raise Unsupported(f"target type {node.attr('to')}") from e
+    if src not in _CAFFE2_TYPE or dst not in _CAFFE2_TYPE:
+        raise Unsupported(f"cast {src} -> {dst}")
+    if node.attr("saturate") is not None and node.attr("saturate") != 1:
+        raise Unsupported("saturate")
+    ctx.op("Cast", [node.input(0)], [node.outputs[0]], to=_CAFFE2_TYPE[dst])
+
+
+@translator("CastLike")
+def _cast_like(ctx: ImportContext, node: Node) -> None:
+    src, dst = ctx.dtype(node.input(0)), ctx.dtype(node.input(1))
+    if src not in _CAFFE2_TYPE or dst not in _CAFFE2_TYPE:
+        raise Unsupported(f"cast {src} -> {dst}")
+    ctx.op("Cast", [node.input(0)], [node.outputs[0]], to=_CAFFE2_TYPE[dst])

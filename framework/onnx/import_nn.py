@@ -1,0 +1,237 @@
+"""ONNX -> our ops: Conv, ConvTranspose, pooling, Gemm, MatMul, Softmax, normalizations, Dropout."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from framework.onnx.importer import FLOATS, ImportContext, Node, Unsupported, translator
+
+
+def _spatial(ctx: ImportContext, node: Node, kernel: list[int]) -> dict:
+    """Caffe2 conv/pool arguments from ONNX's strides/pads/dilations/auto_pad."""
+    r = len(kernel)
+    args = {"kernels": list(kernel), "strides": list(node.attr("strides", [1] * r))}
+    auto = node.attr("auto_pad", "NOTSET")
+    if auto == "VALID":
+        args["legacy_pad"] = 1
+    elif auto == "SAME_UPPER":
+        args["legacy_pad"] = 2
+    elif auto in ("NOTSET", ""):
+        args["pads"] = list(node.attr("pads", [0] * (2 * r)))
+    else:
+        raise Unsupported(f"auto_pad {auto}")
+    dil = list(node.attr("dilations", [1] * r))
+    if any(d != 1 for d in dil):
+        if args.get("legacy_pad") == 2:
+            raise Unsupported("dilations with SAME padding")
+        args["dilations"] = dil
+    return args
+
+
+@translator("Conv")
+def _conv(ctx: ImportContext, node: Node) -> None:
+    ctx.require(node, FLOATS)
+    w_shape = ctx.shape(node.input(1))
+    if w_shape is None:
+        raise Unsupported("filter of unknown shape")
+    kernel = list(node.attr("kernel_shape", w_shape[2:]))
+    if len(kernel) == 0:
+        raise Unsupported("no spatial dimensions")
+    args = _spatial(ctx, node, kernel)
+    group = int(node.attr("group", 1))
+    if group != 1:
+        if "dilations" in args:
+            raise Unsupported("group with dilations")
+        args["group"] = group
+    ins = [n for n in node.inputs[:3] if n]
+    ctx.op("Conv", ins, [node.outputs[0]], **args)
+
+
+@translator("ConvTranspose")
+def _conv_transpose(ctx: ImportContext, node: Node) -> None:
+    ctx.require(node, FLOATS)
+    w_shape = ctx.shape(node.input(1))
+    if w_shape is None or node.attr("output_shape") is not None:
+        raise Unsupported("output_shape, or a filter of unknown shape")
+    kernel = list(node.attr("kernel_shape", w_shape[2:]))
+    if len(kernel) != 2:
+        raise Unsupported("only 2-D ConvTranspose")
+    if node.attr("auto_pad", "NOTSET") not in ("NOTSET", ""):
+        raise Unsupported("auto_pad")
+    if any(d != 1 for d in node.attr("dilations", [1, 1])):
+        raise Unsupported("dilations")
+    args = {"kernels": kernel, "strides": list(node.attr("strides", [1, 1])), "pads": list(node.attr("pads", [0] * 4))}
+    adj = list(node.attr("output_padding", [0, 0]))
+    if any(adj):
+        args["adjs"] = adj
+    if int(node.attr("group", 1)) != 1:
+        args["group"] = int(node.attr("group", 1))
+    ins = [n for n in node.inputs[:3] if n]
+    ctx.op("ConvTranspose", ins, [node.outputs[0]], **args)
+
+
+def _pool(ctx: ImportContext, node: Node, kind: str) -> None:
+    ctx.require(node, FLOATS)
+    if len(node.outputs) > 1 and node.outputs[1]:
+        raise Unsupported("the Indices output")
+    if node.attr("storage_order", 0):
+        raise Unsupported("storage_order=1")
+    kernel = list(node.attr("kernel_shape"))
+    args = _spatial(ctx, node, kernel)
+    pads = args.get("pads", [0] * (2 * len(kernel)))
+    if any(p >= k for p, k in zip(pads, kernel * 2)):
+        raise Unsupported("pads not smaller than the kernel")
+    if node.attr("ceil_mode", 0):
+        shape = ctx.shape(node.input(0))
+        if shape is None or "legacy_pad" in args:
+            raise Unsupported("ceil_mode with unknown shapes or auto_pad")
+        # ceil mode = floor mode with extra tail padding, when the last window starts inside the input.
+        r, st = len(kernel), args["strides"]
+        dil = args.get("dilations", [1] * r)
+        for i in range(r):
+            n, k = shape[2 + i], dil[i] * (kernel[i] - 1) + 1
+            total = n + pads[i] + pads[r + i] - k
+            out = -(-total // st[i]) + 1
+            if (out - 1) * st[i] >= n + pads[i]:
+                out -= 1
+            extra = (out - 1) * st[i] + k - (n + pads[i] + pads[r + i])
+            if extra > 0:
+                if kind == "AveragePool" and node.attr("count_include_pad", 0):
+                    raise Unsupported("ceil_mode with count_include_pad")
+                pads[r + i] += extra
+        args["pads"] = pads
+    if kind == "AveragePool":
+        args["count_include_pad"] = int(node.attr("count_include_pad", 0))
+        if "dilations" in args:
+            raise Unsupported("AveragePool with dilations")
+    if kind == "LpPool":
+        args["p"] = float(node.attr("p", 2))
+        if "dilations" in args:
+            raise Unsupported("LpPool with dilations")
+    ctx.op(kind, [node.input(0)], [node.outputs[0]], **args)
+
+
+@translator("MaxPool")
+def _max_pool(ctx: ImportContext, node: Node) -> None:
+    _pool(ctx, node, "MaxPool")
+
+
+@translator("AveragePool")
+def _avg_pool(ctx: ImportContext, node: Node) -> None:
+    _pool(ctx, node, "AveragePool")
+
+
+@translator("LpPool")
+def _lp_pool(ctx: ImportContext, node: Node) -> None:
+    _pool(ctx, node, "LpPool")
+
+
+@translator("GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool")
+def _global_pool(ctx: ImportContext, node: Node) -> None:
+    ctx.require(node, FLOATS)
+    if ctx.rank(node.input(0)) < 3:
+        raise Unsupported("input without spatial dimensions")
+    kind = node.op_type[len("Global") :]
+    args = {"global_pooling": 1}
+    if kind == "LpPool":
+        args["p"] = float(node.attr("p", 2))
+    ctx.op(kind, [node.input(0)], [node.outputs[0]], **args)
+
+
+@translator("Gemm")
+def _gemm(ctx: ImportContext, node: Node) -> None:
+    ctx.require(node, FLOATS)
+    a, b = node.input(0), node.input(1)
+    if ctx.rank(a) != 2 or ctx.rank(b) != 2:
+        raise Unsupported("Gemm inputs of rank other than 2")
+    alpha, beta = float(node.attr("alpha", 1.0)), float(node.attr("beta", 1.0))
+    out = node.outputs[0]
+    y = out if not node.input(2) and alpha == 1.0 else ctx.fresh("gemm")
+    ctx.op("MatMul", [a, b], [y], trans_a=int(node.attr("transA", 0)), trans_b=int(node.attr("transB", 0)))
+    if alpha != 1.0:
+        z = out if not node.input(2) else ctx.fresh("gemm_scaled")
+        ctx.op("Scale", [y], [z], scale=alpha)
+        y = z
+    if node.input(2):
+        c = node.input(2)
+        if beta != 1.0:
+            cs = ctx.fresh("gemm_c")
+            ctx.op("Scale", [c], [cs], scale=beta)
+            c = cs
+        ctx.op("Add", [y, c], [out])
+
+
+@translator("MatMul")
+def _matmul(ctx: ImportContext, node: Node) -> None:
+    ctx.require(node, FLOATS)
+    ra, rb = ctx.rank(node.input(0)), ctx.rank(node.input(1))
+    if ra == 2 and rb == 2:
+        ctx.op("MatMul", node.inputs[:2], [node.outputs[0]])
+    elif ra >= 2 and rb >= 2:
+        ctx.op("BatchMatMul", node.inputs[:2], [node.outputs[0]], broadcast=1)
+    else:
+        raise Unsupported("1-D MatMul operands")
+
+
+@translator("Softmax", "LogSoftmax")
+def _softmax(ctx: ImportContext, node: Node) -> None:
+    ctx.require(node, FLOATS)
+    rank = ctx.rank(node.input(0))
+    if rank == 0:
+        raise Unsupported("0-d input")
+    if ctx.opset < 13:  # ONNX's old Softmax is Caffe2's: the input coerced to 2-D at axis
+        ctx.op(node.op_type, [node.input(0)], [node.outputs[0]], axis=int(node.attr("axis", 1)) % rank)
+        return
+    axis = int(node.attr("axis", -1)) % rank
+    if axis == rank - 1:
+        ctx.op(node.op_type, [node.input(0)], [node.outputs[0]], axis=axis)
+        return
+    perm = [a for a in range(rank) if a != axis] + [axis]
+    inv = list(np.argsort(perm))
+    t, s = ctx.fresh("softmax_in"), ctx.fresh("softmax_out")
+    ctx.op("Transpose", [node.input(0)], [t], axes=perm)
+    ctx.op(node.op_type, [t], [s], axis=rank - 1)
+    ctx.op("Transpose", [s], [node.outputs[0]], axes=[int(i) for i in inv])
+
+
+@translator("BatchNormalization")
+def _batch_norm(ctx: ImportContext, node: Node) -> None:
+    ctx.require(node, FLOATS)
+    if node.attr("training_mode", 0) or len([o for o in node.outputs if o]) > 1:
+        raise Unsupported("training mode")
+    if ctx.rank(node.input(0)) < 2:
+        raise Unsupported("input of rank < 2")
+    eps = float(node.attr("epsilon", 1e-5))
+    ctx.op("SpatialBN", node.inputs[:5], [node.outputs[0]], is_test=1, epsilon=eps)
+
+
+@translator("InstanceNormalization")
+def _instance_norm(ctx: ImportContext, node: Node) -> None:
+    ctx.require(node, FLOATS)
+    if ctx.rank(node.input(0)) < 3:
+        raise Unsupported("input without spatial dimensions")
+    ctx.op("InstanceNorm", node.inputs[:3], [node.outputs[0]], epsilon=float(node.attr("epsilon", 1e-5)))
+
+
+@translator("LRN")
+def _lrn(ctx: ImportContext, node: Node) -> None:
+    ctx.require(node, FLOATS)
+    size = int(node.attr("size"))
+    if size % 2 == 0 or ctx.rank(node.input(0)) != 4:
+        raise Unsupported("even size or non-4-D input")
+    args = {"size": size, "alpha": float(node.attr("alpha", 1e-4)), "beta": float(node.attr("beta", 0.75))}
+    ctx.op("LRN", [node.input(0)], [node.outputs[0]], bias=float(node.attr("bias", 1.0)), **args)
+
+
+@translator("Dropout")
+def _dropout(ctx: ImportContext, node: Node) -> None:
+    if node.input(2) and bool(ctx.const(node.input(2)).reshape(-1)[0]):
+        raise Unsupported("training mode")
+    if node.attr("is_test", 1) == 0 and ctx.opset < 7:
+        raise Unsupported("training mode")
+    outs = [o for o in node.outputs if o]
+    if len(outs) == 1:
+        ctx.op("Copy", [node.input(0)], outs)
+    else:
+        ctx.require(node, FLOATS, [0])
+        ctx.op("Dropout", [node.input(0)], outs, is_test=1)

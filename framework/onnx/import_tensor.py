@@ -1,0 +1,202 @@
+"""ONNX -> our ops: constants, reshaping, layout, Concat/Split, slicing, gathering, shapes."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from framework.onnx.importer import BOOL, FLOATS, INTS, NUMERIC, ImportContext, Node, Unsupported, translator
+
+ANY = NUMERIC + BOOL
+
+
+@translator("Constant")
+def _constant(ctx: ImportContext, node: Node) -> None:
+    from onnx import numpy_helper
+
+    if "value" in node.attrs:
+        value = numpy_helper.to_array(node.proto.attribute[0].t)
+    elif "value_float" in node.attrs:
+        value = np.array(node.attrs["value_float"], np.float32)
+    elif "value_floats" in node.attrs:
+        value = np.array(node.attrs["value_floats"], np.float32)
+    elif "value_int" in node.attrs:
+        value = np.array(node.attrs["value_int"], np.int64)
+    elif "value_ints" in node.attrs:
+        value = np.array(node.attrs["value_ints"], np.int64)
+    else:
+        raise Unsupported("sparse or string constants")
+    if value.dtype.kind in "OUS":
+        raise Unsupported("string constants")
+    ctx.values[node.outputs[0]] = value
+
+
+@translator("Reshape")
+def _reshape(ctx: ImportContext, node: Node) -> None:
+    ctx.require(node, ANY, [0])
+    shape = node.attr("shape") if ctx.opset < 5 else ctx.const(node.input(1)).reshape(-1).tolist()
+    shape = [int(d) for d in shape]
+    if node.attr("allowzero", 0) and 0 in shape:
+        raise Unsupported("allowzero=1 with a 0 in the shape")
+    ctx.op("Reshape", [node.input(0)], [node.outputs[0], ctx.fresh("old_shape")], shape=shape)
+
+
+@translator("Flatten")
+def _flatten(ctx: ImportContext, node: Node) -> None:
+    ctx.require(node, ANY)
+    rank = ctx.rank(node.input(0))
+    axis = int(node.attr("axis", 1))
+    axis = axis + rank if axis < 0 else axis
+    shape = ctx.shape(node.input(0))
+    outer = int(np.prod(shape[:axis], dtype=np.int64))
+    ctx.op("Reshape", [node.input(0)], [node.outputs[0], ctx.fresh("old_shape")], shape=[outer, -1])
+
+
+@translator("Transpose")
+def _transpose(ctx: ImportContext, node: Node) -> None:
+    ctx.require(node, ANY)
+    perm = node.attr("perm")
+    args = {"axes": [int(p) for p in perm]} if perm is not None else {}
+    ctx.op("Transpose", [node.input(0)], [node.outputs[0]], **args)
+
+
+@translator("Concat")
+def _concat(ctx: ImportContext, node: Node) -> None:
+    ctx.require(node, ANY)
+    rank = ctx.rank(node.input(0))
+    axis = int(node.attr("axis", 1)) % rank
+    ctx.op("Concat", node.inputs, [node.outputs[0], ctx.fresh("split_info")], axis=axis)
+
+
+@translator("Split")
+def _split(ctx: ImportContext, node: Node) -> None:
+    ctx.require(node, ANY, [0])
+    shape = ctx.shape(node.input(0))
+    if shape is None:
+        raise Unsupported("input of unknown shape")
+    axis = int(node.attr("axis", 0)) % len(shape)
+    split = node.attr("split")
+    if split is None and node.input(1):
+        split = ctx.const(node.input(1)).reshape(-1).tolist()
+    n = len(node.outputs)
+    if split is None:
+        if node.attr("num_outputs") is not None:
+            n = int(node.attr("num_outputs"))
+            chunk = -(-shape[axis] // n)
+            split = [chunk] * (n - 1) + [shape[axis] - chunk * (n - 1)]
+        elif shape[axis] % n:
+            raise Unsupported("uneven split without sizes")
+        else:
+            split = [shape[axis] // n] * n
+    ctx.op("Split", [node.input(0)], node.outputs, axis=axis, split=[int(s) for s in split])
+
+
+def _axes_of(ctx: ImportContext, node: Node) -> list[int] | None:
+    axes = node.attr("axes")
+    if axes is None and node.input(1):
+        axes = ctx.const(node.input(1)).reshape(-1).tolist()
+    return None if axes is None else [int(a) for a in axes]
+
+
+@translator("Squeeze")
+def _squeeze(ctx: ImportContext, node: Node) -> None:
+    ctx.require(node, ANY, [0])
+    shape = ctx.shape(node.input(0))
+    if shape is None:
+        raise Unsupported("input of unknown shape")
+    axes = _axes_of(ctx, node)
+    dims = [i for i, d in enumerate(shape) if d == 1] if axes is None else sorted(a % len(shape) for a in axes)
+    ctx.op("Squeeze", [node.input(0)], [node.outputs[0]], dims=dims)
+
+
+@translator("Unsqueeze")
+def _unsqueeze(ctx: ImportContext, node: Node) -> None:
+    ctx.require(node, ANY, [0])
+    axes = _axes_of(ctx, node)
+    out_rank = ctx.rank(node.input(0)) + len(axes)
+    ctx.op("ExpandDims", [node.input(0)], [node.outputs[0]], dims=sorted(a % out_rank for a in axes))
+
+
+@translator("Gather")
+def _gather(ctx: ImportContext, node: Node) -> None:
+    ctx.require(node, ANY, [0])
+    ctx.require(node, INTS, [1])
+    rank = ctx.rank(node.input(0))
+    axis = int(node.attr("axis", 0)) % rank
+    ctx.op("Gather", node.inputs[:2], [node.outputs[0]], axis=axis)
+
+
+@translator("Shape")
+def _shape(ctx: ImportContext, node: Node) -> None:
+    if node.attr("start") is not None or node.attr("end") is not None:
+        shape = ctx.shape(node.input(0))
+        if shape is None:
+            raise Unsupported("start/end with an input of unknown shape")
+        ctx.values[node.outputs[0]] = np.array(shape, np.int64)[node.attr("start", 0) : node.attr("end")]
+        return
+    ctx.op("Shape", [node.input(0)], [node.outputs[0]])
+
+
+@translator("Size")
+def _size(ctx: ImportContext, node: Node) -> None:
+    ctx.op("Size", [node.input(0)], [node.outputs[0]])
+
+
+@translator("Tile")
+def _tile(ctx: ImportContext, node: Node) -> None:
+    ctx.require(node, ANY, [0])
+    reps = [int(r) for r in ctx.const(node.input(1)).reshape(-1)]
+    cur = node.input(0)
+    todo = [(a, r) for a, r in enumerate(reps) if r != 1]
+    if not todo:
+        ctx.op("Copy", [cur], [node.outputs[0]])
+        return
+    for j, (a, r) in enumerate(todo):
+        nxt = node.outputs[0] if j == len(todo) - 1 else ctx.fresh("tile")
+        ctx.op("Tile", [cur], [nxt], tiles=r, axis=a)
+        cur = nxt
+
+
+@translator("Expand")
+def _expand(ctx: ImportContext, node: Node) -> None:
+    ctx.require(node, ANY, [0])
+    ctx.require(node, INTS, [1])
+    ctx.op("Expand", node.inputs[:2], [node.outputs[0]])
+
+
+@translator("Where")
+def _where(ctx: ImportContext, node: Node) -> None:
+    ctx.require(node, BOOL, [0])
+    ctx.require(node, ANY, [1, 2])
+    shapes = {ctx.shape(n) for n in node.inputs}
+    if None in shapes or len(shapes) != 1:
+        raise Unsupported("inputs of different (or unknown) shapes")
+    ctx.op("Where", node.inputs, [node.outputs[0]])
+
+
+@translator("Slice")
+def _slice(ctx: ImportContext, node: Node) -> None:
+    ctx.require(node, ANY, [0])
+    shape = ctx.shape(node.input(0))
+    if shape is None:
+        raise Unsupported("input of unknown shape")
+    if ctx.opset < 10:
+        starts, ends, axes, steps = node.attr("starts"), node.attr("ends"), node.attr("axes"), None
+    else:
+        starts, ends = ctx.const(node.input(1)).tolist(), ctx.const(node.input(2)).tolist()
+        axes = ctx.const(node.input(3)).tolist() if node.input(3) else None
+        steps = ctx.const(node.input(4)).tolist() if node.input(4) else None
+    axes = list(range(len(starts))) if axes is None else [int(a) % len(shape) for a in axes]
+    if steps is not None and any(int(s) != 1 for s in steps):
+        raise Unsupported("steps other than 1")
+    st, en = [0] * len(shape), [-1] * len(shape)
+    for a, s, e in zip(axes, starts, ends):
+        d = shape[a]
+        s = int(np.clip(s + d if s < 0 else s, 0, d))
+        e = int(np.clip(e + d if e < 0 else e, 0, d))
+        if e < s:
+            e = s
+        st[a], en[a] = s, (-1 if e == d else e)
+    ctx.op("Slice", [node.input(0)], [node.outputs[0]], starts=st, ends=en)
+
+
+__all__ = ["FLOATS"]

@@ -1,0 +1,223 @@
+"""ONNX graph -> (init NetDef, predict NetDef) of our ops (``onnx_graph_to_nets``).
+
+Each ONNX node goes through a translator (``framework/onnx/import_*.py``) registered for its op
+type; the translator emits Caffe2 ops where their semantics match ONNX's for this node's
+attributes, input types and (when known) shapes, and raises ``Unsupported`` otherwise. Types and
+shapes come from ``onnx.shape_inference``; initializers and Constant nodes are known values (a
+translator can fold them into arguments, e.g. Reshape's shape). Every unsupported node is
+collected; the caller decides (the backend raises ``unittest.SkipTest`` listing them all).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from framework.errors import FrameworkError
+from framework.proto.args import make_argument
+from framework.proto.framework_pb2 import NetDef, OperatorDef
+
+__all__ = ["Unsupported", "OnnxImportError", "onnx_graph_to_nets", "TRANSLATORS", "translator"]
+
+
+class Unsupported(Exception):
+    """This node (with these attributes/types) has no exact translation."""
+
+
+class OnnxImportError(FrameworkError, ValueError):
+    """The ONNX model cannot be translated: lists every unsupported node."""
+
+    def __init__(self, message: str, nodes: Sequence[str]) -> None:
+        super().__init__(message)
+        self.nodes = list(nodes)
+
+
+TRANSLATORS: dict[str, tuple[Callable, tuple[int, int]]] = {}
+
+
+def translator(*op_types: str, opsets: tuple[int, int] = (1, 10_000)) -> Callable:
+    """Register a translator for ``op_types`` (ONNX default domain) for the opset range ``opsets``."""
+
+    def deco(fn: Callable) -> Callable:
+        for t in op_types:
+            TRANSLATORS[t] = (fn, opsets)
+        return fn
+
+    return deco
+
+
+FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+INTS = (np.dtype(np.int32), np.dtype(np.int64))
+NUMERIC = FLOATS + INTS
+BOOL = (np.dtype(bool),)
+
+
+class Node:
+    """One ONNX node as translators see it: attributes as Python values, input/output names."""
+
+    def __init__(self, proto: Any) -> None:
+        from onnx import helper
+
+        self.proto = proto
+        self.op_type = proto.op_type
+        self.name = proto.name
+        self.inputs = list(proto.input)
+        self.outputs = list(proto.output)
+        self.attrs = {a.name: helper.get_attribute_value(a) for a in proto.attribute}
+        for k, v in list(self.attrs.items()):
+            if isinstance(v, bytes):
+                self.attrs[k] = v.decode()
+
+    def attr(self, name: str, default: Any = None) -> Any:
+        return self.attrs.get(name, default)
+
+    def input(self, i: int) -> str:
+        """The i-th input name, '' when absent (optional inputs)."""
+        return self.inputs[i] if i < len(self.inputs) else ""
+
+
+class ImportContext:
+    def __init__(self, opset: int, types: dict[str, np.dtype], shapes: dict[str, tuple | None]) -> None:
+        self.opset = opset
+        self.types = types
+        self.shapes = shapes
+        self.values: dict[str, np.ndarray] = {}  # initializers and Constant outputs
+        self.ops: list[OperatorDef] = []
+        self._n = 0
+
+    def fresh(self, hint: str) -> str:
+        self._n += 1
+        return f"__{hint}_{self._n}"
+
+    def op(self, op_type: str, inputs: Sequence[str], outputs: Sequence[str], **args: Any) -> None:
+        op = OperatorDef(type=op_type, input=list(inputs), output=list(outputs))
+        for k, v in args.items():
+            if v is not None:
+                op.arg.append(make_argument(k, v))
+        self.ops.append(op)
+
+    def dtype(self, name: str) -> np.dtype | None:
+        return self.types.get(name)
+
+    def shape(self, name: str) -> tuple | None:
+        return self.shapes.get(name)
+
+    def rank(self, name: str) -> int:
+        s = self.shape(name)
+        if s is None:
+            raise Unsupported(f"the rank of '{name}' is unknown")
+        return len(s)
+
+    def const(self, name: str) -> np.ndarray:
+        if name not in self.values:
+            raise Unsupported(f"input '{name}' must be a constant (initializer or Constant)")
+        return self.values[name]
+
+    def require(self, node: Node, allowed: Sequence[np.dtype], inputs: Sequence[int] | None = None) -> None:
+        """Unsupported unless the node's (given) inputs have dtypes in ``allowed``."""
+        idx = range(len(node.inputs)) if inputs is None else inputs
+        for i in idx:
+            n = node.input(i)
+            if not n:
+                continue
+            dt = self.dtype(n)
+            if dt is None or dt not in allowed:
+                raise Unsupported(f"input '{n}' of type {dt} (supported: {', '.join(str(a) for a in allowed)})")
+
+
+def _value_infos(model: Any) -> tuple[dict, dict]:
+    import onnx
+    from onnx import helper
+
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model)
+    except Exception:  # a model onnx cannot infer: fall back to the declared infos only
+        inferred = model
+    types: dict[str, np.dtype] = {}
+    shapes: dict[str, tuple | None] = {}
+    g = inferred.graph
+    for vi in list(g.input) + list(g.value_info) + list(g.output):
+        tt = vi.type.tensor_type if vi.type.HasField("tensor_type") else None
+        if tt is None or not tt.elem_type:
+            continue
+        try:
+            types[vi.name] = np.dtype(helper.tensor_dtype_to_np_dtype(tt.elem_type))
+        except Exception:  # noqa: BLE001 - float8/int4 etc.: no numpy dtype, stays unknown
+            continue
+        if tt.HasField("shape") and all(d.HasField("dim_value") for d in tt.shape.dim):
+            shapes[vi.name] = tuple(int(d.dim_value) for d in tt.shape.dim)
+        else:
+            shapes[vi.name] = None
+    for init in g.initializer:
+        types[init.name] = np.dtype(helper.tensor_dtype_to_np_dtype(init.data_type))
+        shapes[init.name] = tuple(init.dims)
+    return types, shapes
+
+
+_FILL_FOR = {
+    np.dtype(np.float32): "GivenTensorFill",
+    np.dtype(np.float64): "GivenTensorDoubleFill",
+    np.dtype(np.int32): "GivenTensorIntFill",
+    np.dtype(np.int64): "GivenTensorInt64Fill",
+    np.dtype(np.int16): "GivenTensorInt16Fill",
+    np.dtype(bool): "GivenTensorBoolFill",
+}
+
+
+def fill_op(name: str, value: np.ndarray) -> OperatorDef | None:
+    """A GivenTensor*Fill creating ``value`` (None for dtypes without one)."""
+    fill = _FILL_FOR.get(value.dtype)
+    if fill is None:
+        return None
+    op = OperatorDef(type=fill, output=[name])
+    op.arg.append(make_argument("shape", list(value.shape)))
+    vals = value.reshape(-1).tolist()
+    op.arg.append(make_argument("values", [int(v) for v in vals] if value.dtype == bool else vals))
+    return op
+
+
+def onnx_graph_to_nets(model: Any) -> tuple[NetDef, NetDef, dict[str, np.ndarray], list[str]]:
+    """(init_net, predict_net, values without a fill op, unsupported node descriptions)."""
+    from onnx import numpy_helper
+
+    from framework.onnx import import_math, import_nn, import_tensor  # noqa: F401  (registers translators)
+
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
+    types, shapes = _value_infos(model)
+    ctx = ImportContext(opset, types, shapes)
+    g = model.graph
+    init = NetDef(name=(g.name or "onnx") + "_init")
+    extra: dict[str, np.ndarray] = {}
+    for t in g.initializer:
+        ctx.values[t.name] = numpy_helper.to_array(t)
+    unsupported: list[str] = []
+    for i, proto in enumerate(g.node):
+        node = Node(proto)
+        where = f"node {i} {node.op_type}" + (f" '{node.name}'" if node.name else "")
+        domain = proto.domain or "ai.onnx"
+        if domain != "ai.onnx":
+            unsupported.append(f"{where} (domain {domain}): no translation")
+            continue
+        entry = TRANSLATORS.get(node.op_type)
+        if entry is None or not entry[1][0] <= opset <= entry[1][1]:
+            unsupported.append(f"{where} (opset {opset}): no translation")
+            continue
+        n_ops = len(ctx.ops)
+        try:
+            entry[0](ctx, node)
+        except Unsupported as e:
+            del ctx.ops[n_ops:]
+            unsupported.append(f"{where} (opset {opset}): {e}")
+    for name, value in ctx.values.items():
+        op = fill_op(name, value)
+        if op is None:
+            extra[name] = value
+        else:
+            init.op.append(op)
+        init.external_output.append(name)
+    predict = NetDef(name=g.name or "onnx", op=ctx.ops)
+    init_names = set(ctx.values)
+    predict.external_input.extend([i.name for i in g.input if i.name not in init_names] + sorted(init_names))
+    predict.external_output.extend(o.name for o in g.output)
+    return init, predict, extra, unsupported

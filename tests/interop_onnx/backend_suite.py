@@ -1,0 +1,72 @@
+"""Run onnx's backend test suite (``onnx.backend.test.BackendTest``) with our backend and count
+passed / failed / skipped per group (node tests, real, simple, pytorch-converted, pytorch-operator
+models). ``python -m tests.interop_onnx.backend_suite`` prints the table and the failures."""
+
+from __future__ import annotations
+
+import collections
+import io
+import unittest
+import warnings
+
+GROUPS = {
+    "OnnxBackendNodeModelTest": "node",
+    "OnnxBackendRealModelTest": "real",
+    "OnnxBackendSimpleModelTest": "simple",
+    "OnnxBackendPyTorchConvertedModelTest": "pytorch-converted",
+    "OnnxBackendPyTorchOperatorModelTest": "pytorch-operator",
+}
+
+
+def _group(test: unittest.TestCase) -> str:
+    return next((g for k, g in GROUPS.items() if k in test.id()), "other")
+
+
+def run_suite(pattern: str | None = None) -> tuple[dict, list, list]:
+    """({group: Counter(total, passed, failed, skipped)}, failures [(id, traceback)], skips [(id, reason)])."""
+    import onnx.backend.test
+
+    from framework.onnx.backend import Caffe2Backend
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        bt = onnx.backend.test.BackendTest(Caffe2Backend, "framework_onnx_suite")
+        suite = unittest.TestSuite()
+        loader = unittest.TestLoader()
+        for case in bt.test_cases.values():
+            for name in loader.getTestCaseNames(case):
+                if "_cuda" in name or (pattern and pattern not in name):
+                    continue
+                suite.addTest(case(name))
+        counts: dict = collections.defaultdict(collections.Counter)
+        for t in suite:
+            counts[_group(t)]["total"] += 1
+        res = unittest.TextTestRunner(stream=io.StringIO(), verbosity=0).run(suite)
+    fails = [(t.id(), tb) for t, tb in res.failures + res.errors]
+    skips = [(t.id(), r) for t, r in res.skipped]
+    for tid, _ in fails:
+        counts[_group_id(tid)]["failed"] += 1
+    for tid, _ in skips:
+        counts[_group_id(tid)]["skipped"] += 1
+    for c in counts.values():
+        c["passed"] = c["total"] - c["failed"] - c["skipped"]
+    return dict(counts), fails, skips
+
+
+def _group_id(tid: str) -> str:
+    return next((g for k, g in GROUPS.items() if k in tid), "other")
+
+
+def main() -> None:
+    import sys
+
+    counts, fails, _ = run_suite(sys.argv[1] if len(sys.argv) > 1 else None)
+    print(f"{'group':<20} {'total':>6} {'passed':>7} {'failed':>7} {'skipped':>8}")
+    for g, c in sorted(counts.items()):
+        print(f"{g:<20} {c['total']:>6} {c['passed']:>7} {c['failed']:>7} {c['skipped']:>8}")
+    for tid, tb in fails:
+        print("FAILED", tid, tb.strip().splitlines()[-1][:300])
+
+
+if __name__ == "__main__":
+    main()
