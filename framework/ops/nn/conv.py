@@ -32,7 +32,7 @@ from framework.ops.nn.conv_args import (
     split_layout,
     window_view,
 )
-from framework.ops.nn.conv_nchw import ConvNCHW, conv_kind
+from framework.ops.nn.conv_nchw import ConvNCHW
 from framework.ops.registry import register_op
 from framework.ops.schema import BOOL, UNKNOWN, Arg, Cost, TensorSpec
 from framework.parallel import get_num_threads
@@ -216,7 +216,7 @@ class Conv(ConvOpBase):
         k1 = kg + (b is not None)
         self._geo, self._yshape = geo, join_layout(n, m, geo.out, self.order)
         self._w_seen = None  # (tensor, version) of the filter copied into _wpack
-        if self.order == "NCHW" and r == 2 and USE_NCHW_KERNELS and conv_kind(geo, c, m, g) != "depthwise":
+        if self.order == "NCHW" and r == 2 and USE_NCHW_KERNELS:
             self._kernel = ConvNCHW(n, c, m, g, geo, dt, b is not None)
             return
         self._kernel = None

@@ -1,6 +1,6 @@
 """Forward kernels of 2-D NCHW convolution without needless copies (used by Conv and ConvFusion).
 
-Two kernels, picked once per input signature:
+Three kernels, picked once per input signature:
 
 - ``pointwise`` (1x1, stride 1, no padding): in NCHW each image already is the GEMM operand
   (C, H*W), so Y[i] = W (M, C) @ X[i] with no copy at all; groups as one batched matmul.
@@ -8,6 +8,8 @@ Two kernels, picked once per input signature:
   strided copy per kernel tap over the window's valid region; the border cells that fall in the
   padding are zero from the buffer's creation and never written, so padding costs nothing per run.
   Then one GEMM per image (per group: one batched matmul).
+- ``depthwise`` (group = C = M): per image, columns from a zero-bordered copy of the image and one
+  batched matmul over the channels (1.5x faster at batch 16 than doing the whole batch at once).
 
 The filter in Caffe2's layout (M, C/group, kh, kw) is already the (M, K) GEMM operand: no packing.
 Work is split over images (batch >= workers) or output channels (batch 1) between the intra-op
@@ -58,8 +60,7 @@ def _valid(out: int, size: int, stride: int, shift: int):
 
 
 def conv_kind(geo, c: int, m: int, group: int) -> str:
-    """'pointwise', 'im2col', or 'depthwise' (group = C = M: left to the generic batched im2col, which
-    measured faster in numpy than per-tap multiply-adds)."""
+    """'pointwise', 'depthwise' (group = C = M) or 'im2col'."""
     if geo.kernel == (1, 1) and geo.stride == (1, 1) and not geo.padded:
         return "pointwise"
     if group > 1 and group == c == m:
@@ -72,7 +73,7 @@ class ConvNCHW:
 
     def __init__(self, n, c, m, group, geo, dtype, has_bias, relu=False, residual=False, inplace_residual=False):
         self.n, self.c, self.m, self.g, self.geo = n, c, m, group, geo
-        self.kind = "pointwise" if conv_kind(geo, c, m, group) == "pointwise" else "im2col"
+        self.kind = conv_kind(geo, c, m, group)
         self.has_bias, self.relu, self.residual = has_bias, relu, residual
         self.threads = threads = num_threads()
         self.oshape = (n, m, *geo.out)
@@ -95,6 +96,8 @@ class ConvNCHW:
                 self.cols[k] = allocate_array((c, *geo.kernel, *geo.out), dtype, zero_fill=True)
             if self.use_tmp:
                 self.tmps[k] = allocate_array((rows, *geo.out), dtype)
+        if self.kind == "depthwise":
+            self._depthwise_setup(dtype)
 
     # -- one run -----------------------------------------------------------------------------------
 
@@ -103,7 +106,7 @@ class ConvNCHW:
         if y.size == 0:
             return
         b1 = b.reshape(-1, 1) if b is not None else None
-        fn = self._pointwise if self.kind == "pointwise" else self._im2col
+        fn = {"pointwise": self._pointwise, "im2col": self._im2col, "depthwise": self._depthwise}[self.kind]
         if self.kind == "im2col" and not self.by_image:
             # Batch 1 split by output channels: the shared columns are filled first, by input channels.
             col, x0 = self.cols[0], x[0]
@@ -171,6 +174,36 @@ class ConvNCHW:
             acc = self.tmps[k].reshape(hi - lo, p) if self.use_tmp else yi
             np.matmul(w2, col2, out=acc)
             self._epilogue(yi, acc, bk, s[0].reshape(self.m, p)[lo:hi] if s is not None else None)
+
+
+    def _depthwise_setup(self, dtype) -> None:
+        """Depthwise: per worker a zero-bordered copy of one image and its columns (C, kh, kw, OH, OW)
+        filled by one strided copy; the taps are then summed per channel by one batched (1, kh*kw) @
+        (kh*kw, OH*OW) matmul (measured faster than einsum or per-tap multiply-adds in numpy)."""
+        from framework.ops.nn.conv_args import window_view
+
+        geo, c = self.geo, self.c
+        self.dw_pad, self.dw_win, self.dw_in = [], [], []
+        for k in range(len(self.parts)):
+            buf = allocate_array((1, c, *geo.buf_spatial), dtype, zero_fill=True)
+            self.dw_pad.append(buf)
+            self.dw_in.append(buf[(0, slice(None), *geo.interior)])
+            self.dw_win.append(window_view(buf, geo, "NCHW")[0])
+            self.cols[k] = allocate_array((c, *geo.kernel, *geo.out), dtype)
+        kk = math.prod(geo.kernel)
+        self.dw_spec = (c, kk, self.p)
+
+    def _depthwise(self, k, lo, hi, x, w, b1, y, s) -> None:
+        c, kk, p = self.dw_spec
+        col, win, inner = self.cols[k], self.dw_win[k], self.dw_in[k]
+        col3, wk = col.reshape(c, kk, p), w.reshape(c, 1, kk)
+        for i in range(lo, hi):
+            np.copyto(inner, x[i])
+            np.copyto(col, win)
+            yi = y[i].reshape(c, p)
+            acc = self.tmps[k].reshape(c, p) if self.use_tmp else yi
+            np.matmul(wk, col3, out=acc.reshape(c, 1, p))
+            self._epilogue(yi, acc, b1, s[i].reshape(c, p) if s is not None else None)
 
 
 class _bind:  # noqa: N801  (a tiny closure object)

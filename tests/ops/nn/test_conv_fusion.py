@@ -158,3 +158,18 @@ def test_conv_fusion_argument_errors():
     op = create_operator(CreateOperator("ConvFusion", ["X", "W", "S"], ["S"], kernel=1, fusion_type=2), ws)
     with pytest.raises(FrameworkError, match="'S'"):
         op.run()
+
+
+@pytest.mark.parametrize("stride,pad,n", [(1, 1, 3), (2, 1, 1), (2, 0, 2), (1, 2, 1)])
+def test_depthwise_kernel_matches_reference(threads, stride, pad, n):
+    rng = np.random.default_rng(stride * 10 + pad)
+    x = rng.standard_normal((n, 6, 9, 8)).astype(np.float32)
+    w = rng.standard_normal((6, 1, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(6).astype(np.float32)
+    want = ref_conv(x, w, b, stride, pad, 6)
+    op = CreateOperator("Conv", ["X", "W", "b"], ["Y"], kernel=3, stride=stride, pad=pad, group=6)
+    assert_reference_checks(op, [x, w, b], lambda *a: want.astype(np.float32), threshold=1e-4, atol=1e-4)
+    fused = CreateOperator(
+        "ConvFusion", ["X", "W", "b"], ["Y"], kernel=3, stride=stride, pad=pad, group=6, fusion_type=1
+    )
+    assert_reference_checks(fused, [x, w, b], lambda *a: np.maximum(want, 0).astype(np.float32), atol=1e-4)
