@@ -19,6 +19,8 @@ from framework.ops.sparse import (  # noqa: F401
     one_hot,
     pack_segments,
     partition,
+    position_encoding,
+    reduce_front,
     regularizers,
     scatter,
     segment_range,

@@ -148,3 +148,18 @@ def test_sparse_lengths_positional_weighted_sum(lengths, data):
             k += 1
     op = CreateOperator("SparseLengthsPositionalWeightedSum", ["d", "w", "i", "l"], ["y"])
     assert_reference_checks(op, [table, w, idx, lengths], lambda *_: ref, threshold=1e-5)
+
+
+@pytest.mark.parametrize("k", [1, 2])
+def test_reduce_front_weighted_sum_and_gradient(k):
+    from framework.testing import assert_gradient_checks
+
+    rng = np.random.default_rng(k)
+    x = rng.standard_normal((3, 2, 4)).astype(np.float32)
+    n = int(np.prod(x.shape[:k]))
+    w = rng.standard_normal(n).astype(np.float32)
+    flat = x.reshape(n, -1)
+    ref = sum(w[i] * flat[i] for i in range(n)).reshape(x.shape[k:])
+    op = CreateOperator("ReduceFrontWeightedSum", ["x", "w"], ["y"], num_reduce_dim=k)
+    assert_reference_checks(op, [x, w], lambda *_: ref, threshold=1e-5)
+    assert_gradient_checks(op, [x, w], 0, check_inference=False)

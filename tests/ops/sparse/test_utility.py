@@ -116,3 +116,18 @@ def test_nan_check_gradient_passes_the_gradient_through():
     from framework.testing import assert_gradient_checks
 
     assert_gradient_checks(CreateOperator("NanCheck", ["x"], ["y"]), [np.array([0.5, -1.0, 2.0], np.float32)], 0)
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.integers(1, 3), st.integers(1, 3), st.integers(1, 7), st.data())
+def test_sinusoid_position_encoding(m, k, e, data):
+    import math
+
+    pos = np.array(data.draw(st.lists(st.integers(0, 50), min_size=m * k, max_size=m * k)), np.int32).reshape(m, k)
+    ref = np.zeros((m, k, e), np.float32)
+    for i in range(m):
+        for d in range(e):
+            a = pos[i, 0] / 100.0 ** (d / e)
+            ref[i, :, d] = 2.0 * (math.sin(a) if d % 2 == 0 else math.cos(a))
+    op = CreateOperator("SinusoidPositionEncoding", ["p"], ["y"], embedding_size=e, alpha=100.0, amplitude=2.0)
+    assert_reference_checks(op, [pos], lambda _: ref, threshold=1e-4, atol=1e-4)
