@@ -110,6 +110,26 @@ class Net:
         """True if any op reads or writes ``blob``, or it is an external input."""
         return str(blob) in self._used
 
+    def UsedBlobNames(self) -> set[str]:  # noqa: N802
+        """Names of every blob an op of the net reads or writes, and the external inputs (Caffe2)."""
+        return set(self._used)
+
+    def Const(self, array: Any, blob_out: Any = None, dtype: Any = None) -> BlobReference:  # noqa: N802
+        """A constant blob: ConstantFill for a bool, else GivenTensor{,Int,Int64,String,Bool}Fill (Caffe2)."""
+        import numpy as np
+
+        if isinstance(array, bool):
+            from framework.proto.framework_pb2 import TensorProto
+
+            return self.ConstantFill([], blob_out or 1, dtype=TensorProto.BOOL, value=array)
+        arr = np.array(array) if dtype is None else np.array(array, dtype=dtype)
+        fill = {np.dtype(np.int32): "GivenTensorIntFill", np.dtype(np.int64): "GivenTensorInt64Fill",
+                np.dtype(np.bool_): "GivenTensorBoolFill"}.get(arr.dtype, "GivenTensorFill")
+        if arr.dtype.kind in "SUO":
+            fill = "GivenTensorStringFill"
+        values = [v.encode() if isinstance(v, str) else v for v in arr.flatten().tolist()]
+        return getattr(self, fill)([], blob_out or 1, shape=list(arr.shape), values=values)
+
     def GetUsedBlobs(self) -> list[str]:  # noqa: N802
         return sorted(self._used)
 

@@ -1,0 +1,423 @@
+"""Caffe2's ``net_builder``: NetBuilder contexts and ``ops`` for nets, loops and conditionals.
+
+As ``caffe2.python.net_builder``: inside ``with NetBuilder() as nb:`` calls like ``ops.Add(...)``
+go to the builder's current net; ``ops.loop``, ``ops.If``/``Elif``/``Else`` and ``ops.stop_if``
+build execution steps with stop blobs; ``ops.IfNet``/``ops.Else`` and ``ops.WhileNet`` with
+``ops.Condition`` build single nets with If/While control operators whose branches run in Do
+scopes (``NetBuilder(_use_control_ops=True)``). ``to_execution_step(nb)`` turns a builder into a
+step for a plan. Not ported: the Task/TaskGroup hooks (task_init, task_exit, reporters).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from framework import core
+from framework.control_ops_util import add_if_op, add_while_op
+
+__all__ = ["NetBuilder", "Operations", "ops", "to_execution_step"]
+
+_local = threading.local()
+
+
+def _stack() -> list:
+    if not hasattr(_local, "stack"):
+        _local.stack = []
+    return _local.stack
+
+
+class NetBuilder:
+    """Scope-driven mechanism for building nets, loops and conditional blocks (see module doc)."""
+
+    def __init__(
+        self,
+        name: str | None = None,
+        initial_scope: Any = None,
+        _stop_blob_required: bool = False,
+        _stop_blob: Any = None,
+        _fullname: str | None = None,
+        _use_control_ops: bool = False,
+    ) -> None:
+        parent = NetBuilder.current(required=False)
+        if _fullname and name:
+            raise ValueError("Cannot set both _fullname and name")
+        if _use_control_ops and (_stop_blob_required or _stop_blob):
+            raise ValueError("Stop blobs are not used with control operators")
+        self.name = _fullname or "/".join(n for n in (parent.name if parent else None, name) if n)
+        self._frozen = False
+        self._current_net = None
+        self._children: list = []
+        if parent:
+            parent._update_lexical_scope()
+        self._init_lexical_scope = set(parent._lexical_scope) if parent else set()
+        if initial_scope:
+            self._init_lexical_scope |= {str(b) for b in initial_scope}
+        self._lexical_scope = set(self._init_lexical_scope)
+        self._stop_blob = _stop_blob
+        self._stop_blob_required = _stop_blob_required
+        self._use_control_ops = _use_control_ops
+
+    @staticmethod
+    def current(required: bool = True) -> NetBuilder | None:
+        stack = _stack()
+        if not stack:
+            if required:
+                raise RuntimeError("No active NetBuilder: use `with NetBuilder():`")
+            return None
+        return stack[-1]
+
+    def __enter__(self) -> NetBuilder:
+        _stack().append(self)
+        return self
+
+    def stop_blob(self) -> Any:
+        if self._use_control_ops:
+            raise ValueError("Stop blobs are not used with control operators")
+        if self._stop_blob is None:
+            net = self.current_net()
+            self._stop_blob = core.BlobReference(net.NextName("stop_blob"), net)
+            net.Const(False, blob_out=self._stop_blob)
+            if self._current_net is not self._children[0]:
+                init = core.Net("stop_blob_init")
+                init.Const(False, blob_out=self._stop_blob)
+                self._children.insert(0, init)
+        return self._stop_blob
+
+    def stop_if(self, blob: Any) -> None:
+        stop = self.stop_blob()
+        ops.Or([stop, blob], [stop])
+        self._current_net = None
+
+    def _update_lexical_scope(self) -> None:
+        self._lexical_scope = set(self._init_lexical_scope)
+        for child in self._children:
+            if isinstance(child, core.Net):
+                self._lexical_scope |= child.UsedBlobNames()
+            elif isinstance(child, NetBuilder) and child._use_control_ops:
+                self._lexical_scope |= child._lexical_scope
+
+    def _reset_children(self) -> None:
+        self._current_net = None
+        self._children = []
+        self._lexical_scope = set(self._init_lexical_scope)
+
+    def add(self, child: Any) -> Any:
+        if self._frozen:
+            raise RuntimeError(f"This NetBuilder ({self.name}) has been built already.")
+        if self._use_control_ops and not (
+            isinstance(child, core.Net) or (isinstance(child, NetBuilder) and child._use_control_ops)
+        ):
+            raise ValueError("Expected Net or NetBuilder with control ops")
+        self._current_net = None
+        self._children.append(child)
+        if isinstance(child, core.Net):
+            self._current_net = child
+        self._update_lexical_scope()
+        return child
+
+    def current_net(self, name: str | None = None) -> Any:
+        if self._current_net is None or name is not None:
+            self.add(core.Net(name or "net"))
+        return self._current_net
+
+    def freeze(self) -> None:
+        for child in self._children:
+            if hasattr(child, "freeze"):
+                child.freeze()
+        self._current_net = None
+        self._frozen = True
+
+    def get(self) -> list:
+        self.freeze()
+        return self._children
+
+    def __exit__(self, etype: Any, *args: Any) -> None:
+        _stack().pop()
+        if self._use_control_ops and self._children:
+            children = self._children
+            self._reset_children()
+            self._children = [NetBuilder.merge_nets(children, self._lexical_scope)]
+        self.freeze()
+        if etype is None and self._stop_blob_required and self._stop_blob is None:
+            raise RuntimeError(f"This NetBuilder ({self.name}) requires a stop condition (`stop` or `stop_if`)")
+
+    @staticmethod
+    def merge_nets(nets_or_builders: list, outer_blob_names: set) -> Any:
+        net = None
+        for n in nets_or_builders:
+            if isinstance(n, NetBuilder):
+                nets = n.get()
+                if len(nets) != 1 or not isinstance(nets[0], core.Net):
+                    raise ValueError("Invalid control op net builder")
+                cur = nets[0]
+            else:
+                cur = n
+            if net is None:
+                net = cur
+            else:
+                net.AppendNet(cur)
+        if net is not None:
+            keep = [o for o in net.Proto().external_output if o in outer_blob_names]
+            del net.Proto().external_output[:]
+            net.Proto().external_output.extend(keep)
+        return net
+
+    def __str__(self) -> str:
+        return self.name or "Un-named NetBuilder"
+
+
+class Operations:
+    """Operations to be used in the context of a NetBuilder (``ops``)."""
+
+    def net(self, net: Any = None, name: str | None = None) -> Any:
+        if name is not None and net is not None:
+            raise ValueError("Cannot provide both `net` and `name`.")
+        if net is not None:
+            NetBuilder.current().add(net)
+            return net
+        return NetBuilder.current().current_net(name=name)
+
+    def __getattr__(self, op_type: str) -> Any:
+        if op_type.startswith("__"):
+            raise AttributeError(op_type)
+        if NetBuilder.current(required=False) is None:
+            raise AttributeError("No active NetBuilder.")
+        return getattr(self.net(), op_type)
+
+    def stop(self) -> None:
+        return self.stop_if(ops.Const(True))
+
+    def stop_if(self, blob: Any) -> None:
+        return NetBuilder.current().stop_if(blob)
+
+    def loop(self, iters: Any = None, name: str | None = None) -> Any:
+        return NetBuilder.current().add(_Loop(iters, name=name))
+
+    def stop_guard(self, has_stopped_blob: Any = None, name: str | None = None) -> Any:
+        return NetBuilder.current().add(_StopGuard(has_stopped_blob=has_stopped_blob, name=name))
+
+    def If(self, cond: Any, name: str | None = None) -> Any:  # noqa: N802
+        return NetBuilder.current().add(_RunIf(cond, name=name))
+
+    def IfNet(self, cond: Any, name: str | None = None) -> Any:  # noqa: N802
+        return NetBuilder.current().add(_RunIfNet(cond, name=name))
+
+    def Else(self, name: str | None = None) -> Any:  # noqa: N802
+        return _RunElseNet(name=name)
+
+    def WhileNet(self, name: str | None = None) -> Any:  # noqa: N802
+        return NetBuilder.current().add(_RunWhileNet(name=name))
+
+    def Condition(self, name: str | None = None) -> Any:  # noqa: N802
+        if not isinstance(NetBuilder.current(), _RunWhileNet):
+            raise RuntimeError("Use of Condition outside of WhileNet")
+        return _RunWhileCondition(name=name)
+
+    def task_init(self, *a: Any, **k: Any) -> Any:
+        raise NotImplementedError("net_builder task hooks (Task/TaskGroup) are not supported")
+
+    task_exit = task_instance_init = task_instance_exit = local_init = local_exit = task_init
+    task_reporter = local_reporter = task_group = task_init
+
+
+ops = Operations()
+
+
+class _RunOnce(NetBuilder):
+    def __exit__(self, etype: Any, *args: Any) -> None:
+        if etype is None and self._stop_blob is not None:
+            ops.stop()
+        NetBuilder.__exit__(self, etype, *args)
+
+
+class _StopGuard(_RunOnce):
+    def __init__(self, has_stopped_blob: Any = None, name: str | None = None) -> None:
+        _RunOnce.__init__(self, name)
+        self._stopped = has_stopped_blob
+        self._ran = False
+
+    def __enter__(self) -> Any:
+        r = _RunOnce.__enter__(self)
+        self._stopped = ops.Const(True, blob_out=self._stopped)
+        return r
+
+    def __exit__(self, etype: Any, *args: Any) -> None:
+        if etype is None:
+            self._ran = True
+            ops.Const(False, blob_out=self._stopped)
+        _RunOnce.__exit__(self, etype, *args)
+
+    def has_stopped(self) -> Any:
+        if not self._ran:
+            raise RuntimeError("Context not used yet.")
+        return self._stopped
+
+
+class _Loop(NetBuilder):
+    def __init__(self, iters: Any = None, name: str | None = None) -> None:
+        NetBuilder.__init__(self, name, _stop_blob_required=True)
+        self._iter = None
+        if iters is not None:
+            self._inc = ops.Const(1)
+            self._iter = ops.Const(0)
+            self._num_iters = iters if isinstance(iters, core.BlobReference) else ops.Const(iters)
+        else:
+            self._num_iters = None
+
+    def iter(self) -> Any:
+        if self._num_iters is None or self._iter is None:
+            raise RuntimeError("This loop does not have a number of iterations.")
+        return self._iter
+
+    def __enter__(self) -> Any:
+        builder = NetBuilder.__enter__(self)
+        if self._num_iters is not None:
+            ops.stop_if(ops.GE([self._iter, self._num_iters]))
+        return builder
+
+    def __exit__(self, etype: Any, *args: Any) -> None:
+        if etype is None and self._num_iters is not None:
+            self.current_net().Add([self._iter, self._inc], [self._iter])
+        NetBuilder.__exit__(self, etype, *args)
+
+
+class _RunIf(_RunOnce):
+    def __init__(self, cond_blob: Any = None, name: str | None = None, _already_ran: Any = None) -> None:
+        _RunOnce.__init__(self, name)
+        if not (cond_blob or _already_ran):
+            raise ValueError("If needs a condition")
+        self._is_else = cond_blob is None
+        if _already_ran is None:
+            self._else_blob = ops.Not(cond_blob)
+            self._already_ran = ops.Const(False)
+        else:
+            self._already_ran = _already_ran
+            self._else_blob = _already_ran if cond_blob is None else ops.Or([_already_ran, ops.Not(cond_blob)])
+
+    def __enter__(self) -> Any:
+        r = _RunOnce.__enter__(self)
+        ops.stop_if(self._else_blob)
+        ops.Const(True, blob_out=self._already_ran)
+        return r
+
+    def Elif(self, cond: Any, name: str | None = None) -> Any:  # noqa: N802
+        if self._is_else:
+            raise RuntimeError("Elif not allowed for an Else.")
+        return NetBuilder.current().add(_RunIf(cond, name=name or self.name, _already_ran=self._already_ran))
+
+    def Else(self, name: str | None = None) -> Any:  # noqa: N802
+        if self._is_else:
+            raise RuntimeError("Else not allowed for an Else.")
+        return NetBuilder.current().add(_RunIf(name=name or self.name, _already_ran=self._already_ran))
+
+
+class _RunIfNet(NetBuilder):
+    """A single net with an If operator."""
+
+    def __init__(self, cond_blob: Any, name: str | None = None) -> None:
+        NetBuilder.__init__(self, name=name, _use_control_ops=True)
+        if not cond_blob:
+            raise ValueError("Conditional blob is not specified for an If net")
+        self._cond_blob = cond_blob
+        self._then_net = None
+        self._else_net = None
+
+    def __exit__(self, etype: Any, *args: Any) -> None:
+        if etype is None:
+            then_nets = self._children
+            self._reset_children()
+            self._then_net = NetBuilder.merge_nets(then_nets, self._lexical_scope) or core.Net("empty_then_net")
+            if_net = core.Net(self.name + "/if_net")
+            add_if_op(if_net, self._cond_blob, self._lexical_scope, self._then_net, self._else_net)
+            self._current_net = if_net
+            self._children = [if_net]
+        NetBuilder.__exit__(self, etype, *args)
+
+
+class _RunElseNet(NetBuilder):
+    """Else branch of the IfNet just before it."""
+
+    def __init__(self, name: str | None = None) -> None:
+        NetBuilder.__init__(self, name=name, _use_control_ops=True)
+        parent = NetBuilder.current(required=False)
+        if not (parent and parent._children and isinstance(parent._children[-1], _RunIfNet)):
+            raise RuntimeError("Invalid use of Else builder: it must follow an IfNet")
+        self._if_builder = parent._children[-1]
+
+    def __exit__(self, etype: Any, *args: Any) -> None:
+        if etype is None:
+            else_nets = self._children
+            self._reset_children()
+            ifb = self._if_builder
+            ifb._else_net = NetBuilder.merge_nets(else_nets, self._lexical_scope)
+            if ifb._else_net:
+                net = core.Net(self.name + "/if_else_net")
+                add_if_op(net, ifb._cond_blob, self._lexical_scope, ifb._then_net, ifb._else_net)
+                ifb._current_net = net
+                ifb._children = [net]
+        NetBuilder.__exit__(self, etype, *args)
+
+
+class _RunWhileNet(NetBuilder):
+    """A single net with a While operator (its condition from ops.Condition)."""
+
+    def __init__(self, name: str | None = None) -> None:
+        NetBuilder.__init__(self, name=name, _use_control_ops=True)
+        self._cond_builder = None
+
+    def __exit__(self, etype: Any, *args: Any) -> None:
+        if etype is None:
+            if not self._cond_builder:
+                raise RuntimeError("Condition builder must be specified in While op")
+            body = self._children
+            self._reset_children()
+            body_net = NetBuilder.merge_nets(body, self._lexical_scope) or core.Net("empty_loop_body_net")
+            while_net = core.Net(self.name + "/while_net")
+            add_while_op(
+                while_net, self._cond_builder._cond_blob, self._lexical_scope, body_net, self._cond_builder._cond_net
+            )
+            self._current_net = while_net
+            self._children = [while_net]
+        NetBuilder.__exit__(self, etype, *args)
+
+
+class _RunWhileCondition(NetBuilder):
+    """The loop condition: its last op's single output is the condition blob."""
+
+    def __init__(self, name: str | None = None) -> None:
+        NetBuilder.__init__(self, name=name, _use_control_ops=True)
+        parent = NetBuilder.current(required=False)
+        if not isinstance(parent, _RunWhileNet) or parent._cond_builder or parent._children:
+            raise RuntimeError("Condition must come first, once, inside WhileNet")
+        parent._cond_builder = self
+        self._cond_blob = None
+        self._cond_net = None
+
+    def __exit__(self, etype: Any, *args: Any) -> None:
+        if etype is None:
+            body = self._children
+            self._reset_children()
+            self._cond_net = NetBuilder.merge_nets(body, self._lexical_scope)
+            if not self._cond_net or not self._cond_net.Proto().op or len(self._cond_net.Proto().op[-1].output) != 1:
+                raise RuntimeError("Invalid loop condition specified")
+            self._cond_blob = core.BlobReference(self._cond_net.Proto().op[-1].output[0])
+            self._current_net = self._cond_net
+            self._children = [self._cond_net]
+        NetBuilder.__exit__(self, etype, *args)
+
+
+def to_execution_step(step_or_nets: Any, default_name: str | None = None) -> Any:
+    """An ExecutionStep from a NetBuilder (children become nets or substeps), a net, or a step."""
+    if isinstance(step_or_nets, core.ExecutionStep):
+        return step_or_nets
+    stop = None
+    name = default_name or getattr(step_or_nets, "name", None) or "step"
+    if isinstance(step_or_nets, NetBuilder):
+        stop = step_or_nets._stop_blob
+        step_or_nets = step_or_nets.get()
+    items = step_or_nets if isinstance(step_or_nets, list) else [step_or_nets]
+    if items and all(isinstance(x, core.Net) for x in items):
+        return core.execution_step(name, items, should_stop_blob=stop)
+    subs = [to_execution_step(x) if not isinstance(x, core.Net) else core.execution_step(x.Name(), x) for x in items]
+    return core.execution_step(name, subs, should_stop_blob=stop)
