@@ -1,7 +1,6 @@
 """net_builder: NetBuilder contexts with ops.loop / ops.If (execution steps) and ops.IfNet / Else /
 WhileNet / Condition (control ops), against plain Python."""
 
-import numpy as np
 
 from framework import core
 from framework.memory.workspace import Workspace
