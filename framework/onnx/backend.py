@@ -19,7 +19,9 @@ from typing import Any, Sequence
 import numpy as np
 
 from framework.memory.workspace import Workspace
-from framework.onnx.importer import OnnxImportError, onnx_graph_to_nets
+from framework.onnx.importer import SMALL_INT_INPUT, OnnxImportError, onnx_graph_to_nets
+
+RUNTIME_MARK = "needs run-time values"
 
 __all__ = ["Caffe2Backend", "Caffe2Rep", "prepare", "run_model", "run_node", "supports_device"]
 
@@ -31,21 +33,46 @@ except ImportError:  # pragma: no cover
 
 
 class Caffe2Rep(_BackendRep):
-    """A prepared model: its workspace (parameters loaded) and predict net."""
+    """A prepared model: its workspace (parameters loaded) and predict net.
 
-    def __init__(self, init_net: Any, predict_net: Any, extra: dict, inputs: list[str], outputs: list[str]) -> None:
-        self.init_net = init_net
-        self.predict_net = predict_net
-        self.workspace = Workspace()
+    A model whose translation needs values or shapes known only from the inputs (an axes or
+    shape input, dynamic shapes) is translated again for each new input signature (shapes,
+    types and the values of small integer inputs) at ``run``, in its own workspace.
+    """
+
+    def __init__(self, model: Any, nets: tuple | None, inputs: list[str], outputs: list[str]) -> None:
+        self.model = model
         self.uninitialized = list(inputs)
         self.outputs = list(outputs)
+        self._cache: dict = {}
+        self.init_net = self.predict_net = None
+        if nets is not None:
+            self._cache[None] = self._load(*nets)
+            _, self.init_net, self.predict_net = self._cache[None]
+
+    @staticmethod
+    def _load(init_net: Any, predict_net: Any, extra: dict) -> tuple:
+        ws = Workspace()
         for name, value in extra.items():
-            self.workspace.feed_blob(name, value)
-        self.workspace.run_net_once(init_net)
-        self._net = None
+            ws.feed_blob(name, value)
+        ws.run_net_once(init_net)
+        return ws, init_net, predict_net
+
+    def _entry(self, feeds: dict[str, np.ndarray]) -> tuple:
+        if None in self._cache:
+            return self._cache[None]
+        key = tuple(
+            (k, v.shape, v.dtype.str, v.tobytes() if v.dtype.kind in "iu" and v.size <= SMALL_INT_INPUT else b"")
+            for k, v in sorted(feeds.items())
+        )
+        if key not in self._cache:
+            init, predict, extra, unsupported = onnx_graph_to_nets(self.model, feeds)
+            if unsupported:
+                raise unittest.SkipTest(_message(self.model, unsupported))
+            self._cache[key] = self._load(init, predict, extra)
+        return self._cache[key]
 
     def run(self, inputs: Any, **kwargs: Any) -> tuple:
-        ws = self.workspace
         if isinstance(inputs, dict):
             feeds = dict(inputs)
         elif isinstance(inputs, (list, tuple)):
@@ -54,11 +81,11 @@ class Caffe2Rep(_BackendRep):
             feeds = dict(zip(self.uninitialized, inputs))
         else:
             feeds = {self.uninitialized[0]: inputs}
+        feeds = {k: np.asarray(v) for k, v in feeds.items()}
+        ws, _, predict = self._entry(feeds)
         for k, v in feeds.items():
-            ws.feed_blob(k, np.asarray(v))
-        if self._net is None:
-            self._net = ws.create_net(self.predict_net, overwrite=True)
-        self._net.run()
+            ws.feed_blob(k, v)
+        ws.run_net_once(predict)
         Outputs = namedtuple("Outputs", [f"o{i}" for i in range(len(self.outputs))], rename=True)  # noqa: N806
         return Outputs(*[ws.fetch_blob(o) for o in self.outputs])
 
@@ -83,11 +110,14 @@ class Caffe2Backend(_Backend):
 
             model = onnx.load(model) if isinstance(model, str) else onnx.load_from_string(model)
         init, predict, extra, unsupported = _translate(model)
-        if unsupported:
-            raise unittest.SkipTest(_message(model, unsupported))
-        init_names = {o for o in init.external_output} | set(extra)
+        init_names = {t.name for t in model.graph.initializer}
         inputs = [i.name for i in model.graph.input if i.name not in init_names]
-        return Caffe2Rep(init, predict, extra, inputs, [o.name for o in model.graph.output])
+        outputs = [o.name for o in model.graph.output]
+        if not unsupported:
+            return Caffe2Rep(model, (init, predict, extra), inputs, outputs)
+        if all(RUNTIME_MARK in u for u in unsupported):
+            return Caffe2Rep(model, None, inputs, outputs)  # translated at run time, for the inputs given
+        raise unittest.SkipTest(_message(model, [u for u in unsupported if RUNTIME_MARK not in u]))
 
     @classmethod
     def run_model(cls, model: Any, inputs: Any, device: str = "CPU", **kwargs: Any) -> tuple:

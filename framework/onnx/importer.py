@@ -18,11 +18,16 @@ from framework.errors import FrameworkError
 from framework.proto.args import make_argument
 from framework.proto.framework_pb2 import NetDef, OperatorDef
 
-__all__ = ["Unsupported", "OnnxImportError", "onnx_graph_to_nets", "TRANSLATORS", "translator"]
+__all__ = ["Unsupported", "NeedsRuntime", "OnnxImportError", "onnx_graph_to_nets", "TRANSLATORS", "translator"]
 
 
 class Unsupported(Exception):
     """This node (with these attributes/types) has no exact translation."""
+
+
+class NeedsRuntime(Unsupported):
+    """The translation needs a value or shape known only when the inputs are fed (the backend then
+    translates again at run time with them)."""
 
 
 class OnnxImportError(FrameworkError, ValueError):
@@ -98,20 +103,24 @@ class ImportContext:
         self.ops.append(op)
 
     def dtype(self, name: str) -> np.dtype | None:
+        if name in self.values:
+            return self.values[name].dtype
         return self.types.get(name)
 
     def shape(self, name: str) -> tuple | None:
+        if name in self.values:
+            return tuple(self.values[name].shape)
         return self.shapes.get(name)
 
     def rank(self, name: str) -> int:
         s = self.shape(name)
         if s is None:
-            raise Unsupported(f"the rank of '{name}' is unknown")
+            raise NeedsRuntime(f"the rank of '{name}' is unknown")
         return len(s)
 
     def const(self, name: str) -> np.ndarray:
         if name not in self.values:
-            raise Unsupported(f"input '{name}' must be a constant (initializer or Constant)")
+            raise NeedsRuntime(f"input '{name}' must be a constant (initializer or Constant)")
         return self.values[name]
 
     def require(self, node: Node, allowed: Sequence[np.dtype], inputs: Sequence[int] | None = None) -> None:
@@ -126,12 +135,41 @@ class ImportContext:
                 raise Unsupported(f"input '{n}' of type {dt} (supported: {', '.join(str(a) for a in allowed)})")
 
 
+SMALL_INT_INPUT = 64  # elements: integer inputs up to this size are specialized on at run time
+
+
+def _specialize(model: Any, feeds: dict[str, np.ndarray]) -> Any:
+    """A copy of ``model`` whose inputs have the fed shapes/types and whose small integer inputs
+    are initializers holding the fed values."""
+    from onnx import ModelProto, helper, numpy_helper
+
+    m = ModelProto()
+    m.CopyFrom(model)
+    inputs = list(m.graph.input)
+    del m.graph.input[:]
+    for vi in inputs:
+        v = feeds.get(vi.name)
+        if v is None:
+            m.graph.input.append(vi)
+            continue
+        v = np.asarray(v)
+        if v.dtype.kind in "iu" and v.size <= SMALL_INT_INPUT:
+            m.graph.initializer.append(numpy_helper.from_array(v, vi.name))
+        try:
+            elem = helper.np_dtype_to_tensor_dtype(v.dtype)
+        except Exception:  # noqa: BLE001 - keep the declared type
+            m.graph.input.append(vi)
+            continue
+        m.graph.input.append(helper.make_tensor_value_info(vi.name, elem, list(v.shape)))
+    return m
+
+
 def _value_infos(model: Any) -> tuple[dict, dict]:
     import onnx
     from onnx import helper
 
     try:
-        inferred = onnx.shape_inference.infer_shapes(model)
+        inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
     except Exception:  # a model onnx cannot infer: fall back to the declared infos only
         inferred = model
     types: dict[str, np.dtype] = {}
@@ -177,13 +215,73 @@ def fill_op(name: str, value: np.ndarray) -> OperatorDef | None:
     return op
 
 
-def onnx_graph_to_nets(model: Any) -> tuple[NetDef, NetDef, dict[str, np.ndarray], list[str]]:
-    """(init_net, predict_net, values without a fill op, unsupported node descriptions)."""
+_FOLD_LIMIT = 1 << 16  # elements: constants folded at translation (shape arithmetic), not big tensors
+
+
+def _infer_emitted(ctx: ImportContext, ops: Sequence[OperatorDef]) -> None:
+    """Shapes/types of the emitted ops' outputs from our schemas, where onnx's inference did not tell."""
+    from framework.ops.inference import infer_op
+    from framework.ops.schema import UNKNOWN, TensorSpec
+
+    for op in ops:
+        specs = [TensorSpec(ctx.shape(b), ctx.dtype(b)) if b in ctx.types or b in ctx.values else UNKNOWN
+                 for b in op.input]  # fmt: skip
+        try:
+            outs = infer_op(op, specs)
+        except Exception:  # noqa: BLE001 - unknown stays unknown
+            continue
+        for b, spec in zip(op.output, outs):
+            if spec is None:
+                continue
+            if ctx.shapes.get(b) is None and spec.known:
+                ctx.shapes[b] = tuple(int(d) for d in spec.shape)
+            if b not in ctx.types and spec.dtype is not None:
+                ctx.types[b] = np.dtype(spec.dtype)
+
+
+def _fold(ctx: ImportContext, node: "Node", start: int) -> None:
+    """All inputs constant: run the emitted ops now (our kernels) and keep the outputs as constants."""
+    from framework.memory.workspace import Workspace
+
+    ins = [n for n in node.inputs if n]
+    if (
+        start == len(ctx.ops)
+        or not all(n in ctx.values for n in ins)
+        or any(ctx.values[n].size > _FOLD_LIMIT for n in ins)
+    ):
+        return
+    ops = ctx.ops[start:]
+    ws = Workspace()
+    for n in {b for op in ops for b in op.input}:
+        if n in ctx.values:
+            ws.feed_blob(n, ctx.values[n])
+    try:
+        with np.errstate(all="ignore"):
+            for op in ops:
+                ws.run_operator_once(op)
+        values = {o: np.asarray(ws.fetch_blob(o)) for o in node.outputs if o}
+    except Exception:  # noqa: BLE001 - left to run time, where the error is the user's to see
+        return
+    if any(v.dtype.kind in "OUS" or v.size > _FOLD_LIMIT for v in values.values()):
+        return
+    ctx.values.update(values)
+    del ctx.ops[start:]
+
+
+def onnx_graph_to_nets(
+    model: Any, feeds: dict[str, np.ndarray] | None = None
+) -> tuple[NetDef, NetDef, dict[str, np.ndarray], list[str]]:
+    """(init_net, predict_net, values without a fill op, unsupported node descriptions).
+
+    ``feeds`` (input arrays): translate for these inputs' shapes and types, with the small integer
+    inputs taken as constants (shape arithmetic, axes, indices); the result is only valid for them.
+    """
     from onnx import numpy_helper
 
     from framework.onnx import import_math, import_nn, import_tensor  # noqa: F401  (registers translators)
 
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
+    model = _specialize(model, feeds) if feeds else model
     types, shapes = _value_infos(model)
     ctx = ImportContext(opset, types, shapes)
     g = model.graph
@@ -208,7 +306,13 @@ def onnx_graph_to_nets(model: Any) -> tuple[NetDef, NetDef, dict[str, np.ndarray
             entry[0](ctx, node)
         except Unsupported as e:
             del ctx.ops[n_ops:]
-            unsupported.append(f"{where} (opset {opset}): {e}")
+            kind = "needs run-time values: " if isinstance(e, NeedsRuntime) else ""
+            unsupported.append(f"{where} (opset {opset}): {kind}{e}")
+            for o in node.outputs:  # later nodes must not take a stale spec for these
+                ctx.shapes.setdefault(o, None)
+            continue
+        _infer_emitted(ctx, ctx.ops[n_ops:])
+        _fold(ctx, node, n_ops)
     for name, value in ctx.values.items():
         op = fill_op(name, value)
         if op is None:
