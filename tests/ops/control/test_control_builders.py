@@ -96,3 +96,14 @@ def test_add_while_op_matches_python_loop():
     ws.create_net(net.Proto()).run()
     assert ws.fetch_blob("i").tolist() == [4]
     np.testing.assert_allclose(ws.fetch_blob("acc"), [1.5 * 2**4])
+
+
+def test_control_ops_grad_generators():
+    from framework import control_ops_grad
+    from framework.core import CreateOperator
+    from framework.proto.framework_pb2 import NetDef
+
+    op = CreateOperator("If", ["c", "x"], ["y"], then_net=NetDef(name="t", op=[CreateOperator("Relu", ["x"], ["y"])]))
+    ops, g_in = control_ops_grad.gen_if_gradient(op, ["y_grad"])
+    assert [o.type for o in ops] == ["If"] and g_in == [None, "x_grad"]
+    assert ops[0].arg[0].n.op[0].type == "ReluGradient"
