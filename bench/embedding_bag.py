@@ -169,15 +169,25 @@ def allocations_per_run(run, n: int = 5) -> float:
     return (memory_reporter().allocations - before) / n
 
 
-def main(rows: int = ROWS, dim: int = DIM, bags: int = BAGS, bag: int = BAG, rounds: int = 15, inner: int = 3) -> dict:
+def main(
+    rows: int = ROWS,
+    dim: int = DIM,
+    bags: int = BAGS,
+    bag: int = BAG,
+    rounds: int = 15,
+    inner: int = 3,
+    use_torch: bool = True,
+) -> dict:
     pin_blas_threads(1)
     table, ids, lengths, dy = _inputs(rows, dim, bags, bag)
     fw_fwd, fw_step, ws = framework_nets(table, ids, lengths, dy)
     np_fwd, np_step, _, _ = numpy_fns(table, ids, lengths, dy)
-    try:
-        th = torch_fns(table, ids, lengths, dy)
-    except ImportError:  # torch is optional
-        th = {}
+    th = {}
+    if use_torch:
+        try:
+            th = torch_fns(table, ids, lengths, dy)
+        except ImportError:  # torch is optional
+            pass
     check_same_numbers(fw_fwd, ws, np_fwd, th.get("forward"))
     fwd = time_round_robin(
         {"framework": fw_fwd, "numpy": np_fwd, **({"torch": th["forward"]} if th else {})}, rounds=rounds, inner=inner
