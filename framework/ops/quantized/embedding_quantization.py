@@ -344,3 +344,49 @@ _register(
     [("output", "float, the input's shape")],
     inputs=2,
 )
+
+
+# -- "fake" n-bit: the n-bit grid stored in the fused 8-bit layout ----------------------------------------
+def quantize_fake_nbit(x: np.ndarray, bits: int) -> np.ndarray:
+    """Caffe2's FloatToFused{4,2}BitFakeRowwiseQuantized: codes of the n-bit grid, one per byte, then float32
+    scale and bias (scale and bias rounded to float16 first; codes clamped to [0, 2^bits - 1])."""
+    flat = x.astype(F32)
+    mn, mx = row_min_max(flat)
+    bias = mn.astype(F16).astype(F32)
+    rng = (mx - bias).astype(F32)
+    scale = np.where(rng == 0, np.float32(1.0), (rng / np.float32((1 << bits) - 1)).astype(F16).astype(F32))
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        inv = (np.float32(1.0) / scale).astype(F32)
+        q = lrint((flat - bias[:, None]) * inv[:, None])
+    q = np.where(np.isfinite(q), q, 0)
+    out = np.empty((len(flat), flat.shape[1] + 8), U8)
+    out[:, : flat.shape[1]] = np.clip(q, 0, (1 << bits) - 1)
+    out[:, -8:-4] = scale.astype(F32).view(U8).reshape(-1, 4)
+    out[:, -4:] = bias.view(U8).reshape(-1, 4)
+    return out
+
+
+def _to_fake(bits: int, half_in: bool):
+    def run(self):
+        x = float_rows(self, 0, (F16,) if half_in else (F32,))
+        if x.ndim != 2:
+            raise ShapeError(f"{self.describe()}: input must be a matrix, got {list(x.shape)}")
+        q = quantize_fake_nbit(x, bits)
+        self.output(0, q.shape, U8)[...] = q
+
+    return run, (lambda args, ins: _fused_shape(ins, 8))
+
+
+for _bits in (4, 2):
+    for _half in (False, True):
+        _run, _infer = _to_fake(_bits, _half)
+        _register(
+            f"{'Half' if _half else 'Float'}ToFused{_bits}BitFakeRowwiseQuantized",
+            f"{_bits}-bit row-wise quantization stored in the fused 8-bit layout (one code per byte, float32 scale "
+            "and bias rounded through float16), as Caffe2's fake n-bit ops (the GREEDY engine's range search is "
+            "not done: it runs this default kernel).",
+            _run,
+            _infer,
+            [("input", "a matrix")],
+            [("output", "uint8, columns + 8")],
+        )

@@ -223,7 +223,9 @@ def test_the_conversion_family_is_complete():
     assert names == [
         "Float16ConstantFill",
         "Float16UniformFill",
+        "FloatToFused2BitFakeRowwiseQuantized",
         "FloatToFused2BitRowwiseQuantized",
+        "FloatToFused4BitFakeRowwiseQuantized",
         "FloatToFused4BitRowwiseQuantized",
         "FloatToFused8BitRowwiseQuantized",
         "FloatToFused8BitRowwiseQuantizedHalfScaleBias",
@@ -240,7 +242,30 @@ def test_the_conversion_family_is_complete():
         "HalfFloatToFused8BitRowwiseQuantized",
         "HalfFloatToFused8BitRowwiseQuantizedHalfScaleBias",
         "HalfToFloat",
+        "HalfToFused2BitFakeRowwiseQuantized",
         "HalfToFused2BitRowwiseQuantized",
+        "HalfToFused4BitFakeRowwiseQuantized",
         "HalfToFused4BitRowwiseQuantized",
         "Rowwise8BitQuantizedToFloat",
     ]
+
+
+def ref_fake(x, bits):
+    out = []
+    for row in x.astype(f32):
+        mn = f32(f16(min(row)))
+        rng = f32(f32(max(row)) - mn)
+        scale = f32(1.0) if rng == 0 else f32(f16(f32(rng / f32((1 << bits) - 1))))
+        inv = f32(f32(1.0) / scale)
+        codes = bytes(max(0, min(c_lrintf(f32(f32(v - mn) * inv)), (1 << bits) - 1)) for v in row)
+        out.append(codes + struct.pack("<ff", scale, mn))
+    return np.frombuffer(b"".join(out), np.uint8).reshape(len(x), x.shape[1] + 8)
+
+
+@pytest.mark.parametrize("bits", [4, 2])
+@settings(max_examples=20, deadline=None)
+@given(x=rows_st)
+def test_fake_nbit_is_bit_exact(bits, x):
+    for src, arr in (("Float", x), ("Half", x.astype(f16))):
+        op = CreateOperator(f"{src}ToFused{bits}BitFakeRowwiseQuantized", ["x"], ["q"])
+        assert_reference_checks(op, [arr], lambda v: ref_fake(v.astype(f32), bits))
