@@ -7,10 +7,10 @@ from __future__ import annotations
 import numpy as np
 
 from framework.errors import ShapeError, TypeMismatchError
-from framework.ops.gradient import gradient, no_gradient
+from framework.ops.gradient import gradient, no_gradient, should_not_do_gradient
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op
-from framework.ops.schema import BOOL, Arg, TensorSpec
+from framework.ops.schema import BOOL, FLOAT, INT, Arg, TensorSpec
 
 _VALUE_TYPES = (np.int32, np.int64, np.float32, np.float64)
 
@@ -249,3 +249,90 @@ class SwapBestPath(Operator):
 
 
 no_gradient("CTCGreedyDecoder", "ViterbiPath", "SwapBestPath")
+
+
+@register_op(
+    "CTCBeamSearchDecoder",
+    inputs=(1, 2),
+    outputs=2,
+    input_docs=[
+        ("INPUTS", "3D float Tensor sized [max_activation_length, batch_size, alphabet_size] of probabilities"),
+        ("SEQ_LEN", "(optional) 1D int vector containing sequence lengths, having size [batch_size]"),
+    ],
+    output_docs=[
+        ("OUTPUT_LEN", "Output_len matrix size (batch_size): the length of each decoded sequence"),
+        ("VALUES", "The flattened vector of final output sequences, in batch order"),
+    ],
+    args=[
+        Arg("beam_width", INT, 10, "Maximum number of candidates to carry over to next activation step."),
+        Arg("prune_threshold", FLOAT, 0.001, "Probability threshold below which outputs are ignored."),
+    ],
+    infer=lambda args, ins: [
+        TensorSpec((ins[0].shape[1],) if ins[0].shape is not None else None, np.dtype(np.int32)),
+        TensorSpec(None, np.dtype(np.int32)),
+    ],
+    category="rnn",
+)
+class CTCBeamSearchDecoder(Operator):
+    """Prefix beam search decoder for connectionist temporal classification (class 0 is the
+    blank): per step, classes with probability <= prune_threshold are skipped (all are used if
+    none passes), the beam_width most probable prefixes are kept (ties: the lexicographically
+    smaller prefix, as Caffe2's ordered maps), and the best prefix of the last step is the output.
+    Probabilities are summed in double precision (Caffe2: float)."""
+
+    def setup(self) -> None:
+        if self.args.beam_width < 0:
+            raise self.arg_error(f"beam_width must be >= 0, got {self.args.beam_width}")
+
+    def run(self) -> None:
+        x = self.input(0)
+        if x.ndim != 3 or x.dtype != np.float32:
+            raise ShapeError(f"{self.describe()}: INPUTS must be a 3-D float tensor, found {x.dtype} {list(x.shape)}")
+        t_max, batch, classes = x.shape
+        if len(self.inputs) > 1:
+            seq = self.input(1)
+            if seq.dtype != np.int32 or seq.shape != (batch,) or (seq < 0).any() or (seq > t_max).any():
+                raise ShapeError(f"{self.describe()}: SEQ_LEN must be int32 [{batch}] with values in [0, {t_max}]")
+        else:
+            seq = np.full(batch, t_max, np.int32)
+        lens, values = [], []
+        for b in range(batch):
+            best = self._decode(x[: int(seq[b]), b].astype(np.float64), classes)
+            lens.append(len(best))
+            values.extend(best)
+        np.copyto(self.output(0, (batch,), np.int32), lens, casting="unsafe")
+        np.copyto(self.output(1, (len(values),), np.int32), values, casting="unsafe")
+
+    def _decode(self, probs: np.ndarray, classes: int) -> tuple:
+        beam, thr = self.args.beam_width, self.args.prune_threshold
+        pb, pnb = {(): 1.0}, {(): 0.0}
+        prev = [()]
+        ranked: list = []
+        for ctc in probs:
+            alpha = [c for c in range(classes) if ctc[c] > thr] or list(range(classes))
+            nb, nnb = {}, {}
+            prev_set = set(prev)
+            for ln in sorted(prev_set):
+                for c in alpha:
+                    if c == 0:
+                        nb[ln] = nb.get(ln, 0.0) + ctc[0] * (pb.get(ln, 0.0) + pnb.get(ln, 0.0))
+                        continue
+                    lp = ln + (c,)
+                    if ln and c == ln[-1]:
+                        nnb[lp] = nnb.get(lp, 0.0) + ctc[c] * pb.get(ln, 0.0)
+                        nnb[ln] = nnb.get(ln, 0.0) + ctc[c] * pnb.get(ln, 0.0)
+                    else:
+                        nnb[lp] = nnb.get(lp, 0.0) + ctc[c] * (pb.get(ln, 0.0) + pnb.get(ln, 0.0))
+                    if lp not in prev_set:
+                        nb[lp] = nb.get(lp, 0.0) + ctc[0] * (pb.get(lp, 0.0) + pnb.get(lp, 0.0))
+                        nnb[lp] = nnb.get(lp, 0.0) + ctc[c] * pnb.get(lp, 0.0)
+            total = dict(nb)
+            for k, v in nnb.items():
+                total[k] = total.get(k, 0.0) + v
+            ranked = sorted(total.items(), key=lambda kv: (-kv[1], kv[0]))
+            prev = [k for k, _ in ranked[:beam]]
+            pb, pnb = nb, nnb
+        return ranked[0][0] if ranked else ()
+
+
+should_not_do_gradient("CTCBeamSearchDecoder")

@@ -189,3 +189,44 @@ def test_swap_best_path():
     ws.feed_blob("p", np.array([3, 0], np.int32))
     with pytest.raises(FrameworkError, match="bestPath"):
         ws.run_operator_once(CreateOperator("SwapBestPath", ["x", "p"], ["y"]))
+
+
+def _collapse(path):
+    out, prev = [], None
+    for k in path:
+        if k != prev and k != 0:
+            out.append(k)
+        prev = k
+    return tuple(out)
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.integers(0, 4), st.integers(1, 2), st.integers(2, 3), st.integers(0, 1000))
+def test_ctc_beam_search_with_a_wide_beam_is_exact(t, b, c, seed):
+    rng = np.random.default_rng(seed)
+    x = rng.random((t, b, c)).astype(np.float32)
+    x /= x.sum(axis=2, keepdims=True)
+    lens, vals = [], []
+    for j in range(b):
+        score = {}
+        for path in itertools.product(range(c), repeat=t):
+            p = float(np.prod([x[k, j, path[k]] for k in range(t)])) if t else 1.0
+            key = _collapse(path)
+            score[key] = score.get(key, 0.0) + p
+        best = min(score, key=lambda k: (-score[k], k)) if t else ()
+        lens.append(len(best))
+        vals += list(best)
+    op = CreateOperator("CTCBeamSearchDecoder", ["x"], ["len", "val"], beam_width=1000, prune_threshold=0.0)
+    assert_reference_checks(
+        op, [x], lambda _: [np.array(lens, np.int32), np.array(vals, np.int32)], check_inference=False
+    )
+
+
+def test_ctc_beam_search_prunes_and_honours_lengths():
+    x = np.array([[[0.1, 0.9, 0.0]], [[0.8, 0.1, 0.1]], [[0.1, 0.1, 0.8]]], np.float32)
+    op = CreateOperator("CTCBeamSearchDecoder", ["x", "s"], ["len", "val"], beam_width=2)
+    ws = Workspace()
+    ws.feed_blob("x", x)
+    ws.feed_blob("s", np.array([2], np.int32))
+    ws.run_operator_once(op)
+    assert ws.fetch_blob("len").tolist() == [1] and ws.fetch_blob("val").tolist() == [1]
