@@ -1,11 +1,10 @@
 # A Caffe2-style serialized operator test (caffe2/python/operator_test style: SerializedTestCase,
 # serial.given, serial.testWithArgs), run unchanged by tests/caffe2/test_serialized.py.
+import caffe2.python.hypothesis_test_util as hu
+import caffe2.python.serialized_test.serialized_test_util as serial
 import numpy as np
 from caffe2.python import core
 from hypothesis import settings
-
-import caffe2.python.hypothesis_test_util as hu
-import caffe2.python.serialized_test.serialized_test_util as serial
 
 
 class TestSerialized(serial.SerializedTestCase):
