@@ -169,3 +169,68 @@ for _r in REDUCERS:
         return [g.op(f"{_name}Gradient", [g.I(0), g.O(0), g.GO(0), g.I(1)], [g.GI(0)])]
 
     gradient(_name)(_make)
+
+
+# -- LengthsMax: the max reducer over LENGTHS segments (empty segments give 0, Caffe2's MaxReducer) ------
+@register_op(
+    "LengthsMax",
+    inputs=2,
+    input_docs=[("DATA", "float tensor"), ("LENGTHS", "rows per segment")],
+    output_docs=[("OUTPUT", "len(LENGTHS) x DATA.shape[1:]")],
+    infer=lambda args, ins: [
+        TensorSpec((ins[1].shape[0] if ins[1].shape else None, *ins[0].shape[1:]), ins[0].dtype)
+        if ins[0].shape is not None
+        else UNKNOWN
+    ],
+    category="sparse",
+)
+class LengthsMax(Operator):
+    """Elementwise maximum of each segment of rows (an empty segment gives 0)."""
+
+    def run(self) -> None:
+        from framework.ops.sparse.lengths import lengths_of
+
+        x, lengths = self.input(0), lengths_of(self, 1)
+        if x.ndim < 1 or x.shape[0] != int(lengths.sum()) or x.dtype.kind != "f":
+            raise ShapeError(f"{self.describe()}: DATA must be float with sum(LENGTHS) = {int(lengths.sum())} rows")
+        out = self.output(0, (len(lengths), *x.shape[1:]), x.dtype)
+        out.fill(0)
+        full = np.flatnonzero(lengths > 0)
+        if full.size:
+            starts = (np.cumsum(lengths) - lengths)[full]
+            out[full] = np.maximum.reduceat(x, starts, axis=0)
+
+
+@register_op(
+    "LengthsMaxWithMainInputAndForwardOutputGradient",
+    inputs=4,
+    input_docs=[
+        ("dOUTPUT", "gradient"),
+        ("LENGTHS", "forward LENGTHS"),
+        ("DATA", "forward DATA"),
+        ("OUTPUT", "forward OUTPUT"),
+    ],
+    output_docs=[("dDATA", "dOUTPUT at every row equal to its segment's max (ties all get it)")],
+    infer=lambda args, ins: [ins[2]],
+    category="sparse",
+    private=True,
+)
+class LengthsMaxGradient(Operator):
+    """Gradient of LengthsMax (Caffe2's name and inputs)."""
+
+    def run(self) -> None:
+        from framework.ops.sparse.lengths import lengths_of
+
+        dy, lengths, x, y = self.input(0), lengths_of(self, 1), self.input(2), self.input(3)
+        if x.shape[0] != int(lengths.sum()) or dy.shape != y.shape or dy.shape != (len(lengths), *x.shape[1:]):
+            raise ShapeError(
+                f"{self.describe()}: shapes of dOUTPUT {list(dy.shape)}, DATA {list(x.shape)} and "
+                f"OUTPUT {list(y.shape)} do not fit LENGTHS"
+            )
+        d = self.output(0, x.shape, dy.dtype)
+        d[...] = np.repeat(dy, lengths, axis=0) * (x == np.repeat(y, lengths, axis=0))
+
+
+@gradient("LengthsMax")
+def _lengths_max_grad(g):
+    return [g.op("LengthsMaxWithMainInputAndForwardOutputGradient", [g.GO(0), g.I(1), g.I(0), g.O(0)], [g.GI(0)])]

@@ -112,4 +112,28 @@ def test_the_family_is_complete():
         "SortedSegmentRangeMaxGradient",
         "SortedSegmentRangeLogSumExpGradient",
         "SortedSegmentRangeLogMeanExpGradient",
+        "LengthsMax",
+        "LengthsMaxWithMainInputAndForwardOutputGradient",
     }
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.integers(0, 3), max_size=4), st.data())
+def test_lengths_max_and_gradient(lengths, data):
+    lengths = np.array(lengths, np.int32)
+    n = int(lengths.sum())
+    x = np.array(data.draw(st.lists(st.integers(-3, 3), min_size=2 * n, max_size=2 * n)), np.float32).reshape(n, 2)
+    ref = np.zeros((len(lengths), 2), np.float32)
+    start = 0
+    for i, m in enumerate(lengths):
+        if m:
+            ref[i] = x[start : start + m].max(axis=0)
+        start += m
+    op = CreateOperator("LengthsMax", ["x", "l"], ["y"])
+    assert_reference_checks(op, [x, lengths], lambda *_: ref)
+
+
+def test_lengths_max_gradient_numerically():
+    x = np.array([[0.1, 2.0], [1.5, -1.0], [0.3, 0.7], [-2.0, 4.0]], np.float32)  # no ties
+    op = CreateOperator("LengthsMax", ["x", "l"], ["y"])
+    assert_gradient_checks(op, [x, np.array([2, 0, 2], np.int32)], 0)
