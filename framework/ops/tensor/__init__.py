@@ -9,7 +9,9 @@ from framework.ops.tensor import (  # noqa: F401
     fills,
     python_op,
     random_fills,
+    sequence_ops,
     shape_ops,
+    stat_puts,
     strings,
     tensor_utils,
 )

@@ -88,6 +88,7 @@ def _concat_infer(args: Any, ins: list[TensorSpec]) -> list[TensorSpec]:
     output_docs=[("concat_result", "the inputs joined along axis"), ("split_info", "int32: each input's size")],
     infer=_concat_infer,
     category="shape",
+    aliases=("DepthConcat",),  # Caffe2's backward-compatible name, the same op
 )
 class Concat(_AxisOp):
     """Join the inputs along ``axis`` (or, with ``add_axis``, stack them on a new axis).
@@ -172,6 +173,7 @@ def _split_infer(args: Any, ins: list[TensorSpec]) -> list[TensorSpec]:
     output_docs=[("output_0, output_1, ...", "the parts")],
     infer=_split_infer,
     category="shape",
+    aliases=("DepthSplit",),  # Caffe2's backward-compatible name, the same op
 )
 class Split(_AxisOp):
     """Split the input along ``axis`` into parts of sizes ``split`` (argument or input 1;
