@@ -149,7 +149,7 @@ def test_stat_puts():
     ws = Workspace()
     puts = {
         kind: create_operator(CreateOperator(f"{kind}Put", ["v"], [], stat_name=kind.lower(), magnitude_expand=10), ws)
-        for kind in ("Increment", "Average", "StdDev")
+        for kind in ("Increment", "Average", "StdDev")  # "IncrementPut", "AveragePut", "StdDevPut"
     }
     values = [1.5, 2.0, -0.3]
     for v in values:
