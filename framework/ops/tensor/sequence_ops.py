@@ -249,8 +249,8 @@ def _batch_permutation_grad(g):
     ],
     output_docs=[
         ("last-N buffer", "the last num_to_collect rows (ring order)"),
-        ("next cursor", ""),
-        ("NUM_VISITED", ""),
+        ("next cursor", "int32 scalar: the next position to replace"),
+        ("NUM_VISITED", "int64 [1]: rows seen so far"),
     ],
     infer=_unknown,
     category="shape",
