@@ -78,7 +78,16 @@ def test_timeout_guard():
             print("interrupted")
         """
     )
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    import signal
+
+    r = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        # a runner started in the background ignores SIGINT, and children inherit that: restore it
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     assert "interrupted" in r.stdout and "Call did not finish in time" in r.stderr
 
 
