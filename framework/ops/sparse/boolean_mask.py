@@ -17,7 +17,7 @@ from framework.errors import ShapeError, TypeMismatchError
 from framework.ops.gradient import gradient, no_gradient
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op
-from framework.ops.schema import TensorSpec
+from framework.ops.schema import BOOL, FLOAT, INT, STRING, Arg, TensorSpec
 from framework.ops.sparse.lengths import lengths_of
 
 I64, I32 = np.dtype(np.int64), np.dtype(np.int32)
@@ -152,3 +152,80 @@ class BooleanUnmask(Operator):
 
 
 no_gradient("BooleanMaskLengths", "BooleanUnmask")
+
+
+SEQUENCE_MASK_MODES = ("sequence", "window", "upper", "lower", "upperdiag", "lowerdiag")
+
+
+@register_op(
+    "SequenceMask",
+    inputs=(1, 2),
+    args=[
+        Arg("mode", STRING, "sequence", "sequence, window, upper, lower, upperdiag or lowerdiag"),
+        Arg("axis", INT, 1, "first column axis: the axes before it index rows, from it on columns"),
+        Arg("batch", INT, -1, "optional batch axis (< axis): the mask repeats over the axes up to it"),
+        Arg("radius", INT, 10, "half-width of the window (mode window)"),
+        Arg("repeat_from_axis", INT, -1, "mode sequence: the mask repeats over the axes from this one"),
+        Arg("fill_val", FLOAT, float("-inf"), "value of the masked entries"),
+        Arg("grad", BOOL, False, "gradient mode: masked entries become 0"),
+    ],
+    input_docs=[("input", "float tensor"), ("sequence_lengths", "int32 per row (sequence) or window centers (window)")],
+    output_docs=[("masked_tensor", "input with the masked entries set to fill_val")],
+    infer=lambda args, ins: [ins[0]],
+    category="sparse",
+)
+class SequenceMask(Operator):
+    """Attention masks (Caffe2's boolean_mask_ops.cc): with rows i and columns j of the input viewed as a
+    matrix (``axis``), mask ``j >= lengths[i]`` (sequence), ``|j - centers[i]| > radius`` (window),
+    ``j > i`` (upper), ``j < i`` (lower), ``j >= i`` (upperdiag) or ``j <= i`` (lowerdiag). Its gradient is
+    SequenceMask of the gradient with ``grad=1``."""
+
+    def setup(self) -> None:
+        if self.args.mode not in SEQUENCE_MASK_MODES:
+            raise self.arg_error(f"unsupported mode '{self.args.mode}' (one of {', '.join(SEQUENCE_MASK_MODES)})")
+        if self.args.mode in ("sequence", "window") and len(self.inputs) != 2:
+            raise self.arg_error(f"mode '{self.args.mode}' needs a second input")
+
+    def run(self) -> None:
+        x = self.input(0)
+        if x.dtype.kind != "f" or x.ndim < 1:
+            raise TypeMismatchError(f"{self.describe()}: input must be a float tensor, got {x.dtype}")
+        nd = x.ndim
+        axis = self.args.axis + nd if self.args.axis < 0 else self.args.axis
+        has_batch = any(a.name == "batch" for a in self.op_def.arg)
+        batch = (self.args.batch + nd if self.args.batch < 0 else self.args.batch) if has_batch else -1
+        if not 0 <= axis <= nd or (has_batch and not 0 <= batch < axis):
+            raise ShapeError(f"{self.describe()}: axis {self.args.axis} / batch {self.args.batch} do not fit {nd} axes")
+        left = int(np.prod(x.shape[batch + 1 : axis] if has_batch else x.shape[:axis], dtype=np.int64))
+        right = int(np.prod(x.shape[axis:], dtype=np.int64))
+        repeat = 1
+        repeat_axis = self.args.repeat_from_axis
+        if self.args.mode == "sequence" and any(a.name == "repeat_from_axis" for a in self.op_def.arg):
+            ra = repeat_axis + nd if repeat_axis < 0 else repeat_axis
+            repeat = int(np.prod(x.shape[ra:], dtype=np.int64))
+            right //= max(repeat, 1)
+        i = np.arange(left)[:, None]
+        j = np.arange(right)[None, :]
+        mode = self.args.mode
+        if mode in ("sequence", "window"):
+            v = self.input(1).reshape(-1)
+            if v.dtype.kind not in "iu" or v.size < left:
+                raise ShapeError(
+                    f"{self.describe()}: '{self.input_names[1]}' needs {left} integer entries, has {v.size}"
+                )
+            c = v[:left].astype(np.int64)[:, None]
+            mask = j >= c if mode == "sequence" else (j > c + self.args.radius) | (j < c - self.args.radius)
+        else:
+            mask = {"upper": j > i, "lower": j < i, "upperdiag": j >= i, "lowerdiag": j <= i}[mode]
+        mask = np.repeat(mask, repeat, axis=1) if repeat > 1 else mask
+        fill = x.dtype.type(0.0 if self.args.grad else self.args.fill_val)
+        out = self.output(0, x.shape, x.dtype)
+        view = x.reshape(-1, left, mask.shape[1]) if x.size else x
+        res = np.where(mask[None], fill, view) if x.size else x
+        out[...] = res.reshape(x.shape)
+
+
+@gradient("SequenceMask")
+def _sequence_mask_grad(g):
+    ins = [g.GO(0)] + ([g.I(1)] if len(g.def_.input) == 2 else [])
+    return [g.op("SequenceMask", ins, [g.GI(0)], grad=True)]

@@ -216,3 +216,55 @@ def test_lengths_top_k_gradient():
     x = np.array([0.5, 2.0, -1.0, 3.0, 1.5, 0.1], np.float32)
     op = CreateOperator("LengthsTopK", ["x", "l"], ["v", "i"], k=2)
     assert_gradient_checks(op, [x, np.array([3, 0, 1, 2], np.int32)], 0, check_inference=False)
+
+
+def ref_sequence_mask(x, mode, aux=None, radius=10, fill=-np.inf, axis=1, batch=None, repeat_from=None):
+    shape = x.shape
+    b = int(np.prod(shape[: batch + 1])) if batch is not None else 1
+    rows = int(np.prod(shape[batch + 1 : axis] if batch is not None else shape[:axis]))
+    cols = int(np.prod(shape[axis:]))
+    rep = int(np.prod(shape[repeat_from:])) if repeat_from is not None else 1
+    v = x.reshape(b, rows, cols).copy()
+    for bi in range(b):
+        for i in range(rows):
+            for jj in range(cols):
+                j = jj // rep
+                masked = {
+                    "sequence": lambda: j >= aux[i],
+                    "window": lambda: j > aux[i] + radius or j < aux[i] - radius,
+                    "upper": lambda: j > i,
+                    "lower": lambda: j < i,
+                    "upperdiag": lambda: j >= i,
+                    "lowerdiag": lambda: j <= i,
+                }[mode]()
+                if masked:
+                    v[bi, i, jj] = fill
+    return v.reshape(shape)
+
+
+@pytest.mark.parametrize("mode", ["sequence", "window", "upper", "lower", "upperdiag", "lowerdiag"])
+def test_sequence_mask_modes(mode):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((4, 5)).astype(np.float32)
+    aux = np.array([0, 2, 5, 3], np.int32)
+    kw = {"mode": mode} | ({"radius": 1} if mode == "window" else {})
+    ins = ["x", "s"] if mode in ("sequence", "window") else ["x"]
+    vals = [x, aux] if len(ins) == 2 else [x]
+    ref = ref_sequence_mask(x, mode, aux, radius=1)
+    assert_reference_checks(CreateOperator("SequenceMask", ins, ["y"], **kw), vals, lambda *_: ref)
+    # batched: the mask of axes (1, 2) repeats over axis 0
+    xb = rng.standard_normal((2, 4, 5)).astype(np.float32)
+    refb = ref_sequence_mask(xb, mode, aux, radius=1, axis=2, batch=0)
+    op = CreateOperator("SequenceMask", ins, ["y"], axis=2, batch=0, **kw)
+    assert_reference_checks(op, [xb] + vals[1:], lambda *_: refb)
+    # gradient: the unmasked entries pass dY, masked ones get 0 (fill_val finite for the loss)
+    op = CreateOperator("SequenceMask", ins, ["y"], fill_val=-5.0, **kw)
+    assert_gradient_checks(op, vals, 0)
+
+
+def test_sequence_mask_repeat_from_axis():
+    x = np.random.default_rng(1).standard_normal((3, 4, 2)).astype(np.float32)
+    lengths = np.array([1, 4, 0], np.int32)
+    ref = ref_sequence_mask(x, "sequence", lengths, repeat_from=2)
+    op = CreateOperator("SequenceMask", ["x", "l"], ["y"], mode="sequence", repeat_from_axis=2)
+    assert_reference_checks(op, [x, lengths], lambda *_: ref)
