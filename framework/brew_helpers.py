@@ -294,6 +294,30 @@ def db_input(model: ModelHelper, blobs_out: Any, batch_size: int, db: str, db_ty
     return model.net.TensorProtosDBInput(reader, blobs_out, batch_size=batch_size)
 
 
+@_helper
+def image_input(
+    model: ModelHelper,
+    blob_in: Any,
+    blob_out: Sequence[Any],
+    order: str = "NCHW",
+    use_gpu_transform: bool = False,
+    **kwargs: Any,
+) -> Any:
+    """ImageInput (``is_test`` required). ImageInput writes NHWC; for NCHW the image output is
+    written as ``<out>_nhwc`` and moved to NCHW by NHWC2NCHW, as Caffe2's helper (with
+    ``use_gpu_transform`` the op converts itself)."""
+    if "is_test" not in kwargs:
+        raise ValueError("brew.image_input: argument 'is_test' is required")
+    blob_out = [str(b) for b in blob_out]
+    if order == "NCHW" and not use_gpu_transform:
+        outputs = list(_op(model.net, "ImageInput", blob_in, [blob_out[0] + "_nhwc"] + blob_out[1:], **kwargs))
+        outputs[0] = model.net.NHWC2NCHW(outputs[0], blob_out[0])
+        return tuple(outputs)
+    if order == "NCHW":
+        kwargs["use_gpu_transform"] = 1
+    return _op(model.net, "ImageInput", blob_in, blob_out, **kwargs)
+
+
 HELPERS = [
     "instance_norm",
     "spatial_gn",
@@ -309,4 +333,5 @@ HELPERS = [
     "mat_mul",
     "batch_mat_mul",
     "db_input",
+    "image_input",
 ]

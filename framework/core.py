@@ -173,6 +173,28 @@ def RefreshRegisteredOperators(trigger_lazy: bool = True) -> None:  # noqa: N802
     """Nothing to refresh: the registry is read directly."""
 
 
+# Engine preferences (Caffe2's SetEnginePref family): recorded; every engine runs the default CPU
+# implementation here, so they change no result.
+_ENGINE_PREF: dict[str, Any] = {"per_op": {}, "global": {}}
+
+
+def SetPerOpEnginePref(op_engine_pref: dict) -> None:  # noqa: N802
+    _ENGINE_PREF["per_op"] = dict(op_engine_pref)
+
+
+def SetGlobalEnginePref(global_engine_pref: dict) -> None:  # noqa: N802
+    _ENGINE_PREF["global"] = dict(global_engine_pref)
+
+
+def SetEnginePref(per_op_engine_pref: dict, global_engine_pref: dict) -> None:  # noqa: N802
+    SetPerOpEnginePref(per_op_engine_pref)
+    SetGlobalEnginePref(global_engine_pref)
+
+
+def SetOpEnginePref(op_type: str, op_engine_pref: dict) -> None:  # noqa: N802
+    _ENGINE_PREF["per_op"][op_type] = dict(op_engine_pref)
+
+
 def IsOperator(op_type: str) -> bool:  # noqa: N802
     """Whether ``op_type`` is a registered operator type."""
     from framework.ops.registry import has_op
@@ -226,6 +248,10 @@ __all__ = [
     "CreatePythonOperator",
     "GetGlobalInitArgs",
     "GlobalInit",
+    "SetEnginePref",
+    "SetGlobalEnginePref",
+    "SetOpEnginePref",
+    "SetPerOpEnginePref",
     "IsGPUDeviceType",
     "IsOperator",
     "IsOperatorWithEngine",

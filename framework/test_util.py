@@ -66,7 +66,10 @@ def is_flaky_test_mode() -> bool:
 class TestCase(unittest.TestCase):
     @classmethod
     def setUpClass(cls) -> None:
+        from framework import core
+
         workspace.GlobalInit(get_default_test_flags())
+        core.SetEnginePref({}, {})  # as Caffe2: tests start without engine preferences
 
     def setUp(self) -> None:
         method = getattr(self, self._testMethodName)

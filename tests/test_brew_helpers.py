@@ -111,3 +111,39 @@ def test_db_input(tmp_path):
     brew.db_input(m, ["v"], batch_size=2, db=path, db_type="minidb")
     _run(m)
     np.testing.assert_array_equal(workspace.FetchBlob("v"), [[0, 0], [1, 1]])
+
+
+def test_image_input_nchw(tmp_path):
+    PIL = pytest.importorskip("PIL.Image")
+    import io
+
+    from framework.proto import caffe2_pb2
+
+    path = str(tmp_path / "img.minidb")
+    db = workspace.C.create_db("minidb", path, workspace.C.Mode.new)
+    txn = db.new_transaction()
+    rng = np.random.default_rng(5)
+    pixels = []
+    for i in range(2):
+        arr = rng.integers(0, 255, size=(8, 8, 3), dtype=np.uint8)
+        pixels.append(arr)
+        buf = io.BytesIO()
+        PIL.fromarray(arr).save(buf, format="PNG")
+        protos = caffe2_pb2.TensorProtos()
+        img = protos.protos.add(data_type=caffe2_pb2.TensorProto.STRING)
+        img.string_data.append(buf.getvalue())
+        protos.protos.add(data_type=caffe2_pb2.TensorProto.INT32, int32_data=[i])
+        txn.put(str(i), protos.SerializeToString())
+    txn.commit()
+    db.close()
+    m = ModelHelper("ii")
+    reader = m.param_init_net.CreateDB([], "reader", db=path, db_type="minidb")
+    data, label = brew.image_input(m, reader, ["data", "label"], batch_size=2, scale=8, crop=8, is_test=1)
+    assert [o.type for o in m.net.Proto().op] == ["ImageInput", "NHWC2NCHW"]
+    _run(m)
+    out = workspace.FetchBlob("data")
+    assert out.shape == (2, 3, 8, 8)
+    np.testing.assert_array_equal(workspace.FetchBlob("label"), [0, 1])
+    # ImageInput gives BGR channels (as Caffe2, decoded with OpenCV); NCHW of the NHWC output
+    np.testing.assert_allclose(out, np.moveaxis(workspace.FetchBlob("data_nhwc"), -1, 1))
+    np.testing.assert_allclose(out[0], np.moveaxis(pixels[0][..., ::-1], -1, 0).astype(np.float32), atol=1)

@@ -61,3 +61,12 @@ def test_switch_workspace_semantics():
         assert "does not exist" in str(e)
     else:
         raise AssertionError("switched to a missing workspace")
+
+
+def test_engine_prefs_are_accepted():
+    core.SetEnginePref({caffe2_pb2.CUDA: {"Conv": ["CUDNN"]}}, {caffe2_pb2.CUDA: ["CUDNN"]})
+    core.SetOpEnginePref("Conv", {caffe2_pb2.CPU: ["NNPACK"]})
+    assert core._ENGINE_PREF["per_op"]["Conv"] == {caffe2_pb2.CPU: ["NNPACK"]}
+    assert core._ENGINE_PREF["global"] == {caffe2_pb2.CUDA: ["CUDNN"]}
+    core.SetEnginePref({}, {})
+    assert core._ENGINE_PREF == {"per_op": {}, "global": {}}
