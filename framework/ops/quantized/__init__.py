@@ -8,4 +8,5 @@ from framework.ops.quantized import (  # noqa: F401
     embedding_lookup,
     embedding_quantization,
     half_float,
+    random_quantization,
 )
