@@ -2,10 +2,12 @@
 
     python -m bench.real_models.memory MODEL BATCH CONTENDER [THREADS]
 
-Prints one JSON line ``{"peak_mib": ...}``: the rise of the peak resident set (VmHWM) over creating
-the contender's runner and running two inferences, after the weights and the input are built (the
-peak is reset through /proc/self/clear_refs, Linux only), so every contender is charged for its own
-copies of the weights, its buffers and its workspace, not for the caller's arrays.
+Prints one JSON line ``{"peak_mib": ...}``: the peak resident set (VmHWM) during two inferences, over
+the process's resident set before the weights were built. The caller builds the weights (numpy), creates
+the contender's runner, then drops its own references to the weights, and the peak is reset (through
+/proc/self/clear_refs, Linux only) before the inferences: so each contender is charged for the weights
+it keeps (shared like torch.from_numpy, or its own copies like onnxruntime's session and our folded
+convolutions), its buffers and its working memory, not for construction transients.
 """
 
 from __future__ import annotations
@@ -39,13 +41,15 @@ def measure(name: str, batch: int, kind: str, threads: int = 1) -> float:
             import onnxruntime  # noqa: F401
     import framework.ops  # noqa: F401
 
-    model = build(name, batch)
-    x = model.input_data()
     gc.collect()
     base = _status("VmRSS")
+    model = build(name, batch)
+    x = model.input_data()
+    run, get = make_runner(kind, model, x, threads)
+    model.weights.clear()
+    gc.collect()
     with open("/proc/self/clear_refs", "w") as f:
         f.write("5")
-    run, get = make_runner(kind, model, x, threads)
     run()
     run()
     get()

@@ -55,20 +55,27 @@ def set_threads(n: int) -> None:
 
 def ours_runner(model, x: np.ndarray, optimize: bool = True):
     """(run, get) over the framework: a Predictor (inference optimization pass on if ``optimize``)
-    whose parent workspace holds the weights (the caller's arrays, as torch's tensors share them);
-    the input is fed once, run() runs the predictor's net, get() returns the logits."""
+    whose parent workspace wraps the weights without a copy (as torch.from_numpy does); parameters the
+    pass folded into new ones are then dropped from it (the caller hands its weights over and keeps
+    only what the predictor reads). The input is fed once; run() runs the predictor's net (split over
+    the threads at batch > 1), get() returns the logits."""
+    from framework.memory.tensor import Tensor
     from framework.memory.workspace import Workspace
     from framework.predictor.predictor import Predictor
     from framework.proto.framework_pb2 import NetDef
 
     params = Workspace()
     for k, v in model.weights.items():
-        params.feed_blob(k, v)
+        params.create_blob(k).get_mutable(Tensor).share_external(v)
     net_def = NetDef()
     net_def.CopyFrom(model.predict_net)
     del net_def.external_output[:]
     net_def.external_output.extend([model.logits_name, model.output_name])
     pred = Predictor(NetDef(name="init"), net_def, parent=params, optimize=optimize)
+    read = {b for op in pred.optimized_net.op for b in op.input}
+    for k in model.weights:
+        if k not in read:
+            params.remove_blob(k)
     pred.workspace.feed_blob(model.input_name, x)
     return pred.run_net, lambda: pred.workspace.fetch_blob(model.logits_name)
 
