@@ -318,6 +318,12 @@ def image_input(
     return _op(model.net, "ImageInput", blob_in, blob_out, **kwargs)
 
 
+@_helper
+def fused_8bit_rowwise_quantized_to_float(model: ModelHelper, blob_in: Any, blob_out: Any) -> Any:
+    """Dequantize a fused 8-bit row-wise quantized table (Caffe2's helpers/quantization.py)."""
+    return model.net.Fused8BitRowwiseQuantizedToFloat(blob_in, blob_out)
+
+
 HELPERS = [
     "instance_norm",
     "spatial_gn",
@@ -334,4 +340,5 @@ HELPERS = [
     "batch_mat_mul",
     "db_input",
     "image_input",
+    "fused_8bit_rowwise_quantized_to_float",
 ]

@@ -204,3 +204,18 @@ def test_the_lookup_family_is_complete():
         "SparseLengthsWeightedSumFused4BitRowwise",
         "SparseLengthsWeightedSumFused8BitRowwise",
     ]
+
+
+def test_brew_dequantize_helper():
+    from framework import brew
+    from framework.memory.workspace import Workspace
+    from framework.model_helper import ModelHelper
+
+    table = np.random.default_rng(0).standard_normal((4, 8)).astype(f32)
+    q = quantize("Fused8BitRowwise", table)[0]
+    m = ModelHelper(name="deq")
+    out = brew.fused_8bit_rowwise_quantized_to_float(m, "q", "t")
+    ws = Workspace()
+    ws.feed_blob("q", q)
+    ws.run_net_once(m.net.Proto())
+    np.testing.assert_allclose(ws.fetch_blob(str(out)), table, atol=0.02)
