@@ -56,13 +56,14 @@ def set_timestep(ws: Workspace, name: str, t: int) -> None:
 
 
 def share_view(blob: Any, view: np.ndarray) -> None:
-    """Make ``blob``'s tensor wrap ``view``; a no-op when it already does (keeps array identity)."""
+    """Make ``blob``'s tensor wrap ``view``; a no-op when it already wraps that memory (keeps array
+    identity, and the shape a step op gave it: Caffe2's ops resize linked outputs in place)."""
     t = blob._obj
     if type(t) is Tensor:
         arr = t._array
-        if (
+        if (  # same memory, same element count: keep it (an op may have given it its own shape, as Caffe2)
             arr is not None
-            and arr.shape == view.shape
+            and arr.size == view.size
             and arr.dtype == view.dtype
             and arr.__array_interface__["data"][0] == view.__array_interface__["data"][0]
         ):
