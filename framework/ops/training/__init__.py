@@ -16,4 +16,5 @@ from framework.ops.training import (  # noqa: F401
     stats,
     training,
     update_rules,
+    yellowfin,
 )
