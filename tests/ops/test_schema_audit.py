@@ -27,7 +27,7 @@ _DUMMY = {"float": 1.0, "int": 1, "bool": 0, "string": "x", "floats": [1.0], "in
 _SCHEMAS = [s for s in all_schemas() if not s.type.startswith("_")]
 
 
-def _counts(spec, hi=10):
+def _counts(spec, hi=12):  # YellowFin takes 10 inputs
     ok = [n for n in range(hi) if _count_ok(spec, n)]
     return sorted({ok[0], ok[-1]} | set(ok[:2])) if ok else []
 
