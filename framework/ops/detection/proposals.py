@@ -105,8 +105,8 @@ class BBoxTransform(Operator):
             cnt = int(counts[i])
             scale_before = np.float32(info[i, 2])
             scale_after = scale_before if a.apply_scale else np.float32(1.0)
-            img_h = int(np.float32(info[i, 0]) / scale_before + np.float32(0.5))
-            img_w = int(np.float32(info[i, 1]) / scale_before + np.float32(0.5))
+            img_h = int(float(np.float32(info[i, 0]) / scale_before) + 0.5)  # float division, double add (C++)
+            img_w = int(float(np.float32(info[i, 1]) / scale_before) + 0.5)
             cur = rois[off : off + cnt, -dim:].astype(np.float32)
             cur[:, :4] /= scale_before
             for j in range(k):

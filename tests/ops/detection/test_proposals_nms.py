@@ -44,12 +44,15 @@ def by_score(scores, idx):
 
 
 def ref_transform(box, d, w, one):
+    """Detectron's bbox_transform in float32 arithmetic (as Caffe2's Eigen float code)."""
+    f = np.float32
+    box, d, w, one = [f(v) for v in box], [f(v) for v in d], [f(v) for v in w], f(one)
     bw, bh = box[2] - box[0] + one, box[3] - box[1] + one
-    cx, cy = box[0] + 0.5 * bw, box[1] + 0.5 * bh
+    cx, cy = box[0] + f(0.5) * bw, box[1] + f(0.5) * bh
     dx, dy = d[0] / w[0], d[1] / w[1]
-    dw, dh = min(d[2] / w[2], CLIP), min(d[3] / w[3], CLIP)
-    px, py, pw, ph = dx * bw + cx, dy * bh + cy, math.exp(dw) * bw, math.exp(dh) * bh
-    return [px - 0.5 * pw, py - 0.5 * ph, px + 0.5 * pw - one, py + 0.5 * ph - one]
+    dw, dh = min(d[2] / w[2], f(CLIP)), min(d[3] / w[3], f(CLIP))
+    px, py, pw, ph = dx * bw + cx, dy * bh + cy, np.exp(dw) * bw, np.exp(dh) * bh
+    return [px - f(0.5) * pw, py - f(0.5) * ph, px + f(0.5) * pw - one, py + f(0.5) * ph - one]
 
 
 def ref_clip(b, h, w, one):
@@ -104,8 +107,8 @@ def test_bbox_transform(data, k, plus_one, apply_scale, weights):
         for r in range(m):
             i = int(rois[r, 0])
             s = float(info[i, 2])
-            h, w = int(info[i, 0] / s + 0.5), int(info[i, 1] / s + 0.5)
-            box = [float(v) / s for v in rois[r, 1:]]
+            h, w = int(float(info[i, 0] / np.float32(s)) + 0.5), int(float(info[i, 1] / np.float32(s)) + 0.5)
+            box = [np.float32(v) / np.float32(s) for v in rois[r, 1:]]
             for j in range(k):
                 b = ref_clip(
                     ref_transform(box, deltas[r, 4 * j : 4 * j + 4].astype(np.float64), weights, one), h, w, one
@@ -155,7 +158,7 @@ def ref_generate(scores, deltas, info, anchors, stride, pre, post, thresh, min_s
         for s, _, anc, d in cand:
             b = ref_clip(ref_transform(list(anc), d, [1, 1, 1, 1], one), int(info[i, 0]), int(info[i, 1]), one)
             bw, bh = b[2] - b[0] + one, b[3] - b[1] + one
-            ms = min_size * info[i, 2]
+            ms = float(min_size) * float(info[i, 2])
             if bw >= ms and bh >= ms and b[0] + bw / 2 < info[i, 1] and b[1] + bh / 2 < info[i, 0]:
                 boxes.append(b)
                 sc.append(s)
