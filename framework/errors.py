@@ -74,3 +74,7 @@ class GradientError(FrameworkError, RuntimeError):
 
 class DBError(FrameworkError, IOError):
     """A database that cannot be opened, read or written."""
+
+
+class ResourceLimitError(FrameworkError, MemoryError):
+    """A request for more memory (or threads, or bytes) than the configured limit allows."""

@@ -4,8 +4,11 @@ from framework.memory.allocator import (
     Allocator,
     CPUAllocator,
     MemoryReporter,
+    allocation_limit,
+    check_allocation,
     get_cpu_allocator,
     memory_reporter,
+    set_allocation_limit,
     set_cpu_allocator,
 )
 from framework.memory.blob import Blob
@@ -22,7 +25,10 @@ __all__ = [
     "Tensor",
     "TensorOptions",
     "TypeMeta",
+    "allocation_limit",
+    "check_allocation",
     "get_cpu_allocator",
     "memory_reporter",
+    "set_allocation_limit",
     "set_cpu_allocator",
 ]

@@ -13,11 +13,15 @@ how tests and benchmarks prove that a steady-state net run allocates nothing.
 
 from __future__ import annotations
 
+import os
 import threading
 import weakref
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
+
+from framework.errors import ResourceLimitError
 
 ALIGNMENT = 64
 
@@ -132,6 +136,7 @@ class CPUAllocator(Allocator):
 
     def allocate(self, nbytes: int, zero_fill: bool = True) -> np.ndarray:
         nbytes = int(nbytes)
+        check_allocation(nbytes)
         raw = (np.zeros if zero_fill else np.empty)(nbytes + self.alignment, dtype=np.uint8)
         offset = (-raw.ctypes.data) % self.alignment
         buf = raw[offset : offset + nbytes]
@@ -141,6 +146,7 @@ class CPUAllocator(Allocator):
         return buf
 
     def allocate_objects(self, count: int) -> np.ndarray:
+        check_allocation(int(count) * 8)
         arr = np.empty(int(count), dtype=object)
         self._track(arr, arr.nbytes)
         return arr
@@ -181,3 +187,66 @@ def set_cpu_allocator(allocator: Allocator) -> Allocator:
     old = _ALLOCATOR[0]
     _ALLOCATOR[0] = allocator
     return old
+
+
+# -- the allocation limit ------------------------------------------------------------------------
+# One limit on the size of any single buffer, checked before memory is touched: shape arguments
+# (ConstantFill shape=[10**12]), dims read from files and lengths inputs turn into a clear
+# ResourceLimitError instead of a MemoryError, an OOM kill or swapping.
+
+
+def _physical_memory() -> int:
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):  # not POSIX: assume 8 GiB
+        return 8 << 30
+
+
+DEFAULT_LIMIT_FRACTION = 0.5
+_LIMIT = [int(_physical_memory() * DEFAULT_LIMIT_FRACTION)]
+
+
+def allocation_limit() -> int:
+    """The largest single buffer, in bytes, the framework allocates (default: half the physical memory)."""
+    return _LIMIT[0]
+
+
+def set_allocation_limit(nbytes: int | None) -> int:
+    """Set the largest single allocation in bytes (None: the default); returns the old limit.
+
+    Also settable with the environment variable FRAMEWORK_MAX_ALLOC_BYTES.
+    """
+    old = _LIMIT[0]
+    _LIMIT[0] = int(_physical_memory() * DEFAULT_LIMIT_FRACTION) if nbytes is None else int(nbytes)
+    return old
+
+
+def check_allocation(nbytes: int, what: str = "a buffer") -> None:
+    """ResourceLimitError if ``nbytes`` (a single allocation) exceeds the limit or is negative."""
+    if nbytes > _LIMIT[0] or nbytes < 0:
+        raise ResourceLimitError(
+            f"{what} of {_fmt_bytes(nbytes)} exceeds the allocation limit of {_fmt_bytes(_LIMIT[0])} "
+            "(framework.memory.set_allocation_limit or FRAMEWORK_MAX_ALLOC_BYTES raise it)"
+        )
+
+
+def check_elements(shape: Any, itemsize: int, what: str) -> int:
+    """The element count of ``shape``; ResourceLimitError (naming ``what``) before allocating too much."""
+    n = 1
+    for d in shape:
+        n *= int(d)
+    if n * max(int(itemsize), 1) > _LIMIT[0]:
+        check_allocation(n * max(int(itemsize), 1), f"{what} (shape {list(shape)})")
+    return n
+
+
+def _fmt_bytes(n: int) -> str:
+    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if abs(n) < 1024 or unit == "PiB":
+            return f"{n} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n} bytes"
+
+
+if os.environ.get("FRAMEWORK_MAX_ALLOC_BYTES", "").strip().isdigit():
+    _LIMIT[0] = int(os.environ["FRAMEWORK_MAX_ALLOC_BYTES"])

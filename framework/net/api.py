@@ -25,8 +25,8 @@ def run_operator_once(ws: Workspace, op_def: Any) -> None:
     """Build ``op_def`` against ``ws``, run it once, and discard it.
 
     Inputs must exist in the workspace; errors name the op and the blob. If
-    the op fails, output blobs it created and left empty are removed again,
-    so a failed op leaves no trace.
+    the op fails, output blobs it created are removed again and the ones that
+    existed are rolled back (see ``framework.ops.operator``): a failed op leaves no trace.
     """
     op_def = _as_op_def(op_def)
     for name in op_def.input:
@@ -40,8 +40,7 @@ def run_operator_once(ws: Workspace, op_def: Any) -> None:
         run_op(create_operator(op_def, ws))
     except BaseException:
         for name in new_outputs:
-            if ws.has_blob(name) and ws.get_blob(name).is_empty:
-                ws.remove_blob(name)
+            ws.remove_blob(name)
         raise
 
 

@@ -27,6 +27,8 @@ from framework.ops.schema import (
     OpSchema,
 )
 
+from framework.ops.validation import check_arg_value
+
 log = logging.getLogger("framework.ops")
 
 # Arguments Caffe2 nets set for GPU engines or tuning; accepted silently here.
@@ -116,7 +118,12 @@ def _to_float(name: str, v: Any, where: str) -> float:
 
 def _to_str(name: str, v: Any, where: str) -> str:
     if isinstance(v, bytes):
-        return v.decode("utf-8")
+        try:
+            return v.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise ArgumentError(
+                f"{where}: argument '{name}' is not valid UTF-8 (byte {e.start}: {v[max(e.start - 8, 0):e.start + 8]!r})"
+            ) from None
     if isinstance(v, str):
         return v
     raise ArgumentError(f"{where}: argument '{name}' must be a string, got {v!r}")
@@ -174,6 +181,8 @@ def parse_args(schema: OpSchema, arg_protos: Iterable[Any], where: str, num_inpu
         if name in raw:
             values[name] = convert(name, spec.kind, raw.pop(name), where)
             given.add(name)
+            if spec.low is not None or spec.high is not None or spec.choices is not None:
+                check_arg_value(where, name, values[name], spec.low, spec.high, spec.choices)
         elif spec.required:
             raise ArgumentError(f"{where}: argument '{name}' is required ({spec.doc or spec.kind})")
         else:

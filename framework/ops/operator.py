@@ -14,6 +14,14 @@ output Blobs, so an op author writes only ``run()``:
 ``input(i)`` returns a numpy view of input i's tensor; ``output(i, shape,
 dtype)`` resizes output i and returns a writable view, reusing the buffer
 when shape and dtype are unchanged (so a second run allocates nothing).
+
+A failed op leaves no trace. Every ``run()`` is wrapped (``__init_subclass__``) so that:
+the schema's declared input checks (``framework.ops.validation``) run first; each output
+that ``output()``/``output_tensor()`` resizes or retypes is journaled (the blob's old object
+and the tensor's old shape, type and storage; the new shape gets a fresh buffer), and if
+``run()`` raises, the journal is rolled back. What the journal cannot undo is data written
+into a buffer the op reuses (same shape and type, or in-place inputs such as optimizer
+state): an op must check everything that can fail before it writes there.
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from framework.errors import ArgumentError, SchemaError, TypeMismatchError, UninitializedError
+from framework.memory.allocator import check_elements
 from framework.memory.blob import Blob
 from framework.memory.tensor import Tensor
 from framework.memory.workspace import Workspace
@@ -67,10 +76,62 @@ def check_schema(schema: OpSchema, op_def: OperatorDef, index: int | None = None
             )
 
 
+def _transactional(run: Any) -> Any:
+    """``run`` preceded by the schema's input checks and rolled back (outputs) if it raises."""
+
+    def run_checked(self: Operator) -> None:
+        if self._journal is not None:  # a subclass's run() calling super().run()
+            return run(self)
+        self._journal = journal = []
+        try:
+            for check in self.schema.checks:
+                check(self)
+            run(self)
+        except BaseException:
+            _rollback(journal)
+            raise
+        finally:
+            self._journal = None
+
+    run_checked.__wrapped__ = run
+    run_checked.__name__ = run.__name__
+    run_checked.__qualname__ = run.__qualname__
+    run_checked.__doc__ = run.__doc__
+    run_checked._transactional = True
+    return run_checked
+
+
+_TENSOR_FIELDS = ("_dims", "_numel", "_meta", "_storage", "_array", "_shares_data", "_reserved", "version")
+
+
+def _remember(journal: list, blob: Blob) -> None:
+    for entry in journal:
+        if entry[0] is blob:
+            return
+    obj = blob._obj
+    state = tuple(getattr(obj, f) for f in _TENSOR_FIELDS) if type(obj) is Tensor else None
+    journal.append((blob, obj, state))
+
+
+def _rollback(journal: list) -> None:
+    for blob, obj, state in reversed(journal):
+        blob._obj = obj
+        if state is not None:
+            for f, v in zip(_TENSOR_FIELDS, state):
+                setattr(obj, f, v)
+
+
 class Operator:
     """Base of all operators; see module doc."""
 
     schema: OpSchema = None  # set by register_op
+    _journal: list | None = None  # the outputs changed by the current run (see module doc)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        run = cls.__dict__.get("run")
+        if run is not None and not getattr(run, "_transactional", False):
+            cls.run = _transactional(run)
 
     def __init__(self, op_def: OperatorDef, ws: Workspace, index: int | None = None) -> None:
         schema = get_schema(op_def.type)
@@ -138,21 +199,39 @@ class Operator:
         )
 
     def output(self, i: int, shape: Sequence[int], dtype: Any) -> np.ndarray:
-        """Writable view of output ``i`` resized to ``shape`` with ``dtype``; reuses the buffer."""
-        t = self.outputs[i]._obj
+        """Writable view of output ``i`` resized to ``shape`` with ``dtype``; reuses the buffer.
+
+        A new shape or type is checked against the allocation limit and, inside ``run()``,
+        gets a fresh buffer (the old one is kept for the rollback if the op fails).
+        """
+        blob = self.outputs[i]
+        t = blob._obj
+        if type(t) is Tensor:
+            arr = t._array
+            if arr is not None and arr.shape == shape and arr.dtype == dtype:
+                t.version += 1
+                return arr
+        shape = tuple(shape)
+        check_elements(shape, np.dtype(dtype).itemsize, f"output {i} ('{self.output_names[i]}') of {self.describe()}")
+        journal = self._journal
+        if journal is not None:
+            _remember(journal, blob)
         if type(t) is not Tensor:
-            t = self.outputs[i].get_mutable(Tensor)
-        arr = t._array
-        if arr is not None and arr.shape == shape and arr.dtype == dtype:
-            t.version += 1
-            return arr
-        t.resize(tuple(shape))
+            t = blob.get_mutable(Tensor)
+        elif journal is not None and t._storage is not None and not t._shares_data:
+            t.free_memory()  # the journal keeps the old storage; the new data goes elsewhere
+        t.resize(shape)
         return t.mutable_data(dtype)
 
     def output_tensor(self, i: int) -> Tensor:
-        t = self.outputs[i]._obj
+        """Output ``i``'s Tensor (made one if the blob holds something else); journaled inside ``run()``."""
+        blob = self.outputs[i]
+        journal = self._journal
+        if journal is not None:
+            _remember(journal, blob)
+        t = blob._obj
         if type(t) is not Tensor:
-            t = self.outputs[i].get_mutable(Tensor)
+            t = blob.get_mutable(Tensor)
         return t
 
     @property

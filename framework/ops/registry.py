@@ -12,6 +12,7 @@ from typing import Any, Callable, Iterable
 
 from framework.errors import UnknownOperatorError
 from framework.ops.schema import Arg, OpSchema
+from framework.ops.validation import build_checks
 
 _SCHEMAS: dict[str, OpSchema] = {}
 
@@ -32,12 +33,18 @@ def register_op(
     category: str = "misc",
     aliases: Iterable[str] = (),
     private: bool = False,
+    input_types: Any = None,
+    same_shape: Any = (),
+    same_type: Any = (),
+    ranks: Any = None,
+    axes: Any = None,
 ) -> Callable[[type], type]:
     """Class decorator: register an Operator subclass under ``type_name``.
 
     ``inputs``/``outputs`` are an exact count, a (min, max) range (max may be
     ``float('inf')``), a set, or a predicate. ``doc`` defaults to the class
-    docstring.
+    docstring. ``input_types``, ``same_shape``, ``same_type``, ``ranks`` and ``axes`` declare
+    input checks the Operator base runs before ``run()`` (see ``framework.ops.validation``).
 
     >>> @register_op("MyRelu", infer=same_as_input(0), allow_inplace={(0, 0)})
     ... class MyRelu(Operator):
@@ -62,6 +69,7 @@ def register_op(
             operator_class=cls,
             aliases=tuple(aliases),
             private=private,
+            checks=build_checks(input_types, same_shape, same_type, ranks, axes),
         )
         _add(schema)
         for alias in schema.aliases:

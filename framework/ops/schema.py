@@ -30,6 +30,10 @@ class Arg:
     kind: str
     default: Any = None
     doc: str = ""
+    # Checked when the op is created (ArgumentError naming op and argument); None = unchecked.
+    low: Any = None
+    high: Any = None
+    choices: Any = None
 
     @property
     def required(self) -> bool:
@@ -106,6 +110,8 @@ class OpSchema:
     operator_class: type | None = None
     aliases: tuple[str, ...] = ()
     private: bool = False  # internal ops (gradient ops) are listed separately in docs
+    # Input checks run by the Operator base before run() (framework.ops.validation).
+    checks: tuple = ()
 
     def input_count_ok(self, n: int) -> bool:
         return _count_ok(self.num_inputs, n)

@@ -1,0 +1,216 @@
+"""Input checks declared in an op's schema, run by the Operator base before ``run()``.
+
+An op author declares what the inputs must be and writes only the maths:
+
+    @register_op("Gather", inputs=2, input_types={1: "index"}, ranks={1: (0, None)},
+                 axes={"axis": 0}, ...)
+
+- ``input_types``: one kind for every input (``"float"``) or ``{input: kind}`` / a list by
+  input position. Kinds: ``float`` (float16/32/64), ``int`` (signed or unsigned integers),
+  ``index`` (int32 or int64), ``numeric`` (float or int), ``bool``, ``string`` (bytes
+  elements), ``any``; or a tuple of numpy dtypes (a list gives kinds by input position).
+- ``same_shape``: groups of inputs that must have one shape, e.g. ``[(0, 1)]``.
+- ``same_type``: groups of inputs that must have one dtype.
+- ``ranks``: ``{input: rank}`` or ``{input: (min, max)}`` (None = unbounded); ``"*"`` for all.
+- ``axes``: ``{argument: input}``: the integer argument is an axis of that input
+  (``-rank <= axis < rank``; ``"+1"`` suffix on the input, e.g. ``"0+1"``, allows ``axis == rank``).
+- Argument values: ``Arg(..., low=, high=, choices=)`` are checked when the op is created.
+
+Every failure is a TypeMismatchError/ShapeError/ArgumentError naming op, blob, expected and
+found. Ops whose rules need values (index ranges, lengths) call the helpers below from
+``run()`` before writing any output: ``check_indices``, ``check_lengths``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from framework.errors import ArgumentError, ShapeError, TypeMismatchError
+
+FLOAT_T, INT_T, INDEX_T, NUMERIC_T, BOOL_T, STRING_T, ANY_T = "float", "int", "index", "numeric", "bool", "string", "any"
+
+_KIND_TEST: dict[str, Callable[[np.dtype], bool]] = {
+    FLOAT_T: lambda d: d.kind == "f",
+    INT_T: lambda d: d.kind in "iu",
+    INDEX_T: lambda d: d == np.int32 or d == np.int64,
+    NUMERIC_T: lambda d: d.kind in "fiu",
+    BOOL_T: lambda d: d.kind == "b",
+    STRING_T: lambda d: d.kind == "O",
+    ANY_T: lambda d: True,
+}
+_KIND_TEXT = {
+    FLOAT_T: "floats",
+    INT_T: "integers",
+    INDEX_T: "int32 or int64 indices",
+    NUMERIC_T: "numbers",
+    BOOL_T: "bools",
+    STRING_T: "strings",
+    ANY_T: "anything",
+}
+
+
+def _type_test(kind: Any) -> tuple[Callable[[np.dtype], bool], str]:
+    if isinstance(kind, str):
+        if kind not in _KIND_TEST:
+            raise ValueError(f"unknown input kind {kind!r}; one of {sorted(_KIND_TEST)}")
+        return _KIND_TEST[kind], _KIND_TEXT[kind]
+    dts = tuple(np.dtype(d) for d in kind)
+    return (lambda d: d in dts), " or ".join(str(d) for d in dts)
+
+
+def _blob(op: Any, i: int) -> str:
+    return f"input {i} ('{op.input_names[i]}')"
+
+
+def _rank_text(lo: int, hi: int | None) -> str:
+    if hi == lo:
+        return f"rank {lo}"
+    if hi is None:
+        return f"rank >= {lo}"
+    return f"rank {lo} to {hi}"
+
+
+def build_checks(
+    input_types: Any = None, same_shape: Any = (), same_type: Any = (), ranks: Any = None, axes: Any = None
+) -> tuple[Callable[[Any], None], ...]:
+    """Closures ``check(op)`` for a schema's declarations (see module doc)."""
+    checks: list[Callable[[Any], None]] = []
+    if input_types is not None:
+        if isinstance(input_types, (str, tuple)):
+            spec: Any = {"*": input_types}
+        elif isinstance(input_types, list):
+            spec = dict(enumerate(input_types))
+        else:
+            spec = dict(input_types)
+        tests = {k: _type_test(v) for k, v in spec.items() if v != ANY_T}
+        if tests:
+
+            def check_types(op: Any) -> None:
+                for i in range(len(op.inputs)):
+                    t = tests.get(i) or tests.get("*")
+                    if t is not None:
+                        x = op.input(i)
+                        if not t[0](x.dtype):
+                            raise TypeMismatchError(
+                                f"{op.describe()}: {_blob(op, i)} must hold {t[1]}, got {_dtype_text(x)} {list(x.shape)}"
+                            )
+
+            checks.append(check_types)
+    if ranks:
+        rspec = {k: (v, v) if isinstance(v, int) else (v[0], v[1]) for k, v in dict(ranks).items()}
+
+        def check_ranks(op: Any) -> None:
+            for i in range(len(op.inputs)):
+                r = rspec.get(i) or rspec.get("*")
+                if r is not None:
+                    x = op.input(i)
+                    if x.ndim < r[0] or (r[1] is not None and x.ndim > r[1]):
+                        raise ShapeError(
+                            f"{op.describe()}: {_blob(op, i)} must have {_rank_text(*r)}, got shape {list(x.shape)}"
+                        )
+
+        checks.append(check_ranks)
+    for group in same_type or ():
+
+        def check_same_type(op: Any, group: tuple = tuple(group)) -> None:
+            present = [i for i in group if i < len(op.inputs)]
+            if len(present) > 1:
+                first = op.input(present[0])
+                for i in present[1:]:
+                    x = op.input(i)
+                    if x.dtype != first.dtype:
+                        raise TypeMismatchError(
+                            f"{op.describe()}: {_blob(op, i)} holds {_dtype_text(x)} but {_blob(op, present[0])} "
+                            f"holds {_dtype_text(first)}; they must have the same type"
+                        )
+
+        checks.append(check_same_type)
+    for group in same_shape or ():
+
+        def check_same_shape(op: Any, group: tuple = tuple(group)) -> None:
+            present = [i for i in group if i < len(op.inputs)]
+            if len(present) > 1:
+                first = op.input(present[0])
+                for i in present[1:]:
+                    x = op.input(i)
+                    if x.shape != first.shape:
+                        raise ShapeError(
+                            f"{op.describe()}: {_blob(op, i)} has shape {list(x.shape)} but {_blob(op, present[0])} "
+                            f"has shape {list(first.shape)}; they must match"
+                        )
+
+        checks.append(check_same_shape)
+    for arg_name, target in dict(axes or {}).items():
+        text = str(target)
+        extra = 1 if text.endswith("+1") else 0
+        idx = int(text[:-2]) if extra else int(target)
+
+        def check_axis(op: Any, arg_name: str = arg_name, idx: int = idx, extra: int = extra) -> None:
+            if idx >= len(op.inputs):
+                return
+            axis = op.args.get(arg_name)
+            if axis is None:
+                return
+            rank = op.input(idx).ndim + extra
+            if not -rank <= int(axis) < rank:
+                raise ArgumentError(
+                    f"{op.describe()}: argument '{arg_name}' = {axis} is out of range for {_blob(op, idx)} "
+                    f"of shape {list(op.input(idx).shape)} (expected {-rank} <= {arg_name} < {rank})"
+                )
+
+        checks.append(check_axis)
+    return tuple(checks)
+
+
+def _dtype_text(x: np.ndarray) -> str:
+    return "strings" if x.dtype.kind == "O" else str(x.dtype)
+
+
+# -- helpers op kernels call with values in hand ---------------------------------------------------
+
+
+def check_indices(op: Any, i: int, idx: np.ndarray, bound: int, what: str = "", allow_negative: bool = False) -> None:
+    """ShapeError naming op and blob unless every value of ``idx`` (input ``i``) is in [0, bound)
+    (or [-bound, bound) with ``allow_negative``)."""
+    if idx.dtype.kind not in "iu":
+        raise TypeMismatchError(f"{op.describe()}: {_blob(op, i)} must hold integer indices, got {_dtype_text(idx)}")
+    if idx.size == 0:
+        return
+    lo, hi = int(idx.min()), int(idx.max())
+    low = -bound if allow_negative else 0
+    if lo < low or hi >= bound:
+        bad = lo if lo < low else hi
+        raise ShapeError(
+            f"{op.describe()}: {_blob(op, i)} holds index {bad}, out of range [{low}, {bound})"
+            + (f" ({what})" if what else "")
+        )
+
+
+def check_lengths(op: Any, i: int, lengths: np.ndarray, total: int | None = None, what: str = "") -> None:
+    """ShapeError unless ``lengths`` (input ``i``) are integers >= 0 (summing to ``total`` if given)."""
+    if lengths.dtype.kind not in "iu":
+        raise TypeMismatchError(f"{op.describe()}: {_blob(op, i)} must hold integer lengths, got {_dtype_text(lengths)}")
+    if lengths.size and int(lengths.min()) < 0:
+        raise ShapeError(f"{op.describe()}: {_blob(op, i)} holds a negative length {int(lengths.min())}")
+    if total is not None:
+        s = int(lengths.sum(dtype=np.int64))
+        if s != total:
+            raise ShapeError(
+                f"{op.describe()}: {_blob(op, i)} sums to {s} but must sum to {total}" + (f" ({what})" if what else "")
+            )
+
+
+def check_arg_value(where: str, name: str, value: Any, low: Any, high: Any, choices: Any) -> None:
+    """ArgumentError if an argument value is outside its declared range or choices."""
+    vals = value if isinstance(value, list) else [value]
+    for v in vals:
+        if isinstance(v, float) and v != v:
+            raise ArgumentError(f"{where}: argument '{name}' is NaN")
+        if choices is not None and v not in choices:
+            raise ArgumentError(f"{where}: argument '{name}' = {v!r} is not one of {sorted(choices, key=str)}")
+        if low is not None and v < low:
+            raise ArgumentError(f"{where}: argument '{name}' = {v!r} must be >= {low}")
+        if high is not None and v > high:
+            raise ArgumentError(f"{where}: argument '{name}' = {v!r} must be <= {high}")
