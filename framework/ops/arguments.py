@@ -26,7 +26,6 @@ from framework.ops.schema import (
     TENSOR,
     OpSchema,
 )
-
 from framework.ops.validation import check_arg_value
 
 log = logging.getLogger("framework.ops")
@@ -121,9 +120,8 @@ def _to_str(name: str, v: Any, where: str) -> str:
         try:
             return v.decode("utf-8")
         except UnicodeDecodeError as e:
-            raise ArgumentError(
-                f"{where}: argument '{name}' is not valid UTF-8 (byte {e.start}: {v[max(e.start - 8, 0):e.start + 8]!r})"
-            ) from None
+            near = v[max(e.start - 8, 0) : e.start + 8]
+            raise ArgumentError(f"{where}: argument '{name}' is not valid UTF-8 (byte {e.start}: {near!r})") from None
     if isinstance(v, str):
         return v
     raise ArgumentError(f"{where}: argument '{name}' must be a string, got {v!r}")

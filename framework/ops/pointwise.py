@@ -83,6 +83,7 @@ def activation_op(name: str, flops: float, *, args: Any = (), y_doc: str = Y_DOC
         infer=same_as_input(0),
         cost=pointwise_cost(flops),
         category="activation",
+        input_types="numeric",
     )
 
 
@@ -143,6 +144,8 @@ def pointwise_gradient(
             cost=pointwise_cost(2),
             category="activation",
             private=True,
+            input_types="numeric",
+            same_shape=[tuple(range(len(input_docs)))],
         )(cls)
         # The gradient op reads the forward op's arguments: declare them so they parse without
         # "unknown argument" warnings.

@@ -29,7 +29,15 @@ import numpy as np
 
 from framework.errors import ArgumentError, ShapeError, TypeMismatchError
 
-FLOAT_T, INT_T, INDEX_T, NUMERIC_T, BOOL_T, STRING_T, ANY_T = "float", "int", "index", "numeric", "bool", "string", "any"
+FLOAT_T, INT_T, INDEX_T, NUMERIC_T, BOOL_T, STRING_T, ANY_T = (
+    "float",
+    "int",
+    "index",
+    "numeric",
+    "bool",
+    "string",
+    "any",
+)
 
 _KIND_TEST: dict[str, Callable[[np.dtype], bool]] = {
     FLOAT_T: lambda d: d.kind == "f",
@@ -93,9 +101,8 @@ def build_checks(
                     if t is not None:
                         x = op.input(i)
                         if not t[0](x.dtype):
-                            raise TypeMismatchError(
-                                f"{op.describe()}: {_blob(op, i)} must hold {t[1]}, got {_dtype_text(x)} {list(x.shape)}"
-                            )
+                            got = f"{_dtype_text(x)} {list(x.shape)}"
+                            raise TypeMismatchError(f"{op.describe()}: {_blob(op, i)} must hold {t[1]}, got {got}")
 
             checks.append(check_types)
     if ranks:
@@ -191,7 +198,9 @@ def check_indices(op: Any, i: int, idx: np.ndarray, bound: int, what: str = "", 
 def check_lengths(op: Any, i: int, lengths: np.ndarray, total: int | None = None, what: str = "") -> None:
     """ShapeError unless ``lengths`` (input ``i``) are integers >= 0 (summing to ``total`` if given)."""
     if lengths.dtype.kind not in "iu":
-        raise TypeMismatchError(f"{op.describe()}: {_blob(op, i)} must hold integer lengths, got {_dtype_text(lengths)}")
+        raise TypeMismatchError(
+            f"{op.describe()}: {_blob(op, i)} must hold integer lengths, got {_dtype_text(lengths)}"
+        )
     if lengths.size and int(lengths.min()) < 0:
         raise ShapeError(f"{op.describe()}: {_blob(op, i)} holds a negative length {int(lengths.min())}")
     if total is not None:
@@ -214,3 +223,39 @@ def check_arg_value(where: str, name: str, value: Any, low: Any, high: Any, choi
             raise ArgumentError(f"{where}: argument '{name}' = {v!r} must be >= {low}")
         if high is not None and v > high:
             raise ArgumentError(f"{where}: argument '{name}' = {v!r} must be <= {high}")
+
+
+def expect_shape(op: Any, i: int, x: np.ndarray, shape: Any, what: str = "") -> None:
+    """ShapeError naming op and blob unless input ``i`` (``x``) has exactly ``shape``."""
+    if tuple(x.shape) != tuple(shape):
+        raise ShapeError(
+            f"{op.describe()}: {_blob(op, i)} must have shape {list(shape)}"
+            + (f" ({what})" if what else "")
+            + f", got {list(x.shape)}"
+        )
+
+
+def expect_size(op: Any, i: int, x: np.ndarray, n: int, what: str = "") -> None:
+    """ShapeError naming op and blob unless input ``i`` (``x``) has ``n`` elements."""
+    if x.size != n:
+        raise ShapeError(
+            f"{op.describe()}: {_blob(op, i)} must have {n} elements"
+            + (f" ({what})" if what else "")
+            + f", got shape {list(x.shape)}"
+        )
+
+
+def expect_kind(op: Any, i: int, x: np.ndarray, kind: str) -> None:
+    """TypeMismatchError unless input ``i`` holds ``kind`` (a validation kind name, e.g. "float")."""
+    test, text = _type_test(kind)
+    if not test(x.dtype):
+        got = f"{_dtype_text(x)} {list(x.shape)}"
+        raise TypeMismatchError(f"{op.describe()}: {_blob(op, i)} must hold {text}, got {got}")
+
+
+def int_scalar(op: Any, i: int, what: str = "") -> int:
+    """The value of input ``i``, which must hold exactly one integer (TypeMismatchError/ShapeError)."""
+    x = op.input(i)
+    expect_kind(op, i, x, INT_T)
+    expect_size(op, i, x, 1, what or "a scalar")
+    return int(x.reshape(-1)[0])

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from framework.errors import GradientError, SchemaError
+from framework.errors import GradientError, SchemaError, ShapeError
 from framework.ops.gradient import gradient, should_not_do_gradient
 from framework.ops.math.broadcast import (
     BROADCAST_ARGS,
@@ -27,6 +27,7 @@ from framework.ops.math.elementwise import BROADCAST_DOC, Binary, binary_infer, 
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op
 from framework.ops.schema import FLOAT, INT, STRING, Arg, TensorSpec, pointwise_cost
+from framework.ops.validation import expect_shape
 
 
 def _div_compute(self: Binary, a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
@@ -137,6 +138,21 @@ class _BinaryGrad(Operator):
             t = self._tmp[key] = np.empty(shape, dtype)
         return t
 
+    def check_operands(self, dc: np.ndarray, dc_index: int, a_shape: tuple, b_shape: tuple) -> None:
+        """ShapeError unless dC has the shape the forward op gave C from A's and B's shapes."""
+        if self.legacy:
+            if int(np.prod(b_shape, dtype=np.int64)) != 1:
+                legacy_sizes(a_shape, b_shape, self.axis, self.describe())
+            c_shape = tuple(a_shape)
+        else:
+            try:
+                c_shape = np.broadcast_shapes(a_shape, b_shape)
+            except ValueError:
+                raise ShapeError(
+                    f"{self.describe()}: A {list(a_shape)} and B {list(b_shape)} do not broadcast together"
+                ) from None
+        expect_shape(self, dc_index, dc, c_shape, "the forward output's shape")
+
     def b_view(self, a_shape: tuple, b: np.ndarray) -> np.ndarray:
         if self.legacy and b.shape != a_shape:
             return b.reshape(b_view_shape(a_shape, b.shape, self.axis, self.describe()))
@@ -147,7 +163,7 @@ _GRAD_IN = [("dC", "gradient of C"), ("A", "forward input A"), ("B", "forward in
 _GRAD_OUT = [("dA", "gradient of A"), ("dB", "gradient of B")]
 
 
-def _register_grad(name: str):
+def _register_grad(name: str, kinds: str = "numeric"):
     return register_op(
         name,
         inputs=3,
@@ -160,6 +176,8 @@ def _register_grad(name: str):
         cost=pointwise_cost(2),
         category="math",
         private=True,
+        input_types=kinds,
+        same_type=[(0, 1, 2)],
     )
 
 
@@ -172,6 +190,7 @@ class AddGradient(_BinaryGrad):
     def run(self) -> None:
         dc, a, b = self.input(0), self.input(1), self.input(2)
         a_shape, b_shape = a.shape, b.shape
+        self.check_operands(dc, 0, a_shape, b_shape)
         # When dA is dC's blob, derive dB first (dA overwrites dC).
         if self.output_names[0] == self.input_names[0]:
             self._db(dc, b_shape)
@@ -201,6 +220,7 @@ class MulGradient(_BinaryGrad):
     def run(self) -> None:
         dc, a, b = self.input(0), self.input(1), self.input(2)
         a_shape, b_shape = a.shape, b.shape
+        self.check_operands(dc, 0, a_shape, b_shape)
         bv = self.b_view(dc.shape, b)
         first_b = self.output_names[0] == self.input_names[0]
         for which in (1, 0) if first_b else (0, 1):
@@ -242,6 +262,8 @@ def _div_grad_infer(args: Any, ins: list[TensorSpec]) -> list[TensorSpec]:
     cost=pointwise_cost(3),
     category="math",
     private=True,
+    input_types="float",
+    same_type=[(0, 1, 2, 3)],
 )
 class DivGradient(_BinaryGrad):
     """dA = dC / B and dB = -dC * C / B, each summed over broadcast dims. Inputs (dC, A, B, C),
@@ -254,7 +276,9 @@ class DivGradient(_BinaryGrad):
         else:
             dc, a, b, c = self.input(0), self.input(1), self.input(2), self.input(3)
             a_shape = a.shape
+            expect_shape(self, 3, c, dc.shape, "C, as dC")
         b_shape = b.shape
+        self.check_operands(dc, 2 if len(self.inputs) == 3 else 0, a_shape, b_shape)
         bv = self.b_view(dc.shape, b)
         # dB first: it reads dC, which dA may overwrite in place.
         db = self.output(1, b_shape, dc.dtype)
@@ -294,12 +318,19 @@ def _pow_grad_infer(args: Any, ins: list[TensorSpec]) -> list[TensorSpec]:
     cost=pointwise_cost(6),
     category="math",
     private=True,
+    input_types="float",
+    same_type=[(0, 1, 2, 3)],
 )
 class PowGradient(_BinaryGrad):
     """dX = E * X^(E-1) * dY; with an exponent tensor also dE = Y * log(X) * dY (summed over
     broadcast dims). Inputs (dY, X) with argument `exponent`, or (dY, X, E, Y)."""
 
     def setup(self) -> None:
+        if len(self.output_names) != len(self.input_names) // 2:
+            raise SchemaError(
+                f"{self.describe()}: the {len(self.input_names)}-input form produces "
+                f"{len(self.input_names) // 2} outputs, got {len(self.output_names)}"
+            )
         if len(self.input_names) == 2:
             if not self.args.has("exponent"):
                 raise self.arg_error("the 2-input form needs argument 'exponent'")
@@ -310,6 +341,7 @@ class PowGradient(_BinaryGrad):
     def run(self) -> None:
         dy, x = self.input(0), self.input(1)
         if len(self.inputs) == 2:
+            expect_shape(self, 0, dy, x.shape, "X's shape")
             e = self.args.exponent
             dx = self.output(0, x.shape, dy.dtype)
             np.power(x, x.dtype.type(e - 1), out=dx)
@@ -317,6 +349,8 @@ class PowGradient(_BinaryGrad):
             np.multiply(dx, dy, out=dx)
             return
         e, y = self.input(2), self.input(3)
+        self.check_operands(dy, 0, x.shape, e.shape)
+        expect_shape(self, 3, y, dy.shape, "dY's shape")
         ev = self.b_view(dy.shape, e)
         t = self.tmp(dy.shape, dy.dtype)
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -351,6 +385,7 @@ def _srl_infer(args: Any, ins: list[TensorSpec]) -> list[TensorSpec]:
     infer=_srl_infer,
     cost=pointwise_cost(1),
     category="math",
+    input_types=["numeric", "any"],
 )
 class SumReduceLike(Operator):
     """Sums A down to B's shape, B being a scalar or a contiguous sub-shape of A at `axis`
@@ -363,9 +398,9 @@ class SumReduceLike(Operator):
 
     def run(self) -> None:
         a, b = self.input(0), self.input(1)
-        out = self.output(0, b.shape, a.dtype)
         if int(np.prod(b.shape, dtype=np.int64)) != 1:
             legacy_sizes(a.shape, b.shape, self.axis, self.describe())
+        out = self.output(0, b.shape, a.dtype)
         legacy_sum_to_shape(a, b.shape, self.axis, out, self.describe())
 
 

@@ -20,6 +20,7 @@ from framework.ops.operator import Operator
 from framework.ops.pointwise import scratch
 from framework.ops.registry import register_op
 from framework.ops.schema import BOOL, Arg, TensorSpec, pointwise_cost, same_as_input
+from framework.ops.validation import expect_shape, expect_size
 
 _MANY = (1, float("inf"))
 
@@ -146,6 +147,7 @@ def _mean_grad_infer(args: Any, ins: list[TensorSpec]) -> list[TensorSpec]:
     cost=pointwise_cost(1),
     category="math",
     private=True,
+    input_types="float",
 )
 class MeanGradient(Operator):
     """dX_i = dY / n for each of the n inputs of Mean."""
@@ -190,6 +192,8 @@ for _t in ("MaxGradient", "MinGradient"):
         cost=pointwise_cost(2),
         category="math",
         private=True,
+        input_types={0: "numeric", 1: "float", "*": "numeric"},
+        same_shape=[(0, 1)],
     )(MaxGradient)
 
 
@@ -317,6 +321,7 @@ def _wsg_infer(args: Any, ins: list[TensorSpec]) -> list[TensorSpec]:
     cost=pointwise_cost(2),
     category="math",
     private=True,
+    input_types="float",
 )
 class WeightedSumGradient(Operator):
     """dX_i = w_i * dY; with grad_on_w=1 also dw_i = sum(dY * X_i) (shaped as w_i)."""
@@ -333,6 +338,10 @@ class WeightedSumGradient(Operator):
     def run(self) -> None:
         dy = self.input(0)
         n = (len(self.inputs) - 1) // 2
+        for k in range(n):
+            expect_size(self, 2 + 2 * k, self.input(2 + 2 * k), 1, "a weight is a scalar")
+            if self.args.grad_on_w:
+                expect_shape(self, 1 + 2 * k, self.input(1 + 2 * k), dy.shape, "dY's shape")
         if self.args.grad_on_w:
             for k in range(n):
                 x, w = self.input(1 + 2 * k), self.input(2 + 2 * k)

@@ -16,6 +16,7 @@ from framework.ops.math.elementwise import check_kind
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op
 from framework.ops.schema import INT, INTS, Arg, Cost, TensorSpec, numel_of
+from framework.ops.validation import check_lengths, expect_kind, expect_shape, expect_size
 
 _NP = {"Sum": np.sum, "Mean": np.mean, "Max": np.max, "Min": np.min}
 
@@ -116,6 +117,10 @@ class _ReduceGradient(Operator):
         dy, x, y = self.input(0), self.input(1), self.input(2)
         axes = canon_axes(self.args.axes, x.ndim, self.describe())
         kept = reduced_shape(x.shape, axes, True)
+        n = int(np.prod(kept, dtype=np.int64))
+        expect_size(self, 0, dy, n, f"the reduction of X {list(x.shape)} over axes {list(axes)}")
+        if self.kind in ("Max", "Min"):
+            expect_size(self, 2, y, n, f"the reduction of X {list(x.shape)} over axes {list(axes)}")
         dyk = dy.reshape(kept)
         dx = self.output(0, x.shape, dy.dtype)
         if self.kind == "Sum":
@@ -150,6 +155,8 @@ for _k in ("Sum", "Mean", "Max", "Min"):
         cost=reduce_cost,
         category="reduction",
         private=True,
+        input_types=["float", "numeric", "numeric"],
+        same_type=[(1, 2)],
     )(type(f"Reduce{_k}Gradient", (_ReduceGradient,), {"kind": _k, "__doc__": _ReduceGradient.__doc__}))
 
 
@@ -199,6 +206,7 @@ class _FrontBack(Operator):
         if len(self.inputs) > 1:
             lengths = self.input(1)
             n_seg, seg_len = x2.shape[1], x2.shape[0]
+            expect_kind(self, 1, lengths, "int")
             if lengths.shape != (n_seg,):
                 raise ShapeError(
                     f"{self.describe()}: lengths ('{self.input_names[1]}') must have shape [{n_seg}], "
@@ -254,10 +262,15 @@ class _FrontBackGradient(_FrontBack):
         seg_len, n_seg = (rows, cols) if self.front else (cols, rows)
         has_y = self.kind == "Max"
         lengths = self.input(3 if has_y else 2) if len(self.inputs) > (3 if has_y else 2) else None
-        if dy.size != (cols if self.front else rows):
-            raise ShapeError(
-                f"{self.describe()}: dY '{self.input_names[0]}' {list(dy.shape)} does not fit X's shape {list(xshape)}"
-            )
+        expect_size(self, 0, dy, n_seg, f"X {list(xshape)} reduced over num_reduce_dim={self.args.num_reduce_dim}")
+        if has_y:
+            expect_size(self, 2, self.input(2), n_seg, "the forward output")
+        if lengths is not None:
+            li = 3 if has_y else 2
+            expect_shape(self, li, lengths, (n_seg,), "one length per output element")
+            check_lengths(self, li, lengths)
+            if lengths.size and int(lengths.max()) > seg_len:
+                raise ShapeError(f"{self.describe()}: lengths must lie in [0, {seg_len}], got {int(lengths.max())}")
         dx = self.output(0, xshape, dy.dtype)
         dx2 = dx.reshape(rows, cols)
         if not self.front:
@@ -312,6 +325,7 @@ for _k in ("Sum", "Mean", "Max"):
             cost=reduce_cost,
             category="reduction",
             private=True,
+            input_types={0: "float", 1: "float" if _k == "Max" else "numeric", 2: "float" if _k == "Max" else "int", 3: "int"},
         )(type(_name + "Gradient", (_FrontBackGradient,), {"kind": _k, "front": _front}))
 
 

@@ -15,6 +15,7 @@ from framework.ops.math.reduce import canon_axes, lowest, reduce_cost, reduced_s
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op
 from framework.ops.schema import BOOL, INT, Arg, TensorSpec
+from framework.ops.validation import expect_shape, expect_size
 
 
 def _scalar_like(args: Any, ins: list[TensorSpec]) -> list[TensorSpec]:
@@ -70,6 +71,7 @@ class SumElementsGradient(Operator):
 
     def run(self) -> None:
         x, dy = self.input(0), self.input(1)
+        expect_size(self, 1, dy, 1, "the gradient of a scalar")
         dx = self.output(0, x.shape, dy.dtype)
         g = dy.reshape(())
         if self.args.average and x.size:
@@ -92,6 +94,7 @@ for _name, _sq in (("SumElementsGradient", False), ("SumSqrElementsGradient", Tr
         cost=reduce_cost,
         category="reduction",
         private=True,
+        input_types=["numeric" if not _sq else "float", "float"],
     )(type(_name, (SumElementsGradient,), {"square": _sq}))
 
 
@@ -145,6 +148,9 @@ class RowwiseMaxGradient(Operator):
 
     def run(self) -> None:
         x, y, dy = self.input(0), self.input(1), self.input(2)
+        shape = (x.shape[0], x.shape[1]) if self.axis == 2 else (x.shape[0], x.shape[2])
+        expect_shape(self, 1, y, shape, "the forward output")
+        expect_shape(self, 2, dy, shape, "the forward output")
         dx = self.output(0, x.shape, dy.dtype)
         np.multiply(np.expand_dims(dy, self.axis), x == np.expand_dims(y, self.axis), out=dx)
 
@@ -172,6 +178,8 @@ for _name, _axis, _doc in (
         cost=reduce_cost,
         category="reduction",
         private=True,
+        input_types="float",
+        ranks={0: 3},
     )(type(_name + "Gradient", (RowwiseMaxGradient,), {"axis": _axis}))
 
 

@@ -132,7 +132,10 @@ class _UnaryGrad(Operator):
     def run(self) -> None:
         v = self.input(1 - self.dy_index)
         dy = self.input(self.dy_index)
-        self.kernel(v, dy, self.output(0, dy.shape, dy.dtype))
+        out = self.output(0, dy.shape, dy.dtype)
+        if dy.ndim == 0:  # numpy ufuncs on 0-d arrays return scalars: compute on 1-element views
+            v, dy, out = v.reshape(1), dy.reshape(1), out.reshape(1)
+        self.kernel(v, dy, out)
 
 
 def _unary_grad(
@@ -163,6 +166,9 @@ def _unary_grad(
         cost=pointwise_cost(2),
         category="math",
         private=True,
+        input_types="float",
+        same_type=[(0, 1)],
+        same_shape=[(0, 1)],
     )(cls)
 
 

@@ -91,6 +91,7 @@ def _relu_bounds(dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
     infer=same_as_input(1),
     category="activation",
     private=True,
+    input_types="numeric",
 )
 class ReluGradient(Operator):
     """dX = dY where Y > 0, else 0."""

@@ -192,6 +192,8 @@ class SpatialBNGradient(_BNBase):
             raise ShapeError(
                 f"{self.describe()}: '{self.input_names[2]}' must have X's shape {x.shape}, got {dy.shape}"
             )
+        for i, a in ((1, scale), (2, dy), (3, mean), (4, iv)):
+            self._check_vec(i, a, self._c if i != 2 else None, x.dtype)
         c, b = self._c, self._bshape
         rstd = self._rstd
         if self.args.is_test:

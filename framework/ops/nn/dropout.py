@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from framework.errors import ShapeError
+from framework.errors import ShapeError, TypeMismatchError
 from framework.ops.gradient import gradient
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op
@@ -40,6 +40,7 @@ def _infer(args, ins):
     allow_inplace={(0, 0)},
     infer=_infer,
     category="normalization",
+    input_types="float",
 )
 class Dropout(Operator):
     """Dropout (Caffe2's): in training each element is kept with probability 1 - ratio and
@@ -87,6 +88,7 @@ class Dropout(Operator):
     category="normalization",
     aliases=("DropoutGradient",),
     private=True,
+    input_types={0: "float"},
 )
 class DropoutGrad(Operator):
     """dX = dY * mask / (1 - ratio) in training; dX = dY with is_test=1."""
@@ -101,6 +103,8 @@ class DropoutGrad(Operator):
         if len(self.inputs) < 2:
             raise self.arg_error("in training mode DropoutGrad needs the mask input")
         mask = self.input(1)
+        if mask.dtype.kind not in "biuf":
+            raise TypeMismatchError(f"{self.describe()}: mask '{self.input_names[1]}' must be bool, got {mask.dtype}")
         if mask.shape != dy.shape:
             raise ShapeError(f"{self.describe()}: mask '{self.input_names[1]}' has shape {mask.shape}, dY {dy.shape}")
         np.multiply(dy, mask, out=dx)

@@ -3,9 +3,12 @@ ResizeNearest, with their gradient ops (Caffe2 semantics)."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from framework.errors import ShapeError
+from framework.memory.allocator import check_elements
 from framework.ops.gradient import gradient
 from framework.ops.nn.conv_args import (
     ConvPoolOp,
@@ -21,6 +24,7 @@ from framework.ops.nn.conv_args import (
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op
 from framework.ops.schema import FLOAT, INT, STRING, UNKNOWN, Arg, TensorSpec, same_as_input
+from framework.ops.validation import expect_shape
 
 
 def _perm_infer(to_nhwc: bool):
@@ -109,6 +113,7 @@ class _Shuffle(Operator):
     output_docs=[("Y", "shuffled")],
     infer=same_as_input(0),
     category="image",
+    ranks={0: (2, None)},
 )
 class ChannelShuffle(_Shuffle):
     """ShuffleNet's channel shuffle: channels seen as (group, C/group) are transposed to
@@ -122,6 +127,7 @@ class ChannelShuffle(_Shuffle):
     output_docs=[("dX", "gradient of X")],
     infer=same_as_input(0),
     category="image",
+    ranks={0: (2, None)},
     private=True,
 )
 class ChannelShuffleGradient(_Shuffle):
@@ -144,6 +150,7 @@ _PAD_ARGS = conv_pool_args(group=False) + [
 
 
 def _pad_maps(size, head, tail, mode):
+    check_elements((size + head + tail,), 8, "the padded size")
     idx = np.arange(-head, size + tail)
     if mode == "reflect":
         period = 2 * (size - 1) if size > 1 else 1
@@ -221,6 +228,7 @@ def _infer_pad_grad(args, ins):
     output_docs=[("Y", "padded")],
     infer=_infer_pad,
     category="image",
+    ranks={0: (3, None)},
 )
 class PadImage(_Pad):
     """Pads the spatial dims (Caffe2's PadImage): pads as Conv's, mode constant (value),
@@ -257,6 +265,7 @@ class PadImage(_Pad):
     infer=_infer_pad_grad,
     category="image",
     private=True,
+    ranks={0: (3, None)},
 )
 class PadImageGradient(_Pad):
     """Sums the gradient of every padded cell back onto the input cell it copies."""
@@ -266,7 +275,11 @@ class PadImageGradient(_Pad):
         n, c, psp = split_layout(dy.shape, self.order)
         r = len(psp)
         p = self.spec.pads if isinstance(self.spec.pads, tuple) else (self.spec.pads,) * (2 * r)
+        if len(p) != 2 * r:
+            raise ShapeError(f"{self.describe()}: {len(p)} pads for {r} spatial dims of dY {list(dy.shape)}")
         sp = tuple(s - p[i] - p[r + i] for i, s in enumerate(psp))
+        if any(s < 0 for s in sp):
+            raise ShapeError(f"{self.describe()}: dY {list(dy.shape)} is smaller than the pads {list(p)}")
         xshape = join_layout(n, c, sp, self.order)
         if self._key != xshape:
             self._prepare(xshape)
@@ -342,6 +355,7 @@ class Im2Col(ConvPoolOp):
     infer=lambda a, ins: [ins[1]],
     category="image",
     private=True,
+    input_types=["float", "numeric"],
 )
 class Col2Im(ConvPoolOp):
     """Inverse of Im2Col's gather: each column entry is added back to its image cell."""
@@ -391,6 +405,7 @@ def _rn_index(n_out: int, n_in: int, scale: float) -> np.ndarray:
 def _rn_maps(h, w, hs, ws, oh=None, ow=None):
     oh = _rn_size(h, hs) if oh is None else oh
     ow = _rn_size(w, ws) if ow is None else ow
+    check_elements((oh, ow), 8, "the resized image")
     return _rn_index(oh, h, hs), _rn_index(ow, w, ws)
 
 
@@ -421,8 +436,11 @@ class ResizeNearest(Operator):
     Sizes and indices are computed in float32, as Caffe2's C++ (the scales are floats)."""
 
     def setup(self) -> None:
-        if self.args.width_scale <= 0 or self.args.height_scale <= 0:
-            raise self.arg_error("width_scale and height_scale must be > 0")
+        if not (0 < self.args.width_scale < math.inf and 0 < self.args.height_scale < math.inf):
+            raise self.arg_error(
+                f"width_scale and height_scale must be finite and > 0, got {self.args.width_scale}, "
+                f"{self.args.height_scale}"
+            )
         self._key = None
 
     def _prep(self, shape, out_hw=None):
@@ -459,6 +477,7 @@ class ResizeNearest(Operator):
     infer=lambda a, ins: [ins[1]],
     category="image",
     private=True,
+    input_types=["float", "numeric"],
 )
 class ResizeNearestGradient(ResizeNearest):
     """Sums dY over the output cells reading each input cell (Caffe2's loop: every cell

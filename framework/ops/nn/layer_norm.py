@@ -12,6 +12,7 @@ from framework.ops.gradient import gradient
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op
 from framework.ops.schema import BOOL, FLOAT, INT, UNKNOWN, Arg, TensorSpec
+from framework.ops.validation import expect_shape, expect_size
 
 _LN_ARGS = [
     Arg("axis", INT, 1, "normalize over the dims from axis on"),
@@ -59,6 +60,8 @@ def _infer_ln(args, ins):
     ],
     infer=_infer_ln,
     category="normalization",
+    input_types="float",
+    same_type=[(0, 1, 2)],
 )
 class LayerNorm(Operator):
     """Layer normalization (Caffe2's LayerNorm): X is viewed as (prod(dims[:axis]),
@@ -78,6 +81,9 @@ class LayerNorm(Operator):
             self._eps = x.dtype.type(self.args.epsilon)
             self._key = (x.shape, x.dtype)
         rows, d = self._rows, self._d
+        if len(self.inputs) == 3:
+            expect_size(self, 1, self.input(1), d, f"X's dims from axis {self.args.axis}")
+            expect_size(self, 2, self.input(2), d, f"X's dims from axis {self.args.axis}")
         mean = self.output(1, self._sshape, x.dtype)
         std = self.output(2, self._sshape, x.dtype)
         y = self.output(0, x.shape, x.dtype)
@@ -113,6 +119,8 @@ class LayerNorm(Operator):
     infer=lambda args, ins: [ins[4]] + ([ins[5], ins[6]] if len(ins) == 7 and args.num_outputs == 3 else []),
     category="normalization",
     private=True,
+    input_types="float",
+    same_type=[(0, 1, 2, 3, 4, 5, 6)],
 )
 class LayerNormGradient(Operator):
     """dX = (g - mean(g) - xhat * mean(g * xhat)) / std with g = dY * gamma (or dY)."""
@@ -134,6 +142,12 @@ class LayerNormGradient(Operator):
             self._r1 = np.empty((self._rows, 1), x.dtype)
             self._key = (x.shape, x.dtype)
         rows, d = self._rows, self._d
+        expect_shape(self, 0, dy, x.shape, "X's shape")
+        expect_size(self, 2, mean, rows, "one per normalized row")
+        expect_size(self, 3, std, rows, "one per normalized row")
+        if len(self.inputs) == 7:
+            expect_size(self, 5, self.input(5), d, "the normalized width")
+            expect_size(self, 6, self.input(6), d, "the normalized width")
         xhat, g, r1 = self._xhat, self._g, self._r1
         s2 = std.reshape(rows, 1)
         np.subtract(x.reshape(rows, d), mean.reshape(rows, 1), out=xhat)

@@ -13,6 +13,7 @@ from framework.ops.gradient import gradient
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op
 from framework.ops.schema import FLOAT, INT, REQUIRED, STRING, Arg, TensorSpec
+from framework.ops.validation import expect_shape, expect_size
 
 ORDER_ARG = Arg("order", STRING, "NCHW", "storage order: NCHW or NHWC")
 
@@ -49,7 +50,7 @@ class NormOp(Operator):
             raise TypeMismatchError(f"{self.describe()}: input '{self.input_names[0]}' must be float, got {x.dtype}")
 
     def _check_vec(self, i, a, c, dtype):
-        if a.shape != (c,):
+        if c is not None and a.shape != (c,):
             raise ShapeError(f"{self.describe()}: '{self.input_names[i]}' must have shape ({c},), got {a.shape}")
         if a.dtype != dtype:
             raise TypeMismatchError(f"{self.describe()}: '{self.input_names[i]}' has dtype {a.dtype}, expected {dtype}")
@@ -277,8 +278,14 @@ class InstanceNormGradient(_INBase):
             self._xhat = np.empty(x.shape, x.dtype)
             self._s1 = np.empty(self._nc, x.dtype)
             self._s2 = np.empty(self._nc, x.dtype)
+        self._check_vec(1, scale, self._c, x.dtype)
+        self._check_vec(3, dy, None, x.dtype)
+        expect_shape(self, 3, dy, x.shape, "X's shape")
         if len(self.inputs) == 6:
             mean, inv = self.input(4), self.input(5)
+            for i, a in ((4, mean), (5, inv)):
+                self._check_vec(i, a, None, x.dtype)
+                expect_size(self, i, a, int(np.prod(self._nc, dtype=np.int64)), "one per (instance, channel)")
         else:
             mean, inv = self._mean, self._inv
             self._stats(x, mean, inv)

@@ -25,6 +25,7 @@ _F32 = np.dtype(np.float32)
     output_docs=[("output", "float32 [min, max, mean, std] (std unbiased; 0 for one element)")],
     infer=lambda args, ins: [TensorSpec(_STATS, _F32)] * args.num_outputs,
     category="utility",
+    input_types="numeric",
 )
 class Summarize(Operator):
     """Four statistics of the input: min, max, mean and the unbiased standard deviation.

@@ -23,10 +23,12 @@ from typing import Any
 import numpy as np
 
 from framework.errors import ShapeError, TypeMismatchError
+from framework.memory.allocator import check_elements
 from framework.ops.gradient import gradient
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op
 from framework.ops.schema import INT, UNKNOWN, Arg, TensorSpec
+from framework.ops.validation import check_lengths, expect_kind
 
 LAYOUTS = ("Lengths", "SortedSegment", "UnsortedSegment")
 REDUCERS = ("Sum", "Mean", "WeightedSum")
@@ -287,7 +289,14 @@ class SegmentReductionGradient(Operator):
         at = {r: i for i, r in enumerate(self.roles)}
         dy = self.input(at["dY"])
         seg_in = self.input(at["SEGMENT"])
-        n = int(seg_in.sum()) if self.layout == "Lengths" else len(seg_in)
+        if seg_in.ndim != 1:
+            raise ShapeError(f"{self.describe()}: {self.layout.lower()} input must be 1-D, got {list(seg_in.shape)}")
+        if self.layout == "Lengths":
+            check_lengths(self, at["SEGMENT"], seg_in)
+        else:
+            expect_kind(self, at["SEGMENT"], seg_in, "int")
+        n = int(seg_in.sum(dtype=np.int64)) if self.layout == "Lengths" else len(seg_in)
+        check_elements((n, *dy.shape[1:]), dy.dtype.itemsize, f"the gradient of {self.describe()}")
         seg, k = segment_ids(self, self.layout, at["SEGMENT"], n, dy.shape[0] if dy.ndim else 0)
         if dy.ndim < 1 or dy.shape[0] != k:
             raise ShapeError(f"{self.describe()}: dY has shape {list(dy.shape)}, expected {k} segments first")

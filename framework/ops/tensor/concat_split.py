@@ -13,6 +13,7 @@ from framework.ops.gradient import gradient
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op
 from framework.ops.schema import BOOL, INT, INTS, STRING, Arg, TensorSpec
+from framework.ops.validation import expect_kind
 from framework.proto.args import make_argument
 from framework.proto.framework_pb2 import OperatorDef
 
@@ -213,6 +214,7 @@ class Split(_AxisOp):
         n = len(self.outputs)
         dim = x.shape[a]
         if self.args.num_inputs == 2:
+            expect_kind(self, 1, self.input(1), "int")
             sizes = [int(s) for s in self.input(1).reshape(-1)]
             if len(sizes) != n:
                 raise self._err(f"split input '{self.input_names[1]}' has {len(sizes)} sizes for {n} outputs")

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from framework.errors import GradientError, ShapeError, TypeMismatchError
+from framework.errors import ArgumentError, GradientError, ShapeError, TypeMismatchError
 from framework.memory.typemeta import TypeMeta
 from framework.ops.gradient import gradient, no_gradient, should_not_do_gradient
 from framework.ops.operator import Operator
@@ -123,7 +123,7 @@ class SliceGradient(_SliceBase):
             raise _err(self, f"dY {dy.shape} does not match the slice window {window}")
         dx = self.output(0, x.shape, dy.dtype)
         dx.fill(0)
-        np.copyto(dx[tuple(slice(s, e) for s, e in b)], dy)
+        np.copyto(dx[tuple(slice(s, e) for s, e in b) + (Ellipsis,)], dy)
 
 
 @gradient("Slice")
@@ -226,14 +226,22 @@ def _gather_grad(g):
 
 
 # -- Cast ---------------------------------------------------------------------------------------------
+def _number(v: Any) -> float | int:
+    text = v.decode() if isinstance(v, bytes) else str(v)
+    try:
+        return int(text)
+    except ValueError:
+        return float(text)
+
+
 def cast_data_type(value: Any) -> int:
     """A DataType from an int or a name ("FLOAT", "float", "int64"...), as Caffe2's GetCastDataType."""
     if isinstance(value, (bytes, str)):
-        name = value.decode() if isinstance(value, bytes) else value
         try:
+            name = value.decode() if isinstance(value, bytes) else value
             return TensorProto.DataType.Value(name.upper())
-        except ValueError:
-            raise ValueError(f"unknown data type name {name!r}") from None
+        except (ValueError, UnicodeDecodeError):
+            raise ArgumentError(f"unknown data type name {value!r}") from None
     return int(value)
 
 
@@ -282,6 +290,13 @@ class Cast(Operator):
         out = self.output(0, x.shape, self._dtype)
         if self._dtype.kind == "O" and x.dtype.kind != "O":
             out.reshape(-1)[:] = [str(v).encode() for v in x.reshape(-1).tolist()]
+        elif x.dtype.kind == "O" and self._dtype.kind != "O":
+            try:
+                np.copyto(out, np.array([_number(v) for v in x.reshape(-1)]).reshape(x.shape), casting="unsafe")
+            except (ValueError, TypeError, UnicodeDecodeError, OverflowError):
+                raise TypeMismatchError(
+                    f"{self.describe()}: input 0 ('{self.input_names[0]}') holds strings that are not numbers"
+                ) from None
         else:
             np.copyto(out, x, casting="unsafe")
 

@@ -20,6 +20,7 @@ from framework.ops.gradient import gradient, should_not_do_gradient
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op
 from framework.ops.schema import INT, INTS, Arg, TensorSpec
+from framework.ops.validation import int_scalar
 
 _INT64 = np.dtype(np.int64)
 
@@ -368,8 +369,8 @@ class _TileBase(Operator):
     def tiles_axis(self, ndim: int, start: int) -> tuple[int, int]:
         tiles, axis = self.args.tiles, self.args.axis
         if self.args.num_inputs > start:
-            tiles = int(self.input(start).reshape(-1)[0])
-            axis = int(self.input(start + 1).reshape(-1)[0])
+            tiles = int_scalar(self, start, "the number of tiles")
+            axis = int_scalar(self, start + 1, "the axis")
         if tiles < 0:
             raise _shape_error(self, f"'tiles' must be >= 0, got {tiles}")
         return tiles, _canon(self, axis, ndim, "the input")

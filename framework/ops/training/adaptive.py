@@ -100,8 +100,8 @@ class _SparseAdagradBase(UpdateOp):
     through, then ``apply`` row after row (repeated indices apply one after another)."""
 
     def run(self) -> None:
-        self.check_moment()
         idx, g = self.rows(0, 2, 3)
+        self.check_moment()
         lr = self.scalar(4)
         p, h = copy_through(self, [(0, 0), (1, 1)])
         self.apply(idx, g, lr, p, h, self.args.epsilon, self.args.weight_decay)

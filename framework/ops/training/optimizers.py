@@ -19,6 +19,7 @@ from framework.errors import ShapeError
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op
 from framework.ops.schema import UNKNOWN, TensorSpec
+from framework.ops.validation import expect_kind
 
 
 def like_inputs(*idx: int):
@@ -53,6 +54,7 @@ class UpdateOp(Operator):
     def scalar(self, i: int) -> np.ndarray:
         """Input ``i`` as a 0-d view; it must hold exactly one element."""
         x = self.input(i)
+        expect_kind(self, i, x, "numeric")
         if x.size != 1:
             raise ShapeError(
                 f"{self.describe()}: input {i} ('{self.input_names[i]}') must hold one element "
@@ -63,6 +65,11 @@ class UpdateOp(Operator):
     def rows(self, param: int, indices: int, grad: int) -> tuple[np.ndarray, np.ndarray]:
         """Indices (flattened) and the gradient as [n, row...], checked against the parameter."""
         p, idx, g = self.input(param), self.input(indices), self.input(grad)
+        if p.ndim < 1:
+            raise ShapeError(f"{self.describe()}: '{self.input_names[param]}' must have rows, got a scalar")
+        expect_kind(self, param, p, "float")
+        expect_kind(self, indices, idx, "int")
+        expect_kind(self, grad, g, "float")
         idx = idx.reshape(-1)
         if g.size != idx.size * int(np.prod(p.shape[1:], dtype=np.int64)):
             raise ShapeError(
