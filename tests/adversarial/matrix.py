@@ -38,6 +38,7 @@ class Case(NamedTuple):
     args: tuple  # (name, value) pairs; value typed as the Argument field to set
     n_out: int
     preset_outputs: bool = False  # outputs exist beforehand with data of their own
+    inplace: tuple = ()  # (input, output) pairs run in place (the output is the input's blob)
 
 
 def _counts(spec: Any, limit: int = 8) -> list[int]:
@@ -149,11 +150,30 @@ def cases(schema: OpSchema) -> Iterator[Case]:
         # an empty blob (no tensor) and a non-tensor blob
         yield Case(f"uninitialized x{n}", (None,) + tuple(VALUES["f32"](k) for k in range(1, n)), (), n_out)
         yield Case(f"string-blob x{n}", ("text",) + tuple(VALUES["f32"](k) for k in range(1, n)), (), n_out)
+    # in place (optimizer state, activations): one other input hostile; the in-place input must survive
+    pairs = _inplace_pairs(schema, n_in, n_out)
+    if pairs:
+        for j in range(n_in):
+            for fam in ("str", "rank5", "empty", "i64", "big_idx"):
+                vals = tuple(VALUES[fam](k) if k == j else VALUES["rank4"](k) for k in range(n_in))
+                yield Case(f"inplace {pairs} in{j}-{fam}", vals, (), n_out, inplace=pairs)
     # bad arguments, on plain float inputs; outputs existing beforehand (must stay untouched)
     base = tuple(VALUES["rank4"](k) for k in range(n_in))
     for label, args in _arg_cases(schema):
         yield Case(f"arg {label}", base, args, n_out, preset_outputs=True)
     yield Case("arg unknown-kind", base, tuple((name, [b"x", b"y"]) for name in list(schema.args)[:3]), n_out)
+
+
+def _inplace_pairs(schema: OpSchema, n_in: int, n_out: int) -> tuple:
+    """In-place (input, output) pairs the schema allows for these counts (one output per input)."""
+    pairs, used = [], set()
+    for o in range(n_out):
+        for i in range(n_in):
+            if i not in used and schema.inplace_allowed(i, o):
+                pairs.append((i, o))
+                used.add(i)
+                break
+    return tuple(pairs)
 
 
 # -- running -----------------------------------------------------------------------------------
@@ -184,7 +204,7 @@ def build(schema: OpSchema, case: Case) -> tuple[Workspace, OperatorDef]:
     op = OperatorDef(type=schema.type)
     op.input.extend(f"in{k}" for k in range(len(case.inputs)))
     outs = [f"out{k}" for k in range(case.n_out)]
-    for i, o in schema.enforced_pairs(len(case.inputs), case.n_out):
+    for i, o in schema.enforced_pairs(len(case.inputs), case.n_out) + list(case.inplace):
         outs[o] = f"in{i}"
     op.output.extend(outs)
     for name, value in case.args:
