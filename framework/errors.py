@@ -78,3 +78,7 @@ class DBError(FrameworkError, IOError):
 
 class ResourceLimitError(FrameworkError, MemoryError):
     """A request for more memory (or threads, or bytes) than the configured limit allows."""
+
+
+class PathNotAllowedError(FrameworkError, PermissionError):
+    """A file write outside the folders the workspace allows (its root folder and allow_paths)."""

@@ -75,6 +75,20 @@ def build_parser() -> argparse.ArgumentParser:
         help="intra-op threads: conv and big passes split over N threads, BLAS one thread each "
         "(default: $FRAMEWORK_NUM_THREADS, else 1)",
     )
+    parser.add_argument(
+        "--root",
+        metavar="DIR",
+        default=None,
+        help="root folder of the workspace: ops of a net (Save, Checkpoint, Print to_file...) write only "
+        "inside it (default: the current folder)",
+    )
+    parser.add_argument(
+        "--allow-write",
+        metavar="DIR",
+        action="append",
+        default=[],
+        help="also let ops write inside DIR (absolute paths with absolute_path: 1); repeatable",
+    )
     parser.add_argument("--version", action="version", version=_version())
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
@@ -99,6 +113,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         from framework.parallel import set_num_threads
 
         set_num_threads(args.threads)
+    from framework.cli import common
+
+    common.set_write_policy(args.root, args.allow_write)
     try:
         result = args.func(args)
         sys.stdout.flush()
@@ -119,9 +136,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         if hint:
             print(f"hint: {hint}", file=sys.stderr)
         return end_job(2)
-    except Exception:
-        traceback.print_exc()
-        print("error: internal error (a bug in framework); please report the traceback above", file=sys.stderr)
+    except Exception as e:
+        if args.debug:
+            traceback.print_exc()
+            print("error: internal error (a bug in framework); please report the traceback above", file=sys.stderr)
+        else:
+            print(f"error: internal error (a bug in framework): {type(e).__name__}: {one_line(e)}", file=sys.stderr)
+            print("hint: run again with --debug to see the traceback, and please report it", file=sys.stderr)
         return end_job(1)
 
 
@@ -166,9 +187,15 @@ def _hint_for(e: BaseException) -> str:
         (errors.ShapeError, "check the input shapes: `framework inspect NET --shape NAME=D1,D2` infers them"),
         (errors.ArgumentError, "`framework ops TYPE` lists the op's arguments with their kinds and defaults"),
         (errors.DBError, "`framework inspect PATH` tells what a DB or checkpoint holds"),
+        (
+            errors.PathNotAllowedError,
+            "a net may write only inside --root (default: the current folder); --allow-write DIR allows more",
+        ),
+        (errors.ResourceLimitError, "FRAMEWORK_MAX_ALLOC_BYTES raises the limit if the request is genuine"),
     )
+    causes = [e] + ([e.__cause__] if isinstance(e, errors.OperatorError) and e.__cause__ is not None else [])
     for kind, hint in hints:
-        if isinstance(e, kind):
+        if any(isinstance(c, kind) for c in causes):
             return hint + " (--debug shows the traceback)"
     return "run again with --debug for the full traceback"
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 
@@ -118,8 +118,21 @@ def summarize(name: str, value: Any, limit: int = 8) -> str:
     return f"{head}{stats}\n  {values}{more}"
 
 
-def new_workspace(root_folder: str = ".") -> Workspace:
-    return Workspace(root_folder=root_folder, name="cli")
+# Where nets run by the CLI may write (--root, --allow-write): a net read from disk is confined.
+_WRITE_POLICY: list = [None, ()]
+
+
+def set_write_policy(root: str | None, allow_write: Sequence[str] = ()) -> None:
+    """The CLI's --root (None: the current folder) and --allow-write folders."""
+    _WRITE_POLICY[:] = [root, tuple(allow_write or ())]
+
+
+def new_workspace(root_folder: str | None = None) -> Workspace:
+    """A workspace whose ops write only inside the root folder (--root) and --allow-write folders."""
+    root = root_folder if root_folder is not None else (_WRITE_POLICY[0] or ".")
+    if not os.path.isdir(root):
+        raise CLIError(f"--root {root}: not a folder")
+    return Workspace(root_folder=root, name="cli", allow_paths=_WRITE_POLICY[1])
 
 
 def load_checkpoint(ws: Workspace, path: str) -> list[str]:

@@ -20,6 +20,7 @@ from typing import Any, Iterable
 
 from framework.errors import BlobNotFoundError, FrameworkError, NetError, UninitializedError
 from framework.memory.blob import Blob
+from framework.memory.paths import check_write_path, normalize_allow_paths
 from framework.memory.tensor import Tensor, as_tensor_array
 
 
@@ -32,10 +33,21 @@ def suggest(name: str, candidates: Iterable[str], n: int = 3) -> str:
 class Workspace:
     """Named blobs and nets; see module doc."""
 
-    def __init__(self, root_folder: str | os.PathLike = ".", parent: Workspace | None = None, name: str = "") -> None:
+    def __init__(
+        self,
+        root_folder: str | os.PathLike = ".",
+        parent: Workspace | None = None,
+        name: str = "",
+        allow_paths: Iterable[str | os.PathLike] | None = None,
+    ) -> None:
         self.name = name
         self._root_folder = os.fspath(root_folder)
         self.parent = parent
+        # Where ops may write (framework.memory.paths): None = Caffe2's behaviour (absolute paths
+        # anywhere); a tuple = only the root folder and these folders. A child inherits the policy.
+        self._allow_paths = normalize_allow_paths(allow_paths)
+        if allow_paths is None and parent is not None and parent._allow_paths is not None:
+            self._allow_paths = parent._allow_paths + (os.path.realpath(parent.root_folder),)
         self._blobs: dict[str, Blob] = {}
         self._forwarded: dict[str, tuple[Workspace, str]] = {}
         self._nets: dict[str, Any] = {}
@@ -52,10 +64,24 @@ class Workspace:
         self._root_folder = os.fspath(folder)
 
     def resolve_path(self, path: str, absolute: bool = False) -> str:
-        """``path`` itself when absolute (or asked so), else joined to the root folder."""
+        """``path`` itself when absolute (or asked so), else joined to the root folder (for reading)."""
         if absolute or os.path.isabs(path):
             return path
         return os.path.join(self._root_folder, path)
+
+    @property
+    def allow_paths(self) -> tuple[str, ...] | None:
+        """Folders besides the root folder where ops may write; None: absolute paths anywhere."""
+        return self._allow_paths
+
+    @allow_paths.setter
+    def allow_paths(self, paths: Iterable[str | os.PathLike] | None) -> None:
+        self._allow_paths = normalize_allow_paths(paths)
+
+    def resolve_write_path(self, path: str, absolute: bool = False, what: str = "write") -> str:
+        """The path an op writes for ``path``; PathNotAllowedError (naming ``what`` and the path)
+        if the workspace's policy refuses it (see ``framework.memory.paths``)."""
+        return check_write_path(os.fspath(path), self._root_folder, self._allow_paths, absolute, what)
 
     # -- blobs ----------------------------------------------------------------
     def _find(self, name: str) -> Blob | None:

@@ -62,6 +62,11 @@ def wrap_op_error(op: Operator, e: BaseException, net_name: str | None = None) -
         msg += "\n" + details[1]
     if op.debug_info:
         msg += f"\nthe op was created at:\n{op.debug_info}"
+    if net_name:
+        msg += (
+            f"\nnote: as in Caffe2, the ops of net '{net_name}' that already ran stay run (their outputs "
+            "are updated); the failed op changed none of its outputs (docs/reliability.md)"
+        )
     err = OperatorError(msg)
     err.op_index = op.index
     err.op_type = op.type

@@ -9,6 +9,8 @@ Relative paths resolve against the workspace root folder unless
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from framework.db import db_exists
@@ -76,7 +78,9 @@ class Save(Operator):
             raise self.arg_error(f"chunk_size must be -1 (default), 0 (no chunking) or > 0, got {a.chunk_size}")
 
     def run(self) -> None:
-        path = self.workspace.resolve_path(self.args.db, bool(self.args.absolute_path))
+        path = self.workspace.resolve_write_path(
+            self.args.db, bool(self.args.absolute_path), f"{self.describe()}: argument 'db'"
+        )
         write_blobs(self.args.db_type, path, zip(self.keys, self.inputs), self.args.chunk_size, bool(self.args.typed))
 
 
@@ -220,18 +224,35 @@ class Checkpoint(Operator):
     def setup(self) -> None:
         if self.args.every < 1:
             raise self.arg_error(f"every must be >= 1, got {self.args.every}")
-        try:
-            self.args.db % 0
-        except (TypeError, ValueError) as e:
-            raise ArgumentError(f"{self.describe()}: db pattern {self.args.db!r} must take one integer: {e}") from None
+        check_pattern(self, self.args.db)
         self.keys = save_keys(self.input_names[1:])
 
     def run(self) -> None:
         it = int(np.asarray(self.input(0)).reshape(-1)[0])
         if it % self.args.every:
             return
-        path = self.workspace.resolve_path(self.args.db % it, bool(self.args.absolute_path))
+        path = self.workspace.resolve_write_path(
+            self.args.db % it, bool(self.args.absolute_path), f"{self.describe()}: argument 'db'"
+        )
         write_blobs(self.args.db_type, path, zip(self.keys, self.inputs[1:]), typed=bool(self.args.typed))
+
+
+_FIELD = re.compile(r"%[-+ #0]*(\d*)(?:\.(\d*))?[a-zA-Z%]")
+
+
+def check_pattern(op: Operator, pattern: str) -> None:
+    """ArgumentError unless ``pattern`` takes one integer and formats to a bounded length
+    (a field width like %0999999999d would allocate gigabytes)."""
+    for m in _FIELD.finditer(pattern):
+        for width in m.groups():
+            if width and int(width) > 64:
+                raise ArgumentError(f"{op.describe()}: db pattern {pattern!r}: field width {width} is over 64")
+    if len(pattern) > 4096:
+        raise ArgumentError(f"{op.describe()}: db pattern is {len(pattern)} characters long (at most 4096)")
+    try:
+        pattern % 0
+    except (TypeError, ValueError, OverflowError) as e:
+        raise ArgumentError(f"{op.describe()}: db pattern {pattern!r} must take one integer: {e}") from None
 
 
 no_gradient("Save", "Load", "DBExists", "Checkpoint", "Snapshot")

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 
 from framework.errors import ShapeError
+from framework.memory.paths import safe_file_name
 from framework.ops.gradient import should_not_do_gradient
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op
@@ -38,8 +37,8 @@ class Summarize(Operator):
     def setup(self) -> None:
         self._file = None
         if self.args.to_file:
-            name = self.input_names[0].replace("/", "#") + ".summary"
-            path = os.path.join(self.workspace.root_folder, name)
+            name = safe_file_name(self.input_names[0], ".summary")
+            path = self.workspace.resolve_write_path(name, False, f"{self.describe()}: to_file")
             self._file = open(path, "w")  # noqa: SIM115 - lives as long as the op
 
     def run(self) -> None:

@@ -3,13 +3,13 @@ their gradients. Concat and Split are in ``concat_split``."""
 
 from __future__ import annotations
 
-import os
 import sys
 from typing import Any
 
 import numpy as np
 
 from framework.errors import ArgumentError, GradientError, ShapeError, TypeMismatchError
+from framework.memory.paths import safe_file_name
 from framework.memory.typemeta import TypeMeta
 from framework.ops.gradient import gradient, no_gradient, should_not_do_gradient
 from framework.ops.operator import Operator
@@ -424,7 +424,8 @@ class Print(Operator):
         self._limit = self.args.limit if self.args.limit > 0 else 1000
         self._path = None
         if self.args.to_file:
-            self._path = os.path.join(self.workspace.root_folder, self.input_names[0] + ".log")
+            name = safe_file_name(self.input_names[0], ".log")
+            self._path = self.workspace.resolve_write_path(name, False, f"{self.describe()}: to_file")
 
     def run(self) -> None:
         self._count += 1
