@@ -41,12 +41,60 @@ def _open_env(path: str, create: bool):
     try:
         if create:
             os.makedirs(path, exist_ok=True)
-        try:
-            return lmdb.open(path, map_size=_INITIAL_MAP, max_readers=256, create=create)
-        except lmdb.ReadonlyError:
-            return lmdb.open(path, readonly=True, max_readers=256)
+            return lmdb.open(path, map_size=_INITIAL_MAP, max_readers=256, create=True)
+        check_data_file(path)
+        if os.path.isfile(os.path.join(path, "lock.mdb")):
+            try:
+                return lmdb.open(path, map_size=_INITIAL_MAP, max_readers=256, create=False)
+            except lmdb.ReadonlyError:
+                pass
+        # Reading a DB without a lock file (or one we cannot write): read-only and without locking, so
+        # reading creates nothing (no lock.mdb beside someone else's data).
+        return lmdb.open(path, readonly=True, lock=False, max_readers=256)
     except (OSError, lmdb.Error) as e:
         raise DBError(f"lmdb {path}: cannot open: {e}") from e
+
+
+_META_MAGIC = 0xBEEFC0DE
+
+
+def check_data_file(path: str) -> None:
+    """DBError unless ``path``/data.mdb holds at least the pages its meta pages promise.
+
+    LMDB memory-maps data.mdb and trusts it: a truncated file makes the first read past its end
+    kill the process with SIGBUS. The two meta pages (page 0 and 1) give the page size and the
+    last page in use; the file must reach the end of that page.
+    """
+    data = os.path.join(path, "data.mdb")
+    try:
+        size = os.path.getsize(data)
+        with open(data, "rb") as f:
+            head = f.read(2 * 65536)
+    except OSError as e:
+        raise DBError(f"lmdb {path}: cannot read data.mdb: {e}") from e
+    if size < 2 * 160:
+        raise DBError(f"lmdb {path}: data.mdb is truncated ({size} bytes; not even its two meta pages)")
+    metas = []
+    psize = int.from_bytes(head[40:44], "little")  # page 0: meta.mm_dbs[FREE_DBI].md_pad = page size
+    if psize < 512 or psize > 65536 or psize & (psize - 1):
+        raise DBError(f"lmdb {path}: data.mdb has no valid meta page (page size {psize})")
+    for page in (0, 1):
+        off = page * psize
+        meta = head[off : off + 160]
+        if len(meta) < 160:
+            raise DBError(f"lmdb {path}: data.mdb is truncated ({size} bytes; page size {psize})")
+        if int.from_bytes(meta[16:20], "little") != _META_MAGIC:
+            raise DBError(f"lmdb {path}: data.mdb is not an LMDB file (meta page {page} has no magic number)")
+        last_pg = int.from_bytes(meta[136:144], "little")
+        txnid = int.from_bytes(meta[144:152], "little")
+        metas.append((txnid, last_pg))
+    _, last_pg = max(metas)
+    need = (last_pg + 1) * psize
+    if size < need:
+        raise DBError(
+            f"lmdb {path}: data.mdb is truncated: {size} bytes but its meta page uses pages up to {last_pg} "
+            f"({need} bytes); reading it would crash the process (SIGBUS)"
+        )
 
 
 # py-lmdb allows one Environment per database per process: DBs on the same path share one.

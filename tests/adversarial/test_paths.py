@@ -68,7 +68,9 @@ ESCAPES = [
 @pytest.mark.parametrize("db_type", ["minidb", "lmdb"])
 @pytest.mark.parametrize("op_type,inputs,extra", SAVE_LIKE)
 @pytest.mark.parametrize("path,absolute", ESCAPES)
-def test_save_like_ops_refuse_paths_outside_the_allowed_folders(sandbox, op_type, inputs, extra, path, absolute, db_type):
+def test_save_like_ops_refuse_paths_outside_the_allowed_folders(
+    sandbox, op_type, inputs, extra, path, absolute, db_type
+):
     ws, tmp_path, root, outside = sandbox
     path = path.format(outside=outside, tmp=tmp_path, root=root)
     before = _tree(outside)

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from framework.core import CreateOperator
 from framework.db import Mode, open_db
 from framework.db.reader import DBReader
-from framework.errors import FrameworkError, OperatorError, ShapeError
+from framework.errors import DBError, FrameworkError, OperatorError, ShapeError
 from framework.memory.blob import Blob
 from framework.memory.serialize import deserialize_blob, serialize_blob_to_string
 from framework.memory.workspace import Workspace
@@ -112,7 +112,12 @@ def test_dbreader_serializes_as_caffe2(tmp_path, db_type):
     b = Blob("r")
     deserialize_blob(data, b)
     again = b.get(DBReader)
-    assert again.read()[0] == ("00000000" if db_type == "minidb" else "00000001")
+    # Restored as data only: the source is not opened until the caller asks (issue 13).
+    assert not again.is_open
+    with pytest.raises(DBError, match="data only"):
+        again.read()
+    assert serialize_blob_to_string(Blob("r", again), "r") == data  # round-trips unopened
+    assert again.open().read()[0] == ("00000000" if db_type == "minidb" else "00000001")
 
 
 def test_errors_name_the_op_and_record(tmp_path):
