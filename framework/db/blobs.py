@@ -15,6 +15,7 @@ failed load never leaves a blob half-written.
 
 from __future__ import annotations
 
+import os
 from typing import Any, Iterable, Mapping, Sequence
 
 from framework.db.base import Mode, open_db
@@ -106,6 +107,22 @@ def write_blobs(
     return n
 
 
+def source_budget(sources: Sequence[tuple[str, str]]) -> int:
+    """Bytes of tensor data DBs of this size can justify: 8 per byte on disk (an int64 packed as a
+    one-byte varint is the densest encoding) plus 1 MiB; a missing path counts as empty."""
+    total = 0
+    for _, path in sources:
+        try:
+            if os.path.isdir(path):
+                for dirpath, _, files in os.walk(path):
+                    total += sum(os.path.getsize(os.path.join(dirpath, f)) for f in files)
+            else:
+                total += os.path.getsize(path)
+        except OSError:
+            pass
+    return 8 * total + (1 << 20)
+
+
 def read_blobs(
     sources: Sequence[tuple[str, str]],
     wanted: Mapping[str, str] | None = None,
@@ -124,7 +141,7 @@ def read_blobs(
     blobs ("Data size mismatch"), and, unless ``allow_incomplete``, wanted blobs
     the DBs do not hold (listing what they hold).
     """
-    asm = ChunkAssembler()
+    asm = ChunkAssembler(budget=source_budget(sources))
     staged: dict[str, Blob] = {}
     key_source: dict[str, int] = {}
     held: list[str] = []

@@ -314,8 +314,12 @@ class ChunkAssembler:
     Duplicate, overlapping or overflowing parts raise ``SerializationError``.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, budget: int | None = None) -> None:
         self.states: dict[str, _State] = {}
+        # Bytes of tensor data the source justifies (None: unbounded): a part whose dims promise
+        # more than that is refused before anything is allocated (a few bytes cannot ask for GiBs).
+        self.budget = budget
+        self.allocated = 0
 
     def __contains__(self, name: str) -> bool:
         return name in self.states
@@ -358,6 +362,18 @@ class ChunkAssembler:
             raise SerializationError(f"blob '{name}'{label}: {e}") from e
         t = Tensor()
         t.resize(dims)
+        if tp.storage_type == TensorProto.NO_CONTENT:  # shape and type only
+            t._meta = st.meta
+            st.flat = None
+            st.blob.reset(t)
+            return
+        nbytes = numel * (8 if st.meta.dtype == object else st.meta.itemsize)
+        if self.budget is not None and self.allocated + nbytes > self.budget:
+            raise SerializationError(
+                f"Data size mismatch for blob {name}{label}: dims {list(dims)} promise {nbytes} bytes of "
+                f"{st.meta.name}, more than the source's {self.budget} bytes can hold (damaged or hostile file?)"
+            )
+        self.allocated += nbytes
         st.flat = allocate_elements(tp, lambda: t.mutable_data(st.meta)).reshape(-1)
         st.blob.reset(t)
 
@@ -376,12 +392,15 @@ class ChunkAssembler:
         i = bisect.bisect_left(st.spans, (begin, end))
         overlaps = (i > 0 and st.spans[i - 1][1] > begin) or (i < len(st.spans) and st.spans[i][0] < end)
         dup = i < len(st.spans) and st.spans[i] == (begin, end)
+        if (st.flat is None) != (vals is None):
+            raise SerializationError(f"blob '{name}'{label}: parts with and without content (NO_CONTENT)")
         if overlaps or dup or st.current + (end - begin) > st.total:
             raise SerializationError(
                 f"blob '{name}'{label}: found an extra part: segment [{begin}, {end}) overlaps data already read "
                 f"({st.current} of {st.total} elements)"
             )
-        st.flat[begin:end] = vals
+        if vals is not None:
+            st.flat[begin:end] = vals
         st.spans.insert(i, (begin, end))
         st.current += end - begin
 

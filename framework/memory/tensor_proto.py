@@ -9,7 +9,8 @@
 - Reading accepts every storage type: TYPED (any field, BYTE as uint8, float16
   from int32_data bits; bool, int8/16, uint8/16, int64 and float16 also from
   little-endian ``byte_data``, as later Caffe2 writes them on request), RAW,
-  NO_CONTENT (shape only, zero filled); EXTERNAL is refused with a clear error.
+  NO_CONTENT (shape and type only: the tensor gets no data, so a few bytes in a file cannot
+  make it allocate gigabytes); EXTERNAL is refused with a clear error.
 
 Blob-level serialization (BlobProto, chunking, the registry) is in
 ``framework.memory.serialize``.
@@ -189,8 +190,9 @@ def proto_extent(proto: TensorProto) -> tuple[tuple[int, ...], int, int, int]:
     return dims, numel, begin, end
 
 
-def proto_elements(proto: TensorProto) -> tuple[TypeMeta, np.ndarray]:
-    """The element type and the flat elements of the proto's segment (read-only when possible)."""
+def proto_elements(proto: TensorProto) -> tuple[TypeMeta, np.ndarray | None]:
+    """The element type and the flat elements of the proto's segment (read-only when possible);
+    None for NO_CONTENT (shape only)."""
     dims, numel, begin, end = proto_extent(proto)
     count = end - begin
     dt = proto.data_type
@@ -207,9 +209,7 @@ def proto_elements(proto: TensorProto) -> tuple[TypeMeta, np.ndarray]:
             f"tensor '{proto.name}': storage_type EXTERNAL (data in another file) is not supported"
         )
     if st == DT.NO_CONTENT:
-        if meta is STRING:
-            return meta, allocate_elements(proto, lambda: np.full(count, b"", dtype=object))
-        return meta, allocate_elements(proto, lambda: np.zeros(count, dtype=meta.dtype))
+        return meta, None  # shape and type only: nothing to allocate
     if meta is STRING:
         _check_count(proto, len(proto.string_data), count, "string_data")
         out = np.empty(count, dtype=object)
@@ -272,6 +272,9 @@ def tensor_from_proto(proto: TensorProto) -> Tensor:
     meta, vals = proto_elements(proto)
     t = Tensor()
     t.resize(dims)
+    if vals is None:  # NO_CONTENT: shape and type, no data
+        t._meta = meta
+        return t
     dst = allocate_elements(proto, lambda: t.mutable_data(meta))
     dst.reshape(-1)[...] = vals
     return t
@@ -281,6 +284,8 @@ def allocate_elements(proto: TensorProto, make: Callable[[], np.ndarray]) -> np.
     """Run an allocation a (possibly damaged) proto asks for; a SerializationError if it cannot be met."""
     try:
         return make()
+    except FrameworkError as e:  # the allocation limit
+        raise SerializationError(f"tensor '{proto.name}': dims {list(proto.dims)}: {e}") from None
     except (MemoryError, ValueError, OverflowError) as e:
         raise SerializationError(
             f"tensor '{proto.name}': dims {list(proto.dims)} ask for more memory than is available (damaged data?): {e}"

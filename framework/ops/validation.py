@@ -144,8 +144,8 @@ def build_checks(
                     x = op.input(i)
                     if x.shape != first.shape:
                         raise ShapeError(
-                            f"{op.describe()}: {_blob(op, i)} has shape {list(x.shape)} but {_blob(op, present[0])} "
-                            f"has shape {list(first.shape)}; they must match"
+                            f"{op.describe()}: {_blob(op, present[0])} has shape {list(first.shape)} but "
+                            f"{_blob(op, i)} has shape {list(x.shape)}; they must match"
                         )
 
         checks.append(check_same_shape)

@@ -438,7 +438,7 @@ class ResizeNearest(Operator):
     def setup(self) -> None:
         if not (0 < self.args.width_scale < math.inf and 0 < self.args.height_scale < math.inf):
             raise self.arg_error(
-                f"width_scale and height_scale must be finite and > 0, got {self.args.width_scale}, "
+                f"width_scale and height_scale must be > 0 (and finite), got {self.args.width_scale}, "
                 f"{self.args.height_scale}"
             )
         self._key = None
