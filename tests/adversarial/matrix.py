@@ -66,7 +66,6 @@ def _f32(shape: tuple, seed: int = 0) -> np.ndarray:
 VALUES: dict[str, Any] = {
     "f32": lambda k: _f32((2, 3), k),
     "f64": lambda k: _f32((2, 3), k).astype(np.float64),
-    "f16": lambda k: _f32((2, 3), k).astype(np.float16),
     "i32": lambda k: np.arange(6, dtype=np.int32).reshape(2, 3),
     "i64": lambda k: np.arange(6, dtype=np.int64).reshape(2, 3),
     "u8": lambda k: np.arange(6, dtype=np.uint8).reshape(2, 3),
@@ -77,11 +76,9 @@ VALUES: dict[str, Any] = {
     "zero_dim": lambda k: np.zeros((2, 0, 3), np.float32),
     "rank1": lambda k: _f32((5,), k),
     "rank5": lambda k: _f32((1, 2, 1, 2, 3), k),
-    "rank6": lambda k: _f32((1, 1, 2, 1, 2, 2), k),
     "nan_inf": lambda k: np.array([[np.nan, np.inf, -np.inf], [0.0, 1.0, -1.0]], np.float32),
     "neg_idx": lambda k: np.array([-5, 0, 1], np.int64),
     "big_idx": lambda k: np.array([0, 10**9, 2], np.int64),
-    "big_idx32": lambda k: np.array([0, 2**31 - 1, 1], np.int32),
     "neg_lengths": lambda k: np.array([3, -1], np.int32),
     "rank4": lambda k: _f32((1, 2, 3, 3), k),
     "rank4_mismatch": lambda k: _f32((1, 2, 3, 3), k) if k % 2 == 0 else _f32((2, 3, 2, 2), k),
@@ -144,7 +141,7 @@ def cases(schema: OpSchema) -> Iterator[Case]:
         # one input hostile, the others plain floats
         if n > 1:
             for j in range(n):
-                for fam in ("i64", "str", "empty", "rank1", "rank5", "big_idx", "neg_idx", "nan_inf", "f64"):
+                for fam in ("i64", "str", "empty", "rank1", "rank5", "big_idx", "nan_inf"):
                     vals = tuple(VALUES[fam](k) if k == j else VALUES["f32"](k) for k in range(n))
                     yield Case(f"in{j}-{fam} x{n}", vals, (), n_out)
         # an empty blob (no tensor) and a non-tensor blob
@@ -154,7 +151,7 @@ def cases(schema: OpSchema) -> Iterator[Case]:
     pairs = _inplace_pairs(schema, n_in, n_out)
     if pairs:
         for j in range(n_in):
-            for fam in ("str", "rank5", "empty", "i64", "big_idx"):
+            for fam in ("str", "rank5", "empty", "big_idx"):
                 vals = tuple(VALUES[fam](k) if k == j else VALUES["rank4"](k) for k in range(n_in))
                 yield Case(f"inplace {pairs} in{j}-{fam}", vals, (), n_out, inplace=pairs)
     # bad arguments, on plain float inputs; outputs existing beforehand (must stay untouched)
@@ -199,8 +196,23 @@ def _set_arg(op: OperatorDef, name: str, value: Any) -> None:
             a.strings.extend(value)
 
 
+_SANDBOX: list[str] = []
+
+
+def sandbox() -> str:
+    """A temporary root folder for the cases' workspaces (ops writing files write there only)."""
+    if not _SANDBOX:
+        import atexit
+        import shutil
+        import tempfile
+
+        _SANDBOX.append(tempfile.mkdtemp(prefix="framework-adversarial-"))
+        atexit.register(shutil.rmtree, _SANDBOX[0], True)
+    return _SANDBOX[0]
+
+
 def build(schema: OpSchema, case: Case) -> tuple[Workspace, OperatorDef]:
-    ws = Workspace()
+    ws = Workspace(root_folder=sandbox(), allow_paths=())  # confined, as the CLI runs nets from files
     op = OperatorDef(type=schema.type)
     op.input.extend(f"in{k}" for k in range(len(case.inputs)))
     outs = [f"out{k}" for k in range(case.n_out)]

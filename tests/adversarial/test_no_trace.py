@@ -118,7 +118,7 @@ def test_resize_nearest_gradient_with_a_rank_5_gradient_is_an_error_not_a_crash(
     op = core.CreateOperator("ResizeNearestGradient", ["dY", "X"], ["dX"], width_scale=2.0, height_scale=2.0)
     with pytest.raises(FrameworkError) as ei:
         ws.run_operator_once(op)
-    assert isinstance(_cause(ei.value), ShapeError) and "[1, 2, 6, 6]" in str(ei.value)
+    assert isinstance(_cause(ei.value), ShapeError) and "4-d" in str(ei.value)
 
 
 def test_huge_shape_arguments_hit_the_allocation_limit_before_any_memory_is_touched():

@@ -132,7 +132,7 @@ class ImageInput(Operator):
             fixed.CopyFrom(op_def)
             for a in fixed.arg:
                 if a.name == "output_type" and a.HasField("s"):
-                    name = a.s.decode().upper()
+                    name = a.s.decode("utf-8", errors="replace").upper()
                     a.ClearField("s")
                     a.i = TensorProto.DataType.Value(name) if name in TensorProto.DataType.keys() else -1
             op_def = fixed

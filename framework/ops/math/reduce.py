@@ -325,7 +325,12 @@ for _k in ("Sum", "Mean", "Max"):
             cost=reduce_cost,
             category="reduction",
             private=True,
-            input_types={0: "float", 1: "float" if _k == "Max" else "numeric", 2: "float" if _k == "Max" else "int", 3: "int"},
+            input_types={
+                0: "float",
+                1: "float" if _k == "Max" else "numeric",
+                2: "float" if _k == "Max" else "int",
+                3: "int",
+            },
         )(type(_name + "Gradient", (_FrontBackGradient,), {"kind": _k, "front": _front}))
 
 

@@ -24,7 +24,6 @@ from framework.ops.nn.conv_args import (
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op
 from framework.ops.schema import FLOAT, INT, STRING, UNKNOWN, Arg, TensorSpec, same_as_input
-from framework.ops.validation import expect_shape
 
 
 def _perm_infer(to_nhwc: bool):

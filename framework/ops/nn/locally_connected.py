@@ -212,10 +212,14 @@ for _t in _TYPES:
         output_docs=[("Y", "N x M x *out (NCHW) or N x out_h x out_w x M")],
         infer=_infer,
         category="conv",
+        input_types="float",
+        ranks={0: (3, 5)},
     )(_forward(_t))
     register_op(
         _t + "Gradient",
         inputs=3,
+        input_types="float",
+        ranks={0: (3, 5)},
         outputs=(1, 3),
         args=_ARGS,
         input_docs=[("X", "forward input"), ("filter", "forward filter"), ("dY", "gradient of Y")],

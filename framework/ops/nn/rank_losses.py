@@ -398,7 +398,7 @@ class WeightedSigmoidCrossEntropyWithLogitsGradient(Operator):
         g = float_input(self, 0)
         lg, t, w = _three(self, 1)
         inner = lg.shape[-1] if lg.ndim else 1
-        if g.size * max(inner, 1) != lg.size and lg.size:
+        if g.size != int(np.prod(lg.shape[:-1], dtype=np.int64)):
             raise ShapeError(
                 f"{self.describe()}: dxentropy ('{self.input_names[0]}') must be shaped {list(lg.shape[:-1])}"
             )

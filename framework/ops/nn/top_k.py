@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from framework.errors import ShapeError, TypeMismatchError
+from framework.memory.allocator import check_elements
 from framework.ops.gradient import gradient
 from framework.ops.operator import Operator
 from framework.ops.pointwise import float_input
@@ -78,6 +79,7 @@ class TopK(Operator):
         idx = np.take(ranked(x, a), np.arange(m), axis=a)
         shape = list(x.shape)
         shape[a] = k
+        check_elements(shape, x.dtype.itemsize + 8, f"the outputs of {self.describe()}")
         vals = np.zeros(shape, x.dtype)
         inds = np.full(shape, -1, np.int64)
         sl = [slice(None)] * x.ndim

@@ -79,8 +79,10 @@ def quantize_8bit(x: np.ndarray, half_scale_bias: bool) -> np.ndarray:
     Caffe2 runs its n-bit kernel with 8 bits there)."""
     if half_scale_bias:
         return quantize_nbit(x, 8)
-    cols = x.shape[-1]
-    flat = x.reshape(-1, cols)
+    cols = x.shape[-1] if x.ndim else 0
+    if x.ndim < 1 or (cols == 0 and int(np.prod(x.shape[:-1], dtype=np.int64)) > 0):
+        raise ShapeError(f"row-wise quantization needs rows of at least one column, got shape {list(x.shape)}")
+    flat = x.reshape(int(np.prod(x.shape[:-1], dtype=np.int64)), cols)
     mn, mx = row_min_max(flat)
     rng = (mx - mn).astype(F32)
     out = np.empty((len(flat), cols + 8), U8)
@@ -106,8 +108,10 @@ def dequantize_8bit(q: np.ndarray, half_scale_bias: bool) -> np.ndarray:
 # -- n-bit (4, 2), fp16 scale and bias ----------------------------------------------------------------
 def quantize_nbit(x: np.ndarray, bits: int, from_half: bool = False) -> np.ndarray:
     per = 8 // bits
+    if x.ndim < 1 or (x.shape[-1] == 0 and int(np.prod(x.shape[:-1], dtype=np.int64)) > 0):
+        raise ShapeError(f"row-wise quantization needs rows of at least one column, got shape {list(x.shape)}")
     cols = x.shape[-1]
-    flat = x.reshape(-1, cols).astype(F32)
+    flat = x.reshape(int(np.prod(x.shape[:-1], dtype=np.int64)), cols).astype(F32)
     mn, mx = row_min_max(flat)
     bias = mn.astype(F16)
     rng = (mx - bias.astype(F32)).astype(F32)

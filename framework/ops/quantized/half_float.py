@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from framework.errors import TypeMismatchError
+from framework.memory.allocator import check_elements
 from framework.ops.gradient import gradient, no_gradient
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op
@@ -99,11 +100,14 @@ class Float16UniformFill(Operator):
     """float16 values drawn uniformly from [min, max) (float32 draws rounded to float16)."""
 
     def setup(self) -> None:
-        if not self.args.min < self.args.max:
+        if not -np.inf < self.args.min < self.args.max < np.inf:
             raise self.arg_error(f"max ({self.args.max}) must be bigger than min ({self.args.min})")
 
     def run(self) -> None:
         shape = tuple(self.args.shape)
+        if any(d < 0 for d in shape):
+            raise self.arg_error(f"shape {list(shape)} has a negative dimension")
+        check_elements(shape, 8, f"output 0 of {self.describe()}")
         draw = self.rng.uniform(self.args.min, self.args.max, shape).astype(np.float32)
         self.output(0, shape, F16)[...] = draw
 

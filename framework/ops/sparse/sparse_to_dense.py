@@ -310,6 +310,8 @@ class BatchDenseToSparse(Operator):
 
     def run(self) -> None:
         dense = self.input(2)
+        if self.input(0).ndim != 1:
+            raise ShapeError(f"{self.describe()}: LENGTHS must be 1-D, got {list(self.input(0).shape)}")
         if dense.ndim != 2 or dense.shape[0] != len(self.input(0)):
             raise ShapeError(
                 f"{self.describe()}: DENSE must be 2-D with one row per example ({len(self.input(0))}), "

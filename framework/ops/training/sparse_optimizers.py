@@ -359,6 +359,8 @@ class RowWiseSparseAdam(UpdateOp):
     def run(self) -> None:
         self.same_shape(0, 1)
         p, m1, v = self.input(0), self.input(1), self.input(2)
+        if p.ndim < 1:
+            raise ShapeError(f"{self.describe()}: param '{self.input_names[0]}' must have rows, got a scalar")
         if v.size != p.shape[0]:
             raise ShapeError(f"{self.describe()}: moment_2 has {v.size} elements, expected one per row ({p.shape[0]})")
         idx, g = _indexed(self, 0, 3, 4)
