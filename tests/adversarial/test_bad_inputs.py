@@ -3,7 +3,9 @@
 One test per op type, found in the registry at collection time: an op registered by anyone is
 covered without touching this file. Each runs every case of its matrix and fails listing the
 cases that broke the rules (a raw numpy/Python error, or a workspace changed by a failed op).
-A case that hangs past ``TIMEOUT_S`` counts as a violation too.
+A case that hangs past ``TIMEOUT_S`` counts as a violation too. By default each op runs a fixed
+sample of its matrix (``matrix.MAX_CASES_PER_OP``) to keep the landing gate fast;
+``FRAMEWORK_ADVERSARIAL_FULL=1`` runs all of it.
 """
 
 from __future__ import annotations
@@ -20,7 +22,10 @@ from tests.adversarial.matrix import Case, cases, run_case
 
 TIMEOUT_S = 10
 
-OP_TYPES = [s.type for s in all_schemas()]
+# Op types that end the process on purpose (their job): not run here.
+EXCLUDED = {"Crash": "aborts the process by design, as Caffe2's Crash op"}
+# Types starting with "_" are registered by other test modules as fixtures (not part of the framework).
+OP_TYPES = [s.type for s in all_schemas() if s.type not in EXCLUDED and not s.type.startswith("_")]
 _SCHEMAS = {s.type: s for s in all_schemas()}
 
 
@@ -66,9 +71,10 @@ def test_bad_inputs_raise_framework_errors_and_change_nothing(op_type, capfd):
 
 
 def test_the_matrix_covers_every_registered_op_type():
-    """Counts for the report: cases, op types (every registered one), each op with >= 5 cases."""
+    """Counts for the report: cases, op types (every registered one), each op with >= 5 cases
+    (the full matrix with FRAMEWORK_ADVERSARIAL_FULL=1, else the sample the gate runs)."""
     counts = {t: sum(1 for _ in cases(_SCHEMAS[t])) for t in OP_TYPES}
-    assert set(counts) == {s.type for s in all_schemas()}
+    assert set(counts) | set(EXCLUDED) == {s.type for s in all_schemas() if not s.type.startswith("_")} | set(EXCLUDED)
     few = {t: n for t, n in counts.items() if n < 5}
     assert not few, f"op types with fewer than 5 bad-input cases: {few}"
     print(f"bad-input matrix: {sum(counts.values())} cases over {len(counts)} op types")

@@ -48,24 +48,30 @@ def test_a_net_file_cannot_write_outside_the_current_folder(tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["work"]
 
 
-def test_absolute_paths_need_allow_write(tmp_path):
+def test_absolute_paths_need_allow_write(tmp_path, monkeypatch, capsys):
     target = tmp_path / "out" / "ok.minidb"
     target.parent.mkdir()
     work = _setup(tmp_path, str(target), 1)
-    refused = _cli("run", "net.pbtxt", "--input", "x=x.npy", cwd=str(work))
-    assert refused.returncode == 2 and "not allowed" in refused.stderr, refused.stderr
-    assert not target.exists()
-    allowed = _cli("--allow-write", str(target.parent), "run", "net.pbtxt", "--input", "x=x.npy", cwd=str(work))
-    assert allowed.returncode == 0, allowed.stderr
-    assert target.exists()
+    monkeypatch.chdir(work)
+    try:
+        assert main(["run", "net.pbtxt", "--input", "x=x.npy"]) == 2
+        assert "not allowed" in capsys.readouterr().err
+        assert not target.exists()
+        assert main(["--allow-write", str(target.parent), "run", "net.pbtxt", "--input", "x=x.npy"]) == 0
+        assert target.exists()
+    finally:
+        common.set_write_policy(None, ())
 
 
-def test_root_moves_the_confinement(tmp_path):
+def test_root_moves_the_confinement(tmp_path, monkeypatch):
     work = _setup(tmp_path, "inside.minidb", 0)
     other = tmp_path / "other"
     other.mkdir()
-    proc = _cli("--root", str(other), "run", "net.pbtxt", "--input", "x=x.npy", cwd=str(work))
-    assert proc.returncode == 0, proc.stderr
+    monkeypatch.chdir(work)
+    try:
+        assert main(["--root", str(other), "run", "net.pbtxt", "--input", "x=x.npy"]) == 0
+    finally:
+        common.set_write_policy(None, ())
     assert (other / "inside.minidb").exists() and not (work / "inside.minidb").exists()
 
 
