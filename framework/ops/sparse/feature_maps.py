@@ -30,6 +30,7 @@ from __future__ import annotations
 import numpy as np
 
 from framework.errors import ShapeError, TypeMismatchError
+from framework.memory.allocator import check_elements
 from framework.ops.gradient import gradient, no_gradient
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op
@@ -77,6 +78,21 @@ def _vec(op: Operator, x: np.ndarray, what: str, n: int | None = None, kind: str
     return x
 
 
+def _lengths(op: Operator, x: np.ndarray, what: str, n: int | None = None) -> np.ndarray:
+    """A 1-D integer lengths vector, every entry >= 0, whose total is within the allocation limit."""
+    x = _vec(op, x, what, n).astype(np.int64)
+    if x.size and int(x.min()) < 0:
+        raise ShapeError(f"{op.describe()}: {what} holds a negative length {int(x.min())}")
+    check_elements((int(x.sum()),), 8, f"{what} of {op.describe()}")
+    return x
+
+
+def _first_dim(op: Operator, x: np.ndarray, what: str) -> int:
+    if x.ndim < 1:
+        raise ShapeError(f"{op.describe()}: {what} must be a vector, got a scalar")
+    return x.shape[0]
+
+
 def records(op: Operator, layout: str, t: dict, k: int, n: int, fid: list):
     """(example, key, value start, value length) of every feature input k contributes."""
     if layout == "Dense":
@@ -98,13 +114,13 @@ def records(op: Operator, layout: str, t: dict, k: int, n: int, fid: list):
         key = np.full(e.size, fid[k], I64)
         if layout == "SingleScalar":
             return e, key, e, np.ones(e.size, np.int64)
-        vlen = _vec(op, t["lengths"], f"lengths of feature input {k}", n)[e].astype(np.int64)
+        vlen = _lengths(op, t["lengths"], f"lengths of feature input {k}", n)[e]
         return e, key, np.cumsum(vlen) - vlen, vlen
-    lengths = _vec(op, t["lengths"], f"lengths of feature input {k}", n).astype(np.int64)
+    lengths = _lengths(op, t["lengths"], f"lengths of feature input {k}", n)
     e = np.repeat(np.arange(n), lengths)
     if layout == "MultiScalar" or "keys" not in t:
         return e, None, np.arange(e.size), np.ones(e.size, np.int64)
-    vlen = _vec(op, t["values_lengths"], f"values_lengths of feature input {k}", e.size).astype(np.int64)
+    vlen = _lengths(op, t["values_lengths"], f"values_lengths of feature input {k}", e.size)
     return e, None, np.cumsum(vlen) - vlen, vlen
 
 
@@ -121,7 +137,8 @@ class MergeFeatures(Operator):
         fid = list(getattr(self.args, "feature_ids", []))
         if self.layout.startswith("Single") and len(fid) != len(groups):
             raise self.arg_error(f"feature_ids has {len(fid)} ids for {len(groups)} feature inputs")
-        n = groups[0]["dense"].shape[0] if self.layout == "Dense" else groups[0][roles[0]].shape[0]
+        first = groups[0]["dense"] if self.layout == "Dense" else groups[0][roles[0]]
+        n = _first_dim(self, first, f"input 0 ('{self.input_names[0]}')")
         recs, bases, value_arrays = [], [], {r: [] for r in vroles}
         base = 0
         for k, t in enumerate(groups):
@@ -165,17 +182,17 @@ class MergeFeaturesGradient(Operator):
         groups = [
             dict(zip(groles, (self.input(i) for i in range(g, g + per)))) for g in range(0, len(self.inputs) - 1, per)
         ]
-        n = groups[0][groles[0]].shape[0]
+        n = _first_dim(self, groups[0][groles[0]], f"input 0 ('{self.input_names[0]}')")
         recs, sizes = [], []
         base = 0
         for k, t in enumerate(groups):
             full = dict(t)
             if self.layout.startswith("Multi") and self.layout != "MultiScalar":
-                full["keys"] = np.zeros(int(t["lengths"].sum()), I64)
+                full["keys"] = np.zeros(int(_lengths(self, t["lengths"], f"lengths of input {k}", n).sum()), I64)
             e, _, vstart, vlen = records(self, self.layout, full, k, n, [0] * len(groups))
             size = n if self.layout == "SingleScalar" else int(vlen.sum())
             if self.layout.startswith("Multi") and self.layout != "MultiScalar":
-                size = int(t["values_lengths"].sum())
+                size = int(_lengths(self, t["values_lengths"], f"values_lengths of input {k}").sum())
             recs.append((e, np.full(e.size, k), vstart + base, vlen))
             sizes.append(size)
             base += size

@@ -19,6 +19,7 @@ import time
 import numpy as np
 
 from framework.errors import FrameworkError, ShapeError, TypeMismatchError
+from framework.memory.allocator import check_elements
 from framework.ops.gradient import gradient, no_gradient, should_not_do_gradient
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op
@@ -219,13 +220,15 @@ class DenseVectorToIdList(Operator):
     ],
     infer=lambda args, ins: [TensorSpec((args.num_buckets + 2,), I64)] * 2,
     category="sparse",
+    input_types="numeric",
 )
 class AccumulateHistogram(Operator):
     """Histogram of X over equal buckets plus under/overflow, and its running total."""
 
     def setup(self) -> None:
-        if self.args.num_buckets < 1 or not self.args.lower_bound < self.args.upper_bound:
-            raise self.arg_error("num_buckets must be >= 1 and lower_bound < upper_bound")
+        if self.args.num_buckets < 1 or not -np.inf < self.args.lower_bound < self.args.upper_bound < np.inf:
+            raise self.arg_error("num_buckets must be >= 1 and lower_bound < upper_bound (finite)")
+        check_elements((self.args.num_buckets + 2,), 8, f"the histogram of {self.describe()}")
         self.acc = np.zeros(self.args.num_buckets + 2, I64)
 
     def run(self) -> None:

@@ -161,6 +161,7 @@ def _check_rows(op: Operator, mat: np.ndarray, w: np.ndarray) -> None:
     output_docs=[("output", "mat[i] * w[i]")],
     infer=same_as_input(0),
     category="math",
+    input_types="numeric",
 )
 class RowMul(Operator):
     """Multiply row ``i`` of ``mat`` by ``w[i]``."""
@@ -196,7 +197,11 @@ class ReduceTailSum(Operator):
         x = self.input(0)
         if x.ndim == 0:
             raise ShapeError(f"{self.describe()}: needs at least one dimension")
-        np.sum(x.reshape(x.shape[0], -1), axis=1, out=self.output(0, (x.shape[0],), x.dtype))
+        np.sum(
+            x.reshape(x.shape[0], int(np.prod(x.shape[1:], dtype=np.int64))),
+            axis=1,
+            out=self.output(0, (x.shape[0],), x.dtype),
+        )
 
 
 @register_op(

@@ -39,6 +39,8 @@ class FusedAdagrad(UpdateOp):
         weighted = self.reducer == "WeightedSum"
         at = 2 + weighted  # indices
         p_in, m_in = self.input(0), self.input(1)
+        if p_in.ndim < 1:
+            raise ShapeError(f"{self.describe()}: param '{self.input_names[0]}' must have rows, got a scalar")
         if self.rowwise:
             if m_in.size != p_in.shape[0]:
                 raise ShapeError(
