@@ -37,6 +37,7 @@ def _split(op: Operator, shape: tuple) -> tuple[int, tuple]:
         TensorSpec(ins[0].shape[args.num_reduce_dim :], ins[0].dtype) if ins[0].shape is not None else UNKNOWN
     ],
     category="sparse",
+    input_types="numeric",
 )
 class ReduceFrontWeightedSum(Operator):
     """Weighted sum over the leading axes."""
@@ -60,12 +61,15 @@ class ReduceFrontWeightedSum(Operator):
     infer=lambda args, ins: [TensorSpec(None, ins[1].dtype)],
     category="sparse",
     private=True,
+    input_types=["numeric", "numeric", "int"],
 )
 class ReduceFrontWeightedSumGradient(Operator):
     """``dDATA[i] = SCALARS[i] * dOUTPUT``."""
 
     def run(self) -> None:
         w, dy, shape = self.input(0), self.input(1), tuple(int(v) for v in self.input(2).reshape(-1))
+        if any(d < 0 for d in shape):
+            raise ShapeError(f"{self.describe()}: DATA_SHAPE {list(shape)} has a negative dimension")
         n, rest = _split(self, shape)
         if w.size != n or dy.shape != rest:
             raise ShapeError(
