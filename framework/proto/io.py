@@ -96,6 +96,10 @@ def parse_text(text: str | bytes, message_cls: type[M], source: str | os.PathLik
     msg = message_cls()
     try:
         text_format.Parse(normalize_text(text), msg)
+    except RecursionError:
+        raise _error(
+            f"{label}: blocks are nested too deeply to parse (a {_name(message_cls)} in text format)", label
+        ) from None
     except text_format.ParseError as e:
         line, col = e.GetLine(), e.GetColumn()
         what = str(e)
@@ -150,6 +154,14 @@ def parse_bytes(data: bytes, message_cls: type[M], source: str | os.PathLike | N
         binary.ParseFromString(data)
     except (DecodeError, RuntimeError, ValueError) as e:
         binary, binary_error = None, e
+    if binary is not None:
+        bad = _non_utf8_field(binary)
+        if bad is not None:
+            raise _error(
+                f"{label}: field {bad} of the binary {_name(message_cls)} is not valid UTF-8 "
+                "(names must be text; refusing to guess a name)",
+                label,
+            )
     if binary is not None and not _has_unknown_fields(binary):
         return binary
     try:
@@ -174,6 +186,23 @@ def parse_bytes(data: bytes, message_cls: type[M], source: str | os.PathLike | N
         f"{label}: neither a binary nor a text {_name(message_cls)}: {why_binary}, and the content is not UTF-8 text",
         label,
     ) from binary_error
+
+
+def _non_utf8_field(msg: Message, path: str = "") -> str | None:
+    """The path of the first string field holding bytes that are not UTF-8 (the binary parser
+    hands them over as bytes), or None."""
+    for fd, value in msg.ListFields():
+        where = f"{path}.{fd.name}" if path else fd.name
+        values = value if fd.is_repeated else [value]
+        for i, v in enumerate(values):
+            at = f"{where}[{i}]" if fd.is_repeated else where
+            if fd.type == FieldDescriptor.TYPE_STRING and not isinstance(v, str):
+                return at
+            if fd.type == FieldDescriptor.TYPE_MESSAGE:
+                bad = _non_utf8_field(v, at)
+                if bad is not None:
+                    return bad
+    return None
 
 
 def read_proto(path: str | os.PathLike, message_cls: type[M]) -> M:

@@ -19,6 +19,7 @@ Workers persist across runs (daemon threads) and stop when the net is freed.
 
 from __future__ import annotations
 
+import logging
 import os
 import queue
 import threading
@@ -28,6 +29,8 @@ from typing import Any, Callable
 
 from framework.net.base import NetBase, register_net_type
 from framework.net.graph import compute_chains
+
+log = logging.getLogger("framework.net")
 
 
 class _ChainFailure(Exception):
@@ -97,13 +100,32 @@ def blas_limit(n: int) -> Any:
     return ctl.limit(limits=n)
 
 
+# A net file cannot ask for unbounded threads: num_workers is capped at this many per core.
+MAX_WORKERS_PER_CORE = 4
+
+
 def _num_workers(net_def: Any) -> int:
+    asked = 0
     if net_def.HasField("num_workers") and net_def.num_workers > 0:
-        return net_def.num_workers
+        asked = net_def.num_workers
     for a in net_def.arg:
-        if a.name == "num_workers" and a.HasField("i") and a.i > 0:
-            return a.i
-    return os.cpu_count() or 1
+        if not asked and a.name == "num_workers" and a.HasField("i") and a.i > 0:
+            asked = a.i
+    cores = os.cpu_count() or 1
+    if not asked:
+        return cores
+    cap = MAX_WORKERS_PER_CORE * cores
+    if asked > cap:
+        log.warning(
+            "net '%s': num_workers %d capped at %d (%d per core on %d cores)",
+            net_def.name,
+            asked,
+            cap,
+            MAX_WORKERS_PER_CORE,
+            cores,
+        )
+        return cap
+    return asked
 
 
 @register_net_type("dag", "async_dag", "async_scheduling", "async_polling")
