@@ -22,6 +22,20 @@ from framework.ops.registry import register_op
 from framework.ops.schema import INT, NET, UNKNOWN, Arg
 
 
+def _assign(ws: Workspace, name: str, value: np.ndarray) -> None:
+    """Write ``value`` into the blob's array when shape and dtype match (the body net keeps its
+    bound arrays and compiled fast path), else feed it."""
+    from framework.memory.tensor import Tensor
+
+    obj = ws.get_blob(name)._obj if ws.has_blob(name) else None
+    arr = obj._array if type(obj) is Tensor else None
+    if arr is not None and arr.shape == value.shape and arr.dtype == value.dtype:
+        np.copyto(arr, value)
+        obj.version += 1
+    else:
+        ws.feed_blob(name, value)
+
+
 @register_op(
     "ONNXWhile",
     inputs=(2, float("inf")),
@@ -124,10 +138,10 @@ class ONNXWhile(Operator):
         itr, cond = 0, first_cond
         while (not a.has_trip_count or itr < max_trip) and (not a.has_cond or cond):
             net = self._scope(ws)
-            ws.feed_blob(self.ext_in[0], np.array(itr, dtype=np.int64))
-            ws.feed_blob(self.ext_in[1], np.array([cond], dtype=cond_dtype))
+            _assign(ws, self.ext_in[0], np.array(itr, dtype=np.int64))
+            _assign(ws, self.ext_in[1], np.array([cond], dtype=cond_dtype))
             for name, v in zip(self.ext_in[2:], lcds):
-                ws.feed_blob(name, v)
+                _assign(ws, name, v)
             net.run()
             cond = bool(np.asarray(ws.fetch_blob(self.ext_out[0])).reshape(-1)[0])
             lcds = [np.array(ws.fetch_blob(n), copy=True) for n in self.ext_out[1 : 1 + self.n_lcd]]
