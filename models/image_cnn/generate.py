@@ -76,6 +76,7 @@ def build_plan(iters: int = ITERS) -> PlanDef:
     train.net.SoftmaxWithLoss([logits, "label"], ["softmax", "loss"])
     train.net.Accuracy(["softmax", "label"], ["train_accuracy"])
     train.AddGradientOperators(["loss"])
+    optimizer.reset_optimizer_instance_count()  # blob names must not depend on what was built before
     optimizer.build_sgd(train, 0.05, policy="step", stepsize=150, gamma=0.5, momentum=0.9, weight_decay=1e-4)
     init.set_rand_seed(1)
 
