@@ -9,6 +9,7 @@ from framework.ops.tensor import (  # noqa: F401
     fills,
     python_op,
     random_fills,
+    regions_tt,
     sampling_ops,
     sequence_ops,
     shape_ops,
