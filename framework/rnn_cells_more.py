@@ -249,20 +249,37 @@ def cudnn_LSTM(  # noqa: N802
     return_params: bool = False,
 ) -> tuple:
     """Caffe2's cudnn_LSTM on the CPU path: a RecurrentNetwork LSTM with num_layers layers and
-    the same outputs (output, hidden_output, cell_output[, params]). Departure: the parameters are
-    the per-gate FC weights of rnn_cell.LSTM, not cuDNN's packed blob."""
+    cuDNN's interface: initial states and the returned hidden/cell outputs are
+    (num_layers, N, H); returns (output, hidden_output, cell_output[, params]). Departure: the
+    parameters are the per-layer FC weights of rnn_cell.LSTM, not cuDNN's packed blob."""
+    h0, c0 = initial_states
+    if num_layers > 1:
+        hs = model.net.Split(h0, [f"{scope}/h0_{i}" for i in range(num_layers)], axis=0)
+        cs = model.net.Split(c0, [f"{scope}/c0_{i}" for i in range(num_layers)], axis=0)
+        init = [b for pair in zip(hs, cs) for b in pair]
+    else:
+        init = [h0, c0]
     res = _LSTM(
         LSTMCell,
         model,
         input_blob,
         None,
-        initial_states,
+        init,
         dim_in,
         [dim_out] * num_layers,
         scope=scope,
         return_params=True,
+        return_last_layer_only=False,
     )
-    output, last_h, _, last_c, params = res
+    *states, params = res
+    output = states[-4]
+    lasts_h = [states[4 * i + 1] for i in range(num_layers)]
+    lasts_c = [states[4 * i + 3] for i in range(num_layers)]
+    if num_layers > 1:
+        last_h = model.net.Concat(lasts_h, [f"{scope}/hidden_output", f"{scope}/hidden_output_dims"], axis=0)[0]
+        last_c = model.net.Concat(lasts_c, [f"{scope}/cell_output", f"{scope}/cell_output_dims"], axis=0)[0]
+    else:
+        last_h, last_c = lasts_h[0], lasts_c[0]
     out = (output, last_h, last_c)
     return out + (params,) if return_params else out
 

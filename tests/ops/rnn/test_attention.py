@@ -103,9 +103,10 @@ def test_lstm_with_attention_forward(att_type):
 def test_lstm_with_attention_gradients_numeric(att_type):
     rng = np.random.default_rng(7)
     model, res, loss = build(att_type)
-    grads = model.AddGradientOperators([loss])
+    grads = model.AddGradientOperators({loss: "loss_seed"})  # a float64 seed (ConstantFill's is float32)
     f = feeds(rng, np.float64)
     ws = make_ws(model, f, np.float64, rng)
+    ws.feed_blob("loss_seed", np.array(1.0))
     net = ws.create_net(model.net)
     net.run()
     for name in ("enc", "dec_in", "ctx0", "s/decoder/gates_t_w"):

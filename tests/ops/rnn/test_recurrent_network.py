@@ -117,9 +117,10 @@ def test_recurrent_network_gradients_numeric(cell):
     rng = np.random.default_rng(1)
     # BasicRNN's length masks are float32 casts (as Caffe2's): its float64 check runs without lengths
     model, res, loss = build_lstm(D, H, cell=cell, lengths=cell == "LSTM")
-    grads = model.AddGradientOperators([loss])
+    grads = model.AddGradientOperators({loss: "loss_seed"})  # a float64 seed (ConstantFill's is float32)
     feeds = _feeds(T, N, D, H, rng, np.float64)
     feeds["lens"] = np.array([3, 2], np.int32)
+    feeds["loss_seed"] = np.array(1.0)
     ws = Workspace()
     for k, v in feeds.items():
         ws.feed_blob(k, v)
