@@ -90,7 +90,8 @@ def quantize_8bit(x: np.ndarray, half_scale_bias: bool) -> np.ndarray:
     q = lrint((flat - mn[:, None]) * inv[:, None])
     out[:, -8:-4] = (rng / np.float32(255.0)).astype(F32).view(U8).reshape(-1, 4)
     out[:, -4:] = mn.astype(F32).view(U8).reshape(-1, 4)
-    out[:, :cols] = np.clip(q, 0, 255)
+    with np.errstate(invalid="ignore"):  # NaN input: undefined codes, as in Caffe2
+        out[:, :cols] = np.clip(q, 0, 255)
     return out.reshape((*x.shape[:-1], cols + 8))
 
 
@@ -126,7 +127,8 @@ def quantize_nbit(x: np.ndarray, bits: int, from_half: bool = False) -> np.ndarr
         inv = np.where(bad, np.float32(1.0), inv).astype(F32)
         scale = np.where(bad, np.float16(1.0), scale).astype(F16)
         q = lrint((flat - bias.astype(F32)[:, None]) * inv[:, None])
-    codes = np.clip(q, 0, (1 << bits) - 1).astype(U8)
+    with np.errstate(invalid="ignore"):
+        codes = np.clip(q, 0, (1 << bits) - 1).astype(U8)
     nbytes = (cols + per - 1) // per
     padded = np.zeros((len(flat), nbytes * per), U8)
     padded[:, :cols] = codes
@@ -167,7 +169,8 @@ def quantize_rowwise_8bits(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     q = round_half_away((flat - mn[:, None]) * inv[:, None])
     q[flat_rows] = 0
     sb = np.stack([scale, mn.astype(F32)], axis=1) if rows else np.zeros((0, 2), F32)
-    return q.astype(U8).reshape(x.shape), sb
+    with np.errstate(invalid="ignore"):
+        return q.astype(U8).reshape(x.shape), sb
 
 
 def _fused_shape(ins, extra, per=1, to=U8):

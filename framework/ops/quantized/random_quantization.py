@@ -76,7 +76,8 @@ class FloatToFusedRandRowwiseQuantized(Operator):
             q = np.clip(q, 0, max_q)
         else:
             q = np.rint(np.clip(t, 0, max_q))
-        codes = q.astype(U8)
+        with np.errstate(invalid="ignore"):
+            codes = q.astype(U8)
         padded = np.zeros((rows, seg * per), U8)
         padded[:, :cols] = codes
         data = np.zeros((rows, seg), U8)

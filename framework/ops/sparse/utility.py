@@ -234,7 +234,8 @@ class AccumulateHistogram(Operator):
     def run(self) -> None:
         x = self.input(0).reshape(-1).astype(np.float64)
         lo, hi, n = self.args.lower_bound, self.args.upper_bound, self.args.num_buckets
-        b = np.floor((x - lo) / ((hi - lo) / n)).astype(np.int64) + 1
+        with np.errstate(invalid="ignore"):  # NaN counts as underflow below
+            b = np.floor((x - lo) / ((hi - lo) / n)).astype(np.int64) + 1
         b = np.where(x < lo, 0, np.where(x >= hi, n + 1, np.clip(b, 1, n)))
         cur = np.bincount(b, minlength=n + 2).astype(I64)
         self.acc += cur
