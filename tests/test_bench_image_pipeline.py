@@ -6,6 +6,7 @@ pytest.importorskip("PIL")
 
 
 @pytest.mark.torch
+@pytest.mark.slow
 def test_image_pipeline_bench_runs_tiny(tmp_path):
     pytest.importorskip("torch")
     from bench.image_pipeline import decode_rows
