@@ -49,3 +49,28 @@ def roc_auc(labels: np.ndarray, scores: np.ndarray) -> float:
     avg = (starts + ends + 1) / 2.0  # average 1-based rank of each tie group
     ranks[order] = np.repeat(avg, ends - starts)
     return float((ranks[y].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+
+
+def evaluate_auc(ws, md, test_db: str, batch: int = 1024) -> float | None:
+    """Test-split AUC of a two-class model (probabilities [N, 2], labels 0/1), else None."""
+    from framework.cli.data import read_examples
+
+    x, y = read_examples(test_db)[:2]
+    labels = np.asarray(y).reshape(-1)
+    if not np.isin(labels, (0, 1)).all() or len(x) == 0:
+        return None
+    data_blob, prob_blob = md.data_dims()
+    eval_def = type(md.predict_net)()
+    eval_def.CopyFrom(md.predict_net)
+    eval_def.name = f"{md.predict_net.name or 'predict'}_auc"
+    scores, net = [], None
+    for start in range(0, len(x), batch):
+        ws.feed_blob(data_blob, x[start : start + batch])
+        if net is None:
+            net = ws.create_net(eval_def, overwrite=True)
+        net.run()
+        probs = np.asarray(ws.fetch_blob(prob_blob))
+        if probs.ndim != 2 or probs.shape[1] != 2:
+            return None
+        scores.append(probs[:, 1].copy())
+    return roc_auc(labels, np.concatenate(scores))

@@ -153,6 +153,11 @@ def main(args: argparse.Namespace) -> int:
     if test is not None:
         acc, n = evaluate_accuracy(ws, md, test[0])
         print(f"test accuracy: {acc:.4f} on {n} held-out examples")
+        from framework.cli.clicks import evaluate_auc
+
+        auc = evaluate_auc(ws, md, test[0])
+        if auc is not None:
+            print(f"test AUC: {auc:.4f}")
     return 0
 
 

@@ -63,6 +63,7 @@ def test_train_reaches_the_planted_auc_and_predict_scores(tmp_path):
         "100000",
     )
     assert r.returncode == 0, r.stderr
+    printed_auc = float(r.stdout.split("test AUC: ")[1].split()[0])
     md = ModelDir.load(MODEL, need_train=False)
     ws = Workspace()
     checkpoint.load(ws, str(ckpt))
@@ -74,6 +75,7 @@ def test_train_reaches_the_planted_auc_and_predict_scores(tmp_path):
     best = roc_auc(y, np.load(data / "test_probabilities.npy"))
     auc = roc_auc(y, probs[:, 1])
     assert auc > best - 0.02, f"model AUC {auc:.4f}, planted optimum {best:.4f}"
+    assert printed_auc == pytest.approx(auc, abs=1e-4)  # what `framework train` reports
     r = cli("predict", MODEL, "--checkpoint", str(ckpt), "--input", str(data / "sample.npy"))
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip()
