@@ -1,0 +1,79 @@
+"""Readers and writers of records (the base classes of Caffe2's ``caffe2.python.dataio``).
+
+A ``Reader`` adds ops to a net that read one batch and returns ``(should_stop, fields)``; a
+``Writer`` adds ops that write a batch. ``framework.dataset``, ``framework.queue_util`` and
+``framework.text_file_reader`` implement them. Covered: ``Reader`` (``read``, ``read_record``,
+``read_ex``, ``read_record_ex``, ``setup_ex``, ``reset``, ``schema``) and ``Writer`` (``write``,
+``write_record``, ``write_ex``, ``setup_ex``, ``commit``). Not covered: Pipe/TaskGroup plumbing,
+ReaderWithLimit and the composite readers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from framework import core
+from framework.schema import Field, from_blob_list
+
+
+class Reader:
+    """Adds read ops to nets; subclasses implement ``read(read_net) -> (should_stop, fields)``."""
+
+    def __init__(self, schema: Field | None = None) -> None:
+        self._schema = schema
+
+    def schema(self) -> Field | None:
+        return self._schema
+
+    def setup_ex(self, init_net: Any, finish_net: Any) -> None:
+        """Ops run once before (init_net) and after (finish_net) reading."""
+
+    def read(self, read_net: Any) -> tuple[Any, list[Any]]:
+        raise NotImplementedError(f"{type(self).__name__} does not implement read()")
+
+    def reset(self, net: Any) -> None:
+        raise NotImplementedError(f"{type(self).__name__} cannot be reset")
+
+    def read_ex(self, local_init_net: Any, local_finish_net: Any) -> tuple[list[Any], Any, list[Any]]:
+        read_net = core.Net("reader_body")
+        should_stop, fields = self.read(read_net)
+        return [read_net], should_stop, fields
+
+    def read_record(self, read_net: Any) -> tuple[Any, Any]:
+        should_stop, fields = self.read(read_net)
+        return should_stop, (from_blob_list(self._schema, fields) if self._schema is not None else fields)
+
+    def read_record_ex(self, local_init_net: Any, local_finish_net: Any) -> tuple[list[Any], Any, Any]:
+        nets, should_stop, fields = self.read_ex(local_init_net, local_finish_net)
+        return nets, should_stop, (from_blob_list(self._schema, fields) if self._schema is not None else fields)
+
+
+class Writer:
+    """Adds write ops to nets; subclasses implement ``write(writer_net, fields)``."""
+
+    _schema: Field | None = None
+
+    def schema(self) -> Field | None:
+        return self._schema
+
+    def setup_ex(self, init_net: Any, finish_net: Any) -> None:
+        """Ops run once before and after writing."""
+
+    def write(self, writer_net: Any, fields: list[Any]) -> None:
+        raise NotImplementedError(f"{type(self).__name__} does not implement write()")
+
+    def write_record(self, writer_net: Any, fields: Any) -> None:
+        if isinstance(fields, Field):
+            self._schema = fields
+            fields = fields.field_blobs()
+        self.write(writer_net, fields)
+
+    def write_ex(
+        self, fields: list[Any], local_init_net: Any, local_finish_net: Any, stop_blob: Any = None
+    ) -> list[Any]:
+        writer_net = core.Net("writer")
+        self.write(writer_net, fields)
+        return [writer_net]
+
+    def commit(self, finish_net: Any) -> None:
+        """Ops that make what was written final (none by default)."""

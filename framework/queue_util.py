@@ -1,0 +1,117 @@
+"""Queues as readers and writers (a subset of Caffe2's ``caffe2.python.queue_util``).
+
+``Queue(capacity, schema)``: ``setup(init_net)`` adds the CreateBlobsQueue; ``writer().write(net,
+fields)`` adds SafeEnqueueBlobs, ``reader().read(net)`` adds SafeDequeueBlobs and returns its status
+as ``should_stop`` (true once the queue is closed and drained); ``close(net)`` adds CloseBlobsQueue.
+``enqueue``/``dequeue``/``close_queue`` are Caffe2's helpers. Not covered: the Pipe/TaskGroup base.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Sequence
+
+from framework import core
+from framework.dataio import Reader, Writer
+from framework.schema import Field
+
+log = logging.getLogger("framework.queue_util")
+
+
+def enqueue(net: Any, queue: Any, data_blobs: Sequence[Any], status: Any = None) -> Any:
+    """Add SafeEnqueueBlobs of ``data_blobs`` (a blob given twice is copied first); the status blob."""
+    status = status or net.NextName("status")
+    blobs: list[Any] = []
+    for b in data_blobs:
+        if str(b) in [str(x) for x in blobs]:
+            log.warning("need to copy blob %s to enqueue", b)
+            b = net.Copy(b)
+        blobs.append(b)
+    results = net.SafeEnqueueBlobs([queue, *blobs], [*blobs, status])
+    return results[-1]
+
+
+def dequeue(net: Any, queue: Any, num_blobs: int, status: Any = None, field_names: Sequence[str] | None = None,
+            num_records: int = 1) -> tuple[list[Any], Any]:  # fmt: skip
+    """Add SafeDequeueBlobs; ``(data blobs, status blob)``."""
+    if field_names is not None:
+        if len(field_names) != num_blobs:
+            raise ValueError(f"{len(field_names)} field names for {num_blobs} blobs")
+        names = [net.NextName(n.replace(":", "_")) for n in field_names]
+    else:
+        names = [net.NextName("data", i) for i in range(num_blobs)]
+    status = status or net.NextName("status")
+    results = list(net.SafeDequeueBlobs([queue], [*names, status], num_records=num_records))
+    return results[:-1], results[-1]
+
+
+def close_queue(step: Any, *queues: Any) -> Any:
+    """An execution step running ``step`` then closing ``queues``."""
+    close_net = core.Net("close_queue_net")
+    for q in queues:
+        close_net.CloseBlobsQueue([q], [])
+    return core.execution_step(f"{close_net.Proto().name}_wraper_step", [step, core.execution_step("close", close_net)])
+
+
+class _QueueReader(Reader):
+    def __init__(self, wrapper: QueueWrapper, num_dequeue_records: int = 1) -> None:
+        super().__init__(wrapper._schema)
+        self._wrapper, self._num = wrapper, num_dequeue_records
+
+    def setup_ex(self, init_net: Any, exit_net: Any) -> None:
+        exit_net.CloseBlobsQueue([self._wrapper.queue()], [])
+
+    def read(self, read_net: Any) -> tuple[Any, list[Any]]:
+        names = self._schema.field_names() if self._schema is not None else None
+        n = len(names) if names is not None else self._wrapper.num_blobs
+        fields, status = dequeue(read_net, self._wrapper.queue(), n, field_names=names, num_records=self._num)
+        return status, fields
+
+
+class _QueueWriter(Writer):
+    def __init__(self, wrapper: QueueWrapper) -> None:
+        self._wrapper = wrapper
+        self._schema = wrapper._schema
+
+    def setup_ex(self, init_net: Any, exit_net: Any) -> None:
+        exit_net.CloseBlobsQueue([self._wrapper.queue()], [])
+
+    def write(self, writer_net: Any, fields: list[Any]) -> None:
+        enqueue(writer_net, self._wrapper.queue(), fields)
+
+
+class QueueWrapper:
+    """Reader and writer over an existing queue blob."""
+
+    def __init__(self, handler: Any, schema: Field | None = None, num_dequeue_records: int = 1) -> None:
+        self._queue, self._schema, self._num = handler, schema, num_dequeue_records
+        self.num_blobs = len(schema.field_names()) if schema is not None else 1
+
+    def reader(self) -> _QueueReader:
+        return _QueueReader(self, self._num)
+
+    def writer(self) -> _QueueWriter:
+        return _QueueWriter(self)
+
+    def queue(self) -> Any:
+        return self._queue
+
+
+class Queue(QueueWrapper):
+    """A BlobsQueue of ``capacity`` records of ``schema``; create it with ``setup(init_net)``."""
+
+    def __init__(self, capacity: int, schema: Field | None = None, name: str = "queue", num_dequeue_records: int = 1):
+        super().__init__(f"{name}_handler", schema, num_dequeue_records)
+        self.capacity = capacity
+
+    def setup(self, global_init_net: Any) -> Any:
+        if self._schema is None:
+            raise ValueError("this queue does not have a schema")
+        global_init_net.CreateBlobsQueue(
+            [], [self._queue], capacity=self.capacity, num_blobs=len(self._schema.field_names()),
+            field_names=self._schema.field_names(),
+        )  # fmt: skip
+        return self._queue
+
+    def close(self, net: Any) -> None:
+        net.CloseBlobsQueue([self._queue], [])
