@@ -39,6 +39,12 @@ def main(args: argparse.Namespace) -> int:
     if missing:
         raise CLIError(f"checkpoint {args.checkpoint} does not hold {', '.join(missing)} needed by the predict net")
     init, predict = Export(ws, md.predict_net, params)
+    # Caffe2's Export lists every blob nothing reads (a Reshape's old_shape...); the model's declared outputs
+    # come first, since `framework predict` scores the first one
+    declared = [b for b in md.predict_net.external_output]
+    rest = [b for b in predict.external_output if b not in declared]
+    del predict.external_output[:]
+    predict.external_output.extend(declared + rest)
     os.makedirs(args.out, exist_ok=True)
     write_binary(init, targets[0])
     write_binary(predict, targets[1])

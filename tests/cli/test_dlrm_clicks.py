@@ -79,6 +79,17 @@ def test_train_reaches_the_planted_auc_and_predict_scores(tmp_path):
     r = cli("predict", MODEL, "--checkpoint", str(ckpt), "--input", str(data / "sample.npy"))
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip()
+    # the deployable pair scores the same examples (the click probabilities come first among its outputs)
+    r = cli("export", MODEL, "--checkpoint", str(ckpt), "--out", str(tmp_path / "pair"))
+    assert r.returncode == 0, r.stderr
+    r2 = cli("predict", str(tmp_path / "pair"), "--input", str(data / "sample.npy"))
+    assert r2.returncode == 0, r2.stderr
+    assert (
+        r2.stdout.splitlines()[-8:]
+        == cli("predict", MODEL, "--checkpoint", str(ckpt), "--input", str(data / "sample.npy")).stdout.splitlines()[
+            -8:
+        ]
+    )
 
 
 def test_a_training_step_touches_only_the_rows_looked_up(tmp_path):
