@@ -117,6 +117,16 @@ def test_tt_core():
     ranks = [1, 4, 1]  # full rank: exact
     cores = tt_core.matrix_to_tt(w, inp, out, ranks)
     np.testing.assert_allclose(_tt_matrix(cores, inp, out, ranks), w, atol=1e-5)
+    # the TT op (written independently from Caffe2's tt_linear_op) multiplies by the same matrix
+    inp3, out3, ranks3 = [2, 2, 2], [3, 1, 2], [1, 6, 4, 1]
+    w3 = rng.standard_normal((8, 6)).astype(np.float32)
+    x = rng.standard_normal((1, 8)).astype(np.float32)
+    workspace.FeedBlob("X", x)
+    workspace.FeedBlob("b", np.zeros(6, np.float32))
+    workspace.FeedBlob("cores", tt_core.matrix_to_tt(w3, inp3, out3, ranks3))
+    tt = core.CreateOperator("TT", ["X", "b", "cores"], ["Y"], inp_sizes=inp3, out_sizes=out3, tt_ranks=ranks3)
+    workspace.RunOperatorOnce(tt)
+    np.testing.assert_allclose(workspace.FetchBlob("Y"), x @ w3, atol=1e-5)
     init = tt_core.init_tt_cores(inp, out, [1, 2, 1])
     assert init.dtype == np.float32 and init.size == 2 * 2 * 2 + 3 * 2 * 2
     np.testing.assert_array_equal(init, tt_core.init_tt_cores(inp, out, [1, 2, 1]))  # seeded
