@@ -48,7 +48,7 @@ class Caffe2Rep(_BackendRep):
         self.init_net = self.predict_net = None
         if nets is not None:
             self._cache[None] = self._load(*nets)
-            _, self.init_net, self.predict_net = self._cache[None]
+            _, self.init_net, self.predict_net, _ = self._cache[None]
 
     @staticmethod
     def _load(init_net: Any, predict_net: Any, extra: dict) -> tuple:
@@ -56,13 +56,18 @@ class Caffe2Rep(_BackendRep):
         for name, value in extra.items():
             ws.feed_blob(name, value)
         ws.run_net_once(init_net)
-        return ws, init_net, predict_net
+        return ws, init_net, predict_net, []  # the created net, once the inputs exist
 
     def _entry(self, feeds: dict[str, np.ndarray]) -> tuple:
         if None in self._cache:
             return self._cache[None]
         key = tuple(
-            (k, v.shape, v.dtype.str, v.tobytes() if v.dtype.kind in "iu" and v.size <= SMALL_INT_INPUT else b"")
+            (
+                k,
+                v.shape,
+                v.dtype.str,
+                v.tobytes() if (v.dtype.kind in "iu" and v.size <= SMALL_INT_INPUT) or v.size == 1 else b"",
+            )
             for k, v in sorted(feeds.items())
         )
         if key not in self._cache:
@@ -82,10 +87,12 @@ class Caffe2Rep(_BackendRep):
         else:
             feeds = {self.uninitialized[0]: inputs}
         feeds = {k: np.asarray(v) for k, v in feeds.items()}
-        ws, _, predict = self._entry(feeds)
+        ws, _, predict, created = self._entry(feeds)
         for k, v in feeds.items():
             ws.feed_blob(k, v)
-        ws.run_net_once(predict)
+        if not created:
+            created.append(ws.create_net(predict, overwrite=True))
+        created[0].run()
         Outputs = namedtuple("Outputs", [f"o{i}" for i in range(len(self.outputs))], rename=True)  # noqa: N806
         return Outputs(*[ws.fetch_blob(o) for o in self.outputs])
 

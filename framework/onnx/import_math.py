@@ -69,7 +69,7 @@ _BINARY = {
     "Add": ("Add", NUMERIC),
     "Sub": ("Sub", NUMERIC),
     "Mul": ("Mul", NUMERIC),
-    "Div": ("Div", FLOATS),
+    "Div": ("Div", NUMERIC),  # integers: truncation toward zero, as ONNX
     "Pow": ("Pow", FLOATS),
     "Equal": ("EQ", NUMERIC + BOOL),
     "Less": ("LT", NUMERIC),
@@ -203,3 +203,54 @@ def _cast_like(ctx: ImportContext, node: Node) -> None:
     if src not in _CAFFE2_TYPE or dst not in _CAFFE2_TYPE:
         raise Unsupported(f"cast {src} -> {dst}")
     ctx.op("Cast", [node.input(0)], [node.outputs[0]], to=_CAFFE2_TYPE[dst])
+
+
+@translator("Mod")
+def _mod(ctx: ImportContext, node: Node) -> None:
+    ctx.require(node, INTS)
+    b = ctx.const(node.input(1)).reshape(-1)
+    if b.size == 0 or not (b == b[0]).all() or b[0] == 0:
+        raise Unsupported("a divisor tensor that is not one non-zero constant (Caffe2's Mod takes a scalar)")
+    sign_div = int(not node.attr("fmod", 0))  # fmod=0: the result takes the divisor's sign
+    shape_a, shape_b = ctx.shape(node.input(0)), ctx.shape(node.input(1))
+    if shape_a is None or shape_b is None or np.broadcast_shapes(shape_a, shape_b) != tuple(shape_a):
+        raise Unsupported("a divisor that broadcasts the dividend to another shape")
+    ctx.op("Mod", [node.input(0)], [node.outputs[0]], divisor=int(b[0]), sign_follow_divisor=sign_div)
+
+
+@translator("ReduceSumSquare")
+def _reduce_sum_square(ctx: ImportContext, node: Node) -> None:
+    ctx.require(node, FLOATS, [0])
+    rank = ctx.rank(node.input(0))
+    axes = _axes(ctx, node, rank) if ctx.opset >= 18 else _axes(ctx, node, rank, input_index=99)
+    if axes is None and node.attr("noop_with_empty_axes", 0):
+        ctx.op("Sqr", [node.input(0)], [node.outputs[0]])
+        return
+    if rank == 0:
+        raise Unsupported("0-d input")
+    sq = ctx.fresh("sqr")
+    ctx.op("Sqr", [node.input(0)], [sq])
+    axes = list(range(rank)) if axes is None else axes
+    ctx.op("ReduceSum", [sq], [node.outputs[0]], axes=axes, keepdims=int(node.attr("keepdims", 1)))
+
+
+@translator("ConstantOfShape")
+def _constant_of_shape(ctx: ImportContext, node: Node) -> None:
+    from onnx import numpy_helper
+
+    shape = [int(d) for d in ctx.const(node.input(0)).reshape(-1)]
+    t = node.proto.attribute[0].t if node.proto.attribute else None
+    value = numpy_helper.to_array(t).reshape(-1) if t is not None else np.zeros(1, np.float32)
+    if value.dtype.kind in "OUS" or value.dtype not in _CAFFE2_TYPE:
+        raise Unsupported(f"value of type {value.dtype}")
+    ctx.values[node.outputs[0]] = np.full(shape, value[0], dtype=value.dtype)
+
+
+@translator("Range")
+def _range(ctx: ImportContext, node: Node) -> None:
+    start, limit, delta = (ctx.const(node.input(i)).reshape(()) for i in range(3))
+    dt = start.dtype
+    if dt not in NUMERIC:
+        raise Unsupported(f"type {dt}")
+    n = max(int(np.ceil((float(limit) - float(start)) / float(delta))), 0)
+    ctx.values[node.outputs[0]] = (start + np.arange(n, dtype=dt) * delta).astype(dt)

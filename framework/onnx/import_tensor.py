@@ -4,7 +4,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from framework.onnx.importer import BOOL, FLOATS, INTS, NUMERIC, ImportContext, Node, Unsupported, translator
+from framework.onnx.importer import (
+    BOOL,
+    FLOATS,
+    INTS,
+    NUMERIC,
+    ImportContext,
+    NeedsRuntime,
+    Node,
+    Unsupported,
+    translator,
+)
 
 ANY = NUMERIC + BOOL
 
@@ -158,7 +168,7 @@ def _tile(ctx: ImportContext, node: Node) -> None:
 
 @translator("Expand")
 def _expand(ctx: ImportContext, node: Node) -> None:
-    ctx.require(node, ANY, [0])
+    ctx.require(node, NUMERIC, [0])
     ctx.require(node, INTS, [1])
     ctx.op("Expand", node.inputs[:2], [node.outputs[0]])
 
@@ -167,10 +177,25 @@ def _expand(ctx: ImportContext, node: Node) -> None:
 def _where(ctx: ImportContext, node: Node) -> None:
     ctx.require(node, BOOL, [0])
     ctx.require(node, ANY, [1, 2])
-    shapes = {ctx.shape(n) for n in node.inputs}
-    if None in shapes or len(shapes) != 1:
-        raise Unsupported("inputs of different (or unknown) shapes")
-    ctx.op("Where", node.inputs, [node.outputs[0]])
+    shapes = [ctx.shape(n) for n in node.inputs]
+    if any(s is None for s in shapes):
+        raise Unsupported("inputs of unknown shapes")
+    out = tuple(np.broadcast_shapes(*shapes))
+    ins = []
+    for n, s in zip(node.inputs, shapes):  # Caffe2's Where takes equal shapes: expand first
+        if tuple(s) != out:
+            shape_name, e = ctx.fresh("where_shape"), ctx.fresh("where_expanded")
+            ctx.values[shape_name] = np.asarray(out, np.int64)
+            if ctx.dtype(n) == np.dtype(bool):  # our Expand takes numbers: via int32 and back
+                i32, e32 = ctx.fresh("where_i32"), ctx.fresh("where_e32")
+                ctx.op("Cast", [n], [i32], to=2)
+                ctx.op("Expand", [i32, shape_name], [e32])
+                ctx.op("Cast", [e32], [e], to=5)
+            else:
+                ctx.op("Expand", [n, shape_name], [e])
+            n = e
+        ins.append(n)
+    ctx.op("Where", ins, [node.outputs[0]])
 
 
 @translator("Slice")
@@ -199,4 +224,52 @@ def _slice(ctx: ImportContext, node: Node) -> None:
     ctx.op("Slice", [node.input(0)], [node.outputs[0]], starts=st, ends=en)
 
 
-__all__ = ["FLOATS"]
+@translator("Pad")
+def _pad(ctx: ImportContext, node: Node) -> None:
+    ctx.require(node, FLOATS, [0])
+    shape = ctx.shape(node.input(0))
+    if shape is None or len(shape) != 4:
+        raise Unsupported("only 4-D inputs (PadImage pads H and W)")
+    if ctx.opset < 11:
+        pads, value = list(node.attr("pads")), float(node.attr("value", 0.0))
+    else:
+        pads = [int(p) for p in ctx.const(node.input(1)).reshape(-1)]
+        value = float(ctx.const(node.input(2)).reshape(-1)[0]) if node.input(2) else 0.0
+        if node.input(3):
+            axes = [int(a) % 4 for a in ctx.const(node.input(3)).reshape(-1)]
+            full = [0] * 8
+            for j, a in enumerate(axes):
+                full[a], full[4 + a] = pads[j], pads[len(axes) + j]
+            pads = full
+    if pads[0] or pads[1] or pads[4] or pads[5]:
+        raise Unsupported("padding of the N or C dimension")
+    mode = node.attr("mode", "constant")
+    if mode not in ("constant", "reflect", "edge"):
+        raise Unsupported(f"mode {mode}")
+    if mode != "constant" and any(p < 0 for p in pads):
+        raise Unsupported("negative pads outside constant mode")
+    if mode == "reflect" and (max(pads[2], pads[6]) >= shape[2] or max(pads[3], pads[7]) >= shape[3]):
+        raise Unsupported("reflect pads as large as the input")
+    args = {"pad_t": pads[2], "pad_l": pads[3], "pad_b": pads[6], "pad_r": pads[7], "mode": mode}
+    ctx.op("PadImage", [node.input(0)], [node.outputs[0]], value=value, **args)
+
+
+@translator("LayerNormalization")
+def _layer_norm(ctx: ImportContext, node: Node) -> None:
+    ctx.require(node, FLOATS)
+    shape = ctx.shape(node.input(0))
+    if shape is None:
+        raise NeedsRuntime("input of unknown shape")
+    axis = int(node.attr("axis", -1)) % len(shape)
+    inner = tuple(shape[axis:])
+    if ctx.shape(node.input(1)) != inner or (node.input(2) and ctx.shape(node.input(2)) != inner):
+        raise Unsupported("scale/bias not of the normalized shape")
+    if any(o for o in node.outputs[1:]):
+        raise Unsupported("the Mean/InvStdDev outputs")
+    bias = node.input(2)
+    if not bias:
+        bias = ctx.fresh("ln_bias")
+        ctx.values[bias] = np.zeros(inner, ctx.dtype(node.input(0)))
+    outs = [node.outputs[0], ctx.fresh("ln_mean"), ctx.fresh("ln_std")]
+    eps = float(node.attr("epsilon", 1e-5))
+    ctx.op("LayerNorm", [node.input(0), node.input(1), bias], outs, axis=axis, epsilon=eps, elementwise_affine=1)

@@ -135,7 +135,7 @@ class ImportContext:
                 raise Unsupported(f"input '{n}' of type {dt} (supported: {', '.join(str(a) for a in allowed)})")
 
 
-SMALL_INT_INPUT = 64  # elements: integer inputs up to this size are specialized on at run time
+SMALL_INT_INPUT = 64  # elements: integer inputs up to this size (and scalars) are specialized on at run time
 
 
 def _specialize(model: Any, feeds: dict[str, np.ndarray]) -> Any:
@@ -153,7 +153,7 @@ def _specialize(model: Any, feeds: dict[str, np.ndarray]) -> Any:
             m.graph.input.append(vi)
             continue
         v = np.asarray(v)
-        if v.dtype.kind in "iu" and v.size <= SMALL_INT_INPUT:
+        if (v.dtype.kind in "iu" and v.size <= SMALL_INT_INPUT) or v.size == 1:  # scalars of any type too
             m.graph.initializer.append(numpy_helper.from_array(v, vi.name))
         try:
             elem = helper.np_dtype_to_tensor_dtype(v.dtype)

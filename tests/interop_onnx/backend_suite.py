@@ -22,7 +22,7 @@ def _group(test: unittest.TestCase) -> str:
     return next((g for k, g in GROUPS.items() if k in test.id()), "other")
 
 
-def run_suite(pattern: str | None = None) -> tuple[dict, list, list]:
+def run_suite(pattern: str | None = None, groups: tuple[str, ...] | None = None) -> tuple[dict, list, list]:
     """({group: Counter(total, passed, failed, skipped)}, failures [(id, traceback)], skips [(id, reason)])."""
     import onnx.backend.test
 
@@ -37,7 +37,9 @@ def run_suite(pattern: str | None = None) -> tuple[dict, list, list]:
             for name in loader.getTestCaseNames(case):
                 if "_cuda" in name or (pattern and pattern not in name):
                     continue
-                suite.addTest(case(name))
+                test = case(name)
+                if groups is None or _group(test) in groups:
+                    suite.addTest(test)
         counts: dict = collections.defaultdict(collections.Counter)
         for t in suite:
             counts[_group(t)]["total"] += 1
@@ -60,7 +62,10 @@ def _group_id(tid: str) -> str:
 def main() -> None:
     import sys
 
-    counts, fails, _ = run_suite(sys.argv[1] if len(sys.argv) > 1 else None)
+    args = sys.argv[1:]
+    groups = tuple(a[len("--group=") :] for a in args if a.startswith("--group="))
+    pattern = next((a for a in args if not a.startswith("--")), None)
+    counts, fails, _ = run_suite(pattern, groups or None)
     print(f"{'group':<20} {'total':>6} {'passed':>7} {'failed':>7} {'skipped':>8}")
     for g, c in sorted(counts.items()):
         print(f"{g:<20} {c['total']:>6} {c['passed']:>7} {c['failed']:>7} {c['skipped']:>8}")
