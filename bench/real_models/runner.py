@@ -128,6 +128,23 @@ def bench_model(name: str, batch: int, threads_list, rounds: int, contenders, lo
             outs[kind] = get().copy()
             log(f"  {name} b{batch} t{threads} {kind}: set up + first run {time.perf_counter() - t0:.1f}s")
             runs[kind] = run
+        if threads > 1 and "ours" in runs:
+            # Our own 1-thread speed in the same interleaved rounds and on the same clock (the 2-thread
+            # target is a ratio to it); the setting is switched around each call.
+            run1, get1 = make_runner("ours", model, x, 1)
+            run1()
+            outs["ours-1t"] = get1().copy()
+            run_t = runs["ours"]
+
+            def one(run1=run1):
+                set_threads(1)
+                run1()
+
+            def many(run_t=run_t, n=threads):
+                set_threads(n)
+                run_t()
+
+            runs["ours"], runs["ours-1t"] = many, one
         ref = outs.get("torch", outs[contenders[0]])
         diffs = {k: rel_diff(v, ref) for k, v in outs.items()}
         # Big models: few rounds of one call; small ones: more calls per round.
@@ -169,6 +186,7 @@ def _repo() -> str:
 
 def table(rows: list[dict], mem: dict | None = None) -> str:
     header = ["model", "batch", "threads", "ours", "ours-raw", "torch", "ort", "ours GFLOP/s", "ours/ort", "ours/torch"]
+    header.append("ours speedup vs 1 thread")
     if mem:
         header += ["peak MiB ours / raw / torch / ort"]
     out = []
@@ -182,6 +200,7 @@ def table(rows: list[dict], mem: dict | None = None) -> str:
         line.append(f"{r['gflop'] * r['batch'] / t['ours']:.1f}" if "ours" in t else "")
         line.append(f"{t['ours'] / t['ort']:.2f}" if "ours" in t and "ort" in t else "")
         line.append(f"{t['ours'] / t['torch']:.2f}" if "ours" in t and "torch" in t else "")
+        line.append(f"{t['ours-1t'] / t['ours']:.2f}" if "ours-1t" in t else "")
         if mem:
             m = mem.get((r["model"], r["batch"]), {})
             line.append(" / ".join("?" if m.get(k) is None else f"{m[k]:.0f}" for k in CONTENDERS))
