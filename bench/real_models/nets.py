@@ -2,7 +2,9 @@
 
 - ``resnet50``: caffe2/python/models/resnet.py ``create_resnet50`` (bottlenecks, convs with bias,
   SpatialBN is_test, in-place Relu, Sum shortcut, MaxPool 3/2 pad 1, global AveragePool, FC, Softmax).
-- ``resnet20_cifar``: ``create_resnet_32x32`` with n=3 (20 layers) on 3x32x32 (conv1 unpadded, as there).
+- ``resnet20_cifar``: the blocks of ``create_resnet_32x32`` (conv1 unpadded, as there), 3 per stage: the
+  paper's ResNet-20 on 3x32x32 (Caffe2's builder makes 2*num_groups blocks per stage, 12n+2 layers, so
+  it cannot make 20).
 - ``squeezenet1_1``: the model zoo's SqueezeNet 1.1 (Caffe-converted: fire modules of 1x1 squeeze and
   1x1/3x3 expand convs with Relu, Concat; MaxPool with legacy_pad 3 = Caffe's ceil mode; Dropout
   is_test; conv10, global AveragePool, Softmax).
@@ -126,7 +128,7 @@ def resnet20_cifar(m, data):
     h = brew.relu(m, h, "relu1")
     cin, k = 16, 0
     for g, f in enumerate((16, 32, 64)):
-        for b in range(6):
+        for b in range(3):
             h = _simple_block(m, h, f"comp_{k}", cin, f, down=(b == 0 and g > 0))
             cin, k = f, k + 1
     h = brew.average_pool(m, h, "final_avg", kernel=8, stride=1)

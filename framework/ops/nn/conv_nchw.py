@@ -37,6 +37,8 @@ from framework.parallel import num_threads, run_parallel, split
 
 _ZERO = np.float32(0)
 BLOCK_P = 256  # output pixels per image below which images are batched into one GEMM (measured: 1.1-1.5x)
+BLOCK_M = 32  # ... or output channels at or below which (thin GEMMs: CIFAR's 16-channel convs)
+BLOCK_BYTES = 16 << 20  # images per GEMM limited so the batched columns stay under this size
 
 
 def _taps(geo) -> list[tuple[tuple, tuple, bool]]:
@@ -102,21 +104,30 @@ class ConvNCHW:
         self.col_specs = [None] * workers  # im2col columns
         self.tmp_specs = [None] * workers  # GEMM result when the output holds the residual
         self.pad_specs = [None] * workers  # depthwise: the zero-bordered image
+        self.last_specs = [None] * workers  # blocked im2col: columns of a last, smaller chunk of images
         self._held: dict = {}
         # Small images (P < BLOCK_P) at batch > 1: one GEMM per worker over its block of images, on
         # operands laid out (K, images, P), instead of one thin GEMM per image.
-        self.blocked = self.by_image and n > 1 and group == 1 and p < BLOCK_P and self.kind != "depthwise"
+        small = p < BLOCK_P or m <= BLOCK_M
+        self.blocked = self.by_image and n > 1 and group == 1 and small and self.kind != "depthwise"
+        k_rows = self.kg if self.kind == "im2col" else c
+        self.chunk = max(1, min(n, BLOCK_BYTES // max(1, k_rows * p * dt.itemsize)))
+        self.blocked = self.blocked and self.chunk > 1
         for k, (lo, hi) in enumerate(parts):
-            nb = hi - lo
+            nb = min(hi - lo, self.chunk)
             if self.blocked:
                 if self.kind == "im2col":
                     shape = (c, *geo.kernel, nb, *geo.out)
                     self.col_specs[k] = (("col", geo, shape, dt.str), shape, True)
+                    last = (hi - lo) % self.chunk
+                    if last:
+                        shape = (c, *geo.kernel, last, *geo.out)
+                        self.last_specs[k] = (("col", geo, shape, dt.str), shape, True)
                 else:
                     self.col_specs[k] = (("buf", (c, nb, p), dt.str), (c, nb, p), False)
                 self.tmp_specs[k] = (("tmp", (m, nb, p), dt.str), (m, nb, p), False)
                 continue
-            rows = m if self.by_image else nb
+            rows = m if self.by_image else hi - lo
             if self.kind == "im2col" and (self.by_image or k == 0):
                 shape = (c, *geo.kernel, *geo.out)
                 self.col_specs[k] = (("col", geo, shape, dt.str), shape, True)
@@ -133,7 +144,7 @@ class ConvNCHW:
         key = (threading.get_ident(), k)
         got = self._held.get(key)
         if got is None:
-            specs = (self.col_specs[k], self.tmp_specs[k], self.pad_specs[k])
+            specs = (self.col_specs[k], self.tmp_specs[k], self.pad_specs[k], self.last_specs[k])
             got = self._held[key] = tuple(shared_scratch(*s) if s is not None else None for s in specs)
         return got
 
@@ -189,8 +200,18 @@ class ConvNCHW:
                 self._epilogue(yi, acc, bk, s[i].reshape(self.m, p)[lo:hi] if s is not None else None)
 
     def _blocked(self, k, lo, hi, x, w, b1, y, s) -> None:
+        for c0 in range(lo, hi, self.chunk):
+            self._block(k, c0, min(hi, c0 + self.chunk), x, w, b1, y, s)
+
+    def _block(self, k, lo, hi, x, w, b1, y, s) -> None:
         m, p, nb = self.m, self.p, hi - lo
-        col, acc, _ = self._scratch(k)
+        col, acc, _, col_last = self._scratch(k)
+        if nb < self.chunk:  # the last, smaller chunk: contiguous views of the first nb images' worth
+            acc = acc.reshape(-1)[: m * nb * p].reshape(m, nb, p)
+            if self.kind == "im2col":
+                col = col_last  # its own zero-bordered layout
+            else:
+                col = col.reshape(-1)[: self.c * nb * p].reshape(self.c, nb, p)
         if self.kind == "im2col":
             for j in range(nb):
                 self._fill(col[:, :, :, j], x[lo + j], 0, self.c)
@@ -214,7 +235,7 @@ class ConvNCHW:
 
     def _im2col(self, k, lo, hi, x, w, b1, y, s) -> None:
         g, mg, kg, p = self.g, self.mg, self.kg, self.p
-        col, tmp, _ = self._scratch(k)
+        col, tmp, _, _ = self._scratch(k)
         w3, col3 = w.reshape(g, mg, kg), col.reshape(g, kg, p)
         for i in range(lo, hi):
             self._fill(col, x[i], 0, self.c)
@@ -239,7 +260,7 @@ class ConvNCHW:
         from framework.ops.nn.conv_args import window_view
 
         c, kk, p = self.dw_spec
-        col, tmp, pad = self._scratch(k)
+        col, tmp, pad, _ = self._scratch(k)
         geo = self.geo
         inner, win = pad[(0, slice(None), *geo.interior)], window_view(pad, geo, "NCHW")[0]
         col3, wk = col.reshape(c, kk, p), w.reshape(c, 1, kk)

@@ -19,6 +19,7 @@ from framework.ops.gradient import gradient
 from framework.ops.nn.conv_args import ConvPoolOp, conv_pool_args, index, infer_geometry, join_layout, kernel_slices
 from framework.ops.registry import register_op
 from framework.ops.schema import BOOL, FLOAT, UNKNOWN, Arg, TensorSpec, same_as_input
+from framework.parallel import get_num_threads
 
 _POOL_ARGS = conv_pool_args(group=False)
 _AVG_ARGS = _POOL_ARGS + [
@@ -72,7 +73,18 @@ class _Pool(ConvPoolOp):
         self._sp_axes = tuple(range(2, 2 + r)) if self.order == "NCHW" else tuple(range(1, 1 + r))
         self._global = self.spec.global_pooling
         self._xp = None
-        if geo.padded and not self._global:
+        self._sep = None
+        sep = self.kind in ("max", "avg") and not self.is_grad and self.order == "NCHW" and r == 2
+        sep = sep and math.prod(geo.kernel) > 4
+        if sep and not self._global and x.size:
+            from framework.ops.nn.pool_nchw import SeparablePool2D
+
+            pv = self.pad_value
+            if self.kind == "max":  # the lowest finite value, as below
+                pv = np.finfo(x.dtype).min if x.dtype.kind == "f" else np.iinfo(x.dtype).min
+            ufunc = np.maximum if self.kind == "max" else np.add
+            self._sep = SeparablePool2D(geo, n, c, x.dtype, ufunc, pv)
+        elif geo.padded and not self._global:
             pv = self.pad_value
             if self.kind == "max":
                 # Caffe2 starts each max at the lowest finite value: a window lying wholly in
@@ -122,7 +134,7 @@ class _Pool(ConvPoolOp):
 class _PoolForward(_Pool):
     def run(self) -> None:
         x = self.input(0)
-        if self._key != (x.shape, x.dtype):
+        if self._key != (x.shape, x.dtype) or (self._sep is not None and self._sep.threads != get_num_threads()):
             self._prepare(x)
         y = self.output(0, self._yshape, x.dtype)
         if y.size:
@@ -139,6 +151,9 @@ class MaxPool(_PoolForward):
         if self._global:
             np.max(x, axis=self._sp_axes, keepdims=True, out=y)
             return
+        if self._sep is not None:
+            self._sep.run(x, y)
+            return
         self._fold(x, y, np.maximum)
 
 
@@ -153,7 +168,10 @@ class AveragePool(_PoolForward):
         if self._global:
             np.mean(x, axis=self._sp_axes, keepdims=True, out=y)
             return
-        self._fold(x, y, np.add)
+        if self._sep is not None:
+            self._sep.run(x, y)
+        else:
+            self._fold(x, y, np.add)
         np.multiply(y, self._inv, out=y)
 
 

@@ -173,3 +173,57 @@ def test_depthwise_kernel_matches_reference(threads, stride, pad, n):
         "ConvFusion", ["X", "W", "b"], ["Y"], kernel=3, stride=stride, pad=pad, group=6, fusion_type=1
     )
     assert_reference_checks(fused, [x, w, b], lambda *a: np.maximum(want, 0).astype(np.float32), atol=1e-4)
+
+
+def test_small_images_are_batched_into_one_gemm_and_column_buffers_are_shared(threads):
+    rng = np.random.default_rng(3)
+    ws = Workspace()
+    x = rng.standard_normal((4, 5, 6, 6)).astype(np.float32)
+    ws.feed_blob("X", x)
+    for k in ("W1", "W2"):
+        ws.feed_blob(k, rng.standard_normal((7, 5, 3, 3)).astype(np.float32))
+    ws.feed_blob("b", rng.standard_normal(7).astype(np.float32))
+    first = create_operator(CreateOperator("Conv", ["X", "W1", "b"], ["Y1"], kernel=3, pad=1), ws)
+    first.run()
+    assert first._kernel.blocked  # 36 output pixels per image < BLOCK_P
+    rep = memory_reporter()
+    n0, b0 = rep.allocations, rep.current_bytes
+    second = create_operator(CreateOperator("Conv", ["X", "W2", "b"], ["Y2"], kernel=3, pad=1), ws)
+    second.run()
+    # same geometry on the same thread(s): only the output is new, the column buffers are shared
+    assert rep.allocations - n0 == 1 and rep.current_bytes - b0 == 4 * 7 * 36 * 4
+    for name, w in (("Y1", "W1"), ("Y2", "W2")):
+        want = ref_conv(x, ws.fetch_blob(w), ws.fetch_blob("b"), 1, 1, 1)
+        np.testing.assert_allclose(ws.fetch_blob(name), want, rtol=1e-4, atol=1e-4)
+    big = create_operator(CreateOperator("Conv", ["Y1", "W3", "b3"], ["Y3"], kernel=1), _feed_big(ws, rng))
+    big.run()
+    assert not big._kernel.blocked  # 1024 pixels per image, 40 channels: one GEMM per image
+
+
+def _feed_big(ws, rng):
+    ws.feed_blob("Y1", rng.standard_normal((2, 7, 32, 32)).astype(np.float32))
+    ws.feed_blob("W3", rng.standard_normal((40, 7, 1, 1)).astype(np.float32))
+    ws.feed_blob("b3", rng.standard_normal(40).astype(np.float32))
+    return ws
+
+
+@pytest.mark.parametrize("kernel,pad", [(3, 1), (1, 0)])
+def test_batched_gemm_in_chunks_with_a_smaller_last_chunk(threads, monkeypatch, kernel, pad):
+    import framework.ops.nn.conv_nchw as conv_nchw
+
+    monkeypatch.setattr(conv_nchw, "BLOCK_BYTES", 2 * 4 * kernel * kernel * 25 * 4)  # 2 images per GEMM
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((7, 4, 5, 5)).astype(np.float32)
+    w = rng.standard_normal((6, 4, kernel, kernel)).astype(np.float32)
+    b = rng.standard_normal(6).astype(np.float32)
+    s = rng.standard_normal((7, 6, 5, 5)).astype(np.float32)
+    want = np.maximum(ref_conv(x, w, b, 1, pad, 1) + s, 0)
+    op = CreateOperator("ConvFusion", ["X", "W", "b", "Y"], ["Y"], kernel=kernel, pad=pad, fusion_type=3)
+    ws = Workspace()
+    assert_reference_checks(
+        op, [x, w, b, s], lambda *a: want.astype(np.float32), atol=1e-4, check_no_realloc=False, ws=ws
+    )
+    fused = create_operator(op, ws)
+    ws.feed_blob("Y", s)
+    fused.run()
+    assert fused._kernel.blocked and fused._kernel.chunk < 7
