@@ -15,7 +15,7 @@ from typing import Any
 
 from framework.cli.common import CLIError
 from framework.db import Mode, db_exists, detect_db_type, open_db
-from framework.db.blobs import MANIFEST_KEY
+from framework.db.blobs import RESERVED_KEYS
 from framework.db.datum import parse_datum
 from framework.errors import FrameworkError
 from framework.proto import framework_pb2 as pb
@@ -79,7 +79,7 @@ def inspect_db(path: str, db_type: str | None = None) -> int:
                 count += 1
                 if len(keys) < SHOWN_KEYS:
                     keys.append(key)
-                if first is None and key != MANIFEST_KEY:
+                if first is None and key not in RESERVED_KEYS:
                     first = (key, value)
         finally:
             cursor.close()

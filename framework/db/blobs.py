@@ -18,6 +18,8 @@ from __future__ import annotations
 import os
 from typing import Any, Iterable, Mapping, Sequence
 
+import numpy as np
+
 from framework.db.base import Mode, open_db
 from framework.errors import DBError, FrameworkError, SerializationError
 from framework.memory.blob import Blob
@@ -37,6 +39,21 @@ from framework.proto.framework_pb2 import BlobProto
 # record key that follows, so a file cut short (even exactly between records) is detected.
 # Caffe2-style special key ("!!" as predictor_consts); Caffe2's Load skips it unless load_all.
 MANIFEST_KEY = "!!FRAMEWORK_CHECKPOINT_MANIFEST"
+# Written last by checkpoints with a manifest: "<16 hex digits> <key>" per record, the record's
+# checksum (record_checksum). Caffe2's readers ignore it (a string blob under a reserved name).
+CHECKSUM_KEY = "!!FRAMEWORK_CHECKPOINT_CHECKSUMS"
+RESERVED_KEYS = (MANIFEST_KEY, CHECKSUM_KEY)
+
+
+def record_checksum(value: bytes) -> int:
+    """The sum, modulo 2**64, of the record's bytes read as little-endian uint64 words (zero padded),
+    plus its length: any flipped bit changes it, and numpy computes it at several GB/s."""
+    n = len(value)
+    whole = n - n % 8
+    total = int(np.frombuffer(value, dtype="<u8", count=whole // 8).sum(dtype=np.uint64)) if whole else 0
+    if n % 8:
+        total += int.from_bytes(bytes(value[whole:]) + b"\0" * (8 - n % 8), "little")
+    return (total + n) & 0xFFFFFFFFFFFFFFFF
 
 
 def strip_prefix_of(name: str, prefix: str) -> str:
@@ -61,7 +78,7 @@ def save_keys(names: Sequence[str], strip_prefix: str = "", overrides: Sequence[
     for k in keys:
         if not k:
             raise DBError("an empty blob name cannot be saved")
-        if k == MANIFEST_KEY:
+        if k in RESERVED_KEYS:
             raise DBError(f"'{k}' is reserved for the checkpoint manifest; save that blob under another name")
         if k in seen:
             raise DBError(f"two blobs would be saved under the same name '{k}'")
@@ -87,8 +104,9 @@ def write_blobs(
     """
     n = 0
     items = list(items)
-    if any(name == MANIFEST_KEY for name, _ in items):
-        raise DBError(f"'{MANIFEST_KEY}' is reserved for the checkpoint manifest; save that blob under another name")
+    for name, _ in items:
+        if name in RESERVED_KEYS:
+            raise DBError(f"'{name}' is reserved for the checkpoint manifest; save that blob under another name")
     keys = [k for name, obj in items for k in record_keys(name, obj, chunk_size)] if manifest else []
     # The manifest is one key per line: a key holding a newline cannot be listed, so such a file goes without.
     manifest = manifest and not any("\n" in k for k in keys)
@@ -98,12 +116,21 @@ def write_blobs(
             proto = BlobProto(name=MANIFEST_KEY, type=STRING_TYPE, content=content)
             with db.new_transaction() as txn:
                 txn.put(MANIFEST_KEY, proto.SerializeToString())
+        sums = []
         for name, obj in items:
             for key, value in serialize_blob(name, obj, chunk_size, typed):
+                if manifest:
+                    sums.append(f"{record_checksum(value):016x} {key}")
                 txn = db.new_transaction()
                 txn.put(key, value)
                 txn.commit()
                 n += 1
+        if manifest:
+            proto = BlobProto(
+                name=CHECKSUM_KEY, type=STRING_TYPE, content="\n".join(sums).encode("utf-8", "surrogateescape")
+            )
+            with db.new_transaction() as txn:
+                txn.put(CHECKSUM_KEY, proto.SerializeToString())
     return n
 
 
@@ -155,11 +182,18 @@ def read_blobs(
                 index = 0
                 expected: set[str] | None = None
                 seen_keys: set[str] = set()  # the manifest may come anywhere (lmdb sorts keys)
+                sums: dict[str, int] | None = None
+                computed: dict[str, tuple[int, str]] = {}
                 complete_walk = True
                 while cursor.valid():
                     db_key = cursor.key()
                     if db_key == MANIFEST_KEY:
                         expected = _manifest_keys(cursor.value(), f"{db_type} {path}, record {index}")
+                        cursor.next()
+                        index += 1
+                        continue
+                    if db_key == CHECKSUM_KEY:
+                        sums = _checksums(cursor.value(), f"{db_type} {path}, record {index}")
                         cursor.next()
                         index += 1
                         continue
@@ -178,7 +212,9 @@ def read_blobs(
                                 f"and in {db_type} {path}"
                             )
                         label = f"{db_type} {path}, record {index} key '{db_key}'"
-                        proto = parse_blob_proto(cursor.value(), f"in {label}")
+                        value = cursor.value()
+                        computed[db_key] = (record_checksum(value), target)
+                        proto = parse_blob_proto(value, f"in {label}")
                         blob = staged.get(target)
                         if blob is None:
                             blob = staged[target] = Blob(target)
@@ -195,6 +231,7 @@ def read_blobs(
                     index += 1
                 if complete_walk:
                     check_manifest(expected, seen_keys, db_type, path, index)
+                check_checksums(sums, computed, db_type, path)
             finally:
                 cursor.close()
     asm.check_complete(where)
@@ -221,6 +258,31 @@ def check_manifest(expected: set[str] | None, seen: set[str], db_type: str, path
     )
 
 
+def check_checksums(sums: dict[str, int] | None, computed: dict[str, tuple[int, str]], db_type: str, path: str) -> None:
+    """A DBError naming the blob when a record read does not match the checksum the file lists."""
+    if not sums:
+        return
+    for key, (value, blob) in computed.items():
+        want = sums.get(key)
+        if want is not None and want != value:
+            raise DBError(
+                f"{db_type} {path}: record '{key}' of blob '{blob}' fails its checksum "
+                f"(stored {want:016x}, read {value:016x}): the file is damaged (flipped bits?)"
+            )
+
+
+def _checksums(value: bytes, where: str) -> dict[str, int]:
+    proto = parse_blob_proto(value, f"in {where} (the checksums)")
+    text = bytes(proto.content).decode("utf-8", "surrogateescape")
+    out: dict[str, int] = {}
+    for line in text.split("\n") if text else ():
+        try:
+            out[line[17:]] = int(line[:16], 16)
+        except ValueError:
+            raise DBError(f"{where}: the checksum list is damaged (line {line[:40]!r})") from None
+    return out
+
+
 def _manifest_keys(value: bytes, where: str) -> set[str]:
     proto = parse_blob_proto(value, f"in {where} (the manifest)")
     text = bytes(proto.content).decode("utf-8", "surrogateescape")
@@ -239,6 +301,9 @@ def list_blobs(db_type: str, path: str) -> list[dict[str, Any]]:
             for db_key, value in cursor:
                 if db_key == MANIFEST_KEY:
                     expected = _manifest_keys(value, f"{db_type} {path}, record {index}")
+                    index += 1
+                    continue
+                if db_key == CHECKSUM_KEY:
                     index += 1
                     continue
                 seen.add(db_key)
@@ -273,6 +338,8 @@ def _payload_bytes(proto: Any) -> int:
     try:
         meta, vals = proto_elements(t)
     except FrameworkError:
+        return 0
+    if vals is None:  # NO_CONTENT: shape only
         return 0
     if meta.is_pod:
         return vals.size * meta.itemsize

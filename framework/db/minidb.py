@@ -163,6 +163,14 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+def _close_quietly(f) -> None:
+    """Close ``f`` even when flushing its buffer fails again (a full disk): the temp file goes next."""
+    try:
+        f.close()
+    except OSError:
+        pass
+
+
 def _fsync_dir(directory: str) -> None:
     try:
         fd = os.open(directory or ".", os.O_RDONLY)
@@ -247,14 +255,14 @@ class MiniDB(DB):
             os.replace(self._tmp, self.path)
             _fsync_dir(os.path.dirname(os.path.abspath(self.path)))
         except OSError as e:
-            f.close()
+            _close_quietly(f)
             self._remove_tmp()
             raise DBError(f"minidb {self.path}: could not finish writing: {e}") from e
 
     def abort(self) -> None:
         f, self._f = self._f, None
         if f is not None:
-            f.close()
+            _close_quietly(f)
             self._remove_tmp()
 
     def _remove_tmp(self) -> None:
