@@ -123,8 +123,11 @@ class Net:
 
             return self.ConstantFill([], blob_out or 1, dtype=TensorProto.BOOL, value=array)
         arr = np.array(array) if dtype is None else np.array(array, dtype=dtype)
-        fill = {np.dtype(np.int32): "GivenTensorIntFill", np.dtype(np.int64): "GivenTensorInt64Fill",
-                np.dtype(np.bool_): "GivenTensorBoolFill"}.get(arr.dtype, "GivenTensorFill")
+        fill = {
+            np.dtype(np.int32): "GivenTensorIntFill",
+            np.dtype(np.int64): "GivenTensorInt64Fill",
+            np.dtype(np.bool_): "GivenTensorBoolFill",
+        }.get(arr.dtype, "GivenTensorFill")
         if arr.dtype.kind in "SUO":
             fill = "GivenTensorStringFill"
         values = [v.encode() if isinstance(v, str) else v for v in arr.flatten().tolist()]

@@ -110,6 +110,8 @@ def write_blobs(
     keys = [k for name, obj in items for k in record_keys(name, obj, chunk_size)] if manifest else []
     # The manifest is one key per line: a key holding a newline cannot be listed, so such a file goes without.
     manifest = manifest and not any("\n" in k for k in keys)
+    if manifest:
+        keys.append(CHECKSUM_KEY)  # listed, so that readers know to read on to the checksums
     with open_db(db_type, path, Mode.NEW) as db:
         if manifest:
             content = "\n".join(keys).encode("utf-8", "surrogateescape")
@@ -194,6 +196,7 @@ def read_blobs(
                         continue
                     if db_key == CHECKSUM_KEY:
                         sums = _checksums(cursor.value(), f"{db_type} {path}, record {index}")
+                        seen_keys.add(db_key)
                         cursor.next()
                         index += 1
                         continue
@@ -224,7 +227,13 @@ def read_blobs(
                             if label in str(e):
                                 raise
                             raise SerializationError(f"{label}: {e}") from e
-                        if single and len(staged) == len(wanted) and all(asm.is_complete(n) for n in staged):
+                        sums_pending = expected is not None and CHECKSUM_KEY in expected and sums is None
+                        if (
+                            single
+                            and not sums_pending
+                            and len(staged) == len(wanted)
+                            and all(asm.is_complete(n) for n in staged)
+                        ):
                             complete_walk = False
                             break
                     cursor.next()
@@ -304,6 +313,7 @@ def list_blobs(db_type: str, path: str) -> list[dict[str, Any]]:
                     index += 1
                     continue
                 if db_key == CHECKSUM_KEY:
+                    seen.add(db_key)
                     index += 1
                     continue
                 seen.add(db_key)

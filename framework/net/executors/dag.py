@@ -41,7 +41,7 @@ class _ChainFailure(Exception):
 
 
 class _RunState:
-    __slots__ = ("fns", "counts", "outstanding", "lock", "done", "errors", "failed")
+    __slots__ = ("fns", "counts", "outstanding", "lock", "done", "errors", "failed", "stop")
 
     def __init__(self, fns: list, counts: list[int], outstanding: int) -> None:
         self.fns = fns
@@ -51,6 +51,7 @@ class _RunState:
         self.done = threading.Event()
         self.errors: list[tuple[int, BaseException]] = []
         self.failed = False
+        self.stop = False  # interrupted: chains in flight stop before their next op
 
 
 def _worker_loop(q: queue.SimpleQueue) -> None:
@@ -62,6 +63,16 @@ def _worker_loop(q: queue.SimpleQueue) -> None:
         del item
         net._execute(state, c)
         del net, state
+
+
+def _drain(state: _RunState) -> None:
+    """Wait until the run's chains in flight have stopped (further Ctrl-C are absorbed meanwhile)."""
+    while True:
+        try:
+            if state.done.wait(0.05):
+                return
+        except KeyboardInterrupt:
+            continue
 
 
 class _Workers:
@@ -151,6 +162,7 @@ class DAGNet(NetBase):
         self.num_workers = max(1, min(_num_workers(self.net_def), len(self.chains)))
         self.blas_threads = max(1, (os.cpu_count() or 1) // self.num_workers)
         self._workers: _Workers | None = None
+        self._state: _RunState | None = None
 
     def _pool(self) -> _Workers:
         if self._workers is None:
@@ -163,12 +175,20 @@ class DAGNet(NetBase):
             return
         program = self.program
         fns = program.callables()
-        state = _RunState(fns, list(self.initial_counts), len(self.roots))
+        state = self._state = _RunState(fns, list(self.initial_counts), len(self.roots))
         q = self._pool().queue
         with blas_limit(self.blas_threads):
             for c in self.roots:
                 q.put((self, state, c))
-            state.done.wait()
+            try:
+                state.done.wait()
+            except BaseException:
+                # Ctrl-C (or another signal) in the caller: start nothing new, and return only after
+                # every chain in flight has stopped, so the next run never overlaps this one.
+                with state.lock:
+                    state.failed = state.stop = True
+                _drain(state)
+                raise
         if state.errors:
             secondary = [self._fail(k2, e2) for k2, e2 in state.errors[1:]]
             k, e = state.errors[0]
@@ -187,8 +207,11 @@ class DAGNet(NetBase):
     def _run_chain(self, chain: list[int], fns: list[Callable[[], Any]]) -> None:
         """Run one chain's callables in order (hook: ProfDAGNet times them)."""
         k = -1
+        state = self._state
         try:
             for k in chain:
+                if state.stop:
+                    return
                 fns[k]()
         except Exception as e:
             raise _ChainFailure(k, e) from e
