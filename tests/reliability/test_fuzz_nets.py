@@ -13,8 +13,8 @@ from framework import core
 from framework.errors import FrameworkError
 from framework.memory import set_allocation_limit
 from framework.memory.workspace import Workspace
-from framework.proto.io import parse_bytes
 from framework.proto.framework_pb2 import NetDef
+from framework.proto.io import parse_bytes
 
 FUZZ = settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
 
