@@ -277,9 +277,13 @@ def test_typed_checkpoint_needs_no_raw_data(tmp_path):
 
 
 def test_manifest_record_is_a_plain_string_blob_to_caffe2(tmp_path):
-    """With the manifest on (the default), a Caffe2 Load(load_all=1) sees one extra std::string blob."""
+    """With the manifest on (the default), a Caffe2 Load(load_all=1) sees two extra std::string blobs:
+    the manifest (first) and the per-record checksums (last)."""
     ws = make_workspace(tmp_path)
     checkpoint.save(ws, "m.minidb", ["fc_b", "note"])
     blobs, keys = independent_read(tmp_path / "m.minidb")
-    assert keys[0] == "!!FRAMEWORK_CHECKPOINT_MANIFEST"
-    assert blobs["!!FRAMEWORK_CHECKPOINT_MANIFEST"].split(b"\n") == [b"fc_b#%0", b"note"]
+    assert keys[0] == "!!FRAMEWORK_CHECKPOINT_MANIFEST" and keys[-1] == "!!FRAMEWORK_CHECKPOINT_CHECKSUMS"
+    listed = blobs["!!FRAMEWORK_CHECKPOINT_MANIFEST"].split(b"\n")
+    assert listed == [b"fc_b#%0", b"note", b"!!FRAMEWORK_CHECKPOINT_CHECKSUMS"]
+    sums = blobs["!!FRAMEWORK_CHECKPOINT_CHECKSUMS"].split(b"\n")
+    assert [line[17:] for line in sums] == [b"fc_b#%0", b"note"]

@@ -323,7 +323,7 @@ def test_manifest_detects_files_cut_between_records(tmp_path, db_type):
         cur = db.cursor()
         records = list(cur)
         cur.close()
-    assert MANIFEST_KEY in dict(records) and len(records) == 1 + 3 + 1 + 1
+    assert MANIFEST_KEY in dict(records) and len(records) == 1 + 3 + 1 + 1 + 1  # + the checksums record
     assert sorted(r["name"] for r in checkpoint.list_checkpoint(tmp_path / "m")) == ["a", "b", "s"]
     # Caffe2-style load_all and the Load op skip the manifest record
     ws2 = Workspace(root_folder=str(tmp_path))

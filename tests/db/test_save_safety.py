@@ -160,7 +160,9 @@ def test_manifest_can_be_turned_off(tmp_path):
     run(ws, "Save", ["w"], [], db="op.minidb", db_type="minidb")
     on, off, op = ((tmp_path / f).read_bytes() for f in ("on.minidb", "off.minidb", "op.minidb"))
     assert off == op  # without the manifest: exactly what the Save op (and Caffe2) writes
-    assert on.endswith(off) and MANIFEST_KEY.encode() in on[: len(on) - len(off)]
+    # with it: the manifest first, the same records, then the per-record checksums
+    at = on.index(off)
+    assert MANIFEST_KEY.encode() in on[:at] and b"!!FRAMEWORK_CHECKPOINT_CHECKSUMS" in on[at + len(off) :]
 
 
 def test_save_op_typed_argument_writes_the_typed_fields(tmp_path):
