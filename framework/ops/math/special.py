@@ -10,20 +10,12 @@ import math
 import numpy as np
 
 from framework.ops.gradient import should_not_do_gradient
-from framework.ops.math.unary import _const, _unary
+from framework.ops.math.unary import _const, _ufunc, _unary
 from framework.ops.operator import Operator
 from framework.ops.pointwise import PointwiseGradient, pointwise_gradient, scratch
 from framework.ops.schema import FLOAT, Arg
 
 _erf = np.frompyfunc(math.erf, 1, 1)
-
-
-def _ufunc(f):
-    def kernel(self: Operator, x: np.ndarray, out: np.ndarray) -> None:
-        f(x, out=out)
-
-    kernel.ufunc = f
-    return kernel
 
 
 def _cube(self: Operator, x: np.ndarray, out: np.ndarray) -> None:

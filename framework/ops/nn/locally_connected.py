@@ -14,6 +14,7 @@ import numpy as np
 
 from framework.errors import ShapeError
 from framework.ops.gradient import gradient
+from framework.ops.nn.conv import gradient_schema
 from framework.ops.nn.conv_args import (
     ConvPoolOp,
     conv_pool_args,
@@ -215,23 +216,9 @@ for _t in _TYPES:
         input_types="float",
         ranks={0: (3, 5)},
     )(_forward(_t))
-    register_op(
-        _t + "Gradient",
-        inputs=3,
-        input_types="float",
-        ranks={0: (3, 5)},
-        outputs=(1, 3),
-        args=_ARGS,
-        input_docs=[("X", "forward input"), ("filter", "forward filter"), ("dY", "gradient of Y")],
-        output_docs=[
-            ("dfilter", "gradient of the filter"),
-            ("dbias", "gradient of the bias (unless no_bias)"),
-            ("dX", "gradient of X (if asked)"),
-        ],
-        infer=_grad_infer,
-        category="conv",
-        private=True,
-    )(_backward(_t + "Gradient"))
+    register_op(_t + "Gradient", **gradient_schema(_ARGS, _grad_infer, input_types="float", ranks={0: (3, 5)}))(
+        _backward(_t + "Gradient")
+    )
 
 
 def _lc_grad(g):
