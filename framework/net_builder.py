@@ -194,6 +194,8 @@ class Operations:
     def loop(self, iters: Any = None, name: str | None = None) -> Any:
         return NetBuilder.current().add(_Loop(iters, name=name))
 
+    Loop = loop  # the name some scripts use
+
     def stop_guard(self, has_stopped_blob: Any = None, name: str | None = None) -> Any:
         return NetBuilder.current().add(_StopGuard(has_stopped_blob=has_stopped_blob, name=name))
 
