@@ -45,6 +45,7 @@ class Caffe2Rep(_BackendRep):
         self.uninitialized = list(inputs)
         self.outputs = list(outputs)
         self._cache: dict = {}
+        self._outputs_type = namedtuple("Outputs", [f"o{i}" for i in range(len(self.outputs))], rename=True)
         self.init_net = self.predict_net = None
         if nets is not None:
             self._cache[None] = self._load(*nets)
@@ -93,8 +94,7 @@ class Caffe2Rep(_BackendRep):
         if not created:
             created.append(ws.create_net(predict, overwrite=True))
         created[0].run()
-        Outputs = namedtuple("Outputs", [f"o{i}" for i in range(len(self.outputs))], rename=True)  # noqa: N806
-        return Outputs(*[ws.fetch_blob(o) for o in self.outputs])
+        return self._outputs_type(*[ws.fetch_blob(o) for o in self.outputs])
 
 
 class Caffe2Backend(_Backend):
