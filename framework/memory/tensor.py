@@ -74,6 +74,7 @@ class Tensor:
         "_array",
         "_shares_data",
         "_reserved",
+        "_spare",
         "version",
         "__weakref__",
     )
@@ -86,6 +87,7 @@ class Tensor:
         self._array: np.ndarray | None = None  # cached view of the storage
         self._shares_data = False
         self._reserved = False
+        self._spare: Storage | None = None  # the buffer displaced by the last resize_aside
         self.version = 0  # bumped by every mutable_data: tells caches they are stale
         if dims is not None:
             self.resize(tuple(dims))
@@ -281,11 +283,35 @@ class Tensor:
         return self._array
 
     def free_memory(self) -> None:
-        """Drop the buffer; keep shape and type."""
+        """Drop the buffer (and the spare one); keep shape and type."""
         self._storage = None
+        self._spare = None
         self._array = None
         self._shares_data = False
         self._reserved = False
+
+    def resize_aside(self, dims: tuple[int, ...], dtype: Any) -> np.ndarray:
+        """Resize to ``dims`` of ``dtype`` without touching the current buffer's bytes (a caller may
+        need them back, e.g. to roll back a failed op): the data goes to the spare buffer (the one the
+        previous call displaced) when it fits, else to a new buffer as large as the largest seen, and the
+        current buffer becomes the spare. A blob that alternates between shapes thus settles on two
+        buffers and allocates nothing more."""
+        old, spare = self._storage, self._spare
+        meta = TypeMeta.of(dtype)
+        if old is None or self._shares_data or old.is_object or not meta.is_pod:
+            self.free_memory()
+            self.resize(dims)
+            return self.mutable_data(dtype)
+        self.free_memory()
+        self.resize(dims)
+        need = max(self._numel, 0) * meta.itemsize
+        if spare is not None and spare is not old and not spare.is_object and spare.capacity >= need:
+            self._storage = spare
+        else:
+            biggest = max(need, old.capacity, spare.capacity if spare is not None else 0)
+            self._storage = Storage.allocate(biggest, OPTIONS.zero_fill)
+        self._spare = old
+        return self.mutable_data(dtype)
 
     # -- growing and shrinking the outer dimension ---------------------------
     def _require_allocated(self, what: str) -> None:

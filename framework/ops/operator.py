@@ -101,7 +101,7 @@ def _transactional(run: Any) -> Any:
     return run_checked
 
 
-_TENSOR_FIELDS = ("_dims", "_numel", "_meta", "_storage", "_array", "_shares_data", "_reserved", "version")
+_TENSOR_FIELDS = ("_dims", "_numel", "_meta", "_storage", "_spare", "_array", "_shares_data", "_reserved", "version")
 
 
 def _remember(journal: list, blob: Blob) -> None:
@@ -219,7 +219,8 @@ class Operator:
         if type(t) is not Tensor:
             t = blob.get_mutable(Tensor)
         elif journal is not None and t._storage is not None and not t._shares_data:
-            t.free_memory()  # the journal keeps the old storage; the new data goes elsewhere
+            # the journal keeps the old storage for the rollback; the new data goes to the spare buffer
+            return t.resize_aside(shape, dtype)
         t.resize(shape)
         return t.mutable_data(dtype)
 

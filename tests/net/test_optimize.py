@@ -182,6 +182,9 @@ def test_every_real_model_gives_the_same_logits_and_allocates_nothing(name):
     run1()
     want, got = get0(), get1()
     assert np.abs(got - want).max() <= 1e-4 * np.abs(want).max()
+    # A blob whose shape changes within a run (DenseNet's growing Concat) settles on two buffers (the op
+    # keeps the old one for the rollback of a failed run) after a second warm run.
+    run1()
     rep = memory_reporter()
     n0 = rep.allocations
     run1()
