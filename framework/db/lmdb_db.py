@@ -109,16 +109,23 @@ class LMDBCursor(Cursor):
         self._db = db
         self._txn = db._env.begin(buffers=False)
         self._cur = self._txn.cursor()
-        self._valid = self._cur.first()
+        self._valid = self._guard(self._cur.first)
+
+    def _guard(self, fn, *args):
+        """Run a cursor step; LMDB's errors on a damaged file become a DBError naming it."""
+        try:
+            return fn(*args)
+        except _lmdb().Error as e:
+            raise DBError(f"lmdb {self._db.path}: the database is damaged: {e}") from e
 
     def seek_to_first(self) -> None:
-        self._valid = self._cur.first()
+        self._valid = self._guard(self._cur.first)
 
     def seek(self, key: str) -> None:
-        self._valid = self._cur.set_range(encode_key(key))
+        self._valid = self._guard(self._cur.set_range, encode_key(key))
 
     def next(self) -> None:
-        self._valid = self._cur.next()
+        self._valid = self._guard(self._cur.next)
 
     def valid(self) -> bool:
         return self._valid
@@ -126,12 +133,12 @@ class LMDBCursor(Cursor):
     def key(self) -> str:
         if not self._valid:
             raise DBError(f"lmdb {self._db.path}: cursor is past the last record")
-        return decode_key(self._cur.key())
+        return decode_key(self._guard(self._cur.key))
 
     def value(self) -> bytes:
         if not self._valid:
             raise DBError(f"lmdb {self._db.path}: cursor is past the last record")
-        return self._cur.value()
+        return self._guard(self._cur.value)
 
     def close(self) -> None:
         if self._txn is not None:

@@ -169,8 +169,21 @@ def _type_name(dt: int) -> str:
         return f"unknown({dt})"
 
 
+def _check_unknown_enums(proto: TensorProto) -> None:
+    """An enum value this schema does not know (data_type 99) lands in the unknown fields and the
+    field reads as its default (FLOAT): refuse instead of loading the bytes as floats."""
+    from google.protobuf.unknown_fields import UnknownFieldSet
+
+    for f in UnknownFieldSet(proto):
+        if f.field_number in (2, 12):
+            field = "data_type" if f.field_number == 2 else "storage_type"
+            raise SerializationError(f"tensor '{proto.name}': unknown {field} {f.data} (not a Caffe2 {field})")
+
+
 def proto_extent(proto: TensorProto) -> tuple[tuple[int, ...], int, int, int]:
     """(dims, numel, begin, end) of a TensorProto, validated."""
+    if not proto.HasField("data_type") or not proto.HasField("storage_type"):
+        _check_unknown_enums(proto)
     dims = tuple(proto.dims)
     numel = 1
     for d in dims:
