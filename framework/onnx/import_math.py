@@ -33,7 +33,7 @@ _UNARY = {
     "Erf": ("Erf", FLOATS),
     "Sign": ("Sign", FLOATS),
     "Not": ("Not", BOOL),
-    "Identity": ("Copy", NUMERIC + BOOL),
+    "Identity": ("Copy", NUMERIC + BOOL + tuple(np.dtype(t) for t in (np.float16, np.int8, np.int16, np.uint8))),
 }
 
 

@@ -17,6 +17,8 @@ from framework.onnx.importer import (
 )
 
 ANY = NUMERIC + BOOL
+# Data movement (no arithmetic): every plain numpy type.
+MOVE = ANY + tuple(np.dtype(t) for t in (np.float16, np.int8, np.int16, np.uint8, np.uint16, np.uint32, np.uint64))
 
 
 @translator("Constant")
@@ -42,7 +44,7 @@ def _constant(ctx: ImportContext, node: Node) -> None:
 
 @translator("Reshape")
 def _reshape(ctx: ImportContext, node: Node) -> None:
-    ctx.require(node, ANY, [0])
+    ctx.require(node, MOVE, [0])
     shape = node.attr("shape") if ctx.opset < 5 else ctx.const(node.input(1)).reshape(-1).tolist()
     shape = [int(d) for d in shape]
     if node.attr("allowzero", 0) and 0 in shape:
@@ -52,7 +54,7 @@ def _reshape(ctx: ImportContext, node: Node) -> None:
 
 @translator("Flatten")
 def _flatten(ctx: ImportContext, node: Node) -> None:
-    ctx.require(node, ANY)
+    ctx.require(node, MOVE)
     rank = ctx.rank(node.input(0))
     axis = int(node.attr("axis", 1))
     axis = axis + rank if axis < 0 else axis
@@ -63,7 +65,7 @@ def _flatten(ctx: ImportContext, node: Node) -> None:
 
 @translator("Transpose")
 def _transpose(ctx: ImportContext, node: Node) -> None:
-    ctx.require(node, ANY)
+    ctx.require(node, MOVE)
     perm = node.attr("perm")
     args = {"axes": [int(p) for p in perm]} if perm is not None else {}
     ctx.op("Transpose", [node.input(0)], [node.outputs[0]], **args)
@@ -71,7 +73,7 @@ def _transpose(ctx: ImportContext, node: Node) -> None:
 
 @translator("Concat")
 def _concat(ctx: ImportContext, node: Node) -> None:
-    ctx.require(node, ANY)
+    ctx.require(node, MOVE)
     rank = ctx.rank(node.input(0))
     axis = int(node.attr("axis", 1)) % rank
     ctx.op("Concat", node.inputs, [node.outputs[0], ctx.fresh("split_info")], axis=axis)
@@ -79,7 +81,7 @@ def _concat(ctx: ImportContext, node: Node) -> None:
 
 @translator("Split")
 def _split(ctx: ImportContext, node: Node) -> None:
-    ctx.require(node, ANY, [0])
+    ctx.require(node, MOVE, [0])
     shape = ctx.shape(node.input(0))
     if shape is None:
         raise Unsupported("input of unknown shape")
@@ -109,7 +111,7 @@ def _axes_of(ctx: ImportContext, node: Node) -> list[int] | None:
 
 @translator("Squeeze")
 def _squeeze(ctx: ImportContext, node: Node) -> None:
-    ctx.require(node, ANY, [0])
+    ctx.require(node, MOVE, [0])
     shape = ctx.shape(node.input(0))
     if shape is None:
         raise Unsupported("input of unknown shape")
@@ -120,7 +122,7 @@ def _squeeze(ctx: ImportContext, node: Node) -> None:
 
 @translator("Unsqueeze")
 def _unsqueeze(ctx: ImportContext, node: Node) -> None:
-    ctx.require(node, ANY, [0])
+    ctx.require(node, MOVE, [0])
     axes = _axes_of(ctx, node)
     out_rank = ctx.rank(node.input(0)) + len(axes)
     ctx.op("ExpandDims", [node.input(0)], [node.outputs[0]], dims=sorted(a % out_rank for a in axes))
@@ -200,7 +202,7 @@ def _where(ctx: ImportContext, node: Node) -> None:
 
 @translator("Slice")
 def _slice(ctx: ImportContext, node: Node) -> None:
-    ctx.require(node, ANY, [0])
+    ctx.require(node, MOVE, [0])
     shape = ctx.shape(node.input(0))
     if shape is None:
         raise Unsupported("input of unknown shape")
