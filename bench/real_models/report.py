@@ -53,7 +53,7 @@ def one_thread_table(rows: list[dict], memory: dict, before: dict) -> tuple[str,
                 _ms(t.get("ours")),
                 _ms(t.get("torch")),
                 _ms(t.get("ort")),
-                f"{r['gflop'] * r['batch'] / t['ours']:.0f}",
+                f"{r['gflop'] / t['ours']:.0f}",
                 "" if ro is None else f"{ro:.2f}",
                 "" if rt is None else f"{rt:.2f}",
                 mem,
@@ -92,13 +92,18 @@ def main(argv=None) -> int:
     ap.add_argument("one")
     ap.add_argument("two", nargs="?")
     ap.add_argument("--baseline")
+    ap.add_argument("--memory", help="peak memory JSON ({'model:batch': {'ours': MiB, ...}}) to use instead")
+    ap.add_argument("--skip-baseline", nargs="*", default=[], help="models whose baseline is not comparable")
     a = ap.parse_args(argv)
     one = json.load(open(a.one))
+    if a.memory:
+        one["memory"] = json.load(open(a.memory))
     before = {}
     if a.baseline:
         for r in json.load(open(a.baseline))["rows"]:
             t = r["times"]
-            before[(r["model"], r["batch"])] = t.get("ours-raw", t.get("ours"))
+            if r["model"] not in a.skip_baseline:
+                before[(r["model"], r["batch"])] = t.get("ours-raw", t.get("ours"))
     text, summary = one_thread_table(one["rows"], one.get("memory", {}), before)
     print(text)
     print()

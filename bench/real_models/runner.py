@@ -197,7 +197,7 @@ def table(rows: list[dict], mem: dict | None = None) -> str:
             return f"{t[k] * 1e3:.1f} ms" if k in t else ""
 
         line = [r["model"], str(r["batch"]), str(r["threads"]), ms("ours"), ms("ours-raw"), ms("torch"), ms("ort")]
-        line.append(f"{r['gflop'] * r['batch'] / t['ours']:.1f}" if "ours" in t else "")
+        line.append(f"{r['gflop'] / t['ours']:.1f}" if "ours" in t else "")
         line.append(f"{t['ours'] / t['ort']:.2f}" if "ours" in t and "ort" in t else "")
         line.append(f"{t['ours'] / t['torch']:.2f}" if "ours" in t and "torch" in t else "")
         line.append(f"{t['ours-1t'] / t['ours']:.2f}" if "ours-1t" in t else "")
