@@ -37,7 +37,8 @@ from framework.parallel import num_threads, run_parallel, split
 
 _ZERO = np.float32(0)
 BLOCK_P = 256  # output pixels per image below which images are batched into one GEMM (measured: 1.1-1.5x)
-BLOCK_M = 32  # ... or output channels at or below which (thin GEMMs: CIFAR's 16-channel convs)
+BLOCK_M = 32  # ... or output channels at or below which (thin GEMMs: CIFAR's 16-channel convs),
+BLOCK_THIN_P = 1024  # on images up to this many pixels (larger ones make long enough GEMMs alone)
 BLOCK_BYTES = 16 << 20  # images per GEMM limited so the batched columns stay under this size
 
 
@@ -108,7 +109,7 @@ class ConvNCHW:
         self._held: dict = {}
         # Small images (P < BLOCK_P) at batch > 1: one GEMM per worker over its block of images, on
         # operands laid out (K, images, P), instead of one thin GEMM per image.
-        small = p < BLOCK_P or m <= BLOCK_M
+        small = p < BLOCK_P or (m <= BLOCK_M and p <= BLOCK_THIN_P)
         self.blocked = self.by_image and n > 1 and group == 1 and small and self.kind != "depthwise"
         k_rows = self.kg if self.kind == "im2col" else c
         self.chunk = max(1, min(n, BLOCK_BYTES // max(1, k_rows * p * dt.itemsize)))
