@@ -5,7 +5,7 @@ clipping."""
 import math
 
 import numpy as np
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from framework.core import CreateOperator
@@ -119,6 +119,9 @@ def test_rotated_box_with_nms_limit(data):
     for r in range(n):
         boxes[r, 5:] = [data.draw(CENTRE), data.draw(CENTRE), data.draw(SIZE), data.draw(SIZE), data.draw(ANGLE)]
         scores[r, 1] = data.draw(st.sampled_from([0.3, 0.6, 0.9]))
+    # an IoU at the threshold itself (e.g. 4x6 and 6x4 boxes on one centre: 16 / 32) is decided by float32
+    # rounding in the op: leave such draws out
+    assume(all(abs(riou(boxes[i, 5:], boxes[j, 5:]) - 0.5) > 1e-3 for i in range(n) for j in range(i)))
     op = CreateOperator("BoxWithNMSLimit", ["S", "B"], ["s", "b", "c"], rotated=1, nms=0.5, score_thresh=0.05)
 
     def ref(s, b):
