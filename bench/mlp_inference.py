@@ -140,14 +140,15 @@ def contenders(batch: int) -> tuple[dict, dict]:
     except ImportError:
         pass
     try:
-        from bench.onnx_models import mlp_model, ort_runner, reference_runner
+        from bench.onnx_models import exported, ort_runner, reference_runner
 
-        model = mlp_model(params, batch)
+        weights = {f"{k}{i}": v for i, wb in enumerate(params) for k, v in zip("Wb", wb)}
+        model = exported(mlp_net_def(f"mlp_{batch}"), weights, {"data": x})
         try:
-            runs["ort"], gets["ort"] = ort_runner(model, {"X": x})
+            runs["ort"], gets["ort"] = ort_runner(model, {"data": x})
         except ImportError:
             pass
-        runs["onnx_ref"], gets["onnx_ref"] = reference_runner(model, {"X": x})
+        runs["onnx_ref"], gets["onnx_ref"] = reference_runner(model, {"data": x})
     except ImportError:
         pass
     ref = gets["numpy"]()

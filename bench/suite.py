@@ -155,7 +155,7 @@ def bench_op_overhead(cfg: Config) -> list[Row]:
         runs["torch"] = fns.pop("torch eager")
     gets: dict = {}
     x = np.random.default_rng(0).standard_normal(op_overhead.SHAPE).astype(np.float32)
-    _add_onnx(runs, gets, lambda: onnx_models.relu_chain_model(op_overhead.N_OPS, op_overhead.SHAPE), {"X": x})
+    _add_onnx(runs, gets, lambda: onnx_models.exported(op_overhead.relu_chain("onnx"), {}, {"x0": x}), {"x0": x})
     _check(gets, np.maximum(x, 0), "relu chain")
     t = cfg.time(runs, inner=20)
     n = op_overhead.N_OPS
@@ -207,7 +207,7 @@ def bench_add_chain(cfg: Config) -> list[Row]:
                     torch.add(a, tc, out=b)
 
         runs["torch"], gets["torch"] = torch_eager, lambda: ts[-1].numpy()
-    _add_onnx(runs, gets, lambda: onnx_models.add_chain_model(n, shape, c), {"X": x})
+    _add_onnx(runs, gets, lambda: onnx_models.exported(net_def, {"c": c}, {"x0": x}), {"x0": x})
     t = cfg.time(runs, inner=20)
     _check(gets, x + np.float32(0.5) * n, "add chain", rtol=1e-5, atol=1e-5)
     note = "per op; floor: np.add(a, c, b) over prebound arrays"
@@ -248,6 +248,7 @@ def bench_train_step(cfg: Config) -> list[Row]:
 
 def bench_lenet(cfg: Config) -> list[Row]:
     from bench import lenet, onnx_models
+    from framework.proto.framework_pb2 import NetDef
 
     rng = np.random.default_rng(0)
     p = lenet.params(rng)
@@ -258,7 +259,10 @@ def bench_lenet(cfg: Config) -> list[Row]:
     got = optional(lambda: lenet.torch_eager(x, p))
     if got is not None:
         runs["torch"], gets["torch"] = got
-    _add_onnx(runs, gets, lambda: onnx_models.lenet_model(p, lenet.BATCH), {"X": x})
+    lenet_def = NetDef(
+        name="lenet", op=lenet.lenet_ops("NCHW"), external_input=["data", *p], external_output=["softmax"]
+    )
+    _add_onnx(runs, gets, lambda: onnx_models.exported(lenet_def, p, {"data": x}), {"data": x})
     _check(gets, get_ref(), "LeNet", rtol=1e-3, atol=1e-5)
     t = cfg.time(runs, inner=5)
     note = "Conv5-Pool-Conv5-Pool-FC500-Relu-FC10-Softmax, NCHW net; floor: NHWC im2col numpy"
