@@ -6,7 +6,7 @@
 
 Columns: our time, hand-written preallocated numpy doing the same computation (the floor
 of a numpy framework), PyTorch eager (``torch.inference_mode``), onnxruntime and onnx's
-``ReferenceEvaluator`` on the same model built with ``onnx.helper`` -- each a median over
+``ReferenceEvaluator`` on our net exported by ``framework.onnx.export`` -- each a median over
 interleaved rounds in this one process (bench/common.time_round_robin), with its ratio to
 the numpy floor. Optional contenders that are not importable leave their cell empty.
 
