@@ -17,6 +17,7 @@ from framework.ops import (  # noqa: E402,F401  isort:skip
     io,
     math,
     nn,
+    onnx,
     quantized,
     rnn,
     sparse,

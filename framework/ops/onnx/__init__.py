@@ -1,0 +1,8 @@
+"""ONNX ops with no Caffe2 counterpart (family ``onnx``): what the ONNX backend
+(``framework/onnx/importer.py``) maps an ONNX node to when no Caffe2 op has its exact semantics.
+Named ``ONNX<Op>`` (e.g. ``ONNXGatherElements``); each follows the ONNX operator spec of the opsets
+its translator accepts, and is a full op here: schema, docs, shape inference, gradient decision, tests.
+
+Each import below registers its module's ops: one ``from framework.ops.onnx import <module>  # noqa: F401``
+line per module, kept in alphabetical order.
+"""
