@@ -1,8 +1,8 @@
 """Record schemas, as Caffe2's ``caffe2.python.schema``: nested columnar records over tensors.
 
 A schema is a tree of fields (Scalar with Metadata/FeatureSpec from ``framework.schema_fields``;
-List, ListWithEvicted, Struct from ``framework.schema_containers``) whose flattened names (``"a"``, ``"b:lengths"``, ``"b:values"``) are
-the dataset field names the dataset ops use. This module adds the constructors (``Map``,
+List, ListWithEvicted, Struct from ``framework.schema_containers``) whose flattened names
+(``"a"``, ``"b:lengths"``, ``"b:values"``) are the dataset field names the dataset ops use. This module adds the constructors (``Map``,
 ``MapWithEvicted``, ``NamedTuple``, ``Tuple``, ``RawTuple``, ``from_dtype``, ``from_column_list``,
 ``from_blob_list``, ``as_record``), the workspace helpers (``NewRecord``, ``ConstRecord``,
 ``InitEmptyRecord``, ``FeedRecord``, ``FetchRecord``), schema comparison (``equal_schemas``,
