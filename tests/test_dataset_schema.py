@@ -24,7 +24,8 @@ def test_write_then_read_nested_records_in_a_plan():
         w = core.Net("ds_write")
         ds.writer().write_record(w, rec)
         workspace.RunNetOnce(w)
-    assert [a.tolist() for a in schema.FetchRecord(ds.content()).field_blobs()] == [[1, 2, 3], [2, 0, 3], [10, 11, 12, 13, 14]]
+    content = schema.FetchRecord(ds.content()).field_blobs()
+    assert [a.tolist() for a in content] == [[1, 2, 3], [2, 0, 3], [10, 11, 12, 13, 14]]
 
     read_init = core.Net("ds_read_init")
     reader = ds.reader(read_init, batch_size=2)
