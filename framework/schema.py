@@ -3,11 +3,11 @@
 A schema is a tree of fields (Scalar with Metadata/FeatureSpec from ``framework.schema_fields``;
 List, ListWithEvicted, Struct from ``framework.schema_containers``) whose flattened names
 (``"a"``, ``"b:lengths"``, ``"b:values"``) are the dataset field names the dataset ops use.
-This module adds the constructors (``Map``, ``MapWithEvicted``, ``NamedTuple``, ``Tuple``, ``RawTuple``, ``from_dtype``, ``from_column_list``,
-``from_blob_list``, ``as_record``), the workspace helpers (``NewRecord``, ``ConstRecord``,
-``InitEmptyRecord``, ``FeedRecord``, ``FetchRecord``), schema comparison (``equal_schemas``,
-``is_schema_subset``, ``schema_check``), the dtype <-> TensorProto type maps and
-``get_categorical_limit`` (from Caffe2's ``layers``).
+This module adds the constructors (``Map``, ``MapWithEvicted``, ``NamedTuple``, ``Tuple``,
+``RawTuple``, ``from_dtype``, ``from_column_list``, ``from_blob_list``, ``as_record``), the
+workspace helpers (``NewRecord``, ``ConstRecord``, ``InitEmptyRecord``, ``FeedRecord``,
+``FetchRecord``), schema comparison (``equal_schemas``, ``is_schema_subset``, ``schema_check``),
+the dtype <-> TensorProto type maps and ``get_categorical_limit`` (from Caffe2's ``layers``).
 
 >>> s = Struct(("a", Scalar(np.int32)), ("b", List(Scalar(np.float32))))
 >>> s.field_names()
