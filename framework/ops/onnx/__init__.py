@@ -6,3 +6,5 @@ its translator accepts, and is a full op here: schema, docs, shape inference, gr
 Each import below registers its module's ops: one ``from framework.ops.onnx import <module>  # noqa: F401``
 line per module, kept in alphabetical order.
 """
+
+from framework.ops.onnx import attention  # noqa: F401

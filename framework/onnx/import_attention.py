@@ -1,0 +1,57 @@
+"""ONNX -> our ops: the transformer ops of ONNX's newer opsets (Attention, RotaryEmbedding,
+LinearAttention, CausalConvWithState, SwiGLU), onto the ``ONNX*`` ops of ``framework/ops/onnx``.
+
+float16 inputs run in float16 (as ONNX's reference does); bfloat16 and other types numpy lacks
+stay unsupported.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from framework.onnx.importer import FLOATS, ImportContext, Node, Unsupported, translator
+
+F16 = np.dtype(np.float16)
+FLOATS16 = FLOATS + (F16,)
+_PRECISIONS = (0, 1, 10, 11)
+
+
+def outputs(ctx: ImportContext, node: Node, hint: str) -> list[str]:
+    """The node's outputs up to its last requested one, absent ones given fresh names."""
+    outs = list(node.outputs)
+    while outs and not outs[-1]:
+        outs.pop()
+    return [o or ctx.fresh(hint) for o in outs]
+
+
+@translator("Attention", opsets=(23, 10_000))
+def _attention(ctx: ImportContext, node: Node) -> None:
+    ctx.require(node, FLOATS16, [0, 1, 2, 4, 5])
+    mask, past, nonpad = node.input(3), node.input(4), node.input(6)
+    ins = list(node.inputs[:3])
+    args = {}
+    if mask:
+        dt = ctx.dtype(mask)
+        if dt is None or (dt != np.dtype(bool) and dt not in FLOATS16):
+            raise Unsupported(f"attn_mask of type {dt}")
+        ins.append(mask)
+        args["has_attn_mask"] = 1
+    if past:
+        if not node.input(5):
+            raise Unsupported("past_key without past_value")
+        ins += [past, node.input(5)]
+        args["has_past"] = 1
+    if nonpad:
+        ins.append(nonpad)
+        args["has_nonpad_kv_seqlen"] = 1
+    prec = int(node.attr("softmax_precision", 0))
+    if prec not in _PRECISIONS:
+        raise Unsupported(f"softmax_precision {prec}")
+    for name in ("is_causal", "q_num_heads", "kv_num_heads", "qk_matmul_output_mode", "left_window_size",
+                 "right_window_size"):  # fmt: skip
+        if node.attr(name) is not None:
+            args[name] = int(node.attr(name))
+    for name in ("scale", "softcap"):
+        if node.attr(name) is not None:
+            args[name] = float(node.attr(name))
+    ctx.op("ONNXAttention", ins, outputs(ctx, node, "attention_unused"), softmax_precision=prec, **args)
