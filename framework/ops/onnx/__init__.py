@@ -8,3 +8,4 @@ line per module, kept in alphabetical order.
 """
 
 from framework.ops.onnx import attention  # noqa: F401
+from framework.ops.onnx import losses  # noqa: F401

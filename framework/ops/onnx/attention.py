@@ -174,7 +174,7 @@ class ONNXAttention(Operator):
                 raise ShapeError(f"{where}: nonpad_kv_seqlen '{self.input_names[last]}' must be integers of shape "
                                  f"({b},), got {nonpad.dtype} {nonpad.shape}")  # fmt: skip
             if nonpad.size and (nonpad.min() < 0 or nonpad.max() > total):
-                raise ShapeError(f"{where}: nonpad_kv_seqlen values must lie in [0, {total}]")
+                raise ShapeError(f"{where}: nonpad_kv_seqlen '{self.input_names[last]}' values must lie in [0, {total}]")
         return b, hq, hkv, sq, skv, d, dv, past, total
 
     def run(self) -> None:
