@@ -266,8 +266,8 @@ def _layer_norm(ctx: ImportContext, node: Node) -> None:
     inner = tuple(shape[axis:])
     if ctx.shape(node.input(1)) != inner or (node.input(2) and ctx.shape(node.input(2)) != inner):
         raise Unsupported("scale/bias not of the normalized shape")
-    if any(o for o in node.outputs[1:]):
-        raise Unsupported("the Mean/InvStdDev outputs")
+    if int(node.attr("stash_type", 1)) != 1:
+        raise Unsupported("stash_type other than float")
     bias = node.input(2)
     if not bias:
         bias = ctx.fresh("ln_bias")
@@ -275,3 +275,13 @@ def _layer_norm(ctx: ImportContext, node: Node) -> None:
     outs = [node.outputs[0], ctx.fresh("ln_mean"), ctx.fresh("ln_std")]
     eps = float(node.attr("epsilon", 1e-5))
     ctx.op("LayerNorm", [node.input(0), node.input(1), bias], outs, axis=axis, epsilon=eps, elementwise_affine=1)
+    # ONNX's Mean / InvStdDev keep X's rank: dims[:axis] + [1] * (rank - axis); Caffe2's std is sqrt(var + eps)
+    stats_shape = list(shape[:axis]) + [1] * (len(shape) - axis)
+    mean_out = node.outputs[1] if len(node.outputs) > 1 else ""
+    inv_out = node.outputs[2] if len(node.outputs) > 2 else ""
+    if mean_out:
+        ctx.op("Reshape", [outs[1]], [mean_out, ctx.fresh("old_shape")], shape=stats_shape)
+    if inv_out:
+        inv = ctx.fresh("ln_inv_std")
+        ctx.op("Reciprocal", [outs[2]], [inv])
+        ctx.op("Reshape", [inv], [inv_out, ctx.fresh("old_shape")], shape=stats_shape)

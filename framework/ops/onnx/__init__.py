@@ -9,3 +9,4 @@ line per module, kept in alphabetical order.
 
 from framework.ops.onnx import attention  # noqa: F401
 from framework.ops.onnx import losses  # noqa: F401
+from framework.ops.onnx import rms_norm  # noqa: F401

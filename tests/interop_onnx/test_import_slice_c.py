@@ -1,0 +1,76 @@
+"""The ONNX backend's translators of the transformer, normalization, loss and quantization ops
+(framework/onnx/import_attention.py, import_norm.py, import_quant.py) on one-node models, against
+onnx's ReferenceEvaluator (an independent numpy implementation of the ONNX spec)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+
+from onnx import helper  # noqa: E402
+from onnx.reference import ReferenceEvaluator  # noqa: E402
+
+from framework.onnx import backend  # noqa: E402
+
+
+def _model(node, feeds, opset, n_out=None):
+    vis = [helper.make_tensor_value_info(k, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape) for k, v in feeds.items()]
+    outs = [helper.make_empty_tensor_value_info(o) for o in node.output if o]
+    graph = helper.make_graph([node], "g", vis, outs)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def _agree(node, feeds, opset, rtol=1e-4, atol=1e-5):
+    model = _model(node, feeds, opset)
+    want = ReferenceEvaluator(model).run(None, feeds)
+    got = backend.prepare(model).run(feeds)
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert g.shape == w.shape and g.dtype == w.dtype, (g.shape, w.shape, g.dtype, w.dtype)
+        np.testing.assert_allclose(g.astype(np.float64), w.astype(np.float64), rtol=rtol, atol=atol)
+
+
+rng = np.random.default_rng(0)
+
+
+def _f(*shape, dtype=np.float32):
+    return rng.standard_normal(shape).astype(dtype)
+
+
+@pytest.mark.parametrize("three_d", [False, True])
+def test_attention_with_cache_mask_and_qk_output(three_d):
+    if three_d:
+        feeds = {"Q": _f(2, 3, 16), "K": _f(2, 4, 8), "V": _f(2, 4, 6)}
+        attrs = {"q_num_heads": 4, "kv_num_heads": 2}
+    else:
+        feeds = {"Q": _f(2, 4, 3, 4), "K": _f(2, 2, 4, 4), "V": _f(2, 2, 4, 3)}
+        attrs = {}
+    pk, pv = (_f(2, 2, 2, 4), _f(2, 2, 2, 3)) if three_d else (_f(2, 2, 2, 4), _f(2, 2, 2, 3))
+    feeds |= {"mask": rng.random((3, 5)) > 0.3, "past_key": pk, "past_value": pv}
+    node = helper.make_node("Attention", ["Q", "K", "V", "mask", "past_key", "past_value"],
+                            ["Y", "pk", "", "qk"], is_causal=1, softcap=2.0, qk_matmul_output_mode=2, **attrs)  # fmt: skip
+    _agree(node, feeds, 23)
+
+
+def test_attention_float16_and_window():
+    feeds = {"Q": _f(1, 2, 4, 8, dtype=np.float16), "K": _f(1, 2, 6, 8, dtype=np.float16),
+             "V": _f(1, 2, 6, 8, dtype=np.float16)}  # fmt: skip
+    _agree(helper.make_node("Attention", ["Q", "K", "V"], ["Y"], left_window_size=1, is_causal=1), feeds, 25, 1e-3, 1e-3)
+
+
+@pytest.mark.parametrize("op", ["NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss"])
+def test_losses(op):
+    feeds = {"x": _f(3, 5, 2), "t": np.array([[0, 4], [2, 1], [3, 3]], np.int64), "w": _f(5) ** 2}
+    outs = ["loss", "logp"] if op == "SoftmaxCrossEntropyLoss" else ["loss"]
+    _agree(helper.make_node(op, ["x", "t", "w"], outs, ignore_index=3, reduction="mean"), feeds, 13)
+
+
+def test_normalizations():
+    x = _f(2, 4, 3, 3)
+    _agree(helper.make_node("LayerNormalization", ["x", "s", "b"], ["y", "m", "inv"], axis=2),
+           {"x": x, "s": _f(3, 3), "b": _f(3, 3)}, 17)  # fmt: skip
+    _agree(helper.make_node("RMSNormalization", ["x", "s"], ["y"], axis=1, epsilon=1e-3), {"x": x, "s": _f(4, 1, 3)}, 23)
+    _agree(helper.make_node("GroupNormalization", ["x", "s", "b"], ["y"], num_groups=2),
+           {"x": x, "s": _f(4), "b": _f(4)}, 21)  # fmt: skip
