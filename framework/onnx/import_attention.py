@@ -47,8 +47,14 @@ def _attention(ctx: ImportContext, node: Node) -> None:
     prec = int(node.attr("softmax_precision", 0))
     if prec not in _PRECISIONS:
         raise Unsupported(f"softmax_precision {prec}")
-    for name in ("is_causal", "q_num_heads", "kv_num_heads", "qk_matmul_output_mode", "left_window_size",
-                 "right_window_size"):  # fmt: skip
+    for name in (
+        "is_causal",
+        "q_num_heads",
+        "kv_num_heads",
+        "qk_matmul_output_mode",
+        "left_window_size",
+        "right_window_size",
+    ):
         if node.attr(name) is not None:
             args[name] = int(node.attr(name))
     for name in ("scale", "softcap"):

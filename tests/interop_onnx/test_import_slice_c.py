@@ -16,7 +16,9 @@ from framework.onnx import backend  # noqa: E402
 
 
 def _model(node, feeds, opset, n_out=None):
-    vis = [helper.make_tensor_value_info(k, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape) for k, v in feeds.items()]
+    vis = [
+        helper.make_tensor_value_info(k, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape) for k, v in feeds.items()
+    ]
     outs = [helper.make_empty_tensor_value_info(o) for o in node.output if o]
     graph = helper.make_graph([node], "g", vis, outs)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
@@ -49,15 +51,27 @@ def test_attention_with_cache_mask_and_qk_output(three_d):
         attrs = {}
     pk, pv = (_f(2, 2, 2, 4), _f(2, 2, 2, 3)) if three_d else (_f(2, 2, 2, 4), _f(2, 2, 2, 3))
     feeds |= {"mask": rng.random((3, 5)) > 0.3, "past_key": pk, "past_value": pv}
-    node = helper.make_node("Attention", ["Q", "K", "V", "mask", "past_key", "past_value"],
-                            ["Y", "pk", "", "qk"], is_causal=1, softcap=2.0, qk_matmul_output_mode=2, **attrs)  # fmt: skip
+    node = helper.make_node(
+        "Attention",
+        ["Q", "K", "V", "mask", "past_key", "past_value"],
+        ["Y", "pk", "", "qk"],
+        is_causal=1,
+        softcap=2.0,
+        qk_matmul_output_mode=2,
+        **attrs,
+    )
     _agree(node, feeds, 23)
 
 
 def test_attention_float16_and_window():
-    feeds = {"Q": _f(1, 2, 4, 8, dtype=np.float16), "K": _f(1, 2, 6, 8, dtype=np.float16),
-             "V": _f(1, 2, 6, 8, dtype=np.float16)}  # fmt: skip
-    _agree(helper.make_node("Attention", ["Q", "K", "V"], ["Y"], left_window_size=1, is_causal=1), feeds, 25, 1e-3, 1e-3)
+    feeds = {
+        "Q": _f(1, 2, 4, 8, dtype=np.float16),
+        "K": _f(1, 2, 6, 8, dtype=np.float16),
+        "V": _f(1, 2, 6, 8, dtype=np.float16),
+    }
+    _agree(
+        helper.make_node("Attention", ["Q", "K", "V"], ["Y"], left_window_size=1, is_causal=1), feeds, 25, 1e-3, 1e-3
+    )
 
 
 @pytest.mark.parametrize("op", ["NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss"])
@@ -69,8 +83,16 @@ def test_losses(op):
 
 def test_normalizations():
     x = _f(2, 4, 3, 3)
-    _agree(helper.make_node("LayerNormalization", ["x", "s", "b"], ["y", "m", "inv"], axis=2),
-           {"x": x, "s": _f(3, 3), "b": _f(3, 3)}, 17)  # fmt: skip
-    _agree(helper.make_node("RMSNormalization", ["x", "s"], ["y"], axis=1, epsilon=1e-3), {"x": x, "s": _f(4, 1, 3)}, 23)
-    _agree(helper.make_node("GroupNormalization", ["x", "s", "b"], ["y"], num_groups=2),
-           {"x": x, "s": _f(4), "b": _f(4)}, 21)  # fmt: skip
+    _agree(
+        helper.make_node("LayerNormalization", ["x", "s", "b"], ["y", "m", "inv"], axis=2),
+        {"x": x, "s": _f(3, 3), "b": _f(3, 3)},
+        17,
+    )
+    _agree(
+        helper.make_node("RMSNormalization", ["x", "s"], ["y"], axis=1, epsilon=1e-3), {"x": x, "s": _f(4, 1, 3)}, 23
+    )
+    _agree(
+        helper.make_node("GroupNormalization", ["x", "s", "b"], ["y"], num_groups=2),
+        {"x": x, "s": _f(4), "b": _f(4)},
+        21,
+    )

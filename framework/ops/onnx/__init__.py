@@ -7,6 +7,8 @@ Each import below registers its module's ops: one ``from framework.ops.onnx impo
 line per module, kept in alphabetical order.
 """
 
-from framework.ops.onnx import attention  # noqa: F401
-from framework.ops.onnx import losses  # noqa: F401
-from framework.ops.onnx import rms_norm  # noqa: F401
+from framework.ops.onnx import (
+    attention,  # noqa: F401
+    losses,  # noqa: F401
+    rms_norm,  # noqa: F401
+)

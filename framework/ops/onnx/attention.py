@@ -111,9 +111,7 @@ class ONNXAttention(Operator):
 
     def setup(self) -> None:
         if len(self.inputs) != _n_inputs(self.args):
-            raise self.arg_error(
-                f"has {len(self.inputs)} inputs; the has_* arguments call for {_n_inputs(self.args)}"
-            )
+            raise self.arg_error(f"has {len(self.inputs)} inputs; the has_* arguments call for {_n_inputs(self.args)}")
 
     def _optional(self) -> tuple:
         i = 3
@@ -135,8 +133,10 @@ class ONNXAttention(Operator):
             if hq <= 0 or hkv <= 0:
                 raise ShapeError(f"{where}: 3-D inputs need q_num_heads and kv_num_heads")
             if q.shape[2] % hq or k.shape[2] % hkv or v.shape[2] % hkv:
-                raise ShapeError(f"{where}: hidden sizes {q.shape[2]}, {k.shape[2]}, {v.shape[2]} not divisible by "
-                                 f"the head counts {hq}, {hkv}")  # fmt: skip
+                raise ShapeError(
+                    f"{where}: hidden sizes {q.shape[2]}, {k.shape[2]}, {v.shape[2]} not divisible by "
+                    f"the head counts {hq}, {hkv}"
+                )
         b, hq, hkv, sq, skv, d, dv = _layout(self.args, q.shape, k.shape, v.shape)
         if k.shape[0] != b or v.shape[0] != b or (q.ndim == 4 and (v.shape[1] != hkv or v.shape[2] != skv)):
             raise ShapeError(f"{where}: K {k.shape} and V {v.shape} do not match Q {q.shape}")
@@ -151,8 +151,10 @@ class ONNXAttention(Operator):
             pi = 3 + int(mask is not None)
             for j, (p, hd) in enumerate(((past_k, d), (past_v, dv))):
                 if p.dtype != q.dtype or p.shape != (b, hkv, past_k.shape[2] if past_k.ndim == 4 else -1, hd):
-                    raise ShapeError(f"{where}: {'past_value' if j else 'past_key'} '{self.input_names[pi + j]}' has "
-                                     f"shape {p.shape} ({p.dtype}); expected ({b}, {hkv}, P, {hd}) of {q.dtype}")  # fmt: skip
+                    raise ShapeError(
+                        f"{where}: {'past_value' if j else 'past_key'} '{self.input_names[pi + j]}' has "
+                        f"shape {p.shape} ({p.dtype}); expected ({b}, {hkv}, P, {hd}) of {q.dtype}"
+                    )
             past = past_k.shape[2]
             if nonpad is not None:
                 raise ShapeError(f"{where}: nonpad_kv_seqlen cannot be combined with past_key/past_value")
@@ -162,19 +164,26 @@ class ONNXAttention(Operator):
             if mask.dtype != np.bool_ and mask.dtype != q.dtype and mask.dtype.kind != "f":
                 raise TypeMismatchError(f"{where}: attn_mask '{self.input_names[mi]}' must be bool or float")
             if mask.ndim < 1 or mask.ndim > 4 or mask.shape[-1] > total:
-                raise ShapeError(f"{where}: attn_mask '{self.input_names[mi]}' shape {mask.shape} does not fit "
-                                 f"(B, Hq, Sq, {total}) = ({b}, {hq}, {sq}, {total})")  # fmt: skip
+                raise ShapeError(
+                    f"{where}: attn_mask '{self.input_names[mi]}' shape {mask.shape} does not fit "
+                    f"(B, Hq, Sq, {total}) = ({b}, {hq}, {sq}, {total})"
+                )
             full = (b, hq, sq, mask.shape[-1])
             for m, f in zip(mask.shape[::-1], full[::-1]):
                 if m not in (1, f):
-                    raise ShapeError(f"{where}: attn_mask '{self.input_names[mi]}' shape {mask.shape} does not "
-                                     f"broadcast to {full}")  # fmt: skip
+                    raise ShapeError(
+                        f"{where}: attn_mask '{self.input_names[mi]}' shape {mask.shape} does not broadcast to {full}"
+                    )
         if nonpad is not None:
             if nonpad.dtype.kind not in "iu" or nonpad.shape != (b,):
-                raise ShapeError(f"{where}: nonpad_kv_seqlen '{self.input_names[last]}' must be integers of shape "
-                                 f"({b},), got {nonpad.dtype} {nonpad.shape}")  # fmt: skip
+                raise ShapeError(
+                    f"{where}: nonpad_kv_seqlen '{self.input_names[last]}' must be integers of shape "
+                    f"({b},), got {nonpad.dtype} {nonpad.shape}"
+                )
             if nonpad.size and (nonpad.min() < 0 or nonpad.max() > total):
-                raise ShapeError(f"{where}: nonpad_kv_seqlen '{self.input_names[last]}' values must lie in [0, {total}]")
+                raise ShapeError(
+                    f"{where}: nonpad_kv_seqlen '{self.input_names[last]}' values must lie in [0, {total}]"
+                )
         return b, hq, hkv, sq, skv, d, dv, past, total
 
     def run(self) -> None:

@@ -42,8 +42,10 @@ def _check(op: Operator, x: np.ndarray, t: np.ndarray, w: np.ndarray | None) -> 
     """The valid-element mask, after checking shapes and target values."""
     where = op.describe()
     if x.ndim < 2 or t.shape != (x.shape[0],) + x.shape[2:]:
-        raise ShapeError(f"{where}: target '{op.input_names[1]}' shape {t.shape} does not match input "
-                         f"'{op.input_names[0]}' {x.shape} (expected (N, d1..dk) of (N, C, d1..dk))")  # fmt: skip
+        raise ShapeError(
+            f"{where}: target '{op.input_names[1]}' shape {t.shape} does not match input "
+            f"'{op.input_names[0]}' {x.shape} (expected (N, d1..dk) of (N, C, d1..dk))"
+        )
     c = x.shape[1]
     if w is not None and w.shape != (c,):
         raise ShapeError(f"{where}: weight '{op.input_names[2]}' has shape {w.shape}, expected ({c},)")
@@ -51,8 +53,10 @@ def _check(op: Operator, x: np.ndarray, t: np.ndarray, w: np.ndarray | None) -> 
     valid = np.ones(t.shape, bool) if ii is None else t != ii
     bad = valid & ((t < 0) | (t >= c))
     if bad.any():
-        raise ShapeError(f"{where}: target '{op.input_names[1]}' holds {t[bad].reshape(-1)[0]}, outside [0, {c})"
-                         + ("" if ii is None else f" and not ignore_index {ii}"))  # fmt: skip
+        raise ShapeError(
+            f"{where}: target '{op.input_names[1]}' holds {t[bad].reshape(-1)[0]}, outside [0, {c})"
+            + ("" if ii is None else f" and not ignore_index {ii}")
+        )
     return valid
 
 

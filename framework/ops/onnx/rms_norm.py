@@ -41,8 +41,10 @@ class ONNXRMSNormalization(Operator):
         axis = int(self.args.axis) % x.ndim
         inner = x.shape[axis:]
         if scale.ndim > len(inner) or any(s not in (1, d) for s, d in zip(scale.shape[::-1], inner[::-1])):
-            raise ShapeError(f"{self.describe()}: scale '{self.input_names[1]}' shape {scale.shape} does not "
-                             f"broadcast to X.shape[{axis}:] = {inner}")  # fmt: skip
+            raise ShapeError(
+                f"{self.describe()}: scale '{self.input_names[1]}' shape {scale.shape} does not "
+                f"broadcast to X.shape[{axis}:] = {inner}"
+            )
         y = self.output(0, x.shape, x.dtype)
         with np.errstate(all="ignore"):
             ms = np.mean(np.square(x), axis=tuple(range(axis, x.ndim)), keepdims=True) if x.size else x

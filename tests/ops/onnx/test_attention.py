@@ -12,8 +12,21 @@ from framework.errors import FrameworkError
 from framework.testing import assert_reference_checks, run_op_on
 
 
-def ref_attention(q, k, v, mask=None, past=None, nonpad=None, scale=0.0, causal=False, softcap=0.0, mode=0,
-                  left=-1, right=-1, heads=None):  # fmt: skip
+def ref_attention(
+    q,
+    k,
+    v,
+    mask=None,
+    past=None,
+    nonpad=None,
+    scale=0.0,
+    causal=False,
+    softcap=0.0,
+    mode=0,
+    left=-1,
+    right=-1,
+    heads=None,
+):
     three_d = q.ndim == 3
     if three_d:
         hq, hkv = heads
@@ -114,13 +127,22 @@ def test_attention_matches_loop(seed, gqa, three_d, mask, past, causal, softcap,
         names += ["pk", "pv"]
         args["has_past"] = 1
     op = CreateOperator(
-        "ONNXAttention", names, ["y", "pk_out", "pv_out", "qk"], scale=scale, is_causal=int(causal),
-        softcap=softcap, qk_matmul_output_mode=mode, left_window_size=window[0], right_window_size=window[1], **args,
-    )  # fmt: skip
+        "ONNXAttention",
+        names,
+        ["y", "pk_out", "pv_out", "qk"],
+        scale=scale,
+        is_causal=int(causal),
+        softcap=softcap,
+        qk_matmul_output_mode=mode,
+        left_window_size=window[0],
+        right_window_size=window[1],
+        **args,
+    )
 
     def ref(*_):
-        y, kk, vv, qk = ref_attention(q, k, v, m, (pk, pv) if past else None, None, scale, causal, softcap, mode,
-                                      window[0], window[1], (hq, hkv))  # fmt: skip
+        y, kk, vv, qk = ref_attention(
+            q, k, v, m, (pk, pv) if past else None, None, scale, causal, softcap, mode, window[0], window[1], (hq, hkv)
+        )
         return [y, kk, vv, qk]
 
     assert_reference_checks(op, ins, ref, threshold=1e-4)
@@ -132,8 +154,9 @@ def test_attention_external_cache_float16_and_fully_masked_rows():
     nonpad = np.array([4, 1], np.int64)
     op = CreateOperator("ONNXAttention", ["q", "k", "v", "n"], ["y"], has_nonpad_kv_seqlen=1, is_causal=1)
     # batch 1: offset 1 - 2 = -1, so query 0 sees no key: a zero row, never NaN
-    (y,) = assert_reference_checks(op, [q, k, v, nonpad], lambda *_: ref_attention(q, k, v, nonpad=nonpad,
-                                                                                     causal=True)[0])  # fmt: skip
+    (y,) = assert_reference_checks(
+        op, [q, k, v, nonpad], lambda *_: ref_attention(q, k, v, nonpad=nonpad, causal=True)[0]
+    )
     assert np.all(y[1, :, 0] == 0) and np.isfinite(y).all()
     q16, k16, v16 = q.astype(np.float16), k.astype(np.float16), v.astype(np.float16)
     op = CreateOperator("ONNXAttention", ["q", "k", "v"], ["y"])
@@ -165,10 +188,14 @@ def test_attention_bad_shapes_name_the_op(shapes, args, match):
 def test_attention_bad_mask_and_nonpad():
     q, k, v = np.zeros((2, 2, 3, 4), np.float32), np.zeros((2, 2, 5, 4), np.float32), np.zeros((2, 2, 5, 4), np.float32)
     with pytest.raises(FrameworkError, match="attn_mask 'm'"):
-        run_op_on(CreateOperator("ONNXAttention", ["q", "k", "v", "m"], ["y"], has_attn_mask=1),
-                  [q, k, v, np.zeros((3, 6), np.float32)])  # fmt: skip
+        run_op_on(
+            CreateOperator("ONNXAttention", ["q", "k", "v", "m"], ["y"], has_attn_mask=1),
+            [q, k, v, np.zeros((3, 6), np.float32)],
+        )
     with pytest.raises(FrameworkError, match="nonpad_kv_seqlen 'n'"):
-        run_op_on(CreateOperator("ONNXAttention", ["q", "k", "v", "n"], ["y"], has_nonpad_kv_seqlen=1),
-                  [q, k, v, np.array([1, 9], np.int64)])  # fmt: skip
+        run_op_on(
+            CreateOperator("ONNXAttention", ["q", "k", "v", "n"], ["y"], has_nonpad_kv_seqlen=1),
+            [q, k, v, np.array([1, 9], np.int64)],
+        )
     with pytest.raises(FrameworkError, match="has_"):
         run_op_on(CreateOperator("ONNXAttention", ["q", "k", "v", "m"], ["y"]), [q, k, v, q])

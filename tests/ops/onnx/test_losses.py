@@ -76,8 +76,12 @@ def test_losses_reject_bad_targets_naming_the_blob():
     with pytest.raises(FrameworkError, match="target 't' shape"):
         run_op_on(CreateOperator("ONNXSoftmaxCrossEntropyLoss", ["x", "t"], ["y"]), [x, np.array([0, 1, 2])])
     with pytest.raises(FrameworkError, match="weight 'w'"):
-        run_op_on(CreateOperator("ONNXSoftmaxCrossEntropyLoss", ["x", "t", "w"], ["y"]),
-                  [x, np.array([0, 1]), np.ones(2, np.float32)])  # fmt: skip
-    (y,) = run_op_on(CreateOperator("ONNXNegativeLogLikelihoodLoss", ["x", "t"], ["y"], reduction="sum"),
-                     [np.zeros((0, 3), np.float32), np.zeros(0, np.int64)])  # fmt: skip
+        run_op_on(
+            CreateOperator("ONNXSoftmaxCrossEntropyLoss", ["x", "t", "w"], ["y"]),
+            [x, np.array([0, 1]), np.ones(2, np.float32)],
+        )
+    (y,) = run_op_on(
+        CreateOperator("ONNXNegativeLogLikelihoodLoss", ["x", "t"], ["y"], reduction="sum"),
+        [np.zeros((0, 3), np.float32), np.zeros(0, np.int64)],
+    )
     assert y.shape == () and y == 0
