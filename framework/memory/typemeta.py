@@ -71,6 +71,9 @@ class TypeMeta:
         if meta is None:
             if dtype.kind in "SUO":
                 return STRING
+            meta = _extended(dtype)
+            if meta is not None:
+                return meta
             raise TypeMismatchError(f"numpy dtype {dtype} has no TypeMeta; tensors hold one of: {known_names()}")
         return meta
 
@@ -131,4 +134,19 @@ _BY_PYTYPE: dict[type, TypeMeta] = {}
 
 
 def known_names() -> str:
-    return ", ".join(m.name for m in ALL_TENSOR_TYPES)
+    return ", ".join(m.name for m in ALL_TENSOR_TYPES) + ", and (no TensorProto type) " + ", ".join(_EXTENDED_NAMES)
+
+
+# Element types beyond Caffe2's (ONNX's uint32/uint64, and ml_dtypes' bfloat16, float8, float4,
+# int4/int2... when a tensor is fed one): tensors hold them, TensorProto cannot (UNDEFINED), and
+# only ops that say so accept them (the ONNX family). Created on first use, one meta per dtype.
+_EXTENDED_NAMES = ("uint32", "uint64", "ml_dtypes types (bfloat16, float8_*, float4_e2m1fn, int4, uint4, int2, uint2)")
+
+
+def _extended(dtype: np.dtype) -> TypeMeta | None:
+    if not (dtype.kind == "u" and dtype.itemsize in (4, 8)) and not dtype.type.__module__.startswith("ml_dtypes"):
+        return None
+    meta = TypeMeta(dtype.name, dtype, DT.UNDEFINED)
+    _BY_DTYPE[dtype] = meta
+    _BY_NAME.setdefault(dtype.name, meta)
+    return meta

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from framework.onnx.import_types import CAFFE2_TYPE as _CAFFE2_TYPE
 from framework.onnx.importer import BOOL, FLOATS, INTS, NUMERIC, ImportContext, Node, Unsupported, translator
 
 F32 = (np.dtype(np.float32),)
@@ -164,45 +165,6 @@ def _clip(ctx: ImportContext, node: Node) -> None:
     if hi is not None:
         args["max"] = float(hi)
     ctx.op("Clip", [node.input(0)], [node.outputs[0]], **args)
-
-
-# Caffe2 DataType codes of the dtypes Cast handles exactly (numpy astype semantics).
-_CAFFE2_TYPE = {
-    np.dtype(np.float32): 1,
-    np.dtype(np.int32): 2,
-    np.dtype(bool): 5,
-    np.dtype(np.uint8): 6,
-    np.dtype(np.int8): 7,
-    np.dtype(np.uint16): 8,
-    np.dtype(np.int16): 9,
-    np.dtype(np.int64): 10,
-    np.dtype(np.float16): 12,
-    np.dtype(np.float64): 13,
-}
-
-
-@translator("Cast")
-def _cast(ctx: ImportContext, node: Node) -> None:
-    from onnx import helper
-
-    src = ctx.dtype(node.input(0))
-    try:
-        dst = np.dtype(helper.tensor_dtype_to_np_dtype(int(node.attr("to"))))
-    except Exception as e:  # noqa: BLE001 - float8, int4...: no numpy type
-        raise Unsupported(f"target type {node.attr('to')}") from e
-    if src not in _CAFFE2_TYPE or dst not in _CAFFE2_TYPE:
-        raise Unsupported(f"cast {src} -> {dst}")
-    if node.attr("saturate") is not None and node.attr("saturate") != 1:
-        raise Unsupported("saturate")
-    ctx.op("Cast", [node.input(0)], [node.outputs[0]], to=_CAFFE2_TYPE[dst])
-
-
-@translator("CastLike")
-def _cast_like(ctx: ImportContext, node: Node) -> None:
-    src, dst = ctx.dtype(node.input(0)), ctx.dtype(node.input(1))
-    if src not in _CAFFE2_TYPE or dst not in _CAFFE2_TYPE:
-        raise Unsupported(f"cast {src} -> {dst}")
-    ctx.op("Cast", [node.input(0)], [node.outputs[0]], to=_CAFFE2_TYPE[dst])
 
 
 @translator("Mod")

@@ -175,31 +175,6 @@ def _expand(ctx: ImportContext, node: Node) -> None:
     ctx.op("Expand", node.inputs[:2], [node.outputs[0]])
 
 
-@translator("Where")
-def _where(ctx: ImportContext, node: Node) -> None:
-    ctx.require(node, BOOL, [0])
-    ctx.require(node, ANY, [1, 2])
-    shapes = [ctx.shape(n) for n in node.inputs]
-    if any(s is None for s in shapes):
-        raise Unsupported("inputs of unknown shapes")
-    out = tuple(np.broadcast_shapes(*shapes))
-    ins = []
-    for n, s in zip(node.inputs, shapes):  # Caffe2's Where takes equal shapes: expand first
-        if tuple(s) != out:
-            shape_name, e = ctx.fresh("where_shape"), ctx.fresh("where_expanded")
-            ctx.values[shape_name] = np.asarray(out, np.int64)
-            if ctx.dtype(n) == np.dtype(bool):  # our Expand takes numbers: via int32 and back
-                i32, e32 = ctx.fresh("where_i32"), ctx.fresh("where_e32")
-                ctx.op("Cast", [n], [i32], to=2)
-                ctx.op("Expand", [i32, shape_name], [e32])
-                ctx.op("Cast", [e32], [e], to=5)
-            else:
-                ctx.op("Expand", [n, shape_name], [e])
-            n = e
-        ins.append(n)
-    ctx.op("Where", ins, [node.outputs[0]])
-
-
 @translator("Slice")
 def _slice(ctx: ImportContext, node: Node) -> None:
     ctx.require(node, MOVE, [0])

@@ -278,7 +278,15 @@ def onnx_graph_to_nets(
     """
     from onnx import numpy_helper
 
-    from framework.onnx import import_attention, import_math, import_nn, import_norm, import_tensor  # noqa: F401,E501
+    from framework.onnx import (  # noqa: F401  (registers translators)
+        import_attention,
+        import_elementwise,
+        import_math,
+        import_nn,
+        import_norm,
+        import_tensor,
+        import_types,
+    )
 
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
     model = _specialize(model, feeds) if feeds else model

@@ -9,6 +9,8 @@ line per module, kept in alphabetical order.
 
 from framework.ops.onnx import (
     attention,  # noqa: F401
+    cast,  # noqa: F401
+    elementwise,  # noqa: F401
     losses,  # noqa: F401
     rms_norm,  # noqa: F401
 )
