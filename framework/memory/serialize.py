@@ -204,6 +204,8 @@ def _chunk_bytes(arr: np.ndarray, name: str, begin: int, end: int, typed: bool) 
     raw: raw_data (13), after storage_type (12).
     """
     dt = TypeMeta.of(arr.dtype).proto_type
+    if dt == DT.UNDEFINED:
+        raise SerializationError(f"tensor '{name}': element type {arr.dtype} has no TensorProto type (not Caffe2's)")
     flat = arr.reshape(-1)[begin:end]
     low = TensorProto(dims=arr.shape, data_type=dt)
     high = TensorProto()

@@ -66,6 +66,8 @@ def tensor_to_proto(
         meta = TypeMeta.of(arr.dtype)
     except FrameworkError as e:
         raise SerializationError(f"tensor '{name}': {e}") from e
+    if meta.proto_type == DT.UNDEFINED:
+        raise SerializationError(f"tensor '{name}': element type {meta.name} has no TensorProto type (not Caffe2's)")
     proto = TensorProto()
     if name:
         proto.name = name

@@ -77,10 +77,24 @@ def test_python_object_types():
     assert meta.proto_type == TP.UNDEFINED and not meta.is_pod and meta.py_type is Reader
 
 
-@pytest.mark.parametrize("bad", [np.uint32, np.uint64, np.complex64, "float128x", "nonsense"])
+@pytest.mark.parametrize("bad", [np.complex64, np.complex128, "float128x", "nonsense"])
 def test_unknown_types_are_errors(bad):
     with pytest.raises(TypeMismatchError, match="float16"):
         TypeMeta.of(bad)
+
+
+@pytest.mark.parametrize("extended", [np.uint32, np.uint64, "bfloat16", "float8_e4m3fn", "int4"])
+def test_onnx_types_beyond_caffe2_are_held_but_never_serialized(extended):
+    if isinstance(extended, str):
+        extended = getattr(pytest.importorskip("ml_dtypes"), extended)
+    meta = TypeMeta.of(extended)
+    assert meta is TypeMeta.of(np.dtype(extended)) and meta.proto_type == TP.UNDEFINED
+    assert meta.dtype == np.dtype(extended) and meta.is_pod
+    from framework.errors import SerializationError
+    from framework.memory.tensor_proto import tensor_to_proto
+
+    with pytest.raises(SerializationError, match="no TensorProto type"):
+        tensor_to_proto(np.zeros(2, extended), "t")
 
 
 @pytest.mark.parametrize("bad", [TP.UNDEFINED, TP.ZERO_COLLISION_HASH, 99])

@@ -120,9 +120,7 @@ def _int_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def _nonzero_divisor(op: ONNXElementwise, xs: list) -> None:
     if element_kind(xs[1].dtype) in ("int", "uint") and not np.all(xs[1]):
-        raise ArgumentError(
-            f"{op.describe()}: integer division by zero (divisor '{op.input_names[1]}' holds a 0)"
-        )
+        raise ArgumentError(f"{op.describe()}: integer division by zero (divisor '{op.input_names[1]}' holds a 0)")
 
 
 _BINARY: dict[str, tuple] = {
