@@ -24,10 +24,6 @@ from framework.ops import (  # noqa: E402,F401  isort:skip
     tensor,
     training,
 )
-from framework.ops.sparse.guard import guard_modules  # noqa: E402
-
-# bad input to these families' ops is a named FrameworkError, never a raw numpy/Python exception
-guard_modules(("framework.ops.sparse.", "framework.ops.quantized.", "framework.ops.training.sparse_"))
 
 __all__ = [
     "GradientSlice",

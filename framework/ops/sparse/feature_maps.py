@@ -182,6 +182,11 @@ class MergeFeaturesGradient(Operator):
         groups = [
             dict(zip(groles, (self.input(i) for i in range(g, g + per)))) for g in range(0, len(self.inputs) - 1, per)
         ]
+        if len(self.outputs) != len(groups):
+            raise ShapeError(
+                f"{self.describe()}: {len(groups)} feature inputs need {len(groups)} outputs (one values gradient "
+                f"each), got {len(self.outputs)}"
+            )
         n = _first_dim(self, groups[0][groles[0]], f"input 0 ('{self.input_names[0]}')")
         recs, sizes = [], []
         base = 0

@@ -54,7 +54,7 @@ class SparseNormalize(UpdateOp):
     def run(self) -> None:
         _, idx = _rows(self)
         (p,) = copy_through(self, [(0, 0)])
-        flat = p.reshape(p.shape[0], -1)
+        flat = p.reshape(p.shape[0], int(np.prod(p.shape[1:], dtype=np.int64)))
         for w in waves(idx):
             r = idx[w]
             norm = np.sqrt(np.einsum("ij,ij->i", flat[r], flat[r])) + np.float32(1e-12)

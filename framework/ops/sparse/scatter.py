@@ -101,16 +101,21 @@ class Scatter(Operator):
         else UNKNOWN
     ],
     category="sparse",
+    input_types=["numeric", "float", "int", "int"],
+    ranks={0: (1, None), 1: 1},
 )
 class SparseLengthsPositionalWeightedSum(Operator):
     """Sum of ``WEIGHT[j] * DATA[INDICES[i]]`` per segment, j the position of i in its segment."""
 
     def run(self) -> None:
         data, w, idx, lengths = self.input(0), self.input(1), int_input(self, 2, 1), lengths_of(self, 3)
-        if data.ndim < 1 or int(lengths.sum()) != idx.size:
+        if int(lengths.sum()) != idx.size:
             raise ShapeError(f"{self.describe()}: LENGTHS sum to {int(lengths.sum())}, INDICES has {idx.size} ids")
-        if w.ndim != 1 or (lengths.size and int(lengths.max()) > w.size):
-            raise ShapeError(f"{self.describe()}: WEIGHT has {w.size} positions, a segment has {int(lengths.max())}")
+        longest = int(lengths.max()) if lengths.size else 0
+        if longest > w.size:
+            raise ShapeError(
+                f"{self.describe()}: WEIGHT '{self.input_names[1]}' has {w.size} positions, a segment has {longest}"
+            )
         in_range(self, 2, idx, data.shape[0], "rows of DATA")
         seg = np.repeat(np.arange(len(lengths)), lengths)
         pos = np.arange(idx.size) - np.repeat(np.cumsum(lengths) - lengths, lengths)

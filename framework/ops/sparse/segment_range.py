@@ -163,6 +163,9 @@ for _r in REDUCERS:
         infer=_grad_infer,
         category="sparse",
         private=True,
+        input_types=["float", "float", "float", "int"],
+        same_type=[(0, 1, 2)],
+        ranks={0: (1, None), 3: 1},
     )(type(f"{_name}Gradient", (SegmentRangeReductionGradient,), {"reducer": _r, "__doc__": f"Gradient of {_name}."}))
 
     def _make(g, _name=_name):
@@ -214,6 +217,9 @@ class LengthsMax(Operator):
     infer=lambda args, ins: [ins[2]],
     category="sparse",
     private=True,
+    input_types=["float", "int", "float", "float"],
+    same_type=[(0, 2, 3)],
+    ranks={1: 1, 2: (1, None)},
 )
 class LengthsMaxGradient(Operator):
     """Gradient of LengthsMax (Caffe2's name and inputs)."""

@@ -248,7 +248,19 @@ def _register(layout: str, reducer: str, sparse: bool) -> None:
         output_docs=[("OUTPUT", "K x DATA.shape[1:]")],
         infer=_infer(layout, reducer, sparse),
         category="sparse",
+        input_types=_kinds(layout, reducer, sparse),
     )(cls)
+
+
+def _kinds(layout: str, reducer: str, sparse: bool) -> dict:
+    """DATA numeric, SCALARS float, INDICES and the segment input integers."""
+    parts = _Parts(reducer, sparse)
+    kinds = {0: "numeric", parts.segment: "int"}
+    if parts.weighted:
+        kinds[parts.scalars] = "float"
+    if sparse:
+        kinds[parts.indices] = "int"
+    return kinds
 
 
 for _sparse in (False, True):
@@ -316,7 +328,14 @@ class SegmentReductionGradient(Operator):
             w = checked_scalars(self, at["SCALARS"], n)
             if self.main_input:
                 data = self.input(at["DATA"])
+                if data.ndim < 1 or data.shape[1:] != dy.shape[1:]:
+                    raise ShapeError(
+                        f"{self.describe()}: DATA '{self.input_names[at['DATA']]}' has shape {list(data.shape)}, "
+                        f"expected rows of dY's trailing shape {list(dy.shape[1:])}"
+                    )
                 rows = data[checked_indices(self, at["INDICES"], data.shape[0])] if self.sparse else data
+                if rows.shape[0] != n:
+                    raise ShapeError(f"{self.describe()}: {rows.shape[0]} rows of DATA for {n} rows of the gradient")
                 dw = self.output(1, (n,), w.dtype)
                 np.sum((d * rows).reshape(n, -1), axis=1, out=dw) if n else dw.fill(0)
             d *= w.reshape((n,) + block).astype(dy.dtype)
@@ -329,6 +348,7 @@ ROLE_DOCS = {
     "DATA": "the forward op's DATA",
     "INDICES": "the forward op's INDICES",
 }
+ROLE_KINDS = {"SCALARS": "float", "dY": "float", "SEGMENT": "int", "DATA": "numeric", "INDICES": "int"}
 GRAD_ARGS = [
     Arg("num_segments", INT, -1, "as the forward op"),
     Arg("grad_on_weights", INT, 0, "as the forward op"),
@@ -361,6 +381,8 @@ def _register_gradient(layout: str, reducer: str, sparse: bool, main_input: bool
         infer=_grad_infer(layout, roles),
         category="sparse",
         private=True,
+        input_types=[ROLE_KINDS[r] for r in roles],
+        ranks={roles.index("dY"): (1, None), roles.index("SEGMENT"): 1},
     )(cls)
 
 

@@ -53,6 +53,7 @@ def _std_infer(args: Any, ins: list[TensorSpec]) -> list[TensorSpec]:
     output_docs=[("OUTPUT", "dense tensor, rows summed by index")],
     infer=_std_infer,
     category="sparse",
+    input_types={0: "int", 1: "numeric"},
 )
 class SparseToDense(Operator):
     """Scatter-add rows of VALUES into a zero tensor at INDICES (see module doc)."""

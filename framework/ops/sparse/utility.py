@@ -35,6 +35,7 @@ I32, I64, BOOL = np.dtype(np.int32), np.dtype(np.int64), np.dtype(np.bool_)
     output_docs=[("output", "1-D values start, start + step, ... below stop")],
     infer=lambda args, ins: [TensorSpec((None,), ins[0].dtype)],
     category="sparse",
+    input_types="numeric",
 )
 class Range(Operator):
     """``arange(start, stop, step)`` from scalar inputs (one input: stop)."""
