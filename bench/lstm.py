@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 
 for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
@@ -171,7 +172,7 @@ def run(T=50, N=32, D=256, H=256, rounds=15, inner=2, log=print):
         tl = torch_lstm(T, N, D, H, backward)
         if tl is not None:
             contenders["torch"] = tl
-        times = time_round_robin(contenders, rounds=rounds, inner=inner, warmup=2)
+        times = time_round_robin(contenders, rounds=rounds, inner=inner, warmup=2, clock=time.process_time)
         per_step = times["framework"] / T
         overhead = max(times["framework"] - times["numpy"], 0.0) / T
         tt = times.get("torch")

@@ -2,12 +2,21 @@
 
 Shapes as Caffe2: encoder_outputs_transposed [batch, encoder_dim, encoder_length],
 weighted_encoder_outputs [encoder_length, batch, encoder_dim], the decoder state
-[1, batch, decoder_dim]. Returns (context [1, batch, encoder_dim], attention weights
-[batch, encoder_length, 1], blobs that may be recomputed on backward).
+[1, batch, decoder_dim]. Each ``apply_*`` returns (context [1, batch, encoder_dim],
+attention weights [batch, encoder_length, 1], blobs that may be recomputed on backward)
+and SoftCoverage also the new coverage [1, batch, encoder_length].
 
 - Regular: e_j = v^T tanh(W_s s_j + W_h h); Recurrent adds W_c c_{t-1} (arXiv 1601.03317, 4.1);
-- Dot: e_j = s_j . h (h projected to the encoder dim when the dims differ).
-Departure: ``encoder_lengths`` masking is not supported (every encoder position is attended).
+- Dot: e_j = s_j . h (h projected to the encoder dim when the dims differ);
+- SoftCoverage: Regular plus the coverage (sum of the previous steps' weights) times a
+  separate projection of the encoder outputs.
+``v`` is the FC ``<scope>/attention_logits`` (dim_out 1, bias frozen at 0). With
+``encoder_lengths`` ([batch] int32) the logits of positions j >= length are masked
+(SequenceMask, -inf) before the softmax, so those positions get weight 0.
+Departure: SoftCoverage writes the match plus coverage to
+``<scope>/decoder_hidden_encoder_outputs_sum_with_coverage`` instead of back into
+``<scope>/decoder_hidden_encoder_outputs_sum`` (an in-place Add whose input the AddGradient still
+reads could not be differentiated).
 """
 
 from __future__ import annotations
@@ -16,25 +25,28 @@ from typing import Any
 
 from framework import brew
 
-__all__ = ["AttentionType", "apply_dot_attention", "apply_recurrent_attention", "apply_regular_attention", "s"]
+__all__ = [
+    "AttentionType",
+    "apply_dot_attention",
+    "apply_recurrent_attention",
+    "apply_regular_attention",
+    "apply_soft_coverage_attention",
+    "s",
+]
 
 
 class AttentionType:
-    Regular, Recurrent, Dot, SoftCoverage = range(4)
+    Regular, Recurrent, Dot, SoftCoverage = tuple(range(4))
 
 
 def s(scope: Any, name: str) -> str:
     return f"{scope}/{name}"
 
 
-def _no_lengths(encoder_lengths: Any) -> None:
-    if encoder_lengths is not None:
-        raise NotImplementedError("attention with encoder_lengths (masked positions) is not supported")
-
-
 def _calc_weighted_context(model, encoder_outputs_transposed, encoder_output_dim, attention_weights_3d, scope):
-    ctx = model.net.BatchMatMul(
-        [encoder_outputs_transposed, attention_weights_3d], s(scope, "attention_weighted_encoder_context")
+    # [batch, encoder_dim, 1] -> [1, batch, encoder_dim]
+    ctx = brew.batch_mat_mul(
+        model, [encoder_outputs_transposed, attention_weights_3d], s(scope, "attention_weighted_encoder_context")
     )
     ctx, _ = model.net.Reshape(
         ctx, [ctx, s(scope, "attention_weighted_encoder_context_old_shape")], shape=[1, -1, encoder_output_dim]
@@ -42,21 +54,44 @@ def _calc_weighted_context(model, encoder_outputs_transposed, encoder_output_dim
     return ctx
 
 
-def _calc_attention_weights(model, attention_logits_transposed, scope):
+def _calc_attention_weights(model, attention_logits_transposed, scope, encoder_lengths=None):
+    if encoder_lengths is not None:  # Caffe2's blob name (not scoped)
+        attention_logits_transposed = model.net.SequenceMask(
+            [attention_logits_transposed, encoder_lengths], ["masked_attention_logits"], mode="sequence"
+        )
     return brew.softmax(model, attention_logits_transposed, s(scope, "attention_weights_3d"), axis=1)
 
 
 def _calc_attention_logits_from_sum_match(model, summed, encoder_output_dim, scope):
-    summed = model.net.Tanh(summed, summed)
-    v = model.create_param(s(scope, "attention_v"), [1, encoder_output_dim], ("XavierFill", {}))
-    zeros = model.param_init_net.ConstantFill([], s(scope, "attention_zeros"), value=0.0, shape=[1])
-    logits = model.net.FC([summed, v, zeros], [s(scope, "attention_logits")], axis=2)
-    return model.net.Transpose(logits, s(scope, "attention_logits_transposed"), axes=[1, 0, 2])
+    summed = model.net.Tanh(summed, summed)  # [encoder_length, batch, encoder_dim]
+    logits = brew.fc(
+        model, summed, s(scope, "attention_logits"), dim_in=encoder_output_dim, dim_out=1, axis=2, freeze_bias=True
+    )
+    return brew.transpose(model, logits, s(scope, "attention_logits_transposed"), axes=[1, 0, 2])
 
 
 def _apply_fc_weight_for_sum_match(model, input, dim_in, dim_out, scope, name):  # noqa: A002
     out = brew.fc(model, input, s(scope, name), dim_in=dim_in, dim_out=dim_out, axis=2)
     return model.net.Squeeze(out, out, dims=[0])
+
+
+def _weighted_hidden(model, decoder_hidden_state_t, decoder_hidden_state_dim, encoder_output_dim, scope):
+    return _apply_fc_weight_for_sum_match(
+        model,
+        decoder_hidden_state_t,
+        decoder_hidden_state_dim,
+        encoder_output_dim,
+        scope,
+        "weighted_decoder_hidden_state",
+    )
+
+
+def _finish(model, summed, encoder_outputs_transposed, encoder_output_dim, scope, encoder_lengths):
+    """logits from the summed match, masked softmax, weighted context: (context, weights)."""
+    logits = _calc_attention_logits_from_sum_match(model, summed, encoder_output_dim, scope)
+    weights = _calc_attention_weights(model, logits, scope, encoder_lengths)
+    ctx = _calc_weighted_context(model, encoder_outputs_transposed, encoder_output_dim, weights, scope)
+    return ctx, weights
 
 
 def apply_recurrent_attention(
@@ -70,7 +105,6 @@ def apply_recurrent_attention(
     scope,
     encoder_lengths=None,
 ):
-    _no_lengths(encoder_lengths)
     prev = _apply_fc_weight_for_sum_match(
         model,
         attention_weighted_encoder_context_t_prev,
@@ -79,19 +113,10 @@ def apply_recurrent_attention(
         scope,
         "weighted_prev_attention_context",
     )
-    hid = _apply_fc_weight_for_sum_match(
-        model,
-        decoder_hidden_state_t,
-        decoder_hidden_state_dim,
-        encoder_output_dim,
-        scope,
-        "weighted_decoder_hidden_state",
-    )
+    hid = _weighted_hidden(model, decoder_hidden_state_t, decoder_hidden_state_dim, encoder_output_dim, scope)
     tmp = model.net.Add([prev, hid], s(scope, "decoder_hidden_encoder_outputs_sum_tmp"))
     summed = model.net.Add([weighted_encoder_outputs, tmp], s(scope, "decoder_hidden_encoder_outputs_sum"), broadcast=1)
-    logits = _calc_attention_logits_from_sum_match(model, summed, encoder_output_dim, scope)
-    weights = _calc_attention_weights(model, logits, scope)
-    ctx = _calc_weighted_context(model, encoder_outputs_transposed, encoder_output_dim, weights, scope)
+    ctx, weights = _finish(model, summed, encoder_outputs_transposed, encoder_output_dim, scope, encoder_lengths)
     return ctx, weights, [summed]
 
 
@@ -105,19 +130,9 @@ def apply_regular_attention(
     scope,
     encoder_lengths=None,
 ):
-    _no_lengths(encoder_lengths)
-    hid = _apply_fc_weight_for_sum_match(
-        model,
-        decoder_hidden_state_t,
-        decoder_hidden_state_dim,
-        encoder_output_dim,
-        scope,
-        "weighted_decoder_hidden_state",
-    )
+    hid = _weighted_hidden(model, decoder_hidden_state_t, decoder_hidden_state_dim, encoder_output_dim, scope)
     summed = model.net.Add([weighted_encoder_outputs, hid], s(scope, "decoder_hidden_encoder_outputs_sum"), broadcast=1)
-    logits = _calc_attention_logits_from_sum_match(model, summed, encoder_output_dim, scope)
-    weights = _calc_attention_weights(model, logits, scope)
-    ctx = _calc_weighted_context(model, encoder_outputs_transposed, encoder_output_dim, weights, scope)
+    ctx, weights = _finish(model, summed, encoder_outputs_transposed, encoder_output_dim, scope, encoder_lengths)
     return ctx, weights, [summed]
 
 
@@ -130,7 +145,6 @@ def apply_dot_attention(
     scope,
     encoder_lengths=None,
 ):
-    _no_lengths(encoder_lengths)
     if decoder_hidden_state_dim != encoder_output_dim:
         hid = brew.fc(
             model,
@@ -143,8 +157,35 @@ def apply_dot_attention(
     else:
         hid = decoder_hidden_state_t
     sq = model.net.Squeeze(hid, s(scope, "squeezed_weighted_decoder_hidden_state"), dims=[0])
-    sq = model.net.ExpandDims(sq, s(scope, "expanded_weighted_decoder_hidden_state"), dims=[2])
+    sq = model.net.ExpandDims(sq, sq, dims=[2])  # [batch, encoder_dim, 1]
     logits = model.net.BatchMatMul([encoder_outputs_transposed, sq], s(scope, "attention_logits"), trans_a=1)
-    weights = _calc_attention_weights(model, logits, scope)
+    weights = _calc_attention_weights(model, logits, scope, encoder_lengths)
     ctx = _calc_weighted_context(model, encoder_outputs_transposed, encoder_output_dim, weights, scope)
     return ctx, weights, []
+
+
+def apply_soft_coverage_attention(
+    model,
+    encoder_output_dim,
+    encoder_outputs_transposed,
+    weighted_encoder_outputs,
+    decoder_hidden_state_t,
+    decoder_hidden_state_dim,
+    scope,
+    encoder_lengths,
+    coverage_t_prev,
+    coverage_weights,
+):
+    """Regular attention whose match adds coverage_weights [encoder_length, batch, encoder_dim]
+    scaled by the coverage so far (coverage_t_prev [1, batch, encoder_length]); returns also
+    coverage_t = coverage_t_prev + this step's weights."""
+    hid = _weighted_hidden(model, decoder_hidden_state_t, decoder_hidden_state_dim, encoder_output_dim, scope)
+    summed = model.net.Add([weighted_encoder_outputs, hid], s(scope, "decoder_hidden_encoder_outputs_sum"), broadcast=1)
+    cov_2d = model.net.Squeeze(coverage_t_prev, s(scope, "coverage_t_prev_2d"), dims=[0])
+    cov_t = brew.transpose(model, cov_2d, s(scope, "coverage_t_prev_transposed"))
+    scaled = model.net.Mul([coverage_weights, cov_t], s(scope, "scaled_coverage_weights"), broadcast=1, axis=0)
+    summed = model.net.Add([summed, scaled], s(scope, "decoder_hidden_encoder_outputs_sum_with_coverage"))
+    ctx, weights = _finish(model, summed, encoder_outputs_transposed, encoder_output_dim, scope, encoder_lengths)
+    weights_2d = model.net.Squeeze(weights, s(scope, "attention_weights_2d"), dims=[2])
+    coverage_t = model.net.Add([coverage_t_prev, weights_2d], s(scope, "coverage_t"), broadcast=1)
+    return ctx, weights, [summed], coverage_t

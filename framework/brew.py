@@ -139,12 +139,17 @@ def fc(
     BiasInitializer: Any = None,  # noqa: N803
     **kwargs: Any,
 ) -> Any:
-    """Fully connected: ``Y = X W^T + b`` with ``<out>_w`` [dim_out, dim_in] and ``<out>_b`` [dim_out]."""
+    """Fully connected: ``Y = X W^T + b`` with ``<out>_w`` [dim_out, dim_in] and ``<out>_b`` [dim_out]
+    (``freeze_bias=True``: the bias is not a trained parameter)."""
     blob_out = blob_out or _next_name(model, "fc")
     w_init = update_initializer(WeightInitializer, weight_init, ("XavierFill", {}))
     b_init = update_initializer(BiasInitializer, bias_init, ("ConstantFill", {}))
     w = model.create_param(f"{blob_out}_w", [dim_out, dim_in], w_init, ParameterTags.WEIGHT)
-    b = model.create_param(f"{blob_out}_b", [dim_out], b_init, ParameterTags.BIAS)
+    # freeze_bias (Caffe2): the bias is created but not trained (not in model.params)
+    b_tags = (
+        [ParameterTags.BIAS, ParameterTags.COMPUTED_PARAM] if kwargs.pop("freeze_bias", False) else ParameterTags.BIAS
+    )
+    b = model.create_param(f"{blob_out}_b", [dim_out], b_init, b_tags)
     return _op(model.net, "FC", [blob_in, w, b], blob_out, **kwargs)
 
 

@@ -12,28 +12,17 @@ import functools
 from typing import Any
 
 from framework import brew
-from framework.rnn_cell import RNNCell
+from framework.rnn_cell import _SizedCell
 from framework.rnn_cells_more import _LSTM
 
 __all__ = ["GRU", "GRUCell"]
 
 
-class GRUCell(RNNCell):
-    def __init__(
-        self,
-        input_size: int,
-        hidden_size: int,
-        forget_bias: float = 0.0,
-        memory_optimization: bool = False,
-        drop_states: bool = False,
-        linear_before_reset: bool = False,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(**kwargs)
-        self.input_size, self.hidden_size = input_size, hidden_size
-        self.forget_bias = float(forget_bias)
-        self.memory_optimization = memory_optimization
-        self.drop_states = drop_states
+class GRUCell(_SizedCell):
+    """GRU step; ``linear_before_reset`` applies the reset gate after the output FC."""
+
+    def __init__(self, input_size: int, hidden_size: int, *args: Any, linear_before_reset: bool = False, **kw: Any):
+        super().__init__(input_size, hidden_size, *args, **kw)
         self.linear_before_reset = linear_before_reset
 
     def _apply(self, model, input_t, seq_lengths, states, timestep, extra_inputs=None):
@@ -73,9 +62,6 @@ class GRUCell(RNNCell):
 
     def get_state_names(self):
         return (self.scope("hidden_t"),)
-
-    def get_output_dim(self):
-        return self.hidden_size
 
 
 GRU = functools.partial(_LSTM, GRUCell)

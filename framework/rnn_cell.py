@@ -37,6 +37,15 @@ __all__ = [
     "RNNCell",
     "cudnn_LSTM",
     "GetLSTMParamNames",
+    "DropoutCell",
+    "InitFromLSTMParams",
+    "LSTMWithAttentionCell",
+    "LayerNormMILSTM",
+    "LayerNormMILSTMCell",
+    "MILSTMWithAttentionCell",
+    "MultiRNNCellInitializer",
+    "UnrolledCell",
+    "layered_LSTM",
 ]
 
 
@@ -150,8 +159,9 @@ class RNNCell:
         return state_outputs[2 * self.get_output_state_index()]
 
 
-class BasicRNNCell(RNNCell):
-    """h_t = activation(i2h(x_t) + gates_t(h_{t-1})), activation 'tanh' or 'relu'."""
+class _SizedCell(RNNCell):
+    """The constructor Caffe2's BasicRNN/LSTM/GRU cells share: sizes, forget bias, memory
+    optimization (recompute the gates on backward) and drop_states."""
 
     def __init__(
         self,
@@ -160,13 +170,24 @@ class BasicRNNCell(RNNCell):
         forget_bias: float = 0.0,
         memory_optimization: bool = False,
         drop_states: bool = False,
-        initializer: Any = None,
-        activation: str | None = None,
         **kwargs: Any,
     ):
         super().__init__(**kwargs)
-        self.drop_states = drop_states
         self.input_size, self.hidden_size = input_size, hidden_size
+        self.forget_bias = float(forget_bias)
+        self.memory_optimization = memory_optimization
+        self.drop_states = drop_states
+
+    def get_output_dim(self) -> int:
+        return self.hidden_size
+
+
+class BasicRNNCell(_SizedCell):
+    """h_t = activation(i2h(x_t) + gates_t(h_{t-1})), activation 'tanh' or 'relu'."""
+
+    def __init__(self, input_size: int, hidden_size: int, *args: Any, activation: str | None = None, **kwargs: Any):
+        kwargs.pop("initializer", None)
+        super().__init__(input_size, hidden_size, *args, **kwargs)
         self.activation = activation or "tanh"
         if self.activation not in ("relu", "tanh"):
             raise RuntimeError("BasicRNNCell with unknown activation function (%s)" % self.activation)
@@ -212,59 +233,48 @@ class BasicRNNCell(RNNCell):
     def get_state_names(self):
         return (self.scope("hidden_t"),)
 
-    def get_output_dim(self):
-        return self.hidden_size
 
-
-class LSTMCell(RNNCell):
+class LSTMCell(_SizedCell):
     """The standard LSTM step: gates = i2h(x_t) + gates_t(h_{t-1}); LSTMUnit."""
 
-    def __init__(
-        self,
-        input_size: int,
-        hidden_size: int,
-        forget_bias: float = 0.0,
-        memory_optimization: bool = False,
-        drop_states: bool = False,
-        initializer: Any = None,
-        **kwargs: Any,
-    ):
-        super().__init__(initializer=initializer, **kwargs)
+    def __init__(self, input_size: int, hidden_size: int, *args: Any, initializer: Any = None, **kwargs: Any):
+        super().__init__(input_size, hidden_size, *args, initializer=initializer, **kwargs)
         self.initializer = initializer or LSTMInitializer(hidden_size=hidden_size)
-        self.input_size, self.hidden_size = input_size, hidden_size
-        self.forget_bias = float(forget_bias)
-        self.memory_optimization = memory_optimization
-        self.drop_states = drop_states
+
+    def _fc_input(self, model, hidden_t_prev, extra_inputs):
+        """The recurrent FC's input: h_{t-1}, with extra inputs (e.g. an attention context) concatenated."""
+        if extra_inputs is None:
+            return hidden_t_prev, self.hidden_size
+        extra_blobs, extra_dims = zip(*extra_inputs)
+        name = self.scope("gates_concatenated_input_t")
+        fc_input = model.net.Concat([hidden_t_prev, *extra_blobs], [name, name + "_concat_dims"], axis=2)[0]
+        return fc_input, self.hidden_size + sum(extra_dims)
 
     def _gates(self, model, hidden_t_prev, input_t, extra_inputs=None):
-        fc_input, dim = hidden_t_prev, self.hidden_size
-        if extra_inputs is not None:
-            extra_blobs, extra_dims = zip(*extra_inputs)
-            fc_input = model.net.Concat(
-                [hidden_t_prev, *extra_blobs],
-                [self.scope("gates_concatenated_input_t"), self.scope("gates_concatenated_input_t") + "_concat_dims"],
-                axis=2,
-            )[0]
-            dim += sum(extra_dims)
+        fc_input, dim = self._fc_input(model, hidden_t_prev, extra_inputs)
         gates_t = brew.fc(model, fc_input, self.scope("gates_t"), dim_in=dim, dim_out=4 * self.hidden_size, axis=2)
         brew.sum(model, [gates_t, input_t], gates_t)
         return gates_t
 
-    def _apply(self, model, input_t, seq_lengths, states, timestep, extra_inputs=None):
-        hidden_t_prev, cell_t_prev = states
-        gates_t = self._gates(model, hidden_t_prev, input_t, extra_inputs)
-        ins = [hidden_t_prev, cell_t_prev, gates_t] + ([seq_lengths] if seq_lengths is not None else []) + [timestep]
+    def _unit(self, model, states, gates_t, seq_lengths, timestep, names, external):
+        """LSTMUnit over (h_{t-1}, c_{t-1}, gates); ``external``: (h, c) order of AddExternalOutputs."""
+        ins = [*states, gates_t] + ([seq_lengths] if seq_lengths is not None else []) + [timestep]
         hidden_t, cell_t = model.net.LSTMUnit(
             ins,
-            [self.scope("hidden_state"), self.scope("cell_state")],
+            names,
             forget_bias=self.forget_bias,
             drop_states=self.drop_states,
             sequence_lengths=seq_lengths is not None,
         )
-        model.net.AddExternalOutputs(hidden_t, cell_t)
+        model.net.AddExternalOutputs(*((hidden_t, cell_t) if external == "hc" else (cell_t, hidden_t)))
         if self.memory_optimization:
             self.recompute_blobs = [gates_t]
         return hidden_t, cell_t
+
+    def _apply(self, model, input_t, seq_lengths, states, timestep, extra_inputs=None):
+        gates_t = self._gates(model, states[0], input_t, extra_inputs)
+        names = [self.scope("hidden_state"), self.scope("cell_state")]
+        return self._unit(model, states, gates_t, seq_lengths, timestep, names, "hc")
 
     def get_input_params(self):
         return {"weights": self.scope("i2h") + "_w", "biases": self.scope("i2h") + "_b"}
@@ -280,20 +290,28 @@ class LSTMCell(RNNCell):
     def get_state_names(self):
         return (self.scope("hidden_t"), self.scope("cell_t"))
 
-    def get_output_dim(self):
-        return self.hidden_size
-
 
 from framework.attention import AttentionType  # noqa: E402,F401
-from framework.rnn_attention_cell import AttentionCell, LSTMWithAttention  # noqa: E402,F401
+from framework.rnn_attention_cell import (  # noqa: E402,F401
+    AttentionCell,
+    LSTMWithAttention,
+    LSTMWithAttentionCell,
+    MILSTMWithAttentionCell,
+)
+from framework.rnn_cell_wrappers import DropoutCell, UnrolledCell  # noqa: E402,F401
 from framework.rnn_cells_more import (  # noqa: E402  (MultiRNNCell, MILSTM, LayerNorm LSTM and the builders)
     LSTM,
     MILSTM,
     BasicRNN,
     GetLSTMParamNames,
+    InitFromLSTMParams,
     LayerNormLSTM,
     LayerNormLSTMCell,
+    LayerNormMILSTM,
+    LayerNormMILSTMCell,
     MILSTMCell,
     MultiRNNCell,
+    MultiRNNCellInitializer,
     cudnn_LSTM,
+    layered_LSTM,
 )

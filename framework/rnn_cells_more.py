@@ -31,7 +31,7 @@ class MultiRNNCell(RNNCell):
                 self.output_connected_layers, self.output_indices = [], []
         self.output_connected_layers.append(len(cells) - 1)
         self.output_indices.append(per_layer[-1])
-        self.initializer = _MultiInitializer(cells)
+        self.initializer = MultiRNNCellInitializer(cells)
 
     def prepare_input(self, model: Any, input_blob: Any) -> Any:
         return self.cells[0].prepare_input(model, input_blob)
@@ -79,7 +79,7 @@ class MultiRNNCell(RNNCell):
         return connected[0]
 
 
-class _MultiInitializer:
+class MultiRNNCellInitializer:
     def __init__(self, cells: list) -> None:
         self.cells = cells
 
@@ -95,10 +95,12 @@ class _MultiInitializer:
 class MILSTMCell(LSTMCell):
     """LSTM with multiplicative integration: gates = (alpha * x + beta_h) * (W h) + beta_i * x + b."""
 
+    _layer_norm = False
+
     def _apply(self, model, input_t, seq_lengths, states, timestep, extra_inputs=None):
-        hidden_t_prev, cell_t_prev = states
+        fc_input, dim = self._fc_input(model, states[0], extra_inputs)
         h4 = 4 * self.hidden_size
-        prev_t = brew.fc(model, hidden_t_prev, self.scope("prev_t"), dim_in=self.hidden_size, dim_out=h4, axis=2)
+        prev_t = brew.fc(model, fc_input, self.scope("prev_t"), dim_in=dim, dim_out=h4, axis=2)
         alpha = model.create_param(self.scope("alpha"), [h4], ("ConstantFill", {"value": 1.0}))
         beta_h = model.create_param(self.scope("beta1"), [h4], ("ConstantFill", {"value": 1.0}))
         beta_i = model.create_param(self.scope("beta2"), [h4], ("ConstantFill", {"value": 1.0}))
@@ -107,42 +109,30 @@ class MILSTMCell(LSTMCell):
         a_x_h = model.net.Mul([a_x, prev_t], self.scope("alpha_by_input_t_plus_beta_h_by_prev_t"))
         b_x = model.net.ElementwiseLinear([input_t, beta_i, b], self.scope("beta_i_by_input_t_plus_b"), axis=2)
         gates_t = brew.sum(model, [a_x_h, b_x], self.scope("gates_t"))
-        ins = [hidden_t_prev, cell_t_prev, gates_t] + ([seq_lengths] if seq_lengths is not None else []) + [timestep]
-        hidden_t, cell_t = model.net.LSTMUnit(
-            ins,
-            [self.scope("hidden_t_intermediate"), self.scope("cell_t")],
-            forget_bias=self.forget_bias,
-            drop_states=self.drop_states,
-            sequence_lengths=seq_lengths is not None,
-        )
-        model.net.AddExternalOutputs(cell_t, hidden_t)
-        if self.memory_optimization:
-            self.recompute_blobs = [gates_t]
-        return hidden_t, cell_t
+        if self._layer_norm:
+            gates_t = _gates_layer_norm(self, model, gates_t)
+        names = [self.scope("hidden_t_intermediate"), self.scope("cell_t")]
+        return self._unit(model, states, gates_t, seq_lengths, timestep, names, "ch")
+
+
+def _gates_layer_norm(cell: Any, model: Any, gates_t: Any) -> Any:
+    """brew.layer_norm over the last axis of the gates (the LayerNorm cells' only difference)."""
+    return brew.layer_norm(model, gates_t, cell.scope("gates_t_norm"), dim_in=4 * cell.hidden_size, axis=-1)[0]
 
 
 class LayerNormLSTMCell(LSTMCell):
-    """LSTM whose recurrent gates are layer-normalized (Caffe2's LayerNormLSTMCell)."""
+    """LSTMCell whose gates (recurrent FC + input projection) are layer-normalized with a learned
+    scale and bias (``<scope>/gates_t_norm_scale``/``_bias``), as Caffe2's LayerNormLSTMCell."""
 
     def _apply(self, model, input_t, seq_lengths, states, timestep, extra_inputs=None):
-        hidden_t_prev, cell_t_prev = states
-        gates_t = brew.fc(
-            model, hidden_t_prev, self.scope("gates_t"), dim_in=self.hidden_size, dim_out=4 * self.hidden_size, axis=2
-        )
-        gates_t, _, _ = model.net.LayerNorm(
-            gates_t, [self.scope("gates_t_norm"), self.scope("gates_t_mean"), self.scope("gates_t_stdev")], axis=-1
-        )
-        gates_t = brew.sum(model, [gates_t, input_t], self.scope("gates_t_sum"))
-        ins = [hidden_t_prev, cell_t_prev, gates_t] + ([seq_lengths] if seq_lengths is not None else []) + [timestep]
-        hidden_t, cell_t = model.net.LSTMUnit(
-            ins,
-            [self.scope("hidden_state"), self.scope("cell_state")],
-            forget_bias=self.forget_bias,
-            drop_states=self.drop_states,
-            sequence_lengths=seq_lengths is not None,
-        )
-        model.net.AddExternalOutputs(hidden_t, cell_t)
-        return hidden_t, cell_t
+        gates_t = _gates_layer_norm(self, model, self._gates(model, states[0], input_t, extra_inputs))
+        return self._unit(model, states, gates_t, seq_lengths, timestep, list(self.get_state_names()), "hc")
+
+
+class LayerNormMILSTMCell(MILSTMCell):
+    """MILSTMCell with its gates layer-normalized (Caffe2's LayerNormMILSTMCell)."""
+
+    _layer_norm = True
 
 
 def _LSTM(  # noqa: N802
@@ -165,8 +155,6 @@ def _LSTM(  # noqa: N802
     **cell_kwargs: Any,
 ) -> tuple:
     """Caffe2's rnn_cell.LSTM: (output, last_output, all_states, last_state)[, params]."""
-    if static_rnn_unroll_size is not None:
-        raise NotImplementedError("static_rnn_unroll_size (UnrolledCell) is not supported: use RecurrentNetwork")
     dims = list(dim_out) if isinstance(dim_out, (list, tuple)) else [dim_out]
     n = len(dims)
     cells = [
@@ -183,6 +171,10 @@ def _LSTM(  # noqa: N802
         for i in range(n)
     ]
     cell = MultiRNNCell(cells, name=scope, forward_only=forward_only) if n > 1 else cells[0]
+    if static_rnn_unroll_size is not None:  # the steps written into the net (no RecurrentNetwork)
+        from framework.rnn_cell_wrappers import UnrolledCell
+
+        cell = UnrolledCell(cell, static_rnn_unroll_size)
     per_layer = 2 * len(cells[-1].get_state_names())
     outputs_with_grads = [per_layer * (n - 1) + i for i in outputs_with_grads]
     _, result = cell.apply_over_sequence(
@@ -202,6 +194,7 @@ def _LSTM(  # noqa: N802
 LSTM = functools.partial(_LSTM, LSTMCell)
 MILSTM = functools.partial(_LSTM, MILSTMCell)
 LayerNormLSTM = functools.partial(_LSTM, LayerNormLSTMCell)
+LayerNormMILSTM = functools.partial(_LSTM, LayerNormMILSTMCell)
 
 
 def BasicRNN(  # noqa: N802
@@ -282,6 +275,79 @@ def cudnn_LSTM(  # noqa: N802
         last_h, last_c = lasts_h[0], lasts_c[0]
     out = (output, last_h, last_c)
     return out + (params,) if return_params else out
+
+
+def _layered_LSTM(  # noqa: N802
+    model: Any,
+    input_blob: Any,
+    seq_lengths: Any,
+    initial_states: Any,
+    dim_in: int,
+    dim_out: Any,
+    scope: str,
+    outputs_with_grads: Any = (0,),
+    return_params: bool = False,
+    memory_optimization: bool = False,
+    forget_bias: float = 0.0,
+    forward_only: bool = False,
+    drop_states: bool = False,
+    create_lstm: Any = None,
+) -> tuple:
+    """Caffe2's layered_LSTM: one LSTM network per layer (scopes ``<scope>``, ``<scope>_layer_2``...),
+    each started from the previous layer's last states."""
+    params = dict(
+        model=model,
+        input_blob=input_blob,
+        seq_lengths=seq_lengths,
+        initial_states=initial_states,
+        dim_in=dim_in,
+        dim_out=dim_out,
+        scope=scope,
+        outputs_with_grads=outputs_with_grads,
+        return_params=return_params,
+        memory_optimization=memory_optimization,
+        forget_bias=forget_bias,
+        forward_only=forward_only,
+        drop_states=drop_states,
+    )
+    if not isinstance(dim_out, list):
+        return create_lstm(**params)
+    if len(dim_out) == 0:
+        raise ValueError("dim_out list can't be empty")
+    if len(dim_out) == 1:
+        return create_lstm(**{**params, "dim_out": dim_out[0]})
+    if return_params:
+        raise ValueError("return_params not supported for layering")
+    for i, output_dim in enumerate(dim_out):
+        params["dim_out"] = output_dim
+        output, last_output, all_states, last_state = create_lstm(**params)
+        params.update(
+            input_blob=output,
+            dim_in=output_dim,
+            initial_states=(last_output, last_state),
+            scope=f"{scope}_layer_{i + 1}",
+        )
+    return output, last_output, all_states, last_state
+
+
+layered_LSTM = functools.partial(_layered_LSTM, create_lstm=LSTM)
+
+
+def InitFromLSTMParams(lstm_pblobs: dict, param_values: dict) -> None:  # noqa: N802
+    """Set an LSTM's packed FC parameters (current workspace) from per-gate values:
+    param_values[input_type][name] for the names of GetLSTMParamNames(), input_type 'input' or
+    'recurrent'; lstm_pblobs[input_type] = {'weights': blob, 'biases': blob} (return_params)."""
+    import numpy as np
+
+    from framework import workspace
+
+    names = GetLSTMParamNames()
+    for input_type, values in param_values.items():
+        for kind in ("weights", "biases"):
+            blob = lstm_pblobs[input_type][kind]
+            cur = workspace.FetchBlob(blob)
+            flat = np.concatenate([np.asarray(values[n], dtype=np.float64).ravel() for n in names[kind]])
+            workspace.FeedBlob(blob, flat.reshape(cur.shape).astype(np.float32))
 
 
 def GetLSTMParamNames() -> dict:  # noqa: N802

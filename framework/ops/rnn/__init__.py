@@ -1,3 +1,11 @@
 """Recurrent networks: LSTM/GRU units, RecurrentNetwork over a step net, sequence ops."""
 
-from framework.ops.rnn import decoders, inference_lstm, links, padding, recurrent_network, units  # noqa: F401
+from framework.ops.rnn import (  # noqa: F401
+    decoders,
+    inference_lstm,
+    links,
+    padding,
+    recurrent_network,
+    units,
+    zero_gradient,
+)

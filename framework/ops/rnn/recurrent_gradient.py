@@ -160,6 +160,8 @@ class RecurrentNetworkGradient(Operator):
                     scratch.shared_ws.create_blob(b)
         run_steps(self, scratch, self.compiled, range(seq_len - 1, -1, -1), self.timestep, self.local)
         for (in_idx, out_idx), g in zip(self.rec_inputs, grads):
+            if out_idx >= len(self.outputs):  # a trailing initial-state gradient nobody reads was pruned
+                continue
             init = self.input(in_idx)
             out = self.output(out_idx, init.shape, init.dtype)
             if init.ndim >= 2:

@@ -1,26 +1,43 @@
-"""rnn_cell.LSTMWithAttention (Regular, Recurrent, Dot) against a numpy loop, and central differences."""
+"""rnn_cell.LSTMWithAttention (Regular, Recurrent, Dot, SoftCoverage; with and without
+encoder_lengths) against a numpy loop written here, and central differences of its gradients."""
 
 import numpy as np
 import pytest
 
-from framework import rnn_cell
+from framework import core, rnn_cell
 from framework.attention import AttentionType
 from framework.memory.workspace import Workspace
 from framework.model_helper import ModelHelper
+from framework.proto.args import make_argument
 
 T, N, DIN, H, TE, E = 3, 2, 3, 4, 5, 4
+TYPES = [AttentionType.Regular, AttentionType.Recurrent, AttentionType.Dot, AttentionType.SoftCoverage]
+LENGTHS = np.array([5, 2], np.int32)
 
 
 def sig(x):
     return 1 / (1 + np.exp(-x))
 
 
-def build(att_type):
+def build(att_type, lengths):
     model = ModelHelper(name="att")
     res = rnn_cell.LSTMWithAttention(
-        model, "dec_in", None, "h0", "c0", "ctx0", E, "enc", None, DIN, H, scope="s", attention_type=att_type
+        model,
+        "dec_in",
+        None,
+        "h0",
+        "c0",
+        "ctx0",
+        E,
+        "enc",
+        "enc_len" if lengths else None,
+        DIN,
+        H,
+        scope="s",
+        attention_type=att_type,
     )
-    loss = model.net.SumElements([model.net.Mul([res[0], "wy"], "prod")], "loss")
+    prods = [model.net.Mul([res[0], "wy"], "prod_h"), model.net.Mul([res[4], "wc"], "prod_c")]
+    loss = model.net.SumElements([model.net.Sum(prods, "prod")], "loss")
     return model, res, loss
 
 
@@ -32,6 +49,8 @@ def feeds(rng, dtype):
         "c0": rng.standard_normal((1, N, H)).astype(dtype),
         "ctx0": rng.standard_normal((1, N, E)).astype(dtype),
         "wy": rng.standard_normal((T, N, H)).astype(dtype),
+        "wc": rng.standard_normal((T, N, E)).astype(dtype),
+        "enc_len": LENGTHS,
     }
 
 
@@ -40,23 +59,29 @@ def make_ws(model, f, dtype, rng):
     for k, v in f.items():
         ws.feed_blob(k, v)
     ws.run_net_once(model.param_init_net)
-    for p in model.params:
+    for p in model.params:  # random parameters (the frozen attention_logits bias stays 0)
         v = ws.fetch_blob(str(p))
         ws.feed_blob(str(p), (v + 0.3 * rng.standard_normal(v.shape)).astype(dtype))
-    ws.feed_blob("s/attention_decoder/attention_zeros", np.zeros(1, dtype))
+    ws.feed_blob("s/attention_logits_b", np.zeros(1, dtype))
     return ws
 
 
-def reference(ws, f, att_type):
+def fc(g, name, x):
+    return x @ g(name + "_w").T + g(name + "_b")
+
+
+def reference(ws, f, att_type, lengths):
+    """(hidden states [T, N, H], contexts [T, N, E]) of the decoder with attention, in numpy."""
     g = ws.fetch_blob
-    a = "s/attention_decoder"
     h, c, ctx = f["h0"][0], f["c0"][0], f["ctx0"][0]
     enc = f["enc"]
-    weo = enc @ g(f"{a}/weighted_encoder_outputs_w").T + g(f"{a}/weighted_encoder_outputs_b") if att_type != 2 else None
+    weo = fc(g, "s/weighted_encoder_outputs", enc) if att_type != AttentionType.Dot else None
+    cw = fc(g, "s/coverage_weights", enc) if att_type == AttentionType.SoftCoverage else None
+    cov = np.zeros((N, TE))
     hs, ctxs = [], []
     for t in range(T):
-        x = f["dec_in"][t] @ g("s/decoder/i2h_w").T + g("s/decoder/i2h_b")
-        gates = np.concatenate([h, ctx], 1) @ g("s/decoder/gates_t_w").T + g("s/decoder/gates_t_b") + x
+        gates = np.concatenate([h, ctx], 1) @ g("s/decoder/gates_t_w").T + g("s/decoder/gates_t_b")
+        gates = gates + fc(g, "s/decoder/i2h", f["dec_in"][t])
         i, ff, o, gg = (
             sig(gates[:, :H]),
             sig(gates[:, H : 2 * H]),
@@ -66,50 +91,79 @@ def reference(ws, f, att_type):
         c = ff * c + i * gg
         h = o * np.tanh(c)
         if att_type == AttentionType.Dot:
-            hw = h  # no projection: decoder and encoder dims are equal here
-            logits = np.einsum("tne,ne->nt", enc, hw)
+            logits = np.einsum("tne,ne->nt", enc, h)  # decoder and encoder dims are equal: no projection
         else:
-            hw = h @ g(f"{a}/weighted_decoder_hidden_state_w").T + g(f"{a}/weighted_decoder_hidden_state_b")
-            summed = weo + hw[None]
+            summed = weo + fc(g, "s/weighted_decoder_hidden_state", h)[None]
             if att_type == AttentionType.Recurrent:
-                summed = (
-                    summed
-                    + (
-                        ctx @ g(f"{a}/weighted_prev_attention_context_w").T
-                        + g(f"{a}/weighted_prev_attention_context_b")
-                    )[None]
-                )
-            logits = (np.tanh(summed) @ g(f"{a}/attention_v").T)[..., 0].T  # (N, TE)
+                summed = summed + fc(g, "s/weighted_prev_attention_context", ctx)[None]
+            if att_type == AttentionType.SoftCoverage:
+                summed = summed + cw * cov.T[:, :, None]
+            logits = (np.tanh(summed) @ g("s/attention_logits_w").T)[..., 0].T  # (N, TE)
+        if lengths:
+            logits = np.where(np.arange(TE)[None, :] >= LENGTHS[:, None], -np.inf, logits)
         w = np.exp(logits - logits.max(1, keepdims=True))
         w /= w.sum(1, keepdims=True)
+        cov = cov + w
         ctx = np.einsum("tne,nt->ne", enc, w)
         hs.append(h)
         ctxs.append(ctx)
-    return np.concatenate([np.stack(hs), np.stack(ctxs)], axis=2)
+    return np.stack(hs), np.stack(ctxs), cov
 
 
-@pytest.mark.parametrize("att_type", [AttentionType.Regular, AttentionType.Recurrent, AttentionType.Dot])
-def test_lstm_with_attention_forward(att_type):
-    rng = np.random.default_rng(att_type)
-    model, res, _ = build(att_type)
+@pytest.mark.parametrize("lengths", [False, True])
+@pytest.mark.parametrize("att_type", TYPES)
+def test_lstm_with_attention_forward(att_type, lengths):
+    rng = np.random.default_rng(att_type + 10 * lengths)
+    model, res, _ = build(att_type, lengths)
+    assert len(res) == (8 if att_type == AttentionType.SoftCoverage else 6)
     f = feeds(rng, np.float32)
     ws = make_ws(model, f, np.float32, rng)
-    ws.create_net(model.net).run()
+    net = ws.create_net(model.net)
+    net.run()
+    hs, ctxs, cov = reference(ws, f, att_type, lengths)
     out_seq = [op for op in model.net.Proto().op if op.type == "Concat"][-1].output[0]
-    np.testing.assert_allclose(ws.fetch_blob(out_seq), reference(ws, f, att_type), rtol=1e-4, atol=1e-5)
+    tol = dict(rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(ws.fetch_blob(out_seq), np.concatenate([hs, ctxs], axis=2), **tol)
+    np.testing.assert_allclose(ws.fetch_blob(str(res[1])), hs[-1:], **tol)  # hidden_last
+    np.testing.assert_allclose(ws.fetch_blob(str(res[5])), ctxs[-1:], **tol)  # context_last
+    if att_type == AttentionType.SoftCoverage:
+        np.testing.assert_allclose(ws.fetch_blob(str(res[7]))[0], cov, **tol)  # coverage_last
+    if lengths:  # masked encoder positions get no weight: changing them changes nothing
+        before = ws.fetch_blob(out_seq).copy()
+        enc = f["enc"].copy()
+        enc[2:, 1] += 5.0
+        ws.feed_blob("enc", enc)
+        net.run()
+        np.testing.assert_array_equal(ws.fetch_blob(out_seq)[:, 1], before[:, 1])
 
 
-@pytest.mark.parametrize("att_type", [AttentionType.Regular, AttentionType.Dot])
-def test_lstm_with_attention_gradients_numeric(att_type):
+@pytest.mark.parametrize(
+    "att_type,lengths",
+    [
+        (AttentionType.Regular, False),
+        (AttentionType.Recurrent, True),
+        (AttentionType.Dot, True),
+        (AttentionType.SoftCoverage, True),
+    ],
+)
+def test_lstm_with_attention_gradients_numeric(att_type, lengths):
     rng = np.random.default_rng(7)
-    model, res, loss = build(att_type)
+    model, res, loss = build(att_type, lengths)
+    for op in model.net.Proto().op:  # the initial coverage in double precision too
+        if op.output[0] == "s/initial_coverage":
+            op.arg.extend([make_argument("dtype", core.DataType.DOUBLE)])
     grads = model.AddGradientOperators({loss: "loss_seed"})  # a float64 seed (ConstantFill's is float32)
     f = feeds(rng, np.float64)
     ws = make_ws(model, f, np.float64, rng)
     ws.feed_blob("loss_seed", np.array(1.0))
     net = ws.create_net(model.net)
     net.run()
-    for name in ("enc", "dec_in", "ctx0", "s/decoder/gates_t_w"):
+    names = ["enc", "dec_in", "ctx0", "h0", "s/decoder/gates_t_w"]
+    if att_type != AttentionType.Dot:
+        names.append("s/attention_logits_w")
+    if att_type == AttentionType.SoftCoverage:
+        names.append("s/coverage_weights_w")
+    for name in names:
         analytic = ws.fetch_blob(str(grads[name])).reshape(-1).copy()
         base = ws.fetch_blob(name).copy()
         for j in range(0, base.size, 3):
@@ -123,3 +177,14 @@ def test_lstm_with_attention_gradients_numeric(att_type):
             num = (vals[0] - vals[1]) / 2e-6
             assert abs(analytic[j] - num) < 1e-5 + 1e-4 * abs(num), (name, j, analytic[j], num)
         ws.feed_blob(name, base)
+    if lengths:  # encoder positions past a row's length get no gradient
+        assert np.all(ws.fetch_blob(str(grads["enc"]))[2:, 1] == 0)
+
+
+def test_attention_rejects_unknown_type_and_coverage_without_setup():
+    with pytest.raises(ValueError, match="unknown attention type"):
+        rnn_cell.LSTMWithAttentionCell(E, "enc", None, DIN, H, "s", attention_type=9)
+    cell = rnn_cell.LSTMWithAttentionCell(E, "enc", None, DIN, H, "s", attention_type=AttentionType.SoftCoverage)
+    model = ModelHelper(name="att")
+    with pytest.raises(ValueError, match="build_initial_coverage"):
+        cell.apply_over_sequence(model, "dec_in", None, ["h0", "c0", "ctx0", "cov0"])

@@ -42,27 +42,35 @@ def _lstm_step(g, c):
     return o * np.tanh(c), c
 
 
-def test_milstm_matches_loop():
-    ws, res, f, p = _run(rnn_cell.MILSTM, np.random.default_rng(0))
+def _layer_norm(g, p):
+    """brew.layer_norm over the last axis (epsilon 1e-4) with its scale and bias."""
+    g = (g - g.mean(1, keepdims=True)) / np.sqrt(g.var(1, keepdims=True) + 1e-4)
+    return g * p["l/gates_t_norm_scale"] + p["l/gates_t_norm_bias"]
+
+
+@pytest.mark.parametrize("layer_norm", [False, True])
+def test_milstm_matches_loop(layer_norm):
+    builder = rnn_cell.LayerNormMILSTM if layer_norm else rnn_cell.MILSTM
+    ws, res, f, p = _run(builder, np.random.default_rng(0))
     h, c, outs = f["h0"][0], f["c0"][0], []
     for t in range(T):
         x = f["x"][t] @ p["l/i2h_w"].T + p["l/i2h_b"]
         prev = h @ p["l/prev_t_w"].T + p["l/prev_t_b"]
         g = (x * p["l/alpha"] + p["l/beta1"]) * prev + (x * p["l/beta2"] + p["l/b"])
-        h, c = _lstm_step(g, c)
+        h, c = _lstm_step(_layer_norm(g, p) if layer_norm else g, c)
         outs.append(h)
-    np.testing.assert_allclose(ws.fetch_blob(str(res[0])), np.stack(outs), rtol=1e-4, atol=1e-5)
-    np.testing.assert_allclose(ws.fetch_blob(str(res[3]))[0], c, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(ws.fetch_blob(str(res[0])), np.stack(outs), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(ws.fetch_blob(str(res[3]))[0], c, rtol=1e-4, atol=1e-4)
 
 
 def test_layer_norm_lstm_matches_loop():
+    """Caffe2's LayerNormLSTMCell normalizes the summed gates (recurrent FC + input projection)."""
     ws, res, f, p = _run(rnn_cell.LayerNormLSTM, np.random.default_rng(1))
     h, c, outs = f["h0"][0], f["c0"][0], []
     for t in range(T):
         x = f["x"][t] @ p["l/i2h_w"].T + p["l/i2h_b"]
-        g = h @ p["l/gates_t_w"].T + p["l/gates_t_b"]
-        g = (g - g.mean(1, keepdims=True)) / np.sqrt(g.var(1, keepdims=True) + 1e-5)
-        h, c = _lstm_step(g + x, c)
+        g = h @ p["l/gates_t_w"].T + p["l/gates_t_b"] + x
+        h, c = _lstm_step(_layer_norm(g, p), c)
         outs.append(h)
     np.testing.assert_allclose(ws.fetch_blob(str(res[0])), np.stack(outs), rtol=1e-4, atol=1e-4)
 
