@@ -180,6 +180,24 @@ def peak_memory(name: str, batch: int, kind: str, threads: int = 1) -> float | N
     return None
 
 
+def jit_first_use_seconds() -> dict:
+    """Seconds the first use of the compiled kernels (framework/ops/nn/window_jit.py) costs a fresh
+    process: ``cold`` compiling them (an empty numba cache), ``cached`` loading them from the cache."""
+    import tempfile
+
+    code = "from framework.ops.nn import window_jit as w; print(w.warm_up() if w.available() else -1)"
+    out = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for key, extra in (("cold", {"NUMBA_CACHE_DIR": tmp}), ("cached", {})):
+            env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [_repo(), os.environ.get("PYTHONPATH")])))
+            env.update(extra)
+            if key == "cached":  # fill the normal cache first, then time a second fresh process
+                subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, timeout=600)
+            res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
+            out[key] = float(res.stdout.strip() or "nan")
+    return out
+
+
 def _repo() -> str:
     return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -232,11 +250,17 @@ def main(argv=None) -> int:
     print()
     print(table(rows, mem if a.memory else None))
     print(f"\nload average at the end: {' '.join(f'{v:.1f}' for v in os.getloadavg())}")
+    jit = jit_first_use_seconds()
+    print(
+        f"compiled kernels (numba), first use in a fresh process: {jit['cold']:.2f} s compiling, "
+        f"{jit['cached']:.2f} s from the cache (-1: numba not installed)"
+    )
     for r in rows:
         bad = {k: v for k, v in r["diffs"].items() if v > 1e-3}
         if bad:
             print(f"WARNING {r['model']} b{r['batch']}: logits differ from torch by {bad}")
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"rows": rows, "memory": {f"{k[0]}:{k[1]}": v for k, v in mem.items()}}, f, indent=1)
+            mem_rows = {f"{k[0]}:{k[1]}": v for k, v in mem.items()}
+            json.dump({"rows": rows, "memory": mem_rows, "jit_first_use_s": jit}, f, indent=1)
     return 0

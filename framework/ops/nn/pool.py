@@ -16,6 +16,7 @@ import numpy as np
 
 from framework.errors import ShapeError, TypeMismatchError
 from framework.ops.gradient import gradient
+from framework.ops.nn import window_jit
 from framework.ops.nn.conv_args import ConvPoolOp, conv_pool_args, index, infer_geometry, join_layout, kernel_slices
 from framework.ops.registry import register_op
 from framework.ops.schema import BOOL, FLOAT, UNKNOWN, Arg, TensorSpec, same_as_input
@@ -83,7 +84,13 @@ class _Pool(ConvPoolOp):
             if self.kind == "max":  # the lowest finite value, as below
                 pv = np.finfo(x.dtype).min if x.dtype.kind == "f" else np.iinfo(x.dtype).min
             ufunc = np.maximum if self.kind == "max" else np.add
-            self._sep = SeparablePool2D(geo, n, c, x.dtype, ufunc, pv)
+            if geo.kernel == (3, 3) and window_jit.fits(geo, x.dtype):  # 1.15-1.3x; larger windows: separable
+                from framework.ops.nn.pool_nchw import JitPool2D
+
+                inv = self._inverse_counts(geo, x.dtype) if self.kind == "avg" else None
+                self._sep = JitPool2D(geo, n, c, self.kind, pv, inv)
+            else:
+                self._sep = SeparablePool2D(geo, n, c, x.dtype, ufunc, pv)
         elif geo.padded and not self._global:
             pv = self.pad_value
             if self.kind == "max":
@@ -170,6 +177,8 @@ class AveragePool(_PoolForward):
             return
         if self._sep is not None:
             self._sep.run(x, y)
+            if getattr(self._sep, "scaled", False):
+                return
         else:
             self._fold(x, y, np.add)
         np.multiply(y, self._inv, out=y)

@@ -74,3 +74,34 @@ class _Task:
 
     def __call__(self) -> None:
         self.pool._images(*self.args)
+
+
+class JitPool2D:
+    """Max/average pooling through the compiled kernel of ``window_jit`` (float32, dilation 1,
+    non-negative pads), split over images like SeparablePool2D. The average is scaled by ``inv``
+    (the (OH, OW) inverse window counts) inside the kernel: ``scaled`` tells the caller."""
+
+    scaled = True
+
+    def __init__(self, geo, n: int, c: int, mode: str, pad_value, inv=None) -> None:
+        from framework.ops.nn import window_jit
+
+        self.geo, self.mode, self.pad_value, self.jit = geo, mode, pad_value, window_jit
+        self.inv = None if inv is None else np.ascontiguousarray(inv.reshape(geo.out), np.float32)
+        self.threads = num_threads()
+        self.parts = split(n, self.threads)
+        phases, hq, wq, wide = window_jit.plane_shape(geo)
+        self.scratch = [
+            (allocate_array((phases, hq * wq), np.float32), allocate_array((wide,), np.float32)) for _ in self.parts
+        ]
+
+    def run(self, x: np.ndarray, y: np.ndarray) -> None:
+        run_parallel([_JitTask(self, k, lo, hi, x, y) for k, (lo, hi) in enumerate(self.parts)])
+
+    def _images(self, k: int, lo: int, hi: int, x: np.ndarray, y: np.ndarray) -> None:
+        planes, wide = self.scratch[k]
+        self.jit.pool(x, y, self.inv, planes, wide, self.geo, self.mode, self.pad_value, lo, hi)
+
+
+class _JitTask(_Task):
+    __slots__ = ()

@@ -1,0 +1,157 @@
+"""The numba kernels behind framework/ops/nn/window_jit.py (see its doc); imported only when first
+needed, so ``import framework`` never pays for importing numba."""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+_jit = numba.njit(cache=True, fastmath={"contract"}, nogil=True, boundscheck=False)
+_U = numba.uint64  # unsigned indices: no negative-index wraparound test, so LLVM vectorizes
+
+
+@_jit
+def _mx(a, b):  # pragma: no cover - compiled
+    return a if (a > b or a != a) else b  # NaN wins, as np.maximum
+
+
+@_jit
+def _fill(x, i, ch, planes, s, ph, pw, hq, wq, pad):  # pragma: no cover - compiled
+    """The s*s phase planes of image i, channel ch (pad value outside the image)."""
+    h, w = x.shape[2], x.shape[3]
+    su, wu, iu, cu = _U(s), _U(wq), _U(i), _U(ch)
+    for pa in range(s):
+        for pb in range(s):
+            k = _U(pa * s + pb)
+            v0 = max(0, (pw - pb + s - 1) // s)
+            v1 = min(wq, (w - 1 - pb + pw) // s + 1)
+            nv = _U(max(v1 - v0, 0))
+            c0 = _U(max(v0 * s + pb - pw, 0))
+            v0u, v1u = _U(v0), _U(max(v1, v0))
+            for u in range(hq):
+                ir = u * s + pa - ph
+                base = _U(u) * wu
+                if ir < 0 or ir >= h or nv == 0:
+                    for v in range(wu):
+                        planes[k, base + v] = pad
+                    continue
+                iru = _U(ir)
+                for v in range(v0u):
+                    planes[k, base + v] = pad
+                for v in range(v1u, wu):
+                    planes[k, base + v] = pad
+                dst = base + v0u
+                if s == 1:
+                    for v in range(nv):
+                        planes[k, dst + v] = x[iu, cu, iru, c0 + v]
+                else:
+                    for v in range(nv):
+                        planes[k, dst + v] = x[iu, cu, iru, c0 + v * su]
+
+
+@_jit
+def _taps(planes, wv, z, s, kh, kw, wq, mode):  # pragma: no cover - compiled
+    """z = sum_t wv[t] * tap_t (mode 0), max_t tap_t (mode 1), sum_t tap_t (mode 2)."""
+    n = _U(z.shape[0])
+    su, wu = _U(s), _U(wq)
+    if kh == 3 and kw == 3:  # one pass, the 9 taps in registers
+        k0, k1, k2 = _U(0), _U(1 % s), _U(2 % s)
+        o1, o2 = _U(1 // s), _U(2 // s)
+        p0, p1, p2 = k0 * su, k1 * su, k2 * su  # plane row of tap row a: (a % s) * s
+        r0, r1, r2 = _U(0), o1 * wu, o2 * wu
+        if mode == 0:
+            w0, w1, w2, w3, w4, w5, w6, w7, w8 = wv[0], wv[1], wv[2], wv[3], wv[4], wv[5], wv[6], wv[7], wv[8]
+            for j in range(n):
+                z[j] = (
+                    w0 * planes[p0 + k0, j + r0]
+                    + w1 * planes[p0 + k1, j + r0 + o1]
+                    + w2 * planes[p0 + k2, j + r0 + o2]
+                    + w3 * planes[p1 + k0, j + r1]
+                    + w4 * planes[p1 + k1, j + r1 + o1]
+                    + w5 * planes[p1 + k2, j + r1 + o2]
+                    + w6 * planes[p2 + k0, j + r2]
+                    + w7 * planes[p2 + k1, j + r2 + o1]
+                    + w8 * planes[p2 + k2, j + r2 + o2]
+                )
+            return
+        if mode == 1:
+            for j in range(n):
+                m = _mx(planes[p0 + k0, j + r0], planes[p0 + k1, j + r0 + o1])
+                m = _mx(m, planes[p0 + k2, j + r0 + o2])
+                m = _mx(m, planes[p1 + k0, j + r1])
+                m = _mx(m, planes[p1 + k1, j + r1 + o1])
+                m = _mx(m, planes[p1 + k2, j + r1 + o2])
+                m = _mx(m, planes[p2 + k0, j + r2])
+                m = _mx(m, planes[p2 + k1, j + r2 + o1])
+                z[j] = _mx(m, planes[p2 + k2, j + r2 + o2])
+            return
+    for a in range(kh):
+        for b in range(kw):
+            t = a * kw + b
+            k = _U((a % s) * s + b % s)
+            off = _U((a // s) * wq + b // s)
+            first = t == 0
+            if mode == 0:
+                c = wv[t]
+                for j in range(n):
+                    z[j] = c * planes[k, j + off] + (z[j] if not first else np.float32(0))
+            elif first:
+                for j in range(n):
+                    z[j] = planes[k, j + off]
+            elif mode == 1:
+                for j in range(n):
+                    z[j] = _mx(z[j], planes[k, j + off])
+            else:
+                for j in range(n):
+                    z[j] += planes[k, j + off]
+
+
+@_jit
+def _depthwise(x, w, b, y, res, planes, z, s, ph, pw, wq, relu, i0, i1):  # pragma: no cover - compiled
+    """y[i] = depthwise conv of x[i] (+ b) (+ res[i]) (Relu), images i0:i1; b/res empty if absent."""
+    c = x.shape[1]
+    oh, ow = y.shape[2], y.shape[3]
+    kh, kw = w.shape[2], w.shape[3]
+    hq = oh + (kh - 1) // s + 1
+    w3 = w.reshape(c, kh * kw)
+    has_b, has_r = b.shape[0] > 0, res.shape[0] > 0
+    zero = np.float32(0)
+    owu, wu = _U(ow), _U(wq)
+    for i in range(i0, i1):
+        for ch in range(c):
+            _fill(x, i, ch, planes, s, ph, pw, hq, wq, zero)
+            _taps(planes, w3[ch], z, s, kh, kw, wq, 0)
+            bv = b[ch] if has_b else zero
+            for r in range(oh):
+                base = _U(r) * wu
+                for q in range(owu):
+                    v = z[base + q] + bv
+                    if has_r:
+                        v += res[i, ch, r, q]
+                    if relu and v < zero:
+                        v = zero
+                    y[i, ch, r, q] = v
+    return 0
+
+
+@_jit
+def _pool(x, y, inv, planes, z, s, kh, kw, ph, pw, wq, mode, pad, i0, i1):  # pragma: no cover - compiled
+    """Max (mode 1) or average (mode 2, times inv (OH, OW)) pooling of images i0:i1."""
+    c = x.shape[1]
+    oh, ow = y.shape[2], y.shape[3]
+    hq = oh + (kh - 1) // s + 1
+    wv = np.empty(0, np.float32)
+    owu, wu = _U(ow), _U(wq)
+    for i in range(i0, i1):
+        for ch in range(c):
+            _fill(x, i, ch, planes, s, ph, pw, hq, wq, pad)
+            _taps(planes, wv, z, s, kh, kw, wq, mode)
+            for r in range(oh):
+                base = _U(r) * wu
+                if mode == 2:
+                    for q in range(owu):
+                        y[i, ch, r, q] = z[base + q] * inv[r, q]
+                else:
+                    for q in range(owu):
+                        y[i, ch, r, q] = z[base + q]
+    return 0

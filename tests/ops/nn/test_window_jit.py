@@ -1,0 +1,132 @@
+"""The compiled (numba) window kernels of framework/ops/nn/window_jit.py: depthwise Conv/ConvFusion and
+3x3 MaxPool/AveragePool against independent numpy references, the same ops with the kernels switched
+off (the numpy path) giving the same results, NaN propagation, and no allocation per re-run."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from framework.core import CreateOperator
+from framework.memory.allocator import memory_reporter
+from framework.memory.workspace import Workspace
+from framework.ops import create_operator
+from framework.ops.nn import window_jit
+from tests.ops.nn.test_conv_fusion import ref_conv, threads  # noqa: F401  (fixture)
+from tests.ops.nn.test_pool import pool_reference
+
+pytest.importorskip("numba")
+
+
+def _run(op_def, feeds, jit: bool, monkeypatch):
+    """Output of ``op_def`` on ``feeds`` with the compiled kernels on or off; (output, op)."""
+    with monkeypatch.context() as m:
+        if not jit:
+            m.setattr(window_jit, "_kernels", None)
+        ws = Workspace()
+        for k, v in feeds.items():
+            ws.feed_blob(k, v)
+        op = create_operator(op_def, ws)
+        op.run()
+        return ws.fetch_blob(op_def.output[0]).copy(), op
+
+
+@st.composite
+def dw_cases(draw):
+    k = draw(st.sampled_from([3, 3, 5, 1]))
+    stride = draw(st.sampled_from([1, 2, 3]))
+    pad = draw(st.integers(0, k // 2 + 1))
+    h = draw(st.integers(max(1, k - 2 * pad), 12))
+    w = draw(st.integers(max(1, k - 2 * pad), 12))
+    return dict(n=draw(st.integers(1, 3)), c=draw(st.integers(2, 5)), h=h, w=w, k=k, stride=stride, pad=pad)
+
+
+@given(case=dw_cases(), fusion=st.sampled_from([0, 1, 2, 3]), seed=st.integers(0, 2**31 - 1))
+@settings(max_examples=30, deadline=None)
+def test_depthwise_jit_matches_reference_and_numpy_path(case, fusion, seed):
+    rng = np.random.default_rng(seed)
+    n, c, k, s, p = case["n"], case["c"], case["k"], case["stride"], case["pad"]
+    x = rng.standard_normal((n, c, case["h"], case["w"])).astype(np.float32)
+    w = rng.standard_normal((c, 1, k, k)).astype(np.float32)
+    b = rng.standard_normal(c).astype(np.float32)
+    want = ref_conv(x, w, b, s, p, c)
+    feeds = {"X": x, "W": w, "b": b}
+    kw = dict(kernel=k, stride=s, pad=p, group=c)
+    if fusion == 0:
+        op_def = CreateOperator("Conv", ["X", "W", "b"], ["Y"], **kw)
+    elif fusion == 1:
+        op_def = CreateOperator("ConvFusion", ["X", "W", "b"], ["Y"], fusion_type=1, **kw)
+        want = np.maximum(want, 0)
+    else:  # residual summed in place (2), then Relu (3)
+        feeds["S"] = rng.standard_normal(want.shape).astype(np.float32)
+        op_def = CreateOperator("ConvFusion", ["X", "W", "b", "S"], ["S"], fusion_type=fusion, **kw)
+        want = want + feeds["S"] if fusion == 2 else np.maximum(want + feeds["S"], 0)
+    with pytest.MonkeyPatch.context() as mp:
+        got, op = _run(op_def, feeds, True, mp)
+        assert op._kernel.jit == (k > 1 or p > 0 or s > 1)  # a 1x1 stride-1 unpadded conv is pointwise
+        plain, op2 = _run(op_def, feeds, False, mp)
+        assert not op2._kernel.jit
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(got, plain, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("kind", ["MaxPool", "AveragePool"])
+@given(
+    stride=st.sampled_from([1, 2, 3]),
+    pads=st.lists(st.integers(0, 2), min_size=4, max_size=4),
+    size=st.tuples(st.integers(3, 11), st.integers(3, 11)),
+    include=st.booleans(),
+    seed=st.integers(0, 2**31 - 1),
+)
+@settings(max_examples=25, deadline=None)
+def test_pool_jit_matches_reference_and_numpy_path(kind, stride, pads, size, include, seed):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((2, 3, *size)).astype(np.float32)
+    x[0, 1, 1, 1] = np.nan  # propagates to every window holding it, as np.maximum does
+    kw = dict(kernel=3, stride=stride, pads=pads)
+    if kind == "AveragePool" and include:
+        kw["count_include_pad"] = 1
+    op_def = CreateOperator(kind, ["X"], ["Y"], **kw)
+    heads, tails = pads[:2], pads[2:]
+    outs = [(size[i] + heads[i] + tails[i] - 3) // stride + 1 for i in range(2)]
+    want = pool_reference(
+        x,
+        "max" if kind == "MaxPool" else "avg",
+        "NCHW",
+        (3, 3),
+        (stride,) * 2,
+        (1, 1),
+        heads,
+        tails,
+        outs,
+        include_pad=include,
+    )
+    with pytest.MonkeyPatch.context() as mp:
+        got, op = _run(op_def, {"X": x}, True, mp)
+        assert type(op._sep).__name__ == "JitPool2D"
+        plain, _ = _run(op_def, {"X": x}, False, mp)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got, plain, rtol=1e-5, atol=1e-5)
+
+
+def test_jit_kernels_rerun_without_allocating(threads):  # noqa: F811
+    rng = np.random.default_rng(0)
+    ws = Workspace()
+    ws.feed_blob("X", rng.standard_normal((4, 6, 9, 9)).astype(np.float32))
+    ws.feed_blob("W", rng.standard_normal((6, 1, 3, 3)).astype(np.float32))
+    ops = [
+        create_operator(CreateOperator("Conv", ["X", "W"], ["Y"], kernel=3, pad=1, group=6), ws),
+        create_operator(CreateOperator("MaxPool", ["Y"], ["Z"], kernel=3, stride=2), ws),
+    ]
+    for _ in range(2):
+        for op in ops:
+            op.run()
+    assert ops[0]._kernel.jit
+    rep = memory_reporter()
+    before = rep.allocations
+    for op in ops:
+        op.run()
+    assert rep.allocations == before
+    assert window_jit.compile_seconds() >= 0.0
