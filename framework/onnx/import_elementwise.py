@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from framework.onnx import import_math
-from framework.onnx.importer import ImportContext, Node, Unsupported, translator
+from framework.onnx.importer import TRANSLATORS, ImportContext, Node, Unsupported, translator
 from framework.ops.onnx.elementwise import ALL, NUMBER, element_kind
 
 _KINDS = {
@@ -23,7 +23,7 @@ _KINDS = {
     "BitwiseAnd": ("int", "uint"),
     "BitwiseOr": ("int", "uint"),
     "BitwiseXor": ("int", "uint"),
-    "BitShift": ("uint",),
+    "BitShift": ("int", "uint"),
     "Mod": NUMBER,
     "Pow": NUMBER,
     "Max": NUMBER,
@@ -82,3 +82,75 @@ def _where(ctx: ImportContext, node: Node) -> None:
             ctx.op("Where", node.inputs[:3], [node.outputs[0]])
             return
     ctx.op("ONNXWhere", node.inputs[:3], [node.outputs[0]])
+
+
+@translator("PRelu")
+def _prelu(ctx: ImportContext, node: Node) -> None:
+    typed_inputs(ctx, node, NUMBER, node.inputs[:2])
+    x, slope = ctx.shape(node.input(0)), ctx.shape(node.input(1))
+    if x is None or slope is None or tuple(np.broadcast_shapes(x, slope)) != tuple(x):
+        raise Unsupported("a slope that does not broadcast to X's (known) shape")
+    ctx.op("ONNXPRelu", node.inputs[:2], [node.outputs[0]])
+
+
+_ONNX_UNARY = ("Round", "IsNaN", "IsInf", "BitwiseNot", "Acosh", "Asinh", "Atanh", "Shrink", "Celu")
+_ONNX_UNARY += ("HardSwish", "Mish", "Swish")
+_UNARY_ARGS = {"IsInf": ("detect_negative", "detect_positive"), "Shrink": ("bias", "lambd"), "Celu": ("alpha",)}
+
+
+@translator(*_ONNX_UNARY)
+def _onnx_unary(ctx: ImportContext, node: Node) -> None:
+    from framework.ops.onnx.unary import _UNARY
+
+    typed_inputs(ctx, node, _UNARY[node.op_type][1], node.inputs[:1])
+    names = _UNARY_ARGS.get(node.op_type, ("alpha",) if node.op_type == "Swish" else ())
+    args = {k: node.attr(k) for k in names if node.attr(k) is not None}
+    ctx.op(f"ONNX{node.op_type}", node.inputs[:1], [node.outputs[0]], **args)
+
+
+LOW_FLOATS = ("float16", "bfloat16")
+
+
+def via_float32(fn):
+    """A translator running ``fn`` on float32 copies of float16/bfloat16 inputs, its outputs cast
+    back to the input type (ONNX: low-precision floats compute in float32 and round back)."""
+    import copy
+
+    from framework.onnx.import_types import emit_cast
+
+    def wrapped(ctx: ImportContext, node: Node) -> None:
+        low = {ctx.dtype(n) for n in node.inputs if n and ctx.dtype(n) is not None and ctx.dtype(n).name in LOW_FLOATS}
+        if len(low) != 1:
+            return fn(ctx, node)
+        (dtype,) = low
+        proxy = copy.copy(node)
+        proxy.inputs, proxy.outputs = [], []
+        for n in node.inputs:
+            if n and ctx.dtype(n) == dtype:
+                f = ctx.fresh("f32")
+                emit_cast(ctx, n, f, np.dtype(np.float32))
+                ctx.types[f], ctx.shapes[f] = np.dtype(np.float32), ctx.shape(n)
+                n = f
+            proxy.inputs.append(n)
+        proxy.outputs = [ctx.fresh("f32_out") if o else "" for o in node.outputs]
+        fn(ctx, proxy)
+        for o, f in zip(node.outputs, proxy.outputs):
+            if o:
+                ctx.types[f] = np.dtype(np.float32)
+                emit_cast(ctx, f, o, dtype)
+
+    return wrapped
+
+
+_FLOAT_ONLY = ("Elu", "LeakyRelu", "Selu", "HardSigmoid", "ThresholdedRelu", "Gelu")
+for _t in _FLOAT_ONLY + tuple(t for t in import_math._UNARY if t not in ("Not", "Identity")):
+    _fn, _opsets = TRANSLATORS[_t]
+    TRANSLATORS[_t] = (via_float32(_fn), _opsets)
+
+
+@translator("Identity")
+def _identity(ctx: ImportContext, node: Node) -> None:
+    dt = ctx.dtype(node.input(0))
+    if dt is None:
+        raise Unsupported(f"input '{node.input(0)}' of unknown type (a sequence or optional?)")
+    ctx.op("Copy", [node.input(0)], [node.outputs[0]])

@@ -52,3 +52,17 @@ def _cast_like(ctx: ImportContext, node: Node) -> None:
     if dst is None:
         raise Unsupported(f"target '{node.input(1)}' of unknown type")
     emit_cast(ctx, node.input(0), node.outputs[0], dst, node.attr("saturate", 1), node.attr("round_mode", "up"))
+
+
+@translator("BitCast")
+def _bitcast(ctx: ImportContext, node: Node) -> None:
+    from onnx import helper
+
+    src = ctx.dtype(node.input(0))
+    try:
+        dst = np.dtype(helper.tensor_dtype_to_np_dtype(int(node.attr("to"))))
+    except Exception as e:  # noqa: BLE001 - a type onnx itself has no numpy type for
+        raise Unsupported(f"target type {node.attr('to')}") from e
+    if src is None or src.kind in "OSU" or dst.kind in "OSU" or src.itemsize != dst.itemsize:
+        raise Unsupported(f"bit-cast {src} -> {dst}")
+    ctx.op("ONNXBitCast", [node.input(0)], [node.outputs[0]], to=dst.name)

@@ -68,3 +68,17 @@ def test_float32_nodes_stay_on_caffe2_ops():
     rng = np.random.default_rng(0)
     feeds = {k: rng.standard_normal((2, 3)).astype(np.float32) for k in "abc"}
     _check(model, feeds, ["Mul", "Max"])
+
+
+def test_float16_and_bfloat16_activations_compute_in_float32():
+    for elem in (TensorProto.FLOAT16, TensorProto.BFLOAT16):
+        nodes = [helper.make_node("Elu", ["x"], ["e"], alpha=0.5), helper.make_node("Swish", ["e"], ["y"], alpha=2.0)]
+        model = _model(nodes, [("x", elem, [5])], [("y", elem)], opset=24)
+        x = np.array([-3.0, -0.5, 0.0, 0.75, 2.0], np.float32).astype(helper.tensor_dtype_to_np_dtype(elem))
+        cast = ["Cast"] if elem == TensorProto.FLOAT16 else ["ONNXCast"]
+        got = backend.prepare(model).run({"x": x})[0]
+        exp = ReferenceEvaluator(model).run(None, {"x": x})[0]
+        assert got.dtype == exp.dtype
+        np.testing.assert_allclose(got.astype(np.float32), exp.astype(np.float32), rtol=2**-7)
+        _, predict = backend.Caffe2Backend.onnx_graph_to_caffe2_net(model)
+        assert [op.type for op in predict.op] == cast + ["Elu"] + cast + ["ONNXSwish"]

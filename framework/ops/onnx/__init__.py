@@ -13,4 +13,5 @@ from framework.ops.onnx import (
     elementwise,  # noqa: F401
     losses,  # noqa: F401
     rms_norm,  # noqa: F401
+    unary,  # noqa: F401
 )

@@ -25,7 +25,7 @@ from framework.errors import TypeMismatchError
 from framework.ops.gradient import no_gradient
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op
-from framework.ops.schema import INT, STRING, Arg, TensorSpec, pointwise_cost
+from framework.ops.schema import INT, REQUIRED, STRING, Arg, TensorSpec, pointwise_cost
 
 _SATURATING = ("float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz")
 _ROUND_MODES = ("up", "down", "nearest")
@@ -120,3 +120,42 @@ class ONNXCast(Operator):
 
 
 no_gradient("ONNXCast")
+
+
+def _infer_bitcast(args: Any, ins: list) -> list:
+    return [TensorSpec(ins[0].shape, element_type(args.to))]
+
+
+@register_op(
+    "ONNXBitCast",
+    args=[Arg("to", STRING, REQUIRED, "target element type, a numpy/ml_dtypes name of X's bit width")],
+    input_docs=[("X", "numeric or bool tensor")],
+    output_docs=[("Y", "X's bits read as `to`, same shape")],
+    infer=_infer_bitcast,
+    cost=pointwise_cost(0),
+    category="onnx",
+    input_types="any",
+)
+class ONNXBitCast(Operator):
+    """ONNX BitCast: Y holds X's bits reinterpreted as the element type ``to``, which must have
+    X's bit width (no value conversion: float32 1.0 becomes int32 1065353216). Strings are not
+    bit-castable."""
+
+    def setup(self) -> None:
+        self._to = element_type(self.args.to)
+        if self._to is None:
+            raise self.arg_error(f"argument 'to' names no numeric element type here: '{self.args.to}'")
+
+    def run(self) -> None:
+        x = self.input(0)
+        if x.dtype.kind in "OSU" or x.dtype.itemsize != self._to.itemsize:
+            raise TypeMismatchError(
+                f"{self.describe()}: input 0 ('{self.input_names[0]}') has dtype {x.dtype} "
+                f"({x.dtype.itemsize * 8 if x.dtype.kind not in 'OSU' else 'no fixed'} bits), expected "
+                f"{self._to.itemsize * 8}-bit elements to bit-cast to {self._to}"
+            )
+        out = self.output(0, x.shape, self._to)
+        out[...] = np.ascontiguousarray(x).view(self._to)
+
+
+no_gradient("ONNXBitCast")

@@ -139,6 +139,12 @@ _BINARY: dict[str, tuple] = {
     "LessOrEqual": (lambda op, a, b: a <= b, NUMBER, _bool, "Y = (A <= B) as bool."),
     "Greater": (lambda op, a, b: a > b, NUMBER, _bool, "Y = (A > B) as bool."),
     "GreaterOrEqual": (lambda op, a, b: a >= b, NUMBER, _bool, "Y = (A >= B) as bool."),
+    "PRelu": (
+        lambda op, a, b: np.where(a < 0, a * b, a),
+        NUMBER,
+        None,
+        "Y = A * B where A < 0, else A (B: the slope, broadcast to A).",
+    ),
     "BitwiseAnd": (lambda op, a, b: a & b, ("int", "uint"), None, "Y = A & B bitwise, integers."),
     "BitwiseOr": (lambda op, a, b: a | b, ("int", "uint"), None, "Y = A | B bitwise, integers."),
     "BitwiseXor": (lambda op, a, b: a ^ b, ("int", "uint"), None, "Y = A ^ B bitwise, integers."),
@@ -239,7 +245,7 @@ class ONNXPow(ONNXElementwise):
     "ONNXBitShift",
     inputs=2,
     args=[Arg("direction", STRING, "LEFT", "LEFT or RIGHT", choices=("LEFT", "RIGHT"))],
-    input_docs=[("X", "unsigned integers"), ("Y", "shift amounts, X's type (broadcast with X)")],
+    input_docs=[("X", "integers"), ("Y", "shift amounts, X's type (broadcast with X)")],
     output_docs=[("Z", "X shifted by Y bits")],
     infer=broadcast_infer(_as_input(0)),
     cost=pointwise_cost(1),
@@ -247,18 +253,27 @@ class ONNXPow(ONNXElementwise):
     input_types="any",
 )
 class ONNXBitShift(ONNXElementwise):
-    """ONNX BitShift: Z = X << Y or X >> Y (``direction``) on unsigned integers; bits shifted out
-    are lost, shifts of the type's width or more give 0."""
+    """ONNX BitShift (opset 28 rules): Z = X << Y or X >> Y (``direction``) on integers. Left
+    shifts drop the bits shifted out (signed values wrap in two's complement); right shifts of
+    signed values are arithmetic (the sign fills in). A shift amount outside [0, width) gives 0,
+    or -1 for a right shift of a negative value."""
 
-    kinds = ("uint",)
+    kinds = ("int", "uint")
 
     def compute(self, xs: list) -> np.ndarray:
-        x, y = xs
+        x, y = np.broadcast_arrays(*xs)
         bits = x.dtype.itemsize * 8
-        big = y >= bits
-        y = np.where(big, 0, y).astype(x.dtype)
-        z = np.left_shift(x, y) if self.args.direction == "LEFT" else np.right_shift(x, y)
-        return np.where(big, x.dtype.type(0), z)
+        out_of_range = (y < 0) | (y >= bits)
+        k = np.where(out_of_range, 0, y).astype(np.uint8)
+        signed = x.dtype.kind == "i"
+        if self.args.direction == "LEFT":
+            unsigned = x.view(np.dtype(f"u{x.dtype.itemsize}")) if signed else x
+            z = np.left_shift(unsigned, k.astype(unsigned.dtype)).view(x.dtype)
+            fill = np.zeros((), x.dtype)
+        else:
+            z = np.right_shift(x, k.astype(x.dtype))
+            fill = np.where(x < 0, x.dtype.type(-1), x.dtype.type(0)) if signed else np.zeros((), x.dtype)
+        return np.where(out_of_range, fill, z)
 
 
 class _Variadic(ONNXElementwise):

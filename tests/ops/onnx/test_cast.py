@@ -125,3 +125,29 @@ def test_bad_type_name_and_string_input_raise_naming_the_op():
         run_op_on(_cast("float128x"), [np.ones(2, np.float32)])
     with pytest.raises(TypeMismatchError, match="ONNXCast.*'X'"):
         run_op_on(_cast("float32"), [np.array([b"1"], dtype=object)])
+
+
+@given(data=st.data())
+@settings(max_examples=15, deadline=None)
+def test_bitcast_reinterprets_bits(data):
+    src, to = data.draw(st.sampled_from([(np.float32, "int32"), (np.int16, "float16"), (np.uint8, "int8"),
+                                         (np.float64, "uint64"), (np.int16, "bfloat16")]))  # fmt: skip
+    x = data.draw(
+        arrays(
+            data.draw(shapes(0, 3, 0, 4)),
+            src,
+            elements=st.integers(-100, 100).map(lambda v: abs(v) if np.dtype(src).kind == "u" else v),
+        )
+    )
+
+    def ref(x):  # the bytes, reread
+        dt = np.dtype(getattr(ml_dtypes, to, None) or to)
+        return np.frombuffer(x.tobytes(), dtype=dt).reshape(x.shape)
+
+    (y,) = run_op_on(CreateOperator("ONNXBitCast", ["X"], ["Y"], to=to), [x])
+    assert y.dtype.name == to and y.tobytes() == ref(x).tobytes()
+
+
+def test_bitcast_needs_equal_widths():
+    with pytest.raises(TypeMismatchError, match="ONNXBitCast.*'X'.*16-bit"):
+        run_op_on(CreateOperator("ONNXBitCast", ["X"], ["Y"], to="float16"), [np.ones(2, np.float32)])
