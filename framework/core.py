@@ -118,6 +118,7 @@ from framework.builder import (  # noqa: E402
     UnknownOperatorAttributeError,
     execution_step,
 )
+from framework.builder.records import clone_and_bind_net  # noqa: E402
 from framework.net.backward import GradientRegistry as _GradientRegistry  # noqa: E402
 from framework.net.backward import GradientSlice  # noqa: E402
 from framework.scope import (  # noqa: E402
@@ -272,5 +273,6 @@ __all__ = [
     "ScopedBlobReference",
     "ScopedName",
     "UnknownOperatorAttributeError",
+    "clone_and_bind_net",
     "execution_step",
 ]

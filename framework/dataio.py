@@ -4,8 +4,8 @@ A ``Reader`` adds ops to a net that read one batch and returns ``(should_stop, f
 ``Writer`` adds ops that write a batch. ``framework.dataset``, ``framework.queue_util`` and
 ``framework.text_file_reader`` implement them. Covered: ``Reader`` (``read``, ``read_record``,
 ``read_ex``, ``read_record_ex``, ``setup_ex``, ``reset``, ``schema``) and ``Writer`` (``write``,
-``write_record``, ``write_ex``, ``setup_ex``, ``commit``). Not covered: Pipe/TaskGroup plumbing,
-ReaderWithLimit and the composite readers.
+``write_record``, ``write_ex``, ``write_record_ex``, ``setup_ex``, ``commit``); ``framework.pipeline``
+pipes readers into writers through processors. Not covered: ReaderWithLimit and the composite readers.
 """
 
 from __future__ import annotations
@@ -74,6 +74,15 @@ class Writer:
         writer_net = core.Net("writer")
         self.write(writer_net, fields)
         return [writer_net]
+
+    def write_record_ex(
+        self, fields: Any, local_init_net: Any, local_finish_net: Any, stop_blob: Any = None
+    ) -> list[Any]:
+        """``write_ex`` of a record (its blobs) or of a list of blobs."""
+        if isinstance(fields, Field):
+            self._schema = fields
+            fields = fields.field_blobs()
+        return self.write_ex(fields, local_init_net, local_finish_net, stop_blob)
 
     def commit(self, finish_net: Any) -> None:
         """Ops that make what was written final (none by default)."""

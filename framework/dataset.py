@@ -1,10 +1,12 @@
 """In-memory datasets of records (a subset of Caffe2's ``caffe2.python.dataset``).
 
 A ``Dataset(schema, name)`` keeps one blob per schema field (the flattened names of
-``framework.schema``). ``init_empty(init_net)`` creates them empty; ``writer()`` appends batches
-(``Append`` per field); ``reader(init_net, batch_size=...)`` makes a TreeCursor and reads with
-``ReadNextBatch``, returning ``(should_stop, fields)`` where ``should_stop`` is true once a read is
-empty (``IsEmpty``), so a step can loop on it; ``trim(net, multiple_of)`` is ``TrimDataset``.
+``framework.schema``). ``init_empty(init_net)`` creates them empty; ``writer()`` (a
+``dataio.Writer``) appends batches (``Append`` per field; ``AtomicAppend`` under a mutex once
+``setup_ex`` ran, as in pipes); ``reader(init_net, batch_size=...)`` (a ``dataio.Reader``) makes a
+TreeCursor and reads with ``ReadNextBatch``, returning ``(should_stop, fields)`` where
+``should_stop`` is true once a read is empty (``IsEmpty``), so a step can loop on it; ``trim(net,
+multiple_of)`` is ``TrimDataset``.
 
 >>> import numpy as np
 >>> from framework import core, workspace, schema
@@ -21,6 +23,7 @@ True
 True
 >>> workspace.FetchBlob(ds.get_blobs()[0]).tolist()
 [0.0, 1.0, 2.0, 3.0, 4.0]
+
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from framework import core
+from framework.dataio import Reader, Writer
 from framework.proto.framework_pb2 import TensorProto
 from framework.schema import Field, Struct, from_blob_list
 
@@ -43,37 +47,56 @@ _PROTO_TYPES = {
 }
 
 
-class DatasetReader:
-    """Reads batches of ``batch_size`` records through a TreeCursor (see module doc)."""
+class DatasetReader(Reader):
+    """Reads batches of ``batch_size`` records through a TreeCursor (see module doc); each read
+    net gets its own output blobs, so several threads can read one cursor (it has a lock)."""
 
     def __init__(self, dataset: Dataset, cursor: str, batch_size: int, enforce_batch_size: bool) -> None:
+        super().__init__(dataset.schema)
         self.dataset, self.cursor = dataset, cursor
         self.batch_size, self.enforce_batch_size = batch_size, enforce_batch_size
 
     def read(self, read_net: Any) -> tuple[Any, list[Any]]:
-        names = [f"{self.dataset.name}/read/{n.replace(':', '_')}" for n in self.dataset.field_names()]
+        prefix = f"{read_net.Name()}/{self.dataset.name}/read"
+        names = [f"{prefix}/{n.replace(':', '_')}" for n in self.dataset.field_names()]
         read_net.ReadNextBatch(
             [self.cursor, *self.dataset.get_blobs()],
             names,
             batch_size=self.batch_size,
             enforce_batch_size=self.enforce_batch_size,
         )
-        should_stop = read_net.IsEmpty([names[0]], [f"{self.dataset.name}/read/should_stop"])
+        should_stop = read_net.IsEmpty([names[0]], [f"{prefix}/should_stop"])
         return should_stop, names
-
-    def read_record(self, read_net: Any) -> tuple[Any, Field]:
-        should_stop, fields = self.read(read_net)
-        return should_stop, from_blob_list(self.dataset.schema, fields)
 
     def reset(self, net: Any) -> None:
         net.ResetCursor([self.cursor], [])
 
 
-class DatasetWriter:
-    """Appends batches to the dataset's blobs."""
+class DatasetWriter(Writer):
+    """Appends batches to the dataset's blobs (AtomicAppend under a mutex made by the first
+    ``write_ex``, so concurrent pipe threads may write; ``write`` alone uses Append)."""
 
     def __init__(self, dataset: Dataset) -> None:
         self.dataset = dataset
+        self._schema = dataset.schema
+        self._mutex: str | None = None
+
+    def setup_ex(self, init_net: Any, exit_net: Any) -> None:
+        if self._mutex is None:
+            self._mutex = f"{self.dataset.name}/writer_mutex"
+            init_net.CreateMutex([], [self._mutex])
+
+    def write_ex(
+        self, fields: list[Any], local_init_net: Any, local_finish_net: Any, stop_blob: Any = None
+    ) -> list[Any]:
+        if self._mutex is None:
+            return super().write_ex(fields, local_init_net, local_finish_net, stop_blob)
+        blobs = self.dataset.get_blobs()
+        if len(fields) != len(blobs):
+            raise ValueError(f"{len(fields)} field blobs for a dataset of {len(blobs)} fields")
+        net = core.Net("dataset_append")
+        net.AtomicAppend([self._mutex, *blobs, *fields], blobs)
+        return [net]
 
     def write(self, writer_net: Any, fields: Sequence[Any]) -> None:
         blobs = self.dataset.get_blobs()
@@ -81,9 +104,6 @@ class DatasetWriter:
             raise ValueError(f"{len(fields)} field blobs for a dataset of {len(blobs)} fields")
         for b, f in zip(blobs, fields):
             writer_net.Append([b, f], [b])
-
-    def write_record(self, writer_net: Any, record: Field) -> None:
-        self.write(writer_net, record.field_blobs())
 
 
 class Dataset:

@@ -1,9 +1,10 @@
 """Queues as readers and writers (a subset of Caffe2's ``caffe2.python.queue_util``).
 
-``Queue(capacity, schema)``: ``setup(init_net)`` adds the CreateBlobsQueue; ``writer().write(net,
-fields)`` adds SafeEnqueueBlobs, ``reader().read(net)`` adds SafeDequeueBlobs and returns its status
-as ``should_stop`` (true once the queue is closed and drained); ``close(net)`` adds CloseBlobsQueue.
-``enqueue``/``dequeue``/``close_queue`` are Caffe2's helpers. Not covered: the Pipe/TaskGroup base.
+``Queue(capacity, schema)`` (handler blob ``<name>[_k]/handler``): ``setup(init_net)`` adds the
+CreateBlobsQueue; ``writer().write(net, fields)`` adds SafeEnqueueBlobs, ``reader().read(net)`` adds
+SafeDequeueBlobs and returns its status as ``should_stop`` (true once the queue is closed and
+drained); ``close(net)`` adds CloseBlobsQueue. ``enqueue``/``dequeue``/``close_queue`` are Caffe2's
+helpers. Not covered: the Pipe/TaskGroup base.
 """
 
 from __future__ import annotations
@@ -79,6 +80,14 @@ class _QueueWriter(Writer):
     def write(self, writer_net: Any, fields: list[Any]) -> None:
         enqueue(writer_net, self._wrapper.queue(), fields)
 
+    def write_ex(self, fields: list[Any], local_init_net: Any, local_finish_net: Any, status: Any = None) -> list[Any]:
+        """One enqueue net; its status goes to ``status`` (true once the queue is closed)."""
+        if self._wrapper._schema is None and self._schema is not None:
+            self._wrapper._schema = self._schema
+        enqueue_net = core.Net("enqueue")
+        enqueue(enqueue_net, self._wrapper.queue(), fields, status)
+        return [enqueue_net]
+
 
 class QueueWrapper:
     """Reader and writer over an existing queue blob."""
@@ -101,12 +110,17 @@ class Queue(QueueWrapper):
     """A BlobsQueue of ``capacity`` records of ``schema``; create it with ``setup(init_net)``."""
 
     def __init__(self, capacity: int, schema: Field | None = None, name: str = "queue", num_dequeue_records: int = 1):
-        super().__init__(f"{name}_handler", schema, num_dequeue_records)
+        super().__init__(f"{core.Net(name).Name()}/handler", schema, num_dequeue_records)
         self.capacity = capacity
+        self._setup_done = False
 
     def setup(self, global_init_net: Any) -> Any:
+        """Add the CreateBlobsQueue to ``global_init_net`` (once: later calls add nothing)."""
         if self._schema is None:
             raise ValueError("this queue does not have a schema")
+        if self._setup_done:
+            return self._queue
+        self._setup_done = True
         global_init_net.CreateBlobsQueue(
             [], [self._queue], capacity=self.capacity, num_blobs=len(self._schema.field_names()),
             field_names=self._schema.field_names(),

@@ -22,6 +22,7 @@ from framework.builder.blob_reference import (
     op_method,
 )
 from framework.builder.clone import clone_net_def, partial_net_def
+from framework.builder.records import NetRecords
 from framework.errors import NetError
 from framework.net.graph import format_ops
 from framework.ops.gradient import GradientSlice
@@ -64,7 +65,7 @@ def _unique_net_name(name: str) -> str:
                 return cand
 
 
-class Net:
+class Net(NetRecords):
     """A NetDef under construction; see module doc."""
 
     def __init__(self, name_or_proto: Any, inplace: bool = False) -> None:
@@ -288,8 +289,12 @@ class Net:
         keep_schema: bool = True,
         update_external_list: bool = False,
     ) -> Net:
-        """A copy named ``name`` with blobs renamed by ``blob_remap`` and only ops in ``op_id_mask``."""
-        return Net(clone_net_def(self._net, name, blob_remap, op_id_mask, update_external_list))
+        """A copy named ``name`` with blobs renamed by ``blob_remap`` and only ops in ``op_id_mask``
+        (with ``keep_schema``, its input/output records too, remapped)."""
+        new = Net(clone_net_def(self._net, name, blob_remap, op_id_mask, update_external_list))
+        if keep_schema:
+            self._copy_records_to(new, blob_remap or {})
+        return new
 
     def ClonePartial(self, name: str, inputs: Iterable[Any], outputs: Iterable[Any], remap_funcs: Any = None) -> Net:  # noqa: N802
         """The sub-net computing ``outputs`` from ``inputs`` (ops walked backwards from outputs)."""

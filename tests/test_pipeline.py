@@ -1,0 +1,168 @@
+"""framework.pipeline: multi-stage pipes (reader -> processor -> queue -> consumer) run by the
+plan executor with concurrent steps, through framework.task / framework.session."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from framework import core, schema, workspace
+from framework.dataset import Dataset
+from framework.net_builder import ops
+from framework.pipeline import NetProcessor, Output, ProcessingReader, pipe, pipe_and_output, processor_name
+from framework.queue_util import Queue
+from framework.session import LocalSession
+from framework.task import Task, TaskGroup, final_output
+
+SCHEMA = schema.Struct(("x", np.float32), ("label", np.int32))
+
+
+def _source(name: str, n: int) -> tuple[Dataset, np.ndarray, np.ndarray]:
+    ds = Dataset(SCHEMA, name=name)
+    init = core.Net(f"{name}_init")
+    ds.init_empty(init)
+    workspace.RunNetOnce(init)
+    x = np.random.default_rng(0).standard_normal(n).astype(np.float32)
+    label = np.arange(n, dtype=np.int32)
+    workspace.FeedBlob(f"{name}_x", x)
+    workspace.FeedBlob(f"{name}_label", label)
+    w = core.Net(f"{name}_fill")
+    ds.writer().write(w, [f"{name}_x", f"{name}_label"])
+    workspace.RunNetOnce(w)
+    return ds, x, label
+
+
+def _sink(name: str) -> Dataset:
+    ds = Dataset(SCHEMA, name=name)
+    init = core.Net(f"{name}_init")
+    ds.init_empty(init)
+    workspace.RunNetOnce(init)
+    return ds
+
+
+def _double(rec):
+    """A function processor using the ops syntax."""
+    return schema.Struct(("x", ops.Scale(rec.x(), scale=2.0)), ("label", rec.label()))
+
+
+def _square_net() -> core.Net:
+    net = core.Net("square")
+    rec = net.set_input_record(SCHEMA.clone_schema())
+    out = net.Sqr(rec.x())
+    net.set_output_record(schema.Struct(("x", out), ("label", rec.label())))
+    return net
+
+
+def _content(ds: Dataset) -> tuple[np.ndarray, np.ndarray]:
+    got = schema.FetchRecord(ds.content())
+    order = np.argsort(got.label.get(), kind="stable")
+    return got.x.get()[order], got.label.get()[order]
+
+
+def test_three_stage_pipeline_with_concurrent_threads():
+    workspace.ResetWorkspace()
+    src, x, label = _source("p_src", 40)
+    dst = _sink("p_dst")
+    square = NetProcessor(_square_net())
+    with TaskGroup() as tg:
+        q1 = pipe(src.reader(batch_size=3), num_threads=2, processor=_double, capacity=2)
+        q2 = pipe(q1, num_threads=3, processor=square, capacity=2)
+        pipe(q2, output=dst.writer(), num_threads=2)
+    assert isinstance(q1, Queue) and isinstance(q2, Queue) and tg.num_registered_tasks() == 3
+    LocalSession().run(tg)
+    got_x, got_label = _content(dst)
+    np.testing.assert_array_equal(got_label, label)
+    np.testing.assert_allclose(got_x, (2 * x) ** 2, rtol=1e-6)
+    assert len(square.blob_maps()) == 3  # one clone per thread, each with its own blobs
+    assert len({m[str(_square_net_output(square))] for m in square.blob_maps()}) == 3
+
+
+def _square_net_output(processor: NetProcessor) -> str:
+    return processor.net.Proto().op[0].output[0]
+
+
+def test_pipe_and_output_and_a_consumer_task_reading_the_queue():
+    workspace.ResetWorkspace()
+    src, x, _ = _source("po_src", 10)
+    workspace.FeedBlob("po_total", np.zeros((), np.float32))
+    with TaskGroup() as tg:
+        q, out = pipe_and_output(src.reader(batch_size=4), num_threads=2, final_outputs="po_total")
+        with Task(name="consumer") as consumer:
+            reader = q.reader()
+            read = core.Net("po_read")
+            status, fields = reader.read(read)
+            add = core.Net("po_add")  # its own net: the stop blob is checked between nets
+            add.Sum(["po_total", add.ReduceSum(fields[0], keepdims=0)], ["po_total"])
+            ops.net(core.execution_step("consume", [read, add], should_stop_blob=status))
+            total = final_output("po_total")
+    LocalSession().run(tg)
+    np.testing.assert_allclose(out.fetch(), x.sum(), rtol=1e-5)
+    np.testing.assert_allclose(total.fetch(), x.sum(), rtol=1e-5)
+    assert consumer.output_names() == ["po_total"]
+
+
+def test_processor_stop_blob_and_zero_threads_reader():
+    workspace.ResetWorkspace()
+    src, _, _ = _source("ps_src", 12)
+    dst = _sink("ps_dst")
+
+    def stop_at_once(rec):
+        return Output(record=rec, should_stop=ops.Const(True))
+
+    with TaskGroup() as tg:
+        pipe(src.reader(batch_size=2), output=dst.writer(), num_threads=1, processor=stop_at_once)
+    LocalSession().run(tg)  # ends although the source is not exhausted
+    assert schema.FetchRecord(dst.content()).label.get().size == 0
+    reader = pipe(src.reader(cursor_name="ps_cursor2", batch_size=5), num_threads=0, processor=_double)
+    assert isinstance(reader, ProcessingReader)
+    with pytest.raises(ValueError):
+        pipe(src.reader(cursor_name="ps_cursor3"), output=dst.writer(), num_threads=0)
+    with pytest.raises(ValueError):
+        pipe(object())
+    assert processor_name(_double) == "_double" and processor_name(NetProcessor(_square_net())).startswith("square")
+
+
+def test_closed_input_queue_ends_the_pipe():
+    workspace.ResetWorkspace()
+    q = Queue(capacity=4, schema=SCHEMA, name="closed_q")
+    init = core.Net("closed_init")
+    q.setup(init)
+    q.close(init)
+    workspace.RunNetOnce(init)
+    dst = _sink("closed_dst")
+    with TaskGroup() as tg:
+        pipe(q, output=dst.writer(), num_threads=2)
+    LocalSession().run(tg)
+    assert schema.FetchRecord(dst.content()).x.get().size == 0
+
+
+def test_clone_and_bind_net_binds_inputs_and_prefixes_the_rest():
+    net = _square_net()
+    bound = schema.from_blob_list(SCHEMA, [core.BlobReference("in_x"), core.BlobReference("in_label")])
+    clone, remap = core.clone_and_bind_net(net, "square_t0", "t0/", inputs=bound)
+    op = clone.Proto().op[0]
+    assert list(op.input) == ["in_x"] and op.output[0] == "t0/" + net.Proto().op[0].output[0]
+    assert clone.output_record().field_blobs() == ["t0/" + net.Proto().op[0].output[0], "in_label"]
+    with pytest.raises(Exception, match="missing"):
+        core.clone_and_bind_net(net, "bad", "b/", inputs=schema.from_blob_list(schema.Struct(("x", np.float32)), ["a"]))
+
+
+def test_task_group_runs_tasks_and_session_runs_nets():
+    workspace.ResetWorkspace()
+    net = core.Net("tg_fill")
+    net.ConstantFill([], ["tg_a"], shape=[2], value=3.0)
+    with TaskGroup() as tg:
+        t = Task(step=net, outputs=["tg_a"], name="fill")
+    assert tg.tasks() == [t] and Task.current(required=False) is None
+    with LocalSession() as session:
+        session.run(tg)
+        np.testing.assert_array_equal(t.outputs()[0].fetch()[0], [3.0, 3.0])
+        with pytest.raises(RuntimeError):
+            tg.add(Task(step=net))
+        session.run(core.Net("tg_empty"))
+        with pytest.raises(TypeError):
+            session.run(42)
+    with pytest.raises(RuntimeError):
+        session.run(tg)
+    with pytest.raises(RuntimeError):
+        Task(name="unrun", outputs="x").outputs()[0].fetch()
