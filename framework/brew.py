@@ -123,6 +123,56 @@ def _next_name(model: ModelHelper, prefix: str) -> str:
     return str(nn(prefix)) if nn is not None else prefix
 
 
+def _weight_and_bias(
+    model: ModelHelper,
+    blob_out: Any,
+    weight: tuple,
+    bias: tuple,
+    tags: tuple = (ParameterTags.WEIGHT, ParameterTags.BIAS),
+) -> tuple[Any, Any]:
+    """The two parameters of a layer, ``weight`` and ``bias`` each ``(suffix, shape, initializer)``:
+    ``<out><suffix>`` created in the init net with the tags (default: weight, bias)."""
+    return tuple(
+        model.create_param(f"{blob_out}{suffix}", list(shape), init, tag)
+        for (suffix, shape, init), tag in zip((weight, bias), tags)
+    )
+
+
+def _conv_inputs(
+    model: ModelHelper,
+    blob_in: Any,
+    blob_out: Any,
+    dim_in: int,
+    dim_out: int,
+    kernels: list,
+    inits: tuple,
+    group: int,
+    transform_inputs: Callable | None,
+    order: str,
+    kwargs: dict,
+) -> list:
+    """Caffe2's ``_ConvBase``: [X, <out>_w, <out>_b (unless no_bias)] for a convolution with ``kernels``
+    (weight ``[dim_out, dim_in / group, *kernels]`` NCHW, ``[dim_out, *kernels, dim_in / group]`` NHWC);
+    ``inits`` = (WeightInitializer, weight_init, BiasInitializer, bias_init). Sets ``group`` in kwargs."""
+    w_cls, w_init, b_cls, b_init = inits
+    per_group = int(dim_in / group)
+    shape = [dim_out, per_group, *kernels] if order == "NCHW" else [dim_out, *kernels, per_group]
+    w_init = update_initializer(w_cls, w_init, ("XavierFill", {}))
+    inputs = [blob_in, model.create_param(f"{blob_out}_w", shape, w_init, ParameterTags.WEIGHT)]
+    if not kwargs.pop("no_bias", False):
+        b_init = update_initializer(b_cls, b_init, ("ConstantFill", {}))
+        inputs.append(model.create_param(f"{blob_out}_b", [dim_out], b_init, ParameterTags.BIAS))
+    if transform_inputs is not None:
+        transform_inputs(model, blob_out, inputs)
+    if group != 1:
+        kwargs["group"] = group
+    return inputs
+
+
+def _const(value: float) -> tuple[str, dict]:
+    return ("ConstantFill", {"value": value})
+
+
 # -- layers with parameters -------------------------------------------------------------
 
 
@@ -142,14 +192,17 @@ def fc(
     """Fully connected: ``Y = X W^T + b`` with ``<out>_w`` [dim_out, dim_in] and ``<out>_b`` [dim_out]
     (``freeze_bias=True``: the bias is not a trained parameter)."""
     blob_out = blob_out or _next_name(model, "fc")
-    w_init = update_initializer(WeightInitializer, weight_init, ("XavierFill", {}))
-    b_init = update_initializer(BiasInitializer, bias_init, ("ConstantFill", {}))
-    w = model.create_param(f"{blob_out}_w", [dim_out, dim_in], w_init, ParameterTags.WEIGHT)
     # freeze_bias (Caffe2): the bias is created but not trained (not in model.params)
     b_tags = (
         [ParameterTags.BIAS, ParameterTags.COMPUTED_PARAM] if kwargs.pop("freeze_bias", False) else ParameterTags.BIAS
     )
-    b = model.create_param(f"{blob_out}_b", [dim_out], b_init, b_tags)
+    w, b = _weight_and_bias(
+        model,
+        blob_out,
+        ("_w", [dim_out, dim_in], update_initializer(WeightInitializer, weight_init, ("XavierFill", {}))),
+        ("_b", [dim_out], update_initializer(BiasInitializer, bias_init, ("ConstantFill", {}))),
+        (ParameterTags.WEIGHT, b_tags),
+    )
     return _op(model.net, "FC", [blob_in, w, b], blob_out, **kwargs)
 
 
@@ -176,19 +229,11 @@ def conv(
     ``[dim_out, dim_in / group, kh, kw]`` for NCHW and ``[dim_out, kh, kw, dim_in / group]`` for NHWC.
     """
     kernels = list(kernel) if isinstance(kernel, (list, tuple)) else [kernel, kernel]
-    use_bias = not kwargs.pop("no_bias", False)
     blob_out = blob_out or _next_name(model, "conv")
-    per_group = int(dim_in / group)
-    shape = [dim_out, per_group, *kernels] if order == "NCHW" else [dim_out, *kernels, per_group]
-    w_init = update_initializer(WeightInitializer, weight_init, ("XavierFill", {}))
-    b_init = update_initializer(BiasInitializer, bias_init, ("ConstantFill", {}))
-    inputs = [blob_in, model.create_param(f"{blob_out}_w", shape, w_init, ParameterTags.WEIGHT)]
-    if use_bias:
-        inputs.append(model.create_param(f"{blob_out}_b", [dim_out], b_init, ParameterTags.BIAS))
-    if transform_inputs is not None:
-        transform_inputs(model, blob_out, inputs)
-    if group != 1:
-        kwargs["group"] = group
+    inits = (WeightInitializer, weight_init, BiasInitializer, bias_init)
+    inputs = _conv_inputs(
+        model, blob_in, blob_out, dim_in, dim_out, kernels, inits, group, transform_inputs, order, kwargs
+    )
     if isinstance(kernel, (list, tuple)):
         kwargs.update(kernel_h=kernels[0], kernel_w=kernels[1])
     else:
@@ -210,11 +255,13 @@ def spatial_bn(
     """Spatial batch norm with ``<out>_s`` (scale), ``<out>_b`` (bias) and running statistics
     ``<out>_rm`` / ``<out>_riv`` (computed params); training mode unless ``is_test``."""
     blob_out = blob_out or _next_name(model, "spatialbn")
-    s = model.create_param(f"{blob_out}_s", [dim_in], ("ConstantFill", {"value": init_scale}), ParameterTags.WEIGHT)
-    b = model.create_param(f"{blob_out}_b", [dim_in], ("ConstantFill", {"value": init_bias}), ParameterTags.BIAS)
-    rm = model.create_param(f"{blob_out}_rm", [dim_in], ("ConstantFill", {"value": 0.0}), ParameterTags.COMPUTED_PARAM)
-    riv = model.create_param(
-        f"{blob_out}_riv", [dim_in], ("ConstantFill", {"value": 1.0}), ParameterTags.COMPUTED_PARAM
+    s, b = _weight_and_bias(model, blob_out, ("_s", [dim_in], _const(init_scale)), ("_b", [dim_in], _const(init_bias)))
+    rm, riv = _weight_and_bias(
+        model,
+        blob_out,
+        ("_rm", [dim_in], _const(0.0)),
+        ("_riv", [dim_in], _const(1.0)),
+        (ParameterTags.COMPUTED_PARAM, ParameterTags.COMPUTED_PARAM),
     )
     ins = [blob_in, s, b, rm, riv]
     if kwargs.get("is_test"):

@@ -8,12 +8,8 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from framework.brew import _helper, _next_name, _op, concat
+from framework.brew import _const, _conv_inputs, _helper, _next_name, _op, _weight_and_bias, concat
 from framework.model_helper import ModelHelper, ParameterTags, update_initializer
-
-
-def _const(value: float) -> tuple[str, dict]:
-    return ("ConstantFill", {"value": value})
 
 
 @_helper
@@ -23,8 +19,7 @@ def instance_norm(
     """InstanceNorm with ``<out>_s`` (ones) and ``<out>_b`` (zeros); in training it also writes
     ``<out>_sm`` / ``<out>_siv`` (saved mean and inverse std)."""
     blob_out = blob_out or _next_name(model, "instance_norm")
-    scale = model.create_param(f"{blob_out}_s", [dim_in], _const(1.0), ParameterTags.WEIGHT)
-    bias = model.create_param(f"{blob_out}_b", [dim_in], _const(0.0), ParameterTags.BIAS)
+    scale, bias = _weight_and_bias(model, blob_out, ("_s", [dim_in], _const(1.0)), ("_b", [dim_in], _const(0.0)))
     if kwargs.get("is_test"):
         kwargs.pop("is_test")
         return _op(model.net, "InstanceNorm", [blob_in, scale, bias], [blob_out], order=order, **kwargs)
@@ -51,10 +46,12 @@ def spatial_gn(
     """GroupNorm (``group`` groups) with ``<out>_s`` and ``<out>_b``; also writes ``<out>_mean``
     and ``<out>_std``."""
     blob_out = blob_out or _next_name(model, "spatial_gn")
-    s_init = update_initializer(ScaleInitializer, None, _const(init_scale))
-    b_init = update_initializer(BiasInitializer, None, _const(init_bias))
-    scale = model.create_param(f"{blob_out}_s", [dim_in], s_init, ParameterTags.WEIGHT)
-    bias = model.create_param(f"{blob_out}_b", [dim_in], b_init, ParameterTags.BIAS)
+    scale, bias = _weight_and_bias(
+        model,
+        blob_out,
+        ("_s", [dim_in], update_initializer(ScaleInitializer, None, _const(init_scale))),
+        ("_b", [dim_in], update_initializer(BiasInitializer, None, _const(init_bias))),
+    )
     outs = [blob_out, f"{blob_out}_mean", f"{blob_out}_std"]
     return _op(model.net, "GroupNorm", [blob_in, scale, bias], outs, order=order, **kwargs)[0]
 
@@ -76,8 +73,9 @@ def layer_norm(
         [blob_in], [blob_out, f"{blob_out}_mean", f"{blob_out}_std"], axis=axis, epsilon=epsilon
     )
     shape = [dim_in] if isinstance(dim_in, int) else list(dim_in)
-    scale = model.create_param(f"{blob_out}_scale", shape, _const(initial_scale), ParameterTags.WEIGHT)
-    bias = model.create_param(f"{blob_out}_bias", shape, _const(initial_bias), ParameterTags.BIAS)
+    scale, bias = _weight_and_bias(
+        model, blob_out, ("_scale", shape, _const(initial_scale)), ("_bias", shape, _const(initial_bias))
+    )
     scaled = model.net.Mul([normalized, scale], [f"{blob_out}_scaled"], broadcast=1, axis=axis)
     biased = model.net.Add([scaled, bias], [f"{blob_out}_biased"], broadcast=1, axis=axis)
     return biased, mean, std
@@ -96,10 +94,13 @@ def moments_with_running_stats(
 ) -> Any:
     """Per-channel batch mean and variance (``<out>_sm``, ``<out>_sv``) with running-statistics
     parameters ``<out>_rm`` / ``<out>_riv``."""
-    rm_init = update_initializer(RunningMeanInitializer, None, _const(0.0))
-    riv_init = update_initializer(RunningVarianceInitializer, None, _const(1.0))
-    model.create_param(f"{blob_out}_rm", [dim_in], rm_init, ParameterTags.COMPUTED_PARAM)
-    model.create_param(f"{blob_out}_riv", [dim_in], riv_init, ParameterTags.COMPUTED_PARAM)
+    _weight_and_bias(
+        model,
+        blob_out,
+        ("_rm", [dim_in], update_initializer(RunningMeanInitializer, None, _const(0.0))),
+        ("_riv", [dim_in], update_initializer(RunningVarianceInitializer, None, _const(1.0))),
+        (ParameterTags.COMPUTED_PARAM, ParameterTags.COMPUTED_PARAM),
+    )
     axes = [0, 2, 3] if order == "NCHW" else [0, 1, 2]
     outs = [f"{blob_out}_sm", f"{blob_out}_sv"]
     return _op(model.net, "Moments", [blob_in], outs, axes=axes, keepdims=False, **kwargs)
@@ -126,11 +127,11 @@ def elementwise_linear(
     **kwargs: Any,
 ) -> Any:
     """``Y = X * w + b`` per feature with ``<out>_w`` (ones) and ``<out>_b`` (zeros), [dim_in]."""
-    w = model.create_param(
-        f"{blob_out}_w", [dim_in], update_initializer(None, weight_init, _const(1.0)), ParameterTags.WEIGHT
-    )
-    b = model.create_param(
-        f"{blob_out}_b", [dim_in], update_initializer(None, bias_init, _const(0.0)), ParameterTags.BIAS
+    w, b = _weight_and_bias(
+        model,
+        blob_out,
+        ("_w", [dim_in], update_initializer(None, weight_init, _const(1.0))),
+        ("_b", [dim_in], update_initializer(None, bias_init, _const(0.0))),
     )
     return _op(model.net, "ElementwiseLinear", [blob_in, w, b], blob_out, **kwargs)
 
@@ -155,17 +156,10 @@ def conv_nd(
     """N-d convolution: ``kernel`` a list; weight ``[dim_out, dim_in / group, *kernel]`` (NCHW)."""
     kernel = list(kernel)
     blob_out = blob_out or _next_name(model, "conv")
-    per_group = int(dim_in / group)
-    shape = [dim_out, per_group, *kernel] if order == "NCHW" else [dim_out, *kernel, per_group]
-    w_init = update_initializer(WeightInitializer, weight_init, ("XavierFill", {}))
-    b_init = update_initializer(BiasInitializer, bias_init, ("ConstantFill", {}))
-    inputs = [blob_in, model.create_param(f"{blob_out}_w", shape, w_init, ParameterTags.WEIGHT)]
-    if not kwargs.pop("no_bias", False):
-        inputs.append(model.create_param(f"{blob_out}_b", [dim_out], b_init, ParameterTags.BIAS))
-    if transform_inputs is not None:
-        transform_inputs(model, blob_out, inputs)
-    if group != 1:
-        kwargs["group"] = group
+    inits = (WeightInitializer, weight_init, BiasInitializer, bias_init)
+    inputs = _conv_inputs(
+        model, blob_in, blob_out, dim_in, dim_out, kernel, inits, group, transform_inputs, order, kwargs
+    )
     return _op(model.net, "Conv", inputs, blob_out, kernels=kernel, order=order, **kwargs)
 
 
@@ -188,11 +182,11 @@ def conv_transpose(
     """ConvTranspose with ``<out>_w`` ([dim_in, dim_out, k, k] NCHW / [dim_in, k, k, dim_out] NHWC)
     and ``<out>_b`` ([dim_out])."""
     shape = [dim_in, dim_out, kernel, kernel] if order == "NCHW" else [dim_in, kernel, kernel, dim_out]
-    w = model.create_param(
-        f"{blob_out}_w", shape, update_initializer(None, weight_init, ("XavierFill", {})), ParameterTags.WEIGHT
-    )
-    b = model.create_param(
-        f"{blob_out}_b", [dim_out], update_initializer(None, bias_init, ("ConstantFill", {})), ParameterTags.BIAS
+    w, b = _weight_and_bias(
+        model,
+        blob_out,
+        ("_w", shape, update_initializer(None, weight_init, ("XavierFill", {}))),
+        ("_b", [dim_out], update_initializer(None, bias_init, ("ConstantFill", {}))),
     )
     return _op(model.net, "ConvTranspose", [blob_in, w, b], blob_out, kernel=kernel, order=order, **kwargs)
 
@@ -259,8 +253,7 @@ def group_conv_deprecated(
     shape = [go, gi, kernel, kernel] if order == "NCHW" else [go, kernel, kernel, gi]
     outs = []
     for i in range(group):
-        w = model.create_param(f"{blob_out}_gconv_{i}_w", shape, w_init, ParameterTags.WEIGHT)
-        b = model.create_param(f"{blob_out}_gconv_{i}_b", [go], b_init, ParameterTags.BIAS)
+        w, b = _weight_and_bias(model, f"{blob_out}_gconv_{i}", ("_w", shape, w_init), ("_b", [go], b_init))
         outs.append(
             _op(model.net, "Conv", [parts[i], w, b], f"{blob_out}_gconv_{i}", kernel=kernel, order=order, **kwargs)
         )

@@ -120,35 +120,11 @@ def build_checks(
 
         checks.append(check_ranks)
     for group in same_type or ():
-
-        def check_same_type(op: Any, group: tuple = tuple(group)) -> None:
-            present = [i for i in group if i < len(op.inputs)]
-            if len(present) > 1:
-                first = op.input(present[0])
-                for i in present[1:]:
-                    x = op.input(i)
-                    if x.dtype != first.dtype:
-                        raise TypeMismatchError(
-                            f"{op.describe()}: {_blob(op, i)} holds {_dtype_text(x)} but {_blob(op, present[0])} "
-                            f"holds {_dtype_text(first)}; they must have the same type"
-                        )
-
-        checks.append(check_same_type)
+        checks.append(
+            _same_check(tuple(group), "dtype", TypeMismatchError, lambda x: f"holds {_dtype_text(x)}", "type")
+        )
     for group in same_shape or ():
-
-        def check_same_shape(op: Any, group: tuple = tuple(group)) -> None:
-            present = [i for i in group if i < len(op.inputs)]
-            if len(present) > 1:
-                first = op.input(present[0])
-                for i in present[1:]:
-                    x = op.input(i)
-                    if x.shape != first.shape:
-                        raise ShapeError(
-                            f"{op.describe()}: {_blob(op, present[0])} has shape {list(first.shape)} but "
-                            f"{_blob(op, i)} has shape {list(x.shape)}; they must match"
-                        )
-
-        checks.append(check_same_shape)
+        checks.append(_same_check(tuple(group), "shape", ShapeError, lambda x: f"has shape {list(x.shape)}", "shape"))
     for arg_name, target in dict(axes or {}).items():
         text = str(target)
         extra = 1 if text.endswith("+1") else 0
@@ -169,6 +145,27 @@ def build_checks(
 
         checks.append(check_axis)
     return tuple(checks)
+
+
+def _same_check(
+    group: tuple, attr: str, error: type, found: Callable[[np.ndarray], str], what: str
+) -> Callable[[Any], None]:
+    """A check that the inputs of ``group`` present on the op agree on ``attr`` (dtype or shape)."""
+
+    def check_same(op: Any) -> None:
+        present = [i for i in group if i < len(op.inputs)]
+        if len(present) < 2:
+            return
+        first = op.input(present[0])
+        for i in present[1:]:
+            x = op.input(i)
+            if getattr(x, attr) != getattr(first, attr):
+                raise error(
+                    f"{op.describe()}: {_blob(op, i)} {found(x)} but {_blob(op, present[0])} {found(first)}; "
+                    f"they must have the same {what}"
+                )
+
+    return check_same
 
 
 def _dtype_text(x: np.ndarray) -> str:

@@ -165,6 +165,21 @@ class ConvOpBase(ConvPoolOp):
         self.i_dx = (1 if self.no_bias else 2) if nout > (1 if self.no_bias else 2) else None
 
 
+def forward_schema(args: list, infer, docs: tuple, **extra) -> dict:
+    """register_op keywords of the forward convolutions (Conv, ConvTranspose, LC*): inputs X, filter and
+    an optional bias, output Y; ``docs`` = (X, filter, bias, Y) descriptions."""
+    x, w, b, y = docs
+    return dict(
+        inputs=(2, 3),
+        args=args,
+        input_docs=[("X", x), ("filter", w), ("bias", b)],
+        output_docs=[("Y", y)],
+        infer=infer,
+        category="conv",
+        **extra,
+    )
+
+
 def gradient_schema(args: list, infer, **extra) -> dict:
     """register_op keywords of ConvGradient and ConvTransposeGradient."""
     return dict(
@@ -186,18 +201,18 @@ def gradient_schema(args: list, infer, **extra) -> dict:
 
 @register_op(
     "Conv",
-    inputs=(2, 3),
-    args=_CONV_ARGS,
-    input_docs=[
-        ("X", "input, NCHW or NHWC"),
-        ("filter", "(M, C/group, *kernel) or NHWC (M, *kernel, C/group)"),
-        ("bias", "optional (M,)"),
-    ],
-    output_docs=[("Y", "output, (N, M, *out) or (N, *out, M)")],
-    infer=_infer_conv,
-    cost=_cost_conv,
-    category="conv",
-    aliases=("Conv1D", "Conv2D", "Conv3D"),
+    **forward_schema(
+        _CONV_ARGS,
+        _infer_conv,
+        (
+            "input, NCHW or NHWC",
+            "(M, C/group, *kernel) or NHWC (M, *kernel, C/group)",
+            "optional (M,)",
+            "output, (N, M, *out) or (N, *out, M)",
+        ),
+        cost=_cost_conv,
+        aliases=("Conv1D", "Conv2D", "Conv3D"),
+    ),
 )
 class Conv(ConvOpBase):
     """N-d convolution (Caffe2's Conv): Y = X * filter (+ bias), with stride, pads,

@@ -15,7 +15,7 @@ import numpy as np
 
 from framework.errors import ShapeError
 from framework.ops.gradient import gradient
-from framework.ops.nn.conv import ConvOpBase, _conv_like_cost, gradient_schema
+from framework.ops.nn.conv import ConvOpBase, _conv_like_cost, forward_schema, gradient_schema
 from framework.ops.nn.conv_args import (
     CAFFE_LEGACY_POOLING,
     NOTSET,
@@ -171,17 +171,12 @@ class _ConvTBase(ConvOpBase):
 
 @register_op(
     "ConvTranspose",
-    inputs=(2, 3),
-    args=_CT_ARGS,
-    input_docs=[
-        ("X", "input"),
-        ("filter", "NCHW (C, M / group, *kernel); NHWC (C, *kernel, M / group)"),
-        ("bias", "optional (M,)"),
-    ],
-    output_docs=[("Y", "output")],
-    infer=_infer_convt,
-    cost=lambda args, ins, outs: _cost_convt(args, ins, outs),
-    category="conv",
+    **forward_schema(
+        _CT_ARGS,
+        _infer_convt,
+        ("input", "NCHW (C, M / group, *kernel); NHWC (C, *kernel, M / group)", "optional (M,)", "output"),
+        cost=lambda args, ins, outs: _cost_convt(args, ins, outs),
+    ),
 )
 class ConvTranspose(_ConvTBase):
     """Transposed convolution (the gradient of Conv with respect to its input), Caffe2's

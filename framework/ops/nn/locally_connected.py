@@ -14,7 +14,7 @@ import numpy as np
 
 from framework.errors import ShapeError
 from framework.ops.gradient import gradient
-from framework.ops.nn.conv import gradient_schema
+from framework.ops.nn.conv import forward_schema, gradient_schema
 from framework.ops.nn.conv_args import (
     ConvPoolOp,
     conv_pool_args,
@@ -203,18 +203,18 @@ def _bias_spec(args: Any, x: TensorSpec, w: TensorSpec) -> TensorSpec:
 for _t in _TYPES:
     register_op(
         _t,
-        inputs=(2, 3),
-        args=_ARGS,
-        input_docs=[
-            ("X", "N x C x *spatial (NCHW) or N x H x W x C"),
-            ("filter", "(*out, M, C, *kernel) or NHWC layout"),
-            ("bias", "optional (*out, M)"),
-        ],
-        output_docs=[("Y", "N x M x *out (NCHW) or N x out_h x out_w x M")],
-        infer=_infer,
-        category="conv",
-        input_types="float",
-        ranks={0: (3, 5)},
+        **forward_schema(
+            _ARGS,
+            _infer,
+            (
+                "N x C x *spatial (NCHW) or N x H x W x C",
+                "(*out, M, C, *kernel) or NHWC layout",
+                "optional (*out, M)",
+                "N x M x *out (NCHW) or N x out_h x out_w x M",
+            ),
+            input_types="float",
+            ranks={0: (3, 5)},
+        ),
     )(_forward(_t))
     register_op(_t + "Gradient", **gradient_schema(_ARGS, _grad_infer, input_types="float", ranks={0: (3, 5)}))(
         _backward(_t + "Gradient")

@@ -224,36 +224,31 @@ def _from_fused_8bit(half_out: bool, half_sb: bool):
     return run, (lambda args, ins: _unfused_shape(ins, extra, 1, to))
 
 
-for _half_in, _half_sb, _name in (
-    (False, False, "FloatToFused8BitRowwiseQuantized"),
-    (True, False, "HalfFloatToFused8BitRowwiseQuantized"),
-    (False, True, "FloatToFused8BitRowwiseQuantizedHalfScaleBias"),
-    (True, True, "HalfFloatToFused8BitRowwiseQuantizedHalfScaleBias"),
+# (values in float16, scale and bias in float16, quantizer name, dequantizer name)
+for _half, _half_sb, _to_name, _from_name in (
+    (False, False, "FloatToFused8BitRowwiseQuantized", "Fused8BitRowwiseQuantizedToFloat"),
+    (True, False, "HalfFloatToFused8BitRowwiseQuantized", "Fused8BitRowwiseQuantizedToHalfFloat"),
+    (False, True, "FloatToFused8BitRowwiseQuantizedHalfScaleBias", "Fused8BitRowwiseQuantizedHalfScaleBiasToFloat"),
+    (
+        True,
+        True,
+        "HalfFloatToFused8BitRowwiseQuantizedHalfScaleBias",
+        "Fused8BitRowwiseQuantizedHalfScaleBiasToHalfFloat",
+    ),
 ):
-    _run, _infer = _to_fused_8bit(_half_in, _half_sb)
+    _values, _sb = ("float16" if _half else "float"), ("float16" if _half_sb else "float32")
     _register(
-        _name,
-        f"Row-wise 8-bit quantization of a {'float16' if _half_in else 'float'} tensor into the fused layout "
-        f"(codes, then {'float16' if _half_sb else 'float32'} scale and bias per row; see the module doc).",
-        _run,
-        _infer,
-        [("input", "float16" if _half_in else "float tensor; its last axis is quantized")],
+        _to_name,
+        f"Row-wise 8-bit quantization of a {_values} tensor into the fused layout "
+        f"(codes, then {_sb} scale and bias per row; see the module doc).",
+        *_to_fused_8bit(_half, _half_sb),
+        [("input", "float16" if _half else "float tensor; its last axis is quantized")],
         [("output", f"uint8, last axis cols + {4 if _half_sb else 8}")],
     )
-
-for _half_out, _half_sb, _name in (
-    (False, False, "Fused8BitRowwiseQuantizedToFloat"),
-    (True, False, "Fused8BitRowwiseQuantizedToHalfFloat"),
-    (False, True, "Fused8BitRowwiseQuantizedHalfScaleBiasToFloat"),
-    (True, True, "Fused8BitRowwiseQuantizedHalfScaleBiasToHalfFloat"),
-):
-    _run, _infer = _from_fused_8bit(_half_out, _half_sb)
     _register(
-        _name,
-        f"Dequantize fused 8-bit rows ({'float16' if _half_sb else 'float32'} scale and bias): "
-        f"``q * scale + bias`` as {'float16' if _half_out else 'float'}.",
-        _run,
-        _infer,
+        _from_name,
+        f"Dequantize fused 8-bit rows ({_sb} scale and bias): ``q * scale + bias`` as {_values}.",
+        *_from_fused_8bit(_half, _half_sb),
         [("input", "fused uint8 rows")],
         [("output", "dequantized values")],
     )
