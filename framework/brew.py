@@ -325,7 +325,10 @@ def lrn(model: ModelHelper, blob_in: Any, blob_out: Any, order: str = "NCHW", **
 
 @_helper
 def concat(model: ModelHelper, blobs_in: Sequence[Any], blob_out: Any, **kwargs: Any) -> Any:
-    """Concatenate along the channel axis of ``order`` (or ``axis``)."""
+    """Concatenate along the channel axis of ``order`` (or ``axis``). As Caffe2's helper, a truthy ``axis``
+    wins over ``order`` (from the call or a scope): the Concat op itself rejects the two together."""
+    if kwargs.get("order") and kwargs.get("axis"):
+        kwargs.pop("order")
     return _op(model.net, "Concat", list(blobs_in), [blob_out, "_" + str(blob_out) + "_concat_dims"], **kwargs)[0]
 
 

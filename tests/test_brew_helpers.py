@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from framework import brew, workspace
+from framework.errors import FrameworkError
 from framework.model_helper import ModelHelper
 
 
@@ -147,3 +148,21 @@ def test_image_input_nchw(tmp_path):
     # ImageInput gives BGR channels (as Caffe2, decoded with OpenCV); NCHW of the NHWC output
     np.testing.assert_allclose(out, np.moveaxis(workspace.FetchBlob("data_nhwc"), -1, 1))
     np.testing.assert_allclose(out[0], np.moveaxis(pixels[0][..., ::-1], -1, 0).astype(np.float32), atol=1)
+
+
+def test_concat_axis_wins_over_order_as_caffe2s_helper():
+    """Caffe2's helpers.array_helpers.concat drops a given ``order`` when a (truthy) ``axis`` is given too;
+    the Concat op itself refuses the pair (Caffe2's ConcatOp enforces "not both")."""
+    x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    m = ModelHelper("c", arg_scope={"order": "NHWC"})
+    brew.concat(m, ["x", "x"], "c2", axis=2)
+    brew.concat(m, ["x", "x"], "c1", order="NCHW", axis=1)
+    (op,) = [o for o in m.net.Proto().op if o.output[0] == "c2"]
+    assert [a.name for a in op.arg] == ["axis"]
+    _run(m, x=x)
+    np.testing.assert_array_equal(workspace.FetchBlob("c2"), np.concatenate([x, x], axis=2))
+    np.testing.assert_array_equal(workspace.FetchBlob("c1"), np.concatenate([x, x], axis=1))
+    bad = ModelHelper("bad")
+    bad.net.Concat(["x", "x"], ["y", "y_dims"], axis=2, order="NCHW")
+    with pytest.raises(FrameworkError, match="not both"):
+        workspace.RunNetOnce(bad.net)
