@@ -44,7 +44,8 @@ def test_same_shape_names_both_blobs():
     op = _Op(F, np.zeros((3, 2), np.float32))
     with pytest.raises(
         ShapeError,
-        match=r"input 1 \('x1'\) has shape \[3, 2\] but input 0 \('x0'\) has shape \[2, 3\]; they must have the same shape",
+        match=r"input 1 \('x1'\) has shape \[3, 2\] but input 0 \('x0'\) has shape \[2, 3\]; "
+        r"they must have the same shape",
     ):
         _run(op, same_shape=[(0, 1)])
 
