@@ -15,11 +15,12 @@ import bisect
 
 import numpy as np
 
-from framework.errors import ArgumentError, SchemaError, ShapeError, TypeMismatchError
+from framework.errors import ArgumentError, SchemaError, ShapeError
 from framework.memory.blob import Blob
 from framework.memory.tensor import Tensor
 from framework.ops.gradient import no_gradient
 from framework.ops.io.blobs_queue import BlobsQueue, QueueClosedError, QueueRecordReader
+from framework.ops.object_blobs import held, register_method_op, unknown_outputs
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op
 from framework.ops.schema import BOOL, FLOAT, FLOATS, INT, STRINGS, UNKNOWN, Arg, TensorSpec
@@ -29,14 +30,7 @@ _BOOL = np.dtype(np.bool_)
 
 def queue_of(op: Operator, i: int = 0, cls: type = BlobsQueue) -> object:
     """The queue held by input ``i`` of ``op``; TypeMismatchError naming op and blob otherwise."""
-    obj = op.inputs[i]._obj
-    if not isinstance(obj, cls):
-        held = "nothing" if obj is None else type(obj).__qualname__
-        raise TypeMismatchError(
-            f"{op.describe()}: input {i} ('{op.input_names[i]}') holds {held}, expected a {cls.__name__} "
-            f"(made by Create{cls.__name__})"
-        )
-    return obj
+    return held(op, i, cls, f"Create{cls.__name__}")
 
 
 def _check_width(op: Operator, queue: BlobsQueue, n: int, what: str) -> None:
@@ -51,8 +45,7 @@ def _data_unknown_status_bool(args, ins):
     return [UNKNOWN] * (args.num_outputs - 1) + [TensorSpec((), _BOOL)]
 
 
-def _unknown(args, ins):
-    return [UNKNOWN] * args.num_outputs
+_unknown = unknown_outputs
 
 
 def _set_status(op: Operator, ok: bool) -> None:
@@ -283,20 +276,17 @@ class WeightedSampleDequeueBlobs(Operator):
         _set_status(self, ok)
 
 
-@register_op(
+register_method_op(
     "CloseBlobsQueue",
-    inputs=1,
-    outputs=0,
-    input_docs=[("queue", "the BlobsQueue")],
-    infer=_unknown,
-    category="data",
+    BlobsQueue,
+    "CreateBlobsQueue",
+    "close",
+    "Close the queue: blocked readers and writers wake up; readers drain what is left, then fail "
+    "(or report status true in the Safe variants).",
+    ("queue", "the BlobsQueue"),
+    "data",
+    module=__name__,
 )
-class CloseBlobsQueue(Operator):
-    """Close the queue: blocked readers and writers wake up; readers drain what is left, then fail
-    (or report status true in the Safe variants)."""
-
-    def run(self) -> None:
-        queue_of(self).close()
 
 
 @register_op(

@@ -14,37 +14,33 @@ from framework.errors import ShapeError
 from framework.ops.gradient import no_gradient
 from framework.ops.io.blobs_queue import QueueClosedError, RebatchingQueue
 from framework.ops.io.queue_ops import queue_of
+from framework.ops.object_blobs import register_create_op, register_method_op, unknown_outputs
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op
-from framework.ops.schema import BOOL, INT, UNKNOWN, Arg
+from framework.ops.schema import BOOL, INT, Arg
+
+_unknown = unknown_outputs
 
 
-def _unknown(args, ins):
-    return [UNKNOWN] * args.num_outputs
+def _check_sizes(op: Operator) -> None:
+    a = op.args
+    if a.capacity < 1 or a.num_blobs < 1:
+        raise op.arg_error(f"capacity ({a.capacity}) and num_blobs ({a.num_blobs}) must be >= 1")
 
 
-@register_op(
+register_create_op(
     "CreateRebatchingQueue",
-    inputs=0,
-    outputs=1,
+    lambda op: RebatchingQueue(op.args.capacity, op.args.num_blobs),
+    "Create a thread-safe queue of rows that readers take in batches of any size.",
+    ("queue", "the RebatchingQueue"),
+    "data",
     args=[
         Arg("capacity", INT, 1, "rows the queue holds before writers block"),
         Arg("num_blobs", INT, 1, "tensors per row"),
     ],
-    output_docs=[("queue", "the RebatchingQueue")],
-    infer=_unknown,
-    category="data",
+    check=_check_sizes,
+    module=__name__,
 )
-class CreateRebatchingQueue(Operator):
-    """Create a thread-safe queue of rows that readers take in batches of any size."""
-
-    def setup(self) -> None:
-        a = self.args
-        if a.capacity < 1 or a.num_blobs < 1:
-            raise self.arg_error(f"capacity ({a.capacity}) and num_blobs ({a.num_blobs}) must be >= 1")
-
-    def run(self) -> None:
-        self.outputs[0].reset(RebatchingQueue(self.args.capacity, self.args.num_blobs))
 
 
 @register_op(
@@ -133,19 +129,16 @@ class DequeueRebatchingQueue(Operator):
             np.stack([row[j] for row in rows], out=out)
 
 
-@register_op(
+register_method_op(
     "CloseRebatchingQueue",
-    inputs=1,
-    outputs=0,
-    input_docs=[("queue", "the RebatchingQueue")],
-    infer=_unknown,
-    category="data",
+    RebatchingQueue,
+    "CreateRebatchingQueue",
+    "close",
+    "Close the queue: blocked writers fail, readers drain what is left then fail.",
+    ("queue", "the RebatchingQueue"),
+    "data",
+    module=__name__,
 )
-class CloseRebatchingQueue(Operator):
-    """Close the queue: blocked writers fail, readers drain what is left then fail."""
-
-    def run(self) -> None:
-        queue_of(self, 0, RebatchingQueue).close()
 
 
 no_gradient("CreateRebatchingQueue", "EnqueueRebatchingQueue", "DequeueRebatchingQueue", "CloseRebatchingQueue")

@@ -23,9 +23,10 @@ from framework.errors import SerializationError, ShapeError, TypeMismatchError
 from framework.memory.blob import Blob
 from framework.memory.serialize import register_blob_serializer
 from framework.ops.gradient import no_gradient, should_not_do_gradient
+from framework.ops.object_blobs import held, register_create_op, unknown_outputs
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op
-from framework.ops.schema import INT, UNKNOWN, Arg, TensorSpec
+from framework.ops.schema import INT, Arg, TensorSpec
 from framework.proto.framework_pb2 import BlobProto, TensorProto
 
 _INT64 = np.dtype(np.int64)
@@ -126,20 +127,7 @@ register_blob_serializer(Counter, COUNTER_TYPE, _serialize_counter, _deserialize
 register_blob_serializer(Mutex, MUTEX_TYPE, _serialize_mutex, _deserialize_mutex)
 
 
-def held(op: Operator, i: int, cls: type, maker: str) -> object:
-    """The object of type ``cls`` in input ``i``; TypeMismatchError naming op, blob and maker otherwise."""
-    obj = op.inputs[i]._obj
-    if not isinstance(obj, cls):
-        what = "nothing" if obj is None else type(obj).__qualname__
-        raise TypeMismatchError(
-            f"{op.describe()}: input {i} ('{op.input_names[i]}') holds {what}, expected a {cls.__name__} "
-            f"(made by {maker})"
-        )
-    return obj
-
-
-def _unknown(args, ins):
-    return [UNKNOWN] * args.num_outputs
+_unknown = unknown_outputs
 
 
 def _scalar(dtype):
@@ -154,23 +142,16 @@ def _init_count_ok(op: Operator) -> None:
         raise op.arg_error(f"negative init_count is not permitted, got {op.args.init_count}")
 
 
-@register_op(
+register_create_op(
     "CreateCounter",
-    inputs=0,
-    outputs=1,
+    lambda op: Counter(op.args.init_count),
+    "Create a count-down counter holding ``init_count``.",
+    ("counter", "the new Counter"),
+    "training",
     args=[Arg("init_count", INT, 0, "initial count, >= 0")],
-    output_docs=[("counter", "the new Counter")],
-    infer=_unknown,
-    category="training",
+    check=_init_count_ok,
+    module=__name__,
 )
-class CreateCounter(Operator):
-    """Create a count-down counter holding ``init_count``."""
-
-    def setup(self) -> None:
-        _init_count_ok(self)
-
-    def run(self) -> None:
-        self.outputs[0].reset(Counter(self.args.init_count))
 
 
 @register_op(
@@ -243,19 +224,14 @@ _counter_op(
 _counter_op("RetrieveCount", "Output the current count.", "count: int64 scalar", _INT64, "retrieve")
 
 
-@register_op(
+register_create_op(
     "CreateMutex",
-    inputs=0,
-    outputs=1,
-    output_docs=[("mutex_ptr", "the new, unlocked Mutex")],
-    infer=_unknown,
-    category="training",
+    lambda op: Mutex(),
+    "Create an unlocked mutex (for AtomicFetchAdd, AtomicIter).",
+    ("mutex_ptr", "the new, unlocked Mutex"),
+    "training",
+    module=__name__,
 )
-class CreateMutex(Operator):
-    """Create an unlocked mutex (for AtomicFetchAdd, AtomicIter)."""
-
-    def run(self) -> None:
-        self.outputs[0].reset(Mutex())
 
 
 def _fetch_add_infer(dtype):
@@ -346,19 +322,14 @@ class AtomicIter(Operator):
             t.version += 1
 
 
-@register_op(
+register_create_op(
     "CreateAtomicBool",
-    inputs=0,
-    outputs=1,
-    output_docs=[("atomic_bool", "the new AtomicBool (false)")],
-    infer=_unknown,
-    category="training",
+    lambda op: AtomicBool(),
+    "Create an atomic bool holding false.",
+    ("atomic_bool", "the new AtomicBool (false)"),
+    "training",
+    module=__name__,
 )
-class CreateAtomicBool(Operator):
-    """Create an atomic bool holding false."""
-
-    def run(self) -> None:
-        self.outputs[0].reset(AtomicBool())
 
 
 def _condition(op: Operator, i: int) -> bool:

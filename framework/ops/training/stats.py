@@ -24,10 +24,10 @@ import numpy as np
 
 from framework.errors import OperatorError, ShapeError, TypeMismatchError
 from framework.ops.gradient import should_not_do_gradient
+from framework.ops.object_blobs import held, register_create_op, unknown_outputs
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op
-from framework.ops.schema import BOOL, STRING, UNKNOWN, Arg, TensorSpec
-from framework.ops.training.counters import held
+from framework.ops.schema import BOOL, STRING, Arg, TensorSpec
 
 _INT64 = np.dtype(np.int64)
 
@@ -98,23 +98,17 @@ class Timer:
         return f"Timer({self.name!r}, {'running' if self.running else 'stopped'})"
 
 
-def _unknown(args, ins):
-    return [UNKNOWN] * args.num_outputs
+_unknown = unknown_outputs
 
 
-@register_op(
+register_create_op(
     "StatRegistryCreate",
-    inputs=0,
-    outputs=1,
-    output_docs=[("handle", "a new, empty StatRegistry")],
-    infer=_unknown,
-    category="training",
+    lambda op: StatRegistry(),
+    "Create a StatRegistry: named int64 counters.",
+    ("handle", "a new, empty StatRegistry"),
+    "training",
+    module=__name__,
 )
-class StatRegistryCreate(Operator):
-    """Create a StatRegistry: named int64 counters."""
-
-    def run(self) -> None:
-        self.outputs[0].reset(StatRegistry())
 
 
 def _registry(op: Operator, i: int) -> StatRegistry:
