@@ -60,7 +60,7 @@ class Caffe2Rep(_BackendRep):
         return ws, init_net, predict_net, []  # the created net, once the inputs exist
 
     def _entry(self, feeds: dict[str, np.ndarray]) -> tuple:
-        if None in self._cache:
+        if None in self._cache and _matches_declared(self.model, feeds):
             return self._cache[None]
         key = tuple(
             (
@@ -153,6 +153,18 @@ class Caffe2Backend(_Backend):
     @classmethod
     def supports_device(cls, device: str) -> bool:
         return str(device).upper().startswith("CPU")
+
+
+def _matches_declared(model: Any, feeds: dict[str, np.ndarray]) -> bool:
+    """The fed inputs have the declared static dims (the translation for the declared shapes holds)."""
+    for vi in model.graph.input:
+        v = feeds.get(vi.name)
+        if v is None or not vi.type.HasField("tensor_type") or not vi.type.tensor_type.HasField("shape"):
+            continue
+        dims = vi.type.tensor_type.shape.dim
+        if len(dims) != v.ndim or any(d.HasField("dim_value") and d.dim_value != n for d, n in zip(dims, v.shape)):
+            return False
+    return True
 
 
 def _translate(model: Any) -> tuple:

@@ -139,17 +139,23 @@ def _gather(ctx: ImportContext, node: Node) -> None:
 
 @translator("Shape")
 def _shape(ctx: ImportContext, node: Node) -> None:
-    if node.attr("start") is not None or node.attr("end") is not None:
-        shape = ctx.shape(node.input(0))
-        if shape is None:
-            raise Unsupported("start/end with an input of unknown shape")
+    # A known shape is a constant (the backend re-translates when fed shapes differ from the
+    # declared ones), so shape arithmetic downstream folds away.
+    shape = ctx.shape(node.input(0))
+    if shape is not None:
         ctx.values[node.outputs[0]] = np.array(shape, np.int64)[node.attr("start", 0) : node.attr("end")]
         return
+    if node.attr("start") is not None or node.attr("end") is not None:
+        raise NeedsRuntime("start/end with an input of unknown shape")
     ctx.op("Shape", [node.input(0)], [node.outputs[0]])
 
 
 @translator("Size")
 def _size(ctx: ImportContext, node: Node) -> None:
+    shape = ctx.shape(node.input(0))
+    if shape is not None:
+        ctx.values[node.outputs[0]] = np.array(int(np.prod(shape, dtype=np.int64)), np.int64)
+        return
     ctx.op("Size", [node.input(0)], [node.outputs[0]])
 
 

@@ -281,6 +281,7 @@ def onnx_graph_to_nets(
     from framework.onnx import (  # noqa: F401  (registers translators)
         import_attention,
         import_elementwise,
+        import_index,  # noqa: F401  (issue 21 slice B: index/scatter/pad/selection)
         import_math,
         import_nn,
         import_norm,

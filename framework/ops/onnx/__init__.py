@@ -10,8 +10,16 @@ line per module, kept in alphabetical order.
 from framework.ops.onnx import (
     attention,  # noqa: F401
     cast,  # noqa: F401
+    cumulative,  # noqa: F401
+    einsum,  # noqa: F401
+    elements,  # noqa: F401
     elementwise,  # noqa: F401
     losses,  # noqa: F401
+    masks,  # noqa: F401
+    nd_index,  # noqa: F401
+    pad,  # noqa: F401
     rms_norm,  # noqa: F401
+    sorting,  # noqa: F401
+    trilu,  # noqa: F401
     unary,  # noqa: F401
 )
