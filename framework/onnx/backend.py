@@ -40,8 +40,11 @@ class Caffe2Rep(_BackendRep):
     types and the values of small integer inputs) at ``run``, in its own workspace.
     """
 
-    def __init__(self, model: Any, nets: tuple | None, inputs: list[str], outputs: list[str]) -> None:
+    def __init__(
+        self, model: Any, nets: tuple | None, inputs: list[str], outputs: list[str], value_inputs: Any = ()
+    ) -> None:
         self.model = model
+        self.value_inputs = frozenset(value_inputs)  # inputs whose values the translation needs
         self.uninitialized = list(inputs)
         self.outputs = list(outputs)
         self._cache: dict = {}
@@ -67,12 +70,14 @@ class Caffe2Rep(_BackendRep):
                 k,
                 v.shape,
                 v.dtype.str,
-                v.tobytes() if (v.dtype.kind in "iu" and v.size <= SMALL_INT_INPUT) or v.size == 1 else b"",
+                v.tobytes()
+                if (v.dtype.kind in "iu" and v.size <= SMALL_INT_INPUT) or v.size == 1 or k in self.value_inputs
+                else b"",
             )
             for k, v in sorted(feeds.items())
         )
         if key not in self._cache:
-            init, predict, extra, unsupported = onnx_graph_to_nets(self.model, feeds)
+            init, predict, extra, unsupported = onnx_graph_to_nets(self.model, feeds, self.value_inputs)
             if unsupported:
                 raise unittest.SkipTest(_message(self.model, unsupported))
             self._cache[key] = self._load(init, predict, extra)
@@ -116,14 +121,16 @@ class Caffe2Backend(_Backend):
             import onnx
 
             model = onnx.load(model) if isinstance(model, str) else onnx.load_from_string(model)
-        init, predict, extra, unsupported = _translate(model)
+        wanted: set[str] = set()
+        init, predict, extra, unsupported = onnx_graph_to_nets(model, wanted=wanted)
         init_names = {t.name for t in model.graph.initializer}
         inputs = [i.name for i in model.graph.input if i.name not in init_names]
+        value_inputs = wanted & set(inputs)  # e.g. Resize's scales fed as an input
         outputs = [o.name for o in model.graph.output]
         if not unsupported:
             return Caffe2Rep(model, (init, predict, extra), inputs, outputs)
         if all(RUNTIME_MARK in u for u in unsupported):
-            return Caffe2Rep(model, None, inputs, outputs)  # translated at run time, for the inputs given
+            return Caffe2Rep(model, None, inputs, outputs, value_inputs)  # translated at run time, per inputs
         raise unittest.SkipTest(_message(model, [u for u in unsupported if RUNTIME_MARK not in u]))
 
     @classmethod

@@ -88,6 +88,7 @@ class ImportContext:
         self.types = types
         self.shapes = shapes
         self.values: dict[str, np.ndarray] = {}  # initializers and Constant outputs
+        self.wanted: set[str] = set()  # names a translator needed as constants and did not get
         self.ops: list[OperatorDef] = []
         self._n = 0
 
@@ -120,6 +121,7 @@ class ImportContext:
 
     def const(self, name: str) -> np.ndarray:
         if name not in self.values:
+            self.wanted.add(name)
             raise NeedsRuntime(f"input '{name}' must be a constant (initializer or Constant)")
         return self.values[name]
 
@@ -138,9 +140,10 @@ class ImportContext:
 SMALL_INT_INPUT = 64  # elements: integer inputs up to this size (and scalars) are specialized on at run time
 
 
-def _specialize(model: Any, feeds: dict[str, np.ndarray]) -> Any:
+def _specialize(model: Any, feeds: dict[str, np.ndarray], value_inputs: Any = ()) -> Any:
     """A copy of ``model`` whose inputs have the fed shapes/types and whose small integer inputs
-    are initializers holding the fed values."""
+    (and ``value_inputs``: inputs a translator needs as constants) are initializers holding the
+    fed values."""
     from onnx import ModelProto, helper, numpy_helper
 
     m = ModelProto()
@@ -153,7 +156,7 @@ def _specialize(model: Any, feeds: dict[str, np.ndarray]) -> Any:
             m.graph.input.append(vi)
             continue
         v = np.asarray(v)
-        if (v.dtype.kind in "iu" and v.size <= SMALL_INT_INPUT) or v.size == 1:  # scalars of any type too
+        if (v.dtype.kind in "iu" and v.size <= SMALL_INT_INPUT) or v.size == 1 or vi.name in value_inputs:
             m.graph.initializer.append(numpy_helper.from_array(v, vi.name))
         try:
             elem = helper.np_dtype_to_tensor_dtype(v.dtype)
@@ -269,12 +272,14 @@ def _fold(ctx: ImportContext, node: "Node", start: int) -> None:
 
 
 def onnx_graph_to_nets(
-    model: Any, feeds: dict[str, np.ndarray] | None = None
+    model: Any, feeds: dict[str, np.ndarray] | None = None, value_inputs: Any = (), wanted: set | None = None
 ) -> tuple[NetDef, NetDef, dict[str, np.ndarray], list[str]]:
     """(init_net, predict_net, values without a fill op, unsupported node descriptions).
 
     ``feeds`` (input arrays): translate for these inputs' shapes and types, with the small integer
     inputs taken as constants (shape arithmetic, axes, indices); the result is only valid for them.
+    ``value_inputs``: more inputs taken as constants (any type or size). ``wanted`` (a set) receives
+    the names translators needed as constants and did not get (the caller may feed them next time).
     """
     from onnx import numpy_helper
 
@@ -285,12 +290,13 @@ def onnx_graph_to_nets(
         import_math,
         import_nn,
         import_norm,
+        import_resize,  # noqa: F401  (issue 21 slice B: Resize/Upsample)
         import_tensor,
         import_types,
     )
 
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
-    model = _specialize(model, feeds) if feeds else model
+    model = _specialize(model, feeds, value_inputs) if feeds else model
     types, shapes = _value_infos(model)
     ctx = ImportContext(opset, types, shapes)
     g = model.graph
@@ -322,6 +328,8 @@ def onnx_graph_to_nets(
             continue
         _infer_emitted(ctx, ctx.ops[n_ops:])
         _fold(ctx, node, n_ops)
+    if wanted is not None:
+        wanted.update(ctx.wanted)
     for name, value in ctx.values.items():
         op = fill_op(name, value)
         if op is None:

@@ -71,18 +71,19 @@ def test_run_node():
 def test_unsupported_nodes_skip_with_every_node_listed():
     nodes = [
         helper.make_node("Relu", ["x"], ["a"]),
-        helper.make_node("Einsum", ["a", "a"], ["b"], equation="ij,ij->i"),
+        helper.make_node("Frobnicate", ["a", "a"], ["b"], domain="com.example"),
         helper.make_node("Det", ["x"], ["c"]),
     ]
     vi = helper.make_tensor_value_info
     graph = helper.make_graph(
         nodes, "g", [vi("x", TensorProto.FLOAT, [2, 2])], [vi("b", TensorProto.FLOAT, None), vi("c", 1, None)]
     )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    opsets = [helper.make_opsetid("", 17), helper.make_opsetid("com.example", 1)]
+    model = helper.make_model(graph, opset_imports=opsets)
     with pytest.raises(unittest.SkipTest) as e:
         backend.prepare(model)
     msg = str(e.value)
-    assert "node 1 Einsum" in msg and "node 2 Det" in msg and "ai.onnx 17" in msg and "Relu" not in msg
+    assert "node 1 Frobnicate (domain com.example)" in msg and "node 2 Det" in msg and "ai.onnx 17" in msg and "Relu" not in msg
     with pytest.raises(OnnxImportError):
         backend.Caffe2Backend.onnx_graph_to_caffe2_net(model)
 

@@ -1,0 +1,84 @@
+"""Backend slice B: computed shape tensors (Shape -> arithmetic -> Reshape) fold at translation and
+stay exact when other shapes are fed; index/scatter/pad/selection nodes run on the ONNX family ops."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+
+from onnx import TensorProto, helper  # noqa: E402
+
+from framework.onnx import backend  # noqa: E402
+
+
+def _model(nodes, inputs, outputs, opset=18):
+    graph = helper.make_graph(nodes, "g", inputs, outputs)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def test_computed_shape_folds_and_follows_fed_shapes():
+    # y = Reshape(x, [-1, last dim * 2]) with the shape computed from Shape(x) inside the graph
+    nodes = [
+        helper.make_node("Shape", ["x"], ["s"]),
+        helper.make_node("Constant", [], ["i"], value=helper.make_tensor("i", TensorProto.INT64, [1], [-1])),
+        helper.make_node("Gather", ["s", "i"], ["last"], axis=0),
+        helper.make_node("Constant", [], ["two"], value=helper.make_tensor("two", TensorProto.INT64, [1], [2])),
+        helper.make_node("Mul", ["last", "two"], ["w"]),
+        helper.make_node("Constant", [], ["m1"], value=helper.make_tensor("m1", TensorProto.INT64, [1], [-1])),
+        helper.make_node("Concat", ["m1", "w"], ["shape"], axis=0),
+        helper.make_node("Reshape", ["x", "shape"], ["y"]),
+    ]
+    model = _model(
+        nodes,
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+    )
+    init, predict = backend.Caffe2Backend.onnx_graph_to_caffe2_net(model)
+    assert [op.type for op in predict.op] == ["Reshape"]  # the shape arithmetic folded away
+    rep = backend.prepare(model)
+    x = np.arange(12, dtype=np.float32).reshape(4, 3)
+    np.testing.assert_array_equal(rep.run([x])[0], x.reshape(-1, 6))
+    x2 = np.arange(40, dtype=np.float32).reshape(4, 10)  # not the declared shape: translated again
+    np.testing.assert_array_equal(rep.run([x2])[0], x2.reshape(-1, 20))
+
+
+def test_dynamic_shape_input_is_specialized_at_run_time():
+    nodes = [helper.make_node("Pad", ["x", "pads"], ["y"], mode="wrap")]
+    model = _model(
+        nodes,
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 2]),
+            helper.make_tensor_value_info("pads", TensorProto.INT64, [6]),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+    )
+    x = np.arange(12, dtype=np.float32).reshape(2, 3, 2)
+    rep = backend.prepare(model)
+    for pads in ([1, 0, 2, 0, 1, 1], [0, 2, 0, 1, 0, 0]):
+        p = np.array(pads, np.int64)
+        want = np.pad(x, list(zip(pads[:3], pads[3:])), mode="wrap")
+        np.testing.assert_array_equal(rep.run([x, p])[0], want)
+
+
+def test_topk_smallest_and_largest_with_ties():
+    x = np.array([[3, 1, 3, 1, 2]], np.float32)
+    for largest, want_idx in ((1, [[0, 2, 4]]), (0, [[1, 3, 4]])):
+        node = helper.make_node("TopK", ["x", "k"], ["v", "i"], axis=1, largest=largest)
+        v, i = backend.run_node(node, [x, np.array([3], np.int64)])
+        np.testing.assert_array_equal(i, want_idx)
+        np.testing.assert_array_equal(v, x[:, want_idx[0]])
+
+
+def test_scatter_elements_reduction_and_gather_nd_batch_dims():
+    data = np.zeros((2, 3), np.float32)
+    idx = np.array([[1, 1], [0, 2]], np.int64)
+    upd = np.array([[1, 2], [3, 4]], np.float32)
+    node = helper.make_node("ScatterElements", ["d", "i", "u"], ["y"], axis=1, reduction="add")
+    (y,) = backend.run_node(node, [data, idx, upd], opset_version=18)
+    np.testing.assert_array_equal(y, [[0, 3, 0], [3, 0, 4]])
+    g = helper.make_node("GatherND", ["d", "i"], ["y"], batch_dims=1)
+    d = np.arange(12, dtype=np.int32).reshape(2, 3, 2)
+    (y,) = backend.run_node(g, [d, np.array([[1], [2]], np.int64)])
+    np.testing.assert_array_equal(y, [[2, 3], [10, 11]])
