@@ -84,7 +84,7 @@ def _split(ctx: ImportContext, node: Node) -> None:
     ctx.require(node, MOVE, [0])
     shape = ctx.shape(node.input(0))
     if shape is None:
-        raise Unsupported("input of unknown shape")
+        raise NeedsRuntime("input of unknown shape")
     axis = int(node.attr("axis", 0)) % len(shape)
     split = node.attr("split")
     if split is None and node.input(1):
@@ -114,7 +114,7 @@ def _squeeze(ctx: ImportContext, node: Node) -> None:
     ctx.require(node, MOVE, [0])
     shape = ctx.shape(node.input(0))
     if shape is None:
-        raise Unsupported("input of unknown shape")
+        raise NeedsRuntime("input of unknown shape")
     axes = _axes_of(ctx, node)
     dims = [i for i, d in enumerate(shape) if d == 1] if axes is None else sorted(a % len(shape) for a in axes)
     ctx.op("Squeeze", [node.input(0)], [node.outputs[0]], dims=dims)
@@ -186,7 +186,7 @@ def _slice(ctx: ImportContext, node: Node) -> None:
     ctx.require(node, MOVE, [0])
     shape = ctx.shape(node.input(0))
     if shape is None:
-        raise Unsupported("input of unknown shape")
+        raise NeedsRuntime("input of unknown shape")
     if ctx.opset < 10:
         starts, ends, axes, steps = node.attr("starts"), node.attr("ends"), node.attr("axes"), None
     else:

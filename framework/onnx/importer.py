@@ -287,6 +287,7 @@ def onnx_graph_to_nets(
         import_attention,
         import_elementwise,
         import_index,  # noqa: F401  (issue 21 slice B: index/scatter/pad/selection)
+        import_layout,  # noqa: F401  (issue 21 slice B: DepthToSpace/SpaceToDepth/CenterCropPad/ReverseSequence)
         import_math,
         import_nn,
         import_norm,

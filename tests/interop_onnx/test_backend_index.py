@@ -82,3 +82,33 @@ def test_scatter_elements_reduction_and_gather_nd_batch_dims():
     d = np.arange(12, dtype=np.int32).reshape(2, 3, 2)
     (y,) = backend.run_node(g, [d, np.array([[1], [2]], np.int64)])
     np.testing.assert_array_equal(y, [[2, 3], [10, 11]])
+
+
+@pytest.mark.parametrize("mode", ["DCR", "CRD"])
+def test_depth_to_space_and_back(mode):
+    x = np.arange(2 * 8 * 2 * 3, dtype=np.float32).reshape(2, 8, 2, 3)
+    (y,) = backend.run_node(helper.make_node("DepthToSpace", ["x"], ["y"], blocksize=2, mode=mode), [x])
+    want = np.zeros((2, 2, 4, 6), np.float32)  # element-wise definition of the two channel orders
+    for n, c, h, w in np.ndindex(*want.shape):
+        bh, bw = h % 2, w % 2
+        src_c = (bh * 2 + bw) * 2 + c if mode == "DCR" else c * 4 + bh * 2 + bw
+        want[n, c, h, w] = x[n, src_c, h // 2, w // 2]
+    np.testing.assert_array_equal(y, want)
+    back = helper.make_node("SpaceToDepth", ["y"], ["z"], blocksize=2, mode=mode)
+    (z,) = backend.run_node(back, [y], opset_version=25 if mode == "CRD" else None)
+    np.testing.assert_array_equal(z, x)
+
+
+def test_center_crop_pad_and_reverse_sequence():
+    x = np.arange(20, dtype=np.int32).reshape(4, 5)
+    node = helper.make_node("CenterCropPad", ["x", "s"], ["y"])
+    (y,) = backend.run_node(node, [x, np.array([7, 2], np.int64)])
+    want = np.zeros((7, 2), np.int32)
+    want[1:5] = x[:, 1:3]  # rows padded 1 before / 2 after, columns 5 -> 2 cropped from 1
+    np.testing.assert_array_equal(y, want)
+    rs = helper.make_node("ReverseSequence", ["x", "l"], ["y"], time_axis=1, batch_axis=0)
+    (y,) = backend.run_node(rs, [x, np.array([5, 0, 2, 1], np.int64)])
+    want = x.copy()
+    want[0] = x[0, ::-1]
+    want[2, :2] = x[2, 1::-1]
+    np.testing.assert_array_equal(y, want)
