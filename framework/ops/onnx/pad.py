@@ -83,6 +83,9 @@ class ONNXPad(Operator):
         if mode != "constant" and any(core.shape[i] == 0 and (a or b) for i, (a, b) in enumerate(width)):
             raise ShapeError(f"{self.describe()}: mode '{mode}' cannot pad an empty dim of x {list(x.shape)}")
         check_elements(shape, x.dtype.itemsize, f"{self.describe()} output")
+        if r == 0:  # nothing to pad
+            self.output(0, (), x.dtype)[...] = x
+            return
         if mode == "constant":
             out = np.pad(core, width, mode="constant", constant_values=value)
         else:
