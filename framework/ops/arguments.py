@@ -27,6 +27,7 @@ from framework.ops.schema import (
     OpSchema,
 )
 from framework.ops.validation import check_arg_value
+from framework.proto.framework_pb2 import TensorProto
 
 log = logging.getLogger("framework.ops")
 
@@ -127,6 +128,22 @@ def _to_str(name: str, v: Any, where: str) -> str:
     raise ArgumentError(f"{where}: argument '{name}' must be a string, got {v!r}")
 
 
+def data_type_value(name: str, v: Any, where: str) -> Any:
+    """``v`` with a TensorProto DataType name (str or bytes, any case) turned into its number, as
+    Caffe2's cast::GetCastDataType; anything else is returned as it is (lists element by element)."""
+    if isinstance(v, list):
+        return [data_type_value(name, x, where) for x in v]
+    if not isinstance(v, (bytes, str)):
+        return v
+    text = _to_str(name, v, where).upper()
+    if text not in TensorProto.DataType.keys():
+        raise ArgumentError(
+            f"{where}: argument '{name}' = {text!r} is not a TensorProto DataType name "
+            f"(one of {', '.join(TensorProto.DataType.keys())})"
+        )
+    return TensorProto.DataType.Value(text)
+
+
 def _as_list(v: Any) -> list:
     return v if isinstance(v, list) else [v]
 
@@ -177,7 +194,10 @@ def parse_args(schema: OpSchema, arg_protos: Iterable[Any], where: str, num_inpu
     given: set[str] = set()
     for name, spec in schema.args.items():
         if name in raw:
-            values[name] = convert(name, spec.kind, raw.pop(name), where)
+            value = raw.pop(name)
+            if spec.dtype_name:
+                value = data_type_value(name, value, where)
+            values[name] = convert(name, spec.kind, value, where)
             given.add(name)
             if spec.low is not None or spec.high is not None or spec.choices is not None:
                 check_arg_value(where, name, values[name], spec.low, spec.high, spec.choices)

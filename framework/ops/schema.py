@@ -34,6 +34,9 @@ class Arg:
     low: Any = None
     high: Any = None
     choices: Any = None
+    # INT/INTS holding TensorProto DataTypes: the type name ("FLOAT", b"int64") is accepted as well, as
+    # Caffe2's cast::GetCastDataType (upper-cased), at run time and in shape inference alike.
+    dtype_name: bool = False
 
     @property
     def required(self) -> bool:

@@ -43,7 +43,7 @@ from framework.ops.io.image_records import LABEL_TYPES, RecordSpec, label_dtype,
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op
 from framework.ops.schema import FLOAT, FLOATS, INT, INTS, STRING, Arg, TensorSpec
-from framework.proto.framework_pb2 import OperatorDef, TensorProto
+from framework.proto.framework_pb2 import TensorProto
 
 log = logging.getLogger("framework.ops")
 MAX_DECODE_THREADS = 64
@@ -104,7 +104,13 @@ _ARGS = [
     Arg("random_scale", INTS, [-1, -1], "[min, max] random shorter side (minsize per image); [-1, -1]: off"),
     Arg("decode_threads", INT, 4, f"decode/transform threads (capped at {MAX_DECODE_THREADS})"),
     Arg("use_gpu_transform", INT, 0, "Caffe2's GPU path: output NCHW in output_type (runs on the CPU here)"),
-    Arg("output_type", INT, TensorProto.FLOAT, "FLOAT or FLOAT16 (name or DataType), with use_gpu_transform"),
+    Arg(
+        "output_type",
+        INT,
+        TensorProto.FLOAT,
+        "FLOAT or FLOAT16 (name or DataType), with use_gpu_transform",
+        dtype_name=True,
+    ),
     Arg("order", STRING, "NHWC", "data layout: NHWC (Caffe2's CPU output) or NCHW (extension)"),
     Arg("output_sizes", INTS, [], "widths of the additional outputs (default 1 each)"),
     Arg("max_decode_error_ratio", FLOAT, 1.0, "fail when more than this fraction of a batch fails to decode"),
@@ -125,18 +131,6 @@ _ARGS = [
 )
 class ImageInput(Operator):
     __doc__ = __doc__
-
-    def __init__(self, op_def: OperatorDef, ws: Any, index: int | None = None) -> None:
-        if any(a.name == "output_type" and a.HasField("s") for a in op_def.arg):  # a type name, as Caffe2 allows
-            fixed = OperatorDef()
-            fixed.CopyFrom(op_def)
-            for a in fixed.arg:
-                if a.name == "output_type" and a.HasField("s"):
-                    name = a.s.decode("utf-8", errors="replace").upper()
-                    a.ClearField("s")
-                    a.i = TensorProto.DataType.Value(name) if name in TensorProto.DataType.keys() else -1
-            op_def = fixed
-        super().__init__(op_def, ws, index)
 
     def setup(self) -> None:
         a = self.args

@@ -86,7 +86,13 @@ def _unknown(args, ins):
     args=[
         Arg("filename", STRING, REQUIRED, "path of the file (relative: against the workspace root)"),
         Arg("num_passes", INT, 1, "how many times to read the file"),
-        Arg("field_types", INTS, REQUIRED, "TensorProto DataType of each field: STRING (4) or FLOAT (1)"),
+        Arg(
+            "field_types",
+            INTS,
+            REQUIRED,
+            "TensorProto DataType of each field: STRING (4) or FLOAT (1)",
+            dtype_name=True,
+        ),
     ],
     output_docs=[("handler", "the TextFileReader")],
     infer=_unknown,

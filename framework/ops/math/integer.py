@@ -64,7 +64,13 @@ _MEMBER_TYPES = {
     "IsMemberOf",
     args=[
         Arg("value", INTS, [], "the set of values to test against (ints, or strings for string tensors)"),
-        Arg("dtype", INT, TensorProto.UNDEFINED, "TensorProto type of `value` (default: the input's type)"),
+        Arg(
+            "dtype",
+            INT,
+            TensorProto.UNDEFINED,
+            "TensorProto type of `value` (default: the input's type)",
+            dtype_name=True,
+        ),
     ],
     input_docs=[("X", "int32, int64, bool or string tensor")],
     output_docs=[("Y", "bool tensor shaped as X: X is one of `value`")],

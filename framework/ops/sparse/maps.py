@@ -48,8 +48,8 @@ def _dtype_arg(op: Operator, name: str) -> np.dtype:
     "CreateMap",
     inputs=0,
     args=[
-        Arg("key_dtype", INT, TensorProto.INT32, "key type: TensorProto INT32 or INT64"),
-        Arg("value_dtype", INT, TensorProto.INT32, "value type: TensorProto INT32 or INT64"),
+        Arg("key_dtype", INT, TensorProto.INT32, "key type: TensorProto INT32 or INT64", dtype_name=True),
+        Arg("value_dtype", INT, TensorProto.INT32, "value type: TensorProto INT32 or INT64", dtype_name=True),
     ],
     output_docs=[("map", "an empty map")],
     infer=lambda args, ins: [UNKNOWN],

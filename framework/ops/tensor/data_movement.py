@@ -15,7 +15,7 @@ from framework.ops.gradient import gradient, no_gradient, should_not_do_gradient
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op
 from framework.ops.schema import BOOL, INT, INTS, Arg, TensorSpec, same_as_input
-from framework.proto.framework_pb2 import OperatorDef, TensorProto
+from framework.proto.framework_pb2 import TensorProto
 
 
 def _err(op: Operator, msg: str) -> ShapeError:
@@ -252,8 +252,14 @@ def _cast_infer(args: Any, ins: list[TensorSpec]) -> list[TensorSpec]:
 @register_op(
     "Cast",
     args=[
-        Arg("to", INT, 1, "TensorProto DataType to cast to (an int, or its name as a string); FLOAT by default"),
-        Arg("from_type", INT, None, "the input's DataType; needed for the gradient"),
+        Arg(
+            "to",
+            INT,
+            1,
+            "TensorProto DataType to cast to (an int, or its name as a string); FLOAT by default",
+            dtype_name=True,
+        ),
+        Arg("from_type", INT, None, "the input's DataType (or its name); needed for the gradient", dtype_name=True),
     ],
     input_docs=[("input", "tensor")],
     output_docs=[("output", "input converted to 'to'")],
@@ -263,17 +269,6 @@ def _cast_infer(args: Any, ins: list[TensorSpec]) -> list[TensorSpec]:
 )
 class Cast(Operator):
     """Convert the elements to the type ``to`` (a TensorProto DataType)."""
-
-    def __init__(self, op_def: Any, ws: Any, index: int | None = None) -> None:
-        # Caffe2 accepts type names for 'to' / 'from_type'; turn them into ints before parsing.
-        if any(a.name in ("to", "from_type") and a.HasField("s") for a in op_def.arg):
-            fixed = OperatorDef()
-            fixed.CopyFrom(op_def)
-            for a in fixed.arg:
-                if a.name in ("to", "from_type") and a.HasField("s"):
-                    a.i = cast_data_type(a.s)
-            op_def = fixed
-        super().__init__(op_def, ws, index)
 
     def setup(self) -> None:
         try:

@@ -174,7 +174,7 @@ class FixedTypeFill(FillerOp):
 
 def _fixed_args(kind: int, extra: list[Arg]) -> list[Arg]:
     name = TensorProto.DataType.Name(kind)
-    return [*_SHAPE_ARGS, Arg("dtype", INT, kind, f"must be {name} ({kind}) if given"), *extra]
+    return [*_SHAPE_ARGS, Arg("dtype", INT, kind, f"must be {name} ({kind}) if given", dtype_name=True), *extra]
 
 
 def _fill_op(name: str, args: list[Arg], infer: Any, inputs: Any = (0, 1), input_docs: list = INPUT_DOC) -> Any:
@@ -201,7 +201,13 @@ def _value_args(doc: str) -> list[Arg]:
     return [
         *_SHAPE_ARGS,
         Arg("value", TENSOR, 0.0, doc),
-        Arg("dtype", INT, TensorProto.FLOAT, "TensorProto DataType; default: the type of 'value' (float/int64)"),
+        Arg(
+            "dtype",
+            INT,
+            TensorProto.FLOAT,
+            "TensorProto DataType; default: the type of 'value' (float/int64)",
+            dtype_name=True,
+        ),
     ]
 
 
@@ -317,10 +323,12 @@ class _GivenTensorFill(FillerOp):
 def _given_fill(name: str, data_type: int, values_kind: str, doc: str, typed: bool = False) -> None:
     dt_name = TensorProto.DataType.Name(data_type)
     if typed:
-        dtype_arg = Arg("dtype", INT, data_type, "TensorProto DataType of the output (FLOAT by default)")
+        dtype_arg = Arg(
+            "dtype", INT, data_type, "TensorProto DataType of the output (FLOAT by default)", dtype_name=True
+        )
         infer = filler_infer()
     else:
-        dtype_arg = Arg("dtype", INT, data_type, f"ignored: the output is {dt_name}")
+        dtype_arg = Arg("dtype", INT, data_type, f"ignored: the output is {dt_name}", dtype_name=True)
         infer = filler_infer(data_type)
     cls = type(name, (_GivenTensorFill,), {"__doc__": doc, "data_type": data_type})
     _fill_op(name, [*_SHAPE_ARGS, Arg("values", values_kind, [], "the values, row-major"), dtype_arg], infer)(cls)

@@ -24,7 +24,7 @@ _INT_TYPES = {TensorProto.INT32: np.dtype(np.int32), TensorProto.INT64: np.dtype
     inputs=(0, 2),
     args=[
         *_SHAPE_ARGS,
-        Arg("dtype", INT, TensorProto.INT32, "INT32 (2) or INT64 (10)"),
+        Arg("dtype", INT, TensorProto.INT32, "INT32 (2) or INT64 (10)", dtype_name=True),
         Arg("min", INT, None, "lower bound, inclusive (required)"),
         Arg("max", INT, None, "upper bound, inclusive (required, > min)"),
     ],
