@@ -291,6 +291,7 @@ def onnx_graph_to_nets(
         import_math,
         import_nn,
         import_norm,
+        import_quant,
         import_resize,  # noqa: F401  (issue 21 slice B: Resize/Upsample)
         import_tensor,
         import_types,

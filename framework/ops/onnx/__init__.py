@@ -18,6 +18,8 @@ from framework.ops.onnx import (
     masks,  # noqa: F401
     nd_index,  # noqa: F401
     pad,  # noqa: F401
+    qlinear_matmul,  # noqa: F401
+    quantize,  # noqa: F401
     resize,  # noqa: F401
     rms_norm,  # noqa: F401
     sorting,  # noqa: F401

@@ -1,0 +1,150 @@
+"""ONNX's linear quantization: ONNXQuantizeLinear, ONNXDequantizeLinear, ONNXDynamicQuantizeLinear.
+
+``scale`` and ``zero_point`` are a scalar (per tensor), a 1-D tensor along ``axis`` (per axis) or,
+with ``block_size`` > 0, X's shape with ``ceil(dim / block_size)`` on ``axis`` (blocked: each
+value covers ``block_size`` consecutive elements there). Quantize: ``saturate(rint(x / scale) +
+zero_point)`` (round half to even) into the integer type ``to`` (ONNX's type number: 2 uint8,
+3 int8, 4 uint16, 5 int16; the zero point's type when there is one). Dequantize: ``(x -
+zero_point) * scale`` in float32, cast to the scale's type. Dynamic: uint8 with scale ``(max(0,
+max x) - min(0, min x)) / 255`` and zero point ``rint(clip(-min / scale, 0, 255))``. Caffe2's
+Int8Quantize/Int8Dequantize work on Int8 tensor blobs (scale and zero point inside the blob), so
+these are separate ops. No gradient (quantization is inference-only here).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from framework.errors import ShapeError, TypeMismatchError
+from framework.ops.gradient import no_gradient
+from framework.ops.operator import Operator
+from framework.ops.registry import register_op
+from framework.ops.schema import INT, UNKNOWN, Arg, TensorSpec
+
+ONNX_INT_TYPES = {2: np.dtype(np.uint8), 3: np.dtype(np.int8), 4: np.dtype(np.uint16), 5: np.dtype(np.int16)}
+_INT_INFOS = {dt: (int(np.iinfo(dt).min), int(np.iinfo(dt).max)) for dt in ONNX_INT_TYPES.values()}
+_AXIS_ARGS = [
+    Arg("axis", INT, 1, "the quantization axis of per-axis and blocked scales (negative: from the end)"),
+    Arg("block_size", INT, 0, "> 0: blocked quantization, block_size elements per scale along axis", low=0),
+]
+
+
+def expand_param(op: Operator, i: int, value: np.ndarray, shape: tuple) -> np.ndarray:
+    """Scale / zero point ``value`` (input ``i``) made broadcastable to X's ``shape``."""
+    where, name = op.describe(), op.input_names[i]
+    if value.ndim == 0 or value.size == 1 and value.ndim == 1 and not op.args.block_size:
+        return value.reshape(())
+    if not shape:
+        raise ShapeError(f"{where}: '{name}' shape {value.shape} needs an axis, X is a scalar")
+    axis = int(op.args.axis)
+    if not -len(shape) <= axis < len(shape):
+        raise ShapeError(f"{where}: axis {axis} out of range for {len(shape)}-d X")
+    axis %= len(shape)
+    block = int(op.args.block_size)
+    if not block:
+        if value.ndim != 1 or value.size != shape[axis]:
+            raise ShapeError(f"{where}: '{name}' has shape {value.shape}, expected ({shape[axis]},) (axis {axis})")
+        dims = [1] * len(shape)
+        dims[axis] = value.size
+        return value.reshape(dims)
+    want = list(shape)
+    want[axis] = -(-shape[axis] // block)
+    if list(value.shape) != want:
+        raise ShapeError(f"{where}: '{name}' has shape {value.shape}, expected {tuple(want)} (blocks of {block})")
+    return np.repeat(value, block, axis=axis).take(range(shape[axis]), axis=axis)
+
+
+def _q_infer(args, ins):
+    dt = ins[2].dtype if len(ins) > 2 else ONNX_INT_TYPES.get(int(args.to))
+    return [TensorSpec(ins[0].shape, dt)]
+
+
+@register_op(
+    "ONNXQuantizeLinear",
+    inputs=(2, 3),
+    args=_AXIS_ARGS + [Arg("to", INT, 2, "output type (ONNX number) without a zero point", choices=(2, 3, 4, 5))],
+    input_docs=[("x", "float input"), ("y_scale", "scale(s)"), ("y_zero_point", "optional zero point(s)")],
+    output_docs=[("y", "quantized x, the zero point's type (or to)")],
+    infer=_q_infer,
+    category="onnx",
+    input_types={0: "float", 1: "float", 2: "int"},
+)
+class ONNXQuantizeLinear(Operator):
+    """ONNX QuantizeLinear into 8/16-bit integers: ``saturate(rint(x / scale) + zero_point)``."""
+
+    def run(self) -> None:
+        x, scale = self.input(0), self.input(1)
+        zp = self.input(2) if len(self.inputs) == 3 else None
+        dt = zp.dtype if zp is not None else ONNX_INT_TYPES[int(self.args.to)]
+        if dt not in _INT_INFOS:
+            raise TypeMismatchError(
+                f"{self.describe()}: zero point '{self.input_names[2]}' of type {dt} "
+                "(supported: uint8, int8, uint16, int16)"
+            )
+        s = expand_param(self, 1, scale, x.shape)
+        z = expand_param(self, 2, zp, x.shape) if zp is not None else None
+        lo, hi = _INT_INFOS[dt]
+        with np.errstate(all="ignore"):
+            q = np.rint(x / s)
+            q = np.nan_to_num(q, nan=0.0, posinf=hi, neginf=lo)
+            q = np.clip(q, lo - 2**17, hi + 2**17).astype(np.int32)
+        if z is not None:
+            q = q + z.astype(np.int32)
+        self.output(0, x.shape, dt)[...] = np.clip(q, lo, hi)
+
+
+@register_op(
+    "ONNXDequantizeLinear",
+    inputs=(2, 3),
+    args=_AXIS_ARGS,
+    input_docs=[("x", "integer input"), ("x_scale", "float scale(s)"), ("x_zero_point", "optional, x's type")],
+    output_docs=[("y", "(x - zero_point) * scale, the scale's type")],
+    infer=lambda args, ins: [TensorSpec(ins[0].shape, ins[1].dtype)],
+    category="onnx",
+    input_types={0: "int", 1: "float", 2: "int"},
+    same_type=[(0, 2)],
+)
+class ONNXDequantizeLinear(Operator):
+    """ONNX DequantizeLinear from integers: ``(x - zero_point) * scale`` (float32 math, scale's type)."""
+
+    def run(self) -> None:
+        x, scale = self.input(0), self.input(1)
+        s = expand_param(self, 1, scale, x.shape)
+        dx = x.astype(np.float32)
+        if len(self.inputs) == 3:
+            dx = dx - expand_param(self, 2, self.input(2), x.shape)
+        self.output(0, x.shape, scale.dtype)[...] = dx * s
+
+
+@register_op(
+    "ONNXDynamicQuantizeLinear",
+    outputs=3,
+    input_docs=[("x", "float32 input")],
+    output_docs=[("y", "uint8 x"), ("y_scale", "float32 scalar"), ("y_zero_point", "uint8 scalar")],
+    infer=lambda args, ins: [
+        TensorSpec(ins[0].shape, np.dtype(np.uint8)) if ins[0] is not UNKNOWN else UNKNOWN,
+        TensorSpec((), ins[0].dtype),
+        TensorSpec((), np.dtype(np.uint8)),
+    ],
+    category="onnx",
+    input_types="float",
+)
+class ONNXDynamicQuantizeLinear(Operator):
+    """ONNX DynamicQuantizeLinear: uint8 quantization with the scale and zero point that map
+    ``[min(0, min x), max(0, max x)]`` onto ``[0, 255]``."""
+
+    def run(self) -> None:
+        x = self.input(0)
+        if x.size and not np.isfinite(x).all():
+            raise ShapeError(f"{self.describe()}: x '{self.input_names[0]}' holds NaN or infinity (no range)")
+        hi = np.float32(max(0.0, float(x.max()))) if x.size else np.float32(0)
+        lo = np.float32(min(0.0, float(x.min()))) if x.size else np.float32(0)
+        scale = np.float32(1.0 if hi == lo else (hi - lo)) / np.float32(255)
+        zp = np.rint(max(0.0, min(255.0, np.float32(0) - lo / scale)))
+        y = np.clip(np.rint(x / scale) + zp, 0, 255)
+        self.output(0, x.shape, np.uint8)[...] = y
+        self.output(1, (), x.dtype)[...] = scale
+        self.output(2, (), np.uint8)[...] = zp
+
+
+no_gradient("ONNXQuantizeLinear", "ONNXDequantizeLinear", "ONNXDynamicQuantizeLinear")
