@@ -61,3 +61,12 @@ def _attention(ctx: ImportContext, node: Node) -> None:
         if node.attr(name) is not None:
             args[name] = float(node.attr(name))
     ctx.op("ONNXAttention", ins, outputs(ctx, node, "attention_unused"), softmax_precision=prec, **args)
+
+
+@translator("RotaryEmbedding", opsets=(23, 10_000))
+def _rotary(ctx: ImportContext, node: Node) -> None:
+    ctx.require(node, FLOATS16, [0, 1, 2])
+    args = {
+        k: int(node.attr(k)) for k in ("interleaved", "rotary_embedding_dim", "num_heads") if node.attr(k) is not None
+    }
+    ctx.op("ONNXRotaryEmbedding", [n for n in node.inputs[:4] if n], [node.outputs[0]], **args)

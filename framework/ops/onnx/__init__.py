@@ -22,6 +22,7 @@ from framework.ops.onnx import (
     quantize,  # noqa: F401
     resize,  # noqa: F401
     rms_norm,  # noqa: F401
+    rotary,  # noqa: F401
     sorting,  # noqa: F401
     trilu,  # noqa: F401
     unary,  # noqa: F401
