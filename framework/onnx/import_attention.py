@@ -70,3 +70,29 @@ def _rotary(ctx: ImportContext, node: Node) -> None:
         k: int(node.attr(k)) for k in ("interleaved", "rotary_embedding_dim", "num_heads") if node.attr(k) is not None
     }
     ctx.op("ONNXRotaryEmbedding", [n for n in node.inputs[:4] if n], [node.outputs[0]], **args)
+
+
+@translator("SwiGLU", opsets=(28, 10_000))
+def _swiglu(ctx: ImportContext, node: Node) -> None:
+    ctx.require(node, FLOATS16)
+    a, b = ctx.shape(node.input(0)), ctx.shape(node.input(1))
+    if a is None or a != b or ctx.dtype(node.input(0)) != ctx.dtype(node.input(1)):
+        raise Unsupported("inputs of different (or unknown) shapes or types")
+    ctx.op("ONNXSwiGLU", node.inputs[:2], [node.outputs[0]], alpha=float(node.attr("alpha", 1.0)))
+
+
+@translator("CausalConvWithState", opsets=(27, 10_000))
+def _causal_conv(ctx: ImportContext, node: Node) -> None:
+    ctx.require(node, FLOATS16)
+    act = node.attr("activation", "none")
+    if act not in ("none", "silu", "swish"):
+        raise Unsupported(f"activation {act}")
+    ins = list(node.inputs[:2])
+    args = {"activation": act}
+    if node.input(2):
+        ins.append(node.input(2))
+        args["has_bias"] = 1
+    if node.input(3):
+        ins.append(node.input(3))
+        args["has_past_state"] = 1
+    ctx.op("ONNXCausalConvWithState", ins, outputs(ctx, node, "conv_state_unused"), **args)

@@ -14,6 +14,7 @@ from framework.ops.onnx import (
     einsum,  # noqa: F401
     elements,  # noqa: F401
     elementwise,  # noqa: F401
+    gated,  # noqa: F401
     losses,  # noqa: F401
     masks,  # noqa: F401
     nd_index,  # noqa: F401
