@@ -96,3 +96,28 @@ def _causal_conv(ctx: ImportContext, node: Node) -> None:
         ins.append(node.input(3))
         args["has_past_state"] = 1
     ctx.op("ONNXCausalConvWithState", ins, outputs(ctx, node, "conv_state_unused"), **args)
+
+
+@translator("LinearAttention", opsets=(27, 10_000))
+def _linear_attention(ctx: ImportContext, node: Node) -> None:
+    ctx.require(node, FLOATS16)
+    rule = node.attr("update_rule", "gated_delta")
+    if rule not in ("linear", "gated", "delta", "gated_delta"):
+        raise Unsupported(f"update_rule {rule}")
+    gated, delta = rule in ("gated", "gated_delta"), "delta" in rule
+    if bool(node.input(4)) != gated or bool(node.input(5)) != delta:
+        raise Unsupported(f"decay/beta inputs that do not match update_rule {rule}")
+    if node.attr("q_num_heads") is None or node.attr("kv_num_heads") is None:
+        raise Unsupported("q_num_heads/kv_num_heads missing")
+    ins = list(node.inputs[:3]) + [n for n in (node.input(3), node.input(4), node.input(5)) if n]
+    args = {"q_num_heads": int(node.attr("q_num_heads")), "kv_num_heads": int(node.attr("kv_num_heads"))}
+    if node.attr("scale") is not None:
+        args["scale"] = float(node.attr("scale"))
+    ctx.op(
+        "ONNXLinearAttention",
+        ins,
+        outputs(ctx, node, "linear_attention_unused"),
+        update_rule=rule,
+        has_past_state=int(bool(node.input(3))),
+        **args,
+    )

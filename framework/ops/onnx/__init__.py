@@ -15,6 +15,7 @@ from framework.ops.onnx import (
     elements,  # noqa: F401
     elementwise,  # noqa: F401
     gated,  # noqa: F401
+    linear_attention,  # noqa: F401
     losses,  # noqa: F401
     masks,  # noqa: F401
     nd_index,  # noqa: F401
