@@ -334,8 +334,9 @@ def onnx_graph_to_nets(
         wanted.update(ctx.wanted)
     for name, value in ctx.values.items():
         op = fill_op(name, value)
-        if op is None:
+        if op is None:  # no GivenTensor*Fill for this dtype (uint8...): fed into the workspace before the init net
             extra[name] = value
+            init.external_input.append(name)
         else:
             init.op.append(op)
         init.external_output.append(name)

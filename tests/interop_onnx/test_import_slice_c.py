@@ -96,3 +96,42 @@ def test_normalizations():
         {"x": x, "s": _f(4), "b": _f(4)},
         21,
     )
+
+
+def test_quantization_translators():
+    x = _f(2, 3, 4) * 50
+    scale, zp = np.abs(_f(3)) + 0.5, np.array([3, 0, 250], np.uint8)
+    _agree(helper.make_node("QuantizeLinear", ["x", "s", "z"], ["y"], axis=1), {"x": x, "s": scale, "z": zp}, 21)
+    q = np.random.default_rng(1).integers(0, 255, (2, 3, 4)).astype(np.uint8)
+    _agree(helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"], axis=1), {"q": q, "s": scale, "z": zp}, 21)
+    _agree(helper.make_node("DynamicQuantizeLinear", ["x"], ["y", "s", "z"]), {"x": x}, 11)
+    a, b = q[0], q[1].T.copy()
+    feeds = {
+        "a": a,
+        "sa": np.float32(0.1),
+        "za": np.uint8(3),
+        "b": b,
+        "sb": np.float32(0.2),
+        "zb": np.uint8(9),
+        "sy": np.float32(3.0),
+        "zy": np.uint8(1),
+    }
+    _agree(helper.make_node("QLinearMatMul", list(feeds), ["y"]), feeds, 21)
+    _agree(helper.make_node("MatMulInteger", ["a", "b", "", "zb"], ["y"]), {"a": a, "b": b, "zb": np.uint8(9)}, 10)
+
+
+def test_transformer_translators():
+    x = _f(2, 2, 3, 8)
+    feeds = {"x": x, "c": _f(2, 3, 2), "s": _f(2, 3, 2)}
+    _agree(
+        helper.make_node("RotaryEmbedding", ["x", "c", "s"], ["y"], rotary_embedding_dim=4, interleaved=1), feeds, 23
+    )
+    feeds = {"q": _f(2, 3, 8), "k": _f(2, 3, 4), "v": _f(2, 3, 6), "d": -np.abs(_f(2, 3, 2)), "b": _f(2, 3, 1) ** 2}
+    _agree(
+        helper.make_node("LinearAttention", ["q", "k", "v", "", "d", "b"], ["y", "st"], q_num_heads=4, kv_num_heads=2),
+        feeds,
+        27,
+    )
+    feeds = {"x": _f(2, 3, 5), "w": _f(3, 1, 3), "p": _f(2, 3, 2)}
+    _agree(helper.make_node("CausalConvWithState", ["x", "w", "", "p"], ["y", "st"], activation="silu"), feeds, 27)
+    _agree(helper.make_node("SwiGLU", ["a", "b"], ["y"], alpha=0.7), {"a": _f(3, 4), "b": _f(3, 4)}, 28)
