@@ -11,6 +11,7 @@ from framework.ops.gradient import should_not_do_gradient
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op
 from framework.ops.schema import INT, INTS, UNKNOWN, Arg, TensorSpec
+from framework.ops.sparse.maps import TypedMap
 from framework.ops.tensor.fills import _SHAPE_ARGS, FillerOp, filler_infer
 from framework.ops.training.counters import Mutex, held
 from framework.proto.framework_pb2 import TensorProto
@@ -106,33 +107,68 @@ class WeightedMultiSampling(Operator):
 
 @register_op(
     "ReservoirSampling",
-    inputs=4,
-    outputs=2,
-    enforce_inplace={(0, 0), (1, 1)},
+    inputs={4, 7},
+    outputs={2, 4},
+    enforce_inplace={(0, 0), (1, 1), (5, 2), (6, 3)},
     args=[Arg("num_to_collect", INT, -1, "reservoir size (> 0)")],
     input_docs=[
         ("RESERVOIR", "the reservoir (start empty)"),
         ("NUM_VISITED", "int64 [1]: rows seen (start 0)"),
         ("DATA", "rows to sample from"),
         ("MUTEX", "a Mutex"),
+        ("OBJECT_ID", "(optional) int64 [N]: the object of each row, for deduplication"),
+        ("OBJECT_TO_POS_MAP_IN", "(optional) a CreateMap map int64 -> int32: reservoir position of each object"),
+        ("POS_TO_OBJECT_IN", "(optional) int64: the object at each reservoir position"),
     ],
-    output_docs=[("RESERVOIR", "a uniform sample of num_to_collect rows seen"), ("NUM_VISITED", "updated count")],
-    infer=lambda args, ins: [UNKNOWN, UNKNOWN],
+    output_docs=[
+        ("RESERVOIR", "a uniform sample of num_to_collect rows seen"),
+        ("NUM_VISITED", "updated count"),
+        ("OBJECT_TO_POS_MAP", "(optional) the map, in place"),
+        ("POS_TO_OBJECT", "(optional) the position -> object tensor, in place"),
+    ],
+    infer=lambda args, ins: [UNKNOWN] * args.num_outputs,
     category="shape",
 )
 class ReservoirSampling(Operator):
     """Reservoir sampling of the rows seen across runs: the first ``num_to_collect`` are kept; row
     number k (0-based) then replaces a uniform position in [0, k] when it is < num_to_collect.
-    Thread-safe (the mutex). Departure: Caffe2's deduplicating form (OBJECT_ID with a CreateMap
-    map, 7 inputs) is not supported."""
+    An empty reservoir restarts the count (NUM_VISITED, and the map and POS_TO_OBJECT are
+    cleared). Thread-safe (the mutex).
+
+    Deduplicating form (7 inputs, 4 outputs): only the first row of each OBJECT_ID not already in
+    the map is considered (later rows of the same object in the batch, and objects in the
+    reservoir, are skipped and not counted); a kept row records its object in the map and in
+    POS_TO_OBJECT, and the object it replaced leaves the map. Departure: Caffe2 also erases the
+    map entry of object id 0 whenever a row fills a fresh position (its zero-filled
+    POS_TO_OBJECT slot); here only a replaced object leaves the map."""
 
     def setup(self) -> None:
         if self.args.num_to_collect <= 0:
             raise self.arg_error(f"num_to_collect must be > 0, got {self.args.num_to_collect}")
+        if (len(self.inputs) == 7) != (len(self.outputs) == 4):
+            raise self.arg_error(
+                f"4 inputs go with 2 outputs and 7 with 4 (deduplicating form), got {len(self.inputs)} and "
+                f"{len(self.outputs)}"
+            )
 
     def run(self) -> None:
         with held(self, 3, Mutex, "CreateMutex").lock:
             self._collect()
+
+    def _dedup_inputs(self, n: int) -> tuple:
+        if len(self.inputs) < 7:
+            return None, None, np.zeros(0, np.int64)
+        oid = self.input(4)
+        if oid.dtype != np.int64 or oid.ndim != 1 or oid.shape[0] != n:
+            raise ShapeError(f"{self.describe()}: OBJECT_ID must be int64 [{n}], got {oid.dtype} {list(oid.shape)}")
+        omap = held(self, 5, TypedMap, "CreateMap")
+        if omap.key_dtype != np.int64 or omap.value_dtype != np.int32:
+            raise TypeMismatchError(f"{self.describe()}: OBJECT_TO_POS_MAP must map int64 -> int32")
+        obj = self.inputs[6]._obj
+        pos_to_obj = self.input(6) if obj is not None and obj.is_allocated else np.zeros(0, np.int64)
+        if pos_to_obj.dtype != np.int64 or pos_to_obj.ndim != 1:
+            raise TypeMismatchError(f"{self.describe()}: POS_TO_OBJECT must be a 1-D int64 tensor")
+        return oid, omap, pos_to_obj
 
     def _collect(self) -> None:
         k = self.args.num_to_collect
@@ -150,23 +186,46 @@ class ReservoirSampling(Operator):
         visited = int(nv.reshape(-1)[0]) if initialized else 0
         if visited < 0:
             raise ShapeError(f"{self.describe()}: NUM_VISITED is negative")
+        oid, omap, pos_to_obj = self._dedup_inputs(x.shape[0])
+        if omap is not None and not initialized:
+            omap.items.clear()
+            pos_to_obj = np.zeros(0, np.int64)
         if x.shape[0] == 0:
             if not initialized:
                 np.copyto(self.output(0, x.shape, x.dtype), x)
             nv.reshape(-1)[0] = visited
+            self._write_pos_to_obj(pos_to_obj)
             return
         rows = list(res) if initialized else []
+        owners = list(pos_to_obj[: len(rows)]) + [0] * max(0, len(rows) - pos_to_obj.size)
+        pending = None if oid is None else {int(o) for o in oid if int(o) not in omap.items}
         for i in range(x.shape[0]):
+            if pending is not None:
+                o = int(oid[i])
+                if o not in pending:
+                    continue  # in the reservoir already, or seen earlier in this batch
+                pending.discard(o)
             pos = visited if visited < k else int(self.rng.integers(0, visited + 1))
             if pos < k:
                 if pos >= len(rows):
                     rows.append(x[i].copy())
+                    owners.append(0)
                 else:
                     rows[pos] = x[i].copy()
+                    if omap is not None:
+                        omap.items.pop(int(owners[pos]), None)
+                if omap is not None:
+                    owners[pos] = o
+                    omap.items[o] = pos
             visited += 1
         new = np.stack(rows)
         np.copyto(self.output(0, new.shape, x.dtype), new)
         nv.reshape(-1)[0] = visited
+        self._write_pos_to_obj(np.array(owners, np.int64))
+
+    def _write_pos_to_obj(self, owners: np.ndarray) -> None:
+        if len(self.outputs) == 4:
+            np.copyto(self.output(3, owners.shape, np.int64), owners)
 
 
 @register_op(

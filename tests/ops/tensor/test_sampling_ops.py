@@ -110,3 +110,83 @@ def test_ngram_from_categorical():
             CreateOperator("NGramFromCategorical", ["x"], ["y"], col_ids=[0], categorical_limits=[2], vals=[1]),
             Workspace(),
         )
+
+
+def _dedup_setup(ws: Workspace, k: int, seed: int):
+    ws.feed_blob("res", np.zeros((0, 2), np.float32))
+    ws.feed_blob("n", np.zeros(1, np.int64))
+    ws.feed_blob("p2o", np.zeros(0, np.int64))
+    ws.run_operator_once(CreateOperator("CreateMutex", [], ["m"]))
+    ws.run_operator_once(CreateOperator("CreateMap", [], ["map"], key_dtype=10, value_dtype=2))
+    op_def = CreateOperator(
+        "ReservoirSampling", ["res", "n", "x", "m", "oid", "map", "p2o"], ["res", "n", "map", "p2o"], num_to_collect=k
+    )
+    op_def.device_option.random_seed = seed
+    return create_operator(op_def, ws)
+
+
+def _feed_batch(ws: Workspace, oids: list[int]) -> None:
+    ws.feed_blob("oid", np.array(oids, np.int64))
+    ws.feed_blob("x", np.stack([oids, [10 * o for o in oids]], 1).astype(np.float32))
+
+
+def test_reservoir_sampling_dedup_keeps_first_rows_of_new_objects():
+    ws = Workspace()
+    op = _dedup_setup(ws, k=10, seed=0)
+    expected: list[int] = []  # room for all: the first row of each object, in order of first sight
+    for batch in ([3, 3, 5, 1], [5, 7, 1, 7, 0], [], [2, 0, 3]):
+        _feed_batch(ws, batch)
+        op.run()
+        expected += [o for o in dict.fromkeys(batch) if o not in expected]
+        res, p2o = ws.fetch_blob("res"), ws.fetch_blob("p2o")
+        assert res[:, 0].tolist() == expected and res[:, 1].tolist() == [10.0 * o for o in expected]
+        assert p2o.tolist() == expected and ws.fetch_blob("n").tolist() == [len(expected)]
+        assert ws.get_blob("map")._obj.items == {o: i for i, o in enumerate(expected)}
+    ws.feed_blob("res", np.zeros((0, 2), np.float32))  # an emptied reservoir restarts everything
+    _feed_batch(ws, [9, 3])
+    op.run()
+    assert ws.fetch_blob("p2o").tolist() == [9, 3] and ws.get_blob("map")._obj.items == {9: 0, 3: 1}
+    assert ws.fetch_blob("n").tolist() == [2]
+
+
+@settings(max_examples=15, deadline=None)
+@given(
+    seed=st.integers(0, 1000),
+    k=st.integers(1, 4),
+    batches=st.lists(st.lists(st.integers(0, 12), max_size=6), min_size=1, max_size=6),
+)
+def test_reservoir_sampling_dedup_invariants(seed, k, batches):
+    ws = Workspace()
+    op = _dedup_setup(ws, k, seed)
+    visited = 0
+    for batch in batches:
+        before = set(ws.get_blob("map")._obj.items)
+        _feed_batch(ws, batch)
+        op.run()
+        if ws.fetch_blob("res").shape[0] == 0:
+            continue
+        visited += len(set(batch) - before)  # each new object counts once per batch
+        res, p2o = ws.fetch_blob("res"), ws.fetch_blob("p2o")
+        omap = ws.get_blob("map")._obj.items
+        assert ws.fetch_blob("n").tolist() == [visited]
+        assert res.shape[0] == min(k, visited) == len(p2o) == len(omap)
+        assert len(set(p2o.tolist())) == len(p2o) and res[:, 0].tolist() == p2o.astype(np.float32).tolist()
+        assert omap == {int(o): i for i, o in enumerate(p2o)}
+
+
+def test_reservoir_sampling_dedup_bad_inputs():
+    ws = Workspace()
+    op = _dedup_setup(ws, k=2, seed=0)
+    ws.feed_blob("x", np.zeros((2, 2), np.float32))
+    ws.feed_blob("oid", np.array([1, 2], np.int32))
+    with pytest.raises(FrameworkError, match="OBJECT_ID"):
+        op.run()
+    ws.feed_blob("oid", np.array([1, 2, 3], np.int64))
+    with pytest.raises(FrameworkError, match="OBJECT_ID"):
+        op.run()
+    assert ws.fetch_blob("res").shape == (0, 2) and ws.get_blob("map")._obj.items == {}
+    bad = CreateOperator(
+        "ReservoirSampling", ["res", "n", "x", "m", "oid", "map", "p2o"], ["res", "n"], num_to_collect=2
+    )
+    with pytest.raises(FrameworkError):
+        create_operator(bad, ws)
