@@ -22,6 +22,7 @@ from framework.ops.onnx import (
     pad,  # noqa: F401
     qlinear_matmul,  # noqa: F401
     quantize,  # noqa: F401
+    reduce,  # noqa: F401
     resize,  # noqa: F401
     rms_norm,  # noqa: F401
     rotary,  # noqa: F401
