@@ -99,7 +99,7 @@ class Caffe2Rep(_BackendRep):
         if not created:
             created.append(ws.create_net(predict, overwrite=True))
         created[0].run()
-        return self._outputs_type(*[ws.fetch_blob(o) for o in self.outputs])
+        return self._outputs_type(*[_onnx_value(ws.fetch_blob(o)) for o in self.outputs])
 
 
 class Caffe2Backend(_Backend):
@@ -172,6 +172,15 @@ def _matches_declared(model: Any, feeds: dict[str, np.ndarray]) -> bool:
         if len(dims) != v.ndim or any(d.HasField("dim_value") and d.dim_value != n for d, n in zip(dims, v.shape)):
             return False
     return True
+
+
+def _onnx_value(v: Any) -> Any:
+    """Our string tensors hold UTF-8 bytes; ONNX's hold str: decode at the boundary."""
+    if isinstance(v, np.ndarray) and v.dtype == object:
+        return np.array([x.decode("utf-8") if isinstance(x, bytes) else x for x in v.reshape(-1)], object).reshape(
+            v.shape
+        )
+    return v
 
 
 def _translate(model: Any) -> tuple:

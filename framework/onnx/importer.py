@@ -294,6 +294,7 @@ def onnx_graph_to_nets(
         import_quant,
         import_reduce,
         import_resize,  # noqa: F401  (issue 21 slice B: Resize/Upsample)
+        import_strings,
         import_tensor,
         import_types,
     )

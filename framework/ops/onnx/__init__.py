@@ -27,6 +27,7 @@ from framework.ops.onnx import (
     rms_norm,  # noqa: F401
     rotary,  # noqa: F401
     sorting,  # noqa: F401
+    strings,  # noqa: F401
     trilu,  # noqa: F401
     unary,  # noqa: F401
 )
