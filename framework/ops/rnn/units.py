@@ -130,27 +130,55 @@ class LSTMUnit(_Unit):
 
     def run(self) -> None:
         n, d, invalid, _ = self._check(2)
+        x = self.input(2)[0].reshape(n, 4, d)
+        h = self.output(0, (1, n, d), x.dtype)
+        c = self.output(1, (1, n, d), x.dtype)
+        self._kernel(n, d, h, c)(invalid)
+
+    def _kernel(self, n: int, d: int, h: np.ndarray, c: np.ndarray):
+        """The step on the arrays bound now: a function of the invalid rows (or None)."""
         h_prev, c_prev, x = self.input(0)[0], self.input(1)[0], self.input(2)[0].reshape(n, 4, d)
         dt = x.dtype
-        sig = _sigmoid_into(x[:, :3], np.empty((n, 3, d), dt))
-        if self.args.forget_bias:
-            _sigmoid_into(x[:, 1] + dt.type(self.args.forget_bias), sig[:, 1])
-        g = np.tanh(x[:, 3])
-        h = self.output(0, (1, n, d), dt)
-        c = self.output(1, (1, n, d), dt)
+        sig, g = np.empty((n, 3, d), dt), np.empty((n, d), dt)
+        fb, drop = dt.type(self.args.forget_bias), self.args.drop_states
         h2, c2 = h[0], c[0]
-        np.multiply(sig[:, 1], c_prev, out=c2)
-        g *= sig[:, 0]
-        c2 += g
-        np.tanh(c2, out=h2)
-        h2 *= sig[:, 2]
-        if invalid is not None:
-            if self.args.drop_states:
-                h2[invalid] = 0
-                c2[invalid] = 0
-            else:
-                h2[invalid] = h_prev[invalid]
-                c2[invalid] = c_prev[invalid]
+        multiply, tanh, add = np.multiply, np.tanh, np.add
+
+        def step(invalid) -> None:
+            _sigmoid_into(x[:, :3], sig)
+            if fb:
+                _sigmoid_into(x[:, 1] + fb, sig[:, 1])
+            tanh(x[:, 3], out=g)
+            multiply(sig[:, 1], c_prev, out=c2)
+            multiply(g, sig[:, 0], out=g)
+            add(c2, g, out=c2)
+            tanh(c2, out=h2)
+            multiply(h2, sig[:, 2], out=h2)
+            if invalid is not None:
+                if drop:
+                    h2[invalid] = 0
+                    c2[invalid] = 0
+                else:
+                    h2[invalid] = h_prev[invalid]
+                    c2[invalid] = c_prev[invalid]
+
+        return step
+
+    def compile(self):
+        """run()'s work on the arrays bound now (framework.net.program); the rows past their
+        sequence length are found from the current lengths and timestep values at each call."""
+        h, c = self.outputs[0]._obj._array, self.outputs[1]._obj._array
+        n, d = h.shape[1], h.shape[2]
+        step = self._kernel(n, d, h, c)
+        if not self.has_lengths:
+            return lambda: step(None)
+        lengths, ts = self.input(3), self.input(4).reshape(-1)
+
+        def step_with_lengths() -> None:
+            invalid = int(ts[0]) >= lengths
+            step(invalid if invalid.any() else None)
+
+        return step_with_lengths
 
 
 @register_op(
