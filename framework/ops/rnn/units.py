@@ -227,32 +227,76 @@ class LSTMUnitGradient(_Unit):
                     f"{self.describe()}: '{self.input_names[j]}' must be {x.dtype} 1 x {n} x {d}, "
                     f"found {a.dtype} {list(a.shape)}"
                 )
-        c, dh, dc = c[0], dh[0], dc[0]
+        dh_prev = self.output(0, (1, n, d), x.dtype)
+        dc_prev = self.output(1, (1, n, d), x.dtype)
+        dx = self.output(2, (1, n, 4 * d), x.dtype)
+        self._kernel(n, d, k, dh_prev, dc_prev, dx)(invalid)
+
+    def _kernel(self, n: int, d: int, k: int, dh_prev: np.ndarray, dc_prev: np.ndarray, dx: np.ndarray):
+        """The gradient on the arrays bound now (preallocated scratch): a function of the invalid rows."""
+        c_prev, x = self.input(1)[0], self.input(2)[0].reshape(n, 4, d)
+        c, dh, dc = self.input(k + 1)[0], self.input(k + 2)[0], self.input(k + 3)[0]
         dt = x.dtype
-        sig = _sigmoid_into(x[:, :3], np.empty((n, 3, d), dt))
-        if self.args.forget_bias:
-            _sigmoid_into(x[:, 1] + dt.type(self.args.forget_bias), sig[:, 1])
+        sig, g, tc, ct, tmp = np.empty((n, 3, d), dt), *(np.empty((n, d), dt) for _ in range(4))
         i, f, o = sig[:, 0], sig[:, 1], sig[:, 2]
-        g = np.tanh(x[:, 3])
-        tc = np.tanh(c)
-        dh_prev = self.output(0, (1, n, d), dt)[0]
-        dc_prev = self.output(1, (1, n, d), dt)[0]
-        dx = self.output(2, (1, n, 4 * d), dt)[0].reshape(n, 4, d)
-        c_term = dh * o * (1 - tc * tc) + dc
-        np.multiply(c_term, f, out=dc_prev)
-        dh_prev[...] = 0
-        np.multiply(c_term * g, i * (1 - i), out=dx[:, 0])
-        np.multiply(c_term * c_prev, f * (1 - f), out=dx[:, 1])
-        np.multiply(dh * tc, o * (1 - o), out=dx[:, 2])
-        np.multiply(c_term * i, 1 - g * g, out=dx[:, 3])
-        if invalid is not None:
-            dx[invalid] = 0
-            if self.args.drop_states:
-                dh_prev[invalid] = 0
-                dc_prev[invalid] = 0
-            else:
-                dh_prev[invalid] = dh[invalid]
-                dc_prev[invalid] = dc[invalid]
+        fb, drop = dt.type(self.args.forget_bias), self.args.drop_states
+        dh_prev, dc_prev, dx = dh_prev[0], dc_prev[0], dx[0].reshape(n, 4, d)
+        mul, sub, add, tanh = np.multiply, np.subtract, np.add, np.tanh
+
+        def one_minus_times(a, b, out):  # out = (1 - a) * a * b
+            sub(1, a, out=tmp)
+            mul(tmp, a, out=tmp)
+            mul(tmp, b, out=out)
+
+        def step(invalid) -> None:
+            _sigmoid_into(x[:, :3], sig)
+            if fb:
+                _sigmoid_into(x[:, 1] + fb, f)
+            tanh(x[:, 3], out=g)
+            tanh(c, out=tc)
+            mul(tc, tc, out=ct)  # c_term = dh * o * (1 - tanh(c)^2) + dc
+            sub(1, ct, out=ct)
+            mul(ct, o, out=ct)
+            mul(ct, dh, out=ct)
+            add(ct, dc, out=ct)
+            mul(ct, f, out=dc_prev)
+            dh_prev[...] = 0
+            one_minus_times(i, g, dx[:, 0])  # c_term * g * i * (1 - i)
+            mul(dx[:, 0], ct, out=dx[:, 0])
+            one_minus_times(f, c_prev, dx[:, 1])  # c_term * c_prev * f * (1 - f)
+            mul(dx[:, 1], ct, out=dx[:, 1])
+            one_minus_times(o, tc, dx[:, 2])  # dh * tanh(c) * o * (1 - o)
+            mul(dx[:, 2], dh, out=dx[:, 2])
+            mul(g, g, out=tmp)  # c_term * i * (1 - g^2)
+            sub(1, tmp, out=tmp)
+            mul(tmp, i, out=tmp)
+            mul(tmp, ct, out=dx[:, 3])
+            if invalid is not None:
+                dx[invalid] = 0
+                if drop:
+                    dh_prev[invalid] = 0
+                    dc_prev[invalid] = 0
+                else:
+                    dh_prev[invalid] = dh[invalid]
+                    dc_prev[invalid] = dc[invalid]
+
+        return step
+
+    def compile(self):
+        """run()'s work on the arrays bound now (framework.net.program)."""
+        dh_prev, dc_prev, dx = (b._obj._array for b in self.outputs)
+        n, d = dh_prev.shape[1], dh_prev.shape[2]
+        k = 4 if self.has_lengths else 3
+        step = self._kernel(n, d, k + 1, dh_prev, dc_prev, dx)
+        if not self.has_lengths:
+            return lambda: step(None)
+        lengths, ts = self.input(3), self.input(4).reshape(-1)
+
+        def step_with_lengths() -> None:
+            invalid = int(ts[0]) >= lengths
+            step(invalid if invalid.any() else None)
+
+        return step_with_lengths
 
 
 @gradient("LSTMUnit")
