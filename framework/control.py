@@ -166,12 +166,16 @@ def DoParallel(name: str, *nets_or_steps: Any) -> Any:  # noqa: N802
     return _step(_next_step_name("DoParallel", name), items, concurrent_substeps=True)
 
 
-def _run_once_if(name: str, cond: Any, nets_or_steps: Any) -> Any:
+def _with_negated_condition(cond: Any, nets_or_steps: Any) -> tuple[Any, Any]:
+    """(the condition net if any and a net computing NOT condition, then nets_or_steps; that stop blob)."""
     not_net, stop = NotNet(cond)
     if isinstance(cond, core.Net):
-        nets_or_steps = _prepend(nets_or_steps, cond, not_net)
-    else:
-        nets_or_steps = _prepend(nets_or_steps, not_net)
+        return _prepend(nets_or_steps, cond, not_net), stop
+    return _prepend(nets_or_steps, not_net), stop
+
+
+def _run_once_if(name: str, cond: Any, nets_or_steps: Any) -> Any:
+    nets_or_steps, stop = _with_negated_condition(cond, nets_or_steps)
 
     def if_step(control_name: str) -> Any:
         return _step(_next_step_name(control_name, name), nets_or_steps, should_stop_blob=stop, only_once=True)
@@ -203,11 +207,7 @@ def For(name: str, nets_or_steps: Any, iter_num: int) -> Any:  # noqa: N802
 
 def While(name: str, condition_blob_or_net: Any, nets_or_steps: Any) -> Any:  # noqa: N802
     """Execute nets_or_steps while the condition is true (checked before each pass)."""
-    not_net, stop = NotNet(condition_blob_or_net)
-    if isinstance(condition_blob_or_net, core.Net):
-        nets_or_steps = _prepend(nets_or_steps, condition_blob_or_net, not_net)
-    else:
-        nets_or_steps = _prepend(nets_or_steps, not_net)
+    nets_or_steps, stop = _with_negated_condition(condition_blob_or_net, nets_or_steps)
 
     def while_step(control_name: str) -> Any:
         return _step(_next_step_name(control_name, name), nets_or_steps, should_stop_blob=stop)
@@ -261,33 +261,27 @@ def SwitchNot(name: str, *conditions: Any) -> Any:  # noqa: N802
     return _step(_next_step_name("SwitchNot", name), [_run_once_if_not(name + "/SwitchNot", c, s) for c, s in conds])
 
 
+def _if_else(kind: str, name: str, cond: Any, true_steps: Any, false_steps: Any, when: Any, unless: Any) -> Any:
+    """If/IfNot: ``when`` runs the true branch on the condition (net or blob), ``unless`` the false one."""
+    if not false_steps:
+        return when(f"{name}/{kind}", cond, true_steps)
+    cond_blob = GetConditionBlobFromNet(cond) if isinstance(cond, core.Net) else cond
+    return Do(
+        f"{name}/{kind}",
+        when(f"{name}/{kind}-true", cond, true_steps),
+        unless(f"{name}/{kind}-false", cond_blob, false_steps),
+    )
+
+
 def If(name: str, condition_blob_or_net: Any, true_nets_or_steps: Any, false_nets_or_steps: Any = None) -> Any:  # noqa: N802
     """Run true_nets_or_steps if the condition holds, else false_nets_or_steps."""
-    if not false_nets_or_steps:
-        return _run_once_if(name + "/If", condition_blob_or_net, true_nets_or_steps)
-    cond_blob = (
-        GetConditionBlobFromNet(condition_blob_or_net)
-        if isinstance(condition_blob_or_net, core.Net)
-        else condition_blob_or_net
-    )
-    return Do(
-        name + "/If",
-        _run_once_if(name + "/If-true", condition_blob_or_net, true_nets_or_steps),
-        _run_once_if_not(name + "/If-false", cond_blob, false_nets_or_steps),
+    return _if_else(
+        "If", name, condition_blob_or_net, true_nets_or_steps, false_nets_or_steps, _run_once_if, _run_once_if_not
     )
 
 
 def IfNot(name: str, condition_blob_or_net: Any, true_nets_or_steps: Any, false_nets_or_steps: Any = None) -> Any:  # noqa: N802
     """Run true_nets_or_steps if the condition is false, else false_nets_or_steps."""
-    if not false_nets_or_steps:
-        return _run_once_if_not(name + "/IfNot", condition_blob_or_net, true_nets_or_steps)
-    cond_blob = (
-        GetConditionBlobFromNet(condition_blob_or_net)
-        if isinstance(condition_blob_or_net, core.Net)
-        else condition_blob_or_net
-    )
-    return Do(
-        name + "/IfNot",
-        _run_once_if_not(name + "/IfNot-true", condition_blob_or_net, true_nets_or_steps),
-        _run_once_if(name + "/IfNot-false", cond_blob, false_nets_or_steps),
+    return _if_else(
+        "IfNot", name, condition_blob_or_net, true_nets_or_steps, false_nets_or_steps, _run_once_if_not, _run_once_if
     )

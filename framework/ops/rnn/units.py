@@ -28,6 +28,12 @@ def _sigmoid_into(x: np.ndarray, out: np.ndarray) -> np.ndarray:
     return out
 
 
+def _carry_over(invalid, drop: bool, outs: tuple, prevs: tuple) -> None:
+    """Rows past their sequence length: zeros (drop_states) or the previous values."""
+    for out, prev in zip(outs, prevs):
+        out[invalid] = 0 if drop else prev[invalid]
+
+
 class _Unit(Operator):
     """Shared checks: states (1, N, D), gates (1, N, k*D), lengths (N,) int32, timestep."""
 
@@ -92,6 +98,19 @@ class _Unit(Operator):
             invalid = None
         return n, d, invalid, k + 1
 
+    def _with_lengths(self, step):
+        """A compiled callable: ``step`` of the rows past their length, found from the current
+        lengths and timestep values (inputs 3 and 4 of the LSTM ops) at each call."""
+        if not self.has_lengths:
+            return lambda: step(None)
+        lengths, ts = self.input(3), self.input(4).reshape(-1)
+
+        def step_with_lengths() -> None:
+            invalid = int(ts[0]) >= lengths
+            step(invalid if invalid.any() else None)
+
+        return step_with_lengths
+
 
 _ARGS = [
     Arg("sequence_lengths", BOOL, True, "When false, the sequence lengths input is left out and all rows are valid"),
@@ -155,12 +174,7 @@ class LSTMUnit(_Unit):
             tanh(c2, out=h2)
             multiply(h2, sig[:, 2], out=h2)
             if invalid is not None:
-                if drop:
-                    h2[invalid] = 0
-                    c2[invalid] = 0
-                else:
-                    h2[invalid] = h_prev[invalid]
-                    c2[invalid] = c_prev[invalid]
+                _carry_over(invalid, drop, (h2, c2), (h_prev, c_prev))
 
         return step
 
@@ -169,16 +183,7 @@ class LSTMUnit(_Unit):
         sequence length are found from the current lengths and timestep values at each call."""
         h, c = self.outputs[0]._obj._array, self.outputs[1]._obj._array
         n, d = h.shape[1], h.shape[2]
-        step = self._kernel(n, d, h, c)
-        if not self.has_lengths:
-            return lambda: step(None)
-        lengths, ts = self.input(3), self.input(4).reshape(-1)
-
-        def step_with_lengths() -> None:
-            invalid = int(ts[0]) >= lengths
-            step(invalid if invalid.any() else None)
-
-        return step_with_lengths
+        return self._with_lengths(self._kernel(n, d, h, c))
 
 
 @register_op(
@@ -218,7 +223,7 @@ class LSTMUnitGradient(_Unit):
 
     def run(self) -> None:
         n, d, invalid, k = self._check(2)
-        c_prev, x = self.input(1)[0], self.input(2)[0].reshape(n, 4, d)
+        x = self.input(2)[0].reshape(n, 4, d)
         c = self.input(k + 1)
         dh, dc = self.input(k + 2), self.input(k + 3)
         for j, a in ((k + 1, c), (k + 2, dh), (k + 3, dc)):
@@ -273,12 +278,7 @@ class LSTMUnitGradient(_Unit):
             mul(tmp, ct, out=dx[:, 3])
             if invalid is not None:
                 dx[invalid] = 0
-                if drop:
-                    dh_prev[invalid] = 0
-                    dc_prev[invalid] = 0
-                else:
-                    dh_prev[invalid] = dh[invalid]
-                    dc_prev[invalid] = dc[invalid]
+                _carry_over(invalid, drop, (dh_prev, dc_prev), (dh, dc))
 
         return step
 
@@ -287,16 +287,7 @@ class LSTMUnitGradient(_Unit):
         dh_prev, dc_prev, dx = (b._obj._array for b in self.outputs)
         n, d = dh_prev.shape[1], dh_prev.shape[2]
         k = 4 if self.has_lengths else 3
-        step = self._kernel(n, d, k + 1, dh_prev, dc_prev, dx)
-        if not self.has_lengths:
-            return lambda: step(None)
-        lengths, ts = self.input(3), self.input(4).reshape(-1)
-
-        def step_with_lengths() -> None:
-            invalid = int(ts[0]) >= lengths
-            step(invalid if invalid.any() else None)
-
-        return step_with_lengths
+        return self._with_lengths(self._kernel(n, d, k + 1, dh_prev, dc_prev, dx))
 
 
 @gradient("LSTMUnit")
