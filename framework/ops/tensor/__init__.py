@@ -15,5 +15,6 @@ from framework.ops.tensor import (  # noqa: F401
     shape_ops,
     stat_puts,
     strings,
+    stylizer,
     tensor_utils,
 )
