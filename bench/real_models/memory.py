@@ -41,6 +41,11 @@ def measure(name: str, batch: int, kind: str, threads: int = 1) -> float:
             import onnxruntime  # noqa: F401
     import framework.ops  # noqa: F401
 
+    if kind.startswith("ours"):  # numba and the compiled kernels are library code too, as torch's
+        from framework.ops.nn import window_jit
+
+        window_jit.warm_up()
+
     gc.collect()
     base = _status("VmRSS")
     model = build(name, batch)
