@@ -7,8 +7,10 @@ from __future__ import annotations
 import numpy as np
 
 from framework.onnx import import_math
-from framework.onnx.importer import TRANSLATORS, ImportContext, Node, Unsupported, translator
+from framework.onnx.importer import TRANSLATORS, ImportContext, NeedsRuntime, Node, Unsupported, translator
 from framework.ops.onnx.elementwise import ALL, NUMBER, element_kind
+
+LOW_FLOATS = ("float16", "bfloat16")
 
 _KINDS = {
     "Add": NUMBER,
@@ -108,23 +110,32 @@ def _onnx_unary(ctx: ImportContext, node: Node) -> None:
     ctx.op(f"ONNX{node.op_type}", node.inputs[:1], [node.outputs[0]], **args)
 
 
-LOW_FLOATS = ("float16", "bfloat16")
-
-
-def via_float32(fn):
-    """A translator running ``fn`` on float32 copies of float16/bfloat16 inputs, its outputs cast
-    back to the input type (ONNX: low-precision floats compute in float32 and round back)."""
+def via_float32(fn, low_types: tuple = LOW_FLOATS):
+    """A translator running ``fn`` on float32 copies of the float16/bfloat16 inputs, its float
+    outputs cast back to that type (ONNX: low-precision floats compute in float32 and round back;
+    exact for data movement). Outputs of other types (indices) are kept; unknown ones: Unsupported."""
     import copy
 
     from framework.onnx.import_types import emit_cast
+    from framework.onnx.importer import _infer_emitted
+
+    if getattr(fn, "via_float32", False):
+        return fn
 
     def wrapped(ctx: ImportContext, node: Node) -> None:
-        low = {ctx.dtype(n) for n in node.inputs if n and ctx.dtype(n) is not None and ctx.dtype(n).name in LOW_FLOATS}
+        low = {ctx.dtype(n) for n in node.inputs if n and ctx.dtype(n) is not None and ctx.dtype(n).name in low_types}
         if len(low) != 1:
             return fn(ctx, node)
+        start = len(ctx.ops)
+        try:  # the translator's own low-precision support first
+            return fn(ctx, node)
+        except NeedsRuntime:
+            raise
+        except Unsupported:
+            del ctx.ops[start:]
         (dtype,) = low
         proxy = copy.copy(node)
-        proxy.inputs, proxy.outputs = [], []
+        proxy.inputs = []
         for n in node.inputs:
             if n and ctx.dtype(n) == dtype:
                 f = ctx.fresh("f32")
@@ -133,13 +144,49 @@ def via_float32(fn):
                 n = f
             proxy.inputs.append(n)
         proxy.outputs = [ctx.fresh("f32_out") if o else "" for o in node.outputs]
+        start = len(ctx.ops)
         fn(ctx, proxy)
+        _infer_emitted(ctx, ctx.ops[start:])
         for o, f in zip(node.outputs, proxy.outputs):
-            if o:
-                ctx.types[f] = np.dtype(np.float32)
+            if not o:
+                continue
+            t = ctx.types.get(f)
+            if t is None:
+                raise Unsupported(f"output '{o}' of unknown type after the float32 computation")
+            if t == np.dtype(np.float32):
                 emit_cast(ctx, f, o, dtype)
+            else:
+                ctx.op("Copy", [f], [o])
+                ctx.types[o] = t
 
+    wrapped.via_float32 = True
     return wrapped
+
+
+# ONNX ops whose float16/bfloat16 nodes run on their float32 translation (cast in, cast back):
+# data movement (exact for both), and computing ops for bfloat16 only (float16 nodes keep their
+# own float16 arithmetic, which onnx's numpy reference matches: accumulating in float32 instead
+# is more precise but leaves its float16 tolerance).
+DATA_MOVEMENT = (
+    "Expand", "Reshape", "Unsqueeze", "Squeeze", "Flatten", "Transpose", "Concat", "Split", "Slice", "Tile",
+    "Gather", "GatherElements", "GatherND", "ScatterElements", "ScatterND", "Compress", "OneHot", "Unique",
+    "Pad", "Trilu", "DepthToSpace", "SpaceToDepth", "ReverseSequence", "Dropout", "MaxPool", "GlobalMaxPool",
+)  # fmt: skip
+COMPUTING = (
+    "Einsum", "MatMul", "Gemm", "Conv", "ConvTranspose", "AveragePool", "GlobalAveragePool", "Softmax",
+    "LogSoftmax", "ReduceSum", "ReduceMean", "ReduceL1", "ReduceL2", "ReduceSumSquare", "Sum", "Mean", "CumSum",
+    "LayerNormalization", "InstanceNormalization", "BatchNormalization", "TopK",
+)  # fmt: skip
+
+
+def wrap_low_precision(translators: dict) -> None:
+    """Route float16/bfloat16 nodes of DATA_MOVEMENT and bfloat16 nodes of COMPUTING through
+    ``via_float32`` (idempotent; the importer calls it once every translator module is registered)."""
+    for types, low in ((DATA_MOVEMENT, LOW_FLOATS), (COMPUTING, ("bfloat16",))):
+        for t in types:
+            if t in translators:
+                fn, opsets = translators[t]
+                translators[t] = (via_float32(fn, low), opsets)
 
 
 _FLOAT_ONLY = ("Elu", "LeakyRelu", "Selu", "HardSigmoid", "ThresholdedRelu", "Gelu")

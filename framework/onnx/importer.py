@@ -299,6 +299,8 @@ def onnx_graph_to_nets(
         import_types,
     )
 
+    import_elementwise.wrap_low_precision(TRANSLATORS)  # float16/bfloat16 via float32 (slice A)
+
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
     model = _specialize(model, feeds, value_inputs) if feeds else model
     types, shapes = _value_infos(model)

@@ -82,3 +82,33 @@ def test_float16_and_bfloat16_activations_compute_in_float32():
         np.testing.assert_allclose(got.astype(np.float32), exp.astype(np.float32), rtol=2**-7)
         _, predict = backend.Caffe2Backend.onnx_graph_to_caffe2_net(model)
         assert [op.type for op in predict.op] == cast + ["Elu"] + cast + ["ONNXSwish"]
+
+
+def test_low_precision_data_movement_and_bfloat16_matmul_via_float32():
+    bf16, f16 = TensorProto.BFLOAT16, TensorProto.FLOAT16
+    nodes = [
+        helper.make_node("Reshape", ["a", "shape"], ["r"]),
+        helper.make_node("MatMul", ["r", "b"], ["y"]),
+        helper.make_node("Expand", ["h", "shape2"], ["e"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("a", bf16, [6]), helper.make_tensor_value_info("b", bf16, [3, 2]),
+         helper.make_tensor_value_info("h", f16, [1, 3])],
+        [helper.make_tensor_value_info("y", bf16, None), helper.make_tensor_value_info("e", f16, None)],
+        initializer=[onnx.numpy_helper.from_array(np.array([2, 3], np.int64), "shape"),
+                     onnx.numpy_helper.from_array(np.array([2, 3], np.int64), "shape2")],
+    )  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 22)])
+    rng = np.random.default_rng(0)
+    feeds = {
+        "a": rng.standard_normal(6).astype(ml_dtypes.bfloat16),
+        "b": rng.standard_normal((3, 2)).astype(ml_dtypes.bfloat16),
+        "h": rng.standard_normal((1, 3)).astype(np.float16),
+    }
+    y, e = backend.prepare(model).run(feeds)
+    assert y.dtype == np.dtype(ml_dtypes.bfloat16) and e.dtype == np.float16
+    exact = feeds["a"].astype(np.float32).reshape(2, 3) @ feeds["b"].astype(np.float32)
+    np.testing.assert_array_equal(y.astype(np.float32), exact.astype(ml_dtypes.bfloat16).astype(np.float32))
+    np.testing.assert_array_equal(e, np.broadcast_to(feeds["h"], (2, 3)))  # data movement: exact
