@@ -221,13 +221,15 @@ class ImageInput(Operator):
                         f"the batch's first record had {x0.dtype}"
                     )
         nchw = _nchw(a)
-        buf = np.empty((n, c, crop, crop) if nchw else (n, crop, crop, c), np.float32)
+        shape = (n, c, crop, crop) if nchw else (n, crop, crop, c)
+        out_dtype = _out_dtype(a)
+        # float32 output: images are written straight into it (rolled back if the op fails)
+        buf = self.output(0, shape, out_dtype) if out_dtype == np.float32 else np.empty(shape, np.float32)
         seeds = self.rng.integers(0, 2**63 - 1, size=n)
         errors = [0] * n
 
         def work(i: int) -> None:
-            dst = buf[i].transpose(1, 2, 0) if nchw else buf[i]
-            errors[i] = self._transform(records[i], dst, np.random.default_rng(int(seeds[i])))
+            errors[i] = self._transform(records[i], buf[i], nchw, np.random.default_rng(int(seeds[i])))
 
         if self._threads > 1 and n > 1:
             if self._pool is None:
@@ -244,19 +246,21 @@ class ImageInput(Operator):
                     f"{self.describe()}: {failed} of {n} images failed to decode, more than "
                     f"max_decode_error_ratio {a.max_decode_error_ratio}"
                 )
-        data = self.output(0, buf.shape, _out_dtype(a))
-        np.copyto(data, buf, casting="unsafe")
+        if out_dtype != np.float32:
+            np.copyto(self.output(0, shape, out_dtype), buf, casting="unsafe")
         labels = np.stack([r.label for r in records])
         self.output(1, labels.shape, labels.dtype)[...] = labels
         for i in range(len(self.outputs) - 2):
             col = np.stack([r.extras[i] for r in records]).reshape(n, self._spec.extra_sizes[i])
             self.output(2 + i, col.shape, col.dtype)[...] = col
 
-    def _transform(self, rec: Any, dst: np.ndarray, rng: np.random.Generator) -> int:
-        """Decode and transform one record into ``dst`` (HWC float32 view); 1 if decoding failed.
+    def _transform(self, rec: Any, dst: np.ndarray, nchw: bool, rng: np.random.Generator) -> int:
+        """Decode and transform one record into ``dst`` (CHW when ``nchw``, else HWC, float32);
+        1 if decoding failed.
 
-        An encoded image stays a Pillow image (RGB or L) through box, scaling and the
-        conversion to numpy; its channels are then read in BGR order through a view.
+        An encoded image stays a Pillow image (RGB or L) through box, scaling and cropping, so
+        only the crop window is converted to numpy; its channels are then read in BGR order
+        through a view.
         """
         a = self.args
         color = bool(a.color)
@@ -285,23 +289,31 @@ class ImageInput(Operator):
             sh, sw = T.scaled_size(h, w, target, bool(a.warp))
             if (a.scale > 0 and (sh, sw) != (h, w)) or sh > h or sw > w:
                 img = T.resize_any(img, sw, sh)
-        img = T.as_bgr(img)
         crop = a.crop
-        y, x = T.crop_offsets(img.shape[0], img.shape[1], crop, bool(a.is_test), rng)
+        h, w = T.size_of(img)
+        y, x = T.crop_offsets(h, w, crop, bool(a.is_test), rng)
+        if not isinstance(img, np.ndarray) and h >= crop and w >= crop:
+            img, y, x = img.crop((x, y, x + crop, y + crop)), 0, 0
+        img = T.as_bgr(img)
         window = img[y : y + crop, x : x + crop]
         if not a.is_test and a.mirror and rng.random() < 0.5:
             window = window[:, ::-1]
         jitter = self._channels == 3 and not a.is_test and (a.color_jitter or a.color_lighting)
         if jitter:
-            dst[...] = window
+            hwc = np.empty((crop, crop, 3), np.float32)
+            hwc[...] = window
             if a.color_jitter:
-                T.color_jitter(dst, a.img_saturation, a.img_brightness, a.img_contrast, rng)
+                T.color_jitter(hwc, a.img_saturation, a.img_brightness, a.img_contrast, rng)
             if a.color_lighting:
-                T.color_lighting(dst, a.color_lighting_std, rng)
-            np.subtract(dst, self._mean, out=dst)
+                T.color_lighting(hwc, a.color_lighting_std, rng)
+            window = hwc
+        if nchw:  # one contiguous plane per channel
+            for ch in range(self._channels):
+                np.subtract(window[:, :, ch], self._mean[ch], out=dst[ch])
+                np.multiply(dst[ch], self._inv_std[ch], out=dst[ch])
         else:
             np.subtract(window, self._mean, out=dst)
-        np.multiply(dst, self._inv_std, out=dst)
+            np.multiply(dst, self._inv_std, out=dst)
         return failed
 
 

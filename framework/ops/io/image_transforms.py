@@ -58,9 +58,12 @@ def decode(data: bytes, color: bool) -> np.ndarray:
 def decode_pil(data: bytes, color: bool) -> Any:
     """Decode to a loaded Pillow image in mode RGB (color) or L; ImageDecodeError if it is not an image."""
     Image = pil()
+    mode = "RGB" if color else "L"
     try:
         im = Image.open(io.BytesIO(data))
-        im = im.convert("RGB" if color else "L")  # also loads: decoding errors surface here
+        im.load()  # decoding errors surface here
+        if im.mode != mode:
+            im = im.convert(mode)
     except Exception as e:  # Pillow raises many types for bad files
         raise ImageDecodeError(f"cannot decode image ({len(data)} bytes): {type(e).__name__}: {e}") from None
     return im
