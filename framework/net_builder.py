@@ -5,7 +5,13 @@ go to the builder's current net; ``ops.loop``, ``ops.If``/``Elif``/``Else`` and 
 build execution steps with stop blobs; ``ops.IfNet``/``ops.Else`` and ``ops.WhileNet`` with
 ``ops.Condition`` build single nets with If/While control operators whose branches run in Do
 scopes (``NetBuilder(_use_control_ops=True)``). ``to_execution_step(nb)`` turns a builder into a
-step for a plan. Not ported: the Task/TaskGroup hooks (task_init, task_exit, reporters).
+step for a plan. Not ported: the Task/TaskGroup hooks (``ops.task_init``, ``task_exit``,
+``task_instance_init``/``_exit``, ``local_init``/``_exit``, ``task_reporter``, ``local_reporter``,
+``task_group``). In Caffe2 they only attach setup/report builders to the current net for
+``caffe2.python.task`` (Task, TaskGroup, Cluster, Node) and ``caffe2.python.session``
+(LocalSession) to collect when they compile a job into a plan; those distributed-job modules are
+not part of this framework, so the hooks raise NotImplementedError naming them rather than
+attaching steps nothing would run.
 """
 
 from __future__ import annotations
@@ -217,7 +223,11 @@ class Operations:
         return _RunWhileCondition(name=name)
 
     def task_init(self, *a: Any, **k: Any) -> Any:
-        raise NotImplementedError("net_builder task hooks (Task/TaskGroup) are not supported")
+        raise NotImplementedError(
+            "net_builder task hooks (task_init/task_exit/local_init/reporters/task_group) need "
+            "caffe2.python.task and caffe2.python.session (Task, TaskGroup, LocalSession), which this "
+            "framework does not have: put the setup ops in a net run before the plan instead"
+        )
 
     task_exit = task_instance_init = task_instance_exit = local_init = local_exit = task_init
     task_reporter = local_reporter = task_group = task_init

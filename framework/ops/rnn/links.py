@@ -125,6 +125,24 @@ class ApplyLink(Operator):
         share_view(self.outputs[0], ext[start : start + a.window])
         self._last = (ext, start, self.outputs[0]._obj._array)
 
+    def compile(self):
+        """A check that the timestep still selects the bound view (framework.net.program keeps the
+        arrays): each step workspace of a RecurrentNetwork has a fixed timestep, so the view made
+        by the first run stays valid and the link costs one comparison per step."""
+        ext, start, view = self._last
+        if ext is not self.input(1) or self.outputs[0]._obj._array is not view:
+            return None
+        ts, offset = self.input(0).reshape(-1), self.args.offset
+
+        def link() -> None:
+            if int(ts[0]) + offset != start:
+                raise ShapeError(
+                    f"{self.describe()}: compiled for timestep {start - offset}, run at {int(ts[0])}: "
+                    "a step workspace runs one timestep"
+                )
+
+        return link
+
 
 @register_op(
     "rnn_internal_accumulate_gradient_input",
