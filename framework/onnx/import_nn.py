@@ -12,15 +12,25 @@ def _spatial(ctx: ImportContext, node: Node, kernel: list[int]) -> dict:
     r = len(kernel)
     args = {"kernels": list(kernel), "strides": list(node.attr("strides", [1] * r))}
     auto = node.attr("auto_pad", "NOTSET")
-    if auto == "VALID":
+    dil = list(node.attr("dilations", [1] * r))
+    shape = ctx.shape(node.input(0))
+    if auto in ("SAME_UPPER", "SAME_LOWER") and shape is not None and len(shape) == r + 2:
+        # explicit pads: out = ceil(in / stride), the odd pad at the end (UPPER) or the start (LOWER)
+        head, tail = [], []
+        for n, k, st, d in zip(shape[2:], kernel, args["strides"], dil):
+            total = max((-(-n // st) - 1) * st + (k - 1) * d + 1 - n, 0)
+            small = total // 2
+            head.append(small if auto == "SAME_UPPER" else total - small)
+            tail.append(total - head[-1])
+        args["pads"] = head + tail
+    elif auto == "VALID":
         args["legacy_pad"] = 1
     elif auto == "SAME_UPPER":
         args["legacy_pad"] = 2
     elif auto in ("NOTSET", ""):
         args["pads"] = list(node.attr("pads", [0] * (2 * r)))
     else:
-        raise Unsupported(f"auto_pad {auto}")
-    dil = list(node.attr("dilations", [1] * r))
+        raise Unsupported(f"auto_pad {auto} with an input of unknown shape")
     if any(d != 1 for d in dil):
         if args.get("legacy_pad") == 2:
             raise Unsupported("dilations with SAME padding")
@@ -70,7 +80,21 @@ def _conv_transpose(ctx: ImportContext, node: Node) -> None:
     ctx.op("ConvTranspose", ins, [node.outputs[0]], **args)
 
 
+_INT8S = {np.dtype(np.uint8): 6, np.dtype(np.int8): 7}  # Caffe2 DataType numbers
+
+
 def _pool(ctx: ImportContext, node: Node, kind: str) -> None:
+    dt = ctx.dtype(node.input(0))
+    if kind == "MaxPool" and dt in _INT8S and not (len(node.outputs) > 1 and node.outputs[1]):
+        # 8-bit integers: the max of exactly representable float32 values, cast back
+        x32, y32 = ctx.fresh("pool_in"), ctx.fresh("pool_out")
+        ctx.op("Cast", [node.input(0)], [x32], to=1)
+        ctx.types[x32], ctx.shapes[x32] = np.dtype(np.float32), ctx.shape(node.input(0))
+        inner = Node(node.proto)
+        inner.inputs, inner.outputs = [x32], [y32]
+        _pool(ctx, inner, kind)
+        ctx.op("Cast", [y32], [node.outputs[0]], to=_INT8S[dt])
+        return
     ctx.require(node, FLOATS)
     if len(node.outputs) > 1 and node.outputs[1]:
         raise Unsupported("the Indices output")
@@ -226,7 +250,9 @@ def _lrn(ctx: ImportContext, node: Node) -> None:
 @translator("Dropout")
 def _dropout(ctx: ImportContext, node: Node) -> None:
     if node.input(2) and bool(ctx.const(node.input(2)).reshape(-1)[0]):
-        raise Unsupported("training mode")
+        ratio = float(ctx.const(node.input(1)).reshape(-1)[0]) if node.input(1) else float(node.attr("ratio", 0.5))
+        if ratio != 0.0:  # training with ratio 0 keeps everything: the test-mode output exactly
+            raise Unsupported("training mode with a non-zero ratio (random)")
     if node.attr("is_test", 1) == 0 and ctx.opset < 7:
         raise Unsupported("training mode")
     outs = [o for o in node.outputs if o]
