@@ -59,19 +59,47 @@ def _conv(ctx: ImportContext, node: Node) -> None:
 
 @translator("ConvTranspose")
 def _conv_transpose(ctx: ImportContext, node: Node) -> None:
+    """Caffe2's ConvTranspose: out = stride * (in - 1) + k - pad_head - pad_tail + adj. ONNX's
+    output_shape / auto_pad become those pads and adjs the way onnx's reference computes them
+    (output_shape with explicit pads: the output is cut or zero-extended at the end)."""
     ctx.require(node, FLOATS)
-    w_shape = ctx.shape(node.input(1))
-    if w_shape is None or node.attr("output_shape") is not None:
-        raise Unsupported("output_shape, or a filter of unknown shape")
+    w_shape, x_shape = ctx.shape(node.input(1)), ctx.shape(node.input(0))
+    if w_shape is None or x_shape is None:
+        raise Unsupported("input or filter of unknown shape")
+    r = len(x_shape) - 2
     kernel = list(node.attr("kernel_shape", w_shape[2:]))
-    if len(kernel) != 2:
-        raise Unsupported("only 2-D ConvTranspose")
-    if node.attr("auto_pad", "NOTSET") not in ("NOTSET", ""):
-        raise Unsupported("auto_pad")
-    if any(d != 1 for d in node.attr("dilations", [1, 1])):
+    if r < 1 or len(kernel) != r or list(w_shape[2:]) != kernel:
+        raise Unsupported("kernel_shape other than the filter's")
+    if any(d != 1 for d in node.attr("dilations", [1] * r)):
         raise Unsupported("dilations")
-    args = {"kernels": kernel, "strides": list(node.attr("strides", [1, 1])), "pads": list(node.attr("pads", [0] * 4))}
-    adj = list(node.attr("output_padding", [0, 0]))
+    strides = list(node.attr("strides", [1] * r))
+    adj = list(node.attr("output_padding", [0] * r))[:r]
+    auto = node.attr("auto_pad", "NOTSET") or "NOTSET"
+    out_shape = node.attr("output_shape")
+    if out_shape is not None:
+        out_shape = list(out_shape)[-r:]
+    natural = [st * (n - 1) + k for st, n, k in zip(strides, x_shape[2:], kernel)]
+    if auto in ("SAME_UPPER", "SAME_LOWER") and node.attr("pads") is None:
+        want = out_shape or [n * st for n, st in zip(x_shape[2:], strides)]
+        total = [nat + a - o for nat, a, o in zip(natural, adj, want)]
+        small = [t // 2 for t in total]
+        head = small if auto == "SAME_UPPER" else [t - s for t, s in zip(total, small)]
+        pads = head + [t - h for t, h in zip(total, head)]
+    elif auto in ("NOTSET", "VALID"):
+        pads = list(node.attr("pads", [0] * (2 * r))) if auto == "NOTSET" else [0] * (2 * r)
+        if out_shape is not None:  # the reference's col2im into output_shape: cut or zero-extend at the end
+            adj = [0] * r
+            for i in range(r):
+                delta = out_shape[i] - (natural[i] - pads[i] - pads[r + i])
+                if delta >= 0:
+                    adj[i] = delta
+                else:
+                    pads[r + i] -= delta
+    else:
+        raise Unsupported(f"auto_pad {auto}")
+    if any(p < 0 for p in pads) or any(not 0 <= a < st for a, st in zip(adj, strides)):
+        raise Unsupported("negative pads or output padding not below the stride")
+    args = {"kernels": kernel, "strides": strides, "pads": pads}
     if any(adj):
         args["adjs"] = adj
     if int(node.attr("group", 1)) != 1:
