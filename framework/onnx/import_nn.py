@@ -168,14 +168,38 @@ def _max_pool(ctx: ImportContext, node: Node) -> None:
     _pool(ctx, node, "MaxPool")
 
 
+def _pool_or_onnx(ctx: ImportContext, node: Node, kind: str) -> None:
+    """Caffe2's pooling op where it fits; else ONNXPool (dilations, ceil_mode with count_include_pad)."""
+    n = len(ctx.ops)
+    try:
+        _pool(ctx, node, kind)
+        return
+    except Unsupported:
+        del ctx.ops[n:]
+    ctx.require(node, FLOATS + (np.dtype(np.float16),))
+    shape = ctx.shape(node.input(0))
+    if shape is None or len(shape) < 3:
+        raise Unsupported("input of unknown shape or without spatial dimensions")
+    args = {k: list(node.attr(k)) for k in ("kernel_shape", "strides", "dilations", "pads") if node.attr(k)}
+    args["auto_pad"] = node.attr("auto_pad", "NOTSET") or "NOTSET"
+    if args["auto_pad"] != "NOTSET" and node.attr("ceil_mode", 0):
+        raise Unsupported("ceil_mode with auto_pad")
+    args["ceil_mode"] = int(node.attr("ceil_mode", 0))
+    args["count_include_pad"] = int(node.attr("count_include_pad", 0))
+    mode = "avg" if kind == "AveragePool" else "lp"
+    if mode == "lp":
+        args["p"] = float(node.attr("p", 2))
+    ctx.op("ONNXPool", [node.input(0)], [node.outputs[0]], mode=mode, **args)
+
+
 @translator("AveragePool")
 def _avg_pool(ctx: ImportContext, node: Node) -> None:
-    _pool(ctx, node, "AveragePool")
+    _pool_or_onnx(ctx, node, "AveragePool")
 
 
 @translator("LpPool")
 def _lp_pool(ctx: ImportContext, node: Node) -> None:
-    _pool(ctx, node, "LpPool")
+    _pool_or_onnx(ctx, node, "LpPool")
 
 
 @translator("GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool")

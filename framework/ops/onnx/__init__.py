@@ -20,6 +20,7 @@ from framework.ops.onnx import (
     masks,  # noqa: F401
     nd_index,  # noqa: F401
     pad,  # noqa: F401
+    pool,  # noqa: F401
     qlinear_matmul,  # noqa: F401
     quantize,  # noqa: F401
     reduce,  # noqa: F401
