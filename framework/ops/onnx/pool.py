@@ -15,6 +15,7 @@ undilated kernel. No gradient (an inference op of the ONNX backend).
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 
@@ -132,7 +133,8 @@ class ONNXPool(Operator):
         win = padded[(slice(None), slice(None), *index)]  # (N, C, o1, k1, o2, k2, ...)
         win = np.where(valid, win, np.nan)
         axes = tuple(3 + 2 * i for i in range(r))
-        with np.errstate(all="ignore"):
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # all-pad windows: NaN, as the reference
             if mode == "max":
                 y = np.max(np.where(np.isnan(win), -np.inf, win), axis=axes)
                 y = np.where(np.all(np.isnan(win), axis=axes), np.nan, y)
