@@ -61,7 +61,7 @@ def _conv(ctx: ImportContext, node: Node) -> None:
 def _conv_transpose(ctx: ImportContext, node: Node) -> None:
     """Caffe2's ConvTranspose: out = stride * (in - 1) + k - pad_head - pad_tail + adj. ONNX's
     output_shape / auto_pad become those pads and adjs the way onnx's reference computes them
-    (output_shape with explicit pads: the output is cut or zero-extended at the end)."""
+    (output_shape with explicit pads: the output zero-extended at the end)."""
     ctx.require(node, FLOATS)
     w_shape, x_shape = ctx.shape(node.input(1)), ctx.shape(node.input(0))
     if w_shape is None or x_shape is None:
@@ -87,14 +87,13 @@ def _conv_transpose(ctx: ImportContext, node: Node) -> None:
         pads = head + [t - h for t, h in zip(total, head)]
     elif auto in ("NOTSET", "VALID"):
         pads = list(node.attr("pads", [0] * (2 * r))) if auto == "NOTSET" else [0] * (2 * r)
-        if out_shape is not None:  # the reference's col2im into output_shape: cut or zero-extend at the end
+        if out_shape is not None:  # the reference's col2im into output_shape: zero-extended at the end
             adj = [0] * r
             for i in range(r):
                 delta = out_shape[i] - (natural[i] - pads[i] - pads[r + i])
-                if delta >= 0:
-                    adj[i] = delta
-                else:
-                    pads[r + i] -= delta
+                if delta < 0:  # onnx's reference has no answer for a smaller output_shape
+                    raise Unsupported("output_shape smaller than the convolution's extent")
+                adj[i] = delta
     else:
         raise Unsupported(f"auto_pad {auto}")
     if any(p < 0 for p in pads) or any(not 0 <= a < st for a, st in zip(adj, strides)):

@@ -88,3 +88,44 @@ def _qlinear_matmul(ctx: ImportContext, node: Node) -> None:
         if not ins[i]:
             ins[i] = _zero_like(ctx, ins[src])
     ctx.op("ONNXQLinearMatMul", ins, [node.outputs[0]])
+
+
+def _centred_f64(ctx: ImportContext, x: str, z: str, channel_axis: bool) -> str:
+    """float64 (x - z): exact for 8-bit integers; z a scalar, or one per output channel (axis 0)."""
+    xf = ctx.fresh("int_as_double")
+    ctx.op("Cast", [x], [xf], to=13)
+    if not z:
+        return xf
+    zs = ctx.shape(z)
+    if zs is None or (int(np.prod(zs)) != 1 and not (channel_axis and len(zs) == 1)):
+        raise Unsupported(f"zero point '{z}' of shape {zs}")
+    zf, out = ctx.fresh("zero_point_double"), ctx.fresh("centred")
+    ctx.op("Cast", [z], [zf], to=13)
+    if int(np.prod(zs)) == 1:
+        zr = ctx.fresh("zero_point_scalar")
+        ctx.op("Reshape", [zf], [zr, ctx.fresh("old_shape")], shape=[1])
+        zf = zr
+    ctx.op("Sub", [xf, zf], [out], broadcast=1, axis=0 if int(np.prod(zs)) != 1 else -1)
+    return out
+
+
+@translator("ConvInteger", opsets=(10, 10_000))
+def _conv_integer(ctx: ImportContext, node: Node) -> None:
+    """The int32 convolution of the centred 8-bit operands, run in float64 (every partial sum is an
+    integer below 2^53, so exact) and cast back."""
+    from framework.onnx.import_nn import _spatial
+
+    ctx.require(node, Q8)
+    w_shape = ctx.shape(node.input(1))
+    if w_shape is None or len(w_shape) < 3:
+        raise Unsupported("filter of unknown shape")
+    kernel = list(node.attr("kernel_shape", w_shape[2:]))
+    args = _spatial(ctx, node, kernel)
+    group = int(node.attr("group", 1))
+    if group != 1:
+        args["group"] = group
+    x = _centred_f64(ctx, node.input(0), node.input(2), False)
+    w = _centred_f64(ctx, node.input(1), node.input(3), True)
+    y = ctx.fresh("conv_double")
+    ctx.op("Conv", [x, w], [y], **args)
+    ctx.op("Cast", [y], [node.outputs[0]], to=2)

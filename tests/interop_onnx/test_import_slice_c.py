@@ -135,3 +135,29 @@ def test_transformer_translators():
     feeds = {"x": _f(2, 3, 5), "w": _f(3, 1, 3), "p": _f(2, 3, 2)}
     _agree(helper.make_node("CausalConvWithState", ["x", "w", "", "p"], ["y", "st"], activation="silu"), feeds, 27)
     _agree(helper.make_node("SwiGLU", ["a", "b"], ["y"], alpha=0.7), {"a": _f(3, 4), "b": _f(3, 4)}, 28)
+
+
+def test_conv_integer_and_pool_translators():
+    g = np.random.default_rng(2)
+    x, w = g.integers(0, 255, (1, 2, 5, 5)).astype(np.uint8), g.integers(0, 255, (3, 2, 2, 2)).astype(np.uint8)
+    feeds = {"x": x, "w": w, "xz": np.uint8(7), "wz": np.array([1, 200, 3], np.uint8)}
+    _agree(helper.make_node("ConvInteger", ["x", "w", "xz", "wz"], ["y"], pads=[1, 0, 1, 0], strides=[2, 1]), feeds, 10)
+    f = {"x": _f(1, 2, 7, 6)}
+    _agree(
+        helper.make_node(
+            "AveragePool",
+            ["x"],
+            ["y"],
+            kernel_shape=[3, 2],
+            dilations=[2, 1],
+            pads=[1, 1, 1, 0],
+            ceil_mode=1,
+            count_include_pad=1,
+            strides=[2, 2],
+        ),
+        f,
+        19,
+    )
+    _agree(helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[2, 3], auto_pad="SAME_LOWER"), f, 12)
+    ct = {"x": _f(1, 1, 3, 3), "w": _f(1, 2, 3, 3)}
+    _agree(helper.make_node("ConvTranspose", ["x", "w"], ["y"], strides=[3, 2], output_shape=[10, 8]), ct, 17)
