@@ -99,3 +99,9 @@ def _clip(ctx: ImportContext, node: Node) -> None:
         cur = out
     if not bounds:
         ctx.op("Copy", [x], [node.outputs[0]])
+
+
+@translator("Det")
+def _det(ctx: ImportContext, node: Node) -> None:
+    typed_inputs(ctx, node, ("float",), node.inputs[:1])
+    ctx.op("ONNXDet", [node.input(0)], [node.outputs[0]])

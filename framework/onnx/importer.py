@@ -41,12 +41,13 @@ class OnnxImportError(FrameworkError, ValueError):
 TRANSLATORS: dict[str, tuple[Callable, tuple[int, int]]] = {}
 
 
-def translator(*op_types: str, opsets: tuple[int, int] = (1, 10_000)) -> Callable:
-    """Register a translator for ``op_types`` (ONNX default domain) for the opset range ``opsets``."""
+def translator(*op_types: str, opsets: tuple[int, int] = (1, 10_000), domain: str = "ai.onnx") -> Callable:
+    """Register a translator for ``op_types`` of ``domain`` for that domain's opset range ``opsets``
+    (keys: the op type for the default domain, ``"domain:OpType"`` for others, e.g. ai.onnx.ml)."""
 
     def deco(fn: Callable) -> Callable:
         for t in op_types:
-            TRANSLATORS[t] = (fn, opsets)
+            TRANSLATORS[t if domain == "ai.onnx" else f"{domain}:{t}"] = (fn, opsets)
         return fn
 
     return deco
@@ -289,6 +290,7 @@ def onnx_graph_to_nets(
         import_index,  # noqa: F401  (issue 21 slice B: index/scatter/pad/selection)
         import_layout,  # noqa: F401  (issue 21 slice B: DepthToSpace/SpaceToDepth/CenterCropPad/ReverseSequence)
         import_math,
+        import_ml,
         import_nn,
         import_norm,
         import_quant,
@@ -315,12 +317,18 @@ def onnx_graph_to_nets(
         node = Node(proto)
         where = f"node {i} {node.op_type}" + (f" '{node.name}'" if node.name else "")
         domain = proto.domain or "ai.onnx"
-        if domain != "ai.onnx":
-            unsupported.append(f"{where} (domain {domain}): no translation")
+        key = node.op_type if domain == "ai.onnx" else f"{domain}:{node.op_type}"
+        if key not in TRANSLATORS:
+            unsupported.append(f"{where} (domain {domain}): no translation" if domain != "ai.onnx" else
+                               f"{where} (opset {opset}): no translation")  # fmt: skip
             continue
-        entry = TRANSLATORS.get(node.op_type)
-        if entry is None or not entry[1][0] <= opset <= entry[1][1]:
-            unsupported.append(f"{where} (opset {opset}): no translation")
+        entry = TRANSLATORS[key]
+        version = opset
+        if domain != "ai.onnx":
+            version = next((o.version for o in model.opset_import if o.domain == domain), 1)
+        if not entry[1][0] <= version <= entry[1][1]:
+            unsupported.append(f"{where} (opset {opset}): no translation" if domain == "ai.onnx" else
+                               f"{where} (domain {domain} opset {version}): no translation")  # fmt: skip
             continue
         n_ops = len(ctx.ops)
         try:

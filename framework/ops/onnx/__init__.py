@@ -11,6 +11,7 @@ from framework.ops.onnx import (
     attention,  # noqa: F401
     cast,  # noqa: F401
     cumulative,  # noqa: F401
+    det,  # noqa: F401
     einsum,  # noqa: F401
     elements,  # noqa: F401
     elementwise,  # noqa: F401
@@ -18,6 +19,7 @@ from framework.ops.onnx import (
     linear_attention,  # noqa: F401
     losses,  # noqa: F401
     masks,  # noqa: F401
+    ml,  # noqa: F401
     nd_index,  # noqa: F401
     pad,  # noqa: F401
     pool,  # noqa: F401
