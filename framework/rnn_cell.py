@@ -15,10 +15,12 @@ projection, 4H x D for the LSTM with gates in the order i, f, o, g),
 
 from __future__ import annotations
 
+import inspect
 from typing import Any, Sequence
 
 from framework import brew, core, recurrent
 from framework.model_helper import ModelHelper
+from framework.scope import NameScope
 
 __all__ = [
     "AttentionCell",
@@ -138,6 +140,30 @@ class RNNCell:
     def _apply(
         self, model: Any, input_t: Any, seq_lengths: Any, states: Any, timestep: Any, extra_inputs: Any = None
     ) -> Any:
+        """One step. Cells override this, or (Caffe2's newer API) ``apply_override``, which runs
+        under the cell's NameScope with the given blobs kept as full names."""
+        if type(self).apply_override is RNNCell.apply_override:
+            raise NotImplementedError("Abstract method: a cell defines _apply or apply_override")
+
+        def ref(b: Any) -> Any:
+            if b is None or isinstance(b, core.BlobReference):
+                return b
+            return core.BlobReference(str(b))
+
+        args = [ref(input_t), ref(seq_lengths), [ref(b) for b in states], ref(timestep)]
+        if "extra_inputs" in inspect.signature(self.apply_override).parameters:
+            args.append(None if extra_inputs is None else [(ref(b), dim) for b, dim in extra_inputs])
+        with NameScope(self.name or ""):
+            return self.apply_override(model, *args)
+
+    def apply_override(
+        self, model: Any, input_t: Any, seq_lengths: Any, states: Any, timestep: Any, extra_inputs: Any = None
+    ) -> Any:
+        """A single step of a custom cell (Caffe2's RNNCell.apply_override): returns the new states."""
+        raise NotImplementedError("Abstract method")
+
+    def get_state_names_override(self) -> Sequence[str]:
+        """The recurrent state names of a custom cell, without the cell's scope."""
         raise NotImplementedError("Abstract method")
 
     def prepare_input(self, model: Any, input_blob: Any) -> Any:
@@ -147,7 +173,7 @@ class RNNCell:
         return 0
 
     def get_state_names(self) -> Sequence[str]:
-        raise NotImplementedError("Abstract method")
+        return [self.scope(n) for n in self.get_state_names_override()]
 
     def get_output_dim(self) -> int:
         raise NotImplementedError("Abstract method")

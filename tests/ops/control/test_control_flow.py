@@ -368,3 +368,17 @@ def test_onnx_while_argument_errors():
         ws.run_operator_once(
             CreateOperator("ONNXWhile", ["M", "C"], [], body=_onnx_body(), save_scopes=1, disable_scopes=1)
         )
+
+
+def test_onnx_while_disable_scopes_runs_the_body_in_the_op_workspace():
+    body = _onnx_body()
+    body.op[3].input[1] = "two"
+    body.op.insert(0, CreateOperator("ConstantFill", [], ["two"], shape=[], value=2, dtype=10))
+    ws = Workspace()
+    ws.feed_blob("M", np.array(3, np.int64))
+    ws.feed_blob("C", np.array([True]))
+    ws.feed_blob("A0", np.array([1.0, -1.0], F32))
+    op = CreateOperator("ONNXWhile", ["M", "C", "A0"], ["A", "S"], body=body, has_trip_count=1, disable_scopes=1)
+    ws.run_operator_once(op)
+    np.testing.assert_allclose(ws.fetch_blob("A"), [8.0, -8.0])  # doubled three times, as with scopes
+    np.testing.assert_allclose(ws.fetch_blob("acc_out"), [8.0, -8.0])  # the body's blobs stay visible

@@ -5,7 +5,7 @@ central differences."""
 import numpy as np
 import pytest
 
-from framework import core, rnn_cell, workspace
+from framework import brew, core, rnn_cell, workspace
 from framework.attention import AttentionType
 from framework.memory.workspace import Workspace
 from framework.model_helper import ModelHelper
@@ -232,3 +232,41 @@ def test_zero_gradient_numeric_check():
         core.CreateOperator("ZeroGradient", ["x"], []), [x], 0, outputs_with_grads=[]
     )
     assert analytic.shape == x.shape and not analytic.any() and not numeric.any()
+
+
+class _TanhCell(rnn_cell.RNNCell):
+    """A custom cell written against Caffe2's newer API (apply_override, get_state_names_override)."""
+
+    def __init__(self, d, h, **kwargs):
+        super().__init__(**kwargs)
+        self.d, self.h = d, h
+
+    def prepare_input(self, model, input_blob):
+        return brew.fc(model, input_blob, self.scope("i2h"), dim_in=self.d, dim_out=self.h, axis=2)
+
+    def apply_override(self, model, input_t, seq_lengths, states, timestep):
+        g = brew.fc(model, states[0], "h2h", dim_in=self.h, dim_out=self.h, axis=2)  # scoped: c/h2h
+        return (model.net.Tanh(model.net.Sum([g, input_t], "sum"), "hidden_t"),)
+
+    def get_state_names_override(self):
+        return ["hidden_t"]
+
+    def get_output_dim(self):
+        return self.h
+
+
+def test_custom_cell_with_apply_override_runs_under_its_scope():
+    model = ModelHelper(name="custom")
+    cell = _TanhCell(D, H, name="c")
+    assert cell.get_state_names() == ["c/hidden_t"]
+    out, _ = cell.apply_over_sequence(model, "x", None, ["h0"])
+    assert {"c/i2h_w", "c/h2h_w", "c/h2h_b"} <= {str(p) for p in model.params}
+    ws, f, p = setup_ws(model, np.random.default_rng(12), np.float32)
+    ws.run_net_once(model.net)
+    h, hs = f["h0"][0], []
+    for t in range(T):
+        h = np.tanh(f["x"][t] @ p["c/i2h_w"].T + p["c/i2h_b"] + h @ p["c/h2h_w"].T + p["c/h2h_b"])
+        hs.append(h)
+    np.testing.assert_allclose(ws.fetch_blob(str(out)), np.stack(hs), rtol=1e-5, atol=1e-5)
+    with pytest.raises(NotImplementedError):
+        rnn_cell.RNNCell(name="bare")._apply(model, "x", None, ["h"], "t")
