@@ -62,3 +62,21 @@ def _upsample(ctx: ImportContext, node: Node) -> None:
         raise Unsupported("Upsample other than nearest with integer scales (ONNX leaves the rest loose)")
     args = {"coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor"}
     ctx.op("ONNXResize", [node.input(0)], [node.outputs[0]], mode="nearest", scales=scales, **args)
+
+
+@translator("GridSample")
+def _grid_sample(ctx: ImportContext, node: Node) -> None:
+    ctx.require(node, FLOATS + (np.dtype(np.float16),))
+    if ctx.dtype(node.input(0)) != ctx.dtype(node.input(1)):
+        raise Unsupported("X and grid of different types")
+    mode = {"bilinear": "linear", "bicubic": "cubic"}.get(node.attr("mode", "linear"), node.attr("mode", "linear"))
+    args = {"padding_mode": node.attr("padding_mode", "zeros"), "align_corners": int(node.attr("align_corners", 0))}
+    ctx.op("ONNXGridSample", node.inputs[:2], [node.outputs[0]], mode=mode, **args)
+
+
+@translator("AffineGrid")
+def _affine_grid(ctx: ImportContext, node: Node) -> None:
+    ctx.require(node, FLOATS, [0])
+    ctx.require(node, INTS, [1])
+    args = {"align_corners": int(node.attr("align_corners", 0))}
+    ctx.op("ONNXAffineGrid", node.inputs[:2], [node.outputs[0]], **args)

@@ -16,6 +16,7 @@ from framework.ops.onnx import (
     elements,  # noqa: F401
     elementwise,  # noqa: F401
     gated,  # noqa: F401
+    grid_sample,  # noqa: F401
     linear_attention,  # noqa: F401
     losses,  # noqa: F401
     masks,  # noqa: F401
