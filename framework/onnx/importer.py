@@ -295,7 +295,8 @@ def onnx_graph_to_nets(
         import_norm,
         import_quant,
         import_reduce,
-        import_resize,  # noqa: F401  (issue 21 slice B: Resize/Upsample)
+        import_resize,  # noqa: F401  (issue 21 slice B: Resize/Upsample/GridSample/AffineGrid)
+        import_signal,  # noqa: F401  (issue 21 slice B: DFT/STFT/windows/MelWeightMatrix)
         import_strings,
         import_tensor,
         import_types,
