@@ -165,3 +165,20 @@ def _einsum(ctx: ImportContext, node: Node) -> None:
     if len({ctx.dtype(n) for n in node.inputs}) != 1:
         raise Unsupported("operands of different types")
     ctx.op("ONNXEinsum", node.inputs, [node.outputs[0]], equation=node.attr("equation"))
+
+
+@translator("TensorScatter")
+def _tensor_scatter(ctx: ImportContext, node: Node) -> None:
+    ctx.require(node, ANY, [0, 1])
+    ctx.require(node, INTS, [2])
+    args = {"axis": int(node.attr("axis", -2)), "mode": node.attr("mode", "linear")}
+    ctx.op("ONNXTensorScatter", [n for n in node.inputs[:3] if n], [node.outputs[0]], **args)
+
+
+@translator("Col2Im")
+def _col2im(ctx: ImportContext, node: Node) -> None:
+    ctx.require(node, NUMERIC, [0])
+    image = [int(v) for v in ctx.const(node.input(1)).reshape(-1)]
+    block = [int(v) for v in ctx.const(node.input(2)).reshape(-1)]
+    args = {k: [int(v) for v in node.attr(k)] for k in ("dilations", "pads", "strides") if node.attr(k) is not None}
+    ctx.op("ONNXCol2Im", [node.input(0)], [node.outputs[0]], image_shape=image, block_shape=block, **args)

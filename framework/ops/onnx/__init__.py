@@ -10,6 +10,7 @@ line per module, kept in alphabetical order.
 from framework.ops.onnx import (
     attention,  # noqa: F401
     cast,  # noqa: F401
+    col2im,  # noqa: F401
     cumulative,  # noqa: F401
     det,  # noqa: F401
     dft,  # noqa: F401
@@ -33,6 +34,7 @@ from framework.ops.onnx import (
     rotary,  # noqa: F401
     sorting,  # noqa: F401
     strings,  # noqa: F401
+    tensor_scatter,  # noqa: F401
     trilu,  # noqa: F401
     unary,  # noqa: F401
 )
