@@ -9,10 +9,11 @@ from __future__ import annotations
 import numpy as np
 
 from framework.onnx import import_tensor
-from framework.onnx.importer import FLOATS, INTS, NUMERIC, ImportContext, Node, Unsupported, translator
+from framework.onnx.importer import FLOATS, INTS, ImportContext, Node, Unsupported, translator
 from framework.ops.onnx.common import NUM_OR_BOOL
 
 ANY = NUM_OR_BOOL
+NUMBERS = tuple(d for d in NUM_OR_BOOL if d.kind != "b")  # what the family's "numeric" ops take
 
 
 def _outs(ctx: ImportContext, node: Node, n: int) -> list[str]:
@@ -58,7 +59,7 @@ def _scatter_nd(ctx: ImportContext, node: Node) -> None:
 
 @translator("CumSum", "CumProd")
 def _cumulative(ctx: ImportContext, node: Node) -> None:
-    ctx.require(node, NUMERIC, [0])
+    ctx.require(node, NUMBERS, [0])
     args = {"axis": _int(ctx, node.input(1)), "exclusive": int(node.attr("exclusive", 0))}
     ctx.op("ONNX" + node.op_type, [node.input(0)], [node.outputs[0]], reverse=int(node.attr("reverse", 0)), **args)
 
@@ -113,7 +114,7 @@ def _pad(ctx: ImportContext, node: Node) -> None:
 
 @translator("TopK")
 def _topk(ctx: ImportContext, node: Node) -> None:
-    ctx.require(node, NUMERIC, [0])
+    ctx.require(node, NUMBERS, [0])
     k = int(node.attr("k", 1)) if ctx.opset < 10 else _int(ctx, node.input(1))
     axis, largest = int(node.attr("axis", -1)), int(node.attr("largest", 1))
     shape = ctx.shape(node.input(0))
@@ -126,7 +127,7 @@ def _topk(ctx: ImportContext, node: Node) -> None:
 
 @translator("Unique")
 def _unique(ctx: ImportContext, node: Node) -> None:
-    ctx.require(node, NUMERIC, [0])
+    ctx.require(node, NUMBERS, [0])
     axis = node.attr("axis")
     args = {"sorted": int(node.attr("sorted", 1)), "has_axis": int(axis is not None), "axis": int(axis or 0)}
     ctx.op("ONNXUnique", [node.input(0)], _outs(ctx, node, 4), **args)
@@ -134,7 +135,7 @@ def _unique(ctx: ImportContext, node: Node) -> None:
 
 @translator("OneHot")
 def _one_hot(ctx: ImportContext, node: Node) -> None:
-    ctx.require(node, NUMERIC, [0])
+    ctx.require(node, NUMBERS, [0])
     ctx.require(node, ANY, [2])
     d = ctx.const(node.input(1)).reshape(-1)
     if d.size != 1 or d.dtype.kind not in "iuf":
@@ -161,7 +162,7 @@ def _non_zero(ctx: ImportContext, node: Node) -> None:
 
 @translator("Einsum")
 def _einsum(ctx: ImportContext, node: Node) -> None:
-    ctx.require(node, NUMERIC)
+    ctx.require(node, NUMBERS)
     if len({ctx.dtype(n) for n in node.inputs}) != 1:
         raise Unsupported("operands of different types")
     ctx.op("ONNXEinsum", node.inputs, [node.outputs[0]], equation=node.attr("equation"))
@@ -177,7 +178,7 @@ def _tensor_scatter(ctx: ImportContext, node: Node) -> None:
 
 @translator("Col2Im")
 def _col2im(ctx: ImportContext, node: Node) -> None:
-    ctx.require(node, NUMERIC, [0])
+    ctx.require(node, NUMBERS, [0])
     image = [int(v) for v in ctx.const(node.input(1)).reshape(-1)]
     block = [int(v) for v in ctx.const(node.input(2)).reshape(-1)]
     args = {k: [int(v) for v in node.attr(k)] for k in ("dilations", "pads", "strides") if node.attr(k) is not None}

@@ -195,7 +195,8 @@ def _slice(ctx: ImportContext, node: Node) -> None:
         steps = ctx.const(node.input(4)).tolist() if node.input(4) else None
     axes = list(range(len(starts))) if axes is None else [int(a) % len(shape) for a in axes]
     if steps is not None and any(int(s) != 1 for s in steps):
-        raise Unsupported("steps other than 1")
+        _strided_slice(ctx, node, shape, axes, starts, ends, [int(s) for s in steps])
+        return
     st, en = [0] * len(shape), [-1] * len(shape)
     for a, s, e in zip(axes, starts, ends):
         d = shape[a]
@@ -205,6 +206,30 @@ def _slice(ctx: ImportContext, node: Node) -> None:
             e = s
         st[a], en[a] = s, (-1 if e == d else e)
     ctx.op("Slice", [node.input(0)], [node.outputs[0]], starts=st, ends=en)
+
+
+def _strided_slice(ctx: ImportContext, node: Node, shape: tuple, axes: list, starts: list, ends: list, steps: list):
+    """Slice with steps: one Gather of the exact (constant) indices per sliced axis, ONNX's clamping
+    (a negative step clamps starts to [0, d-1] and ends to [-1, d-1])."""
+    cur = node.input(0)
+    todo = []
+    for a, s, e, k in zip(axes, starts, ends, steps):
+        d = shape[a]
+        if k == 0:
+            raise Unsupported("a step of 0")
+        s, e = int(s), int(e)
+        s, e = (s + d if s < 0 else s), (e + d if e < 0 else e)
+        if k > 0:
+            s, e = min(max(s, 0), d), min(max(e, 0), d)
+        else:
+            s, e = min(max(s, 0), d - 1), min(max(e, -1), d - 1)
+        todo.append((a, np.arange(s, e, k, dtype=np.int64)))
+    for j, (a, idx) in enumerate(todo):
+        name = ctx.fresh("slice_index")
+        ctx.values[name] = idx
+        nxt = node.outputs[0] if j == len(todo) - 1 else ctx.fresh("sliced")
+        ctx.op("Gather", [cur, name], [nxt], axis=a)
+        cur = nxt
 
 
 @translator("Pad")

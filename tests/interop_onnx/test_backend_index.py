@@ -112,3 +112,17 @@ def test_center_crop_pad_and_reverse_sequence():
     want[0] = x[0, ::-1]
     want[2, :2] = x[2, 1::-1]
     np.testing.assert_array_equal(y, want)
+
+
+def test_slice_with_steps_matches_python_slicing():
+    x = np.arange(60, dtype=np.float32).reshape(3, 4, 5)
+    node = helper.make_node("Slice", ["x", "s", "e", "a", "k"], ["y"])
+    cases = [  # (starts, ends, axes, steps) -> numpy's equivalent
+        (([0, 4], [3, -100], [0, 2], [2, -2]), x[0:3:2, :, 4::-2]),
+        (([-1, 1], [-5, 100], [1, 2], [-1, 3]), x[:, -1:-5:-1, 1::3]),
+        (([10], [-10], [2], [-1]), x[:, :, ::-1]),
+    ]
+    for (s, e, a, k), want in cases:
+        ins = [x] + [np.array(v, np.int64) for v in (s, e, a, k)]
+        (y,) = backend.run_node(node, ins)
+        np.testing.assert_array_equal(y, want)
