@@ -212,6 +212,14 @@ def _constant_of_shape(ctx: ImportContext, node: Node) -> None:
 def _range(ctx: ImportContext, node: Node) -> None:
     start, limit, delta = (ctx.const(node.input(i)).reshape(()) for i in range(3))
     dt = start.dtype
+    if dt == np.float16 or dt.name == "bfloat16":  # low precision: computed wider, as onnx's reference
+        stash = node.attr("stash_type")
+        if stash is not None and int(stash) not in (1, 11):
+            raise Unsupported(f"stash_type {stash}")
+        wide = None if stash is None else np.dtype(np.float32 if int(stash) == 1 else np.float64)
+        first = start.astype(wide).item() if wide is not None else start.item()
+        ctx.values[node.outputs[0]] = np.arange(first, float(limit), float(delta), dtype=wide).astype(dt)
+        return
     if dt not in NUMERIC:
         raise Unsupported(f"type {dt}")
     n = max(int(np.ceil((float(limit) - float(start)) / float(delta))), 0)

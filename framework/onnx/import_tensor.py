@@ -47,8 +47,18 @@ def _reshape(ctx: ImportContext, node: Node) -> None:
     ctx.require(node, MOVE, [0])
     shape = node.attr("shape") if ctx.opset < 5 else ctx.const(node.input(1)).reshape(-1).tolist()
     shape = [int(d) for d in shape]
-    if node.attr("allowzero", 0) and 0 in shape:
-        raise Unsupported("allowzero=1 with a 0 in the shape")
+    if node.attr("allowzero", 0) and 0 in shape:  # a literal 0 dim: the data must be empty
+        in_shape = ctx.shape(node.input(0))
+        if -1 in shape:
+            raise Unsupported("allowzero=1 with both 0 and -1 in the shape (invalid in ONNX)")
+        if in_shape is None or int(np.prod(in_shape)) != 0:
+            raise NeedsRuntime("allowzero=1 with a 0 in the shape needs an empty input of known shape")
+        out = shape
+        dt = ctx.dtype(node.input(0))
+        if dt is None:
+            raise Unsupported("input of unknown type")
+        ctx.values[node.outputs[0]] = np.zeros(out, dt)
+        return
     ctx.op("Reshape", [node.input(0)], [node.outputs[0], ctx.fresh("old_shape")], shape=shape)
 
 
@@ -176,7 +186,7 @@ def _tile(ctx: ImportContext, node: Node) -> None:
 
 @translator("Expand")
 def _expand(ctx: ImportContext, node: Node) -> None:
-    ctx.require(node, NUMERIC, [0])
+    ctx.require(node, tuple(d for d in MOVE if d.kind in "iuf"), [0])  # Caffe2's Expand: any number type
     ctx.require(node, INTS, [1])
     ctx.op("Expand", node.inputs[:2], [node.outputs[0]])
 

@@ -126,3 +126,15 @@ def test_slice_with_steps_matches_python_slicing():
         ins = [x] + [np.array(v, np.int64) for v in (s, e, a, k)]
         (y,) = backend.run_node(node, ins)
         np.testing.assert_array_equal(y, want)
+
+
+def test_range_low_precision_and_reshape_allowzero():
+    node = helper.make_node("Range", ["s", "l", "d"], ["y"])
+    ins = [np.array(v, np.float16) for v in (1.0, 2.0, 0.25)]
+    (y,) = backend.run_node(node, ins)
+    assert y.dtype == np.float16
+    np.testing.assert_array_equal(y, [1.0, 1.25, 1.5, 1.75])
+    r = helper.make_node("Reshape", ["x", "shape"], ["y"], allowzero=1)
+    x = np.zeros((0, 3), np.float32)
+    (y,) = backend.run_node(r, [x, np.array([3, 0], np.int64)])
+    assert y.shape == (3, 0)
