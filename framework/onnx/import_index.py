@@ -9,10 +9,11 @@ from __future__ import annotations
 import numpy as np
 
 from framework.onnx import import_tensor
+from framework.onnx.import_types import emit_cast
 from framework.onnx.importer import FLOATS, INTS, ImportContext, Node, Unsupported, translator
-from framework.ops.onnx.common import NUM_OR_BOOL
+from framework.ops.onnx.common import BF16, MOVABLE, NUM_OR_BOOL
 
-ANY = NUM_OR_BOOL
+ANY = MOVABLE  # bfloat16 too: these nodes only move or select elements
 NUMBERS = tuple(d for d in NUM_OR_BOOL if d.kind != "b")  # what the family's "numeric" ops take
 
 
@@ -37,9 +38,9 @@ def _gather_elements(ctx: ImportContext, node: Node) -> None:
 
 @translator("ScatterElements", "Scatter")
 def _scatter_elements(ctx: ImportContext, node: Node) -> None:
-    ctx.require(node, ANY, [0, 2])
-    ctx.require(node, INTS, [1])
     red = node.attr("reduction", "none")
+    ctx.require(node, ANY if red == "none" else NUMBERS, [0, 2])
+    ctx.require(node, INTS, [1])
     ctx.op("ONNXScatterElements", node.inputs[:3], [node.outputs[0]], axis=int(node.attr("axis", 0)), reduction=red)
 
 
@@ -52,7 +53,7 @@ def _gather_nd(ctx: ImportContext, node: Node) -> None:
 
 @translator("ScatterND")
 def _scatter_nd(ctx: ImportContext, node: Node) -> None:
-    ctx.require(node, ANY, [0, 2])
+    ctx.require(node, ANY if node.attr("reduction", "none") == "none" else NUMBERS, [0, 2])
     ctx.require(node, INTS, [1])
     ctx.op("ONNXScatterND", node.inputs[:3], [node.outputs[0]], reduction=node.attr("reduction", "none"))
 
@@ -73,7 +74,7 @@ def _trilu(ctx: ImportContext, node: Node) -> None:
 
 @translator("EyeLike")
 def _eye_like(ctx: ImportContext, node: Node) -> None:
-    ctx.require(node, ANY, [0])
+    ctx.require(node, NUM_OR_BOOL, [0])
     args = {"k": int(node.attr("k", 0)), "dtype": int(node.attr("dtype", 0))}
     ctx.op("ONNXEyeLike", [node.input(0)], [node.outputs[0]], **args)
 
@@ -127,7 +128,7 @@ def _topk(ctx: ImportContext, node: Node) -> None:
 
 @translator("Unique")
 def _unique(ctx: ImportContext, node: Node) -> None:
-    ctx.require(node, NUMBERS, [0])
+    ctx.require(node, NUMBERS + BF16, [0])
     axis = node.attr("axis")
     args = {"sorted": int(node.attr("sorted", 1)), "has_axis": int(axis is not None), "axis": int(axis or 0)}
     ctx.op("ONNXUnique", [node.input(0)], _outs(ctx, node, 4), **args)
@@ -162,10 +163,22 @@ def _non_zero(ctx: ImportContext, node: Node) -> None:
 
 @translator("Einsum")
 def _einsum(ctx: ImportContext, node: Node) -> None:
-    ctx.require(node, NUMBERS)
-    if len({ctx.dtype(n) for n in node.inputs}) != 1:
+    ctx.require(node, NUMBERS + BF16)
+    types = {ctx.dtype(n) for n in node.inputs}
+    if len(types) != 1:
         raise Unsupported("operands of different types")
-    ctx.op("ONNXEinsum", node.inputs, [node.outputs[0]], equation=node.attr("equation"))
+    if types != set(BF16):
+        ctx.op("ONNXEinsum", node.inputs, [node.outputs[0]], equation=node.attr("equation"))
+        return
+    f32 = np.dtype(np.float32)  # bfloat16: numpy has no einsum for it; float32 maths, rounded back
+    wide = [ctx.fresh("einsum_f32") for _ in node.inputs]
+    for n, w in zip(node.inputs, wide):
+        emit_cast(ctx, n, w, f32)
+        ctx.types[w] = f32
+    out32 = ctx.fresh("einsum_out_f32")
+    ctx.op("ONNXEinsum", wide, [out32], equation=node.attr("equation"))
+    ctx.types[out32] = f32
+    emit_cast(ctx, out32, node.outputs[0], BF16[0])
 
 
 @translator("TensorScatter")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from framework.onnx.importer import ImportContext, NeedsRuntime, Node, Unsupported, translator
-from framework.ops.onnx.common import NUM_OR_BOOL
+from framework.ops.onnx.common import MOVABLE, NUM_OR_BOOL
 
 
 def _reshape(ctx: ImportContext, x: str, shape: list[int], out: str | None = None) -> str:
@@ -58,7 +58,7 @@ def _space_to_depth(ctx: ImportContext, node: Node) -> None:
 def _center_crop_pad(ctx: ImportContext, node: Node) -> None:
     """Crop (centre, the extra cell at the end) where the target is smaller, pad with zeros (centre,
     the extra cell at the end) where larger: one ONNXPad with per-side (negative) pads."""
-    ctx.require(node, NUM_OR_BOOL, [0])
+    ctx.require(node, MOVABLE, [0])
     shape = ctx.shape(node.input(0))
     if shape is None:
         raise NeedsRuntime("input of unknown shape")
@@ -81,7 +81,7 @@ def _center_crop_pad(ctx: ImportContext, node: Node) -> None:
 def _reverse_sequence(ctx: ImportContext, node: Node) -> None:
     """Gather each batch entry's first seq_len items reversed: a constant index tensor for
     ONNXGatherElements (the lengths must be constants)."""
-    ctx.require(node, NUM_OR_BOOL, [0])
+    ctx.require(node, MOVABLE, [0])
     shape = ctx.shape(node.input(0))
     if shape is None or len(shape) < 2:
         raise NeedsRuntime("input of unknown shape or rank < 2")

@@ -19,7 +19,7 @@ import numpy as np
 
 from framework.errors import ShapeError
 from framework.ops.gradient import no_gradient
-from framework.ops.onnx.common import NUM_OR_BOOL, axis_of
+from framework.ops.onnx.common import MOVABLE, axis_of
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op
 from framework.ops.schema import INT, Arg, TensorSpec
@@ -49,7 +49,7 @@ def _one_hot_infer(args, ins):
     ],
     input_docs=[("indices", "numeric tensor of indices"), ("values", "[off, on] values of the output type")],
     output_docs=[("output", "indices' shape with a dim of size depth inserted at axis")],
-    input_types={0: "numeric", 1: NUM_OR_BOOL},
+    input_types={0: "numeric", 1: MOVABLE},
     infer=_one_hot_infer,
     category="onnx",
 )
@@ -80,7 +80,7 @@ class ONNXOneHot(Operator):
     ],
     input_docs=[("data", "tensor"), ("condition", "1-D bool: which slices/elements to keep")],
     output_docs=[("output", "the selected slices (or 1-D elements)")],
-    input_types={0: NUM_OR_BOOL, 1: "bool"},
+    input_types={0: MOVABLE, 1: "bool"},
     ranks={1: 1},
     infer=lambda args, ins: [TensorSpec(None, ins[0].dtype)],
     category="onnx",
@@ -106,7 +106,7 @@ class ONNXCompress(Operator):
     inputs=1,
     input_docs=[("x", "tensor")],
     output_docs=[("indices", "int64 [rank, nnz]: coordinates of the non-zero elements")],
-    input_types=NUM_OR_BOOL,
+    input_types=MOVABLE,
     infer=lambda args, ins: [TensorSpec(None, I64)],  # nnz is known only from the values
     category="onnx",
 )

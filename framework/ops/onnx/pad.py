@@ -21,7 +21,7 @@ import numpy as np
 from framework.errors import ShapeError
 from framework.memory.allocator import check_elements
 from framework.ops.gradient import no_gradient
-from framework.ops.onnx.common import NUM_OR_BOOL
+from framework.ops.onnx.common import MOVABLE
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op
 from framework.ops.schema import INTS, STRING, Arg, TensorSpec
@@ -52,7 +52,7 @@ def _infer(args, ins):
     ],
     input_docs=[("x", "tensor of any rank"), ("value", "optional scalar of x's type: the constant-mode fill")],
     output_docs=[("y", "x padded: each dim grows by its begin + end pads")],
-    input_types=NUM_OR_BOOL,
+    input_types=MOVABLE,
     same_type=[(0, 1)],
     infer=_infer,
     category="onnx",

@@ -18,12 +18,13 @@ import numpy as np
 
 from framework.errors import ShapeError
 from framework.ops.gradient import no_gradient
-from framework.ops.onnx.common import axis_of
+from framework.ops.onnx.common import MOVABLE, axis_of
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op
 from framework.ops.schema import INT, Arg, TensorSpec
 
 I64 = np.dtype(np.int64)
+NUMBERS_BF16 = tuple(d for d in MOVABLE if d.kind != "b")
 
 
 def _topk_infer(args, ins):
@@ -89,14 +90,14 @@ def _unique_y(args, x):
         ),  # fmt: skip
         Arg("axis", INT, 0, "the axis whose slices are compared (with has_axis=1)"),
     ],
-    input_docs=[("x", "numeric tensor")],
+    input_docs=[("x", "numeric (or bfloat16) tensor")],
     output_docs=[
         ("Y", "the unique elements (1-D) or slices"),
         ("indices", "int64: first occurrence of each in x"),
         ("inverse_indices", "int64: for each element/slice of x, its position in Y"),
         ("counts", "int64: occurrences of each"),
     ],
-    input_types="numeric",
+    input_types=NUMBERS_BF16,
     infer=lambda args, ins: [_unique_y(args, ins[0])] + [TensorSpec(None, I64)] * 3,
     category="onnx",
 )

@@ -15,7 +15,7 @@ import numpy as np
 
 from framework.errors import ShapeError
 from framework.ops.gradient import no_gradient
-from framework.ops.onnx.common import NUM_OR_BOOL
+from framework.ops.onnx.common import MOVABLE
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op
 from framework.ops.schema import INT, STRING, Arg, same_as_input
@@ -35,7 +35,7 @@ from framework.ops.validation import expect_shape
         ("write_indices", "optional int [batch]: where each batch entry's update starts"),
     ],
     output_docs=[("present_cache", "past_cache with the updates written")],
-    input_types={0: NUM_OR_BOOL, 1: NUM_OR_BOOL, 2: "index"},
+    input_types={0: MOVABLE, 1: MOVABLE, 2: "index"},
     same_type=[(0, 1)],
     ranks={0: (2, None)},
     infer=same_as_input(0),

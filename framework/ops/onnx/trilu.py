@@ -14,7 +14,7 @@ import numpy as np
 
 from framework.errors import ArgumentError
 from framework.ops.gradient import no_gradient
-from framework.ops.onnx.common import NUM_OR_BOOL
+from framework.ops.onnx.common import MOVABLE, NUM_OR_BOOL
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op
 from framework.ops.schema import INT, Arg, TensorSpec, same_as_input
@@ -29,7 +29,7 @@ from framework.ops.schema import INT, Arg, TensorSpec, same_as_input
     ],
     input_docs=[("x", "tensor of rank >= 2 (matrices in the last two dims)")],
     output_docs=[("y", "x with the other triangle zeroed")],
-    input_types=NUM_OR_BOOL,
+    input_types=MOVABLE,
     ranks={0: (2, None)},
     infer=same_as_input(0),
     category="onnx",

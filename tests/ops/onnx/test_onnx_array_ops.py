@@ -119,3 +119,16 @@ def test_pad_errors():
         run_op_on(CreateOperator("ONNXPad", ["x"], ["y"], pads=[0, -4, 0, 0]), [x])
     with pytest.raises(FrameworkError, match="ONNXPad"):
         run_op_on(CreateOperator("ONNXPad", ["x"], ["y"], pads=[0, 0, 0, 1], mode="spiral"), [x])
+
+
+def test_bfloat16_moves_like_any_element_type():
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    bf = ml_dtypes.bfloat16
+    x = np.arange(6, dtype=np.float32).reshape(2, 3).astype(bf)
+    pad = CreateOperator("ONNXPad", ["x"], ["y"], pads=[0, 1, 1, 0], mode="edge")
+    (y,) = run_op_on(pad, [x])
+    assert y.dtype == bf
+    np.testing.assert_array_equal(y.astype(np.float32), _pad_ref(x.astype(np.float32), [0, 1, 1, 0], "edge", 0))
+    (t,) = run_op_on(CreateOperator("ONNXTrilu", ["x"], ["y"], upper=0), [x])
+    assert t.dtype == bf
+    np.testing.assert_array_equal(t.astype(np.float32), [[0, 0, 0], [3, 4, 0]])
