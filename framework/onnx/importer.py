@@ -347,14 +347,12 @@ def onnx_graph_to_nets(
         wanted.update(ctx.wanted)
     for name, value in ctx.values.items():
         op = fill_op(name, value)
-            extra[name] = value
-            extra[name] = value  # fed into the workspace directly (no fill op for its type)
-        if op is None:
         if op is None:  # no GivenTensor*Fill for this dtype (uint8...): fed into the workspace before the init net
+            extra[name] = value
             init.external_input.append(name)
         else:
             init.op.append(op)
-            init.external_output.append(name)
+        init.external_output.append(name)
     predict = NetDef(name=g.name or "onnx", op=ctx.ops)
     init_names = set(ctx.values)
     predict.external_input.extend([i.name for i in g.input if i.name not in init_names] + sorted(init_names))
