@@ -24,10 +24,11 @@ def _pixel(img, i, j, padding):
 def _sample(img, gx, gy, mode, padding, align):
     h, w = img.shape
 
-    def unnorm(v, d):
-        return (v + 1) / 2 * (d - 1) if align else ((v + 1) * d - 1) / 2
+    def unnorm(v, d):  # float32 arithmetic, as the ONNX reference (ties of nearest depend on it)
+        v = np.float32(v)
+        return float((v + 1) / 2.0 * (d - 1) if align else ((v + 1) * d - 1) / 2.0)
 
-    x, y = unnorm(float(gx), w), unnorm(float(gy), h)
+    x, y = unnorm(gx, w), unnorm(gy, h)
     if padding == "border":
         x, y = min(max(x, 0), w - 1), min(max(y, 0), h - 1)
     if mode == "nearest":
