@@ -4,8 +4,10 @@ A ``Reader`` adds ops to a net that read one batch and returns ``(should_stop, f
 ``Writer`` adds ops that write a batch. ``framework.dataset``, ``framework.queue_util`` and
 ``framework.text_file_reader`` implement them. Covered: ``Reader`` (``read``, ``read_record``,
 ``read_ex``, ``read_record_ex``, ``setup_ex``, ``reset``, ``schema``) and ``Writer`` (``write``,
-``write_record``, ``write_ex``, ``write_record_ex``, ``setup_ex``, ``commit``); ``framework.pipeline``
-pipes readers into writers through processors. Not covered: ReaderWithLimit and the composite readers.
+``write_record``, ``write_ex``, ``write_record_ex``, ``setup_ex``, ``commit``), ``Pipe`` (the base of
+queues and streams), ``CounterReader``, ``ReaderWithLimit`` / ``CountUntil`` / ``ReaderWithTimeLimit``
+(``framework.dataio_limits``, re-exported here); ``framework.pipeline`` pipes readers into writers
+through processors. Not covered: ReaderBuilder/PipedReaderBuilder and the composite readers.
 """
 
 from __future__ import annotations
@@ -24,6 +26,9 @@ class Reader:
 
     def schema(self) -> Field | None:
         return self._schema
+
+    def _set_schema(self, schema: Field | None) -> None:
+        self._schema = schema
 
     def setup_ex(self, init_net: Any, finish_net: Any) -> None:
         """Ops run once before (init_net) and after (finish_net) reading."""
@@ -86,3 +91,54 @@ class Writer:
 
     def commit(self, finish_net: Any) -> None:
         """Ops that make what was written final (none by default)."""
+
+
+class Pipe:
+    """A queue or stream with a reader and a writer side (Caffe2's base); counts its ends and
+    takes the schema of its first writer."""
+
+    def __init__(self, schema: Field | None = None, obj_key: Any = None) -> None:
+        self._num_writers = 0
+        self._num_readers = 0
+        self._schema = schema
+        self._obj_key = obj_key
+
+    def schema(self) -> Field | None:
+        return self._schema
+
+    def setup(self, global_init_net: Any) -> None:
+        pass
+
+    def reader(self) -> Reader:
+        raise NotImplementedError()
+
+    def writer(self) -> Writer:
+        raise NotImplementedError()
+
+    def num_readers(self) -> int:
+        return self._num_readers
+
+    def num_writers(self) -> int:
+        return self._num_writers
+
+    def _new_writer(self, writer_schema: Field | None, writer_init_net: Any) -> None:
+        if writer_schema is not None and self._schema is None:
+            self._schema = writer_schema
+        self._num_writers += 1
+
+    def _new_reader(self, reader_init_net: Any) -> None:
+        self._num_readers += 1
+
+
+from framework.dataio_limits import (  # noqa: E402  (they subclass Reader)
+    CounterReader,
+    CountUntil,
+    ReaderWithLimit,
+    ReaderWithLimitBase,
+    ReaderWithTimeLimit,
+)
+
+__all__ = [
+    "CountUntil", "CounterReader", "Pipe", "Reader", "ReaderWithLimit", "ReaderWithLimitBase", "ReaderWithTimeLimit",
+    "Writer",
+]  # fmt: skip

@@ -166,3 +166,44 @@ def test_task_group_runs_tasks_and_session_runs_nets():
         session.run(tg)
     with pytest.raises(RuntimeError):
         Task(name="unrun", outputs="x").outputs()[0].fetch()
+
+
+def test_reader_with_limit_stops_after_num_iter_batches_over_all_threads():
+    from framework.dataio import ReaderWithLimit
+
+    workspace.ResetWorkspace()
+    src, _, label = _source("lim_src", 20)
+    dst, dst2 = _sink("lim_dst"), _sink("lim_dst2")
+    limited = ReaderWithLimit(src.reader(batch_size=3), num_iter=4)
+    unlimited = ReaderWithLimit(src.reader(cursor_name="lim_cursor2", batch_size=3), num_iter=100)
+    with TaskGroup() as tg:
+        pipe(limited, output=dst.writer(), num_threads=2)
+        pipe(unlimited, output=dst2.writer(), num_threads=2)
+    LocalSession().run(tg)
+    got = np.sort(schema.FetchRecord(dst.content()).label.get())
+    assert got.size == 12 and set(got.tolist()) <= set(label.tolist())  # 4 batches of 3
+    assert not workspace.FetchBlob(limited.data_finished())
+    np.testing.assert_array_equal(np.sort(schema.FetchRecord(dst2.content()).label.get()), label)
+    assert workspace.FetchBlob(unlimited.data_finished())
+
+
+def test_count_until_and_time_limit():
+    from framework.dataio import CountUntil, ReaderWithTimeLimit
+
+    workspace.ResetWorkspace()
+    workspace.FeedBlob("cu_total", np.zeros((), np.int64))
+    workspace.FeedBlob("cu_calls", np.zeros((), np.int64))
+
+    def add(rec):
+        ops.Add(["cu_total", rec.iter()], ["cu_total"])
+
+    def count(rec):
+        ops.Add(["cu_calls", ops.Const(np.int64(1))], ["cu_calls"])
+
+    with TaskGroup() as tg:
+        pipe(CountUntil(5), num_threads=1, processor=add)
+        timed = ReaderWithTimeLimit(CountUntil(1000000), duration=0.2)
+        pipe(timed, num_threads=1, processor=count)
+    LocalSession().run(tg)
+    assert int(workspace.FetchBlob("cu_total")) == 0 + 1 + 2 + 3 + 4
+    assert 0 < int(workspace.FetchBlob("cu_calls")) < 1000000 and not workspace.FetchBlob(timed.data_finished())
