@@ -62,7 +62,8 @@ def op_io(op: OperatorDef) -> tuple[list[str], list[str]]:
     if op.arg and shares_workspace(op):
         for _, net in nested_nets(op):
             r, w = net_io(net)
-            ins += [b for b in r if b not in ins]
+            bound = set(net.external_input) if op.type == "ONNXWhile" else ()  # the op sets these itself
+            ins += [b for b in r if b not in ins and b not in bound]
             outs += [b for b in w if b not in outs]
     return ins, outs
 

@@ -20,6 +20,7 @@ import numpy as np
 
 from framework.memory.workspace import Workspace
 from framework.onnx.importer import SMALL_INT_INPUT, OnnxImportError, onnx_graph_to_nets
+from framework.ops.onnx.values import OptionalValue, TensorSequence, from_blob_value, to_blob_value
 
 RUNTIME_MARK = "needs run-time values"
 
@@ -49,6 +50,7 @@ class Caffe2Rep(_BackendRep):
         self.outputs = list(outputs)
         self._cache: dict = {}
         self._outputs_type = namedtuple("Outputs", [f"o{i}" for i in range(len(self.outputs))], rename=True)
+        self._kinds = _input_kinds(model)  # sequence/optional inputs become blob objects
         self.init_net = self.predict_net = None
         if nets is not None:
             self._cache[None] = self._load(*nets)
@@ -74,6 +76,8 @@ class Caffe2Rep(_BackendRep):
                 if (v.dtype.kind in "iu" and v.size <= SMALL_INT_INPUT) or v.size == 1 or k in self.value_inputs
                 else b"",
             )
+            if isinstance(v, np.ndarray)
+            else (k, type(v).__name__)
             for k, v in sorted(feeds.items())
         )
         if key not in self._cache:
@@ -92,14 +96,18 @@ class Caffe2Rep(_BackendRep):
             feeds = dict(zip(self.uninitialized, inputs))
         else:
             feeds = {self.uninitialized[0]: inputs}
-        feeds = {k: np.asarray(v) for k, v in feeds.items()}
+        feeds = {k: to_blob_value(v, self._kinds.get(k, "tensor")) for k, v in feeds.items()}
+        feeds = {k: v if isinstance(v, (TensorSequence, OptionalValue)) else np.asarray(v) for k, v in feeds.items()}
         ws, _, predict, created = self._entry(feeds)
         for k, v in feeds.items():
-            ws.feed_blob(k, v)
+            if isinstance(v, np.ndarray):
+                ws.feed_blob(k, v)
+            else:
+                ws.create_blob(k).reset(v)
         if not created:
             created.append(ws.create_net(predict, overwrite=True))
         created[0].run()
-        return self._outputs_type(*[_onnx_value(ws.fetch_blob(o)) for o in self.outputs])
+        return self._outputs_type(*[_onnx_value(from_blob_value(ws.fetch_blob(o))) for o in self.outputs])
 
 
 class Caffe2Backend(_Backend):
@@ -166,7 +174,8 @@ def _matches_declared(model: Any, feeds: dict[str, np.ndarray]) -> bool:
     """The fed inputs have the declared static dims (the translation for the declared shapes holds)."""
     for vi in model.graph.input:
         v = feeds.get(vi.name)
-        if v is None or not vi.type.HasField("tensor_type") or not vi.type.tensor_type.HasField("shape"):
+        tensor = isinstance(v, np.ndarray) and vi.type.HasField("tensor_type")
+        if not tensor or not vi.type.tensor_type.HasField("shape"):
             continue
         dims = vi.type.tensor_type.shape.dim
         if len(dims) != v.ndim or any(d.HasField("dim_value") and d.dim_value != n for d, n in zip(dims, v.shape)):
@@ -181,6 +190,15 @@ def _onnx_value(v: Any) -> Any:
             v.shape
         )
     return v
+
+
+def _input_kinds(model: Any) -> dict[str, str]:
+    """Graph input -> "tensor", "sequence" or "optional" (its declared type)."""
+    out = {}
+    for vi in model.graph.input:
+        which = vi.type.WhichOneof("value") if vi.HasField("type") else None
+        out[vi.name] = {"sequence_type": "sequence", "optional_type": "optional"}.get(which or "", "tensor")
+    return out
 
 
 def _translate(model: Any) -> tuple:

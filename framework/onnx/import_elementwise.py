@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from framework.onnx import import_math
-from framework.onnx.importer import TRANSLATORS, ImportContext, NeedsRuntime, Node, Unsupported, translator
+from framework.onnx.importer import FLOATS, TRANSLATORS, ImportContext, NeedsRuntime, Node, Unsupported, translator
 from framework.ops.onnx.elementwise import ALL, NUMBER, element_kind
 
 LOW_FLOATS = ("float16", "bfloat16")
@@ -90,7 +90,16 @@ def _where(ctx: ImportContext, node: Node) -> None:
 def _prelu(ctx: ImportContext, node: Node) -> None:
     typed_inputs(ctx, node, NUMBER, node.inputs[:2])
     x, slope = ctx.shape(node.input(0)), ctx.shape(node.input(1))
-    if x is None or slope is None or tuple(np.broadcast_shapes(x, slope)) != tuple(x):
+    if x is None or slope is None:
+        raise Unsupported("X or slope of unknown shape")
+    if ctx.opset < 7 and len(x) >= 2 and slope in ((x[1],), (1,)) and ctx.dtype(node.input(0)) in FLOATS:
+        ctx.op("PRelu", node.inputs[:2], [node.outputs[0]])  # opset 6: one slope per channel (axis 1), Caffe2's
+        return
+    try:
+        ok = tuple(np.broadcast_shapes(x, slope)) == tuple(x)
+    except ValueError:
+        ok = False
+    if not ok:
         raise Unsupported("a slope that does not broadcast to X's (known) shape")
     ctx.op("ONNXPRelu", node.inputs[:2], [node.outputs[0]])
 

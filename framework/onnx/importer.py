@@ -153,10 +153,9 @@ def _specialize(model: Any, feeds: dict[str, np.ndarray], value_inputs: Any = ()
     del m.graph.input[:]
     for vi in inputs:
         v = feeds.get(vi.name)
-        if v is None:
+        if not isinstance(v, np.ndarray):  # absent, or a sequence/optional value: as declared
             m.graph.input.append(vi)
             continue
-        v = np.asarray(v)
         if (v.dtype.kind in "iu" and v.size <= SMALL_INT_INPUT) or v.size == 1 or vi.name in value_inputs:
             m.graph.initializer.append(numpy_helper.from_array(v, vi.name))
         try:
@@ -179,7 +178,7 @@ def _value_infos(model: Any) -> tuple[dict, dict]:
     types: dict[str, np.dtype] = {}
     shapes: dict[str, tuple | None] = {}
     g = inferred.graph
-    for vi in list(g.input) + list(g.value_info) + list(g.output):
+    for vi in _graph_infos(g):
         tt = vi.type.tensor_type if vi.type.HasField("tensor_type") else None
         if tt is None or not tt.elem_type:
             continue
@@ -195,6 +194,16 @@ def _value_infos(model: Any) -> tuple[dict, dict]:
         types[init.name] = np.dtype(helper.tensor_dtype_to_np_dtype(init.data_type))
         shapes[init.name] = tuple(init.dims)
     return types, shapes
+
+
+def _graph_infos(g: Any) -> list:
+    """The value infos of graph ``g`` and of its subgraphs (If/Loop/Scan bodies), recursively."""
+    out = list(g.input) + list(g.value_info) + list(g.output)
+    for node in g.node:
+        for a in node.attribute:
+            for sub in ([a.g] if a.HasField("g") else []) + list(a.graphs):
+                out += _graph_infos(sub)
+    return out
 
 
 _FILL_FOR = {
@@ -263,13 +272,50 @@ def _fold(ctx: ImportContext, node: "Node", start: int) -> None:
         with np.errstate(all="ignore"):
             for op in ops:
                 ws.run_operator_once(op)
-        values = {o: np.asarray(ws.fetch_blob(o)) for o in node.outputs if o}
+        values = {o: ws.fetch_blob(o) for o in node.outputs if o}
     except Exception:  # noqa: BLE001 - left to run time, where the error is the user's to see
+        return
+    if not all(isinstance(v, np.ndarray) for v in values.values()):  # sequences, optionals: run time
         return
     if any(v.dtype.kind in "OUS" or v.size > _FOLD_LIMIT for v in values.values()):
         return
     ctx.values.update(values)
     del ctx.ops[start:]
+
+
+def translate_nodes(ctx: ImportContext, protos: Sequence[Any], path: str = "") -> list[str]:
+    """Translate ONNX nodes into ``ctx.ops`` (constants folded into ``ctx.values``); returns the
+    descriptions of the nodes without a translation (``path`` prefixes them: subgraphs)."""
+    unsupported: list[str] = []
+    opset = ctx.opset
+    versions = getattr(ctx, "opset_imports", {})
+    for i, proto in enumerate(protos):
+        node = Node(proto)
+        where = f"{path}node {i} {node.op_type}" + (f" '{node.name}'" if node.name else "")
+        domain = proto.domain or "ai.onnx"
+        key, version = node.op_type, opset
+        if domain != "ai.onnx":
+            key, version = f"{domain}:{node.op_type}", versions.get(domain, 1)
+        entry = TRANSLATORS.get(key)
+        if entry is None or not entry[1][0] <= version <= entry[1][1]:
+            where_domain = f"opset {opset}"
+            if domain != "ai.onnx":
+                where_domain = f"domain {domain}" + (f" opset {version}" if entry is not None else "")
+            unsupported.append(f"{where} ({where_domain}): no translation")
+            continue
+        n_ops = len(ctx.ops)
+        try:
+            entry[0](ctx, node)
+        except Unsupported as e:
+            del ctx.ops[n_ops:]
+            kind = "needs run-time values: " if isinstance(e, NeedsRuntime) else ""
+            unsupported.append(f"{where} (opset {opset}): {kind}{e}")
+            for o in node.outputs:  # later nodes must not take a stale spec for these
+                ctx.shapes.setdefault(o, None)
+            continue
+        _infer_emitted(ctx, ctx.ops[n_ops:])
+        _fold(ctx, node, n_ops)
+    return unsupported
 
 
 def onnx_graph_to_nets(
@@ -286,6 +332,8 @@ def onnx_graph_to_nets(
 
     from framework.onnx import (  # noqa: F401  (registers translators)
         import_attention,
+        import_control,  # noqa: F401  (issue 21 slice D: If/Loop/Scan/SequenceMap)
+        import_detection,  # noqa: F401  (issue 21 slice D: NonMaxSuppression/RoiAlign)
         import_elementwise,
         import_index,  # noqa: F401  (issue 21 slice B: index/scatter/pad/selection)
         import_layout,  # noqa: F401  (issue 21 slice B: DepthToSpace/SpaceToDepth/CenterCropPad/ReverseSequence)
@@ -296,9 +344,12 @@ def onnx_graph_to_nets(
         import_quant,
         import_reduce,
         import_resize,  # noqa: F401  (issue 21 slice B: Resize/Upsample/GridSample/AffineGrid)
+        import_rnn,  # noqa: F401  (issue 21 slice D: RNN/GRU/LSTM)
+        import_sequence,  # noqa: F401  (issue 21 slice D: sequences, optionals, Identity of them)
         import_signal,  # noqa: F401  (issue 21 slice B: DFT/STFT/windows/MelWeightMatrix)
         import_strings,
         import_tensor,
+        import_training,  # noqa: F401  (issue 21 slice D: ai.onnx.preview.training)
         import_types,
     )
 
@@ -313,36 +364,8 @@ def onnx_graph_to_nets(
     extra: dict[str, np.ndarray] = {}
     for t in g.initializer:
         ctx.values[t.name] = numpy_helper.to_array(t)
-    unsupported: list[str] = []
-    for i, proto in enumerate(g.node):
-        node = Node(proto)
-        where = f"node {i} {node.op_type}" + (f" '{node.name}'" if node.name else "")
-        domain = proto.domain or "ai.onnx"
-        key = node.op_type if domain == "ai.onnx" else f"{domain}:{node.op_type}"
-        if key not in TRANSLATORS:
-            unsupported.append(f"{where} (domain {domain}): no translation" if domain != "ai.onnx" else
-                               f"{where} (opset {opset}): no translation")  # fmt: skip
-            continue
-        entry = TRANSLATORS[key]
-        version = opset
-        if domain != "ai.onnx":
-            version = next((o.version for o in model.opset_import if o.domain == domain), 1)
-        if not entry[1][0] <= version <= entry[1][1]:
-            unsupported.append(f"{where} (opset {opset}): no translation" if domain == "ai.onnx" else
-                               f"{where} (domain {domain} opset {version}): no translation")  # fmt: skip
-            continue
-        n_ops = len(ctx.ops)
-        try:
-            entry[0](ctx, node)
-        except Unsupported as e:
-            del ctx.ops[n_ops:]
-            kind = "needs run-time values: " if isinstance(e, NeedsRuntime) else ""
-            unsupported.append(f"{where} (opset {opset}): {kind}{e}")
-            for o in node.outputs:  # later nodes must not take a stale spec for these
-                ctx.shapes.setdefault(o, None)
-            continue
-        _infer_emitted(ctx, ctx.ops[n_ops:])
-        _fold(ctx, node, n_ops)
+    ctx.opset_imports = {o.domain or "ai.onnx": o.version for o in model.opset_import}
+    unsupported = translate_nodes(ctx, g.node)
     if wanted is not None:
         wanted.update(ctx.wanted)
     for name, value in ctx.values.items():

@@ -5,7 +5,8 @@ N initial loop-carried dependencies. Outputs: N final loop-carried
 dependencies, then K scan outputs (per-iteration values stacked on a new
 first axis). The ``body`` net's external inputs are (iteration number,
 condition, N dependencies) and its external outputs (condition, N
-dependencies, K scan outputs).
+dependencies, K scan outputs). Loop-carried values that are not tensors (the
+ONNX backend's sequences and optionals: immutable objects) pass by reference.
 """
 
 from __future__ import annotations
@@ -27,6 +28,9 @@ def _assign(ws: Workspace, name: str, value: np.ndarray) -> None:
     bound arrays and compiled fast path), else feed it."""
     from framework.memory.tensor import Tensor
 
+    if not isinstance(value, np.ndarray):  # a non-tensor loop-carried value (an immutable object): by reference
+        ws.create_blob(name).reset(value)
+        return
     obj = ws.get_blob(name)._obj if ws.has_blob(name) else None
     arr = obj._array if type(obj) is Tensor else None
     if arr is not None and arr.shape == value.shape and arr.dtype == value.dtype:
@@ -34,6 +38,16 @@ def _assign(ws: Workspace, name: str, value: np.ndarray) -> None:
         obj.version += 1
     else:
         ws.feed_blob(name, value)
+
+
+def _carried(obj, read, key):
+    """A loop-carried value: a copy of a tensor; other blob objects (the ONNX backend's immutable
+    sequences and optionals, framework/ops/onnx/values.py) by reference."""
+    from framework.memory.tensor import Tensor
+
+    if obj is not None and not isinstance(obj, (Tensor, str, bytes)):
+        return obj
+    return np.array(read(key), copy=True)
 
 
 @register_op(
@@ -128,7 +142,7 @@ class ONNXWhile(Operator):
                 f"{self.describe()}: condition '{self.input_names[1]}' must be a one-element bool/int32/int64 "
                 f"tensor, found {cond_in.dtype} {list(cond_in.shape)}"
             )
-        lcds = [np.array(self.input(2 + i), copy=True) for i in range(self.n_lcd)]
+        lcds = [_carried(self.inputs[2 + i]._obj, self.input, 2 + i) for i in range(self.n_lcd)]
         cond_dtype = cond_in.dtype
         max_trip = int(trip.reshape(-1)[0])
         first_cond = bool(cond_in.reshape(-1)[0])
@@ -144,7 +158,7 @@ class ONNXWhile(Operator):
                 _assign(ws, name, v)
             net.run()
             cond = bool(np.asarray(ws.fetch_blob(self.ext_out[0])).reshape(-1)[0])
-            lcds = [np.array(ws.fetch_blob(n), copy=True) for n in self.ext_out[1 : 1 + self.n_lcd]]
+            lcds = [_carried(ws.get_blob(n)._obj, ws.fetch_blob, n) for n in self.ext_out[1 : 1 + self.n_lcd]]
             for k, name in enumerate(self.ext_out[1 + self.n_lcd :]):
                 v = np.array(ws.fetch_blob(name), copy=True)
                 if scans[k] and v.shape != scans[k][0].shape:
@@ -157,6 +171,9 @@ class ONNXWhile(Operator):
                 ws = self.stack.push_forward(self.workspace, {})
             itr += 1
         for i, v in enumerate(lcds):
+            if not isinstance(v, np.ndarray):
+                self.outputs[i].reset(v)
+                continue
             out = self.output(i, v.shape, v.dtype)
             np.copyto(out, v)
         for k, vals in enumerate(scans):

@@ -24,17 +24,23 @@ from framework.ops.onnx import (
     masks,  # noqa: F401
     ml,  # noqa: F401
     nd_index,  # noqa: F401
+    nms,  # noqa: F401
+    optional,  # noqa: F401
     pad,  # noqa: F401
     pool,  # noqa: F401
     qlinear_matmul,  # noqa: F401
     quantize,  # noqa: F401
+    recurrent,  # noqa: F401
     reduce,  # noqa: F401
     resize,  # noqa: F401
     rms_norm,  # noqa: F401
     rotary,  # noqa: F401
+    sequence,  # noqa: F401
     sorting,  # noqa: F401
     strings,  # noqa: F401
     tensor_scatter,  # noqa: F401
+    training,  # noqa: F401
     trilu,  # noqa: F401
     unary,  # noqa: F401
+    values,  # noqa: F401
 )

@@ -1,0 +1,317 @@
+"""ONNXRNN, ONNXGRU, ONNXLSTM: ONNX's recurrent layers (all directions, activations, clip, layout,
+sequence_lens, initial states, peepholes, linear_before_reset, input_forget).
+
+Caffe2's RecurrentNetwork/LSTMUnit/GRUUnit keep other gate orders, bias layouts and no per-layer
+activation choice, so ONNX's layers are ops of their own. Inputs follow ONNX's positions:
+``X, W, R, B, sequence_lens, initial_h`` (+ ``initial_c, P`` for LSTM); an absent optional input
+is an EMPTY tensor (size 0) at its position (B: zeros, sequence_lens: every sequence full length,
+initial states: zeros, P: no peepholes), trailing ones may be left out.
+
+With ``sequence_lens``, steps at or past a sequence's length give zeros in Y and leave its state
+unchanged (Y_h/Y_c hold the state after its last valid step); the reverse direction starts from
+each sequence's own last valid step (onnxruntime's semantics).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from framework.errors import ArgumentError, ShapeError
+from framework.memory.allocator import check_elements
+from framework.ops.gradient import no_gradient
+from framework.ops.operator import Operator
+from framework.ops.registry import register_op
+from framework.ops.schema import FLOAT, FLOATS, INT, STRING, STRINGS, Arg, TensorSpec
+
+_PARAMS = {  # activation -> (number of parameters, defaults)
+    "relu": (0, ()),
+    "tanh": (0, ()),
+    "sigmoid": (0, ()),
+    "softsign": (0, ()),
+    "softplus": (0, ()),
+    "affine": (2, (1.0, 0.0)),
+    "leakyrelu": (1, (0.01,)),
+    "thresholdedrelu": (1, (1.0,)),
+    "scaledtanh": (2, (1.0, 1.0)),
+    "hardsigmoid": (2, (0.2, 0.5)),
+    "elu": (1, (1.0,)),
+}
+
+
+def _activation(name: str, a: float, b: float) -> Callable[[np.ndarray], np.ndarray]:
+    if name == "relu":
+        return lambda x: np.maximum(x, 0)
+    if name == "tanh":
+        return np.tanh
+    if name == "sigmoid":
+        return lambda x: 1.0 / (1.0 + np.exp(-x))
+    if name == "softsign":
+        return lambda x: x / (1 + np.abs(x))
+    if name == "softplus":
+        return lambda x: np.logaddexp(0, x)
+    if name == "affine":
+        return lambda x: a * x + b
+    if name == "leakyrelu":
+        return lambda x: np.where(x >= 0, x, a * x)
+    if name == "thresholdedrelu":
+        return lambda x: np.where(x > a, x, 0)
+    if name == "scaledtanh":
+        return lambda x: a * np.tanh(b * x)
+    if name == "hardsigmoid":
+        return lambda x: np.clip(a * x + b, 0, 1)
+    return lambda x: np.where(x >= 0, x, a * np.expm1(np.minimum(x, 0)))  # elu
+
+
+# kind -> (gates per direction, default activations per direction, max inputs, max outputs)
+_KINDS = {
+    "RNN": (1, ("Tanh",), 6, 2),
+    "GRU": (3, ("Sigmoid", "Tanh"), 6, 2),
+    "LSTM": (4, ("Sigmoid", "Tanh", "Tanh"), 8, 3),
+}
+_DIRS = {"forward": 1, "reverse": 1, "bidirectional": 2}
+
+
+def _infer(kind: str):
+    def infer(args: Any, ins: list[TensorSpec]) -> list[TensorSpec]:
+        x, w = ins[0], ins[1] if len(ins) > 1 else None
+        dt = x.dtype
+        n_out = args.num_outputs
+        if x.shape is None or len(x.shape) != 3 or w is None or w.shape is None or len(w.shape) != 3:
+            return [TensorSpec(None, dt)] * n_out
+        g = _KINDS[kind][0]
+        hidden = args.hidden_size if args.hidden_size > 0 else w.shape[1] // g
+        d = w.shape[0]
+        seq, batch = (x.shape[1], x.shape[0]) if args.layout else (x.shape[0], x.shape[1])
+        y = (batch, seq, d, hidden) if args.layout else (seq, d, batch, hidden)
+        h = (batch, d, hidden) if args.layout else (d, batch, hidden)
+        return [TensorSpec(y, dt)] + [TensorSpec(h, dt)] * (n_out - 1)
+
+    return infer
+
+
+def _register(kind: str) -> Callable[[type], type]:
+    gates, acts, max_in, max_out = _KINDS[kind]
+    names = ["X", "W", "R", "B", "sequence_lens", "initial_h", "initial_c", "P"][:max_in]
+    docs = {
+        "X": "input sequences [seq_length, batch, input_size] (layout=1: [batch, seq_length, input_size])",
+        "W": f"input weights [num_directions, {gates}*hidden_size, input_size]",
+        "R": f"recurrence weights [num_directions, {gates}*hidden_size, hidden_size]",
+        "B": f"biases [num_directions, {2 * gates}*hidden_size] (Wb then Rb); empty: zeros",
+        "sequence_lens": "int32/int64 [batch] valid lengths; empty: all full length",
+        "initial_h": "initial hidden state [num_directions, batch, hidden_size]; empty: zeros",
+        "initial_c": "initial cell state [num_directions, batch, hidden_size]; empty: zeros",
+        "P": "peephole weights [num_directions, 3*hidden_size] (i, o, f); empty: none",
+    }
+    outs = [("Y", "all hidden states [seq_length, num_directions, batch, hidden_size]"),
+            ("Y_h", "last hidden state [num_directions, batch, hidden_size]"),
+            ("Y_c", "last cell state [num_directions, batch, hidden_size]")][:max_out]  # fmt: skip
+    args = [
+        Arg("hidden_size", INT, 0, "number of hidden units (0: taken from R)", low=0),
+        Arg("direction", STRING, "forward", "forward, reverse or bidirectional", choices=tuple(_DIRS)),
+        Arg("activations", STRINGS, None, f"activation per gate function and direction (default {', '.join(acts)})"),
+        Arg("activation_alpha", FLOATS, None, "alpha of the activations taking one, in order"),
+        Arg("activation_beta", FLOATS, None, "beta of the activations taking one, in order"),
+        Arg("clip", FLOAT, 0.0, "clip gate pre-activations to [-clip, clip] (0: no clipping)", low=0.0),
+        Arg("layout", INT, 0, "0: sequence-major tensors, 1: batch-major", choices=(0, 1)),
+    ]
+    if kind == "GRU":
+        args.append(Arg("linear_before_reset", INT, 0, "apply the recurrence weights before the reset gate"))
+    if kind == "LSTM":
+        args.append(Arg("input_forget", INT, 0, "couple the input and forget gates (f = 1 - i)"))
+    types: dict = {i: "float" for i in range(max_in)}
+    types[4] = "int"
+    return register_op(
+        f"ONNX{kind}",
+        inputs=(3, max_in),
+        outputs=(1, max_out),
+        input_docs=[(n, docs[n]) for n in names],
+        output_docs=outs,
+        args=args,
+        infer=_infer(kind),
+        input_types=types,
+        same_type=[tuple(i for i in range(max_in) if i != 4)],
+        ranks={0: 3, 1: 3, 2: 3},
+        category="recurrent",
+    )
+
+
+class _ONNXRecurrent(Operator):
+    kind = "RNN"
+
+    def setup(self) -> None:
+        gates, defaults, _, _ = _KINDS[self.kind]
+        a = self.args
+        self.dirs = _DIRS[a.direction]
+        n_f = len(defaults)
+        acts = list(a.activations) if a.activations else list(defaults) * self.dirs
+        if len(acts) != n_f * self.dirs:
+            raise ArgumentError(
+                f"{self.describe()}: activations needs {n_f * self.dirs} names ({n_f} per direction), got {acts}"
+            )
+        alphas, betas = list(a.activation_alpha or []), list(a.activation_beta or [])
+        self.fns = []
+        for name in acts:
+            key = str(name).lower()
+            if key not in _PARAMS:
+                raise ArgumentError(f"{self.describe()}: unknown activation '{name}' (known: {', '.join(_PARAMS)})")
+            n, dflt = _PARAMS[key]
+            al = alphas.pop(0) if n >= 1 and alphas else (dflt[0] if n >= 1 else 0.0)
+            be = betas.pop(0) if n >= 2 and betas else (dflt[1] if n >= 2 else 0.0)
+            self.fns.append(_activation(key, float(al), float(be)))
+        self.gates = gates
+
+    def _optional(self, i: int, shape: tuple, what: str) -> np.ndarray | None:
+        if i >= len(self.inputs):
+            return None
+        v = self.input(i)
+        if v.size == 0:
+            return None
+        if tuple(v.shape) != shape:
+            raise ShapeError(
+                f"{self.describe()}: {what} '{self.input_names[i]}' must have shape {list(shape)} (or be empty), "
+                f"found {list(v.shape)}"
+            )
+        return v
+
+    def run(self) -> None:
+        a = self.args
+        x, w, r = self.input(0), self.input(1), self.input(2)
+        if a.layout:
+            x = x.transpose(1, 0, 2)
+        seq, batch, isz = x.shape
+        d, g = self.dirs, self.gates
+        if w.shape[0] != d or w.shape[2] != isz or w.shape[1] % g:
+            raise ShapeError(
+                f"{self.describe()}: W '{self.input_names[1]}' must be [{d}, {g}*hidden_size, {isz}] "
+                f"(direction {a.direction}), found {list(w.shape)}"
+            )
+        h = w.shape[1] // g
+        if a.hidden_size and a.hidden_size != h:
+            raise ShapeError(f"{self.describe()}: hidden_size={a.hidden_size} but W gives {h}")
+        if tuple(r.shape) != (d, g * h, h):
+            raise ShapeError(
+                f"{self.describe()}: R '{self.input_names[2]}' must be {[d, g * h, h]}, found {list(r.shape)}"
+            )
+        b = self._optional(3, (d, 2 * g * h), "B")
+        lens = self._optional(4, (batch,), "sequence_lens")
+        if lens is not None and (np.any(lens < 0) or np.any(lens > seq)):
+            raise ShapeError(f"{self.describe()}: sequence_lens '{self.input_names[4]}' must lie in [0, {seq}]")
+        st_shape = (batch, d, h) if a.layout else (d, batch, h)
+        h0 = self._optional(5, st_shape, "initial_h")
+        c0 = self._optional(6, st_shape, "initial_c") if self.kind == "LSTM" else None
+        p = self._optional(7, (d, 3 * h), "P") if self.kind == "LSTM" else None
+        check_elements((seq, d, batch, h), x.dtype.itemsize, f"{self.describe()} output Y")
+        if a.layout:
+            h0 = None if h0 is None else h0.transpose(1, 0, 2)
+            c0 = None if c0 is None else c0.transpose(1, 0, 2)
+        dt = x.dtype
+        lens = np.full(batch, seq, np.int64) if lens is None else lens.astype(np.int64)
+        y = np.zeros((seq, d, batch, h), dt)
+        yh = np.zeros((d, batch, h), dt)
+        yc = np.zeros((d, batch, h), dt)
+        n_f = len(self.fns) // d
+        with np.errstate(all="ignore"):
+            for k in range(d):
+                reverse = a.direction == "reverse" or k == 1
+                bk = np.zeros(2 * g * h, dt) if b is None else b[k]
+                state = (
+                    np.zeros((batch, h), dt) if h0 is None else h0[k].astype(dt, copy=True),
+                    np.zeros((batch, h), dt) if c0 is None else c0[k].astype(dt, copy=True),
+                )
+                pk = None if p is None else p[k]
+                fns = self.fns[k * n_f : (k + 1) * n_f]
+                self._direction(x, w[k], r[k], bk, pk, lens, state, fns, reverse, y[:, k], yh[k], yc[k])
+        if a.layout:
+            y, yh, yc = y.transpose(2, 0, 1, 3), yh.transpose(1, 0, 2), yc.transpose(1, 0, 2)
+        for i, v in enumerate((y, yh, yc)[: len(self.outputs)]):
+            self.output(i, v.shape, dt)[...] = v
+
+    def _direction(self, x, w, r, b, p, lens, state, fns, reverse, y, yh, yc) -> None:
+        seq = x.shape[0]
+        h = r.shape[1]
+        clip = self.args.clip
+        xw = x @ w.T + b[: w.shape[0]]  # [seq, batch, G*h]
+        rb = b[w.shape[0] :]
+        ht, ct = state
+        for s in range(seq):
+            if reverse:
+                t = lens - 1 - s  # per batch row: its own last valid step first
+                active = t >= 0
+                xt = xw[np.clip(t, 0, seq - 1), np.arange(x.shape[1])]
+            else:
+                t = np.full_like(lens, s)
+                active = t < lens
+                xt = xw[s]
+            if not active.any():
+                continue
+            nh, nc = self._step(xt, ht, ct, r, rb, p, fns, clip, h)
+            m = active[:, None]
+            ht = np.where(m, nh, ht)
+            ct = np.where(m, nc, ct)
+            rows = np.nonzero(active)[0]
+            y[t[rows], rows] = nh[rows]
+        yh[...] = ht
+        yc[...] = ct
+
+    def _step(self, xt, ht, ct, r, rb, p, fns, clip, h):
+        raise NotImplementedError
+
+
+def _clip(v: np.ndarray, clip: float) -> np.ndarray:
+    return np.clip(v, -clip, clip) if clip > 0 else v
+
+
+@_register("RNN")
+class ONNXRNN(_ONNXRecurrent):
+    """ONNX RNN: H_t = f(X_t W^T + H_{t-1} R^T + Wb + Rb), f Tanh by default (per direction)."""
+
+    kind = "RNN"
+
+    def _step(self, xt, ht, ct, r, rb, p, fns, clip, h):
+        return fns[0](_clip(xt + ht @ r.T + rb, clip)), ct
+
+
+@_register("GRU")
+class ONNXGRU(_ONNXRecurrent):
+    """ONNX GRU (gates z, r, h in W/R/B order): z = f(..), r = f(..), with linear_before_reset=0
+    h~ = g(X W_h^T + (r * H) R_h^T + Rb_h + Wb_h), else g(X W_h^T + r * (H R_h^T + Rb_h) + Wb_h);
+    H = (1 - z) * h~ + z * H. f Sigmoid, g Tanh by default."""
+
+    kind = "GRU"
+
+    def _step(self, xt, ht, ct, r, rb, p, fns, clip, h):
+        f, g = fns
+        rec = ht @ r[: 2 * h].T + rb[: 2 * h]
+        z = f(_clip(xt[:, :h] + rec[:, :h], clip))
+        rr = f(_clip(xt[:, h : 2 * h] + rec[:, h:], clip))
+        if self.args.linear_before_reset:
+            hh = g(_clip(xt[:, 2 * h :] + rr * (ht @ r[2 * h :].T + rb[2 * h :]), clip))
+        else:
+            hh = g(_clip(xt[:, 2 * h :] + (rr * ht) @ r[2 * h :].T + rb[2 * h :], clip))
+        return (1 - z) * hh + z * ht, ct
+
+
+@_register("LSTM")
+class ONNXLSTM(_ONNXRecurrent):
+    """ONNX LSTM (gates i, o, f, c in W/R/B order; peepholes P = [Pi, Po, Pf]):
+    i = f(.. + Pi * C_{t-1}), f_t = f(.. + Pf * C_{t-1}) (1 - i with input_forget), c = g(..),
+    C = f_t * C_{t-1} + i * c, o = f(.. + Po * C), H = o * h(C). Defaults f Sigmoid, g h Tanh."""
+
+    kind = "LSTM"
+
+    def _step(self, xt, ht, ct, r, rb, p, fns, clip, h):
+        f, g, hf = fns
+        pre = xt + ht @ r.T + rb
+        pi, po, pf = (0, 0, 0) if p is None else (p[:h], p[h : 2 * h], p[2 * h :])
+        i = f(_clip(pre[:, :h] + pi * ct, clip))
+        ft = 1 - i if self.args.input_forget else f(_clip(pre[:, 2 * h : 3 * h] + pf * ct, clip))
+        c = g(_clip(pre[:, 3 * h :], clip))
+        nc = ft * ct + i * c
+        o = f(_clip(pre[:, h : 2 * h] + po * nc, clip))
+        return o * hf(nc), nc
+
+
+for _k in _KINDS:
+    no_gradient(f"ONNX{_k}")
