@@ -65,3 +65,28 @@ def test_char_lstm_trains_below_unigram_entropy_and_generates(tmp_path):
         cwd=tmp_path,
     )
     assert text.startswith("def ") and len(text.rstrip("\n")) == 44
+    # framework predict: next-character probabilities for every position of a batch of windows
+    from framework.cli.chars import encode
+
+    ids = np.asarray(encode("def __init__(self, name):\n        self.name = name\n    def run(self):  "), np.int32)
+    x = np.stack([ids[i : i + 32] for i in (0, 16)])
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "y.npy", np.stack([ids[i + 1 : i + 33] for i in (0, 16)]))
+    out = _cli(
+        "predict",
+        os.path.join(ROOT, "models", "char_lstm"),
+        "--checkpoint",
+        str(tmp_path / "ck.minidb"),
+        "--input",
+        str(tmp_path / "x.npy"),
+        "--labels",
+        str(tmp_path / "y.npy"),
+        "--save",
+        str(tmp_path / "p.npy"),
+        cwd=tmp_path,
+    )
+    probs = np.load(tmp_path / "p.npy")
+    assert probs.shape == (64, 128)  # every position of the two windows
+    np.testing.assert_allclose(probs.sum(axis=1), 1.0, rtol=1e-4)
+    acc = float(out.split("accuracy: ")[1].split()[0])
+    assert acc > 1 / 128  # better than chance on Python-like text
