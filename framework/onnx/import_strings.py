@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from framework.onnx.import_elementwise import typed_inputs
-from framework.onnx.importer import ImportContext, Node, translator
+from framework.onnx.importer import ImportContext, Node, Unsupported, translator
 
 
 @translator("StringConcat")
@@ -38,3 +38,16 @@ def _normalizer(ctx: ImportContext, node: Node) -> None:
 def _regex(ctx: ImportContext, node: Node) -> None:
     typed_inputs(ctx, node, ("string",), node.inputs[:1])
     ctx.op("ONNXRegexFullMatch", node.inputs[:1], [node.outputs[0]], pattern=node.attr("pattern", ""))
+
+
+@translator("TfIdfVectorizer")
+def _tfidf(ctx: ImportContext, node: Node) -> None:
+    x = ctx.dtype(node.input(0))
+    if x is None or not (x.kind == "O" or x.name in ("int32", "int64")):
+        raise Unsupported(f"input of type {x}")
+    args = {k: node.attr(k) for k in ("max_gram_length", "min_gram_length", "max_skip_count", "mode")}
+    if any(v is None for v in args.values()) or not node.attr("ngram_counts") or not node.attr("ngram_indexes"):
+        raise Unsupported("a required attribute is missing")
+    args.update({k: list(node.attr(k, [])) for k in ("ngram_counts", "ngram_indexes", "pool_int64s", "weights")})
+    args["pool_strings"] = [s.decode() if isinstance(s, bytes) else s for s in node.attr("pool_strings", [])]
+    ctx.op("ONNXTfIdfVectorizer", [node.input(0)], [node.outputs[0]], **{k: v for k, v in args.items() if v != []})

@@ -39,6 +39,7 @@ from framework.ops.onnx import (
     sorting,  # noqa: F401
     strings,  # noqa: F401
     tensor_scatter,  # noqa: F401
+    tfidf,  # noqa: F401
     training,  # noqa: F401
     trilu,  # noqa: F401
     unary,  # noqa: F401
