@@ -34,7 +34,7 @@ def _infer(args: Any, ins: list) -> list:
         Arg("max_gram_length", INT, REQUIRED, "longest n-gram counted"),
         Arg("min_gram_length", INT, REQUIRED, "shortest n-gram counted"),
         Arg("max_skip_count", INT, REQUIRED, "largest number of tokens skipped between n-gram items"),
-        Arg("mode", STRING, REQUIRED, "TF, IDF or TFIDF", choices=("TF", "IDF", "TFIDF")),
+        Arg("mode", STRING, "TF", "TF, IDF or TFIDF (ONNX requires it)", choices=("TF", "IDF", "TFIDF")),
         Arg("ngram_counts", INTS, REQUIRED, "start index in the pool of the n-grams of each length 1, 2..."),
         Arg("ngram_indexes", INTS, REQUIRED, "output column of each pool n-gram"),
         Arg("pool_int64s", INTS, [], "the pool (integer tokens)"),
