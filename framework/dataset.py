@@ -35,7 +35,7 @@ import numpy as np
 from framework import core
 from framework.dataio import Reader, Writer
 from framework.proto.framework_pb2 import TensorProto
-from framework.schema import Field, Struct, from_blob_list
+from framework.schema import Field, Struct, from_blob_list, from_column_list
 
 _PROTO_TYPES = {
     np.dtype(np.float32): TensorProto.FLOAT,
@@ -110,7 +110,10 @@ class Dataset:
     """Blobs holding a dataset of ``schema`` records (see module doc)."""
 
     def __init__(self, fields: Any, name: str | None = None) -> None:
+        if isinstance(fields, list) and all(isinstance(f, str) for f in fields):
+            fields = from_column_list(fields)  # Caffe2: raw field names (types unknown)
         self.schema = fields if isinstance(fields, Field) else Struct(*fields)
+        self.fields = self.schema.field_names()
         self.name = name or "dataset"
         self.field_blob_names = [f"{self.name}:{n}" for n in self.schema.field_names()]
 
@@ -150,9 +153,34 @@ class Dataset:
             workspace.RunOperatorOnce(op)
         return DatasetReader(self, cursor, batch_size, enforce_batch_size)
 
+    def random_reader(
+        self, init_net: Any = None, indices: Any = None, cursor_name: str | None = None, batch_size: int = 1,
+        loop_over: bool = False,
+    ) -> DatasetRandomReader:  # fmt: skip
+        """A reader in the order of ``indices`` (see ``framework.dataset_random``); its cursor is
+        created by ``init_net`` (or at once, with no net)."""
+        cursor = cursor_name or f"{self.name}_cursor"
+        op = core.CreateOperator("CreateTreeCursor", [], [cursor], fields=self.field_names())
+        if init_net is not None:
+            init_net.Proto().op.add().CopyFrom(op)
+        else:
+            from framework import workspace
+
+            workspace.RunOperatorOnce(op)
+        return DatasetRandomReader(self, cursor, indices, batch_size, loop_over)
+
     def writer(self, init_net: Any = None) -> DatasetWriter:
         return DatasetWriter(self)
 
     def trim(self, net: Any, multiple_of: int) -> None:
         blobs = self.get_blobs()
         net.TrimDataset(blobs, blobs, fields=self.field_names(), multiple_of=multiple_of)
+
+
+from framework.dataset_random import (  # noqa: E402  (it needs Reader; re-exported as Caffe2's dataset has them)
+    Const,
+    DatasetRandomReader,
+    execution_step_with_progress,
+)
+
+__all__ = ["Const", "Dataset", "DatasetRandomReader", "DatasetReader", "DatasetWriter", "execution_step_with_progress"]

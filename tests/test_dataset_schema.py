@@ -48,3 +48,40 @@ def test_write_then_read_nested_records_in_a_plan():
     assert workspace.FetchBlob("seen_labels").tolist() == [1, 2, 3]
     rec = from_fields = schema.from_blob_list(s, fields)
     assert isinstance(from_fields.ids, schema.List) and rec.label.get() == fields[0]
+
+
+def test_random_reader_reads_in_the_order_of_indices_and_of_a_shuffle():
+    from framework.dataset import Const
+
+    workspace.ResetWorkspace()
+    ds = dataset.Dataset(["label", "ids:lengths", "ids:values"], name="rr")  # raw column names, as Caffe2
+    assert isinstance(ds.schema.ids, schema.List) and ds.fields == ds.field_names()
+    init = core.Net("rr_init")
+    blobs = [Const(init, np.arange(6, dtype=np.int32), name="l"), Const(init, np.ones(6, np.int32), name="n"),
+             Const(init, np.arange(100, 106, dtype=np.int64), name="v")]  # fmt: skip
+    for b, target in zip(blobs, ds.get_blobs()):
+        init.Copy([b], [target])
+    workspace.RunNetOnce(init)
+    order = np.array([5, 3, 1, 0, 2, 4], np.int64)
+    workspace.FeedBlob("rr_order", order)
+    for indices, shuffle in (("rr_order", False), (None, True)):
+        prep = core.Net("rr_prep")
+        reader = ds.random_reader(prep, indices=indices, cursor_name=f"rr_cursor_{shuffle}", batch_size=4)
+        reader.computeoffset(prep)
+        if shuffle:
+            reader.sort_and_shuffle(prep, shuffle_size=2, batch_size=2)
+        workspace.RunNetOnce(prep)
+        read = core.Net("rr_read")
+        should_stop, fields = reader.read(read)
+        seen, values = [], []
+        while True:
+            workspace.RunNetOnce(read)
+            if workspace.FetchBlob(should_stop):
+                break
+            seen += workspace.FetchBlob(fields[0]).tolist()
+            values += workspace.FetchBlob(fields[2]).tolist()
+        assert values == [100 + s for s in seen]
+        if shuffle:
+            assert sorted(seen) == list(range(6))
+        else:
+            assert seen == order.tolist()
