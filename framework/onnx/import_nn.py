@@ -240,12 +240,26 @@ def _gemm(ctx: ImportContext, node: Node) -> None:
 def _matmul(ctx: ImportContext, node: Node) -> None:
     ctx.require(node, FLOATS)
     ra, rb = ctx.rank(node.input(0)), ctx.rank(node.input(1))
+    if ra == 0 or rb == 0:
+        raise Unsupported("0-d MatMul operands")
+    a, b, out, drop = node.input(0), node.input(1), node.outputs[0], []
+    if ra == 1:  # numpy's rule: a 1-D A is a row [1, K], its dim dropped from the result
+        a = ctx.fresh("matmul_row")
+        ctx.op("ExpandDims", [node.input(0)], [a], dims=[0])
+        ra, drop = 2, [-2]
+    if rb == 1:  # a 1-D B is a column [K, 1], its dim dropped from the result
+        b = ctx.fresh("matmul_col")
+        ctx.op("ExpandDims", [node.input(1)], [b], dims=[1])
+        rb, drop = 2, drop + [-1]
+    if drop:
+        out = ctx.fresh("matmul_2d")
     if ra == 2 and rb == 2:
-        ctx.op("MatMul", node.inputs[:2], [node.outputs[0]])
-    elif ra >= 2 and rb >= 2:
-        ctx.op("BatchMatMul", node.inputs[:2], [node.outputs[0]], broadcast=1)
+        ctx.op("MatMul", [a, b], [out])
     else:
-        raise Unsupported("1-D MatMul operands")
+        ctx.op("BatchMatMul", [a, b], [out], broadcast=1)
+    if drop:
+        rank = max(ra, rb)
+        ctx.op("Squeeze", [out], [node.outputs[0]], dims=sorted(d % rank for d in drop))
 
 
 @translator("Softmax", "LogSoftmax")

@@ -102,3 +102,9 @@ def _mel_weight_matrix(ctx: ImportContext, node: Node) -> None:
             j = np.arange(centre, min(right, n_spec))
             out[j, i] = (right - j) / (right - centre)
     ctx.values[node.outputs[0]] = out.astype(_out_type(node))
+
+
+@translator("ImageDecoder")
+def _image_decoder(ctx: ImportContext, node: Node) -> None:
+    ctx.require(node, (np.dtype(np.uint8),))
+    ctx.op("ONNXImageDecoder", [node.input(0)], [node.outputs[0]], pixel_format=node.attr("pixel_format", "RGB"))

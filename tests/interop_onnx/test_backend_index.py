@@ -138,3 +138,13 @@ def test_range_low_precision_and_reshape_allowzero():
     x = np.zeros((0, 3), np.float32)
     (y,) = backend.run_node(r, [x, np.array([3, 0], np.int64)])
     assert y.shape == (3, 0)
+
+
+def test_matmul_with_1d_operands_follows_numpy():
+    rng = np.random.default_rng(0)
+    node = helper.make_node("MatMul", ["a", "b"], ["y"])
+    for sa, sb in (((4,), (4,)), ((4,), (2, 4, 3)), ((2, 3, 4), (4,)), ((4,), (4, 5))):
+        a, b = rng.standard_normal(sa).astype(np.float32), rng.standard_normal(sb).astype(np.float32)
+        (y,) = backend.run_node(node, [a, b])
+        assert y.shape == np.matmul(a, b).shape
+        np.testing.assert_allclose(y, np.matmul(a.astype(np.float64), b), rtol=1e-5, atol=1e-5)

@@ -19,6 +19,7 @@ from framework.ops.onnx import (
     elementwise,  # noqa: F401
     gated,  # noqa: F401
     grid_sample,  # noqa: F401
+    image_decoder,  # noqa: F401
     linear_attention,  # noqa: F401
     losses,  # noqa: F401
     masks,  # noqa: F401
