@@ -19,7 +19,7 @@ def sig(x):
     return 1 / (1 + np.exp(-x))
 
 
-def build(att_type, lengths):
+def build(att_type, lengths, memory_optimization=False):
     model = ModelHelper(name="att")
     res = rnn_cell.LSTMWithAttention(
         model,
@@ -35,6 +35,7 @@ def build(att_type, lengths):
         H,
         scope="s",
         attention_type=att_type,
+        attention_memory_optimization=memory_optimization,
     )
     prods = [model.net.Mul([res[0], "wy"], "prod_h"), model.net.Mul([res[4], "wc"], "prod_c")]
     loss = model.net.SumElements([model.net.Sum(prods, "prod")], "loss")
@@ -188,3 +189,25 @@ def test_attention_rejects_unknown_type_and_coverage_without_setup():
     model = ModelHelper(name="att")
     with pytest.raises(ValueError, match="build_initial_coverage"):
         cell.apply_over_sequence(model, "dec_in", None, ["h0", "c0", "ctx0", "cov0"])
+
+
+@pytest.mark.parametrize("att_type", [AttentionType.Regular, AttentionType.SoftCoverage])
+def test_attention_memory_optimization_recomputes_the_same_gradients(att_type):
+    """attention_memory_optimization: the match blobs are recomputed in the backward step net."""
+    grads_of = {}
+    for opt in (False, True):
+        rng = np.random.default_rng(21)
+        model, _, loss = build(att_type, True, memory_optimization=opt)
+        rnn = [op for op in model.net.Proto().op if op.type == "RecurrentNetwork"][0]
+        recompute = [list(a.strings) for a in rnn.arg if a.name == "recompute_blobs_on_backward"]
+        grads = model.AddGradientOperators([loss])
+        f = feeds(rng, np.float32)
+        ws = make_ws(model, f, np.float32, rng)
+        prng = np.random.default_rng(5)  # the same parameters in both builds (the init fills are random)
+        for p in sorted(str(p) for p in model.params):
+            ws.feed_blob(p, (0.5 * prng.standard_normal(ws.fetch_blob(p).shape)).astype(np.float32))
+        ws.run_net_once(model.net)
+        grads_of[opt] = {n: ws.fetch_blob(str(grads[n])) for n in ("enc", "dec_in", "s/decoder/gates_t_w")}
+        assert bool(recompute and recompute[0]) == opt
+    for n, g in grads_of[False].items():
+        np.testing.assert_allclose(grads_of[True][n], g, rtol=1e-5, atol=1e-6)

@@ -270,3 +270,29 @@ def test_custom_cell_with_apply_override_runs_under_its_scope():
     np.testing.assert_allclose(ws.fetch_blob(str(out)), np.stack(hs), rtol=1e-5, atol=1e-5)
     with pytest.raises(NotImplementedError):
         rnn_cell.RNNCell(name="bare")._apply(model, "x", None, ["h"], "t")
+
+
+@pytest.mark.parametrize("builder", ["LSTM", "MILSTM"])
+def test_memory_optimization_recomputes_the_gates_with_the_same_gradients(builder):
+    """memory_optimization: gates_t lives once in the shared workspace and is recomputed on backward."""
+    got = {}
+    for opt in (False, True):
+        model = ModelHelper(name=f"mo_{opt}")
+        res = getattr(rnn_cell, builder)(model, "x", "len", ("h0", "c0"), D, H, scope="m", memory_optimization=opt)
+        loss = model.net.SumElements([model.net.Mul([res[0], "wy"], "prod")], "loss")
+        grads = model.AddGradientOperators([loss])
+        rnn = [op for op in model.net.Proto().op if op.type == "RecurrentNetwork"][0]
+        assert [list(a.strings) for a in rnn.arg if a.name == "recompute_blobs_on_backward"] == (
+            [[b"m/gates_t"]] if opt else [[]]
+        )
+        ws, _, _ = setup_ws(model, np.random.default_rng(13), np.float32)
+        prng = np.random.default_rng(14)  # the same parameters in both builds (init fills are random)
+        for p in sorted(str(p) for p in model.params):
+            ws.feed_blob(p, (0.5 * prng.standard_normal(ws.fetch_blob(p).shape)).astype(np.float32))
+        net = ws.create_net(model.net)
+        net.run()
+        net.run()  # the compiled step callables too
+        recurrent_w = "m/gates_t_w" if builder == "LSTM" else "m/prev_t_w"
+        got[opt] = {n: ws.fetch_blob(str(grads[n])).copy() for n in ("x", "h0", "c0", recurrent_w, "m/i2h_w")}
+    for n, g in got[False].items():
+        np.testing.assert_allclose(got[True][n], g, rtol=1e-5, atol=1e-6)
