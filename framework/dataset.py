@@ -143,15 +143,7 @@ class Dataset:
     def reader(self, init_net: Any = None, cursor_name: str | None = None, batch_size: int = 1,
                enforce_batch_size: bool = False) -> DatasetReader:  # fmt: skip
         """A reader; its TreeCursor is created by ``init_net`` (or at once, with no net)."""
-        cursor = cursor_name or f"{self.name}_cursor"
-        op = core.CreateOperator("CreateTreeCursor", [], [cursor], fields=self.field_names())
-        if init_net is not None:
-            init_net.Proto().op.add().CopyFrom(op)
-        else:
-            from framework import workspace
-
-            workspace.RunOperatorOnce(op)
-        return DatasetReader(self, cursor, batch_size, enforce_batch_size)
+        return DatasetReader(self, self._cursor(init_net, cursor_name), batch_size, enforce_batch_size)
 
     def random_reader(
         self, init_net: Any = None, indices: Any = None, cursor_name: str | None = None, batch_size: int = 1,
@@ -159,6 +151,10 @@ class Dataset:
     ) -> DatasetRandomReader:  # fmt: skip
         """A reader in the order of ``indices`` (see ``framework.dataset_random``); its cursor is
         created by ``init_net`` (or at once, with no net)."""
+        return DatasetRandomReader(self, self._cursor(init_net, cursor_name), indices, batch_size, loop_over)
+
+    def _cursor(self, init_net: Any, cursor_name: str | None) -> str:
+        """The cursor blob: a CreateTreeCursor added to ``init_net``, or run at once with no net."""
         cursor = cursor_name or f"{self.name}_cursor"
         op = core.CreateOperator("CreateTreeCursor", [], [cursor], fields=self.field_names())
         if init_net is not None:
@@ -167,7 +163,7 @@ class Dataset:
             from framework import workspace
 
             workspace.RunOperatorOnce(op)
-        return DatasetRandomReader(self, cursor, indices, batch_size, loop_over)
+        return cursor
 
     def writer(self, init_net: Any = None) -> DatasetWriter:
         return DatasetWriter(self)

@@ -4,7 +4,7 @@
 CreateBlobsQueue; ``writer().write(net, fields)`` adds SafeEnqueueBlobs, ``reader().read(net)`` adds
 SafeDequeueBlobs and returns its status as ``should_stop`` (true once the queue is closed and
 drained); ``close(net)`` adds CloseBlobsQueue. ``enqueue``/``dequeue``/``close_queue`` are Caffe2's
-helpers. Not covered: the Pipe/TaskGroup base.
+helpers. Queues are ``dataio.Pipe``s; ``framework.pipeline`` pipes into and out of them.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import logging
 from typing import Any, Sequence
 
 from framework import core
-from framework.dataio import Reader, Writer
+from framework.dataio import Pipe, Reader, Writer
 from framework.schema import Field
 
 log = logging.getLogger("framework.queue_util")
@@ -89,17 +89,20 @@ class _QueueWriter(Writer):
         return [enqueue_net]
 
 
-class QueueWrapper:
+class QueueWrapper(Pipe):
     """Reader and writer over an existing queue blob."""
 
     def __init__(self, handler: Any, schema: Field | None = None, num_dequeue_records: int = 1) -> None:
-        self._queue, self._schema, self._num = handler, schema, num_dequeue_records
+        super().__init__(schema)
+        self._queue, self._num = handler, num_dequeue_records
         self.num_blobs = len(schema.field_names()) if schema is not None else 1
 
     def reader(self) -> _QueueReader:
+        self._new_reader(None)
         return _QueueReader(self, self._num)
 
     def writer(self) -> _QueueWriter:
+        self._new_writer(None, None)
         return _QueueWriter(self)
 
     def queue(self) -> Any:
