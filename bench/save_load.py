@@ -2,13 +2,17 @@
 checkpoints (minidb, lmdb, leveldb, rocksdb), against an atomic plain-file write/read of the
 same bytes (the floor). protodb holds TensorProtos, not checkpoints, so it is not a contender.
 
-    python -m bench.save_load [--rounds 5] [--dir /tmp] [--kinds minidb,lmdb,leveldb,rocksdb]
+    python -m bench.save_load [--rounds 5] [--dir /tmp] [--kinds minidb,lmdb,leveldb,rocksdb] [--no-memory]
 
 Every contender is atomic: the plain file is written to a temporary file,
 fsynced, renamed over the target and the directory fsynced, exactly as minidb
 does. Reported: median GB/s (1 GB = 2**30 bytes) over interleaved rounds, and
 each ratio to the plain file. Target: minidb >= 0.8 GB/s both ways; a checkpoint with
 per-record checksums (as framework.checkpoint writes) loads, checks included, at >= 1.2 GB/s.
+
+Memory: each kind's load also runs once in a fresh subprocess, reporting how much its peak resident
+set grows over the load (Linux VmHWM, reset after the imports) against the checkpoint's size on disk.
+Target: <= 1.2x (issue 13); lmdb's memory map made it ~2.2x until its cursor released the pages read.
 """
 
 from __future__ import annotations
@@ -16,6 +20,8 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 
 import numpy as np
@@ -61,11 +67,49 @@ def plain_load(path: str) -> list[np.ndarray]:
     return out
 
 
+PEAK = """
+import sys
+from framework.db.blobs import read_blobs
+
+def status(field):
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) * 1024 for line in f if line.startswith(field + ":"))
+
+kind, path = sys.argv[1], sys.argv[2]
+with open("/proc/self/clear_refs", "w") as f:
+    f.write("5")
+base = status("VmRSS")
+staged = read_blobs([(kind, path)], None)
+print(status("VmHWM") - base)
+"""
+
+
+def disk_size(path: str) -> int:
+    if os.path.isdir(path):
+        return sum(os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(path) for f in files)
+    return os.path.getsize(path)
+
+
+def load_peak(kind: str, path: str) -> int | None:
+    """Growth of the peak resident set of a fresh process loading ``path`` (None off Linux)."""
+    if not os.path.exists("/proc/self/clear_refs"):
+        return None
+    proc = subprocess.run(
+        [sys.executable, "-c", PEAK, kind, path],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, OPENBLAS_NUM_THREADS="1"),
+        check=True,
+    )
+    return int(proc.stdout.split()[-1])
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--dir", default=None, help="folder for the files (default: a temporary folder)")
     p.add_argument("--kinds", default="minidb,lmdb,leveldb,rocksdb", help="DB kinds, comma-separated")
+    p.add_argument("--no-memory", action="store_true", help="skip the load peak-memory measurement")
     args = p.parse_args(argv)
     pin_blas_threads(1)
     folder = tempfile.mkdtemp(prefix="bench_save_load_", dir=args.dir)
@@ -100,6 +144,23 @@ def main(argv: list[str] | None = None) -> int:
                 rows.append([name, f"{sec * 1e3:.0f} ms", f"{nbytes / sec / 2**30:.2f}", f"{sec / floor:.2f}x"])
         print(f"{N_TENSORS} tensors x 4 MiB = {nbytes / 2**20:.0f} MiB, median of {args.rounds} rounds")
         print(markdown_table(rows, ["contender", "median", "GB/s", "time vs plain file"]))
+        if not args.no_memory:
+            mem_rows = []
+            for k in kinds:
+                size, grown = disk_size(paths[k]), load_peak(k, paths[k])
+                if grown is not None:
+                    mem_rows.append(
+                        [
+                            f"{k} load",
+                            f"{size / 2**20:.0f} MiB",
+                            f"{grown / 2**20:.0f} MiB",
+                            f"{grown / nbytes:.2f}x",
+                            f"{grown / size:.2f}x",
+                        ]
+                    )
+            if mem_rows:
+                print("\nload peak memory (fresh process; growth of the peak RSS over the load; target <= 1.2x)")
+                print(markdown_table(mem_rows, ["contender", "on disk", "peak growth", "vs tensor bytes", "vs disk"]))
         if "minidb" in kinds:
             mini = min(nbytes / saves["minidb save"], nbytes / loads["minidb load"]) / 2**30
             print(f"minidb slowest direction: {mini:.2f} GB/s (target >= 0.8)")

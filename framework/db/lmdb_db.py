@@ -4,6 +4,12 @@ The DB is a folder holding ``data.mdb`` and ``lock.mdb``, as Caffe2's LMDB DB.
 Records are kept in sorted key order, so a cursor walks keys in byte order and
 can ``seek``. Registered as "lmdb" and "LMDB".
 
+Reading keeps memory at about the size of what is read, not twice it: LMDB memory-maps data.mdb, and
+every page a read touches stays resident (and counts in the process's RSS) while the transaction
+lasts. A cursor copies each value out of the map and at once drops the value's pages from the
+process (``madvise(MADV_DONTNEED)`` on the read-only file mapping: the data stays in the page cache
+and is read again if touched), so loading a checkpoint peaks near 1x its size, not ~2.2x.
+
 Writes are atomic: everything put into a NEW or WRITE DB is written in one LMDB
 write transaction when the DB is closed (NEW first empties the database in the
 same transaction), so readers and crashes see either the old or the new
@@ -13,7 +19,12 @@ what is written, and doubled and retried if LMDB still reports it full.
 
 from __future__ import annotations
 
+import ctypes
+import mmap
 import os
+import sys
+
+import numpy as np
 
 from framework.db.base import DB, Cursor, Mode, register_db
 from framework.db.handles import SharedHandles
@@ -97,6 +108,31 @@ def check_data_file(path: str) -> None:
         )
 
 
+_PAGE = mmap.PAGESIZE
+_MADV_DONTNEED = getattr(mmap, "MADV_DONTNEED", 4)
+_madvise = None
+if sys.platform.startswith("linux"):
+    try:
+        _madvise = ctypes.CDLL(None, use_errno=True).madvise
+        _madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+        _madvise.restype = ctypes.c_int
+    except (OSError, AttributeError):
+        _madvise = None
+
+
+def release_pages(view: memoryview) -> None:
+    """Drop the whole pages under ``view`` (a value inside LMDB's read-only map) from the process's
+    resident set. Harmless to the data: the mapping is a read-only view of the file, so a later read
+    faults the page in again from the page cache. A no-op where madvise is not available."""
+    if _madvise is None or len(view) < _PAGE:
+        return
+    addr = np.frombuffer(view, np.uint8).ctypes.data
+    start = (addr + _PAGE - 1) // _PAGE * _PAGE  # whole pages only: the partial ones hold other records
+    end = (addr + len(view)) // _PAGE * _PAGE
+    if end > start:
+        _madvise(start, end - start, _MADV_DONTNEED)
+
+
 # py-lmdb allows one Environment per database per process: DBs on the same path share one.
 _ENVS = SharedHandles(_open_env, lambda env: env.close())
 _acquire_env, _release_env = _ENVS.acquire, _ENVS.release
@@ -107,7 +143,7 @@ class LMDBCursor(Cursor):
 
     def __init__(self, db: LMDB) -> None:
         self._db = db
-        self._txn = db._env.begin(buffers=False)
+        self._txn = db._env.begin(buffers=True)  # values are views into the map (see value())
         self._cur = self._txn.cursor()
         self._valid = self._guard(self._cur.first)
 
@@ -133,12 +169,15 @@ class LMDBCursor(Cursor):
     def key(self) -> str:
         if not self._valid:
             raise DBError(f"lmdb {self._db.path}: cursor is past the last record")
-        return decode_key(self._guard(self._cur.key))
+        return decode_key(bytes(self._guard(self._cur.key)))
 
     def value(self) -> bytes:
         if not self._valid:
             raise DBError(f"lmdb {self._db.path}: cursor is past the last record")
-        return self._guard(self._cur.value)
+        view = self._guard(self._cur.value)
+        data = bytes(view)  # the copy the caller keeps; then the map's pages of it leave the process
+        release_pages(view)
+        return data
 
     def close(self) -> None:
         if self._txn is not None:
