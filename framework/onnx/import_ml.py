@@ -74,3 +74,38 @@ def _array_feature_extractor(ctx: ImportContext, node: Node) -> None:
     if ctx.dtype(node.input(1)) != np.dtype(np.int64):
         raise Unsupported(f"indices of type {ctx.dtype(node.input(1))}")
     ctx.op("ONNXArrayFeatureExtractor", node.inputs[:2], [node.outputs[0]])
+
+
+@translator("TreeEnsemble", domain=ML, opsets=(5, 5))
+def _tree_ensemble(ctx: ImportContext, node: Node) -> None:
+    from onnx import numpy_helper
+
+    typed_inputs(ctx, node, ("float",), node.inputs[:1])
+    if int(node.attr("post_transform", 0)) != 0:
+        raise Unsupported(f"post_transform {node.attr('post_transform')}")
+    ins = [node.input(0)]
+    for name in ("nodes_splits", "leaf_weights", "membership_values"):
+        t = node.attr(name)  # a TensorProto
+        if t is None:
+            if name != "membership_values":
+                raise Unsupported(f"attribute {name} missing")
+            continue
+        value = numpy_helper.to_array(t).reshape(-1)
+        if value.dtype.kind != "f" or value.dtype.itemsize < 4:
+            value = value.astype(np.float64)
+        blob = ctx.fresh(name)
+        ctx.values[blob] = value
+        ins.append(blob)
+    ints = ("nodes_featureids", "nodes_truenodeids", "nodes_falsenodeids", "nodes_trueleafs", "nodes_falseleafs")
+    ints += ("leaf_targetids", "tree_roots")
+    args = {k: [int(v) for v in node.attr(k, [])] for k in ints}
+    modes = node.attr("nodes_modes")
+    args["nodes_modes"] = [int(v) for v in (numpy_helper.to_array(modes) if hasattr(modes, "dims") else modes)]
+    tracks = node.attr("nodes_missing_value_tracks_true")
+    if tracks is not None:
+        args["nodes_missing_value_tracks_true"] = [
+            int(v) for v in (numpy_helper.to_array(tracks) if hasattr(tracks, "dims") else tracks)
+        ]
+    args["n_targets"] = int(node.attr("n_targets", 1))
+    args["aggregate_function"] = int(node.attr("aggregate_function", 1))
+    ctx.op("ONNXTreeEnsemble", ins, [node.outputs[0]], **args)

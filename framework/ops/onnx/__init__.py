@@ -42,6 +42,7 @@ from framework.ops.onnx import (
     tensor_scatter,  # noqa: F401
     tfidf,  # noqa: F401
     training,  # noqa: F401
+    tree_ensemble,  # noqa: F401
     trilu,  # noqa: F401
     unary,  # noqa: F401
     values,  # noqa: F401

@@ -81,3 +81,58 @@ def test_det(data):
     assert_reference_checks(CreateOperator("ONNXDet", ["X"], ["Y"]), [x], ref, atol=1e-9)
     with pytest.raises(ShapeError, match="ONNXDet.*'X'.*square"):
         run_op_on(CreateOperator("ONNXDet", ["X"], ["Y"]), [np.ones((2, 3))])
+
+
+def _forest_op(aggregate=1, tracks=None, members=False):
+    # tree 0: x0 <= 0.5 ? leaf0 : (x1 > 2 ? leaf1 : leaf2); tree 1: x1 in {1, 3} (or x0 < 0) ? leaf3 : leaf4
+    kw = dict(
+        nodes_featureids=[0, 1, 1 if members else 0],
+        nodes_modes=[0, 3, 6 if members else 1],
+        nodes_truenodeids=[0, 1, 3],
+        nodes_trueleafs=[1, 1, 1],
+        nodes_falsenodeids=[1, 2, 4],
+        nodes_falseleafs=[0, 1, 1],
+        leaf_targetids=[0, 1, 0, 1, 0],
+        tree_roots=[0, 2],
+        n_targets=2,
+        aggregate_function=aggregate,
+    )
+    if tracks:
+        kw["nodes_missing_value_tracks_true"] = tracks
+    ins = ["X", "splits", "weights"] + (["members"] if members else [])
+    return CreateOperator("ONNXTreeEnsemble", ins, ["Y"], **kw)
+
+
+def _forest_ref(row, members, aggregate, tracks):
+    x0, x1 = row
+    leaves = [0 if (x0 <= 0.5 or (np.isnan(x0) and tracks)) else (1 if x1 > 2 else 2)]
+    leaves.append(3 if ((x1 in (1.0, 3.0)) if members else x0 < 0) else 4)
+    weights, targets = [10.0, 20.0, 30.0, 1.5, -2.0], [0, 1, 0, 1, 0]
+    init = {0: 0.0, 1: 0.0, 2: np.finfo(np.float64).max, 3: np.finfo(np.float64).min}[aggregate]
+    y = [init, init]
+    for leaf in leaves:
+        t, w = targets[leaf], weights[leaf]
+        y[t] = (
+            y[t] + w / 2
+            if aggregate == 0
+            else y[t] + w
+            if aggregate == 1
+            else min(y[t], w)
+            if aggregate == 2
+            else max(y[t], w)
+        )
+    return y
+
+
+@given(data=st.data())
+@settings(max_examples=20, deadline=None)
+def test_tree_ensemble(data):
+    aggregate, members = data.draw(st.sampled_from([0, 1, 2, 3])), data.draw(st.booleans())
+    tracks = data.draw(st.sampled_from([None, [1, 0, 0]]))
+    x = data.draw(arrays((4, 2), np.float64, elements=st.sampled_from([-1.0, 0.5, 1.0, 2.0, 3.0, np.nan])))
+    ins = [x, np.array([0.5, 2.0, 0.0]), np.array([10.0, 20.0, 30.0, 1.5, -2.0])]
+    if members:
+        ins.append(np.array([1.0, 3.0, np.nan]))
+    ref = np.array([_forest_ref(r, members, aggregate, bool(tracks)) for r in x.tolist()])
+    (y,) = run_op_on(_forest_op(aggregate, tracks, members), ins)
+    np.testing.assert_allclose(y, ref)
