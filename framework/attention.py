@@ -131,7 +131,9 @@ def apply_regular_attention(
     encoder_lengths=None,
 ):
     hid = _weighted_hidden(model, decoder_hidden_state_t, decoder_hidden_state_dim, encoder_output_dim, scope)
-    summed = model.net.Add([weighted_encoder_outputs, hid], s(scope, "decoder_hidden_encoder_outputs_sum"), broadcast=1)
+    summed = model.net.Add(  # use_grad_hack=1 as in Caffe2's call
+        [weighted_encoder_outputs, hid], s(scope, "decoder_hidden_encoder_outputs_sum"), broadcast=1, use_grad_hack=1
+    )
     ctx, weights = _finish(model, summed, encoder_outputs_transposed, encoder_output_dim, scope, encoder_lengths)
     return ctx, weights, [summed]
 

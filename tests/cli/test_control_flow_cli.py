@@ -73,3 +73,13 @@ def test_draw_shows_nested_nets_as_clusters(tmp_path):
     for label in ("If / then_net (then)", "If / else_net (else)", "While / cond_net (cond)", "While / loop_net (body)"):
         assert f'label="{label}"' in dot
     assert dot.count("subgraph cluster_") == 4
+
+
+def test_draw_shows_a_recurrent_step_net_as_a_cluster(tmp_path):
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    net = os.path.join(root, "models", "char_lstm", "predict_net.pbtxt")
+    proc = cli("draw", net, "-o", "rnn.dot", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    dot = (tmp_path / "rnn.dot").read_text()
+    assert dot.count("subgraph cluster_") == 1 and 'label="RecurrentNetwork / step_net' in dot
+    assert 'label="LSTMUnit"' in dot  # the step's ops are drawn inside it
