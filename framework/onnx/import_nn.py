@@ -164,7 +164,20 @@ def _pool(ctx: ImportContext, node: Node, kind: str) -> None:
 
 @translator("MaxPool")
 def _max_pool(ctx: ImportContext, node: Node) -> None:
-    _pool(ctx, node, "MaxPool")
+    if not (len(node.outputs) > 1 and node.outputs[1]):
+        _pool(ctx, node, "MaxPool")
+        return
+    # with the Indices output: ONNXPool (windows as onnx's reference max pool, first maximum)
+    ctx.require(node, FLOATS + (np.dtype(np.float16),))
+    shape = ctx.shape(node.input(0))
+    if shape is None or len(shape) < 3 or node.attr("ceil_mode", 0):
+        raise Unsupported("Indices with ceil_mode, or an input of unknown shape")
+    auto = node.attr("auto_pad", "NOTSET") or "NOTSET"
+    if auto != "NOTSET":
+        raise Unsupported("Indices with auto_pad")
+    args = {k: list(node.attr(k)) for k in ("kernel_shape", "strides", "dilations", "pads") if node.attr(k)}
+    args["storage_order"] = int(node.attr("storage_order", 0))
+    ctx.op("ONNXPool", [node.input(0)], node.outputs[:2], mode="max", **args)
 
 
 def _pool_or_onnx(ctx: ImportContext, node: Node, kind: str) -> None:
@@ -326,3 +339,12 @@ def _dropout(ctx: ImportContext, node: Node) -> None:
     else:
         ctx.require(node, FLOATS, [0])
         ctx.op("Dropout", [node.input(0)], outs, is_test=1)
+
+
+@translator("MaxUnpool", opsets=(9, 10_000))
+def _max_unpool(ctx: ImportContext, node: Node) -> None:
+    ctx.require(node, FLOATS + (np.dtype(np.float16),), [0])
+    args = {k: list(node.attr(k)) for k in ("kernel_shape", "strides", "pads") if node.attr(k)}
+    if node.input(2):
+        args["output_shape"] = [int(v) for v in ctx.const(node.input(2)).reshape(-1)]
+    ctx.op("ONNXMaxUnpool", node.inputs[:2], [node.outputs[0]], **args)

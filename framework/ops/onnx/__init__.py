@@ -45,5 +45,6 @@ from framework.ops.onnx import (
     tree_ensemble,  # noqa: F401
     trilu,  # noqa: F401
     unary,  # noqa: F401
+    unpool,  # noqa: F401
     values,  # noqa: F401
 )

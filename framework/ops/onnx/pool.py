@@ -24,7 +24,7 @@ from framework.memory.allocator import check_elements
 from framework.ops.gradient import no_gradient
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op
-from framework.ops.schema import BOOL, FLOAT, INTS, REQUIRED, STRING, UNKNOWN, Arg, TensorSpec
+from framework.ops.schema import BOOL, FLOAT, INT, INTS, REQUIRED, STRING, UNKNOWN, Arg, TensorSpec
 
 
 def geometry(args, spatial: tuple) -> tuple[list, list, list]:
@@ -69,12 +69,13 @@ def geometry(args, spatial: tuple) -> tuple[list, list, list]:
 def _infer(args, ins):
     x = ins[0]
     if x.shape is None or None in x.shape or len(x.shape) < 3:
-        return [TensorSpec(None, x.dtype)]
+        return [TensorSpec(None, x.dtype), TensorSpec(None, np.dtype(np.int64))][: args.num_outputs]
     try:
         out = geometry(args, tuple(x.shape[2:]))[0]
     except ValueError:
-        return [UNKNOWN]
-    return [TensorSpec(tuple(x.shape[:2]) + tuple(out), x.dtype)]
+        return [UNKNOWN] * args.num_outputs
+    shape = tuple(x.shape[:2]) + tuple(out)
+    return [TensorSpec(shape, x.dtype), TensorSpec(shape, np.dtype(np.int64))][: args.num_outputs]
 
 
 @register_op(
@@ -95,9 +96,14 @@ def _infer(args, ins):
         Arg("ceil_mode", BOOL, False, "ceil the output size"),
         Arg("count_include_pad", BOOL, False, "avg/lp: pad cells count as zeros"),
         Arg("p", FLOAT, 2.0, "lp: the norm's exponent"),
+        Arg("storage_order", INT, 0, "max Indices: 0 row-major, 1 column-major", choices=(0, 1)),
     ],
+    outputs=(1, 2),
     input_docs=[("X", "(N, C, d1, ..., dk)")],
-    output_docs=[("Y", "(N, C, o1, ..., ok)")],
+    output_docs=[
+        ("Y", "(N, C, o1, ..., ok)"),
+        ("Indices", "optional (max, ceil_mode 0): int64 flat index into X of each maximum (the first one)"),
+    ],
     infer=_infer,
     category="onnx",
     input_types="float",
@@ -143,7 +149,35 @@ class ONNXPool(Operator):
             else:
                 p = float(self.args.p)
                 y = np.nansum(np.abs(win) ** p, axis=axes) ** (1.0 / p)
+        if self.args.num_outputs == 2:
+            if mode != "max" or self.args.ceil_mode:
+                raise self.arg_error("the Indices output goes with mode max and ceil_mode 0")
+            ind = self._indices(x, win, valid, out, k, st, dil, applied)
+            self.output(1, ind.shape, np.int64)[...] = ind
         self.output(0, tuple(x.shape[:2]) + tuple(out), x.dtype)[...] = y
+
+    def _indices(self, x, win, valid, out, k, st, dil, applied) -> np.ndarray:
+        """Flat index into X of each window's first maximum (row- or column-major per storage_order)."""
+        r = len(out)
+        perm = [0, 1] + [2 + 2 * i for i in range(r)] + [3 + 2 * i for i in range(r)]
+        lead = tuple(x.shape[:2]) + tuple(out)
+        w = win.transpose(perm).reshape(lead + (-1,))
+        vperm = [2 * i for i in range(r)] + [2 * i + 1 for i in range(r)]
+        ok = valid.transpose(vperm).reshape(tuple(out) + (-1,))
+        ok = np.broadcast_to(ok, w.shape) & ~np.isnan(w)
+        tap = np.argmax(np.where(ok, w, -np.inf), axis=-1)
+        chosen_ok = np.take_along_axis(ok, tap[..., None], -1)[..., 0]
+        tap = np.where(chosen_ok, tap, np.argmax(ok, axis=-1))
+        taps = np.unravel_index(tap, tuple(k))
+        spatial = x.shape[2:]
+        flat = np.zeros(lead, np.int64)
+        order = range(r) if self.args.storage_order == 0 else reversed(range(r))
+        for i in order:
+            o = np.arange(out[i]).reshape([1, 1] + [out[i] if j == i else 1 for j in range(r)])
+            pos = st[i] * o + dil[i] * taps[i] - applied[i]
+            flat = flat * spatial[i] + pos
+        base = np.arange(x.shape[0] * x.shape[1]).reshape(x.shape[0], x.shape[1]) * int(np.prod(spatial))
+        return flat + base.reshape(x.shape[:2] + (1,) * r)
 
 
 no_gradient("ONNXPool")

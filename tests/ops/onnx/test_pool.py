@@ -93,3 +93,45 @@ def test_pool_auto_pad_and_errors():
         run_op_on(CreateOperator("ONNXPool", ["x"], ["y"], kernel_shape=[9, 9]), [x])
     with pytest.raises(FrameworkError, match="spatial"):
         run_op_on(CreateOperator("ONNXPool", ["x"], ["y"], kernel_shape=[2]), [x])
+
+
+@pytest.mark.parametrize("storage_order", [0, 1])
+def test_max_pool_indices_and_unpool(storage_order):
+    rng = np.random.default_rng(storage_order)
+    x = rng.standard_normal((2, 3, 5, 4)).astype(np.float32)
+    k, s, pads = [2, 3], [2, 1], [1, 1, 0, 1]
+    op = CreateOperator(
+        "ONNXPool", ["x"], ["y", "i"], mode="max", kernel_shape=k, strides=s, pads=pads, storage_order=storage_order
+    )
+
+    def ref(x):
+        y = ref_pool(x, "max", k, s, [1, 1], pads, False, False)
+        idx = np.zeros(y.shape, np.int64)
+        for n, c, oh, ow in np.ndindex(*y.shape):
+            best = None
+            for i, j in np.ndindex(*k):
+                h, w = s[0] * oh + i - pads[0], s[1] * ow + j - pads[1]
+                if 0 <= h < 5 and 0 <= w < 4 and (best is None or x[n, c, h, w] > best[0]):
+                    best = (x[n, c, h, w], h, w)
+            spatial = best[1] * 4 + best[2] if storage_order == 0 else best[1] + best[2] * 5
+            idx[n, c, oh, ow] = (n * 3 + c) * 20 + spatial
+        return [y, idx]
+
+    y, idx = assert_reference_checks(op, [x], ref, threshold=1e-6)
+    if storage_order == 0:
+        unpool = CreateOperator(
+            "ONNXMaxUnpool", ["y", "i"], ["u"], kernel_shape=k, strides=s, pads=pads, output_shape=[2, 3, 6, 5]
+        )
+
+        def ref_unpool(y, idx):
+            inferred = (2, 3, (y.shape[2] - 1) * 2 - 1 + 2, (y.shape[3] - 1) - 2 + 3)
+            flat = np.zeros(int(np.prod(inferred)), np.float32)
+            for v, j in zip(y.reshape(-1), idx.reshape(-1)):
+                flat[j] = v
+            out = np.zeros((2, 3, 6, 5), np.float32)
+            out[:, :, : inferred[2], : inferred[3]] = flat.reshape(inferred)
+            return out
+
+        assert_reference_checks(unpool, [y, idx], ref_unpool)
+        with pytest.raises(FrameworkError, match="'i'"):
+            run_op_on(unpool, [y, idx + 1000])
