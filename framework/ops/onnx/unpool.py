@@ -71,7 +71,7 @@ class ONNXMaxUnpool(Operator):
             raise ShapeError(f"{where}: {e} (X '{self.input_names[0]}' {x.shape})") from None
         if min(shape) < 0:
             raise ShapeError(f"{where}: X '{self.input_names[0]}' {x.shape} gives the negative output shape {shape}")
-        out_shape = list(self.args.output_shape) or shape
+        out_shape = tuple(self.args.output_shape) or tuple(shape)
         if len(out_shape) != x.ndim or any(o < s for o, s in zip(out_shape, shape)):
             raise ShapeError(f"{where}: output_shape {out_shape} is smaller than the inferred {shape}")
         total = check_elements(out_shape, x.itemsize, "MaxUnpool output")
