@@ -348,3 +348,23 @@ def _max_unpool(ctx: ImportContext, node: Node) -> None:
     if node.input(2):
         args["output_shape"] = [int(v) for v in ctx.const(node.input(2)).reshape(-1)]
     ctx.op("ONNXMaxUnpool", node.inputs[:2], [node.outputs[0]], **args)
+
+
+@translator("DeformConv", opsets=(19, 10_000))
+def _deform_conv(ctx: ImportContext, node: Node) -> None:
+    ctx.require(node, FLOATS + (np.dtype(np.float16),))
+    x, w = ctx.shape(node.input(0)), ctx.shape(node.input(1))
+    if x is None or w is None or len(x) != 4:
+        raise Unsupported("only 2-D DeformConv with known shapes")
+    if node.attr("kernel_shape") is not None and list(node.attr("kernel_shape")) != list(w[2:]):
+        raise Unsupported("kernel_shape other than the filter's")
+    args = {k: list(node.attr(k)) for k in ("strides", "pads", "dilations") if node.attr(k)}
+    args["group"], args["offset_group"] = int(node.attr("group", 1)), int(node.attr("offset_group", 1))
+    ins = list(node.inputs[:3])
+    if node.input(3):
+        ins.append(node.input(3))
+        args["has_bias"] = 1
+    if node.input(4):
+        ins.append(node.input(4))
+        args["has_mask"] = 1
+    ctx.op("ONNXDeformConv", ins, [node.outputs[0]], **args)

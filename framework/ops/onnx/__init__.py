@@ -12,6 +12,7 @@ from framework.ops.onnx import (
     cast,  # noqa: F401
     col2im,  # noqa: F401
     cumulative,  # noqa: F401
+    deform_conv,  # noqa: F401
     det,  # noqa: F401
     dft,  # noqa: F401
     einsum,  # noqa: F401
