@@ -299,6 +299,16 @@ def _softmax(ctx: ImportContext, node: Node) -> None:
 @translator("BatchNormalization")
 def _batch_norm(ctx: ImportContext, node: Node) -> None:
     ctx.require(node, FLOATS)
+    if node.attr("training_mode", 0) and ctx.opset >= 14 and ctx.rank(node.input(0)) >= 2:
+        outs = [o or ctx.fresh("bn_unused") for o in node.outputs[:3]]
+        ctx.op(
+            "ONNXBatchNormTraining",
+            node.inputs[:5],
+            outs,
+            epsilon=float(node.attr("epsilon", 1e-5)),
+            momentum=float(node.attr("momentum", 0.9)),
+        )
+        return
     if node.attr("training_mode", 0) or len([o for o in node.outputs if o]) > 1:
         raise Unsupported("training mode")
     if ctx.rank(node.input(0)) < 2:
@@ -368,3 +378,10 @@ def _deform_conv(ctx: ImportContext, node: Node) -> None:
         ins.append(node.input(4))
         args["has_mask"] = 1
     ctx.op("ONNXDeformConv", ins, [node.outputs[0]], **args)
+
+
+@translator("MeanVarianceNormalization", opsets=(9, 10_000))
+def _mvn(ctx: ImportContext, node: Node) -> None:
+    ctx.require(node, FLOATS + (np.dtype(np.float16),))
+    axes = [int(a) for a in node.attr("axes", [0, 2, 3])]
+    ctx.op("ONNXMeanVarianceNormalization", [node.input(0)], [node.outputs[0]], axes=axes)

@@ -9,6 +9,7 @@ line per module, kept in alphabetical order.
 
 from framework.ops.onnx import (
     attention,  # noqa: F401
+    batch_norm_training,  # noqa: F401
     cast,  # noqa: F401
     col2im,  # noqa: F401
     cumulative,  # noqa: F401
@@ -25,6 +26,7 @@ from framework.ops.onnx import (
     losses,  # noqa: F401
     masks,  # noqa: F401
     ml,  # noqa: F401
+    mvn,  # noqa: F401
     nd_index,  # noqa: F401
     nms,  # noqa: F401
     optional,  # noqa: F401
