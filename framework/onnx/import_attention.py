@@ -121,3 +121,20 @@ def _linear_attention(ctx: ImportContext, node: Node) -> None:
         has_past_state=int(bool(node.input(3))),
         **args,
     )
+
+
+@translator("ai.onnx.preview::FlexAttention")
+def _flex_attention(ctx: ImportContext, node: Node) -> None:
+    """FlexAttention without score_mod / prob_mod is Attention with 4-D inputs: softmax(Q K^T *
+    scale) V (GQA by repeated KV heads). float16 stays unsupported: FlexAttention runs its softmax and
+    the product with V in float32, Attention in float16. (FlexAttention takes sqrt(scale) in float32;
+    ONNXAttention in float64, then the input's type.)"""
+    ctx.require(node, FLOATS)
+    if node.attr("score_mod") is not None or node.attr("prob_mod") is not None:
+        raise Unsupported("score_mod / prob_mod subgraphs")
+    if node.attr("softmax_precision") is not None:
+        raise Unsupported("softmax_precision")
+    if any(ctx.rank(n) != 4 for n in node.inputs[:3]):
+        raise Unsupported("inputs of rank other than 4")
+    args = {"scale": float(node.attr("scale"))} if node.attr("scale") is not None else {}
+    ctx.op("ONNXAttention", node.inputs[:3], [node.outputs[0]], **args)

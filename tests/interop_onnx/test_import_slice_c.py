@@ -161,3 +161,15 @@ def test_conv_integer_and_pool_translators():
     _agree(helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[2, 3], auto_pad="SAME_LOWER"), f, 12)
     ct = {"x": _f(1, 1, 3, 3), "w": _f(1, 2, 3, 3)}
     _agree(helper.make_node("ConvTranspose", ["x", "w"], ["y"], strides=[3, 2], output_shape=[10, 8]), ct, 17)
+
+
+def test_flex_attention_of_the_preview_domain():
+    feeds = {"Q": _f(1, 4, 3, 8), "K": _f(1, 2, 5, 8), "V": _f(1, 2, 5, 6)}
+    node = helper.make_node("FlexAttention", ["Q", "K", "V"], ["Y"], domain="ai.onnx.preview", scale=0.3)
+    vis = [helper.make_tensor_value_info(k, onnx.TensorProto.FLOAT, v.shape) for k, v in feeds.items()]
+    graph = helper.make_graph([node], "g", vis, [helper.make_empty_tensor_value_info("Y")])
+    opsets = [helper.make_opsetid("", 26), helper.make_opsetid("ai.onnx.preview", 1)]
+    model = helper.make_model(graph, opset_imports=opsets)
+    (want,) = ReferenceEvaluator(model).run(None, feeds)
+    (got,) = backend.prepare(model).run(feeds)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
