@@ -123,7 +123,7 @@ def _linear_attention(ctx: ImportContext, node: Node) -> None:
     )
 
 
-@translator("ai.onnx.preview::FlexAttention")
+@translator("FlexAttention", domain="ai.onnx.preview")
 def _flex_attention(ctx: ImportContext, node: Node) -> None:
     """FlexAttention without score_mod / prob_mod is Attention with 4-D inputs: softmax(Q K^T *
     scale) V (GQA by repeated KV heads). float16 stays unsupported: FlexAttention runs its softmax and
