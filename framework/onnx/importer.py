@@ -364,41 +364,8 @@ def onnx_graph_to_nets(
     extra: dict[str, np.ndarray] = {}
     for t in g.initializer:
         ctx.values[t.name] = numpy_helper.to_array(t)
-        _fold(ctx, node, n_ops)
-        _infer_emitted(ctx, ctx.ops[n_ops:])
-            continue
     ctx.opset_imports = {o.domain or "ai.onnx": o.version for o in model.opset_import}
-                ctx.shapes.setdefault(o, None)
-            del ctx.ops[n_ops:]
-        domain = proto.domain or "ai.onnx"
-        entry = TRANSLATORS.get(key)
-        entry = TRANSLATORS[key]
-            entry[0](ctx, node)
-        except Unsupported as e:
-                               f"{where} (domain {domain} opset {version}): no translation")  # fmt: skip
-                               f"{where} (opset {opset}): no translation")  # fmt: skip
-    for i, proto in enumerate(g.node):
-            for o in node.outputs:  # later nodes must not take a stale spec for these
-        if domain != "ai.onnx":
-        if entry is None or not entry[1][0] <= opset <= entry[1][1]:
-        if key not in TRANSLATORS:
-        if not entry[1][0] <= version <= entry[1][1]:
-        key = node.op_type if domain == "ai.onnx" else f"{domain}::{node.op_type}"  # other domains: "domain::Op"
-        key = node.op_type if domain == "ai.onnx" else f"{domain}:{node.op_type}"
-            kind = "needs run-time values: " if isinstance(e, NeedsRuntime) else ""
-        n_ops = len(ctx.ops)
-        node = Node(proto)
-        try:
     unsupported = translate_nodes(ctx, g.node)
-            unsupported.append(f"{where} (domain {domain}): no translation" if domain != "ai.onnx" else
-            unsupported.append(f"{where} (domain {domain}): no translation")
-            unsupported.append(f"{where} (opset {opset}): no translation" if domain == "ai.onnx" else
-            unsupported.append(f"{where} (opset {opset}): no translation")
-            unsupported.append(f"{where} (opset {opset}): {kind}{e}")
-    unsupported: list[str] = []
-            version = next((o.version for o in model.opset_import if o.domain == domain), 1)
-        version = opset
-        where = f"node {i} {node.op_type}" + (f" '{node.name}'" if node.name else "")
     if wanted is not None:
         wanted.update(ctx.wanted)
     for name, value in ctx.values.items():
