@@ -15,6 +15,20 @@ _ONNX_TYPE = {np.dtype(np.uint8): 2, np.dtype(np.int8): 3, np.dtype(np.uint16): 
 F32 = (np.dtype(np.float32),)
 
 
+def _quant_type(ctx: ImportContext, name: str) -> None:
+    from framework.ops.onnx.quantize import QUANT_NAMES
+
+    dt = ctx.dtype(name)
+    if dt is None or dt.name not in QUANT_NAMES:
+        raise Unsupported(f"'{name}' of type {dt} (not a quantized type we run)")
+
+
+def _onnx_type(dt: np.dtype) -> int:
+    from onnx import helper
+
+    return int(helper.np_dtype_to_tensor_dtype(dt))
+
+
 def _axis_args(node: Node) -> dict:
     return {"axis": int(node.attr("axis", 1)), "block_size": int(node.attr("block_size", 0))}
 
@@ -24,13 +38,12 @@ def _quantize(ctx: ImportContext, node: Node) -> None:
     ctx.require(node, FLOATS16, [0, 1])
     if node.attr("precision"):
         raise Unsupported("precision")
-    if not node.attr("saturate", 1):
-        raise Unsupported("saturate=0")
     args = _axis_args(node)
+    args["saturate"] = int(node.attr("saturate", 1))
     zp = node.input(2)
     if zp:
-        ctx.require(node, Q16, [2])
-        if node.attr("output_dtype") and node.attr("output_dtype") != _ONNX_TYPE[ctx.dtype(zp)]:
+        _quant_type(ctx, zp)
+        if node.attr("output_dtype") and node.attr("output_dtype") != _onnx_type(ctx.dtype(zp)):
             raise Unsupported("output_dtype and zero point types differ")
     else:
         to = int(node.attr("output_dtype", 2) or 2)
@@ -42,7 +55,9 @@ def _quantize(ctx: ImportContext, node: Node) -> None:
 
 @translator("DequantizeLinear", opsets=(10, 10_000))
 def _dequantize(ctx: ImportContext, node: Node) -> None:
-    ctx.require(node, Q16 + (np.dtype(np.int32),), [0, 2])
+    for i in (0, 2):
+        if node.input(i) and ctx.dtype(node.input(i)) != np.dtype(np.int32):
+            _quant_type(ctx, node.input(i))
     ctx.require(node, FLOATS16, [1])
     out_type = node.attr("output_dtype")
     if out_type:

@@ -8,7 +8,12 @@ zero_point)`` (round half to even) into the integer type ``to`` (ONNX's type num
 zero_point) * scale`` in float32, cast to the scale's type. Dynamic: uint8 with scale ``(max(0,
 max x) - min(0, min x)) / 255`` and zero point ``rint(clip(-min / scale, 0, 255))``. Caffe2's
 Int8Quantize/Int8Dequantize work on Int8 tensor blobs (scale and zero point inside the blob), so
-these are separate ops. No gradient (quantization is inference-only here).
+these are separate ops. The zero point may also be one of ml_dtypes' types (as onnx feeds them):
+int4/uint4/int2/uint2 (saturated integers as above), float8 (e4m3fn, e5m2 and their fnuz forms:
+``x / scale`` cast, clipped to the largest finite value first unless ``saturate`` is 0; the zero
+point is not added) and float4_e2m1fn (``x / scale + zero_point`` cast, saturating); dequantizing
+them computes in float32 (a float8 zero point must be 0; float4's is ignored, as onnx's reference).
+No gradient (quantization is inference-only here).
 """
 
 from __future__ import annotations
@@ -19,10 +24,24 @@ from framework.errors import ShapeError, TypeMismatchError
 from framework.ops.gradient import no_gradient
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op
-from framework.ops.schema import INT, UNKNOWN, Arg, TensorSpec
+from framework.ops.schema import BOOL, INT, UNKNOWN, Arg, TensorSpec
 
 ONNX_INT_TYPES = {2: np.dtype(np.uint8), 3: np.dtype(np.int8), 4: np.dtype(np.uint16), 5: np.dtype(np.int16)}
-_INT_INFOS = {dt: (int(np.iinfo(dt).min), int(np.iinfo(dt).max)) for dt in ONNX_INT_TYPES.values()}
+_INT_INFOS = {dt.name: (int(np.iinfo(dt).min), int(np.iinfo(dt).max)) for dt in ONNX_INT_TYPES.values()}
+_INT_INFOS |= {"int4": (-8, 7), "uint4": (0, 15), "int2": (-2, 1), "uint2": (0, 3)}  # ml_dtypes' small ints
+_FLOAT_MAX = {"float8_e4m3fn": 448.0, "float8_e4m3fnuz": 240.0, "float8_e5m2": 57344.0, "float8_e5m2fnuz": 57344.0}
+_FLOAT4 = "float4_e2m1fn"
+QUANT_NAMES = set(_INT_INFOS) | set(_FLOAT_MAX) | {_FLOAT4}
+
+
+def _check_quant_type(op: Operator, i: int, dt: np.dtype) -> None:
+    if dt.name not in QUANT_NAMES:
+        raise TypeMismatchError(
+            f"{op.describe()}: '{op.input_names[i]}' of type {dt} is not a quantized type "
+            f"(supported: {', '.join(sorted(QUANT_NAMES))})"
+        )
+
+
 _AXIS_ARGS = [
     Arg("axis", INT, 1, "the quantization axis of per-axis and blocked scales (negative: from the end)"),
     Arg("block_size", INT, 0, "> 0: blocked quantization, block_size elements per scale along axis", low=0),
@@ -62,12 +81,16 @@ def _q_infer(args, ins):
 @register_op(
     "ONNXQuantizeLinear",
     inputs=(2, 3),
-    args=_AXIS_ARGS + [Arg("to", INT, 2, "output type (ONNX number) without a zero point", choices=(2, 3, 4, 5))],
+    args=_AXIS_ARGS
+    + [
+        Arg("to", INT, 2, "output type (ONNX number) without a zero point", choices=(2, 3, 4, 5)),
+        Arg("saturate", BOOL, True, "float8: clip to the largest finite value before the cast"),
+    ],
     input_docs=[("x", "float input"), ("y_scale", "scale(s)"), ("y_zero_point", "optional zero point(s)")],
     output_docs=[("y", "quantized x, the zero point's type (or to)")],
     infer=_q_infer,
     category="onnx",
-    input_types={0: "float", 1: "float", 2: "int"},
+    input_types={0: "float", 1: "float", 2: "any"},
 )
 class ONNXQuantizeLinear(Operator):
     """ONNX QuantizeLinear into 8/16-bit integers: ``saturate(rint(x / scale) + zero_point)``."""
@@ -76,21 +99,27 @@ class ONNXQuantizeLinear(Operator):
         x, scale = self.input(0), self.input(1)
         zp = self.input(2) if len(self.inputs) == 3 else None
         dt = zp.dtype if zp is not None else ONNX_INT_TYPES[int(self.args.to)]
-        if dt not in _INT_INFOS:
-            raise TypeMismatchError(
-                f"{self.describe()}: zero point '{self.input_names[2]}' of type {dt} "
-                "(supported: uint8, int8, uint16, int16)"
-            )
+        if zp is not None:
+            _check_quant_type(self, 2, dt)
         s = expand_param(self, 1, scale, x.shape)
         z = expand_param(self, 2, zp, x.shape) if zp is not None else None
-        lo, hi = _INT_INFOS[dt]
+        y = self.output(0, x.shape, dt)
         with np.errstate(all="ignore"):
-            q = np.rint(x / s)
+            v = x / s
+            if dt.name in _FLOAT_MAX:
+                m = _FLOAT_MAX[dt.name]
+                y[...] = (np.clip(v, -m, m) if self.args.saturate else v).astype(dt)
+                return
+            if dt.name == _FLOAT4:
+                y[...] = (v + z.astype(np.float32) if z is not None else v).astype(dt)
+                return
+            lo, hi = _INT_INFOS[dt.name]
+            q = np.rint(v)
             q = np.nan_to_num(q, nan=0.0, posinf=hi, neginf=lo)
             q = np.clip(q, lo - 2**17, hi + 2**17).astype(np.int32)
         if z is not None:
             q = q + z.astype(np.int32)
-        self.output(0, x.shape, dt)[...] = np.clip(q, lo, hi)
+        y[...] = np.clip(q, lo, hi).astype(dt)
 
 
 @register_op(
@@ -101,7 +130,7 @@ class ONNXQuantizeLinear(Operator):
     output_docs=[("y", "(x - zero_point) * scale, the scale's type")],
     infer=lambda args, ins: [TensorSpec(ins[0].shape, ins[1].dtype)],
     category="onnx",
-    input_types={0: "int", 1: "float", 2: "int"},
+    input_types={0: "any", 1: "float", 2: "any"},
     same_type=[(0, 2)],
 )
 class ONNXDequantizeLinear(Operator):
@@ -109,10 +138,15 @@ class ONNXDequantizeLinear(Operator):
 
     def run(self) -> None:
         x, scale = self.input(0), self.input(1)
+        if x.dtype != np.int32:
+            _check_quant_type(self, 0, x.dtype)
         s = expand_param(self, 1, scale, x.shape)
         dx = x.astype(np.float32)
-        if len(self.inputs) == 3:
-            dx = dx - expand_param(self, 2, self.input(2), x.shape)
+        if len(self.inputs) == 3 and x.dtype.name in _FLOAT_MAX:
+            if np.any(self.input(2).astype(np.float32) != 0):
+                raise ShapeError(f"{self.describe()}: a float8 zero point '{self.input_names[2]}' must be 0")
+        elif len(self.inputs) == 3 and x.dtype.name != _FLOAT4:
+            dx = dx - expand_param(self, 2, self.input(2), x.shape).astype(np.float32)
         self.output(0, x.shape, scale.dtype)[...] = dx * s
 
 

@@ -128,3 +128,27 @@ def test_quantization_errors_name_the_blob():
         run_op_on(CreateOperator("ONNXQuantizeLinear", ["x", "s"], ["y"]), [x, np.ones(2, np.float32)])
     with pytest.raises(FrameworkError, match="cannot multiply 'a'"):
         run_op_on(CreateOperator("ONNXMatMulInteger", ["a", "b"], ["y"]), [np.ones((2, 3), np.int8)] * 2)
+
+
+def test_quantize_to_ml_dtypes_small_ints_and_float8():
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    x = np.array([[-20.0, -2.5, 0.4, 2.5, 3.5, 99.0]], np.float32)
+    s = np.float32(0.5)
+    for name, lo, hi in (("int4", -8, 7), ("uint4", 0, 15), ("int2", -2, 1), ("uint2", 0, 3)):
+        dt = np.dtype(getattr(ml_dtypes, name))
+        z = np.array(1, dt)
+        want = np.array([[min(max(round(float(v / s)) + 1, lo), hi) for v in x[0]]]).astype(dt)
+        (q,) = assert_reference_checks(
+            CreateOperator("ONNXQuantizeLinear", ["x", "s", "z"], ["q"]),
+            [x, s, z],
+            lambda *_: want,
+            check_inference=False,
+        )
+        assert q.dtype == dt
+        (y,) = run_op_on(CreateOperator("ONNXDequantizeLinear", ["q", "s", "z"], ["y"]), [q, s, z])
+        np.testing.assert_array_equal(y, (want.astype(np.float32) - 1) * 0.5)
+    f8 = np.dtype(ml_dtypes.float8_e4m3fn)
+    (q,) = run_op_on(CreateOperator("ONNXQuantizeLinear", ["x", "s", "z"], ["q"]), [x * 10, s, np.array(0, f8)])
+    assert q.dtype == f8 and float(q.astype(np.float32).max()) == 448.0  # saturated, not NaN
+    with pytest.raises(FrameworkError, match="must be 0"):
+        run_op_on(CreateOperator("ONNXDequantizeLinear", ["q", "s", "z"], ["y"]), [q, s, np.array(1, f8)])
