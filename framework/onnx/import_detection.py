@@ -1,4 +1,4 @@
-"""ONNX -> our ops: NonMaxSuppression (ONNXNonMaxSuppression) and RoiAlign (Caffe2's RoIAlign)."""
+"""ONNX -> our ops: NonMaxSuppression (ONNXNonMaxSuppression), RoiAlign (Caffe2's RoIAlign; max mode ONNXRoiAlign)."""
 
 from __future__ import annotations
 
@@ -27,12 +27,15 @@ def _roi_align(ctx: ImportContext, node: Node) -> None:
     output_half_pixel (opset 10's only mode) aligned=0 (RoIs at least 1 x 1), as ONNX specifies."""
     ctx.require(node, (np.dtype(np.float32),), [0, 1])
     ctx.require(node, INTS, [2])
-    if node.attr("mode", "avg") != "avg":
-        raise Unsupported(f"mode={node.attr('mode')} (ONNX's max mode has no Caffe2 counterpart)")
     default = "half_pixel" if ctx.opset >= 16 else "output_half_pixel"
     coord = node.attr("coordinate_transformation_mode", default)
     if coord not in ("half_pixel", "output_half_pixel"):
         raise Unsupported(f"coordinate_transformation_mode={coord}")
+    if node.attr("mode", "avg") != "avg":  # ONNX's max mode has no Caffe2 counterpart
+        args = {k: node.attr(k) for k in ("output_height", "output_width", "sampling_ratio", "spatial_scale")}
+        ctx.op("ONNXRoiAlign", node.inputs[:3], node.outputs[:1], mode=node.attr("mode"),
+               coordinate_transformation_mode=coord, **args)  # fmt: skip
+        return
     bf, bcol = ctx.fresh("roi_batch_f"), ctx.fresh("roi_batch_col")
     rois5 = ctx.fresh("rois5")
     ctx.op("Cast", [node.input(2)], [bf], to=1)
@@ -48,3 +51,4 @@ def _roi_align(ctx: ImportContext, node: Node) -> None:
         spatial_scale=float(node.attr("spatial_scale", 1.0)),
         aligned=int(coord == "half_pixel"),
     )
+

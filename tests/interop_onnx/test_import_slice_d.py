@@ -173,3 +173,17 @@ def test_sequences_split_insert_erase_concat_and_sequence_map():
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
     got = _compare(model, {"x": np.arange(12, dtype=np.float32).reshape(2, 6)})
     assert isinstance(got[2], list) and len(got[2]) == 3
+
+
+def test_training_gradient_node_uses_our_backward_pass():
+    nodes = [helper.make_node("Add", ["a", "b"], ["c"]), helper.make_node("Mul", ["c", "a"], ["d"]),
+             helper.make_node("Gradient", ["a", "b"], ["da", "db"], xs=["a", "b"], y="d",
+                              domain="ai.onnx.preview.training")]  # fmt: skip
+    outs = [("d", F, [2, 3]), ("da", F, [2, 3]), ("db", F, [2, 3])]
+    model = _model(nodes, [("a", F, [2, 3]), ("b", F, [2, 3])], outs, extra_opsets=[("ai.onnx.preview.training", 1)])
+    rng = np.random.default_rng(7)
+    a, b = rng.standard_normal((2, 3)).astype(np.float32), rng.standard_normal((2, 3)).astype(np.float32)
+    d, da, db = backend.prepare(model).run({"a": a, "b": b})
+    np.testing.assert_allclose(d, (a + b) * a, rtol=1e-6)
+    np.testing.assert_allclose(da, 2 * a + b, rtol=1e-6)  # d/da of (a + b) a
+    np.testing.assert_allclose(db, a, rtol=1e-6)

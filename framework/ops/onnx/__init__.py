@@ -38,6 +38,7 @@ from framework.ops.onnx import (
     reduce,  # noqa: F401
     resize,  # noqa: F401
     rms_norm,  # noqa: F401
+    roi_align,  # noqa: F401
     rotary,  # noqa: F401
     sequence,  # noqa: F401
     sorting,  # noqa: F401
