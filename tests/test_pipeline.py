@@ -207,3 +207,37 @@ def test_count_until_and_time_limit():
     LocalSession().run(tg)
     assert int(workspace.FetchBlob("cu_total")) == 0 + 1 + 2 + 3 + 4
     assert 0 < int(workspace.FetchBlob("cu_calls")) < 1000000 and not workspace.FetchBlob(timed.data_finished())
+
+
+def test_a_caffe2_script_builds_and_runs_a_pipeline():
+    """Caffe2's imports, through framework.caffe2's hook: schema, dataset, pipeline, task, session."""
+    import framework.caffe2 as hook
+
+    hook.install()
+    try:
+        from caffe2.python import core as c2core
+        from caffe2.python import dataset as c2dataset
+        from caffe2.python import pipeline as c2pipeline
+        from caffe2.python import schema as c2schema
+        from caffe2.python import workspace as c2ws
+        from caffe2.python.session import LocalSession as C2Session
+        from caffe2.python.task import TaskGroup as C2TaskGroup
+
+        c2ws.ResetWorkspace()
+        src = c2dataset.Dataset(c2schema.Struct(("v", np.float32)), name="c2src")
+        dst = c2dataset.Dataset(c2schema.Struct(("v", np.float32)), name="c2dst")
+        init = c2core.Net("c2init")
+        src.init_empty(init)
+        dst.init_empty(init)
+        c2ws.RunNetOnce(init)
+        c2ws.FeedBlob("c2v", np.arange(7, dtype=np.float32))
+        fill = c2core.Net("c2fill")
+        src.writer().write(fill, ["c2v"])
+        c2ws.RunNetOnce(fill)
+        with C2TaskGroup() as tg:
+            q = c2pipeline.pipe(src.reader(batch_size=2), num_threads=2, capacity=3)
+            c2pipeline.pipe(q, dst.writer(), num_threads=1)
+        C2Session().run(tg)
+        assert sorted(c2ws.FetchBlob(dst.get_blobs()[0]).tolist()) == list(range(7))
+    finally:
+        hook.uninstall()
