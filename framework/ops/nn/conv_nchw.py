@@ -13,7 +13,7 @@ Three kernels, picked once per input signature:
   and one batched matmul over the channels (1.5x faster at batch 16 than the whole batch at once).
 
 At batch > 1 with small images (fewer than BLOCK_P output pixels) the images of a worker are batched
-into one GEMM on (K, images, P) operands instead of one thin GEMM per image (1.1-1.4x). Scratch
+into one GEMM on (K, images, P) operands instead of one thin GEMM per image. Scratch
 buffers (columns, temporaries) come from ``shared_scratch``: one per thread and shape/geometry, shared
 by all the convs that run on that thread, so a net holds a few column buffers, not one per conv.
 
@@ -38,9 +38,12 @@ from framework.ops.nn import window_jit
 from framework.parallel import num_threads, run_parallel, split
 
 _ZERO = np.float32(0)
-BLOCK_P = 256  # output pixels per image below which images are batched into one GEMM (measured: 1.1-1.5x)
-BLOCK_M = 32  # ... or output channels at or below which (thin GEMMs: CIFAR's 16-channel convs),
-BLOCK_THIN_P = 1024  # on images up to this many pixels (larger ones make long enough GEMMs alone)
+# Output pixels per image below which images are batched into one GEMM. Re-measured in interleaved
+# rounds (1 thread, batch 16): 128 against 256 + the former "thin" rule (<= 32 output channels on up
+# to 1024 pixels): CIFAR ResNet-20 32.8 vs 39.4 ms (its 16/32-channel convs on 32x32/15x15 images run
+# faster as one GEMM per image), ResNet-50, DenseNet-121, ShuffleNet within 2% (their 7x7 stages
+# stay batched).
+BLOCK_P = 128
 # Images per GEMM limited so the batched columns stay under this size: 4 MiB (was 16) costs no measured
 # time (AlexNet/ResNet-50/DenseNet-121 batch 16 within 3%) and saves ~55 MiB of columns on AlexNet.
 BLOCK_BYTES = 4 << 20
@@ -124,7 +127,7 @@ class ConvNCHW:
         self._held: dict = {}
         # Small images (P < BLOCK_P) at batch > 1: one GEMM per worker over its block of images, on
         # operands laid out (K, images, P), instead of one thin GEMM per image.
-        small = p < BLOCK_P or (m <= BLOCK_M and p <= BLOCK_THIN_P)
+        small = p < BLOCK_P
         self.blocked = self.by_image and n > 1 and group == 1 and small and self.kind != "depthwise"
         k_rows = self.kg if self.kind == "im2col" else c
         self.chunk = _even_chunk(max(1, min(n, BLOCK_BYTES // max(1, k_rows * p * dt.itemsize))), parts[0])
