@@ -188,9 +188,54 @@ COMPUTING = (
 )  # fmt: skip
 
 
+def _native_matmul(ctx: ImportContext, node: Node) -> None:
+    typed_inputs(ctx, node, NUMBER, node.inputs[:2])
+    if ctx.dtype(node.input(0)).type.__module__.startswith("ml_dtypes"):
+        raise Unsupported(f"input of type {ctx.dtype(node.input(0))}")
+    ctx.op("ONNXMatMul", node.inputs[:2], [node.outputs[0]])
+
+
+def _native_softmax(ctx: ImportContext, node: Node) -> None:
+    typed_inputs(ctx, node, ("float",), node.inputs[:1])
+    dt = ctx.dtype(node.input(0))
+    if dt.kind != "f":
+        raise Unsupported(f"input of type {dt}")
+    axis = int(node.attr("axis", -1 if ctx.opset >= 13 else 1))
+    if ctx.opset < 13 and axis % ctx.rank(node.input(0)) != ctx.rank(node.input(0)) - 1:
+        raise Unsupported("opset < 13 Softmax coerces to 2-D at axis (only the last axis is supported)")
+    ctx.op(f"ONNX{node.op_type}", node.inputs[:1], [node.outputs[0]], axis=axis)
+
+
+# A translator tried when the registered one refuses a node (float16 and integer nodes).
+NATIVE_FALLBACK = {"MatMul": _native_matmul, "Softmax": _native_softmax, "LogSoftmax": _native_softmax}
+
+
+def with_fallback(fn, fallback):
+    """``fn``, then ``fallback`` if ``fn`` refuses the node (not for run-time needs)."""
+    if getattr(fn, "fallback", None) is fallback:
+        return fn
+
+    def wrapped(ctx: ImportContext, node: Node) -> None:
+        start = len(ctx.ops)
+        try:
+            return fn(ctx, node)
+        except NeedsRuntime:
+            raise
+        except Unsupported:
+            del ctx.ops[start:]
+        return fallback(ctx, node)
+
+    wrapped.fallback = fallback
+    return wrapped
+
+
 def wrap_low_precision(translators: dict) -> None:
     """Route float16/bfloat16 nodes of DATA_MOVEMENT and bfloat16 nodes of COMPUTING through
     ``via_float32`` (idempotent; the importer calls it once every translator module is registered)."""
+    for t, fallback in NATIVE_FALLBACK.items():
+        if t in translators and not getattr(translators[t][0], "via_float32", False):
+            fn, opsets = translators[t]
+            translators[t] = (with_fallback(fn, fallback), opsets)
     for types, low in ((DATA_MOVEMENT, LOW_FLOATS), (COMPUTING, ("bfloat16",))):
         for t in types:
             if t in translators:

@@ -27,6 +27,7 @@ from framework.ops.onnx import (
     masks,  # noqa: F401
     ml,  # noqa: F401
     mvn,  # noqa: F401
+    native,  # noqa: F401
     nd_index,  # noqa: F401
     nms,  # noqa: F401
     optional,  # noqa: F401
