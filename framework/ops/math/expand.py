@@ -18,7 +18,8 @@ from framework.ops.schema import INT, Arg, TensorSpec, pointwise_cost, same_as_i
 
 
 def _expand_shape(op: Operator, x_shape: tuple, dims: list) -> tuple:
-    """Caffe2's rule: align right; each pair of dims must be equal or one of them 1; take the max."""
+    """Caffe2's rule: align right; each pair of dims must be equal or one of them 1; take the max
+    (except that X's empty dim against a 1 stays empty: nothing can fill a larger one)."""
     out = []
     n = max(len(dims), len(x_shape))
     for k in range(1, n + 1):
@@ -29,7 +30,7 @@ def _expand_shape(op: Operator, x_shape: tuple, dims: list) -> tuple:
                 f"{op.describe()}: cannot expand '{op.input_names[0]}' of shape {list(x_shape)} to shape "
                 f"{list(dims)} (from '{op.input_names[1]}'): dims must be equal or 1"
             )
-        out.append(max(a, b))
+        out.append(a if b == 1 else max(a, b))  # an empty dim of X stays empty (1 stretches to 0)
     return tuple(reversed(out))
 
 

@@ -19,6 +19,7 @@ from framework.ops.operator import Operator
 from framework.ops.pointwise import float_input, scratch
 from framework.ops.registry import register_op
 from framework.ops.schema import BOOL, INT, Arg, TensorSpec, pointwise_cost, same_as_input
+from framework.ops.validation import expect_kind
 
 LOG_THRESHOLD = 1e-20  # Caffe2's kLOG_THRESHOLD() for float
 
@@ -203,6 +204,7 @@ class _SigmoidXentBase(Operator):
     def pair(self, i: int, j: int) -> tuple[np.ndarray, np.ndarray]:
         """Logits and targets (a 0-d pair is viewed as one row of one value)."""
         x, t = float_input(self, i), self.input(j)
+        expect_kind(self, j, t, "numeric")
         if x.shape != t.shape:
             raise ShapeError(
                 f"{self.describe()}: logits '{self.input_names[i]}' {list(x.shape)} and targets "
@@ -305,6 +307,7 @@ class AveragedLoss(Operator):
     infer=same_as_input(0),
     category="loss",
     private=True,
+    input_types="numeric",
 )
 class AveragedLossGradient(Operator):
     """dX = dY / size(X), broadcast to X's shape."""

@@ -16,6 +16,7 @@ from framework.errors import ShapeError
 from framework.ops.gradient import no_gradient
 from framework.ops.schema import FLOAT, INT, Arg
 from framework.ops.tensor.fills import INPUT_DOC, FixedTypeFill, fixed_fill
+from framework.ops.validation import expect_kind
 from framework.proto.framework_pb2 import TensorProto
 
 BOUNDS_DOC = [*INPUT_DOC, ("min", "optional scalar lower bound"), ("max", "optional scalar upper bound")]
@@ -47,7 +48,12 @@ class UniformFill(FixedTypeFill):
         lo, hi = self._lo, self._hi
         if self.args.num_inputs == 3:
             lo, hi = self.bound_type(self._bound(1)), self.bound_type(self._bound(2))
-            if lo > hi and shape:
+            if lo > hi:  # Caffe2: an empty output (its first dim set to 0)
+                if not shape:
+                    raise ShapeError(
+                        f"{self.describe()}: min {lo} > max {hi}, and a 0-d output cannot be emptied (Caffe2 "
+                        "sets the first dim to 0)"
+                    )
                 shape = (0, *shape[1:])
         out = self.output(0, shape, self.out_dtype)
         if out.size:
@@ -60,6 +66,7 @@ class UniformFill(FixedTypeFill):
 
     def _bound(self, i: int) -> float:
         v = self.input(i)
+        expect_kind(self, i, v, "numeric")
         if v.size != 1:
             raise ShapeError(f"{self.describe()}: input {i} ('{self.input_names[i]}') must be a scalar, got {v.shape}")
         return float(v.reshape(-1)[0])

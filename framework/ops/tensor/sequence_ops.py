@@ -13,6 +13,7 @@ from framework.ops.operator import Operator
 from framework.ops.registry import register_op
 from framework.ops.schema import BOOL, INT, STRING, UNKNOWN, Arg, TensorSpec, same_as_input
 from framework.ops.training.counters import Mutex, held
+from framework.ops.validation import int_scalar
 
 _I32 = np.dtype(np.int32)
 
@@ -117,10 +118,7 @@ class LengthsSplit(Operator):
         lengths = _int_vector(self, 0, "LENGTHS")
         n = self.args.n_split
         if len(self.inputs) > 1:
-            s = self.input(1)
-            if s.size != 1:
-                raise ShapeError(f"{self.describe()}: n_split input must hold one value")
-            n = int(s.reshape(-1)[0])
+            n = int_scalar(self, 1, "n_split")
         if n <= 0:
             raise ShapeError(f"{self.describe()}: n_split must be > 0, got {n}")
         if (lengths < 0).any():

@@ -162,6 +162,7 @@ def _check_rows(op: Operator, mat: np.ndarray, w: np.ndarray) -> None:
     infer=same_as_input(0),
     category="math",
     input_types="numeric",
+    same_type=[(0, 1)],
 )
 class RowMul(Operator):
     """Multiply row ``i`` of ``mat`` by ``w[i]``."""

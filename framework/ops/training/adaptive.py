@@ -35,6 +35,8 @@ _ADAGRAD_ARGS = [
         ("output_update", "optional: the step added to the parameter"),
     ],
     allow_inplace={(0, 0), (1, 1)},
+    input_types="float",
+    same_type=[(0, 1, 2)],
 )
 class Adagrad(UpdateOp):
     """``g~ = g + weight_decay * param``; ``h' = decay * h + g~^2``;
@@ -254,6 +256,8 @@ class SparseAdam(UpdateOp):
     input_docs=[("grad", "gradient"), ("mean_squares", "running mean square"), ("mom", "momentum"), ("lr", "rate")],
     output_docs=[("output_grad", "the step"), ("output_mean_squares", "updated"), ("output_mom", "updated")],
     allow_inplace={(0, 0), (1, 1), (2, 2)},
+    input_types="float",
+    same_type=[(0, 1, 2)],
 )
 class RmsProp(UpdateOp):
     """``ms' = ms + (1 - decay) (g^2 - ms)``; ``mom' = momentum * mom + lr * g / sqrt(epsilon + ms')``;

@@ -39,6 +39,8 @@ def _momentum_step(op: UpdateOp, g, m, lr, ng, nm) -> None:
     input_docs=[("grad", "gradient"), ("moment", "momentum history"), ("lr", "learning rate (one element)")],
     output_docs=[("output_grad", "the step to subtract"), ("output_moment", "updated momentum")],
     allow_inplace={(0, 0), (1, 1)},
+    input_types="float",
+    same_type=[(0, 1)],
 )
 class MomentumSGD(UpdateOp):
     """Momentum SGD step without touching the parameter.
@@ -68,6 +70,8 @@ class MomentumSGD(UpdateOp):
     ],
     output_docs=[("output_grad", "the step"), ("output_moment", "updated momentum"), ("output_param", "param - step")],
     allow_inplace={(0, 0), (1, 1), (3, 2)},
+    input_types="float",
+    same_type=[(0, 1, 3)],
 )
 class MomentumSGDUpdate(UpdateOp):
     """MomentumSGD followed by ``param' = param - g'`` (fused)."""
