@@ -24,15 +24,24 @@ def outputs(ctx: ImportContext, node: Node, hint: str) -> list[str]:
     return [o or ctx.fresh(hint) for o in outs]
 
 
+def _require_floats(ctx: ImportContext, node: Node, inputs: list[int]) -> None:
+    """Unsupported unless the given inputs are float16/32/64 or bfloat16 (ml_dtypes)."""
+    for i in inputs:
+        n = node.input(i)
+        dt = ctx.dtype(n) if n else None
+        if n and (dt is None or (dt not in FLOATS16 and dt.name != "bfloat16")):
+            raise Unsupported(f"input '{n}' of type {dt} (supported: float16/32/64, bfloat16)")
+
+
 @translator("Attention", opsets=(23, 10_000))
 def _attention(ctx: ImportContext, node: Node) -> None:
-    ctx.require(node, FLOATS16, [0, 1, 2, 4, 5])
+    _require_floats(ctx, node, [0, 1, 2, 4, 5])
     mask, past, nonpad = node.input(3), node.input(4), node.input(6)
     ins = list(node.inputs[:3])
     args = {}
     if mask:
         dt = ctx.dtype(mask)
-        if dt is None or (dt != np.dtype(bool) and dt not in FLOATS16):
+        if dt is None or (dt != np.dtype(bool) and dt not in FLOATS16 and dt.name != "bfloat16"):
             raise Unsupported(f"attn_mask of type {dt}")
         ins.append(mask)
         args["has_attn_mask"] = 1

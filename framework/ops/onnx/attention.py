@@ -15,7 +15,8 @@ to the total KV length), the causal frontier (a query ``i`` sees keys ``j <= i +
 (opset 25) and the padding of ``nonpad_kv_seqlen``; softmax over the keys (in
 ``softmax_precision`` when given); a query row whose bias is all ``-inf`` gets zero weights.
 ``qk_matmul_output`` is the scores (modes 0/1, after softcap), scores plus bias (mode 2) or the
-softmax (mode 3). No gradient (an inference op of the ONNX backend).
+softmax (mode 3). bfloat16 (ml_dtypes) runs in bfloat16 like float16, step by step as the
+reference. No gradient (an inference op of the ONNX backend).
 """
 
 from __future__ import annotations
@@ -101,7 +102,7 @@ def _infer(args, ins):
     ],
     infer=_infer,
     category="onnx",
-    input_types={0: "float", 1: "float", 2: "float"},
+    input_types={0: "any", 1: "any", 2: "any"},  # floats, and ml_dtypes' bfloat16 (checked in run)
     same_type=[(0, 1, 2)],
     ranks={0: (3, 4), 1: (3, 4), 2: (3, 4)},
 )
@@ -188,6 +189,8 @@ class ONNXAttention(Operator):
 
     def run(self) -> None:
         q, k, v = self.input(0), self.input(1), self.input(2)
+        if q.dtype.kind != "f" and q.dtype.name != "bfloat16":
+            raise TypeMismatchError(f"{self.describe()}: Q '{self.input_names[0]}' is {q.dtype}; expected floats")
         mask, past_k, past_v, nonpad, last = self._optional()
         b, hq, hkv, sq, skv, d, dv, past, total = self._check(q, k, v, mask, past_k, past_v, nonpad, last)
         dt = q.dtype

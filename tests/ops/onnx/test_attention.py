@@ -199,3 +199,16 @@ def test_attention_bad_mask_and_nonpad():
         )
     with pytest.raises(FrameworkError, match="has_"):
         run_op_on(CreateOperator("ONNXAttention", ["q", "k", "v", "m"], ["y"]), [q, k, v, q])
+
+
+def test_attention_bfloat16_runs_in_bfloat16():
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    rng = np.random.default_rng(5)
+    q, k, v = _rand(rng, 1, 2, 3, 4), _rand(rng, 1, 2, 5, 4), _rand(rng, 1, 2, 5, 4)
+    bf = [a.astype(ml_dtypes.bfloat16) for a in (q, k, v)]
+    (y,) = run_op_on(CreateOperator("ONNXAttention", ["q", "k", "v"], ["y"], is_causal=1), bf)
+    assert y.dtype == bf[0].dtype
+    want = ref_attention(*[a.astype(np.float32) for a in bf], causal=True)[0]
+    np.testing.assert_allclose(y.astype(np.float32), want, atol=5e-2, rtol=5e-2)
+    with pytest.raises(FrameworkError, match="expected floats"):
+        run_op_on(CreateOperator("ONNXAttention", ["q", "k", "v"], ["y"]), [np.ones((1, 1, 2, 2), np.int32)] * 3)
