@@ -184,7 +184,8 @@ DATA_MOVEMENT = (
 COMPUTING = (
     "Einsum", "MatMul", "Gemm", "Conv", "ConvTranspose", "AveragePool", "GlobalAveragePool", "Softmax",
     "LogSoftmax", "ReduceSum", "ReduceMean", "ReduceL1", "ReduceL2", "ReduceSumSquare", "Sum", "Mean", "CumSum",
-    "LayerNormalization", "InstanceNormalization", "BatchNormalization", "TopK",
+    "LayerNormalization", "InstanceNormalization", "BatchNormalization", "TopK", "Attention", "RMSNormalization",
+    "GroupNormalization", "RotaryEmbedding",
 )  # fmt: skip
 
 
