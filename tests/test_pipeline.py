@@ -241,3 +241,26 @@ def test_a_caffe2_script_builds_and_runs_a_pipeline():
         assert sorted(c2ws.FetchBlob(dst.get_blobs()[0]).tolist()) == list(range(7))
     finally:
         hook.uninstall()
+
+
+def test_net_processor_thread_init_nets_run_once_per_thread_before_the_pipe():
+    workspace.ResetWorkspace()
+    src, x, label = _source("ti_src", 9)
+    dst = _sink("ti_dst")
+    init = core.Net("ti_thread_init")
+    init.ConstantFill([], ["ti_offset"], shape=[1], value=10.0)
+    net = core.Net("ti_add")
+    rec = net.set_input_record(SCHEMA.clone_schema())
+    shifted = net.Add([rec.x(), "ti_offset"], broadcast=1)
+    net.set_output_record(schema.Struct(("x", shifted), ("label", rec.label())))
+    proc = NetProcessor(net, thread_init_nets=[init])
+    with TaskGroup() as tg:
+        pipe(src.reader(batch_size=2), output=dst.writer(), num_threads=2, processor=proc)
+    LocalSession().run(tg)
+    got_x, got_label = _content(dst)
+    np.testing.assert_array_equal(got_label, label)
+    np.testing.assert_allclose(got_x, x + 10.0, rtol=1e-6)
+    offsets = {m["ti_offset"] for m in proc.blob_maps()}
+    assert len(offsets) == 2 and all(workspace.FetchBlob(o).tolist() == [10.0] for o in offsets)
+    with pytest.raises(RuntimeError):
+        proc(rec)  # set up already: no more clones
