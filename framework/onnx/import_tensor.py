@@ -195,6 +195,9 @@ def _expand(ctx: ImportContext, node: Node) -> None:
 def _slice(ctx: ImportContext, node: Node) -> None:
     ctx.require(node, MOVE, [0])
     shape = ctx.shape(node.input(0))
+    if ctx.opset >= 10 and (shape is None or any(n and n not in ctx.values for n in node.inputs[1:5])):
+        _dynamic_slice(ctx, node)  # starts/ends/... computed at run time (e.g. in a Loop body)
+        return
     if shape is None:
         raise NeedsRuntime("input of unknown shape")
     if ctx.opset < 10:
@@ -216,6 +219,26 @@ def _slice(ctx: ImportContext, node: Node) -> None:
             e = s
         st[a], en[a] = s, (-1 if e == d else e)
     ctx.op("Slice", [node.input(0)], [node.outputs[0]], starts=st, ends=en)
+
+
+def _dynamic_slice(ctx: ImportContext, node: Node) -> None:
+    """ONNXSlice reads starts/ends/axes/steps at run time (ONNX's clamping, any step)."""
+    ins = [node.input(i) for i in range(3)]
+    if node.input(4):
+        axes = node.input(3)
+        if not axes:  # steps without axes: the default axes 0 .. n - 1, n from the starts' shape
+            n = ctx.shape(node.input(1))
+            if n is None or len(n) != 1:
+                raise NeedsRuntime("steps without axes and starts of unknown length")
+            axes = ctx.fresh("slice_axes")
+            ctx.values[axes] = np.arange(n[0], dtype=np.int64)
+        ins += [axes, node.input(4)]
+    elif node.input(3):
+        ins.append(node.input(3))
+    for n in ins[1:]:
+        if ctx.dtype(n) not in (np.dtype(np.int32), np.dtype(np.int64)):
+            raise Unsupported(f"'{n}' of type {ctx.dtype(n)} (int32/int64 expected)")
+    ctx.op("ONNXSlice", ins, [node.outputs[0]])
 
 
 def _strided_slice(ctx: ImportContext, node: Node, shape: tuple, axes: list, starts: list, ends: list, steps: list):

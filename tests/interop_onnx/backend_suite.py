@@ -18,6 +18,14 @@ GROUPS = {
 }
 
 
+# Tests onnx's own runner cannot pass for any backend (checked with onnx's ReferenceEvaluator as the
+# backend): counted as skipped with this reason, never run.
+UPSTREAM_BROKEN = {
+    "test_loop16_seq_none_cpu": "onnx's runner: the expected sequence starts with a 0-d tensor and "
+    "assert_similar_outputs calls len() on it (TypeError for every backend, onnx 1.23.2)",
+}
+
+
 def _group(test: unittest.TestCase) -> str:
     return next((g for k, g in GROUPS.items() if k in test.id()), "other")
 
@@ -43,9 +51,12 @@ def run_suite(pattern: str | None = None, groups: tuple[str, ...] | None = None)
         counts: dict = collections.defaultdict(collections.Counter)
         for t in suite:
             counts[_group(t)]["total"] += 1
-        res = unittest.TextTestRunner(stream=io.StringIO(), verbosity=0).run(suite)
+        broken = [t for t in suite if t.id().rsplit(".", 1)[-1] in UPSTREAM_BROKEN]
+        runnable = unittest.TestSuite([t for t in suite if t not in broken])
+        res = unittest.TextTestRunner(stream=io.StringIO(), verbosity=0).run(runnable)
     fails = [(t.id(), tb) for t, tb in res.failures + res.errors]
     skips = [(t.id(), r) for t, r in res.skipped]
+    skips += [(t.id(), UPSTREAM_BROKEN[t.id().rsplit(".", 1)[-1]]) for t in broken]
     for tid, _ in fails:
         counts[_group_id(tid)]["failed"] += 1
     for tid, _ in skips:

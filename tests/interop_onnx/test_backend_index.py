@@ -148,3 +148,18 @@ def test_matmul_with_1d_operands_follows_numpy():
         (y,) = backend.run_node(node, [a, b])
         assert y.shape == np.matmul(a, b).shape
         np.testing.assert_allclose(y, np.matmul(a.astype(np.float64), b), rtol=1e-5, atol=1e-5)
+
+
+def test_slice_of_run_time_values_runs_on_onnx_slice():
+    node = helper.make_node("Slice", ["x", "s", "e", "a", "k"], ["y"])
+    vi = helper.make_tensor_value_info
+    ints = [vi(n, TensorProto.INT64, [1]) for n in "seak"]
+    model = _model([node], [vi("x", TensorProto.FLOAT, [3, 4])] + ints, [vi("y", TensorProto.FLOAT, None)])
+    _, predict = backend.Caffe2Backend.onnx_graph_to_caffe2_net(model)
+    assert [op.type for op in predict.op] == ["ONNXSlice"]  # no constants at prepare: read at run time
+    rep = backend.prepare(model)
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    for s, e, a, k in ((3, 0, 1, -2), (0, 9, 0, 2)):
+        ins = [x] + [np.array([v], np.int64) for v in (s, e, a, k)]
+        want = x[:, 3:0:-2] if a == 1 else x[0:9:2]
+        np.testing.assert_array_equal(rep.run(ins)[0], want)

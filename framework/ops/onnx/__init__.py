@@ -42,6 +42,7 @@ from framework.ops.onnx import (
     roi_align,  # noqa: F401
     rotary,  # noqa: F401
     sequence,  # noqa: F401
+    slice,  # noqa: F401
     sorting,  # noqa: F401
     strings,  # noqa: F401
     tensor_scatter,  # noqa: F401
