@@ -252,6 +252,9 @@ def _gemm(ctx: ImportContext, node: Node) -> None:
 @translator("MatMul")
 def _matmul(ctx: ImportContext, node: Node) -> None:
     ctx.require(node, FLOATS)
+    if ctx.shape(node.input(0)) is None or ctx.shape(node.input(1)) is None:  # ranks known at run time only
+        ctx.op("ONNXMatMul", node.inputs[:2], [node.outputs[0]])
+        return
     ra, rb = ctx.rank(node.input(0)), ctx.rank(node.input(1))
     if ra == 0 or rb == 0:
         raise Unsupported("0-d MatMul operands")

@@ -123,9 +123,15 @@ def _axes_of(ctx: ImportContext, node: Node) -> list[int] | None:
 def _squeeze(ctx: ImportContext, node: Node) -> None:
     ctx.require(node, MOVE, [0])
     shape = ctx.shape(node.input(0))
+    axes = _axes_of(ctx, node)
+    if shape is None and axes:  # rank known at run time only: negative axes resolved there
+        if all(a >= 0 for a in axes):  # Caffe2's Squeeze checks those dims are 1
+            ctx.op("Squeeze", [node.input(0)], [node.outputs[0]], dims=sorted(axes))
+        else:
+            ctx.op("ONNXSqueeze", [node.input(0)], [node.outputs[0]], axes=axes)
+        return
     if shape is None:
         raise NeedsRuntime("input of unknown shape")
-    axes = _axes_of(ctx, node)
     dims = [i for i, d in enumerate(shape) if d == 1] if axes is None else sorted(a % len(shape) for a in axes)
     ctx.op("Squeeze", [node.input(0)], [node.outputs[0]], dims=dims)
 

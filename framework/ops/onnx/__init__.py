@@ -25,6 +25,7 @@ from framework.ops.onnx import (
     linear_attention,  # noqa: F401
     losses,  # noqa: F401
     masks,  # noqa: F401
+    matmul,  # noqa: F401
     ml,  # noqa: F401
     mvn,  # noqa: F401
     native,  # noqa: F401
