@@ -25,7 +25,6 @@ from framework.ops.onnx import (
     linear_attention,  # noqa: F401
     losses,  # noqa: F401
     masks,  # noqa: F401
-    matmul,  # noqa: F401
     ml,  # noqa: F401
     mvn,  # noqa: F401
     native,  # noqa: F401
@@ -45,6 +44,7 @@ from framework.ops.onnx import (
     sequence,  # noqa: F401
     slice,  # noqa: F401
     sorting,  # noqa: F401
+    squeeze,  # noqa: F401
     strings,  # noqa: F401
     tensor_scatter,  # noqa: F401
     tfidf,  # noqa: F401
