@@ -1,12 +1,13 @@
-"""In-memory datasets of records (a subset of Caffe2's ``caffe2.python.dataset``).
+"""In-memory datasets of records, as Caffe2's ``caffe2.python.dataset``.
 
-A ``Dataset(schema, name)`` keeps one blob per schema field (the flattened names of
+A ``Dataset(schema or raw field names, name)`` keeps one blob per schema field (the flattened names of
 ``framework.schema``). ``init_empty(init_net)`` creates them empty; ``writer()`` (a
 ``dataio.Writer``) appends batches (``Append`` per field; ``AtomicAppend`` under a mutex once
 ``setup_ex`` ran, as in pipes); ``reader(init_net, batch_size=...)`` (a ``dataio.Reader``) makes a
 TreeCursor and reads with ``ReadNextBatch``, returning ``(should_stop, fields)`` where
 ``should_stop`` is true once a read is empty (``IsEmpty``), so a step can loop on it; ``trim(net,
-multiple_of)`` is ``TrimDataset``.
+multiple_of)`` is ``TrimDataset``. ``random_reader``, ``Const`` and ``execution_step_with_progress``
+come from ``framework.dataset_random``. Not ported: ``init_from_dataframe`` (pandas).
 
 >>> import numpy as np
 >>> from framework import core, workspace, schema
