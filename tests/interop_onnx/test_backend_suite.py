@@ -35,7 +35,7 @@ def test_onnx_backend_node_and_small_model_tests():
     assert node["total"] == 1884, node
     assert node["passed"] >= NODE_PASSED_AT_LEAST, node
     assert counts["pytorch-operator"]["passed"] >= 35 and counts["pytorch-converted"]["passed"] >= 82
-    assert counts["simple"]["passed"] >= 15
+    assert counts["simple"]["passed"] >= 23
 
 
 @pytest.mark.slow
