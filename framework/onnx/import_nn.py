@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from framework.onnx.importer import FLOATS, ImportContext, Node, Unsupported, translator
+from framework.onnx.importer import FLOATS, TRANSLATORS, ImportContext, Node, Unsupported, translator
 
 
 def _spatial(ctx: ImportContext, node: Node, kernel: list[int]) -> dict:
@@ -55,6 +55,18 @@ def _conv(ctx: ImportContext, node: Node) -> None:
         args["group"] = group
     ins = [n for n in node.inputs[:3] if n]
     ctx.op("Conv", ins, [node.outputs[0]], **args)
+
+
+def _conv_low_precision(ctx: ImportContext, node: Node) -> None:
+    """float16/bfloat16 Conv: the float32 convolution rounded back once (ONNX leaves the
+    accumulation type open)."""
+    from framework.onnx.import_elementwise import via_float32
+
+    via_float32(_conv, ("float16", "bfloat16"))(ctx, node)
+
+
+TRANSLATORS["Conv"] = (_conv_low_precision, TRANSLATORS["Conv"][1])
+_conv_low_precision.via_float32 = True  # import_elementwise.wrap_low_precision leaves it as it is
 
 
 @translator("ConvTranspose")
