@@ -82,8 +82,10 @@ def _conv_transpose(ctx: ImportContext, node: Node) -> None:
     kernel = list(node.attr("kernel_shape", w_shape[2:]))
     if r < 1 or len(kernel) != r or list(w_shape[2:]) != kernel:
         raise Unsupported("kernel_shape other than the filter's")
-    if any(d != 1 for d in node.attr("dilations", [1] * r)):
+    dil = [int(d) for d in node.attr("dilations", [1] * r)]
+    if len(dil) != r or min(dil) < 1:
         raise Unsupported("dilations")
+    kernel = [(k - 1) * d + 1 for k, d in zip(kernel, dil)]  # a dilated filter = zeros between the taps
     strides = list(node.attr("strides", [1] * r))
     adj = list(node.attr("output_padding", [0] * r))[:r]
     auto = node.attr("auto_pad", "NOTSET") or "NOTSET"
@@ -116,7 +118,23 @@ def _conv_transpose(ctx: ImportContext, node: Node) -> None:
     if int(node.attr("group", 1)) != 1:
         args["group"] = int(node.attr("group", 1))
     ins = [n for n in node.inputs[:3] if n]
+    if any(d != 1 for d in dil):
+        ins[1] = _dilated_filter(ctx, ins[1], list(w_shape), dil)
     ctx.op("ConvTranspose", ins, [node.outputs[0]], **args)
+
+
+def _dilated_filter(ctx: ImportContext, w: str, shape: list, dil: list) -> str:
+    """W (C, M, k1..kr) with d - 1 zeros between taps: (C, M, (k1 - 1) * d1 + 1, ...), exact."""
+    r = len(dil)
+    split = shape[:2] + [v for k in shape[2:] for v in (k, 1)]
+    a, b, c, out = ctx.fresh("w_split"), ctx.fresh("w_spread"), ctx.fresh("w_flat"), ctx.fresh("w_dilated")
+    ctx.op("Reshape", [w], [a, ctx.fresh("old_shape")], shape=split)
+    tail = [0, 0] + [v for d in dil for v in (0, d - 1)]
+    ctx.op("ONNXPad", [a], [b], pads=[0] * len(split) + tail)
+    ctx.op("Reshape", [b], [c, ctx.fresh("old_shape")], shape=shape[:2] + [k * d for k, d in zip(shape[2:], dil)])
+    ends = [-1, -1] + [(k - 1) * d + 1 for k, d in zip(shape[2:], dil)]
+    ctx.op("Slice", [c], [out], starts=[0] * (r + 2), ends=ends)
+    return out
 
 
 _INT8S = {np.dtype(np.uint8): 6, np.dtype(np.int8): 7}  # Caffe2 DataType numbers

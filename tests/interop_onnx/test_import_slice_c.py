@@ -173,3 +173,14 @@ def test_flex_attention_of_the_preview_domain():
     (want,) = ReferenceEvaluator(model).run(None, feeds)
     (got,) = backend.prepare(model).run(feeds)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_dilated_conv_transpose_and_float16_conv():
+    ct = {"x": _f(1, 2, 4, 3), "w": _f(2, 3, 2, 3)}
+    _agree(
+        helper.make_node("ConvTranspose", ["x", "w"], ["y"], dilations=[2, 3], strides=[2, 1], pads=[1, 0, 0, 1]),
+        ct,
+        17,
+    )
+    f16 = {"x": _f(1, 2, 5, 5, dtype=np.float16), "w": _f(3, 2, 3, 3, dtype=np.float16)}
+    _agree(helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1]), f16, 17, rtol=2e-3, atol=2e-3)
