@@ -144,3 +144,64 @@ def _conv_integer(ctx: ImportContext, node: Node) -> None:
     y = ctx.fresh("conv_double")
     ctx.op("Conv", [x, w], [y], **args)
     ctx.op("Cast", [y], [node.outputs[0]], to=2)
+
+
+@translator("QLinearConv", opsets=(10, 10_000))
+def _qlinear_conv(ctx: ImportContext, node: Node) -> None:
+    """ConvInteger's exact float64 convolution, requantized as onnx's reference does:
+    ``saturate(round_half_even(C * (x_scale * w_scale / y_scale) + y_zero_point))`` with the scale
+    ratio in float32 (per output channel when w_scale is a vector)."""
+    from framework.onnx.import_nn import _spatial
+
+    ctx.require(node, Q8, [0, 2, 3, 5, 7])
+    ctx.require(node, F32, [1, 4, 6])
+    if not node.input(7) or any(not node.input(i) for i in (2, 5)):
+        raise Unsupported("absent zero points")
+    w_shape, yz = ctx.shape(node.input(3)), ctx.dtype(node.input(7))
+    if w_shape is None or len(w_shape) < 3 or any(ctx.shape(node.input(i)) is None for i in (1, 4, 6)):
+        raise Unsupported("filter or scales of unknown shape")
+    m = w_shape[0]
+    ws_size = int(np.prod(ctx.shape(node.input(4))))
+    if (
+        ws_size not in (1, m)
+        or int(np.prod(ctx.shape(node.input(1)))) != 1
+        or int(np.prod(ctx.shape(node.input(6)))) != 1
+    ):
+        raise Unsupported("scales other than scalars (and a per-channel w_scale)")
+    kernel = list(node.attr("kernel_shape", w_shape[2:]))
+    args = _spatial(ctx, node, kernel)
+    if int(node.attr("group", 1)) != 1:
+        args["group"] = int(node.attr("group", 1))
+    x = _centred_f64(ctx, node.input(0), node.input(2), False)
+    w = _centred_f64(ctx, node.input(3), node.input(5), True)
+    conv = ctx.fresh("qconv_double")
+    ins = [x, w]
+    if len(node.inputs) > 8 and node.input(8):  # int32 bias: exact in float64
+        b = ctx.fresh("qconv_bias")
+        ctx.op("Cast", [node.input(8)], [b], to=13)
+        ins.append(b)
+    ctx.op("Conv", ins, [conv], **args)
+    # the float32 ratio x_scale * w_scale / y_scale, as a float64 (per channel: (M, 1, ..., 1))
+    xs, ys = _flat(ctx, node.input(1), [1]), _flat(ctx, node.input(6), [1])
+    wsh = [m] + [1] * len(kernel) if ws_size == m else [1]
+    ws = _flat(ctx, node.input(4), wsh)
+    prod, ratio, ratio64 = ctx.fresh("q_scale"), ctx.fresh("q_ratio"), ctx.fresh("q_ratio64")
+    ctx.op("Mul", [ws, xs], [prod])
+    ctx.op("Div", [prod, ys], [ratio])
+    ctx.op("Cast", [ratio], [ratio64], to=13)
+    scaled, zf, zf1, shifted = ctx.fresh("q_scaled"), ctx.fresh("q_zp"), ctx.fresh("q_zp1"), ctx.fresh("q_shifted")
+    ctx.op("Mul", [conv, ratio64], [scaled])
+    ctx.op("Cast", [node.input(7)], [zf], to=13)
+    ctx.op("Reshape", [zf], [zf1, ctx.fresh("old_shape")], shape=[1])
+    ctx.op("Add", [scaled, zf1], [shifted])
+    lo, hi = (0.0, 255.0) if yz == np.dtype(np.uint8) else (-128.0, 127.0)
+    clipped, rounded = ctx.fresh("q_clipped"), ctx.fresh("q_rounded")
+    ctx.op("Clip", [shifted], [clipped], min=lo, max=hi)
+    ctx.op("ONNXRound", [clipped], [rounded])
+    ctx.op("Cast", [rounded], [node.outputs[0]], to=6 if yz == np.dtype(np.uint8) else 7)
+
+
+def _flat(ctx: ImportContext, name: str, shape: list) -> str:
+    out = ctx.fresh("q_param")
+    ctx.op("Reshape", [name], [out, ctx.fresh("old_shape")], shape=shape)
+    return out

@@ -184,3 +184,18 @@ def test_dilated_conv_transpose_and_float16_conv():
     )
     f16 = {"x": _f(1, 2, 5, 5, dtype=np.float16), "w": _f(3, 2, 3, 3, dtype=np.float16)}
     _agree(helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1]), f16, 17, rtol=2e-3, atol=2e-3)
+
+
+def test_qlinear_conv_per_channel():
+    g = np.random.default_rng(4)
+    feeds = {
+        "x": g.integers(0, 255, (1, 2, 5, 5)).astype(np.uint8),
+        "xs": np.float32(0.02),
+        "xz": np.uint8(9),
+        "w": g.integers(0, 255, (3, 2, 2, 2)).astype(np.uint8),
+        "ws": np.array([0.01, 0.03, 0.002], np.float32),
+        "wz": np.uint8(120),
+        "ys": np.float32(0.7),
+        "yz": np.uint8(5),
+    }
+    _agree(helper.make_node("QLinearConv", list(feeds), ["y"], pads=[1, 1, 0, 0]), feeds, 10)
