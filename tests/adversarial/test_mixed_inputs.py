@@ -63,6 +63,22 @@ CASES = [
         r"input 0 \('var'\) must hold floats, got strings",
     ),
     (
+        "LearningRateAdaption",
+        [("lr", np.ones((), F32)), ("g", np.array([1], I32)), ("e", S)],
+        ["lr2"],
+        {},
+        TypeMismatchError,
+        r"input 1 \('g'\) must hold floats, got int32",
+    ),
+    (
+        "Wngrad",
+        [("w", np.ones(1, F32)), ("b", np.array([1], I32)), ("g", S), ("lr", np.ones(1, F32))],
+        ["w2", "b2"],
+        {},
+        TypeMismatchError,
+        r"input 1 \('b'\) must hold floats, got int32",
+    ),
+    (
         "AveragedLossGradient",
         [("x", np.ones(3, F32)), ("dY", S)],
         ["dx"],

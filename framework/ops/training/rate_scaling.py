@@ -78,6 +78,7 @@ class Lars(UpdateOp):
     ],
     output_docs=[("output_lr", "the adapted rate")],
     allow_inplace={(0, 0)},
+    input_types="float",
 )
 class LearningRateAdaption(UpdateOp):
     """Hypergradient rate adaption (Caffe2's learning_rate_adaption_op.h): with ``x = <g, e>``,

@@ -187,6 +187,7 @@ class GFtrl(_FtrlBase):
         ("output_update", "optional: the step added to the parameter"),
     ],
     allow_inplace={(0, 0), (1, 1)},
+    input_types="float",
 )
 class Wngrad(UpdateOp):
     """WNGrad (Caffe2's wngrad_op.h): ``param' = param + lr * g / (b + epsilon)``,
