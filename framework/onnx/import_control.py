@@ -86,11 +86,42 @@ def _const(ctx: ImportContext, value: np.ndarray, hint: str) -> str:
     return name
 
 
+def _inline_branch(ctx: ImportContext, node: Node, label: str) -> None:
+    """An If whose condition is a constant: its taken branch's nodes join the outer graph (their
+    shapes and constants then flow on, e.g. the dims a function body splits off a shape input)."""
+    from onnx import numpy_helper
+
+    g = node.attr(label)
+    n_ops, known = len(ctx.ops), set(ctx.values)
+    for t in g.initializer:
+        ctx.values[t.name] = numpy_helper.to_array(t)
+    bad = translate_nodes(ctx, list(g.node), f"If {label} (inlined): ")
+    if bad:
+        del ctx.ops[n_ops:]
+        for k in set(ctx.values) - known:
+            del ctx.values[k]
+        needs = all("needs run-time values" in b for b in bad)
+        raise (NeedsRuntime if needs else Unsupported)("; ".join(bad))
+    for r, o in zip([v.name for v in g.output], node.outputs):
+        if r in ctx.values:
+            ctx.values[o] = ctx.values[r]
+            continue
+        ctx.op("ONNXCopyValue", [r], [o])
+        if ctx.shape(r) is not None:
+            ctx.shapes[o] = ctx.shape(r)
+        if ctx.dtype(r) is not None:
+            ctx.types[o] = ctx.dtype(r)
+
+
 @translator("If")
 def _if(ctx: ImportContext, node: Node) -> None:
     outs = list(node.outputs)
     if not all(outs):
         raise Unsupported("an If with unnamed outputs")
+    cond = ctx.values.get(node.input(0))
+    if cond is not None and cond.size == 1 and len(node.attr("then_branch").output) == len(outs):
+        _inline_branch(ctx, node, "then_branch" if bool(cond.reshape(-1)[0]) else "else_branch")
+        return
     nets = []
     for label in ("then_branch", "else_branch"):
         g = node.attr(label)

@@ -163,3 +163,29 @@ def test_slice_of_run_time_values_runs_on_onnx_slice():
         ins = [x] + [np.array([v], np.int64) for v in (s, e, a, k)]
         want = x[:, 3:0:-2] if a == 1 else x[0:9:2]
         np.testing.assert_array_equal(rep.run(ins)[0], want)
+
+
+def test_if_on_a_constant_condition_inlines_the_taken_branch():
+    vi = helper.make_tensor_value_info
+    then_g = helper.make_graph(
+        [helper.make_node("Split", ["x"], ["a", "b"], axis=0, num_outputs=2)], "then", [],
+        [vi("a", TensorProto.FLOAT, None), vi("b", TensorProto.FLOAT, None)],
+    )  # fmt: skip
+    else_g = helper.make_graph(
+        [helper.make_node("Neg", ["x"], ["c"]), helper.make_node("Identity", ["x"], ["d"])], "else", [],
+        [vi("c", TensorProto.FLOAT, None), vi("d", TensorProto.FLOAT, None)],
+    )  # fmt: skip
+    nodes = [
+        helper.make_node("Size", ["x"], ["n"]),
+        helper.make_node("Constant", [], ["four"], value=helper.make_tensor("four", TensorProto.INT64, [], [4])),
+        helper.make_node("Equal", ["n", "four"], ["is4"]),
+        helper.make_node("If", ["is4"], ["p", "q"], then_branch=then_g, else_branch=else_g),
+        helper.make_node("Concat", ["q", "p"], ["y"], axis=0),
+    ]
+    model = _model(nodes, [vi("x", TensorProto.FLOAT, [4])], [vi("y", TensorProto.FLOAT, None)], opset=18)
+    _, predict = backend.Caffe2Backend.onnx_graph_to_caffe2_net(model)
+    assert "If" not in [op.type for op in predict.op]  # Size(x) == 4 is known: the then branch runs inline
+    x = np.array([1, 2, 3, 4], np.float32)
+    np.testing.assert_array_equal(backend.prepare(model).run([x])[0], [3, 4, 1, 2])
+    x6 = np.arange(6, dtype=np.float32)  # another shape: translated again, the else branch this time
+    np.testing.assert_array_equal(backend.prepare(model).run([x6])[0], np.concatenate([x6, -x6]))
