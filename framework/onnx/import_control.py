@@ -162,6 +162,46 @@ def _bind(ctx: ImportContext, name: str, shape: tuple | None, dtype: Any) -> Non
         ctx.types[name] = dtype
 
 
+def _infer_body(ctx: ImportContext, graph: Any) -> None:
+    """onnx's shape inference over a Scan body whose inputs (and the outer names it reads) now have
+    known shapes: fills the body's unknown value shapes and types (Scan states keep their shapes)."""
+    import onnx
+    from onnx import helper, numpy_helper
+
+    g = onnx.GraphProto()
+    g.CopyFrom(graph)
+    produced = {o for n in graph.node for o in n.output} | {i.name for i in graph.input}
+    produced |= {t.name for t in graph.initializer}
+    outer = sorted({i for n in graph.node for i in n.input if i and i not in produced})
+    del g.input[:]
+    for name in [i.name for i in graph.input] + outer:
+        shape, dt = ctx.shape(name), ctx.dtype(name)
+        if name in outer and name in ctx.values and ctx.values[name].size <= 4096:
+            g.initializer.append(numpy_helper.from_array(ctx.values[name], name))
+            continue
+        try:
+            elem = helper.np_dtype_to_tensor_dtype(dt) if dt is not None else 0
+        except Exception:  # noqa: BLE001 - a type onnx cannot name: leave it unknown
+            elem = 0
+        g.input.append(helper.make_tensor_value_info(name, elem, list(shape) if shape is not None else None))
+    opsets = [helper.make_opsetid("" if d == "ai.onnx" else d, v) for d, v in getattr(ctx, "opset_imports", {}).items()]
+    try:
+        inferred = onnx.shape_inference.infer_shapes(helper.make_model(g, opset_imports=opsets), data_prop=True)
+    except Exception:  # noqa: BLE001 - inference is a help, not a requirement
+        return
+    for vi in list(inferred.graph.value_info) + list(inferred.graph.output):
+        tt = vi.type.tensor_type if vi.type.HasField("tensor_type") else None
+        if tt is None or not tt.elem_type:
+            continue
+        if tt.HasField("shape") and all(d.HasField("dim_value") for d in tt.shape.dim):
+            shape = tuple(int(d.dim_value) for d in tt.shape.dim)
+            try:
+                dt = np.dtype(helper.tensor_dtype_to_np_dtype(tt.elem_type))
+            except Exception:  # noqa: BLE001
+                dt = None
+            _bind(ctx, vi.name, shape, dt)
+
+
 def _gather(data: str, idx: str, out: str, axis: int) -> OperatorDef:
     return _op("Gather", [data, idx], [out], axis=axis)
 
@@ -193,6 +233,7 @@ def _scan(ctx: ImportContext, node: Node) -> None:
     for j, s in enumerate(node.inputs[n:]):
         shape = ctx.shape(s)
         _bind(ctx, body.input[n + j].name, shape[: in_axes[j]] + shape[in_axes[j] + 1 :], ctx.dtype(s))
+    _infer_body(ctx, body)
     rev = _const(ctx, np.arange(length - 1, -1, -1, dtype=np.int64), "scan_reversed")
     it, cond = ctx.fresh("scan_iter"), ctx.fresh("scan_cond")
     prelude = []
