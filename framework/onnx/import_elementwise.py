@@ -55,11 +55,12 @@ def _elementwise(ctx: ImportContext, node: Node) -> None:
     t = node.op_type
     caffe2 = _CAFFE2.get(t)
     if caffe2 is not None:
+        start = len(ctx.ops)
         try:
             caffe2(ctx, node)
             return
-        except Unsupported:
-            del ctx.ops[len(ctx.ops) :]
+        except Unsupported:  # NeedsRuntime too: the ONNX family op needs no constant inputs
+            del ctx.ops[start:]
     if node.attr("broadcast") or node.attr("axis") is not None:
         raise Unsupported("legacy broadcast/axis attributes")
     names = [n for n in node.inputs if n]
