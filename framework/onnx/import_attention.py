@@ -134,16 +134,73 @@ def _linear_attention(ctx: ImportContext, node: Node) -> None:
 
 @translator("FlexAttention", domain="ai.onnx.preview")
 def _flex_attention(ctx: ImportContext, node: Node) -> None:
-    """FlexAttention without score_mod / prob_mod is Attention with 4-D inputs: softmax(Q K^T *
-    scale) V (GQA by repeated KV heads). float16 stays unsupported: FlexAttention runs its softmax and
-    the product with V in float32, Attention in float16. (FlexAttention takes sqrt(scale) in float32;
-    ONNXAttention in float64, then the input's type.)"""
+    """FlexAttention (float32/float64): the scaled scores Q K^T of ONNXAttention (its
+    qk_matmul_output, GQA by repeated KV heads), the ``score_mod`` subgraph's nodes inlined on them,
+    Softmax over the keys, the ``prob_mod`` subgraph inlined, then the product with V. Without
+    mods this is ONNXAttention itself. float16 stays unsupported: FlexAttention runs its softmax and
+    the product with V in float32. (FlexAttention takes sqrt(scale) in float32; ONNXAttention in
+    float64, then the input's type.)"""
     ctx.require(node, FLOATS)
-    if node.attr("score_mod") is not None or node.attr("prob_mod") is not None:
-        raise Unsupported("score_mod / prob_mod subgraphs")
     if node.attr("softmax_precision") is not None:
         raise Unsupported("softmax_precision")
-    if any(ctx.rank(n) != 4 for n in node.inputs[:3]):
-        raise Unsupported("inputs of rank other than 4")
+    shapes = [ctx.shape(n) for n in node.inputs[:3]]
+    if any(sh is None or len(sh) != 4 for sh in shapes):
+        raise Unsupported("inputs of unknown shapes or of rank other than 4")
     args = {"scale": float(node.attr("scale"))} if node.attr("scale") is not None else {}
-    ctx.op("ONNXAttention", node.inputs[:3], [node.outputs[0]], **args)
+    score_mod, prob_mod = node.attr("score_mod"), node.attr("prob_mod")
+    if score_mod is None and prob_mod is None:
+        ctx.op("ONNXAttention", node.inputs[:3], [node.outputs[0]], **args)
+        return
+    (b, hq, lq, _), (_, hkv, s, _), _ = shapes
+    if hq != hkv:
+        raise Unsupported("score_mod/prob_mod with grouped KV heads")
+    dt = ctx.dtype(node.input(0))
+    scores = ctx.fresh("flex_scores")
+    unused = [ctx.fresh("flex_unused") for _ in range(3)]
+    ctx.op("ONNXAttention", node.inputs[:3], unused + [scores], qk_matmul_output_mode=0, **args)
+    ctx.types[scores], ctx.shapes[scores] = dt, (b, hq, lq, s)
+    if score_mod is not None:
+        scores = _inline_graph(ctx, score_mod, scores, "score_mod")
+    probs = ctx.fresh("flex_probs")
+    ctx.op("Softmax", [scores], [probs], axis=3)
+    ctx.types[probs], ctx.shapes[probs] = dt, (b, hq, lq, s)
+    if prob_mod is not None:
+        probs = _inline_graph(ctx, prob_mod, probs, "prob_mod")
+    ctx.op("BatchMatMul", [probs, node.input(2)], [node.outputs[0]], broadcast=1)
+
+
+def _inline_graph(ctx: ImportContext, graph: object, x: str, label: str) -> str:
+    """The one-input one-output ``graph``'s nodes translated inline on ``x`` (its names prefixed);
+    returns the output's name. The result must keep x's shape and type."""
+    from onnx import GraphProto, numpy_helper
+
+    from framework.onnx.importer import NeedsRuntime, translate_nodes
+
+    if len(graph.input) != 1 or len(graph.output) != 1:
+        raise Unsupported(f"{label} with {len(graph.input)} inputs and {len(graph.output)} outputs")
+    prefix = ctx.fresh(label) + "/"
+    local = {v.name for v in graph.input} | {t.name for t in graph.initializer}
+    local |= {o for n in graph.node for o in n.output}
+    g = GraphProto()
+    g.CopyFrom(graph)
+    for n in g.node:
+        if any(a.type in (a.GRAPH, a.GRAPHS) for a in n.attribute):
+            raise Unsupported(f"{label} with nested subgraphs")
+        for j, name in enumerate(n.input):
+            n.input[j] = prefix + name if name in local else name
+        for j, name in enumerate(n.output):
+            n.output[j] = prefix + name if name in local else name
+    for t in graph.initializer:
+        ctx.values[prefix + t.name] = numpy_helper.to_array(t)
+    sub_in, out = prefix + graph.input[0].name, prefix + graph.output[0].name
+    ctx.op("Copy", [x], [sub_in])
+    ctx.types[sub_in], ctx.shapes[sub_in] = ctx.types[x], ctx.shapes[x]
+    unsupported = translate_nodes(ctx, g.node, f"{label}: ")
+    if unsupported:
+        exc = NeedsRuntime if all("needs run-time values" in u for u in unsupported) else Unsupported
+        raise exc("; ".join(unsupported))
+    if out in ctx.values:  # folded to a constant: materialize it
+        raise Unsupported(f"{label} output does not depend on its input")
+    if ctx.types.get(out) != ctx.types[x] or ctx.shapes.get(out) != ctx.shapes[x]:
+        raise Unsupported(f"{label} changes the shape or type ({ctx.shapes.get(out)}, {ctx.types.get(out)})")
+    return out

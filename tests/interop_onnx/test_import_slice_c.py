@@ -199,3 +199,39 @@ def test_qlinear_conv_per_channel():
         "yz": np.uint8(5),
     }
     _agree(helper.make_node("QLinearConv", list(feeds), ["y"], pads=[1, 1, 0, 0]), feeds, 10)
+
+
+def test_flex_attention_with_score_and_prob_mods():
+    from onnx import numpy_helper
+
+    feeds = {"Q": _f(1, 2, 3, 4), "K": _f(1, 2, 5, 4), "V": _f(1, 2, 5, 3)}
+    cap = numpy_helper.from_array(np.array(1.5, np.float32), "cap")
+    score_mod = helper.make_graph(
+        [
+            helper.make_node("Div", ["s", "cap"], ["t"]),
+            helper.make_node("Tanh", ["t"], ["u"]),
+            helper.make_node("Mul", ["u", "cap"], ["s_out"]),
+        ],
+        "score_mod",
+        [helper.make_tensor_value_info("s", onnx.TensorProto.FLOAT, None)],
+        [helper.make_tensor_value_info("s_out", onnx.TensorProto.FLOAT, None)],
+        initializer=[cap],
+    )
+    half = numpy_helper.from_array(np.array(0.5, np.float32), "half")
+    prob_mod = helper.make_graph(
+        [helper.make_node("Mul", ["p", "half"], ["p_out"])],
+        "prob_mod",
+        [helper.make_tensor_value_info("p", onnx.TensorProto.FLOAT, None)],
+        [helper.make_tensor_value_info("p_out", onnx.TensorProto.FLOAT, None)],
+        initializer=[half],
+    )
+    node = helper.make_node(
+        "FlexAttention", ["Q", "K", "V"], ["Y"], domain="ai.onnx.preview", score_mod=score_mod, prob_mod=prob_mod
+    )
+    vis = [helper.make_tensor_value_info(k, onnx.TensorProto.FLOAT, v.shape) for k, v in feeds.items()]
+    graph = helper.make_graph([node], "g", vis, [helper.make_empty_tensor_value_info("Y")])
+    opsets = [helper.make_opsetid("", 26), helper.make_opsetid("ai.onnx.preview", 1)]
+    model = helper.make_model(graph, opset_imports=opsets)
+    (want,) = ReferenceEvaluator(model).run(None, feeds)
+    (got,) = backend.prepare(model).run(feeds)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
