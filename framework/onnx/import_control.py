@@ -206,7 +206,11 @@ def _gather(data: str, idx: str, out: str, axis: int) -> OperatorDef:
     return _op("Gather", [data, idx], [out], axis=axis)
 
 
-@translator("Scan", opsets=(9, 10_000))
+@translator("Scan", opsets=(8, 10_000))
+def _scan_any(ctx: ImportContext, node: Node) -> None:
+    (_scan8 if ctx.opset < 9 else _scan)(ctx, node)
+
+
 def _scan(ctx: ImportContext, node: Node) -> None:
     body = node.attr("body")
     m = int(node.attr("num_scan_inputs"))
@@ -301,3 +305,40 @@ def _sequence_map(ctx: ImportContext, node: Node) -> None:
     net = subnet(ctx, body, "SequenceMap body", [it, cond] + acc_in, [cond] + acc_out, prelude, postlude)
     ctx.op("ONNXWhile", [trip, _const(ctx, np.ones(1, bool), "seqmap_true")] + inits, outs, body=net,
            has_trip_count=1, has_cond=0, disable_scopes=1, num_loop_carried_deps=len(outs))  # fmt: skip
+
+
+def _scan8(ctx: ImportContext, node: Node) -> None:
+    """Opset 8's Scan (a batch axis first, the scan axis second): without sequence_lens, one opset-9
+    Scan per batch element (the batch size must be known), results stacked on the batch axis."""
+    from onnx import helper
+
+    if node.input(0):
+        raise Unsupported("sequence_lens (opset 8)")
+    ins = list(node.inputs[1:])
+    m = int(node.attr("num_scan_inputs"))
+    shapes = [ctx.shape(i) for i in ins]
+    if not ins or any(s is None or not s for s in shapes) or len({s[0] for s in shapes}) != 1:
+        raise NeedsRuntime("inputs of unknown shapes or batch sizes")
+    batch = shapes[0][0]
+    if batch == 0:
+        raise Unsupported("an empty batch")
+    per_out: list[list[str]] = [[] for _ in node.outputs]
+    for b in range(batch):
+        idx = _const(ctx, np.array(b, np.int64), "scan8_batch")
+        rows = []
+        for name, shape in zip(ins, shapes):
+            row = ctx.fresh("scan8_row")
+            ctx.op("Gather", [name, idx], [row], axis=0)
+            _bind(ctx, row, shape[1:], ctx.dtype(name))
+            rows.append(row)
+        outs = [ctx.fresh("scan8_out") for _ in node.outputs]
+        proto = helper.make_node("Scan", rows, outs, body=node.attr("body"), num_scan_inputs=m,
+                                 scan_input_directions=list(node.attr("directions") or [0] * m))  # fmt: skip
+        _scan(ctx, Node(proto))
+        for k, o in enumerate(outs):
+            one = ctx.fresh("scan8_one")
+            ctx.op("ExpandDims", [o], [one], dims=[0])
+            per_out[k].append(one)
+    for k, out in enumerate(node.outputs):
+        if out:
+            ctx.op("Concat", per_out[k], [out, ctx.fresh("scan8_split")], axis=0)

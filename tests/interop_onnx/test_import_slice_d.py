@@ -215,3 +215,16 @@ def test_slice_with_starts_computed_at_run_time():
     inits = [("M", np.array(4, np.int64)), ("one", np.array(1, np.int64)), ("ax", np.array([0], np.int64))]
     model = _model([node], [("x", F, [5]), ("a0", F, [1])], [("acc", F, [1]), ("pieces", F, None)], inits)
     _compare(model, {"x": np.arange(5, dtype=np.float32) + 1, "a0": np.zeros(1, np.float32)})
+
+
+def test_opset8_scan_with_a_batch_axis():
+    body = helper.make_graph(
+        [helper.make_node("Add", ["s_in", "row"], ["s_out"]), helper.make_node("Mul", ["s_out", "row"], ["y"])],
+        "body", [_vi("s_in", F, [2]), _vi("row", F, [2])], [_vi("s_out", F, [2]), _vi("y", F, [2])],
+    )  # fmt: skip
+    node = helper.make_node("Scan", ["", "s0", "xs"], ["s", "ys"], body=body, num_scan_inputs=1, directions=[1])
+    model = _model([node], [("s0", F, [3, 2]), ("xs", F, [3, 4, 2])], [("s", F, [3, 2]), ("ys", F, [3, 4, 2])],
+                   opset=8)  # fmt: skip
+    rng = np.random.default_rng(8)
+    _compare(model, {"s0": rng.standard_normal((3, 2)).astype(np.float32),
+                     "xs": rng.standard_normal((3, 4, 2)).astype(np.float32)})  # fmt: skip
