@@ -79,6 +79,21 @@ CASES = [
         r"input 1 \('b'\) must hold floats, got int32",
     ),
     (
+        "Adam",
+        [
+            ("p", np.ones((3, 2), I64)),
+            ("m1", np.ones((3, 2), F32)),
+            ("m2", np.ones((3, 2), F32)),
+            ("g", np.ones((3, 2), F32)),
+            ("lr", np.ones(1, F32)),
+            ("it", np.zeros(1, I64)),
+        ],
+        ["p_out", "m1_out", "m2_out"],
+        {},
+        TypeMismatchError,
+        r"input 0 \('p'\) must hold floats, got int64",
+    ),
+    (
         "AveragedLossGradient",
         [("x", np.ones(3, F32)), ("dY", S)],
         ["dx"],

@@ -152,7 +152,10 @@ def _adam_correction(op: UpdateOp, it: np.ndarray) -> float:
 
 def _adam_op(name: str, like: tuple[int, ...], more_inputs: list, step_doc: str):
     """update_op of Adam / SparseAdam: (param, moment_1, moment_2, *more_inputs) in,
-    (param, moment_1, moment_2[, step]) out, the first three in place."""
+    (param, moment_1, moment_2[, step]) out, the first three in place. Inputs are floats of the
+    parameter's type but for ``indices`` (integers) and ``iter`` (a number)."""
+    roles = ["param", "moment_1", "moment_2"] + [r for r, _ in more_inputs]
+    kinds = {"indices": "int", "iter": "numeric", "lr": "float"}
     return update_op(
         name,
         like,
@@ -167,6 +170,8 @@ def _adam_op(name: str, like: tuple[int, ...], more_inputs: list, step_doc: str)
             ("output_grad", step_doc),
         ],
         allow_inplace={(0, 0), (1, 1), (2, 2)},
+        input_types=[kinds.get(r, "float") for r in roles],
+        same_type=[tuple(i for i, r in enumerate(roles) if r in ("param", "moment_1", "moment_2", "grad"))],
     )
 
 
