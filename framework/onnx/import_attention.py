@@ -137,10 +137,10 @@ def _flex_attention(ctx: ImportContext, node: Node) -> None:
     """FlexAttention (float32/float64): the scaled scores Q K^T of ONNXAttention (its
     qk_matmul_output, GQA by repeated KV heads), the ``score_mod`` subgraph's nodes inlined on them,
     Softmax over the keys, the ``prob_mod`` subgraph inlined, then the product with V. Without
-    mods this is ONNXAttention itself. float16 stays unsupported: FlexAttention runs its softmax and
-    the product with V in float32. (FlexAttention takes sqrt(scale) in float32; ONNXAttention in
-    float64, then the input's type.)"""
-    ctx.require(node, FLOATS)
+    mods this is ONNXAttention itself. float16: the scores in float16 (as the reference), then the
+    mods, the softmax and the product with V in float32, cast back. (FlexAttention takes
+    sqrt(scale) in float32; ONNXAttention in float64, then the input's type.)"""
+    ctx.require(node, FLOATS16)
     if node.attr("softmax_precision") is not None:
         raise Unsupported("softmax_precision")
     shapes = [ctx.shape(n) for n in node.inputs[:3]]
@@ -148,17 +148,24 @@ def _flex_attention(ctx: ImportContext, node: Node) -> None:
         raise Unsupported("inputs of unknown shapes or of rank other than 4")
     args = {"scale": float(node.attr("scale"))} if node.attr("scale") is not None else {}
     score_mod, prob_mod = node.attr("score_mod"), node.attr("prob_mod")
-    if score_mod is None and prob_mod is None:
+    dt = ctx.dtype(node.input(0))
+    if score_mod is None and prob_mod is None and dt != F16:
         ctx.op("ONNXAttention", node.inputs[:3], [node.outputs[0]], **args)
         return
     (b, hq, lq, _), (_, hkv, s, _), _ = shapes
     if hq != hkv:
-        raise Unsupported("score_mod/prob_mod with grouped KV heads")
-    dt = ctx.dtype(node.input(0))
+        raise Unsupported("score_mod/prob_mod or float16 with grouped KV heads")
     scores = ctx.fresh("flex_scores")
     unused = [ctx.fresh("flex_unused") for _ in range(3)]
     ctx.op("ONNXAttention", node.inputs[:3], unused + [scores], qk_matmul_output_mode=0, **args)
     ctx.types[scores], ctx.shapes[scores] = dt, (b, hq, lq, s)
+    v, out = node.input(2), node.outputs[0]
+    if dt == F16:  # float16 scores, the rest in float32
+        s32, v32, out = ctx.fresh("flex_scores32"), ctx.fresh("flex_v32"), ctx.fresh("flex_out32")
+        ctx.op("Cast", [scores], [s32], to=1)
+        ctx.op("Cast", [v], [v32], to=1)
+        scores, v, dt = s32, v32, np.dtype(np.float32)
+        ctx.types[scores], ctx.shapes[scores] = dt, (b, hq, lq, s)
     if score_mod is not None:
         scores = _inline_graph(ctx, score_mod, scores, "score_mod")
     probs = ctx.fresh("flex_probs")
@@ -166,7 +173,9 @@ def _flex_attention(ctx: ImportContext, node: Node) -> None:
     ctx.types[probs], ctx.shapes[probs] = dt, (b, hq, lq, s)
     if prob_mod is not None:
         probs = _inline_graph(ctx, prob_mod, probs, "prob_mod")
-    ctx.op("BatchMatMul", [probs, node.input(2)], [node.outputs[0]], broadcast=1)
+    ctx.op("BatchMatMul", [probs, v], [out], broadcast=1)
+    if out != node.outputs[0]:
+        ctx.op("Cast", [out], [node.outputs[0]], to=12)
 
 
 def _inline_graph(ctx: ImportContext, graph: object, x: str, label: str) -> str:

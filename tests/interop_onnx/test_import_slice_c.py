@@ -163,10 +163,13 @@ def test_conv_integer_and_pool_translators():
     _agree(helper.make_node("ConvTranspose", ["x", "w"], ["y"], strides=[3, 2], output_shape=[10, 8]), ct, 17)
 
 
-def test_flex_attention_of_the_preview_domain():
-    feeds = {"Q": _f(1, 4, 3, 8), "K": _f(1, 2, 5, 8), "V": _f(1, 2, 5, 6)}
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_flex_attention_of_the_preview_domain(dtype):
+    gqa = 2 if dtype == np.float32 else 1
+    feeds = {"Q": _f(1, 2 * gqa, 3, 8, dtype=dtype), "K": _f(1, 2, 5, 8, dtype=dtype), "V": _f(1, 2, 5, 6, dtype=dtype)}
     node = helper.make_node("FlexAttention", ["Q", "K", "V"], ["Y"], domain="ai.onnx.preview", scale=0.3)
-    vis = [helper.make_tensor_value_info(k, onnx.TensorProto.FLOAT, v.shape) for k, v in feeds.items()]
+    elem = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    vis = [helper.make_tensor_value_info(k, elem, v.shape) for k, v in feeds.items()]
     graph = helper.make_graph([node], "g", vis, [helper.make_empty_tensor_value_info("Y")])
     opsets = [helper.make_opsetid("", 26), helper.make_opsetid("ai.onnx.preview", 1)]
     model = helper.make_model(graph, opset_imports=opsets)
