@@ -94,6 +94,14 @@ CASES = [
         r"input 0 \('p'\) must hold floats, got int64",
     ),
     (
+        "L1DistanceGradient",
+        [("x", np.ones((), F32)), ("y", np.ones((), F32)), ("dz", S)],
+        ["dx", "dy"],
+        {},
+        TypeMismatchError,
+        r"input 2 \('dz'\) must hold numbers, got strings",
+    ),
+    (
         "AveragedLossGradient",
         [("x", np.ones(3, F32)), ("dY", S)],
         ["dx"],

@@ -74,6 +74,7 @@ def _distance_grad_op(name: str, doc: str, l1: bool):
         category="loss",
         private=True,
         doc=doc,
+        input_types={2: "numeric"},
     )
     class _DistanceGrad(Operator):
         def run(self) -> None:
