@@ -3,7 +3,8 @@
     python -m bench.real_models.report ONE_THREAD.json [TWO_THREADS.json] [--baseline BEFORE.json]
 
 ONE_THREAD.json: a ``--threads 1 [--memory]`` run; TWO_THREADS.json: a ``--threads 2`` run (its rows
-carry our 1-thread time from the same rounds as ``ours-1t``); BEFORE.json: an earlier run whose
+carry our 1-thread time from the same rounds as ``ours-1t``); one ``--threads 1 2`` run may be given as
+both (each table takes its own rows); BEFORE.json: an earlier run whose
 ``ours-raw`` (or ``ours``) column is shown as "before".
 """
 
@@ -104,19 +105,20 @@ def main(argv=None) -> int:
             t = r["times"]
             if r["model"] not in a.skip_baseline:
                 before[(r["model"], r["batch"])] = t.get("ours-raw", t.get("ours"))
-    text, summary = one_thread_table(one["rows"], one.get("memory", {}), before)
+    rows1 = [r for r in one["rows"] if r.get("threads", 1) == 1]
+    text, summary = one_thread_table(rows1, one.get("memory", {}), before)
     print(text)
     print()
     print(
         "median ours/ort {median_ours_over_ort:.2f}, worst ours/ort {worst_ours_over_ort:.2f}, "
         "worst ours/torch {worst_ours_over_torch:.2f}".format(**summary)
     )
-    print("load averages during the rows:", ", ".join(f"{r['load']:.1f}" for r in one["rows"]))
-    if a.two:
-        two = json.load(open(a.two))
+    print("load averages during the rows:", ", ".join(f"{r['load']:.1f}" for r in rows1))
+    if a.two:  # may be the same file as ONE_THREAD.json (a run with --threads 1 2): its 2-thread rows
+        rows2 = [r for r in json.load(open(a.two))["rows"] if r.get("threads", 2) > 1]
         print()
-        print(two_thread_table(two["rows"]))
-        print("load averages during the rows:", ", ".join(f"{r['load']:.1f}" for r in two["rows"]))
+        print(two_thread_table(rows2))
+        print("load averages during the rows:", ", ".join(f"{r['load']:.1f}" for r in rows2))
     return 0
 
 
