@@ -234,7 +234,7 @@ class Report:
                 "",
                 "allocs/iter and bytes/iter: buffers from the framework's allocator per steady-state run. "
                 "Peak bytes: allocator peak while building and running the net (FC's packed W^T copies "
-                "are plain numpy and not included). Transient: tracemalloc's peak during one run; ~33 KiB "
+                "included: they come from the allocator). Transient: tracemalloc's peak during one run; ~33 KiB "
                 "is numpy's own ufunc buffer for a broadcast add, which the numpy floor shows too.",
             ]
         tl = targets(self.rows, self.memory)
