@@ -99,6 +99,7 @@ def build_char_lstm() -> dict[str, NetDef]:
         "train_net.pbtxt": train.net.Proto(),
         "predict_net.pbtxt": predict_def,
     }
+
     # Names that do not depend on what this process built before (Caffe2 makes net names unique).
     def strip(net: NetDef) -> None:
         for op in net.op:

@@ -51,4 +51,3 @@ def _roi_align(ctx: ImportContext, node: Node) -> None:
         spatial_scale=float(node.attr("spatial_scale", 1.0)),
         aligned=int(coord == "half_pixel"),
     )
-

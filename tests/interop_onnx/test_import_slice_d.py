@@ -119,11 +119,13 @@ def test_if_branches_read_outer_scope_names():
 
 def test_loop_with_condition_carried_values_and_scan_outputs():
     body = helper.make_graph(
-        [helper.make_node("Add", ["acc_in", "step"], ["acc_out"]),
-         helper.make_node("Cast", ["i"], ["i_f"], to=F),
-         helper.make_node("Mul", ["acc_out", "i_f"], ["scan"]),
-         helper.make_node("ReduceSum", ["acc_out"], ["total"], keepdims=0),
-         helper.make_node("Less", ["total", "limit"], ["cond_out"])],  # fmt: skip
+        [
+            helper.make_node("Add", ["acc_in", "step"], ["acc_out"]),
+            helper.make_node("Cast", ["i"], ["i_f"], to=F),
+            helper.make_node("Mul", ["acc_out", "i_f"], ["scan"]),
+            helper.make_node("ReduceSum", ["acc_out"], ["total"], keepdims=0),
+            helper.make_node("Less", ["total", "limit"], ["cond_out"]),
+        ],  # fmt: skip
         "body",
         [_vi("i", TensorProto.INT64, []), _vi("cond_in", TensorProto.BOOL, []), _vi("acc_in", F, [2])],
         [_vi("cond_out", TensorProto.BOOL, []), _vi("acc_out", F, [2]), _vi("scan", F, [2])],

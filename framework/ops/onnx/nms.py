@@ -52,8 +52,15 @@ def _iou(c: np.ndarray, i: int, others: np.ndarray) -> np.ndarray:
         ("score_threshold", "float scalar (empty or absent: no score filter)"),
     ],
     output_docs=[("selected_indices", "int64 [num_selected, 3]: (batch, class, box) in selection order")],
-    args=[Arg("center_point_box", INT, 0, "0: boxes are [y1, x1, y2, x2] corners; 1: [x_center, y_center, w, h]",
-              choices=(0, 1))],  # fmt: skip
+    args=[
+        Arg(
+            "center_point_box",
+            INT,
+            0,
+            "0: boxes are [y1, x1, y2, x2] corners; 1: [x_center, y_center, w, h]",
+            choices=(0, 1),
+        )
+    ],  # fmt: skip
     infer=lambda args, ins: [TensorSpec(None, np.dtype(np.int64))],
     input_types={0: "float", 1: "float", 2: "int", 3: "float", 4: "float"},
     ranks={0: 3, 1: 3},

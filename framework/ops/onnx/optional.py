@@ -48,9 +48,7 @@ class ONNXOptionalHasElement(Operator):
     optional or no input."""
 
     def run(self) -> None:
-        has = bool(self.inputs) and not (
-            isinstance(v := blob_value(self, 0), OptionalValue) and v.value is None
-        )
+        has = bool(self.inputs) and not (isinstance(v := blob_value(self, 0), OptionalValue) and v.value is None)
         self.output(0, (), np.bool_)[...] = has
 
 

@@ -53,8 +53,13 @@ def _infer(args, ins):
     output_docs=[("Y", "[num_rois, C, output_height, output_width]")],
     args=[
         Arg("mode", STRING, "max", "max (avg: use Caffe2's RoIAlign)", choices=("max", "avg")),
-        Arg("coordinate_transformation_mode", STRING, "half_pixel", "half_pixel (shift -0.5) or output_half_pixel",
-            choices=("half_pixel", "output_half_pixel")),  # fmt: skip
+        Arg(
+            "coordinate_transformation_mode",
+            STRING,
+            "half_pixel",
+            "half_pixel (shift -0.5) or output_half_pixel",
+            choices=("half_pixel", "output_half_pixel"),
+        ),  # fmt: skip
         Arg("output_height", INT, 1, "pooled height", low=1),
         Arg("output_width", INT, 1, "pooled width", low=1),
         Arg("sampling_ratio", INT, 0, "samples per bin side (0: ceil(roi size / pooled size))", low=0),

@@ -83,8 +83,11 @@ class ONNXSequenceConstruct(Operator):
 @register_op(
     "ONNXSequenceInsert",
     inputs=(2, 3),
-    input_docs=[("input_sequence", "sequence"), ("tensor", "tensor of the sequence's type"),
-                ("position", "int scalar in [-n, n] (default: at the end)")],  # fmt: skip
+    input_docs=[
+        ("input_sequence", "sequence"),
+        ("tensor", "tensor of the sequence's type"),
+        ("position", "int scalar in [-n, n] (default: at the end)"),
+    ],  # fmt: skip
     output_docs=[("output_sequence", "a new sequence with the tensor inserted")],
     infer=_seq_out,
     category="onnx",
@@ -160,8 +163,10 @@ class ONNXSequenceLength(Operator):
     inputs=(1, 2),
     input_docs=[("input", "tensor"), ("split", "int scalar (chunk length) or 1-D lengths (optional)")],
     output_docs=[("output_sequence", "the pieces along axis")],
-    args=[Arg("axis", INT, 0, "axis to split (negative: from the end)"),
-          Arg("keepdims", INT, 1, "without split: keep the split axis (size 1) in each piece")],  # fmt: skip
+    args=[
+        Arg("axis", INT, 0, "axis to split (negative: from the end)"),
+        Arg("keepdims", INT, 1, "without split: keep the split axis (size 1) in each piece"),
+    ],  # fmt: skip
     infer=_seq_out,
     input_types={1: "index"},
     ranks={0: (1, None)},

@@ -90,9 +90,11 @@ class _Optimizer(Operator):
 @_register(
     "ONNXAdagrad",
     ["H"],
-    [Arg("decay_factor", FLOAT, 0.0, "learning rate decay: r = R / (1 + T * decay_factor)"),
-     Arg("epsilon", FLOAT, 0.0, "added to sqrt(H_new) in the denominator"),
-     Arg("norm_coefficient", FLOAT, 0.0, "L2 regularization: G += norm_coefficient * X")],  # fmt: skip
+    [
+        Arg("decay_factor", FLOAT, 0.0, "learning rate decay: r = R / (1 + T * decay_factor)"),
+        Arg("epsilon", FLOAT, 0.0, "added to sqrt(H_new) in the denominator"),
+        Arg("norm_coefficient", FLOAT, 0.0, "L2 regularization: G += norm_coefficient * X"),
+    ],  # fmt: skip
     "accumulated squared gradients",
 )
 class ONNXAdagrad(_Optimizer):
@@ -115,11 +117,13 @@ class ONNXAdagrad(_Optimizer):
 @_register(
     "ONNXAdam",
     ["V", "H"],
-    [Arg("alpha", FLOAT, 0.9, "decay of the first moment V"),
-     Arg("beta", FLOAT, 0.999, "decay of the second moment H"),
-     Arg("epsilon", FLOAT, 0.0, "added to sqrt(H_new) in the denominator"),
-     Arg("norm_coefficient", FLOAT, 0.0, "L2 regularization: G += norm_coefficient * X"),
-     Arg("norm_coefficient_post", FLOAT, 0.0, "after the step: X_new *= 1 - norm_coefficient_post")],  # fmt: skip
+    [
+        Arg("alpha", FLOAT, 0.9, "decay of the first moment V"),
+        Arg("beta", FLOAT, 0.999, "decay of the second moment H"),
+        Arg("epsilon", FLOAT, 0.0, "added to sqrt(H_new) in the denominator"),
+        Arg("norm_coefficient", FLOAT, 0.0, "L2 regularization: G += norm_coefficient * X"),
+        Arg("norm_coefficient_post", FLOAT, 0.0, "after the step: X_new *= 1 - norm_coefficient_post"),
+    ],  # fmt: skip
     "first moments, second moments",
 )
 class ONNXAdam(_Optimizer):
@@ -148,10 +152,12 @@ class ONNXAdam(_Optimizer):
 @_register(
     "ONNXMomentum",
     ["V"],
-    [Arg("alpha", FLOAT, REQUIRED, "decay of the momentum V"),
-     Arg("beta", FLOAT, REQUIRED, "coefficient of the gradient (1 on the first update, T = 0)"),
-     Arg("mode", STRING, "standard", "standard or nesterov (required by ONNX)", choices=("standard", "nesterov")),
-     Arg("norm_coefficient", FLOAT, REQUIRED, "L2 regularization: G += norm_coefficient * X")],  # fmt: skip
+    [
+        Arg("alpha", FLOAT, REQUIRED, "decay of the momentum V"),
+        Arg("beta", FLOAT, REQUIRED, "coefficient of the gradient (1 on the first update, T = 0)"),
+        Arg("mode", STRING, "standard", "standard or nesterov (required by ONNX)", choices=("standard", "nesterov")),
+        Arg("norm_coefficient", FLOAT, REQUIRED, "L2 regularization: G += norm_coefficient * X"),
+    ],  # fmt: skip
     "momentums",
 )
 class ONNXMomentum(_Optimizer):

@@ -55,7 +55,7 @@ def test_list_operations_match_python_lists(data):
         (at,) = run("ONNXSequenceAt", [seq, np.array([p], np.int32)])
         np.testing.assert_array_equal(at, items[p])
         (er,) = run("ONNXSequenceErase", [seq, np.array(p, np.int64)])
-        same(er, items[:p % n] + items[p % n + 1 :])
+        same(er, items[: p % n] + items[p % n + 1 :])
         (last,) = run("ONNXSequenceErase", [seq])
         same(last, items[:-1])
 
