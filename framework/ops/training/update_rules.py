@@ -78,7 +78,14 @@ _FTRL_ARGS = [
     Arg("lambda1", FLOAT, 0.001, "L1 strength"),
     Arg("lambda2", FLOAT, 0.001, "L2 strength"),
 ]
-_FTRL_DOCS = dict(
+# Ftrl and GFtrl take the same inputs, arguments and checks (Caffe2's ftrl_op.cc / gftrl_op.cc)
+_FTRL_SPEC = dict(
+    inputs=(3, 4),
+    outputs=2,
+    args=_FTRL_ARGS,
+    allow_inplace={(0, 0), (1, 1)},
+    input_types="float",
+    same_type=[(0, 1, 2)],
     input_docs=[
         ("var", "parameter"),
         ("n_z", "state: (n, z) pairs, 2 x numel(var), interleaved"),
@@ -114,17 +121,7 @@ class _FtrlBase(UpdateOp):
         out[:, 1] = new_z
 
 
-@update_op(
-    "Ftrl",
-    (0, 1),
-    inputs=(3, 4),
-    outputs=2,
-    args=_FTRL_ARGS,
-    allow_inplace={(0, 0), (1, 1)},
-    input_types="float",
-    same_type=[(0, 1, 2)],
-    **_FTRL_DOCS,
-)
+@update_op("Ftrl", (0, 1), **_FTRL_SPEC)
 class Ftrl(_FtrlBase):
     """FTRL-Proximal (Caffe2's ftrl_op.cc): ``n' = n + g^2``,
     ``z' = z + g - (sqrt(n') - sqrt(n)) / alpha * w``, and
@@ -139,17 +136,7 @@ class Ftrl(_FtrlBase):
         self.write(new_w, new_n, new_z)
 
 
-@update_op(
-    "GFtrl",
-    (0, 1),
-    inputs=(3, 4),
-    outputs=2,
-    args=_FTRL_ARGS,
-    allow_inplace={(0, 0), (1, 1)},
-    input_types="float",
-    same_type=[(0, 1, 2)],
-    **_FTRL_DOCS,
-)
+@update_op("GFtrl", (0, 1), **_FTRL_SPEC)
 class GFtrl(_FtrlBase):
     """Group-lasso FTRL (Caffe2's gftrl_op.cc): as Ftrl per coordinate, but a column j of the
     [output_dim, input_dim] weight (dim 0 of grad = output_dim) is zeroed together when
