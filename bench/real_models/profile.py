@@ -15,6 +15,11 @@ import os
 for _v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_v, "1")
 
+# framework before numpy: it picks OpenBLAS's kernels for this CPU as the library loads (blas_kernel.py)
+from framework.blas_kernel import choose as _choose_blas_kernel  # noqa: E402
+
+_choose_blas_kernel()
+
 import argparse  # noqa: E402
 import time  # noqa: E402
 from collections import defaultdict  # noqa: E402
@@ -88,7 +93,9 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--no-torch", action="store_true")
     a = ap.parse_args()
-    print(f"load average {os.getloadavg()}")
+    from framework.blas_kernel import blas_kernel_info
+
+    print(f"load average {os.getloadavg()}; numpy's BLAS: {blas_kernel_info()}")
     for name in a.models:
         for batch in a.batches:
             model = build(name, batch)

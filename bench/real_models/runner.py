@@ -25,6 +25,11 @@ import os
 for _v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_v, "1")
 
+# framework before numpy: it picks OpenBLAS's kernels for this CPU as the library loads (blas_kernel.py)
+from framework.blas_kernel import choose as _choose_blas_kernel  # noqa: E402
+
+_choose_blas_kernel()
+
 import argparse  # noqa: E402
 import json  # noqa: E402
 import subprocess  # noqa: E402
@@ -240,6 +245,9 @@ def main(argv=None) -> int:
     global CLOCK
     CLOCK = a.clock
     contenders = [c for c in (a.contenders or CONTENDERS) if c.startswith("ours") or _available(c)]
+    from framework.blas_kernel import blas_kernel_info
+
+    print(f"numpy's BLAS: {blas_kernel_info()}", flush=True)
     rows, mem = [], {}
     for name in a.models:
         for batch in a.batches:

@@ -72,6 +72,7 @@ def plane_shape(geo) -> tuple[int, int, int, int]:
 
 
 _EMPTY = np.empty(0, np.float32)
+_EMPTY2 = np.empty((0, 0), np.float32)
 _EMPTY4 = np.empty((0, 0, 0, 0), np.float32)
 
 
@@ -109,6 +110,22 @@ def depthwise(x, w, b, y, res, planes, z, geo, relu: bool, i0: int, i1: int) -> 
         i0,
         i1,
     )
+
+
+def epilogue(acc, b, res, y, relu: bool) -> bool:
+    """y = acc (+ b per row) (+ res) (Relu) in one pass, for float32 2-D (rows, P) arrays whose rows
+    are contiguous; False (nothing done) where the kernel does not apply or is unavailable. ``acc``
+    and ``res`` may be ``y`` itself."""
+    if not available() or y.dtype != np.float32 or acc.dtype != np.float32 or y.ndim != 2:
+        return False
+    if any(a is not None and (a.ndim != 2 or a.strides[1] != 4) for a in (acc, res, y)):
+        return False
+    if b is not None and (b.dtype != np.float32 or b.ndim != 1):
+        return False
+    if res is not None and res.dtype != np.float32:
+        return False
+    _timed(_kernels._epilogue, acc, _EMPTY if b is None else b, _EMPTY2 if res is None else res, y, bool(relu))
+    return True
 
 
 def pool(x, y, inv, planes, z, geo, mode: str, pad_value, i0: int, i1: int) -> None:
@@ -152,4 +169,6 @@ def warm_up() -> float:
     planes, z = np.empty((phases, hq * wq), np.float32), np.empty(wide, np.float32)
     depthwise(x, np.zeros((2, 1, 3, 3), np.float32), None, y, None, planes, z, geo, False, 0, 1)
     pool(x, y, None, planes, z, geo, "max", 0.0, 0, 1)
+    y2 = y.reshape(2, 16)
+    epilogue(y2, np.zeros(2, np.float32), y2, y2, True)
     return time.perf_counter() - t

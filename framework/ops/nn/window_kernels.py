@@ -155,3 +155,30 @@ def _pool(x, y, inv, planes, z, s, kh, kw, ph, pw, wq, mode, pad, i0, i1):  # pr
                     for q in range(owu):
                         y[i, ch, r, q] = z[base + q]
     return 0
+
+
+@_jit
+def _epilogue(acc, b, res, y, relu):  # pragma: no cover - compiled
+    """y = acc (+ b per row) (+ res) (Relu) in one pass over (rows, P); b/res empty if absent; acc
+    and res may be y itself."""
+    rows, p = y.shape
+    has_b, has_r = b.shape[0] > 0, res.shape[0] > 0
+    zero = np.float32(0)
+    pu = _U(p)
+    for r in range(rows):
+        bv = b[r] if has_b else zero
+        if has_r and relu:  # "zero if v < zero else v": NaN stays NaN, as np.maximum and Caffe2's Relu
+            for j in range(pu):
+                v = acc[r, j] + bv + res[r, j]
+                y[r, j] = zero if v < zero else v
+        elif has_r:
+            for j in range(pu):
+                y[r, j] = acc[r, j] + bv + res[r, j]
+        elif relu:
+            for j in range(pu):
+                v = acc[r, j] + bv
+                y[r, j] = zero if v < zero else v
+        else:
+            for j in range(pu):
+                y[r, j] = acc[r, j] + bv
+    return 0

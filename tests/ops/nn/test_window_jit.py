@@ -1,6 +1,7 @@
-"""The compiled (numba) window kernels of framework/ops/nn/window_jit.py: depthwise Conv/ConvFusion and
-3x3 MaxPool/AveragePool against independent numpy references, the same ops with the kernels switched
-off (the numpy path) giving the same results, NaN propagation, and no allocation per re-run."""
+"""The compiled (numba) window kernels of framework/ops/nn/window_jit.py: depthwise Conv/ConvFusion,
+3x3 MaxPool/AveragePool and the one-pass conv epilogue (bias, residual, Relu) against independent
+numpy references, the same ops with the kernels switched off (the numpy path) giving the same
+results, NaN propagation, and no allocation per re-run."""
 
 from __future__ import annotations
 
@@ -70,6 +71,71 @@ def test_depthwise_jit_matches_reference_and_numpy_path(case, fusion, seed):
         assert not op2._kernel.jit
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(got, plain, rtol=1e-5, atol=1e-5)
+
+
+@given(
+    kernel=st.sampled_from([1, 3]),
+    stride=st.sampled_from([1, 2]),
+    n=st.integers(1, 5),
+    m=st.integers(1, 40),
+    size=st.integers(3, 12),
+    fusion=st.sampled_from([0, 1, 2, 3]),
+    seed=st.integers(0, 2**31 - 1),
+)
+@settings(max_examples=40, deadline=None)
+def test_conv_epilogue_jit_matches_reference_and_numpy_path(kernel, stride, n, m, size, fusion, seed):
+    """Group-1 convs (pointwise, im2col, images batched into one GEMM) end in the compiled epilogue."""
+    rng = np.random.default_rng(seed)
+    c = 3
+    pad = kernel // 2
+    x = rng.standard_normal((n, c, size, size)).astype(np.float32)
+    x[0, 0, 0, 0] = np.nan  # NaN reaches the outputs whose window holds it, through Relu too
+    w = rng.standard_normal((m, c, kernel, kernel)).astype(np.float32)
+    b = rng.standard_normal(m).astype(np.float32)
+    want = ref_conv(x, w, b, stride, pad, 1)
+    feeds = {"X": x, "W": w, "b": b}
+    kw = dict(kernel=kernel, stride=stride, pad=pad)
+    if fusion < 2:
+        op_def = CreateOperator("ConvFusion", ["X", "W", "b"], ["Y"], fusion_type=fusion or 1, **kw)
+        if fusion == 0:
+            op_def = CreateOperator("Conv", ["X", "W", "b"], ["Y"], **kw)
+        else:
+            want = np.where(want < 0, 0, want)
+    else:
+        feeds["S"] = rng.standard_normal(want.shape).astype(np.float32)
+        op_def = CreateOperator("ConvFusion", ["X", "W", "b", "S"], ["S"], fusion_type=fusion, **kw)
+        want = want + feeds["S"]
+        if fusion == 3:
+            want = np.where(want < 0, 0, want)
+    with pytest.MonkeyPatch.context() as mp:
+        got, op = _run(op_def, feeds, True, mp)
+        assert op._kernel.jit_epilogue
+        plain, op2 = _run(op_def, feeds, False, mp)
+        assert not op2._kernel.jit_epilogue
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(got, plain, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("strided", [False, True])
+def test_epilogue_kernel_on_views_and_in_place(strided):
+    """The kernel itself: a strided accumulator (a batched GEMM's image slice), the residual being the
+    output (in-place sum), every combination of bias/residual/Relu; non-float32 or 3-D is declined."""
+    rng = np.random.default_rng(1)
+    big = rng.standard_normal((5, 3, 7)).astype(np.float32)
+    for bias in (None, rng.standard_normal(5).astype(np.float32)):
+        for use_res in (False, True):
+            for relu in (False, True):
+                acc = big[:, 1] if strided else big[:, 1].copy()
+                y = rng.standard_normal((5, 7)).astype(np.float32)
+                res = y if use_res else None
+                want = acc.astype(np.float64) + (bias[:, None] if bias is not None else 0) + (y if use_res else 0)
+                if relu:
+                    want = np.maximum(want, 0)
+                assert window_jit.epilogue(acc, bias, res, y, relu)
+                np.testing.assert_allclose(y, want, rtol=1e-6, atol=1e-6)
+    assert not window_jit.epilogue(big.astype(np.float64)[:, 0], None, None, big.astype(np.float64)[:, 0], True)
+    assert not window_jit.epilogue(big, None, None, big, True)
 
 
 @pytest.mark.parametrize("kind", ["MaxPool", "AveragePool"])

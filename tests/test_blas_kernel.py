@@ -1,0 +1,75 @@
+"""framework/blas_kernel.py: which OpenBLAS kernels the framework asks for, and that a user's choice wins.
+
+The choice acts when the OpenBLAS numpy loads starts up, so each case runs in a fresh interpreter."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from framework.blas_kernel import _cpu, preferred_coretype
+
+_PROBE = (
+    "import os, json{pre}; import framework; from framework.blas_kernel import blas_kernel_info; "
+    "print(json.dumps([os.environ.get('OPENBLAS_CORETYPE'), blas_kernel_info()]))"
+)
+
+
+def _probe(env_extra: dict, numpy_first: bool = False) -> tuple:
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_CORETYPE", "FRAMEWORK_BLAS_CORETYPE")}
+    env.update(env_extra)
+    code = _PROBE.format(pre="; import numpy" if numpy_first else "")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    core, info = json.loads(out.stdout.strip().splitlines()[-1])
+    return core, info
+
+
+@pytest.mark.parametrize(
+    "vendor, flags, want",
+    [
+        ("AuthenticAMD", {"avx2", "avx512f", "fma"}, "Zen"),  # Zen 4/5: AVX-512 as two 256-bit halves
+        ("AuthenticAMD", {"avx2", "fma"}, None),  # Zen 1-3: OpenBLAS already picks its Zen kernels
+        ("GenuineIntel", {"avx2", "avx512f"}, None),  # Intel AVX-512: SkylakeX kernels are the right ones
+        ("", set(), None),  # no /proc/cpuinfo
+    ],
+)
+def test_preferred_coretype(vendor, flags, want):
+    assert preferred_coretype(vendor, flags) == want
+
+
+def test_auto_choice_follows_the_cpu():
+    core, info = _probe({})
+    assert core == preferred_coretype(*_cpu())
+    assert info["chosen"] == core
+    assert info["why"]
+
+
+def test_user_setting_wins():
+    core, info = _probe({"OPENBLAS_CORETYPE": "Haswell"})
+    assert core == "Haswell"
+    assert "set by the user" in info["why"]
+
+
+def test_keep_leaves_openblas_alone():
+    core, info = _probe({"FRAMEWORK_BLAS_CORETYPE": "keep"})
+    assert core is None
+    assert info["chosen"] is None
+
+
+def test_named_coretype_is_applied():
+    core, info = _probe({"FRAMEWORK_BLAS_CORETYPE": "Haswell"})
+    assert core == "Haswell"
+    vendor, flags = _cpu()
+    if info.get("library") == "openblas" and "avx2" in flags and "fma" in flags:
+        assert info["kernel"] == "Haswell"  # OpenBLAS really runs the kernels asked for
+
+
+def test_numpy_imported_first_is_reported_not_changed():
+    core, info = _probe({}, numpy_first=True)
+    assert core is None
+    assert "numpy was imported before framework" in info["why"]
