@@ -25,11 +25,6 @@ import os
 for _v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_v, "1")
 
-# framework before numpy: it picks OpenBLAS's kernels for this CPU as the library loads (blas_kernel.py)
-from framework.blas_kernel import choose as _choose_blas_kernel  # noqa: E402
-
-_choose_blas_kernel()
-
 import argparse  # noqa: E402
 import json  # noqa: E402
 import subprocess  # noqa: E402
