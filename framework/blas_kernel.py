@@ -81,15 +81,16 @@ def blas_kernel_info() -> dict:
     try:
         from threadpoolctl import threadpool_info
 
-        for d in threadpool_info():
-            if d.get("user_api") == "blas":
-                info.update(
-                    library=d.get("internal_api"),
-                    version=d.get("version"),
-                    kernel=d.get("architecture"),
-                    threads=d.get("num_threads"),
-                )
-                break
+        found = [d for d in threadpool_info() if d.get("user_api") == "blas"]
+        # numpy's own library first (other packages may load a BLAS of their own)
+        found.sort(key=lambda d: "numpy" not in str(d.get("filepath", "")))
+        for d in found[:1]:
+            info.update(
+                library=d.get("internal_api"),
+                version=d.get("version"),
+                kernel=d.get("architecture"),
+                threads=d.get("num_threads"),
+            )
     except ImportError:  # pragma: no cover - a core dependency
         pass
     return info

@@ -47,6 +47,10 @@ BLOCK_P = 128
 # Images per GEMM limited so the batched columns stay under this size: 4 MiB (was 16) costs no measured
 # time (AlexNet/ResNet-50/DenseNet-121 batch 16 within 3%) and saves ~55 MiB of columns on AlexNet.
 BLOCK_BYTES = 4 << 20
+# Convs below this many FLOPs run on one thread even when more are set: measured at batch 1 on 2
+# threads, CIFAR ResNet-20 (4 MFLOP convs) took 4.8 ms against 2.9 ms on one (the hand-off costs
+# more than half of the work), ShuffleNet 10.7 vs 8.7 ms.
+SPLIT_MIN_FLOPS = 16_000_000
 THIN_M, THIN_P = 32, 1024  # thin im2col convs (few output channels) batch their images up to THIN_P pixels
 
 
@@ -105,6 +109,8 @@ class ConvNCHW:
         self.kind = conv_kind(geo, c, m, group)
         self.has_bias, self.relu, self.residual = has_bias, relu, residual
         self.threads = threads = num_threads()
+        if 2 * n * m * (c // group) * math.prod(geo.kernel) * math.prod(geo.out) < SPLIT_MIN_FLOPS:
+            threads = 1  # too little work to pay for handing half of it to another thread
         self.oshape = (n, m, *geo.out)
         p = math.prod(geo.out)
         self.p, self.cg, self.mg = p, c // group, m // group

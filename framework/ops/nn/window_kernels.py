@@ -182,3 +182,16 @@ def _epilogue(acc, b, res, y, relu):  # pragma: no cover - compiled
             for j in range(pu):
                 y[r, j] = acc[r, j] + bv
     return 0
+
+
+@_jit
+def _scale_shift(x, a, b, y):  # pragma: no cover - compiled
+    """y[n, c, :] = x[n, c, :] * a[c] + b[c] over (N, C, P) arrays (test-mode SpatialBN)."""
+    n, c, p = x.shape
+    pu = _U(p)
+    for i in range(n):
+        for ch in range(c):
+            av, bv = a[ch], b[ch]
+            for j in range(pu):
+                y[i, ch, j] = x[i, ch, j] * av + bv
+    return 0

@@ -15,6 +15,8 @@ from framework.errors import FrameworkError
 from framework.memory.allocator import memory_reporter
 from framework.memory.workspace import Workspace
 from framework.ops import create_operator
+from framework.ops.nn import conv_nchw
+from framework.ops.nn.conv_args import Geometry
 from framework.testing import assert_reference_checks
 
 
@@ -41,10 +43,27 @@ def ref_conv(x, w, b, stride, pad, group):
 
 @pytest.fixture(params=[1, 2], ids=["1thread", "2threads"])
 def threads(request):
-    old = framework.get_num_threads()
+    old, old_min = framework.get_num_threads(), conv_nchw.SPLIT_MIN_FLOPS
     framework.set_num_threads(request.param)
+    conv_nchw.SPLIT_MIN_FLOPS = 0  # the tests' small convs split over the threads too
     yield request.param
     framework.set_num_threads(old)
+    conv_nchw.SPLIT_MIN_FLOPS = old_min
+
+
+@pytest.mark.parametrize("n, m, size, parts", [(1, 8, 6, 1), (1, 64, 64, 2), (4, 8, 6, 1), (4, 64, 64, 2)])
+def test_small_convs_stay_on_one_thread(n, m, size, parts):
+    """Below SPLIT_MIN_FLOPS a conv runs as one part on 2 threads; above, images (or, at batch 1,
+    output channels) are split."""
+    old = framework.get_num_threads()
+    framework.set_num_threads(2)
+    try:
+        geo = Geometry((size, size), (3, 3), (1, 1), (1, 1), (1, 1), (1, 1), (size, size))
+        kernel = conv_nchw.ConvNCHW(n, 64, m, 1, geo, np.float32, True)
+        assert len(kernel.parts) == parts
+        assert kernel.by_image == (n > 1 or parts == 1)
+    finally:
+        framework.set_num_threads(old)
 
 
 @st.composite

@@ -1,7 +1,7 @@
-"""The compiled (numba) window kernels of framework/ops/nn/window_jit.py: depthwise Conv/ConvFusion,
-3x3 MaxPool/AveragePool and the one-pass conv epilogue (bias, residual, Relu) against independent
-numpy references, the same ops with the kernels switched off (the numpy path) giving the same
-results, NaN propagation, and no allocation per re-run."""
+"""The compiled (numba) kernels of framework/ops/nn/window_jit.py: depthwise Conv/ConvFusion, 3x3
+MaxPool/AveragePool, the one-pass conv epilogue (bias, residual, Relu) and test-mode SpatialBN's
+scale-and-shift, against independent numpy references; the same ops with the kernels switched off
+(the numpy path) giving the same results, NaN propagation, and no allocation per re-run."""
 
 from __future__ import annotations
 
@@ -136,6 +136,33 @@ def test_epilogue_kernel_on_views_and_in_place(strided):
                 np.testing.assert_allclose(y, want, rtol=1e-6, atol=1e-6)
     assert not window_jit.epilogue(big.astype(np.float64)[:, 0], None, None, big.astype(np.float64)[:, 0], True)
     assert not window_jit.epilogue(big, None, None, big, True)
+
+
+@given(
+    shape=st.lists(st.integers(1, 6), min_size=2, max_size=4),
+    inplace=st.booleans(),
+    seed=st.integers(0, 2**31 - 1),
+)
+@settings(max_examples=30, deadline=None)
+def test_spatial_bn_test_mode_jit_matches_reference_and_numpy_path(shape, inplace, seed):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(shape).astype(np.float32)
+    x.flat[0] = np.nan
+    c = shape[1]
+    scale, bias, mean = (rng.standard_normal(c).astype(np.float32) for _ in range(3))
+    var = rng.uniform(0.1, 2.0, c).astype(np.float32)
+    bshape = (1, c) + (1,) * (len(shape) - 2)
+    want = (x.astype(np.float64) - mean.reshape(bshape)) / np.sqrt(var.reshape(bshape) + 1e-5)
+    want = want * scale.reshape(bshape) + bias.reshape(bshape)
+    out = "X" if inplace else "Y"
+    op_def = CreateOperator("SpatialBN", ["X", "s", "b", "m", "v"], [out], is_test=1, epsilon=1e-5)
+    feeds = {"X": x, "s": scale, "b": bias, "m": mean, "v": var}
+    with pytest.MonkeyPatch.context() as mp:
+        got, _ = _run(op_def, feeds, True, mp)
+        plain, _ = _run(op_def, feeds, False, mp)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(got, plain, rtol=1e-6, atol=1e-6)
 
 
 @pytest.mark.parametrize("kind", ["MaxPool", "AveragePool"])
