@@ -73,9 +73,9 @@ def _fold_callable(ufunc: Callable, xs: list[np.ndarray], out: np.ndarray) -> Ca
     return partial(_fold, ufunc, xs, out)
 
 
-def _register(name: str, doc: str, out_doc: str, kinds: str = "iuf") -> Callable[[type], type]:
-    return register_op(
-        name,
+def nary_schema(doc: str, out_doc: str) -> dict:
+    """register_op keywords of the n-ary ops (and of ops built on them, e.g. SumRelu)."""
+    return dict(
         inputs=_MANY,
         doc=doc,
         input_docs=[("X0, X1, ...", "tensors of one shape and dtype")],
@@ -85,6 +85,10 @@ def _register(name: str, doc: str, out_doc: str, kinds: str = "iuf") -> Callable
         cost=pointwise_cost(1),
         category="math",
     )
+
+
+def _register(name: str, doc: str, out_doc: str, kinds: str = "iuf") -> Callable[[type], type]:
+    return register_op(name, **nary_schema(doc, out_doc))
 
 
 @_register("Sum", "Elementwise sum of all inputs; in place with input 0.", "X0 + X1 + ...")

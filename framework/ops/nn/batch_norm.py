@@ -49,35 +49,42 @@ class _BNBase(NormOp):
         self._key = (x.shape, x.dtype)
 
 
-@register_op(
-    "SpatialBN",
-    inputs=5,
-    outputs={1, 5},
-    args=_BN_ARGS,
-    input_docs=[
-        ("X", "input"),
-        ("scale", "(C,)"),
-        ("bias", "(C,)"),
-        ("mean", "running mean (C,)"),
-        ("var", "running variance (C,)"),
-    ],
-    output_docs=[
-        ("Y", "normalized output"),
-        ("running_mean", "updated in place (training)"),
-        ("running_var", "updated in place (training)"),
-        ("saved_mean", "batch mean (training)"),
-        ("saved_inv_var", "1/sqrt(batch var + epsilon) (training)"),
-    ],
-    allow_inplace={(0, 0)},
-    enforce_inplace={(3, 1), (4, 2)},
-    infer=_infer_bn,
-    category="normalization",
-)
+def spatial_bn_schema() -> dict:
+    """register_op keywords of SpatialBN (and SpatialBNRelu)."""
+    return dict(
+        inputs=5,
+        outputs={1, 5},
+        args=_BN_ARGS,
+        input_docs=[
+            ("X", "input"),
+            ("scale", "(C,)"),
+            ("bias", "(C,)"),
+            ("mean", "running mean (C,)"),
+            ("var", "running variance (C,)"),
+        ],
+        output_docs=[
+            ("Y", "normalized output"),
+            ("running_mean", "updated in place (training)"),
+            ("running_var", "updated in place (training)"),
+            ("saved_mean", "batch mean (training)"),
+            ("saved_inv_var", "1/sqrt(batch var + epsilon) (training)"),
+        ],
+        allow_inplace={(0, 0)},
+        enforce_inplace={(3, 1), (4, 2)},
+        infer=_infer_bn,
+        category="normalization",
+    )
+
+
+@register_op("SpatialBN", **spatial_bn_schema())
 class SpatialBN(_BNBase):
     """Spatial batch normalization over every axis but the channel one (Caffe2's SpatialBN).
     Test mode (is_test=1): Y = (X - mean) / sqrt(var + epsilon) * scale + bias with the given
     statistics. Training: batch statistics, running statistics updated in place; an empty
     batch (N = 0) leaves them unchanged and writes zeros as saved mean and inverse std (Caffe2)."""
+
+    # SpatialBNRelu: Y = std::max(0, Y) after the normalization (NaN -> 0, as Caffe2's fused op)
+    fused_relu = False
 
     def setup(self) -> None:
         super().setup()
@@ -124,10 +131,11 @@ class SpatialBN(_BNBase):
             np.divide(scale, alpha, out=alpha)
             np.multiply(mean, alpha, out=beta)
             np.subtract(bias, beta, out=beta)
-            if self.order == "NCHW" and window_jit.scale_shift(x, alpha, beta, y):  # one compiled pass
-                return
+            if self.order == "NCHW" and window_jit.scale_shift(x, alpha, beta, y, self.fused_relu):
+                return  # one compiled pass
             np.multiply(x, alpha.reshape(b), out=y)
             np.add(y, beta.reshape(b), out=y)
+            self._fused_relu(y)
             return
         c = self._c
         sm = self.output(3, (c,), x.dtype)
@@ -150,6 +158,7 @@ class SpatialBN(_BNBase):
         np.multiply(scale, siv, out=alpha)
         np.multiply(y, alpha.reshape(b), out=y)
         np.add(y, bias.reshape(b), out=y)
+        self._fused_relu(y)
         rm = self.output(1, (c,), x.dtype)  # same blob as mean (enforced in place)
         rv = self.output(2, (c,), x.dtype)
         np.multiply(rm, self._m, out=rm)
@@ -158,6 +167,10 @@ class SpatialBN(_BNBase):
         np.multiply(rv, self._m, out=rv)
         np.multiply(bvar, self._unbias * self._1m, out=beta)
         np.add(rv, beta, out=rv)
+
+    def _fused_relu(self, y) -> None:
+        if self.fused_relu and y.size:
+            np.fmax(y, y.dtype.type(0), out=y)
 
 
 @register_op(

@@ -199,9 +199,9 @@ def gradient_schema(args: list, infer, **extra) -> dict:
     )
 
 
-@register_op(
-    "Conv",
-    **forward_schema(
+def conv_schema(**extra) -> dict:
+    """register_op keywords of Conv (and of ops running a Conv, e.g. ConvRelu)."""
+    return forward_schema(
         _CONV_ARGS,
         _infer_conv,
         (
@@ -211,9 +211,11 @@ def gradient_schema(args: list, infer, **extra) -> dict:
             "output, (N, M, *out) or (N, *out, M)",
         ),
         cost=_cost_conv,
-        aliases=("Conv1D", "Conv2D", "Conv3D"),
-    ),
-)
+        **extra,
+    )
+
+
+@register_op("Conv", **conv_schema(aliases=("Conv1D", "Conv2D", "Conv3D")))
 class Conv(ConvOpBase):
     """N-d convolution (Caffe2's Conv): Y = X * filter (+ bias), with stride, pads,
     dilation, group, order and legacy_pad as in Caffe2. Out size per dim:

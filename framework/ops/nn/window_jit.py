@@ -134,15 +134,16 @@ def epilogue(acc, b, res, y, relu: bool) -> bool:
     return True
 
 
-def scale_shift(x, a, b, y) -> bool:
-    """y[n, c] = x[n, c] * a[c] + b[c] in one pass for float32 arrays (C-contiguous x and y,
-    channel axis 1); False (nothing done) where the kernel does not apply or is unavailable."""
+def scale_shift(x, a, b, y, relu: bool = False) -> bool:
+    """y[n, c] = x[n, c] * a[c] + b[c] (then, with ``relu``, max(0, y) with NaN -> 0) in one pass for
+    float32 arrays (C-contiguous x and y, channel axis 1); False (nothing done) where the kernel
+    does not apply or is unavailable."""
     if not available() or x.ndim < 2 or x.size == 0:
         return False
     if any(v.dtype != np.float32 or not v.flags.c_contiguous for v in (x, a, b, y)):
         return False
     n, c = x.shape[0], x.shape[1]
-    _timed(_kernels._scale_shift, x.reshape(n, c, -1), a, b, y.reshape(n, c, -1))
+    _timed(_kernels._scale_shift, x.reshape(n, c, -1), a, b, y.reshape(n, c, -1), bool(relu))
     return True
 
 
@@ -189,5 +190,5 @@ def warm_up() -> float:
     pool(x, y, None, planes, z, geo, "max", 0.0, 0, 1)
     y2 = y.reshape(2, 16)
     epilogue(y2, np.zeros(2, np.float32), y2, y2, True)
-    scale_shift(x, np.ones(2, np.float32), np.zeros(2, np.float32), y)
+    scale_shift(x, np.ones(2, np.float32), np.zeros(2, np.float32), y, True)
     return time.perf_counter() - t

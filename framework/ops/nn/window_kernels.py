@@ -185,13 +185,20 @@ def _epilogue(acc, b, res, y, relu):  # pragma: no cover - compiled
 
 
 @_jit
-def _scale_shift(x, a, b, y):  # pragma: no cover - compiled
-    """y[n, c, :] = x[n, c, :] * a[c] + b[c] over (N, C, P) arrays (test-mode SpatialBN)."""
+def _scale_shift(x, a, b, y, relu):  # pragma: no cover - compiled
+    """y[n, c, :] = x[n, c, :] * a[c] + b[c] over (N, C, P) arrays (test-mode SpatialBN); with
+    ``relu``, then std::max(0, y) as Caffe2's SpatialBNRelu (a NaN becomes 0)."""
     n, c, p = x.shape
     pu = _U(p)
+    zero = np.float32(0)
     for i in range(n):
         for ch in range(c):
             av, bv = a[ch], b[ch]
-            for j in range(pu):
-                y[i, ch, j] = x[i, ch, j] * av + bv
+            if relu:
+                for j in range(pu):
+                    v = x[i, ch, j] * av + bv
+                    y[i, ch, j] = v if v > zero else zero
+            else:
+                for j in range(pu):
+                    y[i, ch, j] = x[i, ch, j] * av + bv
     return 0

@@ -1,5 +1,6 @@
 """Quantized ops: row-wise quantized embedding tables (8-bit and n-bit fused layouts, bit-exact with Caffe2)
-and the lookups over them, and float16 conversions.
+and the lookups over them, float16 conversions, and Caffe2's float ops with a fused Relu (ConvRelu,
+SpatialBNRelu, SumRelu, registered by Caffe2 beside its quantized ones).
 
 Each import below registers its module's ops; keep one line per module.
 """
@@ -7,6 +8,7 @@ Each import below registers its module's ops; keep one line per module.
 from framework.ops.quantized import (  # noqa: F401
     embedding_lookup,
     embedding_quantization,
+    fused_relu,
     half_float,
     random_quantization,
 )
