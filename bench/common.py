@@ -20,16 +20,24 @@ def time_round_robin(
     inner: int = 10,
     warmup: int = 3,
     clock: Callable[[], float] = time.perf_counter,
+    before: dict[str, Callable[[], object]] | None = None,
 ) -> dict[str, float]:
     """Median seconds per call of each contender, timed in interleaved rounds. ``clock``:
     wall time by default; ``time.process_time`` (CPU time of the process) measures single-threaded
-    work robustly on a machine shared with other jobs."""
-    for fn in contenders.values():
+    work robustly on a machine shared with other jobs. ``before[name]``, when given, runs (untimed)
+    before each of that contender's timed blocks: e.g. switching a global setting and one warm-up
+    call, so what is timed is the steady state under that setting."""
+    before = before or {}
+    for name, fn in contenders.items():
+        if name in before:
+            before[name]()
         for _ in range(warmup):
             fn()
     samples: dict[str, list[float]] = {k: [] for k in contenders}
     for _ in range(rounds):
         for name, fn in contenders.items():
+            if name in before:
+                before[name]()
             t0 = clock()
             for _ in range(inner):
                 fn()

@@ -128,30 +128,27 @@ def bench_model(name: str, batch: int, threads_list, rounds: int, contenders, lo
             outs[kind] = get().copy()
             log(f"  {name} b{batch} t{threads} {kind}: set up + first run {time.perf_counter() - t0:.1f}s")
             runs[kind] = run
+        before = {}
         if threads > 1 and "ours" in runs:
             # Our own 1-thread speed in the same interleaved rounds and on the same clock (the 2-thread
-            # target is a ratio to it); the setting is switched around each call.
+            # target is a ratio to it). The thread setting is global: it is switched before each timed
+            # block, followed by one untimed run (a switch rebuilds the per-thread copies of the net
+            # and re-prepares the kernels; steady state is what is timed).
             run1, get1 = make_runner("ours", model, x, 1)
             run1()
             outs["ours-1t"] = get1().copy()
-            run_t = runs["ours"]
-
-            def one(run1=run1):
-                set_threads(1)
-                run1()
-
-            def many(run_t=run_t, n=threads):
-                set_threads(n)
-                run_t()
-
-            runs["ours"], runs["ours-1t"] = many, one
+            runs["ours-1t"] = run1
+            before = {
+                "ours": lambda run_t=runs["ours"], n=threads: (set_threads(n), run_t()),
+                "ours-1t": lambda run1=run1: (set_threads(1), run1()),
+            }
         ref = outs.get("torch", outs[contenders[0]])
         diffs = {k: rel_diff(v, ref) for k, v in outs.items()}
         # Big models: few rounds of one call; small ones: more calls per round.
         inner = 1 if flops * batch > 2e9 else 3
         set_threads(threads)
         clock = time.process_time if (CLOCK == "cpu" or CLOCK == "auto" and threads == 1) else time.perf_counter
-        times = time_round_robin(runs, rounds=rounds, inner=inner, warmup=1, clock=clock)
+        times = time_round_robin(runs, rounds=rounds, inner=inner, warmup=1, clock=clock, before=before)
         rows.append(
             dict(
                 model=name,
