@@ -258,9 +258,14 @@ class ConvNCHW:
         else:
             np.copyto(col, x[lo:hi].reshape(nb, self.c, p).transpose(1, 0, 2))
             np.matmul(w.reshape(m, self.c), col.reshape(self.c, nb * p), out=acc.reshape(m, nb * p))
+        yb = y[lo:hi].reshape(nb, m, p)
+        sb = s[lo:hi].reshape(nb, m, p) if s is not None else None
+        if self.jit_epilogue and window_jit.epilogue_block(
+            acc, b1.reshape(-1) if b1 is not None else None, sb, yb, self.relu
+        ):
+            return  # one compiled call for the whole block (fewer Python calls: less GIL held on 2 threads)
         for j in range(nb):
-            i = lo + j
-            self._epilogue(y[i].reshape(m, p), acc[:, j], b1, s[i].reshape(m, p) if s is not None else None)
+            self._epilogue(yb[j], acc[:, j], b1, sb[j] if sb is not None else None)
 
     def _fill(self, col, xi, c0, c1) -> None:
         """Columns of image ``xi`` for input channels c0:c1 (valid window region of every tap)."""

@@ -79,6 +79,7 @@ def plane_shape(geo) -> tuple[int, int, int, int]:
 
 _EMPTY = np.empty(0, np.float32)
 _EMPTY2 = np.empty((0, 0), np.float32)
+_EMPTY3 = np.empty((0, 0, 0), np.float32)
 _EMPTY4 = np.empty((0, 0, 0, 0), np.float32)
 
 
@@ -131,6 +132,20 @@ def epilogue(acc, b, res, y, relu: bool) -> bool:
     if res is not None and res.dtype != np.float32:
         return False
     _timed(_kernels._epilogue, acc, _EMPTY if b is None else b, _EMPTY2 if res is None else res, y, bool(relu))
+    return True
+
+
+def epilogue_block(acc, b, res, y, relu: bool) -> bool:
+    """``epilogue`` for a GEMM over a block of images, in one call: y[i] = acc[:, i] (+ b) (+ res[i])
+    (Relu) with acc (rows, images, P) C-contiguous and res/y (images, rows, P) with contiguous rows;
+    False (nothing done) where it does not apply or is unavailable."""
+    if not available() or acc.ndim != 3 or y.ndim != 3 or not acc.flags.c_contiguous:
+        return False
+    if any(a is not None and (a.dtype != np.float32 or a.strides[-1] != 4) for a in (acc, res, y)):
+        return False
+    if b is not None and (b.dtype != np.float32 or b.ndim != 1):
+        return False
+    _timed(_kernels._epilogue_block, acc, _EMPTY if b is None else b, _EMPTY3 if res is None else res, y, bool(relu))
     return True
 
 
@@ -190,5 +205,7 @@ def warm_up() -> float:
     pool(x, y, None, planes, z, geo, "max", 0.0, 0, 1)
     y2 = y.reshape(2, 16)
     epilogue(y2, np.zeros(2, np.float32), y2, y2, True)
+    y3 = y.reshape(1, 2, 16)
+    epilogue_block(np.ascontiguousarray(y3.transpose(1, 0, 2)), np.zeros(2, np.float32), y3, y3, True)
     scale_shift(x, np.ones(2, np.float32), np.zeros(2, np.float32), y, True)
     return time.perf_counter() - t

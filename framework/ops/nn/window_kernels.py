@@ -202,3 +202,31 @@ def _scale_shift(x, a, b, y, relu):  # pragma: no cover - compiled
                 for j in range(pu):
                     y[i, ch, j] = x[i, ch, j] * av + bv
     return 0
+
+
+@_jit
+def _epilogue_block(acc, b, res, y, relu):  # pragma: no cover - compiled
+    """y[i] = acc[:, i] (+ b per row) (+ res[i]) (Relu) for every image i of a GEMM over a block of
+    images: acc (rows, images, P), res/y (images, rows, P); b/res empty if absent; res may be y."""
+    rows, nb, p = acc.shape
+    has_b, has_r = b.shape[0] > 0, res.shape[0] > 0
+    zero = np.float32(0)
+    pu = _U(p)
+    for i in range(nb):
+        for r in range(rows):
+            bv = b[r] if has_b else zero
+            if has_r and relu:
+                for j in range(pu):
+                    v = acc[r, i, j] + bv + res[i, r, j]
+                    y[i, r, j] = zero if v < zero else v
+            elif has_r:
+                for j in range(pu):
+                    y[i, r, j] = acc[r, i, j] + bv + res[i, r, j]
+            elif relu:
+                for j in range(pu):
+                    v = acc[r, i, j] + bv
+                    y[i, r, j] = zero if v < zero else v
+            else:
+                for j in range(pu):
+                    y[i, r, j] = acc[r, i, j] + bv
+    return 0
