@@ -20,20 +20,22 @@ from framework.ops.nn.conv_args import Geometry
 from framework.testing import assert_reference_checks
 
 
-def ref_conv(x, w, b, stride, pad, group):
+def ref_conv(x, w, b, stride, pad, group, dilation=1):
     """Direct convolution by zero-padding and summing over taps (float64)."""
     n, c, h, wd = x.shape
     m, cg, kh, kw = w.shape
     xp = np.zeros((n, c, h + 2 * pad, wd + 2 * pad))
     xp[:, :, pad : pad + h, pad : pad + wd] = x
-    oh, ow = (h + 2 * pad - kh) // stride + 1, (wd + 2 * pad - kw) // stride + 1
+    d = dilation
+    oh, ow = (h + 2 * pad - d * (kh - 1) - 1) // stride + 1, (wd + 2 * pad - d * (kw - 1) - 1) // stride + 1
     y = np.zeros((n, m, oh, ow))
     mg = m // group
     for g in range(group):
         xs = xp[:, g * cg : (g + 1) * cg]
         for a in range(kh):
             for bb in range(kw):
-                patch = xs[:, :, a : a + stride * (oh - 1) + 1 : stride, bb : bb + stride * (ow - 1) + 1 : stride]
+                r0, c0 = a * d, bb * d
+                patch = xs[:, :, r0 : r0 + stride * (oh - 1) + 1 : stride, c0 : c0 + stride * (ow - 1) + 1 : stride]
                 wg = w[g * mg : (g + 1) * mg, :, a, bb]
                 y[:, g * mg : (g + 1) * mg] += np.einsum("nchw,mc->nmhw", patch, wg)
     if b is not None:

@@ -80,11 +80,13 @@ def test_depthwise_jit_matches_reference_and_numpy_path(case, fusion, seed):
     m=st.integers(1, 40),
     size=st.integers(3, 12),
     fusion=st.sampled_from([0, 1, 2, 3]),
+    dilation=st.sampled_from([1, 1, 2]),
     seed=st.integers(0, 2**31 - 1),
 )
 @settings(max_examples=40, deadline=None)
-def test_conv_epilogue_jit_matches_reference_and_numpy_path(kernel, stride, n, m, size, fusion, seed):
-    """Group-1 convs (pointwise, im2col, images batched into one GEMM) end in the compiled epilogue."""
+def test_conv_epilogue_jit_matches_reference_and_numpy_path(kernel, stride, n, m, size, fusion, dilation, seed):
+    """Group-1 convs (pointwise, im2col, dilated, images batched into one GEMM with one epilogue call
+    per block) end in the compiled epilogue."""
     rng = np.random.default_rng(seed)
     c = 3
     pad = kernel // 2
@@ -92,9 +94,9 @@ def test_conv_epilogue_jit_matches_reference_and_numpy_path(kernel, stride, n, m
     x[0, 0, 0, 0] = np.nan  # NaN reaches the outputs whose window holds it, through Relu too
     w = rng.standard_normal((m, c, kernel, kernel)).astype(np.float32)
     b = rng.standard_normal(m).astype(np.float32)
-    want = ref_conv(x, w, b, stride, pad, 1)
+    want = ref_conv(x, w, b, stride, pad, 1, dilation)
     feeds = {"X": x, "W": w, "b": b}
-    kw = dict(kernel=kernel, stride=stride, pad=pad)
+    kw = dict(kernel=kernel, stride=stride, pad=pad, dilation=dilation)
     if fusion < 2:
         op_def = CreateOperator("ConvFusion", ["X", "W", "b"], ["Y"], fusion_type=fusion or 1, **kw)
         if fusion == 0:
