@@ -36,6 +36,23 @@ def test_main_writes_the_report(tmp_path, capsys):
     assert "per-op overhead" in capsys.readouterr().out
 
 
+def test_main_keeps_the_hand_written_sections(tmp_path):
+    """Sections the report does not generate (real-model tables...) survive a rewrite; generated ones
+    are replaced, not duplicated."""
+    out = tmp_path / "performance.md"
+    out.write_text(
+        "# Performance\n\nold intro\n\n## Machine\n\n- old machine\n\n"
+        "## Real CNNs (`python -m bench.real_models`)\n\n| by hand |\n\n### 1 thread\n\nrows\n\n"
+        "## Targets\n\n- old target\n\n## ONNX backend\n\nby hand too\n"
+    )
+    run.main(["--quick", "--rounds", "1", "--only", "op_overhead", "--out", str(out)])
+    text = out.read_text()
+    assert "old machine" not in text and "old target" not in text and "old intro" not in text
+    assert text.count("## Machine") == 1 and text.count("## Targets") == 1
+    assert "| by hand |\n\n### 1 thread\n\nrows" in text and "## ONNX backend\n\nby hand too" in text
+    assert text.index("## Targets") < text.index("## Real CNNs") < text.index("## ONNX backend")
+
+
 def test_lstm_benchmark_runs_tiny():
     lstm = pytest.importorskip("bench.lstm")
     results, table = lstm.run(T=3, N=2, D=4, H=5, rounds=1, inner=1, log=lambda s: None)
