@@ -128,6 +128,23 @@ def _to_str(name: str, v: Any, where: str) -> str:
     raise ArgumentError(f"{where}: argument '{name}' must be a string, got {v!r}")
 
 
+def _to_bytes(name: str, kind: str, v: Any, where: str) -> Any:
+    """A STRING/STRINGS value of an ``Arg(raw_bytes=True)``: bytes kept as they are, str encoded to UTF-8."""
+
+    def one(x: Any) -> bytes:
+        if isinstance(x, bytes):
+            return x
+        if isinstance(x, str):
+            return x.encode("utf-8")
+        raise ArgumentError(f"{where}: argument '{name}' must be a byte string, got {x!r}")
+
+    if kind == STRING:
+        if isinstance(v, list):
+            raise ArgumentError(f"{where}: argument '{name}' must be a single byte string, got a list")
+        return one(v)
+    return [one(x) for x in _as_list(v)]
+
+
 def data_type_value(name: str, v: Any, where: str) -> Any:
     """``v`` with a TensorProto DataType name (str or bytes, any case) turned into its number, as
     Caffe2's cast::GetCastDataType; anything else is returned as it is (lists element by element)."""
@@ -197,7 +214,10 @@ def parse_args(schema: OpSchema, arg_protos: Iterable[Any], where: str, num_inpu
             value = raw.pop(name)
             if spec.dtype_name:
                 value = data_type_value(name, value, where)
-            values[name] = convert(name, spec.kind, value, where)
+            if spec.raw_bytes and spec.kind in (STRING, STRINGS):
+                values[name] = _to_bytes(name, spec.kind, value, where)
+            else:
+                values[name] = convert(name, spec.kind, value, where)
             given.add(name)
             if spec.low is not None or spec.high is not None or spec.choices is not None:
                 check_arg_value(where, name, values[name], spec.low, spec.high, spec.choices)

@@ -37,6 +37,9 @@ class Arg:
     # INT/INTS holding TensorProto DataTypes: the type name ("FLOAT", b"int64") is accepted as well, as
     # Caffe2's cast::GetCastDataType (upper-cased), at run time and in shape inference alike.
     dtype_name: bool = False
+    # STRING/STRINGS holding byte payloads (e.g. a tensor's bytes): the values stay ``bytes`` as given,
+    # never decoded as UTF-8 (a ``str`` is encoded to UTF-8), at run time and in shape inference alike.
+    raw_bytes: bool = False
 
     @property
     def required(self) -> bool:

@@ -1,6 +1,6 @@
 """Argument parsing against the schema (framework.ops.arguments): TensorProto DataType arguments given by
 name, as Caffe2's cast::GetCastDataType takes them, in strict shape inference as at run time; string
-arguments that are not UTF-8 are a named ArgumentError."""
+arguments that are not UTF-8 are a named ArgumentError, unless the argument holds bytes (raw_bytes)."""
 
 import numpy as np
 import pytest
@@ -18,6 +18,7 @@ F32_SPEC = TensorSpec((2, 3), np.dtype(np.float32))
 # the other arguments some of those ops require
 REQUIRED_ARGS = {
     "GivenTensorStringFill": {"shape": [2], "values": [b"a", b"b"]},
+    "GivenTensorByteStringToUInt8Fill": {"shape": [2], "values": [b"ab"]},
     "CreateTextFileReader": {"filename": "f.txt", "num_passes": 1},
     "IsMemberOf": {"value": [1, 2]},
     "ImageInput": {"batch_size": 1, "crop": 4, "is_test": 1, "use_gpu_transform": 1},
@@ -120,3 +121,19 @@ def test_a_string_argument_that_is_not_utf8_is_a_named_error(op_type, arg, args)
     with pytest.raises(ArgumentError, match=rf"op {op_type}: argument '{arg}' is not valid UTF-8 \(byte 2: "):
         create_operator(op, ws)
     assert sorted(ws.blobs()) == ["x"]
+
+
+def test_a_raw_bytes_argument_keeps_its_bytes():
+    """Arg(raw_bytes=True): byte payloads stay bytes (not decoded) at run time and in inference; str is UTF-8."""
+    schema = get_schema("GivenTensorByteStringToUInt8Fill")
+    assert schema.args["values"].raw_bytes
+    payload = b"\xff\x00\x80"
+    op = CreateOperator("GivenTensorByteStringToUInt8Fill", [], ["y"], shape=[3], values=[payload])
+    (spec,) = infer_op(op, [], strict=True)
+    assert spec == TensorSpec((3,), np.dtype(np.uint8))
+    ws = Workspace()
+    create_operator(op, ws).run()
+    assert ws.fetch_blob("y").tobytes() == payload
+    op = CreateOperator("GivenTensorByteStringToUInt8Fill", [], ["y"], shape=[2], values=["\u00e9"])
+    create_operator(op, ws).run()
+    assert ws.fetch_blob("y").tobytes() == "\u00e9".encode()

@@ -6,9 +6,13 @@ Each import below registers its module's ops; keep one line per module.
 """
 
 from framework.ops.quantized import (  # noqa: F401
+    byte_weights,
     embedding_lookup,
     embedding_quantization,
+    fp16_packed_fc,
     fused_relu,
     half_float,
+    quant_decode,
+    quantile,
     random_quantization,
 )
