@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from framework.errors import SchemaError, ShapeError, TypeMismatchError
+from framework.memory.tensor import Tensor
 from framework.ops.gradient import gradient, should_not_do_gradient
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op
@@ -92,8 +93,9 @@ class MPSCNNQuantDecode(_Decode):
     def _intact(self) -> bool:
         for k, blob in enumerate(self.outputs):
             t = blob._obj
-            arr = getattr(t, "_array", None)
-            if arr is None or arr.dtype != self.input(0).dtype or arr.shape != self.input(k + 1).shape:
+            if not (isinstance(t, Tensor) and t.is_initialized):
+                return False
+            if t.dtype != self.input(0).dtype or tuple(t.dims) != self.input(k + 1).shape:
                 return False
         return True
 
