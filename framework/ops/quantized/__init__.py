@@ -1,6 +1,8 @@
 """Quantized ops: row-wise quantized embedding tables (8-bit and n-bit fused layouts, bit-exact with Caffe2)
-and the lookups over them, float16 conversions, and Caffe2's float ops with a fused Relu (ConvRelu,
-SpatialBNRelu, SumRelu, registered by Caffe2 beside its quantized ones).
+and the lookups over them, float16 conversions, codebook and byte-coded weights (QuantDecode,
+ByteWeightDequant, GivenTensorByteStringToUInt8Fill), Quantile, FC on float16-packed weights (FbGemmPack,
+FbFCPacked), and Caffe2's float ops with a fused Relu (ConvRelu, SpatialBNRelu, SumRelu, registered by
+Caffe2 beside its quantized ones).
 
 Each import below registers its module's ops; keep one line per module.
 """
