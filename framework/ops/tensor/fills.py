@@ -276,27 +276,13 @@ class _GivenTensorFill(FillerOp):
 
     data_type: int = TensorProto.FLOAT
 
-    def __init__(self, op_def: Any, ws: Any, index: int | None = None) -> None:
-        # String values are bytes (maybe not UTF-8): take them raw, before argument parsing decodes them.
-        self._raw_strings = None
-        if self.data_type == TensorProto.STRING:
-            stripped = type(op_def)()
-            stripped.CopyFrom(op_def)
-            keep = [a for a in op_def.arg if a.name != "values"]
-            self._raw_strings = [bytes(s) for a in op_def.arg if a.name == "values" for s in a.strings]
-            del stripped.arg[:]
-            stripped.arg.extend(keep)
-            op_def = stripped
-        super().__init__(op_def, ws, index)
-
     def prepare(self) -> None:
         dt = self.data_type
         if self.type == "GivenTensorFill" and self.args.has("dtype"):
             dt = self.args.dtype
         self._set_dtype(dt)
         if self.out_dtype.kind == "O":
-            raw = self._raw_strings if self._raw_strings is not None else self.args.values
-            vals = [v.encode("utf-8") if isinstance(v, str) else v for v in raw]
+            vals = [v.encode("utf-8") if isinstance(v, str) else v for v in self.args.values]
             self._values = np.empty(len(vals), dtype=object)
             self._values[:] = vals
         else:
@@ -331,7 +317,9 @@ def _given_fill(name: str, data_type: int, values_kind: str, doc: str, typed: bo
         dtype_arg = Arg("dtype", INT, data_type, f"ignored: the output is {dt_name}", dtype_name=True)
         infer = filler_infer(data_type)
     cls = type(name, (_GivenTensorFill,), {"__doc__": doc, "data_type": data_type})
-    _fill_op(name, [*_SHAPE_ARGS, Arg("values", values_kind, [], "the values, row-major"), dtype_arg], infer)(cls)
+    # String values are bytes (maybe not UTF-8): raw_bytes keeps them undecoded, at run time and in inference.
+    values = Arg("values", values_kind, [], "the values, row-major", raw_bytes=values_kind == STRINGS)
+    _fill_op(name, [*_SHAPE_ARGS, values, dtype_arg], infer)(cls)
     globals()[name] = cls
 
 

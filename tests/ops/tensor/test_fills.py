@@ -11,7 +11,7 @@ from framework.errors import ArgumentError, FrameworkError
 from framework.memory.workspace import Workspace
 from framework.ops import create_operator, get_gradient_for_op
 from framework.proto.framework_pb2 import TensorProto
-from framework.testing import assert_reference_checks, run_op_on, shapes
+from framework.testing import assert_inferred_shapes, assert_reference_checks, run_op_on, shapes
 from tests.ops.helpers import DTYPE_PAIRS
 
 small_shapes = shapes(min_dims=1, max_dims=3, min_side=1, max_side=4)
@@ -141,6 +141,7 @@ def test_given_tensor_string_fill_keeps_raw_bytes():
     op = CreateOperator("GivenTensorStringFill", [], ["Y"], shape=[3], values=[b"a", b"\xff\x00", "c"])
     (y,) = run_op_on(op, [])
     assert y.dtype == object and list(y) == [b"a", b"\xff\x00", b"c"]
+    assert_inferred_shapes(op, [], [y])  # strict inference parses the non-UTF-8 values too
 
 
 def test_given_tensor_fill_size_mismatch():
