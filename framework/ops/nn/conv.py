@@ -2,8 +2,9 @@
 convolution (``conv_transpose``) shares with them.
 
 2-D NCHW Conv runs the kernels of ``conv_nchw`` (1x1 convs as a direct GEMM,
-depthwise convs as per-tap multiply-adds, im2col that handles the padding
-itself; split over the intra-op threads). Other ranks and NHWC: im2col into a
+depthwise convs as per-tap multiply-adds, thin 3x3 convs as a compiled direct
+convolution, im2col that handles the padding itself; split over the intra-op
+threads). Other ranks and NHWC: im2col into a
 column buffer kept across runs (filled from a strided window view of the
 input), then one batched GEMM written straight into the output, with the bias
 folded into the GEMM as an extra row of ones; the filter is packed into that

@@ -1,6 +1,6 @@
 """Forward kernels of 2-D NCHW convolution without needless copies (used by Conv and ConvFusion).
 
-Three kernels, picked once per input signature:
+Four kernels, picked once per input signature:
 
 - ``pointwise`` (1x1, stride 1, no padding): in NCHW each image already is the GEMM operand
   (C, H*W), so Y[i] = W (M, C) @ X[i] with no copy at all; groups as one batched matmul.
@@ -8,6 +8,9 @@ Three kernels, picked once per input signature:
   strided copy per kernel tap over the window's valid region; the border cells that fall in the
   padding are zero from the buffer's creation and never written, so padding costs nothing per run.
   Then one GEMM per image (per group: one batched matmul).
+- ``direct`` (3x3, stride 1, group 1, float32, at most DIRECT_MAX_M output channels, with numba):
+  the compiled direct convolution of ``window_jit.direct``, no columns at all; for such thin convs
+  the column copy costs as much as a third of im2col + GEMM (see DIRECT_MAX_M for measurements).
 - ``depthwise`` (group = C = M): with numba (float32, dilation 1), the compiled kernel of
   ``window_jit`` (2-4x faster); otherwise per image, columns from a zero-bordered copy of the image
   and one batched matmul over the channels (1.5x faster at batch 16 than the whole batch at once).
@@ -52,6 +55,14 @@ BLOCK_BYTES = 4 << 20
 # more than half of the work), ShuffleNet 10.7 vs 8.7 ms.
 SPLIT_MIN_FLOPS = 16_000_000
 THIN_M, THIN_P = 32, 1024  # thin im2col convs (few output channels) batch their images up to THIN_P pixels
+# The compiled direct 3x3 conv (window_jit.direct) replaces im2col + GEMM for convs with at most this
+# many output channels (the column copy then weighs most against the GEMM) on outputs at least this
+# wide (narrower ones waste too much of each row on the two junk columns). Measured (1 thread, CPU
+# time, direct / im2col): 0.5-0.75 for the 16/32-channel convs of CIFAR ResNet-20 and DenseNet-121's
+# 128 -> 32 convs from 56x56 to 8x8; at 64 outputs 0.9 on 16x16 to 56x56 images at batch 16 but
+# 1.05 at batch 1 and 1.2-1.5 on 8x8 to 12x12 images at batch 16 (the batched GEMM is efficient
+# there); 7x7 outputs 0.9-1.07.
+DIRECT_MAX_M, DIRECT_MIN_OW = 32, 8
 
 
 def _taps(geo) -> list[tuple[tuple, tuple, bool]]:
@@ -92,12 +103,14 @@ def _even_chunk(chunk: int, part: tuple) -> int:
     return chunk
 
 
-def conv_kind(geo, c: int, m: int, group: int) -> str:
-    """'pointwise', 'depthwise' (group = C = M) or 'im2col'."""
+def conv_kind(geo, c: int, m: int, group: int, dtype=np.float32) -> str:
+    """'pointwise', 'depthwise' (group = C = M), 'direct' (thin 3x3, see DIRECT_MAX_M) or 'im2col'."""
     if geo.kernel == (1, 1) and geo.stride == (1, 1) and not geo.padded:
         return "pointwise"
     if group > 1 and group == c == m:
         return "depthwise"
+    if m <= DIRECT_MAX_M and geo.out[1] >= DIRECT_MIN_OW and window_jit.direct_fits(geo, dtype, group):
+        return "direct"
     return "im2col"
 
 
@@ -106,7 +119,7 @@ class ConvNCHW:
 
     def __init__(self, n, c, m, group, geo, dtype, has_bias, relu=False, residual=False, inplace_residual=False):
         self.n, self.c, self.m, self.g, self.geo = n, c, m, group, geo
-        self.kind = conv_kind(geo, c, m, group)
+        self.kind = conv_kind(geo, c, m, group, dtype)
         self.has_bias, self.relu, self.residual = has_bias, relu, residual
         self.threads = threads = num_threads()
         if 2 * n * m * (c // group) * math.prod(geo.kernel) * math.prod(geo.out) < SPLIT_MIN_FLOPS:
@@ -124,7 +137,7 @@ class ConvNCHW:
         self.parts = parts
         workers = len(parts)
         # A temporary for the GEMM result when the residual is the output buffer itself (in-place sum).
-        self.use_tmp = residual and inplace_residual and not self.jit
+        self.use_tmp = residual and inplace_residual and not self.jit and self.kind != "direct"
         # Scratch buffers are specs (key, shape, zero-filled); the buffers come from shared_scratch at run
         # time: one per running thread and key, shared by every conv of that geometry (see module doc).
         dt = np.dtype(dtype)
@@ -136,7 +149,7 @@ class ConvNCHW:
         # Small images (P < BLOCK_P) at batch > 1: one GEMM per worker over its block of images, on
         # operands laid out (K, images, P), instead of one thin GEMM per image.
         small = p < BLOCK_P or (self.kind == "im2col" and m <= THIN_M and p < THIN_P)
-        self.blocked = self.by_image and n > 1 and group == 1 and small and self.kind != "depthwise"
+        self.blocked = self.by_image and n > 1 and group == 1 and small and self.kind in ("im2col", "pointwise")
         k_rows = self.kg if self.kind == "im2col" else c
         self.chunk = _even_chunk(max(1, min(n, BLOCK_BYTES // max(1, k_rows * p * dt.itemsize))), parts[0])
         self.blocked = self.blocked and self.chunk > 1
@@ -158,6 +171,10 @@ class ConvNCHW:
             if self.kind == "im2col" and (self.by_image or k == 0):
                 shape = (c, *geo.kernel, *geo.out)
                 self.col_specs[k] = (("col", geo, shape, dt.str), shape, True)
+            if self.kind == "direct":  # zero-bordered planes of the image, accumulators of a strip
+                planes, acc, _ = window_jit.direct_shape(geo, c)
+                self.pad_specs[k] = (("direct", geo, planes, dt.str), planes, True)
+                self.col_specs[k] = (("buf", acc, dt.str), acc, False)
             if self.kind == "depthwise" and self.jit:
                 phases, hq, wq, wide = window_jit.plane_shape(geo)
                 self.pad_specs[k] = (("planes", (phases, hq * wq), dt.str), (phases, hq * wq), False)
@@ -186,7 +203,13 @@ class ConvNCHW:
         if y.size == 0:
             return
         b1 = b.reshape(-1, 1) if b is not None else None
-        fn = {"pointwise": self._pointwise, "im2col": self._im2col, "depthwise": self._depthwise}[self.kind]
+        fn = {
+            "pointwise": self._pointwise,
+            "im2col": self._im2col,
+            "depthwise": self._depthwise,
+            "direct": self._direct,
+        }
+        fn = fn[self.kind]
         if self.blocked:
             fn = self._blocked
         if self.kind == "im2col" and not self.by_image:
@@ -305,6 +328,13 @@ class ConvNCHW:
         np.matmul(w.reshape(self.m, self.kg)[lo:hi], col.reshape(self.kg, p), out=acc)
         bk = b1[lo:hi] if b1 is not None else None
         self._epilogue(yi, acc, bk, s[0].reshape(self.m, p)[lo:hi] if s is not None else None)
+
+    def _direct(self, k, lo, hi, x, w, b1, y, s) -> None:
+        """Compiled direct conv (window_jit.direct): images lo:hi, or output channels lo:hi at batch 1."""
+        col, _, pad, _ = self._scratch(k)
+        b = b1.reshape(-1) if b1 is not None else None
+        i0, i1, m0, m1 = (lo, hi, 0, self.m) if self.by_image else (0, self.n, lo, hi)
+        window_jit.direct(x, w, b, y, s, pad, col, self.geo, self.relu, i0, i1, m0, m1)
 
     def _depthwise(self, k, lo, hi, x, w, b1, y, s) -> None:
         """Per image: the zero-bordered copy, its columns (one strided copy), then one batched

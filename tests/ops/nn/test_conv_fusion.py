@@ -140,7 +140,8 @@ def test_conv_fusion_matches_reference(threads, case, fusion):
     assert got[0].shape == want.shape
 
 
-def test_conv_buffers_come_from_the_allocator_and_reruns_allocate_nothing(threads):
+def test_conv_buffers_come_from_the_allocator_and_reruns_allocate_nothing(threads, monkeypatch):
+    monkeypatch.setattr(conv_nchw, "DIRECT_MAX_M", 0)  # im2col's columns (the direct kernel: test_window_jit)
     ws = Workspace()
     rng = np.random.default_rng(0)
     ws.feed_blob("X", rng.standard_normal((2, 8, 12, 12)).astype(np.float32))

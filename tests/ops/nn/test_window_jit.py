@@ -14,7 +14,8 @@ from framework.core import CreateOperator
 from framework.memory.allocator import memory_reporter
 from framework.memory.workspace import Workspace
 from framework.ops import create_operator
-from framework.ops.nn import window_jit
+from framework.ops.nn import conv_nchw, window_jit
+from framework.ops.nn.conv_args import Geometry
 from tests.ops.nn.test_conv_fusion import ref_conv, threads  # noqa: F401  (fixture)
 from tests.ops.nn.test_pool import pool_reference
 
@@ -119,6 +120,87 @@ def test_conv_epilogue_jit_matches_reference_and_numpy_path(kernel, stride, n, m
     np.testing.assert_allclose(got, plain, rtol=1e-5, atol=1e-5)
 
 
+@st.composite
+def direct_cases(draw):
+    """3x3 stride-1 group-1 convs the direct kernel takes: outputs at least DIRECT_MIN_OW wide, M up to
+    DIRECT_MAX_M (M % 4 != 0 exercises the one-output tail), pads up to 2 per side."""
+    pads = draw(st.lists(st.integers(0, 2), min_size=4, max_size=4))
+    h = draw(st.integers(max(1, 3 - pads[0] - pads[2]), 12))
+    w = draw(st.integers(conv_nchw.DIRECT_MIN_OW + 2 - pads[1] - pads[3], 24))
+    return dict(n=draw(st.integers(1, 3)), c=draw(st.integers(1, 6)), m=draw(st.integers(1, 9)), h=h, w=w, pads=pads)
+
+
+def _ref_padded(x, w, b, pads):
+    """Float64 reference for per-side pads (top, left, bottom, right)."""
+    t, lf, bt, r = pads
+    return ref_conv(np.pad(x.astype(np.float64), ((0, 0), (0, 0), (t, bt), (lf, r))), w, b, 1, 0, 1)
+
+
+@given(
+    case=direct_cases(),
+    fusion=st.sampled_from([0, 1, 2, 3]),
+    bias=st.booleans(),
+    strip=st.sampled_from([16, 40, 1024]),
+    seed=st.integers(0, 2**31 - 1),
+)
+@settings(max_examples=40, deadline=None)
+def test_direct_conv_matches_reference_and_numpy_path(case, fusion, bias, strip, seed):
+    """The direct 3x3 kernel (``strip`` small: several strips of rows per image) against the float64
+    reference and against im2col + GEMM (the kernels off), every fusion type, NaN through Relu."""
+    rng = np.random.default_rng(seed)
+    n, c, m, pads = case["n"], case["c"], case["m"], case["pads"]
+    x = rng.standard_normal((n, c, case["h"], case["w"])).astype(np.float32)
+    x[0, 0, 0, 0] = np.nan  # reaches the outputs whose window holds it, through Relu too
+    w = rng.standard_normal((m, c, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(m).astype(np.float32) if bias else None
+    want = _ref_padded(x, w, b, pads)
+    feeds = {"X": x, "W": w}
+    ins = ["X", "W"] + (["b"] if bias else [])
+    if bias:
+        feeds["b"] = b
+    kw = dict(kernel=3, pads=pads)
+    if fusion == 0:
+        op_def = CreateOperator("Conv", ins, ["Y"], **kw)
+    elif fusion == 1:
+        op_def = CreateOperator("ConvFusion", ins, ["Y"], fusion_type=1, **kw)
+        want = np.where(want < 0, 0, want)
+    else:  # residual summed in place (2), then Relu (3)
+        feeds["S"] = rng.standard_normal(want.shape).astype(np.float32)
+        op_def = CreateOperator("ConvFusion", [*ins, "S"], ["S"], fusion_type=fusion, **kw)
+        want = want + feeds["S"]
+        if fusion == 3:
+            want = np.where(want < 0, 0, want)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(window_jit, "DIRECT_STRIP", strip)
+        got, op = _run(op_def, feeds, True, mp)
+        assert op._kernel.kind == "direct"
+        plain, op2 = _run(op_def, feeds, False, mp)
+        assert op2._kernel.kind == "im2col"
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    assert np.isnan(got).any()
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(got, plain, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize(
+    "n, c, m, size, kind",
+    [
+        (16, 16, 16, 32, "direct"),  # CIFAR ResNet-20's thin convs
+        (1, 32, 32, 17, "direct"),
+        (16, 128, 32, 56, "direct"),  # DenseNet-121's 128 -> 32
+        (16, 128, 32, 9, "im2col"),  # 7x7 output: the batched GEMM is as fast
+        (16, 64, 64, 10, "im2col"),  # more outputs: the GEMM wins
+        (1, 256, 256, 16, "im2col"),
+    ],
+)
+def test_direct_conv_chosen_for_thin_convs_only(n, c, m, size, kind):
+    geo = Geometry((size, size), (3, 3), (1, 1), (1, 1), (0, 0), (0, 0), (size - 2, size - 2))
+    assert conv_nchw.conv_kind(geo, c, m, 1, np.float32) == kind
+    assert conv_nchw.conv_kind(geo, c, m, 1, np.float64) == "im2col"
+    strided = geo._replace(stride=(2, 2), out=(size // 2 - 1,) * 2)
+    assert conv_nchw.conv_kind(strided, c, m, 1, np.float32) == "im2col"
+
+
 @pytest.mark.parametrize("strided", [False, True])
 def test_epilogue_kernel_on_views_and_in_place(strided):
     """The kernel itself: a strided accumulator (a batched GEMM's image slice), the residual being the
@@ -206,19 +288,28 @@ def test_pool_jit_matches_reference_and_numpy_path(kind, stride, pads, size, inc
     np.testing.assert_allclose(got, plain, rtol=1e-5, atol=1e-5)
 
 
-def test_jit_kernels_rerun_without_allocating(threads):  # noqa: F811
+@pytest.mark.parametrize("batch", [4, 1])
+def test_jit_kernels_rerun_without_allocating(threads, batch):  # noqa: F811
+    """Depthwise, direct (images split over the threads, or output channels at batch 1; an in-place
+    residual) and pooling kernels run again without allocating."""
     rng = np.random.default_rng(0)
     ws = Workspace()
-    ws.feed_blob("X", rng.standard_normal((4, 6, 9, 9)).astype(np.float32))
+    ws.feed_blob("X", rng.standard_normal((batch, 6, 9, 9)).astype(np.float32))
     ws.feed_blob("W", rng.standard_normal((6, 1, 3, 3)).astype(np.float32))
+    ws.feed_blob("W2", rng.standard_normal((6, 6, 3, 3)).astype(np.float32))
+    fuse = dict(kernel=3, pad=1, fusion_type=3)
     ops = [
         create_operator(CreateOperator("Conv", ["X", "W"], ["Y"], kernel=3, pad=1, group=6), ws),
+        create_operator(CreateOperator("Conv", ["Y", "W2"], ["Y2"], kernel=3, pad=1), ws),
+        create_operator(CreateOperator("ConvFusion", ["Y2", "W2", "Y"], ["Y"], **fuse), ws),
         create_operator(CreateOperator("MaxPool", ["Y"], ["Z"], kernel=3, stride=2), ws),
     ]
     for _ in range(2):
         for op in ops:
             op.run()
     assert ops[0]._kernel.jit
+    assert ops[1]._kernel.kind == ops[2]._kernel.kind == "direct"
+    assert len(ops[1]._kernel.parts) == threads
     rep = memory_reporter()
     before = rep.allocations
     for op in ops:
