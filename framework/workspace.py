@@ -13,9 +13,12 @@ array([1., 2.])
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import os
 from typing import Any, Iterator
+
+import numpy as np
 
 from framework.caffe2 import c_extension as C  # noqa: N812 - Caffe2's name; C() is the current workspace
 from framework.errors import FrameworkError
@@ -172,6 +175,28 @@ def FetchBlob(name: Any) -> Any:  # noqa: N802
 
 def FetchBlobs(names: list[Any]) -> list[Any]:  # noqa: N802
     return [FetchBlob(n) for n in names]
+
+
+# Caffe2's python/workspace.py: what FetchInt8Blob returns (and FeedBlob takes back here).
+Int8Tensor = collections.namedtuple("Int8Tensor", ["data", "scale", "zero_point"])
+
+
+def _int8_result(name: Any) -> Int8Tensor:
+    result = C().fetch_blob(str(name))
+    if not isinstance(result, tuple):
+        raise FrameworkError(f"You are not fetching an Int8Blob {name}. Please use FetchBlob")
+    return Int8Tensor(*result)
+
+
+def FetchInt8Blob(name: Any) -> Int8Tensor:  # noqa: N802
+    """An Int8TensorCPU blob as ``Int8Tensor(data, scale, zero_point)`` (data: a numpy copy of the codes)."""
+    return _int8_result(name)
+
+
+def FetchInt8BlobRealVal(name: Any) -> Any:  # noqa: N802
+    """The real values of an Int8TensorCPU blob: ``(data - zero_point) * scale`` as float32."""
+    q = _int8_result(name)
+    return (q.data.astype(np.int32) - int(q.zero_point)).astype(np.float32) * q.scale
 
 
 def HasBlob(name: Any) -> bool:  # noqa: N802

@@ -12,6 +12,7 @@ from framework.memory.allocator import (
     set_cpu_allocator,
 )
 from framework.memory.blob import Blob
+from framework.memory.int8_tensor import Int8TensorCPU
 from framework.memory.storage import Storage
 from framework.memory.tensor import Tensor, TensorOptions
 from framework.memory.typemeta import TypeMeta
@@ -20,6 +21,7 @@ __all__ = [
     "Allocator",
     "Blob",
     "CPUAllocator",
+    "Int8TensorCPU",
     "MemoryReporter",
     "Storage",
     "Tensor",

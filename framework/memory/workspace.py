@@ -20,6 +20,7 @@ from typing import Any, Iterable
 
 from framework.errors import BlobNotFoundError, FrameworkError, NetError, UninitializedError
 from framework.memory.blob import Blob
+from framework.memory.int8_tensor import Int8TensorCPU, as_int8_tensor
 from framework.memory.paths import check_write_path, normalize_allow_paths
 from framework.memory.tensor import Tensor, as_tensor_array
 
@@ -316,6 +317,10 @@ def feed_value(blob: Blob, value: Any) -> None:
     if isinstance(value, Tensor):
         blob.get_mutable(Tensor).copy_from(value)
         return
+    q = as_int8_tensor(value)
+    if q is not None:  # an Int8TensorCPU or an Int8Tensor(data, scale, zero_point) namedtuple: a copy
+        blob.reset(q)
+        return
     if hasattr(value, "SerializeToString") and hasattr(value, "dims"):  # a TensorProto
         from framework.memory.tensor_proto import tensor_from_proto
 
@@ -337,4 +342,8 @@ def fetch_value(blob: Blob, name: str = "") -> Any:
         return obj.numpy()
     if obj is None:
         raise BlobNotFoundError(f"blob '{name}' exists but holds nothing (uninitialized)")
+    if isinstance(obj, Int8TensorCPU):  # Caffe2's Int8TensorFetcher: (data copy, scale, zero_point)
+        if obj.t._array is None:
+            raise UninitializedError(f"can't fetch blob '{name}': its Int8TensorCPU has no data yet")
+        return (obj.numpy(), obj.scale, obj.zero_point)
     return obj

@@ -21,6 +21,7 @@ import networkx as nx
 import numpy as np
 
 from framework.errors import UnknownOperatorError
+from framework.memory.int8_tensor import Int8TensorCPU
 from framework.memory.tensor import Tensor
 from framework.memory.typemeta import TypeMeta
 from framework.memory.workspace import Workspace
@@ -71,12 +72,14 @@ def infer_net(net: Any, known: dict[str, TensorSpec] | None = None) -> dict[str,
 
 
 def specs_from_workspace(ws: Workspace, names: Iterable[str] | None = None) -> dict[str, TensorSpec]:
-    """Specs of the initialized tensors in ``ws``."""
+    """Specs of the initialized tensors in ``ws`` (an Int8TensorCPU blob: its codes' shape and dtype)."""
     out = {}
     for name in ws.blobs() if names is None else names:
         if not ws.has_blob(name):
             continue
         obj = ws.get_blob(name)._obj
+        if isinstance(obj, Int8TensorCPU):
+            obj = obj.t
         if isinstance(obj, Tensor) and obj.is_initialized:
             out[name] = TensorSpec(tuple(obj.dims), obj.dtype)
     return out

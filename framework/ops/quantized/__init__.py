@@ -1,11 +1,9 @@
-"""Quantized ops: row-wise quantized embedding tables (8-bit and n-bit fused layouts, bit-exact with Caffe2)
-and the lookups over them, float16 conversions, codebook and byte-coded weights (QuantDecode,
-ByteWeightDequant, GivenTensorByteStringToUInt8Fill), Quantile, FC on float16-packed weights (FbGemmPack,
-FbFCPacked), and Caffe2's float ops with a fused Relu (ConvRelu, SpatialBNRelu, SumRelu, registered by
-Caffe2 beside its quantized ones).
-
-Each import below registers its module's ops; keep one line per module.
-"""
+"""Quantized ops: Caffe2's int8 (QNNPACK-era) ops over Int8TensorCPU blobs (int8_*), row-wise quantized embedding
+tables (8-bit and n-bit fused layouts, bit-exact with Caffe2) and the lookups over them, float16 conversions,
+codebook and byte-coded weights (QuantDecode, ByteWeightDequant, GivenTensorByteStringToUInt8Fill), Quantile,
+FC on float16-packed weights (FbGemmPack, FbFCPacked), and Caffe2's float ops with a fused Relu (ConvRelu,
+SpatialBNRelu, SumRelu, registered by Caffe2 beside its quantized ones). Each import below registers its
+module's ops; keep one line per module."""
 
 from framework.ops.quantized import (  # noqa: F401
     byte_weights,
@@ -14,6 +12,7 @@ from framework.ops.quantized import (  # noqa: F401
     fp16_packed_fc,
     fused_relu,
     half_float,
+    int8_quantize,
     quant_decode,
     quantile,
     random_quantization,
