@@ -69,7 +69,7 @@ def check_int8(op_def, inputs, expected, check_realloc=True):
             np.testing.assert_allclose(got, exp, rtol=1e-6, atol=1e-6, err_msg=label)
             real = got
         assert sp.shape is not None and tuple(sp.shape) == real.shape, f"{label}: inferred {sp.shape} != {real.shape}"
-        assert sp.dtype is not None and np.dtype(sp.dtype) == real.dtype, f"{label}: inferred {sp.dtype} != {real.dtype}"
+        assert sp.dtype is not None and np.dtype(sp.dtype) == real.dtype, f"{label}: inferred dtype {sp.dtype}"
     if check_realloc:
         before = memory_reporter().allocations
         op.run()
