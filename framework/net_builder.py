@@ -5,13 +5,18 @@ go to the builder's current net; ``ops.loop``, ``ops.If``/``Elif``/``Else`` and 
 build execution steps with stop blobs; ``ops.IfNet``/``ops.Else`` and ``ops.WhileNet`` with
 ``ops.Condition`` build single nets with If/While control operators whose branches run in Do
 scopes (``NetBuilder(_use_control_ops=True)``). ``to_execution_step(nb)`` turns a builder into a
-step for a plan. Not ported: the Task/TaskGroup hooks (``ops.task_init``, ``task_exit``,
-``task_instance_init``/``_exit``, ``local_init``/``_exit``, ``task_reporter``, ``local_reporter``,
-``task_group``). In Caffe2 they only attach setup/report builders to the current net for
-``caffe2.python.task`` (Task, TaskGroup, Cluster, Node) and ``caffe2.python.session``
-(LocalSession) to collect when they compile a job into a plan; those distributed-job modules are
-not part of this framework, so the hooks raise NotImplementedError naming them rather than
-attaching steps nothing would run.
+step for a plan.
+
+Task hooks (``framework.net_builder_hooks``), for tasks built in ``with framework.task.Task():``
+and run by ``framework.session.LocalSession``: ``with ops.task_init():`` / ``task_exit()`` hold ops
+run once before / after the task (all its instances), ``task_instance_init()`` / ``_exit()`` per
+instance (in the instance's workspace), ``local_init()`` / ``local_exit()`` once per node around
+all tasks of the TaskGroup; ``task_reporter(interval_ms)`` / ``local_reporter(interval_ms)`` hold
+ops run periodically while the task / the group runs and once more after it; ``task_group()``
+adds a TaskGroup as the next step of the current builder. As in Caffe2, the hooks attach their
+builders to the current net (``Net.add_attribute``) and ``Task`` / ``TaskGroup`` collect them when
+they build their steps, so a processor that only sees ``ops`` can still add setup. Departure:
+one node (this process), so "once per node" is once per TaskGroup run.
 """
 
 from __future__ import annotations
@@ -222,15 +227,53 @@ class Operations:
             raise RuntimeError("Use of Condition outside of WhileNet")
         return _RunWhileCondition(name=name)
 
-    def task_init(self, *a: Any, **k: Any) -> Any:
-        raise NotImplementedError(
-            "net_builder task hooks (task_init/task_exit/local_init/reporters/task_group) need "
-            "caffe2.python.task and caffe2.python.session (Task, TaskGroup, LocalSession), which this "
-            "framework does not have: put the setup ops in a net run before the plan instead"
-        )
+    # -- Task/TaskGroup hooks (framework.net_builder_hooks; collected by framework.task) --------
+    def task_init(self) -> Any:
+        """Ops run once at task start-up, before every instance starts (``with ops.task_init():``)."""
+        return _hooks().attach_setup(_TASK_SETUP, "init")
 
-    task_exit = task_instance_init = task_instance_exit = local_init = local_exit = task_init
-    task_reporter = local_reporter = task_group = task_init
+    def task_exit(self) -> Any:
+        """Ops run once at task shutdown, after every instance finished."""
+        return _hooks().attach_setup(_TASK_SETUP, "exit")
+
+    def task_instance_init(self) -> Any:
+        """Ops run at the start of each instance of the task (in its own workspace when the task
+        has several instances), after the task init."""
+        return _hooks().attach_setup(_TASK_INSTANCE_SETUP, "init")
+
+    def task_instance_exit(self) -> Any:
+        """Ops run at the end of each instance of the task."""
+        return _hooks().attach_setup(_TASK_INSTANCE_SETUP, "exit")
+
+    def local_init(self) -> Any:
+        """Ops run once per node when the TaskGroup starts, before any of its tasks."""
+        return _hooks().attach_setup(_LOCAL_SETUP, "init")
+
+    def local_exit(self, name: str | None = None) -> Any:
+        """Ops run once per node after every task of the TaskGroup finished."""
+        return _hooks().attach_setup(_LOCAL_SETUP, "exit", name)
+
+    def task_reporter(self, interval_ms: int = 1000, name: str | None = None) -> Any:
+        """Ops run every ``interval_ms`` from task start-up to finish, and once more after."""
+        return _hooks().reporter(interval_ms, name, task_level=True)
+
+    def local_reporter(self, interval_ms: int = 1000, name: str | None = None) -> Any:
+        """Ops run every ``interval_ms`` while any task of the current TaskGroup runs."""
+        return _hooks().reporter(interval_ms, name, task_level=False)
+
+    def task_group(self) -> Any:
+        """A local TaskGroup run as the next step of the current NetBuilder."""
+        return _hooks().task_group()
+
+
+# Caffe2's Task.TASK_SETUP / Task.TASK_INSTANCE_SETUP / TaskGroup.LOCAL_SETUP (framework.task).
+_TASK_SETUP, _TASK_INSTANCE_SETUP, _LOCAL_SETUP = "task_setup", "task_instance_setup", "local_setup"
+
+
+def _hooks() -> Any:
+    from framework import net_builder_hooks
+
+    return net_builder_hooks
 
 
 ops = Operations()
@@ -423,6 +466,8 @@ def to_execution_step(step_or_nets: Any, default_name: str | None = None) -> Any
     """An ExecutionStep from a NetBuilder (children become nets or substeps), a net, or a step."""
     if isinstance(step_or_nets, core.ExecutionStep):
         return step_or_nets
+    if callable(getattr(type(step_or_nets), "get_step", None)):  # a TaskGroup (ops.task_group) or Task
+        return step_or_nets.get_step()
     stop = None
     name = default_name or getattr(step_or_nets, "name", None) or "step"
     if isinstance(step_or_nets, NetBuilder):

@@ -117,18 +117,18 @@ class Queue(QueueWrapper):
         self.capacity = capacity
         self._setup_done = False
 
-    def setup(self, global_init_net: Any) -> Any:
-        """Add the CreateBlobsQueue to ``global_init_net`` (once: later calls add nothing)."""
+    def setup(self, global_init_net: Any) -> None:
+        """Add the CreateBlobsQueue to ``global_init_net`` (once: later calls add nothing). Returns
+        None, as Caffe2's: a TaskGroup's LOCAL_SETUP collection takes returned values as nets."""
         if self._schema is None:
             raise ValueError("this queue does not have a schema")
         if self._setup_done:
-            return self._queue
+            return
         self._setup_done = True
         global_init_net.CreateBlobsQueue(
             [], [self._queue], capacity=self.capacity, num_blobs=len(self._schema.field_names()),
             field_names=self._schema.field_names(),
         )  # fmt: skip
-        return self._queue
 
     def close(self, net: Any) -> None:
         net.CloseBlobsQueue([self._queue], [])

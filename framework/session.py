@@ -2,8 +2,12 @@
 
 ``LocalSession(ws=None).run(runnable)`` runs a ``TaskGroup``, ``Task``, ``Net``, ``ExecutionStep``
 or ``Plan`` in a workspace (the current one by default) through the plan executor, then fetches
-every task's outputs into its ``TaskOutput``s. ``Session`` is the base (``run``, ``close``,
-context manager).
+every task's outputs (with those of task groups nested by ``ops.task_group()``) into its
+``TaskOutput``s. As Caffe2's ``Session.compile``, anything but a TaskGroup is first wrapped in a
+Task of a new TaskGroup, so setup attached to its nets (``ops.task_init()``, ``local_init()``...)
+runs; the wrapped step is built once per runnable (setup objects run on every ``run``). A Plan
+holding steps given as protos runs as it is. ``Session`` is the base (``run``, ``close``, context
+manager).
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from framework import core
-from framework.task import Task, TaskGroup
+from framework.task import Task, TaskGroup, WorkspaceType
 
 __all__ = ["LocalSession", "Session"]
 
@@ -28,25 +32,38 @@ class Session:
     def run(self, runnable: Any, workspace_type: str | None = None) -> None:
         if not self._open:
             raise RuntimeError("Session is closed.")
-        tasks: list[Task] = []
-        if isinstance(runnable, TaskGroup):
-            tasks = runnable.tasks()
-            step = runnable.get_step()
-        elif isinstance(runnable, Task):
-            tasks = [runnable]
-            step = runnable.get_step()
-        elif isinstance(runnable, core.Net):
-            step = core.execution_step(runnable.Name(), runnable)
-        elif isinstance(runnable, (core.ExecutionStep, core.Plan)):
-            step = runnable
-        else:
-            raise TypeError(f"cannot run a {type(runnable).__name__} in a session")
-        plan = step if isinstance(step, core.Plan) else core.Plan(step)
-        self._run_plan(plan)
-        for task in tasks:
+        step, tasks = self.compile(runnable, workspace_type)
+        self._run_plan(step if isinstance(step, core.Plan) else core.Plan(step))
+        for task in _with_nested(tasks):
             names = task.output_names()
             if names:
                 task.set_outputs(self._fetch(names))
+
+    @staticmethod
+    def compile(runnable: Any, workspace_type: str | None = None) -> tuple[Any, list[Task]]:
+        """(the step or plan to run, the tasks whose outputs it fills) for ``runnable``."""
+        if isinstance(runnable, TaskGroup):
+            return runnable.get_step(), runnable.tasks()
+        cached = getattr(runnable, "__dict__", {}).get("_session_compiled")
+        if cached is not None:
+            return cached
+        tg = TaskGroup(workspace_type=workspace_type or WorkspaceType.GLOBAL)
+        if isinstance(runnable, Task):
+            tg.add(runnable)
+        elif isinstance(runnable, core.ExecutionStep):
+            Task(step=runnable, group=tg)
+        elif isinstance(runnable, core.Net):
+            Task(step=core.execution_step("runnable", runnable), group=tg, name=runnable.Name())
+        elif isinstance(runnable, core.Plan):
+            steps = runnable.Steps()
+            if not steps or len(steps) != len(runnable.Proto().execution_step):
+                return runnable, []
+            Task(step=steps[0] if len(steps) == 1 else steps, group=tg, name=runnable.Name())
+        else:
+            raise TypeError(f"cannot run a {type(runnable).__name__} in a session")
+        compiled = (tg.get_step(), tg.tasks())
+        runnable.__dict__["_session_compiled"] = compiled
+        return compiled
 
     def close(self) -> None:
         self._open = False
@@ -84,3 +101,13 @@ class LocalSession(Session):
     def _fetch(self, names: list[str]) -> list[Any]:
         ws = self._workspace()
         return [ws.fetch_blob(n) for n in names]
+
+
+def _with_nested(tasks: list[Task]) -> list[Task]:
+    """``tasks`` and the tasks of the groups nested in them (``ops.task_group()``), recursively."""
+    out: list[Task] = []
+    for task in tasks:
+        out.append(task)
+        for group in task._nested_groups:
+            out += _with_nested(group.tasks())
+    return out

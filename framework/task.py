@@ -4,11 +4,19 @@ A ``Task`` is an execution step built in a ``with Task(...)`` block (a NetBuilde
 and ``ops.X(...)`` inside add to it) or given as ``step``; it can name output blobs or records
 (``outputs=`` / ``add_output`` / ``final_output``) that a session fetches into ``TaskOutput``s
 after the run. A ``TaskGroup`` collects the tasks created inside its ``with`` block (or given
-``group=``); ``get_step()`` runs them all as concurrent substeps, after the init nets of any
-``LOCAL_SETUP`` hooks (objects with ``setup(init_net)`` returning extra init nets, as
-``pipeline.NetProcessor``) registered with ``add_setup``. Run them with
-``framework.session.LocalSession``. Not ported: Cluster/Node placement (all tasks run on this
-process), workspace types other than the session's workspace, reporter nets.
+``group=``). Run them with ``framework.session.LocalSession``.
+
+Setup, as Caffe2: objects attached to the nets of a task's step (``Net.add_attribute``, e.g. by
+``net_builder.ops.task_init()`` or a ``SetupNets``) under ``Task.TASK_SETUP`` run once around the
+task, under ``Task.TASK_INSTANCE_SETUP`` around each instance (``num_instances`` > 1: concurrent
+instances, each in a child workspace), under ``TaskGroup.LOCAL_SETUP`` once around all the
+group's tasks; an object's ``setup(init_net)`` / ``exit(exit_net)`` add ops to the shared net or
+return nets/steps, and each object runs once (``get_setup_nets``). ``Task.REPORT_STEP`` steps and
+``TaskGroup.report_step`` / ``report_net`` run every ``run_every_ms`` while the task / group runs
+(on a timer thread of the plan executor) and once more after. ``TaskGroup.add_setup(obj)``
+registers a LOCAL_SETUP object directly. Not ported: Cluster/Node placement (all tasks run on
+this process: one node), workspace types (tasks run in the session's workspace, only task
+instances get child workspaces).
 """
 
 from __future__ import annotations
@@ -20,7 +28,17 @@ from typing import Any
 from framework import core
 from framework.net_builder import NetBuilder, to_execution_step
 
-__all__ = ["Task", "TaskGroup", "TaskOutput", "TaskOutputList", "final_output", "WorkspaceType"]
+__all__ = [
+    "SetupNets",
+    "Task",
+    "TaskGroup",
+    "TaskOutput",
+    "TaskOutputList",
+    "WorkspaceType",
+    "add_setup_steps",
+    "final_output",
+    "get_setup_nets",
+]
 
 _local = threading.local()
 _names = itertools.count()
@@ -88,6 +106,78 @@ class TaskOutputList:
             offset += n
 
 
+def get_setup_nets(key: str, steps_or_nets: list[Any], target: Any, extra: list[Any] = ()) -> tuple[list, list]:
+    """(init nets/steps, exit nets/steps) of the setup objects attached under ``key`` to the nets of
+    ``steps_or_nets`` (plus ``extra`` objects), each object once: its ``setup(init_net)`` and
+    ``exit(exit_net)`` add ops to the shared ``<key>/init`` / ``<key>/exit`` nets (run first) or
+    return a net, a step or a list of them. Objects already used, or whose ``_setup_target`` is
+    another target, are skipped (Caffe2's)."""
+    init_net, exit_net = core.Net(key + "/init"), core.Net(key + "/exit")
+    init_nets: list[Any] = []
+    exit_nets: list[Any] = []
+    objs: list[Any] = []
+    for x in steps_or_nets:
+        if isinstance(x, core.ExecutionStep):
+            objs += x.get_all_attributes(key)
+        elif isinstance(x, core.Net):
+            objs += x.get_attributes(key)
+    for obj in [*objs, *extra]:
+        if getattr(obj, "_setup_used", False) or getattr(obj, "_setup_target", target) is not target:
+            continue
+        for method, net, out in (("setup", init_net, init_nets), ("exit", exit_net, exit_nets)):
+            if callable(getattr(obj, method, None)):
+                out += _as_setup_list(getattr(obj, method)(net))
+                obj._setup_used = True
+    if init_net.Proto().op:
+        init_nets.insert(0, init_net)
+    if exit_net.Proto().op:
+        exit_nets.insert(0, exit_net)
+    return init_nets, exit_nets
+
+
+def _as_setup_list(nets: Any) -> list[Any]:
+    if nets is None:
+        return []
+    if isinstance(nets, (list, tuple)):
+        return list(nets)
+    if isinstance(nets, (core.Net, core.ExecutionStep)):
+        return [nets]
+    raise TypeError(f"Unsupported type for setup: {type(nets).__name__}")
+
+
+def add_setup_steps(step: Any, init_nets: list[Any], exit_nets: list[Any], name: str) -> Any:
+    """``step`` between a ``<name>:init`` step of ``init_nets`` and a ``<name>:exit`` step of
+    ``exit_nets`` (``step`` itself when there are none)."""
+    if not init_nets and not exit_nets:
+        return step
+    steps = []
+    if init_nets:
+        steps.append(core.execution_step(f"{name}:init", init_nets))
+    steps.append(step)
+    if exit_nets:
+        steps.append(core.execution_step(f"{name}:exit", exit_nets))
+    return core.execution_step(name, steps)
+
+
+class SetupNets:
+    """Nets to run at init / exit of a Task or TaskGroup: attach with
+    ``net.add_attribute(Task.TASK_SETUP, SetupNets([init_net]))`` (or ``TaskGroup.LOCAL_SETUP``);
+    the same object runs once even when attached to several nets."""
+
+    def __init__(self, init_nets: Any = None, exit_nets: Any = None) -> None:
+        self.init_nets = init_nets
+        self.exit_nets = exit_nets
+
+    def setup(self, init_net: Any) -> Any:
+        return self.init_nets
+
+    def exit(self, exit_net: Any) -> Any:
+        return self.exit_nets
+
+    def __repr__(self) -> str:
+        return f"SetupNets(init_nets={self.init_nets}, exit_nets={self.exit_nets})"
+
+
 class TaskGroup:
     """A group of Tasks run concurrently (see module doc)."""
 
@@ -96,8 +186,11 @@ class TaskGroup:
     def __init__(self, workspace_type: str | None = None) -> None:
         self._tasks: list[Task] = []
         self._setups: list[Any] = []
+        self._report_nets: dict[str, tuple[Any, int]] = {}
+        self._report_steps: list[tuple[str, Any]] = []
         self._workspace_type = workspace_type
         self._already_used = False
+        self._step: core.ExecutionStep | None = None
 
     @staticmethod
     def current(required: bool = True) -> TaskGroup | None:
@@ -119,9 +212,33 @@ class TaskGroup:
         self._tasks.append(task)
 
     def add_setup(self, hook: Any) -> None:
-        """Register an object whose ``setup(init_net)`` returns init nets to run before the tasks."""
+        """Register a LOCAL_SETUP object (``setup(init_net)`` / ``exit(exit_net)``) directly."""
+        if self._already_used:
+            raise RuntimeError("Cannot add setup to an already used TaskGroup.")
         if hook not in self._setups:
             self._setups.append(hook)
+
+    def report_step(self, step: Any = None, node: Any = None, interval_ms: int = 1000) -> None:
+        """Run ``step`` every ``interval_ms`` while the group's tasks run, and once after they all
+        finished."""
+        if self._already_used:
+            raise RuntimeError("Cannot add a report step to an already used TaskGroup.")
+        self._add_report_step(step, node, interval_ms)
+
+    def _add_report_step(self, step: Any, node: Any, interval_ms: int) -> None:
+        step = to_execution_step(step if step is not None else [])
+        step.RunEveryMillis(interval_ms)
+        self._report_steps.append((str(node or "local"), step))
+
+    def report_net(self, net: Any = None, node: Any = None, report_interval: int = 5) -> Any:
+        """The node's report net (created when not given), run every ``report_interval`` seconds
+        (Caffe2's deprecated form of ``report_step``)."""
+        node = str(node or "local")
+        if net is not None and node in self._report_nets:
+            raise RuntimeError(f"node {node} already has a report net")
+        if node not in self._report_nets:
+            self._report_nets[node] = (net if net is not None else core.Net(f"{node}/reporter"), report_interval)
+        return self._report_nets[node][0]
 
     def tasks(self) -> list[Task]:
         return list(self._tasks)
@@ -136,29 +253,37 @@ class TaskGroup:
         return self._workspace_type
 
     def get_step(self) -> core.ExecutionStep:
-        """Setup init nets, then every task's step as concurrent substeps."""
+        """Local init, then the report steps and every task's step concurrently, then local exit
+        (built once: the setup objects are used up)."""
+        if self._step is not None:
+            return self._step
         self._already_used = True
-        steps = []
-        init = core.Net("task_group_setup")
-        for hook in self._setups:
-            nets = hook.setup(init)
-            for net in nets if isinstance(nets, list) else []:
-                steps.append(core.execution_step(f"setup:{net.Name()}", net))
-        if init.Proto().op:
-            steps.insert(0, core.execution_step("setup", init))
-        body = [t.get_step() for t in self._tasks]
-        if body:
-            steps.append(core.execution_step("tasks", body, concurrent_substeps=True))
-        return core.execution_step("task_group", steps)
+        for node, (net, interval) in self._report_nets.items():
+            self._add_report_step(net, node, interval * 1000)
+        self._report_nets = {}
+        report_steps = [s for _, s in self._report_steps]
+        task_steps = [t.get_step() for t in self._tasks]
+        steps = report_steps + task_steps or [core.execution_step("empty", [])]
+        body = steps[0] if len(steps) == 1 else core.execution_step("local:body", steps, concurrent_substeps=True)
+        inits, exits = get_setup_nets(self.LOCAL_SETUP, task_steps + report_steps, self, self._setups)
+        self._step = add_setup_steps(body, inits, exits, "local")
+        return self._step
 
     def outputs(self) -> TaskOutputList:
         return TaskOutputList([o for t in self._tasks for o in t.outputs()])
+
+    def __repr__(self) -> str:
+        return f"TaskGroup(tasks={[t.name for t in self._tasks]}, workspace_type={self._workspace_type})"
 
 
 class Task:
     """One execution step with outputs (see module doc)."""
 
+    # Run once per task, before / after all its concurrent instances.
     TASK_SETUP = "task_setup"
+    # Run once for each instance of the task.
+    TASK_INSTANCE_SETUP = "task_instance_setup"
+    REPORT_STEP = "report_step"
 
     def __init__(
         self, step: Any = None, outputs: Any = None, workspace_type: str | None = None, group: TaskGroup | None = None,
@@ -169,8 +294,10 @@ class Task:
         self._workspace_type = workspace_type
         self._num_instances = num_instances
         self._step: Any = None
+        self._step_with_setup: Any = None
         self._outputs: list[TaskOutput] = []
         self._net_builder: NetBuilder | None = None
+        self._nested_groups: list[TaskGroup] = []
         if step is not None:
             self.set_step(step)
         if outputs is not None:
@@ -204,15 +331,32 @@ class Task:
     def set_step(self, step: Any) -> None:
         if self._step is not None:
             raise RuntimeError("this Task already has a step")
-        self._step = step
+        self._step = to_execution_step(step, default_name=self.name)
 
     def get_step(self) -> core.ExecutionStep:
+        """The task's step wrapped as Caffe2 does: task init, then the instance(s) (each: instance
+        init, the report steps on their timers beside the step, instance exit), then task exit.
+        Built once: the setup objects are used up."""
+        if self._step_with_setup is not None:
+            return self._step_with_setup
         if self._step is None:
-            return core.execution_step(self.name, [])
-        step = to_execution_step(self._step, default_name=self.name)
+            self._step_with_setup = core.execution_step(self.name, [])
+            return self._step_with_setup
+        report_steps = [s for s in self._step.get_all_attributes(self.REPORT_STEP) if not hasattr(s, "_report_used")]
+        for s in report_steps:
+            s._report_used = True
+            if not s.Proto().run_every_ms:
+                s.RunEveryMillis(1000)
+        both = [self._step, *report_steps]
+        task_inits, task_exits = get_setup_nets(self.TASK_SETUP, both, self)
+        inst_inits, inst_exits = get_setup_nets(self.TASK_INSTANCE_SETUP, both, self)
+        body = self._step if not report_steps else core.execution_step(f"{self.name}:body", [*report_steps, self._step])
+        step = add_setup_steps(body, inst_inits, inst_exits, f"{self.name}:instance")
         if self._num_instances and self._num_instances > 1:
-            step = core.execution_step(self.name, [step], num_concurrent_instances=self._num_instances)
-        return step
+            step.SetCreateWorkspace(True)
+            step = core.execution_step(f"{self.name}:parallel", [step], num_concurrent_instances=self._num_instances)
+        self._step_with_setup = add_setup_steps(step, task_inits, task_exits, self.name)
+        return self._step_with_setup
 
     def add_output(self, output: Any) -> TaskOutput:
         out = output if isinstance(output, TaskOutput) else TaskOutput(output)
@@ -236,10 +380,14 @@ class Task:
     def workspace_type(self) -> str | None:
         return self._workspace_type
 
+    def __repr__(self) -> str:
+        return f"Task(name={self.name}, node={self.node}, outputs={self.output_names()})"
+
 
 def final_output(blob_or_record: Any) -> TaskOutput:
-    """Add a blob or record to the outputs of the current Task."""
-    return Task.current().add_output(blob_or_record)
+    """Add a blob or record to the outputs of the current Task (a new Task, in the current
+    TaskGroup if any, when none is active: as Caffe2)."""
+    return (Task.current(required=False) or Task()).add_output(blob_or_record)
 
 
 def _as_list(x: Any) -> list[Any]:

@@ -82,6 +82,7 @@ class Net(NetRecords):
         else:
             self._net = NetDef(name=_unique_net_name(str(name_or_proto)))
         self._next_name_index = 0
+        self._attr_dict: dict[str, list[Any]] = {}
         self._defined: set[str] = set(self._net.external_input)
         self._used: set[str] = set(self._net.external_input)
         for op in self._net.op:
@@ -101,6 +102,17 @@ class Net(NetRecords):
 
     def __repr__(self) -> str:
         return f"<Net '{self.Name()}': {len(self._net.op)} ops>"
+
+    # -- attributes (Caffe2's net attributes: user objects, e.g. net_builder's setup builders) --
+    def add_attribute(self, name: str, obj: Any) -> None:
+        """Add ``obj`` to this net's attributes under ``name`` (no meaning here; ``framework.task``
+        collects ``Task.TASK_SETUP``, ``TASK_INSTANCE_SETUP``, ``REPORT_STEP`` and
+        ``TaskGroup.LOCAL_SETUP`` objects from the nets of a task's step)."""
+        self._attr_dict.setdefault(name, []).append(obj)
+
+    def get_attributes(self, name: str) -> list[Any]:
+        """The objects added under ``name`` with ``add_attribute``, in order."""
+        return list(self._attr_dict.get(name, []))
 
     # -- blob names -------------------------------------------------------------
     def BlobIsDefined(self, blob: Any) -> bool:  # noqa: N802
@@ -294,6 +306,7 @@ class Net(NetRecords):
         new = Net(clone_net_def(self._net, name, blob_remap, op_id_mask, update_external_list))
         if keep_schema:
             self._copy_records_to(new, blob_remap or {})
+        new._attr_dict = {k: list(v) for k, v in self._attr_dict.items()}  # Caffe2 keeps attributes
         return new
 
     def ClonePartial(self, name: str, inputs: Iterable[Any], outputs: Iterable[Any], remap_funcs: Any = None) -> Net:  # noqa: N802

@@ -104,14 +104,27 @@ class ExecutionStep:
         return self
 
     def get_all_attributes(self, name: str) -> list[Any]:
-        return [getattr(n.Proto(), name) for n in self.Nets()]
+        """The attributes under ``name`` (``Net.add_attribute``) of every net this step and its
+        substeps run, each net once (Caffe2's)."""
+        return _attributes(_all_nets(self), name)
 
 
 def _all_nets(step: ExecutionStep) -> list[Net]:
-    nets = step.Nets()
-    for sub in step.Substeps():
-        nets += _all_nets(sub)
-    return nets
+    """The nets of ``step`` and its substeps, in order, each name once."""
+    out: OrderedDict[str, Net] = OrderedDict()
+
+    def walk(s: ExecutionStep) -> None:
+        for name, net in s._net_dict.items():
+            out.setdefault(name, net)
+        for sub in s.Substeps():
+            walk(sub)
+
+    walk(step)
+    return list(out.values())
+
+
+def _attributes(nets: Iterable[Net], name: str) -> list[Any]:
+    return [a for n in nets if hasattr(n, "get_attributes") for a in n.get_attributes(name)]
 
 
 def execution_step(
@@ -130,9 +143,10 @@ def execution_step(
     """An ExecutionStep from a net, a step, or a list of either (Caffe2's helper)."""
     step = ExecutionStep(default_name)
     items = steps_or_nets if isinstance(steps_or_nets, (list, tuple)) else [steps_or_nets]
-    if items and all(isinstance(x, (ExecutionStep, ExecutionStepProto)) for x in items):
-        for s in items:
-            step.AddSubstep(s)
+    is_step = [isinstance(x, (ExecutionStep, ExecutionStepProto)) for x in items]
+    if any(is_step):  # a mixed list: each net becomes a one-net substep (as Caffe2)
+        for s, sub in zip(items, is_step):
+            step.AddSubstep(s if sub else execution_step(s.Name() if hasattr(s, "Name") else s.name, s))
     else:
         for n in items:
             step.AddNet(n)
@@ -161,6 +175,7 @@ class Plan:
     def __init__(self, name_or_step: Any) -> None:
         self._plan = PlanDef()
         self._net_dict: OrderedDict[str, Net] = OrderedDict()
+        self._steps: list[ExecutionStep] = []
         if isinstance(name_or_step, ExecutionStep):
             self._plan.name = name_or_step.Name()
             self.AddStep(name_or_step)
@@ -189,9 +204,15 @@ class Plan:
     def AddStep(self, step: Any) -> None:  # noqa: N802
         if isinstance(step, ExecutionStep):
             self._plan.execution_step.add().CopyFrom(step.Proto())
+            self._steps.append(step)
             self.AddNets(_all_nets(step))
         else:
             self._plan.execution_step.add().CopyFrom(step)
 
+    def Steps(self) -> list[ExecutionStep]:  # noqa: N802
+        """The ExecutionStep builders added (steps added as protos are not listed)."""
+        return list(self._steps)
+
     def get_all_attributes(self, name: str) -> list[Any]:
-        return [getattr(n.Proto(), name) for n in self.Nets()]
+        """The attributes under ``name`` of every net of the plan (Caffe2's)."""
+        return _attributes(self.Nets(), name)

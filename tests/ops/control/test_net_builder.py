@@ -1,7 +1,6 @@
 """net_builder: NetBuilder contexts with ops.loop / ops.If (execution steps) and ops.IfNet / Else /
 WhileNet / Condition (control ops), against plain Python."""
 
-import pytest
 
 from framework import core
 from framework.memory.workspace import Workspace
@@ -65,10 +64,3 @@ def test_ifnet_else_and_whilenet_with_control_ops():
         ws.run_net_once(nets[0].Proto())
         expected = (4.0 if flag else 102.0) * 2**3
         assert float(ws.fetch_blob(str(y))) == expected and int(ws.fetch_blob(str(i))) == 3
-
-
-def test_task_hooks_say_what_they_need():
-    with NetBuilder():
-        for hook in (ops.task_init, ops.task_exit, ops.local_init, ops.task_reporter, ops.task_group):
-            with pytest.raises(NotImplementedError, match=r"caffe2\.python\.task"):
-                hook()
