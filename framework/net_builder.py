@@ -4,8 +4,8 @@ As ``caffe2.python.net_builder``: inside ``with NetBuilder() as nb:`` calls like
 go to the builder's current net; ``ops.loop``, ``ops.If``/``Elif``/``Else`` and ``ops.stop_if``
 build execution steps with stop blobs; ``ops.IfNet``/``ops.Else`` and ``ops.WhileNet`` with
 ``ops.Condition`` build single nets with If/While control operators whose branches run in Do
-scopes (``NetBuilder(_use_control_ops=True)``). ``to_execution_step(nb)`` turns a builder into a
-step for a plan.
+scopes (``NetBuilder(_use_control_ops=True)``; builders in ``framework.net_builder_control``).
+``to_execution_step(nb)`` turns a builder into a step for a plan.
 
 Task hooks (``framework.net_builder_hooks``), for tasks built in ``with framework.task.Task():``
 and run by ``framework.session.LocalSession``: ``with ops.task_init():`` / ``task_exit()`` hold ops
@@ -25,7 +25,6 @@ import threading
 from typing import Any
 
 from framework import core
-from framework.control_ops_util import add_if_op, add_while_op
 
 __all__ = ["NetBuilder", "Operations", "ops", "to_execution_step"]
 
@@ -214,18 +213,18 @@ class Operations:
         return NetBuilder.current().add(_RunIf(cond, name=name))
 
     def IfNet(self, cond: Any, name: str | None = None) -> Any:  # noqa: N802
-        return NetBuilder.current().add(_RunIfNet(cond, name=name))
+        return NetBuilder.current().add(_control().RunIfNet(cond, name=name))
 
     def Else(self, name: str | None = None) -> Any:  # noqa: N802
-        return _RunElseNet(name=name)
+        return _control().RunElseNet(name=name)
 
     def WhileNet(self, name: str | None = None) -> Any:  # noqa: N802
-        return NetBuilder.current().add(_RunWhileNet(name=name))
+        return NetBuilder.current().add(_control().RunWhileNet(name=name))
 
     def Condition(self, name: str | None = None) -> Any:  # noqa: N802
-        if not isinstance(NetBuilder.current(), _RunWhileNet):
+        if not isinstance(NetBuilder.current(), _control().RunWhileNet):
             raise RuntimeError("Use of Condition outside of WhileNet")
-        return _RunWhileCondition(name=name)
+        return _control().RunWhileCondition(name=name)
 
     # -- Task/TaskGroup hooks (framework.net_builder_hooks; collected by framework.task) --------
     def task_init(self) -> Any:
@@ -274,6 +273,12 @@ def _hooks() -> Any:
     from framework import net_builder_hooks
 
     return net_builder_hooks
+
+
+def _control() -> Any:
+    from framework import net_builder_control
+
+    return net_builder_control
 
 
 ops = Operations()
@@ -365,101 +370,6 @@ class _RunIf(_RunOnce):
         if self._is_else:
             raise RuntimeError("Else not allowed for an Else.")
         return NetBuilder.current().add(_RunIf(name=name or self.name, _already_ran=self._already_ran))
-
-
-class _RunIfNet(NetBuilder):
-    """A single net with an If operator."""
-
-    def __init__(self, cond_blob: Any, name: str | None = None) -> None:
-        NetBuilder.__init__(self, name=name, _use_control_ops=True)
-        if not cond_blob:
-            raise ValueError("Conditional blob is not specified for an If net")
-        self._cond_blob = cond_blob
-        self._then_net = None
-        self._else_net = None
-
-    def __exit__(self, etype: Any, *args: Any) -> None:
-        if etype is None:
-            then_nets = self._children
-            self._reset_children()
-            self._then_net = NetBuilder.merge_nets(then_nets, self._lexical_scope) or core.Net("empty_then_net")
-            if_net = core.Net(self.name + "/if_net")
-            add_if_op(if_net, self._cond_blob, self._lexical_scope, self._then_net, self._else_net)
-            self._current_net = if_net
-            self._children = [if_net]
-        NetBuilder.__exit__(self, etype, *args)
-
-
-class _RunElseNet(NetBuilder):
-    """Else branch of the IfNet just before it."""
-
-    def __init__(self, name: str | None = None) -> None:
-        NetBuilder.__init__(self, name=name, _use_control_ops=True)
-        parent = NetBuilder.current(required=False)
-        if not (parent and parent._children and isinstance(parent._children[-1], _RunIfNet)):
-            raise RuntimeError("Invalid use of Else builder: it must follow an IfNet")
-        self._if_builder = parent._children[-1]
-
-    def __exit__(self, etype: Any, *args: Any) -> None:
-        if etype is None:
-            else_nets = self._children
-            self._reset_children()
-            ifb = self._if_builder
-            ifb._else_net = NetBuilder.merge_nets(else_nets, self._lexical_scope)
-            if ifb._else_net:
-                net = core.Net(self.name + "/if_else_net")
-                add_if_op(net, ifb._cond_blob, self._lexical_scope, ifb._then_net, ifb._else_net)
-                ifb._current_net = net
-                ifb._children = [net]
-        NetBuilder.__exit__(self, etype, *args)
-
-
-class _RunWhileNet(NetBuilder):
-    """A single net with a While operator (its condition from ops.Condition)."""
-
-    def __init__(self, name: str | None = None) -> None:
-        NetBuilder.__init__(self, name=name, _use_control_ops=True)
-        self._cond_builder = None
-
-    def __exit__(self, etype: Any, *args: Any) -> None:
-        if etype is None:
-            if not self._cond_builder:
-                raise RuntimeError("Condition builder must be specified in While op")
-            body = self._children
-            self._reset_children()
-            body_net = NetBuilder.merge_nets(body, self._lexical_scope) or core.Net("empty_loop_body_net")
-            while_net = core.Net(self.name + "/while_net")
-            add_while_op(
-                while_net, self._cond_builder._cond_blob, self._lexical_scope, body_net, self._cond_builder._cond_net
-            )
-            self._current_net = while_net
-            self._children = [while_net]
-        NetBuilder.__exit__(self, etype, *args)
-
-
-class _RunWhileCondition(NetBuilder):
-    """The loop condition: its last op's single output is the condition blob."""
-
-    def __init__(self, name: str | None = None) -> None:
-        NetBuilder.__init__(self, name=name, _use_control_ops=True)
-        parent = NetBuilder.current(required=False)
-        if not isinstance(parent, _RunWhileNet) or parent._cond_builder or parent._children:
-            raise RuntimeError("Condition must come first, once, inside WhileNet")
-        parent._cond_builder = self
-        self._cond_blob = None
-        self._cond_net = None
-
-    def __exit__(self, etype: Any, *args: Any) -> None:
-        if etype is None:
-            body = self._children
-            self._reset_children()
-            self._cond_net = NetBuilder.merge_nets(body, self._lexical_scope)
-            if not self._cond_net or not self._cond_net.Proto().op or len(self._cond_net.Proto().op[-1].output) != 1:
-                raise RuntimeError("Invalid loop condition specified")
-            self._cond_blob = core.BlobReference(self._cond_net.Proto().op[-1].output[0])
-            self._current_net = self._cond_net
-            self._children = [self._cond_net]
-        NetBuilder.__exit__(self, etype, *args)
 
 
 def to_execution_step(step_or_nets: Any, default_name: str | None = None) -> Any:

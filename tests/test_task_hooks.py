@@ -5,6 +5,8 @@ net_builder_test / task.py. Expected values are worked out by hand in each test.
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from framework import core
@@ -164,6 +166,25 @@ def test_task_reporter_runs_once_more_after_the_task():
     assert _value(ws, x) == 50
     assert _value(ws, "seen") == 50  # its last run comes after the body finished
     assert runs.fetch() >= 1
+
+
+def _nap(inputs, outputs):
+    time.sleep(0.03)
+
+
+def test_task_reporter_runs_periodically_while_the_task_runs():
+    ws = Workspace()
+    with Task() as task:
+        with ops.task_init():
+            reports = ops.CreateCounter([], ["periodic_reports"])
+        with ops.task_reporter(interval_ms=5):
+            ops.CountUp([reports])
+        with ops.loop(5):  # ~150 ms of body (the Python op sleeps without the GIL)
+            ops.net().Proto().op.add().CopyFrom(core.CreatePythonOperator(_nap, [], []))
+        with ops.task_exit():
+            runs = final_output(ops.RetrieveCount([reports]))
+    LocalSession(ws).run(task)
+    assert runs.fetch() >= 3  # timer runs during the body, plus the one after it
 
 
 def test_local_reporter_and_report_net_of_a_task_group():

@@ -1,7 +1,6 @@
 """net_builder: NetBuilder contexts with ops.loop / ops.If (execution steps) and ops.IfNet / Else /
 WhileNet / Condition (control ops), against plain Python."""
 
-
 from framework import core
 from framework.memory.workspace import Workspace
 from framework.net_builder import NetBuilder, ops, to_execution_step
