@@ -122,12 +122,18 @@ class Pipe:
         return self._num_writers
 
     def _new_writer(self, writer_schema: Field | None, writer_init_net: Any) -> None:
+        """Count a writer; with an ``obj_key``, attach this pipe to the writer's init net under it
+        (queues: ``TaskGroup.LOCAL_SETUP``, so the group creates the queue before its tasks)."""
         if writer_schema is not None and self._schema is None:
             self._schema = writer_schema
         self._num_writers += 1
+        if self._obj_key is not None and writer_init_net is not None:
+            writer_init_net.add_attribute(self._obj_key, self)
 
     def _new_reader(self, reader_init_net: Any) -> None:
         self._num_readers += 1
+        if self._obj_key is not None and reader_init_net is not None:
+            reader_init_net.add_attribute(self._obj_key, self)
 
 
 from framework.dataio_limits import (  # noqa: E402  (they subclass Reader)

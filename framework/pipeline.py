@@ -15,8 +15,11 @@ wrapped in a ``NetProcessor``, which clones it per thread (``core.clone_and_bind
 bound to that thread's record. ``pipe_and_output(..., final_outputs=...)`` also returns the
 TaskOutput of those blobs. Run the group with ``session.LocalSession().run(group)``.
 
-Departure: a processor's ``setup`` (NetProcessor's thread init nets) is registered on the Task's
-TaskGroup (``add_setup``) rather than as a net attribute.
+As in Caffe2, setup reaches the TaskGroup through net attributes: a processor with ``setup``
+(NetProcessor: its per-thread clones of ``thread_init_nets``) and the queues read or written are
+attached to the thread's init net under ``TaskGroup.LOCAL_SETUP`` (``ProcessingReader.read_ex``,
+``queue_util``), and run once before the group's tasks (a pipe run alone is wrapped in a group
+by ``LocalSession``).
 """
 
 from __future__ import annotations
@@ -134,14 +137,6 @@ def pipe_and_output(
     return result, out
 
 
-def _processors(reader: Any) -> list[Any]:
-    found = []
-    while isinstance(reader, ProcessingReader):
-        found.append(reader.processor)
-        reader = reader.reader
-    return found
-
-
 def _pipe_step(
     input: Any, output: Any = None, num_threads: int = 1, processor: Any = None, name: str | None = None,
     capacity: int | None = None, group: TaskGroup | None = None, final_outputs: Any = None,
@@ -188,18 +183,6 @@ def _pipe_step(
         ops.net(global_init_net)
         ops.net(core.execution_step("body", steps, concurrent_substeps=True))
         ops.net(global_exit_net)
-    target = group if group is not None else task.group
-    if isinstance(out_queue, queue_util.Queue) or isinstance(output, queue_util.Queue):
-        queue = out_queue if out_queue is not None else output
-        if target is not None:
-            target.add_setup(queue)  # created before any task of the group runs
-        else:
-            queue.setup(global_init_net)
-    for proc in _processors(reader):
-        if hasattr(proc, "setup"):
-            if target is None:
-                raise RuntimeError(f"processor {processor_name(proc)} needs setup: create the pipe in a TaskGroup")
-            target.add_setup(proc)
     return out_queue, task
 
 
@@ -223,6 +206,8 @@ class ProcessingReader(Reader):
             stop_net = core.Net("stop_net")
             stop_net.Copy([result.should_stop], [status])
             read_nets.append(stop_net)
+        if hasattr(self.processor, "setup"):
+            init_net.add_attribute(TaskGroup.LOCAL_SETUP, self.processor)
         self._schema = result.record
         fields = result.record.field_blobs() if result.record is not None else None
         return read_nets, status, fields

@@ -4,7 +4,10 @@
 CreateBlobsQueue; ``writer().write(net, fields)`` adds SafeEnqueueBlobs, ``reader().read(net)`` adds
 SafeDequeueBlobs and returns its status as ``should_stop`` (true once the queue is closed and
 drained); ``close(net)`` adds CloseBlobsQueue. ``enqueue``/``dequeue``/``close_queue`` are Caffe2's
-helpers. Queues are ``dataio.Pipe``s; ``framework.pipeline`` pipes into and out of them.
+helpers. Queues are ``dataio.Pipe``s; ``framework.pipeline`` pipes into and out of them. As in
+Caffe2, a queue's reader/writer used through ``read_ex``/``write_ex`` attaches the queue to the
+local init net under ``TaskGroup.LOCAL_SETUP``, so the TaskGroup running the pipe creates it
+(``setup``) once before its tasks start.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from typing import Any, Sequence
 from framework import core
 from framework.dataio import Pipe, Reader, Writer
 from framework.schema import Field
+from framework.task import TaskGroup
 
 log = logging.getLogger("framework.queue_util")
 
@@ -62,6 +66,10 @@ class _QueueReader(Reader):
     def setup_ex(self, init_net: Any, exit_net: Any) -> None:
         exit_net.CloseBlobsQueue([self._wrapper.queue()], [])
 
+    def read_ex(self, local_init_net: Any, local_finish_net: Any) -> tuple[list[Any], Any, list[Any]]:
+        self._wrapper._new_reader(local_init_net)
+        return super().read_ex(local_init_net, local_finish_net)
+
     def read(self, read_net: Any) -> tuple[Any, list[Any]]:
         names = self._schema.field_names() if self._schema is not None else None
         n = len(names) if names is not None else self._wrapper.num_blobs
@@ -82,8 +90,7 @@ class _QueueWriter(Writer):
 
     def write_ex(self, fields: list[Any], local_init_net: Any, local_finish_net: Any, status: Any = None) -> list[Any]:
         """One enqueue net; its status goes to ``status`` (true once the queue is closed)."""
-        if self._wrapper._schema is None and self._schema is not None:
-            self._wrapper._schema = self._schema
+        self._wrapper._new_writer(self._schema, local_init_net)
         enqueue_net = core.Net("enqueue")
         enqueue(enqueue_net, self._wrapper.queue(), fields, status)
         return [enqueue_net]
@@ -93,16 +100,14 @@ class QueueWrapper(Pipe):
     """Reader and writer over an existing queue blob."""
 
     def __init__(self, handler: Any, schema: Field | None = None, num_dequeue_records: int = 1) -> None:
-        super().__init__(schema)
+        super().__init__(schema, TaskGroup.LOCAL_SETUP)
         self._queue, self._num = handler, num_dequeue_records
         self.num_blobs = len(schema.field_names()) if schema is not None else 1
 
     def reader(self) -> _QueueReader:
-        self._new_reader(None)
         return _QueueReader(self, self._num)
 
     def writer(self) -> _QueueWriter:
-        self._new_writer(None, None)
         return _QueueWriter(self)
 
     def queue(self) -> Any:
