@@ -12,6 +12,7 @@ from framework.ops.quantized import (  # noqa: F401
     fp16_packed_fc,
     fused_relu,
     half_float,
+    int8_elementwise,
     int8_quantize,
     quant_decode,
     quantile,

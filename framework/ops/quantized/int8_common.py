@@ -17,7 +17,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from framework.errors import TypeMismatchError, UninitializedError
+from framework.errors import ArgumentError, TypeMismatchError, UninitializedError
 from framework.memory.allocator import check_elements
 from framework.memory.int8_tensor import Int8TensorCPU
 from framework.memory.tensor import Tensor
@@ -33,6 +33,7 @@ __all__ = [
     "int8_output",
     "int8_spec",
     "quantize_uint8",
+    "same_params",
 ]
 
 U8 = np.dtype(np.uint8)
@@ -82,7 +83,23 @@ def int8_input(op: Operator, i: int, dtype: np.dtype | None = U8) -> Int8TensorC
         raise TypeMismatchError(
             f"{op.describe()}: input {i} ('{name}') is an Int8TensorCPU of {arr.dtype} data, expected {dtype}"
         )
+    if arr.dtype == U8 and not 0 <= obj.zero_point <= 255:
+        raise ArgumentError(
+            f"{op.describe()}: input {i} ('{name}') has zero_point {obj.zero_point}, outside the uint8 range [0, 255]"
+        )
+    if not (np.isfinite(obj.scale) and obj.scale > 0):
+        raise ArgumentError(f"{op.describe()}: input {i} ('{name}') has scale {obj.scale}, not a positive number")
     return obj
+
+
+def same_params(op: Operator, q: Int8TensorCPU, scale: float, zero_point: int) -> None:
+    """Caffe2's CHECK_EQ(Y_scale, X.scale) / CHECK_EQ(Y_zero_point, X.zero_point) of the ops that keep the
+    input's quantization (Int8Relu, Int8MaxPool...): an ArgumentError naming both instead of an abort."""
+    if float(np.float32(scale)) != q.scale or zero_point != q.zero_point:
+        raise ArgumentError(
+            f"{op.describe()}: Y_scale/Y_zero_point ({np.float32(scale)}, {zero_point}) must equal the input's "
+            f"quantization ({q.scale}, {q.zero_point}): {op.type} keeps it"
+        )
 
 
 def int8_output(
