@@ -14,6 +14,7 @@ from framework.ops.quantized import (  # noqa: F401
     half_float,
     int8_elementwise,
     int8_quantize,
+    int8_shape,
     quant_decode,
     quantile,
     random_quantization,
