@@ -11,7 +11,7 @@ import pytest
 
 from framework import core
 from framework.memory.workspace import Workspace
-from framework.net_builder import NetBuilder, ops
+from framework.net_builder import NetBuilder, ops, to_execution_step
 from framework.session import LocalSession
 from framework.task import SetupNets, Task, TaskGroup, add_setup_steps, final_output, get_setup_nets
 
@@ -256,6 +256,18 @@ def test_net_used_twice_and_a_net_with_setup_run_again():
     assert _value(ws, "z") == 105
 
 
+def test_hooks_in_a_plain_net_builder_run_when_the_session_runs_its_step():
+    ws = Workspace()
+    with NetBuilder() as nb:
+        with ops.task_exit():
+            ops.Mul(["w", ops.Const(2)], ["w"])
+        with ops.task_init():
+            ops.Const(20, blob_out="w")
+        ops.Add(["w", ops.Const(1)], ["w"])
+    LocalSession(ws).run(to_execution_step(nb))
+    assert _value(ws, "w") == 42
+
+
 def test_final_output_without_a_task_makes_one_in_the_group():
     ws = Workspace()
     fill = core.Net("fill_b")
@@ -300,3 +312,31 @@ def test_get_setup_nets_and_add_setup_steps():
     bad.add_attribute("key", SetupNets(init_nets="not a net"))
     with pytest.raises(TypeError, match="Unsupported type for setup"):
         get_setup_nets("key", [bad], target=None)
+
+
+def test_a_caffe2_script_with_task_hooks_runs_through_the_import_hook():
+    """Caffe2's net_builder_test.test_multi_instance shape, written against caffe2.python."""
+    import framework.caffe2 as hook
+
+    hook.install()
+    try:
+        from caffe2.python import workspace as c2ws
+        from caffe2.python.net_builder import ops as c2ops
+        from caffe2.python.session import LocalSession as C2Session
+        from caffe2.python.task import Task as C2Task
+        from caffe2.python.task import TaskGroup as C2TaskGroup
+        from caffe2.python.task import final_output as c2_final_output
+
+        c2ws.ResetWorkspace()
+        with C2TaskGroup() as tg:
+            with C2Task(num_instances=2):
+                with c2ops.task_init():
+                    counter = c2ops.CreateCounter([], ["c2_hook_counter"])
+                with c2ops.loop(3):
+                    c2ops.CountUp(counter)
+                with c2ops.task_exit():
+                    total = c2_final_output(c2ops.RetrieveCount(counter))
+        C2Session().run(tg)
+        assert total.fetch() == 6
+    finally:
+        hook.uninstall()
