@@ -7,6 +7,8 @@ module's ops; keep one line per module."""
 
 from framework.ops.quantized import (  # noqa: F401
     byte_weights,
+    dnnlowp_quant_scheme,
+    dnnlowp_quantize,
     embedding_lookup,
     embedding_quantization,
     fp16_packed_fc,
