@@ -15,6 +15,7 @@ from framework.ops.quantized import (  # noqa: F401
     fused_relu,
     half_float,
     int8_elementwise,
+    int8_pool,
     int8_quantize,
     int8_shape,
     quant_decode,

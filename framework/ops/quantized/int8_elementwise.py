@@ -1,6 +1,6 @@
 """Caffe2's elementwise int8 ops, with QNNPACK's arithmetic (the last Caffe2 runs them on QNNPACK):
 Int8Relu (clamp), Int8LeakyRelu and Int8Sigmoid (QNNPACK's 256-entry lookup tables), Int8Add / Int8AddRelu
-(and their aliases Int8Sum / Int8SumRelu: QNNPACK's fixed-point add).
+(and their aliases Int8Sum / Int8SumRelu: QNNPACK's fixed-point add), Int8Softmax (QNNPACK's soft-argmax).
 
 Caffe2: ``caffe2/operators/quantized/int8_{relu,leaky_relu,sigmoid,add}_op.h``; QNNPACK: ``clamp.c``,
 ``leaky-relu.c``, ``sigmoid.c``, ``add.c`` and ``requantization.h`` (``compute_add_quantization_params``).
@@ -24,7 +24,7 @@ from framework.ops.quantized.int8_common import (
     same_params,
 )
 from framework.ops.registry import register_op
-from framework.ops.schema import FLOAT, Arg
+from framework.ops.schema import FLOAT, INT, Arg
 
 F32 = np.float32
 _SAME = dict(infer=lambda args, ins: [int8_spec(args, ins)], category="quantized")
@@ -132,6 +132,49 @@ class Int8LeakyRelu(_Lut):
         return (np.rint(y).astype(np.int32) + y_zp).astype(U8)
 
 
+@register_op(
+    "Int8Softmax",
+    args=[Arg("axis", INT, 1, "the axis the input is coerced to 2-D at: only 1, what Caffe2's op computes"), *Y_ARGS],
+    input_docs=[("input", "Int8TensorCPU, coerced to 2-D (N, D) at axis 1")],
+    output_docs=[("output", "Int8TensorCPU softmax values: scale 1/256, zero point 0")],
+    **_SAME,
+)
+class Int8Softmax(Operator):
+    """Softmax over each row of the input coerced to (N, D) with N = dim 0, through QNNPACK's soft-argmax: a
+    table ``t[i] = lrint(q * exp((i - 255) * X.scale))`` (float64, ``q = min((2**32 - 1) / D, 2**23 - 1)``);
+    for a row with maximum ``m``, ``e(x) = t[x + 255 - m]``, ``S = sum(e)`` (uint32) and
+    ``y = min((e(x) * 256 + S // 2) // S, 255)``. As Caffe2 (and QNNPACK), ``Y_scale`` must be 1/256 and
+    ``Y_zero_point`` 0. Departures: ``axis`` other than 1 is refused (Caffe2 documents it but its op always
+    splits at dim 0); a batch of 0 rows gives an empty output (Caffe2 divides by it); rows of 0 elements are
+    refused (QNNPACK refuses 0 channels). No gradient."""
+
+    def setup(self) -> None:
+        if self.args.axis != 1:
+            raise self.arg_error(f"only axis 1 is supported (what Caffe2's Int8Softmax computes), got {self.args.axis}")
+        self.scale = check_y_scale(self)
+        if self.scale != 1.0 / 256 or self.args.Y_zero_point != 0:
+            raise self.arg_error("Y_scale must be 1/256 and Y_zero_point 0 (QNNPACK's only softmax output)")
+
+    def run(self) -> None:
+        q = int8_input(self, 0)
+        x = q.t._array
+        if x.ndim < 1:
+            raise ShapeError(f"{self.describe()}: '{self.input_names[0]}' must have at least 1 dimension")
+        n = x.shape[0]
+        d = x.size // n if n else int(np.prod(x.shape[1:]))
+        if d == 0 and n:
+            raise ShapeError(f"{self.describe()}: rows of '{self.input_names[0]}' {list(x.shape)} are empty")
+        y = int8_output(self, 0, x.shape, self.scale, 0)
+        if not x.size:
+            return
+        qscale = min(float(2**32 - 1) / d, 8388607.0)
+        table = np.rint(qscale * np.exp((np.arange(256, dtype=np.float64) - 255) * float(q.scale))).astype(np.int64)
+        rows = x.reshape(n, d).astype(np.int64)
+        e = table[rows + (255 - rows.max(axis=1, keepdims=True))]
+        total = e.sum(axis=1, keepdims=True) & 0xFFFFFFFF  # uint32 arithmetic
+        y.reshape(n, d)[...] = np.minimum((e * 256 + (total >> 1)) // total, 255)
+
+
 def add_params(a_scale: float, b_scale: float, y_scale: float, where: str) -> tuple[int, int, int]:
     """QNNPACK's add requantization: (a_multiplier, b_multiplier, shift) from the scale ratios."""
     a_os, b_os = F32(F32(a_scale) / F32(y_scale)), F32(F32(b_scale) / F32(y_scale))
@@ -214,4 +257,5 @@ _register_add("Int8AddRelu", True, 2, "")
 _register_add("Int8Sum", False, (1, float("inf")), _SUM_NOTE.format("Int8Add"))
 _register_add("Int8SumRelu", True, (1, float("inf")), _SUM_NOTE.format("Int8AddRelu"))
 
+no_gradient("Int8Softmax")
 no_gradient("Int8Relu", "Int8Sigmoid", "Int8LeakyRelu", "Int8Add", "Int8AddRelu", "Int8Sum", "Int8SumRelu")

@@ -182,3 +182,46 @@ def test_add_in_place():
     got = ws.get_blob("A")._obj
     assert got.numpy().tolist() == [25, 35] and got.scale == f32(0.02) and got.zero_point == 5
     assert math.isclose(float(got.scale), 0.02, rel_tol=1e-6)
+
+
+def ref_softmax(x, scale):
+    n = x.shape[0]
+    rows = x.reshape(n, -1)
+    d = rows.shape[1]
+    q = min((2**32 - 1) / d, 8388607.0)
+    table = [int(np.rint(q * math.exp((i - 255) * float(f32(scale))))) for i in range(256)]
+    out = np.empty(rows.shape, np.uint8)
+    for r in range(n):
+        m = int(rows[r].max())
+        e = [table[int(v) + 255 - m] for v in rows[r]]
+        total = sum(e)
+        out[r] = [min((v * 256 + total // 2) // total, 255) for v in e]
+    return out.reshape(x.shape)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    shape=st.lists(st.integers(1, 4), min_size=1, max_size=3).map(tuple),
+    scale=scales,
+    zp=st.integers(0, 255),
+    seed=st.integers(0, 2**16),
+)
+def test_softmax(shape, scale, zp, seed):
+    x = codes(shape, seed)
+    op = CreateOperator("Int8Softmax", ["X"], ["Y"], Y_scale=1 / 256, Y_zero_point=0)
+    (y,) = check_int8(op, [q8(x, scale, zp)], [(ref_softmax(x, scale), 1 / 256, 0)])
+    real = dq(x, scale, zp).reshape(shape[0], -1)
+    real = np.exp(real - real.max(axis=1, keepdims=True))
+    real = (real / real.sum(axis=1, keepdims=True)).reshape(shape)
+    assert np.all(np.abs(y.numpy() / 256 - np.minimum(real, 255 / 256)) <= 1.5 / 256)
+
+
+def test_softmax_empty_batch_and_errors():
+    op = CreateOperator("Int8Softmax", ["X"], ["Y"], Y_scale=1 / 256, Y_zero_point=0)
+    check_int8(op, [q8(np.zeros((0, 3)), 0.1, 0)], [(np.zeros((0, 3), np.uint8), 1 / 256, 0)])
+    ws = Workspace()
+    ws.feed_blob("X", q8(np.zeros((2, 3)), 0.1, 0))
+    with pytest.raises(FrameworkError, match="1/256"):
+        ws.run_operator_once(CreateOperator("Int8Softmax", ["X"], ["Y"]))
+    with pytest.raises(FrameworkError, match="only axis 1"):
+        ws.run_operator_once(CreateOperator("Int8Softmax", ["X"], ["Y"], axis=0, Y_scale=1 / 256))
