@@ -5,6 +5,7 @@ net_builder_test / task.py. Expected values are worked out by hand in each test.
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
@@ -101,6 +102,34 @@ def test_task_and_instance_setup_with_concurrent_instances():
     assert total3.fetch() == n * iters**2
     assert total_inits.fetch() == n
     assert not ws.has_blob("task_counter") and not ws.has_blob("local_counter")  # instance-private
+
+
+class _PythonOpStats:
+    lock = threading.Lock()
+    num_instances = 0
+    num_calls = 0
+
+
+def _python_op_builder(step):
+    with _PythonOpStats.lock:
+        _PythonOpStats.num_instances += 1
+
+    def my_op(inputs, outputs):
+        with _PythonOpStats.lock:
+            _PythonOpStats.num_calls += step
+
+    return my_op
+
+
+def test_multi_instance_python_op_builds_one_function_per_instance():
+    # Caffe2's test_multi_instance_python_op (16 instances instead of 64): a builder tuple makes one
+    # operator (and function) per concurrent instance.
+    with Task(num_instances=16) as task:
+        with ops.loop(4):
+            ops.Python((_python_op_builder, [1], {}))([], [])
+    _PythonOpStats.num_instances = _PythonOpStats.num_calls = 0
+    LocalSession(Workspace()).run(task)
+    assert (_PythonOpStats.num_instances, _PythonOpStats.num_calls) == (16, 64)
 
 
 def test_local_setup_runs_once_per_group_and_each_setup_object_once():

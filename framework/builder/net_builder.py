@@ -250,6 +250,23 @@ class Net(NetRecords):
 
     _CreateAndAddToSelf = add_op
 
+    def Python(  # noqa: N802
+        self, f: Any, grad_f: Any = None, python_func_type: Any = None, pass_workspace: bool = False,
+        grad_output_indices: Any = None, grad_input_indices: Any = None,
+    ) -> Any:  # fmt: skip
+        """Caffe2's ``net.Python(f)(inputs, outputs, **kwargs)``: a function adding a ``Python`` op
+        that calls ``f(inputs, outputs)`` (a callable, or a ``(func, args, kwargs)`` builder whose
+        ``func(*args, **kwargs)`` each operator instance calls once); functions are registered in
+        this process (framework.ops.tensor.python_op), never pickled into the net."""
+        from framework.ops.tensor.python_op import register_python_function
+
+        if python_func_type is not None and not callable(f) and not isinstance(f, tuple):
+            f = python_func_type(f)
+        token = register_python_function(f, grad_f, pass_workspace)
+        extra = {"token": token, "grad_output_indices": list(grad_output_indices or []),
+                 "grad_input_indices": list(grad_input_indices or [])}  # fmt: skip
+        return lambda *args, **kwargs: self.add_op("Python", *args, **{**kwargs, **extra})
+
     def __getattr__(self, op_type: str) -> Any:
         return op_method(op_type, self.add_op)
 

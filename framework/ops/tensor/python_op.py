@@ -5,6 +5,11 @@ A net names its function by a token (argument ``token``). Tokens come only from
 ``register_python_function`` in the running program; a NetDef read from a file can name a
 token, never code: an unknown token is an error, and nothing is imported or evaluated.
 
+``f`` may also be a builder ``(func, args, kwargs)`` (Caffe2's tuple form, ``Net.Python``): each
+operator instance calls ``func(*args, **kwargs)`` once when it is created and uses the callable it
+returns (so every instance of a task run with ``num_instances`` keeps its own Python state). Caffe2
+pickles the tuple into the op; here it is registered in this process like a function.
+
 The function is called as ``f(inputs, outputs)`` (``f(inputs, outputs, workspace)`` with
 ``pass_workspace``), as in Caffe2: ``inputs[i].data`` is input i as a numpy array (and
 ``.shape``); ``outputs[j].reshape(shape)`` then ``outputs[j].data[...] = ...`` writes an
@@ -32,13 +37,33 @@ _LOCK = threading.Lock()
 _COUNTER = itertools.count()
 
 
-def register_python_function(
-    f: Callable, grad_f: Callable | None = None, pass_workspace: bool = False, name: str | None = None
-) -> str:
-    """Register ``f`` (and its gradient ``grad_f``) for Python ops; returns the token to pass."""
-    if not callable(f) or (grad_f is not None and not callable(grad_f)):
+class PythonBuilder:
+    """A ``(func, args, kwargs)`` builder: ``build()`` returns ``func(*args, **kwargs)``."""
+
+    def __init__(self, spec: tuple) -> None:
+        if len(spec) != 3 or not callable(spec[0]):
+            raise TypeError("a Python op builder is a tuple (func, args, kwargs) with a callable func")
+        self.func, self.args, self.kwargs = spec[0], tuple(spec[1]), dict(spec[2])
+
+    def build(self) -> Callable:
+        fn = self.func(*self.args, **self.kwargs)
+        if not callable(fn):
+            raise TypeError(f"the Python op builder {self.func!r} returned a non-callable {type(fn).__name__}")
+        return fn
+
+
+def register_python_function(f: Any, grad_f: Any = None, pass_workspace: bool = False, name: str | None = None) -> str:
+    """Register ``f`` (and its gradient ``grad_f``) for Python ops; returns the token to pass.
+    Either may be a ``(func, args, kwargs)`` builder tuple (module doc); both or neither."""
+    if isinstance(f, tuple) or isinstance(grad_f, tuple):
+        if grad_f is not None and isinstance(f, tuple) != isinstance(grad_f, tuple):
+            raise TypeError("A tuple has to be passed to both f and grad_f or neither.")
+        f = PythonBuilder(f)
+        grad_f = PythonBuilder(grad_f) if grad_f is not None else None
+    elif not callable(f) or (grad_f is not None and not callable(grad_f)):
         raise TypeError("register_python_function: f and grad_f must be callables")
-    base = name or getattr(f, "__qualname__", None) or type(f).__name__
+    target = f.func if isinstance(f, PythonBuilder) else f
+    base = name or getattr(target, "__qualname__", None) or type(target).__name__
     with _LOCK:
         token = f"{base}:{next(_COUNTER)}"
         _FUNCTIONS[token] = (f, grad_f, bool(pass_workspace))
@@ -113,6 +138,11 @@ class _PythonBase(Operator):
         fn = entry[self.pick]
         if fn is None:
             raise ArgumentError(f"{self.describe()}: the function of token {self.args.token!r} has no gradient")
+        if isinstance(fn, PythonBuilder):  # one function per operator instance
+            try:
+                fn = fn.build()
+            except Exception as e:
+                raise OperatorError(f"{self.describe()}: the Python op builder raised {type(e).__name__}: {e}") from e
         self._fn, self._pass_ws = fn, entry[2]
 
     def run(self) -> None:

@@ -90,3 +90,28 @@ def test_python_op_numerical_gradient():
 
     op = core.CreatePythonOperator(square, ["X"], ["Y"], grad_f=square_grad)
     assert_gradient_checks(op, [np.random.default_rng(0).standard_normal((3, 2))], 0, check_inference=False)
+
+
+def _scaler_builder(scale):
+    def scaled(inputs, outputs):
+        outputs[0].feed(inputs[0].data * scale)
+
+    return scaled
+
+
+def test_net_python_with_a_function_or_a_builder_tuple():
+    net = core.Net("py_net")
+    net.Python(_double)(["X"], ["Y"])
+    net.Python((_scaler_builder, [3.0], {}))(["X"], ["Z"])
+    ws = Workspace()
+    x = np.arange(4, dtype=np.float32)
+    ws.feed_blob("X", x)
+    ws.run_net_once(net.Proto())
+    np.testing.assert_array_equal(ws.fetch_blob("Y"), x * 2)
+    np.testing.assert_array_equal(ws.fetch_blob("Z"), x * 3)
+    with pytest.raises(TypeError, match="both f and grad_f"):
+        net.Python((_scaler_builder, [1.0], {}), grad_f=_double_grad)
+    bad = core.Net("py_bad")
+    bad.Python((lambda: 5, [], {}))(["X"], ["W"])  # the builder returns a non-callable
+    with pytest.raises(OperatorError, match="builder"):
+        ws.run_net_once(bad.Proto())
