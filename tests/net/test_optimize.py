@@ -220,8 +220,8 @@ def test_cli_run_optimizes_by_default_and_takes_threads(tmp_path):
         assert proc.returncode == 0, proc.stderr
         outs[tuple(flags)] = np.load(out)["y"]
     base = outs[("--no-optimize",)]
-    for v in outs.values():
-        np.testing.assert_allclose(v, base, rtol=1e-5, atol=1e-6)
+    for v in outs.values():  # float32: BN folded into the filter rounds differently (outputs ~10, some ~0)
+        np.testing.assert_allclose(v, base, rtol=1e-5, atol=1e-6 * np.abs(base).max())
     proc = subprocess.run(
         [
             sys.executable,

@@ -8,9 +8,9 @@ Four kernels, picked once per input signature:
   strided copy per kernel tap over the window's valid region; the border cells that fall in the
   padding are zero from the buffer's creation and never written, so padding costs nothing per run.
   Then one GEMM per image (per group: one batched matmul).
-- ``direct`` (3x3, stride 1, group 1, float32, at most DIRECT_MAX_M output channels, with numba):
+- ``direct`` (3x3, stride 1, group 1, float32, up to 64 output channels (DIRECT_RULES), with numba):
   the compiled direct convolution of ``window_jit.direct``, no columns at all; for such thin convs
-  the column copy costs as much as a third of im2col + GEMM (see DIRECT_MAX_M for measurements).
+  the column copy costs as much as a third of im2col + GEMM (see DIRECT_RULES for measurements).
 - ``depthwise`` (group = C = M): with numba (float32, dilation 1), the compiled kernel of
   ``window_jit`` (2-4x faster); otherwise per image, columns from a zero-bordered copy of the image
   and one batched matmul over the channels (1.5x faster at batch 16 than the whole batch at once).
@@ -55,14 +55,14 @@ BLOCK_BYTES = 4 << 20
 # more than half of the work), ShuffleNet 10.7 vs 8.7 ms.
 SPLIT_MIN_FLOPS = 16_000_000
 THIN_M, THIN_P = 32, 1024  # thin im2col convs (few output channels) batch their images up to THIN_P pixels
-# The compiled direct 3x3 conv (window_jit.direct) replaces im2col + GEMM for convs with at most this
-# many output channels (the column copy then weighs most against the GEMM) on outputs at least this
-# wide (narrower ones waste too much of each row on the two junk columns). Measured (1 thread, CPU
-# time, direct / im2col): 0.5-0.75 for the 16/32-channel convs of CIFAR ResNet-20 and DenseNet-121's
-# 128 -> 32 convs from 56x56 to 8x8; at 64 outputs 0.9 on 16x16 to 56x56 images at batch 16 but
-# 1.05 at batch 1 and 1.2-1.5 on 8x8 to 12x12 images at batch 16 (the batched GEMM is efficient
-# there); 7x7 outputs 0.9-1.07.
-DIRECT_MAX_M, DIRECT_MIN_OW = 32, 8
+# The compiled direct 3x3 conv (window_jit.direct) replaces im2col + GEMM for convs with at most M
+# output channels on outputs at least OW wide, per (M, OW) rule: the fewer the outputs, the more the
+# column copy weighs against the GEMM; the narrower the output, the more of each row goes to the two
+# junk columns. Measured (1 thread, CPU time, bias + Relu, direct / im2col): 16-32 outputs 0.53-0.79
+# (CIFAR ResNet-20's 16 -> 16 on 30x30 0.59, DenseNet-121's 128 -> 32 on 56x56 to 7x7 0.63-0.91),
+# 6x6 0.86 but 4x4 1.28 at batch 16; 48-64 outputs 0.70-0.88 on 12x12 to 56x56, 0.97-1.21 on
+# 7x7 to 10x10 at batch 16; 128 on 28x28 0.97, 256 on 14x14 1.08, 512 on 7x7 1.12.
+DIRECT_RULES = ((32, 6), (64, 12))
 
 
 def _taps(geo) -> list[tuple[tuple, tuple, bool]]:
@@ -104,12 +104,12 @@ def _even_chunk(chunk: int, part: tuple) -> int:
 
 
 def conv_kind(geo, c: int, m: int, group: int, dtype=np.float32) -> str:
-    """'pointwise', 'depthwise' (group = C = M), 'direct' (thin 3x3, see DIRECT_MAX_M) or 'im2col'."""
+    """'pointwise', 'depthwise' (group = C = M), 'direct' (thin 3x3, see DIRECT_RULES) or 'im2col'."""
     if geo.kernel == (1, 1) and geo.stride == (1, 1) and not geo.padded:
         return "pointwise"
     if group > 1 and group == c == m:
         return "depthwise"
-    if m <= DIRECT_MAX_M and geo.out[1] >= DIRECT_MIN_OW and window_jit.direct_fits(geo, dtype, group):
+    if any(m <= mm and geo.out[1] >= ow for mm, ow in DIRECT_RULES) and window_jit.direct_fits(geo, dtype, group):
         return "direct"
     return "im2col"
 

@@ -19,16 +19,18 @@ with numpy (the generic tap loop is slower there).
 
 The direct 3x3 convolution (``direct``: stride 1, group 1) works on the same wide layout without
 phases: per image, one zero-bordered plane per input channel (rows of wq = OW + 2); then per strip
-of output rows (DIRECT_STRIP wide values) and block of 4 output channels, a loop over the input
-channels whose inner, vectorized loop does the 9 taps x 4 outputs into 4 accumulator rows held in
-L1 (the 36 weights hoisted), and the epilogue (bias, residual, Relu) writing the valid columns.
-No column copy: measured (process CPU time, 1 thread, with bias + Relu) against im2col + GEMM,
-16 -> 16 channels on 30x30 at batch 16 0.81 vs 1.45 ms (82 vs 46 GFLOP/s), 32 -> 32 on 15x15
-0.89 vs 1.21 ms, DenseNet-121's 128 -> 32 on 56x56 42 vs 63 ms, 14x14 2.9 vs 3.9 ms; whole models
-(1 thread, same-process A/B against im2col) CIFAR ResNet-20 2.13 -> 1.71 ms at batch 1, 22.9 ->
-19.2 ms at batch 16; DenseNet-121 100 -> 87 ms at batch 1, 1373 -> 1243 ms at batch 16. More
-output channels favour the GEMM (256 -> 256 on 14x14: 44 vs 39 ms), as do 7x7 outputs;
-conv_nchw.DIRECT_MAX_M and DIRECT_MIN_OW pick it.
+of output rows (DIRECT_STRIP wide values) and pair of output channels, a loop over the input
+channels whose inner, vectorized loop does the 9 taps x 2 outputs into 2 accumulator rows held in
+L1 (the 18 weights hoisted: with the 9 taps and 2 sums they fit the 32 vector registers; blocks of
+4 outputs ran 1.1-2x slower, 8 slower still), and the epilogue (bias, residual, Relu) writing the
+valid columns. No column copy: measured (process CPU time, 1 thread, with bias + Relu) against
+im2col + GEMM, 16 -> 16 channels on 30x30 at batch 16 0.74 vs 1.25 ms (89 vs 53 GFLOP/s), 32 -> 32
+on 15x15 0.83 vs 1.05 ms, DenseNet-121's 128 -> 32 on 56x56 45 vs 57 ms, on 14x14 2.7 vs 4.0 ms,
+64 -> 64 on 56x56 2.5 vs 3.0 ms at batch 1. Whole models (1 thread, same-process interleaved A/B
+against im2col + GEMM): CIFAR ResNet-20 2.13 -> 1.60 ms at batch 1, 23.1 -> 17.9 ms at batch 16;
+DenseNet-121 95 -> 76 ms at batch 1, 1297 -> 1129 ms at batch 16; ResNet-50 (three 64 -> 64 convs)
+0.97-0.98x, SqueezeNet 0.97-0.98x. More output channels favour the GEMM (256 -> 256 on 14x14:
+41 vs 38 ms), as do small outputs with 64 channels or 4x4 ones; conv_nchw.DIRECT_RULES picks it.
 
 Two one-pass elementwise kernels serve the GEMM convs and SpatialBN, where numpy needs a pass per
 operation: the conv epilogue (``epilogue``: bias, residual, Relu; a 1x1 conv of 64 -> 256 channels
@@ -132,7 +134,7 @@ def depthwise(x, w, b, y, res, planes, z, geo, relu: bool, i0: int, i1: int) -> 
     )
 
 
-# Wide output values per strip of the direct conv: its (4, strip) accumulators (16 KiB) stay in L1.
+# Wide output values per strip of the direct conv: its (2, strip) accumulators (8 KiB) stay in L1.
 DIRECT_STRIP = 1024
 
 
@@ -145,7 +147,7 @@ def direct_shape(geo, c: int) -> tuple[tuple, tuple, int]:
     """(planes shape, accumulator shape, rows per strip) of the scratch ``direct`` needs."""
     oh, wq = geo.out[0], geo.out[1] + 2
     rows = max(1, min(oh, DIRECT_STRIP // wq))
-    return (c, (oh + 2) * wq + 16), (4, rows * wq + 16), rows
+    return (c, (oh + 2) * wq + 16), (2, rows * wq + 16), rows
 
 
 def direct(x, w, b, y, res, planes, z, geo, relu: bool, i0: int, i1: int, m0: int, m1: int) -> None:

@@ -122,11 +122,11 @@ def test_conv_epilogue_jit_matches_reference_and_numpy_path(kernel, stride, n, m
 
 @st.composite
 def direct_cases(draw):
-    """3x3 stride-1 group-1 convs the direct kernel takes: outputs at least DIRECT_MIN_OW wide, M up to
-    DIRECT_MAX_M (M % 4 != 0 exercises the one-output tail), pads up to 2 per side."""
+    """3x3 stride-1 group-1 convs the direct kernel takes (conv_nchw.DIRECT_RULES: up to 32 outputs
+    on outputs at least 6 wide; an odd M exercises the one-output tail), pads up to 2 per side."""
     pads = draw(st.lists(st.integers(0, 2), min_size=4, max_size=4))
     h = draw(st.integers(max(1, 3 - pads[0] - pads[2]), 12))
-    w = draw(st.integers(conv_nchw.DIRECT_MIN_OW + 2 - pads[1] - pads[3], 24))
+    w = draw(st.integers(conv_nchw.DIRECT_RULES[0][1] + 2 - pads[1] - pads[3], 24))
     return dict(n=draw(st.integers(1, 3)), c=draw(st.integers(1, 6)), m=draw(st.integers(1, 9)), h=h, w=w, pads=pads)
 
 
@@ -188,8 +188,10 @@ def test_direct_conv_matches_reference_and_numpy_path(case, fusion, bias, strip,
         (16, 16, 16, 32, "direct"),  # CIFAR ResNet-20's thin convs
         (1, 32, 32, 17, "direct"),
         (16, 128, 32, 56, "direct"),  # DenseNet-121's 128 -> 32
-        (16, 128, 32, 9, "im2col"),  # 7x7 output: the batched GEMM is as fast
-        (16, 64, 64, 10, "im2col"),  # more outputs: the GEMM wins
+        (16, 128, 32, 9, "direct"),
+        (16, 128, 32, 6, "im2col"),  # 4x4 outputs: mostly junk columns
+        (16, 64, 64, 16, "direct"),
+        (16, 64, 64, 10, "im2col"),  # more outputs on a small image: the batched GEMM is as fast
         (1, 256, 256, 16, "im2col"),
     ],
 )
