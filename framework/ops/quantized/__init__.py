@@ -14,6 +14,7 @@ from framework.ops.quantized import (  # noqa: F401
     fp16_packed_fc,
     fused_relu,
     half_float,
+    int8_conv,
     int8_elementwise,
     int8_pool,
     int8_quantize,

@@ -1,0 +1,289 @@
+"""Caffe2's int8 GEMM ops with QNNPACK's arithmetic: Int8FC, Int8Conv / Int8ConvRelu (NHWC, groups, dilation),
+Int8ConvTranspose (NHWC, groups 1).
+
+All accumulate ``acc = sum((x - X.zero_point) * (w - W.zero_point)) + bias`` (int32; padding reads X's zero
+point, so it adds nothing) and requantize with QNNPACK's Q31 fixed point (``requantization.h``:
+``compute_scalar_requantization_params`` + ``q31_requantize``, which QNNPACK's vector kernels reproduce): with
+``s = X.scale * W.scale / Y_scale`` (float32, must be < 1), multiplier ``m = (mantissa(s) | 2**23) << 7`` and
+``shift = 126 - biased_exponent(s)``; ``q = (acc * m + 2**30) >> 31``, ``y = (q >> shift) + (remainder(q) >
+threshold)`` (ties away from zero), clamped to [min, 255] - Y_zero_point, plus Y_zero_point.
+
+Caffe2: ``caffe2/operators/quantized/int8_{fc,conv,conv_transpose}_op.h``. None has a gradient. Caffe2 builds its
+QNNPACK object (packed weights, bias, scales) on the first run and reuses it: later changes to W or B are ignored
+there; here every run reads them.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from framework.errors import ArgumentError, ShapeError
+from framework.memory.allocator import check_elements
+from framework.ops.gradient import no_gradient
+from framework.ops.nn.conv_args import ConvPoolOp, conv_pool_args, join_layout, parse_conv_pool, resolve, window_view
+from framework.ops.nn.conv_transpose import convt_geometry
+from framework.ops.operator import Operator
+from framework.ops.quantized.int8_common import I32, U8, Y_ARGS, check_y_scale, int8_input, int8_output
+from framework.ops.registry import register_op
+from framework.ops.schema import INT, INTS, Arg, TensorSpec
+
+F32 = np.float32
+
+
+def q31_params(x_scale: float, w_scale: float, y_scale: float, where: str) -> tuple[int, int]:
+    """(multiplier, shift) of QNNPACK's Q31 requantization of ``x_scale * w_scale / y_scale`` (float32)."""
+    s = F32(F32(F32(x_scale) * F32(w_scale)) / F32(y_scale))
+    if not 2.0**-32 <= s < 1.0:
+        raise ArgumentError(
+            f"{where}: requantization scale X.scale * W.scale / Y_scale = {s} must lie in [2**-32, 1) (QNNPACK)"
+        )
+    bits = int(np.array(s, F32).view(np.uint32))
+    return ((bits & 0x007FFFFF) | 0x00800000) << 7, 126 - (bits >> 23)
+
+
+def q31_requantize(acc: np.ndarray, params: tuple[int, int], y_zp: int, lo: int) -> np.ndarray:
+    """QNNPACK's q31_requantize over an int64 array of int32 accumulators."""
+    mult, shift = params
+    q = (acc * mult + (1 << 30)) >> 31
+    mask = (1 << shift) - 1
+    rem = (q & mask) - (acc < 0)
+    n = (q >> shift) + (rem > (mask >> 1))
+    return np.clip(n, lo - y_zp, 255 - y_zp) + y_zp
+
+
+def wrap_int32(acc: np.ndarray) -> np.ndarray:
+    """int32 wrap-around of exact integer accumulators held in float64 (QNNPACK accumulates in int32)."""
+    return np.rint(acc).astype(np.int64).astype(np.int32).astype(np.int64)
+
+
+def _bias(op: Operator, i: int, n: int) -> np.ndarray:
+    b = int8_input(op, i, I32).t._array
+    if b.size != n:
+        raise ShapeError(f"{op.describe()}: bias '{op.input_names[i]}' has {b.size} values, expected {n}")
+    return b.reshape(n).astype(np.int64)
+
+
+# -- Int8FC -----------------------------------------------------------------------------------------------
+def _fc_infer(args, ins):
+    x, w = ins[0], ins[1]
+    if not (x.known and w.known) or len(x.shape) < 1 or len(w.shape) < 1:
+        return [TensorSpec(None, U8)]
+    k = math.prod(x.shape[1:])
+    return [TensorSpec((math.prod(x.shape) // k if k else 0, w.shape[0]), U8)]
+
+
+@register_op(
+    "Int8FC",
+    inputs=3,
+    args=list(Y_ARGS),
+    input_docs=[
+        ("X", "Int8TensorCPU input, flattened to (M, K) at dim 1"),
+        ("W", "Int8TensorCPU weights (N, K)"),
+        ("b", "Int8TensorCPU int32 bias (N,), made by Int8GivenIntTensorFill"),
+    ],
+    output_docs=[("Y", "Int8TensorCPU (M, N)")],
+    infer=_fc_infer,
+    category="quantized",
+)
+class Int8FC(Operator):
+    """Fully connected on uint8 codes: ``Y = requantize(X W^T + b)`` with X flattened to (M, K) at dim 1, W
+    (N, K) and an int32 bias (see the module doc for QNNPACK's arithmetic). No gradient."""
+
+    def setup(self) -> None:
+        self.scale = check_y_scale(self)
+
+    def run(self) -> None:
+        xq, wq = int8_input(self, 0), int8_input(self, 1)
+        x, w = xq.t._array, wq.t._array
+        if x.ndim < 1 or w.ndim != 2:
+            raise ShapeError(f"{self.describe()}: X needs rank >= 1 and W rank 2, got {list(x.shape)}, {list(w.shape)}")
+        k = math.prod(x.shape[1:])
+        n = w.shape[0]
+        if k == 0 or w.shape[1] != k:
+            raise ShapeError(f"{self.describe()}: X {list(x.shape)} gives K = {k}, W is {list(w.shape)} (N, K)")
+        b = _bias(self, 2, n)
+        params = q31_params(xq.scale, wq.scale, self.scale, self.describe())
+        m = x.size // k
+        xc = x.reshape(m, k).astype(np.float64) - xq.zero_point
+        wc = w.astype(np.float64) - wq.zero_point
+        acc = wrap_int32(xc @ wc.T) + b
+        y_zp = self.args.Y_zero_point
+        int8_output(self, 0, (m, n), self.scale, y_zp)[...] = q31_requantize(acc, params, y_zp, 0)
+
+
+# -- Int8Conv / Int8ConvRelu ------------------------------------------------------------------------------
+_CONV_ARGS = [*conv_pool_args(group=True, dilation=True), *Y_ARGS]
+
+
+def _conv_infer(args, ins):
+    x, w = ins[0], ins[1]
+    if not (x.known and w.known) or len(x.shape) != 4 or len(w.shape) != 4 or args.order != "NHWC":
+        return [TensorSpec(None, U8)]
+    try:
+        spec = parse_conv_pool(args, "Int8Conv", "Int8Conv", need_kernel=False)
+        geo = resolve(spec, x.shape[1:3], "Int8Conv", kernel=w.shape[1:3])
+    except Exception:  # noqa: BLE001 (inference degrades to unknown; the op reports the error)
+        return [TensorSpec(None, U8)]
+    return [TensorSpec(join_layout(x.shape[0], w.shape[0], geo.out, "NHWC"), U8)]
+
+
+class _Conv(ConvPoolOp):
+    need_kernel = False
+    relu = False
+
+    def setup(self) -> None:
+        super().setup()
+        if self.order != "NHWC":
+            raise self.arg_error(f"Int8Conv only supports NHWC order (got order {self.order})")
+        if self.spec.group < 1:
+            raise self.arg_error(f"group must be >= 1, got {self.spec.group}")
+        self.scale = check_y_scale(self)
+
+    def run(self) -> None:
+        xq, wq = int8_input(self, 0), int8_input(self, 1)
+        x, w = xq.t._array, wq.t._array
+        if x.ndim != 4 or w.ndim != 4:
+            raise ShapeError(f"{self.describe()}: X (NHWC) and W (M, KH, KW, C/group) must be 4-D, got "
+                             f"{list(x.shape)} and {list(w.shape)}")  # fmt: skip
+        g = self.spec.group
+        n, c = x.shape[0], x.shape[3]
+        m, kc = w.shape[0], w.shape[3]
+        if c % g or m % g or kc != c // g:
+            raise ShapeError(
+                f"{self.describe()}: input channels {c} and output channels {m} must divide by group {g}, and W's "
+                f"last dim ({kc}) must be C / group"
+            )
+        given = self.spec.kernel
+        geo = resolve(self.spec, x.shape[1:3], self.describe(), kernel=w.shape[1:3])
+        if given is not None and resolve(self.spec, x.shape[1:3], self.describe()).kernel != geo.kernel:
+            raise ShapeError(f"{self.describe()}: the kernel arguments do not match W {list(w.shape)}")
+        b = _bias(self, 2, m)
+        params = q31_params(xq.scale, wq.scale, self.scale, self.describe())
+        out_shape = join_layout(n, m, geo.out, "NHWC")
+        check_elements(out_shape, 8, f"output 0 of {self.describe()}")
+        buf = join_layout(n, c, geo.buf_spatial, "NHWC")
+        check_elements(buf, 8, f"the padded input of {self.describe()}")
+        pads = ((0, 0), *((max(h, 0), max(t, 0)) for h, t in zip(geo.head, geo.tail)), (0, 0))
+        xp = np.pad(x, pads, mode="constant", constant_values=xq.zero_point)
+        cols = window_view(xp, geo, "NHWC").astype(np.float64) - xq.zero_point  # (N, OH, OW, KH, KW, C)
+        p = n * geo.out[0] * geo.out[1]
+        kk = geo.kernel[0] * geo.kernel[1]
+        acc = np.empty((p, m), np.float64)
+        cg, mg = c // g, m // g
+        wc = w.astype(np.float64) - wq.zero_point
+        for gi in range(g):
+            xg = cols[..., gi * cg : (gi + 1) * cg].reshape(p, kk * cg)
+            acc[:, gi * mg : (gi + 1) * mg] = xg @ wc[gi * mg : (gi + 1) * mg].reshape(mg, kk * cg).T
+        total = wrap_int32(acc) + b
+        y_zp = self.args.Y_zero_point
+        lo = y_zp if self.relu else 0
+        int8_output(self, 0, out_shape, self.scale, y_zp)[...] = q31_requantize(total, params, y_zp, lo).reshape(
+            out_shape
+        )
+
+
+_CONV_DOC = """2-D convolution of NHWC uint8 codes (``order`` must be NHWC, as Caffe2): X (N, H, W, C), W (M, KH, KW,
+C / group) and an int32 bias (M,), over ConvPoolOpBase sizes (kernel from W; stride, pads, dilation, group,
+legacy_pad), requantized to ``Y_scale``/``Y_zero_point`` with QNNPACK's Q31 arithmetic (module doc){relu}.
+No gradient."""
+
+for _name, _relu in (("Int8Conv", False), ("Int8ConvRelu", True)):
+    _doc = _CONV_DOC.format(relu=", then Relu (outputs clamped below at Y_zero_point)" if _relu else "")
+    register_op(
+        _name,
+        inputs=3,
+        args=_CONV_ARGS,
+        input_docs=[
+            ("X", "4-D NHWC Int8TensorCPU"),
+            ("W", "Int8TensorCPU filter (M, KH, KW, C / group)"),
+            ("b", "Int8TensorCPU int32 bias (M,)"),
+        ],
+        output_docs=[("Y", "4-D NHWC Int8TensorCPU (N, OH, OW, M)")],
+        infer=_conv_infer,
+        category="quantized",
+    )(type(_name, (_Conv,), {"relu": _relu, "__doc__": _doc, "__module__": __name__}))
+
+
+# -- Int8ConvTranspose ------------------------------------------------------------------------------------
+_CT_ARGS = [
+    *conv_pool_args(group=False, dilation=False),
+    Arg("adj", INT, 0, "extra output size at the tail of every spatial dimension (< stride)"),
+    Arg("adjs", INTS, [], "adj per spatial dimension"),
+    *Y_ARGS,
+]
+
+
+def _ct_adjs(args):
+    return tuple(args.adjs) if args.has("adjs") else args.adj
+
+
+def _convt_infer(args, ins):
+    x, w = ins[0], ins[1]
+    if not (x.known and w.known) or len(x.shape) != 4 or len(w.shape) != 4 or args.order != "NHWC":
+        return [TensorSpec(None, U8)]
+    try:
+        spec = parse_conv_pool(args, "Int8ConvTranspose", "Int8ConvTranspose", need_kernel=False)
+        _, n, _, m, out, _ = convt_geometry(spec, _ct_adjs(args), x.shape, w.shape, "Int8ConvTranspose")
+    except Exception:  # noqa: BLE001 (inference degrades to unknown; the op reports the error)
+        return [TensorSpec(None, U8)]
+    return [TensorSpec(join_layout(n, m, out, "NHWC"), U8)]
+
+
+@register_op(
+    "Int8ConvTranspose",
+    inputs=3,
+    args=_CT_ARGS,
+    input_docs=[
+        ("X", "4-D NHWC Int8TensorCPU (N, H, W, C)"),
+        ("W", "Int8TensorCPU filter (C, KH, KW, M)"),
+        ("b", "Int8TensorCPU int32 bias (M,)"),
+    ],
+    output_docs=[("Y", "4-D NHWC Int8TensorCPU")],
+    infer=_convt_infer,
+    category="quantized",
+)
+class Int8ConvTranspose(ConvPoolOp):
+    """Transposed 2-D convolution of NHWC uint8 codes (``order`` must be NHWC, as Caffe2; groups 1, no
+    dilation, as Caffe2 passes to QNNPACK): X (N, H, W, C), W (C, KH, KW, M), int32 bias (M,); output size per
+    dim ``(in - 1) * stride + kernel + adj - pad_head - pad_tail`` (ConvTransposeUnpoolBase). Output pixels no
+    input reaches (the adj tail) get the bias alone. Requantized with QNNPACK's Q31 arithmetic (module doc).
+    No gradient."""
+
+    need_kernel = False
+
+    def setup(self) -> None:
+        super().setup()
+        if self.order != "NHWC":
+            raise self.arg_error(f"Int8ConvTransposeOp only supports NHWC order (got order {self.order})")
+        self.scale = check_y_scale(self)
+
+    def run(self) -> None:
+        xq, wq = int8_input(self, 0), int8_input(self, 1)
+        x, w = xq.t._array, wq.t._array
+        if x.ndim != 4 or w.ndim != 4:
+            raise ShapeError(f"{self.describe()}: X and W must be 4-D, got {list(x.shape)} and {list(w.shape)}")
+        geo, n, c, m, out, full = convt_geometry(
+            self.spec, _ct_adjs(self.args), x.shape, w.shape, self.describe(), self.input_names
+        )
+        b = _bias(self, 2, m)
+        params = q31_params(xq.scale, wq.scale, self.scale, self.describe())
+        out_shape = join_layout(n, m, out, "NHWC")
+        check_elements(join_layout(n, m, full, "NHWC"), 8, f"output 0 of {self.describe()}")
+        xc = x.astype(np.float64) - xq.zero_point
+        wc = w.astype(np.float64) - wq.zero_point
+        acc = np.zeros(join_layout(n, m, full, "NHWC"), np.float64)
+        (sh, sw), (kh, kw) = geo.stride, geo.kernel
+        h, wd = x.shape[1:3]
+        for ky in range(kh):
+            for kx in range(kw):
+                acc[:, ky : ky + (h - 1) * sh + 1 : sh, kx : kx + (wd - 1) * sw + 1 : sw, :] += xc @ wc[:, ky, kx, :]
+        (ht, hl), (tb, tr) = geo.head, geo.tail
+        acc = acc[:, ht : full[0] - tb, hl : full[1] - tr, :]
+        total = wrap_int32(acc) + b
+        y_zp = self.args.Y_zero_point
+        int8_output(self, 0, out_shape, self.scale, y_zp)[...] = q31_requantize(total, params, y_zp, 0)
+
+
+no_gradient("Int8FC", "Int8Conv", "Int8ConvRelu", "Int8ConvTranspose")
