@@ -14,9 +14,10 @@ group's tasks; an object's ``setup(init_net)`` / ``exit(exit_net)`` add ops to t
 return nets/steps, and each object runs once (``get_setup_nets``). ``Task.REPORT_STEP`` steps and
 ``TaskGroup.report_step`` / ``report_net`` run every ``run_every_ms`` while the task / group runs
 (on a timer thread of the plan executor) and once more after. ``TaskGroup.add_setup(obj)``
-registers a LOCAL_SETUP object directly. Not ported: Cluster/Node placement (all tasks run on
-this process: one node), workspace types (tasks run in the session's workspace, only task
-instances get child workspaces).
+registers a LOCAL_SETUP object directly. ``Node`` / ``Cluster`` record node names as Caffe2's;
+``LocalSession`` runs the tasks of every node in this process, so LOCAL_SETUP and reporters run
+once per group run. Not ported: workspace types (tasks run in the session's workspace, only
+task instances get child workspaces).
 """
 
 from __future__ import annotations
@@ -27,8 +28,11 @@ from typing import Any
 
 from framework import core
 from framework.net_builder import NetBuilder, to_execution_step
+from framework.task_setup import SetupNets, add_setup_steps, get_setup_nets
 
 __all__ = [
+    "Cluster",
+    "Node",
     "SetupNets",
     "Task",
     "TaskGroup",
@@ -56,6 +60,78 @@ class WorkspaceType:
 
     PRIVATE = "private"
     GLOBAL = "global"
+
+
+class Cluster:
+    """The node names used by tasks (Caffe2's; created on first use of ``Node``): ``nodes()``,
+    ``node_kwargs()``. A context: ``with Cluster():`` starts a fresh record."""
+
+    def __init__(self) -> None:
+        self._nodes: list[str] = []
+        self._node_kwargs: dict[str, dict] = {}
+
+    @staticmethod
+    def current() -> Cluster:
+        stack = _stack("clusters")
+        if not stack:
+            stack.append(Cluster())  # the default cluster (Caffe2's allow_default)
+        return stack[-1]
+
+    def __enter__(self) -> Cluster:
+        _stack("clusters").append(self)
+        return self
+
+    def __exit__(self, *args: Any) -> None:
+        _stack("clusters").pop()
+
+    def add_node(self, node: Node) -> None:
+        name = str(node)
+        if name not in self._nodes:
+            self._nodes.append(name)
+        self._node_kwargs[name] = {**self._node_kwargs.get(name, {}), **node.kwargs()}
+
+    def nodes(self) -> list[str]:
+        return list(self._nodes)
+
+    def node_kwargs(self) -> dict[str, dict]:
+        return dict(self._node_kwargs)
+
+    def __repr__(self) -> str:
+        return f"Cluster(nodes={self._nodes}, node_kwargs={self._node_kwargs})"
+
+
+class Node:
+    """A node name for the Tasks created inside ``with Node(name):`` (Caffe2's). Only the name
+    counts; ``LocalSession`` runs every node's tasks in this process, as Caffe2's does."""
+
+    def __init__(self, node: Any = "local", **kwargs: Any) -> None:
+        self._name = str(node)
+        self._kwargs = kwargs
+        Cluster.current().add_node(self)
+
+    @staticmethod
+    def current(node: Any = None) -> Node:
+        """``node`` if given, else the innermost active Node, else the default ``Node('local')``."""
+        if node is not None:
+            return node if isinstance(node, Node) else Node(node)
+        stack = _stack("nodes")
+        return stack[-1] if stack else Node()
+
+    def __enter__(self) -> Node:
+        _stack("nodes").append(self)
+        return self
+
+    def __exit__(self, *args: Any) -> None:
+        _stack("nodes").pop()
+
+    def __str__(self) -> str:
+        return self._name
+
+    def kwargs(self) -> dict:
+        return self._kwargs
+
+    def __repr__(self) -> str:
+        return f"Node(name={self._name}, kwargs={self._kwargs})"
 
 
 class TaskOutput:
@@ -104,78 +180,6 @@ class TaskOutputList:
             n = len(o.blob_names())
             o.set(values[offset : offset + n])
             offset += n
-
-
-def get_setup_nets(key: str, steps_or_nets: list[Any], target: Any, extra: list[Any] = ()) -> tuple[list, list]:
-    """(init nets/steps, exit nets/steps) of the setup objects attached under ``key`` to the nets of
-    ``steps_or_nets`` (plus ``extra`` objects), each object once: its ``setup(init_net)`` and
-    ``exit(exit_net)`` add ops to the shared ``<key>/init`` / ``<key>/exit`` nets (run first) or
-    return a net, a step or a list of them. Objects already used, or whose ``_setup_target`` is
-    another target, are skipped (Caffe2's)."""
-    init_net, exit_net = core.Net(key + "/init"), core.Net(key + "/exit")
-    init_nets: list[Any] = []
-    exit_nets: list[Any] = []
-    objs: list[Any] = []
-    for x in steps_or_nets:
-        if isinstance(x, core.ExecutionStep):
-            objs += x.get_all_attributes(key)
-        elif isinstance(x, core.Net):
-            objs += x.get_attributes(key)
-    for obj in [*objs, *extra]:
-        if getattr(obj, "_setup_used", False) or getattr(obj, "_setup_target", target) is not target:
-            continue
-        for method, net, out in (("setup", init_net, init_nets), ("exit", exit_net, exit_nets)):
-            if callable(getattr(obj, method, None)):
-                out += _as_setup_list(getattr(obj, method)(net))
-                obj._setup_used = True
-    if init_net.Proto().op:
-        init_nets.insert(0, init_net)
-    if exit_net.Proto().op:
-        exit_nets.insert(0, exit_net)
-    return init_nets, exit_nets
-
-
-def _as_setup_list(nets: Any) -> list[Any]:
-    if nets is None:
-        return []
-    if isinstance(nets, (list, tuple)):
-        return list(nets)
-    if isinstance(nets, (core.Net, core.ExecutionStep)):
-        return [nets]
-    raise TypeError(f"Unsupported type for setup: {type(nets).__name__}")
-
-
-def add_setup_steps(step: Any, init_nets: list[Any], exit_nets: list[Any], name: str) -> Any:
-    """``step`` between a ``<name>:init`` step of ``init_nets`` and a ``<name>:exit`` step of
-    ``exit_nets`` (``step`` itself when there are none)."""
-    if not init_nets and not exit_nets:
-        return step
-    steps = []
-    if init_nets:
-        steps.append(core.execution_step(f"{name}:init", init_nets))
-    steps.append(step)
-    if exit_nets:
-        steps.append(core.execution_step(f"{name}:exit", exit_nets))
-    return core.execution_step(name, steps)
-
-
-class SetupNets:
-    """Nets to run at init / exit of a Task or TaskGroup: attach with
-    ``net.add_attribute(Task.TASK_SETUP, SetupNets([init_net]))`` (or ``TaskGroup.LOCAL_SETUP``);
-    the same object runs once even when attached to several nets."""
-
-    def __init__(self, init_nets: Any = None, exit_nets: Any = None) -> None:
-        self.init_nets = init_nets
-        self.exit_nets = exit_nets
-
-    def setup(self, init_net: Any) -> Any:
-        return self.init_nets
-
-    def exit(self, exit_net: Any) -> Any:
-        return self.exit_nets
-
-    def __repr__(self) -> str:
-        return f"SetupNets(init_nets={self.init_nets}, exit_nets={self.exit_nets})"
 
 
 class TaskGroup:
@@ -228,12 +232,12 @@ class TaskGroup:
     def _add_report_step(self, step: Any, node: Any, interval_ms: int) -> None:
         step = to_execution_step(step if step is not None else [])
         step.RunEveryMillis(interval_ms)
-        self._report_steps.append((str(node or "local"), step))
+        self._report_steps.append((str(Node.current(node)), step))
 
     def report_net(self, net: Any = None, node: Any = None, report_interval: int = 5) -> Any:
         """The node's report net (created when not given), run every ``report_interval`` seconds
         (Caffe2's deprecated form of ``report_step``)."""
-        node = str(node or "local")
+        node = str(Node.current(node))
         if net is not None and node in self._report_nets:
             raise RuntimeError(f"node {node} already has a report net")
         if node not in self._report_nets:
@@ -247,7 +251,8 @@ class TaskGroup:
         return len(self._tasks)
 
     def used_nodes(self) -> list[str]:
-        return ["local"] if self._tasks else []
+        """The nodes of the group's tasks, in order (all run here: one process)."""
+        return list(dict.fromkeys(t.node for t in self._tasks))
 
     def workspace_type(self) -> str | None:
         return self._workspace_type
@@ -290,7 +295,7 @@ class Task:
         node: Any = None, name: str | None = None, num_instances: int | None = None,
     ) -> None:  # fmt: skip
         self.name = name or f"task_{next(_names)}"
-        self.node = node or "local"
+        self.node = str(Node.current(node))
         self._workspace_type = workspace_type
         self._num_instances = num_instances
         self._step: Any = None

@@ -14,7 +14,16 @@ from framework import core
 from framework.memory.workspace import Workspace
 from framework.net_builder import NetBuilder, ops, to_execution_step
 from framework.session import LocalSession
-from framework.task import SetupNets, Task, TaskGroup, add_setup_steps, final_output, get_setup_nets
+from framework.task import (
+    Cluster,
+    Node,
+    SetupNets,
+    Task,
+    TaskGroup,
+    add_setup_steps,
+    final_output,
+    get_setup_nets,
+)
 
 
 def _value(ws: Workspace, blob) -> int:
@@ -369,3 +378,26 @@ def test_a_caffe2_script_with_task_hooks_runs_through_the_import_hook():
         assert total.fetch() == 6
     finally:
         hook.uninstall()
+
+
+def test_nodes_are_recorded_and_a_local_session_runs_every_node():
+    ws = Workspace()
+    with Cluster() as cluster:
+        with TaskGroup() as tg:
+            with Node("trainer", gpus=1):
+                with Task() as t1:
+                    final_output(ops.Const(1, blob_out="on_trainer"))
+            with Node("reader"):
+                with Task() as t2:
+                    final_output(ops.Const(2, blob_out="on_reader"))
+            with Node("trainer", ram=4):
+                Task(step=core.Net("trainer_noop"))
+            with NetBuilder():
+                with ops.local_reporter(interval_ms=5):  # the current node: Node.current() = 'local'
+                    ops.Const(3, blob_out="reported")
+        assert cluster.nodes() == ["trainer", "reader", "local"]
+        assert cluster.node_kwargs()["trainer"] == {"gpus": 1, "ram": 4}
+    assert (t1.node, t2.node) == ("trainer", "reader") and tg.used_nodes() == ["trainer", "reader"]
+    assert repr(Node("n", a=1)) == "Node(name=n, kwargs={'a': 1})" and str(Node.current("x")) == "x"
+    LocalSession(ws).run(tg)
+    assert [_value(ws, b) for b in ("on_trainer", "on_reader", "reported")] == [1, 2, 3]
