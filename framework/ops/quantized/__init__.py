@@ -20,6 +20,7 @@ from framework.ops.quantized import (  # noqa: F401
     int8_elementwise,
     int8_pool,
     int8_quantize,
+    int8_roi_align,
     int8_shape,
     quant_decode,
     quantile,
