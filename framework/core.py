@@ -154,6 +154,14 @@ class GradientRegistry(_GradientRegistry):
         return ops, out
 
 
+def to_execution_step(step_or_nets: Any, default_name: str | None = None) -> ExecutionStep:
+    """Caffe2's ``core.to_execution_step``: an ExecutionStep from a step, a net, a list of them, a
+    ``net_builder.NetBuilder`` or a ``task.TaskGroup`` (``framework.net_builder.to_execution_step``)."""
+    from framework.net_builder import to_execution_step as _to_execution_step
+
+    return _to_execution_step(step_or_nets, default_name)
+
+
 _GLOBAL_INIT_ARGS: list[str] = []
 
 
@@ -275,4 +283,5 @@ __all__ = [
     "UnknownOperatorAttributeError",
     "clone_and_bind_net",
     "execution_step",
+    "to_execution_step",
 ]
