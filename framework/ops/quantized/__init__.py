@@ -8,7 +8,9 @@ module's ops; keep one line per module."""
 from framework.ops.quantized import (  # noqa: F401
     byte_weights,
     dnnlowp_batch_norm,
+    dnnlowp_fc,
     dnnlowp_group_norm,
+    dnnlowp_pack,
     dnnlowp_quant_scheme,
     dnnlowp_quantize,
     embedding_lookup,
