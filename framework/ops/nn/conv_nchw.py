@@ -56,13 +56,15 @@ BLOCK_BYTES = 4 << 20
 SPLIT_MIN_FLOPS = 16_000_000
 THIN_M, THIN_P = 32, 1024  # thin im2col convs (few output channels) batch their images up to THIN_P pixels
 # The compiled direct 3x3 conv (window_jit.direct) replaces im2col + GEMM for convs with at most M
-# output channels on outputs at least OW wide, per (M, OW) rule: the fewer the outputs, the more the
-# column copy weighs against the GEMM; the narrower the output, the more of each row goes to the two
-# junk columns. Measured (1 thread, CPU time, bias + Relu, direct / im2col): 16-32 outputs 0.53-0.79
-# (CIFAR ResNet-20's 16 -> 16 on 30x30 0.59, DenseNet-121's 128 -> 32 on 56x56 to 7x7 0.63-0.91),
-# 6x6 0.86 but 4x4 1.28 at batch 16; 48-64 outputs 0.70-0.88 on 12x12 to 56x56, 0.97-1.21 on
-# 7x7 to 10x10 at batch 16; 128 on 28x28 0.97, 256 on 14x14 1.08, 512 on 7x7 1.12.
-DIRECT_RULES = ((32, 6), (64, 12))
+# output channels on outputs at least OW wide at batch at most N, per (M, OW, N) rule (N None: any):
+# the fewer the outputs, the more the column copy weighs against the GEMM; the narrower the output,
+# the more of each row goes to the two junk columns; at batch > 1 small images share one GEMM
+# (``blocked``), an efficient one. Measured (1 thread, CPU time, bias + Relu, direct / im2col):
+# 16-32 outputs 0.53-0.79 (CIFAR ResNet-20's 16 -> 16 on 30x30 0.59, DenseNet-121's 128 -> 32 on
+# 56x56 to 7x7 0.63-0.91), 6x6 0.86, 4x4 1.28 at batch 16 but 0.62-0.84 at batch 1; 48-64 outputs
+# 0.70-0.88 on 12x12 to 56x56, on 7x7 to 10x10 0.97-1.21 at batch 16 but 0.82-0.92 at batch 1;
+# 128 outputs on 28x28 0.97 (8x8 at batch 1 1.09), 256 on 14x14 1.08, 512 on 7x7 1.12.
+DIRECT_RULES = ((32, 6, None), (64, 12, None), (32, 4, 1), (64, 7, 1))
 
 
 def _taps(geo) -> list[tuple[tuple, tuple, bool]]:
@@ -103,13 +105,15 @@ def _even_chunk(chunk: int, part: tuple) -> int:
     return chunk
 
 
-def conv_kind(geo, c: int, m: int, group: int, dtype=np.float32) -> str:
-    """'pointwise', 'depthwise' (group = C = M), 'direct' (thin 3x3, see DIRECT_RULES) or 'im2col'."""
+def conv_kind(geo, c: int, m: int, group: int, dtype=np.float32, n: int = 1) -> str:
+    """'pointwise', 'depthwise' (group = C = M), 'direct' (thin 3x3 at batch ``n``, see DIRECT_RULES)
+    or 'im2col'."""
     if geo.kernel == (1, 1) and geo.stride == (1, 1) and not geo.padded:
         return "pointwise"
     if group > 1 and group == c == m:
         return "depthwise"
-    if any(m <= mm and geo.out[1] >= ow for mm, ow in DIRECT_RULES) and window_jit.direct_fits(geo, dtype, group):
+    thin = any(m <= mm and geo.out[1] >= ow and (nn is None or n <= nn) for mm, ow, nn in DIRECT_RULES)
+    if thin and window_jit.direct_fits(geo, dtype, group):
         return "direct"
     return "im2col"
 
@@ -119,7 +123,7 @@ class ConvNCHW:
 
     def __init__(self, n, c, m, group, geo, dtype, has_bias, relu=False, residual=False, inplace_residual=False):
         self.n, self.c, self.m, self.g, self.geo = n, c, m, group, geo
-        self.kind = conv_kind(geo, c, m, group, dtype)
+        self.kind = conv_kind(geo, c, m, group, dtype, n)
         self.has_bias, self.relu, self.residual = has_bias, relu, residual
         self.threads = threads = num_threads()
         if 2 * n * m * (c // group) * math.prod(geo.kernel) * math.prod(geo.out) < SPLIT_MIN_FLOPS:

@@ -192,15 +192,17 @@ def test_direct_conv_matches_reference_and_numpy_path(case, fusion, bias, strip,
         (16, 128, 32, 6, "im2col"),  # 4x4 outputs: mostly junk columns
         (16, 64, 64, 16, "direct"),
         (16, 64, 64, 10, "im2col"),  # more outputs on a small image: the batched GEMM is as fast
+        (1, 64, 64, 10, "direct"),  # one image: no batched GEMM
+        (1, 128, 32, 6, "direct"),
         (1, 256, 256, 16, "im2col"),
     ],
 )
 def test_direct_conv_chosen_for_thin_convs_only(n, c, m, size, kind):
     geo = Geometry((size, size), (3, 3), (1, 1), (1, 1), (0, 0), (0, 0), (size - 2, size - 2))
-    assert conv_nchw.conv_kind(geo, c, m, 1, np.float32) == kind
-    assert conv_nchw.conv_kind(geo, c, m, 1, np.float64) == "im2col"
+    assert conv_nchw.conv_kind(geo, c, m, 1, np.float32, n) == kind
+    assert conv_nchw.conv_kind(geo, c, m, 1, np.float64, n) == "im2col"
     strided = geo._replace(stride=(2, 2), out=(size // 2 - 1,) * 2)
-    assert conv_nchw.conv_kind(strided, c, m, 1, np.float32) == "im2col"
+    assert conv_nchw.conv_kind(strided, c, m, 1, np.float32, n) == "im2col"
 
 
 @pytest.mark.parametrize("strided", [False, True])
