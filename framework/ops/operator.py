@@ -34,6 +34,7 @@ import numpy as np
 from framework.errors import ArgumentError, SchemaError, TypeMismatchError, UninitializedError
 from framework.memory.allocator import check_elements
 from framework.memory.blob import Blob
+from framework.memory.int8_tensor import Int8TensorCPU
 from framework.memory.tensor import Tensor
 from framework.memory.workspace import Workspace
 from framework.ops.arguments import Args, parse_args
@@ -275,4 +276,7 @@ def _blob_summary(blob: Blob) -> str:
         if obj.is_allocated:
             return f"{obj.meta.name} {list(obj.dims)}"
         return f"unallocated tensor {list(obj.dims) if obj.is_initialized else ''}"
+    if isinstance(obj, Int8TensorCPU) and obj.t._array is not None:
+        arr = obj.t._array
+        return f"Int8TensorCPU {arr.dtype} {list(arr.shape)} (scale {obj.scale}, zero_point {obj.zero_point})"
     return type(obj).__qualname__

@@ -113,8 +113,9 @@ def test_plain_tensor_where_int8_is_required_and_vice_versa():
     ws.feed_blob("Y", np.full((3,), 7.0, f32))
     with pytest.raises(FrameworkError, match=r"Int8Dequantize.*'X'.*holds a Tensor, expected an Int8TensorCPU"):
         ws.run_operator_once(CreateOperator("Int8Dequantize", ["X"], ["Y"]))
-    with pytest.raises(FrameworkError, match=r"'Q'.*Int8TensorCPU, expected a Tensor"):
+    with pytest.raises(FrameworkError, match=r"'Q'.*Int8TensorCPU, expected a Tensor") as err:
         ws.run_operator_once(CreateOperator("Int8Quantize", ["Q"], ["Y"]))
+    assert "Int8TensorCPU uint8 [2, 3] (scale 0.009999999776482582, zero_point 127)" in str(err.value)
     ws.feed_blob("I", np.ones(3, np.int32))
     with pytest.raises(FrameworkError, match="must be float32"):
         ws.run_operator_once(CreateOperator("Int8Quantize", ["I"], ["Y"]))
