@@ -82,8 +82,9 @@ class _Lut(Operator):
 class Int8Sigmoid(_Lut):
     """``Sigmoid(x) = 1 / (1 + exp(-x))`` on quantized values, through QNNPACK's table: for each code ``i``,
     ``lrintf(clamp(256 / (1 + expf(-X.scale * (i - X.zero_point))), 0, 255))`` in float32. As Caffe2 (and
-    QNNPACK), ``Y_scale`` must be 1/256 and ``Y_zero_point`` 0. ``expf`` is numpy's float32 exp here (a last-bit
-    difference from the C library's could move a value sitting on a rounding tie). No gradient."""
+    QNNPACK), ``Y_scale`` must be 1/256 and ``Y_zero_point`` 0. ``expf`` is the correctly rounded float32 exp
+    here (glibc's is within half an ulp too; a code whose value sits on a rounding tie could still differ).
+    No gradient."""
 
     def out_params(self) -> tuple[float, int]:
         scale, zp = check_y_scale(self), self.args.Y_zero_point
@@ -95,7 +96,8 @@ class Int8Sigmoid(_Lut):
         i = np.arange(256, dtype=np.int32) - np.int32(x_zp)
         x = F32(x_scale) * i.astype(F32)
         with np.errstate(over="ignore"):
-            s = F32(256.0) / (F32(1.0) + np.exp(-x))
+            e = np.exp(-x.astype(np.float64)).astype(F32)  # expf, correctly rounded
+            s = F32(256.0) / (F32(1.0) + e)
         return np.rint(np.clip(s, F32(0), F32(255))).astype(U8)
 
 

@@ -103,7 +103,7 @@ def conv_ref(x, w, b, stride, pad, dil, group, y_scale, y_zp, lo):
 
 
 @pytest.mark.parametrize("relu", [False, True])
-@settings(max_examples=12, deadline=None)
+@settings(max_examples=25, deadline=None)
 @given(data=st.data(), seed=st.integers(0, 2**16), y_zp=st.integers(0, 255))
 def test_conv(relu, data, seed, y_zp):
     group = data.draw(st.sampled_from([1, 2]))
@@ -140,7 +140,7 @@ def test_conv_needs_nhwc_and_matching_channels():
     assert not ws.has_blob("Y") or ws.get_blob("Y").is_empty
 
 
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=25, deadline=None)
 @given(data=st.data(), seed=st.integers(0, 2**16), y_zp=st.integers(0, 255))
 def test_conv_transpose(data, seed, y_zp):
     k = data.draw(st.integers(1, 3))

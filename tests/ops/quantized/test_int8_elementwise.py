@@ -75,7 +75,8 @@ def test_sigmoid(shape, zp, scale, seed):
     expected = np.empty(shape, np.uint8)
     for idx in np.ndindex(shape):
         v = f32(scale) * f32(int(x[idx]) - zp)
-        s = f32(256.0) / (f32(1.0) + np.exp(-v, dtype=f32))
+        e = f32(math.exp(-float(v))) if -float(v) < 700 else f32(np.inf)
+        s = f32(256.0) / (f32(1.0) + e)
         expected[idx] = int(np.rint(min(max(s, f32(0)), f32(255))))
     op = CreateOperator("Int8Sigmoid", ["X"], ["Y"], Y_scale=1 / 256, Y_zero_point=0)
     (y,) = check_int8(op, [q8(x, scale, zp)], [(expected, 1 / 256, 0)])
