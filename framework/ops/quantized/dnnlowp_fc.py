@@ -185,7 +185,8 @@ class Int8FCRelu(Operator):
         groups = np.repeat(np.arange(len(qparams)), n // len(qparams)) if n else np.zeros(0, np.int64)
         w_zp = np.array([qp.zero_point for qp in qparams], np.int64)[groups]
         w_scale = np.array([qp.scale for qp in qparams], F32)[groups]
-        acc = codes @ w2.astype(np.int64).T if m and n else np.zeros((m, n), np.int64)
+        # int32 accumulation, exact: float64 holds every partial sum (|term| < 2^15, K < 2^38)
+        acc = np.rint(codes.astype(np.float64) @ w2.astype(np.float64).T).astype(np.int64)
         raw = acc - in_qp.zero_point * col.astype(np.int64) - codes.sum(axis=1, keepdims=True) * w_zp
         if self.args.dequantize_output:
             with np.errstate(all="ignore"):

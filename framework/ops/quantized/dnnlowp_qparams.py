@@ -218,8 +218,8 @@ QFACTORY_ARGS = (
     Arg("preserve_activation_sparsity", BOOL, False, "symmetric activation quantization (0 maps to the middle code)"),
     Arg("preserve_weight_sparsity", BOOL, False, "symmetric weight quantization"),
     Arg("force_scale_power_of_two", BOOL, False, "round scales to a power of two"),
-    Arg("activation_quantization_kind", STRING, "min_max", "accepted: only offline histogram selection reads it"),
-    Arg("weight_quantization_kind", STRING, "min_max", "accepted: only offline histogram selection reads it"),
+    Arg("activation_quantization_kind", STRING, "min_max", "accepted: these ops choose activation ranges by min/max"),
+    Arg("weight_quantization_kind", STRING, "min_max", "only min_max is ported (ops quantizing weights refuse others)"),
 )
 
 DNNLOWP_ARGS = (
