@@ -9,8 +9,9 @@ float (1,) tensor). ``create_int8_quant_scheme_blob`` / ``observe_int8_quant_par
 ``dnnlowp_pybind11.CreateInt8QuantSchemeBlob`` / ``ObserveInt8QuantParamsBlob``.
 
 Kinds (dnnlowp::StringToKind: ``min_max``, ``p99``, ... in any case, or the enum names
-``MIN_MAX_QUANTIZATION``, ``P99_QUANTIZATION``...): min_max and p99 are ported; the histogram
-error minimizations (l1, l2, l2_approx, kl) are not, and Int8GenQuantParams refuses them (an
+``MIN_MAX_QUANTIZATION``, ``P99_QUANTIZATION``...): min_max, p99 and l2_approx (not symmetric) are
+ported (``dnnlowp_histogram``); the brute-force searches (l1, l2, kl, and l2_approx with
+``preserve_sparsity``, which Caffe2 turns into l2) are not, and Int8GenQuantParams refuses them (an
 OperatorError naming the kind). An unknown kind is an error here (Caffe2's release build quietly
 uses min_max).
 """
@@ -25,7 +26,8 @@ from framework.errors import OperatorError, ShapeError
 from framework.ops.gradient import should_not_do_gradient
 from framework.ops.object_blobs import held
 from framework.ops.operator import Operator
-from framework.ops.quantized.dnnlowp_qparams import QParams, choose_qparams, kind_of
+from framework.ops.quantized.dnnlowp_histogram import l2_approx_qparams, p99_qparams
+from framework.ops.quantized.dnnlowp_qparams import choose_qparams, kind_of
 from framework.ops.registry import register_op
 from framework.ops.schema import BOOL, STRING, UNKNOWN, Arg
 
@@ -39,7 +41,6 @@ __all__ = [
 
 F32 = np.dtype(np.float32)
 f32 = np.float32
-NBINS = 1 << (8 + 3)  # QuantizationFactory: 8x more bins than codes at precision 8
 
 
 class Int8QuantSchemeBlob(NamedTuple):
@@ -54,49 +55,6 @@ class Int8QuantParamsBlob(NamedTuple):
 
     scale: float
     zero_point: int
-
-
-def histogram(x: np.ndarray, lo: np.float32, hi: np.float32, nbins: int = NBINS) -> np.ndarray:
-    """dnnlowp::Histogram(nbins, lo, hi).Add(v) for each v: bin ``int((v - lo) / width)`` in float32,
-    clamped to [0, nbins - 1]; everything in bin 0 when the width is 0."""
-    width = f32(f32(hi - lo) / f32(nbins))
-    if width == 0:
-        bins = np.zeros(nbins, np.int64)
-        bins[0] = x.size
-        return bins
-    idx = np.trunc((x.astype(F32, copy=False) - lo) / width).astype(np.int64)
-    return np.bincount(np.clip(idx, 0, nbins - 1), minlength=nbins)
-
-
-def p99_qparams(x: np.ndarray) -> QParams:
-    """dnnlowp::P99 on the histogram of ``x``: the narrowest band of bins around the zero bin holding 99%
-    of the values, then ChooseQuantizationParams of its ends (precision 8, not symmetric: the default
-    factory's). A histogram of width 0 (all values equal) falls back to min/max (Caffe2 divides by 0)."""
-    lo, hi = f32(x.min()), f32(x.max())
-    bins = histogram(x, lo, hi)
-    nbins = bins.size
-    width = f32(f32(hi - lo) / f32(nbins))
-    if width == 0:
-        return choose_qparams(float(lo), float(hi))
-    zero_bin = int(np.ceil(f32(-lo / width)))
-    total = float(bins.sum())
-    csum = np.concatenate(([0], np.cumsum(bins)))
-    best = 0
-    for w in range(nbins):
-        if lo == 0:
-            a, b = 0, w - 1
-        else:
-            a, b = max(0, zero_bin - w), min(nbins - 1, zero_bin + w)
-        selected = float(csum[b + 1] - csum[a]) if b >= a else 0.0
-        if selected / total >= 0.99:
-            best = w
-            break
-    if lo == 0:
-        new_lo, new_hi = lo, f32(lo + f32(width * f32(best)))
-    else:
-        new_lo = f32(lo + f32(width * f32(zero_bin - best)))
-        new_hi = f32(lo + f32(width * f32(zero_bin + best + 1)))
-    return choose_qparams(float(new_lo), float(new_hi))
 
 
 @register_op(
@@ -135,11 +93,13 @@ class Int8GenQuantParams(Operator):
     """Choose 8-bit quantization parameters of X under the scheme: min_max gives fbgemm's
     ChooseQuantizationParams of X's min and max (symmetric with ``preserve_sparsity``); p99 builds
     Caffe2's 2048-bin histogram and quantizes the narrowest band around 0 holding 99% of the values
-    (see ``p99_qparams``; Caffe2 ignores ``preserve_sparsity`` there, asserting it in debug builds). An
-    empty X gives the parameters of [0, 0] (scale 0.1, zero point 0) for every kind.
+    (see ``p99_qparams``; Caffe2 ignores ``preserve_sparsity`` there, asserting it in debug builds);
+    l2_approx trims the histogram's ends while the L2 quantization error decreases (``l2_approx_qparams``).
+    An empty X gives the parameters of [0, 0] (scale 0.1, zero point 0) for every kind.
 
-    Departures: the histogram kinds l1, l2, l2_approx and kl are not ported (an OperatorError); an
-    unknown kind and NaN/infinite X are errors. No gradient."""
+    Departures: the brute-force kinds l1, l2, kl (and l2_approx with ``preserve_sparsity``, which Caffe2
+    runs as l2) are not ported (an OperatorError); an unknown kind and NaN/infinite X are errors. No
+    gradient."""
 
     def run(self) -> None:
         x = self.input(0)
@@ -150,10 +110,11 @@ class Int8GenQuantParams(Operator):
                 f"{self.describe()}: unknown quantization_kind {scheme.quantization_kind!r} in "
                 f"'{self.input_names[1]}' (min_max, l1, l2, l2_approx, kl, p99 or their enum names)"
             )
-        if kind not in ("min_max", "p99"):
+        if kind not in ("min_max", "p99", "l2_approx") or (kind == "l2_approx" and scheme.preserve_sparsity):
             raise OperatorError(
-                f"{self.describe()}: quantization_kind {scheme.quantization_kind!r} (histogram {kind} error "
-                f"minimization) is not ported; min_max and p99 are"
+                f"{self.describe()}: quantization_kind {scheme.quantization_kind!r} (brute-force histogram {kind} "
+                f"error minimization{', symmetric' if scheme.preserve_sparsity else ''}) is not ported; min_max, "
+                f"p99 and l2_approx (not symmetric) are"
             )
         if x.size and not np.all(np.isfinite(x)):
             raise ShapeError(f"{self.describe()}: X ('{self.input_names[0]}') holds NaN or infinite values")
@@ -161,8 +122,10 @@ class Int8GenQuantParams(Operator):
             qp = choose_qparams(0.0, 0.0, 8, scheme.preserve_sparsity)
         elif kind == "min_max":
             qp = choose_qparams(float(x.min()), float(x.max()), 8, scheme.preserve_sparsity)
-        else:
+        elif kind == "p99":
             qp = p99_qparams(x.reshape(-1))
+        else:
+            qp = l2_approx_qparams(x.reshape(-1))
         self.outputs[0].reset(Int8QuantParamsBlob(qp.scale, qp.zero_point))
 
 
