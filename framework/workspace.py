@@ -13,7 +13,6 @@ array([1., 2.])
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import os
 from typing import Any, Iterator
@@ -23,6 +22,7 @@ import numpy as np
 from framework.caffe2 import c_extension as C  # noqa: N812 - Caffe2's name; C() is the current workspace
 from framework.errors import FrameworkError
 from framework.memory.blob import Blob
+from framework.memory.int8_tensor import Int8Tensor
 from framework.memory.workspace import Workspace as _Workspace
 from framework.proto import caffe2_pb2
 
@@ -177,15 +177,8 @@ def FetchBlobs(names: list[Any]) -> list[Any]:  # noqa: N802
     return [FetchBlob(n) for n in names]
 
 
-# Caffe2's python/workspace.py: what FetchInt8Blob returns (and FeedBlob takes back here).
-Int8Tensor = collections.namedtuple("Int8Tensor", ["data", "scale", "zero_point"])
-
-
 def _int8_result(name: Any) -> Int8Tensor:
-    result = C().fetch_blob(str(name))
-    if not isinstance(result, tuple):
-        raise FrameworkError(f"You are not fetching an Int8Blob {name}. Please use FetchBlob")
-    return Int8Tensor(*result)
+    return C().fetch_int8_blob(str(name))
 
 
 def FetchInt8Blob(name: Any) -> Int8Tensor:  # noqa: N802

@@ -25,6 +25,7 @@ The int8 ops (``framework.ops.quantized.int8_*``) read and write blobs holding o
 from __future__ import annotations
 
 import zlib
+from collections import namedtuple
 from typing import Any
 
 import numpy as np
@@ -35,11 +36,14 @@ from framework.memory.serialize import register_blob_serializer
 from framework.memory.tensor import Tensor
 from framework.proto.framework_pb2 import BlobProto, TensorProto
 
-__all__ = ["INT8_TENSOR_TYPE", "Int8TensorCPU", "as_int8_tensor"]
+__all__ = ["INT8_TENSOR_TYPE", "Int8Tensor", "Int8TensorCPU", "as_int8_tensor"]
 
 INT8_TENSOR_TYPE = "Int8TensorCPU"
 DATA_DTYPES = (np.dtype(np.uint8), np.dtype(np.int32))
 _INT32 = np.iinfo(np.int32)
+
+# Caffe2's python/workspace.py: what FetchInt8Blob / Workspace.fetch_int8_blob return (and FeedBlob takes here).
+Int8Tensor = namedtuple("Int8Tensor", ["data", "scale", "zero_point"])
 
 
 def _scale(value: Any, what: str) -> float:

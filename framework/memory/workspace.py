@@ -18,9 +18,9 @@ import os
 import threading
 from typing import Any, Iterable
 
-from framework.errors import BlobNotFoundError, FrameworkError, NetError, UninitializedError
+from framework.errors import BlobNotFoundError, FrameworkError, NetError, TypeMismatchError, UninitializedError
 from framework.memory.blob import Blob
-from framework.memory.int8_tensor import Int8TensorCPU, as_int8_tensor
+from framework.memory.int8_tensor import Int8Tensor, Int8TensorCPU, as_int8_tensor
 from framework.memory.paths import check_write_path, normalize_allow_paths
 from framework.memory.tensor import Tensor, as_tensor_array
 
@@ -202,6 +202,14 @@ class Workspace:
     def fetch_blob(self, name: str) -> Any:
         """A numpy copy of a tensor, bytes of a string blob, or the object itself for others."""
         return fetch_value(self.get_blob(name), name)
+
+    def fetch_int8_blob(self, name: str) -> Int8Tensor:
+        """Caffe2's ``Workspace.fetch_int8_blob``: an Int8TensorCPU blob as ``Int8Tensor(data, scale,
+        zero_point)``; an error for any other blob."""
+        result = self.fetch_blob(name)
+        if not isinstance(result, tuple):
+            raise TypeMismatchError(f"You are not fetching an Int8Blob {name}. Please use FetchBlob")
+        return Int8Tensor(*result)
 
     def blob_sizes(self) -> dict[str, int]:
         """Bytes held by each local blob (tensor nbytes plus string lengths)."""

@@ -146,6 +146,10 @@ def test_feed_and_fetch_like_caffe2():
     workspace.FeedBlob("x", np.ones(2, f32))
     with pytest.raises(FrameworkError, match="not fetching an Int8Blob"):
         workspace.FetchInt8Blob("x")
+    from framework.caffe2 import c_extension as C
+
+    ws_t = C.Workspace.current.fetch_int8_blob("q")  # Caffe2's C.Workspace.fetch_int8_blob
+    assert isinstance(ws_t, workspace.Int8Tensor) and ws_t.zero_point == 4
     with pytest.raises(TypeMismatchError, match="uint8"):
         workspace.FeedBlob("bad", workspace.Int8Tensor(np.ones(2, np.float32), 1.0, 0))
     workspace.ResetWorkspace()
