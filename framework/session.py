@@ -33,8 +33,10 @@ class Session:
         if not self._open:
             raise RuntimeError("Session is closed.")
         step, tasks = self.compile(runnable, workspace_type)
+        tasks = _with_nested(tasks)
+        self._create_outputs([n for t in tasks for n in t.output_names()])
         self._run_plan(step if isinstance(step, core.Plan) else core.Plan(step))
-        for task in _with_nested(tasks):
+        for task in tasks:
             names = task.output_names()
             if names:
                 task.set_outputs(self._fetch(names))
@@ -74,6 +76,9 @@ class Session:
     def __exit__(self, *args: Any) -> None:
         self.close()
 
+    def _create_outputs(self, names: list[str]) -> None:
+        """Make the output blobs exist before the run (no-op by default)."""
+
     def _run_plan(self, plan: Any) -> None:
         raise NotImplementedError
 
@@ -94,6 +99,13 @@ class LocalSession(Session):
         from framework import workspace
 
         return workspace.C()
+
+    def _create_outputs(self, names: list[str]) -> None:
+        """As Caffe2's: output blobs are created in the session's workspace first, so a task
+        instance running in a child workspace writes them there (not into its own)."""
+        ws = self._workspace()
+        for name in names:
+            ws.create_blob(name)
 
     def _run_plan(self, plan: Any) -> None:
         self._workspace().run_plan(plan.Proto())

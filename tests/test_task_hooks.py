@@ -141,6 +141,17 @@ def test_multi_instance_python_op_builds_one_function_per_instance():
     assert (_PythonOpStats.num_instances, _PythonOpStats.num_calls) == (16, 64)
 
 
+def test_outputs_written_by_concurrent_instances_reach_the_session_workspace():
+    # As Caffe2's LocalSession: output blobs exist in the session's workspace before the run, so an
+    # instance (in its own child workspace) writes them there.
+    ws = Workspace()
+    with Task(num_instances=3) as task:
+        out = final_output(ops.Const(7, blob_out="inst_out"))
+        ops.Const(1, blob_out="inst_private")
+    LocalSession(ws).run(task)
+    assert out.fetch() == 7 and not ws.has_blob("inst_private")
+
+
 def test_local_setup_runs_once_per_group_and_each_setup_object_once():
     ws = Workspace()
     counter = core.BlobReference("runs")

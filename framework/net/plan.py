@@ -24,6 +24,7 @@ same name); its execution steps then run in order. A step holds either
 from __future__ import annotations
 
 import threading
+import weakref
 from typing import Any
 
 import numpy as np
@@ -65,7 +66,9 @@ class _Plan:
 
     def __init__(self, plan: PlanDef) -> None:
         self.net_defs: dict[str, NetDef] = {n.name: n for n in plan.network}
-        self.created: set[tuple[int, str]] = set()  # (id(workspace), net name) made by this plan
+        # workspace -> names of the nets this plan made in it. Weak keys, not id(workspace): a child
+        # workspace of a finished step instance may be freed and a new one get its id.
+        self.created: weakref.WeakKeyDictionary[Workspace, set[str]] = weakref.WeakKeyDictionary()
         self.lock = threading.Lock()
         self.failed = threading.Event()
 
@@ -89,10 +92,10 @@ def _get_net(ws: Workspace, name: str, state: _Plan, step: ExecutionStep) -> Any
             raise NetError(f"step '{step.name}': no net called '{name}' in the plan or the workspace")
         return ws.get_net(name)
     with state.lock:
-        key = (id(ws), name)
-        if key not in state.created:
+        made = state.created.setdefault(ws, set())
+        if name not in made:
             ws.create_net(net_def, overwrite=True)
-            state.created.add(key)
+            made.add(name)
     return ws.get_net(name)
 
 

@@ -168,3 +168,19 @@ def test_core_plan_wrappers(op_log):
     assert op_log.count("train") == 5
     with pytest.raises(NetError):
         core.ExecutionStep("mixed", train).AddSubstep(step)
+
+
+def test_create_workspace_steps_repeated_after_their_children_are_freed():
+    """A child workspace freed after its step may leave its id to the next one: the plan must still
+    create its nets in the new child (it used to key them by id(workspace) and find none)."""
+    import gc
+
+    net = core.Net("cw_child_net")
+    net.ConstantFill([], ["cw_c"], shape=[1], value=1.0)
+    collect = core.Net("cw_collect")
+    collect.Python(lambda inputs, outputs: gc.collect())([], [])
+    inner = core.execution_step("cw_inner", [net], create_workspace=True)
+    outer = core.execution_step("cw_outer", [inner, core.execution_step("cw_gc", [collect])], num_iter=30)
+    ws = Workspace()
+    ws.run_plan(core.Plan(outer).Proto())
+    assert not ws.has_blob("cw_c")  # made in the children only
