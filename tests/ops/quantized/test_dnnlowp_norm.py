@@ -296,3 +296,41 @@ def FrameworkError_like():  # noqa: N802
     from framework.errors import FrameworkError
 
     return FrameworkError
+
+
+@settings(max_examples=20, deadline=None)
+@given(size=st.integers(3, 6), c=st.integers(2, 6), n=st.integers(0, 3), order=st.sampled_from(["NCHW", "NHWC"]),
+       in_q=st.booleans(), out_q=st.booleans(), relu=st.booleans(), seed=st.integers(0, 2**16))  # fmt: skip
+def test_caffe2_spatial_bn_dnnlowp_op_test(size, c, n, order, in_q, out_q, relu, seed):
+    """spatial_batch_norm_dnnlowp_op_test: inputs the quantization represents exactly, Y_scale/Y_zero_point
+    from the float32 result's range (dnnlowp_utils.add_quantization_param_args), within 0.53 output steps."""
+    rng = np.random.default_rng(seed)
+    x = np.round(rng.random((n, size, size, c))).astype(f32)
+    if n:
+        x[0, 0, 0, 0], x[0, 0, 0, 1] = -77, 178
+    eps = float(abs(rng.random()))
+    scale, bias, mean, var = (rng.random(c).astype(f32) for _ in range(4))
+    if order == "NCHW":
+        x = np.ascontiguousarray(x.transpose(0, 3, 1, 2))
+    ref = ref_float_bn(x.astype(np.float64), scale, bias, mean, var, eps, order == "NHWC")
+    if relu:
+        ref = np.maximum(ref, 0)
+    lo, hi = (ref.min(), ref.max()) if ref.size else (0.0, 0.0)
+    y_s, y_z = ref_choose(lo, hi)
+    ws = Workspace()
+    for name, v in zip(("X", "scale", "bias", "mean", "var"), (x, scale, bias, mean, var)):
+        ws.feed_blob(name, v)
+    if in_q:
+        ws.run_operator_once(CreateOperator("Quantize", ["X"], ["X_q"], engine="DNNLOWP"))
+    op_type = "Int8SpatialBNRelu" if relu else "Int8SpatialBN"
+    ws.run_operator_once(CreateOperator(op_type, ["X_q" if in_q else "X", "scale", "bias", "mean", "var"],
+                                        ["Y_q" if out_q else "Y"], is_test=1, epsilon=eps, order=order,
+                                        engine="DNNLOWP", dequantize_output=int(not out_q),
+                                        Y_scale=float(y_s), Y_zero_point=y_z))  # fmt: skip
+    if out_q:
+        ws.run_operator_once(CreateOperator("Dequantize", ["Y_q"], ["Y"], engine="DNNLOWP"))
+    got = ws.fetch_blob("Y")
+    assert got.shape == x.shape
+    if ref.size:
+        step = (max(ref.max(), 0) - min(ref.min(), 0)) / 255
+        np.testing.assert_allclose(got, ref, atol=0.53 * step, rtol=0)
