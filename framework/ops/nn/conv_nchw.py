@@ -8,7 +8,7 @@ Four kernels, picked once per input signature:
   strided copy per kernel tap over the window's valid region; the border cells that fall in the
   padding are zero from the buffer's creation and never written, so padding costs nothing per run.
   Then one GEMM per image (per group: one batched matmul).
-- ``direct`` (3x3, stride 1, group 1, float32, up to 64 output channels (DIRECT_RULES), with numba):
+- ``direct`` (3x3, stride 1 or 2, group 1, float32, up to 64 outputs (DIRECT_RULES), with numba):
   the compiled direct convolution of ``window_jit.direct``, no columns at all; for such thin convs
   the column copy costs as much as a third of im2col + GEMM (see DIRECT_RULES for measurements).
 - ``depthwise`` (group = C = M): with numba (float32, dilation 1), the compiled kernel of
@@ -63,7 +63,9 @@ THIN_M, THIN_P = 32, 1024  # thin im2col convs (few output channels) batch their
 # 16-32 outputs 0.53-0.79 (CIFAR ResNet-20's 16 -> 16 on 30x30 0.59, DenseNet-121's 128 -> 32 on
 # 56x56 to 7x7 0.63-0.91), 6x6 0.86, 4x4 1.28 at batch 16 but 0.62-0.84 at batch 1; 48-64 outputs
 # 0.70-0.88 on 12x12 to 56x56, on 7x7 to 10x10 0.97-1.21 at batch 16 but 0.82-0.92 at batch 1;
-# 128 outputs on 28x28 0.97 (8x8 at batch 1 1.09), 256 on 14x14 1.08, 512 on 7x7 1.12.
+# 128 outputs on 28x28 0.97 (8x8 at batch 1 1.09), 256 on 14x14 1.08, 512 on 7x7 1.12. Stride 2
+# (same rules on the output width): 16 -> 32 onto 15x15 0.84 at batch 16, 0.66 at batch 1; 3 -> 64
+# from 224x224 0.75-0.87; 32 -> 64 onto 8x8 1.32 at batch 16 (excluded), 0.95 at batch 1.
 DIRECT_RULES = ((32, 6, None), (64, 12, None), (32, 4, 1), (64, 7, 1))
 
 

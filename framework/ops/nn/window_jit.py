@@ -17,8 +17,9 @@ Measured (process CPU time, 1 thread, ShuffleNet V2 at batch 16): its 19 depthwi
 max pooling 1.15x faster than the separable numpy kernel (SqueezeNet); larger pooling windows stay
 with numpy (the generic tap loop is slower there).
 
-The direct 3x3 convolution (``direct``: stride 1, group 1) works on the same wide layout without
-phases: per image, one zero-bordered plane per input channel (rows of wq = OW + 2); then per strip
+The direct 3x3 convolution (``direct``: stride 1 or 2, group 1) works on the same wide layout: per
+image, one zero-bordered plane per input channel (rows of wq = OW + 2) at stride 1, the 4 phase
+planes of each channel at stride 2 (rows of wq = OW + 1, as the pooling kernels); then per strip
 of output rows (DIRECT_STRIP wide values) and pair of output channels, a loop over the input
 channels whose inner, vectorized loop does the 9 taps x 2 outputs into 2 accumulator rows held in
 L1 (the 18 weights hoisted: with the 9 taps and 2 sums they fit the 32 vector registers; blocks of
@@ -31,6 +32,8 @@ against im2col + GEMM): CIFAR ResNet-20 2.13 -> 1.60 ms at batch 1, 23.1 -> 17.9
 DenseNet-121 95 -> 76 ms at batch 1, 1297 -> 1129 ms at batch 16; ResNet-50 (three 64 -> 64 convs)
 0.97-0.98x, SqueezeNet 0.97-0.98x. More output channels favour the GEMM (256 -> 256 on 14x14:
 41 vs 38 ms), as do small outputs with 64 channels or 4x4 ones; conv_nchw.DIRECT_RULES picks it.
+Stride 2 (A/B against the stride-1-only kernel): CIFAR ResNet-20 0.93x at batch 1, 0.99x at 16;
+ShuffleNet V2 (its first conv) 0.97x and 0.95x; SqueezeNet 0.99-1.01x.
 
 Two one-pass elementwise kernels serve the GEMM convs and SpatialBN, where numpy needs a pass per
 operation: the conv epilogue (``epilogue``: bias, residual, Relu; a 1x1 conv of 64 -> 256 channels
@@ -139,22 +142,25 @@ DIRECT_STRIP = 1024
 
 
 def direct_fits(geo, dtype, group: int) -> bool:
-    """Whether ``direct`` handles a conv: 3x3, stride 1, group 1 (and what ``fits`` asks)."""
-    return fits(geo, dtype) and group == 1 and geo.kernel == (3, 3) and geo.stride == (1, 1)
+    """Whether ``direct`` handles a conv: 3x3, stride 1 or 2, group 1 (and what ``fits`` asks)."""
+    return fits(geo, dtype) and group == 1 and geo.kernel == (3, 3) and geo.stride in ((1, 1), (2, 2))
 
 
 def direct_shape(geo, c: int) -> tuple[tuple, tuple, int]:
-    """(planes shape, accumulator shape, rows per strip) of the scratch ``direct`` needs."""
-    oh, wq = geo.out[0], geo.out[1] + 2
+    """(planes shape, accumulator shape, rows per strip) of the scratch ``direct`` needs: per input
+    channel s*s (phase) planes of (OH + 2//s) x (OW + 2//s), plus a vector's slack."""
+    s, (oh, ow) = geo.stride[0], geo.out
+    wq = ow + 2 // s
     rows = max(1, min(oh, DIRECT_STRIP // wq))
-    return (c, (oh + 2) * wq + 16), (2, rows * wq + 16), rows
+    return (c * s * s, (oh + 2 // s) * wq + 16), (2, rows * wq + 16), rows
 
 
 def direct(x, w, b, y, res, planes, z, geo, relu: bool, i0: int, i1: int, m0: int, m1: int) -> None:
-    """3x3 stride-1 group-1 conv of images i0:i1, output channels m0:m1, into y, with no columns:
+    """3x3 stride-1 or -2 group-1 conv of images i0:i1, output channels m0:m1, into y, with no columns:
     ``planes`` (zero-filled once: only the image's cells are written) and ``z`` from ``direct_shape``
     (per worker); ``b`` and ``res`` may be None; ``res`` may be ``y`` itself."""
-    ph, pw = geo.head
+    (ph, pw), s = geo.head, geo.stride[0]
+    wq = geo.out[1] + 2 // s
     x = np.ascontiguousarray(x)
     w = np.ascontiguousarray(w).reshape(w.shape[0], w.shape[1], 9)
     if res is not None and res is not y:
@@ -168,10 +174,11 @@ def direct(x, w, b, y, res, planes, z, geo, relu: bool, i0: int, i1: int, m0: in
         _EMPTY4 if res is None else res,
         planes,
         z,
+        s,
         ph,
         pw,
-        geo.out[1] + 2,
-        (z.shape[1] - 16) // (geo.out[1] + 2),  # rows per strip, as direct_shape sized z
+        wq,
+        (z.shape[1] - 16) // wq,  # rows per strip, as direct_shape sized z
         bool(relu),
         i0,
         i1,

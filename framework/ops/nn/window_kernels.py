@@ -233,9 +233,15 @@ def _epilogue_block(acc, b, res, y, relu):  # pragma: no cover - compiled
 
 
 @_jit
-def _direct_fill(x, i, planes, ph, pw, wq):  # pragma: no cover - compiled
-    """The interior of image i's zero-bordered planes (C, hq*wq + slack); the border stays zero."""
+def _direct_fill(x, i, planes, s, ph, pw, hq, wq):  # pragma: no cover - compiled
+    """Image i's zero-bordered planes (C*s*s, hq*wq + slack): at stride 1 one per channel, only the
+    image's cells written (the border stays zero); at stride 2 the 4 phase planes of ``_fill``."""
     c, h, w = x.shape[1], x.shape[2], x.shape[3]
+    if s > 1:
+        ss = s * s
+        for ch in range(c):
+            _fill(x, i, ch, planes[ch * ss : (ch + 1) * ss], s, ph, pw, hq, wq, np.float32(0))
+        return
     wu, wd, iu = _U(wq), _U(w), _U(i)
     for ch in range(c):
         cu = _U(ch)
@@ -272,29 +278,49 @@ def _direct_taps2(planes, w, m0, z, ju, n, wq):  # pragma: no cover - compiled
 
 
 @_jit
-def _direct_taps1(planes, w, m0, z, ju, n, wq):  # pragma: no cover - compiled
-    """z[0, :n] = 3x3 conv for output m0 alone (the last of an odd M)."""
+def _direct_taps2_s2(planes, w, m0, z, ju, n, wq):  # pragma: no cover - compiled
+    """``_direct_taps2`` at stride 2: tap (a, b) reads phase plane (a%2, b%2) shifted by
+    (a//2)*wq + b//2 (planes (C*4, ...))."""
     zero = np.float32(0)
-    o1, o2, r1 = _U(1), _U(2), _U(wq)
-    r2 = r1 * _U(2)
+    o1, r1 = _U(1), _U(wq)
     for j in range(n):
         z[0, j] = zero
-    wa = w[m0]
-    for ch in range(planes.shape[0]):
-        p = planes[ch]
+        z[1, j] = zero
+    wa, wb = w[m0], w[m0 + 1]
+    for ch in range(w.shape[1]):
+        q = ch * 4
+        p00, p01, p10, p11 = planes[q], planes[q + 1], planes[q + 2], planes[q + 3]
         a0, a1, a2, a3, a4, a5, a6, a7, a8 = wa[ch]
+        b0, b1, b2, b3, b4, b5, b6, b7, b8 = wb[ch]
         for j in range(n):
             k = ju + j
-            z[0, j] += (
-                a0 * p[k] + a1 * p[k + o1] + a2 * p[k + o2]
-                + a3 * p[k + r1] + a4 * p[k + r1 + o1] + a5 * p[k + r1 + o2]
-                + a6 * p[k + r2] + a7 * p[k + r2 + o1] + a8 * p[k + r2 + o2]
-            )  # fmt: skip
+            t0, t1, t2 = p00[k], p01[k], p00[k + o1]
+            t3, t4, t5 = p10[k], p11[k], p10[k + o1]
+            t6, t7, t8 = p00[k + r1], p01[k + r1], p00[k + r1 + o1]
+            z[0, j] += a0 * t0 + a1 * t1 + a2 * t2 + a3 * t3 + a4 * t4 + a5 * t5 + a6 * t6 + a7 * t7 + a8 * t8
+            z[1, j] += b0 * t0 + b1 * t1 + b2 * t2 + b3 * t3 + b4 * t4 + b5 * t5 + b6 * t6 + b7 * t7 + b8 * t8
 
 
 @_jit
-def _direct(x, w, b, y, res, planes, z, ph, pw, wq, rows, relu, i0, i1, m0, m1):  # pragma: no cover - compiled
-    """y[i, m0:m1] = 3x3 stride-1 conv of x[i] (+ b) (+ res[i]) (Relu), images i0:i1; b/res empty if
+def _direct_taps1(planes, w, m0, z, ju, n, s, wq):  # pragma: no cover - compiled
+    """z[0, :n] = 3x3 conv at stride s for output m0 alone (the last of an odd M), tap by tap."""
+    zero = np.float32(0)
+    for j in range(n):
+        z[0, j] = zero
+    ss = s * s
+    for ch in range(w.shape[1]):
+        for t in range(9):
+            a, b = t // 3, t % 3
+            p = planes[ch * ss + (a % s) * s + b % s]
+            k0 = ju + _U((a // s) * wq + b // s)
+            c = w[m0, ch, t]
+            for j in range(n):
+                z[0, j] += c * p[k0 + j]
+
+
+@_jit
+def _direct(x, w, b, y, res, planes, z, s, ph, pw, wq, rows, relu, i0, i1, m0, m1):  # pragma: no cover - compiled
+    """y[i, m0:m1] = 3x3 stride-s (1 or 2) conv of x[i] (+ b) (+ res[i]) (Relu), images i0:i1; b/res empty if
     absent; res may be y itself (each value is read before it is written)."""
     oh, ow = y.shape[2], y.shape[3]
     has_b, has_r = b.shape[0] > 0, res.shape[0] > 0
@@ -302,17 +328,19 @@ def _direct(x, w, b, y, res, planes, z, ph, pw, wq, rows, relu, i0, i1, m0, m1):
     wu, owu = _U(wq), _U(ow)
     wide = (oh - 1) * wq + ow
     for i in range(i0, i1):
-        _direct_fill(x, i, planes, ph, pw, wq)
+        _direct_fill(x, i, planes, s, ph, pw, oh + 2 // s, wq)
         for r0 in range(0, oh, rows):  # a strip of output rows: its z (2, rows*wq) stays in L1
             r1 = min(oh, r0 + rows)
             j0 = r0 * wq
             n = _U((min(wide, r1 * wq) - j0 + 15) // 16 * 16)  # whole vectors: the planes have the slack
             for mb in range(m0, m1, 2):
                 mc = min(2, m1 - mb)
-                if mc == 2:
+                if mc == 1:
+                    _direct_taps1(planes, w, mb, z, _U(j0), n, s, wq)
+                elif s == 1:
                     _direct_taps2(planes, w, mb, z, _U(j0), n, wq)
                 else:
-                    _direct_taps1(planes, w, mb, z, _U(j0), n, wq)
+                    _direct_taps2_s2(planes, w, mb, z, _U(j0), n, wq)
                 for mm in range(mc):
                     mo = mb + mm
                     zr = mm

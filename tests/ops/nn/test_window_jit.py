@@ -122,18 +122,22 @@ def test_conv_epilogue_jit_matches_reference_and_numpy_path(kernel, stride, n, m
 
 @st.composite
 def direct_cases(draw):
-    """3x3 stride-1 group-1 convs the direct kernel takes (conv_nchw.DIRECT_RULES: up to 32 outputs
-    on outputs at least 6 wide; an odd M exercises the one-output tail), pads up to 2 per side."""
+    """3x3 stride-1 or -2 group-1 convs the direct kernel takes (conv_nchw.DIRECT_RULES: up to 32
+    outputs on outputs at least 6 wide; an odd M exercises the one-output tail), pads up to 2 per
+    side."""
     pads = draw(st.lists(st.integers(0, 2), min_size=4, max_size=4))
+    s = draw(st.sampled_from([1, 2]))
     h = draw(st.integers(max(1, 3 - pads[0] - pads[2]), 12))
-    w = draw(st.integers(conv_nchw.DIRECT_RULES[0][1] + 2 - pads[1] - pads[3], 24))
-    return dict(n=draw(st.integers(1, 3)), c=draw(st.integers(1, 6)), m=draw(st.integers(1, 9)), h=h, w=w, pads=pads)
+    min_ow = conv_nchw.DIRECT_RULES[0][1]
+    w = draw(st.integers((min_ow - 1) * s + 3 - pads[1] - pads[3], 30))
+    n, c, m = draw(st.integers(1, 3)), draw(st.integers(1, 6)), draw(st.integers(1, 9))
+    return dict(n=n, c=c, m=m, h=h, w=w, pads=pads, stride=s)
 
 
-def _ref_padded(x, w, b, pads):
+def _ref_padded(x, w, b, pads, stride):
     """Float64 reference for per-side pads (top, left, bottom, right)."""
     t, lf, bt, r = pads
-    return ref_conv(np.pad(x.astype(np.float64), ((0, 0), (0, 0), (t, bt), (lf, r))), w, b, 1, 0, 1)
+    return ref_conv(np.pad(x.astype(np.float64), ((0, 0), (0, 0), (t, bt), (lf, r))), w, b, stride, 0, 1)
 
 
 @given(
@@ -153,12 +157,12 @@ def test_direct_conv_matches_reference_and_numpy_path(case, fusion, bias, strip,
     x[0, 0, 0, 0] = np.nan  # reaches the outputs whose window holds it, through Relu too
     w = rng.standard_normal((m, c, 3, 3)).astype(np.float32)
     b = rng.standard_normal(m).astype(np.float32) if bias else None
-    want = _ref_padded(x, w, b, pads)
+    want = _ref_padded(x, w, b, pads, case["stride"])
     feeds = {"X": x, "W": w}
     ins = ["X", "W"] + (["b"] if bias else [])
     if bias:
         feeds["b"] = b
-    kw = dict(kernel=3, pads=pads)
+    kw = dict(kernel=3, pads=pads, stride=case["stride"])
     if fusion == 0:
         op_def = CreateOperator("Conv", ins, ["Y"], **kw)
     elif fusion == 1:
@@ -201,8 +205,15 @@ def test_direct_conv_chosen_for_thin_convs_only(n, c, m, size, kind):
     geo = Geometry((size, size), (3, 3), (1, 1), (1, 1), (0, 0), (0, 0), (size - 2, size - 2))
     assert conv_nchw.conv_kind(geo, c, m, 1, np.float32, n) == kind
     assert conv_nchw.conv_kind(geo, c, m, 1, np.float64, n) == "im2col"
-    strided = geo._replace(stride=(2, 2), out=(size // 2 - 1,) * 2)
+    strided = geo._replace(stride=(3, 3), out=((size - 3) // 3 + 1,) * 2)
     assert conv_nchw.conv_kind(strided, c, m, 1, np.float32, n) == "im2col"
+
+
+def test_direct_conv_chosen_at_stride_2():
+    """CIFAR ResNet-20's 16 -> 32 downsampling conv (15x15 outputs); not at stride 3."""
+    geo = Geometry((30, 30), (3, 3), (2, 2), (1, 1), (1, 1), (1, 1), (15, 15))
+    assert conv_nchw.conv_kind(geo, 16, 32, 1, np.float32, 16) == "direct"
+    assert conv_nchw.conv_kind(geo._replace(stride=(3, 3), out=(10, 10)), 16, 32, 1, np.float32, 16) == "im2col"
 
 
 @pytest.mark.parametrize("strided", [False, True])
