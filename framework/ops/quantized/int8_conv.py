@@ -162,8 +162,8 @@ class _Conv(ConvPoolOp):
         b = _bias(self, 2, m)
         params = q31_params(xq.scale, wq.scale, self.scale, self.describe())
         out_shape = join_layout(n, m, geo.out, "NHWC")
-        check_elements(out_shape, 8, f"output 0 of {self.describe()}")
-        buf = join_layout(n, c, geo.buf_spatial, "NHWC")
+        check_elements(join_layout(max(n, 1), max(m, 1), geo.out, "NHWC"), 8, f"output 0 of {self.describe()}")
+        buf = join_layout(max(n, 1), max(c, 1), geo.buf_spatial, "NHWC")
         check_elements(buf, 8, f"the padded input of {self.describe()}")
         pads = ((0, 0), *((max(h, 0), max(t, 0)) for h, t in zip(geo.head, geo.tail)), (0, 0))
         xp = np.pad(x, pads, mode="constant", constant_values=xq.zero_point)
@@ -270,7 +270,7 @@ class Int8ConvTranspose(ConvPoolOp):
         b = _bias(self, 2, m)
         params = q31_params(xq.scale, wq.scale, self.scale, self.describe())
         out_shape = join_layout(n, m, out, "NHWC")
-        check_elements(join_layout(n, m, full, "NHWC"), 8, f"output 0 of {self.describe()}")
+        check_elements(join_layout(max(n, 1), max(m, 1), full, "NHWC"), 8, f"output 0 of {self.describe()}")
         xc = x.astype(np.float64) - xq.zero_point
         wc = w.astype(np.float64) - wq.zero_point
         acc = np.zeros(join_layout(n, m, full, "NHWC"), np.float64)

@@ -196,14 +196,10 @@ def add_quantized(
 ) -> None:
     """QNNPACK's q8 add kernel: multiply-accumulate, a rounding right shift (ties away from zero), clamp."""
     am, bm, shift = params
-    acc = a.astype(np.int64) * am + b.astype(np.int64) * bm - (am * a_zp + bm * b_zp)
+    acc = np.asarray(a, np.int64) * am + np.asarray(b, np.int64) * bm - (am * a_zp + bm * b_zp)
     mask = (1 << shift) - 1
     rem = (acc & mask) - (acc < 0)
-    acc >>= shift
-    acc += rem > (mask >> 1)
-    acc += y_zp
-    np.clip(acc, lo, 255, out=acc)
-    out[...] = acc
+    out[...] = np.clip((acc >> shift) + (rem > (mask >> 1)) + y_zp, lo, 255)
 
 
 class _Add(Operator):

@@ -56,8 +56,10 @@ class _Pool(ConvPoolOp):
         n, c, geo = self.geometry(x.shape)
         if 0 in x.shape[1:3]:
             raise ShapeError(f"{self.describe()}: '{self.input_names[0]}' {list(x.shape)} has an empty spatial dim")
-        check_elements(join_layout(n, c, geo.out, "NHWC"), 1, f"output 0 of {self.describe()}")
-        check_elements(join_layout(n, c, geo.buf_spatial, "NHWC"), 1, f"the padded input of {self.describe()}")
+        # sizes of one image and channel too: an empty batch must not let a hostile geometry through
+        check_elements(join_layout(max(n, 1), max(c, 1), geo.out, "NHWC"), 1, f"output 0 of {self.describe()}")
+        buf = join_layout(max(n, 1), max(c, 1), geo.buf_spatial, "NHWC")
+        check_elements(buf, 8, f"the padded input of {self.describe()}")
         return q, x, n, c, geo
 
     @staticmethod
@@ -190,7 +192,7 @@ class Int8ResizeNearest(Operator):
             raise ShapeError(f"{self.describe()}: '{self.input_names[0]}' must be 4-D NHWC, got {list(x.shape)}")
         n, ih, iw, c = x.shape
         oh, ow = _resize_size(self.args, ih, iw)
-        check_elements((n, oh, ow, c), 1, f"output 0 of {self.describe()}")
+        check_elements((max(n, 1), oh, ow, max(c, 1)), 8, f"output 0 of {self.describe()}")
         rows = np.minimum((np.arange(oh, dtype=F32) / F32(self.args.height_scale)).astype(np.int64), ih - 1)
         cols = np.minimum((np.arange(ow, dtype=F32) / F32(self.args.width_scale)).astype(np.int64), iw - 1)
         y = int8_output(self, 0, (n, oh, ow, c), q.scale, q.zero_point)
