@@ -16,6 +16,7 @@ from framework.ops.schema import FLOAT, INT, UNKNOWN, Arg, TensorSpec
 
 LOG: list[str] = []
 EVENTS: list[tuple[str, str, float]] = []
+_BARRIERS: dict[int, threading.Barrier] = {}
 _lock = threading.Lock()
 
 
@@ -88,7 +89,29 @@ if not has_op("_TestRecord"):
             self.output(0, (), np.int64)[...] = new
             self.output(1, (), np.bool_)[...] = new >= self.args.n
 
-    no_gradient("_TestRecord", "_TestFail", "_TestStopAfter")
+    @register_op(
+        "_TestRendezvous",
+        inputs=0,
+        outputs=0,
+        args=[Arg("parties", INT, 2, "ops that must meet"), Arg("timeout_s", FLOAT, 5.0, "give up after")],
+        infer=lambda args, ins: [],
+        private=True,
+    )
+    class _TestRendezvous(Operator):
+        """Waits until ``parties`` such ops (of any net) are running at once; fails after ``timeout_s``:
+        a deterministic check that ops run concurrently (no timing threshold)."""
+
+        def run(self) -> None:
+            with _lock:
+                barrier = _BARRIERS.setdefault(self.args.parties, threading.Barrier(self.args.parties))
+            try:
+                barrier.wait(timeout=self.args.timeout_s)
+            except threading.BrokenBarrierError:
+                with _lock:
+                    _BARRIERS.pop(self.args.parties, None)
+                raise RuntimeError(f"{self.name}: the other ops never ran at the same time") from None
+
+    no_gradient("_TestRecord", "_TestFail", "_TestStopAfter", "_TestRendezvous")
 
 
 @pytest.fixture(autouse=True)
