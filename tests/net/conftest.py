@@ -91,15 +91,16 @@ if not has_op("_TestRecord"):
 
     @register_op(
         "_TestRendezvous",
-        inputs=0,
-        outputs=0,
+        inputs=(0, 1),
+        outputs=(0, 1),
         args=[Arg("parties", INT, 2, "ops that must meet"), Arg("timeout_s", FLOAT, 5.0, "give up after")],
-        infer=lambda args, ins: [],
+        infer=lambda args, ins: [TensorSpec((1,), np.dtype(np.float64))] * args.num_outputs,
         private=True,
     )
     class _TestRendezvous(Operator):
         """Waits until ``parties`` such ops (of any net) are running at once; fails after ``timeout_s``:
-        a deterministic check that ops run concurrently (no timing threshold)."""
+        a deterministic check that ops run concurrently (no timing threshold). Its optional output
+        (1.0) lets a following op depend on it."""
 
         def run(self) -> None:
             with _lock:
@@ -110,6 +111,8 @@ if not has_op("_TestRecord"):
                 with _lock:
                     _BARRIERS.pop(self.args.parties, None)
                 raise RuntimeError(f"{self.name}: the other ops never ran at the same time") from None
+            if self.outputs:
+                self.output(0, (1,), np.float64)[...] = 1.0
 
     no_gradient("_TestRecord", "_TestFail", "_TestStopAfter", "_TestRendezvous")
 

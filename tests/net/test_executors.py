@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 
 import numpy as np
 import pytest
@@ -139,26 +138,35 @@ def test_separate_workspaces_run_concurrently():
     for i in range(2):
         ws = Workspace()
         ws.feed_blob("X", np.ones(1))
-        nets.append(ws.create_net(net_of(CreateOperator("_TestRecord", ["X"], ["a"], sleep_ms=150), name=f"n{i}")))
-    t0 = time.perf_counter()
-    threads = [threading.Thread(target=n.run) for n in nets]
+        meet = CreateOperator("_TestRendezvous", [], [])  # waits for the other net's: fails if serialized
+        nets.append(ws.create_net(net_of(meet, CreateOperator("_TestRecord", ["X"], ["a"]), name=f"n{i}")))
+    errors = []
+
+    def run(n):
+        try:
+            n.run()
+        except Exception as e:  # noqa: BLE001  (reported below)
+            errors.append(e)
+
+    threads = [threading.Thread(target=run, args=(n,)) for n in nets]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    assert time.perf_counter() - t0 < 0.28
+    assert not errors
 
 
 def test_dag_runs_independent_branches_on_several_threads(op_events):
     ws = Workspace()
     ws.feed_blob("X", np.ones(1))
-    ops = [CreateOperator("_TestRecord", ["X"], [f"y{i}"], name=f"b{i}", sleep_ms=150) for i in range(2)]
+    ops = []
+    for i in range(2):  # two branches; each waits for the other at its rendezvous: fails if run one by one
+        ops.append(CreateOperator("_TestRendezvous", ["X"], [f"m{i}"], name=f"meet{i}"))
+        ops.append(CreateOperator("_TestRecord", [f"m{i}"], [f"y{i}"], name=f"b{i}"))
     net = ws.create_net(net_of(*ops, type="dag", external_input=["X"], num_workers=2))
-    net.run()  # starts the workers
-    op_events.clear()
-    t0 = time.perf_counter()
     net.run()
-    assert time.perf_counter() - t0 < 0.27  # one after the other would take 0.3 s
+    op_events.clear()
+    net.run()
     assert len({thread for _, thread, _ in op_events}) == 2
 
 
