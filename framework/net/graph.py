@@ -38,7 +38,7 @@ from framework.errors import NetError, ProtoParseError, SchemaError, UnknownOper
 from framework.memory.workspace import suggest
 from framework.net.nested import check_nested, extra_io
 from framework.ops.operator import check_schema, describe_op
-from framework.ops.registry import get_schema
+from framework.ops.registry import schema_of
 from framework.proto.framework_pb2 import NetDef, OperatorDef
 
 __all__ = ["NetGraph", "compile_graph", "load_net_def", "format_op", "format_ops", "compute_chains"]
@@ -88,7 +88,7 @@ def normalize_net_def(net_def: NetDef) -> NetDef:
             op.device_option.CopyFrom(net_def.device_option)
         if net_args:
             try:
-                known = get_schema(op.type).args
+                known = schema_of(op).args
             except UnknownOperatorError:
                 continue
             have = {a.name for a in op.arg}
@@ -221,7 +221,7 @@ def compile_graph(net_def: Any, has_blob: Callable[[str], bool] | None = None) -
     label = _label(net_def)
     for i, op in enumerate(net_def.op):
         try:
-            check_schema(get_schema(op.type), op, i)
+            check_schema(schema_of(op), op, i)
         except UnknownOperatorError as e:
             raise UnknownOperatorError(f"{label}: {describe_op(op, i)}: {e}{creation_site(op)}") from None
         except SchemaError as e:

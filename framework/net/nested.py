@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterable
 
 from framework.errors import NetError, SchemaError, UnknownOperatorError
 from framework.ops.operator import check_schema, describe_op
-from framework.ops.registry import get_schema
+from framework.ops.registry import schema_of
 from framework.proto.framework_pb2 import NetDef, OperatorDef
 
 SAME_WORKSPACE = frozenset({"If", "While"})
@@ -107,7 +107,7 @@ def _check_one(net: NetDef, known: Callable[[str], bool], where: str) -> None:
     for j, op in enumerate(net.op):
         here = f"{where} / {describe_op(op, j)}"
         try:
-            schema = get_schema(op.type)
+            schema = schema_of(op)
         except UnknownOperatorError as e:
             raise UnknownOperatorError(f"{here}: {e}") from None
         try:

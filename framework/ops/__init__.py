@@ -7,7 +7,7 @@ family package is imported here by name, which is what registers its ops.
 from framework.ops import registry
 from framework.ops.gradient import GradientSlice, get_gradient_for_op
 from framework.ops.operator import Operator
-from framework.ops.registry import all_schemas, get_schema, has_op, register_op, registered_ops
+from framework.ops.registry import all_schemas, get_schema, has_op, register_op, registered_ops, schema_of
 
 # Op families, one package each: importing a package registers its ops.
 from framework.ops import (  # noqa: E402,F401  isort:skip
@@ -41,5 +41,5 @@ __all__ = [
 
 def create_operator(op_def, ws, index=None) -> Operator:
     """Build the Operator for ``op_def`` bound to the blobs of ``ws``."""
-    schema = get_schema(op_def.type)
+    schema = schema_of(op_def)
     return schema.operator_class(op_def, ws, index)

@@ -7,7 +7,7 @@ from typing import Sequence
 
 from framework.ops.arguments import parse_args
 from framework.ops.operator import describe_op
-from framework.ops.registry import get_schema
+from framework.ops.registry import schema_of
 from framework.ops.schema import UNKNOWN, TensorSpec
 from framework.proto.framework_pb2 import OperatorDef
 
@@ -21,7 +21,7 @@ def infer_op(op_def: OperatorDef, in_specs: Sequence[TensorSpec], strict: bool =
     cannot tell. With ``strict=False`` an inference error degrades to UNKNOWN
     outputs (logged at debug level) instead of raising.
     """
-    schema = get_schema(op_def.type)
+    schema = schema_of(op_def)
     n_out = len(op_def.output)
     if schema.infer is None:
         return [UNKNOWN] * n_out

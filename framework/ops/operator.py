@@ -38,7 +38,7 @@ from framework.memory.int8_tensor import Int8TensorCPU
 from framework.memory.tensor import Tensor
 from framework.memory.workspace import Workspace
 from framework.ops.arguments import Args, parse_args
-from framework.ops.registry import get_schema
+from framework.ops.registry import schema_of
 from framework.ops.schema import OpSchema
 from framework.proto.framework_pb2 import DeviceOption, OperatorDef
 
@@ -135,7 +135,7 @@ class Operator:
             cls.run = _transactional(run)
 
     def __init__(self, op_def: OperatorDef, ws: Workspace, index: int | None = None) -> None:
-        schema = get_schema(op_def.type)
+        schema = schema_of(op_def)
         self.schema = schema
         self.op_def = op_def
         self.type = op_def.type

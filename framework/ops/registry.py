@@ -8,7 +8,7 @@ state in the framework.
 from __future__ import annotations
 
 import difflib
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Sequence
 
 from framework.errors import UnknownOperatorError
 from framework.ops.schema import Arg, OpSchema
@@ -106,6 +106,29 @@ def get_schema(type_name: str) -> OpSchema:
     if schema is None:
         raise UnknownOperatorError(unknown_message(type_name))
     return schema
+
+
+# (op type, engine) -> the registered type that runs it: Caffe2 registers some engines' implementations
+# under the float op's name (REGISTER_CPU_OPERATOR_WITH_ENGINE(SpatialBN, DNNLOWP, ...)).
+_ENGINE_TYPES: dict[tuple[str, str], str] = {}
+
+
+def register_engine_type(type_name: str, engines: Sequence[str], target: str) -> None:
+    """Run ``type_name`` ops whose engine is one of ``engines`` with ``target``'s schema and class."""
+    for engine in engines:
+        _ENGINE_TYPES[(type_name, engine)] = target
+
+
+def engine_type(op_def: Any) -> str:
+    """The registered type that runs ``op_def``: its own, or the one its (type, engine) maps to."""
+    if op_def.engine:
+        return _ENGINE_TYPES.get((op_def.type, op_def.engine), op_def.type)
+    return op_def.type
+
+
+def schema_of(op_def: Any) -> OpSchema:
+    """The schema that runs ``op_def`` (``get_schema(engine_type(op_def))``)."""
+    return get_schema(engine_type(op_def))
 
 
 def has_op(type_name: str) -> bool:

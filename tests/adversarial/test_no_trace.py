@@ -169,7 +169,7 @@ def test_run_net_keeps_caffe2_semantics_ops_that_ran_stay_run_the_failed_one_lea
     net.ReduceMaxGradient(["dY", "X", "Y"], ["dX"], axes=[1])
     ws.create_net(net)
     with pytest.raises(OperatorError) as ei:
-        ws.run_net("n")
+        ws.run_net(net.Name())  # core.Net uniquifies "n" when another test made one
     assert "already ran stay run" in str(ei.value)
     np.testing.assert_array_equal(ws.fetch_blob("R"), np.ones((2, 3), np.float32))  # ran, stays
     np.testing.assert_array_equal(ws.fetch_blob("dX"), np.full((4,), 9.0, np.float32))  # failed: untouched

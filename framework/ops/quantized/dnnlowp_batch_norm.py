@@ -21,7 +21,7 @@ from framework.ops.quantized.dnnlowp_common import (
 )
 from framework.ops.quantized.dnnlowp_qparams import DNNLOWP_ARGS, QParams, dequantize
 from framework.ops.quantized.int8_common import U8, int8_input, int8_output
-from framework.ops.registry import register_op
+from framework.ops.registry import register_engine_type, register_op
 from framework.ops.schema import BOOL, FLOAT, STRING, Arg, TensorSpec
 from framework.ops.validation import check_indices, expect_size
 
@@ -176,3 +176,6 @@ class Int8BatchPermutation(Operator):
 
 
 should_not_do_gradient("Int8SpatialBN", "Int8SpatialBNRelu", "Int8BatchPermutation")
+# Caffe2's DNNLOWP engine of the float op types (REGISTER_CPU_OPERATOR_WITH_ENGINE(SpatialBN, DNNLOWP, ...))
+register_engine_type("SpatialBN", ("DNNLOWP",), "Int8SpatialBN")
+register_engine_type("BatchPermutation", ("DNNLOWP",), "Int8BatchPermutation")

@@ -28,7 +28,7 @@ from framework.ops.quantized.dnnlowp_qparams import (
     rounding_mul_shift,
 )
 from framework.ops.quantized.int8_common import I32, U8, int8_input
-from framework.ops.registry import register_op
+from framework.ops.registry import register_engine_type, register_op
 from framework.ops.schema import BOOL, FLOAT, INT, STRING, UNKNOWN, Arg
 
 F32 = np.dtype(np.float32)
@@ -231,3 +231,4 @@ def write_output_float(op: Operator, y: np.ndarray) -> None:
 
 
 should_not_do_gradient("Int8GroupNorm")
+register_engine_type("GroupNorm", ("DNNLOWP",), "Int8GroupNorm")  # Caffe2's DNNLOWP engine of GroupNorm

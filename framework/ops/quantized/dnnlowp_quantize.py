@@ -12,7 +12,7 @@ from framework.ops.operator import Operator
 from framework.ops.quantized.dnnlowp_common import check_dnnlowp_args, qfactory, static_qparams
 from framework.ops.quantized.dnnlowp_qparams import DNNLOWP_ARGS, QParams, dequantize, quantize
 from framework.ops.quantized.int8_common import U8, int8_input, int8_output
-from framework.ops.registry import register_op
+from framework.ops.registry import register_engine_type, register_op
 from framework.ops.schema import TensorSpec
 
 F32, I32 = np.dtype(np.float32), np.dtype(np.int32)
@@ -104,3 +104,6 @@ class Dequantize(Operator):
 
 
 should_not_do_gradient("Quantize", "Dequantize")
+# Caffe2 also registers these classes for the int8 names under its DNNLOWP engines
+register_engine_type("Int8Quantize", ("DNNLOWP", "DNNLOWP_ROWWISE"), "Quantize")
+register_engine_type("Int8Dequantize", ("DNNLOWP", "DNNLOWP_ROWWISE"), "Dequantize")
