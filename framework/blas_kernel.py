@@ -94,3 +94,14 @@ def blas_kernel_info() -> dict:
     except ImportError:  # pragma: no cover - a core dependency
         pass
     return info
+
+
+def same_kernels_env(env: dict | None = None) -> dict:
+    """A copy of ``env`` (default: this process's environment) for a subprocess that must compute
+    bit-identically to this one: OPENBLAS_CORETYPE set to the kernels this process runs (the
+    framework may pick other ones in a fresh process, see the module doc)."""
+    out = dict(os.environ if env is None else env)
+    kernel = blas_kernel_info().get("kernel")
+    if kernel:
+        out["OPENBLAS_CORETYPE"] = kernel
+    return out

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from framework.blas_kernel import _cpu, preferred_coretype
+from framework.blas_kernel import _cpu, blas_kernel_info, preferred_coretype, same_kernels_env
 
 _PROBE = (
     "import os, json{pre}; import framework; from framework.blas_kernel import blas_kernel_info; "
@@ -73,3 +73,27 @@ def test_numpy_imported_first_is_reported_not_changed():
     core, info = _probe({}, numpy_first=True)
     assert core is None
     assert "numpy was imported before framework" in info["why"]
+
+
+def test_same_kernels_env_gives_a_child_this_process_kernels():
+    mine = blas_kernel_info().get("kernel")
+    env = same_kernels_env({"PATH": os.environ.get("PATH", "")})
+    if mine is None:  # no BLAS threadpoolctl can see: nothing to pin
+        assert "OPENBLAS_CORETYPE" not in env
+        return
+    assert env["OPENBLAS_CORETYPE"] == mine
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import framework, json; from framework.blas_kernel import blas_kernel_info; "
+            "print(json.dumps(blas_kernel_info()))",
+        ],
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr
+    child = json.loads(out.stdout.strip().splitlines()[-1])
+    assert child["kernel"] == mine and "set by the user" in child["why"]

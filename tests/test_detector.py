@@ -10,6 +10,7 @@ import sys
 import numpy as np
 import pytest
 
+from framework.blas_kernel import same_kernels_env
 from framework.errors import FrameworkError
 from framework.memory.workspace import Workspace
 from framework.proto.io import read_net
@@ -185,7 +186,12 @@ def test_framework_run_prints_boxes_classes_and_masks(tmp_path):
         str(out),
     ]
     res = subprocess.run(
-        cmd, capture_output=True, text=True, timeout=120, cwd=ROOT, env={**os.environ, "OPENBLAS_NUM_THREADS": "1"}
+        cmd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+        env={**same_kernels_env(), "OPENBLAS_NUM_THREADS": "1"},  # bit-identical sums: the same BLAS kernels
     )
     assert res.returncode == 0, res.stderr
     for name in ("bbox_nms", "score_nms", "class_nms", "mask_probs"):
