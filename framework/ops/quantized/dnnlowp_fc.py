@@ -1,7 +1,8 @@
 """Caffe2's DNNLOWP Int8FCRelu (``quantization/server/fully_connected_dnnlowp_op.cc``, FullyConnectedDNNLowPOp
 with a fused Relu): FC on uint8 activations and int8 weights with int32 accumulation and fbgemm's
-requantization. Caffe2's Int8FC (the same op without Relu under the DNNLOWP engine) shares its type name
-with the QNNPACK Int8FC and is not registered here. No gradient (Caffe2 registers none)."""
+requantization. The same class without the Relu is what Caffe2 runs for ``FC`` and ``Int8FC`` under its
+DNNLOWP / DNNLOWP_ROWWISE engines: those are routed here through the registry's engine table (plain
+``Int8FC`` is QNNPACK's). No gradient (Caffe2 registers none)."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ from framework.ops.quantized.dnnlowp_common import (
 from framework.ops.quantized.dnnlowp_pack import column_offsets, packed_fc, quantize_weight
 from framework.ops.quantized.dnnlowp_qparams import DNNLOWP_ARGS, QParams, dequantize, quantize
 from framework.ops.quantized.int8_common import I32, U8, int8_input, int8_output
-from framework.ops.registry import register_op
+from framework.ops.registry import register_engine_type, register_op
 from framework.ops.schema import BOOL, INT, Arg, Cost
 
 F32 = np.dtype(np.float32)
@@ -92,10 +93,14 @@ class Int8FCRelu(Operator):
     the same results unless they change between runs); the float32 reference for dynamic parameters also
     works with an Int8 bias or a packed W (Caffe2 fails there); an Int8 bias with ``dequantize_output`` is
     dequantized at its own scale (Caffe2 reads an unset one); sizes (K, N) are checked; engines with 16-bit
-    codes or 16-bit accumulation are refused. No gradient."""
+    codes or 16-bit accumulation are refused. No gradient.
+
+    ``FC`` / ``Int8FC`` ops with a DNNLOWP or DNNLOWP_ROWWISE engine run this op without the Relu (no
+    narrowing, no clamp at 0 or at Y.zero_point), as Caffe2's FullyConnectedDNNLowPOp<uint8_t, false>."""
 
     def setup(self) -> None:
         check_dnnlowp_args(self)
+        self.relu = self.op_def.type == "Int8FCRelu"  # FC / Int8FC under a DNNLOWP engine: no Relu
         if self.op_def.engine == "DNNLOWP_ACC16":
             raise self.arg_error("engine DNNLOWP_ACC16 (16-bit accumulation) is not supported")
         if self.args.weight_quantization_kind.lower() not in ("min_max", "min_max_quantization"):
@@ -105,7 +110,7 @@ class Int8FCRelu(Operator):
         self.qf = qfactory(self)
         self.channelwise = bool(self.args.quantize_channelwise) or self.op_def.engine == "DNNLOWP_ROWWISE"
         self.static = static_qparams(self, self.qf)
-        if self.static is not None:  # AdjustOutputTensorQuantizationParamsWithFollowedBy(Relu)
+        if self.static is not None and self.relu:  # AdjustOutputTensorQuantizationParamsWithFollowedBy(Relu)
             self.static = self.qf.choose(0.0, self.static.max())
         self.chosen: QParams | None = None  # dynamic output parameters, chosen on the first run
 
@@ -192,7 +197,7 @@ class Int8FCRelu(Operator):
             with np.errstate(all="ignore"):
                 mult = (f32(in_qp.scale) * w_scale).astype(F32)
                 y = ((raw.astype(np.int32).astype(F32) * mult).astype(F32) + b_f).astype(F32)
-            self.output(0, out_shape, F32)[...] = np.maximum(y, f32(0)).reshape(out_shape)
+            self.output(0, out_shape, F32)[...] = (np.maximum(y, f32(0)) if self.relu else y).reshape(out_shape)
             return
         qp = self.static or self.chosen
         if qp is None:
@@ -205,12 +210,12 @@ class Int8FCRelu(Operator):
             xf = dequantize(x, in_qp) if is_int8 else x
             with np.errstate(all="ignore"):
                 y = xf.reshape(m, k) @ w_f.T + b_f
-            qp = dynamic_qparams(self, self.qf, y.astype(F32), relu=True)
+            qp = dynamic_qparams(self, self.qf, y.astype(F32), relu=self.relu)
         raw32 = (raw + b_q.astype(np.int64)).astype(np.int32)
         with np.errstate(all="ignore"):
             mult = ((f32(in_qp.scale) * w_scale).astype(F32) / f32(qp.scale)).astype(F32)
             v = np.rint(np.clip((raw32.astype(F32) * mult).astype(F32), -(2.0**40), 2.0**40)) + qp.zero_point
-        y8 = np.clip(np.maximum(v, qp.zero_point), 0, 255).astype(U8).reshape(out_shape)
+        y8 = np.clip(np.maximum(v, qp.zero_point) if self.relu else v, 0, 255).astype(U8).reshape(out_shape)
         int8_output(self, 0, out_shape, qp.scale, qp.zero_point)[...] = y8
         self.chosen = qp if self.static is None else None
 
@@ -222,3 +227,6 @@ class Int8FCRelu(Operator):
 
 
 should_not_do_gradient("Int8FCRelu")
+# Caffe2: REGISTER_CPU_OPERATOR_WITH_ENGINE(FC / Int8FC, DNNLOWP(_ROWWISE), FullyConnectedDNNLowPOp<uint8_t>)
+register_engine_type("FC", ("DNNLOWP", "DNNLOWP_ROWWISE"), "Int8FCRelu")
+register_engine_type("Int8FC", ("DNNLOWP", "DNNLOWP_ROWWISE"), "Int8FCRelu")

@@ -51,7 +51,7 @@ def wrap(v):
     return (int(v) + 2**31) % 2**32 - 2**31
 
 
-def ref_int8_fc_relu(xq, x_s, x_z, w2, b, channelwise, out_s, out_z):
+def ref_int8_fc_relu(xq, x_s, x_z, w2, b, channelwise, out_s, out_z, relu=True):
     qps, wq = ref_weights(w2, channelwise)
     m, k = xq.shape
     n = wq.shape[0]
@@ -65,7 +65,7 @@ def ref_int8_fc_relu(xq, x_s, x_z, w2, b, channelwise, out_s, out_z):
             acc = sum(int(xq[i, t]) * int(wq[j, t]) for t in range(k))
             raw = wrap(acc - x_z * col - sum(int(v) for v in xq[i]) * w_z + ref_q32(b[j], b_s))
             v = out_z + round(float(f32(f32(raw) * mult)))
-            y[i, j] = min(max(v, out_z, 0), 255)
+            y[i, j] = min(max(v, out_z if relu else 0, 0), 255)
     return y
 
 
@@ -84,6 +84,24 @@ def test_int8_fc_relu_static(m, k, n, channelwise, x_int8, seed):
                         quantize_channelwise=int(channelwise))  # fmt: skip
     expected = ref_int8_fc_relu(xq, x_s, x_z, w, b, channelwise, out_s, out_z)
     check_int8(op, [q8(xq, x_s, x_z) if x_int8 else x, w, b], [(expected, out_s, out_z)])
+
+
+@pytest.mark.parametrize("op_type", ["FC", "Int8FC"])
+@pytest.mark.parametrize("engine", ["DNNLOWP", "DNNLOWP_ROWWISE"])
+def test_fc_under_dnnlowp_engines_is_the_int8_fc_without_relu(op_type, engine):
+    rng = np.random.default_rng(7)
+    x, w, b = rng.standard_normal((3, 5)).astype(f32), rng.standard_normal((4, 5)).astype(f32), np.zeros(4, f32)
+    b[0] = 0.3
+    x_s, x_z = ref_choose(x.min(), x.max())
+    xq = ref_quantize8(x, x_s, x_z)
+    op = CreateOperator(op_type, ["X", "W", "b"], ["Y"], engine=engine, Y_scale=0.05, Y_zero_point=128)
+    rowwise = engine == "DNNLOWP_ROWWISE"
+    expected = ref_int8_fc_relu(xq, x_s, x_z, w, b, rowwise, f32(0.05), 128, relu=False)
+    assert expected.min() < 128  # negative results survive (no Relu)
+    check_int8(op, [q8(xq, x_s, x_z), w, b], [(expected, 0.05, 128)])
+    op_f = CreateOperator(op_type, ["X", "W", "b"], ["Y"], engine=engine, dequantize_output=1)
+    _, _, (yf,) = run(op_f, [q8(xq, x_s, x_z), w, b])
+    assert yf.dtype == np.float32 and yf.min() < 0
 
 
 def test_int8_fc_relu_dynamic_parameters_kept_after_the_first_run():
