@@ -226,3 +226,12 @@ def test_softmax_empty_batch_and_errors():
         ws.run_operator_once(CreateOperator("Int8Softmax", ["X"], ["Y"]))
     with pytest.raises(FrameworkError, match="only axis 1"):
         ws.run_operator_once(CreateOperator("Int8Softmax", ["X"], ["Y"], axis=0, Y_scale=1 / 256))
+
+
+def test_leaky_relu_in_place_matches_out_of_place():
+    x = codes((3, 4), 7)
+    op = CreateOperator("Int8LeakyRelu", ["X"], ["Y"], alpha=0.2, Y_scale=0.1, Y_zero_point=100)
+    _, _, (expected,) = run(op, [q8(x, 0.1, 100)])
+    ws, _, _ = run(CreateOperator("Int8LeakyRelu", ["X"], ["X"], alpha=0.2, Y_scale=0.1, Y_zero_point=100),
+                   [q8(x, 0.1, 100)])  # fmt: skip
+    np.testing.assert_array_equal(ws.get_blob("X")._obj.numpy(), expected.numpy())
