@@ -1,4 +1,6 @@
-"""Quantized ops: Caffe2's int8 (QNNPACK-era) ops over Int8TensorCPU blobs (int8_*), row-wise quantized embedding
+"""Quantized ops: Caffe2's int8 (QNNPACK-era) ops over Int8TensorCPU blobs (int8_*), the DNNLOWP server ops over
+the same blobs with fbgemm's arithmetic (dnnlowp_*: Quantize, Dequantize, Int8SpatialBN(Relu), Int8GroupNorm,
+Int8BatchPermutation, Int8FCRelu, the weight packers and the quant-scheme/params blobs), row-wise quantized embedding
 tables (8-bit and n-bit fused layouts, bit-exact with Caffe2) and the lookups over them, float16 conversions,
 codebook and byte-coded weights (QuantDecode, ByteWeightDequant, GivenTensorByteStringToUInt8Fill), Quantile,
 FC on float16-packed weights (FbGemmPack, FbFCPacked), and Caffe2's float ops with a fused Relu (ConvRelu,
