@@ -46,7 +46,10 @@ _BN_DOC = """Inference batch normalization on quantized activations{relu}: per c
 
     Departures: ``1 / sqrt`` is numpy's float32 (Eigen's vectorized rsqrt may differ by an ulp, so a code
     exactly at a rounding boundary may differ by one); an empty batch still gets Y's parameters (Caffe2
-    leaves the blob's old ones); engines with 16-bit codes are refused. No gradient."""
+    leaves the blob's old ones); engines with 16-bit codes are refused. No gradient.{alias}"""
+
+
+_ALIAS_DOC = "\n\n    ``SpatialBN`` with engine DNNLOWP runs this op (the registry's engine table), as in Caffe2."
 
 
 def _register_bn(op_type: str, relu: bool) -> type:
@@ -101,6 +104,9 @@ def _register_bn(op_type: str, relu: bool) -> type:
         relu_q=", then ``max(Y, Y.zero_point)`` (the Relu)" if relu else "",
         relu_s=" narrowed to [0, max] for the Relu" if relu else "",
         relu_d=" clamped at 0" if relu else "",
+        alias=""
+        if relu
+        else "\n\n    ``SpatialBN`` with engine DNNLOWP runs this op (the registry's engine table), as in Caffe2.",
     )
     _BN.__name__ = _BN.__qualname__ = op_type
     register_op(
@@ -151,7 +157,9 @@ class Int8BatchPermutation(Operator):
     the input"). X must have at least one row (Caffe2 enforces N > 0).
 
     Departures: indices outside [0, N) are an error (Caffe2 reads out of bounds); ``dequantize_output``
-    is refused (Caffe2 then writes the raw codes into a plain uint8 tensor). No gradient."""
+    is refused (Caffe2 then writes the raw codes into a plain uint8 tensor). No gradient.
+
+    ``BatchPermutation`` with engine DNNLOWP runs this op (the registry's engine table), as in Caffe2."""
 
     def setup(self) -> None:
         check_dnnlowp_args(self)

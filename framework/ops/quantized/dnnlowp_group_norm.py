@@ -98,7 +98,9 @@ class Int8GroupNorm(Operator):
     the float32 reference (Caffe2 fails there); sizes of gamma/beta are checked (C elements); an empty X
     gives an empty Y (Caffe2 divides by zero); float32 sums and ``1/sqrt`` use numpy's order (a code at a
     rounding boundary may differ by one from Caffe2's Eigen). The optional outputs mean / inv_std are
-    left untouched, as Caffe2's DNNLOWP op leaves them. No gradient."""
+    left untouched, as Caffe2's DNNLOWP op leaves them. No gradient.
+
+    ``GroupNorm`` with engine DNNLOWP runs this op (the registry's engine table), as in Caffe2."""
 
     def setup(self) -> None:
         check_dnnlowp_args(self)

@@ -46,7 +46,8 @@ class Quantize(Operator):
     Departures: engines with 16-bit codes (DNNLOWP_16...) are refused (Int8TensorCPU holds uint8);
     ``activation_precision`` is 1..8; ``Y_scale`` and the ``scale`` input must be positive and finite,
     and choosing parameters from NaN or infinite X is an error (Caffe2 computes garbage);
-    ``dequantize_output`` and ``measure_quantization_error`` are accepted and not read, as in Caffe2."""
+    ``dequantize_output`` and ``measure_quantization_error`` are accepted and not read, as in Caffe2.
+    ``Int8Quantize`` with a DNNLOWP engine runs this op (the registry's engine table), as in Caffe2."""
 
     def setup(self) -> None:
         check_dnnlowp_args(self)
@@ -90,7 +91,8 @@ class Dequantize(Operator):
     """The real values of an Int8TensorCPU (the DNNLOWP engine's Dequantize, also its Int8Dequantize):
     ``Y = scale * (qX - zero_point)`` in float32 (fbgemm's Dequantize). A plain tensor input is an error
     (Caffe2 fails on it too: its type check wants uint8 codes after choosing parameters for a float).
-    Engines with 16-bit codes are refused; the DNNLOWP arguments are accepted and not read."""
+    Engines with 16-bit codes are refused; the DNNLOWP arguments are accepted and not read.
+    ``Int8Dequantize`` with a DNNLOWP engine runs this op (the registry's engine table), as in Caffe2."""
 
     def setup(self) -> None:
         check_dnnlowp_args(self)
