@@ -8,9 +8,11 @@ import numpy as np
 
 from framework.errors import ShapeError, TypeMismatchError
 from framework.ops.gradient import should_not_do_gradient
+from framework.ops.object_blobs import held
 from framework.ops.operator import Operator
 from framework.ops.quantized.dnnlowp_common import check_dnnlowp_args, qfactory, static_qparams
 from framework.ops.quantized.dnnlowp_qparams import DNNLOWP_ARGS, QParams, dequantize, quantize
+from framework.ops.quantized.dnnlowp_quant_scheme import Int8QuantParamsBlob
 from framework.ops.quantized.int8_common import U8, int8_input, int8_output
 from framework.ops.registry import register_engine_type, register_op
 from framework.ops.schema import TensorSpec
@@ -20,15 +22,15 @@ F32, I32 = np.dtype(np.float32), np.dtype(np.int32)
 
 @register_op(
     "Quantize",
-    inputs=frozenset({1, 3}),
+    inputs=frozenset({1, 2, 3}),
     args=list(DNNLOWP_ARGS),
     input_docs=[
         ("X", "float32 tensor"),
-        ("scale", "optional float32 tensor of one element: the quantization scale (with zero_point)"),
+        ("scale", "optional float32 tensor of one element: the scale (with zero_point); alone: an Int8QuantParamsBlob"),
         ("zero_point", "optional int32 tensor of one element: the zero point (with scale)"),
     ],
     output_docs=[("Y", "Int8TensorCPU of X's shape: uint8 codes, scale and zero point")],
-    input_types={0: (F32,), 1: (F32,), 2: (I32,)},
+    input_types={0: (F32,), 2: (I32,)},
     infer=lambda args, ins: [TensorSpec(ins[0].shape, U8)],
     category="quantized",
 )
@@ -37,7 +39,9 @@ class Quantize(Operator):
     Int8Quantize): ``Y = clamp(nearbyint(X * (1 / scale) + zero_point), 0, 2^activation_precision - 1)``
     with fbgemm's fused multiply-add at precision 8 (see ``dnnlowp_qparams.quantize``).
 
-    The parameters, first that applies: the ``scale`` and ``zero_point`` inputs; ``followed_by``
+    The parameters, first that applies: the ``scale`` and ``zero_point`` inputs, or with two inputs the
+    Int8QuantParamsBlob of Int8GenQuantParams (Caffe2's versions differ: one takes the pair of tensors, an
+    earlier one the params blob; both are accepted); ``followed_by``
     Sigmoid/Tanh (the fixed-point Sigmoid/Tanh input range); ``Y_scale``/``Y_zero_point`` (with
     ``followed_by`` Relu narrowed to [0, max]); else chosen from X's min/max (fbgemm's
     ChooseQuantizationParams with ``activation_precision``, ``preserve_activation_sparsity`` and
@@ -55,8 +59,15 @@ class Quantize(Operator):
         self.static = static_qparams(self, self.qf)
 
     def _qparams(self, x: np.ndarray) -> QParams:
+        if len(self.inputs) == 2:
+            p = held(self, 1, Int8QuantParamsBlob, "Int8GenQuantParams")
+            return QParams(p.scale, p.zero_point, self.qf.activation_precision)
         if len(self.inputs) == 3:
             s, z = self.input(1), self.input(2)
+            if s.dtype != F32:
+                raise TypeMismatchError(
+                    f"{self.describe()}: scale ('{self.input_names[1]}') must be float32, got {s.dtype}"
+                )
             for k, t in ((1, s), (2, z)):
                 if t.size != 1:
                     raise ShapeError(

@@ -98,6 +98,14 @@ def test_quantize_parameter_sources():
     sig_scale = f32(f32(2 * f32(tanh_scale * f32(127))) / f32(127))
     check_int8(CreateOperator("Quantize", ["X"], ["Y"], followed_by="Sigmoid", Y_scale=9.0), [x],
                [(ref_quantize8(x, sig_scale, 128), sig_scale, 128)])  # fmt: skip
+    # the params blob of Int8GenQuantParams (Caffe2's two-input form)
+    ws = Workspace()
+    ws.feed_blob("X", x)
+    create_int8_quant_scheme_blob("s", "min_max", False, ws=ws)
+    ws.run_operator_once(CreateOperator("Int8GenQuantParams", ["X", "s"], ["p"]))
+    ws.run_operator_once(CreateOperator("Quantize", ["X", "p"], ["Y"], Y_scale=9.0))
+    s, z = ref_choose(-1.0, 2.0)
+    assert ws.fetch_blob("Y")[1:] == (s, z) and ws.fetch_blob("Y")[0].tolist() == ref_quantize8(x, s, z).tolist()
     # inputs win over arguments
     ins = [x, np.array([0.02], f32), np.array([7], np.int32)]
     check_int8(CreateOperator("Quantize", ["X", "s", "z"], ["Y"], Y_scale=9.0), ins,
@@ -290,6 +298,8 @@ def test_errors_name_op_and_blob_and_change_nothing():
     _fails(ws, CreateOperator("Quantize", ["Xd"], ["Y"]), TypeMismatchError, "Quantize.*'Xd'")
     _fails(ws, CreateOperator("Quantize", ["bad"], ["Y"]), ShapeError, "Quantize.*'bad'.*NaN")
     _fails(ws, CreateOperator("Quantize", ["X", "s2", "z"], ["Y"]), ShapeError, "'s2'.*one element")
+    _fails(ws, CreateOperator("Quantize", ["X", "z", "z"], ["Y"]), TypeMismatchError, "'z'.*float32")
+    _fails(ws, CreateOperator("Quantize", ["X", "s2"], ["Y"]), TypeMismatchError, "'s2'.*Int8QuantParamsBlob")
     _fails(ws, CreateOperator("Quantize", ["X", "s0", "z"], ["Y"]), ShapeError, "'s0'.*positive")
     _fails(ws, CreateOperator("Quantize", ["X"], ["Y"], Y_scale=-1.0), ArgumentError, "Y_scale")
     _fails(ws, CreateOperator("Quantize", ["X"], ["Y"], Y_scale=1.0, Y_zero_point=300), ArgumentError, "Y_zero_point")
