@@ -5,12 +5,10 @@ the workspace unchanged."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 from framework.ops import all_schemas
-from tests.adversarial.matrix import Case, _counts, run_case
-from tests.adversarial.test_int8_inputs import FAMILIES
+from tests.adversarial.test_int8_inputs import assert_cases_clean, int8_cases
 
 DNNLOWP_OPS = [
     "Quantize", "Dequantize", "Int8QuantSchemeBlobFill", "Int8GenQuantParams", "Int8BatchPermutation",
@@ -26,32 +24,6 @@ ARGS = [
 ]
 
 
-def _applicable(schema, args):
-    return tuple(a for a in args if a[0] in schema.args)
-
-
-def dnnlowp_cases(schema):
-    n_in = _counts(schema.num_inputs)[0]
-    n_out = _counts(schema.num_outputs)[0]
-    for args in ARGS:
-        args = _applicable(schema, args)
-        for fam, make in FAMILIES.items():
-            yield Case(f"all-{fam} {args}", tuple(make() for _ in range(n_in)), args, n_out, preset_outputs=True)
-            for j in range(n_in if n_in > 1 else 0):
-                vals = tuple(make() if k == j else FAMILIES["nhwc"]() for k in range(n_in))
-                yield Case(f"in{j}-{fam} {args}", vals, args, n_out)
-
-
 @pytest.mark.parametrize("op_type", DNNLOWP_OPS)
 def test_dnnlowp_ops_refuse_hostile_int8_inputs_cleanly(op_type, capfd):
-    schema = _SCHEMAS[op_type]
-    violations, n = [], 0
-    with np.errstate(all="ignore"):
-        for case in dnnlowp_cases(schema):
-            n += 1
-            bad = run_case(schema, case)
-            if bad:
-                violations.append(f"  [{case.label}] {bad.splitlines()[0][:300]}")
-    capfd.readouterr()
-    assert n > 0
-    assert not violations, f"{op_type}: {len(violations)} of {n} cases broke the rules:\n" + "\n".join(violations[:20])
+    assert_cases_clean(op_type, int8_cases(_SCHEMAS[op_type], ARGS), capfd)
