@@ -68,8 +68,9 @@ class PiecewiseLinearTransform(Operator):
         per = s.size
         k = np.clip(np.searchsorted(b, x, side="left") - 1, 0, per - 1)
         y = s[k] * x + c[k]
-        y = np.where(x <= b[0], s[0] * b[0] + c[0], y)
-        return np.where(x >= b[per], s[per - 1] * b[per] + c[per - 1], y)
+        y = np.where(x >= b[per], s[per - 1] * b[per] + c[per - 1], y)
+        # the lower clamp wins when both hold (all bounds equal), as Caffe2 tests x <= bounds[0] first
+        return np.where(x <= b[0], s[0] * b[0] + c[0], y)
 
     def run(self) -> None:
         x = float_input(self, 0)

@@ -50,6 +50,15 @@ def test_piecewise_linear_transform(data, as_inputs):
         assert_reference_checks(op, [x], ref)
 
 
+def test_piecewise_linear_transform_equal_bounds_take_the_lower_clamp():
+    """Bounds all equal: x on them is both <= bounds[0] and >= bounds[-1]; Caffe2 tests the lower first."""
+    op = CreateOperator(
+        "PiecewiseLinearTransform", ["X"], ["Y"], bounds=[-1.0, -1.0, -1.0], slopes=[0.0, 0.0], intercepts=[0.0, 1.0]
+    )
+    x = np.array([[-1.0], [-2.0], [0.0]])
+    assert_reference_checks(op, [x], lambda x: np.array([[0.0], [0.0], [1.0]]))
+
+
 def test_piecewise_linear_transform_binary():
     x = np.array([[0.9, 0.1], [0.2, 0.8]], np.float32)
     op = CreateOperator(
