@@ -159,6 +159,7 @@ class ConvNCHW:
         k_rows = self.kg if self.kind == "im2col" else c
         self.chunk = _even_chunk(max(1, min(n, BLOCK_BYTES // max(1, k_rows * p * dt.itemsize))), parts[0])
         self.blocked = self.blocked and self.chunk > 1
+        self._fn_name = "_blocked" if self.blocked else "_" + self.kind  # the per-worker kernel run() hands out
         for k, (lo, hi) in enumerate(parts):
             nb = min(hi - lo, self.chunk)
             if self.blocked:
@@ -209,15 +210,7 @@ class ConvNCHW:
         if y.size == 0:
             return
         b1 = b.reshape(-1, 1) if b is not None else None
-        fn = {
-            "pointwise": self._pointwise,
-            "im2col": self._im2col,
-            "depthwise": self._depthwise,
-            "direct": self._direct,
-        }
-        fn = fn[self.kind]
-        if self.blocked:
-            fn = self._blocked
+        fn = getattr(self, self._fn_name)
         if self.kind == "im2col" and not self.by_image:
             # Batch 1 split by output channels: the shared columns are filled first, by input channels.
             col, x0 = self._scratch(0)[0], x[0]

@@ -111,20 +111,28 @@ def _timed(fn, *args) -> None:
     _COMPILE["seconds"] += time.perf_counter() - t
 
 
+def _conv_operands(x, b, y, res) -> tuple:
+    """(x, b, res) as the conv kernels take them: x contiguous, b and res empty when absent, res
+    contiguous unless it is the output itself (an in-place residual)."""
+    if res is None:
+        res = _EMPTY4
+    elif res is not y:
+        res = np.ascontiguousarray(res)
+    return np.ascontiguousarray(x), (_EMPTY if b is None else b), res
+
+
 def depthwise(x, w, b, y, res, planes, z, geo, relu: bool, i0: int, i1: int) -> None:
     """Depthwise conv (group = C = M) of images i0:i1 into y; ``planes``/``z`` from ``plane_shape``
     (per worker); ``b`` and ``res`` may be None; ``res`` may be ``y`` itself (added before writing)."""
     ph, pw = geo.head
-    x, w = np.ascontiguousarray(x), np.ascontiguousarray(w)
-    if res is not None and res is not y:
-        res = np.ascontiguousarray(res)
+    x, b, res = _conv_operands(x, b, y, res)
     _timed(
         _kernels._depthwise,
         x,
-        w,
-        _EMPTY if b is None else b,
+        np.ascontiguousarray(w),
+        b,
         y,
-        _EMPTY4 if res is None else res,
+        res,
         planes,
         z,
         geo.stride[0],
@@ -161,17 +169,14 @@ def direct(x, w, b, y, res, planes, z, geo, relu: bool, i0: int, i1: int, m0: in
     (per worker); ``b`` and ``res`` may be None; ``res`` may be ``y`` itself."""
     (ph, pw), s = geo.head, geo.stride[0]
     wq = geo.out[1] + 2 // s
-    x = np.ascontiguousarray(x)
-    w = np.ascontiguousarray(w).reshape(w.shape[0], w.shape[1], 9)
-    if res is not None and res is not y:
-        res = np.ascontiguousarray(res)
+    x, b, res = _conv_operands(x, b, y, res)
     _timed(
         _kernels._direct,
         x,
-        w,
-        _EMPTY if b is None else b,
+        np.ascontiguousarray(w).reshape(w.shape[0], w.shape[1], 9),
+        b,
         y,
-        _EMPTY4 if res is None else res,
+        res,
         planes,
         z,
         s,
