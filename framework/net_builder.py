@@ -229,28 +229,28 @@ class Operations:
     # -- Task/TaskGroup hooks (framework.net_builder_hooks; collected by framework.task) --------
     def task_init(self) -> Any:
         """Ops run once at task start-up, before every instance starts (``with ops.task_init():``)."""
-        return _hooks().attach_setup(_TASK_SETUP, "init")
+        return _hooks().attach_setup("task", "init")
 
     def task_exit(self) -> Any:
         """Ops run once at task shutdown, after every instance finished."""
-        return _hooks().attach_setup(_TASK_SETUP, "exit")
+        return _hooks().attach_setup("task", "exit")
 
     def task_instance_init(self) -> Any:
         """Ops run at the start of each instance of the task (in its own workspace when the task
         has several instances), after the task init."""
-        return _hooks().attach_setup(_TASK_INSTANCE_SETUP, "init")
+        return _hooks().attach_setup("instance", "init")
 
     def task_instance_exit(self) -> Any:
         """Ops run at the end of each instance of the task."""
-        return _hooks().attach_setup(_TASK_INSTANCE_SETUP, "exit")
+        return _hooks().attach_setup("instance", "exit")
 
     def local_init(self) -> Any:
         """Ops run once per node when the TaskGroup starts, before any of its tasks."""
-        return _hooks().attach_setup(_LOCAL_SETUP, "init")
+        return _hooks().attach_setup("local", "init")
 
     def local_exit(self, name: str | None = None) -> Any:
         """Ops run once per node after every task of the TaskGroup finished."""
-        return _hooks().attach_setup(_LOCAL_SETUP, "exit", name)
+        return _hooks().attach_setup("local", "exit", name)
 
     def task_reporter(self, interval_ms: int = 1000, name: str | None = None) -> Any:
         """Ops run every ``interval_ms`` from task start-up to finish, and once more after."""
@@ -263,10 +263,6 @@ class Operations:
     def task_group(self) -> Any:
         """A local TaskGroup run as the next step of the current NetBuilder."""
         return _hooks().task_group()
-
-
-# Caffe2's Task.TASK_SETUP / Task.TASK_INSTANCE_SETUP / TaskGroup.LOCAL_SETUP (framework.task).
-_TASK_SETUP, _TASK_INSTANCE_SETUP, _LOCAL_SETUP = "task_setup", "task_instance_setup", "local_setup"
 
 
 def _hooks() -> Any:

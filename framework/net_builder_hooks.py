@@ -64,8 +64,12 @@ class ReporterBuilder(NetBuilder):
             NetBuilder.__exit__(self, etype, *args)
 
 
-def attach_setup(key: str, kind: str, name: str | None = None) -> SetupBuilder:
-    """A SetupBuilder of ``kind`` attached under ``key`` to the current net of the active builder."""
+def attach_setup(level: str, kind: str, name: str | None = None) -> SetupBuilder:
+    """A SetupBuilder of ``kind`` attached to the current net of the active builder under the key
+    framework.task collects for ``level`` ("task", "instance" or "local")."""
+    from framework.task import Task, TaskGroup
+
+    key = {"task": Task.TASK_SETUP, "instance": Task.TASK_INSTANCE_SETUP, "local": TaskGroup.LOCAL_SETUP}[level]
     setup = SetupBuilder(kind, name)
     NetBuilder.current().current_net().add_attribute(key, setup)
     return setup

@@ -91,11 +91,13 @@ def _get_net(ws: Workspace, name: str, state: _Plan, step: ExecutionStep) -> Any
         if not ws.has_net(name):
             raise NetError(f"step '{step.name}': no net called '{name}' in the plan or the workspace")
         return ws.get_net(name)
-    with state.lock:
-        made = state.created.setdefault(ws, set())
-        if name not in made:
-            ws.create_net(net_def, overwrite=True)
-            made.add(name)
+    made = state.created.get(ws)
+    if made is None or name not in made:  # first use in this workspace (later iterations skip the lock)
+        with state.lock:
+            made = state.created.setdefault(ws, set())
+            if name not in made:
+                ws.create_net(net_def, overwrite=True)
+                made.add(name)
     return ws.get_net(name)
 
 
