@@ -281,7 +281,7 @@ class Conv(ConvOpBase):
             kernel = self._kernel
         y = self.output(0, self._yshape, x.dtype)
         if kernel is not None:
-            kernel.run(x, w, b, y)
+            kernel.run(x, w, b, y, wt=self.inputs[1]._obj)
             return
         wt = self.inputs[1]._obj
         seen = (wt, wt.version, self.inputs[2]._obj.version if b is not None else None)

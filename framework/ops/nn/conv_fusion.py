@@ -118,7 +118,7 @@ class ConvFusion(ConvOpBase):
             self._prepare(x, w, b, s)
         # The output is S's tensor (in place): output() keeps its buffer, so S's values are intact here.
         y = self.output(0, self._yshape, x.dtype)
-        self._kernel.run(x, w, b, y, y if s is not None else None)
+        self._kernel.run(x, w, b, y, y if s is not None else None, wt=self.inputs[1]._obj)
 
 
 no_gradient("ConvFusion")

@@ -37,7 +37,7 @@ import weakref
 import numpy as np
 
 from framework.memory.allocator import allocate_array
-from framework.ops.nn import window_jit
+from framework.ops.nn import window_jit, winograd
 from framework.parallel import num_threads, run_parallel, split
 
 _ZERO = np.float32(0)
@@ -67,6 +67,12 @@ THIN_M, THIN_P = 32, 1024  # thin im2col convs (few output channels) batch their
 # (same rules on the output width): 16 -> 32 onto 15x15 0.84 at batch 16, 0.66 at batch 1; 3 -> 64
 # from 224x224 0.75-0.87; 32 -> 64 onto 8x8 1.32 at batch 16 (excluded), 0.95 at batch 1.
 DIRECT_RULES = ((32, 6, None), (64, 12, None), (32, 4, 1), (64, 7, 1))
+# Winograd F(2x2, 3x3) (winograd.py) for 3x3 stride-1 convs with at least WINOGRAD_C input and
+# WINOGRAD_M output channels and at least WINOGRAD_T 2x2 output tiles over the batch (its 16 GEMMs
+# have T columns: fewer run them too slowly); thinner convs keep the direct kernel or im2col (see
+# winograd.py for measurements). ``WINOGRAD = False`` turns it off.
+WINOGRAD = True
+WINOGRAD_C, WINOGRAD_M, WINOGRAD_T = 96, 32, 128
 
 
 def _taps(geo) -> list[tuple[tuple, tuple, bool]]:
@@ -114,6 +120,9 @@ def conv_kind(geo, c: int, m: int, group: int, dtype=np.float32, n: int = 1) -> 
         return "pointwise"
     if group > 1 and group == c == m:
         return "depthwise"
+    wide = c >= WINOGRAD_C and m >= WINOGRAD_M and n * math.prod(winograd.tiles(geo)) >= WINOGRAD_T
+    if WINOGRAD and wide and winograd.fits(geo, dtype, group):
+        return "winograd"
     thin = any(m <= mm and geo.out[1] >= ow and (nn is None or n <= nn) for mm, ow, nn in DIRECT_RULES)
     if thin and window_jit.direct_fits(geo, dtype, group):
         return "direct"
@@ -143,7 +152,7 @@ class ConvNCHW:
         self.parts = parts
         workers = len(parts)
         # A temporary for the GEMM result when the residual is the output buffer itself (in-place sum).
-        self.use_tmp = residual and inplace_residual and not self.jit and self.kind != "direct"
+        self.use_tmp = residual and inplace_residual and not self.jit and self.kind not in ("direct", "winograd")
         # Scratch buffers are specs (key, shape, zero-filled); the buffers come from shared_scratch at run
         # time: one per running thread and key, shared by every conv of that geometry (see module doc).
         dt = np.dtype(dtype)
@@ -160,6 +169,9 @@ class ConvNCHW:
         self.chunk = _even_chunk(max(1, min(n, BLOCK_BYTES // max(1, k_rows * p * dt.itemsize))), parts[0])
         self.blocked = self.blocked and self.chunk > 1
         self._fn_name = "_blocked" if self.blocked else "_" + self.kind  # the per-worker kernel run() hands out
+        if self.kind == "winograd":
+            self._winograd_specs(dt)
+            return
         for k, (lo, hi) in enumerate(parts):
             nb = min(hi - lo, self.chunk)
             if self.blocked:
@@ -194,6 +206,26 @@ class ConvNCHW:
                 self.tmp_specs[k] = (("tmp", (rows, *geo.out), dt.str), (rows, *geo.out), False)
         self.dw_spec = (c, math.prod(geo.kernel), p)
 
+    def _winograd_specs(self, dt) -> None:
+        """Scratch of the Winograd kernel (winograd.py), per worker: V and M of one block of tile rows
+        (flat, viewed as (16, C|M, T) with padded plane strides), the even/odd column planes of one
+        zero-bordered image, a tile row pair of the output. Workers split the batch's tile rows. The
+        transformed filter U is the kernel's own (refreshed per filter tensor version)."""
+        geo, c, m = self.geo, self.c, self.m
+        th, tw = winograd.tiles(geo)
+        self.wrows = max(1, winograd.BLOCK_BYTES // (16 * (c + m) * tw * dt.itemsize))  # tile rows per block
+        self.wt = self.wrows * tw  # tiles per block
+        self.parts = split(self.n * th, len(self.parts))
+        for k in range(len(self.parts)):
+            for specs, rows in ((self.col_specs, c), (self.tmp_specs, m)):
+                size = 16 * winograd.plane_stride(rows, self.wt)
+                specs[k] = (("wino", size, dt.str), (size,), False)
+            shape = (2, 2 * th + 2, tw + 1)
+            self.pad_specs[k] = (("wino_planes", geo, shape, dt.str), shape, True)
+            self.last_specs[k] = (("buf", (2, 2 * tw), dt.str), (2, 2 * tw), False)
+        self._u = allocate_array((16, m, c), dt)
+        self._u_seen = None
+
     def _scratch(self, k: int) -> tuple:
         """(columns, temporary, depthwise padded image) of worker slot ``k`` for the running thread."""
         key = (threading.get_ident(), k)
@@ -205,12 +237,19 @@ class ConvNCHW:
 
     # -- one run -----------------------------------------------------------------------------------
 
-    def run(self, x, w, b, y, s=None) -> None:
-        """Y = conv(X, W) (+ b) (+ S) (then Relu); ``s`` may be ``y`` itself (in-place residual)."""
+    def run(self, x, w, b, y, s=None, wt=None) -> None:
+        """Y = conv(X, W) (+ b) (+ S) (then Relu); ``s`` may be ``y`` itself (in-place residual).
+        ``wt``: the filter's Tensor, if any (kernels keeping a transformed filter then redo it only
+        when its version changes; without it they redo it every run)."""
         if y.size == 0:
             return
         b1 = b.reshape(-1, 1) if b is not None else None
         fn = getattr(self, self._fn_name)
+        if self.kind == "winograd":
+            seen = (wt, wt.version) if wt is not None else None
+            if seen is None or self._u_seen is None or self._u_seen[0] is not wt or self._u_seen[1] != seen[1]:
+                winograd.transform_filter(w, self._u)
+                self._u_seen = seen
         if self.kind == "im2col" and not self.by_image:
             # Batch 1 split by output channels: the shared columns are filled first, by input channels.
             col, x0 = self._scratch(0)[0], x[0]
@@ -334,6 +373,25 @@ class ConvNCHW:
         b = b1.reshape(-1) if b1 is not None else None
         i0, i1, m0, m1 = (lo, hi, 0, self.m) if self.by_image else (0, self.n, lo, hi)
         window_jit.direct(x, w, b, y, s, pad, col, self.geo, self.relu, i0, i1, m0, m1)
+
+    def _winograd(self, k, lo, hi, x, w, b1, y, s) -> None:
+        """Winograd F(2x2, 3x3) of the batch's tile rows lo:hi, a block of them at a time: input
+        transform, the 16 GEMMs, output transform with the epilogue."""
+        key = (threading.get_ident(), k, "views")
+        got = self._held.get(key)
+        if got is None:  # as_strided views cost ~10 us: made once per thread
+            vbuf, mbuf, phases, z = self._scratch(k)
+            v, mt = winograd.planes_view(vbuf, self.c, self.wt), winograd.planes_view(mbuf, self.m, self.wt)
+            got = self._held[key] = (v, mt, phases, z)
+        v, mt, phases, z = got
+        b = b1.reshape(-1) if b1 is not None else None
+        tw = self.wt // self.wrows
+        for g0 in range(lo, hi, self.wrows):
+            g1 = min(hi, g0 + self.wrows)
+            t = (g1 - g0) * tw
+            winograd.input_transform(x, v, g0, g1, self.geo, phases)
+            np.matmul(self._u, v[:, :, :t], out=mt[:, :, :t])
+            winograd.output_transform(mt, b, s, y, g0, g1, self.geo, self.relu, z)
 
     def _depthwise(self, k, lo, hi, x, w, b1, y, s) -> None:
         """Per image: the zero-bordered copy, its columns (one strided copy), then one batched

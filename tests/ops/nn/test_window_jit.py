@@ -191,8 +191,10 @@ def test_direct_conv_matches_reference_and_numpy_path(case, fusion, bias, strip,
     [
         (16, 16, 16, 32, "direct"),  # CIFAR ResNet-20's thin convs
         (1, 32, 32, 17, "direct"),
-        (16, 128, 32, 56, "direct"),  # DenseNet-121's 128 -> 32
-        (16, 128, 32, 9, "direct"),
+        (16, 128, 32, 56, "winograd"),  # DenseNet-121's 128 -> 32: wide enough for Winograd (test_winograd.py)
+        (16, 96, 32, 9, "winograd"),
+        (16, 64, 32, 56, "direct"),
+        (16, 64, 32, 9, "direct"),
         (16, 128, 32, 6, "im2col"),  # 4x4 outputs: mostly junk columns
         (16, 64, 64, 16, "direct"),
         (16, 64, 64, 10, "im2col"),  # more outputs on a small image: the batched GEMM is as fast

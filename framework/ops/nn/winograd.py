@@ -1,0 +1,116 @@
+"""Winograd's F(2x2, 3x3) convolution (Lavin & Gray, 2015) for 3x3 stride-1 NCHW convs, float32, with
+numba (the ``jit`` extra); conv_nchw.py picks it by ``fits`` (kind ``winograd``).
+
+Each 2x2 output tile is A^T [ (G g G^T) . (B^T d B) ] A over the 4x4 input tile d around it, so a
+conv becomes 16 independent GEMMs, one per position xi of the 4x4 transformed tile:
+
+    M[xi] (M, T) = U[xi] (M, C) @ V[xi] (C, T)
+
+with U = G g G^T the transformed filter (computed once per filter tensor version, in float64), V the
+transformed input tiles (T = tiles of the images in a chunk) and M transformed back to the output by
+A^T M A, where the epilogue (bias, residual, Relu) is applied as the values are written. 2.25x fewer
+multiply-adds than the direct or im2col conv, and the transformed input is 4/9 of im2col's columns.
+Its transforms only add and subtract (B, A have entries 0 and +-1; G has +-1/2), so the rounding
+error stays at the level of a direct fp32 sum (measured: max error relative to the largest output
+2-6e-7 against a float64 reference, the same as im2col + GEMM; F(4x4, 3x3) measured 5-10e-6, so it
+is not used).
+
+Measured (1 thread, CPU time, bias + Relu, against this project's previous kernels on the same
+shapes): ResNet-50's 3x3 convs 64 -> 64 on 56x56 0.57-0.67x of the direct kernel's time, 128/256
+channels on 28x28/14x14 0.72-0.82x of im2col + GEMM, 512 on 7x7 0.90x; AlexNet's 384/256 on 13x13
+0.67-0.79x; DenseNet-121's 128 -> 32 0.67-0.95x of the direct kernel. Thin convs (16-32 channels,
+CIFAR ResNet-20) lose (1.0-2.0x): the transforms' memory traffic outweighs their small GEMMs, and
+the direct kernel keeps them (conv_nchw.conv_kind).
+
+Layout: the planes of V (16, C, T) and M (16, M, T) are one buffer each whose plane stride is padded
+off multiples of 4 KiB (the 16 concurrent write streams of a transform otherwise map to the same
+cache sets: 4-7x slower transforms measured at 64 channels on 56x56); each chunk of images is sized so
+V and M stay near L2 (``CHUNK_BYTES``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from framework.ops.nn import window_jit
+from framework.ops.nn.window_jit import _EMPTY, _EMPTY4, _timed
+
+_kernels = None
+
+# F(2x2, 3x3): G (4 x 3) transforms the filter; B^T and A^T are written out in winograd_kernels.py.
+G = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.0]])
+# V and M of one block of tile rows at most this many bytes together (one tile row at least): a cap
+# on the scratch memory. Blocks small enough to stay in L2 measured slower (1 thread, interleaved
+# rounds): the GEMMs lose more on fewer columns than the transforms gain from the cache (256 -> 256
+# channels on 14x14 at batch 16: 0.66x of im2col's time with the whole batch in one block, 0.89x
+# with 2 MiB blocks, 1.06x with 1 MiB; 128 -> 128 on 28x28 at batch 1 0.77x whole, 0.89x in 2 MiB).
+BLOCK_BYTES = 32 << 20
+
+
+def _load():
+    global _kernels
+    if _kernels is None:
+        from framework.ops.nn import winograd_kernels
+
+        _kernels = winograd_kernels
+    return _kernels
+
+
+def fits(geo, dtype, group: int) -> bool:
+    """Whether the Winograd kernels handle a conv: 3x3, stride 1, dilation 1, group 1, float32,
+    non-negative pads, numba available."""
+    return (
+        window_jit.fits(geo, dtype)
+        and group == 1
+        and geo.kernel == (3, 3)
+        and geo.stride == (1, 1)
+        and geo.out[0] >= 1
+        and geo.out[1] >= 1
+    )
+
+
+def tiles(geo) -> tuple[int, int]:
+    """(tile rows, tile columns) covering the output."""
+    return (geo.out[0] + 1) // 2, (geo.out[1] + 1) // 2
+
+
+def plane_stride(rows: int, t: int) -> int:
+    """Elements between two planes of a (16, rows, t) transform buffer: rows * t, padded (by whole
+    cache lines) so that the stride in bytes is at least 256 bytes away from a multiple of 4 KiB."""
+    s = rows * t
+    while not 256 <= (s * 4) % 4096 <= 3840:
+        s += 16
+    return s
+
+
+def planes_view(buf: np.ndarray, rows: int, t: int) -> np.ndarray:
+    """The (16, rows, t) view of a flat buffer of 16 * plane_stride(rows, t) elements."""
+    s = plane_stride(rows, t)
+    return np.lib.stride_tricks.as_strided(buf, (16, rows, t), (s * 4, t * 4, 4))
+
+
+def transform_filter(w: np.ndarray, out: np.ndarray) -> None:
+    """out (16, M, C) = G g G^T for every (M, C) 3x3 filter g of ``w`` (M, C, 3, 3), in float64."""
+    m, c = w.shape[:2]
+    t = np.tensordot(w.astype(np.float64), G, axes=([3], [1]))  # (M, C, 3, 4): g G^T
+    u = np.tensordot(G, t, axes=([1], [2]))  # (4, M, C, 4): G g G^T
+    np.copyto(out.reshape(4, 4, m, c), u.transpose(0, 3, 1, 2))
+
+
+def input_transform(x, v, g0, g1, geo, phases) -> None:
+    """V (16, C, T) of the tile rows g0:g1 of the batch (row g % th of image g // th); ``phases``
+    (2, 2*th + 2, tw + 1) zero-filled once (only image cells are written)."""
+    th, tw = tiles(geo)
+    ph, pw = geo.head
+    _timed(_load()._input, np.ascontiguousarray(x), v, g0, g1, ph, pw, th, tw, phases[0], phases[1])
+
+
+def output_transform(mt, b, res, y, g0, g1, geo, relu: bool, z) -> None:
+    """The output rows of tile rows g0:g1 from M (16, M, T) (+ b) (+ res) (Relu); ``z`` (2, 2 * tw)
+    scratch; b and res may be None, res may be y itself."""
+    th, tw = tiles(geo)
+    if res is None:
+        res = _EMPTY4
+    elif res is not y:
+        res = np.ascontiguousarray(res)
+    _timed(_load()._output, mt, _EMPTY if b is None else b, res, y, g0, g1, th, tw, bool(relu), z)
