@@ -8,6 +8,7 @@ those medians.
 
 from __future__ import annotations
 
+import gc
 import os
 import statistics
 import time
@@ -26,7 +27,12 @@ def time_round_robin(
     wall time by default; ``time.process_time`` (CPU time of the process) measures single-threaded
     work robustly on a machine shared with other jobs. ``before[name]``, when given, runs (untimed)
     before each of that contender's timed blocks: e.g. switching a global setting and one warm-up
-    call, so what is timed is the steady state under that setting."""
+    call, so what is timed is the steady state under that setting.
+
+    Python's cyclic garbage collector is off while the rounds run (as ``timeit`` does), after one
+    full collection: otherwise the first full collection after the contenders' set-up (tens of ms
+    with torch, onnx and numba loaded: measured 60-70 ms in one ShuffleNet run of 9 ms) lands in
+    whichever contender happens to be running."""
     before = before or {}
     for name, fn in contenders.items():
         if name in before:
@@ -34,14 +40,21 @@ def time_round_robin(
         for _ in range(warmup):
             fn()
     samples: dict[str, list[float]] = {k: [] for k in contenders}
-    for _ in range(rounds):
-        for name, fn in contenders.items():
-            if name in before:
-                before[name]()
-            t0 = clock()
-            for _ in range(inner):
-                fn()
-            samples[name].append((clock() - t0) / inner)
+    gc.collect()
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        for _ in range(rounds):
+            for name, fn in contenders.items():
+                if name in before:
+                    before[name]()
+                t0 = clock()
+                for _ in range(inner):
+                    fn()
+                samples[name].append((clock() - t0) / inner)
+    finally:
+        if was_enabled:
+            gc.enable()
     return {k: statistics.median(v) for k, v in samples.items()}
 
 

@@ -2,9 +2,10 @@
 
     OPENBLAS_NUM_THREADS=1 python -m bench.real_models.profile --models resnet20_cifar --batches 16
 
-Ours: the Predictor's optimized net, each op run on its own (after warm-up) and timed in process CPU
-time, grouped by op type and, for convolutions, by kernel (pointwise/im2col/depthwise, blocked or not),
-window and group; GFLOP/s per group from the op's cost. PyTorch: ``torch.profiler`` self CPU time per
+Ours: the Predictor's optimized net run whole, in order (after warm-up; an op run again on its own
+output, in place, would time other data), each op timed in process CPU time, grouped by op type and,
+for convolutions, by kernel (pointwise/im2col/winograd/direct/depthwise, blocked or not), window and
+group; GFLOP/s per group from the op's cost. PyTorch: ``torch.profiler`` self CPU time per
 aten op over the same number of inferences (1 thread). Both lists are printed as ms per inference.
 """
 
@@ -16,6 +17,7 @@ for _v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_v, "1")
 
 import argparse  # noqa: E402
+import gc  # noqa: E402
 import time  # noqa: E402
 from collections import defaultdict  # noqa: E402
 
@@ -45,14 +47,19 @@ def profile_ours(model, x, runs: int) -> dict[str, list[float]]:
 
     net = run.__self__.net
     out: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0])
-    for op in net.ops:
-        lab = op_label(op)
-        t = time.process_time()
-        for _ in range(runs):
-            op.run()
-        out[lab][0] += (time.process_time() - t) / runs
+    labels = [op_label(op) for op in net.ops]
+    for lab, op in zip(labels, net.ops):
         out[lab][1] += _flops(op)
         out[lab][2] += 1
+    clock = time.process_time
+    gc.collect()  # no collection pause inside an op's time (see bench.common.time_round_robin)
+    gc.disable()
+    for _ in range(runs):
+        for lab, op in zip(labels, net.ops):
+            t = clock()
+            op.run()
+            out[lab][0] += (clock() - t) / runs
+    gc.enable()
     return out
 
 
@@ -97,7 +104,7 @@ def main() -> None:
             x = model.input_data()
             ours = profile_ours(model, x, a.runs)
             total = sum(v[0] for v in ours.values())
-            print(f"\n== {name} batch {batch}: ours {total * 1e3:.1f} ms CPU (ops run one by one)")
+            print(f"\n== {name} batch {batch}: ours {total * 1e3:.1f} ms CPU (sum of the ops' times)")
             for lab, (t, f, cnt) in sorted(ours.items(), key=lambda kv: -kv[1][0]):
                 gf = f" {f / t / 1e9:6.1f} GFLOP/s" if f else ""
                 print(f"  {t * 1e3:8.2f} ms {100 * t / total:5.1f}%  x{cnt:<3d} {lab}{gf}")

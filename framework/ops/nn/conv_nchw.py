@@ -8,9 +8,10 @@ Four kernels, picked once per input signature:
   strided copy per kernel tap over the window's valid region; the border cells that fall in the
   padding are zero from the buffer's creation and never written, so padding costs nothing per run.
   Then one GEMM per image (per group: one batched matmul).
-- ``direct`` (3x3, stride 1 or 2, group 1, float32, up to 64 outputs (DIRECT_RULES), with numba):
-  the compiled direct convolution of ``window_jit.direct``, no columns at all; for such thin convs
-  the column copy costs as much as a third of im2col + GEMM (see DIRECT_RULES for measurements).
+- ``direct`` (3x3, stride 1 or 2, group 1, float32, with numba): the compiled direct convolution of
+  ``window_jit.direct`` (a register-blocked micro-kernel, microkernel.py), no columns at all (see
+  DIRECT_OW for where it is chosen and measurements).
+- ``winograd`` (3x3 stride 1, wide, float32, with numba): Winograd's F(2x2, 3x3) (winograd.py).
 - ``depthwise`` (group = C = M): with numba (float32, dilation 1), the compiled kernel of
   ``window_jit`` (2-4x faster); otherwise per image, columns from a zero-bordered copy of the image
   and one batched matmul over the channels (1.5x faster at batch 16 than the whole batch at once).
@@ -55,24 +56,22 @@ BLOCK_BYTES = 4 << 20
 # more than half of the work), ShuffleNet 10.7 vs 8.7 ms.
 SPLIT_MIN_FLOPS = 16_000_000
 THIN_M, THIN_P = 32, 1024  # thin im2col convs (few output channels) batch their images up to THIN_P pixels
-# The compiled direct 3x3 conv (window_jit.direct) replaces im2col + GEMM for convs with at most M
-# output channels on outputs at least OW wide at batch at most N, per (M, OW, N) rule (N None: any):
-# the fewer the outputs, the more the column copy weighs against the GEMM; the narrower the output,
-# the more of each row goes to the two junk columns; at batch > 1 small images share one GEMM
-# (``blocked``), an efficient one. Measured (1 thread, CPU time, bias + Relu, direct / im2col):
-# 16-32 outputs 0.53-0.79 (CIFAR ResNet-20's 16 -> 16 on 30x30 0.59, DenseNet-121's 128 -> 32 on
-# 56x56 to 7x7 0.63-0.91), 6x6 0.86, 4x4 1.28 at batch 16 but 0.62-0.84 at batch 1; 48-64 outputs
-# 0.70-0.88 on 12x12 to 56x56, on 7x7 to 10x10 0.97-1.21 at batch 16 but 0.82-0.92 at batch 1;
-# 128 outputs on 28x28 0.97 (8x8 at batch 1 1.09), 256 on 14x14 1.08, 512 on 7x7 1.12. Stride 2
-# (same rules on the output width): 16 -> 32 onto 15x15 0.84 at batch 16, 0.66 at batch 1; 3 -> 64
-# from 224x224 0.75-0.87; 32 -> 64 onto 8x8 1.32 at batch 16 (excluded), 0.95 at batch 1.
-DIRECT_RULES = ((32, 6, None), (64, 12, None), (32, 4, 1), (64, 7, 1))
+# The compiled direct 3x3 conv (window_jit.direct: a register-blocked micro-kernel over the zero-
+# bordered image planes, microkernel.py) replaces im2col + GEMM for 3x3 convs with outputs at least
+# DIRECT_OW wide (narrower rows fill too few of its 16-pixel vectors), at stride 2 only with at most
+# DIRECT_S2_M output channels. Measured (1 thread, CPU time, bias + Relu, against the previous
+# kernels on this Xeon): 16 -> 16 on 30x30 128 GFLOP/s (0.40-0.45x of the previous direct kernel's
+# time), 32 -> 32 on 14x14 0.45x, 64 -> 64 on 8x8 0.61x (0.90x of im2col's batched GEMM at batch 16),
+# DenseNet-121's 128 -> 32 0.55-0.73x (also against Winograd), 64 -> 64 on 56x56 0.62x, 256 -> 256
+# on 14x14 0.87x of im2col at batch 1; stride 2: 16 -> 32 0.49x, 64 -> 64 onto 56x56 0.73x, 128 and
+# 256 outputs 1.04-1.08x of im2col (kept there).
+DIRECT_OW, DIRECT_S2_M = 8, 64
 # Winograd F(2x2, 3x3) (winograd.py) for 3x3 stride-1 convs with at least WINOGRAD_C input and
 # WINOGRAD_M output channels and at least WINOGRAD_T 2x2 output tiles over the batch (its 16 GEMMs
 # have T columns: fewer run them too slowly); thinner convs keep the direct kernel or im2col (see
 # winograd.py for measurements). ``WINOGRAD = False`` turns it off.
 WINOGRAD = True
-WINOGRAD_C, WINOGRAD_M, WINOGRAD_T = 96, 32, 128
+WINOGRAD_C, WINOGRAD_M, WINOGRAD_T = 96, 64, 128
 
 
 def _taps(geo) -> list[tuple[tuple, tuple, bool]]:
@@ -114,8 +113,8 @@ def _even_chunk(chunk: int, part: tuple) -> int:
 
 
 def conv_kind(geo, c: int, m: int, group: int, dtype=np.float32, n: int = 1) -> str:
-    """'pointwise', 'depthwise' (group = C = M), 'direct' (thin 3x3 at batch ``n``, see DIRECT_RULES)
-    or 'im2col'."""
+    """'pointwise', 'depthwise' (group = C = M), 'winograd' (wide 3x3 stride 1 over at least
+    WINOGRAD_T tiles of the batch ``n``), 'direct' (3x3, see DIRECT_OW) or 'im2col'."""
     if geo.kernel == (1, 1) and geo.stride == (1, 1) and not geo.padded:
         return "pointwise"
     if group > 1 and group == c == m:
@@ -123,8 +122,8 @@ def conv_kind(geo, c: int, m: int, group: int, dtype=np.float32, n: int = 1) -> 
     wide = c >= WINOGRAD_C and m >= WINOGRAD_M and n * math.prod(winograd.tiles(geo)) >= WINOGRAD_T
     if WINOGRAD and wide and winograd.fits(geo, dtype, group):
         return "winograd"
-    thin = any(m <= mm and geo.out[1] >= ow and (nn is None or n <= nn) for mm, ow, nn in DIRECT_RULES)
-    if thin and window_jit.direct_fits(geo, dtype, group):
+    fits_direct = geo.out[1] >= DIRECT_OW and (geo.stride == (1, 1) or m <= DIRECT_S2_M)
+    if fits_direct and window_jit.direct_fits(geo, dtype, group):
         return "direct"
     return "im2col"
 
@@ -148,7 +147,12 @@ class ConvNCHW:
         self.jit_epilogue = np.dtype(dtype) == np.float32 and window_jit.available()
         # Split images, except batch 1 with group 1: split output channels.
         self.by_image = n > 1 or threads == 1 or group != 1
-        parts = split(n, threads) if self.by_image else split(m, threads)
+        if self.by_image:
+            parts = split(n, threads)
+        elif self.kind == "direct":  # blocks of the micro-kernel's output channels
+            parts = _split_aligned(m, threads, window_jit.direct_block_rows())
+        else:
+            parts = split(m, threads)
         self.parts = parts
         workers = len(parts)
         # A temporary for the GEMM result when the residual is the output buffer itself (in-place sum).
@@ -190,10 +194,10 @@ class ConvNCHW:
             if self.kind == "im2col" and (self.by_image or k == 0):
                 shape = (c, *geo.kernel, *geo.out)
                 self.col_specs[k] = (("col", geo, shape, dt.str), shape, True)
-            if self.kind == "direct":  # zero-bordered planes of the image, accumulators of a strip
-                planes, acc, _ = window_jit.direct_shape(geo, c)
+            if self.kind == "direct":  # zero-bordered planes of the image, the micro-kernel's run offsets
+                planes = window_jit.direct_shape(geo, c)
                 self.pad_specs[k] = (("direct", geo, planes, dt.str), planes, True)
-                self.col_specs[k] = (("buf", acc, dt.str), acc, False)
+                self.col_specs[k] = (("runs", (3, 2), "<i8"), (3, 2), False)
             if self.kind == "depthwise" and self.jit:
                 phases, hq, wq, wide = window_jit.plane_shape(geo)
                 self.pad_specs[k] = (("planes", (phases, hq * wq), dt.str), (phases, hq * wq), False)
@@ -205,6 +209,10 @@ class ConvNCHW:
             if self.use_tmp:
                 self.tmp_specs[k] = (("tmp", (rows, *geo.out), dt.str), (rows, *geo.out), False)
         self.dw_spec = (c, math.prod(geo.kernel), p)
+        if self.kind == "direct":  # the filter packed per tensor version, a zero bias for convs without one
+            self._u = allocate_array((window_jit.direct_packed_size(m, c),), dt)
+            self._u_seen = None
+            self._zero_b = None if has_bias else allocate_array((m,), dt, zero_fill=True)
 
     def _winograd_specs(self, dt) -> None:
         """Scratch of the Winograd kernel (winograd.py), per worker: V and M of one block of tile rows
@@ -245,10 +253,13 @@ class ConvNCHW:
             return
         b1 = b.reshape(-1, 1) if b is not None else None
         fn = getattr(self, self._fn_name)
-        if self.kind == "winograd":
+        if self.kind in ("winograd", "direct"):  # the kernel's own form of the filter
             seen = (wt, wt.version) if wt is not None else None
             if seen is None or self._u_seen is None or self._u_seen[0] is not wt or self._u_seen[1] != seen[1]:
-                winograd.transform_filter(w, self._u)
+                if self.kind == "direct":
+                    window_jit.direct_pack(w, self._u)
+                else:
+                    winograd.transform_filter(w, self._u)
                 self._u_seen = seen
         if self.kind == "im2col" and not self.by_image:
             # Batch 1 split by output channels: the shared columns are filled first, by input channels.
@@ -369,10 +380,10 @@ class ConvNCHW:
 
     def _direct(self, k, lo, hi, x, w, b1, y, s) -> None:
         """Compiled direct conv (window_jit.direct): images lo:hi, or output channels lo:hi at batch 1."""
-        col, _, pad, _ = self._scratch(k)
-        b = b1.reshape(-1) if b1 is not None else None
+        runs, _, pad, _ = self._scratch(k)
+        b = b1.reshape(-1) if b1 is not None else self._zero_b
         i0, i1, m0, m1 = (lo, hi, 0, self.m) if self.by_image else (0, self.n, lo, hi)
-        window_jit.direct(x, w, b, y, s, pad, col, self.geo, self.relu, i0, i1, m0, m1)
+        window_jit.direct(x, self._u, b, y, s, pad, runs, self.geo, self.relu, i0, i1, m0, m1)
 
     def _winograd(self, k, lo, hi, x, w, b1, y, s) -> None:
         """Winograd F(2x2, 3x3) of the batch's tile rows lo:hi, a block of them at a time: input
@@ -433,6 +444,12 @@ def shared_scratch(key: tuple, shape: tuple, zero: bool) -> np.ndarray:
         buf = allocate_array(shape, np.dtype(key[-1]), zero_fill=zero)
         reg[key] = buf
     return buf
+
+
+def _split_aligned(total: int, parts: int, align: int) -> list[tuple[int, int]]:
+    """``split`` of range(total) with inner bounds at multiples of ``align`` (empty parts dropped)."""
+    bounds = [0] + [min(total, round(total * i / parts / align) * align) for i in range(1, parts)] + [total]
+    return [(a, b) for a, b in zip(bounds, bounds[1:]) if b > a]
 
 
 class _bind:  # noqa: N801  (a tiny closure object)

@@ -145,50 +145,86 @@ def depthwise(x, w, b, y, res, planes, z, geo, relu: bool, i0: int, i1: int) -> 
     )
 
 
-# Wide output values per strip of the direct conv: its (2, strip) accumulators (8 KiB) stay in L1.
-DIRECT_STRIP = 1024
-
-
 def direct_fits(geo, dtype, group: int) -> bool:
     """Whether ``direct`` handles a conv: 3x3, stride 1 or 2, group 1 (and what ``fits`` asks)."""
     return fits(geo, dtype) and group == 1 and geo.kernel == (3, 3) and geo.stride in ((1, 1), (2, 2))
 
 
-def direct_shape(geo, c: int) -> tuple[tuple, tuple, int]:
-    """(planes shape, accumulator shape, rows per strip) of the scratch ``direct`` needs: per input
-    channel s*s (phase) planes of (OH + 2//s) x (OW + 2//s), plus a vector's slack."""
+def direct_shape(geo, c: int) -> tuple[int, int]:
+    """Shape of the zero-bordered planes ``direct`` needs per worker: per input channel s*s (phase)
+    planes of (OH + 2//s) x (OW + 2//s), plus a vector's slack (the micro-kernel reads whole vectors)."""
     s, (oh, ow) = geo.stride[0], geo.out
     wq = ow + 2 // s
-    rows = max(1, min(oh, DIRECT_STRIP // wq))
-    return (c * s * s, (oh + 2 // s) * wq + 16), (2, rows * wq + 16), rows
+    return c * s * s, (oh + 2 // s) * wq + 16
 
 
-def direct(x, w, b, y, res, planes, z, geo, relu: bool, i0: int, i1: int, m0: int, m1: int) -> None:
-    """3x3 stride-1 or -2 group-1 conv of images i0:i1, output channels m0:m1, into y, with no columns:
-    ``planes`` (zero-filled once: only the image's cells are written) and ``z`` from ``direct_shape``
-    (per worker); ``b`` and ``res`` may be None; ``res`` may be ``y`` itself."""
+_MK: dict = {}
+
+
+def _microkernel():
+    mk = _MK.get("module")
+    if mk is None:
+        from framework.ops.nn import microkernel as mk
+
+        _MK["module"] = mk
+    return mk
+
+
+def direct_pack(w: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """The filter (M, C, 3, 3) packed for ``direct`` (into ``out`` when given, of ``direct_packed_size``)."""
+    mk = _microkernel()
+    m = w.shape[0]
+    w2 = w.reshape(m, -1)
+    if out is None:
+        out = np.empty(mk.packed_size(m, w2.shape[1]), np.float32)
+    mk.pack(w2, out)
+    return out
+
+
+def direct_packed_size(m: int, c: int) -> int:
+    return _microkernel().packed_size(m, 9 * c)
+
+
+def direct_block_rows() -> int:
+    """Output channels per register block: at batch 1, splits of the output channels between threads
+    start at multiples of it."""
+    return _microkernel().R
+
+
+def direct(x, wp, b, y, res, planes, scratch, geo, relu: bool, i0: int, i1: int, m0: int, m1: int) -> None:
+    """3x3 stride-1 or -2 group-1 conv of images i0:i1, output channels m0:m1 (m0 a multiple of
+    ``direct_block_rows``), into y, with no columns: ``wp`` from ``direct_pack``, ``b`` (M,) (zeros
+    for a conv without bias), ``planes`` (zero-filled once: only the image's cells are written) of
+    ``direct_shape``, ``scratch`` (3, 2) int64 per worker; ``res`` may be None or ``y`` itself."""
     (ph, pw), s = geo.head, geo.stride[0]
     wq = geo.out[1] + 2 // s
-    x, b, res = _conv_operands(x, b, y, res)
+    mk = _microkernel()
+    x, _, res = _conv_operands(x, None, y, res)
+    flags = (2 if res is not _EMPTY4 else 0) | (4 if relu else 0)
+    taps = _MK.get(("taps", s, planes.shape[1], wq))
+    if taps is None:
+        taps = _MK[("taps", s, planes.shape[1], wq)] = mk.tap_offsets(s, planes.shape[1], wq)
     _timed(
-        _kernels._direct,
+        mk._conv,
         x,
-        np.ascontiguousarray(w).reshape(w.shape[0], w.shape[1], 9),
+        wp,
         b,
         y,
-        res,
+        y if res is _EMPTY4 else res,
         planes,
-        z,
+        taps,
         s,
         ph,
         pw,
         wq,
-        (z.shape[1] - 16) // wq,  # rows per strip, as direct_shape sized z
-        bool(relu),
+        flags,
         i0,
         i1,
         m0,
         m1,
+        scratch[0],
+        scratch[1],
+        scratch[2],
     )
 
 
@@ -281,7 +317,8 @@ def warm_up() -> float:
     y3 = y.reshape(1, 2, 16)
     epilogue_block(np.ascontiguousarray(y3.transpose(1, 0, 2)), np.zeros(2, np.float32), y3, y3, True)
     scale_shift(x, np.ones(2, np.float32), np.zeros(2, np.float32), y, True)
-    planes, acc, _ = direct_shape(geo, 2)
-    w2 = np.zeros((2, 2, 3, 3), np.float32)
-    direct(x, w2, None, y, None, np.zeros(planes, np.float32), np.empty(acc, np.float32), geo, True, 0, 1, 0, 2)
+    w2 = direct_pack(np.zeros((2, 2, 3, 3), np.float32))
+    scratch = np.zeros((3, 2), np.int64)
+    planes = np.zeros(direct_shape(geo, 2), np.float32)
+    direct(x, w2, np.zeros(2, np.float32), y, None, planes, scratch, geo, True, 0, 1, 0, 2)
     return time.perf_counter() - t

@@ -141,7 +141,7 @@ def test_conv_fusion_matches_reference(threads, case, fusion):
 
 
 def test_conv_buffers_come_from_the_allocator_and_reruns_allocate_nothing(threads, monkeypatch):
-    monkeypatch.setattr(conv_nchw, "DIRECT_RULES", ())  # im2col's columns (the direct kernel: test_window_jit)
+    monkeypatch.setattr(conv_nchw, "DIRECT_OW", 1 << 30)  # im2col's columns (the direct kernel: test_window_jit)
     ws = Workspace()
     rng = np.random.default_rng(0)
     ws.feed_blob("X", rng.standard_normal((2, 8, 12, 12)).astype(np.float32))
@@ -198,7 +198,7 @@ def test_depthwise_kernel_matches_reference(threads, stride, pad, n):
 
 
 def test_small_images_are_batched_into_one_gemm_and_column_buffers_are_shared(threads, monkeypatch):
-    monkeypatch.setattr(conv_nchw, "DIRECT_RULES", ())  # im2col (these thin convs would run direct)
+    monkeypatch.setattr(conv_nchw, "DIRECT_OW", 1 << 30)  # im2col (these thin convs would run direct)
     rng = np.random.default_rng(3)
     ws = Workspace()
     x = rng.standard_normal((4, 5, 6, 6)).astype(np.float32)

@@ -122,15 +122,15 @@ def test_conv_epilogue_jit_matches_reference_and_numpy_path(kernel, stride, n, m
 
 @st.composite
 def direct_cases(draw):
-    """3x3 stride-1 or -2 group-1 convs the direct kernel takes (conv_nchw.DIRECT_RULES: up to 32
-    outputs on outputs at least 6 wide; an odd M exercises the one-output tail), pads up to 2 per
-    side."""
+    """3x3 stride-1 or -2 group-1 convs the direct kernel takes (outputs at least conv_nchw.DIRECT_OW
+    wide: rows of up to 16 outputs two to a register block, wider ones in runs of 32; M not a
+    multiple of the micro-kernel's 8 rows exercises a partial block), pads up to 2 per side."""
     pads = draw(st.lists(st.integers(0, 2), min_size=4, max_size=4))
     s = draw(st.sampled_from([1, 2]))
     h = draw(st.integers(max(1, 3 - pads[0] - pads[2]), 12))
-    min_ow = conv_nchw.DIRECT_RULES[0][1]
-    w = draw(st.integers((min_ow - 1) * s + 3 - pads[1] - pads[3], 30))
-    n, c, m = draw(st.integers(1, 3)), draw(st.integers(1, 6)), draw(st.integers(1, 9))
+    min_ow = conv_nchw.DIRECT_OW
+    w = draw(st.integers((min_ow - 1) * s + 3 - pads[1] - pads[3], 40 * s))
+    n, c, m = draw(st.integers(1, 3)), draw(st.integers(1, 6)), draw(st.integers(1, 20))
     return dict(n=n, c=c, m=m, h=h, w=w, pads=pads, stride=s)
 
 
@@ -144,13 +144,12 @@ def _ref_padded(x, w, b, pads, stride):
     case=direct_cases(),
     fusion=st.sampled_from([0, 1, 2, 3]),
     bias=st.booleans(),
-    strip=st.sampled_from([16, 40, 1024]),
     seed=st.integers(0, 2**31 - 1),
 )
 @settings(max_examples=40, deadline=None)
-def test_direct_conv_matches_reference_and_numpy_path(case, fusion, bias, strip, seed):
-    """The direct 3x3 kernel (``strip`` small: several strips of rows per image) against the float64
-    reference and against im2col + GEMM (the kernels off), every fusion type, NaN through Relu."""
+def test_direct_conv_matches_reference_and_numpy_path(case, fusion, bias, seed):
+    """The direct 3x3 kernel against the float64 reference and against im2col + GEMM (the kernels
+    off), every fusion type, NaN through Relu."""
     rng = np.random.default_rng(seed)
     n, c, m, pads = case["n"], case["c"], case["m"], case["pads"]
     x = rng.standard_normal((n, c, case["h"], case["w"])).astype(np.float32)
@@ -175,7 +174,6 @@ def test_direct_conv_matches_reference_and_numpy_path(case, fusion, bias, strip,
         if fusion == 3:
             want = np.where(want < 0, 0, want)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(window_jit, "DIRECT_STRIP", strip)
         got, op = _run(op_def, feeds, True, mp)
         assert op._kernel.kind == "direct"
         plain, op2 = _run(op_def, feeds, False, mp)
@@ -189,21 +187,17 @@ def test_direct_conv_matches_reference_and_numpy_path(case, fusion, bias, strip,
 @pytest.mark.parametrize(
     "n, c, m, size, kind",
     [
-        (16, 16, 16, 32, "direct"),  # CIFAR ResNet-20's thin convs
+        (16, 16, 16, 32, "direct"),  # CIFAR ResNet-20's convs
         (1, 32, 32, 17, "direct"),
-        (16, 128, 32, 56, "winograd"),  # DenseNet-121's 128 -> 32: wide enough for Winograd (test_winograd.py)
-        (16, 96, 32, 9, "winograd"),
-        (16, 64, 32, 56, "direct"),
-        (16, 64, 32, 9, "direct"),
-        (16, 128, 32, 6, "im2col"),  # 4x4 outputs: mostly junk columns
-        (16, 64, 64, 16, "direct"),
-        (16, 64, 64, 10, "im2col"),  # more outputs on a small image: the batched GEMM is as fast
-        (1, 64, 64, 10, "direct"),  # one image: no batched GEMM
-        (1, 128, 32, 6, "direct"),
-        (1, 256, 256, 16, "im2col"),
+        (16, 64, 64, 10, "direct"),
+        (16, 128, 32, 56, "direct"),  # DenseNet-121's 128 -> 32: too few outputs for Winograd
+        (1, 256, 256, 16, "direct"),  # 49 tiles: too few for Winograd
+        (16, 256, 256, 16, "winograd"),
+        (16, 128, 32, 9, "im2col"),  # 7x7 outputs: rows too short for the micro-kernel's vectors
+        (1, 128, 32, 6, "im2col"),
     ],
 )
-def test_direct_conv_chosen_for_thin_convs_only(n, c, m, size, kind):
+def test_direct_conv_chosen_by_output_width(n, c, m, size, kind):
     geo = Geometry((size, size), (3, 3), (1, 1), (1, 1), (0, 0), (0, 0), (size - 2, size - 2))
     assert conv_nchw.conv_kind(geo, c, m, 1, np.float32, n) == kind
     assert conv_nchw.conv_kind(geo, c, m, 1, np.float64, n) == "im2col"
@@ -311,12 +305,13 @@ def test_jit_kernels_rerun_without_allocating(threads, batch):  # noqa: F811
     residual) and pooling kernels run again without allocating."""
     rng = np.random.default_rng(0)
     ws = Workspace()
-    ws.feed_blob("X", rng.standard_normal((batch, 6, 9, 9)).astype(np.float32))
-    ws.feed_blob("W", rng.standard_normal((6, 1, 3, 3)).astype(np.float32))
-    ws.feed_blob("W2", rng.standard_normal((6, 6, 3, 3)).astype(np.float32))
+    c = 16  # two blocks of the direct micro-kernel's 8 output channels: split at batch 1 on 2 threads
+    ws.feed_blob("X", rng.standard_normal((batch, c, 9, 9)).astype(np.float32))
+    ws.feed_blob("W", rng.standard_normal((c, 1, 3, 3)).astype(np.float32))
+    ws.feed_blob("W2", rng.standard_normal((c, c, 3, 3)).astype(np.float32))
     fuse = dict(kernel=3, pad=1, fusion_type=3)
     ops = [
-        create_operator(CreateOperator("Conv", ["X", "W"], ["Y"], kernel=3, pad=1, group=6), ws),
+        create_operator(CreateOperator("Conv", ["X", "W"], ["Y"], kernel=3, pad=1, group=c), ws),
         create_operator(CreateOperator("Conv", ["Y", "W2"], ["Y2"], kernel=3, pad=1), ws),
         create_operator(CreateOperator("ConvFusion", ["Y2", "W2", "Y"], ["Y"], **fuse), ws),
         create_operator(CreateOperator("MaxPool", ["Y"], ["Z"], kernel=3, stride=2), ws),

@@ -1,0 +1,182 @@
+"""A register-blocked direct convolution micro-kernel in LLVM IR (a numba ``intrinsic``), and the numba
+driver that runs it over an image; used by window_jit.direct (see its doc). Imported only when first
+needed.
+
+numba's own loops cannot keep a block of accumulators in vector registers across a reduction: LLVM
+keeps them in memory, one load and one store per multiply-add, which is what bounded the previous
+direct kernel (9 taps x 2 outputs per pass over accumulator rows in L1) at 40-60 GFLOP/s. This kernel
+holds R x 2 vectors of outputs (R output channels, two runs of 16 output pixels) in registers while it
+runs over every (input channel, tap): per step two vector loads of the zero-bordered input planes
+(the taps are fixed offsets into them), R broadcasts of the packed filter, 2R fused multiply-adds;
+then bias, residual and Relu on the registers and masked stores straight into the output rows.
+
+Implicit GEMM over K = C x taps: the filter packed k-major, R rows interleaved (``pack``), tap t of
+input channel c read at planes[c * cstride + taps[t] + offset of the output run].
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+from llvmlite import ir
+from numba import types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+from framework.ops.nn.window_kernels import _direct_fill
+
+_jit = numba.njit(cache=True, fastmath={"contract"}, nogil=True, boundscheck=False)
+
+L = 16  # float32 lanes per vector
+R = 8  # output channels per register block (8 x 2 vectors: 16 accumulators + 2 loads + a broadcast)
+V = 2  # output runs (vectors) per block
+
+_F32, _I64, _I32, _I1 = ir.FloatType(), ir.IntType(64), ir.IntType(32), ir.IntType(1)
+_VEC = ir.VectorType(_F32, L)
+
+
+def _function(module, name: str, fnty):
+    try:
+        return module.get_global(name)
+    except KeyError:
+        return ir.Function(module, fnty, name=name)
+
+
+def _splat(builder, value, vty):
+    one = builder.insert_element(ir.Constant(vty, ir.Undefined), value, ir.Constant(_I32, 0))
+    return builder.shuffle_vector(one, one, ir.Constant(ir.VectorType(_I32, L), [0] * L))
+
+
+def _c(v: int):
+    return ir.Constant(_I64, v)
+
+
+@intrinsic
+def _block(typingctx, wp, w0, planes, cstride, taps, c, xo, y, yo, ldy, n, b, b0, rows, res, flags):
+    """Outputs of R filter rows (from w0 in ``wp``, rows < ``rows`` kept) on V runs of output pixels:
+    run v reads planes[ch * cstride + taps[t] + xo[v]] for tap t of input channel ch < c and writes
+    its first n[v] lanes at y[yo[v] + r * ldy] (+ b[b0 + r], + the residual at the same index of
+    ``res`` when flags & 2 (may be y itself), Relu when flags & 4: "0 if v < 0 else v", NaN stays)."""
+    sig = types.void(wp, w0, planes, cstride, taps, c, xo, y, yo, ldy, n, b, b0, rows, res, flags)
+
+    def codegen(context, builder, signature, args):
+        wp_v, w0_v, pl_v, cs_v, taps_v, c_v, xo_v, y_v, yo_v, ldy_v, n_v, b_v, b0_v, rows_v, res_v, flags_v = args
+        tys = signature.args
+        module = builder.module
+        ptr, mty = ir.PointerType(), ir.VectorType(_I1, L)
+        fma = _function(module, "llvm.fma.v16f32", ir.FunctionType(_VEC, [_VEC, _VEC, _VEC]))
+        mload = _function(module, "llvm.masked.load.v16f32.p0", ir.FunctionType(_VEC, [ptr, _I32, mty, _VEC]))
+        mstore = _function(
+            module, "llvm.masked.store.v16f32.p0", ir.FunctionType(ir.VoidType(), [_VEC, ptr, _I32, mty])
+        )
+
+        def data(i):
+            return context.make_array(tys[i])(context, builder, args[i]).data
+
+        wd, pd, td, xod, yd, yod, nd, bd, rd = (data(i) for i in (0, 2, 4, 6, 7, 8, 10, 11, 14))
+        ntap = context.make_array(tys[4])(context, builder, taps_v).shape
+        ntap = builder.extract_value(ntap, 0)
+        lanes = ir.Constant(ir.VectorType(_I64, L), list(range(L)))
+        xo = [builder.load(builder.gep(xod, [_c(v)])) for v in range(V)]
+        yo = [builder.load(builder.gep(yod, [_c(v)])) for v in range(V)]
+        masks = [
+            builder.icmp_signed("<", lanes, _splat(builder, builder.load(builder.gep(nd, [_c(v)])), lanes.type))
+            for v in range(V)
+        ]
+        zero = ir.Constant(_VEC, [0.0] * L)
+        align = ir.Constant(_I32, 4)
+        accs = [[cgutils.alloca_once_value(builder, zero) for _ in range(V)] for _ in range(R)]
+        kk = cgutils.alloca_once_value(builder, w0_v)  # filter index of (ch, tap), row 0
+        with cgutils.for_range(builder, c_v) as chl:
+            base = builder.mul(chl.index, cs_v)
+            with cgutils.for_range(builder, ntap) as tl:
+                at = builder.add(base, builder.load(builder.gep(td, [tl.index])))
+                # whole vectors read: the planes have a vector's slack past their last cell
+                xv = [builder.load(builder.gep(pd, [builder.add(at, xo[v])]), typ=_VEC, align=4) for v in range(V)]
+                wrow = builder.load(kk)
+                for r in range(R):
+                    a = _splat(builder, builder.load(builder.gep(wd, [builder.add(wrow, _c(r))])), _VEC)
+                    for v in range(V):
+                        builder.store(builder.call(fma, [a, xv[v], builder.load(accs[r][v])]), accs[r][v])
+                builder.store(builder.add(wrow, _c(R)), kk)
+        has_r = builder.icmp_signed("!=", builder.and_(flags_v, _c(2)), _c(0))
+        relu = builder.icmp_signed("!=", builder.and_(flags_v, _c(4)), _c(0))
+        rmasks = [builder.and_(mask, _splat(builder, has_r, mty)) for mask in masks]  # all off: res not read
+        for r in range(R):
+            with builder.if_then(builder.icmp_signed("<", _c(r), rows_v)):
+                bias = _splat(builder, builder.load(builder.gep(bd, [builder.add(b0_v, _c(r))])), _VEC)
+                for v in range(V):
+                    at = builder.add(yo[v], builder.mul(_c(r), ldy_v))
+                    added = builder.call(mload, [builder.gep(rd, [at]), align, rmasks[v], zero])
+                    val = builder.fadd(builder.fadd(builder.load(accs[r][v]), bias), added)
+                    val = builder.select(relu, builder.select(builder.fcmp_ordered("<", val, zero), zero, val), val)
+                    builder.call(mstore, [val, builder.gep(yd, [at]), align, masks[v]])
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@_jit
+def _conv(x, wp, b, y, res, planes, taps, s, ph, pw, wq, flags, i0, i1, m0, m1, xo, yo, n):  # pragma: no cover
+    """y[i, m0:m1] for images i0:i1 (m0 a multiple of R): per image the zero-bordered (phase) planes
+    (window_kernels._direct_fill), then per pair of output runs (32 pixels of a row, or two rows of
+    at most 16) every block of R output channels through ``_block``. ``xo``/``yo``/``n`` (V,) int64
+    scratch; ``wp`` from ``pack``; ``taps`` the planes offset of each tap."""
+    m, oh, ow = y.shape[1], y.shape[2], y.shape[3]
+    c = x.shape[1]
+    k = c * taps.shape[0]
+    ss = s * s
+    cstride = ss * planes.shape[1]
+    pf, yf, rf = planes.reshape(-1), y.reshape(-1), res.reshape(-1)
+    hw = oh * ow
+    for i in range(i0, i1):
+        _direct_fill(x, i, planes, s, ph, pw, oh + 2 // s, wq)
+        ybase = i * m * hw
+        r = 0
+        while r < oh:
+            q = 0
+            while q < ow:
+                if ow > L:  # two vectors along one row
+                    xo[0], yo[0], n[0] = r * wq + q, r * ow + q, min(L, ow - q)
+                    xo[1], yo[1], n[1] = xo[0] + L, yo[0] + L, max(0, min(L, ow - q - L))
+                    q += V * L
+                else:  # one row per vector
+                    xo[0], yo[0], n[0] = r * wq, r * ow, ow
+                    xo[1], yo[1], n[1] = (r + 1) * wq, (r + 1) * ow, ow if r + 1 < oh else 0
+                    q = ow
+                for j in range(V):
+                    if n[j] == 0:
+                        xo[j], yo[j] = xo[0], yo[0]
+                    yo[j] += ybase
+                for mb in range(m0, m1, R):
+                    for j in range(V):
+                        yo[j] += mb * hw
+                    _block(wp, mb * k, pf, cstride, taps, c, xo, yf, yo, hw, n, b, mb, min(R, m1 - mb), rf, flags)
+                    for j in range(V):
+                        yo[j] -= mb * hw
+            r += 1 if ow > L else 2
+    return 0
+
+
+def pack(w: np.ndarray, out: np.ndarray) -> None:
+    """out (ceil(m / R) * k * R,) = w (m, k) packed k-major in blocks of R rows (missing rows zero)."""
+    m, k = w.shape
+    mb = -(-m // R)
+    blocks = out.reshape(mb, k, R)
+    full = m // R
+    blocks[:full] = w[: full * R].reshape(full, R, k).transpose(0, 2, 1)
+    if full < mb:
+        blocks[full] = 0
+        blocks[full, :, : m - full * R] = w[full * R :].T
+
+
+def packed_size(m: int, k: int) -> int:
+    return -(-m // R) * R * k
+
+
+def tap_offsets(s: int, plane: int, wq: int) -> np.ndarray:
+    """Offset of each 3x3 tap (a, b) in a channel's planes: phase plane (a % s, b % s), shifted by
+    (a // s) rows and b // s columns."""
+    return np.array(
+        [((a % s) * s + b % s) * plane + (a // s) * wq + b // s for a in range(3) for b in range(3)], np.int64
+    )
