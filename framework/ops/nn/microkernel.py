@@ -5,7 +5,7 @@ needed.
 numba's own loops cannot keep a block of accumulators in vector registers across a reduction: LLVM
 keeps them in memory, one load and one store per multiply-add, which is what bounded the previous
 direct kernel (9 taps x 2 outputs per pass over accumulator rows in L1) at 40-60 GFLOP/s. This kernel
-holds R x 2 vectors of outputs (R output channels, two runs of 16 output pixels) in registers while it
+holds R x 2 vectors of outputs (R output channels, two runs of L output pixels) in registers while it
 runs over every (input channel, tap): per step two vector loads of the zero-bordered input planes
 (the taps are fixed offsets into them), R broadcasts of the packed filter, 2R fused multiply-adds;
 then bias, residual and Relu on the registers and masked stores straight into the output rows.
@@ -16,6 +16,8 @@ input channel c read at planes[c * cstride + taps[t] + offset of the output run]
 
 from __future__ import annotations
 
+import os
+
 import numba
 import numpy as np
 from llvmlite import ir
@@ -25,11 +27,28 @@ from numba.extending import intrinsic
 
 from framework.ops.nn.window_kernels import _direct_fill
 
-_jit = numba.njit(cache=True, fastmath={"contract"}, nogil=True, boundscheck=False)
 
-L = 16  # float32 lanes per vector
-R = 8  # output channels per register block (8 x 2 vectors: 16 accumulators + 2 loads + a broadcast)
+def _lanes() -> int:
+    """16 float32 lanes per vector with AVX-512 (32 vector registers), else 8 (AVX2's 16 registers);
+    FRAMEWORK_MICROKERNEL_LANES=8 or 16 forces one (tests run the 8-lane kernel on any CPU)."""
+    forced = os.environ.get("FRAMEWORK_MICROKERNEL_LANES", "")
+    if forced in ("8", "16"):
+        return int(forced)
+    import llvmlite.binding as llvm
+
+    return 16 if "+avx512f" in llvm.get_host_cpu_features().flatten().split(",") else 8
+
+
+L = _lanes()  # float32 lanes per vector
+# Output channels per register block: R x V accumulators + V loads + a broadcast fit the registers
+# (16 lanes: 8 x 2 of 32; 8 lanes: 6 x 2 of 16).
+R = 8 if L == 16 else 6
 V = 2  # output runs (vectors) per block
+# numba's on-disk cache does not key on L: a forced lane count compiles afresh rather than load the kernel
+# compiled for this CPU's own.
+_jit = numba.njit(
+    cache=os.environ.get("FRAMEWORK_MICROKERNEL_LANES", "") == "", fastmath={"contract"}, nogil=True, boundscheck=False
+)
 
 _F32, _I64, _I32, _I1 = ir.FloatType(), ir.IntType(64), ir.IntType(32), ir.IntType(1)
 _VEC = ir.VectorType(_F32, L)
@@ -64,11 +83,10 @@ def _block(typingctx, wp, w0, planes, cstride, taps, c, xo, y, yo, ldy, n, b, b0
         tys = signature.args
         module = builder.module
         ptr, mty = ir.PointerType(), ir.VectorType(_I1, L)
-        fma = _function(module, "llvm.fma.v16f32", ir.FunctionType(_VEC, [_VEC, _VEC, _VEC]))
-        mload = _function(module, "llvm.masked.load.v16f32.p0", ir.FunctionType(_VEC, [ptr, _I32, mty, _VEC]))
-        mstore = _function(
-            module, "llvm.masked.store.v16f32.p0", ir.FunctionType(ir.VoidType(), [_VEC, ptr, _I32, mty])
-        )
+        vt = f"v{L}f32"
+        fma = _function(module, f"llvm.fma.{vt}", ir.FunctionType(_VEC, [_VEC, _VEC, _VEC]))
+        mload = _function(module, f"llvm.masked.load.{vt}.p0", ir.FunctionType(_VEC, [ptr, _I32, mty, _VEC]))
+        mstore = _function(module, f"llvm.masked.store.{vt}.p0", ir.FunctionType(ir.VoidType(), [_VEC, ptr, _I32, mty]))
 
         def data(i):
             return context.make_array(tys[i])(context, builder, args[i]).data
@@ -91,8 +109,11 @@ def _block(typingctx, wp, w0, planes, cstride, taps, c, xo, y, yo, ldy, n, b, b0
             base = builder.mul(chl.index, cs_v)
             with cgutils.for_range(builder, ntap) as tl:
                 at = builder.add(base, builder.load(builder.gep(td, [tl.index])))
-                # whole vectors read: the planes have a vector's slack past their last cell
-                xv = [builder.load(builder.gep(pd, [builder.add(at, xo[v])]), typ=_VEC, align=4) for v in range(V)]
+                # masked loads: nothing past a run's n pixels is read (the input may be the tensor itself)
+                xv = [
+                    builder.call(mload, [builder.gep(pd, [builder.add(at, xo[v])]), align, masks[v], zero])
+                    for v in range(V)
+                ]
                 wrow = builder.load(kk)
                 for r in range(R):
                     a = _splat(builder, builder.load(builder.gep(wd, [builder.add(wrow, _c(r))])), _VEC)
@@ -155,6 +176,30 @@ def _conv(x, wp, b, y, res, planes, taps, s, ph, pw, wq, flags, i0, i1, m0, m1, 
                     for j in range(V):
                         yo[j] -= mb * hw
             r += 1 if ow > L else 2
+    return 0
+
+
+@_jit
+def _pointwise(x, wp, b, y, res, taps, flags, i0, i1, m0, m1, xo, yo, n):  # pragma: no cover - compiled
+    """1x1 stride-1 unpadded conv of images i0:i1, output channels m0:m1 (m0 a multiple of R): each
+    image read in place as C planes of P pixels (taps = [0]), runs of V*L pixels."""
+    m, c = y.shape[1], x.shape[1]
+    p = y.shape[2] * y.shape[3]
+    xf, yf, rf = x.reshape(-1), y.reshape(-1), res.reshape(-1)
+    for i in range(i0, i1):
+        for q in range(0, p, V * L):
+            for j in range(V):
+                xo[j] = i * c * p + q + j * L
+                yo[j] = i * m * p + q + j * L
+                n[j] = max(0, min(L, p - q - j * L))
+                if n[j] == 0:
+                    xo[j], yo[j] = xo[0], yo[0]
+            for mb in range(m0, m1, R):
+                for j in range(V):
+                    yo[j] += mb * p
+                _block(wp, mb * c, xf, p, taps, c, xo, yf, yo, p, n, b, mb, min(R, m1 - mb), rf, flags)
+                for j in range(V):
+                    yo[j] -= mb * p
     return 0
 
 

@@ -101,14 +101,20 @@ _EMPTY3 = np.empty((0, 0, 0), np.float32)
 _EMPTY4 = np.empty((0, 0, 0, 0), np.float32)
 
 
+_CALLED: set = set()  # kernels called at least once in this process
+
+
 def _timed(fn, *args) -> None:
-    """Call a kernel; the first call of each (compiling or loading it) is added to compile_seconds()."""
-    if fn.signatures:
+    """Call a kernel; the first call of each (compiling or loading it) is added to compile_seconds().
+    (A set of called kernels, not numba's ``fn.signatures``: that property builds its list anew on
+    every access, 20-40 us per call, as much as a small conv's work.)"""
+    if fn in _CALLED:
         fn(*args)
         return
     t = time.perf_counter()
     fn(*args)
     _COMPILE["seconds"] += time.perf_counter() - t
+    _CALLED.add(fn)
 
 
 def _conv_operands(x, b, y, res) -> tuple:
@@ -171,7 +177,8 @@ def _microkernel():
 
 
 def direct_pack(w: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-    """The filter (M, C, 3, 3) packed for ``direct`` (into ``out`` when given, of ``direct_packed_size``)."""
+    """The filter (M, C, kh, kw) packed for ``direct``/``pointwise`` (into ``out`` when given, of
+    ``direct_packed_size``)."""
     mk = _microkernel()
     m = w.shape[0]
     w2 = w.reshape(m, -1)
@@ -181,8 +188,9 @@ def direct_pack(w: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     return out
 
 
-def direct_packed_size(m: int, c: int) -> int:
-    return _microkernel().packed_size(m, 9 * c)
+def direct_packed_size(m: int, k: int) -> int:
+    """Elements of the packed copy of an (M, k) filter (k = C x taps)."""
+    return _microkernel().packed_size(m, k)
 
 
 def direct_block_rows() -> int:
@@ -217,6 +225,36 @@ def direct(x, wp, b, y, res, planes, scratch, geo, relu: bool, i0: int, i1: int,
         ph,
         pw,
         wq,
+        flags,
+        i0,
+        i1,
+        m0,
+        m1,
+        scratch[0],
+        scratch[1],
+        scratch[2],
+    )
+
+
+def pointwise(x, wp, b, y, res, scratch, relu: bool, i0: int, i1: int, m0: int, m1: int) -> None:
+    """1x1 stride-1 unpadded group-1 conv of images i0:i1, output channels m0:m1 (m0 a multiple of
+    ``direct_block_rows``) through the direct micro-kernel, each image read in place: ``wp`` from
+    ``direct_pack``, ``b`` (M,) (zeros for a conv without bias), ``scratch`` (3, 2) int64 per worker;
+    ``res`` may be None or ``y`` itself."""
+    mk = _microkernel()
+    x, _, res = _conv_operands(x, None, y, res)
+    flags = (2 if res is not _EMPTY4 else 0) | (4 if relu else 0)
+    taps = _MK.get("taps1")
+    if taps is None:
+        taps = _MK["taps1"] = np.zeros(1, np.int64)
+    _timed(
+        mk._pointwise,
+        x,
+        wp,
+        b,
+        y,
+        y if res is _EMPTY4 else res,
+        taps,
         flags,
         i0,
         i1,

@@ -5,6 +5,8 @@ scale-and-shift, against independent numpy references; the same ops with the ker
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -328,3 +330,86 @@ def test_jit_kernels_rerun_without_allocating(threads, batch):  # noqa: F811
         op.run()
     assert rep.allocations == before
     assert window_jit.compile_seconds() >= 0.0
+
+
+@given(
+    n=st.integers(1, 3),
+    c=st.integers(1, 12),
+    m=st.integers(1, 20),
+    hw=st.sampled_from([(1, 1), (3, 5), (4, 8), (7, 9), (6, 11)]),
+    fusion=st.sampled_from([0, 1, 2, 3]),
+    bias=st.booleans(),
+    seed=st.integers(0, 2**31 - 1),
+)
+@settings(max_examples=30, deadline=None)
+def test_pointwise_micro_kernel_matches_reference_and_gemm(n, c, m, hw, fusion, bias, seed):
+    """1x1 convs on the micro-kernel (each image read in place: runs of 32 pixels and a partial last
+    one, partial blocks of output channels) against float64 and OpenBLAS's GEMM path, every fusion
+    type, NaN through Relu."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((n, c, *hw)).astype(np.float32)
+    x[-1, 0, 0, -1] = np.nan
+    w = rng.standard_normal((m, c, 1, 1)).astype(np.float32)
+    b = rng.standard_normal(m).astype(np.float32) if bias else None
+    want = ref_conv(x.astype(np.float64), w, b, 1, 0, 1)
+    feeds = {"X": x, "W": w, **({"b": b} if bias else {})}
+    ins = ["X", "W"] + (["b"] if bias else [])
+    if fusion == 0:
+        op_def = CreateOperator("Conv", ins, ["Y"], kernel=1)
+    elif fusion == 1:
+        op_def = CreateOperator("ConvFusion", ins, ["Y"], kernel=1, fusion_type=1)
+    else:
+        feeds["S"] = rng.standard_normal(want.shape).astype(np.float32)
+        op_def = CreateOperator("ConvFusion", [*ins, "S"], ["S"], kernel=1, fusion_type=fusion)
+        want = want + feeds["S"]
+    if fusion in (1, 3):
+        want = np.where(want < 0, 0, want)
+    with pytest.MonkeyPatch.context() as mp:
+        got, op = _run(op_def, feeds, True, mp)
+        assert op._kernel.mk
+        mp.setattr(conv_nchw, "POINTWISE_MK_C", 0)
+        plain, op2 = _run(op_def, feeds, True, mp)
+        assert not op2._kernel.mk
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(got, plain, rtol=1e-4, atol=1e-4)
+
+
+def test_micro_kernel_with_8_lanes_matches_reference():
+    """The 8-lane micro-kernel (CPUs without AVX-512; forced here) on direct and pointwise convs, in a
+    fresh process (the lane count is fixed when the kernel module is imported)."""
+    import subprocess
+    import sys
+    import textwrap
+
+    code = textwrap.dedent(
+        """
+        import numpy as np
+        from framework.core import CreateOperator
+        from framework.memory.workspace import Workspace
+        from framework.ops import create_operator
+        from framework.ops.nn import microkernel
+        from tests.ops.nn.test_conv_fusion import ref_conv
+        assert microkernel.L == 8 and microkernel.R == 6
+        rng = np.random.default_rng(0)
+        for k, pad, stride, size, m in ((3, 1, 1, 20, 13), (3, 1, 2, 23, 7), (3, 0, 1, 11, 6), (1, 0, 1, 9, 14)):
+            x = rng.standard_normal((2, 5, size, size)).astype(np.float32)
+            w = rng.standard_normal((m, 5, k, k)).astype(np.float32)
+            b = rng.standard_normal(m).astype(np.float32)
+            ws = Workspace()
+            for name, v in (("X", x), ("W", w), ("b", b)):
+                ws.feed_blob(name, v)
+            op_def = CreateOperator(
+                "ConvFusion", ["X", "W", "b"], ["Y"], kernel=k, pad=pad, stride=stride, fusion_type=1
+            )
+            op = create_operator(op_def, ws)
+            op.run()
+            assert op._kernel.kind == "direct" or op._kernel.mk, op._kernel.kind
+            want = np.maximum(ref_conv(x.astype(np.float64), w, b, stride, pad, 1), 0)
+            np.testing.assert_allclose(ws.fetch_blob("Y"), want, rtol=1e-4, atol=1e-4)
+        print("ok")
+        """
+    )
+    env = dict(os.environ, FRAMEWORK_MICROKERNEL_LANES="8")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0 and "ok" in out.stdout, out.stderr[-3000:]
