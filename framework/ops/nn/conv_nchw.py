@@ -66,6 +66,11 @@ THIN_M, THIN_P = 32, 1024  # thin im2col convs (few output channels) batch their
 # on 14x14 0.87x of im2col at batch 1; stride 2: 16 -> 32 0.49x, 64 -> 64 onto 56x56 0.73x, 128 and
 # 256 outputs 1.04-1.08x of im2col (kept there).
 DIRECT_OW, DIRECT_S2_M = 8, 64
+# Other windows (not 1x1) run direct up to DIRECT_K = C x window taps: the first convs of ResNet-50 and
+# DenseNet-121 (7x7 stride 2 over 3 channels) 0.56-0.65x of im2col's time, AlexNet's 11x11 stride 4
+# 0.58-0.65x; its 5x5 over 64 channels (K = 1600) ties (1.03), 1x1 stride 2 loses (1.2-1.8: three of
+# the four phase planes filled for nothing).
+DIRECT_K = 512
 # 1x1 convs with at most POINTWISE_MK_C input channels run on the same micro-kernel (window_jit.pointwise,
 # each image read in place, the epilogue in its stores) instead of OpenBLAS's GEMM + an epilogue pass:
 # measured (1 thread, CPU time, bias + Relu) 58 -> 58 on 28x28 0.61x, 116 -> 116 on 14x14 0.76-0.80x,
@@ -120,7 +125,7 @@ def _even_chunk(chunk: int, part: tuple) -> int:
 
 def conv_kind(geo, c: int, m: int, group: int, dtype=np.float32, n: int = 1) -> str:
     """'pointwise', 'depthwise' (group = C = M), 'winograd' (wide 3x3 stride 1 over at least
-    WINOGRAD_T tiles of the batch ``n``), 'direct' (3x3, see DIRECT_OW) or 'im2col'."""
+    WINOGRAD_T tiles of the batch ``n``), 'direct' (see DIRECT_OW, DIRECT_K) or 'im2col'."""
     if geo.kernel == (1, 1) and geo.stride == (1, 1) and not geo.padded:
         return "pointwise"
     if group > 1 and group == c == m:
@@ -128,8 +133,11 @@ def conv_kind(geo, c: int, m: int, group: int, dtype=np.float32, n: int = 1) -> 
     wide = c >= WINOGRAD_C and m >= WINOGRAD_M and n * math.prod(winograd.tiles(geo)) >= WINOGRAD_T
     if WINOGRAD and wide and winograd.fits(geo, dtype, group):
         return "winograd"
-    fits_direct = geo.out[1] >= DIRECT_OW and (geo.stride == (1, 1) or m <= DIRECT_S2_M)
-    if fits_direct and window_jit.direct_fits(geo, dtype, group):
+    if geo.kernel == (3, 3):
+        fits_direct = geo.stride == (1, 1) or (geo.stride == (2, 2) and m <= DIRECT_S2_M)
+    else:  # larger windows over few channels (a net's first conv): im2col's columns are mostly copying
+        fits_direct = min(geo.kernel) > 1 and (c // group) * math.prod(geo.kernel) <= DIRECT_K
+    if fits_direct and geo.out[1] >= DIRECT_OW and window_jit.direct_fits(geo, dtype, group):
         return "direct"
     return "im2col"
 

@@ -138,7 +138,7 @@ def _block(typingctx, wp, w0, planes, cstride, taps, c, xo, y, yo, ldy, n, b, b0
 
 
 @_jit
-def _conv(x, wp, b, y, res, planes, taps, s, ph, pw, wq, flags, i0, i1, m0, m1, xo, yo, n):  # pragma: no cover
+def _conv(x, wp, b, y, res, planes, taps, s, ph, pw, hq, wq, flags, i0, i1, m0, m1, xo, yo, n):  # pragma: no cover
     """y[i, m0:m1] for images i0:i1 (m0 a multiple of R): per image the zero-bordered (phase) planes
     (window_kernels._direct_fill), then per pair of output runs (32 pixels of a row, or two rows of
     at most 16) every block of R output channels through ``_block``. ``xo``/``yo``/``n`` (V,) int64
@@ -151,7 +151,7 @@ def _conv(x, wp, b, y, res, planes, taps, s, ph, pw, wq, flags, i0, i1, m0, m1, 
     pf, yf, rf = planes.reshape(-1), y.reshape(-1), res.reshape(-1)
     hw = oh * ow
     for i in range(i0, i1):
-        _direct_fill(x, i, planes, s, ph, pw, oh + 2 // s, wq)
+        _direct_fill(x, i, planes, s, ph, pw, hq, wq)
         ybase = i * m * hw
         r = 0
         while r < oh:
@@ -219,9 +219,9 @@ def packed_size(m: int, k: int) -> int:
     return -(-m // R) * R * k
 
 
-def tap_offsets(s: int, plane: int, wq: int) -> np.ndarray:
-    """Offset of each 3x3 tap (a, b) in a channel's planes: phase plane (a % s, b % s), shifted by
-    (a // s) rows and b // s columns."""
+def tap_offsets(s: int, plane: int, wq: int, kh: int = 3, kw: int = 3) -> np.ndarray:
+    """Offset of each tap (a, b) of a kh x kw window in a channel's planes: phase plane (a % s, b % s),
+    shifted by (a // s) rows and b // s columns."""
     return np.array(
-        [((a % s) * s + b % s) * plane + (a // s) * wq + b // s for a in range(3) for b in range(3)], np.int64
+        [((a % s) * s + b % s) * plane + (a // s) * wq + b // s for a in range(kh) for b in range(kw)], np.int64
     )

@@ -152,16 +152,22 @@ def depthwise(x, w, b, y, res, planes, z, geo, relu: bool, i0: int, i1: int) -> 
 
 
 def direct_fits(geo, dtype, group: int) -> bool:
-    """Whether ``direct`` handles a conv: 3x3, stride 1 or 2, group 1 (and what ``fits`` asks)."""
-    return fits(geo, dtype) and group == 1 and geo.kernel == (3, 3) and geo.stride in ((1, 1), (2, 2))
+    """Whether ``direct`` handles a conv: 2-D, group 1, equal strides up to 4, kernels up to 11x11
+    (and what ``fits`` asks)."""
+    return fits(geo, dtype) and group == 1 and len(geo.kernel) == 2 and geo.stride[0] <= 4 and max(geo.kernel) <= 11
+
+
+def _plane_dims(geo) -> tuple[int, int]:
+    """(rows, row length) of one (phase) plane of ``direct``: OH + (KH-1)//s by OW + (KW-1)//s."""
+    (kh, kw), s, (oh, ow) = geo.kernel, geo.stride[0], geo.out
+    return oh + (kh - 1) // s, ow + (kw - 1) // s
 
 
 def direct_shape(geo, c: int) -> tuple[int, int]:
     """Shape of the zero-bordered planes ``direct`` needs per worker: per input channel s*s (phase)
-    planes of (OH + 2//s) x (OW + 2//s), plus a vector's slack (the micro-kernel reads whole vectors)."""
-    s, (oh, ow) = geo.stride[0], geo.out
-    wq = ow + 2 // s
-    return c * s * s, (oh + 2 // s) * wq + 16
+    planes of ``_plane_dims``, plus a vector's slack."""
+    hq, wq = _plane_dims(geo)
+    return c * geo.stride[0] ** 2, hq * wq + 16
 
 
 _MK: dict = {}
@@ -200,18 +206,19 @@ def direct_block_rows() -> int:
 
 
 def direct(x, wp, b, y, res, planes, scratch, geo, relu: bool, i0: int, i1: int, m0: int, m1: int) -> None:
-    """3x3 stride-1 or -2 group-1 conv of images i0:i1, output channels m0:m1 (m0 a multiple of
+    """Group-1 conv (see ``direct_fits``) of images i0:i1, output channels m0:m1 (m0 a multiple of
     ``direct_block_rows``), into y, with no columns: ``wp`` from ``direct_pack``, ``b`` (M,) (zeros
     for a conv without bias), ``planes`` (zero-filled once: only the image's cells are written) of
     ``direct_shape``, ``scratch`` (3, 2) int64 per worker; ``res`` may be None or ``y`` itself."""
-    (ph, pw), s = geo.head, geo.stride[0]
-    wq = geo.out[1] + 2 // s
+    (ph, pw), s, (kh, kw) = geo.head, geo.stride[0], geo.kernel
+    hq, wq = _plane_dims(geo)
     mk = _microkernel()
     x, _, res = _conv_operands(x, None, y, res)
     flags = (2 if res is not _EMPTY4 else 0) | (4 if relu else 0)
-    taps = _MK.get(("taps", s, planes.shape[1], wq))
+    key = ("taps", s, planes.shape[1], wq, kh, kw)
+    taps = _MK.get(key)
     if taps is None:
-        taps = _MK[("taps", s, planes.shape[1], wq)] = mk.tap_offsets(s, planes.shape[1], wq)
+        taps = _MK[key] = mk.tap_offsets(s, planes.shape[1], wq, kh, kw)
     _timed(
         mk._conv,
         x,
@@ -224,6 +231,7 @@ def direct(x, wp, b, y, res, planes, scratch, geo, relu: bool, i0: int, i1: int,
         s,
         ph,
         pw,
+        hq,
         wq,
         flags,
         i0,

@@ -124,16 +124,18 @@ def test_conv_epilogue_jit_matches_reference_and_numpy_path(kernel, stride, n, m
 
 @st.composite
 def direct_cases(draw):
-    """3x3 stride-1 or -2 group-1 convs the direct kernel takes (outputs at least conv_nchw.DIRECT_OW
+    """Group-1 convs the direct kernel takes: 3x3 at stride 1 or 2, 5x5 and 7x7 at strides 1-4 over few
+    channels (conv_nchw.DIRECT_K), outputs at least conv_nchw.DIRECT_OW
     wide: rows of up to 16 outputs two to a register block, wider ones in runs of 32; M not a
     multiple of the micro-kernel's 8 rows exercises a partial block), pads up to 2 per side."""
-    pads = draw(st.lists(st.integers(0, 2), min_size=4, max_size=4))
-    s = draw(st.sampled_from([1, 2]))
-    h = draw(st.integers(max(1, 3 - pads[0] - pads[2]), 12))
+    k = draw(st.sampled_from([3, 3, 3, 5, 7]))
+    pads = draw(st.lists(st.integers(0, k // 2 + 1), min_size=4, max_size=4))
+    s = draw(st.sampled_from([1, 2] if k == 3 else [1, 2, 3, 4]))
+    h = draw(st.integers(max(1, k - pads[0] - pads[2]), 12))
     min_ow = conv_nchw.DIRECT_OW
-    w = draw(st.integers((min_ow - 1) * s + 3 - pads[1] - pads[3], 40 * s))
+    w = draw(st.integers(max(1, (min_ow - 1) * s + k - pads[1] - pads[3]), 40 * s))
     n, c, m = draw(st.integers(1, 3)), draw(st.integers(1, 6)), draw(st.integers(1, 20))
-    return dict(n=n, c=c, m=m, h=h, w=w, pads=pads, stride=s)
+    return dict(n=n, c=c, m=m, h=h, w=w, pads=pads, stride=s, k=k)
 
 
 def _ref_padded(x, w, b, pads, stride):
@@ -156,14 +158,14 @@ def test_direct_conv_matches_reference_and_numpy_path(case, fusion, bias, seed):
     n, c, m, pads = case["n"], case["c"], case["m"], case["pads"]
     x = rng.standard_normal((n, c, case["h"], case["w"])).astype(np.float32)
     x[0, 0, 0, 0] = np.nan  # reaches the outputs whose window holds it, through Relu too
-    w = rng.standard_normal((m, c, 3, 3)).astype(np.float32)
+    w = rng.standard_normal((m, c, case["k"], case["k"])).astype(np.float32)
     b = rng.standard_normal(m).astype(np.float32) if bias else None
     want = _ref_padded(x, w, b, pads, case["stride"])
     feeds = {"X": x, "W": w}
     ins = ["X", "W"] + (["b"] if bias else [])
     if bias:
         feeds["b"] = b
-    kw = dict(kernel=3, pads=pads, stride=case["stride"])
+    kw = dict(kernel=case["k"], pads=pads, stride=case["stride"])
     if fusion == 0:
         op_def = CreateOperator("Conv", ins, ["Y"], **kw)
     elif fusion == 1:
