@@ -15,8 +15,14 @@ from framework.testing import assert_gradient_checks, assert_reference_checks, r
 f32, f16 = np.float32, np.float16
 
 
-def c_lrintf(v):  # round half to even, as lrintf in the default rounding mode
-    return int(np.rint(f32(v)))
+def c_lrintf(v):
+    """lrintf on x86-64: round half to even (the default rounding mode); NaN, infinities and values
+    out of range give the "integer indefinite" LONG_MIN (cvtss2si), e.g. (v - min) * inf when a row's
+    range underflows float16 to a zero scale."""
+    r = np.rint(f32(v))
+    if not np.isfinite(r) or abs(float(r)) >= 2.0**63:
+        return -(2**63)
+    return int(r)
 
 
 def ref_fused_8bit(x):
