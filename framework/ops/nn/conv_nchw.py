@@ -65,7 +65,9 @@ THIN_M, THIN_P = 32, 1024  # thin im2col convs (few output channels) batch their
 # DenseNet-121's 128 -> 32 0.55-0.73x (also against Winograd), 64 -> 64 on 56x56 0.62x, 256 -> 256
 # on 14x14 0.87x of im2col at batch 1; stride 2: 16 -> 32 0.49x, 64 -> 64 onto 56x56 0.73x, 128 and
 # 256 outputs 1.04-1.08x of im2col (kept there).
-DIRECT_OW, DIRECT_S2_M = 8, 64
+# Narrow outputs (below window_jit.DIRECT_WIDE_OW) run on the wide layout: 128 -> 32 on 7x7 0.45-0.55x
+# of im2col's time, 64 -> 64 on 8x8 0.75x, 512 -> 512 on 7x7 1.03x.
+DIRECT_OW, DIRECT_S2_M = 5, 64
 # Other windows (not 1x1) run direct up to DIRECT_K = C x window taps: the first convs of ResNet-50 and
 # DenseNet-121 (7x7 stride 2 over 3 channels) 0.56-0.65x of im2col's time, AlexNet's 11x11 stride 4
 # 0.58-0.65x; its 5x5 over 64 channels (K = 1600) ties (1.03), 1x1 stride 2 loses (1.2-1.8: three of
@@ -219,6 +221,9 @@ class ConvNCHW:
                 planes = window_jit.direct_shape(geo, c)
                 self.pad_specs[k] = (("direct", geo, planes, dt.str), planes, True)
                 self.col_specs[k] = (("runs", (3, 2), "<i8"), (3, 2), False)
+                wide = window_jit.direct_wide_shape(geo, m)  # narrow outputs: the wide output rows
+                if wide is not None:
+                    self.tmp_specs[k] = (("buf", wide, dt.str), wide, False)
             if self.kind == "depthwise" and self.jit:
                 phases, hq, wq, wide = window_jit.plane_shape(geo)
                 self.pad_specs[k] = (("planes", (phases, hq * wq), dt.str), (phases, hq * wq), False)
@@ -408,10 +413,10 @@ class ConvNCHW:
 
     def _direct(self, k, lo, hi, x, w, b1, y, s) -> None:
         """Compiled direct conv (window_jit.direct): images lo:hi, or output channels lo:hi at batch 1."""
-        runs, _, pad, _ = self._scratch(k)
+        runs, wide, pad, _ = self._scratch(k)
         b = b1.reshape(-1) if b1 is not None else self._zero_b
         i0, i1, m0, m1 = (lo, hi, 0, self.m) if self.by_image else (0, self.n, lo, hi)
-        window_jit.direct(x, self._u, b, y, s, pad, runs, self.geo, self.relu, i0, i1, m0, m1)
+        window_jit.direct(x, self._u, b, y, s, pad, runs, self.geo, self.relu, i0, i1, m0, m1, wide)
 
     def _winograd(self, k, lo, hi, x, w, b1, y, s) -> None:
         """Winograd F(2x2, 3x3) of the batch's tile rows lo:hi, a block of them at a time: input

@@ -205,11 +205,25 @@ def direct_block_rows() -> int:
     return _microkernel().R
 
 
-def direct(x, wp, b, y, res, planes, scratch, geo, relu: bool, i0: int, i1: int, m0: int, m1: int) -> None:
+# Outputs narrower than this run ``direct`` on the wide layout (microkernel._conv_wide): a 3x3 conv's
+# 8-wide rows fill 80% of the vector lanes there, 50% two rows to a register block.
+DIRECT_WIDE_OW = 12
+
+
+def direct_wide_shape(geo, m: int) -> tuple[int, int] | None:
+    """Shape of the wide output scratch ``direct`` needs per worker for narrow outputs, else None."""
+    if geo.out[1] >= DIRECT_WIDE_OW:
+        return None
+    hq, wq = _plane_dims(geo)
+    return m, geo.out[0] * wq + 32
+
+
+def direct(x, wp, b, y, res, planes, scratch, geo, relu: bool, i0: int, i1: int, m0: int, m1: int, z=None) -> None:
     """Group-1 conv (see ``direct_fits``) of images i0:i1, output channels m0:m1 (m0 a multiple of
     ``direct_block_rows``), into y, with no columns: ``wp`` from ``direct_pack``, ``b`` (M,) (zeros
     for a conv without bias), ``planes`` (zero-filled once: only the image's cells are written) of
-    ``direct_shape``, ``scratch`` (3, 2) int64 per worker; ``res`` may be None or ``y`` itself."""
+    ``direct_shape``, ``scratch`` (3, 2) int64 per worker, ``z`` of ``direct_wide_shape`` for narrow
+    outputs; ``res`` may be None or ``y`` itself."""
     (ph, pw), s, (kh, kw) = geo.head, geo.stride[0], geo.kernel
     hq, wq = _plane_dims(geo)
     mk = _microkernel()
@@ -219,29 +233,11 @@ def direct(x, wp, b, y, res, planes, scratch, geo, relu: bool, i0: int, i1: int,
     taps = _MK.get(key)
     if taps is None:
         taps = _MK[key] = mk.tap_offsets(s, planes.shape[1], wq, kh, kw)
-    _timed(
-        mk._conv,
-        x,
-        wp,
-        b,
-        y,
-        y if res is _EMPTY4 else res,
-        planes,
-        taps,
-        s,
-        ph,
-        pw,
-        hq,
-        wq,
-        flags,
-        i0,
-        i1,
-        m0,
-        m1,
-        scratch[0],
-        scratch[1],
-        scratch[2],
-    )
+    args = (x, wp, b, y, y if res is _EMPTY4 else res, planes, taps, s, ph, pw, hq, wq, flags, i0, i1, m0, m1)
+    if z is not None:
+        _timed(mk._conv_wide, *args, scratch[0], scratch[1], scratch[2], z)
+    else:
+        _timed(mk._conv, *args, scratch[0], scratch[1], scratch[2])
 
 
 def pointwise(x, wp, b, y, res, scratch, relu: bool, i0: int, i1: int, m0: int, m1: int) -> None:

@@ -236,6 +236,7 @@ def test_batched_gemm_in_chunks_with_a_smaller_last_chunk(threads, monkeypatch, 
 
     monkeypatch.setattr(conv_nchw, "BLOCK_BYTES", 2 * 4 * kernel * kernel * 25 * 4)  # 2 images per GEMM
     monkeypatch.setattr(conv_nchw, "POINTWISE_MK_C", 0)  # the GEMM path (the micro-kernel: test_window_jit)
+    monkeypatch.setattr(conv_nchw, "DIRECT_OW", 1 << 30)
     rng = np.random.default_rng(5)
     x = rng.standard_normal((7, 4, 5, 5)).astype(np.float32)
     w = rng.standard_normal((6, 4, kernel, kernel)).astype(np.float32)
