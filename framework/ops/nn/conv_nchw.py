@@ -1,32 +1,36 @@
 """Forward kernels of 2-D NCHW convolution without needless copies (used by Conv and ConvFusion).
 
-Four kernels, picked once per input signature:
+Five kernels, picked once per input signature (``conv_kind``, by the measured rules below):
 
 - ``pointwise`` (1x1, stride 1, no padding): in NCHW each image already is the GEMM operand
-  (C, H*W), so Y[i] = W (M, C) @ X[i] with no copy at all; groups as one batched matmul.
+  (C, H*W), so Y[i] = W (M, C) @ X[i] with no copy at all; groups as one batched matmul. Up to
+  POINTWISE_MK_C input channels (float32, numba), the direct micro-kernel instead (``mk``).
+- ``direct`` (group 1, float32, with numba): the register-blocked micro-kernel of
+  ``window_jit.direct`` (microkernel.py) over zero-bordered image planes: no columns at all, the
+  epilogue on its registers; every 3x3 conv at stride 1 (stride 2 up to DIRECT_S2_M outputs) that
+  Winograd does not take, and larger windows over few channels (DIRECT_K).
+- ``winograd`` (3x3 stride 1, wide, float32, with numba): Winograd's F(2x2, 3x3) (winograd.py).
 - ``im2col``: columns (C, kh, kw, OH, OW) of one image filled straight from the unpadded input, one
   strided copy per kernel tap over the window's valid region; the border cells that fall in the
   padding are zero from the buffer's creation and never written, so padding costs nothing per run.
-  Then one GEMM per image (per group: one batched matmul).
-- ``direct`` (3x3, stride 1 or 2, group 1, float32, with numba): the compiled direct convolution of
-  ``window_jit.direct`` (a register-blocked micro-kernel, microkernel.py), no columns at all (see
-  DIRECT_OW for where it is chosen and measurements).
-- ``winograd`` (3x3 stride 1, wide, float32, with numba): Winograd's F(2x2, 3x3) (winograd.py).
+  Then one GEMM per image (per group: one batched matmul). What is left: float64, groups, dilation,
+  the stride-2 3x3 convs with many outputs, 5x5 over many channels.
 - ``depthwise`` (group = C = M): with numba (float32, dilation 1), the compiled kernel of
   ``window_jit`` (2-4x faster); otherwise per image, columns from a zero-bordered copy of the image
   and one batched matmul over the channels (1.5x faster at batch 16 than the whole batch at once).
 
 At batch > 1 with small images (fewer than BLOCK_P output pixels) the images of a worker are batched
 into one GEMM on (K, images, P) operands instead of one thin GEMM per image. Scratch
-buffers (columns, temporaries) come from ``shared_scratch``: one per thread and shape/geometry, shared
-by all the convs that run on that thread, so a net holds a few column buffers, not one per conv.
+buffers (columns, temporaries, planes) come from ``shared_scratch``: one per thread and shape/geometry,
+shared by all the convs that run on that thread, so a net holds a few column buffers, not one per conv.
 
-The filter in Caffe2's layout (M, C/group, kh, kw) is already the (M, K) GEMM operand: no packing.
-Work is split over images (batch >= workers) or output channels (batch 1) between the intra-op
-threads (framework.parallel), each worker with its own column/temporary buffer; every buffer comes
-from the allocator. The epilogue runs on each image's output while it is in cache: bias, then an
-optional residual ``S`` (added from a temporary when ``S`` is the output buffer itself, as
-ConvFusion's in-place sum), then an optional Relu.
+For the GEMM kinds the filter in Caffe2's layout (M, C/group, kh, kw) is already the (M, K) operand:
+no packing; ``direct`` packs it (8 rows interleaved) and ``winograd`` transforms it, once per filter
+tensor version. Work is split over images (batch >= workers) or output channels (batch 1; Winograd:
+the batch's tile rows) between the intra-op threads (framework.parallel), each worker with its own
+scratch; every buffer comes from the allocator. The GEMM epilogue runs on each image's output while
+it is in cache: bias, then an optional residual ``S`` (added from a temporary when ``S`` is the
+output buffer itself, as ConvFusion's in-place sum), then an optional Relu.
 """
 
 from __future__ import annotations
@@ -56,15 +60,14 @@ BLOCK_BYTES = 4 << 20
 # more than half of the work), ShuffleNet 10.7 vs 8.7 ms.
 SPLIT_MIN_FLOPS = 16_000_000
 THIN_M, THIN_P = 32, 1024  # thin im2col convs (few output channels) batch their images up to THIN_P pixels
-# The compiled direct 3x3 conv (window_jit.direct: a register-blocked micro-kernel over the zero-
-# bordered image planes, microkernel.py) replaces im2col + GEMM for 3x3 convs with outputs at least
-# DIRECT_OW wide (narrower rows fill too few of its 16-pixel vectors), at stride 2 only with at most
-# DIRECT_S2_M output channels. Measured (1 thread, CPU time, bias + Relu, against the previous
-# kernels on this Xeon): 16 -> 16 on 30x30 128 GFLOP/s (0.40-0.45x of the previous direct kernel's
-# time), 32 -> 32 on 14x14 0.45x, 64 -> 64 on 8x8 0.61x (0.90x of im2col's batched GEMM at batch 16),
-# DenseNet-121's 128 -> 32 0.55-0.73x (also against Winograd), 64 -> 64 on 56x56 0.62x, 256 -> 256
-# on 14x14 0.87x of im2col at batch 1; stride 2: 16 -> 32 0.49x, 64 -> 64 onto 56x56 0.73x, 128 and
-# 256 outputs 1.04-1.08x of im2col (kept there).
+# The compiled direct conv (window_jit.direct: a register-blocked micro-kernel over the zero-bordered
+# image planes, microkernel.py) replaces im2col + GEMM for 3x3 convs with outputs at least DIRECT_OW
+# wide, at stride 2 only with at most DIRECT_S2_M output channels. Measured (1 thread, CPU time, bias
+# + Relu, against the previous kernels on this Xeon): 16 -> 16 on 30x30 128 GFLOP/s (0.40-0.45x of
+# the previous direct kernel's time), 32 -> 32 on 14x14 0.45x, DenseNet-121's 128 -> 32 0.55-0.73x
+# (also against Winograd), 64 -> 64 on 56x56 0.62x, 256 -> 256 on 14x14 0.87x of im2col at batch 1;
+# stride 2: 16 -> 32 0.49x, 64 -> 64 onto 56x56 0.73x, 128 and 256 outputs 1.04-1.08x of im2col
+# (kept there).
 # Narrow outputs (below window_jit.DIRECT_WIDE_OW) run on the wide layout: 128 -> 32 on 7x7 0.45-0.55x
 # of im2col's time, 64 -> 64 on 8x8 0.75x, 512 -> 512 on 7x7 1.03x.
 DIRECT_OW, DIRECT_S2_M = 5, 64

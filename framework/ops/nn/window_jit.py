@@ -1,6 +1,7 @@
 """Compiled (numba) kernels for 2-D NCHW window ops numpy expresses badly: depthwise convolution,
-max/average pooling and thin 3x3 convolutions, float32, dilation 1, non-negative pads. Optional: without numba (or with
-``FRAMEWORK_NO_JIT=1``) ``available()`` is False and the callers keep their numpy kernels.
+max/average pooling and direct convolution, float32, dilation 1, non-negative pads. Optional: without
+numba (or with ``FRAMEWORK_NO_JIT=1``) ``available()`` is False and the callers keep their numpy
+kernels.
 
 One image channel at a time, in three steps that all stay in L1/L2:
 
@@ -17,23 +18,15 @@ Measured (process CPU time, 1 thread, ShuffleNet V2 at batch 16): its 19 depthwi
 max pooling 1.15x faster than the separable numpy kernel (SqueezeNet); larger pooling windows stay
 with numpy (the generic tap loop is slower there).
 
-The direct 3x3 convolution (``direct``: stride 1 or 2, group 1) works on the same wide layout: per
-image, one zero-bordered plane per input channel (rows of wq = OW + 2) at stride 1, the 4 phase
-planes of each channel at stride 2 (rows of wq = OW + 1, as the pooling kernels); then per strip
-of output rows (DIRECT_STRIP wide values) and pair of output channels, a loop over the input
-channels whose inner, vectorized loop does the 9 taps x 2 outputs into 2 accumulator rows held in
-L1 (the 18 weights hoisted: with the 9 taps and 2 sums they fit the 32 vector registers; blocks of
-4 outputs ran 1.1-2x slower, 8 slower still), and the epilogue (bias, residual, Relu) writing the
-valid columns. No column copy: measured (process CPU time, 1 thread, with bias + Relu) against
-im2col + GEMM, 16 -> 16 channels on 30x30 at batch 16 0.74 vs 1.25 ms (89 vs 53 GFLOP/s), 32 -> 32
-on 15x15 0.83 vs 1.05 ms, DenseNet-121's 128 -> 32 on 56x56 45 vs 57 ms, on 14x14 2.7 vs 4.0 ms,
-64 -> 64 on 56x56 2.5 vs 3.0 ms at batch 1. Whole models (1 thread, same-process interleaved A/B
-against im2col + GEMM): CIFAR ResNet-20 2.13 -> 1.60 ms at batch 1, 23.1 -> 17.9 ms at batch 16;
-DenseNet-121 95 -> 76 ms at batch 1, 1297 -> 1129 ms at batch 16; ResNet-50 (three 64 -> 64 convs)
-0.97-0.98x, SqueezeNet 0.97-0.98x. More output channels favour the GEMM (256 -> 256 on 14x14:
-41 vs 38 ms), as do small outputs with 64 channels or 4x4 ones; conv_nchw.DIRECT_RULES picks it.
-Stride 2 (A/B against the stride-1-only kernel): CIFAR ResNet-20 0.93x at batch 1, 0.99x at 16;
-ShuffleNet V2 (its first conv) 0.97x and 0.95x; SqueezeNet 0.99-1.01x.
+The direct convolution (``direct``: group 1, any window up to 11x11, strides up to 4) reads the same
+zero-bordered (phase) planes, one image at a time, through a register-blocked micro-kernel written
+in LLVM IR (microkernel.py: an implicit GEMM over K = C x taps, 8 output channels x 32 output pixels
+held in 16 AVX-512 registers, the epilogue on the registers; 100-130 GFLOP/s on this project's Xeon
+where the previous numba loops, accumulating in L1, ran 40-60). Output rows of at least
+DIRECT_WIDE_OW pixels are written straight into y, in runs of 32; narrower outputs run over the wide
+layout into a scratch whose valid columns are then copied. ``pointwise`` runs 1x1 convs on the same
+micro-kernel, each image read in place. conv_nchw.conv_kind says where each is used, with the
+measurements.
 
 Two one-pass elementwise kernels serve the GEMM convs and SpatialBN, where numpy needs a pass per
 operation: the conv epilogue (``epilogue``: bias, residual, Relu; a 1x1 conv of 64 -> 256 channels

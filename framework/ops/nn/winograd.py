@@ -15,17 +15,18 @@ error stays at the level of a direct fp32 sum (measured: max error relative to t
 2-6e-7 against a float64 reference, the same as im2col + GEMM; F(4x4, 3x3) measured 5-10e-6, so it
 is not used).
 
-Measured (1 thread, CPU time, bias + Relu, against this project's previous kernels on the same
-shapes): ResNet-50's 3x3 convs 64 -> 64 on 56x56 0.57-0.67x of the direct kernel's time, 128/256
-channels on 28x28/14x14 0.72-0.82x of im2col + GEMM, 512 on 7x7 0.90x; AlexNet's 384/256 on 13x13
-0.67-0.79x; DenseNet-121's 128 -> 32 0.67-0.95x of the direct kernel. Thin convs (16-32 channels,
-CIFAR ResNet-20) lose (1.0-2.0x): the transforms' memory traffic outweighs their small GEMMs, and
-the direct kernel keeps them (conv_nchw.conv_kind).
+Measured (1 thread, CPU time, bias + Relu, interleaved rounds, against the direct micro-kernel and
+im2col + GEMM on the same shapes): at batch 16 the wide convs of ResNet-50 and AlexNet, 128 -> 128 on
+28x28 0.87x of the direct kernel's time, 256 -> 256 on 14x14 0.76x, 256 -> 256 on 13x13 0.64x, 512
+-> 512 on 7x7 0.33x; at batch 1, 128 -> 128 on 28x28 ties. Whole models, Winograd on against off
+(then im2col): AlexNet batch 16 0.85x, ResNet-50 batch 16 0.95x. Where the 16 GEMMs get few columns
+(under WINOGRAD_T tiles: 14x14 and smaller at batch 1) or few rows (under WINOGRAD_M outputs:
+DenseNet-121's 128 -> 32, 0.60-0.73x as direct), the direct kernel wins (conv_nchw.conv_kind).
 
 Layout: the planes of V (16, C, T) and M (16, M, T) are one buffer each whose plane stride is padded
 off multiples of 4 KiB (the 16 concurrent write streams of a transform otherwise map to the same
-cache sets: 4-7x slower transforms measured at 64 channels on 56x56); each chunk of images is sized so
-V and M stay near L2 (``CHUNK_BYTES``).
+cache sets: 4-7x slower transforms measured at 64 channels on 56x56); the batch's tile rows are
+taken in blocks of at most ``BLOCK_BYTES`` of V and M.
 """
 
 from __future__ import annotations
