@@ -255,7 +255,7 @@ class ConvNCHW:
         self.parts = split(self.n * th, len(self.parts))
         for k in range(len(self.parts)):
             for specs, rows in ((self.col_specs, c), (self.tmp_specs, m)):
-                size = 16 * winograd.plane_stride(rows, self.wt)
+                size = winograd.buffer_size(rows, self.wt)
                 specs[k] = (("wino", size, dt.str), (size,), False)
             shape = (2, 2 * th + 2, tw + 1)
             self.pad_specs[k] = (("wino_planes", geo, shape, dt.str), shape, True)

@@ -138,6 +138,19 @@ def _block(typingctx, wp, w0, planes, cstride, taps, c, xo, y, yo, ldy, n, b, b0
 
 
 @_jit
+def _blocks(wp, k, xf, cstride, taps, c, xo, yf, yo, ld, n, b, m0, m1, rf, flags):  # pragma: no cover - compiled
+    """The runs at xo/yo/n through ``_block`` for every block of R output channels in m0:m1 (output
+    channel mb's rows ld apart in ``yf``)."""
+    for mb in range(m0, m1, R):
+        for j in range(V):
+            yo[j] += mb * ld
+        _block(wp, mb * k, xf, cstride, taps, c, xo, yf, yo, ld, n, b, mb, min(R, m1 - mb), rf, flags)
+        for j in range(V):
+            yo[j] -= mb * ld
+    return 0
+
+
+@_jit
 def _conv(x, wp, b, y, res, planes, taps, s, ph, pw, hq, wq, flags, i0, i1, m0, m1, xo, yo, n):  # pragma: no cover
     """y[i, m0:m1] for images i0:i1 (m0 a multiple of R): per image the zero-bordered (phase) planes
     (window_kernels._direct_fill), then per pair of output runs (32 pixels of a row, or two rows of
@@ -169,12 +182,7 @@ def _conv(x, wp, b, y, res, planes, taps, s, ph, pw, hq, wq, flags, i0, i1, m0, 
                     if n[j] == 0:
                         xo[j], yo[j] = xo[0], yo[0]
                     yo[j] += ybase
-                for mb in range(m0, m1, R):
-                    for j in range(V):
-                        yo[j] += mb * hw
-                    _block(wp, mb * k, pf, cstride, taps, c, xo, yf, yo, hw, n, b, mb, min(R, m1 - mb), rf, flags)
-                    for j in range(V):
-                        yo[j] -= mb * hw
+                _blocks(wp, k, pf, cstride, taps, c, xo, yf, yo, hw, n, b, m0, m1, rf, flags)
             r += 1 if ow > L else 2
     return 0
 
@@ -203,10 +211,9 @@ def _conv_wide(x, wp, b, y, res, planes, taps, s, ph, pw, hq, wq, flags, i0, i1,
                 n[j] = max(0, min(L, total - q - j * L))
                 if n[j] == 0:
                     xo[j] = xo[0]
-            for mb in range(m0, m1, R):
-                for j in range(V):
-                    yo[j] = mb * ldz + xo[j]
-                _block(wp, mb * k, pf, cstride, taps, c, xo, zf, yo, ldz, n, b, mb, min(R, m1 - mb), zf, 0)
+            for j in range(V):
+                yo[j] = xo[j]
+            _blocks(wp, k, pf, cstride, taps, c, xo, zf, yo, ldz, n, b, m0, m1, zf, 0)
         for mo in range(m0, m1):
             for r in range(oh):
                 base = r * wq
@@ -235,12 +242,7 @@ def _pointwise(x, wp, b, y, res, taps, flags, i0, i1, m0, m1, xo, yo, n):  # pra
                 n[j] = max(0, min(L, p - q - j * L))
                 if n[j] == 0:
                     xo[j], yo[j] = xo[0], yo[0]
-            for mb in range(m0, m1, R):
-                for j in range(V):
-                    yo[j] += mb * p
-                _block(wp, mb * c, xf, p, taps, c, xo, yf, yo, p, n, b, mb, min(R, m1 - mb), rf, flags)
-                for j in range(V):
-                    yo[j] -= mb * p
+            _blocks(wp, c, xf, p, taps, c, xo, yf, yo, p, n, b, m0, m1, rf, flags)
     return 0
 
 

@@ -334,7 +334,8 @@ def pool(x, y, inv, planes, z, geo, mode: str, pad_value, i0: int, i1: int) -> N
 
 
 def warm_up() -> float:
-    """Compile (or load from the cache) the kernels for float32 now; seconds it took this call."""
+    """Compile (or load from the cache) every compiled kernel for float32 now (the micro-kernel's and
+    Winograd's too); seconds it took this call."""
     if not available():
         return 0.0
     from framework.ops.nn.conv_args import Geometry
@@ -355,5 +356,12 @@ def warm_up() -> float:
     w2 = direct_pack(np.zeros((2, 2, 3, 3), np.float32))
     scratch = np.zeros((3, 2), np.int64)
     planes = np.zeros(direct_shape(geo, 2), np.float32)
-    direct(x, w2, np.zeros(2, np.float32), y, None, planes, scratch, geo, True, 0, 1, 0, 2)
+    zero_b = np.zeros(2, np.float32)
+    direct(x, w2, zero_b, y, None, planes, scratch, geo, True, 0, 1, 0, 2)
+    wide = np.empty(direct_wide_shape(geo, 2), np.float32)
+    direct(x, w2, zero_b, y, y, planes, scratch, geo, True, 0, 1, 0, 2, wide)
+    pointwise(x, direct_pack(np.zeros((2, 2, 1, 1), np.float32)), zero_b, y, y, scratch, True, 0, 1, 0, 2)
+    from framework.ops.nn import winograd
+
+    winograd.warm_up()
     return time.perf_counter() - t

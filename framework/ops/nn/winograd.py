@@ -45,7 +45,8 @@ G = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.0
 # rounds): the GEMMs lose more on fewer columns than the transforms gain from the cache (256 -> 256
 # channels on 14x14 at batch 16: 0.66x of im2col's time with the whole batch in one block, 0.89x
 # with 2 MiB blocks, 1.06x with 1 MiB; 128 -> 128 on 28x28 at batch 1 0.77x whole, 0.89x in 2 MiB).
-BLOCK_BYTES = 32 << 20
+# 16 MiB: AlexNet's and ResNet-50's convs at batch 16 in one to three blocks.
+BLOCK_BYTES = 16 << 20
 
 
 def _load():
@@ -84,8 +85,15 @@ def plane_stride(rows: int, t: int) -> int:
     return s
 
 
+def buffer_size(rows: int, t: int) -> int:
+    """Elements of the flat buffer behind a (16, rows, t) transform: 16 * plane_stride, rounded up to a
+    power of two, so that convs of a net share a few buffer sizes (shared_scratch keys on the size):
+    AlexNet's three Winograd convs at batch 16 held 86 MiB of six distinct sizes, 48 MiB of two."""
+    return 1 << (16 * plane_stride(rows, t) - 1).bit_length()
+
+
 def planes_view(buf: np.ndarray, rows: int, t: int) -> np.ndarray:
-    """The (16, rows, t) view of a flat buffer of 16 * plane_stride(rows, t) elements."""
+    """The (16, rows, t) view of a flat buffer of at least 16 * plane_stride(rows, t) elements."""
     s = plane_stride(rows, t)
     return np.lib.stride_tricks.as_strided(buf, (16, rows, t), (s * 4, t * 4, 4))
 
@@ -115,3 +123,14 @@ def output_transform(mt, b, res, y, g0, g1, geo, relu: bool, z) -> None:
     elif res is not y:
         res = np.ascontiguousarray(res)
     _timed(_load()._output, mt, _EMPTY if b is None else b, res, y, g0, g1, th, tw, bool(relu), z)
+
+
+def warm_up() -> None:
+    """Compile (or load from the cache) the transforms."""
+    from framework.ops.nn.conv_args import Geometry
+
+    geo = Geometry((4, 4), (3, 3), (1, 1), (1, 1), (1, 1), (1, 1), (4, 4))
+    x = np.zeros((1, 2, 4, 4), np.float32)
+    v = planes_view(np.zeros(16 * plane_stride(2, 4), np.float32), 2, 4)
+    input_transform(x, v, 0, 2, geo, np.zeros((2, 6, 3), np.float32))
+    output_transform(v, None, x, x, 0, 2, geo, True, np.zeros((2, 4), np.float32))

@@ -15,9 +15,10 @@ from framework.core import CreateOperator
 from framework.memory.allocator import memory_reporter
 from framework.memory.workspace import Workspace
 from framework.ops import create_operator
-from framework.ops.nn import conv_nchw, window_jit, winograd
+from framework.ops.nn import conv_nchw, winograd
 from framework.ops.nn.conv_args import Geometry
 from tests.ops.nn.test_conv_fusion import ref_conv, threads  # noqa: F401  (fixture)
+from tests.ops.nn.test_window_jit import _run as run_jit
 
 pytest.importorskip("numba")
 
@@ -48,14 +49,7 @@ def _op_def(fusion: int, ins: list, pads) -> object:
 def _run(op_def, feeds: dict, jit: bool):
     """(output, op) of ``op_def`` on ``feeds``, the compiled kernels on or off."""
     with pytest.MonkeyPatch.context() as m:
-        if not jit:
-            m.setattr(window_jit, "_kernels", None)
-        ws = Workspace()
-        for k, v in feeds.items():
-            ws.feed_blob(k, v)
-        op = create_operator(op_def, ws)
-        op.run()
-        return ws.fetch_blob(op_def.output[0]).copy(), op
+        return run_jit(op_def, feeds, jit, m)
 
 
 @st.composite
