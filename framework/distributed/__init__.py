@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import sys
+import time
 from typing import Any
 
 
@@ -46,6 +47,9 @@ def end_job(code: int) -> int:
         world = MPI.COMM_WORLD
         if world.Get_size() > 1:
             print(f"rank {world.Get_rank()} of {world.Get_size()} failed: ending the job", file=sys.stderr, flush=True)
+            # MPI_Abort tears down mpiexec's output forwarding at once: lines written just before it were
+            # lost under load (the full test suite on 2 cores); give them a moment to pass.
+            time.sleep(0.3)
             world.Abort(code)
     return code
 
