@@ -254,9 +254,9 @@ class ConvNCHW:
         self.wt = self.wrows * tw  # tiles per block
         self.parts = split(self.n * th, len(self.parts))
         for k in range(len(self.parts)):
-            for specs, rows in ((self.col_specs, c), (self.tmp_specs, m)):
-                size = winograd.buffer_size(rows, self.wt)
-                specs[k] = (("wino", size, dt.str), (size,), False)
+            for specs, rows, name in ((self.col_specs, c, "wino_v"), (self.tmp_specs, m, "wino_m")):
+                size = winograd.buffer_size(rows, self.wt)  # V and M never one buffer, even of one size
+                specs[k] = ((name, size, dt.str), (size,), False)
             shape = (2, 2 * th + 2, tw + 1)
             self.pad_specs[k] = (("wino_planes", geo, shape, dt.str), shape, True)
             self.last_specs[k] = (("buf", (2, 2 * tw), dt.str), (2, 2 * tw), False)

@@ -45,8 +45,9 @@ G = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.0
 # rounds): the GEMMs lose more on fewer columns than the transforms gain from the cache (256 -> 256
 # channels on 14x14 at batch 16: 0.66x of im2col's time with the whole batch in one block, 0.89x
 # with 2 MiB blocks, 1.06x with 1 MiB; 128 -> 128 on 28x28 at batch 1 0.77x whole, 0.89x in 2 MiB).
-# 16 MiB: AlexNet's and ResNet-50's convs at batch 16 in one to three blocks.
-BLOCK_BYTES = 16 << 20
+# 8 MiB: AlexNet's Winograd convs at batch 16 took 0.82x of the time without Winograd with 16 MiB
+# blocks, 0.86x with 4 MiB; their peak memory 371 / 351 / 341 MiB with 16 / 8 / 4 MiB (PyTorch 310).
+BLOCK_BYTES = 8 << 20
 
 
 def _load():
