@@ -25,7 +25,7 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from framework.ops.nn.window_kernels import _direct_fill
+from framework.ops.nn.window_kernels import _direct_fill, _store_wide
 
 
 def _lanes() -> int:
@@ -214,16 +214,8 @@ def _conv_wide(x, wp, b, y, res, planes, taps, s, ph, pw, hq, wq, flags, i0, i1,
             for j in range(V):
                 yo[j] = xo[j]
             _blocks(wp, k, pf, cstride, taps, c, xo, zf, yo, ldz, n, b, m0, m1, zf, 0)
-        for mo in range(m0, m1):
-            for r in range(oh):
-                base = r * wq
-                for q in range(ow):
-                    v = z[mo, base + q]
-                    if has_r:
-                        v += res[i, mo, r, q]
-                    if relu and v < zero:
-                        v = zero
-                    y[i, mo, r, q] = v
+        for mo in range(m0, m1):  # the bias is in z already
+            _store_wide(z[mo], wq, zero, res, has_r, relu, y, i, mo)
     return 0
 
 

@@ -110,27 +110,36 @@ def _taps(planes, wv, z, s, kh, kw, wq, mode):  # pragma: no cover - compiled
 def _depthwise(x, w, b, y, res, planes, z, s, ph, pw, wq, relu, i0, i1):  # pragma: no cover - compiled
     """y[i] = depthwise conv of x[i] (+ b) (+ res[i]) (Relu), images i0:i1; b/res empty if absent."""
     c = x.shape[1]
-    oh, ow = y.shape[2], y.shape[3]
+    oh = y.shape[2]
     kh, kw = w.shape[2], w.shape[3]
     hq = oh + (kh - 1) // s + 1
     w3 = w.reshape(c, kh * kw)
     has_b, has_r = b.shape[0] > 0, res.shape[0] > 0
     zero = np.float32(0)
-    owu, wu = _U(ow), _U(wq)
     for i in range(i0, i1):
         for ch in range(c):
             _fill(x, i, ch, planes, s, ph, pw, hq, wq, zero)
             _taps(planes, w3[ch], z, s, kh, kw, wq, 0)
-            bv = b[ch] if has_b else zero
-            for r in range(oh):
-                base = _U(r) * wu
-                for q in range(owu):
-                    v = z[base + q] + bv
-                    if has_r:
-                        v += res[i, ch, r, q]
-                    if relu and v < zero:
-                        v = zero
-                    y[i, ch, r, q] = v
+            _store_wide(z, wq, b[ch] if has_b else zero, res, has_r, relu, y, i, ch)
+    return 0
+
+
+@_jit
+def _store_wide(z, wq, bv, res, has_r, relu, y, i, ch):  # pragma: no cover - compiled
+    """y[i, ch] = the valid columns of the wide output z (rows of wq) + bv (+ res[i, ch]) (Relu: "0 if
+    v < 0 else v", NaN stays); res may be y itself."""
+    oh, ow = y.shape[2], y.shape[3]
+    zero = np.float32(0)
+    owu, wu = _U(ow), _U(wq)
+    for r in range(oh):
+        base = _U(r) * wu
+        for q in range(owu):
+            v = z[base + q] + bv
+            if has_r:
+                v += res[i, ch, r, q]
+            if relu and v < zero:
+                v = zero
+            y[i, ch, r, q] = v
     return 0
 
 
