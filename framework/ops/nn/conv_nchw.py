@@ -177,8 +177,8 @@ class ConvNCHW:
         self.parts = parts
         workers = len(parts)
         # A temporary for the GEMM result when the residual is the output buffer itself (in-place sum).
-        self.use_tmp = residual and inplace_residual and not self.jit and not self.mk
-        self.use_tmp = self.use_tmp and self.kind not in ("direct", "winograd")
+        own_epilogue = self.jit or self.mk or self.kind in ("direct", "winograd")  # reads S before writing Y
+        self.use_tmp = residual and inplace_residual and not own_epilogue
         # Scratch buffers are specs (key, shape, zero-filled); the buffers come from shared_scratch at run
         # time: one per running thread and key, shared by every conv of that geometry (see module doc).
         dt = np.dtype(dtype)
@@ -197,6 +197,14 @@ class ConvNCHW:
         self._fn_name = "_blocked" if self.blocked else "_" + self.kind  # the per-worker kernel run() hands out
         if self.mk:
             self._fn_name = "_mk_pointwise"
+        # Kernels with their own form of the filter (packed or transformed), redone per filter version.
+        self._transform = self._u = self._u_of = self._u_version = None
+        if self.kind == "direct" or self.mk:
+            self._transform = window_jit.direct_pack
+            self._u = allocate_array((window_jit.direct_packed_size(m, self.kg),), dt)
+            self._zero_b = None if has_bias else allocate_array((m,), dt, zero_fill=True)  # the kernel adds b
+        if self.kind == "direct":
+            self.plan = window_jit.direct_plan(geo, c, m)
         if self.kind == "winograd":
             self._winograd_specs(dt)
             return
@@ -221,12 +229,11 @@ class ConvNCHW:
             if self.mk:  # the micro-kernel's run offsets
                 self.col_specs[k] = (("runs", (3, 2), "<i8"), (3, 2), False)
             if self.kind == "direct":  # zero-bordered planes of the image, the micro-kernel's run offsets
-                planes = window_jit.direct_shape(geo, c)
+                planes = self.plan.planes
                 self.pad_specs[k] = (("direct", geo, planes, dt.str), planes, True)
                 self.col_specs[k] = (("runs", (3, 2), "<i8"), (3, 2), False)
-                wide = window_jit.direct_wide_shape(geo, m)  # narrow outputs: the wide output rows
-                if wide is not None:
-                    self.tmp_specs[k] = (("buf", wide, dt.str), wide, False)
+                if self.plan.wide is not None:  # narrow outputs: the wide output rows
+                    self.tmp_specs[k] = (("buf", self.plan.wide, dt.str), self.plan.wide, False)
             if self.kind == "depthwise" and self.jit:
                 phases, hq, wq, wide = window_jit.plane_shape(geo)
                 self.pad_specs[k] = (("planes", (phases, hq * wq), dt.str), (phases, hq * wq), False)
@@ -238,10 +245,6 @@ class ConvNCHW:
             if self.use_tmp:
                 self.tmp_specs[k] = (("tmp", (rows, *geo.out), dt.str), (rows, *geo.out), False)
         self.dw_spec = (c, math.prod(geo.kernel), p)
-        if self.kind == "direct" or self.mk:  # the filter packed per tensor version, a zero bias if none
-            self._u = allocate_array((window_jit.direct_packed_size(m, self.kg),), dt)
-            self._u_seen = None
-            self._zero_b = None if has_bias else allocate_array((m,), dt, zero_fill=True)
 
     def _winograd_specs(self, dt) -> None:
         """Scratch of the Winograd kernel (winograd.py), per worker: V and M of one block of tile rows
@@ -260,8 +263,8 @@ class ConvNCHW:
             shape = (2, 2 * th + 2, tw + 1)
             self.pad_specs[k] = (("wino_planes", geo, shape, dt.str), shape, True)
             self.last_specs[k] = (("buf", (2, 2 * tw), dt.str), (2, 2 * tw), False)
+        self._transform = winograd.transform_filter
         self._u = allocate_array((16, m, c), dt)
-        self._u_seen = None
 
     def _scratch(self, k: int) -> tuple:
         """(columns, temporary, depthwise padded image) of worker slot ``k`` for the running thread."""
@@ -282,14 +285,9 @@ class ConvNCHW:
             return
         b1 = b.reshape(-1, 1) if b is not None else None
         fn = getattr(self, self._fn_name)
-        if self.kind in ("winograd", "direct") or self.mk:  # the kernel's own form of the filter
-            seen = (wt, wt.version) if wt is not None else None
-            if seen is None or self._u_seen is None or self._u_seen[0] is not wt or self._u_seen[1] != seen[1]:
-                if self.kind != "winograd":
-                    window_jit.direct_pack(w, self._u)
-                else:
-                    winograd.transform_filter(w, self._u)
-                self._u_seen = seen
+        if self._transform is not None and (wt is None or wt is not self._u_of or wt.version != self._u_version):
+            self._transform(w, self._u)  # the kernel's own form of the filter, once per filter version
+            self._u_of, self._u_version = wt, (wt.version if wt is not None else None)
         if self.kind == "im2col" and not self.by_image:
             # Batch 1 split by output channels: the shared columns are filled first, by input channels.
             col, x0 = self._scratch(0)[0], x[0]
@@ -419,7 +417,7 @@ class ConvNCHW:
         runs, wide, pad, _ = self._scratch(k)
         b = b1.reshape(-1) if b1 is not None else self._zero_b
         i0, i1, m0, m1 = (lo, hi, 0, self.m) if self.by_image else (0, self.n, lo, hi)
-        window_jit.direct(x, self._u, b, y, s, pad, runs, self.geo, self.relu, i0, i1, m0, m1, wide)
+        window_jit.direct(x, self._u, b, y, s, pad, runs, self.plan, self.relu, i0, i1, m0, m1, wide)
 
     def _winograd(self, k, lo, hi, x, w, b1, y, s) -> None:
         """Winograd F(2x2, 3x3) of the batch's tile rows lo:hi, a block of them at a time: input

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import os
 import time
+from typing import NamedTuple
 
 import numpy as np
 
@@ -150,29 +151,42 @@ def direct_fits(geo, dtype, group: int) -> bool:
     return fits(geo, dtype) and group == 1 and len(geo.kernel) == 2 and geo.stride[0] <= 4 and max(geo.kernel) <= 11
 
 
-def _plane_dims(geo) -> tuple[int, int]:
-    """(rows, row length) of one (phase) plane of ``direct``: OH + (KH-1)//s by OW + (KW-1)//s."""
+# Outputs narrower than this run ``direct`` on the wide layout (microkernel._conv_wide): a 3x3 conv's
+# 8-wide rows fill 80% of the vector lanes there, 50% two rows to a register block.
+DIRECT_WIDE_OW = 12
+
+
+class DirectPlan(NamedTuple):
+    """What ``direct`` needs of a conv geometry, computed once when the conv is prepared."""
+
+    stride: int
+    head: tuple  # (ph, pw)
+    hq: int  # rows of one (phase) plane
+    wq: int  # row length of one (phase) plane
+    taps: np.ndarray  # offset of each window tap in a channel's planes (int64)
+    planes: tuple  # shape of the zero-bordered planes per worker: (C * s * s, hq * wq + 16)
+    wide: tuple | None  # narrow outputs (below DIRECT_WIDE_OW): shape of the wide output scratch
+
+
+def direct_plan(geo, c: int, m: int) -> DirectPlan:
+    """The ``DirectPlan`` of a conv of ``c`` input and ``m`` output channels over ``geo``."""
     (kh, kw), s, (oh, ow) = geo.kernel, geo.stride[0], geo.out
-    return oh + (kh - 1) // s, ow + (kw - 1) // s
+    hq, wq = oh + (kh - 1) // s, ow + (kw - 1) // s  # a (phase) plane: the window rows below the output
+    plane = hq * wq + 16
+    wide = (m, oh * wq + 32) if ow < DIRECT_WIDE_OW else None
+    taps = _microkernel().tap_offsets(s, plane, wq, kh, kw)
+    return DirectPlan(s, geo.head, hq, wq, taps, (c * s * s, plane), wide)
 
 
-def direct_shape(geo, c: int) -> tuple[int, int]:
-    """Shape of the zero-bordered planes ``direct`` needs per worker: per input channel s*s (phase)
-    planes of ``_plane_dims``, plus a vector's slack."""
-    hq, wq = _plane_dims(geo)
-    return c * geo.stride[0] ** 2, hq * wq + 16
-
-
-_MK: dict = {}
+_MK: list = []  # the micro-kernel module, once imported (it imports numba and llvmlite)
 
 
 def _microkernel():
-    mk = _MK.get("module")
-    if mk is None:
-        from framework.ops.nn import microkernel as mk
+    if not _MK:
+        from framework.ops.nn import microkernel
 
-        _MK["module"] = mk
-    return mk
+        _MK.append(microkernel)
+    return _MK[0]
 
 
 def direct_pack(w: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
@@ -198,39 +212,24 @@ def direct_block_rows() -> int:
     return _microkernel().R
 
 
-# Outputs narrower than this run ``direct`` on the wide layout (microkernel._conv_wide): a 3x3 conv's
-# 8-wide rows fill 80% of the vector lanes there, 50% two rows to a register block.
-DIRECT_WIDE_OW = 12
-
-
-def direct_wide_shape(geo, m: int) -> tuple[int, int] | None:
-    """Shape of the wide output scratch ``direct`` needs per worker for narrow outputs, else None."""
-    if geo.out[1] >= DIRECT_WIDE_OW:
-        return None
-    hq, wq = _plane_dims(geo)
-    return m, geo.out[0] * wq + 32
-
-
-def direct(x, wp, b, y, res, planes, scratch, geo, relu: bool, i0: int, i1: int, m0: int, m1: int, z=None) -> None:
+def direct(x, wp, b, y, res, planes, scratch, plan, relu: bool, i0: int, i1: int, m0: int, m1: int, z=None) -> None:
     """Group-1 conv (see ``direct_fits``) of images i0:i1, output channels m0:m1 (m0 a multiple of
     ``direct_block_rows``), into y, with no columns: ``wp`` from ``direct_pack``, ``b`` (M,) (zeros
-    for a conv without bias), ``planes`` (zero-filled once: only the image's cells are written) of
-    ``direct_shape``, ``scratch`` (3, 2) int64 per worker, ``z`` of ``direct_wide_shape`` for narrow
-    outputs; ``res`` may be None or ``y`` itself."""
-    (ph, pw), s, (kh, kw) = geo.head, geo.stride[0], geo.kernel
-    hq, wq = _plane_dims(geo)
+    for a conv without bias), ``planes`` of ``plan.planes`` (zero-filled once: only the image's cells
+    are written), ``scratch`` (3, 2) int64 per worker, ``z`` of ``plan.wide`` for narrow outputs;
+    ``res`` may be None or ``y`` itself."""
     mk = _microkernel()
     x, _, res = _conv_operands(x, None, y, res)
     flags = (2 if res is not _EMPTY4 else 0) | (4 if relu else 0)
-    key = ("taps", s, planes.shape[1], wq, kh, kw)
-    taps = _MK.get(key)
-    if taps is None:
-        taps = _MK[key] = mk.tap_offsets(s, planes.shape[1], wq, kh, kw)
-    args = (x, wp, b, y, y if res is _EMPTY4 else res, planes, taps, s, ph, pw, hq, wq, flags, i0, i1, m0, m1)
+    (ph, pw), s = plan.head, plan.stride
+    args = (x, wp, b, y, y if res is _EMPTY4 else res, planes, plan.taps, s, ph, pw, plan.hq, plan.wq, flags)
     if z is not None:
-        _timed(mk._conv_wide, *args, scratch[0], scratch[1], scratch[2], z)
+        _timed(mk._conv_wide, *args, i0, i1, m0, m1, scratch[0], scratch[1], scratch[2], z)
     else:
-        _timed(mk._conv, *args, scratch[0], scratch[1], scratch[2])
+        _timed(mk._conv, *args, i0, i1, m0, m1, scratch[0], scratch[1], scratch[2])
+
+
+_TAPS1 = np.zeros(1, np.int64)  # a 1x1 window's one tap
 
 
 def pointwise(x, wp, b, y, res, scratch, relu: bool, i0: int, i1: int, m0: int, m1: int) -> None:
@@ -241,9 +240,6 @@ def pointwise(x, wp, b, y, res, scratch, relu: bool, i0: int, i1: int, m0: int, 
     mk = _microkernel()
     x, _, res = _conv_operands(x, None, y, res)
     flags = (2 if res is not _EMPTY4 else 0) | (4 if relu else 0)
-    taps = _MK.get("taps1")
-    if taps is None:
-        taps = _MK["taps1"] = np.zeros(1, np.int64)
     _timed(
         mk._pointwise,
         x,
@@ -251,7 +247,7 @@ def pointwise(x, wp, b, y, res, scratch, relu: bool, i0: int, i1: int, m0: int, 
         b,
         y,
         y if res is _EMPTY4 else res,
-        taps,
+        _TAPS1,
         flags,
         i0,
         i1,
@@ -355,11 +351,11 @@ def warm_up() -> float:
     scale_shift(x, np.ones(2, np.float32), np.zeros(2, np.float32), y, True)
     w2 = direct_pack(np.zeros((2, 2, 3, 3), np.float32))
     scratch = np.zeros((3, 2), np.int64)
-    planes = np.zeros(direct_shape(geo, 2), np.float32)
+    plan = direct_plan(geo, 2, 2)
+    planes = np.zeros(plan.planes, np.float32)
     zero_b = np.zeros(2, np.float32)
-    direct(x, w2, zero_b, y, None, planes, scratch, geo, True, 0, 1, 0, 2)
-    wide = np.empty(direct_wide_shape(geo, 2), np.float32)
-    direct(x, w2, zero_b, y, y, planes, scratch, geo, True, 0, 1, 0, 2, wide)
+    direct(x, w2, zero_b, y, None, planes, scratch, plan, True, 0, 1, 0, 2)
+    direct(x, w2, zero_b, y, y, planes, scratch, plan, True, 0, 1, 0, 2, np.empty(plan.wide, np.float32))
     pointwise(x, direct_pack(np.zeros((2, 2, 1, 1), np.float32)), zero_b, y, y, scratch, True, 0, 1, 0, 2)
     from framework.ops.nn import winograd
 
