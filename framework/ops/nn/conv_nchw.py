@@ -203,6 +203,7 @@ class ConvNCHW:
             self._transform = window_jit.direct_pack
             self._u = allocate_array((window_jit.direct_packed_size(m, self.kg),), dt)
             self._zero_b = None if has_bias else allocate_array((m,), dt, zero_fill=True)  # the kernel adds b
+            self.band = window_jit.pointwise_band(c)
         if self.kind == "direct":
             self.plan = window_jit.direct_plan(geo, c, m)
         if self.kind == "winograd":
@@ -410,7 +411,7 @@ class ConvNCHW:
         runs = self._scratch(k)[0]
         b = b1.reshape(-1) if b1 is not None else self._zero_b
         i0, i1, m0, m1 = (lo, hi, 0, self.m) if self.by_image else (0, self.n, lo, hi)
-        window_jit.pointwise(x, self._u, b, y, s, runs, self.relu, i0, i1, m0, m1)
+        window_jit.pointwise(x, self._u, b, y, s, runs, self.relu, i0, i1, m0, m1, self.band)
 
     def _direct(self, k, lo, hi, x, w, b1, y, s) -> None:
         """Compiled direct conv (window_jit.direct): images lo:hi, or output channels lo:hi at batch 1."""

@@ -151,11 +151,12 @@ def _blocks(wp, k, xf, cstride, taps, c, xo, yf, yo, ld, n, b, m0, m1, rf, flags
 
 
 @_jit
-def _conv(x, wp, b, y, res, planes, taps, s, ph, pw, hq, wq, flags, i0, i1, m0, m1, xo, yo, n):  # pragma: no cover
+def _conv(x, wp, b, y, res, planes, taps, s, ph, pw, hq, wq, flags, i0, i1, m0, m1, xo, yo, n, band):  # noqa: E501  # pragma: no cover
     """y[i, m0:m1] for images i0:i1 (m0 a multiple of R): per image the zero-bordered (phase) planes
-    (window_kernels._direct_fill), then per pair of output runs (32 pixels of a row, or two rows of
-    at most 16) every block of R output channels through ``_block``. ``xo``/``yo``/``n`` (V,) int64
-    scratch; ``wp`` from ``pack``; ``taps`` the planes offset of each tap."""
+    (window_kernels._direct_fill), then per band of ``band`` output rows, per block of R output
+    channels, per pair of output runs (32 pixels of a row, or two rows of at most 16), ``_block``.
+    ``xo``/``yo``/``n`` (V,) int64 scratch; ``wp`` from ``pack``; ``taps`` the planes offset of each
+    tap."""
     m, oh, ow = y.shape[1], y.shape[2], y.shape[3]
     c = x.shape[1]
     k = c * taps.shape[0]
@@ -163,27 +164,30 @@ def _conv(x, wp, b, y, res, planes, taps, s, ph, pw, hq, wq, flags, i0, i1, m0, 
     cstride = ss * planes.shape[1]
     pf, yf, rf = planes.reshape(-1), y.reshape(-1), res.reshape(-1)
     hw = oh * ow
+    step = 1 if ow > L else 2
     for i in range(i0, i1):
         _direct_fill(x, i, planes, s, ph, pw, hq, wq)
         ybase = i * m * hw
-        r = 0
-        while r < oh:
-            q = 0
-            while q < ow:
-                if ow > L:  # two vectors along one row
-                    xo[0], yo[0], n[0] = r * wq + q, r * ow + q, min(L, ow - q)
-                    xo[1], yo[1], n[1] = xo[0] + L, yo[0] + L, max(0, min(L, ow - q - L))
-                    q += V * L
-                else:  # one row per vector
-                    xo[0], yo[0], n[0] = r * wq, r * ow, ow
-                    xo[1], yo[1], n[1] = (r + 1) * wq, (r + 1) * ow, ow if r + 1 < oh else 0
-                    q = ow
-                for j in range(V):
-                    if n[j] == 0:
-                        xo[j], yo[j] = xo[0], yo[0]
-                    yo[j] += ybase
-                _blocks(wp, k, pf, cstride, taps, c, xo, yf, yo, hw, n, b, m0, m1, rf, flags)
-            r += 1 if ow > L else 2
+        for r0 in range(0, oh, band):
+            r1 = min(oh, r0 + band)
+            for mb in range(m0, m1, R):
+                rows = min(R, m1 - mb)
+                for r in range(r0, r1, step):
+                    q = 0
+                    while q < ow:
+                        if ow > L:  # two vectors along one row
+                            xo[0], yo[0], n[0] = r * wq + q, r * ow + q, min(L, ow - q)
+                            xo[1], yo[1], n[1] = xo[0] + L, yo[0] + L, max(0, min(L, ow - q - L))
+                            q += V * L
+                        else:  # one row per vector
+                            xo[0], yo[0], n[0] = r * wq, r * ow, ow
+                            xo[1], yo[1], n[1] = (r + 1) * wq, (r + 1) * ow, ow if r + 1 < oh else 0
+                            q = ow
+                        for j in range(V):
+                            if n[j] == 0:
+                                xo[j], yo[j] = xo[0], yo[0]
+                            yo[j] += ybase + mb * hw
+                        _block(wp, mb * k, pf, cstride, taps, c, xo, yf, yo, hw, n, b, mb, rows, rf, flags)
     return 0
 
 
@@ -220,21 +224,26 @@ def _conv_wide(x, wp, b, y, res, planes, taps, s, ph, pw, hq, wq, flags, i0, i1,
 
 
 @_jit
-def _pointwise(x, wp, b, y, res, taps, flags, i0, i1, m0, m1, xo, yo, n):  # pragma: no cover - compiled
+def _pointwise(x, wp, b, y, res, taps, flags, i0, i1, m0, m1, xo, yo, n, band):  # pragma: no cover - compiled
     """1x1 stride-1 unpadded conv of images i0:i1, output channels m0:m1 (m0 a multiple of R): each
-    image read in place as C planes of P pixels (taps = [0]), runs of V*L pixels."""
+    image read in place as C planes of P pixels (taps = [0]); per band of ``band`` pixels (a multiple
+    of V*L; see window_jit.pointwise_band), per block of R output channels, runs of V*L pixels."""
     m, c = y.shape[1], x.shape[1]
     p = y.shape[2] * y.shape[3]
     xf, yf, rf = x.reshape(-1), y.reshape(-1), res.reshape(-1)
     for i in range(i0, i1):
-        for q in range(0, p, V * L):
-            for j in range(V):
-                xo[j] = i * c * p + q + j * L
-                yo[j] = i * m * p + q + j * L
-                n[j] = max(0, min(L, p - q - j * L))
-                if n[j] == 0:
-                    xo[j], yo[j] = xo[0], yo[0]
-            _blocks(wp, c, xf, p, taps, c, xo, yf, yo, p, n, b, m0, m1, rf, flags)
+        for q0 in range(0, p, band):
+            q1 = min(p, q0 + band)
+            for mb in range(m0, m1, R):
+                rows = min(R, m1 - mb)
+                for q in range(q0, q1, V * L):
+                    for j in range(V):
+                        xo[j] = i * c * p + q + j * L
+                        yo[j] = (i * m + mb) * p + q + j * L
+                        n[j] = max(0, min(L, q1 - q - j * L))
+                        if n[j] == 0:
+                            xo[j], yo[j] = xo[0], yo[0]
+                    _block(wp, mb * c, xf, p, taps, c, xo, yf, yo, p, n, b, mb, rows, rf, flags)
     return 0
 
 

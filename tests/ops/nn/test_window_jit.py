@@ -148,12 +148,14 @@ def _ref_padded(x, w, b, pads, stride):
     case=direct_cases(),
     fusion=st.sampled_from([0, 1, 2, 3]),
     bias=st.booleans(),
+    band=st.sampled_from([None, 1]),
     seed=st.integers(0, 2**31 - 1),
 )
 @settings(max_examples=40, deadline=None)
-def test_direct_conv_matches_reference_and_numpy_path(case, fusion, bias, seed):
+def test_direct_conv_matches_reference_and_numpy_path(case, fusion, bias, band, seed):
     """The direct 3x3 kernel against the float64 reference and against im2col + GEMM (the kernels
-    off), every fusion type, NaN through Relu."""
+    off), every fusion type, NaN through Relu; ``band`` 1: BAND_BYTES tiny, so each image runs in
+    bands of two output rows."""
     rng = np.random.default_rng(seed)
     n, c, m, pads = case["n"], case["c"], case["m"], case["pads"]
     x = rng.standard_normal((n, c, case["h"], case["w"])).astype(np.float32)
@@ -178,8 +180,11 @@ def test_direct_conv_matches_reference_and_numpy_path(case, fusion, bias, seed):
         if fusion == 3:
             want = np.where(want < 0, 0, want)
     with pytest.MonkeyPatch.context() as mp:
+        if band:
+            mp.setattr(window_jit, "BAND_BYTES", band)
         got, op = _run(op_def, feeds, True, mp)
         assert op._kernel.kind == "direct"
+        assert not band or op._kernel.plan.wide or op._kernel.plan.band == 2
         plain, op2 = _run(op_def, feeds, False, mp)
         assert op2._kernel.kind == "im2col"
     np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
@@ -339,16 +344,17 @@ def test_jit_kernels_rerun_without_allocating(threads, batch):  # noqa: F811
     n=st.integers(1, 3),
     c=st.integers(1, 12),
     m=st.integers(1, 20),
-    hw=st.sampled_from([(1, 1), (3, 5), (4, 8), (7, 9), (6, 11)]),
+    hw=st.sampled_from([(1, 1), (3, 5), (4, 8), (7, 9), (6, 11), (13, 17)]),
     fusion=st.sampled_from([0, 1, 2, 3]),
     bias=st.booleans(),
+    band=st.sampled_from([None, 1]),
     seed=st.integers(0, 2**31 - 1),
 )
 @settings(max_examples=30, deadline=None)
-def test_pointwise_micro_kernel_matches_reference_and_gemm(n, c, m, hw, fusion, bias, seed):
+def test_pointwise_micro_kernel_matches_reference_and_gemm(n, c, m, hw, fusion, bias, band, seed):
     """1x1 convs on the micro-kernel (each image read in place: runs of 32 pixels and a partial last
     one, partial blocks of output channels) against float64 and OpenBLAS's GEMM path, every fusion
-    type, NaN through Relu."""
+    type, NaN through Relu; ``band`` 1: BAND_BYTES tiny, so images run in bands of 64 pixels."""
     rng = np.random.default_rng(seed)
     x = rng.standard_normal((n, c, *hw)).astype(np.float32)
     x[-1, 0, 0, -1] = np.nan
@@ -368,8 +374,10 @@ def test_pointwise_micro_kernel_matches_reference_and_gemm(n, c, m, hw, fusion, 
     if fusion in (1, 3):
         want = np.where(want < 0, 0, want)
     with pytest.MonkeyPatch.context() as mp:
+        if band:
+            mp.setattr(window_jit, "BAND_BYTES", band)
         got, op = _run(op_def, feeds, True, mp)
-        assert op._kernel.mk
+        assert op._kernel.mk and op._kernel.band == (64 if band else window_jit.pointwise_band(c))
         mp.setattr(conv_nchw, "POINTWISE_MK_C", 0)
         plain, op2 = _run(op_def, feeds, True, mp)
         assert not op2._kernel.mk
