@@ -13,7 +13,10 @@ read by any other op than the one being fused, is never folded or fused away):
 3. Fuse a residual Sum of two blobs into the Conv producing one of them: the Conv becomes ConvFusion
    fusion_type 2 (Caffe2 IDEEP's Conv+Sum) at the Sum's place, writing in place over the other
    operand (which must die at the Sum); later readers of the Sum's output read that blob.
-4. Fuse Relu into the producing Conv/ConvFusion (fusion_type 1, or 2 -> 3).
+4. Fuse Relu into the producing Conv/ConvFusion (fusion_type 1, or 2 -> 3), or into a test-mode
+   SpatialBN left unfolded (one before which no conv stands, as DenseNet's pre-activations): it
+   becomes SpatialBNRelu with keep_nan=1 (a separate Relu keeps NaN; Caffe2's fused op does not),
+   one compiled pass instead of two.
 5. Share activation buffers by liveness (framework.memonger.optimize_inference_net).
 
 Only 2-D NCHW, non-depthwise convolutions are fused (ConvFusion's kernel); depthwise ones still get
@@ -156,6 +159,11 @@ def _fusable_conv(op: OperatorDef, net: _Net) -> bool:
         return False
     group = _arg(op, "group", 1)
     return not (group > 1 and group == w.shape[0] == w.shape[1] * group)
+
+
+def _test_bn(op: OperatorDef) -> bool:
+    """A test-mode SpatialBN (one output), which SpatialBNRelu can replace together with its Relu."""
+    return op.type == "SpatialBN" and _arg(op, "is_test", 0) == 1 and len(op.output) == 1
 
 
 # -- 1. identities ---------------------------------------------------------------------------------
@@ -345,12 +353,16 @@ def fuse_relu(net: _Net) -> int:
                 j += 1
                 continue
             _set_arg(prod, "fusion_type", 3)
-        elif _fusable_conv(prod, net) and prod.output[0] == x:
+        elif (_fusable_conv(prod, net) or _test_bn(prod)) and prod.output[0] == x:
             if z != x and any(z in net.ops[k].input or z in net.ops[k].output for k in range(i + 1, j)):
                 j += 1
                 continue
-            prod.type = "ConvFusion"
-            _set_arg(prod, "fusion_type", 1)
+            if prod.type == "SpatialBN":  # Relu keeps NaN: so does the fused op with keep_nan=1
+                prod.type = "SpatialBNRelu"
+                _set_arg(prod, "keep_nan", 1)
+            else:
+                prod.type = "ConvFusion"
+                _set_arg(prod, "fusion_type", 1)
             prod.output[0] = z
         else:
             j += 1

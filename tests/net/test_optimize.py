@@ -76,6 +76,38 @@ def test_bn_fold_relu_fusion_and_dropout_drop():
     assert _types(opt) == {"ConvFusion": 1, "Mul": 1, "Softmax": 1}
 
 
+def test_unfolded_bn_and_relu_fuse_into_spatial_bn_relu_keeping_nan():
+    """A SpatialBN no conv precedes (DenseNet's pre-activation, after a Concat) and its Relu become
+    one SpatialBNRelu with keep_nan=1: NaN stays NaN as through the separate Relu."""
+    ws = Workspace()
+    _params(ws, c=6)
+    x = ws.fetch_blob("x")
+    x[0, 1, 2, 3] = np.nan
+    ws.feed_blob("x", x)
+    ops = [
+        CreateOperator("Concat", ["x", "x"], ["cat", "info"], axis=1),
+        CreateOperator("Slice", ["cat"], ["h"], starts=[0, 0, 0, 0], ends=[-1, 6, -1, -1]),
+        _bn("h", "h_bn"),
+        CreateOperator("Relu", ["h_bn"], ["h_bn"]),
+        CreateOperator("Conv", ["h_bn", "w2", "b2"], ["y"], kernel=1),
+    ]
+    net = _net(ops, ["x", "w2", "b2", "s", "bb", "rm", "riv"], ["y"])
+    (want,), _ = _run(net, ws, ["y"], False)
+    (got,), opt = _run(net, ws, ["y"], True)
+    assert _types(opt)["SpatialBNRelu"] == 1 and "Relu" not in _types(opt)
+    assert np.isnan(want).any()
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    # a BN output read after the Relu (declared an output) keeps the two ops
+    ops[3] = CreateOperator("Relu", ["h_bn"], ["r"])
+    ops[4] = CreateOperator("Conv", ["r", "w2", "b2"], ["y"], kernel=1)
+    net2 = _net(ops, list(net.external_input), ["y", "h_bn"])
+    (y0, bn0), _ = _run(net2, ws, ["y", "h_bn"], False)
+    (y1, bn1), opt2 = _run(net2, ws, ["y", "h_bn"], True)
+    assert _types(opt2)["SpatialBN"] == 1 and _types(opt2)["Relu"] == 1
+    np.testing.assert_allclose(bn1, bn0, rtol=1e-6)
+
+
 def test_mul_add_constants_fold_into_the_conv():
     ws = Workspace()
     _params(ws)
@@ -128,14 +160,14 @@ def test_observable_intermediates_are_not_folded():
     ]
     net = _net(ops, ["x", "w", "b", "s", "bb", "rm", "riv"], ["y"])
     (c, y), opt = _run(net, ws, ["c", "y"], True)
-    assert _types(opt)["Conv"] == 1 and _types(opt)["SpatialBN"] == 1
+    assert _types(opt)["Conv"] == 1 and _types(opt)["SpatialBNRelu"] == 1  # BN not folded (Relu fused)
     (c0, y0), _ = _run(net, ws, ["c", "y"], False)
     np.testing.assert_allclose(c, c0, rtol=1e-6)
     np.testing.assert_allclose(y, y0, rtol=1e-5, atol=1e-6)
     # a weight written by the net is not a constant: nothing folds
     ops2 = [CreateOperator("Scale", ["s"], ["s"], scale=2.0)] + ops
     (y2,), opt2 = _run(_net(ops2, list(net.external_input), ["y"]), ws, ["y"], True)
-    assert _types(opt2)["SpatialBN"] == 1
+    assert _types(opt2)["SpatialBNRelu"] == 1
 
 
 def test_opt_in_create_net_and_predictor_default():

@@ -49,12 +49,12 @@ class _BNBase(NormOp):
         self._key = (x.shape, x.dtype)
 
 
-def spatial_bn_schema() -> dict:
-    """register_op keywords of SpatialBN (and SpatialBNRelu)."""
+def spatial_bn_schema(extra_args=()) -> dict:
+    """register_op keywords of SpatialBN (and SpatialBNRelu, with its ``extra_args``)."""
     return dict(
         inputs=5,
         outputs={1, 5},
-        args=_BN_ARGS,
+        args=_BN_ARGS + list(extra_args),
         input_docs=[
             ("X", "input"),
             ("scale", "(C,)"),
@@ -83,11 +83,14 @@ class SpatialBN(_BNBase):
     statistics. Training: batch statistics, running statistics updated in place; an empty
     batch (N = 0) leaves them unchanged and writes zeros as saved mean and inverse std (Caffe2)."""
 
-    # SpatialBNRelu: Y = std::max(0, Y) after the normalization (NaN -> 0, as Caffe2's fused op)
-    fused_relu = False
+    def relu_mode(self) -> int:
+        """Relu after the normalization: 0 none; SpatialBNRelu: 1 ``std::max(0, Y)`` (NaN -> 0, as
+        Caffe2's fused op) or 2 ``0 if Y < 0 else Y`` (NaN stays, as a separate Relu)."""
+        return 0
 
     def setup(self) -> None:
         super().setup()
+        self._relu = self.relu_mode()
         self.is_test = bool(self.args.is_test)
         if not self.args.epsilon > 0:  # Caffe2: CAFFE_ENFORCE_GT(epsilon_, 0)
             raise self.arg_error(f"epsilon must be > 0, got {self.args.epsilon}")
@@ -131,7 +134,7 @@ class SpatialBN(_BNBase):
             np.divide(scale, alpha, out=alpha)
             np.multiply(mean, alpha, out=beta)
             np.subtract(bias, beta, out=beta)
-            if self.order == "NCHW" and window_jit.scale_shift(x, alpha, beta, y, self.fused_relu):
+            if self.order == "NCHW" and window_jit.scale_shift(x, alpha, beta, y, self._relu):
                 return  # one compiled pass
             np.multiply(x, alpha.reshape(b), out=y)
             np.add(y, beta.reshape(b), out=y)
@@ -169,8 +172,8 @@ class SpatialBN(_BNBase):
         np.add(rv, beta, out=rv)
 
     def _fused_relu(self, y) -> None:
-        if self.fused_relu and y.size:
-            np.fmax(y, y.dtype.type(0), out=y)
+        if self._relu and y.size:
+            (np.fmax if self._relu == 1 else np.maximum)(y, y.dtype.type(0), out=y)
 
 
 @register_op(

@@ -306,8 +306,8 @@ def epilogue_block(acc, b, res, y, relu: bool) -> bool:
     return True
 
 
-def scale_shift(x, a, b, y, relu: bool = False) -> bool:
-    """y[n, c] = x[n, c] * a[c] + b[c] (then, with ``relu``, max(0, y) with NaN -> 0) in one pass for
+def scale_shift(x, a, b, y, relu: int = 0) -> bool:
+    """y[n, c] = x[n, c] * a[c] + b[c] (then a Relu: ``relu`` 1 max(0, y) with NaN -> 0, 2 NaN kept) in one pass for
     float32 arrays (C-contiguous x and y, channel axis 1); False (nothing done) where the kernel
     does not apply or is unavailable."""
     if not available() or x.ndim < 2 or x.size == 0:
@@ -315,7 +315,7 @@ def scale_shift(x, a, b, y, relu: bool = False) -> bool:
     if any(v.dtype != np.float32 or not v.flags.c_contiguous for v in (x, a, b, y)):
         return False
     n, c = x.shape[0], x.shape[1]
-    _timed(_kernels._scale_shift, x.reshape(n, c, -1), a, b, y.reshape(n, c, -1), bool(relu))
+    _timed(_kernels._scale_shift, x.reshape(n, c, -1), a, b, y.reshape(n, c, -1), int(relu))
     return True
 
 
@@ -365,7 +365,7 @@ def warm_up() -> float:
     epilogue(y2, np.zeros(2, np.float32), y2, y2, True)
     y3 = y.reshape(1, 2, 16)
     epilogue_block(np.ascontiguousarray(y3.transpose(1, 0, 2)), np.zeros(2, np.float32), y3, y3, True)
-    scale_shift(x, np.ones(2, np.float32), np.zeros(2, np.float32), y, True)
+    scale_shift(x, np.ones(2, np.float32), np.zeros(2, np.float32), y, 1)
     w2 = direct_pack(np.zeros((2, 2, 3, 3), np.float32))
     scratch = np.zeros((3, 2), np.int64)
     plan = direct_plan(geo, 2, 2)

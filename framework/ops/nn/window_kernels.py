@@ -195,18 +195,23 @@ def _epilogue(acc, b, res, y, relu):  # pragma: no cover - compiled
 
 @_jit
 def _scale_shift(x, a, b, y, relu):  # pragma: no cover - compiled
-    """y[n, c, :] = x[n, c, :] * a[c] + b[c] over (N, C, P) arrays (test-mode SpatialBN); with
-    ``relu``, then std::max(0, y) as Caffe2's SpatialBNRelu (a NaN becomes 0)."""
+    """y[n, c, :] = x[n, c, :] * a[c] + b[c] over (N, C, P) arrays (test-mode SpatialBN); then with
+    ``relu`` 1 std::max(0, y) as Caffe2's SpatialBNRelu (a NaN becomes 0), with 2 "0 if y < 0 else y"
+    as a separate Relu (NaN stays)."""
     n, c, p = x.shape
     pu = _U(p)
     zero = np.float32(0)
     for i in range(n):
         for ch in range(c):
             av, bv = a[ch], b[ch]
-            if relu:
+            if relu == 1:
                 for j in range(pu):
                     v = x[i, ch, j] * av + bv
                     y[i, ch, j] = v if v > zero else zero
+            elif relu == 2:
+                for j in range(pu):
+                    v = x[i, ch, j] * av + bv
+                    y[i, ch, j] = zero if v < zero else v
             else:
                 for j in range(pu):
                     y[i, ch, j] = x[i, ch, j] * av + bv

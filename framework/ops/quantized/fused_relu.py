@@ -23,6 +23,7 @@ from framework.ops.math.nary import Sum, nary_schema
 from framework.ops.nn.batch_norm import SpatialBN, spatial_bn_schema
 from framework.ops.nn.conv import Conv, conv_schema
 from framework.ops.registry import register_op
+from framework.ops.schema import INT, Arg
 
 
 def relu_as_caffe2(y: np.ndarray) -> None:
@@ -44,14 +45,25 @@ class ConvRelu(Conv):
         relu_as_caffe2(self.outputs[0]._obj._array)
 
 
-@register_op("SpatialBNRelu", **spatial_bn_schema())
+_KEEP_NAN = Arg(
+    "keep_nan",
+    INT,
+    0,
+    "(this framework's) 1: NaN stays NaN, as with a separate Relu after SpatialBN; the inference "
+    "optimization pass sets it where it fuses SpatialBN + Relu",
+)
+
+
+@register_op("SpatialBNRelu", **spatial_bn_schema([_KEEP_NAN]))
 class SpatialBNRelu(SpatialBN):
     """SpatialBN followed by Relu on its output Y (Caffe2's SpatialBNRelu,
     caffe2/quantization/server/spatial_batch_norm_relu_op.cc): test mode (is_test=1, one output)
     and training mode (five outputs: the running statistics updated in place, the saved mean and
-    inverse std of the batch, none of them rectified) as SpatialBN; then Y = max(0, Y), NaN -> 0."""
+    inverse std of the batch, none of them rectified) as SpatialBN; then Y = max(0, Y), NaN -> 0
+    (with keep_nan=1: negatives -> 0, NaN stays)."""
 
-    fused_relu = True  # applied by SpatialBN.run (in the compiled pass where it runs one)
+    def relu_mode(self) -> int:  # applied by SpatialBN.run (in the compiled pass where it runs one)
+        return 2 if self.args.keep_nan else 1
 
 
 @register_op(

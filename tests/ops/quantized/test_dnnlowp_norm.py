@@ -78,9 +78,13 @@ def test_spatial_bn(case, relu):
     expected = ref_int8_bn(codes, in_s, in_z, out_s, out_z, scale, bias, mean, var, 1e-5, nhwc, relu)
     if static or x.size == 0:
         check_int8(op, [xin, scale, bias, mean, var], [(expected, out_s, out_z)])
-    else:  # a dynamic scale from float32 sums may differ from the float64 reference's by an ulp
+    else:  # a dynamic scale from float32 sums may differ from the float64 reference's by a few ulps
         _, _, (got,) = run(op, [xin, scale, bias, mean, var])
-        assert abs(got.scale - out_s) <= 1e-6 * out_s and abs(got.zero_point - out_z) <= 1
+        # ... of the BN's terms, not of its result: an output range near 0 comes from cancellation
+        alpha = np.abs(scale / np.sqrt(var + 1e-5))
+        terms = float(np.abs(x).max() * alpha.max() * 1.1 + np.abs(bias).max() + np.abs(mean * alpha).max())
+        tol = 1e-6 * out_s + 4 * float(np.finfo(f32).eps) * terms / 255
+        assert abs(got.scale - out_s) <= tol and abs(got.zero_point - out_z) <= 1
         exp = ref_int8_bn(codes, in_s, in_z, got.scale, got.zero_point, scale, bias, mean, var, 1e-5, nhwc, relu)
         np.testing.assert_array_equal(got.numpy(), exp)
     # dequantize_output: float32 scale * (codes - zero_point)

@@ -66,16 +66,19 @@ def test_conv_relu_nhwc_and_nan():
     assert not np.isnan(y).any()  # the NaN's windows come out 0, as Caffe2's std::max(0, y)
 
 
-def _bn_ref(x, scale, bias, mean, var, eps=1e-5):
+def _bn_ref(x, scale, bias, mean, var, eps=1e-5, keep_nan=False):
     b = (1, -1) + (1,) * (x.ndim - 2)
     y = (x.astype(np.float64) - mean.reshape(b)) / np.sqrt(var.reshape(b) + eps) * scale.reshape(b) + bias.reshape(b)
-    return caffe2_max0(y.astype(x.dtype))
+    y = y.astype(x.dtype)
+    return np.where(y < 0, 0, y).astype(x.dtype) if keep_nan else caffe2_max0(y)
 
 
 @pytest.mark.parametrize("jit", [True, False])
-@given(shape=shapes(2, 4, 1, 5), inplace=st.booleans(), seed=st.integers(0, 2**31 - 1))
+@given(shape=shapes(2, 4, 1, 5), inplace=st.booleans(), keep_nan=st.booleans(), seed=st.integers(0, 2**31 - 1))
 @settings(max_examples=25, deadline=None)
-def test_spatial_bn_relu_test_mode(jit, shape, inplace, seed):
+def test_spatial_bn_relu_test_mode(jit, shape, inplace, keep_nan, seed):
+    """Caffe2's std::max(0, y) (NaN -> 0), or with keep_nan=1 (set by the inference pass when it fuses
+    SpatialBN + Relu) a separate Relu's "0 if y < 0 else y" (NaN stays), compiled and numpy paths."""
     rng = np.random.default_rng(seed)
     x = rng.standard_normal(shape).astype(np.float32)
     if x.size:
@@ -84,12 +87,18 @@ def test_spatial_bn_relu_test_mode(jit, shape, inplace, seed):
     scale, bias, mean = (rng.standard_normal(c).astype(np.float32) for _ in range(3))
     var = rng.uniform(0.1, 2.0, c).astype(np.float32)
     out = "X" if inplace else "Y"
-    op = CreateOperator("SpatialBNRelu", ["X", "s", "b", "m", "v"], [out], is_test=1, epsilon=1e-5)
+    kw = dict(keep_nan=1) if keep_nan else {}
+    op = CreateOperator("SpatialBNRelu", ["X", "s", "b", "m", "v"], [out], is_test=1, epsilon=1e-5, **kw)
+
+    def ref(*ins):
+        return _bn_ref(*ins, keep_nan=keep_nan)
+
     with pytest.MonkeyPatch.context() as mp:
         if not jit:
             mp.setattr(window_jit, "_kernels", None)
-        (y,) = assert_reference_checks(op, [x, scale, bias, mean, var], _bn_ref, threshold=1e-4, atol=1e-5)
-    assert not np.isnan(y).any()
+        (y,) = assert_reference_checks(op, [x, scale, bias, mean, var], ref, threshold=1e-4, atol=1e-5)
+    assert np.isnan(y).any() == (keep_nan and x.size > 0)
+    assert not (y < 0).any()
 
 
 def test_spatial_bn_relu_training_rectifies_only_y():
