@@ -76,6 +76,11 @@ class _Task:
         self.pool._images(*self.args)
 
 
+# Max pooling reads each image in place (window_jit.max_pool: the max over a window's rows, then over
+# its columns) instead of filling phase planes per channel; average pooling keeps the planes.
+DIRECT_MAX = True
+
+
 class JitPool2D:
     """Max/average pooling through the compiled kernel of ``window_jit`` (float32, dilation 1,
     non-negative pads), split over images like SeparablePool2D. The average is scaled by ``inv``
@@ -90,6 +95,10 @@ class JitPool2D:
         self.inv = None if inv is None else np.ascontiguousarray(inv.reshape(geo.out), np.float32)
         self.threads = num_threads()
         self.parts = split(n, self.threads)
+        self.direct = mode == "max" and DIRECT_MAX
+        if self.direct:  # one row scratch per worker
+            self.scratch = [allocate_array(window_jit.max_pool_row(geo), np.float32) for _ in self.parts]
+            return
         phases, hq, wq, wide = window_jit.plane_shape(geo)
         self.scratch = [
             (allocate_array((phases, hq * wq), np.float32), allocate_array((wide,), np.float32)) for _ in self.parts
@@ -99,6 +108,9 @@ class JitPool2D:
         run_parallel([_JitTask(self, k, lo, hi, x, y) for k, (lo, hi) in enumerate(self.parts)])
 
     def _images(self, k: int, lo: int, hi: int, x: np.ndarray, y: np.ndarray) -> None:
+        if self.direct:
+            self.jit.max_pool(x, y, self.scratch[k], self.geo, self.pad_value, lo, hi)
+            return
         planes, wide = self.scratch[k]
         self.jit.pool(x, y, self.inv, planes, wide, self.geo, self.mode, self.pad_value, lo, hi)
 

@@ -167,6 +167,50 @@ def _pool(x, y, inv, planes, z, s, kh, kw, ph, pw, wq, mode, pad, i0, i1):  # pr
 
 
 @_jit
+def _max_pool(x, y, vm, s, kh, kw, ph, pw, pad, i0, i1):  # pragma: no cover - compiled
+    """Max pooling of images i0:i1 read in place, per output row: the max over the window's input
+    rows into ``vm`` (its cells pw:pw+W; the others hold the pad value), one contiguous pass per input
+    row, then over each window's columns of it (stride-s reads). Same values as ``_pool`` mode 1 (pad
+    cells count, NaN wins). ``vm`` of at least max(pw + W, (OW - 1) * s + kw) cells."""
+    c, h, w = x.shape[1], x.shape[2], x.shape[3]
+    oh, ow = y.shape[2], y.shape[3]
+    wu, pwu, su = _U(w), _U(pw), _U(s)
+    for j in range(vm.shape[0]):
+        vm[j] = pad
+    for i in range(i0, i1):
+        for ch in range(c):
+            for r in range(oh):
+                ir0 = r * s - ph
+                a0, a1 = max(0, -ir0), min(kh, h - ir0)
+                if a1 <= a0:  # a window wholly in the padding rows
+                    for j in range(wu):
+                        vm[pwu + j] = pad
+                else:
+                    row = _U(ir0 + a0)
+                    for j in range(wu):
+                        vm[pwu + j] = x[i, ch, row, j]
+                    for a in range(a0 + 1, a1):
+                        row = _U(ir0 + a)
+                        for j in range(wu):
+                            vm[pwu + j] = _mx(vm[pwu + j], x[i, ch, row, j])
+                    if a0 > 0 or a1 < kh:  # some of the window's rows in the padding
+                        for j in range(wu):
+                            vm[pwu + j] = _mx(vm[pwu + j], pad)
+                if kw == 3:
+                    for q in range(_U(ow)):
+                        o = q * su
+                        y[i, ch, r, q] = _mx(_mx(vm[o], vm[o + 1]), vm[o + 2])
+                else:
+                    for q in range(_U(ow)):
+                        o = q * su
+                        m = vm[o]
+                        for b in range(1, kw):
+                            m = _mx(m, vm[o + b])
+                        y[i, ch, r, q] = m
+    return 0
+
+
+@_jit
 def _epilogue(acc, b, res, y, relu):  # pragma: no cover - compiled
     """y = acc (+ b per row) (+ res) (Relu) in one pass over (rows, P); b/res empty if absent; acc
     and res may be y itself."""

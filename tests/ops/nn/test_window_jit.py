@@ -16,7 +16,7 @@ from framework.core import CreateOperator
 from framework.memory.allocator import memory_reporter
 from framework.memory.workspace import Workspace
 from framework.ops import create_operator
-from framework.ops.nn import conv_nchw, window_jit
+from framework.ops.nn import conv_nchw, pool_nchw, window_jit
 from framework.ops.nn.conv_args import Geometry
 from tests.ops.nn.test_conv_fusion import ref_conv, threads  # noqa: F401  (fixture)
 from tests.ops.nn.test_pool import pool_reference
@@ -303,10 +303,14 @@ def test_pool_jit_matches_reference_and_numpy_path(kind, stride, pads, size, inc
     )
     with pytest.MonkeyPatch.context() as mp:
         got, op = _run(op_def, {"X": x}, True, mp)
-        assert type(op._sep).__name__ == "JitPool2D"
+        assert type(op._sep).__name__ == "JitPool2D" and op._sep.direct == (kind == "MaxPool")
         plain, _ = _run(op_def, {"X": x}, False, mp)
+        mp.setattr(pool_nchw, "DIRECT_MAX", False)  # max pooling over phase planes, as average pooling
+        planes, op3 = _run(op_def, {"X": x}, True, mp)
+        assert not op3._sep.direct
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(got, plain, rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(got, planes)
 
 
 @pytest.mark.parametrize("batch", [4, 1])
@@ -424,3 +428,23 @@ def test_micro_kernel_with_8_lanes_matches_reference():
     env = dict(os.environ, FRAMEWORK_MICROKERNEL_LANES="8")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0 and "ok" in out.stdout, out.stderr[-3000:]
+
+
+def test_direct_max_pool_windows_wholly_in_the_padding():
+    """Windows that lie wholly in the padding (Caffe2's legacy pooling can make them) yield the pad
+    value, in both max-pooling kernels; NaN wins where a window holds one."""
+    assert window_jit.available()
+    geo = Geometry((4, 5), (3, 3), (3, 3), (1, 1), (1, 0), (6, 6), (3, 3))  # window 2: rows 5-7, columns 6-8
+    x = np.random.default_rng(0).standard_normal((2, 3, 4, 5)).astype(np.float32)
+    x[1, 2, 0, 4] = np.nan
+    low = np.finfo(np.float32).min
+    direct = np.empty((2, 3, 3, 3), np.float32)
+    window_jit.max_pool(x, direct, np.empty(window_jit.max_pool_row(geo), np.float32), geo, low, 0, 2)
+    phases, hq, wq, wide = window_jit.plane_shape(geo)
+    planes, scratch = np.empty_like(direct), np.empty((phases, hq * wq), np.float32)
+    window_jit.pool(x, planes, None, scratch, np.empty(wide, np.float32), geo, "max", low, 0, 2)
+    np.testing.assert_array_equal(direct, planes)
+    assert (direct[:, :, 2, :] == low).all() and (direct[:, :, :, 2] == low).all()
+    assert np.isnan(direct[1, 2, 0, 1]) and not np.isnan(direct[1, 1]).any()
+    want = x[:, :, 0:2, 0:3].max(axis=(2, 3))  # window (0, 0): rows -1..1 (row -1 padding), columns 0..2
+    np.testing.assert_array_equal(direct[0, :, 0, 0], want[0])
