@@ -17,7 +17,10 @@ read by any other op than the one being fused, is never folded or fused away):
    SpatialBN left unfolded (one before which no conv stands, as DenseNet's pre-activations): it
    becomes SpatialBNRelu with keep_nan=1 (a separate Relu keeps NaN; Caffe2's fused op does not),
    one compiled pass instead of two.
-5. Share activation buffers by liveness (framework.memonger.optimize_inference_net).
+5. Fuse Concat over the channels -> ChannelShuffle (-> Split over the channels) into one
+   ConcatChannelShuffle (framework/ops/nn/concat_shuffle.py): ShuffleNet's units copy their
+   activations once instead of three times.
+6. Share activation buffers by liveness (framework.memonger.optimize_inference_net).
 
 Only 2-D NCHW, non-depthwise convolutions are fused (ConvFusion's kernel); depthwise ones still get
 the BN fold. ``optimize_inference(net, ws, outputs)`` returns the new NetDef (the input is not
@@ -372,6 +375,77 @@ def fuse_relu(net: _Net) -> int:
     return n
 
 
+# -- 5. Concat -> ChannelShuffle (-> Split) ----------------------------------------------------------
+
+
+def _channels_op(op: OperatorDef, types: tuple) -> bool:
+    """A Concat/Split (``types``) over the channel axis of NCHW."""
+    if op.type not in types or _arg(op, "add_axis", 0):
+        return False
+    axis = _arg(op, "axis")
+    return axis == 1 if axis is not None else str(_arg(op, "order", "NCHW")).upper() == "NCHW"
+
+
+def _touched(net: _Net, names, i: int, j: int) -> bool:
+    """Does an op between i and j read or write any of ``names``?"""
+    return any(b in names for k in range(i + 1, j) for f in (net.ops[k].input, net.ops[k].output) for b in f)
+
+
+def fuse_shuffle(net: _Net) -> int:
+    """Concat over the channels whose result only a ChannelShuffle reads, and a Split of the shuffled
+    result over the channels when it is the only reader, become one ConcatChannelShuffle at the
+    ChannelShuffle's place (ShuffleNet's units: one copy instead of three)."""
+    n = 0
+    j = 0
+    while j < len(net.ops):
+        op = net.ops[j]
+        if op.type != "ChannelShuffle" or str(_arg(op, "order", "NCHW")).upper() != "NCHW":
+            j += 1
+            continue
+        c, s = op.input[0], op.output[0]
+        i = _producer(net, j, c)
+        cat = net.ops[i] if i is not None else None
+        if (
+            cat is None
+            or not _channels_op(cat, ("Concat", "DepthConcat"))
+            or cat.output[0] != c
+            or net.readers(i, c) != [j]
+            or c in net.observable
+            or any(net.live_after(i, b) for b in cat.output[1:])
+            or any(net.written_between(b, i, j) for b in cat.input)
+            or s in cat.input
+        ):
+            j += 1
+            continue
+        fused = OperatorDef(type="ConcatChannelShuffle", name=op.name, input=list(cat.input), output=[s])
+        fused.device_option.CopyFrom(op.device_option)
+        _set_arg(fused, "group", _arg(op, "group", 1))
+        readers = net.readers(j, s)
+        k = readers[0] if len(readers) == 1 else None
+        sp = net.ops[k] if k is not None else None
+        if (
+            sp is not None
+            and s not in net.observable
+            and _channels_op(sp, ("Split", "DepthSplit"))
+            and list(sp.input) == [s]
+            and s not in sp.output
+            and not any(b in cat.input for b in sp.output)
+            and not _touched(net, set(sp.output), j, k)
+        ):
+            del fused.output[:]
+            fused.output.extend(sp.output)
+            split = _arg(sp, "split")
+            if split:
+                a = fused.arg.add()
+                a.name = "split"
+                a.ints.extend(split)
+            del net.ops[k]
+        net.ops[j] = fused
+        del net.ops[i]
+        n += 1
+    return n
+
+
 # -- the pass ----------------------------------------------------------------------------------------
 
 
@@ -404,6 +478,7 @@ def optimize_inference(
         "folded": fold_affine(state),
         "sums": fuse_sum(state),
         "relus": fuse_relu(state),
+        "shuffles": fuse_shuffle(state),
     }
     out = NetDef()
     out.CopyFrom(src)

@@ -108,6 +108,37 @@ def test_unfolded_bn_and_relu_fuse_into_spatial_bn_relu_keeping_nan():
     np.testing.assert_allclose(bn1, bn0, rtol=1e-6)
 
 
+def test_concat_shuffle_split_become_one_op_where_unobservable():
+    """ShuffleNet's unit tail (Concat over the channels -> ChannelShuffle -> the next unit's Split)
+    becomes one ConcatChannelShuffle with the Split's outputs; a declared intermediate keeps the op
+    that makes it."""
+    ws = Workspace()
+    _params(ws, c=6, m=6)
+    ops = [
+        CreateOperator("Conv", ["x", "w2", "b2"], ["h"], kernel=1),
+        CreateOperator("Concat", ["x", "h"], ["cat", "cat_dims"], axis=1),
+        CreateOperator("ChannelShuffle", ["cat"], ["sh"], group=2),
+        CreateOperator("Split", ["sh"], ["left", "right"], axis=1),
+        CreateOperator("Sum", ["left", "right"], ["y"]),
+    ]
+    net = _net(ops, ["x", "w2", "b2"], ["y"])
+    (want,), _ = _run(net, ws, ["y"], False)
+    (got,), opt = _run(net, ws, ["y"], True)
+    np.testing.assert_array_equal(got, want)
+    assert _types(opt) == {"Conv": 1, "ConcatChannelShuffle": 1, "Sum": 1}
+    fused = next(op for op in opt.op if op.type == "ConcatChannelShuffle")
+    assert fused.input[0] == "x" and len(fused.input) == 2 and len(fused.output) == 2  # (buffers renamed)
+    # the shuffled tensor declared an output: the Split stays, Concat + ChannelShuffle still fuse
+    (got2, sh2), opt2 = _run(net, ws, ["y", "sh"], True)
+    assert _types(opt2)["Split"] == 1 and _types(opt2)["ConcatChannelShuffle"] == 1
+    (want2, sh0), _ = _run(net, ws, ["y", "sh"], False)
+    np.testing.assert_array_equal(sh2, sh0)
+    # the concatenation (or its split_info) declared an output: nothing fuses
+    for blob in ("cat", "cat_dims"):
+        (_, kept), opt3 = _run(net, ws, ["y", blob], True)
+        assert _types(opt3)["Concat"] == 1 and "ConcatChannelShuffle" not in _types(opt3)
+
+
 def test_mul_add_constants_fold_into_the_conv():
     ws = Workspace()
     _params(ws)

@@ -9,6 +9,7 @@ from framework.ops.nn import (  # noqa: F401
     activations,
     batch_norm,
     calibration,
+    concat_shuffle,
     conv,
     conv_fusion,
     conv_transpose,
