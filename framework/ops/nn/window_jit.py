@@ -243,6 +243,24 @@ def direct(x, wp, b, y, res, planes, scratch, plan, relu: bool, i0: int, i1: int
         _timed(mk._conv, *args, i0, i1, m0, m1, scratch[0], scratch[1], scratch[2], plan.band)
 
 
+def depthwise_runs() -> int:
+    """Runs of output pixels per call of ``direct_depthwise``'s block (its scratch is (3, this))."""
+    return _microkernel().VD
+
+
+def direct_depthwise(x, w, b, y, res, planes, scratch, plan, relu: bool, i0: int, i1: int) -> None:
+    """Depthwise conv (group = C = M, a geometry ``direct_fits`` takes but for the group) of images
+    i0:i1 into y through the micro-kernel's one-row block: ``w`` (C, 1, kh, kw), ``b`` (C,) (zeros
+    for a conv without bias), ``planes`` of ``plan.planes`` (zero-filled once), ``scratch`` (3,
+    ``depthwise_runs()``) int64 per worker; ``res`` may be None or ``y`` itself."""
+    mk = _microkernel()
+    x, _, res = _conv_operands(x, None, y, res)
+    flags = (2 if res is not _EMPTY4 else 0) | (4 if relu else 0)
+    (ph, pw), s = plan.head, plan.stride
+    args = (x, np.ascontiguousarray(w), b, y, y if res is _EMPTY4 else res, planes, plan.taps, s, ph, pw)
+    _timed(mk._depthwise, *args, plan.hq, plan.wq, flags, i0, i1, scratch[0], scratch[1], scratch[2])
+
+
 _TAPS1 = np.zeros(1, np.int64)  # a 1x1 window's one tap
 
 
@@ -390,6 +408,8 @@ def warm_up() -> float:
     zero_b = np.zeros(2, np.float32)
     direct(x, w2, zero_b, y, None, planes, scratch, plan, True, 0, 1, 0, 2)
     direct(x, w2, zero_b, y, y, planes, scratch, plan, True, 0, 1, 0, 2, np.empty(plan.wide, np.float32))
+    runs = np.zeros((3, depthwise_runs()), np.int64)
+    direct_depthwise(x, np.zeros((2, 1, 3, 3), np.float32), zero_b, y, y, planes, runs, plan, True, 0, 1)
     pointwise(x, direct_pack(np.zeros((2, 2, 1, 1), np.float32)), zero_b, y, y, scratch, True, 0, 1, 0, 2, 64)
     from framework.ops.nn import winograd
 

@@ -47,33 +47,46 @@ def dw_cases(draw):
     return dict(n=draw(st.integers(1, 3)), c=draw(st.integers(2, 5)), h=h, w=w, k=k, stride=stride, pad=pad)
 
 
-@given(case=dw_cases(), fusion=st.sampled_from([0, 1, 2, 3]), seed=st.integers(0, 2**31 - 1))
-@settings(max_examples=30, deadline=None)
-def test_depthwise_jit_matches_reference_and_numpy_path(case, fusion, seed):
+@given(case=dw_cases(), fusion=st.sampled_from([0, 1, 2, 3]), bias=st.booleans(), seed=st.integers(0, 2**31 - 1))
+@settings(max_examples=40, deadline=None)
+def test_depthwise_jit_matches_reference_and_numpy_path(case, fusion, bias, seed):
+    """Both compiled depthwise kernels (the micro-kernel's one-row block at stride 1, phase planes per
+    channel otherwise or with DEPTHWISE_MK off) against float64 and the numpy path, every fusion type,
+    with and without bias, NaN through Relu."""
     rng = np.random.default_rng(seed)
     n, c, k, s, p = case["n"], case["c"], case["k"], case["stride"], case["pad"]
     x = rng.standard_normal((n, c, case["h"], case["w"])).astype(np.float32)
+    x[0, -1, 0, 0] = np.nan
     w = rng.standard_normal((c, 1, k, k)).astype(np.float32)
-    b = rng.standard_normal(c).astype(np.float32)
-    want = ref_conv(x, w, b, s, p, c)
-    feeds = {"X": x, "W": w, "b": b}
+    b = rng.standard_normal(c).astype(np.float32) if bias else None
+    want = ref_conv(x.astype(np.float64), w, b if bias else np.zeros(c), s, p, c)
+    feeds = {"X": x, "W": w} | ({"b": b} if bias else {})
+    ins = ["X", "W"] + (["b"] if bias else [])
     kw = dict(kernel=k, stride=s, pad=p, group=c)
     if fusion == 0:
-        op_def = CreateOperator("Conv", ["X", "W", "b"], ["Y"], **kw)
+        op_def = CreateOperator("Conv", ins, ["Y"], **kw)
     elif fusion == 1:
-        op_def = CreateOperator("ConvFusion", ["X", "W", "b"], ["Y"], fusion_type=1, **kw)
-        want = np.maximum(want, 0)
+        op_def = CreateOperator("ConvFusion", ins, ["Y"], fusion_type=1, **kw)
+        want = np.where(want < 0, 0, want)
     else:  # residual summed in place (2), then Relu (3)
         feeds["S"] = rng.standard_normal(want.shape).astype(np.float32)
-        op_def = CreateOperator("ConvFusion", ["X", "W", "b", "S"], ["S"], fusion_type=fusion, **kw)
-        want = want + feeds["S"] if fusion == 2 else np.maximum(want + feeds["S"], 0)
+        op_def = CreateOperator("ConvFusion", [*ins, "S"], ["S"], fusion_type=fusion, **kw)
+        want = want + feeds["S"]
+        if fusion == 3:
+            want = np.where(want < 0, 0, want)
     with pytest.MonkeyPatch.context() as mp:
         got, op = _run(op_def, feeds, True, mp)
         assert op._kernel.jit == (k > 1 or p > 0 or s > 1)  # a 1x1 stride-1 unpadded conv is pointwise
+        assert op._kernel.dmk == (op._kernel.jit and s == 1)
         plain, op2 = _run(op_def, feeds, False, mp)
         assert not op2._kernel.jit
+        mp.setattr(conv_nchw, "DEPTHWISE_MK", False)
+        planes, op3 = _run(op_def, feeds, True, mp)
+        assert not op3._kernel.dmk
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(got, plain, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got, planes, rtol=1e-5, atol=1e-5)
 
 
 @given(
@@ -391,7 +404,7 @@ def test_pointwise_micro_kernel_matches_reference_and_gemm(n, c, m, hw, fusion, 
 
 
 def test_micro_kernel_with_8_lanes_matches_reference():
-    """The 8-lane micro-kernel (CPUs without AVX-512; forced here) on direct and pointwise convs, in a
+    """The 8-lane micro-kernel (CPUs without AVX-512; forced here) on direct, pointwise and depthwise convs, in a
     fresh process (the lane count is fixed when the kernel module is imported)."""
     import subprocess
     import sys
@@ -422,6 +435,16 @@ def test_micro_kernel_with_8_lanes_matches_reference():
             assert op._kernel.kind == "direct" or op._kernel.mk, op._kernel.kind
             want = np.maximum(ref_conv(x.astype(np.float64), w, b, stride, pad, 1), 0)
             np.testing.assert_allclose(ws.fetch_blob("Y"), want, rtol=1e-4, atol=1e-4)
+        x = rng.standard_normal((2, 5, 15, 15)).astype(np.float32)
+        w = rng.standard_normal((5, 1, 3, 3)).astype(np.float32)
+        ws = Workspace()
+        ws.feed_blob("X", x)
+        ws.feed_blob("W", w)
+        op = create_operator(CreateOperator("Conv", ["X", "W"], ["Y"], kernel=3, pad=1, group=5), ws)
+        op.run()
+        assert op._kernel.dmk
+        want = ref_conv(x.astype(np.float64), w, np.zeros(5), 1, 1, 5)
+        np.testing.assert_allclose(ws.fetch_blob("Y"), want, rtol=1e-4, atol=1e-4)
         print("ok")
         """
     )
