@@ -263,7 +263,8 @@ class ConvNCHW:
 
     def _winograd_specs(self, dt) -> None:
         """Scratch of the Winograd kernel (winograd.py), per worker: V and M of one block of tile rows
-        (flat, viewed as (16, C|M, T) with padded plane strides), the even/odd column planes of one
+        (one flat buffer shared by the thread's Winograd convs, viewed as (16, C|M, T) with padded
+        plane strides), the even/odd column planes of one
         zero-bordered image, a tile row pair of the output. Workers split the batch's tile rows. The
         transformed filter U is the kernel's own (refreshed per filter tensor version)."""
         geo, c, m = self.geo, self.c, self.m
@@ -271,10 +272,9 @@ class ConvNCHW:
         self.wrows = max(1, winograd.BLOCK_BYTES // (16 * (c + m) * tw * dt.itemsize))  # tile rows per block
         self.wt = self.wrows * tw  # tiles per block
         self.parts = split(self.n * th, len(self.parts))
+        self.m_offset, size = winograd.scratch_layout(c, m, self.wt)
         for k in range(len(self.parts)):
-            for specs, rows, name in ((self.col_specs, c, "wino_v"), (self.tmp_specs, m, "wino_m")):
-                size = winograd.buffer_size(rows, self.wt)  # V and M never one buffer, even of one size
-                specs[k] = ((name, size, dt.str), (size,), False)
+            self.col_specs[k] = (("wino", size, dt.str), (size,), False)  # V, then M
             shape = (2, 2 * th + 2, tw + 1)
             self.pad_specs[k] = (("wino_planes", geo, shape, dt.str), shape, True)
             self.last_specs[k] = (("buf", (2, 2 * tw), dt.str), (2, 2 * tw), False)
@@ -440,8 +440,9 @@ class ConvNCHW:
         key = (threading.get_ident(), k, "views")
         got = self._held.get(key)
         if got is None:  # as_strided views cost ~10 us: made once per thread
-            vbuf, mbuf, phases, z = self._scratch(k)
-            v, mt = winograd.planes_view(vbuf, self.c, self.wt), winograd.planes_view(mbuf, self.m, self.wt)
+            buf, _, phases, z = self._scratch(k)
+            v = winograd.planes_view(buf, self.c, self.wt)
+            mt = winograd.planes_view(buf[self.m_offset :], self.m, self.wt)
             got = self._held[key] = (v, mt, phases, z)
         v, mt, phases, z = got
         b = b1.reshape(-1) if b1 is not None else None

@@ -26,7 +26,8 @@ DenseNet-121's 128 -> 32, 0.60-0.73x as direct), the direct kernel wins (conv_nc
 Layout: the planes of V (16, C, T) and M (16, M, T) are one buffer each whose plane stride is padded
 off multiples of 4 KiB (the 16 concurrent write streams of a transform otherwise map to the same
 cache sets: 4-7x slower transforms measured at 64 channels on 56x56); the batch's tile rows are
-taken in blocks of at most ``BLOCK_BYTES`` of V and M.
+taken in blocks of at most ``BLOCK_BYTES`` of V and M, which share one scratch buffer per thread
+(``scratch_layout``).
 """
 
 from __future__ import annotations
@@ -86,11 +87,14 @@ def plane_stride(rows: int, t: int) -> int:
     return s
 
 
-def buffer_size(rows: int, t: int) -> int:
-    """Elements of the flat buffer behind a (16, rows, t) transform: 16 * plane_stride, rounded up to a
-    power of two, so that convs of a net share a few buffer sizes (shared_scratch keys on the size):
-    AlexNet's three Winograd convs at batch 16 held 86 MiB of six distinct sizes, 48 MiB of two."""
-    return 1 << (16 * plane_stride(rows, t) - 1).bit_length()
+def scratch_layout(c: int, m: int, t: int) -> tuple[int, int]:
+    """(offset of M, elements) of the one scratch buffer holding V (16, c, t) from offset 0 and M
+    (16, m, t) after it (at a cache line). Every conv whose block fits BLOCK_BYTES gets the same size,
+    so all the Winograd convs of a thread share one buffer (shared_scratch keys on the size): AlexNet
+    at batch 16 held 36 MiB of V and M buffers of four distinct power-of-two sizes, 8 MiB now."""
+    off = -(-16 * plane_stride(c, t) // 16) * 16
+    need = off + 16 * plane_stride(m, t)
+    return off, max(need, BLOCK_BYTES // 4 + 2 * 16 * 1024)  # plane_stride pads each plane by < 1024
 
 
 def planes_view(buf: np.ndarray, rows: int, t: int) -> np.ndarray:
