@@ -20,13 +20,12 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
+from framework.memory.blob import SHARED_PREFIX, SHARED_SUFFIX
 from framework.net.graph import compile_graph, load_net_def
 from framework.net.inference import infer_net
 from framework.ops.registry import get_schema
 from framework.ops.schema import TensorSpec
 from framework.proto.framework_pb2 import NetDef
-
-SHARED_PREFIX = "__m"
 
 
 @dataclass
@@ -147,7 +146,7 @@ def optimize_inference_net(
                 continue
             name = _inplace_slot(op, schema, j, b, i, last_use, assigned, occupant, specs) if inplace else None
             if name is None:
-                name = best_free(_nbytes(specs.get(b))) or f"{SHARED_PREFIX}{len(capacity)}_shared"
+                name = best_free(_nbytes(specs.get(b))) or f"{SHARED_PREFIX}{len(capacity)}{SHARED_SUFFIX}"
             take(b, name)
 
     out = NetDef()

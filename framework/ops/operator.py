@@ -18,8 +18,9 @@ when shape and dtype are unchanged (so a second run allocates nothing).
 A failed op leaves no trace. Every ``run()`` is wrapped (``__init_subclass__``) so that:
 the schema's declared input checks (``framework.ops.validation``) run first; each output
 that ``output()``/``output_tensor()`` resizes or retypes is journaled (the blob's old object
-and the tensor's old shape, type and storage; the new shape gets a fresh buffer), and if
-``run()`` raises, the journal is rolled back. What the journal cannot undo is data written
+and the tensor's old shape, type and storage; the new shape gets a fresh buffer, except in the
+memory planner's shared blobs, which hold nothing observable), and if ``run()`` raises, the journal
+is rolled back. What the journal cannot undo is data written
 into a buffer the op reuses (same shape and type, or in-place inputs such as optimizer
 state): an op must check everything that can fail before it writes there.
 """
@@ -33,7 +34,7 @@ import numpy as np
 
 from framework.errors import ArgumentError, SchemaError, TypeMismatchError, UninitializedError
 from framework.memory.allocator import check_elements
-from framework.memory.blob import Blob
+from framework.memory.blob import Blob, is_shared_buffer
 from framework.memory.int8_tensor import Int8TensorCPU
 from framework.memory.tensor import Tensor
 from framework.memory.workspace import Workspace
@@ -219,8 +220,9 @@ class Operator:
             _remember(journal, blob)
         if type(t) is not Tensor:
             t = blob.get_mutable(Tensor)
-        elif journal is not None and t._storage is not None and not t._shares_data:
+        elif journal is not None and t._storage is not None and not t._shares_data and not is_shared_buffer(blob.name):
             # the journal keeps the old storage for the rollback; the new data goes to the spare buffer
+            # (not for the memory planner's shared blobs: nothing observable lives there)
             return t.resize_aside(shape, dtype)
         t.resize(shape)
         return t.mutable_data(dtype)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -111,3 +112,47 @@ def test_resnet_peak_activation_memory_drops_by_40_percent_with_identical_output
     ws_b, peak_b = measured(opt)
     np.testing.assert_array_equal(ws_a.fetch_blob("softmax"), ws_b.fetch_blob("softmax"))
     assert peak_b <= 0.6 * peak_a, (peak_a, peak_b, str(report))
+
+
+def test_a_shared_blob_keeps_one_buffer_and_a_failed_op_leaves_the_workspace_usable():
+    """An op writing a new shape into a blob the planner made reuses its buffer (nothing observable
+    lives there to keep aside for a rollback): the blob shared by Relu's (8, 64) and ReduceSum's (8,)
+    output settles on one buffer of the larger; a failing op leaves the workspace usable."""
+    net = NetDef(name="shapes", external_input=["x", "k"], external_output=["z"])
+    net.op.extend(
+        [
+            CreateOperator("Relu", ["x"], ["a"]),
+            CreateOperator("Transpose", ["a"], ["at"]),
+            CreateOperator("ReduceSum", ["at"], ["b"], axes=[0], keepdims=0),
+            CreateOperator("Softmax", ["b"], ["c"], axis=0),
+            CreateOperator("Mul", ["c", "k"], ["z"]),
+        ]
+    )
+    opt, _ = optimize_inference_net(net, shapes={"x": (8, 64), "k": (8,)})
+    assert [op.output[0] for op in opt.op[:3]] == ["__m0_shared", "__m1_shared", "__m0_shared"]
+    ws = Workspace()
+    x = np.random.default_rng(0).standard_normal((8, 64)).astype(np.float32)
+
+    k = np.arange(8, dtype=np.float32)
+
+    def want():
+        e = np.exp(np.maximum(x, 0).sum(1) - np.maximum(x, 0).sum(1).max())
+        return e / e.sum() * k
+
+    ws.feed_blob("x", x)
+    ws.feed_blob("k", k)
+    n = ws.create_net(opt)
+    n.run()
+    rep = memory_reporter()
+    before = rep.allocations
+    n.run()
+    assert rep.allocations == before
+    t = ws.get_blob("__m0_shared")._obj
+    assert tuple(t.dims) == (8,) and t._spare is None and t.capacity_nbytes == 8 * 64 * 4
+    np.testing.assert_allclose(ws.fetch_blob("z"), want(), rtol=1e-5)
+    ws.feed_blob("x", x[:5])  # the shared blob gets (5, 64), then (5,); Mul by k (8,) fails
+    with pytest.raises(Exception, match="Mul"):
+        n.run()
+    ws.feed_blob("x", x)
+    n.run()
+    np.testing.assert_allclose(ws.fetch_blob("z"), want(), rtol=1e-5)
