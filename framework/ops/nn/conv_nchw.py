@@ -79,9 +79,11 @@ DIRECT_K = 512
 # 1x1 convs with at most POINTWISE_MK_C input channels run on the same micro-kernel (window_jit.pointwise,
 # each image read in place, the epilogue in its stores) instead of OpenBLAS's GEMM + an epilogue pass:
 # measured (1 thread, CPU time, bias + Relu) 58 -> 58 on 28x28 0.61x, 116 -> 116 on 14x14 0.76-0.80x,
-# 232 -> 232 on 7x7 0.87x, 128 -> 32 on 56x56 0.81x, 64 -> 256 on 56x56 0.89x; from 256 input
-# channels on the GEMM wins (1.1-1.4x): the micro-kernel reads its k rows unpacked, OpenBLAS packs them.
-POINTWISE_MK_C = 232
+# 128 -> 32 on 56x56 0.81x, 64 -> 256 on 56x56 0.71-0.89x, 16 -> 64 on 55x55 0.42-0.50x. From about 160
+# input channels on the GEMM wins (1.1-1.3x; 1.25-1.5x from 256): the micro-kernel reads its k rows
+# unpacked, OpenBLAS packs them. 232 (the previous bound) against 128, whole models interleaved: DenseNet-121
+# at batch 16 1.06x slower (its 1x1 convs over 160-224 channels), batch 1 and the others within 3%.
+POINTWISE_MK_C = 128
 # Winograd F(2x2, 3x3) (winograd.py) for 3x3 stride-1 convs with at least WINOGRAD_C input and
 # WINOGRAD_M output channels and at least WINOGRAD_T 2x2 output tiles over the batch (its 16 GEMMs
 # have T columns: fewer run them too slowly); thinner convs keep the direct kernel or im2col (see
