@@ -27,6 +27,8 @@ _PER_IMAGE = {
     "Sum", "Add", "Mul", "Sub", "Div", "Concat", "Split", "ChannelShuffle", "Flatten", "FlattenToVec",
     "Copy", "Alias", "StopGradient", "Scale", "Clip", "Exp", "Log", "Sqrt", "Abs", "Negative",
     "Upsample", "ResizeNearest", "AffineChannel", "Swish", "Gelu",
+    # fused by Caffe2's rewrites or by the inference optimization pass (framework/net/optimize.py)
+    "ConvRelu", "SpatialBNRelu", "SumRelu", "ConcatChannelShuffle",
 }  # fmt: skip
 
 
@@ -48,7 +50,7 @@ def splittable(net_def: Any, data_inputs: Sequence[str]) -> bool:
             return False
         if op.type == "FC" and _arg(op, "axis", 1) != 1:
             return False
-        if op.type in ("SpatialBN", "Dropout") and not _arg(op, "is_test", 0):
+        if op.type in ("SpatialBN", "SpatialBNRelu", "Dropout") and not _arg(op, "is_test", 0):
             return False
     return True
 
