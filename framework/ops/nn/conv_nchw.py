@@ -313,7 +313,11 @@ class ConvNCHW:
                 [_bind(self._im2col_rows, k, lo, hi, col, w, b1, y, s) for k, (lo, hi) in enumerate(self.parts)]
             )
             return
-        run_parallel([_bind(fn, k, lo, hi, x, w, b1, y, s) for k, (lo, hi) in enumerate(self.parts)])
+        parts = self.parts
+        if len(parts) == 1:  # one worker: no task list (a few us a conv, as much as a small conv's work)
+            fn(0, parts[0][0], parts[0][1], x, w, b1, y, s)
+            return
+        run_parallel([_bind(fn, k, lo, hi, x, w, b1, y, s) for k, (lo, hi) in enumerate(parts)])
 
     def _epilogue(self, yv, acc, b1, sv) -> None:
         """yv <- acc (+ b1) (+ sv), then Relu; ``acc`` is yv or a temporary (2-D (rows, P) views).
