@@ -16,8 +16,9 @@ Five kernels, picked once per input signature (``conv_kind``, by the measured ru
   Then one GEMM per image (per group: one batched matmul). What is left: float64, groups, dilation,
   the stride-2 3x3 convs with many outputs, 5x5 over many channels.
 - ``depthwise`` (group = C = M): with numba (float32, dilation 1), the compiled kernel of
-  ``window_jit`` (2-4x faster); otherwise per image, columns from a zero-bordered copy of the image
-  and one batched matmul over the channels (1.5x faster at batch 16 than the whole batch at once).
+  ``window_jit`` (2-4x faster; at stride 1 the micro-kernel's one-row block, DEPTHWISE_MK);
+  otherwise per image, columns from a zero-bordered copy of the image and one batched matmul over
+  the channels (1.5x faster at batch 16 than the whole batch at once).
 
 At batch > 1 with small images (fewer than BLOCK_P output pixels) the images of a worker are batched
 into one GEMM on (K, images, P) operands instead of one thin GEMM per image. Scratch

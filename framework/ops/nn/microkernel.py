@@ -1,6 +1,7 @@
 """A register-blocked direct convolution micro-kernel in LLVM IR (a numba ``intrinsic``), and the numba
-driver that runs it over an image; used by window_jit.direct (see its doc). Imported only when first
-needed.
+drivers that run it over an image: window_jit.direct (group 1), window_jit.pointwise (1x1) and
+window_jit.direct_depthwise (a one-row block over each channel's own planes); see window_jit's doc.
+Imported only when first needed.
 
 numba's own loops cannot keep a block of accumulators in vector registers across a reduction: LLVM
 keeps them in memory, one load and one store per multiply-add, which is what bounded the previous
@@ -146,8 +147,8 @@ def _codegen(R, V):  # noqa: N803
 
 _block = _make_block(R, V)  # R output channels: the convs
 # One output channel over its own input channel (the depthwise conv), on VD runs of up to L pixels.
-# Measured (1 thread, ShuffleNet's 3x3 depthwise convs): 4 and 8 runs were slower than 2 (0.61-0.78x
-# of the planes kernel's time at 4, 0.72-0.93x at 8, against 0.5-0.61x at 2 on 7x7 and 14x14).
+# Measured (1 thread, ShuffleNet's stride-1 3x3 depthwise convs on 7x7, 14x14, 28x28, batch 1 and 16):
+# 0.50-0.88x of the planes kernel's time with 2 runs, 0.61-0.95x with 4, 0.72-1.18x with 8.
 VD = 2
 _block1 = _make_block(1, VD)
 

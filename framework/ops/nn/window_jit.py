@@ -28,7 +28,8 @@ held in 16 AVX-512 registers, the epilogue on the registers; 100-130 GFLOP/s on 
 where the previous numba loops, accumulating in L1, ran 40-60). Output rows of at least
 DIRECT_WIDE_OW pixels are written straight into y, in runs of 32; narrower outputs run over the wide
 layout into a scratch whose valid columns are then copied. ``pointwise`` runs 1x1 convs on the same
-micro-kernel, each image read in place. conv_nchw.conv_kind says where each is used, with the
+micro-kernel, each image read in place; ``direct_depthwise`` runs stride-1 depthwise convs on a
+one-row block of it over each channel's own planes. conv_nchw.conv_kind says where each is used, with the
 measurements.
 
 Two one-pass elementwise kernels serve the GEMM convs and SpatialBN, where numpy needs a pass per
