@@ -213,12 +213,11 @@ class ConvNCHW:
         if self.kind == "direct" or self.mk:
             self._transform = window_jit.direct_pack
             self._u = allocate_array((window_jit.direct_packed_size(m, self.kg),), dt)
-            self._zero_b = None if has_bias else allocate_array((m,), dt, zero_fill=True)  # the kernel adds b
             self.band = window_jit.pointwise_band(c)
+        if self.kind == "direct" or self.mk or self.dmk:  # the micro-kernel adds a bias vector
+            self._zero_b = None if has_bias else allocate_array((m,), dt, zero_fill=True)
         if self.kind == "direct" or self.dmk:
             self.plan = window_jit.direct_plan(geo, c, m)
-        if self.dmk:
-            self._zero_b = None if has_bias else allocate_array((m,), dt, zero_fill=True)
         if self.kind == "winograd":
             self._winograd_specs(dt)
             return
@@ -267,9 +266,9 @@ class ConvNCHW:
     def _winograd_specs(self, dt) -> None:
         """Scratch of the Winograd kernel (winograd.py), per worker: V and M of one block of tile rows
         (one flat buffer shared by the thread's Winograd convs, viewed as (16, C|M, T) with padded
-        plane strides), the even/odd column planes of one
-        zero-bordered image, a tile row pair of the output. Workers split the batch's tile rows. The
-        transformed filter U is the kernel's own (refreshed per filter tensor version)."""
+        plane strides), the even/odd column planes of one zero-bordered image, a tile row pair of the
+        output. Workers split the batch's tile rows. The transformed filter U is the kernel's own
+        (refreshed per filter tensor version)."""
         geo, c, m = self.geo, self.c, self.m
         th, tw = winograd.tiles(geo)
         self.wrows = max(1, winograd.BLOCK_BYTES // (16 * (c + m) * tw * dt.itemsize))  # tile rows per block
