@@ -213,7 +213,8 @@ class ConvNCHW:
         if self.kind == "direct" or self.mk:
             self._transform = window_jit.direct_pack
             self._u = allocate_array((window_jit.direct_packed_size(m, self.kg),), dt)
-            self.band = window_jit.pointwise_band(c)
+        if self.mk:
+            self.band = window_jit.pointwise_band(c)  # pixels per band of the 1x1 micro-kernel
         if self.kind == "direct" or self.mk or self.dmk:  # the micro-kernel adds a bias vector
             self._zero_b = None if has_bias else allocate_array((m,), dt, zero_fill=True)
         if self.kind == "direct" or self.dmk:

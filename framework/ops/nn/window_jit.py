@@ -125,6 +125,14 @@ def _conv_operands(x, b, y, res) -> tuple:
     return np.ascontiguousarray(x), (_EMPTY if b is None else b), res
 
 
+def _mk_operands(x, y, res, relu: bool) -> tuple:
+    """(x, residual, flags) as the micro-kernel drivers take them: x contiguous; the residual y itself
+    when absent (never read then: flags & 2 is off); flags 2 residual, 4 Relu."""
+    x, _, res = _conv_operands(x, None, y, res)
+    has_r = res is not _EMPTY4
+    return x, (res if has_r else y), (2 if has_r else 0) | (4 if relu else 0)
+
+
 def depthwise(x, w, b, y, res, planes, z, geo, relu: bool, i0: int, i1: int) -> None:
     """Depthwise conv (group = C = M) of images i0:i1 into y; ``planes``/``z`` from ``plane_shape``
     (per worker); ``b`` and ``res`` may be None; ``res`` may be ``y`` itself (added before writing)."""
@@ -234,10 +242,9 @@ def direct(x, wp, b, y, res, planes, scratch, plan, relu: bool, i0: int, i1: int
     are written), ``scratch`` (3, 2) int64 per worker, ``z`` of ``plan.wide`` for narrow outputs;
     ``res`` may be None or ``y`` itself."""
     mk = _microkernel()
-    x, _, res = _conv_operands(x, None, y, res)
-    flags = (2 if res is not _EMPTY4 else 0) | (4 if relu else 0)
+    x, res, flags = _mk_operands(x, y, res, relu)
     (ph, pw), s = plan.head, plan.stride
-    args = (x, wp, b, y, y if res is _EMPTY4 else res, planes, plan.taps, s, ph, pw, plan.hq, plan.wq, flags)
+    args = (x, wp, b, y, res, planes, plan.taps, s, ph, pw, plan.hq, plan.wq, flags)
     if z is not None:
         _timed(mk._conv_wide, *args, i0, i1, m0, m1, scratch[0], scratch[1], scratch[2], z)
     else:
@@ -255,11 +262,10 @@ def direct_depthwise(x, w, b, y, res, planes, scratch, plan, relu: bool, i0: int
     for a conv without bias), ``planes`` of ``plan.planes`` (zero-filled once), ``scratch`` (3,
     ``depthwise_runs()``) int64 per worker; ``res`` may be None or ``y`` itself."""
     mk = _microkernel()
-    x, _, res = _conv_operands(x, None, y, res)
-    flags = (2 if res is not _EMPTY4 else 0) | (4 if relu else 0)
+    x, res, flags = _mk_operands(x, y, res, relu)
     (ph, pw), s = plan.head, plan.stride
-    args = (x, np.ascontiguousarray(w), b, y, y if res is _EMPTY4 else res, planes, plan.taps, s, ph, pw)
-    _timed(mk._depthwise, *args, plan.hq, plan.wq, flags, i0, i1, scratch[0], scratch[1], scratch[2])
+    args = (x, np.ascontiguousarray(w), b, y, res, planes, plan.taps, s, ph, pw, plan.hq, plan.wq, flags)
+    _timed(mk._depthwise, *args, i0, i1, scratch[0], scratch[1], scratch[2])
 
 
 _TAPS1 = np.zeros(1, np.int64)  # a 1x1 window's one tap
@@ -276,26 +282,8 @@ def pointwise(x, wp, b, y, res, scratch, relu: bool, i0: int, i1: int, m0: int, 
     ``direct_pack``, ``b`` (M,) (zeros for a conv without bias), ``scratch`` (3, 2) int64 per worker,
     ``band`` from ``pointwise_band``; ``res`` may be None or ``y`` itself."""
     mk = _microkernel()
-    x, _, res = _conv_operands(x, None, y, res)
-    flags = (2 if res is not _EMPTY4 else 0) | (4 if relu else 0)
-    _timed(
-        mk._pointwise,
-        x,
-        wp,
-        b,
-        y,
-        y if res is _EMPTY4 else res,
-        _TAPS1,
-        flags,
-        i0,
-        i1,
-        m0,
-        m1,
-        scratch[0],
-        scratch[1],
-        scratch[2],
-        band,
-    )
+    x, res, flags = _mk_operands(x, y, res, relu)
+    _timed(mk._pointwise, x, wp, b, y, res, _TAPS1, flags, i0, i1, m0, m1, scratch[0], scratch[1], scratch[2], band)
 
 
 def epilogue(acc, b, res, y, relu: bool) -> bool:
