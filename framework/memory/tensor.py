@@ -290,6 +290,30 @@ class Tensor:
         self._shares_data = False
         self._reserved = False
 
+    def view_within(self, dims: tuple[int, ...], meta: TypeMeta, numel: int, nbytes: int) -> np.ndarray | None:
+        """``resize(dims)`` + ``mutable_data(meta)`` when the current buffer holds ``nbytes`` and resize
+        would keep it: the tensor re-viewed over that buffer, without either call's checks (the caller
+        validated ``dims``, ``numel`` = their product and ``nbytes`` when it first made them). None when
+        the buffer does not do (the caller then takes the full path). Operator.output's fast path for
+        outputs that change shape from run to run in one buffer (the memory planner's shared blobs)."""
+        st = self._storage
+        if st is None or st.is_object or not meta.is_pod:
+            return None
+        cap = st.buffer.nbytes
+        if cap < nbytes:
+            return None
+        if numel != self._numel:  # resize's rule, which counts the bytes kept in the current element type
+            kept = numel * (self._meta.itemsize if self._meta is not None else 0)
+            if cap < kept:
+                return None
+            slack = OPTIONS.max_keep_on_shrink_bytes
+            if not self._reserved and (not OPTIONS.keep_on_shrink or (slack is not None and cap - kept > slack)):
+                return None
+        arr = st.buffer[:nbytes].view(meta.dtype).reshape(dims)
+        self._dims, self._numel, self._meta, self._array = dims, numel, meta, arr
+        self.version += 1
+        return arr
+
     def resize_aside(self, dims: tuple[int, ...], dtype: Any) -> np.ndarray:
         """Resize to ``dims`` of ``dtype`` without touching the current buffer's bytes (a caller may
         need them back, e.g. to roll back a failed op): the data goes to the spare buffer (the one the

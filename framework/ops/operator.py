@@ -128,6 +128,12 @@ class Operator:
 
     schema: OpSchema = None  # set by register_op
     _journal: list | None = None  # the outputs changed by the current run (see module doc)
+    # (output index, shape, dtype) -> (TypeMeta, elements, bytes) of the shapes this op has written into
+    # the memory planner's shared blobs: a shared blob changes shape at every op that writes it, and
+    # output() re-views its buffer (Tensor.view_within) instead of 20-30 us of resize, type lookup and
+    # journal per call (SqueezeNet at batch 1: 39 such outputs per run, 6% of its time). Nothing a
+    # caller observes lives in those blobs, so they are not journaled for a rollback.
+    _planned: dict | None = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -213,6 +219,13 @@ class Operator:
             if arr is not None and arr.shape == shape and arr.dtype == dtype:
                 t.version += 1
                 return arr
+            known = self._planned
+            if known is not None and type(shape) is tuple:
+                view = known.get((i, shape, dtype))
+                if view is not None:
+                    arr = t.view_within(shape, *view)
+                    if arr is not None:
+                        return arr
         shape = tuple(shape)
         check_elements(shape, np.dtype(dtype).itemsize, f"output {i} ('{self.output_names[i]}') of {self.describe()}")
         journal = self._journal
@@ -225,7 +238,12 @@ class Operator:
             # (not for the memory planner's shared blobs: nothing observable lives there)
             return t.resize_aside(shape, dtype)
         t.resize(shape)
-        return t.mutable_data(dtype)
+        arr = t.mutable_data(dtype)
+        if is_shared_buffer(blob.name):  # the next run's call with this shape re-views the buffer directly
+            if self._planned is None:
+                self._planned = {}
+            self._planned[(i, shape, dtype)] = (t._meta, t._numel, arr.nbytes)
+        return arr
 
     def output_tensor(self, i: int) -> Tensor:
         """Output ``i``'s Tensor (made one if the blob holds something else); journaled inside ``run()``."""

@@ -14,6 +14,7 @@ from framework.errors import ShapeError, TypeMismatchError, UninitializedError
 from framework.memory import Tensor, memory_reporter
 from framework.memory import tensor as tensor_mod
 from framework.memory.tensor import as_tensor_array
+from framework.memory.typemeta import TypeMeta
 
 DTYPES = [np.float16, np.float32, np.float64, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.bool_]
 
@@ -503,3 +504,43 @@ def test_string_tensors_through_resize_and_extend(values, steps):
         data = t.data()
         assert data.shape == (len(model),) and all(isinstance(x, bytes) for x in data)
         assert [x for x, m in zip(data, model) if m is not None] == [m for m in model if m is not None]
+
+
+@given(
+    first=st.integers(0, 64),
+    dims=st.lists(st.integers(0, 6), min_size=0, max_size=3),
+    dtype=st.sampled_from([np.float32, np.float64, np.int32, np.uint8]),
+    keep=st.booleans(),
+    slack=st.one_of(st.none(), st.integers(0, 256)),
+)
+def test_view_within_is_resize_and_mutable_data_when_the_buffer_is_kept(first, dims, dtype, keep, slack):
+    """Tensor.view_within (Operator.output's fast path for shared blobs) re-views the buffer exactly as
+    resize + mutable_data would, and declines (None, tensor untouched) whenever those would let the
+    buffer go."""
+    saved = (tensor_mod.OPTIONS.keep_on_shrink, tensor_mod.OPTIONS.max_keep_on_shrink_bytes)
+    tensor_mod.OPTIONS.keep_on_shrink, tensor_mod.OPTIONS.max_keep_on_shrink_bytes = keep, slack
+    try:
+        dims = tuple(dims)
+        numel = math.prod(dims)
+        meta = TypeMeta.of(dtype)
+        fast, full = Tensor((first,)), Tensor((first,))
+        fast.mutable_data(np.float32)
+        full.mutable_data(np.float32)
+        storage, before = fast.storage, (fast.dims, fast.version)
+        with Allocs() as a:
+            got = fast.view_within(dims, meta, numel, numel * meta.itemsize)
+            assert a.now == 0
+        full_storage = full.storage
+        full.resize(dims)
+        want = full.mutable_data(dtype)
+        if got is None:
+            assert (tuple(fast.dims), fast.version) == (tuple(before[0]), before[1]) and fast.storage is storage
+            assert full.storage is not full_storage  # declined only where the full path lets the buffer go
+        else:
+            assert full.storage is full_storage and fast.storage is storage
+            assert got.shape == want.shape == dims and got.dtype == want.dtype
+            assert got.ctypes.data == storage.buffer.ctypes.data
+            assert tuple(fast.dims) == dims and fast.numel == numel and fast.version == before[1] + 1
+            assert fast.data() is got
+    finally:
+        tensor_mod.OPTIONS.keep_on_shrink, tensor_mod.OPTIONS.max_keep_on_shrink_bytes = saved
