@@ -17,8 +17,6 @@ input channel c read at planes[c * cstride + taps[t] + offset of the output run]
 
 from __future__ import annotations
 
-import os
-
 import numba
 import numpy as np
 from llvmlite import ir
@@ -26,49 +24,18 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+from framework.ops.nn import simd_ir
 from framework.ops.nn.window_kernels import _direct_fill, _store_wide
 
-
-def _lanes() -> int:
-    """16 float32 lanes per vector with AVX-512 (32 vector registers), else 8 (AVX2's 16 registers);
-    FRAMEWORK_MICROKERNEL_LANES=8 or 16 forces one (tests run the 8-lane kernel on any CPU)."""
-    forced = os.environ.get("FRAMEWORK_MICROKERNEL_LANES", "")
-    if forced in ("8", "16"):
-        return int(forced)
-    import llvmlite.binding as llvm
-
-    return 16 if "+avx512f" in llvm.get_host_cpu_features().flatten().split(",") else 8
-
-
-L = _lanes()  # float32 lanes per vector
+L = simd_ir.L  # float32 lanes per vector
 # Output channels per register block: R x V accumulators + V loads + a broadcast fit the registers
 # (16 lanes: 8 x 2 of 32; 8 lanes: 6 x 2 of 16).
 R = 8 if L == 16 else 6
 V = 2  # output runs (vectors) per block
-# numba's on-disk cache does not key on L: a forced lane count compiles afresh rather than load the kernel
-# compiled for this CPU's own.
-_jit = numba.njit(
-    cache=os.environ.get("FRAMEWORK_MICROKERNEL_LANES", "") == "", fastmath={"contract"}, nogil=True, boundscheck=False
-)
+_jit = numba.njit(cache=simd_ir.CACHE, fastmath={"contract"}, nogil=True, boundscheck=False)
 
-_F32, _I64, _I32, _I1 = ir.FloatType(), ir.IntType(64), ir.IntType(32), ir.IntType(1)
-_VEC = ir.VectorType(_F32, L)
-
-
-def _function(module, name: str, fnty):
-    try:
-        return module.get_global(name)
-    except KeyError:
-        return ir.Function(module, fnty, name=name)
-
-
-def _splat(builder, value, vty):
-    one = builder.insert_element(ir.Constant(vty, ir.Undefined), value, ir.Constant(_I32, 0))
-    return builder.shuffle_vector(one, one, ir.Constant(ir.VectorType(_I32, L), [0] * L))
-
-
-def _c(v: int):
-    return ir.Constant(_I64, v)
+_F32, _I64, _I32, _I1, _VEC = simd_ir.F32, simd_ir.I64, simd_ir.I32, simd_ir.I1, simd_ir.VEC
+_function, _splat, _c = simd_ir.function, simd_ir.splat, simd_ir.const
 
 
 def _make_block(R, V):  # noqa: N803  (R, V as in the module doc)

@@ -445,6 +445,8 @@ def test_micro_kernel_with_8_lanes_matches_reference():
         assert op._kernel.dmk
         want = ref_conv(x.astype(np.float64), w, np.zeros(5), 1, 1, 5)
         np.testing.assert_allclose(ws.fetch_blob("Y"), want, rtol=1e-4, atol=1e-4)
+        from tests.ops.nn.test_window_jit import check_stride2_max_pool
+        check_stride2_max_pool(41, 1, 8)
         print("ok")
         """
     )
@@ -471,3 +473,37 @@ def test_direct_max_pool_windows_wholly_in_the_padding():
     assert np.isnan(direct[1, 2, 0, 1]) and not np.isnan(direct[1, 1]).any()
     want = x[:, :, 0:2, 0:3].max(axis=(2, 3))  # window (0, 0): rows -1..1 (row -1 padding), columns 0..2
     np.testing.assert_array_equal(direct[0, :, 0, 0], want[0])
+
+
+def check_stride2_max_pool(width: int, pad: int, lanes: int) -> None:
+    """3x3 stride-2 max pooling over rows ``width`` wide (several vector steps of the column kernel,
+    pool_columns.cols3s2, and a partial last one): equal, bit for bit, to the phase-plane kernel's and
+    to the reference; NaN at a step's first and last window wins, +0/-0 ties keep the scalar order."""
+    from framework.ops.nn import pool_columns
+
+    assert pool_columns.L == lanes
+    rng = np.random.default_rng(width)
+    h = 7
+    x = rng.standard_normal((2, 3, h, width)).astype(np.float32)
+    x[0, 0, 1, 0] = x[0, 1, 2, min(2 * lanes, width) - 1] = x[1, 2, 4, width - 1] = np.nan
+    x[1, 0, :, :6] = np.array([0.0, -0.0, -0.0, 0.0, -0.0, -0.0], np.float32)
+    ow = (width + 2 * pad - 3) // 2 + 1
+    oh = (h + 2 * pad - 3) // 2 + 1
+    geo = Geometry((h, width), (3, 3), (2, 2), (1, 1), (pad, pad), (pad, pad), (oh, ow))
+    low = np.finfo(np.float32).min
+    direct = np.empty((2, 3, oh, ow), np.float32)
+    window_jit.max_pool(x, direct, np.empty(window_jit.max_pool_row(geo), np.float32), geo, low, 0, 2)
+    phases, hq, wq, wide = window_jit.plane_shape(geo)
+    planes, scratch = np.empty_like(direct), np.empty((phases, hq * wq), np.float32)
+    window_jit.pool(x, planes, None, scratch, np.empty(wide, np.float32), geo, "max", low, 0, 2)
+    assert direct.tobytes() == planes.tobytes()  # bit for bit: NaN payloads and zero signs too
+    want = pool_reference(x, "max", "NCHW", (3, 3), (2, 2), (1, 1), (pad, pad), (pad, pad), (oh, ow))
+    np.testing.assert_array_equal(direct, want)
+
+
+@pytest.mark.parametrize("width,pad", [(41, 0), (41, 1), (64, 1), (66, 0), (9, 1)])
+def test_stride2_max_pool_columns_in_vector_steps(width, pad):
+    from framework.ops.nn import pool_columns
+
+    assert window_jit.available()
+    check_stride2_max_pool(width, pad, pool_columns.L)
