@@ -20,7 +20,10 @@ read by any other op than the one being fused, is never folded or fused away):
 5. Fuse Concat over the channels -> ChannelShuffle (-> Split over the channels) into one
    ConcatChannelShuffle (framework/ops/nn/concat_shuffle.py): ShuffleNet's units copy their
    activations once instead of three times.
-6. Share activation buffers by liveness (framework.memonger.optimize_inference_net).
+6. Drop a Concat over the channels whose inputs are all Conv+Relu outputs only it reads: the convs
+   write their channels of its output directly (ConvFusion's out_channels / out_channel_offset,
+   this framework's arguments), as SqueezeNet's expand convs.
+7. Share activation buffers by liveness (framework.memonger.optimize_inference_net).
 
 Only 2-D NCHW, non-depthwise convolutions are fused (ConvFusion's kernel); depthwise ones still get
 the BN fold. ``optimize_inference(net, ws, outputs)`` returns the new NetDef (the input is not
@@ -446,6 +449,59 @@ def fuse_shuffle(net: _Net) -> int:
     return n
 
 
+# -- 6. convs writing a Concat's channels ------------------------------------------------------------
+
+
+def concat_in_place(net: _Net) -> int:
+    """A Concat over the channels whose every input is the only output of a ConvFusion (Relu, fusion
+    type 1) that nothing else reads: each conv writes its channels of the Concat's output directly
+    (ConvFusion's ``out_channels`` / ``out_channel_offset``, the filter's rows from the workspace) and
+    the Concat goes. SqueezeNet's fire modules: their expand outputs are not copied again."""
+    n = 0
+    j = 0
+    while j < len(net.ops):
+        cat = net.ops[j]
+        distinct = len(set(cat.input)) == len(cat.input) >= 2
+        if not _channels_op(cat, ("Concat", "DepthConcat")) or not distinct:
+            j += 1
+            continue
+        y = cat.output[0]
+        convs = _concat_producers(net, j) if y not in cat.input else None
+        if convs is None or any(net.live_after(j, b) for b in cat.output[1:]) or _touched(net, {y}, min(convs), j):
+            j += 1
+            continue
+        total = sum(convs.values())
+        offset = 0
+        for i in sorted(convs, key=lambda i: list(cat.input).index(net.ops[i].output[0])):
+            op = net.ops[i]
+            op.output[0] = y
+            _set_arg(op, "out_channels", total)
+            _set_arg(op, "out_channel_offset", offset)
+            offset += convs[i]
+        del net.ops[j]
+        n += 1
+    return n
+
+
+def _concat_producers(net: _Net, j: int) -> dict[int, int] | None:
+    """op index -> filter rows of the ConvFusion producing each input of the Concat at ``j``, if every
+    input qualifies (see ``concat_in_place``), else None."""
+    cat = net.ops[j]
+    out: dict[int, int] = {}
+    for b in cat.input:
+        i = _producer(net, j, b)
+        op = net.ops[i] if i is not None else None
+        if op is None or op.type != "ConvFusion" or _arg(op, "fusion_type") != 1 or _arg(op, "out_channels", 0):
+            return None
+        w = net.constant(op.input[1])
+        if w is None or w.ndim != 4 or list(op.output) != [b] or cat.output[0] in op.input:
+            return None
+        if b in net.observable or net.readers(i, b) != [j]:
+            return None
+        out[i] = w.shape[0]
+    return out
+
+
 # -- the pass ----------------------------------------------------------------------------------------
 
 
@@ -479,6 +535,7 @@ def optimize_inference(
         "sums": fuse_sum(state),
         "relus": fuse_relu(state),
         "shuffles": fuse_shuffle(state),
+        "concats": concat_in_place(state),
     }
     out = NetDef()
     out.CopyFrom(src)

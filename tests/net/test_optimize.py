@@ -139,6 +139,50 @@ def test_concat_shuffle_split_become_one_op_where_unobservable():
         assert _types(opt3)["Concat"] == 1 and "ConcatChannelShuffle" not in _types(opt3)
 
 
+def test_conv_relu_outputs_only_a_concat_reads_are_written_into_it():
+    """A fire module (squeeze 1x1 -> expand 1x1 and 3x3, each with Relu -> Concat over the channels):
+    the expand convs write their channels of the Concat's output directly and the Concat goes; not
+    where an expand output is observable, read by another op, or the Concat's split_info is wanted."""
+    ws = Workspace()
+    _params(ws, c=4, m=6)
+    ws.feed_blob("w3", f32(5, 6, 3, 3))
+    ws.feed_blob("b3", f32(5))
+    ops = [
+        CreateOperator("Conv", ["x", "w", "b"], ["sq"], kernel=3, pad=1),
+        CreateOperator("Relu", ["sq"], ["sq"]),
+        CreateOperator("Conv", ["sq", "w2", "b2"], ["e1"], kernel=1),
+        CreateOperator("Relu", ["e1"], ["e1"]),
+        CreateOperator("Conv", ["sq", "w3", "b3"], ["e3"], kernel=3, pad=1),
+        CreateOperator("Relu", ["e3"], ["e3"]),
+        CreateOperator("Concat", ["e3", "e1"], ["cat", "cat_dims"], axis=1),
+        CreateOperator("Relu", ["cat"], ["y"]),
+    ]
+    net = _net(ops, ["x", "w", "b", "w2", "b2", "w3", "b3"], ["y"])
+    (want,), _ = _run(net, ws, ["y"], False)
+    (got,), opt = _run(net, ws, ["y"], True)
+    np.testing.assert_array_equal(got, want)
+    assert _types(opt) == {"ConvFusion": 3, "Relu": 1}
+    into = [op for op in opt.op if any(a.name == "out_channels" for a in op.arg)]
+    assert len(into) == 2 and into[0].output[0] == into[1].output[0]  # one blob (renamed by the planner)
+    offsets = {op.input[1]: {a.name: a.i for a in op.arg if a.name.startswith("out_")} for op in into}
+    assert offsets == {
+        "w3": {"out_channels": 11, "out_channel_offset": 0},
+        "w2": {"out_channels": 11, "out_channel_offset": 5},
+    }
+    for extra in ("e1", "cat_dims"):  # observable: the Concat stays
+        (got2, _), opt2 = _run(net, ws, ["y", extra], True)
+        assert _types(opt2)["Concat"] == 1
+        np.testing.assert_array_equal(got2, want)
+    read = _net(ops + [CreateOperator("Relu", ["e3"], ["z"])], net.external_input, ["y", "z"])
+    (got3, _), opt3 = _run(read, ws, ["y", "z"], True)
+    assert _types(opt3)["Concat"] == 1
+    np.testing.assert_array_equal(got3, want)
+    plain = _net(ops[:3] + ops[4:6] + ops[6:], net.external_input, ["y"])  # e1 without its Relu
+    (got4,), opt4 = _run(plain, ws, ["y"], True)
+    assert _types(opt4)["Concat"] == 1
+    np.testing.assert_array_equal(got4, _run(plain, ws, ["y"], False)[0][0])
+
+
 def test_mul_add_constants_fold_into_the_conv():
     ws = Workspace()
     _params(ws)

@@ -11,11 +11,16 @@ inputs X, filter, then bias (optional), then S, the tensor to add (types 2 and 3
 last input and must be the same blob as the output Y: the sum is done in place, as Caffe2 enforces).
 So with types 2/3 three inputs mean X, filter, S (no bias) and four mean X, filter, bias, S.
 Departures: NCHW and 2-D only (as IDEEP), but groups are allowed (IDEEP refuses them); no gradient.
+This framework's own arguments ``out_channels`` and ``out_channel_offset`` (fusion_type 1 only) make
+Y a tensor of out_channels channels of which the conv writes M from the offset on, leaving the
+others as they are: the inference pass makes the convs feeding a channel Concat write its output
+directly (SqueezeNet's expand convs), with no copy.
 """
 
 from __future__ import annotations
 
 from framework.errors import ShapeError
+from framework.memory.allocator import allocate_array
 from framework.ops.gradient import no_gradient
 from framework.ops.nn.conv import _CONV_ARGS, ConvOpBase, _cost_conv, conv_geometry
 from framework.ops.nn.conv_args import join_layout, parse_conv_pool
@@ -33,19 +38,24 @@ def _infer(args, ins):
         return [TensorSpec(None, x.dtype)] if x.shape is None else [UNKNOWN]
     spec = parse_conv_pool(args, "ConvFusion", "ConvFusion")
     geo, n, _, m = conv_geometry(spec, x.shape, w.shape, "ConvFusion")
-    return [TensorSpec(join_layout(n, m, geo.out, spec.order), x.dtype)]
+    return [TensorSpec(join_layout(n, args.out_channels or m, geo.out, spec.order), x.dtype)]
 
 
 def _cost(args, ins, outs):
     has_sum = args.fusion_type in (SUM, SUM_RELU)
     ins = ins[:-1] if has_sum else ins
-    return _cost_conv(args, ins[:3], outs)
+    return _cost_conv(args, ins[:3], None if args.out_channels else outs)
 
 
 @register_op(
     "ConvFusion",
     inputs=(2, 4),
-    args=_CONV_ARGS + [Arg("fusion_type", INT, 0, "1: Conv+Relu, 2: Conv+Sum, 3: Conv+Sum+Relu")],
+    args=_CONV_ARGS
+    + [
+        Arg("fusion_type", INT, 0, "1: Conv+Relu, 2: Conv+Sum, 3: Conv+Sum+Relu"),
+        Arg("out_channels", INT, 0, "this framework's: Y has this many channels, the conv writes M of them"),
+        Arg("out_channel_offset", INT, 0, "this framework's: the first of Y's channels the conv writes"),
+    ],
     input_docs=[
         ("X", "input (N, C, H, W)"),
         ("filter", "(M, C/group, kh, kw)"),
@@ -81,6 +91,17 @@ class ConvFusion(ConvOpBase):
         elif n_in == 4:
             raise self.arg_error("fusion_type 1 (Conv+Relu) takes X, filter and an optional bias (2 or 3 inputs)")
         self.has_bias = n_in == (4 if self.has_sum else 3)
+        self.out_channels, self.out_offset = self.args.out_channels, self.args.out_channel_offset
+        if self.out_channels or self.out_offset:
+            if self.has_sum:
+                raise self.arg_error(
+                    "out_channels/out_channel_offset (writing a concatenation's channels) need fusion_type 1"
+                )
+            if self.out_channels <= 0 or self.out_offset < 0:
+                raise self.arg_error(
+                    "out_channels must be > 0 and out_channel_offset >= 0, "
+                    f"got {self.out_channels} and {self.out_offset}"
+                )
 
     def _prepare(self, x, w, b, s) -> None:
         dt = self._dtype([x, w, b, s])
@@ -94,6 +115,14 @@ class ConvFusion(ConvOpBase):
                 f"{self.describe()}: summed input '{self.input_names[-1]}' must have the output shape {yshape}, "
                 f"got {s.shape}"
             )
+        self._tmp = None
+        if self.out_channels:  # channels out_offset: out_offset + m of a concatenation's Y
+            if self.out_offset + m > self.out_channels:
+                raise ShapeError(
+                    f"{self.describe()}: out_channel_offset {self.out_offset} + {m} filter rows exceed out_channels "
+                    f"{self.out_channels}"
+                )
+            yshape = join_layout(n, self.out_channels, geo.out, "NCHW")
         self._yshape = yshape
         self._kernel = ConvNCHW(
             n,
@@ -108,6 +137,11 @@ class ConvFusion(ConvOpBase):
             inplace_residual=True,
         )
         self._key = (x.shape, w.shape, dt, s.shape if s is not None else None, get_num_threads())
+        if self.out_channels:
+            if self._kernel.writes_slices:
+                self._kernel.moff = self.out_offset
+            else:  # kernels writing (N, M, ...) only: their output, then copied into the channels
+                self._tmp = allocate_array(self._kernel.oshape, dt)
 
     def run(self) -> None:
         x, w = self.input(0), self.input(1)
@@ -117,7 +151,12 @@ class ConvFusion(ConvOpBase):
         if self._key != key or w.dtype != x.dtype or (b is not None and b.dtype != x.dtype):
             self._prepare(x, w, b, s)
         # The output is S's tensor (in place): output() keeps its buffer, so S's values are intact here.
+        # With out_channels the other ops writing Y's other channels found (and keep) the same buffer.
         y = self.output(0, self._yshape, x.dtype)
+        if self._tmp is not None:
+            self._kernel.run(x, w, b, self._tmp, None, wt=self.inputs[1]._obj)
+            y[:, self.out_offset : self.out_offset + self._tmp.shape[1]] = self._tmp
+            return
         self._kernel.run(x, w, b, y, y if s is not None else None, wt=self.inputs[1]._obj)
 
 

@@ -219,6 +219,10 @@ class ConvNCHW:
             self._zero_b = None if has_bias else allocate_array((m,), dt, zero_fill=True)
         if self.kind == "direct" or self.dmk:
             self.plan = window_jit.direct_plan(geo, c, m)
+        # Kernels that can write into the channels moff: moff + M of a larger output (a concatenation's;
+        # ConvFusion's out_channels), given y whole and no residual.
+        self.writes_slices = self.mk or (self.kind == "direct" and self.plan.wide is None)
+        self.moff = 0
         if self.kind == "winograd":
             self._winograd_specs(dt)
             return
@@ -432,14 +436,14 @@ class ConvNCHW:
         runs = self._scratch(k)[0]
         b = b1.reshape(-1) if b1 is not None else self._zero_b
         i0, i1, m0, m1 = (lo, hi, 0, self.m) if self.by_image else (0, self.n, lo, hi)
-        window_jit.pointwise(x, self._u, b, y, s, runs, self.relu, i0, i1, m0, m1, self.band)
+        window_jit.pointwise(x, self._u, b, y, s, runs, self.relu, i0, i1, m0, m1, self.band, self.moff)
 
     def _direct(self, k, lo, hi, x, w, b1, y, s) -> None:
         """Compiled direct conv (window_jit.direct): images lo:hi, or output channels lo:hi at batch 1."""
         runs, wide, pad, _ = self._scratch(k)
         b = b1.reshape(-1) if b1 is not None else self._zero_b
         i0, i1, m0, m1 = (lo, hi, 0, self.m) if self.by_image else (0, self.n, lo, hi)
-        window_jit.direct(x, self._u, b, y, s, pad, runs, self.plan, self.relu, i0, i1, m0, m1, wide)
+        window_jit.direct(x, self._u, b, y, s, pad, runs, self.plan, self.relu, i0, i1, m0, m1, wide, self.moff)
 
     def _winograd(self, k, lo, hi, x, w, b1, y, s) -> None:
         """Winograd F(2x2, 3x3) of the batch's tile rows lo:hi, a block of them at a time: input

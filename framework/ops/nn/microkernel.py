@@ -134,12 +134,13 @@ def _blocks(wp, k, xf, cstride, taps, c, xo, yf, yo, ld, n, b, m0, m1, rf, flags
 
 
 @_jit
-def _conv(x, wp, b, y, res, planes, taps, s, ph, pw, hq, wq, flags, i0, i1, m0, m1, xo, yo, n, band):  # noqa: E501  # pragma: no cover
-    """y[i, m0:m1] for images i0:i1 (m0 a multiple of R): per image the zero-bordered (phase) planes
-    (window_kernels._direct_fill), then per band of ``band`` output rows, per block of R output
-    channels, per pair of output runs (32 pixels of a row, or two rows of at most 16), ``_block``.
-    ``xo``/``yo``/``n`` (V,) int64 scratch; ``wp`` from ``pack``; ``taps`` the planes offset of each
-    tap."""
+def _conv(x, wp, b, y, res, planes, taps, s, ph, pw, hq, wq, flags, i0, i1, m0, m1, xo, yo, n, band, moff):  # noqa: E501  # pragma: no cover
+    """y[i, moff + m0:moff + m1] for images i0:i1 (m0 a multiple of R; filter rows m0:m1): per image
+    the zero-bordered (phase) planes (window_kernels._direct_fill), then per band of ``band`` output
+    rows, per block of R output channels, per pair of output runs (32 pixels of a row, or two rows of
+    at most 16), ``_block``. ``xo``/``yo``/``n`` (V,) int64 scratch; ``wp`` from ``pack``; ``taps``
+    the planes offset of each tap; ``moff`` the first channel of y written (y may hold more channels
+    than the filter has rows: a concatenation's)."""
     m, oh, ow = y.shape[1], y.shape[2], y.shape[3]
     c = x.shape[1]
     k = c * taps.shape[0]
@@ -150,7 +151,7 @@ def _conv(x, wp, b, y, res, planes, taps, s, ph, pw, hq, wq, flags, i0, i1, m0, 
     step = 1 if ow > L else 2
     for i in range(i0, i1):
         _direct_fill(x, i, planes, s, ph, pw, hq, wq)
-        ybase = i * m * hw
+        ybase = (i * m + moff) * hw
         for r0 in range(0, oh, band):
             r1 = min(oh, r0 + band)
             for mb in range(m0, m1, R):
@@ -246,10 +247,11 @@ def _conv_wide(x, wp, b, y, res, planes, taps, s, ph, pw, hq, wq, flags, i0, i1,
 
 
 @_jit
-def _pointwise(x, wp, b, y, res, taps, flags, i0, i1, m0, m1, xo, yo, n, band):  # pragma: no cover - compiled
-    """1x1 stride-1 unpadded conv of images i0:i1, output channels m0:m1 (m0 a multiple of R): each
-    image read in place as C planes of P pixels (taps = [0]); per band of ``band`` pixels (a multiple
-    of V*L; see window_jit.pointwise_band), per block of R output channels, runs of V*L pixels."""
+def _pointwise(x, wp, b, y, res, taps, flags, i0, i1, m0, m1, xo, yo, n, band, moff):  # noqa: E501  # pragma: no cover
+    """1x1 stride-1 unpadded conv of images i0:i1, filter rows m0:m1 (m0 a multiple of R) into
+    y[:, moff + m0:moff + m1] (as ``_conv``): each image read in place as C planes of P pixels (taps =
+    [0]); per band of ``band`` pixels (a multiple of V*L; see window_jit.pointwise_band), per block of
+    R output channels, runs of V*L pixels."""
     m, c = y.shape[1], x.shape[1]
     p = y.shape[2] * y.shape[3]
     xf, yf, rf = x.reshape(-1), y.reshape(-1), res.reshape(-1)
@@ -261,7 +263,7 @@ def _pointwise(x, wp, b, y, res, taps, flags, i0, i1, m0, m1, xo, yo, n, band): 
                 for q in range(q0, q1, V * L):
                     for j in range(V):
                         xo[j] = i * c * p + q + j * L
-                        yo[j] = (i * m + mb) * p + q + j * L
+                        yo[j] = (i * m + moff + mb) * p + q + j * L
                         n[j] = max(0, min(L, q1 - q - j * L))
                         if n[j] == 0:
                             xo[j], yo[j] = xo[0], yo[0]

@@ -235,12 +235,15 @@ def direct_block_rows() -> int:
     return _microkernel().R
 
 
-def direct(x, wp, b, y, res, planes, scratch, plan, relu: bool, i0: int, i1: int, m0: int, m1: int, z=None) -> None:
+def direct(
+    x, wp, b, y, res, planes, scratch, plan, relu: bool, i0: int, i1: int, m0: int, m1: int, z=None, moff: int = 0
+) -> None:
     """Group-1 conv (see ``direct_fits``) of images i0:i1, output channels m0:m1 (m0 a multiple of
     ``direct_block_rows``), into y, with no columns: ``wp`` from ``direct_pack``, ``b`` (M,) (zeros
     for a conv without bias), ``planes`` of ``plan.planes`` (zero-filled once: only the image's cells
     are written), ``scratch`` (3, 2) int64 per worker, ``z`` of ``plan.wide`` for narrow outputs;
-    ``res`` may be None or ``y`` itself."""
+    ``res`` may be None or ``y`` itself. ``moff``: output channel m goes to y[:, moff + m] (y holds a
+    concatenation's channels; not with ``z`` or a residual)."""
     mk = _microkernel()
     x, res, flags = _mk_operands(x, y, res, relu)
     (ph, pw), s = plan.head, plan.stride
@@ -248,7 +251,7 @@ def direct(x, wp, b, y, res, planes, scratch, plan, relu: bool, i0: int, i1: int
     if z is not None:
         _timed(mk._conv_wide, *args, i0, i1, m0, m1, scratch[0], scratch[1], scratch[2], z)
     else:
-        _timed(mk._conv, *args, i0, i1, m0, m1, scratch[0], scratch[1], scratch[2], plan.band)
+        _timed(mk._conv, *args, i0, i1, m0, m1, scratch[0], scratch[1], scratch[2], plan.band, moff)
 
 
 def depthwise_runs() -> int:
@@ -276,14 +279,17 @@ def pointwise_band(c: int) -> int:
     return max(64, BAND_BYTES // (4 * c) // 32 * 32)
 
 
-def pointwise(x, wp, b, y, res, scratch, relu: bool, i0: int, i1: int, m0: int, m1: int, band: int) -> None:
+def pointwise(
+    x, wp, b, y, res, scratch, relu: bool, i0: int, i1: int, m0: int, m1: int, band: int, moff: int = 0
+) -> None:
     """1x1 stride-1 unpadded group-1 conv of images i0:i1, output channels m0:m1 (m0 a multiple of
     ``direct_block_rows``) through the direct micro-kernel, each image read in place: ``wp`` from
     ``direct_pack``, ``b`` (M,) (zeros for a conv without bias), ``scratch`` (3, 2) int64 per worker,
-    ``band`` from ``pointwise_band``; ``res`` may be None or ``y`` itself."""
+    ``band`` from ``pointwise_band``; ``res`` may be None or ``y`` itself; ``moff`` as ``direct``'s."""
     mk = _microkernel()
     x, res, flags = _mk_operands(x, y, res, relu)
-    _timed(mk._pointwise, x, wp, b, y, res, _TAPS1, flags, i0, i1, m0, m1, scratch[0], scratch[1], scratch[2], band)
+    sc = scratch
+    _timed(mk._pointwise, x, wp, b, y, res, _TAPS1, flags, i0, i1, m0, m1, sc[0], sc[1], sc[2], band, moff)
 
 
 def epilogue(acc, b, res, y, relu: bool) -> bool:

@@ -252,3 +252,81 @@ def test_batched_gemm_in_chunks_with_a_smaller_last_chunk(threads, monkeypatch, 
     ws.feed_blob("Y", s)
     fused.run()
     assert fused._kernel.blocked and fused._kernel.chunk < 7
+
+
+@pytest.mark.parametrize(
+    "k,pad,size,c,native",
+    [
+        (1, 0, 13, 16, True),  # 1x1 on the micro-kernel
+        (3, 1, 13, 16, True),  # direct, rows written in place
+        (3, 1, 8, 16, False),  # direct on the wide layout: into its own output, then copied
+        (1, 0, 13, 160, False),  # 1x1 on OpenBLAS
+        (5, 2, 13, 128, False),  # im2col + GEMM
+        (3, 0, 15, 4, True),
+    ],
+)
+@pytest.mark.parametrize("n", [1, 3])
+def test_conv_fusion_writes_its_channels_of_a_larger_output(threads, k, pad, size, c, native, n):
+    """out_channels / out_channel_offset: two convs write channels 2:7 and 8:11 of one 12-channel Y (a
+    concatenation's, as the inference pass makes them), every kernel kind, in place where it can; the
+    channels neither writes keep their values; reruns allocate nothing."""
+    rng = np.random.default_rng(k * 100 + size + c + n)
+    x = rng.standard_normal((n, c, size, size)).astype(np.float32)
+    ws = Workspace()
+    ws.feed_blob("X", x)
+    oh = size + 2 * pad - k + 1
+    before = rng.standard_normal((n, 12, oh, oh)).astype(np.float32)
+    ws.feed_blob("Y", before.copy())
+    want = before.copy()
+    ops = []
+    for name, m, off in (("A", 5, 2), ("B", 3, 8)):
+        w = rng.standard_normal((m, c, k, k)).astype(np.float32)
+        b = rng.standard_normal(m).astype(np.float32)
+        ws.feed_blob(f"W{name}", w)
+        ws.feed_blob(f"b{name}", b)
+        want[:, off : off + m] = np.maximum(ref_conv(x.astype(np.float64), w, b, 1, pad, 1), 0)
+        op_def = CreateOperator(
+            "ConvFusion", ["X", f"W{name}", f"b{name}"], ["Y"], kernel=k, pad=pad, fusion_type=1,
+            out_channels=12, out_channel_offset=off,
+        )  # fmt: skip
+        ops.append(create_operator(op_def, ws))
+    for op in ops:
+        op.run()
+    got = ws.fetch_blob("Y")
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    for i in (0, 1, 7, 11):
+        np.testing.assert_array_equal(got[:, i], before[:, i])
+    assert ops[0]._kernel.writes_slices == native and (ops[0]._tmp is None) == native
+    rep = memory_reporter()
+    n0 = rep.allocations
+    for op in ops:
+        op.run()
+    assert rep.allocations == n0
+    np.testing.assert_allclose(ws.fetch_blob("Y"), want, rtol=1e-4, atol=1e-4)
+
+
+def test_conv_fusion_out_channels_shape_inference_and_errors():
+    from framework.ops.inference import infer_op
+    from framework.ops.schema import TensorSpec
+
+    op_def = CreateOperator(
+        "ConvFusion", ["X", "W"], ["Y"], kernel=3, pad=1, fusion_type=1, out_channels=20, out_channel_offset=4
+    )
+    spec = infer_op(op_def, [TensorSpec((2, 3, 9, 9), np.float32), TensorSpec((6, 3, 3, 3), np.float32)])
+    assert tuple(spec[0].shape) == (2, 20, 9, 9)
+    ws = Workspace()
+    ws.feed_blob("X", np.zeros((2, 3, 9, 9), np.float32))
+    ws.feed_blob("W", np.zeros((6, 3, 3, 3), np.float32))
+    create_operator(op_def, ws).run()
+    assert ws.fetch_blob("Y").shape == tuple(spec[0].shape)
+    bad = CreateOperator("ConvFusion", ["X", "W"], ["Z"], kernel=3, fusion_type=1, out_channels=8, out_channel_offset=4)
+    with pytest.raises(FrameworkError, match="exceed out_channels 8"):
+        create_operator(bad, ws).run()
+    with pytest.raises(FrameworkError, match="fusion_type 1"):
+        create_operator(
+            CreateOperator("ConvFusion", ["X", "W", "Y"], ["Y"], kernel=3, fusion_type=2, out_channels=20), ws
+        )
+    with pytest.raises(FrameworkError, match="out_channels must be > 0"):
+        create_operator(
+            CreateOperator("ConvFusion", ["X", "W"], ["Y"], kernel=3, fusion_type=1, out_channel_offset=2), ws
+        )
