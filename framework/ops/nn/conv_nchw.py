@@ -97,6 +97,12 @@ WINOGRAD_C, WINOGRAD_M, WINOGRAD_T = 96, 64, 128
 # 116 on 14x14 0.53-0.61x, 58 on 28x28 0.85-0.88x; at stride 2 0.86-1.14x (the phase-plane fill
 # dominates both), kept on window_jit.depthwise.
 DEPTHWISE_MK = True
+# 3x3 depthwise convs at stride 1 and 2 on window_jit.depthwise3 (depthwise3.py: L outputs of a row per
+# step over the channel's zero-bordered plane, stride 2 split into even/odd columns by a shuffle).
+# Measured (1 thread, ShuffleNet's depthwise convs, bias + Relu, kernel calls): stride 2 232 channels
+# on 14x14 0.19-0.25x of window_jit.depthwise's time (its phase-plane fill was 90% of it), 116 on
+# 28x28 0.26-0.34x, 24 on 56x56 0.29-0.45x; stride 1 against direct_depthwise 0.68-0.95x.
+DEPTHWISE3 = True
 
 
 def _taps(geo) -> list[tuple[tuple, tuple, bool]]:
@@ -172,8 +178,11 @@ class ConvNCHW:
         self.kg = self.cg * math.prod(geo.kernel)
         self.taps = _taps(geo) if self.kind == "im2col" else None
         self.jit = self.kind == "depthwise" and window_jit.fits(geo, dtype)  # compiled kernel (window_jit)
-        # the micro-kernel's one-row block (window_jit.direct_depthwise) where its geometry allows
-        self.dmk = self.jit and DEPTHWISE_MK and geo.stride == (1, 1) and window_jit.direct_fits(geo, dtype, 1)
+        # 3x3 at stride 1 or 2: window_jit.depthwise3; other stride-1 windows: the micro-kernel's one-row
+        # block (window_jit.direct_depthwise) where its geometry allows
+        self.dw3 = self.jit and DEPTHWISE3 and window_jit.depthwise3_fits(geo, dtype)
+        one_row = DEPTHWISE_MK and geo.stride == (1, 1) and window_jit.direct_fits(geo, dtype, 1)
+        self.dmk = self.jit and not self.dw3 and one_row
         self.jit_epilogue = np.dtype(dtype) == np.float32 and window_jit.available()
         # 1x1 convs on the direct micro-kernel (see POINTWISE_MK_C)
         self.mk = self.kind == "pointwise" and group == 1 and c <= POINTWISE_MK_C and self.jit_epilogue
@@ -215,7 +224,7 @@ class ConvNCHW:
             self._u = allocate_array((window_jit.direct_packed_size(m, self.kg),), dt)
         if self.mk:
             self.band = window_jit.pointwise_band(c)  # pixels per band of the 1x1 micro-kernel
-        if self.kind == "direct" or self.mk or self.dmk:  # the micro-kernel adds a bias vector
+        if self.kind == "direct" or self.mk or self.dmk or self.dw3:  # the kernel adds a bias vector
             self._zero_b = None if has_bias else allocate_array((m,), dt, zero_fill=True)
         if self.kind == "direct" or self.dmk:
             self.plan = window_jit.direct_plan(geo, c, m)
@@ -252,7 +261,10 @@ class ConvNCHW:
                 self.col_specs[k] = (("runs", (3, 2), "<i8"), (3, 2), False)
                 if self.plan.wide is not None:  # narrow outputs: the wide output rows
                     self.tmp_specs[k] = (("buf", self.plan.wide, dt.str), self.plan.wide, False)
-            if self.dmk:  # zero-bordered planes of the image (shared with direct convs), run offsets
+            if self.dw3:  # zero-bordered planes of the image
+                shape = (c, window_jit.depthwise3_planes(geo, c)[2])
+                self.pad_specs[k] = (("dw3", geo, shape, dt.str), shape, True)
+            elif self.dmk:  # zero-bordered planes of the image (shared with direct convs), run offsets
                 self.pad_specs[k] = (("direct", geo, self.plan.planes, dt.str), self.plan.planes, True)
                 runs = (3, window_jit.depthwise_runs())
                 self.col_specs[k] = (("runs", runs, "<i8"), runs, False)
@@ -473,6 +485,10 @@ class ConvNCHW:
 
         c, kk, p = self.dw_spec
         col, tmp, pad, _ = self._scratch(k)
+        if self.dw3:  # pad: the image's zero-bordered planes
+            b = b1.reshape(-1) if b1 is not None else self._zero_b
+            window_jit.depthwise3(x, w, b, y, s, pad, self.geo, self.relu, lo, hi)
+            return
         if self.dmk:  # pad: the image's zero-bordered planes, col: run offsets
             b = b1.reshape(-1) if b1 is not None else self._zero_b
             window_jit.direct_depthwise(x, w, b, y, s, pad, col, self.plan, self.relu, lo, hi)

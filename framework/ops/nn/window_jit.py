@@ -271,6 +271,33 @@ def direct_depthwise(x, w, b, y, res, planes, scratch, plan, relu: bool, i0: int
     _timed(mk._depthwise, *args, i0, i1, scratch[0], scratch[1], scratch[2])
 
 
+def depthwise3_fits(geo, dtype) -> bool:
+    """Whether ``depthwise3`` handles a depthwise conv: 3x3 at stride 1 or 2 (and what ``fits`` asks)."""
+    return fits(geo, dtype) and tuple(geo.kernel) == (3, 3) and tuple(geo.stride) in ((1, 1), (2, 2))
+
+
+def depthwise3_planes(geo, c: int) -> tuple[int, int, int]:
+    """(hq, wq, cells per channel) of ``depthwise3``'s zero-bordered planes (a (C, cells) float32
+    buffer, zero-filled once: only the image's cells are written)."""
+    from framework.ops.nn import depthwise3 as d3
+
+    (h, w), (oh, ow), (ph, pw), s = geo.spatial, geo.out, geo.head, geo.stride[0]
+    hq, wq = d3.plane_geometry(h, w, oh, ow, s, ph, pw)
+    return hq, wq, hq * wq + d3.SLACK
+
+
+def depthwise3(x, w, b, y, res, planes, geo, relu: bool, i0: int, i1: int) -> None:
+    """3x3 depthwise conv at stride 1 or 2 (``depthwise3_fits``; depthwise3.py) of images i0:i1 into
+    y: ``w`` (C, 1, 3, 3), ``b`` (C,) (zeros for a conv without bias), ``planes`` of
+    ``depthwise3_planes``; ``res`` may be None or ``y`` itself."""
+    from framework.ops.nn import depthwise3 as d3
+
+    x, res, flags = _mk_operands(x, y, res, relu)
+    hq, wq, _ = depthwise3_planes(geo, x.shape[1])
+    (ph, pw), s = geo.head, geo.stride[0]
+    _timed(d3._depthwise3, x, np.ascontiguousarray(w), b, y, res, planes, s, ph, pw, hq, wq, flags, i0, i1)
+
+
 _TAPS1 = np.zeros(1, np.int64)  # a 1x1 window's one tap
 
 
@@ -406,6 +433,8 @@ def warm_up() -> float:
     direct(x, w2, zero_b, y, y, planes, scratch, plan, True, 0, 1, 0, 2, np.empty(plan.wide, np.float32))
     runs = np.zeros((3, depthwise_runs()), np.int64)
     direct_depthwise(x, np.zeros((2, 1, 3, 3), np.float32), zero_b, y, y, planes, runs, plan, True, 0, 1)
+    planes3 = np.zeros((2, depthwise3_planes(geo, 2)[2]), np.float32)
+    depthwise3(x, np.zeros((2, 1, 3, 3), np.float32), zero_b, y, y, planes3, geo, True, 0, 1)
     pointwise(x, direct_pack(np.zeros((2, 2, 1, 1), np.float32)), zero_b, y, y, scratch, True, 0, 1, 0, 2, 64)
     from framework.ops.nn import winograd
 

@@ -50,9 +50,9 @@ def dw_cases(draw):
 @given(case=dw_cases(), fusion=st.sampled_from([0, 1, 2, 3]), bias=st.booleans(), seed=st.integers(0, 2**31 - 1))
 @settings(max_examples=40, deadline=None)
 def test_depthwise_jit_matches_reference_and_numpy_path(case, fusion, bias, seed):
-    """Both compiled depthwise kernels (the micro-kernel's one-row block at stride 1, phase planes per
-    channel otherwise or with DEPTHWISE_MK off) against float64 and the numpy path, every fusion type,
-    with and without bias, NaN through Relu."""
+    """The compiled depthwise kernels (depthwise3 for 3x3 at stride 1 and 2, the micro-kernel's one-row
+    block at stride 1, phase planes per channel otherwise, each also with the ones before it off)
+    against float64 and the numpy path, every fusion type, with and without bias, NaN through Relu."""
     rng = np.random.default_rng(seed)
     n, c, k, s, p = case["n"], case["c"], case["k"], case["stride"], case["pad"]
     x = rng.standard_normal((n, c, case["h"], case["w"])).astype(np.float32)
@@ -76,17 +76,22 @@ def test_depthwise_jit_matches_reference_and_numpy_path(case, fusion, bias, seed
             want = np.where(want < 0, 0, want)
     with pytest.MonkeyPatch.context() as mp:
         got, op = _run(op_def, feeds, True, mp)
-        assert op._kernel.jit == (k > 1 or p > 0 or s > 1)  # a 1x1 stride-1 unpadded conv is pointwise
-        assert op._kernel.dmk == (op._kernel.jit and s == 1)
+        jit = op._kernel.jit
+        assert jit == (k > 1 or p > 0 or s > 1)  # a 1x1 stride-1 unpadded conv is pointwise
+        assert op._kernel.dw3 == (jit and k == 3 and s < 3)
+        assert op._kernel.dmk == (jit and s == 1 and not op._kernel.dw3)
         plain, op2 = _run(op_def, feeds, False, mp)
         assert not op2._kernel.jit
+        mp.setattr(conv_nchw, "DEPTHWISE3", False)
+        one_row, op4 = _run(op_def, feeds, True, mp)
+        assert not op4._kernel.dw3 and op4._kernel.dmk == (jit and s == 1)
         mp.setattr(conv_nchw, "DEPTHWISE_MK", False)
         planes, op3 = _run(op_def, feeds, True, mp)
         assert not op3._kernel.dmk
     np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
-    np.testing.assert_allclose(got, plain, rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose(got, planes, rtol=1e-5, atol=1e-5)
+    for other in (plain, one_row, planes):
+        np.testing.assert_allclose(got, other, rtol=1e-5, atol=1e-5)
 
 
 @given(
@@ -435,16 +440,18 @@ def test_micro_kernel_with_8_lanes_matches_reference():
             assert op._kernel.kind == "direct" or op._kernel.mk, op._kernel.kind
             want = np.maximum(ref_conv(x.astype(np.float64), w, b, stride, pad, 1), 0)
             np.testing.assert_allclose(ws.fetch_blob("Y"), want, rtol=1e-4, atol=1e-4)
-        x = rng.standard_normal((2, 5, 15, 15)).astype(np.float32)
-        w = rng.standard_normal((5, 1, 3, 3)).astype(np.float32)
-        ws = Workspace()
-        ws.feed_blob("X", x)
-        ws.feed_blob("W", w)
-        op = create_operator(CreateOperator("Conv", ["X", "W"], ["Y"], kernel=3, pad=1, group=5), ws)
-        op.run()
-        assert op._kernel.dmk
-        want = ref_conv(x.astype(np.float64), w, np.zeros(5), 1, 1, 5)
-        np.testing.assert_allclose(ws.fetch_blob("Y"), want, rtol=1e-4, atol=1e-4)
+        x = rng.standard_normal((2, 5, 19, 19)).astype(np.float32)
+        for k, stride, kind in ((3, 1, "dw3"), (3, 2, "dw3"), (5, 1, "dmk")):
+            w = rng.standard_normal((5, 1, k, k)).astype(np.float32)
+            ws = Workspace()
+            ws.feed_blob("X", x)
+            ws.feed_blob("W", w)
+            op_def = CreateOperator("Conv", ["X", "W"], ["Y"], kernel=k, pad=1, stride=stride, group=5)
+            op = create_operator(op_def, ws)
+            op.run()
+            assert getattr(op._kernel, kind)
+            want = ref_conv(x.astype(np.float64), w, np.zeros(5), stride, 1, 5)
+            np.testing.assert_allclose(ws.fetch_blob("Y"), want, rtol=1e-4, atol=1e-4)
         from tests.ops.nn.test_window_jit import check_stride2_max_pool
         check_stride2_max_pool(41, 1, 8)
         print("ok")
@@ -507,3 +514,38 @@ def test_stride2_max_pool_columns_in_vector_steps(width, pad):
 
     assert window_jit.available()
     check_stride2_max_pool(width, pad, pool_columns.L)
+
+
+@pytest.mark.parametrize("stride,pad,width,fusion", [(1, 1, 41, 3), (2, 1, 41, 1), (2, 0, 70, 2), (1, 0, 35, 0)])
+def test_depthwise3_rows_in_several_vector_steps(stride, pad, width, fusion):
+    """window_jit.depthwise3 over rows of several vector steps and a partial last one (stride 1 and 2,
+    with and without padding), the residual summed in place and Relu: equal to the float64 reference
+    and to the phase-plane kernel; NaN at a step's edge stays in its own windows."""
+    rng = np.random.default_rng(width + stride)
+    c = 3
+    x = rng.standard_normal((2, c, 9, width)).astype(np.float32)
+    x[1, 2, 4, 2 * 16 - 1] = np.nan
+    w = rng.standard_normal((c, 1, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(c).astype(np.float32)
+    want = ref_conv(x.astype(np.float64), w, b, stride, pad, c)
+    feeds = {"X": x, "W": w, "b": b}
+    kw = dict(kernel=3, stride=stride, pad=pad, group=c)
+    if fusion < 2:
+        op_def = CreateOperator("ConvFusion", ["X", "W", "b"], ["Y"], fusion_type=1, **kw)
+        op_def = op_def if fusion else CreateOperator("Conv", ["X", "W", "b"], ["Y"], **kw)
+    else:
+        feeds["S"] = rng.standard_normal(want.shape).astype(np.float32)
+        op_def = CreateOperator("ConvFusion", ["X", "W", "b", "S"], ["S"], fusion_type=fusion, **kw)
+        want = want + feeds["S"]
+    if fusion in (1, 3):
+        want = np.where(want < 0, 0, want)
+    with pytest.MonkeyPatch.context() as mp:
+        got, op = _run(op_def, feeds, True, mp)
+        assert op._kernel.dw3
+        mp.setattr(conv_nchw, "DEPTHWISE3", False)
+        mp.setattr(conv_nchw, "DEPTHWISE_MK", False)
+        planes, _ = _run(op_def, feeds, True, mp)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    assert np.isnan(got).any()
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(got, planes, rtol=1e-5, atol=1e-5)
