@@ -73,6 +73,12 @@ class _Pool(ConvPoolOp):
         r = len(geo.spatial)
         self._sp_axes = tuple(range(2, 2 + r)) if self.order == "NCHW" else tuple(range(1, 1 + r))
         self._global = self.spec.global_pooling
+        # One window covering the whole unpadded image (CIFAR ResNets' final 8x8 average pool) is a
+        # global pooling: one reduction over the spatial axes, not kh + kw - 2 passes per image
+        # (measured 0.84 ms against ONNX Runtime's 0.02 ms at batch 16).
+        whole = not geo.padded and tuple(geo.kernel) == tuple(geo.spatial) and all(o == 1 for o in geo.out)
+        if whole and self.kind in ("max", "avg") and not self.is_grad:
+            self._global = True
         self._xp = None
         self._sep = None
         sep = self.kind in ("max", "avg") and not self.is_grad and self.order == "NCHW" and r == 2

@@ -155,6 +155,32 @@ def test_global_pooling(op_type, order):
     assert_gradient_checks(op, [x], 0)
 
 
+@pytest.mark.parametrize("op_type", ["MaxPool", "AveragePool"])
+@pytest.mark.parametrize("order", ["NCHW", "NHWC"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_window_covering_the_whole_image_pools_globally(op_type, order, dtype):
+    """kernel == the image size, no padding (a CIFAR ResNet's final 8x8 pool): the one-reduction path
+    of global_pooling, equal to the loop reference and to the gradient check; NaN wins max pooling."""
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((3, 4, 8, 6)).astype(dtype)
+    x[1, 2, 3, 4] = np.nan
+    if order == "NHWC":
+        x = np.moveaxis(x, 1, -1).copy()
+    kind = "max" if op_type == "MaxPool" else "avg"
+    op = CreateOperator(op_type, ["X"], ["Y"], kernels=[8, 6], stride=2, order=order)
+    ref = pool_reference(x, kind, order, (8, 6), (2, 2), (1, 1), (0, 0), (0, 0), (1, 1))
+    want = ref
+    got = assert_reference_checks(op, [x], lambda x: want.astype(dtype), threshold=1e-5)
+    assert np.isnan(got[0]).sum() == 1 and got[0].shape == want.shape
+    ws = Workspace()
+    ws.feed_blob("X", x)
+    created = create_operator(op, ws)
+    created.run()
+    assert created._global
+    finite = np.nan_to_num(x, nan=0.5)
+    assert_gradient_checks(op, [finite], 0)
+
+
 def test_maxpool_integers_and_ties_multi_assign():
     x = np.array([[[[1, 5], [5, 2]]]], np.int32)
     op = CreateOperator("MaxPool", ["X"], ["Y"], kernel=2)
