@@ -1,8 +1,8 @@
 """ONNXMeanVarianceNormalization: ONNX's ``MeanVarianceNormalization`` (opset 13).
 
 ``Y = (X - mean) / (sqrt(mean(X^2) - mean^2) + 1e-9)``, the means taken over ``axes`` (default
-``[0, 2, 3]``), as ONNX's function body computes it. No gradient (an inference op of the ONNX
-backend).
+``[0, 2, 3]``), as ONNX's function body defines it; the variance is computed as mean((X - mean)^2),
+equal but without the float32 cancellation. No gradient (an inference op of the ONNX backend).
 """
 
 from __future__ import annotations
@@ -36,8 +36,11 @@ class ONNXMeanVarianceNormalization(Operator):
         ax = tuple(a % x.ndim for a in axes)
         with np.errstate(all="ignore"):
             mean = np.mean(x, axis=ax, keepdims=True)
-            std = np.sqrt(np.mean(np.square(x), axis=ax, keepdims=True) - np.square(mean))
-            self.output(0, x.shape, x.dtype)[...] = (x - mean) / (std + x.dtype.type(1e-9))
+            centered = x - mean
+            # mean((X - mean)^2): ONNX's mean(X^2) - mean^2 in float32 cancels to noise when the values
+            # lie close together (two values 1e-3 apart gave a 0.3% error)
+            std = np.sqrt(np.mean(np.square(centered), axis=ax, keepdims=True))
+            self.output(0, x.shape, x.dtype)[...] = centered / (std + x.dtype.type(1e-9))
 
 
 no_gradient("ONNXMeanVarianceNormalization")
