@@ -103,6 +103,16 @@ DEPTHWISE_MK = True
 # on 14x14 0.19-0.25x of window_jit.depthwise's time (its phase-plane fill was 90% of it), 116 on
 # 28x28 0.26-0.34x, 24 on 56x56 0.29-0.45x; stride 1 against direct_depthwise 0.68-0.95x.
 DEPTHWISE3 = True
+# Narrow outputs (at most CHANNEL_OW wide) of group-1 convs with windows of at least 2x2, at stride 1 or 2,
+# run with the output channels in the vector lanes (window_jit.channel_conv, channel_kernel.py), where
+# the kernels with pixels in the lanes waste them. Winograd keeps the 3x3 stride-1 convs it takes (half
+# the multiplies). Measured (1 thread, batch 1, bias + Relu, against the previous choice): 3x3 64 -> 64
+# on 8x8 0.78-0.80x, 128 -> 32 on 7x7 0.87-0.92x, 512 -> 512 on 7x7 0.87-1.0x, 256 -> 256 on 14x14
+# 0.84x; stride 2 (im2col or the phase-plane direct kernel before) 256 -> 512 onto 7x7 0.70-0.80x,
+# 128 -> 256 onto 14x14 0.80-0.91x, 16 -> 32 and 32 -> 64 onto 15x15 / 8x8 0.62-0.83x. Not taken: 15-wide
+# outputs (32 -> 32 on 15x15 1.07-1.13x: the direct kernel fills 15 of 16 lanes there), 1x1 convs
+# (0.88-1.58x against the 1x1 micro-kernel and OpenBLAS; 1.07-1.22x at stride 2).
+CHANNEL, CHANNEL_OW = True, 14
 
 
 def _taps(geo) -> list[tuple[tuple, tuple, bool]]:
@@ -148,11 +158,14 @@ def conv_kind(geo, c: int, m: int, group: int, dtype=np.float32, n: int = 1) -> 
     WINOGRAD_T tiles of the batch ``n``), 'direct' (see DIRECT_OW, DIRECT_K) or 'im2col'."""
     if geo.kernel == (1, 1) and geo.stride == (1, 1) and not geo.padded:
         return "pointwise"
+    narrow = CHANNEL and geo.out[1] <= CHANNEL_OW and min(geo.kernel) > 1 and window_jit.channel_fits(geo, dtype, group)
     if group > 1 and group == c == m:
         return "depthwise"
     wide = c >= WINOGRAD_C and m >= WINOGRAD_M and n * math.prod(winograd.tiles(geo)) >= WINOGRAD_T
     if WINOGRAD and wide and winograd.fits(geo, dtype, group):
         return "winograd"
+    if narrow:
+        return "channel"
     if geo.kernel == (3, 3):
         fits_direct = geo.stride == (1, 1) or (geo.stride == (2, 2) and m <= DIRECT_S2_M)
     else:  # larger windows over few channels (a net's first conv): im2col's columns are mostly copying
@@ -186,18 +199,22 @@ class ConvNCHW:
         self.jit_epilogue = np.dtype(dtype) == np.float32 and window_jit.available()
         # 1x1 convs on the direct micro-kernel (see POINTWISE_MK_C)
         self.mk = self.kind == "pointwise" and group == 1 and c <= POINTWISE_MK_C and self.jit_epilogue
+        if self.kind == "channel":
+            self.cplan = window_jit.channel_plan(geo, c, m)
         # Split images, except batch 1 with group 1: split output channels.
         self.by_image = n > 1 or threads == 1 or group != 1
         if self.by_image:
             parts = split(n, threads)
         elif self.kind == "direct" or self.mk:  # blocks of the micro-kernel's output channels
             parts = _split_aligned(m, threads, window_jit.direct_block_rows())
+        elif self.kind == "channel":  # panels of output channels
+            parts = split(self.cplan.mp // self.cplan.lanes, threads)
         else:
             parts = split(m, threads)
         self.parts = parts
         workers = len(parts)
         # A temporary for the GEMM result when the residual is the output buffer itself (in-place sum).
-        own_epilogue = self.jit or self.mk or self.kind in ("direct", "winograd")  # reads S before writing Y
+        own_epilogue = self.jit or self.mk or self.kind in ("direct", "winograd", "channel")  # reads S, then writes Y
         self.use_tmp = residual and inplace_residual and not own_epilogue
         # Scratch buffers are specs (key, shape, zero-filled); the buffers come from shared_scratch at run
         # time: one per running thread and key, shared by every conv of that geometry (see module doc).
@@ -230,10 +247,13 @@ class ConvNCHW:
             self.plan = window_jit.direct_plan(geo, c, m)
         # Kernels that can write into the channels moff: moff + M of a larger output (a concatenation's;
         # ConvFusion's out_channels), given y whole and no residual.
-        self.writes_slices = self.mk or (self.kind == "direct" and self.plan.wide is None)
+        self.writes_slices = self.mk or self.kind == "channel" or (self.kind == "direct" and self.plan.wide is None)
         self.moff = 0
         if self.kind == "winograd":
             self._winograd_specs(dt)
+            return
+        if self.kind == "channel":
+            self._channel_specs(dt)
             return
         for k, (lo, hi) in enumerate(parts):
             nb = min(hi - lo, self.chunk)
@@ -299,6 +319,19 @@ class ConvNCHW:
             self.last_specs[k] = (("buf", (2, 2 * tw), dt.str), (2, 2 * tw), False)
         self._transform = winograd.transform_filter
         self._u = allocate_array((16, m, c), dt)
+
+    def _channel_specs(self, dt) -> None:
+        """Scratch of the channel-lane kernel (window_jit.channel_conv), per worker: the image's
+        zero-bordered planes (zero-filled once, shared by the convs of this geometry and channel count)
+        and the blocks' output z (pixels by channels); the packed filter and the bias padded to whole
+        panels are the kernel's own."""
+        plan = self.cplan
+        for k in range(len(self.parts)):
+            self.pad_specs[k] = (("channel", self.geo, plan.planes, dt.str), plan.planes, True)
+            self.col_specs[k] = (("buf", plan.z, dt.str), plan.z, False)
+        self._transform = lambda w, out: window_jit.channel_pack(w, plan, out)
+        self._u = allocate_array((plan.mp * self.kg,), dt)
+        self._bp = allocate_array((plan.mp,), dt, zero_fill=True)
 
     def _scratch(self, k: int) -> tuple:
         """(columns, temporary, depthwise padded image) of worker slot ``k`` for the running thread."""
@@ -456,6 +489,17 @@ class ConvNCHW:
         b = b1.reshape(-1) if b1 is not None else self._zero_b
         i0, i1, m0, m1 = (lo, hi, 0, self.m) if self.by_image else (0, self.n, lo, hi)
         window_jit.direct(x, self._u, b, y, s, pad, runs, self.plan, self.relu, i0, i1, m0, m1, wide, self.moff)
+
+    def _channel(self, k, lo, hi, x, w, b1, y, s) -> None:
+        """Narrow outputs with the output channels in the vector lanes (window_jit.channel_conv):
+        images lo:hi, or output channel panels lo:hi at batch 1."""
+        z, _, planes, _ = self._scratch(k)
+        if b1 is not None:
+            np.copyto(self._bp[: self.m], b1.reshape(-1))
+        panels = self.cplan.mp // self.cplan.lanes
+        i0, i1, mb0, mb1 = (lo, hi, 0, panels) if self.by_image else (0, self.n, lo, hi)
+        args = (self._u, self._bp, y, s, planes, z, self.cplan, self.geo, self.relu, i0, i1, mb0, mb1, self.m)
+        window_jit.channel_conv(x, *args, self.moff)
 
     def _winograd(self, k, lo, hi, x, w, b1, y, s) -> None:
         """Winograd F(2x2, 3x3) of the batch's tile rows lo:hi, a block of them at a time: input

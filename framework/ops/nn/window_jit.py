@@ -298,6 +298,67 @@ def depthwise3(x, w, b, y, res, planes, geo, relu: bool, i0: int, i1: int) -> No
     _timed(d3._depthwise3, x, np.ascontiguousarray(w), b, y, res, planes, s, ph, pw, hq, wq, flags, i0, i1)
 
 
+class ChannelPlan(NamedTuple):
+    """What ``channel_conv`` needs of a conv geometry (channel_kernel.py), computed once."""
+
+    var: int  # register block variant: channel_kernel.BLOCKS[var] = (R, V)
+    rows: int  # R: output pixels of a row per block
+    lanes: int  # V * L: output channels per panel
+    mp: int  # output channels rounded up to whole panels
+    hq: int  # rows of a channel's zero-bordered plane
+    wq: int  # its row length
+    taps: np.ndarray  # plane offset of each window tap (int64)
+    planes: tuple  # (C, hq * wq + slack) scratch per worker
+    z: tuple  # (P, mp) scratch per worker: the blocks' output, pixels by channels
+
+
+def channel_fits(geo, dtype, group: int) -> bool:
+    """Whether ``channel_conv`` handles a conv: 2-D, group 1, strides 1 or 2, windows up to 11x11."""
+    return (
+        fits(geo, dtype) and group == 1 and len(geo.kernel) == 2 and geo.stride[0] in (1, 2) and max(geo.kernel) <= 11
+    )
+
+
+def channel_plan(geo, c: int, m: int) -> ChannelPlan:
+    """The ``ChannelPlan`` of a conv of ``c`` input and ``m`` output channels over ``geo``: the block
+    variant that wastes the fewest lane-steps (channels rounded up to panels x pixels to blocks)."""
+    from framework.ops.nn import channel_kernel as ck
+
+    (h, w), (kh, kw), (oh, ow), (ph, pw), s = geo.spatial, geo.kernel, geo.out, geo.head, geo.stride[0]
+
+    def cost(var):  # lane-steps x cycles per multiply-add (2 FMA ports; R + V loads at 2 per cycle; ~2 for the loop)
+        r, v = ck.BLOCKS[var]
+        per_fma = (max(r * v, r + v) / 2 + 2) / (r * v)
+        return ck.padded_channels(m, v) * -(-ow // r) * r * per_fma
+
+    var = min(range(len(ck.BLOCKS)), key=cost)
+    r, v = ck.BLOCKS[var]
+    hq, wq = max(ph + h, s * (oh - 1) + kh), max(pw + w, s * (ow - 1) + kw)
+    taps = np.array([a * wq + b for a in range(kh) for b in range(kw)], np.int64)
+    mp = ck.padded_channels(m, v)
+    return ChannelPlan(var, r, v * ck.L, mp, hq, wq, taps, (c, hq * wq + ck.SLACK), (oh * ow, mp))
+
+
+def channel_pack(w: np.ndarray, plan: ChannelPlan, out: np.ndarray) -> None:
+    """The filter (M, C, kh, kw) packed for ``channel_conv`` into ``out`` (plan.mp * C * kh * kw,)."""
+    from framework.ops.nn import channel_kernel as ck
+
+    ck.pack(w.reshape(w.shape[0], -1), plan.lanes // ck.L, out)
+
+
+def channel_conv(x, wp, b, y, res, planes, z, plan, geo, relu, i0, i1, mb0, mb1, m, moff=0) -> None:
+    """Group-1 conv (``channel_fits``) of images i0:i1, output channel panels mb0:mb1 (of plan.lanes
+    channels; ``m`` the filter's rows), into y[:, moff:]: ``wp`` from ``channel_pack``, ``b`` (plan.mp,)
+    (zeros past the filter's rows), ``planes`` / ``z`` of plan.planes / plan.z per worker (planes
+    zero-filled once); ``res`` may be None or ``y`` itself."""
+    from framework.ops.nn import channel_kernel as ck
+
+    x, res, flags = _mk_operands(x, y, res, relu)
+    (ph, pw), s = geo.head, geo.stride[0]
+    args = (x, wp, b, y, res, planes, plan.taps, s, ph, pw, plan.hq, plan.wq, flags, i0, i1, mb0, mb1, z, moff, m)
+    _timed(ck._conv, *args, plan.var, plan.rows, plan.lanes)
+
+
 _TAPS1 = np.zeros(1, np.int64)  # a 1x1 window's one tap
 
 
@@ -436,6 +497,11 @@ def warm_up() -> float:
     planes3 = np.zeros((2, depthwise3_planes(geo, 2)[2]), np.float32)
     depthwise3(x, np.zeros((2, 1, 3, 3), np.float32), zero_b, y, y, planes3, geo, True, 0, 1)
     pointwise(x, direct_pack(np.zeros((2, 2, 1, 1), np.float32)), zero_b, y, y, scratch, True, 0, 1, 0, 2, 64)
+    cplan = channel_plan(geo, 2, 2)
+    cw = np.zeros(cplan.mp * 18, np.float32)
+    cb = np.zeros(cplan.mp, np.float32)
+    cz = np.zeros(cplan.z, np.float32)
+    channel_conv(x, cw, cb, y, y, np.zeros(cplan.planes, np.float32), cz, cplan, geo, True, 0, 1, 0, 1, 2)
     from framework.ops.nn import winograd
 
     winograd.warm_up()

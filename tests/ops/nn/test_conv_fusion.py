@@ -142,6 +142,7 @@ def test_conv_fusion_matches_reference(threads, case, fusion):
 
 def test_conv_buffers_come_from_the_allocator_and_reruns_allocate_nothing(threads, monkeypatch):
     monkeypatch.setattr(conv_nchw, "DIRECT_OW", 1 << 30)  # im2col's columns (the direct kernel: test_window_jit)
+    monkeypatch.setattr(conv_nchw, "CHANNEL", False)
     ws = Workspace()
     rng = np.random.default_rng(0)
     ws.feed_blob("X", rng.standard_normal((2, 8, 12, 12)).astype(np.float32))
@@ -199,6 +200,7 @@ def test_depthwise_kernel_matches_reference(threads, stride, pad, n):
 
 def test_small_images_are_batched_into_one_gemm_and_column_buffers_are_shared(threads, monkeypatch):
     monkeypatch.setattr(conv_nchw, "DIRECT_OW", 1 << 30)  # im2col (these thin convs would run direct)
+    monkeypatch.setattr(conv_nchw, "CHANNEL", False)  # (or on the channel-lane kernel)
     rng = np.random.default_rng(3)
     ws = Workspace()
     x = rng.standard_normal((4, 5, 6, 6)).astype(np.float32)
@@ -236,6 +238,7 @@ def test_batched_gemm_in_chunks_with_a_smaller_last_chunk(threads, monkeypatch, 
 
     monkeypatch.setattr(conv_nchw, "BLOCK_BYTES", 2 * 4 * kernel * kernel * 25 * 4)  # 2 images per GEMM
     monkeypatch.setattr(conv_nchw, "POINTWISE_MK_C", 0)  # the GEMM path (the micro-kernel: test_window_jit)
+    monkeypatch.setattr(conv_nchw, "CHANNEL", False)  # im2col for the narrow 3x3 case too
     monkeypatch.setattr(conv_nchw, "DIRECT_OW", 1 << 30)
     rng = np.random.default_rng(5)
     x = rng.standard_normal((7, 4, 5, 5)).astype(np.float32)
@@ -259,9 +262,10 @@ def test_batched_gemm_in_chunks_with_a_smaller_last_chunk(threads, monkeypatch, 
     [
         (1, 0, 13, 16, True),  # 1x1 on the micro-kernel
         (3, 1, 13, 16, True),  # direct, rows written in place
-        (3, 1, 8, 16, False),  # direct on the wide layout: into its own output, then copied
-        (1, 0, 13, 160, False),  # 1x1 on OpenBLAS
-        (5, 2, 13, 128, False),  # im2col + GEMM
+        (3, 1, 8, 16, True),  # narrow: output channels in the lanes
+        (1, 0, 13, 160, False),  # 1x1 on OpenBLAS: into its own output, then copied
+        (5, 2, 13, 128, True),
+        (5, 2, 20, 128, False),  # im2col + GEMM
         (3, 0, 15, 4, True),
     ],
 )

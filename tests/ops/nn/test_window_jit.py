@@ -9,7 +9,7 @@ import os
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from framework.core import CreateOperator
@@ -198,6 +198,7 @@ def test_direct_conv_matches_reference_and_numpy_path(case, fusion, bias, band, 
         if fusion == 3:
             want = np.where(want < 0, 0, want)
     with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(conv_nchw, "CHANNEL", False)  # narrow outputs on the direct kernel too (channel: below)
         if band:
             mp.setattr(window_jit, "BAND_BYTES", band)
         got, op = _run(op_def, feeds, True, mp)
@@ -211,18 +212,75 @@ def test_direct_conv_matches_reference_and_numpy_path(case, fusion, bias, band, 
     np.testing.assert_allclose(got, plain, rtol=1e-4, atol=1e-4)
 
 
+@st.composite
+def channel_cases(draw):
+    """Group-1 convs the channel-lane kernel takes: windows 2x2 to 5x5 (also not square), stride 1 or
+    2, pads up to 2 per side, outputs 1 to 14 wide (blocks of 7, 8 or 14 pixels, partial ones), M not a
+    multiple of a panel (16, 32 or 48 channels)."""
+    kh, kw = draw(st.integers(2, 5)), draw(st.integers(2, 5))
+    pads = draw(st.lists(st.integers(0, 2), min_size=4, max_size=4))
+    s = draw(st.sampled_from([1, 2]))
+    ow = draw(st.integers(1, 14))
+    w = (ow - 1) * s + kw - pads[1] - pads[3]
+    h = draw(st.integers(max(1, kh - pads[0] - pads[2]), 10))
+    assume(w >= 1)
+    n, c, m = draw(st.integers(1, 3)), draw(st.integers(1, 12)), draw(st.integers(1, 70))
+    return dict(n=n, c=c, m=m, h=h, w=w, pads=pads, stride=s, kernels=[kh, kw])
+
+
+@given(case=channel_cases(), fusion=st.sampled_from([0, 1, 2, 3]), bias=st.booleans(), seed=st.integers(0, 2**31 - 1))
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_channel_conv_matches_reference_and_numpy_path(threads, case, fusion, bias, seed):  # noqa: F811
+    """The channel-lane kernel (window_jit.channel_conv) against the float64 reference and im2col +
+    GEMM, every fusion type, NaN through Relu, 1 and 2 threads (images or channel panels split)."""
+    rng = np.random.default_rng(seed)
+    n, c, m, pads, s = case["n"], case["c"], case["m"], case["pads"], case["stride"]
+    kh, kw = case["kernels"]
+    x = rng.standard_normal((n, c, case["h"], case["w"])).astype(np.float32)
+    x[0, 0, 0, 0] = np.nan
+    w = rng.standard_normal((m, c, kh, kw)).astype(np.float32)
+    b = rng.standard_normal(m).astype(np.float32) if bias else None
+    want = _ref_padded(x, w, b, pads, s)
+    feeds = {"X": x, "W": w} | ({"b": b} if bias else {})
+    ins = ["X", "W"] + (["b"] if bias else [])
+    kw_args = dict(kernels=[kh, kw], pads=pads, stride=s)
+    if fusion == 0:
+        op_def = CreateOperator("Conv", ins, ["Y"], **kw_args)
+    elif fusion == 1:
+        op_def = CreateOperator("ConvFusion", ins, ["Y"], fusion_type=1, **kw_args)
+        want = np.where(want < 0, 0, want)
+    else:
+        feeds["S"] = rng.standard_normal(want.shape).astype(np.float32)
+        op_def = CreateOperator("ConvFusion", [*ins, "S"], ["S"], fusion_type=fusion, **kw_args)
+        want = want + feeds["S"]
+        if fusion == 3:
+            want = np.where(want < 0, 0, want)
+    with pytest.MonkeyPatch.context() as mp:
+        got, op = _run(op_def, feeds, True, mp)
+        assert op._kernel.kind == "channel"
+        plain, op2 = _run(op_def, feeds, False, mp)
+        assert op2._kernel.kind == "im2col"
+        rep = memory_reporter()
+        n0 = rep.allocations
+        op.run()  # a rerun allocates nothing (an in-place sum adds S again: its values are not checked)
+        assert rep.allocations == n0
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(got, plain, rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize(
     "n, c, m, size, kind",
     [
         (16, 16, 16, 32, "direct"),  # CIFAR ResNet-20's convs
-        (1, 32, 32, 17, "direct"),
-        (16, 64, 64, 10, "direct"),
+        (1, 32, 32, 17, "direct"),  # 15 wide: the direct kernel fills 15 of 16 lanes
+        (16, 64, 64, 10, "channel"),  # 8 wide: output channels in the lanes
         (16, 128, 32, 56, "direct"),  # DenseNet-121's 128 -> 32: too few outputs for Winograd
-        (1, 256, 256, 16, "direct"),  # 49 tiles: too few for Winograd
+        (1, 256, 256, 16, "channel"),  # 49 tiles: too few for Winograd
         (16, 256, 256, 16, "winograd"),
-        (16, 128, 32, 9, "direct"),  # 7x7 outputs: on the wide layout
-        (16, 128, 32, 6, "im2col"),  # 4x4 outputs
-        (1, 128, 32, 6, "im2col"),
+        (16, 128, 32, 9, "channel"),  # 7x7 outputs
+        (16, 128, 32, 6, "channel"),  # 4x4 outputs
+        (1, 128, 32, 6, "channel"),
     ],
 )
 def test_direct_conv_chosen_by_output_width(n, c, m, size, kind):
@@ -335,13 +393,14 @@ def test_pool_jit_matches_reference_and_numpy_path(kind, stride, pads, size, inc
 
 
 @pytest.mark.parametrize("batch", [4, 1])
-def test_jit_kernels_rerun_without_allocating(threads, batch):  # noqa: F811
-    """Depthwise, direct (images split over the threads, or output channels at batch 1; an in-place
-    residual) and pooling kernels run again without allocating."""
+@pytest.mark.parametrize("size, kind", [(20, "direct"), (9, "channel")])
+def test_jit_kernels_rerun_without_allocating(threads, batch, size, kind):  # noqa: F811
+    """Depthwise, direct or channel-lane (images split over the threads, or output channels at batch 1;
+    an in-place residual) and pooling kernels run again without allocating."""
     rng = np.random.default_rng(0)
     ws = Workspace()
-    c = 16  # two blocks of the direct micro-kernel's 8 output channels: split at batch 1 on 2 threads
-    ws.feed_blob("X", rng.standard_normal((batch, c, 9, 9)).astype(np.float32))
+    c = 64  # several blocks (panels) of output channels: split at batch 1 on 2 threads
+    ws.feed_blob("X", rng.standard_normal((batch, c, size, size)).astype(np.float32))
     ws.feed_blob("W", rng.standard_normal((c, 1, 3, 3)).astype(np.float32))
     ws.feed_blob("W2", rng.standard_normal((c, c, 3, 3)).astype(np.float32))
     fuse = dict(kernel=3, pad=1, fusion_type=3)
@@ -355,7 +414,7 @@ def test_jit_kernels_rerun_without_allocating(threads, batch):  # noqa: F811
         for op in ops:
             op.run()
     assert ops[0]._kernel.jit
-    assert ops[1]._kernel.kind == ops[2]._kernel.kind == "direct"
+    assert ops[1]._kernel.kind == ops[2]._kernel.kind == kind
     assert len(ops[1]._kernel.parts) == threads
     rep = memory_reporter()
     before = rep.allocations
@@ -428,7 +487,11 @@ def test_micro_kernel_with_8_lanes_matches_reference():
         from tests.ops.nn.test_conv_fusion import ref_conv
         assert microkernel.L == 8 and microkernel.R == 6
         rng = np.random.default_rng(0)
-        for k, pad, stride, size, m in ((3, 1, 1, 20, 13), (3, 1, 2, 23, 7), (3, 0, 1, 11, 6), (1, 0, 1, 9, 14)):
+        from framework.ops.nn import channel_kernel
+        assert channel_kernel.L == 8
+        kinds = set()
+        cases = ((3, 1, 1, 20, 13), (3, 1, 2, 23, 7), (3, 0, 1, 11, 6), (1, 0, 1, 9, 14), (3, 1, 2, 13, 20))
+        for k, pad, stride, size, m in cases + ((2, 0, 1, 8, 9),):
             x = rng.standard_normal((2, 5, size, size)).astype(np.float32)
             w = rng.standard_normal((m, 5, k, k)).astype(np.float32)
             b = rng.standard_normal(m).astype(np.float32)
@@ -440,9 +503,11 @@ def test_micro_kernel_with_8_lanes_matches_reference():
             )
             op = create_operator(op_def, ws)
             op.run()
-            assert op._kernel.kind == "direct" or op._kernel.mk, op._kernel.kind
+            assert op._kernel.kind in ("direct", "channel") or op._kernel.mk, op._kernel.kind
+            kinds.add(op._kernel.kind)
             want = np.maximum(ref_conv(x.astype(np.float64), w, b, stride, pad, 1), 0)
             np.testing.assert_allclose(ws.fetch_blob("Y"), want, rtol=1e-4, atol=1e-4)
+        assert kinds == {"direct", "channel", "pointwise"}, kinds
         x = rng.standard_normal((2, 5, 19, 19)).astype(np.float32)
         for k, stride, kind in ((3, 1, "dw3"), (3, 2, "dw3"), (5, 1, "dmk")):
             w = rng.standard_normal((5, 1, k, k)).astype(np.float32)

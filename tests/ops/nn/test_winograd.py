@@ -177,9 +177,9 @@ def test_winograd_reruns_without_allocating(threads, any_size):  # noqa: F811
         (1, 128, 128, 30, "winograd"),  # ResNet-50's 28x28 stage: 196 tiles
         (16, 256, 256, 15, "winograd"),  # AlexNet's 13x13 convs at batch 16
         (16, 512, 512, 9, "winograd"),  # ResNet-50's 7x7 stage at batch 16
-        (16, 128, 32, 16, "direct"),  # DenseNet-121's 128 -> 32: too few outputs
-        (1, 256, 256, 16, "direct"),  # 49 tiles: too few columns for the 16 GEMMs
-        (16, 64, 64, 10, "direct"),  # CIFAR ResNet-20's 64-channel stage: too thin
+        (16, 128, 32, 16, "channel"),  # DenseNet-121's 128 -> 32: too few outputs
+        (1, 256, 256, 16, "channel"),  # 49 tiles: too few columns for the 16 GEMMs
+        (16, 64, 64, 10, "channel"),  # CIFAR ResNet-20's 64-channel stage: too thin
         (16, 16, 16, 32, "direct"),
     ],
 )
