@@ -2,14 +2,15 @@
 register block (a numba ``intrinsic``) holding V vectors of L output channels for R output pixels of
 one row, over K = C x window taps; per step V vector loads of the packed filter and R broadcasts of
 input cells (pixel j of the block reads its image plane at j * stride: no phase planes at stride 2).
+The epilogue adds the bias, the residual (a masked gather) and the Relu on the registers and
+scatters each vector's lanes to their channels' rows of the NCHW output.
 
 microkernel.py puts output pixels in the lanes: a row narrower than a vector wastes lanes (7x7
 outputs: 49 of 64 lanes in two runs, plus a pass copying the valid columns out of the wide layout).
-Here the lanes are always full (M a multiple of L) and a block is one output row or a part of it.
-The block writes z (P, Mp), pixels by channels, with the bias; ``_conv`` then copies z into the
-NCHW output with the residual and Relu (``_out``). Measured (1 thread, batch 1, bias + Relu, against
-the kernels conv_kind chose before): 3x3 512 -> 512 on 7x7 0.80-0.85x, 128 -> 32 on 7x7 0.68-0.86x,
-1x1 512 -> 2048 on 7x7 0.79x (OpenBLAS's GEMM and the epilogue pass), 232 -> 232 on 7x7 0.77x.
+Here the lanes are full (M a multiple of V*L) and a block is one output row or a part of it.
+Measured (1 thread, batch 1, bias + Relu, against the kernels conv_kind chose before): see
+conv_nchw.CHANNEL. Writing the blocks into a (pixels, channels) scratch and transposing it in a
+second pass cost 13-23% of the small convs' time (64 -> 64 on 8x8, SqueezeNet's 13x13 expand convs).
 
 Imported only when first needed (window_jit.channel_conv).
 """
@@ -24,7 +25,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from framework.ops.nn import simd_ir
-from framework.ops.nn.simd_ir import VEC, L, const, function, splat
+from framework.ops.nn.simd_ir import I1, I32, I64, VEC, L, const, function, splat
 from framework.ops.nn.window_kernels import _direct_fill
 
 _jit = numba.njit(cache=simd_ir.CACHE, fastmath={"contract"}, nogil=True, boundscheck=False)
@@ -37,20 +38,29 @@ SLACK = 2 * 14 + 16  # plane cells a block may read past the last row (pixels be
 
 
 def _make_block(R: int, V: int, S: int):  # noqa: N803  (as in the module doc)
-    def block(typingctx, wp, w0, planes, cstride, taps, c, xb, n, z, z0, ldz, b, m0):
-        sig = types.void(wp, w0, planes, cstride, taps, c, xb, n, z, z0, ldz, b, m0)
+    def block(typingctx, wp, w0, planes, cstride, taps, c, xb, n, y, y0, ld, mlim, b, m0, res, flags):
+        sig = types.void(wp, w0, planes, cstride, taps, c, xb, n, y, y0, ld, mlim, b, m0, res, flags)
 
         def codegen(context, builder, signature, args):
-            wp_v, w0_v, pl_v, cs_v, taps_v, c_v, xb_v, n_v, z_v, z0_v, ldz_v, b_v, m0_v = args
+            wp_v, w0_v, pl_v, cs_v, taps_v, c_v, xb_v, n_v, y_v, y0_v, ld_v, mlim_v, b_v, m0_v, res_v, flags_v = args
             tys = signature.args
 
             def data(i):
                 return context.make_array(tys[i])(context, builder, args[i]).data
 
-            wd, pd, td, zd, bd = data(0), data(2), data(4), data(8), data(11)
+            wd, pd, td, yd, bd, rd = data(0), data(2), data(4), data(8), data(12), data(14)
             ntap = builder.extract_value(context.make_array(tys[4])(context, builder, taps_v).shape, 0)
-            fma = function(builder.module, f"llvm.fma.v{L}f32", ir.FunctionType(VEC, [VEC, VEC, VEC]))
+            module = builder.module
+            fma = function(module, f"llvm.fma.v{L}f32", ir.FunctionType(VEC, [VEC, VEC, VEC]))
+            ptrs_t, mty = ir.VectorType(ir.PointerType(), L), ir.VectorType(I1, L)
+            scatter = function(
+                module, f"llvm.masked.scatter.v{L}f32.v{L}p0", ir.FunctionType(ir.VoidType(), [VEC, ptrs_t, I32, mty])
+            )
+            gather = function(
+                module, f"llvm.masked.gather.v{L}f32.v{L}p0", ir.FunctionType(VEC, [ptrs_t, I32, mty, VEC])
+            )
             zero = ir.Constant(VEC, [0.0] * L)
+            align = ir.Constant(I32, 4)
 
             def vload(ptr, at):
                 return builder.load(builder.bitcast(builder.gep(ptr, [at]), VEC.as_pointer()), align=4)
@@ -68,21 +78,36 @@ def _make_block(R: int, V: int, S: int):  # noqa: N803  (as in the module doc)
                         for v in range(V):
                             builder.store(builder.call(fma, [a, fv[v], builder.load(accs[r][v])]), accs[r][v])
                     builder.store(builder.add(wrow, const(V * L)), kk)
-            bias = [vload(bd, builder.add(m0_v, const(v * L))) for v in range(V)]
-            for r in range(R):
-                with builder.if_then(builder.icmp_signed("<", const(r), n_v)):
-                    row = builder.add(builder.mul(builder.add(z0_v, const(r)), ldz_v), m0_v)
-                    for v in range(V):
-                        val = builder.fadd(builder.load(accs[r][v]), bias[v])
-                        out = builder.gep(zd, [builder.add(row, const(v * L))])
-                        builder.store(val, builder.bitcast(out, VEC.as_pointer()), align=4)
+            # epilogue: channel lane l of vector v is output channel m0 + v*L + l, ld apart in y
+            i64v = ir.VectorType(I64, L)
+            lanes = ir.Constant(i64v, list(range(L)))
+            has_r = builder.icmp_signed("!=", builder.and_(flags_v, const(2)), const(0))
+            relu = builder.icmp_signed("!=", builder.and_(flags_v, const(4)), const(0))
+            ybase = builder.ptrtoint(builder.gep(yd, [y0_v]), I64)
+            rbase = builder.ptrtoint(builder.gep(rd, [y0_v]), I64)
+            for v in range(V):
+                chans = builder.add(lanes, splat(builder, const(v * L), i64v))
+                mask = builder.icmp_signed("<", chans, splat(builder, mlim_v, i64v))
+                rmask = builder.and_(mask, splat(builder, has_r, mty))
+                bytes_ = builder.mul(chans, splat(builder, builder.mul(ld_v, const(4)), i64v))
+                bias = vload(bd, builder.add(m0_v, const(v * L)))
+                for r in range(R):
+                    with builder.if_then(builder.icmp_signed("<", const(r), n_v)):
+                        offs = builder.add(bytes_, splat(builder, const(4 * r), i64v))
+                        yp = builder.inttoptr(builder.add(offs, splat(builder, ybase, i64v)), ptrs_t)
+                        rp = builder.inttoptr(builder.add(offs, splat(builder, rbase, i64v)), ptrs_t)
+                        val = builder.fadd(builder.load(accs[r][v]), bias)
+                        val = builder.fadd(val, builder.call(gather, [rp, align, rmask, zero]))
+                        val = builder.select(relu, builder.select(builder.fcmp_ordered("<", val, zero), zero, val), val)
+                        builder.call(scatter, [val, yp, align, mask])
             return context.get_dummy_value()
 
         return sig, codegen
 
-    block.__doc__ = f"""z[(z0 + j) * ldz + m0 + lane] (j < n <= {R}) = the conv of output pixel j of the block for
-    {V * L} output channels from m0 + b[m0 + lane]: pixel j reads planes[ch * cstride + xb + {S} * j + taps[t]]
-    for input channel ch < c, tap t; the filter's vectors from wp[w0] on, {V * L} per (ch, tap)."""
+    block.__doc__ = f"""y[y0 + (v*L + l) * ld + j] for pixel j < n <= {R} of the block and channel lane v*L + l < mlim
+    ({V} vectors of L) = the conv of output channel m0 + v*L + l (+ b[m0 + v*L + l]) (+ res at the same index
+    when flags & 2) (Relu when flags & 4: "0 if v < 0 else v"): pixel j reads planes[ch * cstride + xb +
+    {S} * j + taps[t]] for input channel ch < c, tap t; the filter's vectors from wp[w0] on, V*L per (ch, tap)."""
     return intrinsic(block)
 
 
@@ -108,68 +133,50 @@ def padded_channels(m: int, v: int) -> int:
 
 
 @_jit
-def _run_block(var, s, wp, w0, pf, cstride, taps, c, xb, n, zf, z0, ldz, b, m0):  # pragma: no cover
+def _run_block(var, s, wp, w0, pf, cstride, taps, c, xb, n, yf, y0, ld, mlim, b, m0, rf, flags):  # pragma: no cover
     """The register block of variant ``var`` (an index into BLOCKS) at stride s (1 or 2)."""
     k = 2 * var + s - 1
     if k == 0:
-        _b0(wp, w0, pf, cstride, taps, c, xb, n, zf, z0, ldz, b, m0)
+        _b0(wp, w0, pf, cstride, taps, c, xb, n, yf, y0, ld, mlim, b, m0, rf, flags)
     elif k == 1:
-        _b1(wp, w0, pf, cstride, taps, c, xb, n, zf, z0, ldz, b, m0)
+        _b1(wp, w0, pf, cstride, taps, c, xb, n, yf, y0, ld, mlim, b, m0, rf, flags)
     elif k == 2:
-        _b2(wp, w0, pf, cstride, taps, c, xb, n, zf, z0, ldz, b, m0)
+        _b2(wp, w0, pf, cstride, taps, c, xb, n, yf, y0, ld, mlim, b, m0, rf, flags)
     elif k == 3:
-        _b3(wp, w0, pf, cstride, taps, c, xb, n, zf, z0, ldz, b, m0)
+        _b3(wp, w0, pf, cstride, taps, c, xb, n, yf, y0, ld, mlim, b, m0, rf, flags)
     elif k == 4:
-        _b4(wp, w0, pf, cstride, taps, c, xb, n, zf, z0, ldz, b, m0)
+        _b4(wp, w0, pf, cstride, taps, c, xb, n, yf, y0, ld, mlim, b, m0, rf, flags)
     elif k == 5:
-        _b5(wp, w0, pf, cstride, taps, c, xb, n, zf, z0, ldz, b, m0)
+        _b5(wp, w0, pf, cstride, taps, c, xb, n, yf, y0, ld, mlim, b, m0, rf, flags)
     elif k == 6:
-        _b6(wp, w0, pf, cstride, taps, c, xb, n, zf, z0, ldz, b, m0)
+        _b6(wp, w0, pf, cstride, taps, c, xb, n, yf, y0, ld, mlim, b, m0, rf, flags)
     else:
-        _b7(wp, w0, pf, cstride, taps, c, xb, n, zf, z0, ldz, b, m0)
+        _b7(wp, w0, pf, cstride, taps, c, xb, n, yf, y0, ld, mlim, b, m0, rf, flags)
 
 
 @_jit
-def _out(z, y, res, i, m0, m1, moff, flags):  # pragma: no cover - compiled
-    """y[i, moff + m] = z[:, m] (+ res[i, moff + m] when flags & 2) (Relu when flags & 4: "0 if v < 0
-    else v") for m in m0:m1, a tile of 16 channels by the image's pixels at a time."""
-    p = y.shape[2] * y.shape[3]
-    yi = y[i].reshape(y.shape[1], p)
-    ri = res[i].reshape(res.shape[1], p)
-    has_r, relu = (flags & 2) != 0, (flags & 4) != 0
-    zero = np.float32(0)
-    for t0 in range(m0, m1, 16):
-        t1 = min(m1, t0 + 16)
-        for q in range(p):
-            for mo in range(t0, t1):
-                v = z[q, mo]
-                if has_r:
-                    v += ri[moff + mo, q]
-                if relu and v < zero:
-                    v = zero
-                yi[moff + mo, q] = v
-
-
-@_jit
-def _conv(x, wp, b, y, res, planes, taps, s, ph, pw, hq, wq, flags, i0, i1, mb0, mb1, z, moff, m, var, rr, vl):  # noqa: E501  # pragma: no cover
+def _conv(x, wp, b, y, res, planes, taps, s, ph, pw, hq, wq, flags, i0, i1, mb0, mb1, moff, m, var, rr, vl):  # noqa: E501  # pragma: no cover
     """y[i, moff + mb0*vl : moff + min(mb1*vl, m)] for images i0:i1 (m the filter's rows): per image its
     zero-bordered planes (C, >= hq * wq + SLACK; only the image's cells written), then per channel
     panel (vl = V * L channels), output row and block of ``rr`` pixels of it the register block
-    ``var`` into z (P, >= Mp), then z into y (``_out``). ``taps`` the plane offset of each window tap
-    (a * wq + b)."""
+    ``var``, which writes y (and reads the residual ``res``, y itself without one) in place.
+    ``taps`` the plane offset of each window tap (a * wq + b)."""
     c = x.shape[1]
-    oh, ow = y.shape[2], y.shape[3]
+    mt, oh, ow = y.shape[1], y.shape[2], y.shape[3]
+    p = oh * ow
     k = c * taps.shape[0]
-    pf, zf = planes.reshape(-1), z.reshape(-1)
-    cstride, ldz = planes.shape[1], z.shape[1]
+    pf, yf, rf = planes.reshape(-1), y.reshape(-1), res.reshape(-1)
+    cstride = planes.shape[1]
     for i in range(i0, i1):
         _direct_fill(x, i, planes, 1, ph, pw, hq, wq)
         for mb in range(mb0, mb1):
             w0 = mb * k * vl
+            m0 = mb * vl
+            ybase = (i * mt + moff + m0) * p
             for r in range(oh):
                 for q0 in range(0, ow, rr):
                     n = min(rr, ow - q0)
                     xb = s * (r * wq + q0)
-                    _run_block(var, s, wp, w0, pf, cstride, taps, c, xb, n, zf, r * ow + q0, ldz, b, mb * vl)
-        _out(z, y, res, i, mb0 * vl, min(mb1 * vl, m), moff, flags)
+                    y0 = ybase + r * ow + q0
+                    _run_block(var, s, wp, w0, pf, cstride, taps, c, xb, n, yf, y0, p, m - m0, b, m0, rf, flags)
     return 0

@@ -322,13 +322,11 @@ class ConvNCHW:
 
     def _channel_specs(self, dt) -> None:
         """Scratch of the channel-lane kernel (window_jit.channel_conv), per worker: the image's
-        zero-bordered planes (zero-filled once, shared by the convs of this geometry and channel count)
-        and the blocks' output z (pixels by channels); the packed filter and the bias padded to whole
-        panels are the kernel's own."""
+        zero-bordered planes (zero-filled once, shared by the convs of this geometry and channel
+        count); the packed filter and the bias padded to whole panels are the kernel's own."""
         plan = self.cplan
         for k in range(len(self.parts)):
             self.pad_specs[k] = (("channel", self.geo, plan.planes, dt.str), plan.planes, True)
-            self.col_specs[k] = (("buf", plan.z, dt.str), plan.z, False)
         self._transform = lambda w, out: window_jit.channel_pack(w, plan, out)
         self._u = allocate_array((plan.mp * self.kg,), dt)
         self._bp = allocate_array((plan.mp,), dt, zero_fill=True)
@@ -493,12 +491,12 @@ class ConvNCHW:
     def _channel(self, k, lo, hi, x, w, b1, y, s) -> None:
         """Narrow outputs with the output channels in the vector lanes (window_jit.channel_conv):
         images lo:hi, or output channel panels lo:hi at batch 1."""
-        z, _, planes, _ = self._scratch(k)
+        planes = self._scratch(k)[2]
         if b1 is not None:
             np.copyto(self._bp[: self.m], b1.reshape(-1))
         panels = self.cplan.mp // self.cplan.lanes
         i0, i1, mb0, mb1 = (lo, hi, 0, panels) if self.by_image else (0, self.n, lo, hi)
-        args = (self._u, self._bp, y, s, planes, z, self.cplan, self.geo, self.relu, i0, i1, mb0, mb1, self.m)
+        args = (self._u, self._bp, y, s, planes, self.cplan, self.geo, self.relu, i0, i1, mb0, mb1, self.m)
         window_jit.channel_conv(x, *args, self.moff)
 
     def _winograd(self, k, lo, hi, x, w, b1, y, s) -> None:

@@ -309,7 +309,6 @@ class ChannelPlan(NamedTuple):
     wq: int  # its row length
     taps: np.ndarray  # plane offset of each window tap (int64)
     planes: tuple  # (C, hq * wq + slack) scratch per worker
-    z: tuple  # (P, mp) scratch per worker: the blocks' output, pixels by channels
 
 
 def channel_fits(geo, dtype, group: int) -> bool:
@@ -336,7 +335,7 @@ def channel_plan(geo, c: int, m: int) -> ChannelPlan:
     hq, wq = max(ph + h, s * (oh - 1) + kh), max(pw + w, s * (ow - 1) + kw)
     taps = np.array([a * wq + b for a in range(kh) for b in range(kw)], np.int64)
     mp = ck.padded_channels(m, v)
-    return ChannelPlan(var, r, v * ck.L, mp, hq, wq, taps, (c, hq * wq + ck.SLACK), (oh * ow, mp))
+    return ChannelPlan(var, r, v * ck.L, mp, hq, wq, taps, (c, hq * wq + ck.SLACK))
 
 
 def channel_pack(w: np.ndarray, plan: ChannelPlan, out: np.ndarray) -> None:
@@ -346,16 +345,16 @@ def channel_pack(w: np.ndarray, plan: ChannelPlan, out: np.ndarray) -> None:
     ck.pack(w.reshape(w.shape[0], -1), plan.lanes // ck.L, out)
 
 
-def channel_conv(x, wp, b, y, res, planes, z, plan, geo, relu, i0, i1, mb0, mb1, m, moff=0) -> None:
+def channel_conv(x, wp, b, y, res, planes, plan, geo, relu, i0, i1, mb0, mb1, m, moff=0) -> None:
     """Group-1 conv (``channel_fits``) of images i0:i1, output channel panels mb0:mb1 (of plan.lanes
     channels; ``m`` the filter's rows), into y[:, moff:]: ``wp`` from ``channel_pack``, ``b`` (plan.mp,)
-    (zeros past the filter's rows), ``planes`` / ``z`` of plan.planes / plan.z per worker (planes
-    zero-filled once); ``res`` may be None or ``y`` itself."""
+    (zeros past the filter's rows), ``planes`` of plan.planes per worker (zero-filled once); ``res``
+    may be None or ``y`` itself."""
     from framework.ops.nn import channel_kernel as ck
 
     x, res, flags = _mk_operands(x, y, res, relu)
     (ph, pw), s = geo.head, geo.stride[0]
-    args = (x, wp, b, y, res, planes, plan.taps, s, ph, pw, plan.hq, plan.wq, flags, i0, i1, mb0, mb1, z, moff, m)
+    args = (x, wp, b, y, res, planes, plan.taps, s, ph, pw, plan.hq, plan.wq, flags, i0, i1, mb0, mb1, moff, m)
     _timed(ck._conv, *args, plan.var, plan.rows, plan.lanes)
 
 
@@ -500,8 +499,7 @@ def warm_up() -> float:
     cplan = channel_plan(geo, 2, 2)
     cw = np.zeros(cplan.mp * 18, np.float32)
     cb = np.zeros(cplan.mp, np.float32)
-    cz = np.zeros(cplan.z, np.float32)
-    channel_conv(x, cw, cb, y, y, np.zeros(cplan.planes, np.float32), cz, cplan, geo, True, 0, 1, 0, 1, 2)
+    channel_conv(x, cw, cb, y, y, np.zeros(cplan.planes, np.float32), cplan, geo, True, 0, 1, 0, 1, 2)
     from framework.ops.nn import winograd
 
     winograd.warm_up()
