@@ -1,6 +1,6 @@
 """Forward kernels of 2-D NCHW convolution without needless copies (used by Conv and ConvFusion).
 
-Five kernels, picked once per input signature (``conv_kind``, by the measured rules below):
+Six kernels, picked once per input signature (``conv_kind``, by the measured rules below):
 
 - ``pointwise`` (1x1, stride 1, no padding): in NCHW each image already is the GEMM operand
   (C, H*W), so Y[i] = W (M, C) @ X[i] with no copy at all; groups as one batched matmul. Up to
@@ -10,13 +10,17 @@ Five kernels, picked once per input signature (``conv_kind``, by the measured ru
   epilogue on its registers; every 3x3 conv at stride 1 (stride 2 up to DIRECT_S2_M outputs) that
   Winograd does not take, and larger windows over few channels (DIRECT_K).
 - ``winograd`` (3x3 stride 1, wide, float32, with numba): Winograd's F(2x2, 3x3) (winograd.py).
+- ``channel`` (group 1, float32, with numba): narrow outputs (at most CHANNEL_OW wide) of 2x2 and
+  larger windows at stride 1 or 2 with the output channels in the vector lanes
+  (``window_jit.channel_conv``, channel_kernel.py), where ``direct`` would waste its pixel lanes.
 - ``im2col``: columns (C, kh, kw, OH, OW) of one image filled straight from the unpadded input, one
   strided copy per kernel tap over the window's valid region; the border cells that fall in the
   padding are zero from the buffer's creation and never written, so padding costs nothing per run.
   Then one GEMM per image (per group: one batched matmul). What is left: float64, groups, dilation,
-  the stride-2 3x3 convs with many outputs, 5x5 over many channels.
-- ``depthwise`` (group = C = M): with numba (float32, dilation 1), the compiled kernel of
-  ``window_jit`` (2-4x faster; at stride 1 the micro-kernel's one-row block, DEPTHWISE_MK);
+  the stride-2 3x3 convs with many outputs onto wide images, 5x5 over many channels, 1x1 at stride 2.
+- ``depthwise`` (group = C = M): with numba (float32, dilation 1), the compiled kernels of
+  ``window_jit`` (2-4x faster; 3x3 at stride 1 and 2 ``depthwise3``, DEPTHWISE3; other windows at
+  stride 1 the micro-kernel's one-row block, DEPTHWISE_MK);
   otherwise per image, columns from a zero-bordered copy of the image and one batched matmul over
   the channels (1.5x faster at batch 16 than the whole batch at once).
 

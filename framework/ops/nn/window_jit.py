@@ -29,7 +29,11 @@ where the previous numba loops, accumulating in L1, ran 40-60). Output rows of a
 DIRECT_WIDE_OW pixels are written straight into y, in runs of 32; narrower outputs run over the wide
 layout into a scratch whose valid columns are then copied. ``pointwise`` runs 1x1 convs on the same
 micro-kernel, each image read in place; ``direct_depthwise`` runs stride-1 depthwise convs on a
-one-row block of it over each channel's own planes. conv_nchw.conv_kind says where each is used, with the
+one-row block of it over each channel's own planes. Three more LLVM IR kernels: ``channel_conv``
+(channel_kernel.py) for narrow outputs, with the output channels in the vector lanes and the
+pixels broadcast; ``depthwise3`` (depthwise3.py) for 3x3 depthwise convs at stride 1 and 2, L outputs
+of a row per step (stride 2 split into even and odd columns by a shuffle); and the 3-wide stride-2
+column step of ``max_pool`` (pool_columns.py). conv_nchw.conv_kind says where each is used, with the
 measurements.
 
 Two one-pass elementwise kernels serve the GEMM convs and SpatialBN, where numpy needs a pass per
