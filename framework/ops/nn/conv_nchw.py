@@ -12,7 +12,8 @@ Six kernels, picked once per input signature (``conv_kind``, by the measured rul
 - ``winograd`` (3x3 stride 1, wide, float32, with numba): Winograd's F(2x2, 3x3) (winograd.py).
 - ``channel`` (group 1, float32, with numba): narrow outputs (at most CHANNEL_OW wide) of 2x2 and
   larger windows at stride 1 or 2 with the output channels in the vector lanes
-  (``window_jit.channel_conv``, channel_kernel.py), where ``direct`` would waste its pixel lanes.
+  (``window_jit.channel_conv``, channel_kernel.py), where ``direct`` would waste its pixel lanes
+  (and, for its memory, instead of Winograd).
 - ``im2col``: columns (C, kh, kw, OH, OW) of one image filled straight from the unpadded input, one
   strided copy per kernel tap over the window's valid region; the border cells that fall in the
   padding are zero from the buffer's creation and never written, so padding costs nothing per run.
@@ -108,14 +109,16 @@ DEPTHWISE_MK = True
 # 28x28 0.26-0.34x, 24 on 56x56 0.29-0.45x; stride 1 against direct_depthwise 0.68-0.95x.
 DEPTHWISE3 = True
 # Narrow outputs (at most CHANNEL_OW wide) of group-1 convs with windows of at least 2x2, at stride 1 or 2,
-# run with the output channels in the vector lanes (window_jit.channel_conv, channel_kernel.py), where
-# the kernels with pixels in the lanes waste them. Winograd keeps the 3x3 stride-1 convs it takes (half
-# the multiplies). Measured (1 thread, batch 1, bias + Relu, against the previous choice): 3x3 64 -> 64
-# on 8x8 0.78-0.80x, 128 -> 32 on 7x7 0.87-0.92x, 512 -> 512 on 7x7 0.87-1.0x, 256 -> 256 on 14x14
-# 0.84x; stride 2 (im2col or the phase-plane direct kernel before) 256 -> 512 onto 7x7 0.70-0.80x,
-# 128 -> 256 onto 14x14 0.80-0.91x, 16 -> 32 and 32 -> 64 onto 15x15 / 8x8 0.62-0.83x. Not taken: 15-wide
-# outputs (32 -> 32 on 15x15 1.07-1.13x: the direct kernel fills 15 of 16 lanes there), 1x1 convs
-# (0.88-1.58x against the 1x1 micro-kernel and OpenBLAS; 1.07-1.22x at stride 2).
+# run with the output channels in the vector lanes (window_jit.channel_conv, channel_kernel.py), where the
+# kernels with pixels in the lanes waste them. Also where Winograd would take them (batch 16: ResNet-50's 7x7
+# and 14x14 stages, AlexNet's 13x13 convs): 1.03x slower there (AlexNet and ResNet-50 at batch 16,
+# interleaved) but without Winograd's transformed filters (16/9 of the filter) and its block buffer: AlexNet's
+# peak at batch 16 330 -> 285 MiB, under PyTorch eager's 314-337. Measured (1 thread, batch 1, bias + Relu,
+# against the previous choice): 3x3 64 -> 64 on 8x8 0.78-0.80x, 128 -> 32 on 7x7 0.87-0.92x, 512 -> 512 on 7x7
+# 0.87-1.0x, 256 -> 256 on 14x14 0.84x; stride 2 (im2col or the phase-plane direct kernel before) 256 -> 512
+# onto 7x7 0.70-0.80x, 128 -> 256 onto 14x14 0.80-0.91x, 16 -> 32 and 32 -> 64 onto 15x15 / 8x8 0.62-0.83x.
+# Not taken: 15-wide outputs (32 -> 32 on 15x15 1.07-1.13x: the direct kernel fills 15 of 16 lanes there), 1x1
+# convs (0.88-1.58x against the 1x1 micro-kernel and OpenBLAS; 1.07-1.22x at stride 2).
 CHANNEL, CHANNEL_OW = True, 14
 
 
@@ -158,18 +161,19 @@ def _even_chunk(chunk: int, part: tuple) -> int:
 
 
 def conv_kind(geo, c: int, m: int, group: int, dtype=np.float32, n: int = 1) -> str:
-    """'pointwise', 'depthwise' (group = C = M), 'winograd' (wide 3x3 stride 1 over at least
-    WINOGRAD_T tiles of the batch ``n``), 'direct' (see DIRECT_OW, DIRECT_K) or 'im2col'."""
+    """'pointwise', 'depthwise' (group = C = M), 'channel' (narrow outputs, see CHANNEL), 'winograd'
+    (wide 3x3 stride 1 over at least WINOGRAD_T tiles of the batch ``n``), 'direct' (see DIRECT_OW,
+    DIRECT_K) or 'im2col'."""
     if geo.kernel == (1, 1) and geo.stride == (1, 1) and not geo.padded:
         return "pointwise"
     narrow = CHANNEL and geo.out[1] <= CHANNEL_OW and min(geo.kernel) > 1 and window_jit.channel_fits(geo, dtype, group)
     if group > 1 and group == c == m:
         return "depthwise"
+    if narrow:
+        return "channel"
     wide = c >= WINOGRAD_C and m >= WINOGRAD_M and n * math.prod(winograd.tiles(geo)) >= WINOGRAD_T
     if WINOGRAD and wide and winograd.fits(geo, dtype, group):
         return "winograd"
-    if narrow:
-        return "channel"
     if geo.kernel == (3, 3):
         fits_direct = geo.stride == (1, 1) or (geo.stride == (2, 2) and m <= DIRECT_S2_M)
     else:  # larger windows over few channels (a net's first conv): im2col's columns are mostly copying

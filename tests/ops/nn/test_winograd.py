@@ -23,6 +23,13 @@ from tests.ops.nn.test_window_jit import _run as run_jit
 pytest.importorskip("numba")
 
 
+@pytest.fixture(autouse=True)
+def _winograd_for_narrow_outputs_too(monkeypatch):
+    """These tests run Winograd on small images, whose narrow outputs conv_kind gives the channel-lane
+    kernel (conv_nchw.CHANNEL); the kind test turns it back on."""
+    monkeypatch.setattr(conv_nchw, "CHANNEL", False)
+
+
 @pytest.fixture
 def any_size(monkeypatch):
     """Winograd for every 3x3 stride-1 conv (the tests' convs are smaller than the rule's)."""
@@ -175,15 +182,17 @@ def test_winograd_reruns_without_allocating(threads, any_size):  # noqa: F811
     "n, c, m, size, kind",
     [
         (1, 128, 128, 30, "winograd"),  # ResNet-50's 28x28 stage: 196 tiles
-        (16, 256, 256, 15, "winograd"),  # AlexNet's 13x13 convs at batch 16
-        (16, 512, 512, 9, "winograd"),  # ResNet-50's 7x7 stage at batch 16
+        (16, 256, 256, 30, "winograd"),  # ResNet-50's 28x28 stage at batch 16
+        (16, 256, 256, 15, "channel"),  # AlexNet's 13x13 convs at batch 16: narrow outputs
+        (16, 512, 512, 9, "channel"),  # ResNet-50's 7x7 stage at batch 16
         (16, 128, 32, 16, "channel"),  # DenseNet-121's 128 -> 32: too few outputs
         (1, 256, 256, 16, "channel"),  # 49 tiles: too few columns for the 16 GEMMs
         (16, 64, 64, 10, "channel"),  # CIFAR ResNet-20's 64-channel stage: too thin
         (16, 16, 16, 32, "direct"),
     ],
 )
-def test_winograd_chosen_for_wide_convs_only(n, c, m, size, kind):
+def test_winograd_chosen_for_wide_convs_only(n, c, m, size, kind, monkeypatch):
+    monkeypatch.setattr(conv_nchw, "CHANNEL", True)
     geo = Geometry((size, size), (3, 3), (1, 1), (1, 1), (0, 0), (0, 0), (size - 2, size - 2))
     assert conv_nchw.conv_kind(geo, c, m, 1, np.float32, n) == kind
     assert conv_nchw.conv_kind(geo, c, m, 1, np.float64, n) == "im2col"
