@@ -37,6 +37,19 @@ def _run(op_def, feeds, jit: bool, monkeypatch):
         return ws.fetch_blob(op_def.output[0]).copy(), op
 
 
+def _fused(ins, fusion, want, feeds, rng, **kw):
+    """(op_def, want): a Conv (fusion 0) or ConvFusion of ``fusion`` type over inputs ``ins``; types 2
+    and 3 sum a random S (fed into ``feeds``) in place; Relu (1, 3) as "0 if v < 0 else v" (NaN stays)."""
+    if fusion == 0:
+        return CreateOperator("Conv", ins, ["Y"], **kw), want
+    if fusion == 1:
+        return CreateOperator("ConvFusion", ins, ["Y"], fusion_type=1, **kw), np.where(want < 0, 0, want)
+    feeds["S"] = rng.standard_normal(want.shape).astype(np.float32)
+    want = want + feeds["S"]
+    op_def = CreateOperator("ConvFusion", [*ins, "S"], ["S"], fusion_type=fusion, **kw)
+    return op_def, (np.where(want < 0, 0, want) if fusion == 3 else want)
+
+
 @st.composite
 def dw_cases(draw):
     k = draw(st.sampled_from([3, 3, 5, 1]))
@@ -63,17 +76,7 @@ def test_depthwise_jit_matches_reference_and_numpy_path(case, fusion, bias, seed
     feeds = {"X": x, "W": w} | ({"b": b} if bias else {})
     ins = ["X", "W"] + (["b"] if bias else [])
     kw = dict(kernel=k, stride=s, pad=p, group=c)
-    if fusion == 0:
-        op_def = CreateOperator("Conv", ins, ["Y"], **kw)
-    elif fusion == 1:
-        op_def = CreateOperator("ConvFusion", ins, ["Y"], fusion_type=1, **kw)
-        want = np.where(want < 0, 0, want)
-    else:  # residual summed in place (2), then Relu (3)
-        feeds["S"] = rng.standard_normal(want.shape).astype(np.float32)
-        op_def = CreateOperator("ConvFusion", [*ins, "S"], ["S"], fusion_type=fusion, **kw)
-        want = want + feeds["S"]
-        if fusion == 3:
-            want = np.where(want < 0, 0, want)
+    op_def, want = _fused(ins, fusion, want, feeds, rng, **kw)
     with pytest.MonkeyPatch.context() as mp:
         got, op = _run(op_def, feeds, True, mp)
         jit = op._kernel.jit
@@ -118,18 +121,7 @@ def test_conv_epilogue_jit_matches_reference_and_numpy_path(kernel, stride, n, m
     want = ref_conv(x, w, b, stride, pad, 1, dilation)
     feeds = {"X": x, "W": w, "b": b}
     kw = dict(kernel=kernel, stride=stride, pad=pad, dilation=dilation)
-    if fusion < 2:
-        op_def = CreateOperator("ConvFusion", ["X", "W", "b"], ["Y"], fusion_type=fusion or 1, **kw)
-        if fusion == 0:
-            op_def = CreateOperator("Conv", ["X", "W", "b"], ["Y"], **kw)
-        else:
-            want = np.where(want < 0, 0, want)
-    else:
-        feeds["S"] = rng.standard_normal(want.shape).astype(np.float32)
-        op_def = CreateOperator("ConvFusion", ["X", "W", "b", "S"], ["S"], fusion_type=fusion, **kw)
-        want = want + feeds["S"]
-        if fusion == 3:
-            want = np.where(want < 0, 0, want)
+    op_def, want = _fused(["X", "W", "b"], fusion, want, feeds, rng, **kw)
     with pytest.MonkeyPatch.context() as mp:
         got, op = _run(op_def, feeds, True, mp)
         assert op._kernel.jit_epilogue
@@ -186,17 +178,7 @@ def test_direct_conv_matches_reference_and_numpy_path(case, fusion, bias, band, 
     if bias:
         feeds["b"] = b
     kw = dict(kernel=case["k"], pads=pads, stride=case["stride"])
-    if fusion == 0:
-        op_def = CreateOperator("Conv", ins, ["Y"], **kw)
-    elif fusion == 1:
-        op_def = CreateOperator("ConvFusion", ins, ["Y"], fusion_type=1, **kw)
-        want = np.where(want < 0, 0, want)
-    else:  # residual summed in place (2), then Relu (3)
-        feeds["S"] = rng.standard_normal(want.shape).astype(np.float32)
-        op_def = CreateOperator("ConvFusion", [*ins, "S"], ["S"], fusion_type=fusion, **kw)
-        want = want + feeds["S"]
-        if fusion == 3:
-            want = np.where(want < 0, 0, want)
+    op_def, want = _fused(ins, fusion, want, feeds, rng, **kw)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(conv_nchw, "CHANNEL", False)  # narrow outputs on the direct kernel too (channel: below)
         if band:
@@ -244,17 +226,7 @@ def test_channel_conv_matches_reference_and_numpy_path(threads, case, fusion, bi
     feeds = {"X": x, "W": w} | ({"b": b} if bias else {})
     ins = ["X", "W"] + (["b"] if bias else [])
     kw_args = dict(kernels=[kh, kw], pads=pads, stride=s)
-    if fusion == 0:
-        op_def = CreateOperator("Conv", ins, ["Y"], **kw_args)
-    elif fusion == 1:
-        op_def = CreateOperator("ConvFusion", ins, ["Y"], fusion_type=1, **kw_args)
-        want = np.where(want < 0, 0, want)
-    else:
-        feeds["S"] = rng.standard_normal(want.shape).astype(np.float32)
-        op_def = CreateOperator("ConvFusion", [*ins, "S"], ["S"], fusion_type=fusion, **kw_args)
-        want = want + feeds["S"]
-        if fusion == 3:
-            want = np.where(want < 0, 0, want)
+    op_def, want = _fused(ins, fusion, want, feeds, rng, **kw_args)
     with pytest.MonkeyPatch.context() as mp:
         got, op = _run(op_def, feeds, True, mp)
         assert op._kernel.kind == "channel"
@@ -448,16 +420,7 @@ def test_pointwise_micro_kernel_matches_reference_and_gemm(n, c, m, hw, fusion, 
     want = ref_conv(x.astype(np.float64), w, b, 1, 0, 1)
     feeds = {"X": x, "W": w, **({"b": b} if bias else {})}
     ins = ["X", "W"] + (["b"] if bias else [])
-    if fusion == 0:
-        op_def = CreateOperator("Conv", ins, ["Y"], kernel=1)
-    elif fusion == 1:
-        op_def = CreateOperator("ConvFusion", ins, ["Y"], kernel=1, fusion_type=1)
-    else:
-        feeds["S"] = rng.standard_normal(want.shape).astype(np.float32)
-        op_def = CreateOperator("ConvFusion", [*ins, "S"], ["S"], kernel=1, fusion_type=fusion)
-        want = want + feeds["S"]
-    if fusion in (1, 3):
-        want = np.where(want < 0, 0, want)
+    op_def, want = _fused(ins, fusion, want, feeds, rng, kernel=1)
     with pytest.MonkeyPatch.context() as mp:
         if band:
             mp.setattr(window_jit, "BAND_BYTES", band)
@@ -599,15 +562,7 @@ def test_depthwise3_rows_in_several_vector_steps(stride, pad, width, fusion):
     want = ref_conv(x.astype(np.float64), w, b, stride, pad, c)
     feeds = {"X": x, "W": w, "b": b}
     kw = dict(kernel=3, stride=stride, pad=pad, group=c)
-    if fusion < 2:
-        op_def = CreateOperator("ConvFusion", ["X", "W", "b"], ["Y"], fusion_type=1, **kw)
-        op_def = op_def if fusion else CreateOperator("Conv", ["X", "W", "b"], ["Y"], **kw)
-    else:
-        feeds["S"] = rng.standard_normal(want.shape).astype(np.float32)
-        op_def = CreateOperator("ConvFusion", ["X", "W", "b", "S"], ["S"], fusion_type=fusion, **kw)
-        want = want + feeds["S"]
-    if fusion in (1, 3):
-        want = np.where(want < 0, 0, want)
+    op_def, want = _fused(["X", "W", "b"], fusion, want, feeds, rng, **kw)
     with pytest.MonkeyPatch.context() as mp:
         got, op = _run(op_def, feeds, True, mp)
         assert op._kernel.dw3
