@@ -202,6 +202,7 @@ class ConvNCHW:
         # 3x3 at stride 1 or 2: window_jit.depthwise3; other stride-1 windows: the micro-kernel's one-row
         # block (window_jit.direct_depthwise) where its geometry allows
         self.dw3 = self.jit and DEPTHWISE3 and window_jit.depthwise3_fits(geo, dtype)
+        self.dw3_plane = window_jit.depthwise3_planes(geo) if self.dw3 else None  # (hq, wq, cells)
         one_row = DEPTHWISE_MK and geo.stride == (1, 1) and window_jit.direct_fits(geo, dtype, 1)
         self.dmk = self.jit and not self.dw3 and one_row
         self.jit_epilogue = np.dtype(dtype) == np.float32 and window_jit.available()
@@ -290,7 +291,7 @@ class ConvNCHW:
                 if self.plan.wide is not None:  # narrow outputs: the wide output rows
                     self.tmp_specs[k] = (("buf", self.plan.wide, dt.str), self.plan.wide, False)
             if self.dw3:  # zero-bordered planes of the image
-                shape = (c, window_jit.depthwise3_planes(geo, c)[2])
+                shape = (c, self.dw3_plane[2])
                 self.pad_specs[k] = (("dw3", geo, shape, dt.str), shape, True)
             elif self.dmk:  # zero-bordered planes of the image (shared with direct convs), run offsets
                 self.pad_specs[k] = (("direct", geo, self.plan.planes, dt.str), self.plan.planes, True)
@@ -537,7 +538,7 @@ class ConvNCHW:
         col, tmp, pad, _ = self._scratch(k)
         if self.dw3:  # pad: the image's zero-bordered planes
             b = b1.reshape(-1) if b1 is not None else self._zero_b
-            window_jit.depthwise3(x, w, b, y, s, pad, self.geo, self.relu, lo, hi)
+            window_jit.depthwise3(x, w, b, y, s, pad, self.dw3_plane, self.geo, self.relu, lo, hi)
             return
         if self.dmk:  # pad: the image's zero-bordered planes, col: run offsets
             b = b1.reshape(-1) if b1 is not None else self._zero_b

@@ -115,9 +115,3 @@ def _depthwise3(x, w, b, y, res, planes, s, ph, pw, hq, wq, flags, i0, i1):  # p
                     else:
                         _row2(pf, p0 + 2 * q0, wq, wf, ch * 9, yf, y0 + q0, n, b, ch, rf, flags)
     return 0
-
-
-def plane_geometry(h: int, w: int, oh: int, ow: int, s: int, ph: int, pw: int) -> tuple[int, int]:
-    """(hq, wq) of a channel's zero-bordered plane: every row and column a window reads (and the
-    image's cells at ph, pw on)."""
-    return max(ph + h, s * (oh - 1) + 3), max(pw + w, s * (ow - 1) + 3)

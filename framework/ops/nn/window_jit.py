@@ -280,25 +280,31 @@ def depthwise3_fits(geo, dtype) -> bool:
     return fits(geo, dtype) and tuple(geo.kernel) == (3, 3) and tuple(geo.stride) in ((1, 1), (2, 2))
 
 
-def depthwise3_planes(geo, c: int) -> tuple[int, int, int]:
+def bordered_plane(geo) -> tuple[int, int]:
+    """(hq, wq) of one channel's zero-bordered plane in the stride-1 layout that depthwise3 and
+    channel_conv read at any stride: the image's cells from (ph, pw) on, and every row and column a
+    window reads."""
+    (h, w), (kh, kw), (oh, ow), (ph, pw), s = geo.spatial, geo.kernel, geo.out, geo.head, geo.stride[0]
+    return max(ph + h, s * (oh - 1) + kh), max(pw + w, s * (ow - 1) + kw)
+
+
+def depthwise3_planes(geo) -> tuple[int, int, int]:
     """(hq, wq, cells per channel) of ``depthwise3``'s zero-bordered planes (a (C, cells) float32
     buffer, zero-filled once: only the image's cells are written)."""
     from framework.ops.nn import depthwise3 as d3
 
-    (h, w), (oh, ow), (ph, pw), s = geo.spatial, geo.out, geo.head, geo.stride[0]
-    hq, wq = d3.plane_geometry(h, w, oh, ow, s, ph, pw)
+    hq, wq = bordered_plane(geo)
     return hq, wq, hq * wq + d3.SLACK
 
 
-def depthwise3(x, w, b, y, res, planes, geo, relu: bool, i0: int, i1: int) -> None:
+def depthwise3(x, w, b, y, res, planes, plane, geo, relu: bool, i0: int, i1: int) -> None:
     """3x3 depthwise conv at stride 1 or 2 (``depthwise3_fits``; depthwise3.py) of images i0:i1 into
     y: ``w`` (C, 1, 3, 3), ``b`` (C,) (zeros for a conv without bias), ``planes`` of
-    ``depthwise3_planes``; ``res`` may be None or ``y`` itself."""
+    ``depthwise3_planes`` and ``plane`` that (hq, wq, cells); ``res`` may be None or ``y`` itself."""
     from framework.ops.nn import depthwise3 as d3
 
     x, res, flags = _mk_operands(x, y, res, relu)
-    hq, wq, _ = depthwise3_planes(geo, x.shape[1])
-    (ph, pw), s = geo.head, geo.stride[0]
+    (ph, pw), s, (hq, wq, _) = geo.head, geo.stride[0], plane
     _timed(d3._depthwise3, x, np.ascontiguousarray(w), b, y, res, planes, s, ph, pw, hq, wq, flags, i0, i1)
 
 
@@ -327,7 +333,7 @@ def channel_plan(geo, c: int, m: int) -> ChannelPlan:
     variant that wastes the fewest lane-steps (channels rounded up to panels x pixels to blocks)."""
     from framework.ops.nn import channel_kernel as ck
 
-    (h, w), (kh, kw), (oh, ow), (ph, pw), s = geo.spatial, geo.kernel, geo.out, geo.head, geo.stride[0]
+    (kh, kw), ow = geo.kernel, geo.out[1]
 
     def cost(var):  # lane-steps x cycles per multiply-add (2 FMA ports; R + V loads at 2 per cycle; ~2 for the loop)
         r, v = ck.BLOCKS[var]
@@ -336,7 +342,7 @@ def channel_plan(geo, c: int, m: int) -> ChannelPlan:
 
     var = min(range(len(ck.BLOCKS)), key=cost)
     r, v = ck.BLOCKS[var]
-    hq, wq = max(ph + h, s * (oh - 1) + kh), max(pw + w, s * (ow - 1) + kw)
+    hq, wq = bordered_plane(geo)
     taps = np.array([a * wq + b for a in range(kh) for b in range(kw)], np.int64)
     mp = ck.padded_channels(m, v)
     return ChannelPlan(var, r, v * ck.L, mp, hq, wq, taps, (c, hq * wq + ck.SLACK))
@@ -497,8 +503,9 @@ def warm_up() -> float:
     direct(x, w2, zero_b, y, y, planes, scratch, plan, True, 0, 1, 0, 2, np.empty(plan.wide, np.float32))
     runs = np.zeros((3, depthwise_runs()), np.int64)
     direct_depthwise(x, np.zeros((2, 1, 3, 3), np.float32), zero_b, y, y, planes, runs, plan, True, 0, 1)
-    planes3 = np.zeros((2, depthwise3_planes(geo, 2)[2]), np.float32)
-    depthwise3(x, np.zeros((2, 1, 3, 3), np.float32), zero_b, y, y, planes3, geo, True, 0, 1)
+    plane3 = depthwise3_planes(geo)
+    planes3 = np.zeros((2, plane3[2]), np.float32)
+    depthwise3(x, np.zeros((2, 1, 3, 3), np.float32), zero_b, y, y, planes3, plane3, geo, True, 0, 1)
     pointwise(x, direct_pack(np.zeros((2, 2, 1, 1), np.float32)), zero_b, y, y, scratch, True, 0, 1, 0, 2, 64)
     cplan = channel_plan(geo, 2, 2)
     cw = np.zeros(cplan.mp * 18, np.float32)
