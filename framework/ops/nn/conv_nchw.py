@@ -120,6 +120,15 @@ DEPTHWISE3 = True
 # Not taken: 15-wide outputs (32 -> 32 on 15x15 1.07-1.13x: the direct kernel fills 15 of 16 lanes there), 1x1
 # convs (0.88-1.58x against the 1x1 micro-kernel and OpenBLAS; 1.07-1.22x at stride 2).
 CHANNEL, CHANNEL_OW = True, 14
+# At stride 2 the channel-lane kernel reads the bordered plane at twice the pixel step, where the direct
+# kernel fills phase planes and im2col copies columns: it takes stride-2 convs at any output width with
+# windows over at least CHANNEL_S2_K input cells (C x taps), and 1x1 ones over at most CHANNEL_S2_1X1_C
+# channels. Measured (1 thread, bias + Relu, batch 1 / 16, against the previous kind): ResNet-50's 3x3
+# 128 -> 128 onto 28x28 0.79x / 0.69x of im2col, its first conv (7x7 over 3 channels) 0.91x / 0.65x of
+# direct, CIFAR's 16 -> 32 onto 15x15 0.66x / 0.62x of direct, its 1x1 shortcuts (16 and 32 channels)
+# 0.68-0.75x / 1.03-1.16x of im2col. Kept: 3x3 over 3 channels (SqueezeNet, ShuffleNet: 1.04-1.6x slower),
+# 1x1 over 256 and more channels (ResNet-50's shortcuts: 1.1-1.9x slower).
+CHANNEL_S2_K, CHANNEL_S2_1X1_C = 64, 64
 
 
 def _taps(geo) -> list[tuple[tuple, tuple, bool]]:
@@ -161,16 +170,21 @@ def _even_chunk(chunk: int, part: tuple) -> int:
 
 
 def conv_kind(geo, c: int, m: int, group: int, dtype=np.float32, n: int = 1) -> str:
-    """'pointwise', 'depthwise' (group = C = M), 'channel' (narrow outputs, see CHANNEL), 'winograd'
+    """'pointwise', 'depthwise' (group = C = M), 'channel' (narrow outputs, see CHANNEL; stride 2, see
+    CHANNEL_S2_K), 'winograd'
     (wide 3x3 stride 1 over at least WINOGRAD_T tiles of the batch ``n``), 'direct' (see DIRECT_OW,
     DIRECT_K) or 'im2col'."""
     if geo.kernel == (1, 1) and geo.stride == (1, 1) and not geo.padded:
         return "pointwise"
-    narrow = CHANNEL and geo.out[1] <= CHANNEL_OW and min(geo.kernel) > 1 and window_jit.channel_fits(geo, dtype, group)
     if group > 1 and group == c == m:
         return "depthwise"
-    if narrow:
-        return "channel"
+    if CHANNEL and window_jit.channel_fits(geo, dtype, group):
+        if geo.out[1] <= CHANNEL_OW and min(geo.kernel) > 1:
+            return "channel"  # narrow outputs
+        if geo.stride == (2, 2):
+            big = c * math.prod(geo.kernel) >= CHANNEL_S2_K
+            if (min(geo.kernel) > 1 and big) or (geo.kernel == (1, 1) and c <= CHANNEL_S2_1X1_C):
+                return "channel"
     wide = c >= WINOGRAD_C and m >= WINOGRAD_M and n * math.prod(winograd.tiles(geo)) >= WINOGRAD_T
     if WINOGRAD and wide and winograd.fits(geo, dtype, group):
         return "winograd"
@@ -222,6 +236,12 @@ class ConvNCHW:
             parts = split(m, threads)
         self.parts = parts
         workers = len(parts)
+        # Kernels whose run on one worker is one compiled call: replayed (see run()).
+        self.replayable = workers == 1 and (
+            self.kind in ("direct", "channel") or self.mk or (self.kind == "depthwise" and self.jit)
+        )
+        self._replay = None
+        self._copy_bias = False  # the channel-lane kernel's bias padded to whole panels (_channel)
         # A temporary for the GEMM result when the residual is the output buffer itself (in-place sum).
         own_epilogue = self.jit or self.mk or self.kind in ("direct", "winograd", "channel")  # reads S, then writes Y
         self.use_tmp = residual and inplace_residual and not own_epilogue
@@ -339,6 +359,7 @@ class ConvNCHW:
         self._transform = lambda w, out: window_jit.channel_pack(w, plan, out)
         self._u = allocate_array((plan.mp * self.kg,), dt)
         self._bp = allocate_array((plan.mp,), dt, zero_fill=True)
+        self._copy_bias = plan.mp != self.m  # else the kernel reads the bias array itself
 
     def _scratch(self, k: int) -> tuple:
         """(columns, temporary, depthwise padded image) of worker slot ``k`` for the running thread."""
@@ -357,11 +378,22 @@ class ConvNCHW:
         when its version changes; without it they redo it every run)."""
         if y.size == 0:
             return
+        rp = self._replay
+        if rp is not None and rp.fits(x, w, b, y, s, wt):
+            if self._copy_bias and b is not None:
+                np.copyto(self._bp[: self.m], b)
+            rp.call(x, y, s)
+            return
         b1 = b.reshape(-1, 1) if b is not None else None
         fn = getattr(self, self._fn_name)
         if self._transform is not None and (wt is None or wt is not self._u_of or wt.version != self._u_version):
             self._transform(w, self._u)  # the kernel's own form of the filter, once per filter version
             self._u_of, self._u_version = wt, (wt.version if wt is not None else None)
+        if self.replayable:
+            lo, hi = self.parts[0]
+            calls = window_jit.record_calls(lambda: fn(0, lo, hi, x, w, b1, y, s))
+            self._replay = _Replay.of(self, calls, x, w, b, y, s, wt)
+            return
         if self.kind == "im2col" and not self.by_image:
             # Batch 1 split by output channels: the shared columns are filled first, by input channels.
             col, x0 = self._scratch(0)[0], x[0]
@@ -501,11 +533,14 @@ class ConvNCHW:
         """Narrow outputs with the output channels in the vector lanes (window_jit.channel_conv):
         images lo:hi, or output channel panels lo:hi at batch 1."""
         planes = self._scratch(k)[2]
-        if b1 is not None:
-            np.copyto(self._bp[: self.m], b1.reshape(-1))
+        bp = self._bp  # the kernel reads whole panels of bias: zeros past the filter's rows
+        if b1 is not None and not self._copy_bias:
+            bp = b1.reshape(-1)
+        elif b1 is not None:
+            np.copyto(bp[: self.m], b1.reshape(-1))
         panels = self.cplan.mp // self.cplan.lanes
         i0, i1, mb0, mb1 = (lo, hi, 0, panels) if self.by_image else (0, self.n, lo, hi)
-        args = (self._u, self._bp, y, s, planes, self.cplan, self.geo, self.relu, i0, i1, mb0, mb1, self.m)
+        args = (self._u, bp, y, s, planes, self.cplan, self.geo, self.relu, i0, i1, mb0, mb1, self.m)
         window_jit.channel_conv(x, *args, self.moff)
 
     def _winograd(self, k, lo, hi, x, w, b1, y, s) -> None:
@@ -582,6 +617,70 @@ def _split_aligned(total: int, parts: int, align: int) -> list[tuple[int, int]]:
     """``split`` of range(total) with inner bounds at multiples of ``align`` (empty parts dropped)."""
     bounds = [0] + [min(total, round(total * i / parts / align) * align) for i in range(1, parts)] + [total]
     return [(a, b) for a, b in zip(bounds, bounds[1:]) if b > a]
+
+
+class _Replay:
+    """A conv run that was one compiled kernel call (window_jit.record_calls), to be made again with
+    the next run's x, y and s in their places: 8-10 us of Python a conv less (the per-kind method, the
+    window_jit wrapper, operand checks), as much as a small conv's work. It fits a run on the same
+    thread, filter and bias arrays (and filter version, where the kernel packs it), x contiguous and
+    the residual in the same role (none, y itself, or another contiguous array)."""
+
+    __slots__ = ("fn", "args", "px", "py", "ps", "w", "b", "tid", "mode", "conv")
+
+    @classmethod
+    def of(cls, conv, calls, x, w, b, y, s, wt):
+        mode = _residual_mode(y, s)
+        if len(calls) != 1 or mode < 0 or not (x.flags.c_contiguous and w.flags.c_contiguous):
+            return None
+        fn, args = calls[0]
+        r = cls()
+        r.fn, r.args, r.w, r.b, r.tid, r.mode, r.conv = fn, list(args), w, b, threading.get_ident(), mode, conv
+        r.px = [i for i, a in enumerate(args) if a is x]
+        r.py = [i for i, a in enumerate(args) if a is y]
+        r.ps = [i for i, a in enumerate(args) if a is s] if mode == 2 else []
+        if not r.px or not r.py or (mode == 2 and not r.ps):
+            return None  # an operand was copied: nothing to put the next run's into
+        r._clear()
+        return r
+
+    def _clear(self) -> None:  # hold no operand between runs (it may be a buffer the workspace dropped)
+        args = self.args
+        for i in (*self.px, *self.py, *self.ps):
+            args[i] = None
+
+    def fits(self, x, w, b, y, s, wt) -> bool:
+        conv = self.conv
+        return (
+            w is self.w
+            and b is self.b
+            and self.tid == threading.get_ident()
+            and _residual_mode(y, s) == self.mode
+            and x.flags.c_contiguous
+            and (conv._transform is None or (wt is not None and wt is conv._u_of and wt.version == conv._u_version))
+        )
+
+    def call(self, x, y, s) -> None:
+        args = self.args
+        for i in self.px:
+            args[i] = x
+        for i in self.py:
+            args[i] = y
+        for i in self.ps:
+            args[i] = s
+        try:
+            self.fn(*args)
+        finally:
+            self._clear()
+
+
+def _residual_mode(y, s) -> int:
+    """0 no residual, 1 y itself (in place), 2 another contiguous array, -1 another array."""
+    if s is None:
+        return 0
+    if s is y:
+        return 1
+    return 2 if s.flags.c_contiguous else -1
 
 
 class _bind:  # noqa: N801  (a tiny closure object)

@@ -48,6 +48,7 @@ GEMM alone, 21.3 ms with the kernel) and test-mode SpatialBN's per-channel scale
 from __future__ import annotations
 
 import os
+import threading
 import time
 from typing import NamedTuple
 
@@ -104,6 +105,7 @@ _EMPTY4 = np.empty((0, 0, 0, 0), np.float32)
 
 
 _CALLED: set = set()  # kernels called at least once in this process
+_RECORD = threading.local()  # .calls: the kernel calls of this thread while ``record_calls`` runs
 
 
 def _timed(fn, *args) -> None:
@@ -112,11 +114,25 @@ def _timed(fn, *args) -> None:
     every access, 20-40 us per call, as much as a small conv's work.)"""
     if fn in _CALLED:
         fn(*args)
-        return
-    t = time.perf_counter()
-    fn(*args)
-    _COMPILE["seconds"] += time.perf_counter() - t
-    _CALLED.add(fn)
+    else:
+        t = time.perf_counter()
+        fn(*args)
+        _COMPILE["seconds"] += time.perf_counter() - t
+        _CALLED.add(fn)
+    calls = getattr(_RECORD, "calls", None)
+    if calls is not None:
+        calls.append((fn, args))
+
+
+def record_calls(run) -> list[tuple]:
+    """``run()``, returning the compiled kernel calls (kernel, arguments) it made on this thread: a
+    caller whose run is one such call may replay it (conv_nchw.ConvNCHW's replay)."""
+    _RECORD.calls = calls = []
+    try:
+        run()
+    finally:
+        _RECORD.calls = None
+    return calls
 
 
 def _conv_operands(x, b, y, res) -> tuple:

@@ -198,11 +198,12 @@ def test_direct_conv_matches_reference_and_numpy_path(case, fusion, bias, band, 
 def channel_cases(draw):
     """Group-1 convs the channel-lane kernel takes: windows 2x2 to 5x5 (also not square), stride 1 or
     2, pads up to 2 per side, outputs 1 to 14 wide (blocks of 7, 8 or 14 pixels, partial ones), M not a
-    multiple of a panel (16, 32 or 48 channels)."""
-    kh, kw = draw(st.integers(2, 5)), draw(st.integers(2, 5))
-    pads = draw(st.lists(st.integers(0, 2), min_size=4, max_size=4))
+    multiple of a panel (16, 32 or 48 channels); at stride 2 also wider outputs and 1x1 windows."""
     s = draw(st.sampled_from([1, 2]))
-    ow = draw(st.integers(1, 14))
+    one = s == 2 and draw(st.booleans())
+    kh, kw = (1, 1) if one else (draw(st.integers(2, 5)), draw(st.integers(2, 5)))
+    pads = [0, 0, 0, 0] if one else draw(st.lists(st.integers(0, 2), min_size=4, max_size=4))
+    ow = draw(st.integers(1, 14 if s == 1 else 33))
     w = (ow - 1) * s + kw - pads[1] - pads[3]
     h = draw(st.integers(max(1, kh - pads[0] - pads[2]), 10))
     assume(w >= 1)
@@ -228,6 +229,7 @@ def test_channel_conv_matches_reference_and_numpy_path(threads, case, fusion, bi
     kw_args = dict(kernels=[kh, kw], pads=pads, stride=s)
     op_def, want = _fused(ins, fusion, want, feeds, rng, **kw_args)
     with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(conv_nchw, "CHANNEL_S2_K", 1)  # every stride-2 case on it, whatever its C x taps
         got, op = _run(op_def, feeds, True, mp)
         assert op._kernel.kind == "channel"
         plain, op2 = _run(op_def, feeds, False, mp)
@@ -264,11 +266,22 @@ def test_direct_conv_chosen_by_output_width(n, c, m, size, kind):
     assert conv_nchw.conv_kind(strided, c, m, 1, np.float32, n) == "im2col"
 
 
-def test_direct_conv_chosen_at_stride_2():
-    """CIFAR ResNet-20's 16 -> 32 downsampling conv (15x15 outputs); not at stride 3."""
+def test_kinds_chosen_at_stride_2():
+    """Stride 2 on the channel-lane kernel at any width: CIFAR ResNet-20's 16 -> 32 downsampling conv
+    (15x15 outputs) and its 1x1 shortcut, ResNet-50's 3x3 onto 28x28 and its first conv; not 3x3 over 3
+    channels (direct), 1x1 over 256 (im2col), stride 3 (im2col)."""
     geo = Geometry((30, 30), (3, 3), (2, 2), (1, 1), (1, 1), (1, 1), (15, 15))
-    assert conv_nchw.conv_kind(geo, 16, 32, 1, np.float32, 16) == "direct"
+    assert conv_nchw.conv_kind(geo, 16, 32, 1, np.float32, 16) == "channel"
     assert conv_nchw.conv_kind(geo._replace(stride=(3, 3), out=(10, 10)), 16, 32, 1, np.float32, 16) == "im2col"
+    one = Geometry((30, 30), (1, 1), (2, 2), (1, 1), (0, 0), (0, 0), (15, 15))
+    assert conv_nchw.conv_kind(one, 16, 32, 1, np.float32, 1) == "channel"
+    assert conv_nchw.conv_kind(one._replace(spatial=(56, 56), out=(28, 28)), 256, 512, 1, np.float32, 1) == "im2col"
+    wide = Geometry((56, 56), (3, 3), (2, 2), (1, 1), (1, 1), (1, 1), (28, 28))
+    assert conv_nchw.conv_kind(wide, 128, 128, 1, np.float32, 16) == "channel"
+    first = Geometry((224, 224), (7, 7), (2, 2), (1, 1), (3, 3), (3, 3), (112, 112))
+    assert conv_nchw.conv_kind(first, 3, 64, 1, np.float32, 1) == "channel"
+    rgb = Geometry((224, 224), (3, 3), (2, 2), (1, 1), (0, 0), (0, 0), (111, 111))
+    assert conv_nchw.conv_kind(rgb, 3, 64, 1, np.float32, 1) == "direct"
 
 
 @pytest.mark.parametrize("strided", [False, True])
