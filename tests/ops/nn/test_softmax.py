@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from framework.core import CreateOperator
 from framework.errors import ArgumentError, ShapeError, TypeMismatchError
+from framework.memory.tensor import Tensor
 from framework.memory.workspace import Workspace
 from framework.ops import create_operator, get_gradient_for_op
 from framework.testing import arrays, assert_gradient_checks, assert_reference_checks
@@ -48,6 +49,29 @@ def test_softmax_in_place_large_values_and_empty(op_type):
     )
     assert np.all(np.isfinite(out[0]))
     assert_reference_checks(CreateOperator(op_type, ["X"], ["Y"]), [np.zeros((0, 4), np.float32)], lambda x: x)
+
+
+@pytest.mark.parametrize("op_type", ["Softmax", "LogSoftmax"])
+@pytest.mark.parametrize("in_place", [False, True])
+def test_softmax_reruns_on_new_values_and_shapes(op_type, in_place):
+    """Later runs of one op (the closure bound to the last run's arrays): values changed in the input's
+    own array, a new array of the same shape, a new shape, a column count of zero."""
+    rng = np.random.default_rng(3)
+    ws = Workspace()
+    log = op_type == "LogSoftmax"
+    op = create_operator(CreateOperator(op_type, ["X"], ["X" if in_place else "Y"], axis=2), ws)
+    out = "X" if in_place else "Y"
+    x = None
+    for shape in [(2, 3, 4), (2, 3, 4), "same array", (3, 2, 5), (2, 1, 0), (2, 3, 4)]:
+        if shape == "same array":
+            x = rng.standard_normal(x.shape).astype(np.float32)
+            ws.get_blob("X").get(Tensor).data()[...] = x  # new values in the array the op ran on
+        else:
+            x = rng.standard_normal(shape).astype(np.float32)
+            ws.feed_blob("X", x)
+        op.run()
+        want = _softmax_ref(x, 2, log) if x.size else x
+        np.testing.assert_allclose(ws.fetch_blob(out), want, rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("op_type", ["Softmax", "LogSoftmax"])
