@@ -7,9 +7,9 @@ import numba
 import numpy as np
 
 from framework.ops.nn import simd_ir
-from framework.ops.nn.pool_columns import cols3s2
+from framework.ops.nn.pool_columns import rows3s2
 
-COLS_L = simd_ir.L  # outputs per step of cols3s2
+COLS_L = simd_ir.L  # outputs per step of rows3s2
 _jit = numba.njit(cache=simd_ir.CACHE, fastmath={"contract"}, nogil=True, boundscheck=False)
 _U = numba.uint64  # unsigned indices: no negative-index wraparound test, so LLVM vectorizes
 
@@ -174,12 +174,15 @@ def _pool(x, y, inv, planes, z, s, kh, kw, ph, pw, wq, mode, pad, i0, i1):  # pr
 def _max_pool(x, y, vm, s, kh, kw, ph, pw, pad, i0, i1):  # pragma: no cover - compiled
     """Max pooling of images i0:i1 read in place (y C-contiguous), per output row: the max over the
     window's input rows into ``vm`` (its cells pw:pw+W; the others hold the pad value), one contiguous
-    pass per input row, then over each window's columns of it (stride-s reads; 3-wide stride-2 windows
-    L at a time, pool_columns.cols3s2). Same values as ``_pool`` mode 1 (pad cells count, NaN wins).
+    pass per input row, then over each window's columns of it (stride-s reads); 3-wide stride-2 windows
+    L outputs at a time over the rows in registers, no scratch (pool_columns.rows3s2). Same values as
+    ``_pool`` mode 1 (pad cells count, NaN wins).
     ``vm`` of window_jit.max_pool_row cells."""
     c, h, w = x.shape[1], x.shape[2], x.shape[3]
     oh, ow = y.shape[2], y.shape[3]
     wu, pwu, su = _U(w), _U(pw), _U(s)
+    fused = kw == 3 and s == 2  # rows and columns in one step (pool_columns.rows3s2), no row scratch
+    xf, yf = x.reshape(-1), y.reshape(-1)
     for j in range(vm.shape[0]):
         vm[j] = pad
     for i in range(i0, i1):
@@ -187,6 +190,17 @@ def _max_pool(x, y, vm, s, kh, kw, ph, pw, pad, i0, i1):  # pragma: no cover - c
             for r in range(oh):
                 ir0 = r * s - ph
                 a0, a1 = max(0, -ir0), min(kh, h - ir0)
+                if fused:
+                    yb = ((i * c + ch) * oh + r) * ow
+                    if a1 <= a0:  # a window wholly in the padding rows
+                        for q in range(ow):
+                            yf[yb + q] = pad
+                        continue
+                    r0 = ((i * c + ch) * h + ir0 + a0) * w
+                    padded = 1 if a0 > 0 or a1 < kh else 0
+                    for q0 in range(0, ow, COLS_L):
+                        rows3s2(xf, r0, w, a1 - a0, 2 * q0 - pw, w, pad, padded, yf, yb + q0, min(COLS_L, ow - q0))
+                    continue
                 if a1 <= a0:  # a window wholly in the padding rows
                     for j in range(wu):
                         vm[pwu + j] = pad
@@ -201,11 +215,7 @@ def _max_pool(x, y, vm, s, kh, kw, ph, pw, pad, i0, i1):  # pragma: no cover - c
                     if a0 > 0 or a1 < kh:  # some of the window's rows in the padding
                         for j in range(wu):
                             vm[pwu + j] = _mx(vm[pwu + j], pad)
-                if kw == 3 and s == 2:  # L outputs per step (the stride-2 reads as a shuffle)
-                    yr = y[i, ch, r]
-                    for q0 in range(0, ow, COLS_L):
-                        cols3s2(vm, 2 * q0, yr, q0, min(COLS_L, ow - q0))
-                elif kw == 3:
+                if kw == 3:
                     for q in range(_U(ow)):
                         o = q * su
                         y[i, ch, r, q] = _mx(_mx(vm[o], vm[o + 1]), vm[o + 2])

@@ -527,9 +527,28 @@ def test_direct_max_pool_windows_wholly_in_the_padding():
     np.testing.assert_array_equal(direct[0, :, 0, 0], want[0])
 
 
+def test_stride2_max_pool_windows_wholly_in_the_padding():
+    """The same at stride 2 (the 3x3/2 vector kernel, pool_columns.rows3s2): rows 3-4 and columns 3-4
+    of the output lie wholly in the padding, column 2 partly; equal to the phase-plane kernel."""
+    geo = Geometry((4, 5), (3, 3), (2, 2), (1, 1), (1, 0), (6, 6), (5, 5))
+    x = np.random.default_rng(1).standard_normal((2, 3, 4, 5)).astype(np.float32)
+    x[1, 2, 3, 4] = np.nan
+    low = np.finfo(np.float32).min
+    direct = np.empty((2, 3, 5, 5), np.float32)
+    window_jit.max_pool(x, direct, np.empty(window_jit.max_pool_row(geo), np.float32), geo, low, 0, 2)
+    phases, hq, wq, wide = window_jit.plane_shape(geo)
+    planes, scratch = np.empty_like(direct), np.empty((phases, hq * wq), np.float32)
+    window_jit.pool(x, planes, None, scratch, np.empty(wide, np.float32), geo, "max", low, 0, 2)
+    assert direct.tobytes() == planes.tobytes()
+    assert (direct[:, :, 3:, :] == low).all() and (direct[:, :, :, 3:] == low).all()
+    assert np.isnan(direct[1, 2, 2, 2]) and np.isnan(direct[1, 2, 1, 2])
+    want = pool_reference(x, "max", "NCHW", (3, 3), (2, 2), (1, 1), (1, 0), (6, 6), (5, 5))
+    np.testing.assert_array_equal(direct[:, :, :3, :3], want[:, :, :3, :3])
+
+
 def check_stride2_max_pool(width: int, pad: int, lanes: int) -> None:
     """3x3 stride-2 max pooling over rows ``width`` wide (several vector steps of the column kernel,
-    pool_columns.cols3s2, and a partial last one): equal, bit for bit, to the phase-plane kernel's and
+    pool_columns.rows3s2, and a partial last one): equal, bit for bit, to the phase-plane kernel's and
     to the reference; NaN at a step's first and last window wins, +0/-0 ties keep the scalar order."""
     from framework.ops.nn import pool_columns
 
