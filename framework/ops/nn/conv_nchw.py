@@ -123,12 +123,13 @@ CHANNEL, CHANNEL_OW = True, 14
 # At stride 2 the channel-lane kernel reads the bordered plane at twice the pixel step, where the direct
 # kernel fills phase planes and im2col copies columns: it takes stride-2 convs at any output width with
 # windows over at least CHANNEL_S2_K input cells (C x taps), and 1x1 ones over at most CHANNEL_S2_1X1_C
-# channels. Measured (1 thread, bias + Relu, batch 1 / 16, against the previous kind): ResNet-50's 3x3
+# channels, both with at least CHANNEL_S2_M output channels (its lanes: 12 -> 8 onto 111x111 ran 3.6x
+# slower than direct). Measured (1 thread, bias + Relu, batch 1 / 16, against the previous kind): ResNet-50's 3x3
 # 128 -> 128 onto 28x28 0.79x / 0.69x of im2col, its first conv (7x7 over 3 channels) 0.91x / 0.65x of
 # direct, CIFAR's 16 -> 32 onto 15x15 0.66x / 0.62x of direct, its 1x1 shortcuts (16 and 32 channels)
 # 0.68-0.75x / 1.03-1.16x of im2col. Kept: 3x3 over 3 channels (SqueezeNet, ShuffleNet: 1.04-1.6x slower),
 # 1x1 over 256 and more channels (ResNet-50's shortcuts: 1.1-1.9x slower).
-CHANNEL_S2_K, CHANNEL_S2_1X1_C = 64, 64
+CHANNEL_S2_K, CHANNEL_S2_1X1_C, CHANNEL_S2_M = 64, 64, 32
 
 
 def _taps(geo) -> list[tuple[tuple, tuple, bool]]:
@@ -181,7 +182,7 @@ def conv_kind(geo, c: int, m: int, group: int, dtype=np.float32, n: int = 1) -> 
     if CHANNEL and window_jit.channel_fits(geo, dtype, group):
         if geo.out[1] <= CHANNEL_OW and min(geo.kernel) > 1:
             return "channel"  # narrow outputs
-        if geo.stride == (2, 2):
+        if geo.stride == (2, 2) and m >= CHANNEL_S2_M:
             big = c * math.prod(geo.kernel) >= CHANNEL_S2_K
             if (min(geo.kernel) > 1 and big) or (geo.kernel == (1, 1) and c <= CHANNEL_S2_1X1_C):
                 return "channel"

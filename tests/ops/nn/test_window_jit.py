@@ -229,7 +229,8 @@ def test_channel_conv_matches_reference_and_numpy_path(threads, case, fusion, bi
     kw_args = dict(kernels=[kh, kw], pads=pads, stride=s)
     op_def, want = _fused(ins, fusion, want, feeds, rng, **kw_args)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(conv_nchw, "CHANNEL_S2_K", 1)  # every stride-2 case on it, whatever its C x taps
+        mp.setattr(conv_nchw, "CHANNEL_S2_K", 1)  # every stride-2 case on it, whatever its C x taps and M
+        mp.setattr(conv_nchw, "CHANNEL_S2_M", 1)
         got, op = _run(op_def, feeds, True, mp)
         assert op._kernel.kind == "channel"
         plain, op2 = _run(op_def, feeds, False, mp)
@@ -269,7 +270,7 @@ def test_direct_conv_chosen_by_output_width(n, c, m, size, kind):
 def test_kinds_chosen_at_stride_2():
     """Stride 2 on the channel-lane kernel at any width: CIFAR ResNet-20's 16 -> 32 downsampling conv
     (15x15 outputs) and its 1x1 shortcut, ResNet-50's 3x3 onto 28x28 and its first conv; not 3x3 over 3
-    channels (direct), 1x1 over 256 (im2col), stride 3 (im2col)."""
+    channels or to 8 outputs (direct), 1x1 over 256 (im2col), stride 3 (im2col)."""
     geo = Geometry((30, 30), (3, 3), (2, 2), (1, 1), (1, 1), (1, 1), (15, 15))
     assert conv_nchw.conv_kind(geo, 16, 32, 1, np.float32, 16) == "channel"
     assert conv_nchw.conv_kind(geo._replace(stride=(3, 3), out=(10, 10)), 16, 32, 1, np.float32, 16) == "im2col"
@@ -282,6 +283,7 @@ def test_kinds_chosen_at_stride_2():
     assert conv_nchw.conv_kind(first, 3, 64, 1, np.float32, 1) == "channel"
     rgb = Geometry((224, 224), (3, 3), (2, 2), (1, 1), (0, 0), (0, 0), (111, 111))
     assert conv_nchw.conv_kind(rgb, 3, 64, 1, np.float32, 1) == "direct"
+    assert conv_nchw.conv_kind(rgb, 12, 8, 1, np.float32, 1) == "direct"  # 8 outputs: too few for its lanes
 
 
 @pytest.mark.parametrize("strided", [False, True])
