@@ -198,12 +198,13 @@ def test_direct_conv_matches_reference_and_numpy_path(case, fusion, bias, band, 
 def channel_cases(draw):
     """Group-1 convs the channel-lane kernel takes: windows 2x2 to 5x5 (also not square), stride 1 or
     2, pads up to 2 per side, outputs 1 to 14 wide (blocks of 7, 8 or 14 pixels, partial ones), M not a
-    multiple of a panel (16, 32 or 48 channels); at stride 2 also wider outputs and 1x1 windows."""
+    multiple of a panel (16, 32 or 48 channels); at stride 2 and with 5x5 windows also wider outputs,
+    at stride 2 1x1 windows."""
     s = draw(st.sampled_from([1, 2]))
     one = s == 2 and draw(st.booleans())
     kh, kw = (1, 1) if one else (draw(st.integers(2, 5)), draw(st.integers(2, 5)))
     pads = [0, 0, 0, 0] if one else draw(st.lists(st.integers(0, 2), min_size=4, max_size=4))
-    ow = draw(st.integers(1, 14 if s == 1 else 33))
+    ow = draw(st.integers(1, 14 if s == 1 and min(kh, kw) < 5 else 33))  # 5x5 windows at any width
     w = (ow - 1) * s + kw - pads[1] - pads[3]
     h = draw(st.integers(max(1, kh - pads[0] - pads[2]), 10))
     assume(w >= 1)
@@ -268,9 +269,10 @@ def test_direct_conv_chosen_by_output_width(n, c, m, size, kind):
 
 
 def test_kinds_chosen_at_stride_2():
-    """Stride 2 on the channel-lane kernel at any width: CIFAR ResNet-20's 16 -> 32 downsampling conv
-    (15x15 outputs) and its 1x1 shortcut, ResNet-50's 3x3 onto 28x28 and its first conv; not 3x3 over 3
-    channels or to 8 outputs (direct), 1x1 over 256 (im2col), stride 3 (im2col)."""
+    """Stride 2 (and 5x5 windows at stride 1) on the channel-lane kernel at any width: CIFAR ResNet-20's
+    16 -> 32 downsampling conv (15x15 outputs) and its 1x1 shortcut, ResNet-50's 3x3 onto 28x28 and its
+    first conv, AlexNet's 5x5; not 3x3 over 3 channels or to 8 outputs (direct), 1x1 over 256 (im2col),
+    stride 3 (im2col)."""
     geo = Geometry((30, 30), (3, 3), (2, 2), (1, 1), (1, 1), (1, 1), (15, 15))
     assert conv_nchw.conv_kind(geo, 16, 32, 1, np.float32, 16) == "channel"
     assert conv_nchw.conv_kind(geo._replace(stride=(3, 3), out=(10, 10)), 16, 32, 1, np.float32, 16) == "im2col"
@@ -284,6 +286,9 @@ def test_kinds_chosen_at_stride_2():
     rgb = Geometry((224, 224), (3, 3), (2, 2), (1, 1), (0, 0), (0, 0), (111, 111))
     assert conv_nchw.conv_kind(rgb, 3, 64, 1, np.float32, 1) == "direct"
     assert conv_nchw.conv_kind(rgb, 12, 8, 1, np.float32, 1) == "direct"  # 8 outputs: too few for its lanes
+    five = Geometry((27, 27), (5, 5), (1, 1), (1, 1), (2, 2), (2, 2), (27, 27))  # AlexNet's 5x5: any width
+    assert conv_nchw.conv_kind(five, 64, 192, 1, np.float32, 16) == "channel"
+    assert conv_nchw.conv_kind(five, 64, 16, 1, np.float32, 16) != "channel"
 
 
 @pytest.mark.parametrize("strided", [False, True])
