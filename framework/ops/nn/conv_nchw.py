@@ -130,10 +130,15 @@ CHANNEL, CHANNEL_OW = True, 14
 # 0.68-0.75x / 1.03-1.16x of im2col. Kept: 3x3 over 3 channels (SqueezeNet, ShuffleNet: 1.04-1.6x slower),
 # 1x1 over 256 and more channels (ResNet-50's shortcuts: 1.1-1.9x slower).
 CHANNEL_S2_K, CHANNEL_S2_1X1_C, CHANNEL_S2_M = 64, 64, 32
-# Stride 1, windows of at least CHANNEL_S1_WINDOW x CHANNEL_S1_WINDOW at any width (and CHANNEL_S2_M
-# outputs): AlexNet's 5x5 64 -> 192 on 27x27 0.73-1.05x of im2col at batch 1, 0.79-1.08x at batch 16
-# (four interleaved runs each), without im2col's 25-tap columns (4.7 MB an image).
-CHANNEL_S1_WINDOW = 5
+# Stride 1 at any width, the same C x taps and M, over fewer than CHANNEL_WIDE_C input channels (from
+# 256 on Winograd's fewer multiplies win: 256 -> 256 on 56x56 and on 14x14 at batch 16, 0.75-0.85x of the
+# channel-lane kernel's time). Measured against the previous kind (1 thread, bias + Relu, batch 1 / 16):
+# DenseNet's 3x3 128 -> 32 on 56x56 and 28x28 0.74-0.75x / 0.73x of direct, ResNet-50's 64 -> 64 on
+# 56x56 0.78x / 0.81x of direct and 128 -> 128 on 28x28 0.84x / 0.93x of Winograd, SqueezeNet's 32 ->
+# 128 on 27x27 0.76x / 0.92x and 16 -> 64 on 55x55 1.0x, CIFAR's 32 -> 32 on 15x15 0.94-0.97x, AlexNet's
+# 5x5 64 -> 192 on 27x27 0.73-1.08x of im2col (without its 25-tap columns, 4.7 MB an image). Not 16
+# outputs (16 -> 16 on 30x30: 2x slower, half of a panel's lanes idle).
+CHANNEL_WIDE_C = 192
 
 
 def _taps(geo) -> list[tuple[tuple, tuple, bool]]:
@@ -175,10 +180,9 @@ def _even_chunk(chunk: int, part: tuple) -> int:
 
 
 def conv_kind(geo, c: int, m: int, group: int, dtype=np.float32, n: int = 1) -> str:
-    """'pointwise', 'depthwise' (group = C = M), 'channel' (narrow outputs, see CHANNEL; stride 2, see
-    CHANNEL_S2_K), 'winograd'
-    (wide 3x3 stride 1 over at least WINOGRAD_T tiles of the batch ``n``), 'direct' (see DIRECT_OW,
-    DIRECT_K) or 'im2col'."""
+    """'pointwise', 'depthwise' (group = C = M), 'channel' (narrow outputs, see CHANNEL; wide ones, see
+    CHANNEL_S2_K and CHANNEL_WIDE_C), 'winograd' (wide 3x3 stride 1 over at least WINOGRAD_T tiles of
+    the batch ``n``), 'direct' (see DIRECT_OW, DIRECT_K) or 'im2col'."""
     if geo.kernel == (1, 1) and geo.stride == (1, 1) and not geo.padded:
         return "pointwise"
     if group > 1 and group == c == m:
@@ -186,12 +190,12 @@ def conv_kind(geo, c: int, m: int, group: int, dtype=np.float32, n: int = 1) -> 
     if CHANNEL and window_jit.channel_fits(geo, dtype, group):
         if geo.out[1] <= CHANNEL_OW and min(geo.kernel) > 1:
             return "channel"  # narrow outputs
-        if geo.stride == (1, 1) and min(geo.kernel) >= CHANNEL_S1_WINDOW and m >= CHANNEL_S2_M:
-            return "channel"  # large windows at any width
-        if geo.stride == (2, 2) and m >= CHANNEL_S2_M:
-            big = c * math.prod(geo.kernel) >= CHANNEL_S2_K
-            if (min(geo.kernel) > 1 and big) or (geo.kernel == (1, 1) and c <= CHANNEL_S2_1X1_C):
-                return "channel"
+        wide_ok = min(geo.kernel) > 1 and m >= CHANNEL_S2_M and c * math.prod(geo.kernel) >= CHANNEL_S2_K
+        if geo.stride == (1, 1) and wide_ok and c < CHANNEL_WIDE_C:
+            return "channel"  # wide outputs at stride 1 too, but over many channels Winograd's
+        one_s2 = geo.kernel == (1, 1) and c <= CHANNEL_S2_1X1_C and m >= CHANNEL_S2_M
+        if geo.stride == (2, 2) and (wide_ok or one_s2):
+            return "channel"
     wide = c >= WINOGRAD_C and m >= WINOGRAD_M and n * math.prod(winograd.tiles(geo)) >= WINOGRAD_T
     if WINOGRAD and wide and winograd.fits(geo, dtype, group):
         return "winograd"
@@ -386,7 +390,7 @@ class ConvNCHW:
         if y.size == 0:
             return
         rp = self._replay
-        if rp is not None and rp.fits(x, w, b, y, s, wt):
+        if rp is not None and rp.fits(self, x, w, b, y, s, wt):
             if self._copy_bias and b is not None:
                 np.copyto(self._bp[: self.m], b)
             rp.call(x, y, s)
@@ -399,7 +403,7 @@ class ConvNCHW:
         if self.replayable:
             lo, hi = self.parts[0]
             calls = window_jit.record_calls(lambda: fn(0, lo, hi, x, w, b1, y, s))
-            self._replay = _Replay.of(self, calls, x, w, b, y, s, wt)
+            self._replay = _Replay.of(calls, x, w, b, y, s)
             return
         if self.kind == "im2col" and not self.by_image:
             # Batch 1 split by output channels: the shared columns are filled first, by input channels.
@@ -633,16 +637,16 @@ class _Replay:
     thread, filter and bias arrays (and filter version, where the kernel packs it), x contiguous and
     the residual in the same role (none, y itself, or another contiguous array)."""
 
-    __slots__ = ("fn", "args", "px", "py", "ps", "w", "b", "tid", "mode", "conv")
+    __slots__ = ("fn", "args", "px", "py", "ps", "w", "b", "tid", "mode")
 
     @classmethod
-    def of(cls, conv, calls, x, w, b, y, s, wt):
+    def of(cls, calls, x, w, b, y, s):
         mode = _residual_mode(y, s)
         if len(calls) != 1 or mode < 0 or not (x.flags.c_contiguous and w.flags.c_contiguous):
             return None
         fn, args = calls[0]
         r = cls()
-        r.fn, r.args, r.w, r.b, r.tid, r.mode, r.conv = fn, list(args), w, b, threading.get_ident(), mode, conv
+        r.fn, r.args, r.w, r.b, r.tid, r.mode = fn, list(args), w, b, threading.get_ident(), mode
         r.px = [i for i, a in enumerate(args) if a is x]
         r.py = [i for i, a in enumerate(args) if a is y]
         r.ps = [i for i, a in enumerate(args) if a is s] if mode == 2 else []
@@ -656,8 +660,8 @@ class _Replay:
         for i in (*self.px, *self.py, *self.ps):
             args[i] = None
 
-    def fits(self, x, w, b, y, s, wt) -> bool:
-        conv = self.conv
+    def fits(self, conv, x, w, b, y, s, wt) -> bool:
+        """Whether this run of ``conv`` may be the replay (no reference to ``conv`` is kept: no cycle)."""
         return (
             w is self.w
             and b is self.b

@@ -248,10 +248,12 @@ def test_channel_conv_matches_reference_and_numpy_path(threads, case, fusion, bi
 @pytest.mark.parametrize(
     "n, c, m, size, kind",
     [
-        (16, 16, 16, 32, "direct"),  # CIFAR ResNet-20's convs
-        (1, 32, 32, 17, "direct"),  # 15 wide: the direct kernel fills 15 of 16 lanes
+        (16, 16, 16, 32, "direct"),  # CIFAR ResNet-20's 16-channel convs: too few for a channel panel
+        (1, 32, 32, 17, "channel"),  # 15 wide
         (16, 64, 64, 10, "channel"),  # 8 wide: output channels in the lanes
-        (16, 128, 32, 56, "direct"),  # DenseNet-121's 128 -> 32: too few outputs for Winograd
+        (16, 128, 32, 56, "channel"),  # DenseNet-121's 128 -> 32 on 54x54
+        (16, 128, 128, 30, "channel"),  # under CHANNEL_WIDE_C input channels: before Winograd
+        (16, 3, 64, 30, "direct"),  # 27 input cells a window: too few
         (1, 256, 256, 16, "channel"),  # 49 tiles: too few for Winograd
         (16, 256, 256, 16, "channel"),  # narrow outputs: the channel-lane kernel before Winograd
         (16, 256, 256, 30, "winograd"),
@@ -387,9 +389,11 @@ def test_pool_jit_matches_reference_and_numpy_path(kind, stride, pads, size, inc
 
 @pytest.mark.parametrize("batch", [4, 1])
 @pytest.mark.parametrize("size, kind", [(20, "direct"), (9, "channel")])
-def test_jit_kernels_rerun_without_allocating(threads, batch, size, kind):  # noqa: F811
+def test_jit_kernels_rerun_without_allocating(threads, batch, size, kind, monkeypatch):  # noqa: F811
     """Depthwise, direct or channel-lane (images split over the threads, or output channels at batch 1;
     an in-place residual) and pooling kernels run again without allocating."""
+    if kind == "direct":  # wide outputs: on the direct kernel, not the channel-lane one
+        monkeypatch.setattr(conv_nchw, "CHANNEL_WIDE_C", 0)
     rng = np.random.default_rng(0)
     ws = Workspace()
     c = 64  # several blocks (panels) of output channels: split at batch 1 on 2 threads

@@ -181,8 +181,9 @@ def test_winograd_reruns_without_allocating(threads, any_size):  # noqa: F811
 @pytest.mark.parametrize(
     "n, c, m, size, kind",
     [
-        (1, 128, 128, 30, "winograd"),  # ResNet-50's 28x28 stage: 196 tiles
-        (16, 256, 256, 30, "winograd"),  # ResNet-50's 28x28 stage at batch 16
+        (1, 128, 128, 30, "channel"),  # ResNet-50's 28x28 stage: under CHANNEL_WIDE_C input channels
+        (1, 256, 256, 30, "winograd"),  # 256 input channels: Winograd's fewer multiplies win
+        (16, 256, 256, 30, "winograd"),
         (16, 256, 256, 15, "channel"),  # AlexNet's 13x13 convs at batch 16: narrow outputs
         (16, 512, 512, 9, "channel"),  # ResNet-50's 7x7 stage at batch 16
         (16, 128, 32, 16, "channel"),  # DenseNet-121's 128 -> 32: too few outputs
