@@ -5,15 +5,19 @@ Six kernels, picked once per input signature (``conv_kind``, by the measured rul
 - ``pointwise`` (1x1, stride 1, no padding): in NCHW each image already is the GEMM operand
   (C, H*W), so Y[i] = W (M, C) @ X[i] with no copy at all; groups as one batched matmul. Up to
   POINTWISE_MK_C input channels (float32, numba), the direct micro-kernel instead (``mk``).
+- ``channel`` (group 1, float32, with numba): the output channels in the vector lanes, the input
+  cells broadcast from the zero-bordered plane at stride 1 or 2 (``window_jit.channel_conv``,
+  channel_kernel.py): narrow outputs (at most CHANNEL_OW wide), where ``direct`` would waste its pixel
+  lanes (and, for its memory, instead of Winograd); wide ones too with at least CHANNEL_S2_M outputs
+  and CHANNEL_S2_K input cells a window (at stride 1 under CHANNEL_WIDE_C input channels), and 1x1
+  stride-2 convs over few channels.
+- ``winograd`` (3x3 stride 1, wide, float32, with numba): Winograd's F(2x2, 3x3) (winograd.py), from
+  CHANNEL_WIDE_C input channels on.
 - ``direct`` (group 1, float32, with numba): the register-blocked micro-kernel of
   ``window_jit.direct`` (microkernel.py) over zero-bordered image planes: no columns at all, the
-  epilogue on its registers; every 3x3 conv at stride 1 (stride 2 up to DIRECT_S2_M outputs) that
-  Winograd does not take, and larger windows over few channels (DIRECT_K).
-- ``winograd`` (3x3 stride 1, wide, float32, with numba): Winograd's F(2x2, 3x3) (winograd.py).
-- ``channel`` (group 1, float32, with numba): narrow outputs (at most CHANNEL_OW wide) of 2x2 and
-  larger windows at stride 1 or 2 with the output channels in the vector lanes
-  (``window_jit.channel_conv``, channel_kernel.py), where ``direct`` would waste its pixel lanes
-  (and, for its memory, instead of Winograd).
+  epilogue on its registers; the 3x3 convs at stride 1 (stride 2 up to DIRECT_S2_M outputs) that
+  neither of those takes (fewer than 32 outputs, few input cells), and larger windows over few
+  channels (DIRECT_K).
 - ``im2col``: columns (C, kh, kw, OH, OW) of one image filled straight from the unpadded input, one
   strided copy per kernel tap over the window's valid region; the border cells that fall in the
   padding are zero from the buffer's creation and never written, so padding costs nothing per run.
