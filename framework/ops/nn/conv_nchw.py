@@ -94,6 +94,25 @@ DIRECT_K = 512
 # unpacked, OpenBLAS packs them. 232 (the previous bound) against 128, whole models interleaved: DenseNet-121
 # at batch 16 1.06x slower (its 1x1 convs over 160-224 channels), batch 1 and the others within 3%.
 POINTWISE_MK_C = 128
+# Over more input channels the micro-kernel runs in chunks of window_jit.POINTWISE_KC channels (a chunk's
+# rows of a 64-pixel band stay in L1 over every block of output channels), and still wins where OpenBLAS's
+# packing of both operands on every call weighs most: few outputs or few pixels. Measured (1 thread,
+# batch 1, bias + Relu, interleaved, against OpenBLAS + the epilogue pass): SqueezeNet's squeeze convs
+# 256 -> 48, 384 -> 64, 512 -> 64 on 13x13 0.71x, 0.83x, 0.89x, 256 -> 32 on 27x27 0.77x; 7x7 outputs
+# (ShuffleNet's 232 -> 232 and 464 -> 1024, DenseNet's 512-1024 -> 128) 0.75-0.96x; 256 -> 128 and
+# 232 -> 232 on 14x14 0.83x, 0.96x. Not taken: 512 -> 1000 on 13x13 1.30x, 992 -> 128 on 14x14 1.17x,
+# 2048 -> 512 and 512 -> 2048 on 7x7 1.03-1.12x, 256 -> 64 on 56x56 1.34x, 1024 -> 256 on 14x14 1.23x.
+POINTWISE_MK_MAX_C = 1024
+
+
+def _pointwise_mk(c: int, m: int, p: int) -> bool:
+    """Whether a 1x1 conv of c -> m channels over p pixels runs on the micro-kernel (see POINTWISE_MK_C)."""
+    if c <= POINTWISE_MK_C:
+        return True
+    few = (m <= 64 and p <= 1024) or (p <= 64 and m <= 1024) or (c <= 256 and p <= 256)
+    return c <= POINTWISE_MK_MAX_C and few
+
+
 # Winograd F(2x2, 3x3) (winograd.py) for 3x3 stride-1 convs with at least WINOGRAD_C input and
 # WINOGRAD_M output channels and at least WINOGRAD_T 2x2 output tiles over the batch (its 16 GEMMs
 # have T columns: fewer run them too slowly); thinner convs keep the direct kernel or im2col (see
@@ -236,7 +255,7 @@ class ConvNCHW:
         self.dmk = self.jit and not self.dw3 and one_row
         self.jit_epilogue = np.dtype(dtype) == np.float32 and window_jit.available()
         # 1x1 convs on the direct micro-kernel (see POINTWISE_MK_C)
-        self.mk = self.kind == "pointwise" and group == 1 and c <= POINTWISE_MK_C and self.jit_epilogue
+        self.mk = self.kind == "pointwise" and group == 1 and self.jit_epilogue and _pointwise_mk(c, m, p)
         if self.kind == "channel":
             self.cplan = window_jit.channel_plan(geo, c, m)
         # Split images, except batch 1 with group 1: split output channels.
@@ -284,7 +303,7 @@ class ConvNCHW:
             self._transform = window_jit.direct_pack
             self._u = allocate_array((window_jit.direct_packed_size(m, self.kg),), dt)
         if self.mk:
-            self.band = window_jit.pointwise_band(c)  # pixels per band of the 1x1 micro-kernel
+            self.band = window_jit.pointwise_band(c)  # (pixels per band, channels per chunk) of the 1x1 kernel
         if self.kind == "direct" or self.mk or self.dmk or self.dw3:  # the kernel adds a bias vector
             self._zero_b = None if has_bias else allocate_array((m,), dt, zero_fill=True)
         if self.kind == "direct" or self.dmk:

@@ -47,8 +47,9 @@ def _make_block(R, V):  # noqa: N803  (R, V as in the module doc)
 
     block.__doc__ = f"""Outputs of {R} filter rows (from w0 in ``wp``, rows < ``rows`` kept) on {V} runs of output
     pixels: run v reads planes[ch * cstride + taps[t] + xo[v]] for tap t of input channel ch < c and writes
-    its first n[v] lanes at y[yo[v] + r * ldy] (+ b[b0 + r], + the residual at the same index of ``res``
-    when flags & 2 (may be y itself), Relu when flags & 4: "0 if v < 0 else v", NaN stays)."""
+    its first n[v] lanes at y[yo[v] + r * ldy] (+ b[b0 + r] unless flags & 1, + the residual at the same
+    index of ``res`` when flags & 2 (may be y itself), Relu when flags & 4: "0 if v < 0 else v", NaN
+    stays)."""
     return intrinsic(block)
 
 
@@ -97,10 +98,12 @@ def _codegen(R, V):  # noqa: N803
                 builder.store(builder.add(wrow, _c(R)), kk)
         has_r = builder.icmp_signed("!=", builder.and_(flags_v, _c(2)), _c(0))
         relu = builder.icmp_signed("!=", builder.and_(flags_v, _c(4)), _c(0))
+        no_bias = builder.icmp_signed("!=", builder.and_(flags_v, _c(1)), _c(0))
         rmasks = [builder.and_(mask, _splat(builder, has_r, mty)) for mask in masks]  # all off: res not read
         for r in range(R):
             with builder.if_then(builder.icmp_signed("<", _c(r), rows_v)):
-                bias = _splat(builder, builder.load(builder.gep(bd, [builder.add(b0_v, _c(r))])), _VEC)
+                bias = builder.load(builder.gep(bd, [builder.add(b0_v, _c(r))]))
+                bias = _splat(builder, builder.select(no_bias, ir.Constant(_F32, 0.0), bias), _VEC)
                 for v in range(V):
                     at = builder.add(yo[v], builder.mul(_c(r), ldy_v))
                     added = builder.call(mload, [builder.gep(rd, [at]), align, rmasks[v], zero])
@@ -247,27 +250,35 @@ def _conv_wide(x, wp, b, y, res, planes, taps, s, ph, pw, hq, wq, flags, i0, i1,
 
 
 @_jit
-def _pointwise(x, wp, b, y, res, taps, flags, i0, i1, m0, m1, xo, yo, n, band, moff):  # noqa: E501  # pragma: no cover
+def _pointwise(x, wp, b, y, res, taps, flags, i0, i1, m0, m1, xo, yo, n, band, moff, kc):  # noqa: E501  # pragma: no cover
     """1x1 stride-1 unpadded conv of images i0:i1, filter rows m0:m1 (m0 a multiple of R) into
     y[:, moff + m0:moff + m1] (as ``_conv``): each image read in place as C planes of P pixels (taps =
-    [0]); per band of ``band`` pixels (a multiple of V*L; see window_jit.pointwise_band), per block of
-    R output channels, runs of V*L pixels."""
+    [0]); per band of ``band`` pixels (a multiple of V*L; see window_jit.pointwise_band), per chunk of
+    ``kc`` input channels, per block of R output channels, runs of V*L pixels. The band's rows of a
+    chunk stay in L1 over all the blocks; a later chunk adds its sums to the output (as an in-place
+    residual, no bias), the Relu with the last one."""
     m, c = y.shape[1], x.shape[1]
     p = y.shape[2] * y.shape[3]
     xf, yf, rf = x.reshape(-1), y.reshape(-1), res.reshape(-1)
     for i in range(i0, i1):
         for q0 in range(0, p, band):
             q1 = min(p, q0 + band)
-            for mb in range(m0, m1, R):
-                rows = min(R, m1 - mb)
-                for q in range(q0, q1, V * L):
-                    for j in range(V):
-                        xo[j] = i * c * p + q + j * L
-                        yo[j] = (i * m + moff + mb) * p + q + j * L
-                        n[j] = max(0, min(L, q1 - q - j * L))
-                        if n[j] == 0:
-                            xo[j], yo[j] = xo[0], yo[0]
-                    _block(wp, mb * c, xf, p, taps, c, xo, yf, yo, p, n, b, mb, rows, rf, flags)
+            for k0 in range(0, c, kc):
+                k1 = min(c, k0 + kc)
+                fk = flags if k1 == c else flags & 3  # the Relu with the last chunk
+                rk = rf
+                if k0 > 0:  # sums so far in y: added as the residual, the bias already in
+                    fk, rk = fk | 3, yf
+                for mb in range(m0, m1, R):
+                    rows = min(R, m1 - mb)
+                    for q in range(q0, q1, V * L):
+                        for j in range(V):
+                            xo[j] = (i * c + k0) * p + q + j * L
+                            yo[j] = (i * m + moff + mb) * p + q + j * L
+                            n[j] = max(0, min(L, q1 - q - j * L))
+                            if n[j] == 0:
+                                xo[j], yo[j] = xo[0], yo[0]
+                        _block(wp, mb * c + k0 * R, xf, p, taps, k1 - k0, xo, yf, yo, p, n, b, mb, rows, rk, fk)
     return 0
 
 

@@ -387,22 +387,30 @@ def channel_conv(x, wp, b, y, res, planes, plan, geo, relu, i0, i1, mb0, mb1, m,
 _TAPS1 = np.zeros(1, np.int64)  # a 1x1 window's one tap
 
 
-def pointwise_band(c: int) -> int:
-    """Pixels per band of ``pointwise`` over ``c`` input channels: C rows of it fill BAND_BYTES."""
-    return max(64, BAND_BYTES // (4 * c) // 32 * 32)
+POINTWISE_KC, POINTWISE_KC_BAND = 128, 64
+
+
+def pointwise_band(c: int) -> tuple[int, int]:
+    """(pixels per band, input channels per chunk) of ``pointwise`` over ``c`` input channels: up to
+    POINTWISE_KC channels whole, C rows of a band filling BAND_BYTES; over more, chunks of POINTWISE_KC
+    channels over bands of POINTWISE_KC_BAND pixels (a chunk's rows of the band stay in L1)."""
+    if c <= POINTWISE_KC:
+        return max(64, BAND_BYTES // (4 * c) // 32 * 32), c
+    return POINTWISE_KC_BAND, POINTWISE_KC
 
 
 def pointwise(
-    x, wp, b, y, res, scratch, relu: bool, i0: int, i1: int, m0: int, m1: int, band: int, moff: int = 0
+    x, wp, b, y, res, scratch, relu: bool, i0: int, i1: int, m0: int, m1: int, band: tuple, moff: int = 0
 ) -> None:
     """1x1 stride-1 unpadded group-1 conv of images i0:i1, output channels m0:m1 (m0 a multiple of
     ``direct_block_rows``) through the direct micro-kernel, each image read in place: ``wp`` from
     ``direct_pack``, ``b`` (M,) (zeros for a conv without bias), ``scratch`` (3, 2) int64 per worker,
-    ``band`` from ``pointwise_band``; ``res`` may be None or ``y`` itself; ``moff`` as ``direct``'s."""
+    ``band`` (pixels, channels per chunk) from ``pointwise_band``; ``res`` may be None or ``y`` itself;
+    ``moff`` as ``direct``'s."""
     mk = _microkernel()
     x, res, flags = _mk_operands(x, y, res, relu)
-    sc = scratch
-    _timed(mk._pointwise, x, wp, b, y, res, _TAPS1, flags, i0, i1, m0, m1, sc[0], sc[1], sc[2], band, moff)
+    sc, (pixels, kc) = scratch, band
+    _timed(mk._pointwise, x, wp, b, y, res, _TAPS1, flags, i0, i1, m0, m1, sc[0], sc[1], sc[2], pixels, moff, kc)
 
 
 def epilogue(acc, b, res, y, relu: bool) -> bool:
@@ -522,7 +530,7 @@ def warm_up() -> float:
     plane3 = depthwise3_planes(geo)
     planes3 = np.zeros((2, plane3[2]), np.float32)
     depthwise3(x, np.zeros((2, 1, 3, 3), np.float32), zero_b, y, y, planes3, plane3, geo, True, 0, 1)
-    pointwise(x, direct_pack(np.zeros((2, 2, 1, 1), np.float32)), zero_b, y, y, scratch, True, 0, 1, 0, 2, 64)
+    pointwise(x, direct_pack(np.zeros((2, 2, 1, 1), np.float32)), zero_b, y, y, scratch, True, 0, 1, 0, 2, (64, 2))
     cplan = channel_plan(geo, 2, 2)
     cw = np.zeros(cplan.mp * 18, np.float32)
     cb = np.zeros(cplan.mp, np.float32)

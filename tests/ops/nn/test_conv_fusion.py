@@ -238,6 +238,7 @@ def test_batched_gemm_in_chunks_with_a_smaller_last_chunk(threads, monkeypatch, 
 
     monkeypatch.setattr(conv_nchw, "BLOCK_BYTES", 2 * 4 * kernel * kernel * 25 * 4)  # 2 images per GEMM
     monkeypatch.setattr(conv_nchw, "POINTWISE_MK_C", 0)  # the GEMM path (the micro-kernel: test_window_jit)
+    monkeypatch.setattr(conv_nchw, "POINTWISE_MK_MAX_C", 0)
     monkeypatch.setattr(conv_nchw, "CHANNEL", False)  # im2col for the narrow 3x3 case too
     monkeypatch.setattr(conv_nchw, "DIRECT_OW", 1 << 30)
     rng = np.random.default_rng(5)
@@ -263,7 +264,7 @@ def test_batched_gemm_in_chunks_with_a_smaller_last_chunk(threads, monkeypatch, 
         (1, 0, 13, 16, True),  # 1x1 on the micro-kernel
         (3, 1, 13, 16, True),  # direct, rows written in place
         (3, 1, 8, 16, True),  # narrow: output channels in the lanes
-        (1, 0, 13, 160, False),  # 1x1 on OpenBLAS: into its own output, then copied
+        (1, 0, 13, 1100, False),  # 1x1 on OpenBLAS (over POINTWISE_MK_MAX_C): into its own output, then copied
         (5, 2, 13, 128, True),
         (5, 2, 20, 128, False),  # im2col + GEMM
         (3, 0, 15, 4, True),

@@ -428,14 +428,16 @@ def test_jit_kernels_rerun_without_allocating(threads, batch, size, kind, monkey
     hw=st.sampled_from([(1, 1), (3, 5), (4, 8), (7, 9), (6, 11), (13, 17)]),
     fusion=st.sampled_from([0, 1, 2, 3]),
     bias=st.booleans(),
-    band=st.sampled_from([None, 1]),
+    band=st.sampled_from([None, 1, "chunks"]),
     seed=st.integers(0, 2**31 - 1),
 )
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=40, deadline=None)
 def test_pointwise_micro_kernel_matches_reference_and_gemm(n, c, m, hw, fusion, bias, band, seed):
     """1x1 convs on the micro-kernel (each image read in place: runs of 32 pixels and a partial last
     one, partial blocks of output channels) against float64 and OpenBLAS's GEMM path, every fusion
-    type, NaN through Relu; ``band`` 1: BAND_BYTES tiny, so images run in bands of 64 pixels."""
+    type, NaN through Relu; ``band`` 1: BAND_BYTES tiny, so images run in bands of 64 pixels;
+    "chunks": the input channels in chunks of 3 (sums added in the output, bias and residual with
+    the first, Relu with the last) over bands of 32 pixels."""
     rng = np.random.default_rng(seed)
     x = rng.standard_normal((n, c, *hw)).astype(np.float32)
     x[-1, 0, 0, -1] = np.nan
@@ -446,11 +448,17 @@ def test_pointwise_micro_kernel_matches_reference_and_gemm(n, c, m, hw, fusion, 
     ins = ["X", "W"] + (["b"] if bias else [])
     op_def, want = _fused(ins, fusion, want, feeds, rng, kernel=1)
     with pytest.MonkeyPatch.context() as mp:
-        if band:
+        if band == 1:
             mp.setattr(window_jit, "BAND_BYTES", band)
+        if band == "chunks":
+            mp.setattr(window_jit, "POINTWISE_KC", 3)
+            mp.setattr(window_jit, "POINTWISE_KC_BAND", 32)
+            mp.setattr(conv_nchw, "POINTWISE_MK_C", 2)  # over 2 channels: the chunked micro-kernel still
         got, op = _run(op_def, feeds, True, mp)
-        assert op._kernel.mk and op._kernel.band == (64 if band else window_jit.pointwise_band(c))
+        want_band = {None: window_jit.pointwise_band(c), 1: (64, c), "chunks": (32, 3) if c > 3 else None}[band]
+        assert op._kernel.mk and op._kernel.band == (want_band or window_jit.pointwise_band(c))
         mp.setattr(conv_nchw, "POINTWISE_MK_C", 0)
+        mp.setattr(conv_nchw, "POINTWISE_MK_MAX_C", 0)
         plain, op2 = _run(op_def, feeds, True, mp)
         assert not op2._kernel.mk
     np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
