@@ -526,6 +526,17 @@ def test_micro_kernel_with_8_lanes_matches_reference():
     assert out.returncode == 0 and "ok" in out.stdout, out.stderr[-3000:]
 
 
+def _max_pools(x, geo) -> tuple:
+    """(max_pool's output, the phase-plane kernel's output, the pad value: float32's lowest) of x."""
+    low = np.finfo(np.float32).min
+    direct = np.empty((x.shape[0], x.shape[1], *geo.out), np.float32)
+    window_jit.max_pool(x, direct, np.empty(window_jit.max_pool_row(geo), np.float32), geo, low, 0, x.shape[0])
+    phases, hq, wq, wide = window_jit.plane_shape(geo)
+    planes, scratch = np.empty_like(direct), np.empty((phases, hq * wq), np.float32)
+    window_jit.pool(x, planes, None, scratch, np.empty(wide, np.float32), geo, "max", low, 0, x.shape[0])
+    return direct, planes, low
+
+
 def test_direct_max_pool_windows_wholly_in_the_padding():
     """Windows that lie wholly in the padding (Caffe2's legacy pooling can make them) yield the pad
     value, in both max-pooling kernels; NaN wins where a window holds one."""
@@ -533,12 +544,7 @@ def test_direct_max_pool_windows_wholly_in_the_padding():
     geo = Geometry((4, 5), (3, 3), (3, 3), (1, 1), (1, 0), (6, 6), (3, 3))  # window 2: rows 5-7, columns 6-8
     x = np.random.default_rng(0).standard_normal((2, 3, 4, 5)).astype(np.float32)
     x[1, 2, 0, 4] = np.nan
-    low = np.finfo(np.float32).min
-    direct = np.empty((2, 3, 3, 3), np.float32)
-    window_jit.max_pool(x, direct, np.empty(window_jit.max_pool_row(geo), np.float32), geo, low, 0, 2)
-    phases, hq, wq, wide = window_jit.plane_shape(geo)
-    planes, scratch = np.empty_like(direct), np.empty((phases, hq * wq), np.float32)
-    window_jit.pool(x, planes, None, scratch, np.empty(wide, np.float32), geo, "max", low, 0, 2)
+    direct, planes, low = _max_pools(x, geo)
     np.testing.assert_array_equal(direct, planes)
     assert (direct[:, :, 2, :] == low).all() and (direct[:, :, :, 2] == low).all()
     assert np.isnan(direct[1, 2, 0, 1]) and not np.isnan(direct[1, 1]).any()
@@ -552,12 +558,7 @@ def test_stride2_max_pool_windows_wholly_in_the_padding():
     geo = Geometry((4, 5), (3, 3), (2, 2), (1, 1), (1, 0), (6, 6), (5, 5))
     x = np.random.default_rng(1).standard_normal((2, 3, 4, 5)).astype(np.float32)
     x[1, 2, 3, 4] = np.nan
-    low = np.finfo(np.float32).min
-    direct = np.empty((2, 3, 5, 5), np.float32)
-    window_jit.max_pool(x, direct, np.empty(window_jit.max_pool_row(geo), np.float32), geo, low, 0, 2)
-    phases, hq, wq, wide = window_jit.plane_shape(geo)
-    planes, scratch = np.empty_like(direct), np.empty((phases, hq * wq), np.float32)
-    window_jit.pool(x, planes, None, scratch, np.empty(wide, np.float32), geo, "max", low, 0, 2)
+    direct, planes, low = _max_pools(x, geo)
     assert direct.tobytes() == planes.tobytes()
     assert (direct[:, :, 3:, :] == low).all() and (direct[:, :, :, 3:] == low).all()
     assert np.isnan(direct[1, 2, 2, 2]) and np.isnan(direct[1, 2, 1, 2])
@@ -580,12 +581,7 @@ def check_stride2_max_pool(width: int, pad: int, lanes: int) -> None:
     ow = (width + 2 * pad - 3) // 2 + 1
     oh = (h + 2 * pad - 3) // 2 + 1
     geo = Geometry((h, width), (3, 3), (2, 2), (1, 1), (pad, pad), (pad, pad), (oh, ow))
-    low = np.finfo(np.float32).min
-    direct = np.empty((2, 3, oh, ow), np.float32)
-    window_jit.max_pool(x, direct, np.empty(window_jit.max_pool_row(geo), np.float32), geo, low, 0, 2)
-    phases, hq, wq, wide = window_jit.plane_shape(geo)
-    planes, scratch = np.empty_like(direct), np.empty((phases, hq * wq), np.float32)
-    window_jit.pool(x, planes, None, scratch, np.empty(wide, np.float32), geo, "max", low, 0, 2)
+    direct, planes, _ = _max_pools(x, geo)
     assert direct.tobytes() == planes.tobytes()  # bit for bit: NaN payloads and zero signs too
     want = pool_reference(x, "max", "NCHW", (3, 3), (2, 2), (1, 1), (pad, pad), (pad, pad), (oh, ow))
     np.testing.assert_array_equal(direct, want)
