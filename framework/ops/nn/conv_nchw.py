@@ -140,8 +140,8 @@ DEPTHWISE3 = True
 # against the previous choice): 3x3 64 -> 64 on 8x8 0.78-0.80x, 128 -> 32 on 7x7 0.87-0.92x, 512 -> 512 on 7x7
 # 0.87-1.0x, 256 -> 256 on 14x14 0.84x; stride 2 (im2col or the phase-plane direct kernel before) 256 -> 512
 # onto 7x7 0.70-0.80x, 128 -> 256 onto 14x14 0.80-0.91x, 16 -> 32 and 32 -> 64 onto 15x15 / 8x8 0.62-0.83x.
-# Not taken: 15-wide outputs (32 -> 32 on 15x15 1.07-1.13x: the direct kernel fills 15 of 16 lanes there), 1x1
-# convs (0.88-1.58x against the 1x1 micro-kernel and OpenBLAS; 1.07-1.22x at stride 2).
+# Not taken then: 1x1 convs at stride 1 (0.88-1.58x against the 1x1 micro-kernel and OpenBLAS). Wider outputs
+# came later (CHANNEL_S2_K, CHANNEL_WIDE_C below).
 CHANNEL, CHANNEL_OW = True, 14
 # At stride 2 the channel-lane kernel reads the bordered plane at twice the pixel step, where the direct
 # kernel fills phase planes and im2col copies columns: it takes stride-2 convs at any output width with

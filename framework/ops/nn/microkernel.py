@@ -35,13 +35,12 @@ V = 2  # output runs (vectors) per block
 _jit = numba.njit(cache=simd_ir.CACHE, fastmath={"contract"}, nogil=True, boundscheck=False)
 
 _F32, _I64, _I32, _I1, _VEC = simd_ir.F32, simd_ir.I64, simd_ir.I32, simd_ir.I1, simd_ir.VEC
+_function, _splat, _c = simd_ir.function, simd_ir.splat, simd_ir.const
 
 
 def _c32(v: int):
+    """An i32 constant (the prefetch intrinsic's arguments)."""
     return ir.Constant(_I32, v)
-
-
-_function, _splat, _c = simd_ir.function, simd_ir.splat, simd_ir.const
 
 
 def _make_block(R, V, PF=0):  # noqa: N803  (R, V as in the module doc)
