@@ -19,11 +19,21 @@ def _mx(a, b):  # pragma: no cover - compiled
     return a if (a > b or a != a) else b  # NaN wins, as np.maximum
 
 
+_NO_PAIRS = np.zeros(1, np.uint64)
+
+
 @_jit
 def _fill(x, i, ch, planes, s, ph, pw, hq, wq, pad):  # pragma: no cover - compiled
     """The s*s phase planes of image i, channel ch (pad value outside the image)."""
     h, w = x.shape[2], x.shape[3]
     su, wu, iu, cu = _U(s), _U(wq), _U(i), _U(ch)
+    # stride 2 over rows of an even width (8-byte aligned): a row read as 64-bit pairs, the even and
+    # odd columns as their low and high halves, which LLVM vectorizes (the stride-2 reads it does not):
+    # a 224x224 RGB image's four phase planes 35-56 us against 64-84 (SqueezeNet's and ShuffleNet's first
+    # convs; their models within noise, 0.99-1.01x)
+    pairs = s == 2 and w % 2 == 0 and (x.ctypes.data & 7) == 0
+    xp = x.reshape(-1).view(np.uint64) if pairs else _NO_PAIRS
+    pu = planes.view(np.uint32)
     for pa in range(s):
         for pb in range(s):
             k = _U(pa * s + pb)
@@ -48,6 +58,11 @@ def _fill(x, i, ch, planes, s, ph, pw, hq, wq, pad):  # pragma: no cover - compi
                 if s == 1:
                     for v in range(nv):
                         planes[k, dst + v] = x[iu, cu, iru, c0 + v]
+                elif pairs:
+                    at = ((iu * _U(x.shape[1]) + cu) * _U(h) + iru) * _U(w // 2) + (c0 >> _U(1))
+                    shift = (c0 & _U(1)) * _U(32)
+                    for v in range(nv):
+                        pu[k, dst + v] = np.uint32((xp[at + v] >> shift) & _U(0xFFFFFFFF))
                 else:
                     for v in range(nv):
                         planes[k, dst + v] = x[iu, cu, iru, c0 + v * su]
