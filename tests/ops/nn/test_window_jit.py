@@ -136,14 +136,15 @@ def test_conv_epilogue_jit_matches_reference_and_numpy_path(kernel, stride, n, m
 def direct_cases(draw):
     """Group-1 convs the direct kernel takes: 3x3 at stride 1 or 2, 5x5 and 7x7 at strides 1-4 over few
     channels (conv_nchw.DIRECT_K), outputs at least conv_nchw.DIRECT_OW
-    wide: rows of up to 16 outputs two to a register block, wider ones in runs of 32; M not a
-    multiple of the micro-kernel's 8 rows exercises a partial block), pads up to 2 per side."""
+    wide: rows of up to 16 outputs two to a register block, wider ones in runs of 32, a last run of up
+    to 16 sharing a block with the next row's; M not a multiple of the micro-kernel's 8 rows exercises
+    a partial block), pads up to 2 per side."""
     k = draw(st.sampled_from([3, 3, 3, 5, 7]))
     pads = draw(st.lists(st.integers(0, k // 2 + 1), min_size=4, max_size=4))
     s = draw(st.sampled_from([1, 2] if k == 3 else [1, 2, 3, 4]))
     h = draw(st.integers(max(1, k - pads[0] - pads[2]), 12))
     min_ow = conv_nchw.DIRECT_OW
-    w = draw(st.integers(max(1, (min_ow - 1) * s + k - pads[1] - pads[3]), 40 * s))
+    w = draw(st.integers(max(1, (min_ow - 1) * s + k - pads[1] - pads[3]), 52 * s))
     n, c, m = draw(st.integers(1, 3)), draw(st.integers(1, 6)), draw(st.integers(1, 20))
     return dict(n=n, c=c, m=m, h=h, w=w, pads=pads, stride=s, k=k)
 
