@@ -37,82 +37,99 @@ STRIDES = (1, 2)
 SLACK = 2 * 14 + 16  # plane cells a block may read past the last row (pixels beyond n, the widest tap)
 
 
-def _make_block(R: int, V: int, S: int):  # noqa: N803  (as in the module doc)
-    def block(typingctx, wp, w0, planes, cstride, taps, c, xb, n, y, y0, ld, mlim, b, m0, res, flags):
-        sig = types.void(wp, w0, planes, cstride, taps, c, xb, n, y, y0, ld, mlim, b, m0, res, flags)
+def _variant(R: int, V: int, S: int):  # noqa: N803  (as in the module doc)
+    """The IR of one register block (R pixels x V vectors at stride S), emitted where the builder is."""
 
-        def codegen(context, builder, signature, args):
-            wp_v, w0_v, pl_v, cs_v, taps_v, c_v, xb_v, n_v, y_v, y0_v, ld_v, mlim_v, b_v, m0_v, res_v, flags_v = args
-            tys = signature.args
+    def codegen(context, builder, signature, args):
+        wp_v, w0_v, pl_v, cs_v, taps_v, c_v, xb_v, n_v, y_v, y0_v, ld_v, mlim_v, b_v, m0_v, res_v, flags_v = args
+        tys = signature.args
 
-            def data(i):
-                return context.make_array(tys[i])(context, builder, args[i]).data
+        def data(i):
+            return context.make_array(tys[i])(context, builder, args[i]).data
 
-            wd, pd, td, yd, bd, rd = data(0), data(2), data(4), data(8), data(12), data(14)
-            ntap = builder.extract_value(context.make_array(tys[4])(context, builder, taps_v).shape, 0)
-            module = builder.module
-            fma = function(module, f"llvm.fma.v{L}f32", ir.FunctionType(VEC, [VEC, VEC, VEC]))
-            ptrs_t, mty = ir.VectorType(ir.PointerType(), L), ir.VectorType(I1, L)
-            scatter = function(
-                module, f"llvm.masked.scatter.v{L}f32.v{L}p0", ir.FunctionType(ir.VoidType(), [VEC, ptrs_t, I32, mty])
-            )
-            gather = function(
-                module, f"llvm.masked.gather.v{L}f32.v{L}p0", ir.FunctionType(VEC, [ptrs_t, I32, mty, VEC])
-            )
-            zero = ir.Constant(VEC, [0.0] * L)
-            align = ir.Constant(I32, 4)
+        wd, pd, td, yd, bd, rd = data(0), data(2), data(4), data(8), data(12), data(14)
+        ntap = builder.extract_value(context.make_array(tys[4])(context, builder, taps_v).shape, 0)
+        module = builder.module
+        fma = function(module, f"llvm.fma.v{L}f32", ir.FunctionType(VEC, [VEC, VEC, VEC]))
+        ptrs_t, mty = ir.VectorType(ir.PointerType(), L), ir.VectorType(I1, L)
+        scatter = function(
+            module, f"llvm.masked.scatter.v{L}f32.v{L}p0", ir.FunctionType(ir.VoidType(), [VEC, ptrs_t, I32, mty])
+        )
+        gather = function(module, f"llvm.masked.gather.v{L}f32.v{L}p0", ir.FunctionType(VEC, [ptrs_t, I32, mty, VEC]))
+        zero = ir.Constant(VEC, [0.0] * L)
+        align = ir.Constant(I32, 4)
 
-            def vload(ptr, at):
-                return builder.load(builder.bitcast(builder.gep(ptr, [at]), VEC.as_pointer()), align=4)
+        def vload(ptr, at):
+            return builder.load(builder.bitcast(builder.gep(ptr, [at]), VEC.as_pointer()), align=4)
 
-            accs = [[cgutils.alloca_once_value(builder, zero) for _ in range(V)] for _ in range(R)]
-            kk = cgutils.alloca_once_value(builder, w0_v)  # the filter vectors of the current (ch, tap)
-            with cgutils.for_range(builder, c_v) as chl:
-                base = builder.add(builder.mul(chl.index, cs_v), xb_v)
-                with cgutils.for_range(builder, ntap) as tl:
-                    at = builder.add(base, builder.load(builder.gep(td, [tl.index])))
-                    wrow = builder.load(kk)
-                    fv = [vload(wd, builder.add(wrow, const(v * L))) for v in range(V)]
-                    for r in range(R):
-                        a = splat(builder, builder.load(builder.gep(pd, [builder.add(at, const(S * r))])), VEC)
-                        for v in range(V):
-                            builder.store(builder.call(fma, [a, fv[v], builder.load(accs[r][v])]), accs[r][v])
-                    builder.store(builder.add(wrow, const(V * L)), kk)
-            # epilogue: channel lane l of vector v is output channel m0 + v*L + l, ld apart in y
-            i64v = ir.VectorType(I64, L)
-            lanes = ir.Constant(i64v, list(range(L)))
-            has_r = builder.icmp_signed("!=", builder.and_(flags_v, const(2)), const(0))
-            relu = builder.icmp_signed("!=", builder.and_(flags_v, const(4)), const(0))
-            ybase = builder.ptrtoint(builder.gep(yd, [y0_v]), I64)
-            rbase = builder.ptrtoint(builder.gep(rd, [y0_v]), I64)
-            for v in range(V):
-                chans = builder.add(lanes, splat(builder, const(v * L), i64v))
-                mask = builder.icmp_signed("<", chans, splat(builder, mlim_v, i64v))
-                rmask = builder.and_(mask, splat(builder, has_r, mty))
-                bytes_ = builder.mul(chans, splat(builder, builder.mul(ld_v, const(4)), i64v))
-                bias = vload(bd, builder.add(m0_v, const(v * L)))
+        accs = [[cgutils.alloca_once_value(builder, zero) for _ in range(V)] for _ in range(R)]
+        kk = cgutils.alloca_once_value(builder, w0_v)  # the filter vectors of the current (ch, tap)
+        with cgutils.for_range(builder, c_v) as chl:
+            base = builder.add(builder.mul(chl.index, cs_v), xb_v)
+            with cgutils.for_range(builder, ntap) as tl:
+                at = builder.add(base, builder.load(builder.gep(td, [tl.index])))
+                wrow = builder.load(kk)
+                fv = [vload(wd, builder.add(wrow, const(v * L))) for v in range(V)]
                 for r in range(R):
-                    with builder.if_then(builder.icmp_signed("<", const(r), n_v)):
-                        offs = builder.add(bytes_, splat(builder, const(4 * r), i64v))
-                        yp = builder.inttoptr(builder.add(offs, splat(builder, ybase, i64v)), ptrs_t)
-                        rp = builder.inttoptr(builder.add(offs, splat(builder, rbase, i64v)), ptrs_t)
-                        val = builder.fadd(builder.load(accs[r][v]), bias)
-                        val = builder.fadd(val, builder.call(gather, [rp, align, rmask, zero]))
-                        val = builder.select(relu, builder.select(builder.fcmp_ordered("<", val, zero), zero, val), val)
-                        builder.call(scatter, [val, yp, align, mask])
-            return context.get_dummy_value()
+                    a = splat(builder, builder.load(builder.gep(pd, [builder.add(at, const(S * r))])), VEC)
+                    for v in range(V):
+                        builder.store(builder.call(fma, [a, fv[v], builder.load(accs[r][v])]), accs[r][v])
+                builder.store(builder.add(wrow, const(V * L)), kk)
+        # epilogue: channel lane l of vector v is output channel m0 + v*L + l, ld apart in y
+        i64v = ir.VectorType(I64, L)
+        lanes = ir.Constant(i64v, list(range(L)))
+        has_r = builder.icmp_signed("!=", builder.and_(flags_v, const(2)), const(0))
+        relu = builder.icmp_signed("!=", builder.and_(flags_v, const(4)), const(0))
+        ybase = builder.ptrtoint(builder.gep(yd, [y0_v]), I64)
+        rbase = builder.ptrtoint(builder.gep(rd, [y0_v]), I64)
+        for v in range(V):
+            chans = builder.add(lanes, splat(builder, const(v * L), i64v))
+            mask = builder.icmp_signed("<", chans, splat(builder, mlim_v, i64v))
+            rmask = builder.and_(mask, splat(builder, has_r, mty))
+            bytes_ = builder.mul(chans, splat(builder, builder.mul(ld_v, const(4)), i64v))
+            bias = vload(bd, builder.add(m0_v, const(v * L)))
+            for r in range(R):
+                with builder.if_then(builder.icmp_signed("<", const(r), n_v)):
+                    offs = builder.add(bytes_, splat(builder, const(4 * r), i64v))
+                    yp = builder.inttoptr(builder.add(offs, splat(builder, ybase, i64v)), ptrs_t)
+                    rp = builder.inttoptr(builder.add(offs, splat(builder, rbase, i64v)), ptrs_t)
+                    val = builder.fadd(builder.load(accs[r][v]), bias)
+                    val = builder.fadd(val, builder.call(gather, [rp, align, rmask, zero]))
+                    val = builder.select(relu, builder.select(builder.fcmp_ordered("<", val, zero), zero, val), val)
+                    builder.call(scatter, [val, yp, align, mask])
+        return context.get_dummy_value()
 
-        return sig, codegen
-
-    block.__doc__ = f"""y[y0 + (v*L + l) * ld + j] for pixel j < n <= {R} of the block and channel lane v*L + l < mlim
-    ({V} vectors of L) = the conv of output channel m0 + v*L + l (+ b[m0 + v*L + l]) (+ res at the same index
-    when flags & 2) (Relu when flags & 4: "0 if v < 0 else v"): pixel j reads planes[ch * cstride + xb +
-    {S} * j + taps[t]] for input channel ch < c, tap t; the filter's vectors from wp[w0] on, V*L per (ch, tap)."""
-    return intrinsic(block)
+    return codegen
 
 
-# variant var at stride s: _b<2 * var + s - 1>
-_b0, _b1, _b2, _b3, _b4, _b5, _b6, _b7 = (_make_block(r, v, s) for r, v in BLOCKS for s in STRIDES)
+_VARIANTS = [(r, v, st) for r, v in BLOCKS for st in STRIDES]  # variant var at stride s: index 2 * var + s - 1
+
+
+@intrinsic
+def _block(typingctx, k, wp, w0, planes, cstride, taps, c, xb, n, y, y0, ld, mlim, b, m0, res, flags):
+    """y[y0 + (v*L + l) * ld + j] for pixel j < n <= R of the block and channel lane v*L + l < mlim (V
+    vectors of L) = the conv of output channel m0 + v*L + l (+ b[m0 + v*L + l]) (+ res at the same
+    index when flags & 2) (Relu when flags & 4: "0 if v < 0 else v"): pixel j reads
+    planes[ch * cstride + xb + S * j + taps[t]] for input channel ch < c, tap t; the filter's vectors from
+    wp[w0] on, V*L per (ch, tap). (R, V, S) = _VARIANTS[k]: one LLVM switch over the variants (numba
+    cannot call an intrinsic chosen at run time)."""
+    sig = types.void(k, wp, w0, planes, cstride, taps, c, xb, n, y, y0, ld, mlim, b, m0, res, flags)
+    inner = types.void(*sig.args[1:])
+    emitters = [_variant(*rvs) for rvs in _VARIANTS]
+
+    def codegen(context, builder, signature, args):
+        done = builder.append_basic_block("block_done")
+        switch = builder.switch(args[0], done)
+        for idx, emit in enumerate(emitters):
+            case = builder.append_basic_block(f"block_variant{idx}")
+            switch.add_case(ir.Constant(args[0].type, idx), case)
+            builder.position_at_end(case)
+            emit(context, builder, inner, args[1:])
+            builder.branch(done)
+        builder.position_at_end(done)
+        return context.get_dummy_value()
+
+    return sig, codegen
 
 
 def pack(w: np.ndarray, v: int, out: np.ndarray) -> None:
@@ -133,28 +150,6 @@ def padded_channels(m: int, v: int) -> int:
 
 
 @_jit
-def _run_block(var, s, wp, w0, pf, cstride, taps, c, xb, n, yf, y0, ld, mlim, b, m0, rf, flags):  # pragma: no cover
-    """The register block of variant ``var`` (an index into BLOCKS) at stride s (1 or 2)."""
-    k = 2 * var + s - 1
-    if k == 0:
-        _b0(wp, w0, pf, cstride, taps, c, xb, n, yf, y0, ld, mlim, b, m0, rf, flags)
-    elif k == 1:
-        _b1(wp, w0, pf, cstride, taps, c, xb, n, yf, y0, ld, mlim, b, m0, rf, flags)
-    elif k == 2:
-        _b2(wp, w0, pf, cstride, taps, c, xb, n, yf, y0, ld, mlim, b, m0, rf, flags)
-    elif k == 3:
-        _b3(wp, w0, pf, cstride, taps, c, xb, n, yf, y0, ld, mlim, b, m0, rf, flags)
-    elif k == 4:
-        _b4(wp, w0, pf, cstride, taps, c, xb, n, yf, y0, ld, mlim, b, m0, rf, flags)
-    elif k == 5:
-        _b5(wp, w0, pf, cstride, taps, c, xb, n, yf, y0, ld, mlim, b, m0, rf, flags)
-    elif k == 6:
-        _b6(wp, w0, pf, cstride, taps, c, xb, n, yf, y0, ld, mlim, b, m0, rf, flags)
-    else:
-        _b7(wp, w0, pf, cstride, taps, c, xb, n, yf, y0, ld, mlim, b, m0, rf, flags)
-
-
-@_jit
 def _conv(x, wp, b, y, res, planes, taps, s, ph, pw, hq, wq, flags, i0, i1, mb0, mb1, moff, m, var, rr, vl):  # noqa: E501  # pragma: no cover
     """y[i, moff + mb0*vl : moff + min(mb1*vl, m)] for images i0:i1 (m the filter's rows): per image its
     zero-bordered planes (C, >= hq * wq + SLACK; only the image's cells written), then per channel
@@ -167,6 +162,7 @@ def _conv(x, wp, b, y, res, planes, taps, s, ph, pw, hq, wq, flags, i0, i1, mb0,
     k = c * taps.shape[0]
     pf, yf, rf = planes.reshape(-1), y.reshape(-1), res.reshape(-1)
     cstride = planes.shape[1]
+    kv = 2 * var + s - 1  # _VARIANTS index
     for i in range(i0, i1):
         _direct_fill(x, i, planes, 1, ph, pw, hq, wq)
         for mb in range(mb0, mb1):
@@ -178,5 +174,5 @@ def _conv(x, wp, b, y, res, planes, taps, s, ph, pw, hq, wq, flags, i0, i1, mb0,
                     n = min(rr, ow - q0)
                     xb = s * (r * wq + q0)
                     y0 = ybase + r * ow + q0
-                    _run_block(var, s, wp, w0, pf, cstride, taps, c, xb, n, yf, y0, p, m - m0, b, m0, rf, flags)
+                    _block(kv, wp, w0, pf, cstride, taps, c, xb, n, yf, y0, p, m - m0, b, m0, rf, flags)
     return 0
