@@ -63,11 +63,6 @@ def _softmax_closure(x2: np.ndarray, y2: np.ndarray, rowbuf: np.ndarray, log: bo
     return softmax
 
 
-def _views(*pairs) -> bool:
-    """Whether each 2-D array shares the memory of the array after it (a view made by reshape)."""
-    return all(np.may_share_memory(a, b) for a, b in zip(pairs[::2], pairs[1::2]))
-
-
 _AXIS = Arg("axis", INT, 1, "the input is coerced to 2D (N, D) at this axis; softmax runs over D")
 
 
@@ -99,11 +94,9 @@ def _softmax_op(name: str, log: bool):
                 return
             n, d = _rows_at(self, x, self.args.axis)
             tmp = scratch(self, "_tmp", (n, d), x.dtype) if log else None
-            x2, y2 = x.reshape(n, d), y.reshape(n, d)
-            row = scratch(self, "_row", (n, 1), x.dtype)
-            _softmax_rows(x2, y2, row, log, tmp)
-            # reshape made views (not copies) of both: a closure over them serves the next runs
-            self._bound = (x, y, _softmax_closure(x2, y2, row, log, tmp)) if d and _views(x2, x, y2, y) else None
+            _softmax_rows(x.reshape(n, d), y.reshape(n, d), scratch(self, "_row", (n, 1), x.dtype), log, tmp)
+            closure = self.compile()  # the net's fast path's closure over these arrays serves the next runs
+            self._bound = (x, y, closure) if closure is not None else None
 
         def compile(self):
             """run() bound to the current arrays (the net's fast path; see framework.net.program)."""
