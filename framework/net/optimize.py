@@ -23,7 +23,10 @@ read by any other op than the one being fused, is never folded or fused away):
 6. Drop a Concat over the channels whose inputs are all Conv+Relu outputs only it reads: the convs
    write their channels of its output directly (ConvFusion's out_channels / out_channel_offset,
    this framework's arguments), as SqueezeNet's expand convs.
-7. Share activation buffers by liveness (framework.memonger.optimize_inference_net).
+7. Hold a chain of growing channel Concats (DenseNet's dense blocks) in one buffer: the convs write
+   their channels of the last one's output, the BNs in between read their prefix of it
+   (SpatialBN's ``in_channels``, this framework's), and the Concats but a copy of the first input go.
+8. Share activation buffers by liveness (framework.memonger.optimize_inference_net).
 
 Only 2-D NCHW, non-depthwise convolutions are fused (ConvFusion's kernel); depthwise ones still get
 the BN fold. ``optimize_inference(net, ws, outputs)`` returns the new NetDef (the input is not
@@ -502,6 +505,141 @@ def _concat_producers(net: _Net, j: int) -> dict[int, int] | None:
     return out
 
 
+# -- 7. growing concatenations in one buffer ---------------------------------------------------------
+
+
+def concat_chains(net: _Net) -> int:
+    """A chain of channel Concats h_k = Concat(h_(k-1), t_k...) (k = 1..n, n >= 2) whose every t is the
+    only output of a Conv (or ConvFusion with Relu) that only this Concat reads, and whose every h_k
+    but the last is read only by test-mode SpatialBN(Relu) ops before the next link and by that link:
+    DenseNet's dense blocks, where each Concat copies the block's features so far (quadratic in the
+    block's length). The block's features then live in one buffer, the last link's output: the
+    convs write their channels of it (``out_channels`` / ``out_channel_offset``; a plain Conv becomes
+    ConvFusion fusion_type 0), the first link copies h_0 into its first channels (Concat with the
+    same arguments), the SpatialBN readers read their prefix of it (``in_channels``) and the other
+    Concats go."""
+    n = 0
+    j = 0
+    while j < len(net.ops):
+        chain = _chain_from(net, j)
+        if chain is None:
+            j += 1
+            continue
+        _rewrite_chain(net, chain)
+        n += 1
+    return n
+
+
+def _link(net: _Net, j: int, prev: str | None) -> dict[int, int] | None:
+    """op index -> filter rows of the convs producing inputs 1.. of the Concat at ``j`` (input 0 being
+    ``prev`` when given), if the Concat can be a link of a chain (see ``concat_chains``)."""
+    cat = net.ops[j]
+    ins = list(cat.input)
+    if not _channels_op(cat, ("Concat", "DepthConcat")) or _arg(cat, "out_channels", 0) or len(ins) < 2:
+        return None
+    if len(set(ins)) != len(ins) or cat.output[0] in ins or (prev is not None and ins[0] != prev):
+        return None
+    if any(net.live_after(j, b) for b in cat.output[1:]):
+        return None
+    convs: dict[int, int] = {}
+    for b in ins[1:]:
+        i = _producer(net, j, b)
+        op = net.ops[i] if i is not None else None
+        if op is None or list(op.output) != [b] or b in net.observable or net.readers(i, b) != [j]:
+            return None
+        plain = _fusable_conv(op, net)
+        fused = op.type == "ConvFusion" and _arg(op, "fusion_type") == 1 and not _arg(op, "out_channels", 0)
+        w = net.constant(op.input[1])
+        if not (plain or fused) or w is None or w.ndim != 4:
+            return None
+        convs[i] = w.shape[0]
+    return convs
+
+
+def _prefix_reader(net: _Net, k: int, blob: str) -> int | None:
+    """Channels a test-mode NCHW SpatialBN(Relu) at ``k`` reads of ``blob`` (its scale's length), else None."""
+    op = net.ops[k]
+    if op.type not in ("SpatialBN", "SpatialBNRelu") or _arg(op, "is_test", 0) != 1 or len(op.output) != 1:
+        return None
+    if list(op.input).count(blob) != 1 or op.input[0] != blob or op.output[0] == blob or _arg(op, "in_channels", 0):
+        return None
+    if str(_arg(op, "order", "NCHW")).upper() != "NCHW":
+        return None
+    scale = net.constant(op.input[1])
+    return scale.shape[0] if scale is not None and scale.ndim == 1 else None
+
+
+def _chain_from(net: _Net, j: int) -> dict | None:
+    """The chain starting at the Concat at ``j``: its links' indices, their convs, each intermediate
+    output's SpatialBN readers with their channel counts, h_0 and the channels of h_0; else None."""
+    convs = _link(net, j, None)
+    if convs is None:
+        return None
+    links, all_convs, readers = [j], [convs], []
+    while True:
+        h = net.ops[links[-1]].output[0]
+        if h in net.observable:
+            break
+        rs = net.readers(links[-1], h)
+        nxt = [k for k in rs if net.ops[k].type in ("Concat", "DepthConcat") and net.ops[k].input[0] == h]
+        if len(nxt) != 1:
+            break
+        convs = _link(net, nxt[0], h)
+        bns = {k: _prefix_reader(net, k, h) for k in rs if k != nxt[0]}
+        if convs is None or any(c is None or k > nxt[0] for k, c in bns.items()):
+            break
+        readers.append(bns)
+        links.append(nxt[0])
+        all_convs.append(convs)
+    if len(links) < 2:
+        return None
+    # Channels of h_0 from a reader's count: c_k = c_0 + the rows of links 1..k.
+    rows = [sum(c.values()) for c in all_convs]
+    c0s = {c - sum(rows[: k + 1]) for k, bns in enumerate(readers) for c in bns.values()}
+    if len(c0s) != 1 or min(c0s) <= 0:
+        return None
+    y = net.ops[links[-1]].output[0]
+    first = min(min(c) for c in all_convs)
+    h0 = net.ops[links[0]].input[0]
+    names = {net.ops[k].output[0] for k in links[:-1]} | {y}
+    allowed = set(links) | {k for bns in readers for k in bns}
+    others = (net.ops[i] for i in range(first, links[-1]) if i not in allowed)
+    if h0 == y or _touched(net, {y}, first - 1, links[-1]) or any(b in names for op in others for b in op.input):
+        return None
+    return dict(links=links, convs=all_convs, readers=readers, c0=c0s.pop(), rows=rows)
+
+
+def _rewrite_chain(net: _Net, chain: dict) -> None:
+    links, y, c0 = chain["links"], net.ops[chain["links"][-1]].output[0], chain["c0"]
+    total = c0 + sum(chain["rows"])
+    offset = c0
+    for k, convs in enumerate(chain["convs"]):
+        cat = net.ops[links[k]]
+        for b in list(cat.input)[1:]:
+            i = _producer(net, links[k], b)
+            op = net.ops[i]
+            if op.type != "ConvFusion":
+                op.type = "ConvFusion"
+                _set_arg(op, "fusion_type", 0)
+            op.output[0] = y
+            _set_arg(op, "out_channels", total)
+            _set_arg(op, "out_channel_offset", offset)
+            offset += convs[i]
+    for k, bns in enumerate(chain["readers"]):
+        width = c0 + sum(chain["rows"][: k + 1])
+        for r in bns:
+            net.ops[r].input[0] = y
+            _set_arg(net.ops[r], "in_channels", width)
+    first = net.ops[links[0]]
+    del first.input[1:]
+    del first.output[1:]
+    first.output[0] = y
+    _set_arg(first, "out_channels", total)
+    _set_arg(first, "out_channel_offset", 0)
+    for k in sorted(links[1:], reverse=True):
+        del net.ops[k]
+
+
 # -- the pass ----------------------------------------------------------------------------------------
 
 
@@ -536,6 +674,7 @@ def optimize_inference(
         "relus": fuse_relu(state),
         "shuffles": fuse_shuffle(state),
         "concats": concat_in_place(state),
+        "concat_chains": concat_chains(state),
     }
     out = NetDef()
     out.CopyFrom(src)

@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from framework.errors import ShapeError
+from framework.errors import GradientError, ShapeError
 from framework.ops.gradient import gradient
 from framework.ops.nn import window_jit
 from framework.ops.nn.normalization import AFFINE_GRAD_DOCS, ORDER_ARG, NormOp, affine_grad_infer, channel_axis
@@ -29,11 +29,23 @@ _BN_ARGS = [
 ]
 
 
+_IN_CHANNELS = Arg(
+    "in_channels",
+    INT,
+    0,
+    "(this framework's; test mode, NCHW) read only X's first in_channels channels: the inference "
+    "optimization pass sets it where X is a growing concatenation (DenseNet's) held in one buffer",
+)
+
+
 def _infer_bn(args, ins):
     x = ins[0]
     c = None
     if x.shape is not None and len(x.shape) >= 2:
         c = x.shape[channel_axis(args.order, len(x.shape))]
+        if args.in_channels:
+            c = args.in_channels
+            x = TensorSpec((x.shape[0], c, *x.shape[2:]), x.dtype)
     vec = TensorSpec((c,) if c is not None else None, x.dtype)
     return [x] + [vec] * (args.num_outputs - 1)
 
@@ -54,7 +66,7 @@ def spatial_bn_schema(extra_args=()) -> dict:
     return dict(
         inputs=5,
         outputs={1, 5},
-        args=_BN_ARGS + list(extra_args),
+        args=_BN_ARGS + [_IN_CHANNELS] + list(extra_args),
         input_docs=[
             ("X", "input"),
             ("scale", "(C,)"),
@@ -100,6 +112,11 @@ class SpatialBN(_BNBase):
             raise self.arg_error("num_batches > 1 (precomputed sums) is not supported")
         if self.is_test and len(self.outputs) != 1:
             raise self.arg_error("in test mode (is_test=1) SpatialBN has exactly one output")
+        self._in_c = self.args.in_channels
+        if self._in_c and (not self.is_test or self.order != "NCHW" or self._in_c < 0):
+            raise self.arg_error(f"in_channels ({self._in_c}) needs is_test=1, order NCHW and a positive count")
+        if self._in_c and self.input_names[0] == self.output_names[0]:
+            raise self.arg_error("with in_channels the output cannot be X itself (in place)")
         if not self.is_test and len(self.outputs) != 5:
             raise self.arg_error(
                 "in training mode SpatialBN has 5 outputs (Y, running_mean, running_var, "
@@ -121,6 +138,13 @@ class SpatialBN(_BNBase):
 
     def run(self) -> None:
         x = self.input(0)
+        if self._in_c:  # the first in_channels channels of a larger X (a view; strided over images)
+            if x.ndim < 2 or x.shape[1] < self._in_c:
+                raise ShapeError(
+                    f"{self.describe()}: in_channels {self._in_c} exceeds the channels of "
+                    f"'{self.input_names[0]}' {x.shape}"
+                )
+            x = x[:, : self._in_c]
         if self._key != (x.shape, x.dtype):
             self._prepare(x)
         scale, bias, mean, var = (self.input(i) for i in range(1, 5))
@@ -245,6 +269,8 @@ class SpatialBNGradient(_BNBase):
 
 @gradient("SpatialBN")
 def _spatial_bn_grad(g):
+    if g.arg("in_channels", 0):
+        raise GradientError("SpatialBN with in_channels (an inference-pass rewrite) has no gradient")
     if g.arg("is_test", 0):
         ins = [g.I(0), g.I(1), g.GO(0), g.I(3), g.I(4)]
     else:

@@ -11,10 +11,11 @@ inputs X, filter, then bias (optional), then S, the tensor to add (types 2 and 3
 last input and must be the same blob as the output Y: the sum is done in place, as Caffe2 enforces).
 So with types 2/3 three inputs mean X, filter, S (no bias) and four mean X, filter, bias, S.
 Departures: NCHW and 2-D only (as IDEEP), but groups are allowed (IDEEP refuses them); no gradient.
-This framework's own arguments ``out_channels`` and ``out_channel_offset`` (fusion_type 1 only) make
-Y a tensor of out_channels channels of which the conv writes M from the offset on, leaving the
-others as they are: the inference pass makes the convs feeding a channel Concat write its output
-directly (SqueezeNet's expand convs), with no copy.
+This framework's own arguments ``out_channels`` and ``out_channel_offset`` (fusion_type 1, or 0 =
+no fusion, which only they allow) make Y a tensor of out_channels channels of which the conv writes M
+from the offset on, leaving the others as they are: the inference pass makes the convs feeding a
+channel Concat write its output directly (SqueezeNet's expand convs, DenseNet's growing
+concatenations), with no copy.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from framework.ops.registry import register_op
 from framework.ops.schema import INT, UNKNOWN, Arg, TensorSpec
 from framework.parallel import get_num_threads
 
-RELU, SUM, SUM_RELU = 1, 2, 3
+PLAIN, RELU, SUM, SUM_RELU = 0, 1, 2, 3
 
 
 def _infer(args, ins):
@@ -52,7 +53,7 @@ def _cost(args, ins, outs):
     inputs=(2, 4),
     args=_CONV_ARGS
     + [
-        Arg("fusion_type", INT, 0, "1: Conv+Relu, 2: Conv+Sum, 3: Conv+Sum+Relu"),
+        Arg("fusion_type", INT, 0, "1: Conv+Relu, 2: Conv+Sum, 3: Conv+Sum+Relu (0: none, with out_channels)"),
         Arg("out_channels", INT, 0, "this framework's: Y has this many channels, the conv writes M of them"),
         Arg("out_channel_offset", INT, 0, "this framework's: the first of Y's channels the conv writes"),
     ],
@@ -73,8 +74,11 @@ class ConvFusion(ConvOpBase):
 
     def check_args(self) -> None:
         t = self.args.fusion_type
-        if t not in (RELU, SUM, SUM_RELU):
-            raise self.arg_error(f"fusion_type must be 1 (Conv+Relu), 2 (Conv+Sum) or 3 (Conv+Sum+Relu), got {t}")
+        if t not in (RELU, SUM, SUM_RELU) and not (t == PLAIN and self.args.out_channels):
+            raise self.arg_error(
+                f"fusion_type must be 1 (Conv+Relu), 2 (Conv+Sum) or 3 (Conv+Sum+Relu) (0 only with out_channels), "
+                f"got {t}"
+            )
         if self.order != "NCHW":
             raise self.arg_error(f"only order NCHW is supported (as Caffe2's IDEEP ConvFusion), got {self.order}")
         self.has_sum = t in (SUM, SUM_RELU)
@@ -95,7 +99,7 @@ class ConvFusion(ConvOpBase):
         if self.out_channels or self.out_offset:
             if self.has_sum:
                 raise self.arg_error(
-                    "out_channels/out_channel_offset (writing a concatenation's channels) need fusion_type 1"
+                    "out_channels/out_channel_offset (writing a concatenation's channels) need fusion_type 0 or 1"
                 )
             if self.out_channels <= 0 or self.out_offset < 0:
                 raise self.arg_error(

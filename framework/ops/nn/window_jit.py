@@ -445,14 +445,21 @@ def epilogue_block(acc, b, res, y, relu: bool) -> bool:
 
 def scale_shift(x, a, b, y, relu: int = 0) -> bool:
     """y[n, c] = x[n, c] * a[c] + b[c] (then a Relu: ``relu`` 1 max(0, y) with NaN -> 0, 2 NaN kept) in one pass for
-    float32 arrays (C-contiguous x and y, channel axis 1); False (nothing done) where the kernel
-    does not apply or is unavailable."""
+    float32 arrays (C-contiguous y; x C-contiguous or, a channel prefix of a larger tensor, per image;
+    channel axis 1); False (nothing done) where the kernel does not apply or is unavailable."""
     if not available() or x.ndim < 2 or x.size == 0:
         return False
-    if any(v.dtype != np.float32 or not v.flags.c_contiguous for v in (x, a, b, y)):
+    if any(v.dtype != np.float32 or not v.flags.c_contiguous for v in (a, b, y)) or x.dtype != np.float32:
         return False
     n, c = x.shape[0], x.shape[1]
-    _timed(_kernels._scale_shift, x.reshape(n, c, -1), a, b, y.reshape(n, c, -1), int(relu))
+    y3 = y.reshape(n, c, -1)
+    if x.flags.c_contiguous:
+        _timed(_kernels._scale_shift, x.reshape(n, c, -1), a, b, y3, int(relu))
+        return True
+    if not x[:1].flags.c_contiguous:
+        return False
+    for i in range(n):
+        _timed(_kernels._scale_shift, x[i : i + 1].reshape(1, c, -1), a, b, y3[i : i + 1], int(relu))
     return True
 
 

@@ -73,7 +73,8 @@ def _concat_infer(args: Any, ins: list[TensorSpec]) -> list[TensorSpec]:
     if args.add_axis:
         shape = ins[0].shape[:a] + (len(ins),) + ins[0].shape[a:]
     else:
-        shape = ins[0].shape[:a] + (sum(s.shape[a] for s in ins),) + ins[0].shape[a + 1 :]
+        extent = args.out_channels or sum(s.shape[a] for s in ins)
+        shape = ins[0].shape[:a] + (extent,) + ins[0].shape[a + 1 :]
     return [TensorSpec(tuple(shape), ins[0].dtype), info]
 
 
@@ -84,6 +85,8 @@ def _concat_infer(args: Any, ins: list[TensorSpec]) -> list[TensorSpec]:
     args=[
         *_AXIS_ARGS,
         Arg("split", INTS, [], "optional: each input's extent on the axis, checked (Split's gradient carries it)"),
+        Arg("out_channels", INT, 0, "this framework's: Y's extent on the axis; the inputs fill part of it"),
+        Arg("out_channel_offset", INT, 0, "this framework's: where on the axis the inputs start (with out_channels)"),
     ],
     input_docs=[("X1, X2, ...", "tensors equal in every dim but the axis")],
     output_docs=[("concat_result", "the inputs joined along axis"), ("split_info", "int32: each input's size")],
@@ -95,9 +98,20 @@ class Concat(_AxisOp):
     """Join the inputs along ``axis`` (or, with ``add_axis``, stack them on a new axis).
     ``split_info`` records each input's extent on the axis (1 with add_axis), for Split.
     A ``split`` argument (Split's gradient copies its forward arguments, as Caffe2's) must
-    match the inputs' extents when given."""
+    match the inputs' extents when given.
+
+    This framework's ``out_channels`` / ``out_channel_offset`` (not with add_axis; no gradient): Y
+    has out_channels along the axis, the inputs fill [offset, offset + their total) and the rest of
+    Y keeps its values (as ConvFusion's arguments of the same names; the inference pass writes a
+    DenseNet block's growing concatenation into one buffer with them)."""
 
     def prepare(self) -> None:
+        self._out_c, self._out_off = self.args.out_channels, self.args.out_channel_offset
+        if (self._out_c or self._out_off) and (self.args.add_axis or self._out_c <= 0 or self._out_off < 0):
+            raise self.arg_error(
+                "out_channels/out_channel_offset need out_channels > 0, offset >= 0 and no add_axis, "
+                f"got {self._out_c}, {self._out_off}"
+            )
         self._n = len(self.inputs)
         self._with_info = len(self.outputs) > 1
         self._cache: tuple | None = None  # (input shapes+dtypes, axis, output shape, split_info)
@@ -112,6 +126,9 @@ class Concat(_AxisOp):
         out = self.output(0, shape, xs[0].dtype)
         if self.args.add_axis:
             np.stack(xs, axis=a, out=out)
+        elif self._out_c:
+            part = (slice(None),) * a + (slice(self._out_off, self._out_off + int(info.sum())),)
+            np.concatenate(xs, axis=a, out=out[part])
         else:
             np.concatenate(xs, axis=a, out=out)
         if self._with_info:
@@ -137,6 +154,13 @@ class Concat(_AxisOp):
         else:
             shape = x0.shape[:a] + (sum(x.shape[a] for x in xs),) + x0.shape[a + 1 :]
         info = np.array([1 if add else x.shape[a] for x in xs], dtype=_INT32)
+        if self._out_c:
+            if self._out_off + int(info.sum()) > self._out_c:
+                raise self._err(
+                    f"out_channel_offset {self._out_off} + the inputs' {int(info.sum())} exceed out_channels "
+                    f"{self._out_c}"
+                )
+            shape = shape[:a] + (self._out_c,) + shape[a + 1 :]
         if self.args.split and list(self.args.split) != info.tolist():
             raise self._err(f"'split' {list(self.args.split)} does not match the inputs' extents {info.tolist()}")
         return key, a, shape, info
@@ -146,6 +170,8 @@ class Concat(_AxisOp):
 def _concat_grad(g):
     if not g.has_go(0):
         return []
+    if g.arg("out_channels", 0):
+        raise GradientError("Concat with out_channels (an inference-pass rewrite) has no gradient")
     if len(g.def_.output) < 2:
         raise GradientError(f"gradient of Concat needs its split_info output (op outputs {list(g.def_.output)})")
     return [g.op("Split", [g.GO(0), g.O(1)], [g.GI(i) for i in range(len(g.def_.input))])]

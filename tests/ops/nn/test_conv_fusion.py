@@ -271,10 +271,11 @@ def test_batched_gemm_in_chunks_with_a_smaller_last_chunk(threads, monkeypatch, 
     ],
 )
 @pytest.mark.parametrize("n", [1, 3])
-def test_conv_fusion_writes_its_channels_of_a_larger_output(threads, k, pad, size, c, native, n):
+@pytest.mark.parametrize("fusion", [1, 0])
+def test_conv_fusion_writes_its_channels_of_a_larger_output(threads, k, pad, size, c, native, n, fusion):
     """out_channels / out_channel_offset: two convs write channels 2:7 and 8:11 of one 12-channel Y (a
     concatenation's, as the inference pass makes them), every kernel kind, in place where it can; the
-    channels neither writes keep their values; reruns allocate nothing."""
+    channels neither writes keep their values; reruns allocate nothing. fusion_type 0: no Relu."""
     rng = np.random.default_rng(k * 100 + size + c + n)
     x = rng.standard_normal((n, c, size, size)).astype(np.float32)
     ws = Workspace()
@@ -289,9 +290,10 @@ def test_conv_fusion_writes_its_channels_of_a_larger_output(threads, k, pad, siz
         b = rng.standard_normal(m).astype(np.float32)
         ws.feed_blob(f"W{name}", w)
         ws.feed_blob(f"b{name}", b)
-        want[:, off : off + m] = np.maximum(ref_conv(x.astype(np.float64), w, b, 1, pad, 1), 0)
+        conv = ref_conv(x.astype(np.float64), w, b, 1, pad, 1)
+        want[:, off : off + m] = np.maximum(conv, 0) if fusion else conv
         op_def = CreateOperator(
-            "ConvFusion", ["X", f"W{name}", f"b{name}"], ["Y"], kernel=k, pad=pad, fusion_type=1,
+            "ConvFusion", ["X", f"W{name}", f"b{name}"], ["Y"], kernel=k, pad=pad, fusion_type=fusion,
             out_channels=12, out_channel_offset=off,
         )  # fmt: skip
         ops.append(create_operator(op_def, ws))
@@ -327,7 +329,9 @@ def test_conv_fusion_out_channels_shape_inference_and_errors():
     bad = CreateOperator("ConvFusion", ["X", "W"], ["Z"], kernel=3, fusion_type=1, out_channels=8, out_channel_offset=4)
     with pytest.raises(FrameworkError, match="exceed out_channels 8"):
         create_operator(bad, ws).run()
-    with pytest.raises(FrameworkError, match="fusion_type 1"):
+    with pytest.raises(FrameworkError, match=r"0 only with out_channels\), got 0"):
+        create_operator(CreateOperator("ConvFusion", ["X", "W"], ["Y"], kernel=3, fusion_type=0), ws)
+    with pytest.raises(FrameworkError, match="fusion_type 0 or 1"):
         create_operator(
             CreateOperator("ConvFusion", ["X", "W", "Y"], ["Y"], kernel=3, fusion_type=2, out_channels=20), ws
         )

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from framework.core import CreateOperator, DeviceOption
-from framework.errors import ArgumentError, SchemaError, ShapeError
+from framework.errors import ArgumentError, GradientError, SchemaError, ShapeError
 from framework.memory.workspace import Workspace
 from framework.ops import create_operator, get_gradient_for_op
 from framework.testing import assert_gradient_checks, assert_reference_checks, feed_inputs
@@ -120,6 +120,53 @@ def test_spatial_bn_errors():
     op = CreateOperator("SpatialBN", ["X", "s", "b", "m", "v"], ["Y"], is_test=1, name="bn")
     feed_inputs(ws, op, [x, v, v, v, np.ones(4, np.float32)])
     with pytest.raises(ShapeError, match=r"bn.*'v'.*\(3,\)"):
+        create_operator(op, ws).run()
+
+
+@pytest.mark.parametrize("n", [1, 3])
+@pytest.mark.parametrize("op_type", ["SpatialBN", "SpatialBNRelu"])
+def test_spatial_bn_reads_a_channel_prefix_with_in_channels(n, op_type):
+    """in_channels (this framework's, test mode): the op normalizes X's first in_channels channels (a
+    DenseNet block's buffer, strided over images when N > 1) as it would that slice copied out."""
+    from framework.ops.inference import infer_op
+    from framework.ops.schema import TensorSpec
+
+    rng = np.random.default_rng(n)
+    x = rng.standard_normal((n, 7, 5, 6)).astype(np.float32)
+    c = 4
+    scale, bias, mean = (rng.standard_normal(c).astype(np.float32) for _ in range(3))
+    var = rng.uniform(0.5, 2, c).astype(np.float32)
+    want = (x[:, :c] - mean[:, None, None]) / np.sqrt(var[:, None, None] + 1e-5) * scale[:, None, None]
+    want += bias[:, None, None]
+    if op_type == "SpatialBNRelu":
+        want = np.maximum(want, 0)
+    op = CreateOperator(op_type, ["X", "s", "b", "m", "v"], ["Y"], is_test=1, in_channels=c)
+    ws = Workspace()
+    feed_inputs(ws, op, [x, scale, bias, mean, var])
+    create_operator(op, ws).run()
+    got = ws.fetch_blob("Y")
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    spec = infer_op(op, [TensorSpec(x.shape, np.float32)] + [TensorSpec((c,), np.float32)] * 4)
+    assert tuple(spec[0].shape) == got.shape
+    np.testing.assert_array_equal(ws.fetch_blob("X"), x)  # X itself untouched
+    with pytest.raises(GradientError, match="in_channels" if op_type == "SpatialBN" else "not be differentiated"):
+        get_gradient_for_op(op, ["Y_grad"])
+
+
+def test_spatial_bn_in_channels_errors():
+    v = np.ones(4, np.float32)
+    training = CreateOperator("SpatialBN", ["X", "s", "b", "m", "v"], ["Y", "m", "v", "sm", "siv"], in_channels=4)
+    nhwc = CreateOperator("SpatialBN", ["X", "s", "b", "m", "v"], ["Y"], is_test=1, order="NHWC", in_channels=4)
+    for op in (training, nhwc):
+        with pytest.raises(ArgumentError, match="needs is_test=1, order NCHW"):
+            create_operator(op, Workspace())
+    with pytest.raises(ArgumentError, match="in place"):
+        op = CreateOperator("SpatialBN", ["X", "s", "b", "m", "v"], ["X"], is_test=1, in_channels=4)
+        create_operator(op, Workspace())
+    ws = Workspace()
+    op = CreateOperator("SpatialBN", ["X", "s", "b", "m", "v"], ["Y"], is_test=1, in_channels=4, name="bn")
+    feed_inputs(ws, op, [np.zeros((1, 3, 2, 2), np.float32), v, v, v, v])
+    with pytest.raises(ShapeError, match=r"bn.*in_channels 4 exceeds the channels of 'X' \(1, 3, 2, 2\)"):
         create_operator(op, ws).run()
 
 

@@ -59,6 +59,36 @@ def test_concat_order_and_single_output():
         get_gradient_for_op(op, ["Y_grad"])
 
 
+@pytest.mark.parametrize("n", [1, 2])
+def test_concat_into_part_of_a_larger_output(n):
+    """out_channels / out_channel_offset (this framework's): the inputs fill channels 3:8 of a 10-channel
+    Y, the other channels keep their values; shape inference gives the whole Y; no gradient."""
+    from framework.ops.inference import infer_op
+    from framework.ops.schema import TensorSpec
+
+    rng = np.random.default_rng(n)
+    a, b = rng.standard_normal((n, 2, 3, 4)).astype(np.float32), rng.standard_normal((n, 3, 3, 4)).astype(np.float32)
+    before = rng.standard_normal((n, 10, 3, 4)).astype(np.float32)
+    op = CreateOperator("Concat", ["A", "B"], ["Y", "i"], axis=1, out_channels=10, out_channel_offset=3)
+    ws = Workspace()
+    for k, v in (("A", a), ("B", b), ("Y", before)):
+        ws.feed_blob(k, v)
+    create_operator(op, ws).run()
+    want = before.copy()
+    want[:, 3:8] = np.concatenate([a, b], 1)
+    np.testing.assert_array_equal(ws.fetch_blob("Y"), want)
+    np.testing.assert_array_equal(ws.fetch_blob("i"), [2, 3])
+    spec = infer_op(op, [TensorSpec(a.shape, np.float32), TensorSpec(b.shape, np.float32)])
+    assert tuple(spec[0].shape) == want.shape
+    with pytest.raises(GradientError, match="out_channels"):
+        get_gradient_for_op(op, ["Y_grad", None])
+    with pytest.raises(ShapeError, match="offset 3 \\+ the inputs' 5 exceed out_channels 7"):
+        op = CreateOperator("Concat", ["A", "B"], ["Z"], axis=1, out_channels=7, out_channel_offset=3)
+        run_fed(op, {"A": a, "B": b})
+    with pytest.raises(ArgumentError, match="no add_axis"):
+        create_operator(CreateOperator("Concat", ["A"], ["Z"], add_axis=1, out_channels=7), Workspace())
+
+
 def test_concat_errors():
     with pytest.raises(ArgumentError, match=r'Concat "c".*not both'):
         create_operator(CreateOperator("Concat", ["A"], ["Y", "i"], name="c", axis=1, order="NCHW"), Workspace())
