@@ -21,8 +21,14 @@ recompiled until some blob's array changes.
 
 Slow runs record, right after each op runs, the array identities of its
 blobs; ``compile()`` skips any op whose blobs were replaced later in the same
-run (a blob shared by ops of different shapes, as memonger makes), because
-its callable would be bound to another op's array.
+run, because its callable would be bound to another op's array (while that
+happens, in a net's first runs, compilation waits up to _SETTLE_RUNS slow
+runs). The memory planner's shared blobs (framework.memonger) are the
+exception: ops of different shapes take views of one buffer in turn, so for
+them the buffer (``Tensor._storage``) is what is recorded and guarded, each
+op compiles against the views it saw (put back in place while its
+``compile()`` runs), and a compiled op writing one re-points the tensor at
+its view afterwards, so an uncompiled reader sees what it wrote.
 
 The program keeps the identities of every blob a compiled callable touches
 and checks them once at the start of each run (a few tens of ns per blob);
@@ -42,10 +48,15 @@ from __future__ import annotations
 import logging
 from typing import Any, Callable, Sequence
 
+from framework.memory.blob import is_shared_buffer
 from framework.memory.tensor import Tensor
 from framework.ops.operator import Operator
 
 log = logging.getLogger("framework.net")
+
+# Slow runs a compilation waits for while an op's blobs are replaced later within the run (the first runs of
+# a planned net, whose shared buffers grow to their largest occupant): then every op can be compiled.
+_SETTLE_RUNS = 2
 
 
 class OpProgram:
@@ -59,6 +70,9 @@ class OpProgram:
         "_written",
         "compiled_count",
         "_snaps",
+        "_views",
+        "_guard_shared",
+        "_settling",
         "_unstable",
         "_all_blobs",
         "_idle_sig",
@@ -67,6 +81,9 @@ class OpProgram:
     def __init__(self, ops: Sequence[Operator], enable_compile: bool = True) -> None:
         self.ops = list(ops)
         self._snaps: dict[int, tuple] = {}
+        self._views: dict[int, tuple] = {}  # op position -> (tensor, view state) of its shared outputs
+        self._guard_shared: tuple = ()
+        self._settling = 0  # compilations put off because a buffer was replaced within the run
         if enable_compile and any(getattr(op, "compile", None) is not None for op in self.ops):
             self.slow: list[Callable[[], Any]] = [self._recorder(k, op) for k, op in enumerate(self.ops)]
         else:
@@ -88,6 +105,10 @@ class OpProgram:
             if blob._obj is not obj or obj._array is not arr:
                 self.fast = None
                 return self.slow
+        for blob, obj, storage in self._guard_shared:
+            if blob._obj is not obj or obj._storage is not storage:
+                self.fast = None
+                return self.slow
         for t in self._written:
             t.version += 1
         return fast
@@ -96,17 +117,22 @@ class OpProgram:
         self.fast = None
 
     def _recorder(self, k: int, op: Operator) -> Callable[[], Any]:
-        """``op.run`` followed by a snapshot of its blobs' array identities."""
-        run, snaps, blobs = op.run, self._snaps, (*op.inputs, *op.outputs)
+        """``op.run`` followed by a snapshot of what its blobs hold (see ``_held``) and of the views
+        its outputs that are shared buffers were left with."""
+        run, snaps, views, blobs = op.run, self._snaps, self._views, (*op.inputs, *op.outputs)
+        shared = tuple({id(b): b for b in blobs if is_shared_buffer(b.name)}.values())
 
         def recorded() -> None:
             run()
-            snaps[k] = _arrays(blobs)
+            snaps[k] = _held(blobs)
+            if shared:
+                views[k] = tuple((t, _view(t)) for t in _tensors(shared))
 
         return recorded
 
-    def _checked(self, k: int, run: Callable[[], Any], outs: tuple) -> Callable[[], Any]:
-        """``run`` of uncompiled op ``k``, then a check that it kept the guarded arrays ``outs``."""
+    def _checked(self, k: int, run: Callable[[], Any], outs: tuple, shared: tuple) -> Callable[[], Any]:
+        """``run`` of uncompiled op ``k``, then a check that it kept the guarded arrays ``outs`` (and the
+        buffers of the shared blobs ``shared``)."""
 
         def checked() -> None:
             run()
@@ -114,8 +140,23 @@ class OpProgram:
                 if blob._obj is not obj or obj._array is not arr:
                     self._fall_back(k)
                     return
+            for blob, obj, storage in shared:
+                if blob._obj is not obj or obj._storage is not storage:
+                    self._fall_back(k)
+                    return
 
         return checked
+
+    @staticmethod
+    def _restoring(fn: Callable[[], Any], views: tuple) -> Callable[[], Any]:
+        """Compiled ``fn`` of an op writing shared buffers, then their tensors re-pointed at the views it
+        wrote (its closure writes them without output(); an uncompiled reader reads the tensor)."""
+
+        def restoring() -> None:
+            fn()
+            _set_views(views)
+
+        return restoring
 
     def _fall_back(self, k: int) -> None:
         """Op ``k`` replaced a guarded array: finish this run with ``run()`` and recompile after the next."""
@@ -129,25 +170,38 @@ class OpProgram:
         """Build the fast list from the current arrays (call after a successful slow run)."""
         if self.compiled_count < 0:
             return
-        if self._idle_sig is not None and _same(self._idle_sig, _arrays(self._all_blobs)):
+        if self._idle_sig is not None and _same(self._idle_sig, _held(self._all_blobs)):
             return  # nothing compiled last time and nothing changed since
         self._idle_sig = None
         compiled: dict[int, Callable[[], Any]] = {}
+        candidates = []
         for k, op in enumerate(self.ops):
             comp = getattr(op, "compile", None)
             if comp is None or not _blobs_hold_arrays(op):
                 continue
             snap = self._snaps.get(k)
-            now = _arrays((*op.inputs, *op.outputs))
+            now = _held((*op.inputs, *op.outputs))
             if snap is None or len(snap) != len(now) or any(a is not b for a, b in zip(snap, now)):
+                if self._settling < _SETTLE_RUNS:  # buffers still growing: compile after another slow run
+                    self._settling += 1
+                    return
                 continue  # a later op replaced one of its arrays during the run
+            candidates.append((k, op, comp))
+        for k, op, comp in candidates:
+            views = self._views.get(k, ())
+            ends = [(t, _view(t)) for t, _ in views]
+            _set_views(views)  # the shared blobs as op k saw them, not as the run's last op left them
             try:
                 fn = comp()
             except Exception as e:  # a compile failure only costs speed
                 log.debug("compile() of %s failed: %s", op.describe(), e)
                 continue
+            finally:
+                _set_views(ends)
             if fn is not None:
-                compiled[k] = fn
+                outs = {id(b._obj) for b in op.outputs}
+                written = tuple((t, v) for t, v in views if id(t) in outs)
+                compiled[k] = self._restoring(fn, written) if written else fn
         # Drop compiled ops touching outputs of unstable uncompiled ops, to a fixpoint.
         changed = True
         while changed and compiled and self._unstable:
@@ -161,17 +215,22 @@ class OpProgram:
         self.compiled_count = len(compiled)
         if not compiled:
             self.fast = None
-            self._idle_sig = _arrays(self._all_blobs)
+            self._idle_sig = _held(self._all_blobs)
             return
         guard: dict[int, tuple] = {}
+        shared: dict[int, tuple] = {}
         written: dict[int, Tensor] = {}
         for k in compiled:
             op = self.ops[k]
             for b in (*op.inputs, *op.outputs):
-                guard[id(b)] = (b, b._obj, b._obj._array)
+                if is_shared_buffer(b.name):
+                    shared[id(b)] = (b, b._obj, b._obj._storage)
+                else:
+                    guard[id(b)] = (b, b._obj, b._obj._array)
             for b in op.outputs:
                 written[id(b._obj)] = b._obj
         self._guard = tuple(guard.values())
+        self._guard_shared = tuple(shared.values())
         self._written = tuple(written.values())
         fast = []
         for k, op in enumerate(self.ops):
@@ -180,16 +239,36 @@ class OpProgram:
                 fast.append(compiled[k])
                 continue
             outs = tuple(guard[id(b)] for b in self.ops[k].outputs if id(b) in guard)
-            fast.append(self._checked(k, run, outs) if outs else run)
+            outs_shared = tuple(shared[id(b)] for b in self.ops[k].outputs if id(b) in shared)
+            fast.append(self._checked(k, run, outs, outs_shared) if outs or outs_shared else run)
         self.fast = fast
 
 
-def _arrays(blobs: Sequence[Any]) -> tuple:
+def _held(blobs: Sequence[Any]) -> tuple:
+    """What a compiled callable relies on per blob: its tensor's array; for the memory planner's shared
+    blobs (views of one buffer in turn, each op its own) the buffer; a non-tensor object itself."""
     out = []
     for b in blobs:
         obj = b._obj
-        out.append(obj._array if type(obj) is Tensor else obj)
+        if type(obj) is not Tensor:
+            out.append(obj)
+        else:
+            out.append(obj._storage if is_shared_buffer(b.name) else obj._array)
     return tuple(out)
+
+
+def _tensors(blobs: Sequence[Any]) -> list:
+    return [b._obj for b in blobs if type(b._obj) is Tensor]
+
+
+def _view(t: Tensor) -> tuple:
+    """The fields that make a tensor's current view of its buffer (Tensor.view_within sets them)."""
+    return t._dims, t._numel, t._meta, t._array
+
+
+def _set_views(views: Sequence[tuple]) -> None:
+    for t, (dims, numel, meta, arr) in views:
+        t._dims, t._numel, t._meta, t._array = dims, numel, meta, arr
 
 
 def _same(a: tuple, b: tuple) -> bool:

@@ -157,8 +157,9 @@ def test_a_shared_blob_keeps_one_buffer_and_a_failed_op_leaves_the_workspace_usa
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(Tensor, "view_within", counted)
         n.run()
-    # the shape changes of the steady run re-view the shared buffer (Operator.output's fast path)
-    assert reviewed and all(reviewed)
+    # the steady run's ops are compiled closures bound to views of the shared buffers (the program's fast
+    # path); any op still run re-views its buffer (Operator.output's fast path)
+    assert n.program.compiled_count >= 4 and all(reviewed)
     assert rep.allocations == before
     t = ws.get_blob("__m0_shared")._obj
     assert tuple(t.dims) == (8,) and t._spare is None and t.capacity_nbytes == 8 * 64 * 4

@@ -302,6 +302,17 @@ class Conv(ConvOpBase):
         if y.size:
             self._gemm(y)
 
+    def compile(self):
+        """The NCHW kernel's call on the arrays bound now (ConvNCHW.bound, framework/net/program.py)."""
+        kernel = self._kernel
+        if kernel is None or kernel.threads != get_num_threads():
+            return None
+        a = [blob._obj._array for blob in self.inputs]
+        if self._key != (a[0].shape, a[1].shape, a[0].dtype, len(a) == 3) or a[1].dtype != a[0].dtype:
+            return None
+        b = a[2] if len(a) == 3 else None
+        return kernel.bound(a[0], a[1], b, self.outputs[0]._obj._array, None, self.inputs[1]._obj, self.run)
+
 
 def _infer_conv_grad(args, ins):
     x, w = ins[0], ins[1]

@@ -163,5 +163,16 @@ class ConvFusion(ConvOpBase):
             return
         self._kernel.run(x, w, b, y, y if s is not None else None, wt=self.inputs[1]._obj)
 
+    def compile(self):
+        """The kernel call on the arrays bound now (see ConvNCHW.bound and framework/net/program.py)."""
+        if self._tmp is not None or self._key is None:
+            return None
+        a = [blob._obj._array for blob in self.inputs]
+        y = self.outputs[0]._obj._array
+        b = a[2] if self.has_bias else None
+        if self._key != (a[0].shape, a[1].shape, a[0].dtype, a[-1].shape if self.has_sum else None, get_num_threads()):
+            return None
+        return self._kernel.bound(a[0], a[1], b, y, y if self.has_sum else None, self.inputs[1]._obj, self.run)
+
 
 no_gradient("ConvFusion")

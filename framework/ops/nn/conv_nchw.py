@@ -442,6 +442,43 @@ class ConvNCHW:
             return
         run_parallel([_bind(fn, k, lo, hi, x, w, b1, y, s) for k, (lo, hi) in enumerate(parts)])
 
+    def bound(self, x, w, b, y, s, wt, fallback):
+        """A zero-argument callable making ``run(x, w, b, y, s, wt)``'s kernel call on these arrays, for
+        an op's ``compile()`` (framework/net/program.py): the replay's call with its operands bound, the
+        Python of run() skipped. It checks only what may change without the arrays changing: the filter
+        tensor's version (a new one, or another thread, runs ``fallback``, the op's run(), which
+        re-packs the filter and re-records). None where run() is not one replayable kernel call."""
+        rp = self._replay
+        if rp is None or y.size == 0 or not rp.fits(self, x, w, b, y, s, wt):
+            return None
+        args = list(rp.args)
+        for i in rp.px:
+            args[i] = x
+        for i in rp.py:
+            args[i] = y
+        for i in rp.ps:
+            args[i] = s
+        fn, args, tid, get_ident = rp.fn, tuple(args), rp.tid, threading.get_ident
+        bias = (self._bp[: self.m], b) if self._copy_bias and b is not None else None
+        if self._transform is None and bias is None:
+
+            def call() -> None:
+                if get_ident() != tid:
+                    return fallback()
+                fn(*args)
+
+            return call
+        copyto, kernel = np.copyto, self
+
+        def call_checked() -> None:
+            if get_ident() != tid or (wt is not None and wt.version != kernel._u_version):
+                return fallback()
+            if bias is not None:
+                copyto(*bias)
+            fn(*args)
+
+        return call_checked
+
     def _epilogue(self, yv, acc, b1, sv) -> None:
         """yv <- acc (+ b1) (+ sv), then Relu; ``acc`` is yv or a temporary (2-D (rows, P) views).
         One compiled pass where window_jit has it (float32), else up to three numpy passes: measured

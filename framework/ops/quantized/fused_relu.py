@@ -44,6 +44,8 @@ class ConvRelu(Conv):
         super().run()
         relu_as_caffe2(self.outputs[0]._obj._array)
 
+    compile = None  # Conv's closure would skip the Relu
+
 
 _KEEP_NAN = Arg(
     "keep_nan",
