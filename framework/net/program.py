@@ -32,8 +32,8 @@ its view afterwards, so an uncompiled reader sees what it wrote.
 
 The program keeps the identities of every blob a compiled callable touches
 and checks them once at the start of each run (a few tens of ns per blob);
-any change (a feed with a new shape, a blob reset) drops back to ``run()``
-for that run and recompiles after it. A compiled op is used only if none of
+any change (a feed with a new shape, a blob reset, another intra-op thread
+count) drops back to ``run()`` for that run and recompiles after it. A compiled op is used only if none of
 its blobs is written by an op that is *not* compiled (such an op might
 replace the array mid-run, when the guard cannot see it).
 
@@ -51,6 +51,7 @@ from typing import Any, Callable, Sequence
 from framework.memory.blob import is_shared_buffer
 from framework.memory.tensor import Tensor
 from framework.ops.operator import Operator
+from framework.parallel import get_num_threads
 
 log = logging.getLogger("framework.net")
 
@@ -73,6 +74,7 @@ class OpProgram:
         "_views",
         "_guard_shared",
         "_settling",
+        "_threads",
         "_unstable",
         "_all_blobs",
         "_idle_sig",
@@ -84,6 +86,7 @@ class OpProgram:
         self._views: dict[int, tuple] = {}  # op position -> (tensor, view state) of its shared outputs
         self._guard_shared: tuple = ()
         self._settling = 0  # compilations put off because a buffer was replaced within the run
+        self._threads = 0  # the intra-op thread count the fast list was compiled under
         if enable_compile and any(getattr(op, "compile", None) is not None for op in self.ops):
             self.slow: list[Callable[[], Any]] = [self._recorder(k, op) for k, op in enumerate(self.ops)]
         else:
@@ -100,6 +103,9 @@ class OpProgram:
         """The callables for this run: the fast list if its guard holds, else ``run()``s."""
         fast = self.fast
         if fast is None:
+            return self.slow
+        if get_num_threads() != self._threads:  # ops prepare per thread count: compile them again
+            self.fast = None
             return self.slow
         for blob, obj, arr in self._guard:
             if blob._obj is not obj or obj._array is not arr:
@@ -242,6 +248,7 @@ class OpProgram:
             outs_shared = tuple(shared[id(b)] for b in self.ops[k].outputs if id(b) in shared)
             fast.append(self._checked(k, run, outs, outs_shared) if outs or outs_shared else run)
         self.fast = fast
+        self._threads = get_num_threads()
 
 
 def _held(blobs: Sequence[Any]) -> tuple:

@@ -101,3 +101,57 @@ def test_planned_convs_are_compiled_and_stay_correct():
     w4 = -w4
     n.run()
     np.testing.assert_allclose(ws.fetch_blob("y"), want(), rtol=1e-4, atol=1e-4)
+
+
+def test_planned_bn_and_pools_are_compiled_and_a_thread_change_recompiles():
+    """Test-mode SpatialBN(Relu) (with in_channels), MaxPool and AveragePool in a planned net run as
+    compiled closures: equal to numpy's, a BN statistic changed in place is used by the next run, and
+    another intra-op thread count drops back to run() and compiles again."""
+    import framework
+    from framework.memonger import optimize_inference_net
+
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((2, 6, 8, 8)).astype(np.float32)
+    s, b, mu = (rng.standard_normal(4).astype(np.float32) for _ in range(3))
+    var = rng.uniform(0.5, 2, 4).astype(np.float32)
+    net = NetDef(name="bnpool", external_input=["x", "s", "b", "m", "v"], external_output=["y"])
+    net.op.extend(
+        [
+            CreateOperator("MaxPool", ["x"], ["p"], kernel=3, stride=1, pad=1),
+            CreateOperator("SpatialBNRelu", ["p", "s", "b", "m", "v"], ["q"], is_test=1, in_channels=4, keep_nan=1),
+            CreateOperator("AveragePool", ["q"], ["y"], kernel=2, stride=2),
+        ]
+    )
+
+    def want():
+        xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)), constant_values=-np.inf)
+        p = np.max([xp[:, :, i : i + 8, j : j + 8] for i in range(3) for j in range(3)], axis=0)
+        q = (p[:, :4] - mu[:, None, None]) / np.sqrt(var[:, None, None] + 1e-5) * s[:, None, None] + b[:, None, None]
+        q = np.maximum(q, 0)
+        return q.reshape(2, 4, 4, 2, 4, 2).mean(axis=(3, 5))
+
+    opt, _ = optimize_inference_net(net, shapes={"x": x.shape})
+    ws = Workspace()
+    for k, val in (("x", x), ("s", s), ("b", b), ("m", mu), ("v", var)):
+        ws.feed_blob(k, val)
+    n = ws.create_net(opt)
+    for _ in range(4):
+        n.run()
+        np.testing.assert_allclose(ws.fetch_blob("y"), want(), rtol=1e-5, atol=1e-5)
+    assert n.program.fast is not None and n.program.compiled_count == 3
+    mean_t = ws.get_blob("m")._obj
+    mean_t.mutable_data(np.float32)[:] += 1
+    mean_t.version += 1
+    mu = mu + 1
+    n.run()
+    np.testing.assert_allclose(ws.fetch_blob("y"), want(), rtol=1e-5, atol=1e-5)
+    threads = framework.get_num_threads()
+    try:
+        framework.set_num_threads(2 if threads == 1 else 1)
+        assert n.program.callables() is n.program.slow
+        n.run()
+        n.run()
+        assert n.program.fast is not None
+        np.testing.assert_allclose(ws.fetch_blob("y"), want(), rtol=1e-5, atol=1e-5)
+    finally:
+        framework.set_num_threads(threads)

@@ -152,17 +152,7 @@ class SpatialBN(_BNBase):
             self._check_vec(i, a, self._c, x.dtype)
         alpha, beta, b = self._alpha, self._beta, self._bshape
         if self.is_test:
-            y = self.output(0, x.shape, x.dtype)
-            np.add(var, self._eps, out=alpha)
-            np.sqrt(alpha, out=alpha)
-            np.divide(scale, alpha, out=alpha)
-            np.multiply(mean, alpha, out=beta)
-            np.subtract(bias, beta, out=beta)
-            if self.order == "NCHW" and window_jit.scale_shift(x, alpha, beta, y, self._relu):
-                return  # one compiled pass
-            np.multiply(x, alpha.reshape(b), out=y)
-            np.add(y, beta.reshape(b), out=y)
-            self._fused_relu(y)
+            self._test_mode(x, scale, bias, mean, var, self.output(0, x.shape, x.dtype))
             return
         c = self._c
         sm = self.output(3, (c,), x.dtype)
@@ -194,6 +184,32 @@ class SpatialBN(_BNBase):
         np.multiply(rv, self._m, out=rv)
         np.multiply(bvar, self._unbias * self._1m, out=beta)
         np.add(rv, beta, out=rv)
+
+    def _test_mode(self, x, scale, bias, mean, var, y) -> None:
+        alpha, beta = self._alpha, self._beta
+        np.add(var, self._eps, out=alpha)
+        np.sqrt(alpha, out=alpha)
+        np.divide(scale, alpha, out=alpha)
+        np.multiply(mean, alpha, out=beta)
+        np.subtract(bias, beta, out=beta)
+        if self.order == "NCHW" and window_jit.scale_shift(x, alpha, beta, y, self._relu):
+            return  # one compiled pass
+        np.multiply(x, alpha.reshape(self._bshape), out=y)
+        np.add(y, beta.reshape(self._bshape), out=y)
+        self._fused_relu(y)
+
+    def compile(self):
+        """Test mode: the normalization on the arrays bound now (framework/net/program.py)."""
+        if not self.is_test or self._key is None:
+            return None
+        a = [blob._obj._array for blob in self.inputs]
+        x, y = (a[0][:, : self._in_c] if self._in_c else a[0]), self.outputs[0]._obj._array
+        if self._key != (x.shape, x.dtype) or y.shape != x.shape or y.dtype != x.dtype:
+            return None
+        if any(v.shape != (self._c,) or v.dtype != x.dtype for v in a[1:]):
+            return None
+        run, args = self._test_mode, (x, *a[1:], y)
+        return lambda: run(*args)
 
     def _fused_relu(self, y) -> None:
         if self._relu and y.size:

@@ -160,6 +160,16 @@ class _PoolForward(_Pool):
         if y.size:
             self.pool(x, y)
 
+    def compile(self):
+        """``pool`` on the arrays bound now (framework/net/program.py)."""
+        x, y = self.inputs[0]._obj._array, self.outputs[0]._obj._array
+        if self._key != (x.shape, x.dtype) or y.shape != self._yshape or y.dtype != x.dtype or not y.size:
+            return None
+        if self._sep is not None and self._sep.threads != get_num_threads():
+            return None
+        pool = self.pool
+        return lambda: pool(x, y)
+
 
 @register_op("MaxPool", **_pool_schema("MaxPool", _POOL_ARGS, "max over each window"))
 class MaxPool(_PoolForward):
