@@ -217,7 +217,7 @@ def conv_kind(geo, c: int, m: int, group: int, dtype=np.float32, n: int = 1) -> 
         if geo.stride == (1, 1) and wide_ok and c < CHANNEL_WIDE_C:
             return "channel"  # wide outputs at stride 1 too, but over many channels Winograd's
         one_s2 = geo.kernel == (1, 1) and c <= CHANNEL_S2_1X1_C and m >= CHANNEL_S2_M
-        if geo.stride == (2, 2) and (wide_ok or one_s2):
+        if geo.stride == (2, 2) and (wide_ok or one_s2) or geo.stride == (4, 4) and wide_ok:
             return "channel"
     wide = c >= WINOGRAD_C and m >= WINOGRAD_M and n * math.prod(winograd.tiles(geo)) >= WINOGRAD_T
     if WINOGRAD and wide and winograd.fits(geo, dtype, group):

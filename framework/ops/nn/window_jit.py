@@ -338,9 +338,13 @@ class ChannelPlan(NamedTuple):
 
 
 def channel_fits(geo, dtype, group: int) -> bool:
-    """Whether ``channel_conv`` handles a conv: 2-D, group 1, strides 1 or 2, windows up to 11x11."""
+    """Whether ``channel_conv`` handles a conv: 2-D, group 1, strides 1, 2 or 4, windows up to 11x11."""
     return (
-        fits(geo, dtype) and group == 1 and len(geo.kernel) == 2 and geo.stride[0] in (1, 2) and max(geo.kernel) <= 11
+        fits(geo, dtype)
+        and group == 1
+        and len(geo.kernel) == 2
+        and geo.stride[0] in (1, 2, 4)
+        and max(geo.kernel) <= 11
     )
 
 
