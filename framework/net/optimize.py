@@ -20,6 +20,8 @@ read by any other op than the one being fused, is never folded or fused away):
 5. Fuse Concat over the channels -> ChannelShuffle (-> Split over the channels) into one
    ConcatChannelShuffle (framework/ops/nn/concat_shuffle.py): ShuffleNet's units copy their
    activations once instead of three times.
+5b. Average pooling after a 1x1 conv goes before it (DenseNet's transitions: the conv on a quarter of
+   the pixels; see ``pool_before_pointwise``).
 6. Drop a Concat over the channels whose inputs are all Conv+Relu outputs only it reads: the convs
    write their channels of its output directly (ConvFusion's out_channels / out_channel_offset,
    this framework's arguments), as SqueezeNet's expand convs.
@@ -381,6 +383,69 @@ def fuse_relu(net: _Net) -> int:
     return n
 
 
+# -- 4b. average pooling before a 1x1 conv ------------------------------------------------------------
+
+_GEOMETRY_ARGS = {
+    "stride": 1, "strides": 1, "stride_h": 1, "stride_w": 1, "dilation": 1, "dilations": 1,
+    "pad": 0, "pads": 0, "pad_t": 0, "pad_l": 0, "pad_b": 0, "pad_r": 0, "legacy_pad": 0,
+}  # fmt: skip
+
+
+def _plain_geometry(op: OperatorDef) -> bool:
+    """No stride, dilation, padding or legacy padding argument other than the defaults."""
+    for a in op.arg:
+        if a.name in _GEOMETRY_ARGS:
+            vals = list(a.ints) if len(a.ints) else [a.i]
+            if any(v != _GEOMETRY_ARGS[a.name] for v in vals):
+                return False
+    return True
+
+
+def pool_before_pointwise(net: _Net) -> int:
+    """A 1x1 NCHW Conv (stride 1, no padding) whose output only an NCHW AveragePool reads: the pool goes
+    first. Each window's average weighs its cells by weights summing to 1 (padding only with
+    count_include_pad off), so avg(W x + b) = W avg(x) + b and the conv runs on the pooled pixels:
+    DenseNet's transitions (1x1 conv, then 2x2/2 average) do a quarter of their multiplies."""
+    n = 0
+    for i in range(len(net.ops) - 1, -1, -1):
+        conv = net.ops[i]
+        w = net.constant(conv.input[1]) if conv.type in ("Conv", "Conv2D") and len(conv.input) >= 2 else None
+        if w is None or w.ndim != 4 or w.shape[2:] != (1, 1) or not _plain_geometry(conv):
+            continue
+        if str(_arg(conv, "order", "NCHW")).upper() != "NCHW":
+            continue
+        x, y = conv.input[0], conv.output[0]
+        rd = net.readers(i, y)
+        if len(rd) != 1 or y in net.observable or len(conv.output) != 1:
+            continue
+        j = rd[0]
+        pool = net.ops[j]
+        if pool.type not in ("AveragePool", "AveragePool2D") or list(pool.input) != [y] or y in pool.output:
+            continue
+        if str(_arg(pool, "order", "NCHW")).upper() != "NCHW" or _arg(pool, "legacy_pad", 0):
+            continue
+        padded = any(a.name.startswith("pad") and (a.i or any(a.ints)) for a in pool.arg)
+        if padded and _arg(pool, "count_include_pad", 0):
+            continue
+        if net.written_between(x, i, j) or any(x in op.output for op in (pool,)):
+            continue
+        tmp = f"{y}_pooled_input"
+        if any(tmp in op.input or tmp in op.output for op in net.ops) or tmp in net.observable:
+            continue
+        first, second = OperatorDef(), OperatorDef()
+        first.CopyFrom(pool)
+        del first.input[:]
+        first.input.append(x)
+        first.output[0] = tmp
+        second.CopyFrom(conv)
+        second.input[0] = tmp
+        second.output[0] = pool.output[0]
+        net.ops[j : j + 1] = [first, second]
+        del net.ops[i]
+        n += 1
+    return n
+
+
 # -- 5. Concat -> ChannelShuffle (-> Split) ----------------------------------------------------------
 
 
@@ -672,6 +737,7 @@ def optimize_inference(
         "folded": fold_affine(state),
         "sums": fuse_sum(state),
         "relus": fuse_relu(state),
+        "pools_first": pool_before_pointwise(state),
         "shuffles": fuse_shuffle(state),
         "concats": concat_in_place(state),
         "concat_chains": concat_chains(state),

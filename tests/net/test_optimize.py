@@ -257,6 +257,47 @@ def test_dense_block_concatenations_live_in_one_buffer():
     np.testing.assert_allclose(w2.fetch_blob("y"), want, rtol=1e-5, atol=1e-5)
 
 
+def test_average_pool_goes_before_a_1x1_conv():
+    """DenseNet's transition (1x1 conv with bias, then 2x2/2 average pooling): the pool runs first and
+    the conv on the pooled pixels, equal results; not after a 3x3 or strided conv, with a padded pool
+    counting the padding, or when the conv's output is read elsewhere."""
+    ws = Workspace()
+    ws.feed_blob("x", f32(2, 6, 8, 8))
+    ws.feed_blob("w1", f32(4, 6, 1, 1))
+    ws.feed_blob("b1", f32(4))
+    ws.feed_blob("w3", f32(4, 6, 3, 3))
+
+    def net(conv_kw=None, pool_kw=None, extra=(), w="w1"):
+        ops = [
+            CreateOperator("Conv", ["x", w, "b1"], ["c"], **(conv_kw or dict(kernel=1))),
+            CreateOperator("AveragePool", ["c"], ["y"], **(pool_kw or dict(kernel=2, stride=2))),
+            *extra,
+        ]
+        return _net(ops, ["x", "w1", "b1", "w3"], ["y"] + [o for op in extra for o in op.output])
+
+    plain = net()
+    outs = list(plain.external_output)
+    want, _ = _run(plain, ws, outs, False)
+    got, opt = _run(plain, ws, outs, True)
+    assert [op.type for op in opt.op] == ["AveragePool", "Conv"]
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-5)
+    padded = net(pool_kw=dict(kernel=3, stride=2, pad=1))  # padding not counted: still an average
+    got, opt = _run(padded, ws, ["y"], True)
+    assert [op.type for op in opt.op] == ["AveragePool", "Conv"]
+    np.testing.assert_allclose(got[0], _run(padded, ws, ["y"], False)[0][0], rtol=1e-5, atol=1e-5)
+    for other in (
+        net(w="w3", conv_kw=dict(kernel=3)),
+        net(conv_kw=dict(kernel=1, stride=2)),
+        net(pool_kw=dict(kernel=3, stride=2, pad=1, count_include_pad=1)),
+        net(extra=[CreateOperator("Relu", ["c"], ["z"])]),
+    ):
+        outs = list(other.external_output)
+        got, opt = _run(other, ws, outs, True)
+        assert [op.type for op in opt.op][:2] == ["Conv", "AveragePool"]
+        for g, w_ in zip(got, _run(other, ws, outs, False)[0]):
+            np.testing.assert_allclose(g, w_, rtol=1e-5, atol=1e-5)
+
+
 def test_mul_add_constants_fold_into_the_conv():
     ws = Workspace()
     _params(ws)
