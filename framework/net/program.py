@@ -33,9 +33,9 @@ its view afterwards, so an uncompiled reader sees what it wrote.
 The program keeps the identities of every blob a compiled callable touches
 and checks them once at the start of each run (a few tens of ns per blob);
 any change (a feed with a new shape, a blob reset, another intra-op thread
-count) drops back to ``run()`` for that run and recompiles after it. A compiled op is used only if none of
-its blobs is written by an op that is *not* compiled (such an op might
-replace the array mid-run, when the guard cannot see it).
+count) drops back to ``run()`` for that run and recompiles after it. An
+uncompiled op writing a blob a compiled callable uses is checked after it
+runs (see above).
 
 Version counters: a compiled callable does not bump ``Tensor.version``;
 instead the program bumps the version of every tensor written by compiled
@@ -83,7 +83,7 @@ class OpProgram:
     def __init__(self, ops: Sequence[Operator], enable_compile: bool = True) -> None:
         self.ops = list(ops)
         self._snaps: dict[int, tuple] = {}
-        self._views: dict[int, tuple] = {}  # op position -> (tensor, view state) of its shared outputs
+        self._views: dict[int, tuple] = {}  # op position -> (tensor, view) of each shared blob it touches
         self._guard_shared: tuple = ()
         self._settling = 0  # compilations put off because a buffer was replaced within the run
         self._threads = 0  # the intra-op thread count the fast list was compiled under
@@ -123,8 +123,8 @@ class OpProgram:
         self.fast = None
 
     def _recorder(self, k: int, op: Operator) -> Callable[[], Any]:
-        """``op.run`` followed by a snapshot of what its blobs hold (see ``_held``) and of the views
-        its outputs that are shared buffers were left with."""
+        """``op.run`` followed by a snapshot of what its blobs hold (see ``_held``) and of the views of
+        the shared buffers among them."""
         run, snaps, views, blobs = op.run, self._snaps, self._views, (*op.inputs, *op.outputs)
         shared = tuple({id(b): b for b in blobs if is_shared_buffer(b.name)}.values())
 

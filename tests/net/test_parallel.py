@@ -59,14 +59,14 @@ def test_run_parallel_uses_the_pool_never_nests_and_propagates_errors(two_thread
         run_parallel([lambda: None, bad])
 
 
-def _conv_net(extra=None):
+def _conv_net(extra=None, fc_out=5):
     rng = np.random.default_rng(0)
     init = NetDef(name="init")
     params = {
         "w": rng.standard_normal((8, 3, 3, 3)).astype(np.float32),
         "b": rng.standard_normal(8).astype(np.float32),
-        "w2": rng.standard_normal((5, 8 * 4 * 4)).astype(np.float32),
-        "b2": rng.standard_normal(5).astype(np.float32),
+        "w2": rng.standard_normal((fc_out, 8 * 4 * 4)).astype(np.float32),
+        "b2": rng.standard_normal(fc_out).astype(np.float32),
     }
     for k, v in params.items():
         init.op.append(CreateOperator("GivenTensorFill", [], [k], shape=list(v.shape), values=v.ravel().tolist()))
@@ -124,3 +124,36 @@ def test_every_real_model_splits_its_batch_after_the_optimization_pass(name):
         ws.feed_blob(k, v)
     opt = optimize_inference(model.predict_net, ws, outputs=[model.output_name], share_buffers=False)
     assert splittable(opt, [model.input_name]), sorted({op.type for op in opt.op})
+
+
+@pytest.mark.parametrize("batch", [1, 5])
+def test_large_fc_weights_split_their_features_and_the_batch_split_stops_before_them(two_threads, monkeypatch, batch):
+    """An FC with a weight of at least fc.SPLIT_MIN_BYTES (lowered here) splits its output features over
+    the threads; at batch > 1 the copies run only the ops before it, their results are gathered and the
+    rest of the net runs once on the whole batch (a declared output only the head writes gathered too).
+    Same results as one thread, nothing allocated per steady run."""
+    from framework.ops.nn import fc
+
+    monkeypatch.setattr(fc, "SPLIT_MIN_BYTES", 1024)
+    init, net = _conv_net([CreateOperator("Relu", ["f"], ["f"])], fc_out=80)
+    net.external_output.append("p")
+    x = np.random.default_rng(2).standard_normal((batch, 3, 8, 8)).astype(np.float32)
+    set_num_threads(1)
+    want = Predictor(init, net).run({"x": x})
+    set_num_threads(2)
+    pred = Predictor(init, net)
+    got = pred.run({"x": x})
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+    split = pred._split
+    assert split._tail is not None and [op.type for op in split._tail.net_def.op][0] == "FC"
+    assert bool(split._copies) == (batch > 1)
+    if batch > 1:
+        assert "p" in split._gather and all(op.type != "FC" for op in split._head.op)
+    fc_op = next(op for op in (split._tail if batch > 1 else pred.net).ops if op.type == "FC")
+    assert fc_op._parts() is not None
+    pred.run({"x": x})
+    n0 = memory_reporter().allocations
+    pred.run_net()
+    assert memory_reporter().allocations == n0
+    np.testing.assert_allclose(pred.workspace.fetch_blob("y"), want[0], rtol=1e-5, atol=1e-6)

@@ -451,14 +451,7 @@ class ConvNCHW:
         rp = self._replay
         if rp is None or y.size == 0 or not rp.fits(self, x, w, b, y, s, wt):
             return None
-        args = list(rp.args)
-        for i in rp.px:
-            args[i] = x
-        for i in rp.py:
-            args[i] = y
-        for i in rp.ps:
-            args[i] = s
-        fn, args, tid, get_ident = rp.fn, tuple(args), rp.tid, threading.get_ident
+        fn, args, tid, get_ident = rp.fn, tuple(rp.place(list(rp.args), x, y, s)), rp.tid, threading.get_ident
         bias = (self._bp[: self.m], b) if self._copy_bias and b is not None else None
         if self._transform is None and bias is None:
 
@@ -731,16 +724,19 @@ class _Replay:
             and (conv._transform is None or (wt is not None and wt is conv._u_of and wt.version == conv._u_version))
         )
 
-    def call(self, x, y, s) -> None:
-        args = self.args
+    def place(self, args: list, x, y, s) -> list:
+        """``args`` (the recorded call's) with x, y and s put in their places."""
         for i in self.px:
             args[i] = x
         for i in self.py:
             args[i] = y
         for i in self.ps:
             args[i] = s
+        return args
+
+    def call(self, x, y, s) -> None:
         try:
-            self.fn(*args)
+            self.fn(*self.place(self.args, x, y, s))
         finally:
             self._clear()
 

@@ -207,3 +207,41 @@ def test_fc_and_gradient_compile_fast_path(batch):
         np.testing.assert_allclose(ws.fetch_blob("dW"), dy.T @ x2, rtol=1e-10)
         np.testing.assert_allclose(ws.fetch_blob("db"), dy.sum(0), rtol=1e-10)
         np.testing.assert_allclose(ws.fetch_blob("dX"), dy @ w2, rtol=1e-10)
+
+
+@pytest.mark.parametrize("m, wide", [(1, False), (6, False), (6, True)])
+def test_fc_split_over_threads_by_output_features(monkeypatch, m, wide):
+    """With two intra-op threads a weight of at least fc.SPLIT_MIN_BYTES (lowered here) is split by its
+    rows (output features, at multiples of 16) between the workers: the GEMV (batch 1), the packed
+    copy's GEMM and the wide form (Y^T = W X^T, weights over _PACK_MAX_BYTES, lowered too), in run()
+    and in the compiled closure; results equal the float64 reference."""
+    import framework
+    from framework.ops.nn import fc
+
+    monkeypatch.setattr(fc, "SPLIT_MIN_BYTES", 1024)
+    if wide:
+        monkeypatch.setattr(fc, "_PACK_MAX_BYTES", 1024)
+    rng = np.random.default_rng(m)
+    x = rng.standard_normal((m, 40)).astype(np.float32)
+    w = rng.standard_normal((100, 40)).astype(np.float32)
+    b = rng.standard_normal(100).astype(np.float32)
+    want = x.astype(np.float64) @ w.T.astype(np.float64) + b
+    old = framework.get_num_threads()
+    framework.set_num_threads(2)
+    try:
+        ws = Workspace()
+        for k, v in (("X", x), ("W", w), ("B", b)):
+            ws.feed_blob(k, v)
+        op = create_operator(CreateOperator("FC", ["X", "W", "B"], ["Y"]), ws)
+        for _ in range(3):  # the packed copy is made on the second run with W unchanged
+            op.run()
+            np.testing.assert_allclose(ws.fetch_blob("Y"), want, rtol=1e-5, atol=1e-5)
+        assert op._parts() == [(0, 48), (48, 100)] and op._wide == wide
+        ws.get_blob("Y")._obj.mutable_data(np.float32).fill(0)
+        closure = op.compile()
+        if closure is not None:  # the packed form re-checks W's version each run: run() only
+            closure()
+            np.testing.assert_allclose(ws.fetch_blob("Y"), want, rtol=1e-5, atol=1e-5)
+        assert (closure is None) == (m > 1 and not wide)
+    finally:
+        framework.set_num_threads(old)
