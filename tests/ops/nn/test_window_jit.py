@@ -208,7 +208,8 @@ def channel_cases(draw):
     pads = [0, 0, 0, 0] if one else draw(st.lists(st.integers(0, 2), min_size=4, max_size=4))
     ow = draw(st.integers(1, 33))
     w = (ow - 1) * s + kw - pads[1] - pads[3]
-    h = draw(st.integers(max(1, kh - pads[0] - pads[2]), 10))
+    lo = max(1, kh - pads[0] - pads[2])
+    h = draw(st.integers(lo, max(lo, 10)))
     assume(w >= 1)
     n, c, m = draw(st.integers(1, 3)), draw(st.integers(1, 12)), draw(st.integers(1, 70))
     return dict(n=n, c=c, m=m, h=h, w=w, pads=pads, stride=s, kernels=[kh, kw])

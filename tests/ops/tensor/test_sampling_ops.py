@@ -18,9 +18,13 @@ from framework.testing import assert_reference_checks
 
 @settings(max_examples=25, deadline=None)
 @given(
-    n=st.integers(0, 8), lo=st.integers(-5, 5), span=st.integers(8, 20), avoid=st.lists(st.integers(-5, 30), max_size=4)
+    n=st.integers(0, 8),
+    lo=st.integers(-5, 5),
+    span=st.integers(11, 20),
+    avoid=st.lists(st.integers(-5, 30), max_size=4),
 )
 def test_unique_uniform_fill(n, lo, span, avoid):
+    # span >= 11: at least 12 values, 8 left after avoiding 4 (too few values is checked below)
     ws = Workspace()
     ws.feed_blob("like", np.zeros((n,), np.int32))
     ws.feed_blob("avoid", np.array(avoid, np.int32))
