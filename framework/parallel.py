@@ -4,8 +4,9 @@ their work over, coordinated with BLAS so the two never oversubscribe the cores.
 numpy's ufuncs and BLAS calls release the GIL, so Python threads that each run numpy on their own
 slice of a tensor (images, or output channels) run in parallel. The framework then keeps BLAS itself
 at one thread per worker: ``set_num_threads(n)`` starts ``n - 1`` pool threads (the caller's thread
-is the n-th worker) and sets BLAS to one thread. Measured on this project's 2-core machines: BLAS's
-own threads collapse when the cores are shared, while splitting over images degrades gracefully.
+is the n-th worker; a count set before gets its pool back) and sets BLAS to one thread. Measured on
+this project's 2-core machines: BLAS's own threads collapse when the cores are shared, while splitting
+over images degrades gracefully.
 
     framework.set_num_threads(2)   # or FRAMEWORK_NUM_THREADS=2, or `framework run --threads 2`
     framework.get_num_threads()    # -> 2
@@ -24,6 +25,9 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Sequence
 
 _state: dict = {"threads": None, "pool": None}
+# Pools kept by size: going back to a thread count reuses its pool, so its workers keep their thread
+# identities (kernels bind per-thread scratch and replayed calls to them) and no threads are respawned.
+_POOLS: dict[int, ThreadPoolExecutor] = {}
 _lock = threading.Lock()
 _local = threading.local()  # .inside: this thread runs a task of run_parallel (nested work is serial)
 
@@ -43,11 +47,13 @@ def set_num_threads(n: int) -> None:
     if n == _state["threads"]:
         return
     with _lock:
-        old = _state["pool"]
         _state["threads"] = n
-        _state["pool"] = ThreadPoolExecutor(n - 1, thread_name_prefix="framework-op") if n > 1 else None
-    if old is not None:
-        old.shutdown(wait=False)
+        pool = None
+        if n > 1:
+            pool = _POOLS.get(n)
+            if pool is None:
+                pool = _POOLS[n] = ThreadPoolExecutor(n - 1, thread_name_prefix="framework-op")
+        _state["pool"] = pool
     set_blas_threads(1)
 
 

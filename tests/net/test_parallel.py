@@ -40,6 +40,21 @@ def test_set_num_threads_checks_and_reports():
     set_num_threads(old)
 
 
+def test_a_thread_count_set_again_gets_its_pool_back(two_threads):
+    """Kernels bind per-thread scratch and replayed calls to their workers: 2 -> 1 -> 2 threads runs the
+    second task on the same pool thread as before."""
+
+    def worker():
+        seen = []
+        run_parallel([lambda: None, lambda: seen.append(threading.get_ident())])
+        return seen[0]
+
+    first = worker()
+    set_num_threads(1)
+    set_num_threads(2)
+    assert worker() == first
+
+
 def test_run_parallel_uses_the_pool_never_nests_and_propagates_errors(two_threads):
     seen, inner = [], []
 
