@@ -17,11 +17,11 @@ read by any other op than the one being fused, is never folded or fused away):
    SpatialBN left unfolded (one before which no conv stands, as DenseNet's pre-activations): it
    becomes SpatialBNRelu with keep_nan=1 (a separate Relu keeps NaN; Caffe2's fused op does not),
    one compiled pass instead of two.
+4b. Average pooling after a 1x1 conv goes before it (DenseNet's transitions: the conv on a quarter of
+   the pixels; see ``pool_before_pointwise``).
 5. Fuse Concat over the channels -> ChannelShuffle (-> Split over the channels) into one
    ConcatChannelShuffle (framework/ops/nn/concat_shuffle.py): ShuffleNet's units copy their
    activations once instead of three times.
-5b. Average pooling after a 1x1 conv goes before it (DenseNet's transitions: the conv on a quarter of
-   the pixels; see ``pool_before_pointwise``).
 6. Drop a Concat over the channels whose inputs are all Conv+Relu outputs only it reads: the convs
    write their channels of its output directly (ConvFusion's out_channels / out_channel_offset,
    this framework's arguments), as SqueezeNet's expand convs.
@@ -427,7 +427,7 @@ def pool_before_pointwise(net: _Net) -> int:
         padded = any(a.name.startswith("pad") and (a.i or any(a.ints)) for a in pool.arg)
         if padded and _arg(pool, "count_include_pad", 0):
             continue
-        if net.written_between(x, i, j) or any(x in op.output for op in (pool,)):
+        if net.written_between(x, i, j) or x in pool.output:
             continue
         tmp = f"{y}_pooled_input"
         if any(tmp in op.input or tmp in op.output for op in net.ops) or tmp in net.observable:
@@ -635,8 +635,9 @@ def _prefix_reader(net: _Net, k: int, blob: str) -> int | None:
 
 
 def _chain_from(net: _Net, j: int) -> dict | None:
-    """The chain starting at the Concat at ``j``: its links' indices, their convs, each intermediate
-    output's SpatialBN readers with their channel counts, h_0 and the channels of h_0; else None."""
+    """The chain starting at the Concat at ``j``, else None: its links' indices, each link's convs (op
+    index -> filter rows, in input order), each intermediate output's SpatialBN readers (op index ->
+    channels read), the channels of h_0 and each link's rows in all."""
     convs = _link(net, j, None)
     if convs is None:
         return None
@@ -678,10 +679,8 @@ def _rewrite_chain(net: _Net, chain: dict) -> None:
     links, y, c0 = chain["links"], net.ops[chain["links"][-1]].output[0], chain["c0"]
     total = c0 + sum(chain["rows"])
     offset = c0
-    for k, convs in enumerate(chain["convs"]):
-        cat = net.ops[links[k]]
-        for b in list(cat.input)[1:]:
-            i = _producer(net, links[k], b)
+    for convs in chain["convs"]:  # in the links' input order (``_link``): their channels' order
+        for i, rows in convs.items():
             op = net.ops[i]
             if op.type != "ConvFusion":
                 op.type = "ConvFusion"
@@ -689,7 +688,7 @@ def _rewrite_chain(net: _Net, chain: dict) -> None:
             op.output[0] = y
             _set_arg(op, "out_channels", total)
             _set_arg(op, "out_channel_offset", offset)
-            offset += convs[i]
+            offset += rows
     for k, bns in enumerate(chain["readers"]):
         width = c0 + sum(chain["rows"][: k + 1])
         for r in bns:

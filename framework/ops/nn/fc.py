@@ -177,7 +177,7 @@ class _FCBase(Operator):
         parts = self._parts()
         if parts is not None:
             wk = None if self._wide else (self._weight() if self._may_pack else self._w_view)
-            run_parallel([_Cols(self, wk, n0, n1) for n0, n1 in parts])
+            run_parallel([_columns(self, wk, n0, n1) for n0, n1 in parts])
             return
         if self._wide:
             np.matmul(self._w2, self._x2.T, out=self._yt)
@@ -188,8 +188,10 @@ class _FCBase(Operator):
 
     def _parts(self):
         """Output-feature ranges per worker when W is split over the threads (SPLIT_MIN_BYTES), else None."""
+        if self._w.nbytes < SPLIT_MIN_BYTES:  # first: the check every FC run makes
+            return None
         threads = get_num_threads()
-        if threads < 2 or self._w.nbytes < SPLIT_MIN_BYTES or self._n < 32 * threads:
+        if threads < 2 or self._n < 32 * threads:
             return None
         return [(a // 16 * 16, b // 16 * 16 if b < self._n else b) for a, b in split(self._n, threads)]
 
@@ -201,7 +203,7 @@ class _FCBase(Operator):
         if parts is not None:
             if self._may_pack:
                 return None  # run() checks the packed copy's version every call
-            cols = [_Cols(self, None if self._wide else self._w_view, n0, n1) for n0, n1 in parts]
+            cols = [_columns(self, None if self._wide else self._w_view, n0, n1) for n0, n1 in parts]
             return lambda: run_parallel(cols)
         x2, y2, b1, w_view, matmul, add = self._x2, self._y2, self._b1, self._w_view, np.matmul, np.add
         if self._wide:
@@ -228,31 +230,25 @@ class _FCBase(Operator):
         return fc
 
 
-class _Cols:
-    """One worker's output features n0:n1 of an FC run (bound to the op's current arrays)."""
+def _columns(op: _FCBase, wk, n0: int, n1: int):
+    """One worker's output features n0:n1 of an FC run, bound to the op's current arrays: from ``wk``
+    (K, N), or with ``wk`` None in the wide form (Y^T rows from W's rows)."""
+    x2, y2, b1 = op._x2, op._y2[:, n0:n1], op._b1[n0:n1]
+    if wk is None:
+        w2, xt, yt = op._w2[n0:n1], op._x2.T, op._yt[n0:n1]
 
-    __slots__ = ("fn",)
+        def wide() -> None:
+            np.matmul(w2, xt, out=yt)
+            np.add(yt.T, b1, out=y2)
 
-    def __init__(self, op: _FCBase, wk, n0: int, n1: int) -> None:
-        x2, y2, b1 = op._x2, op._y2[:, n0:n1], op._b1[n0:n1]
-        if wk is None:  # the wide form: Y^T rows from W's rows
-            w2, xt, yt = op._w2[n0:n1], op._x2.T, op._yt[n0:n1]
+        return wide
+    wc = wk[:, n0:n1]
 
-            def fn() -> None:
-                np.matmul(w2, xt, out=yt)
-                np.add(yt.T, b1, out=y2)
+    def columns() -> None:
+        np.matmul(x2, wc, out=y2)
+        np.add(y2, b1, out=y2)
 
-        else:
-            wc = wk[:, n0:n1]
-
-            def fn() -> None:
-                np.matmul(x2, wc, out=y2)
-                np.add(y2, b1, out=y2)
-
-        self.fn = fn
-
-    def __call__(self) -> None:
-        self.fn()
+    return columns
 
 
 # Packed W^T copies shared by FC ops reading the same weight tensor: id -> (tensor, version, packed, W array).
