@@ -22,12 +22,16 @@ def time_round_robin(
     warmup: int = 3,
     clock: Callable[[], float] = time.perf_counter,
     before: dict[str, Callable[[], object]] | None = None,
+    settle: float = 0.0,
 ) -> dict[str, float]:
     """Median seconds per call of each contender, timed in interleaved rounds. ``clock``:
     wall time by default; ``time.process_time`` (CPU time of the process) measures single-threaded
     work robustly on a machine shared with other jobs. ``before[name]``, when given, runs (untimed)
     before each of that contender's timed blocks: e.g. switching a global setting and one warm-up
-    call, so what is timed is the steady state under that setting.
+    call, so what is timed is the steady state under that setting. ``settle`` seconds of sleep precede
+    each block, followed by ``before`` or else one untimed call: a contender whose thread pool keeps
+    spinning after its calls (onnxruntime's workers spin for 40-60 ms after a run on 2 threads,
+    measured) would otherwise take a core from whichever contender runs next.
 
     Python's cyclic garbage collector is off while the rounds run (as ``timeit`` does), after one
     full collection: otherwise the first full collection after the contenders' set-up (tens of ms
@@ -46,8 +50,12 @@ def time_round_robin(
     try:
         for _ in range(rounds):
             for name, fn in contenders.items():
+                if settle:
+                    time.sleep(settle)
                 if name in before:
                     before[name]()
+                elif settle:
+                    fn()  # untimed: the block starts warm, as after the previous contender without a pause
                 t0 = clock()
                 for _ in range(inner):
                     fn()

@@ -57,3 +57,21 @@ def test_lstm_benchmark_runs_tiny():
     lstm = pytest.importorskip("bench.lstm")
     results, table = lstm.run(T=3, N=2, D=4, H=5, rounds=1, inner=1, log=lambda s: None)
     assert set(results) == {"forward", "forward+backward"} and "per-step overhead" in table
+
+
+def test_round_robin_settles_each_block_with_an_untimed_call():
+    from bench.common import time_round_robin
+
+    calls = {"a": 0, "b": 0, "before_b": 0}
+
+    def before_b():
+        calls["before_b"] += 1
+
+    fns = {"a": lambda: calls.__setitem__("a", calls["a"] + 1), "b": lambda: calls.__setitem__("b", calls["b"] + 1)}
+    out = time_round_robin(fns, rounds=3, inner=2, warmup=1, before={"b": before_b}, settle=0.001)
+    assert set(out) == {"a", "b"}
+    # a: 1 warm-up + per round (1 untimed after the pause + 2 timed); b: its `before` replaces the untimed call
+    assert calls == {"a": 1 + 3 * 3, "b": 1 + 3 * 2, "before_b": 1 + 3}
+    calls.update(a=0, b=0, before_b=0)
+    time_round_robin(fns, rounds=3, inner=2, warmup=1, before={"b": before_b})
+    assert calls == {"a": 1 + 3 * 2, "b": 1 + 3 * 2, "before_b": 1 + 3}
