@@ -77,7 +77,8 @@ class _Task:
 
 
 # Max pooling reads each image in place (window_jit.max_pool: the max over a window's rows, then over
-# its columns) instead of filling phase planes per channel; average pooling keeps the planes.
+# its columns) instead of filling phase planes per channel; average pooling keeps the planes. Unpadded
+# 2x2 windows (window_jit.pool2x2) read their four cells in place, max and average alike.
 DIRECT_MAX = True
 
 
@@ -95,6 +96,11 @@ class JitPool2D:
         self.inv = None if inv is None else np.ascontiguousarray(inv.reshape(geo.out), np.float32)
         self.threads = num_threads()
         self.parts = split(n, self.threads)
+        self.two = window_jit.pool2x2_fits(geo, np.float32)  # every window's four cells read in place
+        if self.two:
+            self.scratch = None
+            self.direct = False
+            return
         self.direct = mode == "max" and DIRECT_MAX
         if self.direct:  # one row scratch per worker
             self.scratch = [allocate_array(window_jit.max_pool_row(geo), np.float32) for _ in self.parts]
@@ -108,6 +114,9 @@ class JitPool2D:
         run_parallel([_JitTask(self, k, lo, hi, x, y) for k, (lo, hi) in enumerate(self.parts)])
 
     def _images(self, k: int, lo: int, hi: int, x: np.ndarray, y: np.ndarray) -> None:
+        if self.two:
+            self.jit.pool2x2(x, y, self.geo.stride, self.mode == "max", 0.25, lo, hi)
+            return
         if self.direct:
             self.jit.max_pool(x, y, self.scratch[k], self.geo, self.pad_value, lo, hi)
             return

@@ -507,6 +507,20 @@ def max_pool(x, y, vm, geo, pad_value, i0: int, i1: int) -> None:
     _timed(_kernels._max_pool, x, y, vm, geo.stride[0], kh, kw, ph, pw, np.float32(pad_value), i0, i1)
 
 
+def pool2x2(x, y, stride, is_max: bool, inv: float, i0: int, i1: int) -> None:
+    """2x2 max or average (times ``inv``) pooling of images i0:i1 of ``x`` (any strides) into y, every
+    window inside the image (see pool2x2_fits)."""
+    _timed(_kernels._pool2x2, x, y, stride[0], stride[1], is_max, np.float32(inv), i0, i1)
+
+
+def pool2x2_fits(geo, dtype) -> bool:
+    """Whether ``pool2x2`` takes this geometry: a 2x2 window, no dilation, no padding, float32."""
+    if not (available() and np.dtype(dtype) == np.float32 and geo.kernel == (2, 2) and geo.dilation == (1, 1)):
+        return False
+    inside = all((o - 1) * s + 2 <= n for o, s, n in zip(geo.out, geo.stride, geo.spatial))
+    return not geo.padded and inside
+
+
 def warm_up() -> float:
     """Compile (or load from the cache) every compiled kernel for float32 now (the micro-kernel's and
     Winograd's too); seconds it took this call."""
@@ -523,6 +537,8 @@ def warm_up() -> float:
     depthwise(x, np.zeros((2, 1, 3, 3), np.float32), None, y, None, planes, z, geo, False, 0, 1)
     pool(x, y, None, planes, z, geo, "max", 0.0, 0, 1)
     max_pool(x, y, np.empty(max_pool_row(geo), np.float32), geo, 0.0, 0, 1)
+    pool2x2(x, y[:, :, :2, :2], (2, 2), True, 1.0, 0, 1)
+    pool2x2(x, y[:, :, :2, :2], (2, 2), False, 0.25, 0, 1)
     y2 = y.reshape(2, 16)
     epilogue(y2, np.zeros(2, np.float32), y2, y2, True)
     y3 = y.reshape(1, 2, 16)

@@ -245,6 +245,32 @@ def _max_pool(x, y, vm, s, kh, kw, ph, pw, pad, i0, i1):  # pragma: no cover - c
 
 
 @_jit
+def _pool2x2(x, y, sh, sw, is_max, inv, i0, i1):  # pragma: no cover - compiled
+    """2x2 max (``is_max``, NaN wins) or average (the sum times ``inv``) pooling of images i0:i1 at
+    strides (sh, sw), every window inside the image: each output from its four cells in registers, in
+    the order of the per-cell fold ((x00 + x01) + x10) + x11, so the same values."""
+    c, oh, ow = y.shape[1], y.shape[2], y.shape[3]
+    shu, swu, owu = _U(sh), _U(sw), _U(ow)
+    for i in range(i0, i1):
+        for ch in range(c):
+            for r in range(oh):
+                r0 = _U(r) * shu
+                r1 = r0 + _U(1)
+                if is_max:
+                    for q in range(owu):
+                        c0 = q * swu
+                        m = _mx(_mx(x[i, ch, r0, c0], x[i, ch, r0, c0 + 1]), x[i, ch, r1, c0])
+                        y[i, ch, r, q] = _mx(m, x[i, ch, r1, c0 + 1])
+                else:
+                    for q in range(owu):
+                        c0 = q * swu
+                        a = x[i, ch, r0, c0] + x[i, ch, r0, c0 + 1]
+                        a = a + x[i, ch, r1, c0]
+                        y[i, ch, r, q] = (a + x[i, ch, r1, c0 + 1]) * inv
+    return 0
+
+
+@_jit
 def _epilogue(acc, b, res, y, relu):  # pragma: no cover - compiled
     """y = acc (+ b per row) (+ res) (Relu) in one pass over (rows, P); b/res empty if absent; acc
     and res may be y itself."""

@@ -16,7 +16,7 @@ from framework.core import CreateOperator
 from framework.memory.allocator import memory_reporter
 from framework.memory.workspace import Workspace
 from framework.ops import create_operator
-from framework.ops.nn import conv_nchw, pool_nchw, window_jit
+from framework.ops.nn import conv_nchw, pool, pool_nchw, window_jit
 from framework.ops.nn.conv_args import Geometry
 from tests.ops.nn.test_conv_fusion import ref_conv, threads  # noqa: F401  (fixture)
 from tests.ops.nn.test_pool import pool_reference
@@ -390,6 +390,58 @@ def test_pool_jit_matches_reference_and_numpy_path(kind, stride, pads, size, inc
     np.testing.assert_array_equal(got, planes)
 
 
+@pytest.mark.parametrize("kind", ["MaxPool", "AveragePool"])
+@given(
+    stride=st.tuples(st.integers(1, 3), st.integers(1, 3)),
+    size=st.tuples(st.integers(2, 12), st.integers(2, 12)),
+    n=st.integers(1, 5),
+    strided=st.booleans(),
+    seed=st.integers(0, 2**31 - 1),
+)
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_pool2x2_matches_reference_and_numpy_path(threads, kind, stride, size, n, strided, seed):  # noqa: F811
+    """Unpadded 2x2 windows on window_jit.pool2x2: equal to the loop reference, and bit-equal to the
+    per-cell fold it replaces (same summation order), NaN included; a strided input (a channel slice)
+    read in place; images split over 1 or 2 threads."""
+    rng = np.random.default_rng(seed)
+    full = rng.standard_normal((n, 5, *size)).astype(np.float32)
+    full[0, 1, 1, 1] = np.nan  # propagates to every window holding it, in both kinds
+    x = full[:, 1:4] if strided else np.ascontiguousarray(full[:, 1:4])
+    op_def = CreateOperator(kind, ["X"], ["Y"], kernels=[2, 2], strides=list(stride))
+    outs = [(size[i] - 2) // stride[i] + 1 for i in range(2)]
+    mode = "max" if kind == "MaxPool" else "avg"
+    want = pool_reference(x, mode, "NCHW", (2, 2), stride, (1, 1), (0, 0), (0, 0), outs)
+    with pytest.MonkeyPatch.context() as mp:
+        got, op = _run(op_def, {"X": x}, True, mp)
+        if size == (2, 2):  # the window is the whole image: a global reduction
+            assert op._global and op._sep is None
+        else:
+            assert type(op._sep).__name__ == "JitPool2D" and op._sep.two
+            assert len(op._sep.parts) == min(threads, n)
+        mp.setattr(pool, "POOL2X2", False)
+        fold, op2 = _run(op_def, {"X": x}, True, mp)
+        assert op2._sep is None
+    assert got.shape == (n, 3, *outs)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+    np.testing.assert_array_equal(got, fold)
+
+
+@pytest.mark.parametrize("kind", ["MaxPool", "AveragePool"])
+def test_pool2x2_leaves_padded_and_partial_windows_to_the_fold(kind):
+    """A padded 2x2 window (or one Caffe2's legacy padding extends past the input) is not pool2x2's."""
+    x = np.arange(2 * 3 * 5 * 5, dtype=np.float32).reshape(2, 3, 5, 5)
+    for kw in (dict(pads=[1, 1, 0, 0]), dict(legacy_pad=3)):  # 3: CAFFE_LEGACY_POOLING (ceil: 3 outputs of 5)
+        op_def = CreateOperator(kind, ["X"], ["Y"], kernel=2, stride=2, **kw)
+        with pytest.MonkeyPatch.context() as mp:
+            got, op = _run(op_def, {"X": x}, True, mp)
+        geo = op._geo
+        assert geo.padded and op._sep is None and geo.out == (3, 3)
+        mode = "max" if kind == "MaxPool" else "avg"
+        want = pool_reference(x, mode, "NCHW", (2, 2), (2, 2), (1, 1), geo.head, geo.tail, geo.out)
+        np.testing.assert_allclose(got, want)
+
+
 @pytest.mark.parametrize("batch", [4, 1])
 @pytest.mark.parametrize("size, kind", [(20, "direct"), (9, "channel")])
 def test_jit_kernels_rerun_without_allocating(threads, batch, size, kind, monkeypatch):  # noqa: F811
@@ -409,6 +461,7 @@ def test_jit_kernels_rerun_without_allocating(threads, batch, size, kind, monkey
         create_operator(CreateOperator("Conv", ["Y", "W2"], ["Y2"], kernel=3, pad=1), ws),
         create_operator(CreateOperator("ConvFusion", ["Y2", "W2", "Y"], ["Y"], **fuse), ws),
         create_operator(CreateOperator("MaxPool", ["Y"], ["Z"], kernel=3, stride=2), ws),
+        create_operator(CreateOperator("AveragePool", ["Y"], ["Z2"], kernel=2, stride=2), ws),
     ]
     for _ in range(2):
         for op in ops:
