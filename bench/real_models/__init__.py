@@ -10,7 +10,9 @@
 
 Models (BUILDERS keys): resnet50, squeezenet1_1, resnet20_cifar, shufflenet_v2, densenet121, alexnet.
 Run the suite with ``python -m bench.real_models`` (options: --models, --batches, --threads, --rounds,
---memory).
+--memory). Beside it: ``bench.real_models.profile`` (ours per op kind against PyTorch's aten ops),
+``bench.real_models.ort_shapes`` (ours against onnxruntime per output shape, in the same minutes) and
+``bench.real_models.scaling`` (our 2-thread speedup against plain GEMM threads', back to back).
 """
 
 from bench.real_models.nets import BUILDERS, RealModel, build, model_flops

@@ -60,3 +60,23 @@ def test_runner_tiny_table():
     rows = bench_model("resnet20_cifar", 1, [1], 1, ["ours", "ours-raw"], log=lambda s: None)
     assert rows[0]["times"]["ours"] > 0 and rows[0]["diffs"]["ours-raw"] < 1e-4
     assert "| resnet20_cifar | 1 | 1 |" in table(rows)
+
+
+def test_ort_shapes_compares_convolutions_by_output_shape():
+    pytest.importorskip("onnxruntime")
+    from bench.real_models.ort_shapes import compare, report
+
+    m = nets.build("resnet20_cifar", batch=1)
+    ours, theirs = compare(m, m.input_data(), runs=1)
+    convs = {k for k in ours if k[0] == "Conv"}
+    assert (("Conv", (16, 30, 30)) in convs) and convs <= {k for k in theirs if k[0] == "Conv"}
+    assert all(v > 0 for v in ours.values()) and sum(theirs.values()) > 0
+    assert "conv out (16, 30, 30)" in report(ours, theirs)
+
+
+def test_scaling_rounds_pair_the_gemm_scaling_with_our_speedup():
+    from bench.real_models.scaling import gemm_scaling, rounds
+
+    assert gemm_scaling(calls=2, n=32) > 0
+    r = rounds("resnet20_cifar", 2, 2, 1)
+    assert r.shape == (2, 2) and np.all(r > 0)
