@@ -26,6 +26,7 @@ from numba.extending import intrinsic
 
 from framework.ops.nn import simd_ir
 from framework.ops.nn.simd_ir import I1, I32, I64, VEC, L, const, function, splat
+from framework.ops.nn.window_jit import CHANNEL_STRIDES
 from framework.ops.nn.window_kernels import _direct_fill
 
 _jit = numba.njit(cache=simd_ir.CACHE, fastmath={"contract"}, nogil=True, boundscheck=False)
@@ -33,8 +34,10 @@ _jit = numba.njit(cache=simd_ir.CACHE, fastmath={"contract"}, nogil=True, bounds
 # (R, V) register blocks: R x V accumulators + V filter vectors + a broadcast fit the vector
 # registers (32 with AVX-512, 16 with AVX2).
 BLOCKS = ((7, 3), (8, 3), (8, 2), (14, 2)) if L == 16 else ((4, 3), (4, 2), (6, 2), (7, 2))
-STRIDES = (1, 2, 4)
-SLACK = 4 * 14 + 16  # plane cells a block may read past the last row (pixels beyond n, the widest tap)
+STRIDES = CHANNEL_STRIDES
+# plane cells a block may read past the last row (pixels beyond n at the widest stride, the widest tap)
+SLACK = max(STRIDES) * max(r for r, _ in BLOCKS) + 16
+_STRIDE_INDEX = tuple(STRIDES.index(st) if st in STRIDES else -1 for st in range(max(STRIDES) + 1))
 
 
 def _variant(R: int, V: int, S: int):  # noqa: N803  (as in the module doc)
@@ -102,8 +105,8 @@ def _variant(R: int, V: int, S: int):  # noqa: N803  (as in the module doc)
     return codegen
 
 
-# variant var at stride s: index len(STRIDES) * var + STRIDES.index(s) (_conv's kv)
-_VARIANTS = [(r, v, st) for r, v in BLOCKS for st in STRIDES]
+_VARIANTS = [(r, v, st) for r, v in BLOCKS for st in STRIDES]  # variant var at stride s: _conv's kv
+_NSTRIDES = len(STRIDES)
 
 
 @intrinsic
@@ -163,7 +166,7 @@ def _conv(x, wp, b, y, res, planes, taps, s, ph, pw, hq, wq, flags, i0, i1, mb0,
     k = c * taps.shape[0]
     pf, yf, rf = planes.reshape(-1), y.reshape(-1), res.reshape(-1)
     cstride = planes.shape[1]
-    kv = 3 * var + (0 if s == 1 else (1 if s == 2 else 2))  # _VARIANTS index
+    kv = _NSTRIDES * var + _STRIDE_INDEX[s]  # _VARIANTS index
     for i in range(i0, i1):
         _direct_fill(x, i, planes, 1, ph, pw, hq, wq)
         for mb in range(mb0, mb1):

@@ -92,7 +92,7 @@ class _Pool(ConvPoolOp):
         sep = self.kind in ("max", "avg") and not self.is_grad and self.order == "NCHW" and r == 2
         # unpadded 2x2 windows: window_jit.pool2x2, one compiled pass (DenseNet-121's transitions' 2x2/2
         # averages at batch 16: 2.8-4.5 ms against 14-28 for the per-cell fold, same values)
-        two = POOL2X2 and sep and math.prod(geo.kernel) == 4 and window_jit.pool2x2_fits(geo, x.dtype)
+        two = POOL2X2 and sep and window_jit.pool2x2_fits(geo, x.dtype)
         sep = sep and math.prod(geo.kernel) > 4
         if sep and not self._global and x.size:
             from framework.ops.nn.pool_nchw import SeparablePool2D

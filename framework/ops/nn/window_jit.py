@@ -337,13 +337,16 @@ class ChannelPlan(NamedTuple):
     planes: tuple  # (C, hq * wq + slack) scratch per worker
 
 
+CHANNEL_STRIDES = (1, 2, 4)  # the strides channel_kernel builds its register blocks for
+
+
 def channel_fits(geo, dtype, group: int) -> bool:
     """Whether ``channel_conv`` handles a conv: 2-D, group 1, strides 1, 2 or 4, windows up to 11x11."""
     return (
         fits(geo, dtype)
         and group == 1
         and len(geo.kernel) == 2
-        and geo.stride[0] in (1, 2, 4)
+        and geo.stride[0] in CHANNEL_STRIDES
         and max(geo.kernel) <= 11
     )
 
