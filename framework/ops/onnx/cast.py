@@ -12,7 +12,9 @@ Rules (ONNX Cast-25 and its reference implementation):
   (``up``: any fraction bit rounds the exponent up, ``down``: truncation, ``nearest``: guard/round/
   sticky bits); NaN and infinities give NaN (0xFF); ``saturate`` stops rounding past the largest.
 - everything else: numpy's (ml_dtypes') conversion, as the ONNX reference does: floats to
-  integers truncate toward zero, int4/int2 targets keep the low bits (wrap), bool is ``x != 0``.
+  integers truncate toward zero, bool is ``x != 0``. A float out of the integer type's range is
+  undefined in ONNX; we give what the reference gives with the installed ml_dtypes (0.7 changed
+  it: ``uint4(-1.0)`` was 15 and is now 0).
 """
 
 from __future__ import annotations
