@@ -3,9 +3,10 @@ onto this framework's modules, for one process.
 
 - ``python -m framework.caffe2 script.py [args]`` (or ``framework exec script.py [args]``) runs a
   Caffe2 script with the hook installed; ``framework.caffe2.install()`` installs it in a notebook.
-- ``caffe2.python.X`` is ``framework.X`` (``caffe2.python.a.b`` is ``framework.a.b``), so modules
-  added to the framework later are found without touching this hook; ``caffe2.proto.X`` is
-  ``framework.proto.X``. ``_ALIASES`` lists the few names that live elsewhere.
+- ``caffe2.python.X`` is ``framework.caffe2.python.X`` when that package holds ``X`` (the home of
+  Caffe2's Python API: docs/architecture.md), else ``framework.X`` (``caffe2.python.a.b`` is then
+  ``framework.a.b``), so modules added later are found without touching this hook;
+  ``caffe2.proto.X`` is ``framework.proto.X``. ``_ALIASES`` lists the few names that live elsewhere.
 - The alias is the framework's own module object (``caffe2.python.core is framework.core``), so
   state such as the current workspace is shared whichever name the code imports.
 - No top-level ``caffe2`` package is installed: without ``install()`` ``import caffe2`` fails.
@@ -36,10 +37,19 @@ def target_of(name: str) -> str | None:
     this hook handles, or one of the synthetic packages)."""
     if name in _ALIASES:
         return _ALIASES[name]
-    for prefix, target in (("caffe2.python.", "framework."), ("caffe2.proto.", "framework.proto.")):
-        if name.startswith(prefix):
-            return target + name[len(prefix) :]
+    if name.startswith("caffe2.python."):
+        rest = name[len("caffe2.python.") :]
+        return ("framework.caffe2.python." if _in_api_package(rest.split(".", 1)[0]) else "framework.") + rest
+    if name.startswith("caffe2.proto."):
+        return "framework.proto." + name[len("caffe2.proto.") :]
     return None
+
+
+def _in_api_package(top: str) -> bool:
+    """Whether framework/caffe2/python/ holds the module or package ``top`` (found without importing it)."""
+    import framework.caffe2.python as api
+
+    return importlib.machinery.PathFinder.find_spec(top, list(api.__path__)) is not None
 
 
 class _AliasLoader(importlib.abc.Loader):

@@ -43,6 +43,25 @@ def test_names_map_generically(installed):
     assert hook.target_of("caffe2.proto.metanet_pb2") == "framework.proto.metanet_pb2"
 
 
+def test_api_package_is_searched_first(installed, tmp_path, monkeypatch):
+    import framework.caffe2.python as api
+
+    (tmp_path / "probe_mod.py").write_text("VALUE = 7\n")
+    (tmp_path / "probe_pkg").mkdir()
+    (tmp_path / "probe_pkg" / "__init__.py").write_text("")
+    (tmp_path / "probe_pkg" / "leaf.py").write_text("VALUE = 8\n")
+    monkeypatch.setattr(api, "__path__", [*api.__path__, str(tmp_path)])
+    assert hook.target_of("caffe2.python.probe_mod") == "framework.caffe2.python.probe_mod"
+    assert hook.target_of("caffe2.python.probe_pkg.leaf") == "framework.caffe2.python.probe_pkg.leaf"
+    import caffe2.python.probe_pkg.leaf as leaf
+    from caffe2.python import probe_mod
+
+    assert probe_mod.VALUE == 7 and leaf.VALUE == 8
+    assert probe_mod is sys.modules["framework.caffe2.python.probe_mod"]
+    for name in [n for n in sys.modules if "probe_" in n]:
+        del sys.modules[name]
+
+
 def test_missing_module_is_named(installed):
     with pytest.raises(ModuleNotFoundError, match=r"caffe2.python.no_such_thing.*framework.no_such_thing"):
         import caffe2.python.no_such_thing  # noqa: F401
