@@ -99,7 +99,8 @@ def _net_of(ops):
 
 
 def cnn_rank(rounds: int, batch: int) -> None:
-    from framework import brew, data_parallel_model, distributed, model_helper, optimizer, workspace
+    from framework import distributed, workspace
+    from framework.caffe2.python import brew, data_parallel_model, model_helper, optimizer
 
     rank, size = distributed.rank_and_size()
     model = model_helper.ModelHelper("cnn")

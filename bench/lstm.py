@@ -44,9 +44,9 @@ def _data(T, N, D, H, seed=0):
 
 
 def framework_lstm(T, N, D, H, backward):
-    from framework import rnn_cell
+    from framework.caffe2.python import rnn_cell
+    from framework.caffe2.python.model_helper import ModelHelper
     from framework.memory.workspace import Workspace
-    from framework.model_helper import ModelHelper
 
     d = _data(T, N, D, H)
     m = ModelHelper(name=f"lstm_bench_{int(backward)}")

@@ -36,9 +36,9 @@ def _data(batch: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray, list[np.nd
 
 def framework_step(batch: int, compile_ops: bool = True):
     """(step callable, workspace) of the framework's training net (``compile_ops``: the net's fast path)."""
-    from framework import brew, optimizer
+    from framework.caffe2.python import brew, optimizer
+    from framework.caffe2.python.model_helper import ModelHelper
     from framework.memory.workspace import Workspace
-    from framework.model_helper import ModelHelper
 
     x, y, params = _data(batch)
     m = ModelHelper(f"mlp_bench_{batch}_{int(compile_ops)}", init_params=False)

@@ -14,8 +14,8 @@ from typing import Callable
 
 import numpy as np
 
-from framework.export import extract_predict_net
 from framework.memory.workspace import Workspace
+from framework.predictor.export_pair import extract_predict_net
 from framework.proto.framework_pb2 import NetDef
 
 

@@ -21,8 +21,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from digits_common import load_digits_split, main, train_and_evaluate  # noqa: E402
 
-from framework import brew, core, optimizer  # noqa: E402
-from framework.model_helper import ModelHelper, ParameterTags  # noqa: E402
+from framework import core  # noqa: E402
+from framework.caffe2.python import brew, optimizer  # noqa: E402
+from framework.caffe2.python.model_helper import ModelHelper, ParameterTags  # noqa: E402
 from framework.proto.framework_pb2 import NetDef  # noqa: E402
 from framework.proto.io import parse_text  # noqa: E402
 

@@ -20,9 +20,9 @@ import sys
 import numpy as np
 from google.protobuf import text_format
 
-from framework import brew
+from framework.caffe2.python import brew
+from framework.caffe2.python.model_helper import ModelHelper
 from framework.core import CreateOperator
-from framework.model_helper import ModelHelper
 from framework.proto.framework_pb2 import NetDef
 
 HERE = os.path.dirname(os.path.abspath(__file__))

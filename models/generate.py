@@ -15,8 +15,8 @@ from typing import Callable
 
 from google.protobuf import text_format
 
-from framework import brew, optimizer
-from framework.model_helper import ModelHelper
+from framework.caffe2.python import brew, optimizer
+from framework.caffe2.python.model_helper import ModelHelper
 from framework.proto.framework_pb2 import NetDef
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -57,7 +57,7 @@ CHAR_VOCAB, CHAR_EMBED, CHAR_HIDDEN, CHAR_BATCH = 128, 32, 128, 32
 
 def char_forward(model: ModelHelper, data: str, forward_only: bool) -> str:
     """(N, T) int32 character ids -> (N * T, vocab) logits, through an LSTM over time."""
-    from framework import rnn_cell
+    from framework.caffe2.python import rnn_cell
 
     init = model.param_init_net
     if model.init_params:

@@ -1,4 +1,4 @@
-"""framework/blas_kernel.py: which OpenBLAS kernels the framework asks for, and that a user's choice wins.
+"""framework/runtime/blas_kernel.py: which OpenBLAS kernels the framework asks for, and that a user's choice wins.
 
 The choice acts when the OpenBLAS numpy loads starts up, so each case runs in a fresh interpreter."""
 
@@ -11,10 +11,10 @@ import sys
 
 import pytest
 
-from framework.blas_kernel import _cpu, blas_kernel_info, preferred_coretype, same_kernels_env
+from framework.runtime.blas_kernel import _cpu, blas_kernel_info, preferred_coretype, same_kernels_env
 
 _PROBE = (
-    "import os, json{pre}; import framework; from framework.blas_kernel import blas_kernel_info; "
+    "import os, json{pre}; import framework; from framework.runtime.blas_kernel import blas_kernel_info; "
     "print(json.dumps([os.environ.get('OPENBLAS_CORETYPE'), blas_kernel_info()]))"
 )
 
@@ -86,7 +86,7 @@ def test_same_kernels_env_gives_a_child_this_process_kernels():
         [
             sys.executable,
             "-c",
-            "import framework, json; from framework.blas_kernel import blas_kernel_info; "
+            "import framework, json; from framework.runtime.blas_kernel import blas_kernel_info; "
             "print(json.dumps(blas_kernel_info()))",
         ],
         env={**os.environ, **env},

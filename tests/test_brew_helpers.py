@@ -3,9 +3,10 @@
 import numpy as np
 import pytest
 
-from framework import brew, workspace
+from framework import workspace
+from framework.caffe2.python import brew
+from framework.caffe2.python.model_helper import ModelHelper
 from framework.errors import FrameworkError
-from framework.model_helper import ModelHelper
 
 
 @pytest.fixture(autouse=True)
@@ -96,7 +97,7 @@ def test_spatial_gn_moments_matmul_concat():
 
 
 def test_db_input(tmp_path):
-    from framework import utils
+    from framework.caffe2.python import utils
     from framework.proto import caffe2_pb2
 
     path = str(tmp_path / "d.minidb")

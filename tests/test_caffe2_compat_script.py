@@ -18,7 +18,8 @@ import os
 import numpy as np
 import pytest
 
-from framework import brew, core, model_helper, optimizer, workspace
+from framework import core, workspace
+from framework.caffe2.python import brew, model_helper, optimizer
 from framework.predictor import mobile_exporter
 from framework.proto import caffe2_pb2
 

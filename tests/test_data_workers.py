@@ -1,4 +1,4 @@
-"""framework.data_workers: fetcher threads + rebatching enqueuer feed a net's DequeueBlobs; every
+"""framework.caffe2.python.data_workers: fetcher threads + rebatching enqueuer feed a net's DequeueBlobs; every
 row fetched arrives once, in batches of exactly batch_size; stop() ends the threads."""
 
 from __future__ import annotations
@@ -7,7 +7,8 @@ import threading
 
 import numpy as np
 
-from framework import core, data_workers, workspace
+from framework import core, workspace
+from framework.caffe2.python import data_workers
 
 
 def test_rebatched_rows_arrive_once_in_full_batches():

@@ -1,4 +1,4 @@
-"""framework.queue_util / dataio / text_file_reader: a text file read by TextFileReader inside a
+"""framework.caffe2.python.queue_util / dataio / text_file_reader: a text file read by TextFileReader inside a
 plan, each batch written to a queue_util.Queue by one step while another step drains it; the
 rows that come out are the file's rows, and both steps end on their should_stop blobs."""
 
@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from framework import core, schema, workspace
-from framework.queue_util import Queue
-from framework.text_file_reader import TextFileReader
+from framework import core, workspace
+from framework.caffe2.python import schema
+from framework.caffe2.python.queue_util import Queue
+from framework.caffe2.python.text_file_reader import TextFileReader
 
 
 def test_text_file_to_queue_to_consumer(tmp_path):

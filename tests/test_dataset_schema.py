@@ -1,11 +1,12 @@
-"""framework.schema + framework.dataset: a nested-record dataset written in batches and read back
+"""caffe2.python schema + dataset: a nested-record dataset written in batches and read back
 through a plan whose step stops on the reader's should_stop; the rows equal what was written."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from framework import core, dataset, schema, workspace
+from framework import core, workspace
+from framework.caffe2.python import dataset, schema
 from framework.proto.framework_pb2 import ExecutionStep, PlanDef
 
 
@@ -51,7 +52,7 @@ def test_write_then_read_nested_records_in_a_plan():
 
 
 def test_random_reader_reads_in_the_order_of_indices_and_of_a_shuffle():
-    from framework.dataset import Const
+    from framework.caffe2.python.dataset import Const
 
     workspace.ResetWorkspace()
     ds = dataset.Dataset(["label", "ids:lengths", "ids:values"], name="rr")  # raw column names, as Caffe2

@@ -10,10 +10,10 @@ import sys
 import numpy as np
 import pytest
 
-from framework.blas_kernel import same_kernels_env
 from framework.errors import FrameworkError
 from framework.memory.workspace import Workspace
 from framework.proto.io import read_net
+from framework.runtime.blas_kernel import same_kernels_env
 from tests.ops.detection.test_fpn_keypoints import ref_collect, ref_distribute
 from tests.ops.detection.test_proposals_nms import ref_box_nms, ref_clip, ref_generate, ref_transform
 from tests.ops.detection.test_roi_ops import ref_roi_align

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import framework.hypothesis_test_util as hu
+import framework.caffe2.python.hypothesis_test_util as hu
 from framework import core, workspace
 from framework.proto import framework_pb2 as caffe2_pb2
 

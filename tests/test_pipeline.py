@@ -1,18 +1,26 @@
-"""framework.pipeline: multi-stage pipes (reader -> processor -> queue -> consumer) run by the
-plan executor with concurrent steps, through framework.task / framework.session."""
+"""framework.caffe2.python.pipeline: multi-stage pipes (reader -> processor -> queue -> consumer) run by the
+plan executor with concurrent steps, through framework.caffe2.python.task / framework.caffe2.python.session."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from framework import core, schema, workspace
-from framework.dataset import Dataset
-from framework.net_builder import ops
-from framework.pipeline import NetProcessor, Output, ProcessingReader, pipe, pipe_and_output, processor_name
-from framework.queue_util import Queue
-from framework.session import LocalSession
-from framework.task import Task, TaskGroup, final_output
+from framework import core, workspace
+from framework.caffe2.python import schema
+from framework.caffe2.python.dataset import Dataset
+from framework.caffe2.python.net_builder import ops
+from framework.caffe2.python.pipeline import (
+    NetProcessor,
+    Output,
+    ProcessingReader,
+    pipe,
+    pipe_and_output,
+    processor_name,
+)
+from framework.caffe2.python.queue_util import Queue
+from framework.caffe2.python.session import LocalSession
+from framework.caffe2.python.task import Task, TaskGroup, final_output
 
 SCHEMA = schema.Struct(("x", np.float32), ("label", np.int32))
 
@@ -169,7 +177,7 @@ def test_task_group_runs_tasks_and_session_runs_nets():
 
 
 def test_reader_with_limit_stops_after_num_iter_batches_over_all_threads():
-    from framework.dataio import ReaderWithLimit
+    from framework.caffe2.python.dataio import ReaderWithLimit
 
     workspace.ResetWorkspace()
     src, _, label = _source("lim_src", 20)
@@ -188,7 +196,7 @@ def test_reader_with_limit_stops_after_num_iter_batches_over_all_threads():
 
 
 def test_count_until_and_time_limit():
-    from framework.dataio import CountUntil, ReaderWithTimeLimit
+    from framework.caffe2.python.dataio import CountUntil, ReaderWithTimeLimit
 
     workspace.ResetWorkspace()
     workspace.FeedBlob("cu_total", np.zeros((), np.int64))

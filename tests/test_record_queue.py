@@ -1,12 +1,13 @@
-"""framework.record_queue: producers read a Dataset into a RecordQueue while a consumer drains it
+"""framework.caffe2.python.record_queue: producers read a Dataset into a RecordQueue while a consumer drains it
 in the same plan; every record arrives once."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from framework import core, dataset, schema, workspace
-from framework.record_queue import RecordQueue
+from framework import core, workspace
+from framework.caffe2.python import dataset, schema
+from framework.caffe2.python.record_queue import RecordQueue
 
 
 def test_record_queue_moves_a_dataset():

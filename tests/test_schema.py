@@ -1,11 +1,12 @@
-"""framework.schema against the behaviours of Caffe2's schema_test.py and schema.py docs."""
+"""framework.caffe2.python.schema against the behaviours of Caffe2's schema_test.py and schema.py docs."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from framework import core, schema, workspace
+from framework import core, workspace
+from framework.caffe2.python import schema
 from framework.proto.framework_pb2 import TensorProto
 
 

@@ -1,6 +1,6 @@
 """net_builder's Task/TaskGroup hooks (ops.task_init / task_exit / task_instance_init / _exit /
 local_init / local_exit / task_reporter / local_reporter / task_group) run by LocalSession, and the
-net attributes / setup collection under them (core.Net.add_attribute, framework.task), as Caffe2's
+net attributes / setup collection under them (core.Net.add_attribute, framework.caffe2.python.task), as Caffe2's
 net_builder_test / task.py. Expected values are worked out by hand in each test."""
 
 from __future__ import annotations
@@ -11,10 +11,9 @@ import time
 import pytest
 
 from framework import core
-from framework.memory.workspace import Workspace
-from framework.net_builder import NetBuilder, ops, to_execution_step
-from framework.session import LocalSession
-from framework.task import (
+from framework.caffe2.python.net_builder import NetBuilder, ops, to_execution_step
+from framework.caffe2.python.session import LocalSession
+from framework.caffe2.python.task import (
     Cluster,
     Node,
     SetupNets,
@@ -24,6 +23,7 @@ from framework.task import (
     final_output,
     get_setup_nets,
 )
+from framework.memory.workspace import Workspace
 
 
 def _value(ws: Workspace, blob) -> int:

@@ -27,9 +27,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from framework import brew
+from framework.caffe2.python import brew
+from framework.caffe2.python.model_helper import ModelHelper
 from framework.core import CreateOperator
-from framework.model_helper import ModelHelper
 from framework.proto.framework_pb2 import NetDef
 
 

@@ -95,7 +95,7 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--no-torch", action="store_true")
     a = ap.parse_args()
-    from framework.blas_kernel import blas_kernel_info
+    from framework.runtime.blas_kernel import blas_kernel_info
 
     print(f"load average {os.getloadavg()}; numpy's BLAS: {blas_kernel_info()}")
     for name in a.models:

@@ -242,7 +242,7 @@ def main(argv=None) -> int:
     global CLOCK
     CLOCK = a.clock
     contenders = [c for c in (a.contenders or CONTENDERS) if c.startswith("ours") or _available(c)]
-    from framework.blas_kernel import blas_kernel_info
+    from framework.runtime.blas_kernel import blas_kernel_info
 
     print(f"numpy's BLAS: {blas_kernel_info()}", flush=True)
     rows, mem = [], {}

@@ -110,7 +110,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.threads is not None:
         if args.threads < 1:
             parser.error(f"--threads must be at least 1, got {args.threads}")
-        from framework.parallel import set_num_threads
+        from framework.runtime.parallel import set_num_threads
 
         set_num_threads(args.threads)
     from framework.cli import common
@@ -155,7 +155,7 @@ def _debug_first(argv: list[str]) -> list[str]:
 
 
 def _limit_blas(threads: int | None) -> None:
-    from framework.blas import default_blas_threads, set_blas_threads
+    from framework.runtime.blas import default_blas_threads, set_blas_threads
 
     set_blas_threads(threads if threads is not None else (default_blas_threads() or _env_threads()))
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import os
 
+from framework.caffe2.python.net_drawer import render, to_dot
 from framework.cli.common import CLIError, read_net
-from framework.net_drawer import render, to_dot
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

@@ -17,7 +17,7 @@ from framework.errors import TypeMismatchError, UninitializedError
 from framework.memory.tensor import Tensor
 from framework.memory.typemeta import STRING, TypeMeta
 
-# Blobs the memory planner (framework.memonger) makes to share one buffer between activations whose
+# Blobs the memory planner (framework.net.memory_planner) makes to share one buffer between activations whose
 # lifetimes do not overlap are named SHARED_PREFIX + n + SHARED_SUFFIX. Nothing a caller observes lives
 # in them, so an op writing a new shape there reuses the buffer instead of keeping the old data aside
 # for a rollback (which held two buffers, each as large as the largest use, per shared blob).

@@ -28,7 +28,7 @@ read by any other op than the one being fused, is never folded or fused away):
 7. Hold a chain of growing channel Concats (DenseNet's dense blocks) in one buffer: the convs write
    their channels of the last one's output, the BNs in between read their prefix of it
    (SpatialBN's ``in_channels``, this framework's), and the Concats but a copy of the first input go.
-8. Share activation buffers by liveness (framework.memonger.optimize_inference_net).
+8. Share activation buffers by liveness (framework.net.memory_planner.optimize_inference_net).
 
 Only 2-D NCHW, non-depthwise convolutions are fused (ConvFusion's kernel); depthwise ones still get
 the BN fold. ``optimize_inference(net, ws, outputs)`` returns the new NetDef (the input is not
@@ -751,7 +751,7 @@ def optimize_inference(
     del out.external_input[:]
     out.external_input.extend(ext + [b for b in new_params if b not in ext])
     if share_buffers:
-        from framework.memonger import optimize_inference_net
+        from framework.net.memory_planner import optimize_inference_net
 
         if shapes is None:
             shapes = {}

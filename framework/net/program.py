@@ -23,7 +23,7 @@ Slow runs record, right after each op runs, the array identities of its
 blobs; ``compile()`` skips any op whose blobs were replaced later in the same
 run, because its callable would be bound to another op's array (while that
 happens, in a net's first runs, compilation waits up to _SETTLE_RUNS slow
-runs). The memory planner's shared blobs (framework.memonger) are the
+runs). The memory planner's shared blobs (framework.net.memory_planner) are the
 exception: ops of different shapes take views of one buffer in turn, so for
 them the buffer (``Tensor._storage``) is what is recorded and guarded, each
 op compiles against the views it saw (put back in place while its
@@ -51,7 +51,7 @@ from typing import Any, Callable, Sequence
 from framework.memory.blob import is_shared_buffer
 from framework.memory.tensor import Tensor
 from framework.ops.operator import Operator
-from framework.parallel import get_num_threads
+from framework.runtime.parallel import get_num_threads
 
 log = logging.getLogger("framework.net")
 

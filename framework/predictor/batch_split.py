@@ -26,7 +26,7 @@ from typing import Any, Sequence
 
 from framework.memory.tensor import Tensor
 from framework.memory.workspace import Workspace
-from framework.parallel import get_num_threads, run_parallel, split
+from framework.runtime.parallel import get_num_threads, run_parallel, split
 
 _PER_IMAGE = {
     "Conv", "Conv2D", "ConvFusion", "ConvTranspose", "SpatialBN", "Relu", "LeakyRelu", "Sigmoid", "Tanh",

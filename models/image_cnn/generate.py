@@ -30,8 +30,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))
 
 from google.protobuf import text_format  # noqa: E402
 
-from framework import brew, optimizer  # noqa: E402
-from framework.model_helper import ModelHelper  # noqa: E402
+from framework.caffe2.python import brew, optimizer  # noqa: E402
+from framework.caffe2.python.model_helper import ModelHelper  # noqa: E402
 from framework.proto.framework_pb2 import ExecutionStep, PlanDef  # noqa: E402
 
 BATCH, ITERS, QUEUE_CAPACITY, TEST_BATCH, CLASSES = 32, 400, 4, 120, 4

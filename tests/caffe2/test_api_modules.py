@@ -8,7 +8,8 @@ import textwrap
 import numpy as np
 import pytest
 
-from framework import cnn, core, dyndep, net_drawer, test_util, tt_core, utils, visualize, workspace
+from framework import core, workspace
+from framework.caffe2.python import cnn, dyndep, net_drawer, test_util, tt_core, utils, visualize
 from framework.errors import FrameworkError
 from framework.proto import caffe2_pb2
 
@@ -63,7 +64,7 @@ def test_dyndep_refuses_native_code(tmp_path):
 
 
 def test_timeout_guard():
-    from framework import timeout_guard
+    from framework.caffe2.python import timeout_guard
 
     with timeout_guard.CompleteInTimeOrDie(30.0):
         pass  # finished in time: nothing happens
@@ -169,7 +170,7 @@ def test_test_util_helpers():
 
 
 def test_net_gradient_checker():
-    from framework import gradient_checker
+    from framework.caffe2.python import gradient_checker
 
     net = core.Net("ngc")
     net.Tanh("x", "t")
@@ -180,8 +181,8 @@ def test_net_gradient_checker():
 
 
 def test_device_checker():
-    from framework import device_checker
-    from framework.hypothesis_test_util import cpu_do, cuda_do
+    from framework.caffe2.python import device_checker
+    from framework.caffe2.python.hypothesis_test_util import cpu_do, cuda_do
 
     dc = device_checker.DeviceChecker(0.01, [cpu_do, cuda_do])
     assert dc.CheckSimple(core.CreateOperator("Relu", ["x"], ["y"]), [np.ones(3, np.float32)], [0])

@@ -25,17 +25,17 @@ def test_names_map_generically(installed):
     from caffe2.python import brew, core, model_helper, workspace
     from caffe2.python.predictor import mobile_exporter
 
-    import framework.brew
+    import framework.caffe2.python.brew
+    import framework.caffe2.python.model_helper
     import framework.core
-    import framework.model_helper
     import framework.predictor.mobile_exporter
     import framework.proto.caffe2_pb2
     import framework.workspace
 
-    assert core is framework.core and workspace is framework.workspace and brew is framework.brew
-    assert model_helper is framework.model_helper and caffe2_pb2 is framework.proto.caffe2_pb2
+    assert core is framework.core and workspace is framework.workspace and brew is framework.caffe2.python.brew
+    assert model_helper is framework.caffe2.python.model_helper and caffe2_pb2 is framework.proto.caffe2_pb2
     assert mobile_exporter is framework.predictor.mobile_exporter
-    assert framework.core.__spec__.name == "framework.core"  # the shared module keeps its own spec
+    assert framework.core.__spec__.name == "framework.caffe2.python.core"  # the shared module keeps its own spec
     import caffe2.python._import_c_extension as C
 
     assert C is framework.workspace.C

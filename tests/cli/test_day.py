@@ -285,7 +285,7 @@ def test_history_plot_export_pair_predict_save_and_summary(data, tmp_path):
     assert [int(line.split(",")[1]) for line in lines[1:]] == probs.argmax(axis=1).tolist()
     c = fw("run", "deploy", "--input", sample, "--save", "c.npy", cwd=tmp_path)
     assert c.returncode == 0, c.stderr
-    # (each process picks its own OpenBLAS kernels (framework/blas_kernel.py): the same sums may round
+    # (each process picks its own OpenBLAS kernels (framework/runtime/blas_kernel.py): the same sums may round
     # differently between this process and the CLI's, ~1e-8 on these probabilities)
     np.testing.assert_allclose(np.load(tmp_path / "c.npy"), probs, rtol=1e-5, atol=1e-7)
     # the pair is what Caffe2's workspace.Predictor reads: typed GivenTensorFill values

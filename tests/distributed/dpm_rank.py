@@ -12,7 +12,8 @@ import sys
 
 import numpy as np
 
-from framework import brew, data_parallel_model, distributed, model_helper, optimizer, workspace
+from framework import distributed, workspace
+from framework.caffe2.python import brew, data_parallel_model, model_helper, optimizer
 
 
 def main():

@@ -5,7 +5,8 @@ devices."""
 import numpy as np
 import pytest
 
-from framework import brew, data_parallel_model, model_helper, optimizer, workspace
+from framework import workspace
+from framework.caffe2.python import brew, data_parallel_model, model_helper, optimizer
 from framework.errors import FrameworkError
 
 from .test_data_parallel import train

@@ -7,13 +7,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from framework import brew
+from framework.caffe2.python import brew
+from framework.caffe2.python.model_helper import ModelHelper
 from framework.core import CreateOperator
-from framework.memonger import optimize_inference_net
 from framework.memory.allocator import memory_reporter
 from framework.memory.tensor import Tensor
 from framework.memory.workspace import Workspace
-from framework.model_helper import ModelHelper
+from framework.net.memory_planner import optimize_inference_net
 from framework.proto.framework_pb2 import NetDef
 
 UNARY = ["Relu", "Sigmoid", "Tanh", "Negative", "Abs"]

@@ -7,11 +7,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from framework import brew, core
+from framework import core
+from framework.caffe2.python import brew
+from framework.caffe2.python.model_helper import ModelHelper
 from framework.core import CreateOperator
 from framework.errors import ArgumentError, NetError, OperatorError, SchemaError, UnknownOperatorError
 from framework.memory.workspace import Workspace
-from framework.model_helper import ModelHelper
 from framework.net.executors.dag import DAGNet
 from framework.proto.args import make_argument
 from framework.proto.framework_pb2 import NetDef

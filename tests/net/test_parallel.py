@@ -1,4 +1,4 @@
-"""Intra-op threads (framework/parallel.py) and the Predictor's batch split over them
+"""Intra-op threads (framework/runtime/parallel.py) and the Predictor's batch split over them
 (framework/predictor/batch_split.py): same results as one thread, nothing allocated per run."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import framework
 from framework.core import CreateOperator
 from framework.memory.allocator import memory_reporter
 from framework.memory.workspace import Workspace
-from framework.parallel import get_num_threads, run_parallel, set_num_threads, split
 from framework.predictor.predictor import Predictor
 from framework.proto.framework_pb2 import NetDef
+from framework.runtime.parallel import get_num_threads, run_parallel, set_num_threads, split
 
 
 @pytest.fixture

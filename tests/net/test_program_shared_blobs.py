@@ -64,8 +64,8 @@ def test_planned_convs_are_compiled_and_stay_correct():
     (ConvNCHW.bound through the program's fast path, the shared blobs guarded by their buffers), an
     uncompiled reader of a shared blob a compiled conv wrote sees that conv's view, a filter changed in
     place (its version bumped) is re-packed, and nothing is allocated per run."""
-    from framework.memonger import optimize_inference_net
     from framework.memory.allocator import memory_reporter
+    from framework.net.memory_planner import optimize_inference_net
 
     rng = np.random.default_rng(0)
     x = rng.standard_normal((1, 8, 9, 9)).astype(np.float32)
@@ -108,7 +108,7 @@ def test_planned_bn_and_pools_are_compiled_and_a_thread_change_recompiles():
     compiled closures: equal to numpy's, a BN statistic changed in place is used by the next run, and
     another intra-op thread count drops back to run() and compiles again."""
     import framework
-    from framework.memonger import optimize_inference_net
+    from framework.net.memory_planner import optimize_inference_net
 
     rng = np.random.default_rng(1)
     x = rng.standard_normal((2, 6, 8, 8)).astype(np.float32)

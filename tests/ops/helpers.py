@@ -9,8 +9,8 @@ import numpy as np
 
 from framework.memory.workspace import Workspace
 from framework.ops import create_operator
+from framework.ops.testing import arrays, feed_inputs, shapes
 from framework.proto.framework_pb2 import TensorProto
-from framework.testing import arrays, feed_inputs, shapes
 
 float_arrays = shapes(min_dims=1, max_dims=4, max_side=4).flatmap(lambda s: arrays(s, np.float32))
 

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from framework.core import CreateOperator
 from framework.errors import ArgumentError, FrameworkError, ShapeError, TypeMismatchError
-from framework.testing import assert_gradient_checks, assert_reference_checks
+from framework.ops.testing import assert_gradient_checks, assert_reference_checks
 from tests.ops.helpers import run_once
 
 NOTSET, VALID, SAME, CAFFE_LEGACY_POOLING = 0, 1, 2, 3

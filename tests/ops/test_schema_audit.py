@@ -19,7 +19,7 @@ from framework.ops import all_schemas, create_operator, get_schema
 from framework.ops.arguments import parse_args
 from framework.ops.inference import infer_op
 from framework.ops.schema import UNKNOWN, Cost, TensorSpec, _count_ok
-from framework.testing import assert_reference_checks, run_op_on
+from framework.ops.testing import assert_reference_checks, run_op_on
 
 F32 = np.dtype(np.float32)
 # A plausible value per argument kind, for the arguments a schema marks as required.

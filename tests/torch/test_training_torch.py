@@ -6,9 +6,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from framework import brew, optimizer  # noqa: E402
+from framework.caffe2.python import brew, optimizer  # noqa: E402
+from framework.caffe2.python.model_helper import ModelHelper  # noqa: E402
 from framework.memory.workspace import Workspace  # noqa: E402
-from framework.model_helper import ModelHelper  # noqa: E402
 from framework.ops import has_op  # noqa: E402
 
 pytestmark = pytest.mark.torch

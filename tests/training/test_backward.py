@@ -16,8 +16,8 @@ from framework.ops.gradient import GradientSlice, gradient, no_gradient, should_
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op
 from framework.ops.schema import same_as_input
+from framework.ops.testing import assert_gradient_checks
 from framework.proto.framework_pb2 import NetDef
-from framework.testing import assert_gradient_checks
 
 TEST_OPS = [
     "_TestSquare",

@@ -3,11 +3,12 @@
 import numpy as np
 import pytest
 
-from framework import brew, optimizer, workspace
+from framework import workspace
+from framework.caffe2.python import brew, optimizer
+from framework.caffe2.python.model_helper import ModelHelper
 from framework.core import CreateOperator
 from framework.errors import FrameworkError
-from framework.export import export_model, extract_predict_net, init_net_from_workspace
-from framework.model_helper import ModelHelper
+from framework.predictor.export_pair import export_model, extract_predict_net, init_net_from_workspace
 from framework.proto.framework_pb2 import NetDef
 from framework.proto.io import read_net
 

@@ -3,9 +3,10 @@
 import numpy as np
 import pytest
 
-from framework import brew, optimizer, workspace
+from framework import workspace
+from framework.caffe2.python import brew, optimizer
+from framework.caffe2.python.model_helper import ModelHelper, ParameterTags
 from framework.errors import FrameworkError
-from framework.model_helper import ModelHelper, ParameterTags
 from framework.ops import has_op
 
 pytestmark = pytest.mark.usefixtures("fresh_workspace")

@@ -10,7 +10,7 @@ from framework.errors import GradientError, OperatorError, SchemaError, ShapeErr
 from framework.memory.workspace import Workspace
 from framework.net.backward import GradientRegistry
 from framework.ops import create_operator
-from framework.testing import assert_reference_checks, run_op_on
+from framework.ops.testing import assert_reference_checks, run_op_on
 
 SMALL = settings(max_examples=15)
 

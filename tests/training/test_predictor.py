@@ -3,9 +3,10 @@
 import numpy as np
 import pytest
 
-from framework import brew, workspace
+from framework import workspace
+from framework.caffe2.python import brew
+from framework.caffe2.python.model_helper import ModelHelper
 from framework.errors import FrameworkError
-from framework.model_helper import ModelHelper
 from framework.predictor import Predictor, mobile_exporter
 from framework.proto.framework_pb2 import NetDef
 

@@ -5,9 +5,9 @@ SparseMomentumSGDUpdate, with dense layers on the dense updates; only looked-up 
 import numpy as np
 import pytest
 
-from framework import brew, optimizer
+from framework.caffe2.python import brew, optimizer
+from framework.caffe2.python.model_helper import ModelHelper
 from framework.memory.workspace import Workspace
-from framework.model_helper import ModelHelper
 
 
 def embedding_model():

@@ -5,10 +5,11 @@ device/engine/arguments by real gradient ops, brew.lrn and brew.add_weight_decay
 import numpy as np
 import pytest
 
-from framework import brew, core, optimizer, workspace
+from framework import core, workspace
+from framework.caffe2.python import brew, optimizer
+from framework.caffe2.python.model_helper import ModelHelper, ParameterTags
 from framework.core import CreateOperator, GradientRegistry, GradientSlice
 from framework.errors import GradientError
-from framework.model_helper import ModelHelper, ParameterTags
 
 pytestmark = pytest.mark.usefixtures("fresh_workspace")
 

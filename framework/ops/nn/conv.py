@@ -36,7 +36,7 @@ from framework.ops.nn.conv_args import (
 from framework.ops.nn.conv_nchw import ConvNCHW
 from framework.ops.registry import register_op
 from framework.ops.schema import BOOL, UNKNOWN, Arg, Cost, TensorSpec
-from framework.parallel import get_num_threads
+from framework.runtime.parallel import get_num_threads
 
 USE_NCHW_KERNELS = True  # False: the generic im2col path for every conv (benchmarks compare the two)
 

@@ -28,7 +28,7 @@ from framework.ops.nn.conv_args import join_layout, parse_conv_pool
 from framework.ops.nn.conv_nchw import ConvNCHW
 from framework.ops.registry import register_op
 from framework.ops.schema import INT, UNKNOWN, Arg, TensorSpec
-from framework.parallel import get_num_threads
+from framework.runtime.parallel import get_num_threads
 
 PLAIN, RELU, SUM, SUM_RELU = 0, 1, 2, 3
 

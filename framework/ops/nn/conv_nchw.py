@@ -37,7 +37,7 @@ shared by all the convs that run on that thread, so a net holds a few column buf
 For the GEMM kinds the filter in Caffe2's layout (M, C/group, kh, kw) is already the (M, K) operand:
 no packing; ``direct`` packs it (8 rows interleaved) and ``winograd`` transforms it, once per filter
 tensor version. Work is split over images (batch >= workers) or output channels (batch 1; Winograd:
-the batch's tile rows) between the intra-op threads (framework.parallel), each worker with its own
+the batch's tile rows) between the intra-op threads (framework.runtime.parallel), each worker with its own
 scratch; every buffer comes from the allocator. The GEMM epilogue runs on each image's output while
 it is in cache: bias, then an optional residual ``S`` (added from a temporary when ``S`` is the
 output buffer itself, as ConvFusion's in-place sum), then an optional Relu.
@@ -53,7 +53,7 @@ import numpy as np
 
 from framework.memory.allocator import allocate_array
 from framework.ops.nn import window_jit, winograd
-from framework.parallel import num_threads, run_parallel, split
+from framework.runtime.parallel import num_threads, run_parallel, split
 
 _ZERO = np.float32(0)
 # Output pixels per image below which images are batched into one GEMM. Re-measured in interleaved

@@ -30,7 +30,7 @@ from framework.ops.nn.axes import canonical_axis
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op
 from framework.ops.schema import BOOL, INT, Arg, Cost, TensorSpec
-from framework.parallel import get_num_threads, run_parallel, split
+from framework.runtime.parallel import get_num_threads, run_parallel, split
 
 _PACK_MIN_ROWS = 2  # batch 1 is a GEMV: W's own row-major layout is already the best one
 # Weights larger than this are never copied: Y^T = W X^T on W's own layout, then Y = Y^T^T + b in one

@@ -21,7 +21,7 @@ from framework.ops.nn import window_jit
 from framework.ops.nn.conv_args import ConvPoolOp, conv_pool_args, index, infer_geometry, join_layout, kernel_slices
 from framework.ops.registry import register_op
 from framework.ops.schema import BOOL, FLOAT, UNKNOWN, Arg, TensorSpec, same_as_input
-from framework.parallel import get_num_threads
+from framework.runtime.parallel import get_num_threads
 
 _POOL_ARGS = conv_pool_args(group=False)
 _AVG_ARGS = _POOL_ARGS + [

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from framework.memory.allocator import allocate_array
-from framework.parallel import num_threads, run_parallel, split
+from framework.runtime.parallel import num_threads, run_parallel, split
 
 
 class SeparablePool2D:

@@ -4,7 +4,8 @@
 import numpy as np
 import pytest
 
-from framework import control, control_ops_util, core
+from framework import core
+from framework.caffe2.python import control, control_ops_util
 from framework.memory.workspace import Workspace
 
 F32 = np.float32
@@ -99,7 +100,7 @@ def test_add_while_op_matches_python_loop():
 
 
 def test_control_ops_grad_generators():
-    from framework import control_ops_grad
+    from framework.caffe2.python import control_ops_grad
     from framework.core import CreateOperator
     from framework.proto.framework_pb2 import NetDef
 

@@ -11,8 +11,8 @@ from framework.memory.workspace import Workspace
 from framework.net.backward import add_gradient_operators
 from framework.net.inference import infer_net
 from framework.ops.schema import TensorSpec
+from framework.ops.testing import assert_gradient_checks
 from framework.proto.framework_pb2 import NetDef
-from framework.testing import assert_gradient_checks
 
 F32 = np.float32
 

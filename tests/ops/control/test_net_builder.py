@@ -2,8 +2,8 @@
 WhileNet / Condition (control ops), against plain Python."""
 
 from framework import core
+from framework.caffe2.python.net_builder import NetBuilder, ops, to_execution_step
 from framework.memory.workspace import Workspace
-from framework.net_builder import NetBuilder, ops, to_execution_step
 
 
 def _run(nb):

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from framework.core import CreateOperator
 from framework.errors import FrameworkError, GradientError
 from framework.ops import get_gradient_for_op
-from framework.testing import arrays, assert_reference_checks, run_op_on
+from framework.ops.testing import arrays, assert_reference_checks, run_op_on
 
 
 def ref_level(roi, lo, hi, s0, l0, one):

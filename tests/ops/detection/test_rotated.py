@@ -9,7 +9,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from framework.core import CreateOperator
-from framework.testing import assert_reference_checks
+from framework.ops.testing import assert_reference_checks
 
 CLIP = math.log(1000.0 / 16.0)
 

@@ -17,8 +17,8 @@ from framework.db.image_db import write_records
 from framework.errors import FrameworkError
 from framework.memory.workspace import Workspace
 from framework.ops import create_operator
+from framework.ops.testing import assert_inferred_shapes
 from framework.proto.framework_pb2 import TensorProto, TensorProtos
-from framework.testing import assert_inferred_shapes
 
 Image = pytest.importorskip("PIL.Image")
 

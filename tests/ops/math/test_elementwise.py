@@ -10,7 +10,7 @@ from framework.core import CreateOperator
 from framework.errors import ArgumentError, GradientError, SchemaError, ShapeError, TypeMismatchError
 from framework.memory.workspace import Workspace
 from framework.ops import create_operator, get_gradient_for_op
-from framework.testing import arrays, assert_gradient_checks, assert_reference_checks, run_op_on, shapes
+from framework.ops.testing import arrays, assert_gradient_checks, assert_reference_checks, run_op_on, shapes
 
 ARITH = {
     "Add": lambda a, b: a + b,

@@ -9,8 +9,7 @@ from hypothesis import strategies as st
 from framework.core import CreateOperator
 from framework.errors import ArgumentError, FrameworkError, ShapeError, TypeMismatchError
 from framework.ops import get_gradient_for_op
-from framework.proto.framework_pb2 import TensorProto
-from framework.testing import (
+from framework.ops.testing import (
     arrays,
     assert_gradient_checks,
     assert_inferred_shapes,
@@ -18,6 +17,7 @@ from framework.testing import (
     run_op_on,
     shapes,
 )
+from framework.proto.framework_pb2 import TensorProto
 
 
 def _axes_case(data, min_side=1):

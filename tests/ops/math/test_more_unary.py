@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from framework.core import CreateOperator
 from framework.errors import GradientError, TypeMismatchError
 from framework.ops import get_gradient_for_op
-from framework.testing import arrays, assert_gradient_checks, assert_reference_checks, run_op_on, shapes
+from framework.ops.testing import arrays, assert_gradient_checks, assert_reference_checks, run_op_on, shapes
 
 UNIT = st.floats(-0.875, 0.875, width=32)
 ANY = st.floats(-2.0, 2.0, width=32)

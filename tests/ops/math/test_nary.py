@@ -9,7 +9,7 @@ from framework.core import CreateOperator
 from framework.errors import SchemaError, ShapeError, TypeMismatchError
 from framework.memory.workspace import Workspace
 from framework.ops import create_operator, get_gradient_for_op
-from framework.testing import arrays, assert_gradient_checks, assert_reference_checks, run_op_on, shapes
+from framework.ops.testing import arrays, assert_gradient_checks, assert_reference_checks, run_op_on, shapes
 
 REFS = {
     "Sum": lambda *xs: np.sum(np.stack(xs), axis=0),

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from framework.core import CreateOperator
 from framework.errors import GradientError, TypeMismatchError
 from framework.ops import get_gradient_for_op
-from framework.testing import arrays, assert_gradient_checks, assert_reference_checks, run_op_on, shapes
+from framework.ops.testing import arrays, assert_gradient_checks, assert_reference_checks, run_op_on, shapes
 
 # name -> (reference in float64, input elements, integer dtypes allowed)
 POS = st.floats(0.25, 3.0, width=32)

@@ -15,7 +15,7 @@ from framework.errors import ArgumentError, GradientError, ShapeError, TypeMisma
 from framework.memory.workspace import Workspace
 from framework.ops import create_operator, get_gradient_for_op
 from framework.ops.nn.smooth_activations import erf_approx
-from framework.testing import arrays, assert_gradient_checks, assert_reference_checks, shapes
+from framework.ops.testing import arrays, assert_gradient_checks, assert_reference_checks, shapes
 from tests.ops.helpers import run_fed
 
 SELU_A = 1.6732632423543772848170429916717

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from framework.core import CreateOperator
 from framework.errors import FrameworkError
-from framework.testing import arrays, assert_reference_checks, run_op_on
+from framework.ops.testing import arrays, assert_reference_checks, run_op_on
 
 S = settings(max_examples=20, deadline=None)
 GRID = st.sampled_from([-1.0, -0.5, 0.0, 0.25, 0.5, 1.0, 2.0])

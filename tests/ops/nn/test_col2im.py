@@ -5,7 +5,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from framework.core import CreateOperator
-from framework.testing import assert_reference_checks, run_op_on
+from framework.ops.testing import assert_reference_checks, run_op_on
 
 
 @given(

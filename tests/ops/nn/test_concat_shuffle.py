@@ -13,7 +13,7 @@ from framework.core import CreateOperator
 from framework.errors import GradientError, ShapeError
 from framework.memory.workspace import Workspace
 from framework.ops import create_operator, get_gradient_for_op
-from framework.testing import assert_reference_checks
+from framework.ops.testing import assert_reference_checks
 
 
 def reference(xs, group, sizes):

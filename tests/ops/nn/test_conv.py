@@ -14,7 +14,7 @@ from framework.core import CreateOperator
 from framework.errors import ArgumentError, FrameworkError, SchemaError, ShapeError
 from framework.memory.workspace import Workspace
 from framework.ops import create_operator, get_gradient_for_op
-from framework.testing import assert_gradient_checks, assert_reference_checks
+from framework.ops.testing import assert_gradient_checks, assert_reference_checks
 from tests.ops.helpers import case_geometry, run_once
 
 # -- independent reference ---------------------------------------------------------------

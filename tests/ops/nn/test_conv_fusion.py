@@ -17,7 +17,7 @@ from framework.memory.workspace import Workspace
 from framework.ops import create_operator
 from framework.ops.nn import conv_nchw
 from framework.ops.nn.conv_args import Geometry
-from framework.testing import assert_reference_checks
+from framework.ops.testing import assert_reference_checks
 
 
 def ref_conv(x, w, b, stride, pad, group, dilation=1):

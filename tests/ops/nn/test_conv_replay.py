@@ -9,7 +9,7 @@ import pytest
 
 from framework.ops.nn import conv_nchw
 from framework.ops.nn.conv_args import Geometry
-from framework.parallel import set_num_threads
+from framework.runtime.parallel import set_num_threads
 
 pytest.importorskip("numba")
 

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from framework.core import CreateOperator
 from framework.errors import ShapeError
-from framework.testing import arrays, assert_gradient_checks, assert_reference_checks
+from framework.ops.testing import arrays, assert_gradient_checks, assert_reference_checks
 from tests.ops.helpers import run_fed
 
 # -- SquaredL2Distance / L1Distance ------------------------------------------------------------

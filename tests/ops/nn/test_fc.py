@@ -13,7 +13,7 @@ from framework.memory.workspace import Workspace
 from framework.ops import create_operator, get_gradient_for_op, get_schema
 from framework.ops.inference import infer_op
 from framework.ops.schema import TensorSpec
-from framework.testing import arrays, assert_gradient_checks, assert_reference_checks
+from framework.ops.testing import arrays, assert_gradient_checks, assert_reference_checks
 
 small = st.integers(1, 4)
 

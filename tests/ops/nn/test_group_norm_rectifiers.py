@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from framework.core import CreateOperator
 from framework.errors import FrameworkError, GradientError
 from framework.ops import get_gradient_for_op
-from framework.testing import arrays, assert_gradient_checks, assert_reference_checks, run_op_on, shapes
+from framework.ops.testing import arrays, assert_gradient_checks, assert_reference_checks, run_op_on, shapes
 
 
 @st.composite

@@ -13,7 +13,7 @@ from framework.core import CreateOperator
 from framework.errors import FrameworkError
 from framework.ops import get_gradient_for_op
 from framework.ops.nn.hsm_proto import HierarchyProto, NodeProto, TreeProto
-from framework.testing import assert_gradient_checks, assert_reference_checks, run_op_on
+from framework.ops.testing import assert_gradient_checks, assert_reference_checks, run_op_on
 
 # a 2-level hierarchy over 4 words: root (rows 0-1) -> node A (rows 2-3: words 0, 1) and node B (rows 4-5: words 2, 3)
 PATHS = {0: [(0, 2, 0), (2, 2, 0)], 1: [(0, 2, 0), (2, 2, 1)], 2: [(0, 2, 1), (4, 2, 0)], 3: [(0, 2, 1), (4, 2, 1)]}

@@ -11,7 +11,7 @@ from framework.core import CreateOperator
 from framework.errors import ArgumentError, ShapeError
 from framework.memory.workspace import Workspace
 from framework.ops import create_operator
-from framework.testing import assert_gradient_checks, assert_reference_checks, feed_inputs
+from framework.ops.testing import assert_gradient_checks, assert_reference_checks, feed_inputs
 
 shapes4 = st.tuples(st.integers(1, 2), st.integers(1, 4), st.integers(1, 4), st.integers(1, 4))
 

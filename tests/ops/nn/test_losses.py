@@ -12,7 +12,7 @@ from framework.errors import ArgumentError, ShapeError
 from framework.memory.workspace import Workspace
 from framework.ops import create_operator, get_gradient_for_op, get_schema
 from framework.ops.gradient import NO_GRADIENT
-from framework.testing import arrays, assert_gradient_checks, assert_reference_checks
+from framework.ops.testing import arrays, assert_gradient_checks, assert_reference_checks
 
 small = st.integers(1, 5)
 logit_values = st.floats(-5, 5, width=32)

@@ -11,7 +11,7 @@ from framework.core import CreateOperator, DeviceOption
 from framework.errors import ArgumentError, GradientError, SchemaError, ShapeError
 from framework.memory.workspace import Workspace
 from framework.ops import create_operator, get_gradient_for_op
-from framework.testing import assert_gradient_checks, assert_reference_checks, feed_inputs
+from framework.ops.testing import assert_gradient_checks, assert_reference_checks, feed_inputs
 
 orders = st.sampled_from(["NCHW", "NHWC"])
 

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from framework.core import CreateOperator
 from framework.errors import FrameworkError
 from framework.ops import get_gradient_for_op
-from framework.testing import arrays, assert_gradient_checks, assert_reference_checks, run_op_on, shapes
+from framework.ops.testing import arrays, assert_gradient_checks, assert_reference_checks, run_op_on, shapes
 
 S = settings(max_examples=15, deadline=None)
 NZ = st.floats(-2, 2).filter(lambda v: abs(v) > 0.1)

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from framework.core import CreateOperator
 from framework.errors import FrameworkError
 from framework.ops import get_gradient_for_op
+from framework.ops.testing import arrays, assert_gradient_checks, assert_reference_checks, run_op_on
 from framework.proto.framework_pb2 import DeviceOption
-from framework.testing import arrays, assert_gradient_checks, assert_reference_checks, run_op_on
 
 S = settings(max_examples=15, deadline=None)
 

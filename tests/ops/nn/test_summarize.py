@@ -5,7 +5,7 @@ from hypothesis import given
 from framework.core import CreateOperator
 from framework.errors import OperatorError, ShapeError
 from framework.memory.workspace import Workspace
-from framework.testing import arrays, assert_reference_checks, shapes
+from framework.ops.testing import arrays, assert_reference_checks, shapes
 
 
 def _reference(x):

@@ -12,7 +12,7 @@ from framework.errors import ArgumentError, ShapeError, TypeMismatchError
 from framework.memory.workspace import Workspace
 from framework.ops import create_operator, get_gradient_for_op
 from framework.ops.inference import infer_op
-from framework.testing import assert_gradient_checks, assert_reference_checks, spec_of
+from framework.ops.testing import assert_gradient_checks, assert_reference_checks, spec_of
 from tests.ops.helpers import run_once
 
 f32 = np.float32

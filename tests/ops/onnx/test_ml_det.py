@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from framework.core import CreateOperator
 from framework.errors import ArgumentError, ShapeError, TypeMismatchError
-from framework.testing import arrays, assert_reference_checks, run_op_on
+from framework.ops.testing import arrays, assert_reference_checks, run_op_on
 
 
 def test_label_encoder_strings_to_ints_and_back():

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from framework.core import CreateOperator
 from framework.errors import ShapeError, TypeMismatchError
-from framework.testing import arrays, assert_reference_checks, run_op_on
+from framework.ops.testing import arrays, assert_reference_checks, run_op_on
 
 SHAPES = [((3,), (3,)), ((2, 3), (3,)), ((3,), (3, 4)), ((2, 1, 2, 3), (4, 3, 2)), ((2, 3), (3, 2))]
 

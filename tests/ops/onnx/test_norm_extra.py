@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from framework.core import CreateOperator
 from framework.errors import FrameworkError
-from framework.testing import assert_reference_checks, run_op_on
+from framework.ops.testing import assert_reference_checks, run_op_on
 
 
 @settings(max_examples=20, deadline=None)

@@ -7,7 +7,7 @@ import pytest
 
 from framework.core import CreateOperator
 from framework.errors import FrameworkError
-from framework.testing import assert_inferred_shapes, assert_reference_checks, run_op_on
+from framework.ops.testing import assert_inferred_shapes, assert_reference_checks, run_op_on
 
 PIL = pytest.importorskip("PIL.Image")
 

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from framework.core import CreateOperator
 from framework.errors import ArgumentError, FrameworkError, ShapeError
-from framework.testing import assert_reference_checks, run_op_on
+from framework.ops.testing import assert_reference_checks, run_op_on
 
 GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
 

@@ -9,7 +9,7 @@ from framework.core import CreateOperator
 from framework.errors import ShapeError, TypeMismatchError
 from framework.memory.workspace import Workspace
 from framework.ops.onnx.values import OptionalValue, TensorSequence, from_blob_value, to_blob_value
-from framework.testing import run_op_on
+from framework.ops.testing import run_op_on
 
 
 def run(op_type, inputs, n_out=1, **args):

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from framework.core import CreateOperator
 from framework.errors import FrameworkError
-from framework.testing import arrays, assert_inferred_shapes, assert_reference_checks, run_op_on, shapes
+from framework.ops.testing import arrays, assert_inferred_shapes, assert_reference_checks, run_op_on, shapes
 
 
 def _indices(d, start, end, step):

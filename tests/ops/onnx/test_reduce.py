@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from framework.core import CreateOperator
 from framework.errors import ArgumentError, TypeMismatchError
-from framework.testing import arrays, assert_reference_checks, run_op_on
+from framework.ops.testing import arrays, assert_reference_checks, run_op_on
 
 
 def _reduce_ref(f, identity):

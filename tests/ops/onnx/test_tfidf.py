@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from framework.core import CreateOperator
 from framework.errors import TypeMismatchError
-from framework.testing import arrays, assert_reference_checks, run_op_on
+from framework.ops.testing import arrays, assert_reference_checks, run_op_on
 
 POOL_1 = [2, 3, 5]  # unigrams
 POOL_2 = [2, 3, 3, 5, 5, 2, 4, 4]  # bigrams (2,3) (3,5) (5,2) (4,4)

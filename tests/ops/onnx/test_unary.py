@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from framework.core import CreateOperator
 from framework.errors import TypeMismatchError
-from framework.testing import arrays, assert_reference_checks, run_op_on, shapes
+from framework.ops.testing import arrays, assert_reference_checks, run_op_on, shapes
 
 ml_dtypes = pytest.importorskip("ml_dtypes")
 

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from framework.core import CreateOperator
 from framework.errors import ArgumentError, ShapeError, TypeMismatchError
-from framework.testing import assert_reference_checks, run_op_on
+from framework.ops.testing import assert_reference_checks, run_op_on
 
 
 def ref_dequant(codes, lo, hi, shape):

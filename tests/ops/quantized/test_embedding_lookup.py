@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from framework.core import CreateOperator
 from framework.errors import FrameworkError
-from framework.testing import assert_reference_checks, run_op_on
+from framework.ops.testing import assert_reference_checks, run_op_on
 
 f32, f16 = np.float32, np.float16
 ROWS, COLS = 7, 8
@@ -207,9 +207,9 @@ def test_the_lookup_family_is_complete():
 
 
 def test_brew_dequantize_helper():
-    from framework import brew
+    from framework.caffe2.python import brew
+    from framework.caffe2.python.model_helper import ModelHelper
     from framework.memory.workspace import Workspace
-    from framework.model_helper import ModelHelper
 
     table = np.random.default_rng(0).standard_normal((4, 8)).astype(f32)
     q = quantize("Fused8BitRowwise", table)[0]

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from framework.core import CreateOperator
 from framework.errors import FrameworkError
-from framework.testing import assert_gradient_checks, assert_reference_checks, run_op_on
+from framework.ops.testing import assert_gradient_checks, assert_reference_checks, run_op_on
 
 f32, f16 = np.float32, np.float16
 

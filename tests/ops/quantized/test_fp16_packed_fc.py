@@ -22,7 +22,7 @@ from framework.memory.serialize import serialize_blob_to_string
 from framework.memory.workspace import Workspace
 from framework.ops import create_operator, get_gradient_for_op
 from framework.ops.quantized.fp16_packed_fc import PackedFP16Weights
-from framework.testing import assert_inferred_shapes
+from framework.ops.testing import assert_inferred_shapes
 
 F16_MAX = 65504.0
 

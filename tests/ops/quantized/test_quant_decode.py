@@ -11,7 +11,7 @@ from framework.core import CreateOperator
 from framework.errors import FrameworkError, GradientError, SchemaError, ShapeError, TypeMismatchError
 from framework.memory.workspace import Workspace
 from framework.ops import create_operator, get_gradient_for_op
-from framework.testing import assert_gradient_checks, assert_reference_checks, run_op_on
+from framework.ops.testing import assert_gradient_checks, assert_reference_checks, run_op_on
 
 CODE_TYPES = [np.uint8, np.uint16, np.int32]
 

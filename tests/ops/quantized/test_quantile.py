@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from framework.core import CreateOperator
 from framework.errors import ArgumentError, FrameworkError, ShapeError, TypeMismatchError
-from framework.testing import assert_inferred_shapes, run_op_on
+from framework.ops.testing import assert_inferred_shapes, run_op_on
 
 
 def ref_quantile(arrays, q, use_abs, tol):

@@ -4,10 +4,11 @@ encoder_lengths) against a numpy loop written here, and central differences of i
 import numpy as np
 import pytest
 
-from framework import core, rnn_cell
-from framework.attention import AttentionType
+from framework import core
+from framework.caffe2.python import rnn_cell
+from framework.caffe2.python.attention import AttentionType
+from framework.caffe2.python.model_helper import ModelHelper
 from framework.memory.workspace import Workspace
-from framework.model_helper import ModelHelper
 from framework.proto.args import make_argument
 
 T, N, DIN, H, TE, E = 3, 2, 3, 4, 5, 4

@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from framework import rnn_cell
+from framework.caffe2.python import rnn_cell
+from framework.caffe2.python.model_helper import ModelHelper
 from framework.memory.workspace import Workspace
-from framework.model_helper import ModelHelper
 
 T, N, D, H = 3, 2, 3, 4
 

@@ -5,12 +5,13 @@ central differences."""
 import numpy as np
 import pytest
 
-from framework import brew, core, rnn_cell, workspace
-from framework.attention import AttentionType
+from framework import core, workspace
+from framework.caffe2.python import brew, rnn_cell
+from framework.caffe2.python.attention import AttentionType
+from framework.caffe2.python.model_helper import ModelHelper
 from framework.memory.workspace import Workspace
-from framework.model_helper import ModelHelper
+from framework.ops.testing import assert_gradient_checks
 from framework.proto.args import make_argument
-from framework.testing import assert_gradient_checks
 
 T, N, D, H = 3, 2, 3, 4
 

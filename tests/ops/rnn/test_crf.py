@@ -5,9 +5,9 @@ import itertools
 import numpy as np
 import pytest
 
-from framework import crf
+from framework.caffe2.python import crf
+from framework.caffe2.python.model_helper import ModelHelper
 from framework.memory.workspace import Workspace
-from framework.model_helper import ModelHelper
 
 
 def brute(pred, labels, tr):

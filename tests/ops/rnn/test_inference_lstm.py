@@ -6,7 +6,7 @@ import pytest
 from framework.core import CreateOperator
 from framework.errors import FrameworkError
 from framework.memory.workspace import Workspace
-from framework.testing import assert_reference_checks
+from framework.ops.testing import assert_reference_checks
 
 
 def sig(x):

@@ -45,8 +45,8 @@ def test_accumulate_gradient_input():
 
 
 def test_blob_fetcher_copies_step_blobs():
-    from framework import rnn_cell
-    from framework.model_helper import ModelHelper
+    from framework.caffe2.python import rnn_cell
+    from framework.caffe2.python.model_helper import ModelHelper
 
     model = ModelHelper(name="m")
     rnn_cell.LSTM(model, "x", None, ("h0", "c0"), 2, 3, scope="l", forward_only=True)

@@ -4,12 +4,12 @@ PyTorch's nn.LSTM with the same weights, and central differences."""
 import numpy as np
 import pytest
 
-from framework import rnn_cell
+from framework.caffe2.python import rnn_cell
+from framework.caffe2.python.model_helper import ModelHelper
 from framework.core import CreateOperator
 from framework.errors import FrameworkError
 from framework.memory.workspace import Workspace
-from framework.model_helper import ModelHelper
-from framework.testing import assert_gradient_checks  # noqa: F401  (the meta test looks for gradient checks here)
+from framework.ops.testing import assert_gradient_checks  # noqa: F401  (the meta test looks for gradient checks here)
 
 
 def sig(x):
@@ -232,7 +232,7 @@ def test_lstm_matches_torch_forward_and_backward():
 @pytest.mark.torch
 def test_gru_matches_torch_forward_and_backward():
     torch = pytest.importorskip("torch")
-    from framework import gru_cell
+    from framework.caffe2.python import gru_cell
 
     T, N, D, H = 4, 3, 2, 5
     rng = np.random.default_rng(4)

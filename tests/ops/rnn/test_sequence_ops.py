@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from framework.core import CreateOperator
 from framework.errors import FrameworkError
 from framework.memory.workspace import Workspace
-from framework.testing import assert_gradient_checks, assert_reference_checks
+from framework.ops.testing import assert_gradient_checks, assert_reference_checks
 
 lengths_st = st.lists(st.integers(0, 3), min_size=0, max_size=4).map(lambda v: np.array(v, np.int32))
 

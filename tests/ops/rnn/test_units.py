@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from framework.core import CreateOperator
 from framework.errors import FrameworkError
 from framework.memory.workspace import Workspace
-from framework.testing import assert_gradient_checks, assert_reference_checks
+from framework.ops.testing import assert_gradient_checks, assert_reference_checks
 
 
 def sig(x):

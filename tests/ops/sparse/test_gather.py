@@ -9,7 +9,7 @@ from framework.core import CreateOperator
 from framework.errors import FrameworkError
 from framework.memory.workspace import Workspace
 from framework.ops import create_operator
-from framework.testing import assert_gradient_checks, assert_reference_checks, run_op_on
+from framework.ops.testing import assert_gradient_checks, assert_reference_checks, run_op_on
 
 
 @settings(max_examples=30, deadline=None)

@@ -12,7 +12,7 @@ from framework.memory.blob import Blob
 from framework.memory.serialize import deserialize_blob, serialize_blob_to_string
 from framework.memory.workspace import Workspace
 from framework.ops import create_operator
-from framework.testing import assert_reference_checks, run_op_on
+from framework.ops.testing import assert_reference_checks, run_op_on
 
 
 def op(ws, op_type, ins, outs, **kw):

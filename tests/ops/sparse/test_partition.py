@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from framework.core import CreateOperator
-from framework.testing import assert_reference_checks, run_op_on
+from framework.ops.testing import assert_reference_checks, run_op_on
 
 keys_st = st.lists(st.integers(-7, 9), max_size=8).map(lambda v: np.array(v, np.int64))
 

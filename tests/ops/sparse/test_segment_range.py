@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from framework.core import CreateOperator
 from framework.errors import FrameworkError
 from framework.ops import get_gradient_for_op
-from framework.testing import assert_gradient_checks, assert_reference_checks, run_op_on
+from framework.ops.testing import assert_gradient_checks, assert_reference_checks, run_op_on
 
 REDUCERS = ["Sum", "Mean", "Max", "LogSumExp", "LogMeanExp"]
 

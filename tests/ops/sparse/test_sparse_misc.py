@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from framework.core import CreateOperator
 from framework.errors import FrameworkError
-from framework.testing import assert_reference_checks, run_op_on
+from framework.ops.testing import assert_reference_checks, run_op_on
 
 idx_st = st.lists(st.integers(0, 4), max_size=6).map(lambda v: np.array(v, np.int64))
 
@@ -152,7 +152,7 @@ def test_sparse_lengths_positional_weighted_sum(lengths, data):
 
 @pytest.mark.parametrize("k", [1, 2])
 def test_reduce_front_weighted_sum_and_gradient(k):
-    from framework.testing import assert_gradient_checks
+    from framework.ops.testing import assert_gradient_checks
 
     rng = np.random.default_rng(k)
     x = rng.standard_normal((3, 2, 4)).astype(np.float32)

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from framework.core import CreateOperator
 from framework.errors import FrameworkError
-from framework.testing import assert_gradient_checks, assert_reference_checks, run_op_on
+from framework.ops.testing import assert_gradient_checks, assert_reference_checks, run_op_on
 
 
 @settings(max_examples=40, deadline=None)

@@ -11,7 +11,7 @@ from framework.core import CreateOperator
 from framework.errors import FrameworkError
 from framework.memory.workspace import Workspace
 from framework.ops import create_operator, get_gradient_for_op
-from framework.testing import assert_reference_checks, run_op_on
+from framework.ops.testing import assert_reference_checks, run_op_on
 
 
 @settings(max_examples=30, deadline=None)
@@ -113,7 +113,7 @@ def test_failing_ops_raise_named_errors(op_type, kw):
 
 
 def test_nan_check_gradient_passes_the_gradient_through():
-    from framework.testing import assert_gradient_checks
+    from framework.ops.testing import assert_gradient_checks
 
     assert_gradient_checks(CreateOperator("NanCheck", ["x"], ["y"]), [np.array([0.5, -1.0, 2.0], np.float32)], 0)
 

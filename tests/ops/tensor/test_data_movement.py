@@ -9,8 +9,8 @@ from framework.core import CreateOperator
 from framework.errors import ArgumentError, FrameworkError, GradientError, ShapeError, TypeMismatchError
 from framework.memory.workspace import Workspace
 from framework.ops import GradientSlice, create_operator, get_gradient_for_op
+from framework.ops.testing import arrays, assert_gradient_checks, assert_reference_checks, run_op_on, shapes
 from framework.proto.framework_pb2 import TensorProto
-from framework.testing import arrays, assert_gradient_checks, assert_reference_checks, run_op_on, shapes
 from tests.ops.helpers import DTYPE_PAIRS, float_arrays, run_fed
 
 

@@ -10,8 +10,8 @@ from framework.core import CreateOperator, DeviceOption
 from framework.errors import ArgumentError, FrameworkError
 from framework.memory.workspace import Workspace
 from framework.ops import create_operator, get_gradient_for_op
+from framework.ops.testing import assert_inferred_shapes, assert_reference_checks, run_op_on, shapes
 from framework.proto.framework_pb2 import TensorProto
-from framework.testing import assert_inferred_shapes, assert_reference_checks, run_op_on, shapes
 from tests.ops.helpers import DTYPE_PAIRS
 
 small_shapes = shapes(min_dims=1, max_dims=3, min_side=1, max_side=4)

@@ -7,8 +7,8 @@ from framework import core
 from framework.errors import ArgumentError, OperatorError
 from framework.memory.workspace import Workspace
 from framework.net.backward import get_backward_pass
+from framework.ops.testing import run_op_on
 from framework.proto.framework_pb2 import OperatorDef
-from framework.testing import run_op_on
 
 
 def _double(inputs, outputs):
@@ -86,7 +86,7 @@ def test_python_op_numerical_gradient():
     def square_grad(inputs, outputs):  # X, Y, dY -> dX
         outputs[0].feed(2 * inputs[0].data * inputs[2].data)
 
-    from framework.testing import assert_gradient_checks
+    from framework.ops.testing import assert_gradient_checks
 
     op = core.CreatePythonOperator(square, ["X"], ["Y"], grad_f=square_grad)
     assert_gradient_checks(op, [np.random.default_rng(0).standard_normal((3, 2))], 0, check_inference=False)

@@ -12,7 +12,7 @@ from framework.core import CreateOperator
 from framework.errors import FrameworkError
 from framework.memory.workspace import Workspace
 from framework.ops import create_operator
-from framework.testing import assert_reference_checks
+from framework.ops.testing import assert_reference_checks
 
 
 def test_rmac_regions_square_and_wide():

@@ -13,7 +13,7 @@ from framework.core import CreateOperator
 from framework.errors import FrameworkError
 from framework.memory.workspace import Workspace
 from framework.ops import create_operator
-from framework.testing import assert_gradient_checks, assert_reference_checks
+from framework.ops.testing import assert_gradient_checks, assert_reference_checks
 
 
 @settings(max_examples=20, deadline=None)

@@ -12,7 +12,7 @@ from framework.core import CreateOperator
 from framework.errors import ArgumentError, FrameworkError, GradientError, ShapeError
 from framework.memory.workspace import Workspace
 from framework.ops import create_operator, get_gradient_for_op
-from framework.testing import arrays, assert_gradient_checks, assert_reference_checks, shapes
+from framework.ops.testing import arrays, assert_gradient_checks, assert_reference_checks, shapes
 from tests.ops.helpers import float_arrays, run_fed
 
 int_arrays = shapes(min_dims=1, max_dims=3, max_side=4).flatmap(lambda s: arrays(s, np.int32))

@@ -12,7 +12,7 @@ from framework.core import CreateOperator
 from framework.errors import FrameworkError
 from framework.memory.workspace import Workspace
 from framework.ops import get_gradient_for_op
-from framework.testing import arrays, assert_gradient_checks, assert_reference_checks, shapes
+from framework.ops.testing import arrays, assert_gradient_checks, assert_reference_checks, shapes
 
 texts = st.lists(st.binary(max_size=6) | st.text("abc", max_size=4).map(str.encode), max_size=6)
 

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from framework.core import CreateOperator
 from framework.errors import FrameworkError
 from framework.memory.workspace import Workspace
-from framework.testing import assert_reference_checks
+from framework.ops.testing import assert_reference_checks
 
 NOISE = "__CAFFE2_STYLIZER_NOISE__"
 

@@ -15,8 +15,8 @@ from framework.errors import ArgumentError, SerializationError, ShapeError, Type
 from framework.memory.serialize import deserialize_blob, serialize_blob
 from framework.memory.workspace import Workspace
 from framework.ops import create_operator
+from framework.ops.testing import assert_inferred_shapes
 from framework.proto.framework_pb2 import BlobProto, NetDef
-from framework.testing import assert_inferred_shapes
 
 
 def _op(ws, *a, **k):

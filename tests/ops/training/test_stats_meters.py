@@ -16,7 +16,7 @@ from framework.errors import FrameworkError, SerializationError
 from framework.memory.serialize import serialize_blob
 from framework.memory.workspace import Workspace
 from framework.ops import create_operator
-from framework.testing import assert_inferred_shapes, assert_reference_checks
+from framework.ops.testing import assert_inferred_shapes, assert_reference_checks
 
 
 def _op(ws, *a, **k):

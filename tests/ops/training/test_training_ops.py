@@ -12,7 +12,7 @@ from framework.core import CreateOperator
 from framework.errors import ArgumentError, FrameworkError, SchemaError
 from framework.memory.workspace import Workspace
 from framework.ops import create_operator, get_gradient_for_op
-from framework.testing import assert_inferred_shapes, assert_reference_checks
+from framework.ops.testing import assert_inferred_shapes, assert_reference_checks
 
 
 # -- Iter ---------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from framework.core import CreateOperator
 from framework.errors import FrameworkError
 from framework.memory.workspace import Workspace
 from framework.ops import create_operator
-from framework.testing import assert_reference_checks
+from framework.ops.testing import assert_reference_checks
 
 F = np.float32
 

@@ -1,0 +1,287 @@
+"""Caffe2-compatible builders (``caffe2.python.core``): CreateOperator,
+DeviceOption, BlobReference, Net, NameScope, DeviceScope, ExecutionStep, Plan.
+
+Code written against ``caffe2.python.core`` runs after changing the import.
+``NameScope``/``DeviceScope`` are thread-local, as in Caffe2; names of nets
+built here are made unique per process (``name``, ``name_1``...), as Caffe2
+does. Everything else lives on the objects.
+
+>>> net = Net("example")
+>>> y = net.Relu(["x"], "y")
+>>> print(net)
+y = Relu(x)
+>>> y == "y", net.Proto().external_input
+(True, ['x'])
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from framework.proto.args import make_argument
+from framework.proto.framework_pb2 import DeviceOption as _DeviceOptionProto
+from framework.proto.framework_pb2 import OperatorDef, TensorProto
+
+# ``core.DataType.FLOAT`` ... as Caffe2 (``caffe2_pb2.TensorProto.DataType``).
+DataType = TensorProto.DataType
+
+
+def DeviceOption(
+    device_type: int = 0,
+    device_id: int = 0,
+    random_seed: int | None = None,
+    node_name: str | None = None,
+    numa_node_id: int | None = None,
+    extra_info: Iterable[str] | None = None,
+    cuda_gpu_id: int | None = None,
+) -> _DeviceOptionProto:  # noqa: N802
+    """A DeviceOption proto (``cuda_gpu_id`` is the 2018 name of ``device_id``)."""
+    opt = _DeviceOptionProto(device_type=device_type)
+    gpu = cuda_gpu_id if cuda_gpu_id is not None else device_id
+    if gpu:
+        opt.device_id = gpu
+    if random_seed is not None:
+        opt.random_seed = random_seed
+    if node_name is not None:
+        opt.node_name = node_name
+    if numa_node_id is not None:
+        opt.numa_node_id = numa_node_id
+    if extra_info:
+        opt.extra_info.extend(extra_info)
+    return opt
+
+
+def _names(x: Any, scoped: bool = False) -> list[str]:
+    if x is None:
+        return []
+    if isinstance(x, (str, bytes)) or not isinstance(x, (list, tuple)):
+        x = [x]
+    out = [v.decode() if isinstance(v, bytes) else v for v in x]
+    if scoped:  # plain strings get the current NameScope; BlobReferences are already full names
+        prefix = CurrentNameScope()
+        return [str(v) if isinstance(v, BlobReference) or not prefix else prefix + str(v) for v in out]
+    return [str(v) for v in out]
+
+
+def CreateOperator(  # noqa: N802
+    operator_type: str,
+    inputs: Any,
+    outputs: Any,
+    name: str = "",
+    control_input: Any = None,
+    device_option: _DeviceOptionProto | None = None,
+    arg: Iterable[Any] | None = None,
+    engine: str | None = None,
+    debug_info: str | None = None,
+    **kwargs: Any,
+) -> OperatorDef:
+    """An OperatorDef; keyword arguments become Arguments as Caffe2's MakeArgument does.
+
+    A ``random_seed`` keyword goes to the device option, as in Caffe2.
+
+    >>> op = CreateOperator("Relu", ["X"], ["Y"])
+    >>> op.type, list(op.input), list(op.output)
+    ('Relu', ['X'], ['Y'])
+    """
+    op = OperatorDef(type=operator_type)
+    if name:  # proto2 presence: an unset name stays out of the text format, as in Caffe2
+        op.name = name
+    op.input.extend(_names(inputs, scoped=True))
+    op.output.extend(_names(outputs, scoped=True))
+    op.control_input.extend(_names(control_input, scoped=True))
+    if device_option is None:
+        device_option = CurrentDeviceScope()
+    if device_option is not None:
+        op.device_option.CopyFrom(device_option)
+    if engine is not None:
+        op.engine = engine
+    if debug_info is not None:
+        op.debug_info = debug_info
+    if "random_seed" in kwargs:
+        op.device_option.random_seed = int(kwargs.pop("random_seed"))
+    if arg is not None:
+        op.arg.extend(arg)
+    for key, value in kwargs.items():
+        if value is not None:
+            op.arg.append(make_argument(key, value))
+    return op
+
+
+# The builders below use CreateOperator, so they are imported after it is defined.
+# Gradients (issue 6): Caffe2's registry API and sparse-gradient tuple come from net.backward.
+from framework.caffe2.python.builder import (  # noqa: E402
+    BlobReference,
+    ExecutionStep,
+    Net,
+    Plan,
+    ScopedBlobReference,
+    UnknownOperatorAttributeError,
+    execution_step,
+)
+from framework.caffe2.python.builder.records import clone_and_bind_net  # noqa: E402
+from framework.caffe2.python.scope import (  # noqa: E402
+    CurrentDeviceScope,
+    CurrentNameScope,
+    DeviceScope,
+    EmptyDeviceScope,
+    EmptyNameScope,
+    NameScope,
+    ScopedName,
+)
+from framework.net.backward import GradientRegistry as _GradientRegistry  # noqa: E402
+from framework.net.backward import GradientSlice  # noqa: E402
+
+
+class GradientRegistry(_GradientRegistry):
+    """Caffe2's GradientRegistry (makers registered here are shared with the net layer's)."""
+
+    @classmethod
+    def GetBackwardPass(  # noqa: N802
+        cls, operators: Iterable[OperatorDef], ys: Any, ys_generate_gradient: bool = False
+    ) -> tuple[list[OperatorDef], dict[BlobReference, Any]]:
+        """(gradient ops, {blob: gradient}) with BlobReferences as Caffe2 returns them (blobs
+        without a gradient are left out; sparse gradients are GradientSlices of references)."""
+        ops, grads = _GradientRegistry.GetBackwardPass(operators, ys, ys_generate_gradient)
+        out: dict[BlobReference, Any] = {}
+        for key, val in grads.items():
+            if val is None:
+                continue
+            if isinstance(val, GradientSlice):
+                val = GradientSlice(BlobReference(val.indices), BlobReference(val.values))
+            else:
+                val = BlobReference(val)
+            out[BlobReference(key)] = val
+        return ops, out
+
+
+def to_execution_step(step_or_nets: Any, default_name: str | None = None) -> ExecutionStep:
+    """Caffe2's ``core.to_execution_step``: an ExecutionStep from a step, a net, a list of them, a
+    ``net_builder.NetBuilder`` or a ``task.TaskGroup`` (``framework.caffe2.python.net_builder.to_execution_step``)."""
+    from framework.caffe2.python.net_builder import to_execution_step as _to_execution_step
+
+    return _to_execution_step(step_or_nets, default_name)
+
+
+_GLOBAL_INIT_ARGS: list[str] = []
+
+
+def GlobalInit(args: Any) -> bool:  # noqa: N802
+    """Caffe2's core.GlobalInit(["prog", "--flag=value", ...]): flags are recorded (GetGlobalInitArgs)
+    and otherwise ignored; they tune Caffe2's C++ runtime."""
+    from framework import workspace
+
+    _GLOBAL_INIT_ARGS.extend(list(args)[1:])
+    return workspace.GlobalInit(args)
+
+
+def GetGlobalInitArgs() -> list[str]:  # noqa: N802
+    return list(_GLOBAL_INIT_ARGS)
+
+
+def RefreshRegisteredOperators(trigger_lazy: bool = True) -> None:  # noqa: N802
+    """Nothing to refresh: the registry is read directly."""
+
+
+# Engine preferences (Caffe2's SetEnginePref family): recorded; every engine runs the default CPU
+# implementation here, so they change no result.
+_ENGINE_PREF: dict[str, Any] = {"per_op": {}, "global": {}}
+
+
+def SetPerOpEnginePref(op_engine_pref: dict) -> None:  # noqa: N802
+    _ENGINE_PREF["per_op"] = dict(op_engine_pref)
+
+
+def SetGlobalEnginePref(global_engine_pref: dict) -> None:  # noqa: N802
+    _ENGINE_PREF["global"] = dict(global_engine_pref)
+
+
+def SetEnginePref(per_op_engine_pref: dict, global_engine_pref: dict) -> None:  # noqa: N802
+    SetPerOpEnginePref(per_op_engine_pref)
+    SetGlobalEnginePref(global_engine_pref)
+
+
+def SetOpEnginePref(op_type: str, op_engine_pref: dict) -> None:  # noqa: N802
+    _ENGINE_PREF["per_op"][op_type] = dict(op_engine_pref)
+
+
+def IsOperator(op_type: str) -> bool:  # noqa: N802
+    """Whether ``op_type`` is a registered operator type."""
+    from framework.ops.registry import has_op
+
+    return has_op(str(op_type))
+
+
+def IsOperatorWithEngine(op_type: str, engine: str) -> bool:  # noqa: N802
+    """Engines run the default CPU implementation here: true for every registered type."""
+    return IsOperator(op_type)
+
+
+def IsGPUDeviceType(device_type: int) -> bool:  # noqa: N802
+    from framework.proto.caffe2_pb2 import CUDA, HIP
+
+    return device_type in (CUDA, HIP)
+
+
+def InferOpBlobDevicesAsDict(op: OperatorDef) -> tuple[dict, dict]:  # noqa: N802
+    """Every blob of ``op`` on the op's device (one CPU device here)."""
+    dev = op.device_option if op.HasField("device_option") else DeviceOption()
+    return {i: dev for i in op.input}, {o: dev for o in op.output}
+
+
+def CreatePythonOperator(  # noqa: N802
+    f: Any,
+    inputs: Any,
+    outputs: Any,
+    grad_f: Any = None,
+    pass_workspace: bool = False,
+    python_func_type: Any = None,
+    *args: Any,
+    **kwargs: Any,
+) -> OperatorDef:
+    """A ``Python`` op calling ``f(inputs, outputs)`` (see framework.ops.tensor.python_op).
+
+    ``f`` (and ``grad_f``) are registered in this process under a fresh token that the op
+    carries; a net saved and read back elsewhere cannot run them (only the program that
+    registered a function can), and a NetDef never carries code.
+    """
+    from framework.ops.tensor.python_op import register_python_function
+
+    if python_func_type is not None:  # Caffe2: a class whose instance is the function
+        f = python_func_type(f) if not callable(f) else f
+    kwargs["token"] = register_python_function(f, grad_f, pass_workspace)
+    return CreateOperator("Python", inputs, outputs, *args, **kwargs)
+
+
+__all__ = [
+    "BlobReference",
+    "CreatePythonOperator",
+    "GetGlobalInitArgs",
+    "GlobalInit",
+    "SetEnginePref",
+    "SetGlobalEnginePref",
+    "SetOpEnginePref",
+    "SetPerOpEnginePref",
+    "IsGPUDeviceType",
+    "IsOperator",
+    "IsOperatorWithEngine",
+    "CreateOperator",
+    "CurrentDeviceScope",
+    "CurrentNameScope",
+    "DataType",
+    "DeviceOption",
+    "DeviceScope",
+    "EmptyDeviceScope",
+    "EmptyNameScope",
+    "ExecutionStep",
+    "GradientRegistry",
+    "GradientSlice",
+    "NameScope",
+    "Net",
+    "Plan",
+    "ScopedBlobReference",
+    "ScopedName",
+    "UnknownOperatorAttributeError",
+    "clone_and_bind_net",
+    "execution_step",
+    "to_execution_step",
+]

@@ -1,0 +1,183 @@
+"""In-memory datasets of records, as Caffe2's ``caffe2.python.dataset``.
+
+A ``Dataset(schema or raw field names, name)`` keeps one blob per schema field (the flattened names of
+``framework.caffe2.python.schema``). ``init_empty(init_net)`` creates them empty; ``writer()`` (a
+``dataio.Writer``) appends batches (``Append`` per field; ``AtomicAppend`` under a mutex once
+``setup_ex`` ran, as in pipes); ``reader(init_net, batch_size=...)`` (a ``dataio.Reader``) makes a
+TreeCursor and reads with ``ReadNextBatch``, returning ``(should_stop, fields)`` where
+``should_stop`` is true once a read is empty (``IsEmpty``), so a step can loop on it; ``trim(net,
+multiple_of)`` is ``TrimDataset``. ``random_reader``, ``Const`` and ``execution_step_with_progress``
+come from ``framework.caffe2.python.dataset_random``. Not ported: ``init_from_dataframe`` (pandas).
+
+>>> import numpy as np
+>>> from framework import core, workspace, schema
+>>> ds = Dataset(schema.Struct(("x", schema.Scalar(np.float32))), name="doc_ds")
+>>> init = core.Net("doc_ds_init")
+>>> ds.init_empty(init)
+>>> workspace.RunNetOnce(init)
+True
+>>> workspace.FeedBlob("doc_new_x", np.arange(5, dtype=np.float32))
+True
+>>> w = core.Net("doc_ds_write")
+>>> ds.writer().write(w, ["doc_new_x"])
+>>> workspace.RunNetOnce(w)
+True
+>>> workspace.FetchBlob(ds.get_blobs()[0]).tolist()
+[0.0, 1.0, 2.0, 3.0, 4.0]
+
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from framework import core
+from framework.caffe2.python.dataio import Reader, Writer
+from framework.caffe2.python.schema import Field, Struct, from_blob_list, from_column_list
+from framework.proto.framework_pb2 import TensorProto
+
+_PROTO_TYPES = {
+    np.dtype(np.float32): TensorProto.FLOAT,
+    np.dtype(np.float64): TensorProto.DOUBLE,
+    np.dtype(np.int32): TensorProto.INT32,
+    np.dtype(np.int64): TensorProto.INT64,
+    np.dtype(np.bool_): TensorProto.BOOL,
+    np.dtype(object): TensorProto.STRING,
+}
+
+
+class DatasetReader(Reader):
+    """Reads batches of ``batch_size`` records through a TreeCursor (see module doc); each read
+    net gets its own output blobs, so several threads can read one cursor (it has a lock)."""
+
+    def __init__(self, dataset: Dataset, cursor: str, batch_size: int, enforce_batch_size: bool) -> None:
+        super().__init__(dataset.schema)
+        self.dataset, self.cursor = dataset, cursor
+        self.batch_size, self.enforce_batch_size = batch_size, enforce_batch_size
+
+    def read(self, read_net: Any) -> tuple[Any, list[Any]]:
+        prefix = f"{read_net.Name()}/{self.dataset.name}/read"
+        names = [f"{prefix}/{n.replace(':', '_')}" for n in self.dataset.field_names()]
+        read_net.ReadNextBatch(
+            [self.cursor, *self.dataset.get_blobs()],
+            names,
+            batch_size=self.batch_size,
+            enforce_batch_size=self.enforce_batch_size,
+        )
+        should_stop = read_net.IsEmpty([names[0]], [f"{prefix}/should_stop"])
+        return should_stop, names
+
+    def reset(self, net: Any) -> None:
+        net.ResetCursor([self.cursor], [])
+
+
+class DatasetWriter(Writer):
+    """Appends batches to the dataset's blobs (AtomicAppend under a mutex made by the first
+    ``write_ex``, so concurrent pipe threads may write; ``write`` alone uses Append)."""
+
+    def __init__(self, dataset: Dataset) -> None:
+        self.dataset = dataset
+        self._schema = dataset.schema
+        self._mutex: str | None = None
+
+    def setup_ex(self, init_net: Any, exit_net: Any) -> None:
+        if self._mutex is None:
+            self._mutex = f"{self.dataset.name}/writer_mutex"
+            init_net.CreateMutex([], [self._mutex])
+
+    def write_ex(
+        self, fields: list[Any], local_init_net: Any, local_finish_net: Any, stop_blob: Any = None
+    ) -> list[Any]:
+        if self._mutex is None:
+            return super().write_ex(fields, local_init_net, local_finish_net, stop_blob)
+        blobs = self.dataset.get_blobs()
+        if len(fields) != len(blobs):
+            raise ValueError(f"{len(fields)} field blobs for a dataset of {len(blobs)} fields")
+        net = core.Net("dataset_append")
+        net.AtomicAppend([self._mutex, *blobs, *fields], blobs)
+        return [net]
+
+    def write(self, writer_net: Any, fields: Sequence[Any]) -> None:
+        blobs = self.dataset.get_blobs()
+        if len(fields) != len(blobs):
+            raise ValueError(f"{len(fields)} field blobs for a dataset of {len(blobs)} fields")
+        for b, f in zip(blobs, fields):
+            writer_net.Append([b, f], [b])
+
+
+class Dataset:
+    """Blobs holding a dataset of ``schema`` records (see module doc)."""
+
+    def __init__(self, fields: Any, name: str | None = None) -> None:
+        if isinstance(fields, list) and all(isinstance(f, str) for f in fields):
+            fields = from_column_list(fields)  # Caffe2: raw field names (types unknown)
+        self.schema = fields if isinstance(fields, Field) else Struct(*fields)
+        self.fields = self.schema.field_names()
+        self.name = name or "dataset"
+        self.field_blob_names = [f"{self.name}:{n}" for n in self.schema.field_names()]
+
+    def field_names(self) -> list[str]:
+        return self.schema.field_names()
+
+    def field_types(self) -> list[np.dtype]:
+        return self.schema.field_types()
+
+    def get_blobs(self) -> list[str]:
+        return list(self.field_blob_names)
+
+    def content(self) -> Field:
+        return from_blob_list(self.schema, self.field_blob_names)
+
+    def init_empty(self, init_net: Any) -> None:
+        """Add ops to ``init_net`` creating every field blob empty (shape [0], the field's type)."""
+        for blob, dtype in zip(self.field_blob_names, self.field_types()):
+            proto_type = _PROTO_TYPES.get(np.dtype(dtype))
+            if proto_type is None:
+                raise ValueError(f"field type {dtype} has no TensorProto type")
+            if proto_type == TensorProto.STRING:
+                init_net.GivenTensorStringFill([], [blob], shape=[0], values=[])
+            else:
+                init_net.ConstantFill([], [blob], shape=[0], dtype=proto_type)
+
+    def reader(self, init_net: Any = None, cursor_name: str | None = None, batch_size: int = 1,
+               enforce_batch_size: bool = False) -> DatasetReader:  # fmt: skip
+        """A reader; its TreeCursor is created by ``init_net`` (or at once, with no net)."""
+        return DatasetReader(self, self._cursor(init_net, cursor_name), batch_size, enforce_batch_size)
+
+    def random_reader(
+        self, init_net: Any = None, indices: Any = None, cursor_name: str | None = None, batch_size: int = 1,
+        loop_over: bool = False,
+    ) -> DatasetRandomReader:  # fmt: skip
+        """A reader in the order of ``indices`` (see ``framework.caffe2.python.dataset_random``); its cursor is
+        created by ``init_net`` (or at once, with no net)."""
+        return DatasetRandomReader(self, self._cursor(init_net, cursor_name), indices, batch_size, loop_over)
+
+    def _cursor(self, init_net: Any, cursor_name: str | None) -> str:
+        """The cursor blob: a CreateTreeCursor added to ``init_net``, or run at once with no net."""
+        cursor = cursor_name or f"{self.name}_cursor"
+        op = core.CreateOperator("CreateTreeCursor", [], [cursor], fields=self.field_names())
+        if init_net is not None:
+            init_net.Proto().op.add().CopyFrom(op)
+        else:
+            from framework import workspace
+
+            workspace.RunOperatorOnce(op)
+        return cursor
+
+    def writer(self, init_net: Any = None) -> DatasetWriter:
+        return DatasetWriter(self)
+
+    def trim(self, net: Any, multiple_of: int) -> None:
+        blobs = self.get_blobs()
+        net.TrimDataset(blobs, blobs, fields=self.field_names(), multiple_of=multiple_of)
+
+
+from framework.caffe2.python.dataset_random import (  # noqa: E402  (it needs Reader; re-exported as Caffe2's dataset has them)
+    Const,
+    DatasetRandomReader,
+    execution_step_with_progress,
+)
+
+__all__ = ["Const", "Dataset", "DatasetRandomReader", "DatasetReader", "DatasetWriter", "execution_step_with_progress"]

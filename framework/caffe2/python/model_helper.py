@@ -1,0 +1,273 @@
+"""``ModelHelper`` (Caffe2's ``caffe2.python.model_helper``): a training model
+as two nets and its parameters.
+
+- ``param_init_net`` (named ``<name>_init``) creates the parameters once;
+- ``net`` is the forward (then backward and update) net;
+- ``params`` lists trainable parameters, ``param_to_grad`` maps them to their
+  gradients once ``AddGradientOperators`` (allowed once) has run.
+
+Parameters are created through ``create_param`` by the ``framework.caffe2.python.brew``
+helpers (``<out>_w`` XavierFill, ``<out>_b`` ConstantFill for ``fc``).
+
+>>> from framework import brew
+>>> model = ModelHelper("mlp")
+>>> h = brew.fc(model, "data", "fc1", dim_in=4, dim_out=3)
+>>> [str(p) for p in model.params]
+['fc1_w', 'fc1_b']
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Sequence
+
+from framework import core
+from framework.errors import FrameworkError
+
+log = logging.getLogger("framework.caffe2.python.model_helper")
+
+__all__ = ["Initializer", "ModelHelper", "ParameterInfo", "ParameterTags", "ExternalInitializer"]
+
+
+class ParameterTags:
+    """Caffe2's parameter tags (``caffe2.python.modeling.parameter_info``)."""
+
+    BIAS = "BIAS"
+    WEIGHT = "WEIGHT"
+    COMPUTED_PARAM = "COMPUTED_PARAM"
+
+
+@dataclass
+class ParameterInfo:
+    """What a model knows of one parameter: blob, gradient, shape, tags."""
+
+    param_id: int | None
+    param: Any
+    shape: list[int] | None = None
+    grad: Any = None
+    tags: list[str] = field(default_factory=list)
+
+    @property
+    def blob(self) -> Any:
+        return self.param
+
+    @property
+    def name(self) -> str:
+        return str(self.param)
+
+    def __str__(self) -> str:
+        return str(self.param)
+
+
+class Initializer:
+    """A fill op that creates a parameter in the init net: ``Initializer("XavierFill", std=...)``."""
+
+    def __init__(self, operator_name: str | None = None, **kwargs: Any) -> None:
+        self.operator_name = operator_name
+        self.operator_kwargs = kwargs
+
+    def create_param(self, param_name: str, init_net: Any, shape: Sequence[int]) -> Any:
+        if self.operator_name is None:
+            return _blob_ref(param_name)
+        return getattr(init_net, self.operator_name)([], param_name, shape=list(shape), **self.operator_kwargs)
+
+
+class ExternalInitializer(Initializer):
+    """The parameter comes from outside (a checkpoint, a feed): no init op."""
+
+    def __init__(self) -> None:
+        super().__init__(None)
+
+
+def update_initializer(initializer: Any, op_and_kwargs: Any, default: tuple[str, dict]) -> Initializer:
+    """Caffe2's ``initializers.update_initializer``: an Initializer from either form."""
+    if initializer is not None:
+        if op_and_kwargs is not None:
+            raise FrameworkError("give either an Initializer or a (fill op, kwargs) pair, not both")
+        return initializer
+    op, kwargs = op_and_kwargs if op_and_kwargs is not None else default
+    return Initializer(op, **(kwargs or {}))
+
+
+def _blob_ref(name: str) -> Any:
+    ref = getattr(core, "BlobReference", None)
+    return ref(name) if ref is not None else name
+
+
+def _scoped(name: str) -> str:
+    scoped = getattr(core, "ScopedName", None)
+    return scoped(name) if scoped is not None else name
+
+
+class ModelHelper:
+    """A model: ``param_init_net`` + ``net``, parameters and their gradients (see module doc)."""
+
+    def __init__(
+        self,
+        name: str | None = None,
+        init_params: bool = True,
+        allow_not_known_ops: bool = True,
+        skip_sparse_optim: bool = False,
+        param_model: ModelHelper | None = None,
+        arg_scope: dict[str, Any] | None = None,
+    ) -> None:
+        self.name = name or "model"
+        self.net = core.Net(self.name)
+        if param_model is not None:
+            self.param_init_net = param_model.param_init_net
+            self.param_to_grad = param_model.param_to_grad
+            self.params = param_model.params
+            self._computed_params = param_model._computed_params
+            self._parameters_info = param_model._parameters_info
+        else:
+            self.param_init_net = core.Net(self.name + "_init")
+            self.param_to_grad: dict[Any, Any] = {}
+            self.params: list[Any] = []
+            self._computed_params: list[Any] = []
+            self._parameters_info: dict[str, ParameterInfo] = {}
+        self.gradient_ops_added = False
+        self.grad_map: dict[Any, Any] = {}
+        self.init_params = init_params
+        self.allow_not_known_ops = allow_not_known_ops
+        self.skip_sparse_optim = skip_sparse_optim
+        self.weights: list[Any] = []
+        self.biases: list[Any] = []
+        self._arg_scope: dict[str, Any] = {"order": "NCHW", "use_cudnn": True, "cudnn_exhaustive_search": False}
+        if arg_scope is not None:
+            self._arg_scope.update(arg_scope)
+
+    @property
+    def arg_scope(self) -> dict[str, Any]:
+        return self._arg_scope
+
+    # -- parameters --------------------------------------------------------------------
+    def create_param(self, param_name: str, shape: Sequence[int], initializer: Any = None, tags: Any = None) -> Any:
+        """Create (or, without ``init_params``, declare) a parameter; returns its blob reference.
+
+        ``initializer``: an Initializer, a ``(fill op, kwargs)`` pair, or None (external).
+        Tags: ParameterTags.WEIGHT / BIAS / COMPUTED_PARAM (computed params are not trained).
+        """
+        name = _scoped(str(param_name))
+        if name in self._parameters_info:
+            return self._parameters_info[name].blob
+        if isinstance(initializer, tuple):
+            initializer = Initializer(initializer[0], **(initializer[1] or {}))
+        if initializer is None or not self.init_params:
+            initializer = ExternalInitializer()
+        # A BlobReference: the full name is not scoped again by the init net (as in Caffe2).
+        param = initializer.create_param(_blob_ref(name), self.param_init_net, shape)
+        tag_list = [tags] if isinstance(tags, str) else list(tags or [])
+        info = ParameterInfo(len(self._parameters_info), param, list(shape), tags=tag_list)
+        self._parameters_info[name] = info
+        self.AddParameter(param, tag_list)
+        return param
+
+    def AddParameter(self, param: Any, tags: Any = None) -> None:  # noqa: N802
+        tags = [tags] if isinstance(tags, str) else list(tags or [])
+        if ParameterTags.COMPUTED_PARAM in tags:
+            self._computed_params.append(param)
+        else:
+            self.params.append(param)
+        if ParameterTags.WEIGHT in tags:
+            self.weights.append(param)
+        elif ParameterTags.BIAS in tags:
+            self.biases.append(param)
+
+    def get_param_info(self, param: Any) -> ParameterInfo | None:
+        return self._parameters_info.get(str(param))
+
+    @staticmethod
+    def _in_scope(params: Iterable[Any], namescope: str | None) -> list[Any]:
+        if namescope is None:
+            cur = getattr(core, "CurrentNameScope", None)
+            namescope = cur() if cur is not None else ""
+        if namescope and not namescope.endswith("/"):
+            namescope += "/"
+        return [p for p in params if str(p).startswith(namescope)]
+
+    def GetParams(self, namescope: str | None = None, top_scope: bool = False) -> list[Any]:  # noqa: N802
+        """Trainable parameters (under ``namescope``, default the current NameScope)."""
+        return self._in_scope(self.params, namescope)
+
+    def GetComputedParams(self, namescope: str | None = None) -> list[Any]:  # noqa: N802
+        return self._in_scope(self._computed_params, namescope)
+
+    def GetAllParams(self, namescope: str | None = None) -> list[Any]:  # noqa: N802
+        return self.GetParams(namescope) + self.GetComputedParams(namescope)
+
+    def Validate(self) -> None:  # noqa: N802
+        seen: set[str] = set()
+        dups = [str(p) for p in self.params if str(p) in seen or seen.add(str(p))]
+        if dups:
+            raise FrameworkError(f"model '{self.name}': parameters added twice: {dups}")
+
+    # -- gradients --------------------------------------------------------------------
+    def AddGradientOperators(self, *args: Any, **kwargs: Any) -> dict[Any, Any]:  # noqa: N802
+        """Append the backward pass to ``net`` (once); fills ``param_to_grad``."""
+        if self.gradient_ops_added:
+            raise FrameworkError(f"model '{self.name}': AddGradientOperators can only run once")
+        self.Validate()
+        self.gradient_ops_added = True
+        self.grad_map = self.net.AddGradientOperators(*args, **kwargs)
+        self.param_to_grad = self.get_param_to_grad(self.params)
+        for p, g in self.param_to_grad.items():
+            info = self._parameters_info.get(str(p))
+            if info is not None:
+                info.grad = g
+        return self.grad_map
+
+    def get_param_to_grad(self, params: Iterable[Any]) -> dict[Any, Any]:
+        by_name = {str(k): v for k, v in self.grad_map.items()}
+        return {p: by_name[str(p)] for p in params if str(p) in by_name}
+
+    def GetOptimizationParamInfo(self, params: Iterable[Any] | None = None) -> list[ParameterInfo]:  # noqa: N802
+        """ParameterInfo (with ``grad``) of every parameter with a gradient (default: those under the
+        current NameScope, as Caffe2: an optimizer built inside ``NameScope("cpu_1")`` updates that
+        device's copy only)."""
+        out = []
+        for p in self.GetParams() if params is None else params:
+            if p not in self.param_to_grad and str(p) not in {str(k) for k in self.param_to_grad}:
+                continue
+            grad = self.param_to_grad.get(p)
+            if grad is None:
+                grad = {str(k): v for k, v in self.param_to_grad.items()}[str(p)]
+            info = self._parameters_info.get(str(p)) or ParameterInfo(None, p)
+            info.grad = grad
+            out.append(info)
+        return out
+
+    # -- data --------------------------------------------------------------------------
+    def CreateDB(self, blob_out: Any, db: str, db_type: str, **kwargs: Any) -> Any:  # noqa: N802
+        """A DB reader blob created in ``param_init_net``."""
+        return self.param_init_net.CreateDB([], blob_out, db=db, db_type=db_type, **kwargs)
+
+    def TensorProtosDBInput(  # noqa: N802
+        self, unused_blob_in: Any, blob_out: Any, batch_size: int, db: str, db_type: str, **kwargs: Any
+    ) -> Any:
+        """Read ``batch_size`` TensorProtos records per run into ``blob_out`` (data, label...)."""
+        dbreader = self.CreateDB("dbreader_" + db, db=db, db_type=db_type, **kwargs)
+        return self.net.TensorProtosDBInput(dbreader, blob_out, batch_size=batch_size)
+
+    # -- nets ---------------------------------------------------------------------------
+    def Proto(self) -> Any:  # noqa: N802
+        return self.net.Proto()
+
+    def InitProto(self) -> Any:  # noqa: N802
+        return self.param_init_net.Proto()
+
+    def GetDevices(self) -> list[Any]:  # noqa: N802
+        return []
+
+    def __getattr__(self, op_type: str) -> Any:
+        """``model.Relu(...)`` is ``model.net.Relu(...)`` (Caffe2 kept a whitelist; we warn never)."""
+        if op_type.startswith("__") or op_type in ("net", "param_init_net"):
+            raise AttributeError(op_type)
+        from framework.ops import has_op
+
+        if not has_op(op_type):
+            raise AttributeError(f"'{type(self).__name__}' object has no attribute or operator '{op_type}'")
+        return getattr(self.net, op_type)
+
+    def __repr__(self) -> str:
+        return f"<ModelHelper '{self.name}': {len(self.params)} params>"

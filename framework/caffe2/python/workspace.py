@@ -1,0 +1,365 @@
+"""Caffe2-compatible module functions (``caffe2.python.workspace``).
+
+Everything here is a thin layer over a current ``Workspace`` object chosen
+by name (``SwitchWorkspace``); there is no other state. Code written for
+``caffe2.python.workspace`` runs after changing the import.
+
+>>> from framework import workspace
+>>> workspace.FeedBlob("x", [1.0, 2.0])
+True
+>>> workspace.FetchBlob("x")
+array([1., 2.])
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from typing import Any, Iterator
+
+import numpy as np
+
+from framework.caffe2 import c_extension as C  # noqa: N812 - Caffe2's name; C() is the current workspace
+from framework.errors import FrameworkError
+from framework.memory.blob import Blob
+from framework.memory.int8_tensor import Int8Tensor
+from framework.memory.workspace import Workspace as _Workspace
+from framework.proto import caffe2_pb2
+
+_workspaces: dict[str, _Workspace] = {"default": _Workspace(name="default")}
+_current = ["default"]
+
+
+def current() -> _Workspace:
+    """The current Workspace object (also ``workspace.C()`` and ``workspace.C.Workspace.current``)."""
+    return _workspaces[_current[0]]
+
+
+# Caffe2's ``workspace.Workspace`` (``C.Workspace``): the class; ``Workspace.current`` is the current one
+Workspace = C.Workspace
+
+# -- the build: CPU only (Caffe2's answers without CUDA/HIP) -------------------------------------------
+is_asan = C.is_asan
+has_cuda_support = C.has_cuda_support
+has_hip_support = C.has_hip_support
+has_gpu_support = C.has_gpu_support
+GpuDeviceType = caffe2_pb2.CUDA  # as Caffe2 without GPU support (tests name it anyway)
+NumCudaDevices = C.num_cuda_devices
+NumGpuDevices = C.num_cuda_devices
+GetCUDAVersion = C.get_cuda_version
+GetCuDNNVersion = C.get_cudnn_version
+IsNUMAEnabled = C.is_numa_enabled
+GetNumNUMANodes = C.get_num_numa_nodes
+RegisteredOperators = C.registered_operators
+GlobalInit = C.global_init
+
+
+def GetDeviceProperties(device_id: int) -> None:  # noqa: N802
+    return None
+
+
+def GetGpuPeerAccessPattern() -> Any:  # noqa: N802
+    import numpy as np
+
+    return np.array([])
+
+
+def GetGPUMemoryInfo() -> None:  # noqa: N802
+    return None
+
+
+# -- names: Caffe2's Stringify helpers ---------------------------------------------------------------
+def StringifyProto(obj: Any) -> Any:  # noqa: N802
+    """A string as is; a protobuf message (or an object with ``Proto()``) serialized."""
+    if isinstance(obj, (str, bytes)):
+        return obj
+    if hasattr(obj, "SerializeToString"):
+        return obj.SerializeToString()
+    if hasattr(obj, "Proto"):
+        return obj.Proto().SerializeToString()
+    raise ValueError(f"Unexpected argument to StringifyProto of type {type(obj).__name__}")
+
+
+def _stringify_name(name: Any, expected_type: str) -> str:
+    if isinstance(name, str):
+        return name
+    if type(name).__name__ != expected_type:
+        raise TypeError(f"Expected a string or {expected_type}, got {type(name).__name__}")
+    return str(name)
+
+
+def StringifyBlobName(name: Any) -> str:  # noqa: N802
+    return _stringify_name(name, "BlobReference")
+
+
+def StringifyNetName(name: Any) -> str:  # noqa: N802
+    if type(name).__name__ == "Net":
+        return name.Name()  # (Caffe2's str(net) is its name; ours prints the net)
+    return _stringify_name(name, "Net")
+
+
+def GetNetName(net: Any) -> str:  # noqa: N802
+    if isinstance(net, str):
+        return net
+    if type(net).__name__ == "Net":
+        return net.Name()
+    if hasattr(net, "op") and hasattr(net, "name"):
+        return net.name
+    raise TypeError(f"Not a Net object: {net!r}")
+
+
+def GetNameScope() -> str:  # noqa: N802
+    from framework.caffe2.python.scope import CurrentNameScope
+
+    return CurrentNameScope()
+
+
+# -- workspaces ----------------------------------------------------------------
+def CurrentWorkspace() -> str:  # noqa: N802
+    return _current[0]
+
+
+def Workspaces() -> list[str]:  # noqa: N802
+    return list(_workspaces)
+
+
+@contextlib.contextmanager
+def WorkspaceGuard(workspace_name: str) -> Iterator[None]:  # noqa: N802
+    """Switch to ``workspace_name`` (created if missing) for the block, then back."""
+    previous = CurrentWorkspace()
+    SwitchWorkspace(workspace_name, True)
+    try:
+        yield
+    finally:
+        SwitchWorkspace(previous)
+
+
+def SwitchWorkspace(name: str, create_if_missing: bool | None = None) -> None:  # noqa: N802
+    """Make ``name`` the current workspace; create it (empty, root folder ".") only if asked."""
+    name = str(name)
+    if name not in _workspaces:
+        if not create_if_missing:
+            raise FrameworkError(
+                f"workspace '{name}' does not exist; pass create_if_missing=True to create it. "
+                f"Existing: {', '.join(_workspaces)}"
+            )
+        _workspaces[name] = _Workspace(name=name)
+    _current[0] = name
+
+
+def ResetWorkspace(root_folder: str | None = None) -> bool:  # noqa: N802
+    """Replace the current workspace with an empty one (keeping the root folder unless given)."""
+    old = C()
+    folder = old.root_folder if root_folder is None else root_folder
+    if root_folder is not None:
+        os.makedirs(folder, exist_ok=True)
+    _workspaces[_current[0]] = _Workspace(root_folder=folder, name=old.name)
+    return True
+
+
+def RootFolder() -> str:  # noqa: N802
+    return C().root_folder
+
+
+# -- blobs ---------------------------------------------------------------------
+def FeedBlob(name: Any, arr: Any, device_option: Any = None) -> bool:  # noqa: N802
+    """Store a copy of ``arr`` (numpy array, scalar, str/bytes, TensorProto) under ``name``."""
+    C().feed_blob(str(name), arr)
+    return True
+
+
+def FetchBlob(name: Any) -> Any:  # noqa: N802
+    """A numpy copy of a tensor blob, bytes of a string blob, or the object held."""
+    return C().fetch_blob(str(name))
+
+
+def FetchBlobs(names: list[Any]) -> list[Any]:  # noqa: N802
+    return [FetchBlob(n) for n in names]
+
+
+def _int8_result(name: Any) -> Int8Tensor:
+    return C().fetch_int8_blob(str(name))
+
+
+def FetchInt8Blob(name: Any) -> Int8Tensor:  # noqa: N802
+    """An Int8TensorCPU blob as ``Int8Tensor(data, scale, zero_point)`` (data: a numpy copy of the codes)."""
+    return _int8_result(name)
+
+
+def FetchInt8BlobRealVal(name: Any) -> Any:  # noqa: N802
+    """The real values of an Int8TensorCPU blob: ``(data - zero_point) * scale`` as float32."""
+    q = _int8_result(name)
+    return (q.data.astype(np.int32) - int(q.zero_point)).astype(np.float32) * q.scale
+
+
+def HasBlob(name: Any) -> bool:  # noqa: N802
+    return C().has_blob(str(name))
+
+
+def Blobs() -> list[str]:  # noqa: N802
+    return C().blobs()
+
+
+def CreateBlob(name: Any) -> bool:  # noqa: N802
+    C().create_blob(str(name))
+    return True
+
+
+def ResetBlob(name: Any) -> bool:  # noqa: N802
+    """Empty blob ``name`` (it stays in the workspace, holding nothing)."""
+    return C.reset_blob(name)
+
+
+def RemoveBlob(name: Any) -> bool:  # noqa: N802
+    return C().remove_blob(str(name))
+
+
+def RenameBlob(old: Any, new: Any) -> bool:  # noqa: N802
+    C().rename_blob(str(old), str(new))
+    return True
+
+
+def SerializeBlob(name: Any) -> bytes:  # noqa: N802
+    """One BlobProto (no chunking) of blob ``name``, as bytes."""
+    from framework.memory.serialize import serialize_blob_to_string
+
+    return serialize_blob_to_string(C().get_blob(str(name)), str(name))
+
+
+def DeserializeBlob(name: Any, serialized: bytes) -> bool:  # noqa: N802
+    from framework.memory.serialize import deserialize_blob
+
+    deserialize_blob(serialized, C().create_blob(str(name)))
+    return True
+
+
+class _BlobsView:
+    """``workspace.blobs``: dict-like view of the current workspace (fetch on get, feed on set)."""
+
+    def __getitem__(self, name: str) -> Any:
+        return FetchBlob(name)
+
+    def __setitem__(self, name: str, value: Any) -> None:
+        FeedBlob(name, value)
+
+    def __contains__(self, name: object) -> bool:
+        return HasBlob(name)
+
+    def __len__(self) -> int:
+        return len(Blobs())
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(Blobs())
+
+    def keys(self) -> list[str]:
+        return Blobs()
+
+
+blobs = _BlobsView()
+
+
+# -- ops, nets and plans (implemented in framework.net) -------------------------------
+def RunOperatorOnce(operator: Any) -> bool:  # noqa: N802
+    C().run_operator_once(operator)
+    return True
+
+
+def RunOperatorMultiple(operator: Any, num_runs: int) -> bool:  # noqa: N802
+    for _ in range(int(num_runs)):
+        RunOperatorOnce(operator)
+    return True
+
+
+def RunOperatorsOnce(operators: list[Any]) -> bool:  # noqa: N802
+    for op in operators:
+        RunOperatorOnce(op)
+    return True
+
+
+def CreateNet(  # noqa: N802
+    net: Any, overwrite: bool = False, input_blobs: list[str] | None = None, optimize: bool = False
+) -> bool:
+    """Instantiate a persistent net from a NetDef or core.Net; refuses to overwrite unless asked.
+    ``optimize=True`` (not Caffe2's): apply the inference optimization pass (framework.net.optimize);
+    then only the net's external outputs are guaranteed to hold their values.
+
+    ``input_blobs`` are created first (as Caffe2); if creation fails they are removed
+    again, so a failed CreateNet leaves the workspace unchanged.
+    """
+    ws = C()
+    new = [str(n) for n in input_blobs or [] if not ws.has_blob(str(n))]
+    for name in new:
+        ws.create_blob(name)
+    try:
+        ws.create_net(net, overwrite=overwrite, optimize=optimize)
+    except BaseException:
+        for name in new:
+            ws.remove_blob(name)
+        raise
+    return True
+
+
+def RunNet(name: Any, num_iter: int = 1, allow_fail: bool = False) -> bool:  # noqa: N802
+    """Run a created net ``num_iter`` times (``name`` may be a core.Net or NetDef)."""
+    try:
+        C().run_net(_net_name(name), num_iter)
+    except Exception:
+        if allow_fail:
+            return False
+        raise
+    return True
+
+
+def RunNetOnce(net: Any) -> bool:  # noqa: N802
+    C().run_net_once(net)
+    return True
+
+
+def RunPlan(plan_or_step: Any) -> bool:  # noqa: N802
+    C().run_plan(plan_or_step)
+    return True
+
+
+def Nets() -> list[str]:  # noqa: N802
+    return C().nets()
+
+
+def DeleteNet(name: Any) -> bool:  # noqa: N802
+    C().delete_net(_net_name(name))
+    return True
+
+
+def InferShapesAndTypes(
+    nets: list[Any], blob_dimensions: dict[str, Any] | None = None, blob_types: dict[str, Any] | None = None
+) -> tuple[dict, dict]:  # noqa: N802
+    from framework.net.api import infer_shapes_and_types
+
+    return infer_shapes_and_types(C(), nets, blob_dimensions, blob_types)
+
+
+def BenchmarkNet(name: Any, warmup_runs: int, main_runs: int, run_individual: bool) -> list[float]:  # noqa: N802
+    from framework.net.api import benchmark_net
+
+    return benchmark_net(C(), _net_name(name), warmup_runs, main_runs, run_individual)
+
+
+def Predictor(init_net: Any, predict_net: Any) -> Any:  # noqa: N802
+    """Caffe2's ``workspace.Predictor``: runs ``init_net`` once, then ``run(inputs)`` -> outputs.
+
+    Its workspace is a child of the current one (see ``framework.predictor``).
+    """
+    from framework.predictor import Predictor as _Predictor
+
+    return _Predictor(init_net, predict_net, parent=C())
+
+
+def _net_name(net: Any) -> str:
+    if isinstance(net, str):
+        return net
+    if hasattr(net, "Name"):
+        return net.Name()
+    return net.name
+
+
+__all__ = [n for n in dir() if n[:1].isupper() and n not in ("Any", "Iterator", "FrameworkError", "Blob")]
+__all__ += ["blobs", "Blob", "current", "has_gpu_support", "has_cuda_support", "has_hip_support", "is_asan"]

@@ -1,0 +1,122 @@
+"""Intra-op threads: a small pool the heavy kernels (conv, big elementwise and pooling passes) split
+their work over, coordinated with BLAS so the two never oversubscribe the cores.
+
+numpy's ufuncs and BLAS calls release the GIL, so Python threads that each run numpy on their own
+slice of a tensor (images, or output channels) run in parallel. The framework then keeps BLAS itself
+at one thread per worker: ``set_num_threads(n)`` starts ``n - 1`` pool threads (the caller's thread
+is the n-th worker; a count set before gets its pool back) and sets BLAS to one thread. Measured on
+this project's 2-core machines: BLAS's own threads collapse when the cores are shared, while splitting
+over images degrades gracefully.
+
+    framework.set_num_threads(2)   # or FRAMEWORK_NUM_THREADS=2, or `framework run --threads 2`
+    framework.get_num_threads()    # -> 2
+
+Kernels call ``num_threads()`` when they prepare (to size per-worker scratch buffers) and
+``run_parallel(tasks)`` to run a list of zero-argument callables, the first on the calling thread.
+A kernel prepared for k workers keeps working if the setting changes later (it re-prepares when it
+sees a different count). Tasks must touch disjoint outputs; exceptions propagate to the caller.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Callable, Sequence
+
+_state: dict = {"threads": None, "pool": None}
+# Pools kept by size: going back to a thread count reuses its pool, so its workers keep their thread
+# identities (kernels bind per-thread scratch and replayed calls to them) and no threads are respawned.
+_POOLS: dict[int, ThreadPoolExecutor] = {}
+_lock = threading.Lock()
+_local = threading.local()  # .inside: this thread runs a task of run_parallel (nested work is serial)
+
+
+def _default() -> int:
+    env = os.environ.get("FRAMEWORK_NUM_THREADS", "")
+    return max(1, int(env)) if env.isdigit() else 1
+
+
+def set_num_threads(n: int) -> None:
+    """Use ``n`` intra-op threads (n >= 1); BLAS is set to one thread per worker."""
+    n = int(n)
+    if n < 1:
+        raise ValueError(f"set_num_threads: need at least 1 thread, got {n}")
+    from framework.runtime.blas import set_blas_threads
+
+    if n == _state["threads"]:
+        return
+    with _lock:
+        _state["threads"] = n
+        pool = None
+        if n > 1:
+            pool = _POOLS.get(n)
+            if pool is None:
+                pool = _POOLS[n] = ThreadPoolExecutor(n - 1, thread_name_prefix="framework-op")
+        _state["pool"] = pool
+    set_blas_threads(1)
+
+
+def get_num_threads() -> int:
+    """The intra-op thread count (FRAMEWORK_NUM_THREADS or 1 until set); 1 inside a parallel task."""
+    if getattr(_local, "inside", False):
+        return 1
+    n = _state["threads"]
+    return n if n is not None else _default()
+
+
+def num_threads() -> int:
+    """What kernels use: the thread count, starting the pool on first use if the env asked for more
+    (1 inside a task of run_parallel: work is never nested)."""
+    if getattr(_local, "inside", False):
+        return 1
+    n = _state["threads"]
+    if n is None:
+        n = _default()
+        if n > 1:
+            set_num_threads(n)
+        else:
+            _state["threads"] = 1
+    return n
+
+
+def run_parallel(tasks: Sequence[Callable[[], object]]) -> None:
+    """Run ``tasks``: the first on this thread, the others on the pool; wait for all of them."""
+    pool = _state["pool"]
+    if pool is None or len(tasks) < 2 or getattr(_local, "inside", False):
+        for t in tasks:
+            t()
+        return
+    futures = [pool.submit(_task, t) for t in tasks[1:]]
+    err = None
+    try:
+        _task(tasks[0])
+    except BaseException as e:  # still wait for the others: they write the same outputs
+        err = e
+    for f in futures:
+        try:
+            f.result()
+        except BaseException as e:
+            err = err or e
+    if err is not None:
+        raise err
+
+
+def _task(fn: Callable[[], object]) -> None:
+    _local.inside = True
+    try:
+        fn()
+    finally:
+        _local.inside = False
+
+
+def split(n: int, parts: int) -> list[tuple[int, int]]:
+    """``n`` items in at most ``parts`` contiguous, non-empty (start, stop) ranges of near-equal size."""
+    parts = max(1, min(parts, n))
+    q, r = divmod(n, parts)
+    out, start = [], 0
+    for k in range(parts):
+        stop = start + q + (k < r)
+        out.append((start, stop))
+        start = stop
+    return out
