@@ -146,7 +146,7 @@ def _looks_like_text(data: bytes) -> bool:
 def parse_bytes(data: bytes, message_cls: type[M], source: str | os.PathLike | None = None) -> M:
     """Decode ``data`` as binary or text, auto-detected by the rule in the module doc."""
     label = _label(source)
-    if not data.strip(b" \t\r\n"):
+    if not data or (data[:1] in b" \t\r\n" and not data.strip(b" \t\r\n")):  # (no copy of a big binary file)
         return message_cls()
     binary: M | None = message_cls()
     binary_error = None
