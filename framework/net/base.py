@@ -130,9 +130,10 @@ class NetBase:
         return self.net_def
 
 
-def instantiate(net: Any, ws: Workspace) -> NetBase:
-    """Validate ``net`` against ``ws`` and build its executor; on failure ``ws`` is unchanged."""
-    graph = compile_graph(net, ws.has_blob)
+def instantiate(net: Any, ws: Workspace, owned: bool = False) -> NetBase:
+    """Validate ``net`` against ``ws`` and build its executor; on failure ``ws`` is unchanged.
+    ``owned=True``: a NetDef ``net`` is handed over, not copied (see ``compile_graph``)."""
+    graph = compile_graph(net, ws.has_blob, owned=owned)
     cls = net_class(graph.net_def.type, f'net "{graph.net_def.name}"')
     before = set(ws._blobs)
     try:

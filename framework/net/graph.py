@@ -206,17 +206,19 @@ def build_graph(net_def: NetDef) -> tuple[nx.DiGraph, dict[str, list[int]], set[
     return g, writers, single
 
 
-def compile_graph(net_def: Any, has_blob: Callable[[str], bool] | None = None) -> NetGraph:
+def compile_graph(net_def: Any, has_blob: Callable[[str], bool] | None = None, owned: bool = False) -> NetGraph:
     """Normalize, validate and order ``net_def``; raise on the first problem found.
 
     ``has_blob`` tells which blobs already exist (the workspace); blobs read
-    before any op writes them must be external inputs or exist.
+    before any op writes them must be external inputs or exist. ``owned=True``:
+    ``net_def`` is a NetDef the caller hands over (it is normalized in place and
+    kept, not copied: a 128 MB init net costs as much to copy as to parse).
 
     Raises UnknownOperatorError/SchemaError (schema violations), NetError
     (undefined blobs, external outputs never produced, cycles). Every message
     names the net, the op (index, type, name) and the blob.
     """
-    net_def = normalize_net_def(load_net_def(net_def))
+    net_def = normalize_net_def(net_def if owned and isinstance(net_def, NetDef) else load_net_def(net_def))
     has_blob = has_blob or (lambda name: False)
     label = _label(net_def)
     for i, op in enumerate(net_def.op):

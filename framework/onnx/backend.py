@@ -1,9 +1,10 @@
 """An ONNX backend on our ops (``onnx.backend.base.Backend``), with Caffe2's backend names.
 
-``prepare(model)`` translates the graph into an init NetDef (initializers as GivenTensor*Fill ops)
-and a predict NetDef of our ops (``framework.onnx.importer``), runs the init net once in a private
-workspace and returns a rep whose ``run(inputs)`` feeds the inputs, runs the predict net on our
-executor and returns the outputs. A model with any node we cannot translate exactly makes
+``prepare(model)`` translates the graph into a predict NetDef of our ops (``framework.onnx.importer``),
+puts the initializers into a private workspace as arrays (never through argument lists: a view of
+the tensor's bytes, copied once into the workspace, or shared when the array is writable) and
+returns a rep whose ``run(inputs)`` feeds the inputs, runs the predict net on our executor and
+returns the outputs. A model with any node we cannot translate exactly makes
 ``prepare`` raise ``unittest.SkipTest`` listing every such node (type, domain, opset): never a
 wrong answer. ``Caffe2Backend.onnx_graph_to_caffe2_net(model)`` gives the two NetDefs.
 
@@ -18,6 +19,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from framework.memory.tensor import Tensor
 from framework.memory.workspace import Workspace
 from framework.onnx.importer import SMALL_INT_INPUT, OnnxImportError, onnx_graph_to_nets
 from framework.ops.onnx.values import OptionalValue, TensorSequence, from_blob_value, to_blob_value
@@ -59,9 +61,9 @@ class Caffe2Rep(_BackendRep):
     @staticmethod
     def _load(init_net: Any, predict_net: Any, extra: dict) -> tuple:
         ws = Workspace()
-        for name, value in extra.items():
-            ws.feed_blob(name, value)
-        ws.run_net_once(init_net)
+        _put_values(ws, extra)
+        if init_net.op:
+            ws.run_net_once(init_net)
         return ws, init_net, predict_net, []  # the created net, once the inputs exist
 
     def _entry(self, feeds: dict[str, np.ndarray]) -> tuple:
@@ -81,7 +83,7 @@ class Caffe2Rep(_BackendRep):
             for k, v in sorted(feeds.items())
         )
         if key not in self._cache:
-            init, predict, extra, unsupported = onnx_graph_to_nets(self.model, feeds, self.value_inputs)
+            init, predict, extra, unsupported = onnx_graph_to_nets(self.model, feeds, self.value_inputs, fills=False)
             if unsupported:
                 raise unittest.SkipTest(_message(self.model, unsupported))
             self._cache[key] = self._load(init, predict, extra)
@@ -130,7 +132,7 @@ class Caffe2Backend(_Backend):
 
             model = onnx.load(model) if isinstance(model, str) else onnx.load_from_string(model)
         wanted: set[str] = set()
-        init, predict, extra, unsupported = onnx_graph_to_nets(model, wanted=wanted)
+        init, predict, extra, unsupported = onnx_graph_to_nets(model, wanted=wanted, fills=False)
         init_names = {t.name for t in model.graph.initializer}
         inputs = [i.name for i in model.graph.input if i.name not in init_names]
         value_inputs = wanted & set(inputs)  # e.g. Resize's scales fed as an input
@@ -168,6 +170,27 @@ class Caffe2Backend(_Backend):
     @classmethod
     def supports_device(cls, device: str) -> bool:
         return str(device).upper().startswith("CPU")
+
+
+def _put_values(ws: Workspace, values: dict[str, Any]) -> None:
+    """``values`` into blobs of ``ws``. A numeric array that owns its memory (made by this translation)
+    is shared, not copied, unless another name holds the same array; anything else (a read-only view
+    of an initializer's bytes, a view, strings) is copied once by ``feed_blob``."""
+    shared: list[np.ndarray] = []
+    for name, value in values.items():
+        if (
+            isinstance(value, np.ndarray)
+            and value.base is None
+            and value.flags.writeable
+            and value.flags.c_contiguous
+            and value.dtype.kind in "biuf"
+            and value.dtype.isnative
+            and not any(value is s for s in shared)
+        ):
+            shared.append(value)
+            ws.create_blob(name).get_mutable(Tensor).share_external(value)
+        else:
+            ws.feed_blob(name, value)
 
 
 def _matches_declared(model: Any, feeds: dict[str, np.ndarray]) -> bool:

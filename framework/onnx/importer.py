@@ -223,8 +223,7 @@ def fill_op(name: str, value: np.ndarray) -> OperatorDef | None:
         return None
     op = OperatorDef(type=fill, output=[name])
     op.arg.append(make_argument("shape", list(value.shape)))
-    vals = value.reshape(-1).tolist()
-    op.arg.append(make_argument("values", [int(v) for v in vals] if value.dtype == bool else vals))
+    op.arg.append(make_argument("values", value))  # one conversion of the whole array
     return op
 
 
@@ -319,9 +318,18 @@ def translate_nodes(ctx: ImportContext, protos: Sequence[Any], path: str = "") -
 
 
 def onnx_graph_to_nets(
-    model: Any, feeds: dict[str, np.ndarray] | None = None, value_inputs: Any = (), wanted: set | None = None
+    model: Any,
+    feeds: dict[str, np.ndarray] | None = None,
+    value_inputs: Any = (),
+    wanted: set | None = None,
+    fills: bool = True,
 ) -> tuple[NetDef, NetDef, dict[str, np.ndarray], list[str]]:
     """(init_net, predict_net, values without a fill op, unsupported node descriptions).
+
+    ``fills=True``: initializers and folded constants become GivenTensor*Fill ops of the init net
+    (a self-contained pair of NetDefs, as Caffe2's backend gives). ``fills=False``: every such value
+    is returned as an array (the third item) to feed into the workspace, and the init net only lists
+    them: no value goes through an argument list (what ``prepare`` does).
 
     ``feeds`` (input arrays): translate for these inputs' shapes and types, with the small integer
     inputs taken as constants (shape arithmetic, axes, indices); the result is only valid for them.
@@ -363,13 +371,13 @@ def onnx_graph_to_nets(
     init = NetDef(name=(g.name or "onnx") + "_init")
     extra: dict[str, np.ndarray] = {}
     for t in g.initializer:
-        ctx.values[t.name] = numpy_helper.to_array(t)
+        ctx.values[t.name] = numpy_helper.to_array(t)  # raw_data: a view of the tensor's bytes
     ctx.opset_imports = {o.domain or "ai.onnx": o.version for o in model.opset_import}
     unsupported = translate_nodes(ctx, g.node)
     if wanted is not None:
         wanted.update(ctx.wanted)
     for name, value in ctx.values.items():
-        op = fill_op(name, value)
+        op = fill_op(name, value) if fills else None
         if op is None:  # no GivenTensor*Fill for this dtype (uint8...): fed into the workspace before the init net
             extra[name] = value
             init.external_input.append(name)

@@ -2,7 +2,8 @@
 
 Coercion between ``i`` and ``f`` is lossless or an error (an int given for a
 float argument is fine; 2.5 given for an int argument is not). Repeated
-arguments read ``ints``/``floats``/``strings``. Undeclared arguments are kept
+arguments read ``ints``/``floats``/``strings``; bulk ones (``Arg(array=True)``: a fill's values) become
+one numpy array in one conversion, never a Python loop over the values. Undeclared arguments are kept
 (``Args.extra``) and warned about once per op type, except the ones Caffe2
 nets carry for engines we do not have.
 """
@@ -11,6 +12,8 @@ from __future__ import annotations
 
 import logging
 from typing import Any, Iterable
+
+import numpy as np
 
 from framework.errors import ArgumentError
 from framework.ops.schema import (
@@ -189,9 +192,8 @@ def convert(name: str, kind: str, v: Any, where: str) -> Any:
     raise ArgumentError(f"{where}: argument '{name}' has unknown kind {kind}")
 
 
-def collect(arg_protos: Iterable[Any], where: str) -> dict[str, Any]:
-    """name -> raw value; duplicates with different content are an error."""
-    out: dict[str, Any] = {}
+def collect_protos(arg_protos: Iterable[Any], where: str) -> dict[str, Any]:
+    """name -> Argument proto; duplicates with different content are an error."""
     protos: dict[str, Any] = {}
     for a in arg_protos:
         if a.name in protos:
@@ -200,18 +202,65 @@ def collect(arg_protos: Iterable[Any], where: str) -> dict[str, Any]:
             log.warning("%s: argument '%s' is given twice (identical)", where, a.name)
             continue
         protos[a.name] = a
-        out[a.name] = raw_value(a)
-    return out
+    return protos
+
+
+def collect(arg_protos: Iterable[Any], where: str) -> dict[str, Any]:
+    """name -> raw value; duplicates with different content are an error."""
+    return {name: raw_value(a) for name, a in collect_protos(arg_protos, where).items()}
+
+
+_INT64_BOUND = float(2**63)
+
+
+def numeric_array(name: str, kind: str, arg: Any, where: str) -> np.ndarray:
+    """A FLOATS or INTS argument as one 1-D array, converted from the proto's repeated field in C.
+
+    FLOATS: float32 from ``floats`` (the field's own type: every bit kept, NaN payloads, -0.0 and
+    denormals included), float64 from ``ints`` (as ``float(int)``). INTS: int64 from ``ints``; from
+    ``floats`` only if every value is a whole number within int64. A single ``f``/``i``, an empty
+    argument or a non-numeric field takes the one-value path (same values, same errors as any
+    argument): float64 for FLOATS, int64 for INTS. Raises ArgumentError naming the first bad value.
+    """
+    single = arg.HasField("f") or arg.HasField("i") or arg.HasField("s") or arg.HasField("n") or arg.HasField("t")
+    if not single and len(arg.floats):
+        arr = np.array(arg.floats, dtype=np.float32)
+        return _whole_numbers(name, arr, where) if kind == INTS else arr
+    if not single and len(arg.ints):
+        arr = np.array(arg.ints, dtype=np.int64)
+        return arr.astype(np.float64) if kind == FLOATS else arr
+    values = convert(name, kind, raw_value(arg), where)
+    if kind == FLOATS:
+        return np.array(values, dtype=np.float64)
+    try:
+        return np.array(values, dtype=np.int64)
+    except OverflowError:
+        raise ArgumentError(f"{where}: argument '{name}' must hold integers within int64, got {values!r}") from None
+
+
+def _whole_numbers(name: str, arr: np.ndarray, where: str) -> np.ndarray:
+    """``arr`` (float32) as int64 if every value is a whole number within int64, else ArgumentError."""
+    with np.errstate(invalid="ignore"):
+        bad = ~np.isfinite(arr) | (np.trunc(arr) != arr) | (arr >= _INT64_BOUND) | (arr < -_INT64_BOUND)
+    if bad.any():
+        v = float(arr[int(np.argmax(bad))])
+        within = " within int64" if np.isfinite(v) and v.is_integer() else ""
+        raise ArgumentError(f"{where}: argument '{name}' must be an integer{within}, got {v!r}")
+    return arr.astype(np.int64)
 
 
 def parse_args(schema: OpSchema, arg_protos: Iterable[Any], where: str, num_inputs: int, num_outputs: int) -> Args:
     """Parse ``arg_protos`` against ``schema``: fill defaults, check required ones, coerce types."""
-    raw = collect(arg_protos, where)
+    protos = collect_protos(arg_protos, where)
     values: dict[str, Any] = {}
     given: set[str] = set()
     for name, spec in schema.args.items():
-        if name in raw:
-            value = raw.pop(name)
+        if name in protos:
+            if spec.array:
+                values[name] = numeric_array(name, spec.kind, protos.pop(name), where)
+                given.add(name)
+                continue
+            value = raw_value(protos.pop(name))
             if spec.dtype_name:
                 value = data_type_value(name, value, where)
             if spec.raw_bytes and spec.kind in (STRING, STRINGS):
@@ -226,6 +275,9 @@ def parse_args(schema: OpSchema, arg_protos: Iterable[Any], where: str, num_inpu
         else:
             d = spec.default
             values[name] = list(d) if isinstance(d, (list, tuple)) else d
+            if spec.array:
+                values[name] = np.array(values[name], dtype=np.float64 if spec.kind == FLOATS else np.int64)
+    raw = {name: raw_value(a) for name, a in protos.items()}
     for name in raw:
         if name not in IGNORED_ARGS and (schema.type, name) not in _warned:
             _warned.add((schema.type, name))

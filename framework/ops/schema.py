@@ -40,6 +40,9 @@ class Arg:
     # STRING/STRINGS holding byte payloads (e.g. a tensor's bytes): the values stay ``bytes`` as given,
     # never decoded as UTF-8 (a ``str`` is encoded to UTF-8), at run time and in shape inference alike.
     raw_bytes: bool = False
+    # FLOATS/INTS holding bulk data (a fill's values): delivered as one 1-D numpy array converted from the
+    # Argument's repeated field in one step (see ``arguments.numeric_array``), never a list of Python numbers.
+    array: bool = False
 
     @property
     def required(self) -> bool:
@@ -48,6 +51,8 @@ class Arg:
     def __post_init__(self) -> None:
         if self.kind not in ARG_KINDS:
             raise ValueError(f"argument {self.name}: unknown kind {self.kind!r}; one of {ARG_KINDS}")
+        if self.array and self.kind not in (FLOATS, INTS):
+            raise ValueError(f"argument {self.name}: array=True needs kind floats or ints, not {self.kind!r}")
 
 
 class TensorSpec(NamedTuple):

@@ -43,7 +43,11 @@ class Predictor:
         made = {o for op in init.op for o in op.output}
         for name in made | {o for op in self.predict_net.op for o in op.output}:
             self.workspace.create_local_blob(name)
-        self.workspace.run_net_once(init)
+        from framework.net.base import instantiate
+
+        # ``init`` is our own parse or copy: handed over, not copied again (a zoo init net is 100+ MB)
+        instantiate(init, self.workspace, owned=True).run()
+        del init  # (the weights live in the workspace now)
         for name in self.predict_net.external_input:
             if name not in made and (parent is None or not parent.has_blob(name)):
                 self.workspace.create_local_blob(name)

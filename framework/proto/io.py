@@ -146,7 +146,7 @@ def _looks_like_text(data: bytes) -> bool:
 def parse_bytes(data: bytes, message_cls: type[M], source: str | os.PathLike | None = None) -> M:
     """Decode ``data`` as binary or text, auto-detected by the rule in the module doc."""
     label = _label(source)
-    if not data.strip(b" \t\r\n"):
+    if not data or (data[:1] in b" \t\r\n" and not data.strip(b" \t\r\n")):  # (no copy of a big binary file)
         return message_cls()
     binary: M | None = message_cls()
     binary_error = None
@@ -190,18 +190,34 @@ def parse_bytes(data: bytes, message_cls: type[M], source: str | os.PathLike | N
 
 def _non_utf8_field(msg: Message, path: str = "") -> str | None:
     """The path of the first string field holding bytes that are not UTF-8 (the binary parser
-    hands them over as bytes), or None."""
+    hands them over as bytes), or None.
+
+    Only string fields and nested messages are visited: numeric fields (a weight's 25 M floats)
+    cannot hold text and are never walked value by value.
+    """
     for fd, value in msg.ListFields():
+        kind = fd.type
+        if kind != FieldDescriptor.TYPE_STRING and kind != FieldDescriptor.TYPE_MESSAGE:
+            continue
         where = f"{path}.{fd.name}" if path else fd.name
-        values = value if fd.is_repeated else [value]
-        for i, v in enumerate(values):
-            at = f"{where}[{i}]" if fd.is_repeated else where
-            if fd.type == FieldDescriptor.TYPE_STRING and not isinstance(v, str):
-                return at
-            if fd.type == FieldDescriptor.TYPE_MESSAGE:
-                bad = _non_utf8_field(v, at)
-                if bad is not None:
-                    return bad
+        if kind == FieldDescriptor.TYPE_STRING:
+            if not fd.is_repeated:
+                if not isinstance(value, str):
+                    return where
+                continue
+            for i, v in enumerate(value):
+                if not isinstance(v, str):
+                    return f"{where}[{i}]"
+            continue
+        if not fd.is_repeated:
+            bad = _non_utf8_field(value, where)
+            if bad is not None:
+                return bad
+            continue
+        for i, v in enumerate(value):
+            bad = _non_utf8_field(v, f"{where}[{i}]")
+            if bad is not None:
+                return bad
     return None
 
 

@@ -127,7 +127,7 @@ class Int8GivenTensorFill(Operator):
     "Int8GivenIntTensorFill",
     inputs=0,
     args=[
-        Arg("values", INTS, [], "the int32 codes"),
+        Arg("values", INTS, [], "the int32 codes", array=True),
         Arg("shape", INTS, [], "output tensor shape; its element count must equal len(values)"),
         Arg("Y_scale", FLOAT, 1.0, "output tensor quantization scale (a positive float)"),
         Arg("Y_zero_point", INT, 0, "output tensor quantization offset (int32)", low=-(2**31), high=2**31 - 1),
@@ -147,11 +147,11 @@ class Int8GivenIntTensorFill(Operator):
         self.shape = _shape(self)
         values = self.args.values
         n = int(np.prod(self.shape, dtype=object)) if self.shape else 1
-        if n != len(values):
-            raise self.arg_error(f"shape {list(self.shape)} holds {n} elements, values has {len(values)}")
-        if values and not (-(2**31) <= min(values) and max(values) < 2**31):
+        if n != values.size:
+            raise self.arg_error(f"shape {list(self.shape)} holds {n} elements, values has {values.size}")
+        if values.size and not (-(2**31) <= int(values.min()) and int(values.max()) < 2**31):
             raise self.arg_error("values must fit in int32")
-        self.values = np.asarray(values, dtype=np.int64).astype(I32).reshape(self.shape)
+        self.values = values.astype(I32).reshape(self.shape)
 
     def run(self) -> None:
         check_elements(self.shape, 4, f"output 0 of {self.describe()}")

@@ -272,7 +272,13 @@ class DiagonalFill(ConstantFill):
 
 
 class _GivenTensorFill(FillerOp):
-    """Base of GivenTensor*Fill: copies the ``values`` argument into the output."""
+    """Base of GivenTensor*Fill: copies the ``values`` argument into the output.
+
+    The values become one array of the output type at creation, in one conversion from the
+    proto's repeated field (float32 ``floats`` are cast once; nothing runs per value). As Caffe2's
+    ``GetRepeatedArgument``, integer values must fit the integer output type (int32, int16): a
+    value outside it is an ArgumentError, not a wrap-around.
+    """
 
     data_type: int = TensorProto.FLOAT
 
@@ -281,16 +287,23 @@ class _GivenTensorFill(FillerOp):
         if self.type == "GivenTensorFill" and self.args.has("dtype"):
             dt = self.args.dtype
         self._set_dtype(dt)
+        vals = self.args.values
         if self.out_dtype.kind == "O":
-            vals = [v.encode("utf-8") if isinstance(v, str) else v for v in self.args.values]
-            self._values = np.empty(len(vals), dtype=object)
-            self._values[:] = vals
+            items = vals.tolist() if isinstance(vals, np.ndarray) else vals
+            self._values = np.empty(len(items), dtype=object)
+            self._values[:] = [v.encode("utf-8") if isinstance(v, str) else v for v in items]
         else:
-            vals = self.args.values
-            if any(isinstance(v, (bytes, str)) for v in vals):
-                raise self.arg_error(f"'values' must be numbers for dtype {self.out_dtype}")
-            self._values = np.array(vals, dtype=np.float64 if self.out_dtype.kind == "f" else np.int64)
-            self._values = self._values.astype(self.out_dtype)
+            if vals.dtype.kind in "iu" and self.out_dtype.kind in "iu" and vals.size:
+                info = np.iinfo(self.out_dtype)
+                low, high = int(vals.min()), int(vals.max())
+                if low < info.min or high > info.max:
+                    bad = low if low < info.min else high
+                    raise self.arg_error(f"'values' holds {bad}, outside {self.out_dtype} [{info.min}, {info.max}]")
+            if vals.dtype.kind == self.out_dtype.kind == "f":
+                with np.errstate(invalid="ignore"):  # a signaling NaN stays a NaN, quietly
+                    self._values = vals.astype(self.out_dtype, copy=False)
+            else:
+                self._values = vals.astype(self.out_dtype, copy=False)
         if not self._has_input and math.prod(self._shape) != self._values.size:
             raise self.arg_error(
                 f"shape {list(self._shape)} holds {math.prod(self._shape)} elements but "
@@ -318,7 +331,8 @@ def _given_fill(name: str, data_type: int, values_kind: str, doc: str, typed: bo
         infer = filler_infer(data_type)
     cls = type(name, (_GivenTensorFill,), {"__doc__": doc, "data_type": data_type})
     # String values are bytes (maybe not UTF-8): raw_bytes keeps them undecoded, at run time and in inference.
-    values = Arg("values", values_kind, [], "the values, row-major", raw_bytes=values_kind == STRINGS)
+    text = values_kind == STRINGS
+    values = Arg("values", values_kind, [], "the values, row-major", raw_bytes=text, array=not text)
     _fill_op(name, [*_SHAPE_ARGS, values, dtype_arg], infer)(cls)
     globals()[name] = cls
 
