@@ -53,6 +53,7 @@ import numpy as np
 
 from framework.memory.allocator import allocate_array
 from framework.ops.nn import window_jit, winograd
+from framework.ops.nn.kernel_support import KernelUnavailable, usable
 from framework.parallel import num_threads, run_parallel, split
 
 _ZERO = np.float32(0)
@@ -235,6 +236,8 @@ class ConvNCHW:
     """A prepared 2-D NCHW forward convolution for one input signature (see module doc)."""
 
     def __init__(self, n, c, m, group, geo, dtype, has_bias, relu=False, residual=False, inplace_residual=False):
+        self._init_args = (n, c, m, group, geo, dtype, has_bias, relu, residual, inplace_residual)
+        self._slice_out = None  # see _fall_back
         self.n, self.c, self.m, self.g, self.geo = n, c, m, group, geo
         self.kind = conv_kind(geo, c, m, group, dtype, n)
         self.has_bias, self.relu, self.residual = has_bias, relu, residual
@@ -246,16 +249,18 @@ class ConvNCHW:
         self.p, self.cg, self.mg = p, c // group, m // group
         self.kg = self.cg * math.prod(geo.kernel)
         self.taps = _taps(geo) if self.kind == "im2col" else None
-        self.jit = self.kind == "depthwise" and window_jit.fits(geo, dtype)  # compiled kernel (window_jit)
+        jit_dw = self.kind == "depthwise" and window_jit.fits(geo, dtype)
         # 3x3 at stride 1 or 2: window_jit.depthwise3; other stride-1 windows: the micro-kernel's one-row
-        # block (window_jit.direct_depthwise) where its geometry allows
-        self.dw3 = self.jit and DEPTHWISE3 and window_jit.depthwise3_fits(geo, dtype)
+        # block (window_jit.direct_depthwise) where its geometry allows; else the phase-plane kernel
+        self.dw3 = jit_dw and DEPTHWISE3 and window_jit.depthwise3_fits(geo, dtype)
         self.dw3_plane = window_jit.depthwise3_planes(geo) if self.dw3 else None  # (hq, wq, cells)
-        one_row = DEPTHWISE_MK and geo.stride == (1, 1) and window_jit.direct_fits(geo, dtype, 1)
-        self.dmk = self.jit and not self.dw3 and one_row
+        one_row = DEPTHWISE_MK and geo.stride == (1, 1) and window_jit.direct_geometry(geo, dtype, 1)
+        self.dmk = jit_dw and not self.dw3 and one_row and usable("direct_depthwise")
+        self.jit = self.dw3 or self.dmk or (jit_dw and usable("depthwise"))  # a compiled depthwise kernel
         self.jit_epilogue = np.dtype(dtype) == np.float32 and window_jit.available()
         # 1x1 convs on the direct micro-kernel (see POINTWISE_MK_C)
-        self.mk = self.kind == "pointwise" and group == 1 and self.jit_epilogue and _pointwise_mk(c, m, p)
+        mk_ok = self.jit_epilogue and usable("pointwise")
+        self.mk = self.kind == "pointwise" and group == 1 and mk_ok and _pointwise_mk(c, m, p)
         if self.kind == "channel":
             self.cplan = window_jit.channel_plan(geo, c, m)
         # Split images, except batch 1 with group 1: split output channels.
@@ -412,6 +417,30 @@ class ConvNCHW:
         when its version changes; without it they redo it every run)."""
         if y.size == 0:
             return
+        try:
+            if self._slice_out is None:
+                self._run(x, w, b, y, s, wt)
+                return
+            self._run(x, w, b, self._slice_out, s, wt)
+        except KernelUnavailable:  # its first call failed to compile: nothing was written
+            self._fall_back()
+            self.run(x, w, b, y, s, wt)
+            return
+        y[:, self._slice_at : self._slice_at + self.m] = self._slice_out
+
+    def _fall_back(self) -> None:
+        """Prepare again, now that a kernel family is disabled (kernel_support): another kind runs. A
+        kernel writing a concatenation's channels (``moff``) may give way to one that cannot: that one
+        writes a buffer of its own, copied into the channels."""
+        moff = self.moff
+        self.__init__(*self._init_args)
+        if moff and not self.writes_slices:
+            self._slice_out = allocate_array(self.oshape, np.dtype(self._init_args[5]))
+            self._slice_at = moff
+        else:
+            self.moff = moff
+
+    def _run(self, x, w, b, y, s, wt) -> None:
         rp = self._replay
         if rp is not None and rp.fits(self, x, w, b, y, s, wt):
             if self._copy_bias and b is not None:
@@ -449,7 +478,7 @@ class ConvNCHW:
         tensor's version (a new one, or another thread, runs ``fallback``, the op's run(), which
         re-packs the filter and re-records). None where run() is not one replayable kernel call."""
         rp = self._replay
-        if rp is None or y.size == 0 or not rp.fits(self, x, w, b, y, s, wt):
+        if rp is None or y.size == 0 or self._slice_out is not None or not rp.fits(self, x, w, b, y, s, wt):
             return None
         fn, args, tid, get_ident = rp.fn, tuple(rp.place(list(rp.args), x, y, s)), rp.tid, threading.get_ident
         bias = (self._bp[: self.m], b) if self._copy_bias and b is not None else None

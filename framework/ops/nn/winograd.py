@@ -35,6 +35,7 @@ from __future__ import annotations
 import numpy as np
 
 from framework.ops.nn import window_jit
+from framework.ops.nn.kernel_support import usable
 from framework.ops.nn.window_jit import _EMPTY, _EMPTY4, _timed
 
 _kernels = None
@@ -62,7 +63,7 @@ def _load():
 
 def fits(geo, dtype, group: int) -> bool:
     """Whether the Winograd kernels handle a conv: 3x3, stride 1, dilation 1, group 1, float32,
-    non-negative pads, numba available."""
+    non-negative pads, numba available and the kernels not disabled (kernel_support)."""
     return (
         window_jit.fits(geo, dtype)
         and group == 1
@@ -70,6 +71,7 @@ def fits(geo, dtype, group: int) -> bool:
         and geo.stride == (1, 1)
         and geo.out[0] >= 1
         and geo.out[1] >= 1
+        and usable("winograd")
     )
 
 
@@ -116,7 +118,7 @@ def input_transform(x, v, g0, g1, geo, phases) -> None:
     (2, 2*th + 2, tw + 1) zero-filled once (only image cells are written)."""
     th, tw = tiles(geo)
     ph, pw = geo.head
-    _timed(_load()._input, np.ascontiguousarray(x), v, g0, g1, ph, pw, th, tw, phases[0], phases[1])
+    _timed("winograd", _load()._input, np.ascontiguousarray(x), v, g0, g1, ph, pw, th, tw, phases[0], phases[1])
 
 
 def output_transform(mt, b, res, y, g0, g1, geo, relu: bool, z) -> None:
@@ -127,7 +129,7 @@ def output_transform(mt, b, res, y, g0, g1, geo, relu: bool, z) -> None:
         res = _EMPTY4
     elif res is not y:
         res = np.ascontiguousarray(res)
-    _timed(_load()._output, mt, _EMPTY if b is None else b, res, y, g0, g1, th, tw, bool(relu), z)
+    _timed("winograd", _load()._output, mt, _EMPTY if b is None else b, res, y, g0, g1, th, tw, bool(relu), z)
 
 
 def warm_up() -> None:
