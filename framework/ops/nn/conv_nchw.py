@@ -53,6 +53,7 @@ import numpy as np
 
 from framework.memory.allocator import allocate_array
 from framework.ops.nn import window_jit, winograd
+from framework.ops.nn.dispatch_table import THRESHOLDS as _T
 from framework.ops.nn.kernel_support import KernelUnavailable, usable
 from framework.parallel import num_threads, run_parallel, split
 
@@ -62,15 +63,18 @@ _ZERO = np.float32(0)
 # to 1024 pixels): CIFAR ResNet-20 32.8 vs 39.4 ms (its 16/32-channel convs on 32x32/15x15 images run
 # faster as one GEMM per image), ResNet-50, DenseNet-121, ShuffleNet within 2% (their 7x7 stages
 # stay batched).
-BLOCK_P = 128
+BLOCK_P = _T["BLOCK_P"]
 # Images per GEMM limited so the batched columns stay under this size: 4 MiB (was 16) costs no measured
 # time (AlexNet/ResNet-50/DenseNet-121 batch 16 within 3%) and saves ~55 MiB of columns on AlexNet.
-BLOCK_BYTES = 4 << 20
+BLOCK_BYTES = _T["BLOCK_BYTES"]
 # Convs below this many FLOPs run on one thread even when more are set: measured at batch 1 on 2
 # threads, CIFAR ResNet-20 (4 MFLOP convs) took 4.8 ms against 2.9 ms on one (the hand-off costs
 # more than half of the work), ShuffleNet 10.7 vs 8.7 ms.
-SPLIT_MIN_FLOPS = 16_000_000
-THIN_M, THIN_P = 32, 1024  # thin im2col convs (few output channels) batch their images up to THIN_P pixels
+SPLIT_MIN_FLOPS = _T["SPLIT_MIN_FLOPS"]
+THIN_M, THIN_P = (
+    _T["THIN_M"],
+    _T["THIN_P"],
+)  # thin im2col convs (few output channels) batch their images up to THIN_P pixels
 # The compiled direct conv (window_jit.direct: a register-blocked micro-kernel over the zero-bordered
 # image planes, microkernel.py) replaces im2col + GEMM for 3x3 convs with outputs at least DIRECT_OW
 # wide, at stride 2 only with at most DIRECT_S2_M output channels. Measured (1 thread, CPU time, bias
@@ -81,12 +85,12 @@ THIN_M, THIN_P = 32, 1024  # thin im2col convs (few output channels) batch their
 # (kept there).
 # Narrow outputs (below window_jit.DIRECT_WIDE_OW) run on the wide layout: 128 -> 32 on 7x7 0.45-0.55x
 # of im2col's time, 64 -> 64 on 8x8 0.75x, 512 -> 512 on 7x7 1.03x.
-DIRECT_OW, DIRECT_S2_M = 5, 64
+DIRECT_OW, DIRECT_S2_M = _T["DIRECT_OW"], _T["DIRECT_S2_M"]
 # Other windows (not 1x1) run direct up to DIRECT_K = C x window taps: the first convs of ResNet-50 and
 # DenseNet-121 (7x7 stride 2 over 3 channels) 0.56-0.65x of im2col's time, AlexNet's 11x11 stride 4
 # 0.58-0.65x; its 5x5 over 64 channels (K = 1600) ties (1.03), 1x1 stride 2 loses (1.2-1.8: three of
 # the four phase planes filled for nothing).
-DIRECT_K = 512
+DIRECT_K = _T["DIRECT_K"]
 # 1x1 convs with at most POINTWISE_MK_C input channels run on the same micro-kernel (window_jit.pointwise,
 # each image read in place, the epilogue in its stores) instead of OpenBLAS's GEMM + an epilogue pass:
 # measured (1 thread, CPU time, bias + Relu) 58 -> 58 on 28x28 0.61x, 116 -> 116 on 14x14 0.76-0.80x,
@@ -94,7 +98,7 @@ DIRECT_K = 512
 # input channels on the GEMM wins (1.1-1.3x; 1.25-1.5x from 256): the micro-kernel reads its k rows
 # unpacked, OpenBLAS packs them. 232 (the previous bound) against 128, whole models interleaved: DenseNet-121
 # at batch 16 1.06x slower (its 1x1 convs over 160-224 channels), batch 1 and the others within 3%.
-POINTWISE_MK_C = 128
+POINTWISE_MK_C = _T["POINTWISE_MK_C"]
 # Over more input channels the micro-kernel runs in chunks of window_jit.POINTWISE_KC channels (a chunk's
 # rows of a 64-pixel band stay in L1 over every block of output channels), and still wins where OpenBLAS's
 # packing of both operands on every call weighs most: few outputs or few pixels. Measured (1 thread,
@@ -103,7 +107,7 @@ POINTWISE_MK_C = 128
 # (ShuffleNet's 232 -> 232 and 464 -> 1024, DenseNet's 512-1024 -> 128) 0.75-0.96x; 256 -> 128 and
 # 232 -> 232 on 14x14 0.83x, 0.96x. Not taken: 512 -> 1000 on 13x13 1.30x, 992 -> 128 on 14x14 1.17x,
 # 2048 -> 512 and 512 -> 2048 on 7x7 1.03-1.12x, 256 -> 64 on 56x56 1.34x, 1024 -> 256 on 14x14 1.23x.
-POINTWISE_MK_MAX_C = 1024
+POINTWISE_MK_MAX_C = _T["POINTWISE_MK_MAX_C"]
 
 
 def _pointwise_mk(c: int, m: int, p: int) -> bool:
@@ -119,7 +123,7 @@ def _pointwise_mk(c: int, m: int, p: int) -> bool:
 # have T columns: fewer run them too slowly); thinner convs keep the direct kernel or im2col (see
 # winograd.py for measurements). ``WINOGRAD = False`` turns it off.
 WINOGRAD = True
-WINOGRAD_C, WINOGRAD_M, WINOGRAD_T = 96, 64, 128
+WINOGRAD_C, WINOGRAD_M, WINOGRAD_T = _T["WINOGRAD_C"], _T["WINOGRAD_M"], _T["WINOGRAD_T"]
 # Depthwise convs at stride 1 on the direct micro-kernel's one-row block (window_jit.direct_depthwise:
 # the image's zero-bordered planes filled once, no wide output to copy): measured (1 thread, 3x3, against
 # window_jit.depthwise: phase planes per channel, the taps in numba) 232 channels on 7x7 0.50-0.52x,
@@ -143,7 +147,7 @@ DEPTHWISE3 = True
 # onto 7x7 0.70-0.80x, 128 -> 256 onto 14x14 0.80-0.91x, 16 -> 32 and 32 -> 64 onto 15x15 / 8x8 0.62-0.83x.
 # Not taken then: 1x1 convs at stride 1 (0.88-1.58x against the 1x1 micro-kernel and OpenBLAS). Wider outputs
 # came later (CHANNEL_S2_K, CHANNEL_WIDE_C below).
-CHANNEL, CHANNEL_OW = True, 14
+CHANNEL, CHANNEL_OW = True, _T["CHANNEL_OW"]
 # At stride 2 the channel-lane kernel reads the bordered plane at twice the pixel step, where the direct
 # kernel fills phase planes and im2col copies columns: it takes stride-2 convs at any output width with
 # windows over at least CHANNEL_S2_K input cells (C x taps), and 1x1 ones over at most CHANNEL_S2_1X1_C
@@ -153,7 +157,7 @@ CHANNEL, CHANNEL_OW = True, 14
 # direct, CIFAR's 16 -> 32 onto 15x15 0.66x / 0.62x of direct, its 1x1 shortcuts (16 and 32 channels)
 # 0.68-0.75x / 1.03-1.16x of im2col. Kept: 3x3 over 3 channels (SqueezeNet, ShuffleNet: 1.04-1.6x slower),
 # 1x1 over 256 and more channels (ResNet-50's shortcuts: 1.1-1.9x slower).
-CHANNEL_S2_K, CHANNEL_S2_1X1_C, CHANNEL_S2_M = 64, 64, 32
+CHANNEL_S2_K, CHANNEL_S2_1X1_C, CHANNEL_S2_M = _T["CHANNEL_S2_K"], _T["CHANNEL_S2_1X1_C"], _T["CHANNEL_S2_M"]
 # Stride 1 at any width, the same C x taps and M, over fewer than CHANNEL_WIDE_C input channels (from
 # 256 on Winograd's fewer multiplies win: 256 -> 256 on 56x56 and on 14x14 at batch 16, 0.75-0.85x of the
 # channel-lane kernel's time). Measured against the previous kind (1 thread, bias + Relu, batch 1 / 16):
@@ -162,7 +166,7 @@ CHANNEL_S2_K, CHANNEL_S2_1X1_C, CHANNEL_S2_M = 64, 64, 32
 # 128 on 27x27 0.76x / 0.92x and 16 -> 64 on 55x55 1.0x, CIFAR's 32 -> 32 on 15x15 0.94-0.97x, AlexNet's
 # 5x5 64 -> 192 on 27x27 0.73-1.08x of im2col (without its 25-tap columns, 4.7 MB an image). Not 16
 # outputs (16 -> 16 on 30x30: 2x slower, half of a panel's lanes idle).
-CHANNEL_WIDE_C = 192
+CHANNEL_WIDE_C = _T["CHANNEL_WIDE_C"]
 
 
 def _taps(geo) -> list[tuple[tuple, tuple, bool]]:

@@ -55,6 +55,7 @@ from typing import NamedTuple
 import numpy as np
 
 from framework.ops.nn import kernel_support
+from framework.ops.nn.dispatch_table import THRESHOLDS as _T
 from framework.ops.nn.kernel_support import KernelUnavailable, usable
 
 _COMPILE = {"seconds": 0.0}
@@ -70,7 +71,7 @@ def available() -> bool:
         try:  # optional dependency (the ``jit`` extra)
             if os.environ.get("FRAMEWORK_NO_JIT", "") not in ("", "0"):
                 raise ImportError("FRAMEWORK_NO_JIT is set")
-            from framework.ops.nn import window_kernels
+            window_kernels = _import_kernels()
         except ImportError:  # pragma: no cover - depends on the environment
             window_kernels = None
         except Exception as exc:  # pragma: no cover - a numba that imports but breaks (versions mismatched)
@@ -78,6 +79,19 @@ def available() -> bool:
             window_kernels = None
         _kernels = window_kernels
     return _kernels is not None
+
+
+def _import_kernels():
+    """Import every compiled kernel module (numba decorates them: no compile yet) with numba's cache in
+    the user cache folder (machine.numba_cache): a read-only install caches there too. The
+    window_kernels module."""
+    from framework.ops.nn import machine
+
+    with machine.numba_cache():
+        from framework.ops.nn import channel_kernel, depthwise3, microkernel, window_kernels, winograd_kernels
+
+        del channel_kernel, depthwise3, microkernel, winograd_kernels  # imported for their decorators only
+    return window_kernels
 
 
 def compile_seconds() -> float:
@@ -206,11 +220,11 @@ def direct_geometry(geo, dtype, group: int) -> bool:
 # next, which kept the input in L1 but wrote as many streams as output channels): SqueezeNet's first
 # conv (3 -> 64, 3x3/2 onto 111x111) 0.43x, 7x7/2 3 -> 64 0.8x, 1x1 16 -> 64 on 55x55 and 64 -> 256
 # on 56x56 0.6-0.65x, 128 -> 16 0.9x, other shapes within 5%.
-BAND_BYTES = 256 << 10
+BAND_BYTES = _T["BAND_BYTES"]
 
 # Outputs narrower than this run ``direct`` on the wide layout (microkernel._conv_wide): a 3x3 conv's
 # 8-wide rows fill 80% of the vector lanes there, 50% two rows to a register block.
-DIRECT_WIDE_OW = 12
+DIRECT_WIDE_OW = _T["DIRECT_WIDE_OW"]
 
 
 class DirectPlan(NamedTuple):
@@ -414,7 +428,7 @@ def channel_conv(x, wp, b, y, res, planes, plan, geo, relu, i0, i1, mb0, mb1, m,
 _TAPS1 = np.zeros(1, np.int64)  # a 1x1 window's one tap
 
 
-POINTWISE_KC, POINTWISE_KC_BAND = 128, 64
+POINTWISE_KC, POINTWISE_KC_BAND = _T["POINTWISE_KC"], _T["POINTWISE_KC_BAND"]
 
 
 def pointwise_band(c: int) -> tuple[int, int]:

@@ -35,6 +35,7 @@ from __future__ import annotations
 import numpy as np
 
 from framework.ops.nn import window_jit
+from framework.ops.nn.dispatch_table import THRESHOLDS as _T
 from framework.ops.nn.kernel_support import usable
 from framework.ops.nn.window_jit import _EMPTY, _EMPTY4, _timed
 
@@ -49,7 +50,7 @@ G = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.0
 # with 2 MiB blocks, 1.06x with 1 MiB; 128 -> 128 on 28x28 at batch 1 0.77x whole, 0.89x in 2 MiB).
 # 8 MiB: AlexNet's Winograd convs at batch 16 took 0.82x of the time without Winograd with 16 MiB
 # blocks, 0.86x with 4 MiB; their peak memory 371 / 351 / 341 MiB with 16 / 8 / 4 MiB (PyTorch 310).
-BLOCK_BYTES = 8 << 20
+BLOCK_BYTES = _T["WINOGRAD_BLOCK_BYTES"]
 
 
 def _load():

@@ -1,0 +1,165 @@
+"""Measure the conv kernels on this machine and derive the dispatch thresholds that depend most on it
+(``framework tune``); the result is written as this machine's table (dispatch_table.write).
+
+Each *sweep* is one threshold: a family of conv shapes along one axis (input channels, output
+width), every shape run with the kernel the threshold gives it on one side and the kernel it gives
+it on the other (forced by setting conv_nchw's constants for the measurement), 1 thread, batch 1,
+bias + Relu; the threshold becomes the point along the axis where the other kernel starts to win.
+Times are the best of several rounds (other processes only ever add time). Thresholds without a
+sweep keep their shipped defaults (dispatch_table.DEFAULTS), and so does a sweep's threshold where
+a kernel it compares is not usable here (no numba, a CPU without what the kernel needs).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from typing import Callable, NamedTuple
+
+import numpy as np
+
+from framework.ops.nn import conv_nchw, window_jit
+from framework.ops.nn.conv_args import Geometry
+from framework.ops.nn.kernel_support import usable
+
+
+class Sweep(NamedTuple):
+    name: str  # the threshold
+    doc: str
+    axis: tuple  # values along the sweep's axis
+    shape: Callable  # axis value -> (c, m, kernel, stride, pad, output size)
+    first: dict  # conv_nchw constants giving every shape the kernel used at the low end of the axis
+    second: dict  # ... the kernel used at the high end
+    needs: tuple  # kernel families (kernel_support) both sides need
+    rule: str  # "last_first": the last axis value the first kernel wins; "first_second": the first the second wins
+
+
+_BIG = 1 << 30
+SWEEPS = (
+    Sweep(
+        "POINTWISE_MK_C",
+        "1x1 convs up to this many input channels on the micro-kernel, over more on BLAS's GEMM",
+        (32, 64, 96, 128, 192, 256, 384),
+        lambda c: (c, 128, 1, 1, 0, 28),
+        {"POINTWISE_MK_C": _BIG},
+        {"POINTWISE_MK_C": 0, "POINTWISE_MK_MAX_C": 0},
+        ("pointwise",),
+        "last_first",
+    ),
+    Sweep(
+        "CHANNEL_WIDE_C",
+        "wide 3x3 stride-1 convs under this many input channels on the channel-lane kernel, from it on Winograd",
+        (64, 96, 128, 192, 256, 384),
+        lambda c: (c, c, 3, 1, 1, 28),
+        {"CHANNEL_WIDE_C": _BIG},
+        {"CHANNEL_WIDE_C": 0, "WINOGRAD_C": 0, "WINOGRAD_M": 0, "WINOGRAD_T": 0},
+        ("channel", "winograd"),
+        "first_second",
+    ),
+    Sweep(
+        "CHANNEL_OW",
+        "3x3 convs over many channels with outputs up to this wide on the channel-lane kernel, wider on the"
+        " direct kernel or Winograd",
+        (7, 10, 14, 20, 28),
+        lambda ow: (256, 256, 3, 1, 1, ow),
+        {"CHANNEL_OW": _BIG, "CHANNEL_WIDE_C": 0},
+        {"CHANNEL_OW": 0, "CHANNEL_WIDE_C": 0},
+        ("channel", "direct", "winograd"),
+        "last_first",
+    ),
+)
+
+
+@contextlib.contextmanager
+def overridden(values: dict):
+    """conv_nchw's dispatch constants set to ``values`` inside the block (restored after)."""
+    old = {k: getattr(conv_nchw, k) for k in values}
+    try:
+        for k, v in values.items():
+            setattr(conv_nchw, k, v)
+        yield
+    finally:
+        for k, v in old.items():
+            setattr(conv_nchw, k, v)
+
+
+def time_conv(c, m, k, s, pad, out, rounds: int = 5, budget: float = 0.01) -> tuple[float, str]:
+    """(best seconds per run, kernel kind) of a prepared ConvNCHW of that shape (batch 1, bias, Relu)
+    under the current constants; the first run (compile, filter packing) is not timed."""
+    h = (out - 1) * s + k - 2 * pad
+    geo = Geometry((h, h), (k, k), (s, s), (1, 1), (pad, pad), (pad, pad), (out, out))
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((1, c, h, h), np.float32)
+    w = rng.standard_normal((m, c, k, k), np.float32)
+    b = rng.standard_normal(m, np.float32)
+    y = np.empty((1, m, out, out), np.float32)
+    conv = conv_nchw.ConvNCHW(1, c, m, 1, geo, np.float32, True, relu=True)
+    kind = "pointwise-mk" if conv.mk else conv.kind
+    conv.run(x, w, b, y)
+    t = time.perf_counter()
+    conv.run(x, w, b, y)
+    reps = max(1, int(budget / max(time.perf_counter() - t, 1e-6)))
+    best = float("inf")
+    for _ in range(rounds):
+        t = time.perf_counter()
+        for _ in range(reps):
+            conv.run(x, w, b, y)
+        best = min(best, (time.perf_counter() - t) / reps)
+    return best, kind
+
+
+def run_sweep(sweep: Sweep, log=print) -> tuple[int | None, list]:
+    """(the threshold, rows (axis value, first kind, first s, second kind, second s)); None where
+    a kernel it compares is not usable here."""
+    if not window_jit.available() or not all(usable(f) for f in sweep.needs):
+        return None, []
+    rows = []
+    for v in sweep.axis:
+        c, m, k, s, pad, out = sweep.shape(v)
+        with overridden(sweep.first):
+            t1, k1 = time_conv(c, m, k, s, pad, out)
+        with overridden(sweep.second):
+            t2, k2 = time_conv(c, m, k, s, pad, out)
+        rows.append((v, k1, t1, k2, t2))
+        log(f"  {sweep.name} {v:>5}: {k1} {t1 * 1e3:8.3f} ms   {k2} {t2 * 1e3:8.3f} ms")
+    return crossover(rows, sweep.rule, sweep.axis), rows
+
+
+def crossover(rows, rule: str, axis) -> int:
+    """The threshold from the rows: ``last_first`` the last axis value of the leading run where the
+    first kernel is faster (0 if it loses at once); ``first_second`` the first value from which the
+    second is faster (past the axis, its last value + 1, if it never is)."""
+    first_wins = [t1 <= t2 for _, _, t1, _, t2 in rows]
+    if rule == "last_first":
+        last = 0
+        for (v, *_), win in zip(rows, first_wins):
+            if not win:
+                break
+            last = v
+        return last
+    for (v, *_), win in zip(rows, first_wins):
+        if not win:
+            return v
+    return axis[-1] + 1
+
+
+def tune(log=print) -> tuple[dict, dict]:
+    """(thresholds measured here, the measurements) over SWEEPS, on one thread."""
+    from framework.parallel import get_num_threads, set_num_threads
+
+    threads = get_num_threads()
+    set_num_threads(1)
+    values, measured = {}, {}
+    try:
+        for sweep in SWEEPS:
+            log(f"{sweep.name}: {sweep.doc}")
+            got, rows = run_sweep(sweep, log)
+            if got is None:
+                log(f"  not measured ({', '.join(sweep.needs)} not usable here): the default stays")
+                continue
+            values[sweep.name] = got
+            measured[sweep.name] = [[v, k1, round(t1 * 1e6, 1), k2, round(t2 * 1e6, 1)] for v, k1, t1, k2, t2 in rows]
+            log(f"  -> {sweep.name} = {got}")
+    finally:
+        set_num_threads(threads)
+    return values, measured
