@@ -5,7 +5,7 @@ Each *sweep* is one threshold: a family of conv shapes along one axis (input cha
 width), every shape run with the kernel the threshold gives it on one side and the kernel it gives
 it on the other (forced by setting conv_nchw's constants for the measurement), 1 thread, batch 1,
 bias + Relu; the threshold becomes the point along the axis where the other kernel starts to win.
-Times are the best of several rounds (other processes only ever add time). Thresholds without a
+Times are the process's CPU time, the best of several rounds. Thresholds without a
 sweep keep their shipped defaults (dispatch_table.DEFAULTS), and so does a sweep's threshold where
 a kernel it compares is not usable here (no numba, a CPU without what the kernel needs).
 """
@@ -83,9 +83,11 @@ def overridden(values: dict):
             setattr(conv_nchw, k, v)
 
 
-def time_conv(c, m, k, s, pad, out, rounds: int = 5, budget: float = 0.01) -> tuple[float, str]:
-    """(best seconds per run, kernel kind) of a prepared ConvNCHW of that shape (batch 1, bias, Relu)
-    under the current constants; the first run (compile, filter packing) is not timed."""
+def time_conv(c, m, k, s, pad, out, rounds: int = 7, budget: float = 0.02) -> tuple[float, str]:
+    """(best CPU seconds per run, kernel kind) of a prepared ConvNCHW of that shape (batch 1, bias,
+    Relu) under the current constants; the first run (compile, filter packing) is not timed. CPU time
+    of the process (one thread runs): other processes on the cores do not add to it, as they add to
+    wall time."""
     h = (out - 1) * s + k - 2 * pad
     geo = Geometry((h, h), (k, k), (s, s), (1, 1), (pad, pad), (pad, pad), (out, out))
     rng = np.random.default_rng(0)
@@ -95,16 +97,17 @@ def time_conv(c, m, k, s, pad, out, rounds: int = 5, budget: float = 0.01) -> tu
     y = np.empty((1, m, out, out), np.float32)
     conv = conv_nchw.ConvNCHW(1, c, m, 1, geo, np.float32, True, relu=True)
     kind = "pointwise-mk" if conv.mk else conv.kind
+    clock = time.process_time
     conv.run(x, w, b, y)
-    t = time.perf_counter()
+    t = clock()
     conv.run(x, w, b, y)
-    reps = max(1, int(budget / max(time.perf_counter() - t, 1e-6)))
+    reps = max(1, int(budget / max(clock() - t, 1e-6)))
     best = float("inf")
     for _ in range(rounds):
-        t = time.perf_counter()
+        t = clock()
         for _ in range(reps):
             conv.run(x, w, b, y)
-        best = min(best, (time.perf_counter() - t) / reps)
+        best = min(best, (clock() - t) / reps)
     return best, kind
 
 
