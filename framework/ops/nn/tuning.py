@@ -3,16 +3,18 @@
 
 Each *sweep* is one threshold: a family of conv shapes along one axis (input channels, output
 width), every shape run with the kernel the threshold gives it on one side and the kernel it gives
-it on the other (forced by setting conv_nchw's constants for the measurement), 1 thread, batch 1,
-bias + Relu; the threshold becomes the point along the axis where the other kernel starts to win.
-Times are the process's CPU time, the best of several rounds. Thresholds without a
-sweep keep their shipped defaults (dispatch_table.DEFAULTS), and so does a sweep's threshold where
-a kernel it compares is not usable here (no numba, a CPU without what the kernel needs).
+it on the other (forced by setting conv_nchw's constants for the measurement), 1 thread, batch 1
+(16 where the shipped default was measured at 16), bias + Relu; the threshold becomes the point along
+the axis where the other kernel starts to win. Times are the process's CPU time, the best of several
+rounds. Thresholds without a sweep keep their shipped defaults (dispatch_table.DEFAULTS), and so does
+a sweep's threshold where a kernel it compares is not usable here (no numba, a CPU without what the
+kernel needs).
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
 import time
 from typing import Callable, NamedTuple
 
@@ -32,6 +34,7 @@ class Sweep(NamedTuple):
     second: dict  # ... the kernel used at the high end
     needs: tuple  # kernel families (kernel_support) both sides need
     rule: str  # "last_first": the last axis value the first kernel wins; "first_second": the first the second wins
+    batch: int = 1  # images per run
 
 
 _BIG = 1 << 30
@@ -48,13 +51,15 @@ SWEEPS = (
     ),
     Sweep(
         "CHANNEL_WIDE_C",
-        "wide 3x3 stride-1 convs under this many input channels on the channel-lane kernel, from it on Winograd",
+        "wide 3x3 stride-1 convs under this many input channels on the channel-lane kernel, from it on Winograd"
+        " (batch 16)",
         (64, 96, 128, 192, 256, 384),
-        lambda c: (c, c, 3, 1, 1, 28),
+        lambda c: (c, c, 3, 1, 1, 14),
         {"CHANNEL_WIDE_C": _BIG},
         {"CHANNEL_WIDE_C": 0, "WINOGRAD_C": 0, "WINOGRAD_M": 0, "WINOGRAD_T": 0},
         ("channel", "winograd"),
         "first_second",
+        16,  # Winograd's 16 GEMMs need columns (tiles of the batch) to win: its default was measured at batch 16
     ),
     Sweep(
         "CHANNEL_OW",
@@ -83,19 +88,19 @@ def overridden(values: dict):
             setattr(conv_nchw, k, v)
 
 
-def time_conv(c, m, k, s, pad, out, rounds: int = 7, budget: float = 0.02) -> tuple[float, str]:
-    """(best CPU seconds per run, kernel kind) of a prepared ConvNCHW of that shape (batch 1, bias,
+def time_conv(c, m, k, s, pad, out, n: int = 1, rounds: int = 7, budget: float = 0.02) -> tuple[float, str]:
+    """(best CPU seconds per run, kernel kind) of a prepared ConvNCHW of that shape (``n`` images, bias,
     Relu) under the current constants; the first run (compile, filter packing) is not timed. CPU time
     of the process (one thread runs): other processes on the cores do not add to it, as they add to
     wall time."""
     h = (out - 1) * s + k - 2 * pad
     geo = Geometry((h, h), (k, k), (s, s), (1, 1), (pad, pad), (pad, pad), (out, out))
     rng = np.random.default_rng(0)
-    x = rng.standard_normal((1, c, h, h), np.float32)
+    x = rng.standard_normal((n, c, h, h), np.float32)
     w = rng.standard_normal((m, c, k, k), np.float32)
     b = rng.standard_normal(m, np.float32)
-    y = np.empty((1, m, out, out), np.float32)
-    conv = conv_nchw.ConvNCHW(1, c, m, 1, geo, np.float32, True, relu=True)
+    y = np.empty((n, m, out, out), np.float32)
+    conv = conv_nchw.ConvNCHW(n, c, m, 1, geo, np.float32, True, relu=True)
     kind = "pointwise-mk" if conv.mk else conv.kind
     clock = time.process_time
     conv.run(x, w, b, y)
@@ -120,30 +125,29 @@ def run_sweep(sweep: Sweep, log=print) -> tuple[int | None, list]:
     for v in sweep.axis:
         c, m, k, s, pad, out = sweep.shape(v)
         with overridden(sweep.first):
-            t1, k1 = time_conv(c, m, k, s, pad, out)
+            t1, k1 = time_conv(c, m, k, s, pad, out, sweep.batch)
         with overridden(sweep.second):
-            t2, k2 = time_conv(c, m, k, s, pad, out)
+            t2, k2 = time_conv(c, m, k, s, pad, out, sweep.batch)
         rows.append((v, k1, t1, k2, t2))
         log(f"  {sweep.name} {v:>5}: {k1} {t1 * 1e3:8.3f} ms   {k2} {t2 * 1e3:8.3f} ms")
     return crossover(rows, sweep.rule, sweep.axis), rows
 
 
 def crossover(rows, rule: str, axis) -> int:
-    """The threshold from the rows: ``last_first`` the last axis value of the leading run where the
-    first kernel is faster (0 if it loses at once); ``first_second`` the first value from which the
-    second is faster (past the axis, its last value + 1, if it never is)."""
-    first_wins = [t1 <= t2 for _, _, t1, _, t2 in rows]
-    if rule == "last_first":
-        last = 0
-        for (v, *_), win in zip(rows, first_wins):
-            if not win:
-                break
-            last = v
-        return last
-    for (v, *_), win in zip(rows, first_wins):
-        if not win:
-            return v
-    return axis[-1] + 1
+    """The threshold that would have run the sweep's shapes fastest, counting each shape alike (the sum
+    of log time ratios, so one large shape does not outweigh the rest and one noisy point does not
+    end a run of wins): ``last_first`` the axis value up to which the first kernel runs (0: never),
+    ``first_second`` the one from which the second runs (past the axis, its last value + 1: never).
+    Ties keep the first kernel on more shapes."""
+    gain = [math.log(t1 / t2) for _, _, t1, _, t2 in rows]  # < 0 where the first kernel is faster
+    values = [v for v, *_ in rows]
+    if rule == "last_first":  # first kernel on rows[:i]
+        costs = [(sum(gain[:i]), -i) for i in range(len(rows) + 1)]
+        best = min(range(len(costs)), key=costs.__getitem__)
+        return values[best - 1] if best else 0
+    costs = [(-sum(gain[i:]), -i) for i in range(len(rows) + 1)]  # second kernel on rows[i:]
+    best = min(range(len(costs)), key=costs.__getitem__)
+    return values[best] if best < len(rows) else axis[-1] + 1
 
 
 def tune(log=print) -> tuple[dict, dict]:

@@ -86,13 +86,19 @@ def test_cache_folder_follows_xdg(monkeypatch, tmp_path):
 
 
 def test_crossover_rules():
-    rows = [(32, "a", 1.0, "b", 2.0), (64, "a", 1.0, "b", 1.5), (96, "a", 2.0, "b", 1.0), (128, "a", 1.0, "b", 2.0)]
-    assert tuning.crossover(rows, "last_first", (32, 64, 96, 128)) == 64  # the leading run of first wins
-    assert tuning.crossover(rows, "first_second", (32, 64, 96, 128)) == 96
+    """The threshold that runs the sweep's shapes fastest by the sum of log time ratios."""
+    axis = (32, 64, 96, 128)
+    rows = [(32, "a", 1.0, "b", 2.0), (64, "a", 1.0, "b", 1.5), (96, "a", 2.0, "b", 1.0), (128, "a", 1.0, "b", 1.1)]
+    assert tuning.crossover(rows, "last_first", axis) == 64
+    assert tuning.crossover(rows, "first_second", axis) == 96
+    noisy = [(7, "a", 1.0, "b", 1.1), (10, "a", 1.2, "b", 1.0), (14, "a", 1.0, "b", 2.0), (20, "a", 1.0, "b", 2.0)]
+    assert tuning.crossover(noisy, "last_first", (7, 10, 14, 20)) == 20  # one lost point does not end the run
     lose = [(32, "a", 3.0, "b", 2.0)]
     assert tuning.crossover(lose, "last_first", (32,)) == 0
+    assert tuning.crossover(lose, "first_second", (32,)) == 32
     win = [(32, "a", 1.0, "b", 2.0)]
     assert tuning.crossover(win, "first_second", (32,)) == 33
+    assert tuning.crossover(win, "last_first", (32,)) == 32
 
 
 def test_a_sweep_measures_both_kernels(monkeypatch):
