@@ -56,7 +56,7 @@ SWEEPS = (
         (64, 96, 128, 192, 256, 384),
         lambda c: (c, c, 3, 1, 1, 14),
         {"CHANNEL_WIDE_C": _BIG},
-        {"CHANNEL_WIDE_C": 0, "WINOGRAD_C": 0, "WINOGRAD_M": 0, "WINOGRAD_T": 0},
+        {"CHANNEL_WIDE_C": 0, "CHANNEL_OW": 0, "WINOGRAD_C": 0, "WINOGRAD_M": 0, "WINOGRAD_T": 0},
         ("channel", "winograd"),
         "first_second",
         16,  # Winograd's 16 GEMMs need columns (tiles of the batch) to win: its default was measured at batch 16
@@ -88,13 +88,29 @@ def overridden(values: dict):
             setattr(conv_nchw, k, v)
 
 
+def _geometry(k, s, pad, out):
+    h = (out - 1) * s + k - 2 * pad
+    return Geometry((h, h), (k, k), (s, s), (1, 1), (pad, pad), (pad, pad), (out, out))
+
+
+def kinds(sweep: Sweep, v) -> tuple[str, str]:
+    """The kernels the two sides of ``sweep`` give the shape at axis value ``v`` (as time_conv names them)."""
+    c, m, k, s, pad, out = sweep.shape(v)
+    got = []
+    for values in (sweep.first, sweep.second):
+        with overridden(values):
+            conv = conv_nchw.ConvNCHW(sweep.batch, c, m, 1, _geometry(k, s, pad, out), np.float32, True, relu=True)
+        got.append("pointwise-mk" if conv.mk else conv.kind)
+    return got[0], got[1]
+
+
 def time_conv(c, m, k, s, pad, out, n: int = 1, rounds: int = 7, budget: float = 0.02) -> tuple[float, str]:
     """(best CPU seconds per run, kernel kind) of a prepared ConvNCHW of that shape (``n`` images, bias,
     Relu) under the current constants; the first run (compile, filter packing) is not timed. CPU time
     of the process (one thread runs): other processes on the cores do not add to it, as they add to
     wall time."""
-    h = (out - 1) * s + k - 2 * pad
-    geo = Geometry((h, h), (k, k), (s, s), (1, 1), (pad, pad), (pad, pad), (out, out))
+    geo = _geometry(k, s, pad, out)
+    h = geo.spatial[0]
     rng = np.random.default_rng(0)
     x = rng.standard_normal((n, c, h, h), np.float32)
     w = rng.standard_normal((m, c, k, k), np.float32)
@@ -118,7 +134,7 @@ def time_conv(c, m, k, s, pad, out, n: int = 1, rounds: int = 7, budget: float =
 
 def run_sweep(sweep: Sweep, log=print) -> tuple[int | None, list]:
     """(the threshold, rows (axis value, first kind, first s, second kind, second s)); None where
-    a kernel it compares is not usable here."""
+    a kernel it compares is not usable here (or both sides ran the same kernel)."""
     if not window_jit.available() or not all(usable(f) for f in sweep.needs):
         return None, []
     rows = []
@@ -130,6 +146,9 @@ def run_sweep(sweep: Sweep, log=print) -> tuple[int | None, list]:
             t2, k2 = time_conv(c, m, k, s, pad, out, sweep.batch)
         rows.append((v, k1, t1, k2, t2))
         log(f"  {sweep.name} {v:>5}: {k1} {t1 * 1e3:8.3f} ms   {k2} {t2 * 1e3:8.3f} ms")
+        if k1 == k2:  # the forced constants did not separate the kernels: nothing to decide
+            log(f"  both sides ran {k1}: {sweep.name} not measured")
+            return None, rows
     return crossover(rows, sweep.rule, sweep.axis), rows
 
 

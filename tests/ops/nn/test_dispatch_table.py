@@ -101,6 +101,17 @@ def test_crossover_rules():
     assert tuning.crossover(win, "last_first", (32,)) == 32
 
 
+@pytest.mark.parametrize("sweep", tuning.SWEEPS, ids=[s.name for s in tuning.SWEEPS])
+def test_each_sweep_separates_its_kernels(sweep):
+    """Along the whole axis the two sides of a sweep give every shape different kernels."""
+    from framework.ops.nn import kernel_support, window_jit
+
+    if not (window_jit.available() and all(kernel_support.usable(f) for f in sweep.needs)):
+        pytest.skip("its kernels are not usable here")
+    got = [tuning.kinds(sweep, v) for v in sweep.axis]
+    assert all(a != b for a, b in got), got
+
+
 def test_a_sweep_measures_both_kernels(monkeypatch):
     """Each side of a sweep really runs the kernel it names (conv_nchw's constants forced, then restored)."""
     from framework.ops.nn import conv_nchw, kernel_support, window_jit
