@@ -1,4 +1,5 @@
-"""The ``framework`` command: run, train, predict, inspect, draw, profile, ops, make-db, convert-db.
+"""The ``framework`` command: run, train, predict, inspect, draw, profile, ops, make-db, convert-db,
+tune, warmup.
 
 Each subcommand lives in its own module and registers itself with
 ``add_parser(subparsers)``; ``main`` turns user mistakes (FrameworkError,
@@ -31,6 +32,8 @@ from framework.cli import (
     run,
     summary,
     train,
+    tune,
+    warmup,
 )
 from framework.distributed import end_job
 from framework.errors import FrameworkError
@@ -52,6 +55,8 @@ COMMANDS = (
     summary,
     exec_script,
     convert,
+    tune,
+    warmup,
 )
 
 

@@ -18,12 +18,15 @@ With several intra-op threads, a batch is split over them, one copy of the net p
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from framework.errors import FrameworkError
 from framework.memory.workspace import Workspace
 
 __all__ = ["Predictor"]
+
+log = logging.getLogger("framework.predictor")
 
 
 class Predictor:
@@ -65,10 +68,32 @@ class Predictor:
 
         data = [b for b in self.predict_net.external_input if b not in made and b in self.workspace.local_blobs()]
         self._split = BatchSplitRunner(self.workspace, net, data, list(self.predict_net.external_output))
+        self._first_run = True
+
+    def _run_first(self) -> None:
+        """The first run, reporting (one INFO line on the ``framework.predictor`` logger) the seconds it
+        spent compiling or loading compiled kernels: tens of seconds without numba's cache, which
+        ``framework warmup`` fills ahead of use."""
+        from framework.ops.nn import window_jit
+
+        before = window_jit.compile_seconds()
+        self._split.run(self.net)
+        self._first_run = False
+        spent = window_jit.compile_seconds() - before
+        if spent > 0:
+            log.info(
+                "Predictor '%s': the first run spent %.2f s compiling or loading kernels (`framework warmup` "
+                "compiles them ahead of use)",
+                self.predict_net.name,
+                spent,
+            )
 
     def run_net(self) -> None:
         """Run the predict net on the inputs already in the workspace; with several intra-op threads
         (framework.set_num_threads) a batch is split over them (framework/predictor/batch_split.py)."""
+        if self._first_run:
+            self._run_first()
+            return
         self._split.run(self.net)
 
     @property

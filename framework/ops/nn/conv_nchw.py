@@ -53,6 +53,8 @@ import numpy as np
 
 from framework.memory.allocator import allocate_array
 from framework.ops.nn import window_jit, winograd
+from framework.ops.nn.dispatch_table import THRESHOLDS as _T
+from framework.ops.nn.kernel_support import KernelUnavailable, usable
 from framework.runtime.parallel import num_threads, run_parallel, split
 
 _ZERO = np.float32(0)
@@ -61,15 +63,18 @@ _ZERO = np.float32(0)
 # to 1024 pixels): CIFAR ResNet-20 32.8 vs 39.4 ms (its 16/32-channel convs on 32x32/15x15 images run
 # faster as one GEMM per image), ResNet-50, DenseNet-121, ShuffleNet within 2% (their 7x7 stages
 # stay batched).
-BLOCK_P = 128
+BLOCK_P = _T["BLOCK_P"]
 # Images per GEMM limited so the batched columns stay under this size: 4 MiB (was 16) costs no measured
 # time (AlexNet/ResNet-50/DenseNet-121 batch 16 within 3%) and saves ~55 MiB of columns on AlexNet.
-BLOCK_BYTES = 4 << 20
+BLOCK_BYTES = _T["BLOCK_BYTES"]
 # Convs below this many FLOPs run on one thread even when more are set: measured at batch 1 on 2
 # threads, CIFAR ResNet-20 (4 MFLOP convs) took 4.8 ms against 2.9 ms on one (the hand-off costs
 # more than half of the work), ShuffleNet 10.7 vs 8.7 ms.
-SPLIT_MIN_FLOPS = 16_000_000
-THIN_M, THIN_P = 32, 1024  # thin im2col convs (few output channels) batch their images up to THIN_P pixels
+SPLIT_MIN_FLOPS = _T["SPLIT_MIN_FLOPS"]
+THIN_M, THIN_P = (
+    _T["THIN_M"],
+    _T["THIN_P"],
+)  # thin im2col convs (few output channels) batch their images up to THIN_P pixels
 # The compiled direct conv (window_jit.direct: a register-blocked micro-kernel over the zero-bordered
 # image planes, microkernel.py) replaces im2col + GEMM for 3x3 convs with outputs at least DIRECT_OW
 # wide, at stride 2 only with at most DIRECT_S2_M output channels. Measured (1 thread, CPU time, bias
@@ -80,12 +85,12 @@ THIN_M, THIN_P = 32, 1024  # thin im2col convs (few output channels) batch their
 # (kept there).
 # Narrow outputs (below window_jit.DIRECT_WIDE_OW) run on the wide layout: 128 -> 32 on 7x7 0.45-0.55x
 # of im2col's time, 64 -> 64 on 8x8 0.75x, 512 -> 512 on 7x7 1.03x.
-DIRECT_OW, DIRECT_S2_M = 5, 64
+DIRECT_OW, DIRECT_S2_M = _T["DIRECT_OW"], _T["DIRECT_S2_M"]
 # Other windows (not 1x1) run direct up to DIRECT_K = C x window taps: the first convs of ResNet-50 and
 # DenseNet-121 (7x7 stride 2 over 3 channels) 0.56-0.65x of im2col's time, AlexNet's 11x11 stride 4
 # 0.58-0.65x; its 5x5 over 64 channels (K = 1600) ties (1.03), 1x1 stride 2 loses (1.2-1.8: three of
 # the four phase planes filled for nothing).
-DIRECT_K = 512
+DIRECT_K = _T["DIRECT_K"]
 # 1x1 convs with at most POINTWISE_MK_C input channels run on the same micro-kernel (window_jit.pointwise,
 # each image read in place, the epilogue in its stores) instead of OpenBLAS's GEMM + an epilogue pass:
 # measured (1 thread, CPU time, bias + Relu) 58 -> 58 on 28x28 0.61x, 116 -> 116 on 14x14 0.76-0.80x,
@@ -93,7 +98,7 @@ DIRECT_K = 512
 # input channels on the GEMM wins (1.1-1.3x; 1.25-1.5x from 256): the micro-kernel reads its k rows
 # unpacked, OpenBLAS packs them. 232 (the previous bound) against 128, whole models interleaved: DenseNet-121
 # at batch 16 1.06x slower (its 1x1 convs over 160-224 channels), batch 1 and the others within 3%.
-POINTWISE_MK_C = 128
+POINTWISE_MK_C = _T["POINTWISE_MK_C"]
 # Over more input channels the micro-kernel runs in chunks of window_jit.POINTWISE_KC channels (a chunk's
 # rows of a 64-pixel band stay in L1 over every block of output channels), and still wins where OpenBLAS's
 # packing of both operands on every call weighs most: few outputs or few pixels. Measured (1 thread,
@@ -102,7 +107,7 @@ POINTWISE_MK_C = 128
 # (ShuffleNet's 232 -> 232 and 464 -> 1024, DenseNet's 512-1024 -> 128) 0.75-0.96x; 256 -> 128 and
 # 232 -> 232 on 14x14 0.83x, 0.96x. Not taken: 512 -> 1000 on 13x13 1.30x, 992 -> 128 on 14x14 1.17x,
 # 2048 -> 512 and 512 -> 2048 on 7x7 1.03-1.12x, 256 -> 64 on 56x56 1.34x, 1024 -> 256 on 14x14 1.23x.
-POINTWISE_MK_MAX_C = 1024
+POINTWISE_MK_MAX_C = _T["POINTWISE_MK_MAX_C"]
 
 
 def _pointwise_mk(c: int, m: int, p: int) -> bool:
@@ -118,7 +123,7 @@ def _pointwise_mk(c: int, m: int, p: int) -> bool:
 # have T columns: fewer run them too slowly); thinner convs keep the direct kernel or im2col (see
 # winograd.py for measurements). ``WINOGRAD = False`` turns it off.
 WINOGRAD = True
-WINOGRAD_C, WINOGRAD_M, WINOGRAD_T = 96, 64, 128
+WINOGRAD_C, WINOGRAD_M, WINOGRAD_T = _T["WINOGRAD_C"], _T["WINOGRAD_M"], _T["WINOGRAD_T"]
 # Depthwise convs at stride 1 on the direct micro-kernel's one-row block (window_jit.direct_depthwise:
 # the image's zero-bordered planes filled once, no wide output to copy): measured (1 thread, 3x3, against
 # window_jit.depthwise: phase planes per channel, the taps in numba) 232 channels on 7x7 0.50-0.52x,
@@ -142,7 +147,7 @@ DEPTHWISE3 = True
 # onto 7x7 0.70-0.80x, 128 -> 256 onto 14x14 0.80-0.91x, 16 -> 32 and 32 -> 64 onto 15x15 / 8x8 0.62-0.83x.
 # Not taken then: 1x1 convs at stride 1 (0.88-1.58x against the 1x1 micro-kernel and OpenBLAS). Wider outputs
 # came later (CHANNEL_S2_K, CHANNEL_WIDE_C below).
-CHANNEL, CHANNEL_OW = True, 14
+CHANNEL, CHANNEL_OW = True, _T["CHANNEL_OW"]
 # At stride 2 the channel-lane kernel reads the bordered plane at twice the pixel step, where the direct
 # kernel fills phase planes and im2col copies columns: it takes stride-2 convs at any output width with
 # windows over at least CHANNEL_S2_K input cells (C x taps), and 1x1 ones over at most CHANNEL_S2_1X1_C
@@ -152,7 +157,7 @@ CHANNEL, CHANNEL_OW = True, 14
 # direct, CIFAR's 16 -> 32 onto 15x15 0.66x / 0.62x of direct, its 1x1 shortcuts (16 and 32 channels)
 # 0.68-0.75x / 1.03-1.16x of im2col. Kept: 3x3 over 3 channels (SqueezeNet, ShuffleNet: 1.04-1.6x slower),
 # 1x1 over 256 and more channels (ResNet-50's shortcuts: 1.1-1.9x slower).
-CHANNEL_S2_K, CHANNEL_S2_1X1_C, CHANNEL_S2_M = 64, 64, 32
+CHANNEL_S2_K, CHANNEL_S2_1X1_C, CHANNEL_S2_M = _T["CHANNEL_S2_K"], _T["CHANNEL_S2_1X1_C"], _T["CHANNEL_S2_M"]
 # Stride 1 at any width, the same C x taps and M, over fewer than CHANNEL_WIDE_C input channels (from
 # 256 on Winograd's fewer multiplies win: 256 -> 256 on 56x56 and on 14x14 at batch 16, 0.75-0.85x of the
 # channel-lane kernel's time). Measured against the previous kind (1 thread, bias + Relu, batch 1 / 16):
@@ -161,7 +166,7 @@ CHANNEL_S2_K, CHANNEL_S2_1X1_C, CHANNEL_S2_M = 64, 64, 32
 # 128 on 27x27 0.76x / 0.92x and 16 -> 64 on 55x55 1.0x, CIFAR's 32 -> 32 on 15x15 0.94-0.97x, AlexNet's
 # 5x5 64 -> 192 on 27x27 0.73-1.08x of im2col (without its 25-tap columns, 4.7 MB an image). Not 16
 # outputs (16 -> 16 on 30x30: 2x slower, half of a panel's lanes idle).
-CHANNEL_WIDE_C = 192
+CHANNEL_WIDE_C = _T["CHANNEL_WIDE_C"]
 
 
 def _taps(geo) -> list[tuple[tuple, tuple, bool]]:
@@ -235,6 +240,8 @@ class ConvNCHW:
     """A prepared 2-D NCHW forward convolution for one input signature (see module doc)."""
 
     def __init__(self, n, c, m, group, geo, dtype, has_bias, relu=False, residual=False, inplace_residual=False):
+        self._init_args = (n, c, m, group, geo, dtype, has_bias, relu, residual, inplace_residual)
+        self._slice_out = None  # see _fall_back
         self.n, self.c, self.m, self.g, self.geo = n, c, m, group, geo
         self.kind = conv_kind(geo, c, m, group, dtype, n)
         self.has_bias, self.relu, self.residual = has_bias, relu, residual
@@ -246,16 +253,18 @@ class ConvNCHW:
         self.p, self.cg, self.mg = p, c // group, m // group
         self.kg = self.cg * math.prod(geo.kernel)
         self.taps = _taps(geo) if self.kind == "im2col" else None
-        self.jit = self.kind == "depthwise" and window_jit.fits(geo, dtype)  # compiled kernel (window_jit)
+        jit_dw = self.kind == "depthwise" and window_jit.fits(geo, dtype)
         # 3x3 at stride 1 or 2: window_jit.depthwise3; other stride-1 windows: the micro-kernel's one-row
-        # block (window_jit.direct_depthwise) where its geometry allows
-        self.dw3 = self.jit and DEPTHWISE3 and window_jit.depthwise3_fits(geo, dtype)
+        # block (window_jit.direct_depthwise) where its geometry allows; else the phase-plane kernel
+        self.dw3 = jit_dw and DEPTHWISE3 and window_jit.depthwise3_fits(geo, dtype)
         self.dw3_plane = window_jit.depthwise3_planes(geo) if self.dw3 else None  # (hq, wq, cells)
-        one_row = DEPTHWISE_MK and geo.stride == (1, 1) and window_jit.direct_fits(geo, dtype, 1)
-        self.dmk = self.jit and not self.dw3 and one_row
+        one_row = DEPTHWISE_MK and geo.stride == (1, 1) and window_jit.direct_geometry(geo, dtype, 1)
+        self.dmk = jit_dw and not self.dw3 and one_row and usable("direct_depthwise")
+        self.jit = self.dw3 or self.dmk or (jit_dw and usable("depthwise"))  # a compiled depthwise kernel
         self.jit_epilogue = np.dtype(dtype) == np.float32 and window_jit.available()
         # 1x1 convs on the direct micro-kernel (see POINTWISE_MK_C)
-        self.mk = self.kind == "pointwise" and group == 1 and self.jit_epilogue and _pointwise_mk(c, m, p)
+        mk_ok = self.jit_epilogue and usable("pointwise")
+        self.mk = self.kind == "pointwise" and group == 1 and mk_ok and _pointwise_mk(c, m, p)
         if self.kind == "channel":
             self.cplan = window_jit.channel_plan(geo, c, m)
         # Split images, except batch 1 with group 1: split output channels.
@@ -412,6 +421,30 @@ class ConvNCHW:
         when its version changes; without it they redo it every run)."""
         if y.size == 0:
             return
+        try:
+            if self._slice_out is None:
+                self._run(x, w, b, y, s, wt)
+                return
+            self._run(x, w, b, self._slice_out, s, wt)
+        except KernelUnavailable:  # its first call failed to compile: nothing was written
+            self._fall_back()
+            self.run(x, w, b, y, s, wt)
+            return
+        y[:, self._slice_at : self._slice_at + self.m] = self._slice_out
+
+    def _fall_back(self) -> None:
+        """Prepare again, now that a kernel family is disabled (kernel_support): another kind runs. A
+        kernel writing a concatenation's channels (``moff``) may give way to one that cannot: that one
+        writes a buffer of its own, copied into the channels."""
+        moff = self.moff
+        self.__init__(*self._init_args)
+        if moff and not self.writes_slices:
+            self._slice_out = allocate_array(self.oshape, np.dtype(self._init_args[5]))
+            self._slice_at = moff
+        else:
+            self.moff = moff
+
+    def _run(self, x, w, b, y, s, wt) -> None:
         rp = self._replay
         if rp is not None and rp.fits(self, x, w, b, y, s, wt):
             if self._copy_bias and b is not None:
@@ -449,7 +482,7 @@ class ConvNCHW:
         tensor's version (a new one, or another thread, runs ``fallback``, the op's run(), which
         re-packs the filter and re-records). None where run() is not one replayable kernel call."""
         rp = self._replay
-        if rp is None or y.size == 0 or not rp.fits(self, x, w, b, y, s, wt):
+        if rp is None or y.size == 0 or self._slice_out is not None or not rp.fits(self, x, w, b, y, s, wt):
             return None
         fn, args, tid, get_ident = rp.fn, tuple(rp.place(list(rp.args), x, y, s)), rp.tid, threading.get_ident
         bias = (self._bp[: self.m], b) if self._copy_bias and b is not None else None

@@ -101,7 +101,7 @@ class _Pool(ConvPoolOp):
             if self.kind == "max":  # the lowest finite value, as below
                 pv = np.finfo(x.dtype).min if x.dtype.kind == "f" else np.iinfo(x.dtype).min
             ufunc = np.maximum if self.kind == "max" else np.add
-            if geo.kernel == (3, 3) and window_jit.fits(geo, x.dtype):  # 1.15-1.3x; larger windows: separable
+            if window_jit.pool_fits(geo, x.dtype, self.kind):  # 3x3: 1.15-1.3x; larger windows: separable
                 from framework.ops.nn.pool_nchw import JitPool2D
 
                 inv = self._inverse_counts(geo, x.dtype) if self.kind == "avg" else None

@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from framework.memory.allocator import allocate_array
+from framework.ops.nn.kernel_support import KernelUnavailable, usable
 from framework.runtime.parallel import num_threads, run_parallel, split
 
 
@@ -85,7 +86,8 @@ DIRECT_MAX = True
 class JitPool2D:
     """Max/average pooling through the compiled kernel of ``window_jit`` (float32, dilation 1,
     non-negative pads), split over images like SeparablePool2D. The average is scaled by ``inv``
-    (the (OH, OW) inverse window counts) inside the kernel: ``scaled`` tells the caller."""
+    (the (OH, OW) inverse window counts) inside the kernel: ``scaled`` tells the caller. Where the
+    kernel fails to compile (kernel_support), SeparablePool2D runs instead, from then on unscaled."""
 
     scaled = True
 
@@ -93,6 +95,7 @@ class JitPool2D:
         from framework.ops.nn import window_jit
 
         self.geo, self.mode, self.pad_value, self.jit = geo, mode, pad_value, window_jit
+        self.n, self.c, self._fallback = n, c, None
         self.inv = None if inv is None else np.ascontiguousarray(inv.reshape(geo.out), np.float32)
         self.threads = num_threads()
         self.parts = split(n, self.threads)
@@ -101,7 +104,7 @@ class JitPool2D:
             self.scratch = None
             self.direct = False
             return
-        self.direct = mode == "max" and DIRECT_MAX
+        self.direct = mode == "max" and DIRECT_MAX and usable("max_pool")
         if self.direct:  # one row scratch per worker
             self.scratch = [allocate_array(window_jit.max_pool_row(geo), np.float32) for _ in self.parts]
             return
@@ -111,7 +114,16 @@ class JitPool2D:
         ]
 
     def run(self, x: np.ndarray, y: np.ndarray) -> None:
-        run_parallel([_JitTask(self, k, lo, hi, x, y) for k, (lo, hi) in enumerate(self.parts)])
+        if self._fallback is not None:
+            self._fallback.run(x, y)
+            return
+        try:
+            run_parallel([_JitTask(self, k, lo, hi, x, y) for k, (lo, hi) in enumerate(self.parts)])
+        except KernelUnavailable:  # its first call failed to compile: nothing was written
+            ufunc = np.maximum if self.mode == "max" else np.add
+            self._fallback = SeparablePool2D(self.geo, self.n, self.c, np.float32, ufunc, self.pad_value)
+            self.scaled = False  # the caller divides the sums by the counts
+            self._fallback.run(x, y)
 
     def _images(self, k: int, lo: int, hi: int, x: np.ndarray, y: np.ndarray) -> None:
         if self.two:

@@ -7,22 +7,24 @@ import os
 
 from llvmlite import ir
 
+from framework.ops.nn import kernel_support
+
 
 def _lanes() -> int:
     """16 float32 lanes per vector with AVX-512 (32 vector registers), else 8 (AVX2's 16 registers);
-    FRAMEWORK_MICROKERNEL_LANES=8 or 16 forces one (tests run the 8-lane kernels on any CPU)."""
+    FRAMEWORK_MICROKERNEL_LANES=8 or 16 forces one (tests run the 8-lane kernels on any CPU; the
+    kernels stay unused where the CPU lacks what the lanes need: kernel_support)."""
     forced = os.environ.get("FRAMEWORK_MICROKERNEL_LANES", "")
     if forced in ("8", "16"):
         return int(forced)
-    import llvmlite.binding as llvm
-
-    return 16 if "+avx512f" in llvm.get_host_cpu_features().flatten().split(",") else 8
+    return 16 if "avx512f" in kernel_support.host_features() else 8
 
 
 L = _lanes()  # float32 lanes per vector
 # numba's on-disk cache does not key on L: kernels built on these intrinsics compile afresh under a
-# forced lane count rather than load (or store) the ones compiled for this CPU's own.
-CACHE = os.environ.get("FRAMEWORK_MICROKERNEL_LANES", "") == ""
+# forced lane count or masked CPU features rather than load (or store) the ones compiled for this
+# CPU's own.
+CACHE = not os.environ.get("FRAMEWORK_MICROKERNEL_LANES", "") and not os.environ.get("FRAMEWORK_CPU_FEATURES", "")
 
 F32, I64, I32, I1 = ir.FloatType(), ir.IntType(64), ir.IntType(32), ir.IntType(1)
 VEC = ir.VectorType(F32, L)

@@ -54,6 +54,10 @@ from typing import NamedTuple
 
 import numpy as np
 
+from framework.ops.nn import kernel_support
+from framework.ops.nn.dispatch_table import THRESHOLDS as _T
+from framework.ops.nn.kernel_support import KernelUnavailable, usable
+
 _COMPILE = {"seconds": 0.0}
 _UNSET = object()
 _kernels = _UNSET  # the kernels module once imported (None: numba missing or FRAMEWORK_NO_JIT=1)
@@ -67,11 +71,27 @@ def available() -> bool:
         try:  # optional dependency (the ``jit`` extra)
             if os.environ.get("FRAMEWORK_NO_JIT", "") not in ("", "0"):
                 raise ImportError("FRAMEWORK_NO_JIT is set")
-            from framework.ops.nn import window_kernels
+            window_kernels = _import_kernels()
         except ImportError:  # pragma: no cover - depends on the environment
+            window_kernels = None
+        except Exception as exc:  # pragma: no cover - a numba that imports but breaks (versions mismatched)
+            kernel_support.disable("numba", f"{type(exc).__name__}: {exc}")
             window_kernels = None
         _kernels = window_kernels
     return _kernels is not None
+
+
+def _import_kernels():
+    """Import every compiled kernel module (numba decorates them: no compile yet) with numba's cache in
+    the user cache folder (machine.numba_cache): a read-only install caches there too. The
+    window_kernels module."""
+    from framework.ops.nn import machine
+
+    with machine.numba_cache():
+        from framework.ops.nn import channel_kernel, depthwise3, microkernel, window_kernels, winograd_kernels
+
+        del channel_kernel, depthwise3, microkernel, winograd_kernels  # imported for their decorators only
+    return window_kernels
 
 
 def compile_seconds() -> float:
@@ -108,16 +128,20 @@ _CALLED: set = set()  # kernels called at least once in this process
 _RECORD = threading.local()  # .calls: the kernel calls of this thread while ``record_calls`` runs
 
 
-def _timed(fn, *args) -> None:
-    """Call a kernel; the first call of each (compiling or loading it) is added to compile_seconds().
-    (A set of called kernels, not numba's ``fn.signatures``: that property builds its list anew on
-    every access, 20-40 us per call, as much as a small conv's work.)"""
+def _timed(family: str, fn, *args) -> None:
+    """Call a kernel of ``family`` (kernel_support.NEEDS); the first call of each (compiling or loading
+    it) is added to compile_seconds() and guarded: a failed compile disables the family and raises
+    KernelUnavailable (see kernel_support.call). (A set of called kernels, not numba's
+    ``fn.signatures``: that property builds its list anew on every access, 20-40 us per call, as
+    much as a small conv's work.)"""
     if fn in _CALLED:
         fn(*args)
     else:
         t = time.perf_counter()
-        fn(*args)
-        _COMPILE["seconds"] += time.perf_counter() - t
+        try:
+            kernel_support.call(family, fn, args)
+        finally:
+            _COMPILE["seconds"] += time.perf_counter() - t
         _CALLED.add(fn)
     calls = getattr(_RECORD, "calls", None)
     if calls is not None:
@@ -159,6 +183,7 @@ def depthwise(x, w, b, y, res, planes, z, geo, relu: bool, i0: int, i1: int) -> 
     ph, pw = geo.head
     x, b, res = _conv_operands(x, b, y, res)
     _timed(
+        "depthwise",
         _kernels._depthwise,
         x,
         np.ascontiguousarray(w),
@@ -179,7 +204,12 @@ def depthwise(x, w, b, y, res, planes, z, geo, relu: bool, i0: int, i1: int) -> 
 
 def direct_fits(geo, dtype, group: int) -> bool:
     """Whether ``direct`` handles a conv: 2-D, group 1, equal strides up to 4, kernels up to 11x11
-    (and what ``fits`` asks)."""
+    (and what ``fits`` asks), the kernel usable here (kernel_support)."""
+    return direct_geometry(geo, dtype, group) and usable("direct")
+
+
+def direct_geometry(geo, dtype, group: int) -> bool:
+    """``direct_fits`` but for the kernel's usability (its geometry: direct_depthwise's too)."""
     return fits(geo, dtype) and group == 1 and len(geo.kernel) == 2 and geo.stride[0] <= 4 and max(geo.kernel) <= 11
 
 
@@ -190,11 +220,11 @@ def direct_fits(geo, dtype, group: int) -> bool:
 # next, which kept the input in L1 but wrote as many streams as output channels): SqueezeNet's first
 # conv (3 -> 64, 3x3/2 onto 111x111) 0.43x, 7x7/2 3 -> 64 0.8x, 1x1 16 -> 64 on 55x55 and 64 -> 256
 # on 56x56 0.6-0.65x, 128 -> 16 0.9x, other shapes within 5%.
-BAND_BYTES = 256 << 10
+BAND_BYTES = _T["BAND_BYTES"]
 
 # Outputs narrower than this run ``direct`` on the wide layout (microkernel._conv_wide): a 3x3 conv's
 # 8-wide rows fill 80% of the vector lanes there, 50% two rows to a register block.
-DIRECT_WIDE_OW = 12
+DIRECT_WIDE_OW = _T["DIRECT_WIDE_OW"]
 
 
 class DirectPlan(NamedTuple):
@@ -269,9 +299,9 @@ def direct(
     (ph, pw), s = plan.head, plan.stride
     args = (x, wp, b, y, res, planes, plan.taps, s, ph, pw, plan.hq, plan.wq, flags)
     if z is not None:
-        _timed(mk._conv_wide, *args, i0, i1, m0, m1, scratch[0], scratch[1], scratch[2], z)
+        _timed("direct", mk._conv_wide, *args, i0, i1, m0, m1, scratch[0], scratch[1], scratch[2], z)
     else:
-        _timed(mk._conv, *args, i0, i1, m0, m1, scratch[0], scratch[1], scratch[2], plan.band, moff)
+        _timed("direct", mk._conv, *args, i0, i1, m0, m1, scratch[0], scratch[1], scratch[2], plan.band, moff)
 
 
 def depthwise_runs() -> int:
@@ -288,12 +318,13 @@ def direct_depthwise(x, w, b, y, res, planes, scratch, plan, relu: bool, i0: int
     x, res, flags = _mk_operands(x, y, res, relu)
     (ph, pw), s = plan.head, plan.stride
     args = (x, np.ascontiguousarray(w), b, y, res, planes, plan.taps, s, ph, pw, plan.hq, plan.wq, flags)
-    _timed(mk._depthwise, *args, i0, i1, scratch[0], scratch[1], scratch[2])
+    _timed("direct_depthwise", mk._depthwise, *args, i0, i1, scratch[0], scratch[1], scratch[2])
 
 
 def depthwise3_fits(geo, dtype) -> bool:
     """Whether ``depthwise3`` handles a depthwise conv: 3x3 at stride 1 or 2 (and what ``fits`` asks)."""
-    return fits(geo, dtype) and tuple(geo.kernel) == (3, 3) and tuple(geo.stride) in ((1, 1), (2, 2))
+    geometry = tuple(geo.kernel) == (3, 3) and tuple(geo.stride) in ((1, 1), (2, 2))
+    return fits(geo, dtype) and geometry and usable("depthwise3")
 
 
 def bordered_plane(geo) -> tuple[int, int]:
@@ -321,7 +352,9 @@ def depthwise3(x, w, b, y, res, planes, plane, geo, relu: bool, i0: int, i1: int
 
     x, res, flags = _mk_operands(x, y, res, relu)
     (ph, pw), s, (hq, wq, _) = geo.head, geo.stride[0], plane
-    _timed(d3._depthwise3, x, np.ascontiguousarray(w), b, y, res, planes, s, ph, pw, hq, wq, flags, i0, i1)
+    _timed(
+        "depthwise3", d3._depthwise3, x, np.ascontiguousarray(w), b, y, res, planes, s, ph, pw, hq, wq, flags, i0, i1
+    )
 
 
 class ChannelPlan(NamedTuple):
@@ -348,6 +381,7 @@ def channel_fits(geo, dtype, group: int) -> bool:
         and len(geo.kernel) == 2
         and geo.stride[0] in CHANNEL_STRIDES
         and max(geo.kernel) <= 11
+        and usable("channel")
     )
 
 
@@ -388,13 +422,13 @@ def channel_conv(x, wp, b, y, res, planes, plan, geo, relu, i0, i1, mb0, mb1, m,
     x, res, flags = _mk_operands(x, y, res, relu)
     (ph, pw), s = geo.head, geo.stride[0]
     args = (x, wp, b, y, res, planes, plan.taps, s, ph, pw, plan.hq, plan.wq, flags, i0, i1, mb0, mb1, moff, m)
-    _timed(ck._conv, *args, plan.var, plan.rows, plan.lanes)
+    _timed("channel", ck._conv, *args, plan.var, plan.rows, plan.lanes)
 
 
 _TAPS1 = np.zeros(1, np.int64)  # a 1x1 window's one tap
 
 
-POINTWISE_KC, POINTWISE_KC_BAND = 128, 64
+POINTWISE_KC, POINTWISE_KC_BAND = _T["POINTWISE_KC"], _T["POINTWISE_KC_BAND"]
 
 
 def pointwise_band(c: int) -> tuple[int, int]:
@@ -417,14 +451,34 @@ def pointwise(
     mk = _microkernel()
     x, res, flags = _mk_operands(x, y, res, relu)
     sc, (pixels, kc) = scratch, band
-    _timed(mk._pointwise, x, wp, b, y, res, _TAPS1, flags, i0, i1, m0, m1, sc[0], sc[1], sc[2], pixels, moff, kc)
+    _timed(
+        "pointwise",
+        mk._pointwise,
+        x,
+        wp,
+        b,
+        y,
+        res,
+        _TAPS1,
+        flags,
+        i0,
+        i1,
+        m0,
+        m1,
+        sc[0],
+        sc[1],
+        sc[2],
+        pixels,
+        moff,
+        kc,
+    )
 
 
 def epilogue(acc, b, res, y, relu: bool) -> bool:
     """y = acc (+ b per row) (+ res) (Relu) in one pass, for float32 2-D (rows, P) arrays whose rows
     are contiguous; False (nothing done) where the kernel does not apply or is unavailable. ``acc``
     and ``res`` may be ``y`` itself."""
-    if not available() or y.dtype != np.float32 or acc.dtype != np.float32 or y.ndim != 2:
+    if not available() or not usable("epilogue") or y.dtype != np.float32 or acc.dtype != np.float32 or y.ndim != 2:
         return False
     if any(a is not None and (a.ndim != 2 or a.strides[1] != 4) for a in (acc, res, y)):
         return False
@@ -432,7 +486,11 @@ def epilogue(acc, b, res, y, relu: bool) -> bool:
         return False
     if res is not None and res.dtype != np.float32:
         return False
-    _timed(_kernels._epilogue, acc, _EMPTY if b is None else b, _EMPTY2 if res is None else res, y, bool(relu))
+    try:
+        res = _EMPTY2 if res is None else res
+        _timed("epilogue", _kernels._epilogue, acc, _EMPTY if b is None else b, res, y, bool(relu))
+    except KernelUnavailable:
+        return False
     return True
 
 
@@ -440,13 +498,17 @@ def epilogue_block(acc, b, res, y, relu: bool) -> bool:
     """``epilogue`` for a GEMM over a block of images, in one call: y[i] = acc[:, i] (+ b) (+ res[i])
     (Relu) with acc (rows, images, P) C-contiguous and res/y (images, rows, P) with contiguous rows;
     False (nothing done) where it does not apply or is unavailable."""
-    if not available() or acc.ndim != 3 or y.ndim != 3 or not acc.flags.c_contiguous:
+    if not available() or not usable("epilogue") or acc.ndim != 3 or y.ndim != 3 or not acc.flags.c_contiguous:
         return False
     if any(a is not None and (a.dtype != np.float32 or a.strides[-1] != 4) for a in (acc, res, y)):
         return False
     if b is not None and (b.dtype != np.float32 or b.ndim != 1):
         return False
-    _timed(_kernels._epilogue_block, acc, _EMPTY if b is None else b, _EMPTY3 if res is None else res, y, bool(relu))
+    res = _EMPTY3 if res is None else res
+    try:
+        _timed("epilogue", _kernels._epilogue_block, acc, _EMPTY if b is None else b, res, y, bool(relu))
+    except KernelUnavailable:
+        return False
     return True
 
 
@@ -454,19 +516,25 @@ def scale_shift(x, a, b, y, relu: int = 0) -> bool:
     """y[n, c] = x[n, c] * a[c] + b[c] (then a Relu: ``relu`` 1 max(0, y) with NaN -> 0, 2 NaN kept) in one pass for
     float32 arrays (C-contiguous y; x C-contiguous or, a channel prefix of a larger tensor, per image;
     channel axis 1); False (nothing done) where the kernel does not apply or is unavailable."""
-    if not available() or x.ndim < 2 or x.size == 0:
+    if not available() or not usable("scale_shift") or x.ndim < 2 or x.size == 0:
         return False
     if any(v.dtype != np.float32 or not v.flags.c_contiguous for v in (a, b, y)) or x.dtype != np.float32:
         return False
     n, c = x.shape[0], x.shape[1]
     y3 = y.reshape(n, c, -1)
     if x.flags.c_contiguous:
-        _timed(_kernels._scale_shift, x.reshape(n, c, -1), a, b, y3, int(relu))
+        try:
+            _timed("scale_shift", _kernels._scale_shift, x.reshape(n, c, -1), a, b, y3, int(relu))
+        except KernelUnavailable:
+            return False
         return True
     if not x[:1].flags.c_contiguous:
         return False
-    for i in range(n):
-        _timed(_kernels._scale_shift, x[i : i + 1].reshape(1, c, -1), a, b, y3[i : i + 1], int(relu))
+    try:  # the first call compiles: a failure there leaves y untouched
+        for i in range(n):
+            _timed("scale_shift", _kernels._scale_shift, x[i : i + 1].reshape(1, c, -1), a, b, y3[i : i + 1], int(relu))
+    except KernelUnavailable:
+        return False
     return True
 
 
@@ -478,6 +546,7 @@ def pool(x, y, inv, planes, z, geo, mode: str, pad_value, i0: int, i1: int) -> N
     inv2 = inv if inv is not None else np.empty((0, 0), np.float32)
     m = 1 if mode == "max" else 2
     _timed(
+        "pool",
         _kernels._pool,
         x,
         y,
@@ -507,65 +576,116 @@ def max_pool(x, y, vm, geo, pad_value, i0: int, i1: int) -> None:
     """Max pooling of images i0:i1 into y, each read in place (no planes); ``vm`` of ``max_pool_row``."""
     (kh, kw), (ph, pw) = geo.kernel, geo.head
     x = np.ascontiguousarray(x)
-    _timed(_kernels._max_pool, x, y, vm, geo.stride[0], kh, kw, ph, pw, np.float32(pad_value), i0, i1)
+    _timed("max_pool", _kernels._max_pool, x, y, vm, geo.stride[0], kh, kw, ph, pw, np.float32(pad_value), i0, i1)
 
 
 def pool2x2(x, y, stride, is_max: bool, inv: float, i0: int, i1: int) -> None:
     """2x2 max or average (times ``inv``) pooling of images i0:i1 of ``x`` (any strides) into y, every
     window inside the image (see pool2x2_fits)."""
-    _timed(_kernels._pool2x2, x, y, stride[0], stride[1], is_max, np.float32(inv), i0, i1)
+    _timed("pool2x2", _kernels._pool2x2, x, y, stride[0], stride[1], is_max, np.float32(inv), i0, i1)
 
 
 def pool2x2_fits(geo, dtype) -> bool:
     """Whether ``pool2x2`` takes this geometry: a 2x2 window, no dilation, no padding, float32."""
     if not (available() and np.dtype(dtype) == np.float32 and geo.kernel == (2, 2) and geo.dilation == (1, 1)):
         return False
+    if not usable("pool2x2"):
+        return False
     inside = all((o - 1) * s + 2 <= n for o, s, n in zip(geo.out, geo.stride, geo.spatial))
     return not geo.padded and inside
 
 
-def warm_up() -> float:
-    """Compile (or load from the cache) every compiled kernel for float32 now (the micro-kernel's and
-    Winograd's too); seconds it took this call."""
-    if not available():
-        return 0.0
+def pool_fits(geo, dtype, mode: str) -> bool:
+    """Whether a 3x3 max (``mode='max'``) or average pooling runs on these kernels (pool_nchw.JitPool2D):
+    what ``fits`` asks and, for max, ``max_pool`` or the phase-plane ``pool`` usable."""
+    if not (fits(geo, dtype) and tuple(geo.kernel) == (3, 3)):
+        return False
+    return usable("pool") or (mode == "max" and usable("max_pool"))
+
+
+def _warm_steps() -> list:
+    """(family, compile step) for every kernel family: each step calls that family's kernels on tiny
+    float32 arrays, with the argument types the ops pass (so the same numba signatures compile)."""
     from framework.ops.nn.conv_args import Geometry
 
-    t = time.perf_counter()
     geo = Geometry((4, 4), (3, 3), (1, 1), (1, 1), (1, 1), (1, 1), (4, 4))
     x = np.zeros((1, 2, 4, 4), np.float32)
     y = np.empty_like(x)
     phases, hq, wq, wide = plane_shape(geo)
-    planes, z = np.empty((phases, hq * wq), np.float32), np.empty(wide, np.float32)
-    depthwise(x, np.zeros((2, 1, 3, 3), np.float32), None, y, None, planes, z, geo, False, 0, 1)
-    pool(x, y, None, planes, z, geo, "max", 0.0, 0, 1)
-    max_pool(x, y, np.empty(max_pool_row(geo), np.float32), geo, 0.0, 0, 1)
-    y22 = np.empty((1, 2, 2, 2), np.float32)
-    pool2x2(x, y22, (2, 2), True, 1.0, 0, 1)
-    pool2x2(x, y22, (2, 2), False, 0.25, 0, 1)
-    y2 = y.reshape(2, 16)
-    epilogue(y2, np.zeros(2, np.float32), y2, y2, True)
-    y3 = y.reshape(1, 2, 16)
-    epilogue_block(np.ascontiguousarray(y3.transpose(1, 0, 2)), np.zeros(2, np.float32), y3, y3, True)
-    scale_shift(x, np.ones(2, np.float32), np.zeros(2, np.float32), y, 1)
-    w2 = direct_pack(np.zeros((2, 2, 3, 3), np.float32))
-    scratch = np.zeros((3, 2), np.int64)
-    plan = direct_plan(geo, 2, 2)
-    planes = np.zeros(plan.planes, np.float32)
     zero_b = np.zeros(2, np.float32)
-    direct(x, w2, zero_b, y, None, planes, scratch, plan, True, 0, 1, 0, 2)
-    direct(x, w2, zero_b, y, y, planes, scratch, plan, True, 0, 1, 0, 2, np.empty(plan.wide, np.float32))
-    runs = np.zeros((3, depthwise_runs()), np.int64)
-    direct_depthwise(x, np.zeros((2, 1, 3, 3), np.float32), zero_b, y, y, planes, runs, plan, True, 0, 1)
-    plane3 = depthwise3_planes(geo)
-    planes3 = np.zeros((2, plane3[2]), np.float32)
-    depthwise3(x, np.zeros((2, 1, 3, 3), np.float32), zero_b, y, y, planes3, plane3, geo, True, 0, 1)
-    pointwise(x, direct_pack(np.zeros((2, 2, 1, 1), np.float32)), zero_b, y, y, scratch, True, 0, 1, 0, 2, (64, 2))
-    cplan = channel_plan(geo, 2, 2)
-    cw = np.zeros(cplan.mp * 18, np.float32)
-    cb = np.zeros(cplan.mp, np.float32)
-    channel_conv(x, cw, cb, y, y, np.zeros(cplan.planes, np.float32), cplan, geo, True, 0, 1, 0, 1, 2)
-    from framework.ops.nn import winograd
+    w3 = np.zeros((2, 1, 3, 3), np.float32)
 
-    winograd.warm_up()
+    def phase_planes():
+        return np.empty((phases, hq * wq), np.float32), np.empty(wide, np.float32)
+
+    def pooling2x2():
+        y22 = np.empty((1, 2, 2, 2), np.float32)
+        pool2x2(x, y22, (2, 2), True, 1.0, 0, 1)
+        pool2x2(x, y22, (2, 2), False, 0.25, 0, 1)
+
+    def epilogues():
+        y2 = y.reshape(2, 16)
+        epilogue(y2, zero_b, y2, y2, True)
+        y3 = y.reshape(1, 2, 16)
+        epilogue_block(np.ascontiguousarray(y3.transpose(1, 0, 2)), zero_b, y3, y3, True)
+
+    def directs():
+        w2 = direct_pack(np.zeros((2, 2, 3, 3), np.float32))
+        plan = direct_plan(geo, 2, 2)
+        planes, scratch = np.zeros(plan.planes, np.float32), np.zeros((3, 2), np.int64)
+        direct(x, w2, zero_b, y, None, planes, scratch, plan, True, 0, 1, 0, 2)
+        direct(x, w2, zero_b, y, y, planes, scratch, plan, True, 0, 1, 0, 2, np.empty(plan.wide, np.float32))
+
+    def direct_depthwises():
+        plan = direct_plan(geo, 2, 2)
+        runs = np.zeros((3, depthwise_runs()), np.int64)
+        direct_depthwise(x, w3, zero_b, y, y, np.zeros(plan.planes, np.float32), runs, plan, True, 0, 1)
+
+    def depthwise3s():
+        plane3 = depthwise3_planes(geo)
+        depthwise3(x, w3, zero_b, y, y, np.zeros((2, plane3[2]), np.float32), plane3, geo, True, 0, 1)
+
+    def pointwises():
+        wp = direct_pack(np.zeros((2, 2, 1, 1), np.float32))
+        pointwise(x, wp, zero_b, y, y, np.zeros((3, 2), np.int64), True, 0, 1, 0, 2, (64, 2))
+
+    def channels():
+        cplan = channel_plan(geo, 2, 2)
+        cw, cb = np.zeros(cplan.mp * 18, np.float32), np.zeros(cplan.mp, np.float32)
+        channel_conv(x, cw, cb, y, y, np.zeros(cplan.planes, np.float32), cplan, geo, True, 0, 1, 0, 1, 2)
+
+    def winograds():
+        from framework.ops.nn import winograd
+
+        winograd.warm_up()
+
+    return [
+        ("depthwise", lambda: depthwise(x, w3, None, y, None, *phase_planes(), geo, False, 0, 1)),
+        ("pool", lambda: pool(x, y, None, *phase_planes(), geo, "max", 0.0, 0, 1)),
+        ("max_pool", lambda: max_pool(x, y, np.empty(max_pool_row(geo), np.float32), geo, 0.0, 0, 1)),
+        ("pool2x2", pooling2x2),
+        ("epilogue", epilogues),
+        ("scale_shift", lambda: scale_shift(x, np.ones(2, np.float32), zero_b, y, 1)),
+        ("direct", directs),
+        ("direct_depthwise", direct_depthwises),
+        ("depthwise3", depthwise3s),
+        ("pointwise", pointwises),
+        ("channel", channels),
+        ("winograd", winograds),
+    ]
+
+
+def warm_up() -> float:
+    """Compile (or load from the cache) every compiled kernel this CPU can run, for float32, now (the
+    micro-kernel's and Winograd's too); seconds it took this call. A family whose compile fails is
+    disabled with its one warning (kernel_support), the others still compile."""
+    if not available():
+        return 0.0
+    t = time.perf_counter()
+    for family, step in _warm_steps():
+        if usable(family):
+            try:
+                step()
+            except KernelUnavailable:
+                pass
     return time.perf_counter() - t

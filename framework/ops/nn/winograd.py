@@ -35,6 +35,8 @@ from __future__ import annotations
 import numpy as np
 
 from framework.ops.nn import window_jit
+from framework.ops.nn.dispatch_table import THRESHOLDS as _T
+from framework.ops.nn.kernel_support import usable
 from framework.ops.nn.window_jit import _EMPTY, _EMPTY4, _timed
 
 _kernels = None
@@ -48,7 +50,7 @@ G = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.0
 # with 2 MiB blocks, 1.06x with 1 MiB; 128 -> 128 on 28x28 at batch 1 0.77x whole, 0.89x in 2 MiB).
 # 8 MiB: AlexNet's Winograd convs at batch 16 took 0.82x of the time without Winograd with 16 MiB
 # blocks, 0.86x with 4 MiB; their peak memory 371 / 351 / 341 MiB with 16 / 8 / 4 MiB (PyTorch 310).
-BLOCK_BYTES = 8 << 20
+BLOCK_BYTES = _T["WINOGRAD_BLOCK_BYTES"]
 
 
 def _load():
@@ -62,7 +64,7 @@ def _load():
 
 def fits(geo, dtype, group: int) -> bool:
     """Whether the Winograd kernels handle a conv: 3x3, stride 1, dilation 1, group 1, float32,
-    non-negative pads, numba available."""
+    non-negative pads, numba available and the kernels not disabled (kernel_support)."""
     return (
         window_jit.fits(geo, dtype)
         and group == 1
@@ -70,6 +72,7 @@ def fits(geo, dtype, group: int) -> bool:
         and geo.stride == (1, 1)
         and geo.out[0] >= 1
         and geo.out[1] >= 1
+        and usable("winograd")
     )
 
 
@@ -116,7 +119,7 @@ def input_transform(x, v, g0, g1, geo, phases) -> None:
     (2, 2*th + 2, tw + 1) zero-filled once (only image cells are written)."""
     th, tw = tiles(geo)
     ph, pw = geo.head
-    _timed(_load()._input, np.ascontiguousarray(x), v, g0, g1, ph, pw, th, tw, phases[0], phases[1])
+    _timed("winograd", _load()._input, np.ascontiguousarray(x), v, g0, g1, ph, pw, th, tw, phases[0], phases[1])
 
 
 def output_transform(mt, b, res, y, g0, g1, geo, relu: bool, z) -> None:
@@ -127,7 +130,7 @@ def output_transform(mt, b, res, y, g0, g1, geo, relu: bool, z) -> None:
         res = _EMPTY4
     elif res is not y:
         res = np.ascontiguousarray(res)
-    _timed(_load()._output, mt, _EMPTY if b is None else b, res, y, g0, g1, th, tw, bool(relu), z)
+    _timed("winograd", _load()._output, mt, _EMPTY if b is None else b, res, y, g0, g1, th, tw, bool(relu), z)
 
 
 def warm_up() -> None:
