@@ -282,3 +282,31 @@ def test_equal_lengths_fast_path_against_numpy(sparse, reducer, k, length, data)
         "Lengths", reducer, x, idx if sparse else np.arange(n), seg, w if reducer == "WeightedSum" else None
     )
     assert_reference_checks(op, inputs, lambda *_: expected, threshold=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("reducer", ["Sum", "WeightedSum", "Mean"])
+@pytest.mark.parametrize("lengths", [[2, 2, 2], [3, 0, 2, 1]])
+def test_sparse_lengths_reductions_of_float16_give_float32(reducer, lengths):
+    """Caffe2's lengths_reducer_ops take float or float16 DATA and always write float32 (summing in float)."""
+    rng = np.random.default_rng(len(lengths))
+    data = (rng.standard_normal((5, 3)) * 100).astype(np.float16)
+    lengths = np.array(lengths, np.int32)
+    idx = rng.integers(0, 5, int(lengths.sum())).astype(np.int64)
+    w = rng.standard_normal(idx.size).astype(np.float32)
+    inputs = [data, w, idx, lengths] if reducer == "WeightedSum" else [data, idx, lengths]
+    names = ["D", "W", "I", "L"] if reducer == "WeightedSum" else ["D", "I", "L"]
+
+    def ref(*args):
+        out = np.zeros((len(lengths), 3), np.float32)
+        pos = 0
+        for k, n in enumerate(lengths):
+            for j in range(pos, pos + n):
+                row = data[idx[j]].astype(np.float32)
+                out[k] += row * w[j] if reducer == "WeightedSum" else row
+            if reducer == "Mean" and n:
+                out[k] /= n
+            pos += n
+        return out
+
+    (y,) = assert_reference_checks(CreateOperator(f"SparseLengths{reducer}", names, ["Y"]), inputs, ref)
+    assert y.dtype == np.float32
