@@ -436,6 +436,34 @@ def _maker(layout: str, reducer: str, sparse: bool):
     return make
 
 
+# Caffe2's legacy names of the Sum gradient, (dY, LENGTHS) -> each row of dY repeated LENGTHS times; no
+# maker emits them (SparseLengthsSum's gradient is SparseLengthsIndicesInGradientSumGradient)
+for _legacy in ("LengthsSumGradient", "SparseLengthsSumGradient"):
+    register_op(
+        _legacy,
+        inputs=2,
+        args=GRAD_ARGS,
+        input_docs=[("dY", ROLE_DOCS["dY"]), ("LENGTHS", "the forward op's LENGTHS")],
+        output_docs=[("dDATA", "row i of dY repeated LENGTHS[i] times")],
+        infer=lambda args, ins: [UNKNOWN],
+        category="sparse",
+        private=True,
+        input_types=["float", "int"],
+        ranks={0: (1, None), 1: 1},
+    )(
+        type(
+            _legacy,
+            (SegmentReductionGradient,),
+            {
+                "layout": "Lengths",
+                "reducer": "Sum",
+                "roles": ["dY", "SEGMENT"],
+                "__doc__": "Gradient of LengthsSum / SparseLengthsSum under Caffe2's legacy name: each row of dY "
+                "repeated LENGTHS times (the dense rows of the looked-up indices).",
+            },
+        )
+    )
+
 for _sparse in (False, True):
     for _layout in LAYOUTS:
         for _reducer in REDUCERS:

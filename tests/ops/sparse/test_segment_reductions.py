@@ -254,7 +254,7 @@ def test_the_family_is_complete_and_each_op_emits_a_listed_gradient_op():
     from framework.ops import all_schemas
 
     names = {s.type for s in all_schemas() if s.operator_class.__module__.endswith("segment_reductions")}
-    assert names == set(FORWARD_TYPES) | set(GRADIENT_TYPES)
+    assert names == set(FORWARD_TYPES) | set(GRADIENT_TYPES) | {"LengthsSumGradient", "SparseLengthsSumGradient"}
     emitted = set()
     for op_type in FORWARD_TYPES:
         n_in = 2 + ("WeightedSum" in op_type) + op_type.startswith("Sparse")
@@ -310,3 +310,18 @@ def test_sparse_lengths_reductions_of_float16_give_float32(reducer, lengths):
 
     (y,) = assert_reference_checks(CreateOperator(f"SparseLengths{reducer}", names, ["Y"]), inputs, ref)
     assert y.dtype == np.float32
+
+
+@pytest.mark.parametrize("op_type", ["LengthsSumGradient", "SparseLengthsSumGradient"])
+@given(lengths=st.lists(st.integers(0, 3), min_size=1, max_size=4), d=st.integers(1, 3))
+@settings(max_examples=15, deadline=None)
+def test_legacy_sum_gradient_repeats_rows(op_type, lengths, d):
+    """Caffe2's legacy (dY, LENGTHS) Sum gradients: row k of dY once per row of segment k."""
+    lengths = np.array(lengths, np.int32)
+    dy = np.arange(len(lengths) * d, dtype=np.float32).reshape(len(lengths), d) + 1
+
+    def ref(dy, lengths):
+        return np.array([dy[k] for k, n in enumerate(lengths) for _ in range(n)], np.float32).reshape(-1, d)
+
+    # the rows depend on LENGTHS' values: inference leaves the shape unknown
+    assert_reference_checks(CreateOperator(op_type, ["dY", "L"], ["dX"]), [dy, lengths], ref, check_inference=False)
