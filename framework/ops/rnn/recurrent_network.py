@@ -224,7 +224,8 @@ class RecurrentNetwork(Operator):
                 t.resize(shape)
                 t.mutable_data(x.dtype)
             arr = t.data()
-            arr[:init_len] = x.reshape(init_len if x.ndim == 3 else 1, -1, x.shape[-1])
+            rows = x.shape[-2] if x.ndim >= 2 else 1  # a 1-D state is every batch entry's (broadcast)
+            arr[:init_len] = x.reshape(init_len if x.ndim == 3 else 1, rows, x.shape[-1])
             out.append((state, arr))
         return out
 

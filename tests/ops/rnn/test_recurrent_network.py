@@ -310,3 +310,35 @@ def test_forward_and_backward_by_separate_run_operator_once():
     np.testing.assert_allclose(ws.fetch_blob(str(grads["rnn/i2h_w"])), dwx, rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(ws.fetch_blob(str(grads["rnn/gates_t_w"])), dwh, rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(ws.fetch_blob(str(grads["h0"]))[0], dh, rtol=1e-4, atol=1e-5)
+
+
+def test_a_state_with_no_initial_steps():
+    """An initial state of length 0 (Caffe2's stateful convolution example with a window of 1): the state
+    sequence holds just the T steps the step net writes; here each step copies x_t + 1."""
+    from framework.proto.framework_pb2 import NetDef
+
+    T, N, D = 3, 2, 4
+    step = NetDef(name="step", external_input=["x_t"])
+    step.op.extend([CreateOperator("Add", ["x_t", "one"], ["s_t"])])
+    x = np.random.default_rng(0).standard_normal((T, N, D)).astype(np.float32)
+    ws = Workspace()
+    ws.feed_blob("x", x)
+    ws.feed_blob("s0", np.zeros((0, N, D), np.float32))
+    ws.feed_blob("one", np.ones(1, np.float32))
+    op = CreateOperator(
+        "RecurrentNetwork",
+        ["x", "s0", "one"],
+        ["s_all", "step_ws"],
+        step_net=step,
+        recurrent_states=["s"],
+        initial_recurrent_state_ids=[1],
+        link_internal=["x_t", "s_t"],
+        link_external=["x", "s"],
+        link_offset=[0, 0],
+        link_window=[1, 1],
+        alias_src=["s"],
+        alias_dst=["s_all"],
+        alias_offset=[0],
+    )
+    ws.run_operator_once(op)
+    np.testing.assert_allclose(ws.fetch_blob("s_all"), x + 1, rtol=1e-6)
