@@ -14,7 +14,7 @@ import numpy as np
 
 from framework.onnx.context import ExportContext, NotExportable, OpView, register_converter
 from framework.ops.nn.conv_args import parse_conv_pool, resolve, split_layout
-from framework.ops.nn.conv_transpose import convt_geometry
+from framework.ops.nn.conv_transpose import convt_adjs, convt_geometry
 
 
 def to_nchw_perm(nd: int) -> list[int]:
@@ -80,10 +80,12 @@ def _conv(ctx: ExportContext, op: OpView) -> None:
 def _conv_transpose(ctx: ExportContext, op: OpView) -> None:
     nd = len(op.in_shapes[0])
     spec = parse_conv_pool(op.args, op.type, op.type)
-    adjs = tuple(op.arg("adjs")) if op.has("adjs") else op.arg("adj")
+    adjs = convt_adjs(op.has, op.arg)
     geo, _, _, _, _, _ = convt_geometry(spec, adjs, op.in_shapes[0], op.in_shapes[1], op.type)
     r = nd - 2
     adj = list(adjs) if isinstance(adjs, tuple) else [adjs] * r
+    if any(a >= st for a, st in zip(adj, geo.stride)):
+        raise NotExportable(f"adj {adj} not smaller than the stride {list(geo.stride)} (ONNX's output_padding)")
     x = nchw_in(ctx, ctx.read(op.inputs[0]), spec.order, nd)
     w = nchw_in(ctx, ctx.read(op.inputs[1]), spec.order, nd)
     ins = [x, w] + ([ctx.read(op.inputs[2])] if len(op.inputs) > 2 else [])

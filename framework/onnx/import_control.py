@@ -133,6 +133,13 @@ def _if(ctx: ImportContext, node: Node) -> None:
     ctx.op("If", [node.input(0)], outs, then_net=nets[0], else_net=nets[1])
 
 
+def _scan_rows(ctx: ImportContext, scan_outs: Sequence[str]) -> tuple[list[OperatorDef], list[str]]:
+    """ExpandDims ops making each per-iteration scan value a row of one, and the rows' names: ONNXWhile
+    concatenates scan values along dim 0 (Caffe2), ONNX stacks them on a new first axis."""
+    rows = [ctx.fresh("scan_row") for _ in scan_outs]
+    return [_op("ExpandDims", [v], [r], dims=[0]) for v, r in zip(scan_outs, rows)], rows
+
+
 @translator("Loop")
 def _loop(ctx: ImportContext, node: Node) -> None:
     body = node.attr("body")
@@ -144,7 +151,8 @@ def _loop(ctx: ImportContext, node: Node) -> None:
         raise Unsupported(f"trip count of type {ctx.dtype(trip)}")
     ext_in = [i.name for i in body.input]
     ext_out = [o.name for o in body.output]
-    net = subnet(ctx, body, "Loop body", ext_in, ext_out)
+    rows, row_names = _scan_rows(ctx, ext_out[1 + n_lcd :])
+    net = subnet(ctx, body, "Loop body", ext_in, ext_out[: 1 + n_lcd] + row_names, postlude=rows)
     ins = [trip or _const(ctx, np.zeros(1, np.int64), "loop_no_trip"),
            cond or _const(ctx, np.ones(1, bool), "loop_no_cond")] + list(node.inputs[2:])  # fmt: skip
     if not all(ins[2:]):
@@ -249,7 +257,8 @@ def _scan(ctx: ImportContext, node: Node) -> None:
         prelude.append(_gather(s, idx, body.input[n + j].name, in_axes[j]))
     ext_in = [it, cond] + [i.name for i in body.input[:n]]
     ext_out = [cond] + [o.name for o in body.output]
-    net = subnet(ctx, body, "Scan body", ext_in, ext_out, prelude=prelude)
+    rows, row_names = _scan_rows(ctx, ext_out[1 + n :])
+    net = subnet(ctx, body, "Scan body", ext_in, ext_out[: 1 + n] + row_names, prelude=prelude, postlude=rows)
     outs = _outputs(ctx, node, n + k)
     stacked = [ctx.fresh("scan_stacked") if out_dirs[i] or out_axes[i] else outs[n + i] for i in range(k)]
     trip = _const(ctx, np.array([length], np.int64), "scan_length")

@@ -204,3 +204,30 @@ def test_a_long_read_does_not_grow_memory(tmp_path):
     p = subprocess.run([sys.executable, "-c", LONG_READ, str(tmp_path)], capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr
     assert int(p.stdout.strip()) < 8 * 1024, f"grew by {p.stdout.strip()} KB"
+
+
+@pytest.mark.parametrize("batch_size", [0, 1, 3])
+def test_string_records_without_dims(tmp_path, batch_size):
+    """A string TensorProto with no dims is one string (a scalar); batched, the output is [batch_size] strings,
+    as Caffe2 deserializes each record's tensor and copies it to its slot of the batch."""
+    words = [b"alpha", b"", b"gamma", b"delta"]
+    with open_db("minidb", str(tmp_path / "s"), Mode.NEW) as db, db.new_transaction() as txn:
+        for k, w in enumerate(words):
+            protos = TensorProtos()
+            tp = protos.protos.add()
+            tp.data_type = tp.STRING
+            tp.string_data.append(w)
+            label = protos.protos.add()
+            label.data_type = label.INT32
+            label.int32_data.append(k)
+            txn.put(f"{k:08d}", protos.SerializeToString())
+    ws = Workspace(root_folder=str(tmp_path))
+    run(ws, "CreateDB", [], ["reader"], db="s", db_type="minidb")
+    run(ws, "TensorProtosDBInput", ["reader"], ["S", "L"], batch_size=batch_size)
+    s, label = ws.fetch_blob("S"), ws.fetch_blob("L")
+    n = max(batch_size, 1)
+    if batch_size:
+        assert s.shape == (n,) and label.shape == (n,)
+        assert list(s) == words[:n] and list(label) == list(range(n))
+    else:
+        assert s.shape == () and s.item() == words[0] and label.shape == () and int(label) == 0

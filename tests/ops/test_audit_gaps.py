@@ -123,10 +123,10 @@ ERRORS = [
         "ConvTranspose",
         2,
         1,
-        dict(kernel=2, adj=2, stride=2),
+        dict(kernel=2, adj=3, stride=2),
         [X4, np.zeros((2, 2, 2, 2), np.float32)],
         ShapeError,
-        r"adj 2 must be in \[0, stride 2\)",
+        r"adj 3 must be in \[0, stride 2\]",
     ),
     # layout and image ops
     ("NCHW2NHWC", 1, 1, {}, [np.zeros((2, 3), np.float32)], ShapeError, r"'I0' needs >= 3 dims, got \(2, 3\)"),

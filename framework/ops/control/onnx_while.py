@@ -2,8 +2,10 @@
 
 Operator inputs: max trip count (int64), first condition (bool/int32/int64),
 N initial loop-carried dependencies. Outputs: N final loop-carried
-dependencies, then K scan outputs (per-iteration values stacked on a new
-first axis). The ``body`` net's external inputs are (iteration number,
+dependencies, then K scan outputs (per-iteration values concatenated along
+their first dimension, as Caffe2: iteration 0's value copied, each later one
+appended by Extend; a body that wants ONNX's stacking gives rows of one, as
+the ONNX importer's Loop and Scan do). The ``body`` net's external inputs are (iteration number,
 condition, N dependencies) and its external outputs (condition, N
 dependencies, K scan outputs). Loop-carried values that are not tensors (the
 ONNX backend's sequences and optionals: immutable objects) pass by reference.
@@ -59,7 +61,7 @@ def _carried(obj, read, key):
         ("first_iter_condition", "Dynamic condition value for the first iteration (used if has_cond is True)"),
         ("initial", "Initial values of the loop-carried dependencies (the remaining inputs)"),
     ],
-    output_docs=[("outputs", "Final loop-carried dependencies, then the scan outputs (stacked per iteration)")],
+    output_docs=[("outputs", "Final loop-carried dependencies, then the scan outputs (concatenated along dim 0)")],
     args=[
         Arg("body", NET, None, "Net executed on each iteration"),
         Arg("has_trip_count", INT, 0, "Whether to use the trip count input"),
@@ -84,9 +86,15 @@ class ONNXWhile(Operator):
     count specified at runtime; set by specifying the input M (has_trip_count). 2. Loop
     termination condition: an input to the op that determines whether to run the first
     iteration and also a loop-carried dependency for the body graph (has_cond). Scan outputs
-    stack the per-iteration values; with zero iterations they are empty int32 tensors, as in
-    Caffe2. The body runs in a child workspace that sees none of the outer blobs (a new one per
-    iteration with save_scopes), or in the op's own workspace with disable_scopes."""
+    concatenate the per-iteration values along their first dimension (each iteration's value must
+    keep its shape; a 0-d value cannot be extended past one iteration, as Caffe2's Extend refuses
+    it); with zero iterations they are empty int32 tensors, as in Caffe2. The body runs in a child
+    workspace that sees none of the outer blobs (a new one per iteration with save_scopes), or in
+    the op's own workspace with disable_scopes.
+
+    Departure: Caffe2 writes iteration k at element offset k * size(value) of a tensor grown by one
+    row per iteration, which is this concatenation when each value has one row and overruns its
+    buffer otherwise; here it is the concatenation in every case."""
 
     def setup(self) -> None:
         self.body_def = net_arg(self, "body")
@@ -166,6 +174,11 @@ class ONNXWhile(Operator):
                         f"{self.describe()}: Size of scan output '{name}' changed across iterations: "
                         f"{list(scans[k][0].shape)} then {list(v.shape)}"
                     )
+                if scans[k] and v.ndim == 0:
+                    raise ShapeError(
+                        f"{self.describe()}: scan output '{name}' is 0-d: it cannot be extended along dim 0 "
+                        "past the first iteration"
+                    )
                 scans[k].append(v)
             if a.save_scopes:
                 ws = self.stack.push_forward(self.workspace, {})
@@ -178,8 +191,8 @@ class ONNXWhile(Operator):
             np.copyto(out, v)
         for k, vals in enumerate(scans):
             if vals:
-                stacked = np.stack(vals)
-                np.copyto(self.output(self.n_lcd + k, stacked.shape, stacked.dtype), stacked)
+                joined = vals[0] if vals[0].ndim == 0 else np.concatenate(vals, axis=0)
+                np.copyto(self.output(self.n_lcd + k, joined.shape, joined.dtype), joined)
             else:
                 self.output(self.n_lcd + k, (0,), np.int32)
 

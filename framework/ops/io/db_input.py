@@ -132,16 +132,15 @@ class TensorProtosDBInput(Operator):
                 if b == 0:
                     shape = (batch, *dims) if batch else dims
                     outs.append(self.output(i, shape, meta.dtype))
-                dst = outs[i][b] if batch else outs[i]
+                # outs[i][b, ...] is a view even where outs[i][b] would be one element (a 1-D output: a record
+                # without dims, e.g. one string)
+                dst = outs[i][b, ...] if batch else outs[i]
                 if dst.shape != dims or dst.dtype != meta.dtype:
                     raise ShapeError(
                         f"{self.describe()}: record '{key}' tensor {i} is {meta.name} {list(dims)}, "
                         f"but earlier records in the batch were {dst.dtype} {list(dst.shape)}"
                     )
-                if batch:  # outs[i][b] of a 1-D output is a numpy scalar, not a view: assign through the parent
-                    outs[i][b] = vals.reshape(dims)
-                else:
-                    dst[...] = vals.reshape(dims)
+                dst[...] = vals.reshape(dims)
 
 
 no_gradient("CreateDB", "TensorProtosDBInput")

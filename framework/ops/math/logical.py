@@ -1,5 +1,6 @@
 """Elementwise logic: the comparisons EQ, NE, LT, LE, GT, GE (bool results), And, Or, Xor,
-Not on bool tensors, and Where (C ? X : Y). None is differentiable.
+Not on bool tensors, BitwiseAnd, BitwiseOr, BitwiseXor on int32/int64/bool tensors, and Where
+(C ? X : Y). None is differentiable.
 
 The binary ops broadcast as Add does (``framework.ops.math.elementwise``).
 """
@@ -38,6 +39,19 @@ for _name, (_fn, _sym) in _CMP.items():
 for _name, _fn in (("And", np.logical_and), ("Or", np.logical_or), ("Xor", np.logical_xor)):
     _bool_result(_name, f"Elementwise logical {_name.lower()} of two bool tensors.", _fn, "b", ((0, 0),))
 should_not_do_gradient(*_CMP, "And", "Or", "Xor")
+
+# Caffe2 2020 (elementwise_ops_schema.cc): int32, int64 or bool operands, C of A's type, in place on A only
+_BITWISE = {"BitwiseAnd": np.bitwise_and, "BitwiseOr": np.bitwise_or, "BitwiseXor": np.bitwise_xor}
+for _name, _fn in _BITWISE.items():
+    register_binary(
+        _name,
+        f"Elementwise {_fn.__name__.replace('_', ' ')} of two integer or bool tensors (C has A's type).{BROADCAST_DOC}",
+        _fn,
+        kinds="bi",
+        inplace=((0, 0),),
+        category="logical",
+    )
+should_not_do_gradient(*_BITWISE)
 
 
 @register_op(

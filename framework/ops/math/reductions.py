@@ -1,4 +1,4 @@
-"""Whole-tensor and row/column reductions: SumElements, SumSqrElements, RowwiseMax,
+"""Whole-tensor and row/column reductions: SumElements, SumSqrElements, RowwiseMax, RowWiseArgMax,
 ColwiseMax, ArgMax, ArgMin, and their gradient ops (axis reductions are in ``reduce``).
 """
 
@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from framework.errors import ShapeError
-from framework.ops.gradient import gradient, should_not_do_gradient
+from framework.ops.gradient import gradient, no_gradient, should_not_do_gradient
 from framework.ops.math.elementwise import check_kind
 from framework.ops.math.reduce import canon_axes, lowest, reduce_cost, reduced_shape
 from framework.ops.operator import Operator
@@ -234,3 +234,47 @@ for _name, _fn in (("ArgMax", np.argmax), ("ArgMin", np.argmin)):
         category="reduction",
     )(type(_name, (ArgMax,), {"fn": staticmethod(_fn)}))
 should_not_do_gradient("ArgMax", "ArgMin")
+
+
+# -- RowWiseArgMax -----------------------------------------------------------------------------------------
+
+
+def _row_argmax_infer(args: Any, ins: list[TensorSpec]) -> list[TensorSpec]:
+    x = ins[0]
+    return [TensorSpec(None if x.shape is None else (x.shape[0], 1), np.dtype(np.int32))]
+
+
+@register_op(
+    "RowWiseArgMax",
+    input_docs=[("X", "2-D (N x D) float tensor")],
+    output_docs=[("Z", "2-D (N x 1) int32: the column of each row's maximum")],
+    input_types="float",
+    ranks={0: 2},
+    infer=_row_argmax_infer,
+    cost=reduce_cost,
+    category="reduction",
+)
+class RowWiseArgMax(Operator):
+    """Column (int32, N x 1) of the first maximum of each row of a 2-D tensor, as Caffe2's ``arg_max_op``:
+    a running maximum that only a strictly greater value replaces (so a NaN is never chosen, except in
+    the first column, which then stays chosen). Caffe2 leaves the result unwritten when D is 1; here it
+    is 0. D = 0 with rows is an error (Caffe2 reads out of bounds)."""
+
+    def run(self) -> None:
+        x = self.input(0)
+        n, d = x.shape
+        if d == 0 and n:
+            raise ShapeError(f"{self.describe()}: X ('{self.input_names[0]}') has rows of no columns")
+        out = self.output(0, (n, 1), np.int32)
+        if not n:
+            return
+        nan = np.isnan(x)
+        if not nan.any():
+            out[:, 0] = np.argmax(x, axis=1)
+            return
+        # NaNs as -inf can only win a row whose first value is -inf too, and then column 0 wins first
+        best = np.argmax(np.where(nan, -np.inf, x), axis=1)
+        out[:, 0] = np.where(nan[:, 0], 0, best)
+
+
+no_gradient("RowWiseArgMax")

@@ -35,6 +35,8 @@ from framework.ops.schema import BOOL, INT, INTS, UNKNOWN, Arg, Cost, TensorSpec
 _CT_ARGS = conv_pool_args(dilation=False) + [
     Arg("adj", INT, 0, "extra output size at the tail of every spatial dimension (< stride)"),
     Arg("adjs", INTS, [], "adj per spatial dimension"),
+    Arg("adj_h", INT, 0, "adj of the height (2-D, with adj_w)"),
+    Arg("adj_w", INT, 0, "adj of the width (2-D, with adj_h)"),
     Arg("no_bias", BOOL, False, "no bias input (gradient ops: no bias gradient output)"),
 ]
 
@@ -66,8 +68,8 @@ def convt_geometry(spec, adjs, x_shape, w_shape, where, names=("X", "filter")):
     heads, tails = (probe.head, probe.tail) if spec.legacy_pad == NOTSET else ((0,) * r, (0,) * r)
     full, out = [], []
     for i in range(r):
-        if adj[i] >= probe.stride[i] or adj[i] < 0:
-            raise ShapeError(f"{where}: adj {adj[i]} must be in [0, stride {probe.stride[i]})")
+        if adj[i] > probe.stride[i] or adj[i] < 0:
+            raise ShapeError(f"{where}: adj {adj[i]} must be in [0, stride {probe.stride[i]}]")
         f = (spatial[i] - 1) * probe.stride[i] + kernel[i] + adj[i]
         if f - heads[i] - tails[i] < 1:
             raise ShapeError(f"{where}: pads ({heads[i]}, {tails[i]}) leave no output in spatial dim {i}")
@@ -78,8 +80,18 @@ def convt_geometry(spec, adjs, x_shape, w_shape, where, names=("X", "filter")):
     return geo, n, c, m, tuple(out), tuple(full)
 
 
+def convt_adjs(has, get):
+    """The output adjustment as Caffe2 reads it: ``adjs`` (one per spatial dim), else ``adj`` (every dim),
+    else ``adj_h`` and ``adj_w`` together (2-D), else 0. ``has(name)`` / ``get(name)`` read the arguments."""
+    if has("adjs"):
+        return tuple(get("adjs"))
+    if not has("adj") and has("adj_h") and has("adj_w"):
+        return (get("adj_h"), get("adj_w"))
+    return get("adj")
+
+
 def _ct_adjs(args):
-    return tuple(args.adjs) if args.has("adjs") else args.adj
+    return convt_adjs(args.has, lambda name: getattr(args, name))
 
 
 def _infer_convt(args, ins):

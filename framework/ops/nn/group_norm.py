@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from framework.errors import ShapeError
+from framework.errors import GradientError, ShapeError
 from framework.ops.gradient import gradient, should_not_do_gradient
 from framework.ops.nn.normalization import ORDER_ARG, NormOp, channel_axis
 from framework.ops.registry import register_op
@@ -36,9 +36,9 @@ _GN_ARGS = [
 def _gn_infer(args, ins):
     x = ins[0]
     if x.shape is None or len(x.shape) < 2:
-        return [x, TensorSpec(None, x.dtype), TensorSpec(None, x.dtype)]
+        return [x] + [TensorSpec(None, x.dtype)] * (args.num_outputs - 1)
     st = TensorSpec((x.shape[0], args.group), x.dtype)
-    return [x, st, st]
+    return [x] + [st] * (args.num_outputs - 1)
 
 
 class _GroupNormBase(NormOp):
@@ -54,17 +54,24 @@ class _GroupNormBase(NormOp):
 @register_op(
     "GroupNorm",
     inputs=3,
-    outputs=3,
+    outputs=frozenset({1, 3}),
     args=_GN_ARGS,
     input_docs=[("X", "N x C x ... (NCHW) or N x ... x C (NHWC)"), ("gamma", "scale, (C,)"), ("beta", "shift, (C,)")],
-    output_docs=[("Y", "normalized X"), ("mean", "(N, G) group means"), ("std", "(N, G) sqrt(var + epsilon)")],
+    output_docs=[
+        ("Y", "normalized X"),
+        ("mean", "(N, G) group means (optional, with inv_std)"),
+        ("inv_std", "(N, G) 1 / sqrt(var + epsilon) (optional, with mean)"),
+    ],
     infer=_gn_infer,
     category="normalization",
 )
 class GroupNorm(_GroupNormBase):
     """Group normalization: the channels are split in `group` groups; each (sample, group) is
     normalized by its own mean and variance over its channels and positions, then scaled by
-    gamma and shifted by beta per channel. mean and std are for the gradient, not activations."""
+    gamma and shifted by beta per channel. mean and inv_std are for the gradient, not activations.
+
+    The third output is the inverse standard deviation ``1 / sqrt(var + epsilon)``, as Caffe2's kernel
+    writes it (2018 and 2020, and its recorded golden outputs), although its schema calls it "std"."""
 
     def run(self) -> None:
         x = self.input(0)
@@ -82,8 +89,9 @@ class GroupNorm(_GroupNormBase):
         xhat = ((xr - mu[..., None]) / sig[..., None]).reshape(n, c, -1)
         y = xhat * self.input(1)[None, :, None] + self.input(2)[None, :, None]
         self.output(0, x.shape, x.dtype)[...] = _from_nc_rest(y, x.shape, c_axis)
-        self.output(1, (n, g), x.dtype)[...] = mu
-        self.output(2, (n, g), x.dtype)[...] = sig
+        if len(self.outputs) == 3:
+            self.output(1, (n, g), x.dtype)[...] = mu
+            self.output(2, (n, g), x.dtype)[...] = 1.0 / sig
 
 
 @register_op(
@@ -97,7 +105,7 @@ class GroupNorm(_GroupNormBase):
         ("gamma", "scale"),
         ("beta", "shift"),
         ("mean", "forward mean"),
-        ("std", "forward std"),
+        ("inv_std", "forward 1 / sqrt(var + epsilon)"),
     ],
     output_docs=[("dX", "gradient of X"), ("dgamma", "(C,)"), ("dbeta", "(C,)")],
     infer=lambda args, ins: [ins[1], ins[2], ins[2]],
@@ -105,7 +113,7 @@ class GroupNorm(_GroupNormBase):
     private=True,
 )
 class GroupNormGradient(_GroupNormBase):
-    """dX = (dXhat - mean(dXhat) - Xhat mean(dXhat Xhat)) / std per group, dXhat = dY gamma;
+    """dX = (dXhat - mean(dXhat) - Xhat mean(dXhat Xhat)) * inv_std per group, dXhat = dY gamma;
     dgamma = sum dY Xhat, dbeta = sum dY per channel."""
 
     def run(self) -> None:
@@ -118,19 +126,19 @@ class GroupNormGradient(_GroupNormBase):
             )
         gamma = self.input(2)
         self._check_vec(2, gamma, c, x.dtype)
-        mu, sig = self.input(4), self.input(5)
-        for i, a in ((4, mu), (5, sig)):
+        mu, rsig = self.input(4), self.input(5)
+        for i, a in ((4, mu), (5, rsig)):
             if a.shape != (n, g):
                 raise ShapeError(
                     f"{self.describe()}: input {i} ('{self.input_names[i]}') must be ({n}, {g}), got {a.shape}"
                 )
         xr = _to_nc_rest(x, c_axis).reshape(n, g, -1).astype(np.float64)
         dyr = _to_nc_rest(dy, c_axis).astype(np.float64)
-        xhat = (xr - mu[..., None]) / sig[..., None]
+        xhat = (xr - mu[..., None]) * rsig[..., None]
         dxhat = (dyr * gamma[None, :, None]).reshape(n, g, -1)
         d = max(xr.shape[2], 1)
         dx = dxhat - dxhat.sum(axis=2, keepdims=True) / d - xhat * (dxhat * xhat).sum(axis=2, keepdims=True) / d
-        dx = (dx / sig[..., None]).reshape(n, c, -1)
+        dx = (dx * rsig[..., None]).reshape(n, c, -1)
         self.output(0, x.shape, x.dtype)[...] = _from_nc_rest(dx, x.shape, c_axis)
         self.output(1, (c,), x.dtype)[...] = (dyr * xhat.reshape(n, c, -1)).sum(axis=(0, 2))
         self.output(2, (c,), x.dtype)[...] = dyr.sum(axis=(0, 2))
@@ -138,6 +146,8 @@ class GroupNormGradient(_GroupNormBase):
 
 @gradient("GroupNorm")
 def _group_norm_grad(g):
+    if len(g.def_.output) < 3:
+        raise GradientError("GroupNorm: the gradient needs the mean and inv_std outputs (use the 3-output form)")
     return [g.op("GroupNormGradient", [g.GO(0), g.I(0), g.I(1), g.I(2), g.O(1), g.O(2)], [g.GI(0), g.GI(1), g.GI(2)])]
 
 

@@ -8,7 +8,7 @@ import math
 import numpy as np
 
 from framework.errors import ShapeError
-from framework.ops.gradient import gradient
+from framework.ops.gradient import gradient, should_not_do_gradient
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op
 from framework.ops.schema import BOOL, FLOAT, INT, UNKNOWN, Arg, TensorSpec
@@ -181,3 +181,31 @@ def _layer_norm_grad(g):
     if len(g.def_.input) == 3:
         return [g.op("LayerNormGradient", ins + [g.I(1), g.I(2)], [g.GI(0), g.GI(1), g.GI(2)])]
     return [g.op("LayerNormGradient", ins, [g.GI(0)])]
+
+
+@register_op(
+    "C10LayerNorm_DontUseThisOpYet",
+    inputs={1, 3},
+    outputs=3,
+    args=_LN_ARGS,
+    input_docs=[
+        ("X", "input"),
+        ("gamma", "optional scale (elementwise_affine)"),
+        ("beta", "optional shift (elementwise_affine)"),
+    ],
+    output_docs=[
+        ("Y", "normalized output"),
+        ("mean", "X.dims[:axis] + [1]"),
+        ("std", "sqrt(var + epsilon), X.dims[:axis] + [1]"),
+    ],
+    infer=_infer_ln,
+    category="normalization",
+    input_types="float",
+    same_type=[(0, 1, 2)],
+)
+class C10LayerNorm(LayerNorm):
+    """LayerNorm as Caffe2 2020 also registered it, through its c10 kernel: the same arguments, inputs and
+    outputs as LayerNorm, and no gradient (Caffe2 registers none for this name)."""
+
+
+should_not_do_gradient("C10LayerNorm_DontUseThisOpYet")

@@ -160,13 +160,19 @@ class IntegralImage(Operator):
     "IntegralImageGradient",
     inputs=2,
     input_docs=[("X", "forward input"), ("dY", "gradient of Y")],
-    output_docs=[("dX", "dX[.., i, j] = sum of dY[.., i + 1:, j + 1:]")],
+    output_docs=[("dX", "dX[.., i, j] = sum of dY[.., :i + 1, :j + 1]")],
     infer=lambda args, ins: [ins[0]],
     category="image",
     private=True,
 )
 class IntegralImageGradient(Operator):
-    """dX[i, j] = sum over a > i, b > j of dY[a, b] (reverse summed-area table)."""
+    """Caffe2's IntegralImage "gradient": dX[i, j] = sum over a <= i, b <= j of dY[a, b], the forward
+    prefix sums of dY's first H rows and W columns (dY is N x C x (H + 1) x (W + 1)).
+
+    This is what Caffe2's kernel computes and its recorded golden output holds; it is not the adjoint of
+    IntegralImage (that would sum dY[a, b] over a > i, b > j). Nets trained with Caffe2 got these numbers,
+    so they are kept.
+    """
 
     def run(self) -> None:
         x, dy = float_input(self, 0), float_input(self, 1)
@@ -175,8 +181,9 @@ class IntegralImageGradient(Operator):
                 f"{self.describe()}: dY ('{self.input_names[1]}') must be X's shape plus one row and column, "
                 f"got X {list(x.shape)} and dY {list(dy.shape)}"
             )
-        d = dy[:, :, 1:, 1:][:, :, ::-1, ::-1].astype(np.float64)
-        self.output(0, x.shape, x.dtype)[...] = np.cumsum(np.cumsum(d, axis=2), axis=3)[:, :, ::-1, ::-1]
+        h, w = x.shape[2], x.shape[3]
+        d = dy[:, :, :h, :w].astype(np.float64)
+        self.output(0, x.shape, x.dtype)[...] = np.cumsum(np.cumsum(d, axis=3), axis=2)
 
 
 @gradient("IntegralImage")

@@ -15,8 +15,8 @@ length; an empty segment gives 0). Kinds:
   mapping of exactly ``[0]`` means "not pruned" (ids index DATA directly).
 
 Also ``SparseLengthsSumSparseLookup(INDICES, LENGTHS, MAPPING[, WEIGHTS])`` (the pruning step alone: remapped
-ids, lengths without the pruned ones, their weights) and ``GatherFused8BitRowwise(DATA, INDICES)`` (fused rows
-as they are). None of these has a gradient (Caffe2's NO_GRADIENT).
+ids, lengths without the pruned ones, their weights) and ``GatherFused8BitRowwise(DATA, INDICES)`` (the
+fused rows dequantized to float32). None of these has a gradient (Caffe2's NO_GRADIENT).
 """
 
 from __future__ import annotations
@@ -201,26 +201,40 @@ class SparseLengthsSumSparseLookup(Operator):
             self.output(2, (int(keep.sum()),), F32)[:] = src[keep]
 
 
+def _gather_fused_infer(args, ins):
+    data, idx = ins
+    if data.shape is None or idx.shape is None or len(data.shape) != 2 or data.shape[1] is None:
+        return [TensorSpec(None, F32)]
+    return [TensorSpec((*idx.shape, data.shape[1] - 8), F32)]
+
+
 @register_op(
     "GatherFused8BitRowwise",
     inputs=2,
-    input_docs=[("DATA", "fused 8-bit rows (uint8)"), ("INDICES", "rows to gather")],
-    output_docs=[("OUTPUT", "the fused rows, unchanged")],
-    infer=lambda args, ins: [
-        TensorSpec((*ins[1].shape, ins[0].shape[1]) if ins[0].shape and ins[1].shape is not None else None, U8)
-    ],
+    input_docs=[("DATA", "fused 8-bit rows (uint8, rank 2)"), ("INDICES", "rows to gather (rank 1)")],
+    output_docs=[("OUTPUT", "float32 [len(INDICES), cols - 8]: the gathered rows dequantized")],
+    ranks={0: 2, 1: 1},
+    infer=_gather_fused_infer,
     category="quantized",
 )
 class GatherFused8BitRowwise(Operator):
-    """Gather whole fused 8-bit rows (codes, scale and bias together)."""
+    """Gather fused 8-bit rows and dequantize them: ``code * scale + bias`` per row, as float32.
+
+    DATA is a table made by ``FloatToFused8BitRowwiseQuantized`` (each row: codes, then float32 scale and
+    bias in its last 8 bytes), so it must have more than 8 columns. Caffe2's shape function announces a
+    uint8 ``[N, cols]`` output while its kernel writes float32 ``[N, cols - 8]``; inference here gives what
+    the kernel writes.
+    """
 
     def run(self) -> None:
         data, idx = self.input(0), int_input(self, 1)
-        if data.dtype != U8 or data.ndim != 2:
-            raise TypeMismatchError(f"{self.describe()}: DATA must be a 2-D uint8 fused table")
+        if data.dtype != U8:
+            raise TypeMismatchError(f"{self.describe()}: DATA must be a 2-D uint8 fused table, got {data.dtype}")
+        if data.shape[1] <= 8:
+            raise ShapeError(f"{self.describe()}: DATA must have more than 8 columns, got {data.shape[1]}")
         in_range(self, 1, idx, data.shape[0], "rows of DATA")
-        out = self.output(0, (*idx.shape, data.shape[1]), U8)
-        np.take(data, idx, axis=0, out=out)
+        out = self.output(0, (idx.shape[0], data.shape[1] - 8), F32)
+        out[...] = dequantize_8bit(data[idx], False)
 
 
 no_gradient("SparseLengthsSumSparseLookup", "GatherFused8BitRowwise")

@@ -25,6 +25,7 @@ import numpy as np
 from framework.errors import ShapeError, TypeMismatchError
 from framework.ops.gradient import no_gradient
 from framework.ops.operator import Operator
+from framework.ops.quantized.range_search import greedy_row_ranges
 from framework.ops.registry import register_op
 from framework.ops.schema import TensorSpec
 
@@ -107,13 +108,16 @@ def dequantize_8bit(q: np.ndarray, half_scale_bias: bool) -> np.ndarray:
 
 
 # -- n-bit (4, 2), fp16 scale and bias ----------------------------------------------------------------
-def quantize_nbit(x: np.ndarray, bits: int, from_half: bool = False) -> np.ndarray:
+def quantize_nbit(x: np.ndarray, bits: int, from_half: bool = False, greedy: bool = False) -> np.ndarray:
+    """Fused n-bit rows of ``x``; ``greedy``: each row's range from Caffe2's greedy search (its GREEDY engine,
+    which quantizes through its helper path, as ``from_half``) instead of [min, max]."""
     per = 8 // bits
     if x.ndim < 1 or (x.shape[-1] == 0 and int(np.prod(x.shape[:-1], dtype=np.int64)) > 0):
         raise ShapeError(f"row-wise quantization needs rows of at least one column, got shape {list(x.shape)}")
     cols = x.shape[-1]
     flat = x.reshape(int(np.prod(x.shape[:-1], dtype=np.int64)), cols).astype(F32)
-    mn, mx = row_min_max(flat)
+    mn, mx = greedy_row_ranges(flat, bits) if greedy and cols else row_min_max(flat)
+    from_half = from_half or greedy
     bias = mn.astype(F16)
     rng = (mx - bias.astype(F32)).astype(F32)
     scale = np.where(rng == 0, np.float32(1.0), rng / np.float32((1 << bits) - 1)).astype(F16)
@@ -261,7 +265,7 @@ def _to_nbit(bits: int, half_in: bool):
         x = float_rows(self, 0, (F16,) if half_in else (F32,))
         if x.shape[-1] % per:
             raise ShapeError(f"{self.describe()}: the last axis ({x.shape[-1]}) must be a multiple of {per}")
-        q = quantize_nbit(x, bits, from_half=half_in)
+        q = quantize_nbit(x, bits, from_half=half_in, greedy=self.op_def.engine == "GREEDY")
         self.output(0, q.shape, U8)[...] = q
 
     return run, (lambda args, ins: _fused_shape(ins, 4, per))
@@ -285,7 +289,8 @@ for _bits in (4, 2):
         _register(
             f"{_src}ToFused{_bits}BitRowwiseQuantized",
             f"Row-wise {_bits}-bit quantization of a {'float16' if _half else 'float'} tensor: {8 // _bits} codes "
-            "per byte (first in the low bits), then float16 scale and bias per row (module doc).",
+            "per byte (first in the low bits), then float16 scale and bias per row (module doc); engine GREEDY "
+            "searches each row's range as Caffe2's greedy engine does (``range_search``).",
             _run,
             _infer,
             [("input", f"last axis a multiple of {8 // _bits}")],
@@ -349,11 +354,12 @@ _register(
 
 
 # -- "fake" n-bit: the n-bit grid stored in the fused 8-bit layout ----------------------------------------
-def quantize_fake_nbit(x: np.ndarray, bits: int) -> np.ndarray:
+def quantize_fake_nbit(x: np.ndarray, bits: int, greedy: bool = False) -> np.ndarray:
     """Caffe2's FloatToFused{4,2}BitFakeRowwiseQuantized: codes of the n-bit grid, one per byte, then float32
-    scale and bias (scale and bias rounded to float16 first; codes clamped to [0, 2^bits - 1])."""
+    scale and bias (scale and bias rounded to float16 first; codes clamped to [0, 2^bits - 1]); ``greedy``:
+    each row's range from Caffe2's greedy search (its GREEDY engine) instead of [min, max]."""
     flat = x.astype(F32)
-    mn, mx = row_min_max(flat)
+    mn, mx = greedy_row_ranges(flat, bits) if greedy and flat.shape[1] else row_min_max(flat)
     bias = mn.astype(F16).astype(F32)
     rng = (mx - bias).astype(F32)
     scale = np.where(rng == 0, np.float32(1.0), (rng / np.float32((1 << bits) - 1)).astype(F16).astype(F32))
@@ -373,7 +379,7 @@ def _to_fake(bits: int, half_in: bool):
         x = float_rows(self, 0, (F16,) if half_in else (F32,))
         if x.ndim != 2:
             raise ShapeError(f"{self.describe()}: input must be a matrix, got {list(x.shape)}")
-        q = quantize_fake_nbit(x, bits)
+        q = quantize_fake_nbit(x, bits, greedy=self.op_def.engine == "GREEDY")
         self.output(0, q.shape, U8)[...] = q
 
     return run, (lambda args, ins: _fused_shape(ins, 8))
@@ -385,8 +391,8 @@ for _bits in (4, 2):
         _register(
             f"{'Half' if _half else 'Float'}ToFused{_bits}BitFakeRowwiseQuantized",
             f"{_bits}-bit row-wise quantization stored in the fused 8-bit layout (one code per byte, float32 scale "
-            "and bias rounded through float16), as Caffe2's fake n-bit ops (the GREEDY engine's range search is "
-            "not done: it runs this default kernel).",
+            "and bias rounded through float16), as Caffe2's fake n-bit ops; engine GREEDY searches each row's "
+            "range as Caffe2's greedy engine does (``range_search``).",
             _run,
             _infer,
             [("input", "a matrix")],

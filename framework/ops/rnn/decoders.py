@@ -254,35 +254,43 @@ no_gradient("CTCGreedyDecoder", "ViterbiPath", "SwapBestPath")
 @register_op(
     "CTCBeamSearchDecoder",
     inputs=(1, 2),
-    outputs=2,
+    outputs=(2, 3),
     input_docs=[
         ("INPUTS", "3D float Tensor sized [max_activation_length, batch_size, alphabet_size] of probabilities"),
         ("SEQ_LEN", "(optional) 1D int vector containing sequence lengths, having size [batch_size]"),
     ],
     output_docs=[
-        ("OUTPUT_LEN", "Output_len matrix size (batch_size): the length of each decoded sequence"),
-        ("VALUES", "The flattened vector of final output sequences, in batch order"),
+        ("OUTPUT_LEN", "int32 [batch_size * num_candidates]: the length of each decoded candidate (0: none)"),
+        ("VALUES", "The flattened vector of the candidates' sequences, in batch then rank order"),
+        ("OUTPUT_PROB", "(optional) float [batch_size * num_candidates]: each candidate's probability"),
     ],
     args=[
         Arg("beam_width", INT, 10, "Maximum number of candidates to carry over to next activation step."),
         Arg("prune_threshold", FLOAT, 0.001, "Probability threshold below which outputs are ignored."),
+        Arg("num_candidates", INT, 1, "Number of best candidates to output per batch item (Caffe2 2020)."),
     ],
     infer=lambda args, ins: [
-        TensorSpec((ins[0].shape[1],) if ins[0].shape is not None else None, np.dtype(np.int32)),
+        TensorSpec((ins[0].shape[1] * args.num_candidates,) if ins[0].shape is not None else None, np.dtype(np.int32)),
         TensorSpec(None, np.dtype(np.int32)),
-    ],
+        TensorSpec(
+            (ins[0].shape[1] * args.num_candidates,) if ins[0].shape is not None else None, np.dtype(np.float32)
+        ),
+    ][: args.num_outputs],
     category="rnn",
 )
 class CTCBeamSearchDecoder(Operator):
     """Prefix beam search decoder for connectionist temporal classification (class 0 is the
     blank): per step, classes with probability <= prune_threshold are skipped (all are used if
     none passes), the beam_width most probable prefixes are kept (ties: the lexicographically
-    smaller prefix, as Caffe2's ordered maps), and the best prefix of the last step is the output.
-    Probabilities are summed in double precision (Caffe2: float)."""
+    smaller prefix, as Caffe2's ordered maps). The ``num_candidates`` best prefixes of the last step are
+    the output (Caffe2 2020): their lengths (0 for a missing candidate) and, with a third output, their
+    probabilities (Pb + Pnb). Probabilities are summed in double precision (Caffe2: float)."""
 
     def setup(self) -> None:
         if self.args.beam_width < 0:
             raise self.arg_error(f"beam_width must be >= 0, got {self.args.beam_width}")
+        if self.args.num_candidates < 1:
+            raise self.arg_error(f"num_candidates must be >= 1, got {self.args.num_candidates}")
 
     def run(self) -> None:
         x = self.input(0)
@@ -295,15 +303,21 @@ class CTCBeamSearchDecoder(Operator):
                 raise ShapeError(f"{self.describe()}: SEQ_LEN must be int32 [{batch}] with values in [0, {t_max}]")
         else:
             seq = np.full(batch, t_max, np.int32)
-        lens, values = [], []
+        k = self.args.num_candidates
+        lens, probs, values = np.zeros(batch * k, np.int32), np.zeros(batch * k, np.float32), []
         for b in range(batch):
-            best = self._decode(x[: int(seq[b]), b].astype(np.float64), classes)
-            lens.append(len(best))
-            values.extend(best)
-        np.copyto(self.output(0, (batch,), np.int32), lens, casting="unsafe")
+            ranked = self._decode(x[: int(seq[b]), b].astype(np.float64), classes)
+            for j, (prefix, prob) in enumerate(ranked[:k]):
+                lens[b * k + j] = len(prefix)
+                probs[b * k + j] = prob
+                values.extend(prefix)
+        np.copyto(self.output(0, (batch * k,), np.int32), lens)
         np.copyto(self.output(1, (len(values),), np.int32), values, casting="unsafe")
+        if len(self.outputs) > 2:
+            np.copyto(self.output(2, (batch * k,), np.float32), probs)
 
-    def _decode(self, probs: np.ndarray, classes: int) -> tuple:
+    def _decode(self, probs: np.ndarray, classes: int) -> list:
+        """The last step's prefixes with their probabilities, best first (empty when there is no step)."""
         beam, thr = self.args.beam_width, self.args.prune_threshold
         pb, pnb = {(): 1.0}, {(): 0.0}
         prev = [()]
@@ -332,7 +346,7 @@ class CTCBeamSearchDecoder(Operator):
             ranked = sorted(total.items(), key=lambda kv: (-kv[1], kv[0]))
             prev = [k for k, _ in ranked[:beam]]
             pb, pnb = nb, nnb
-        return ranked[0][0] if ranked else ()
+        return ranked
 
 
 should_not_do_gradient("CTCBeamSearchDecoder")

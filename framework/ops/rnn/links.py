@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 import numpy as np
@@ -24,13 +25,28 @@ from framework.ops.registry import register_op
 from framework.ops.schema import INT, STRING, UNKNOWN, Arg, TensorSpec
 
 
+class StepNet:
+    """A compiled step net, as one op holds it: the key of its bound nets in ScratchWorkspaces.
+
+    The step workspaces outlive the ops that run in them (forward and gradient ops made by separate
+    RunOperatorOnce calls share them), so their bound nets are keyed by this object held weakly: when the
+    op that compiled it dies, its bound nets go too, and a later op's step net can never be taken for it.
+    """
+
+    __slots__ = ("compiled", "__weakref__")
+
+    def __init__(self, compiled: Any) -> None:
+        self.compiled = compiled
+
+
 class ScratchWorkspaces:
     """Step workspaces of one RecurrentNetwork (Caffe2's detail::ScratchWorkspaces)."""
 
     def __init__(self) -> None:
         self.step_workspaces: list[Workspace] = []
         self.shared_ws: Workspace | None = None
-        self.nets: dict[tuple[int, int], Any] = {}  # (id(compiled net), t) -> net bound in step t
+        # step net (held weakly) -> {t: that net bound in step workspace t}
+        self.nets: weakref.WeakKeyDictionary[StepNet, dict[int, Any]] = weakref.WeakKeyDictionary()
 
     def step(self, t: int) -> Workspace:
         while len(self.step_workspaces) <= t:

@@ -21,6 +21,7 @@ from framework.memory.tensor import Tensor
 from framework.ops.control.subnet import compile_net
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op
+from framework.ops.rnn.links import StepNet
 from framework.ops.rnn.recurrent_network import (
     ARGS,
     _rnn_infer,
@@ -119,7 +120,7 @@ class RecurrentNetworkGradient(Operator):
             net.op.append(op)
             net.external_input.append(grad)
         self.net_def = net
-        self.compiled = compile_net(net)
+        self.compiled = StepNet(compile_net(net))
         self.local = [link[0] for link in links]
 
     def run(self) -> None:

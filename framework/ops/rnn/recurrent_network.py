@@ -29,7 +29,7 @@ from framework.ops.control.subnet import bind_net, compile_net
 from framework.ops.gradient import gradient
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op
-from framework.ops.rnn.links import ScratchWorkspaces, set_timestep, share_view
+from framework.ops.rnn.links import ScratchWorkspaces, StepNet, set_timestep, share_view
 from framework.ops.schema import BOOL, INTS, NET, STRING, STRINGS, UNKNOWN, Arg
 from framework.proto.framework_pb2 import NetDef, OperatorDef
 
@@ -132,19 +132,20 @@ def scratch_of(op: Operator, blob: Any, create: bool) -> ScratchWorkspaces:
     return obj
 
 
-def run_steps(op: Operator, scratch: ScratchWorkspaces, compiled: Any, times: Any, timestep: str, local: list) -> None:
-    """Run the compiled step net in the step workspace of every t in ``times``."""
-    key = id(compiled)
+def run_steps(op: Operator, scratch: ScratchWorkspaces, step: StepNet, times: Any, timestep: str, local: list) -> None:
+    """Run the compiled step net in the step workspace of every t in ``times`` (bound once per step)."""
+    bound = scratch.nets.get(step)
+    if bound is None:
+        bound = scratch.nets[step] = {}
     for t in times:
         ws = scratch.step(t)
         set_timestep(ws, timestep, t)
-        net = scratch.nets.get((key, t))
+        net = bound.get(t)
         if net is None:
             for name in local:  # linked blobs are views private to each step
                 if name not in ws._blobs:
                     ws.create_local_blob(name)
-            net = bind_net(compiled, ws)
-            scratch.nets[(key, t)] = net
+            net = bound[t] = bind_net(step.compiled, ws)
         try:
             net.run()
         except Exception as e:
@@ -196,7 +197,7 @@ class RecurrentNetwork(Operator):
         self.step_def.external_input.append(self.timestep)
         add_apply_link_ops(self.step_def, self.links, self.timestep, self.op_def.device_option)
         self.has_backward = step_net_arg(self, "backward_step_net", required=False) is not None
-        self.compiled = compile_net(self.step_def)
+        self.compiled = StepNet(compile_net(self.step_def))
         self.local = [link[0] for link in self.links]
 
     def _init_states(self, seq_len: int, batch: int) -> list[tuple[Any, np.ndarray]]:
@@ -223,7 +224,8 @@ class RecurrentNetwork(Operator):
                 t.resize(shape)
                 t.mutable_data(x.dtype)
             arr = t.data()
-            arr[:init_len] = x.reshape(init_len if x.ndim == 3 else 1, -1, x.shape[-1])
+            rows = x.shape[-2] if x.ndim >= 2 else 1  # a 1-D state is every batch entry's (broadcast)
+            arr[:init_len] = x.reshape(init_len if x.ndim == 3 else 1, rows, x.shape[-1])
             out.append((state, arr))
         return out
 

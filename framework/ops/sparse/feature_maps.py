@@ -22,7 +22,7 @@ Single* and Dense take the feature ids from the ``feature_ids`` argument (the ke
 f); a Single list/map input holds values only for the examples present. Output ``lengths`` (int32) counts
 each example's features, ``keys`` are int64. Gradients, as Caffe2's makers: ``<Op>Gradient`` from the
 inputs' lengths / presence and the gradient of the merged values, giving the gradient of each input's
-values (0 for an absent Single scalar); MergeDenseFeatureTensors has none.
+values (``T()`` for an absent Single scalar: 0, False or b""); MergeDenseFeatureTensors has none.
 """
 
 from __future__ import annotations
@@ -208,7 +208,8 @@ class MergeFeaturesGradient(Operator):
             raise ShapeError(
                 f"{self.describe()}: the merged values gradient has {dy.size} entries, expected {pos.size}"
             )
-        full = np.zeros(base, dy.dtype)
+        # an absent Single scalar gets T() as in Caffe2: 0, False, or the empty string
+        full = np.full(base, b"", object) if dy.dtype == object else np.zeros(base, dy.dtype)
         full[pos] = dy
         start = 0
         for i, size in enumerate(sizes):

@@ -2,6 +2,7 @@
 LengthsGather, ``gather_ranges_to_dense_op.h``). Plain ``Gather`` lives in the tensor family.
 
 - ``BatchGather(DATA, INDICES)``: ``OUTPUT[b, i...] = DATA[b, INDICES[i...]]`` (gathers along axis 1);
+  with ``match_outer`` each batch entry has its own indices, ``OUTPUT[b, i...] = DATA[b, INDICES[b, i...]]``;
   gradient ``BatchGatherGradient(DATA, INDICES, dOUTPUT)`` scatters-adds back (repeated indices add up).
 - ``GatherRanges(DATA, RANGES)``: RANGES is N x M x (offset, length) into 1-D DATA; OUTPUT concatenates the
   pieces in order, LENGTHS (int32, N) sums each example's range lengths.
@@ -23,7 +24,7 @@ from framework.errors import ShapeError, TypeMismatchError
 from framework.ops.gradient import gradient, no_gradient
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op
-from framework.ops.schema import FLOAT, INT, INTS, REQUIRED, UNKNOWN, Arg, TensorSpec
+from framework.ops.schema import BOOL, FLOAT, INT, INTS, REQUIRED, UNKNOWN, Arg, TensorSpec
 from framework.ops.sparse.lengths import lengths_of
 
 I32 = np.dtype(np.int32)
@@ -48,36 +49,65 @@ def in_range(op: Operator, i: int, idx: np.ndarray, n: int, what: str) -> None:
 
 def _batch_gather_infer(args: Any, ins: list[TensorSpec]) -> list[TensorSpec]:
     data, idx = ins
-    if data.shape is None or idx.shape is None:
+    if data.shape is None or idx.shape is None or len(data.shape) < 2 or (args.match_outer and not idx.shape):
         return [TensorSpec(None, data.dtype)]
-    return [TensorSpec((data.shape[0], *idx.shape, *data.shape[2:]), data.dtype)]
+    return [TensorSpec(_batch_gather_shape(tuple(data.shape), tuple(idx.shape), args.match_outer), data.dtype)]
+
+
+def _batch_gather_shape(data: tuple, idx: tuple, match_outer: bool) -> tuple:
+    return (data[0], *(idx[1:] if match_outer else idx), *data[2:])
+
+
+_MATCH_OUTER = Arg("match_outer", BOOL, False, "INDICES' first dim is DATA's batch: each entry b has its own indices")
+
+
+def _batch_indices(op: Operator, data: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """INDICES as a (batch, k) array of positions on DATA's axis 1, checked (one row shared by all batch
+    entries without match_outer)."""
+    if data.ndim < 2:
+        raise ShapeError(f"{op.describe()}: DATA '{op.input_names[0]}' must be at least 2-D, got {list(data.shape)}")
+    if op.args.match_outer and (idx.ndim < 1 or idx.shape[0] != data.shape[0]):
+        raise ShapeError(
+            f"{op.describe()}: with match_outer, INDICES '{op.input_names[1]}' {list(idx.shape)} must start with "
+            f"DATA's batch dim {data.shape[0]}"
+        )
+    in_range(op, 1, idx, data.shape[1], "entries of DATA's axis 1")
+    if op.args.match_outer:
+        return idx.reshape(data.shape[0], int(np.prod(idx.shape[1:], dtype=np.int64)))
+    return idx.reshape(1, idx.size)
 
 
 @register_op(
     "BatchGather",
     inputs=2,
+    args=[_MATCH_OUTER],
     input_docs=[("DATA", "tensor of at least 2 dimensions"), ("INDICES", "integer indices into DATA's axis 1")],
-    output_docs=[("OUTPUT", "DATA.shape[0] x INDICES.shape x DATA.shape[2:]")],
+    output_docs=[("OUTPUT", "DATA.shape[0] x INDICES.shape (INDICES.shape[1:] with match_outer) x DATA.shape[2:]")],
     infer=_batch_gather_infer,
     category="sparse",
 )
 class BatchGather(Operator):
-    """Gather along axis 1 for every batch entry: ``OUTPUT[b, i...] = DATA[b, INDICES[i...]]``."""
+    """Gather along axis 1 for every batch entry: ``OUTPUT[b, i...] = DATA[b, INDICES[i...]]``; with
+    ``match_outer`` (Caffe2 2020) INDICES starts with DATA's batch dim and ``OUTPUT[b, i...] =
+    DATA[b, INDICES[b, i...]]``."""
 
     def run(self) -> None:
         data, idx = self.input(0), int_input(self, 1)
-        if data.ndim < 2:
-            raise ShapeError(
-                f"{self.describe()}: DATA '{self.input_names[0]}' must be at least 2-D, got {list(data.shape)}"
-            )
-        in_range(self, 1, idx, data.shape[1], "entries of DATA's axis 1")
-        out = self.output(0, (data.shape[0], *idx.shape, *data.shape[2:]), data.dtype)
-        np.take(data, idx, axis=1, out=out)
+        rows = _batch_indices(self, data, idx)
+        out = self.output(0, _batch_gather_shape(data.shape, idx.shape, self.args.match_outer), data.dtype)
+        if not self.args.match_outer:
+            np.take(data, idx, axis=1, out=out)
+            return
+        b = data.shape[0]
+        block = int(np.prod(data.shape[2:], dtype=np.int64))
+        picked = data.reshape(b, data.shape[1], block)[np.arange(b)[:, None], rows]
+        out.reshape(picked.shape)[...] = picked
 
 
 @register_op(
     "BatchGatherGradient",
     inputs=3,
+    args=[_MATCH_OUTER],
     input_docs=[("DATA", "forward DATA"), ("INDICES", "forward INDICES"), ("dOUTPUT", "gradient of OUTPUT")],
     output_docs=[("dDATA", "gradient of DATA (repeated indices add up)")],
     infer=lambda args, ins: [ins[0]],
@@ -89,17 +119,18 @@ class BatchGatherGradient(Operator):
 
     def run(self) -> None:
         data, idx, dy = self.input(0), int_input(self, 1), self.input(2)
-        if data.ndim < 2:
-            raise ShapeError(f"{self.describe()}: DATA must be at least 2-D, got {list(data.shape)}")
-        in_range(self, 1, idx, data.shape[1], "entries of DATA's axis 1")
-        want = (data.shape[0], *idx.shape, *data.shape[2:])
+        rows = _batch_indices(self, data, idx)
+        want = _batch_gather_shape(data.shape, idx.shape, self.args.match_outer)
         if dy.shape != want:
             raise ShapeError(f"{self.describe()}: dOUTPUT has shape {list(dy.shape)}, expected {list(want)}")
         d = self.output(0, data.shape, dy.dtype)
         d.fill(0)
-        flat = idx.reshape(-1)
-        g = dy.reshape((data.shape[0], flat.size, *data.shape[2:]))
-        np.add.at(d, (slice(None), flat), g)
+        b = data.shape[0]
+        g = dy.reshape((b, rows.shape[1], *data.shape[2:]))
+        if self.args.match_outer:
+            np.add.at(d, (np.arange(b)[:, None], rows), g)
+        else:
+            np.add.at(d, (slice(None), rows[0]), g)
 
 
 @gradient("BatchGather")

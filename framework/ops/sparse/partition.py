@@ -182,9 +182,15 @@ class KeySplit(Operator):
     category="sparse",
 )
 class RemoveDataBlocks(Operator):
-    """Drop rows of DATA (repeated indices count once)."""
+    """Drop rows of DATA (repeated indices count once). Empty INDICES of any type (e.g. float64, numpy's
+    default for an empty list) copy DATA, as Caffe2 checks the length before the type."""
 
     def run(self) -> None:
+        raw = self.input(1)
+        if raw.ndim >= 1 and raw.shape[0] == 0:
+            data = self.input(0)
+            np.copyto(self.output(0, data.shape, data.dtype), data)
+            return
         data, idx = self.input(0), int_input(self, 1, 1)
         if data.ndim < 1:
             raise ShapeError(f"{self.describe()}: DATA should be at least 1-D")

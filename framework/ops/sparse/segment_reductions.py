@@ -11,7 +11,9 @@ An op is ``[Sparse]<Layout><Reducer>``:
   SCALARS entry first; ``grad_on_weights`` also differentiates SCALARS).
 
 Inputs, in Caffe2's order: DATA, [SCALARS], [INDICES], LENGTHS or SEGMENT_IDS. Output: K x DATA's
-trailing dims. Gradient ops keep Caffe2's names and inputs (``SparseLengthsIndicesInGradientSumGradient``
+trailing dims, of DATA's type, except that ``SparseLengths{Sum,WeightedSum,Mean}`` of float16 DATA give
+float32, summed in float32 (Caffe2's ``lengths_reducer_ops``: float or half in, float out). Gradient ops
+keep Caffe2's names and inputs (``SparseLengthsIndicesInGradientSumGradient``
 (dY, LENGTHS, INDICES), ``SparseLengthsIndicesInGradientWeightedSumWithMainInputGradient`` (SCALARS, dY,
 LENGTHS, DATA, INDICES) -> (values, dSCALARS), ``SortedSegmentSumGradient`` (dY, SEGMENT_IDS)...).
 """
@@ -33,6 +35,7 @@ from framework.ops.validation import check_lengths, expect_kind
 LAYOUTS = ("Lengths", "SortedSegment", "UnsortedSegment")
 REDUCERS = ("Sum", "Mean", "WeightedSum")
 INT_KINDS = "iu"
+F16 = np.dtype(np.float16)
 
 
 # -- segment ids of the rows, by layout ----------------------------------------------------------------
@@ -106,17 +109,19 @@ class SegmentReduction(Operator):
             idx = checked_indices(self, parts.indices, data.shape[0])
             rows_data = self.scratch_rows((idx.size, *data.shape[1:]), data.dtype)
             gather_rows(data, idx, rows_data)  # into a reused buffer: the gather, no allocation
+            if data.dtype == F16 and self.layout == "Lengths":  # half in, float out and float sums
+                rows_data = rows_data.astype(np.float32)
         n = rows_data.shape[0]
         if self.layout == "Lengths" and self.equal_lengths(parts, n, data, rows_data):
             return
         seg, k = segment_ids(self, self.layout, parts.segment, n, getattr(self.args, "num_segments", -1))
         if parts.weighted:
             w = checked_scalars(self, parts.scalars, n)
-            rows_data = rows_data * w.reshape((n,) + (1,) * (data.ndim - 1)).astype(data.dtype, copy=False)
-        out = self.output(0, (k, *data.shape[1:]), data.dtype)
+            rows_data = rows_data * w.reshape((n,) + (1,) * (data.ndim - 1)).astype(rows_data.dtype, copy=False)
+        out = self.output(0, (k, *data.shape[1:]), rows_data.dtype)
         counts = segment_sums(rows_data, seg, k, out)
         if self.reducer == "Mean":
-            scale = np.where(counts > 0, 1.0 / np.maximum(counts, 1), 0.0).astype(data.dtype)
+            scale = np.where(counts > 0, 1.0 / np.maximum(counts, 1), 0.0).astype(rows_data.dtype)
             out *= scale.reshape((k,) + (1,) * (data.ndim - 1))
 
     def scratch_rows(self, shape: tuple, dtype: np.dtype) -> np.ndarray:
@@ -142,10 +147,10 @@ class SegmentReduction(Operator):
                 np.multiply(data, w, out=rows, casting="unsafe")
             else:
                 np.multiply(rows, w, out=rows, casting="unsafe")
-        out = self.output(0, (k, *trail), data.dtype)
+        out = self.output(0, (k, *trail), rows.dtype)
         np.sum(rows.reshape((k, first, *trail)), axis=1, out=out)
         if self.reducer == "Mean":
-            out *= np.asarray(1.0 / first, data.dtype)
+            out *= np.asarray(1.0 / first, rows.dtype)
         return True
 
 
@@ -194,9 +199,12 @@ def _infer(layout: str, reducer: str, sparse: bool):
             k = seg.shape[0]
         elif layout == "UnsortedSegment" and getattr(args, "num_segments", -1) >= 0:
             k = args.num_segments
+        dtype = data.dtype
+        if sparse and layout == "Lengths" and dtype == F16:
+            dtype = np.dtype(np.float32)
         if k is None:  # the ids decide K: only the dtype is known
-            return [TensorSpec(None, data.dtype)]
-        return [TensorSpec((k, *data.shape[1:]), data.dtype)]
+            return [TensorSpec(None, dtype)]
+        return [TensorSpec((k, *data.shape[1:]), dtype)]
 
     return infer
 
@@ -427,6 +435,34 @@ def _maker(layout: str, reducer: str, sparse: bool):
 
     return make
 
+
+# Caffe2's legacy names of the Sum gradient, (dY, LENGTHS) -> each row of dY repeated LENGTHS times; no
+# maker emits them (SparseLengthsSum's gradient is SparseLengthsIndicesInGradientSumGradient)
+for _legacy in ("LengthsSumGradient", "SparseLengthsSumGradient"):
+    register_op(
+        _legacy,
+        inputs=2,
+        args=GRAD_ARGS,
+        input_docs=[("dY", ROLE_DOCS["dY"]), ("LENGTHS", "the forward op's LENGTHS")],
+        output_docs=[("dDATA", "row i of dY repeated LENGTHS[i] times")],
+        infer=lambda args, ins: [UNKNOWN],
+        category="sparse",
+        private=True,
+        input_types=["float", "int"],
+        ranks={0: (1, None), 1: 1},
+    )(
+        type(
+            _legacy,
+            (SegmentReductionGradient,),
+            {
+                "layout": "Lengths",
+                "reducer": "Sum",
+                "roles": ["dY", "SEGMENT"],
+                "__doc__": "Gradient of LengthsSum / SparseLengthsSum under Caffe2's legacy name: each row of dY "
+                "repeated LENGTHS times (the dense rows of the looked-up indices).",
+            },
+        )
+    )
 
 for _sparse in (False, True):
     for _layout in LAYOUTS:

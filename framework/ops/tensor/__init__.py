@@ -14,6 +14,7 @@ from framework.ops.tensor import (  # noqa: F401
     sequence_ops,
     shape_ops,
     stat_puts,
+    storage_ops,
     strings,
     stylizer,
     tensor_utils,

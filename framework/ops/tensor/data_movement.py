@@ -374,6 +374,11 @@ _identity_op(
     "Identity for dense tensors (Caffe2 uses it to turn sparse gradients dense); copies unless in place.",
 )
 _identity_op("StopGradient", "Identity in the forward pass; no gradient flows back through it.")
+_identity_op(
+    "NegateGradient",
+    "Identity in the forward pass (a copy unless in place); the gradient flowing back is negated "
+    "(dX = -dY, Caffe2's gradient maker emits Negative).",
+)
 
 
 @gradient("Alias")
@@ -393,6 +398,11 @@ def _ensure_dense_grad(g):
 
 
 no_gradient("StopGradient")
+
+
+@gradient("NegateGradient")
+def _negate_gradient_grad(g):
+    return [g.op("Negative", [g.GO(0)], [g.GI(0)])]
 
 
 # -- Print --------------------------------------------------------------------------------------------

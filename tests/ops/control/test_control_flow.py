@@ -353,11 +353,56 @@ def test_onnx_while_matches_python(has_trip_count, has_cond, trip, save_scopes):
     ws.run_operator_once(op)
     np.testing.assert_allclose(ws.fetch_blob("A"), ref_acc)
     got = ws.fetch_blob("S")
-    if scans:
-        np.testing.assert_allclose(got, np.stack(scans))
+    if scans:  # Caffe2 copies iteration 0's value, then extends it by each later one along dim 0
+        np.testing.assert_allclose(got, np.concatenate(scans))
     else:
         assert got.shape == (0,) and got.dtype == np.int32
     assert not ws.has_blob("acc_out")  # the body ran in its own scope
+
+
+@pytest.mark.parametrize("trip", [0, 1, 5, 20])
+def test_onnx_while_scan_outputs_concatenate_along_dim_0(trip):
+    """Caffe2's Fibonacci example: one-element [1] values per iteration give a [iterations] scan output."""
+    body = net(
+        "fib",
+        [
+            CreateOperator("Add", ["first", "second"], ["third"]),
+            CreateOperator("ConstantFill", [], ["limit"], shape=[1], value=100.0),
+            CreateOperator("LT", ["third", "limit"], ["cond_new"]),
+        ],
+        ["i", "cond", "first", "second"],
+        ["cond_new", "second", "third", "third"],
+    )
+    ws = Workspace()
+    for name, v in (("M", np.array(trip, np.int64)), ("C", np.array(True)), ("F", np.ones(1, F32))):
+        ws.feed_blob(name, v)
+    ws.feed_blob("S", np.ones(1, F32))
+    op = CreateOperator("ONNXWhile", ["M", "C", "F", "S"], ["a", "b", "seq"], body=body, has_cond=1, has_trip_count=1)
+    ws.run_operator_once(op)
+    first, second, seq = 1.0, 1.0, []
+    for _ in range(trip):
+        first, second = second, first + second
+        seq.append(second)
+        if second > 100:
+            break
+    if seq:
+        np.testing.assert_array_equal(ws.fetch_blob("seq"), np.array(seq, F32))
+    else:
+        assert ws.fetch_blob("seq").shape == (0,)
+    np.testing.assert_array_equal(ws.fetch_blob("b"), [second])
+
+
+def test_onnx_while_0d_scan_output_cannot_be_extended():
+    body = net("b", [CreateOperator("Cast", ["it"], ["v"], to=1)], ["it", "cond"], ["cond", "v"])
+    ws = Workspace()
+    ws.feed_blob("M", np.array(1, np.int64))
+    ws.feed_blob("C", np.array(True))
+    run = CreateOperator("ONNXWhile", ["M", "C"], ["seq"], body=body, has_trip_count=1)
+    ws.run_operator_once(run)
+    assert ws.fetch_blob("seq").shape == () and ws.fetch_blob("seq") == 0
+    ws.feed_blob("M", np.array(2, np.int64))
+    with pytest.raises(FrameworkError, match="ONNXWhile.*'v' is 0-d"):
+        ws.run_operator_once(run)
 
 
 def test_onnx_while_argument_errors():

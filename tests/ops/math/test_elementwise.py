@@ -368,6 +368,35 @@ def test_logic(op_type, data):
         assert_reference_checks(CreateOperator(op_type, ["A", "B"], ["A"]), [a, b], LOGIC[op_type])
 
 
+BITWISE = {"BitwiseAnd": lambda x, y: x & y, "BitwiseOr": lambda x, y: x | y, "BitwiseXor": lambda x, y: x ^ y}
+
+
+@pytest.mark.parametrize("op_type", list(BITWISE))
+@pytest.mark.parametrize("dtype", [np.int32, np.int64, np.bool_])
+@given(data=st.data())
+@settings(max_examples=10)
+def test_bitwise(op_type, dtype, data):
+    (sa, sb), _ = data.draw(hnp.mutually_broadcastable_shapes(num_shapes=2, min_side=0, max_side=4, max_dims=4))
+    a = data.draw(arrays(sa, dtype))
+    b = data.draw(arrays(sb, dtype))
+
+    def ref(a, b):  # element by element on Python ints (bools stay bools)
+        shape = np.broadcast_shapes(a.shape, b.shape)
+        x, y = np.broadcast_to(a, shape).reshape(-1), np.broadcast_to(b, shape).reshape(-1)
+        return np.array([BITWISE[op_type](p.item(), q.item()) for p, q in zip(x, y)], dtype).reshape(shape)
+
+    assert_reference_checks(CreateOperator(op_type, ["A", "B"], ["C"]), [a, b], ref)
+    if sa == np.broadcast_shapes(sa, sb):
+        assert_reference_checks(CreateOperator(op_type, ["A", "B"], ["A"]), [a, b], ref)
+    with pytest.raises(GradientError, match="should not be differentiated"):
+        get_gradient_for_op(CreateOperator(op_type, ["A", "B"], ["C"]), ["C_grad"])
+
+
+def test_bitwise_refuses_float():
+    with pytest.raises(TypeMismatchError, match=r"BitwiseAnd.*'A'"):
+        run_op_on(CreateOperator("BitwiseAnd", ["A", "B"], ["C"]), [np.ones(2, np.float32), np.ones(2, np.float32)])
+
+
 def test_logic_refuses_non_bool():
     with pytest.raises(TypeMismatchError, match=r"And.*'A'.*expected bool"):
         run_op_on(CreateOperator("And", ["A", "B"], ["C"]), [np.ones(2, np.int32), np.ones(2, np.int32)])

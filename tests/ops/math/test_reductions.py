@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from framework.core import CreateOperator
-from framework.errors import GradientError, ShapeError, TypeMismatchError
+from framework.errors import FrameworkError, GradientError, ShapeError, TypeMismatchError
 from framework.ops import get_gradient_for_op
 from framework.ops.testing import arrays, assert_gradient_checks, assert_reference_checks, run_op_on, shapes
 
@@ -219,3 +219,39 @@ def test_gradient_makers_follow_caffe2():
     assert ops[0].type == "SumElementsGradient" and list(ops[0].input) == ["X", "Y_grad"]
     ops, _ = get_gradient_for_op(CreateOperator("RowwiseMax", ["X"], ["Y"]), ["Y_grad"])
     assert list(ops[0].input) == ["X", "Y", "Y_grad"]
+
+
+# -- RowWiseArgMax -----------------------------------------------------------------------------------
+
+
+def _row_argmax_ref(x):
+    """Caffe2's loop: a running maximum replaced only by a strictly greater value."""
+    out = np.zeros((x.shape[0], 1), np.int32)
+    for r, row in enumerate(x):
+        best, arg = row[0], 0
+        for c in range(1, len(row)):
+            if row[c] > best:
+                best, arg = row[c], c
+        out[r, 0] = arg
+    return out
+
+
+@given(
+    x=st.integers(0, 5).flatmap(
+        lambda n: st.integers(1, 6).flatmap(
+            lambda d: arrays((n, d), np.float32, elements=st.sampled_from([-np.inf, -1.0, 0.0, 2.0, np.nan]))
+        )
+    )
+)
+@settings(max_examples=40, deadline=None)
+def test_row_wise_arg_max(x):
+    (z,) = assert_reference_checks(CreateOperator("RowWiseArgMax", ["X"], ["Z"]), [x], _row_argmax_ref)
+    assert z.dtype == np.int32
+
+
+def test_row_wise_arg_max_errors_and_no_gradient():
+    with pytest.raises(FrameworkError, match="RowWiseArgMax.*'X'"):
+        run_op_on(CreateOperator("RowWiseArgMax", ["X"], ["Z"]), [np.zeros(3, np.float32)])
+    with pytest.raises(FrameworkError, match="RowWiseArgMax.*no columns"):
+        run_op_on(CreateOperator("RowWiseArgMax", ["X"], ["Z"]), [np.zeros((2, 0), np.float32)])
+    assert get_gradient_for_op(CreateOperator("RowWiseArgMax", ["X"], ["Z"]), ["Z_grad"]) == ([], [None])

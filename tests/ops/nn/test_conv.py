@@ -283,6 +283,31 @@ def test_conv_transpose_output_size_formula():
     assert y.shape == (1, 3, (5 - 1) * 2 + 3 + 1 - 2, 10)
 
 
+@pytest.mark.parametrize("order", ["NCHW", "NHWC"])
+@pytest.mark.parametrize("adj_h, adj_w", [(1, 0), (0, 2), (2, 1)])
+def test_conv_transpose_adj_h_adj_w(order, adj_h, adj_w):
+    """Caffe2 reads adj_h and adj_w (given together) when adj and adjs are absent; adj may equal the stride."""
+    rng = np.random.default_rng(adj_h * 3 + adj_w)
+    x = rng.standard_normal((1, 2, 3, 2))
+    w = rng.standard_normal((2, 3, 2, 3))
+    b = rng.standard_normal(3)
+    if order == "NHWC":
+        x, w = x.transpose(0, 2, 3, 1).copy(), w.transpose(0, 2, 3, 1).copy()
+    op = CreateOperator(
+        "ConvTranspose", ["X", "W", "b"], ["Y"], kernel_h=2, kernel_w=3, stride=2, pad=0, adj_h=adj_h, adj_w=adj_w,
+        order=order,
+    )  # fmt: skip
+
+    def ref(x, w, b):
+        return convt_reference(x, w, b, order, (2, 3), (2, 2), (adj_h, adj_w), (0, 0), (0, 0))
+
+    (y,) = assert_reference_checks(op, [x, w, b], ref)
+    spatial = y.shape[1:3] if order == "NHWC" else y.shape[2:]
+    assert spatial == ((3 - 1) * 2 + 2 + adj_h, (2 - 1) * 2 + 3 + adj_w)
+    for which in range(3):
+        assert_gradient_checks(op, [x, w, b], which, stepsize=1e-3, threshold=1e-3)
+
+
 # -- errors ------------------------------------------------------------------------------
 def test_conv_errors_name_the_op_and_blob():
     x = np.zeros((1, 4, 5, 5), np.float32)
@@ -330,5 +355,5 @@ def test_conv_errors_name_the_op_and_blob():
         )
     with pytest.raises(ShapeError, match="adj"):
         run_once(
-            CreateOperator("ConvTranspose", ["X", "W"], ["Y"], kernel=3, adj=1), [x, np.zeros((4, 2, 3, 3), np.float32)]
+            CreateOperator("ConvTranspose", ["X", "W"], ["Y"], kernel=3, adj=2), [x, np.zeros((4, 2, 3, 3), np.float32)]
         )

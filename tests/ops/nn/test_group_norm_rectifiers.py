@@ -26,12 +26,12 @@ def ref_group_norm(x, gamma, beta, g, eps, order):
     n, c = x.shape[:2]
     xr = x.reshape(n, g, -1)
     mu, var = xr.mean(axis=2), xr.var(axis=2)
-    std = np.sqrt(var + eps)
-    y = ((xr - mu[..., None]) / std[..., None]).reshape(x.shape)
+    inv_std = 1 / np.sqrt(var + eps)
+    y = ((xr - mu[..., None]) * inv_std[..., None]).reshape(x.shape)
     y = y * gamma.reshape((1, c) + (1,) * (x.ndim - 2)) + beta.reshape((1, c) + (1,) * (x.ndim - 2))
     if order == "NHWC":
         y = np.moveaxis(y, 1, -1)
-    return [y, mu, std]
+    return [y, mu, inv_std]
 
 
 @pytest.mark.parametrize("order", ["NCHW", "NHWC"])
@@ -48,6 +48,26 @@ def test_group_norm(order, case, data):
     assert_reference_checks(op, [x, gamma, beta], lambda x, ga, be: ref_group_norm(x, ga, be, g, 1e-3, order))
     for i in range(3):
         assert_gradient_checks(op, [x, gamma, beta], i, threshold=2e-3)
+
+
+def test_group_norm_matches_caffe2_golden_output():
+    """Caffe2's recorded output for group_norm_op_test.test_group_norm_2d: the third output is the inverse std."""
+    x = np.array([[[[0.8793073, 1.3300678], [0.9959529, 0.16048086]]]], np.float32)
+    gamma, beta = np.array([0.891247], np.float32), np.array([0.29722074], np.float32)
+    op = CreateOperator("GroupNorm", ["X", "gamma", "beta"], ["Y", "mean", "inv_std"], group=1, epsilon=1e-5)
+    y, mean, inv_std = run_op_on(op, [x, gamma, beta])
+    golden_y = np.array([[[[0.37631467, 1.3181276], [0.6200324, -1.1255921]]]], np.float32)
+    np.testing.assert_allclose(y, golden_y, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(mean, [[0.84145224]], rtol=1e-6)
+    np.testing.assert_allclose(inv_std, [[2.3443413]], rtol=1e-5)
+
+
+def test_group_norm_one_output_form_has_no_gradient():
+    x, gamma, beta = np.ones((1, 2, 2), np.float32), np.ones(2, np.float32), np.zeros(2, np.float32)
+    op = CreateOperator("GroupNorm", ["X", "gamma", "beta"], ["Y"], group=1)
+    np.testing.assert_allclose(run_op_on(op, [x, gamma, beta])[0], np.zeros_like(x), atol=1e-6)
+    with pytest.raises(FrameworkError, match="GroupNorm.*inv_std"):
+        get_gradient_for_op(op, ["Y_grad"])
 
 
 def test_group_norm_errors():

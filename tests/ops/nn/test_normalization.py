@@ -1,4 +1,5 @@
-"""SpatialBN, LRN, InstanceNorm, LayerNorm and Dropout against loop-based numpy references."""
+"""SpatialBN, LRN, InstanceNorm, LayerNorm (and C10LayerNorm_DontUseThisOpYet) and Dropout against loop-based
+numpy references."""
 
 from __future__ import annotations
 
@@ -272,6 +273,17 @@ def test_layer_norm(shape, data, affine):
     assert_reference_checks(op, ins, ref, threshold=1e-3)
     for i in range(len(ins)):
         assert_gradient_checks(op, ins, i, stepsize=1e-5, threshold=2e-3)
+    # Caffe2 2020's c10 registration of LayerNorm: the same numbers, no gradient
+    c10 = CreateOperator(
+        "C10LayerNorm_DontUseThisOpYet",
+        ["X", "g", "b"][: len(ins)],
+        ["Y", "mean", "std"],
+        axis=axis,
+        elementwise_affine=int(affine),
+    )
+    assert_reference_checks(c10, ins, ref, threshold=1e-3)
+    with pytest.raises(GradientError):
+        get_gradient_for_op(c10, ["Y_grad", None, None])
 
 
 # -- Dropout -----------------------------------------------------------------------------------

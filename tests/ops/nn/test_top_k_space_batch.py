@@ -140,7 +140,32 @@ def test_integral_image(data):
 
     op = CreateOperator("IntegralImage", ["X"], ["Y"])
     assert_reference_checks(op, [x], ref)
-    assert_gradient_checks(op, [x], 0)
+    dy = data.draw(arrays(tuple(d + (k > 1) for k, d in enumerate(x.shape)), np.float64))
+
+    def caffe2_gradient(x, dy):
+        # Caffe2's kernel: prefix sums of dY over its first H rows and W columns (not the adjoint)
+        n, c, h, w = x.shape
+        dx = np.zeros_like(x)
+        for i in range(h):
+            for j in range(w):
+                dx[:, :, i, j] = dy[:, :, : i + 1, : j + 1].sum(axis=(2, 3))
+        return dx
+
+    grad = CreateOperator("IntegralImageGradient", ["X", "dY"], ["dX"])
+    assert_reference_checks(grad, [x, dy], caffe2_gradient)
+
+
+def test_integral_image_gradient_matches_caffe2_golden_output():
+    """Caffe2's recorded output for integral_image_ops_test.test_integral_image_gradient_ops (dY's first
+    three rows and columns of its 8 x 8, and the matching corner of dX)."""
+    dy = np.zeros((1, 1, 8, 8), np.float32)
+    dy[0, 0, :3, :3] = [[0.80989707, 0.26542467, 0.111008406], [0.804593, 0.14665277, 0.6320716],
+                        [0.021779148, 0.43815202, 0.44774765]]  # fmt: skip
+    dx = run_op_on(
+        CreateOperator("IntegralImageGradient", ["X", "dY"], ["dX"]), [np.zeros((1, 1, 7, 7), np.float32), dy]
+    )[0]
+    golden = [[0.80989707, 1.0753217, 1.1863301], [1.61449, 2.0265675, 2.7696476], [1.6362692, 2.4864986, 3.6773264]]
+    np.testing.assert_allclose(dx[0, 0, :3, :3], golden, rtol=1e-6)
 
 
 @given(data=st.data(), thr=st.sampled_from([0.0, 0.5]))

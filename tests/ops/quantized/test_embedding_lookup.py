@@ -141,10 +141,22 @@ def test_sparse_lookup_drops_pruned_ids(data):
     )
 
 
-def test_gather_fused_8bit_rowwise_keeps_rows():
-    q = quantize("Fused8BitRowwise", np.random.default_rng(0).standard_normal((5, 4)).astype(f32))[0]
-    idx = np.array([[4, 0], [4, 4]], np.int64)
-    assert_reference_checks(CreateOperator("GatherFused8BitRowwise", ["q", "i"], ["y"]), [q, idx], lambda *_: q[idx])
+@given(rows=st.integers(1, 6), cols=st.integers(1, 9), n=st.integers(0, 8), seed=st.integers(0, 2**16))
+@settings(max_examples=15, deadline=None)
+def test_gather_fused_8bit_rowwise_dequantizes(rows, cols, n, seed):
+    rng = np.random.default_rng(seed)
+    q = quantize("Fused8BitRowwise", rng.standard_normal((rows, cols)).astype(f32))[0]
+    idx = rng.integers(0, rows, n).astype(np.int64)
+
+    def reference(q, idx):
+        return np.array([dequant_row("Fused8BitRowwise", q, r) for r in idx], f32).reshape(n, cols)
+
+    assert_reference_checks(CreateOperator("GatherFused8BitRowwise", ["q", "i"], ["y"]), [q, idx], reference)
+
+
+def test_gather_fused_8bit_rowwise_needs_a_fused_table():
+    with pytest.raises(FrameworkError, match="GatherFused8BitRowwise.*more than 8 columns"):
+        run_op_on(CreateOperator("GatherFused8BitRowwise", ["q", "i"], ["y"]), [np.zeros((3, 8), np.uint8), [0]])
 
 
 @pytest.mark.parametrize(

@@ -36,12 +36,13 @@ def ref_fused_8bit(x):
     return np.frombuffer(b"".join(out), np.uint8).reshape((*x.shape[:-1], x.shape[-1] + 8))
 
 
-def ref_fused_nbit(x, bits, from_half=False):
+def ref_fused_nbit(x, bits, from_half=False, ranges=None):
     per = 8 // bits
     out = []
-    for row in x.reshape(-1, x.shape[-1]).astype(f32):
-        mn = f32(f16(min(row)))
-        rng = f32(f32(max(row)) - mn)
+    for r, row in enumerate(x.reshape(-1, x.shape[-1]).astype(f32)):
+        lo, hi = ranges[r] if ranges is not None else (min(row), max(row))
+        mn = f32(f16(lo))
+        rng = f32(f32(hi) - mn)
         scale = f16(1.0) if rng == 0 else f16(f32(rng / f32((1 << bits) - 1)))
         if scale == 0:
             scale = f16(1.0)
@@ -256,11 +257,12 @@ def test_the_conversion_family_is_complete():
     ]
 
 
-def ref_fake(x, bits):
+def ref_fake(x, bits, ranges=None):
     out = []
-    for row in x.astype(f32):
-        mn = f32(f16(min(row)))
-        rng = f32(f32(max(row)) - mn)
+    for r, row in enumerate(x.astype(f32)):
+        lo, hi = ranges[r] if ranges is not None else (min(row), max(row))
+        mn = f32(f16(lo))
+        rng = f32(f32(hi) - mn)
         scale = f32(1.0) if rng == 0 else f32(f16(f32(rng / f32((1 << bits) - 1))))
         inv = f32(f32(1.0) / scale)
         codes = bytes(max(0, min(c_lrintf(f32(f32(v - mn) * inv)), (1 << bits) - 1)) for v in row)
@@ -275,3 +277,74 @@ def test_fake_nbit_is_bit_exact(bits, x):
     for src, arr in (("Float", x), ("Half", x.astype(f16))):
         op = CreateOperator(f"{src}ToFused{bits}BitFakeRowwiseQuantized", ["x"], ["q"])
         assert_reference_checks(op, [arr], lambda v: ref_fake(v.astype(f32), bits))
+
+
+# -- engine GREEDY: Caffe2's greedy range search ---------------------------------------------------------
+
+
+def ref_loss(row, lo, hi, bits):
+    """Caffe2's compress_uniform_simplified_ error, element by element: float16 bias and scale, codes rounded
+    half to even, squares summed in 8 float32 lanes first (its AVX loop), then the tail."""
+    lo = f32(f16(lo))
+    rng = f32(hi - lo)
+    qmax = f32((1 << bits) - 1)
+    scale = f32(1.0) if rng == 0 else f32(f16(f32(rng / qmax)))
+    inv = f32(f32(1.0) / scale)
+    lanes, tail = [f32(0)] * 8, f32(0)
+    body = len(row) // 8 * 8
+    for c, v in enumerate(row):
+        q = min(max(f32(np.rint(f32(f32(v - lo) * inv))), f32(0)), qmax)
+        e = f32(v - f32(f32(q * scale) + lo))
+        if c < body:
+            lanes[c % 8] = f32(lanes[c % 8] + f32(e * e))
+        else:
+            tail = f32(tail + f32(e * e))
+    total = f32(0)
+    for v in lanes:
+        total = f32(total + v)
+    return f32(np.sqrt(f32(total + tail))) if body < len(row) else f32(np.sqrt(total))
+
+
+def ref_greedy_range(row, bits):
+    """Caffe2's param_search_greedy: 200 bins, narrow from the cheaper side while > 168 bins remain."""
+    xmin, xmax = f32(min(row)), f32(max(row))
+    step = f32(f32(xmax - xmin) / f32(200))
+    thr = f32(f32(168) * step)
+    best = cur = ref_loss(row, xmin, xmax, bits)
+    lo, hi = xmin, xmax
+    while f32(lo + thr) < hi:
+        left, right = ref_loss(row, f32(lo + step), hi, bits), ref_loss(row, lo, f32(hi - step), bits)
+        if cur < left and cur < right and cur < best:
+            best, xmin, xmax = cur, lo, hi
+        if left < right:
+            lo, cur = f32(lo + step), left
+        else:
+            hi, cur = f32(hi - step), right
+    return xmin, xmax
+
+
+@pytest.mark.parametrize("bits", [4, 2])
+@settings(max_examples=6, deadline=None)
+@given(seed=st.integers(0, 2**16), cols=st.sampled_from([4, 12, 16, 24]))
+def test_greedy_engine_searches_the_range(bits, seed, cols):
+    x = np.random.default_rng(seed).standard_normal((3, cols)).astype(f32)
+    ranges = [ref_greedy_range(row, bits) for row in x]
+    op = CreateOperator(f"FloatToFused{bits}BitRowwiseQuantized", ["x"], ["q"], engine="GREEDY")
+    (q,) = assert_reference_checks(op, [x], lambda v: ref_fused_nbit(v, bits, from_half=True, ranges=ranges))
+    fake = CreateOperator(f"FloatToFused{bits}BitFakeRowwiseQuantized", ["x"], ["q"], engine="GREEDY")
+    assert_reference_checks(fake, [x], lambda v: ref_fake(v, bits, ranges=ranges))
+    # the greedy range does not lose to [min, max] (Caffe2's own check, with its 3% margin)
+    minmax = run_op_on(CreateOperator(f"FloatToFused{bits}BitRowwiseQuantized", ["x"], ["q"]), [x])[0]
+    err_greedy = np.linalg.norm(ref_dequant_nbit(q, bits) - x, axis=1)
+    err_minmax = np.linalg.norm(ref_dequant_nbit(minmax, bits) - x, axis=1)
+    assert (err_greedy <= err_minmax * 1.03).all()
+
+
+@pytest.mark.parametrize("bits", [4, 2])
+def test_greedy_engine_is_not_the_min_max_kernel(bits):
+    x = np.random.default_rng(0).standard_normal((20, 16)).astype(f32)
+    ranges = [ref_greedy_range(row, bits) for row in x]
+    assert sum(r != (row.min(), row.max()) for r, row in zip(ranges, x)) >= 2
+    greedy = run_op_on(CreateOperator(f"FloatToFused{bits}BitRowwiseQuantized", ["x"], ["q"], engine="GREEDY"), [x])[0]
+    np.testing.assert_array_equal(greedy, ref_fused_nbit(x, bits, from_half=True, ranges=ranges))
+    assert (greedy != run_op_on(CreateOperator(f"FloatToFused{bits}BitRowwiseQuantized", ["x"], ["q"]), [x])[0]).any()

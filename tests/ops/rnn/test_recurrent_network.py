@@ -265,3 +265,80 @@ def test_gru_matches_torch_forward_and_backward():
     np.testing.assert_allclose(
         f(str(grads["gru/reset_gate_t_w"])), gru.weight_hh_l0.grad.numpy()[:H], rtol=1e-4, atol=1e-5
     )
+
+
+def test_forward_and_backward_by_separate_run_operator_once():
+    """Each op of the training net built, run and freed on its own (as RunOperatorOnce does): the gradient
+    op's step net must not be taken for the freed forward op's one. Against backprop through the recurrence
+    h_t = tanh(x_t Wx' + bx + h_{t-1} Wh' + bh), kept where t >= length."""
+    T, N, D, H = 4, 3, 2, 3
+    rng = np.random.default_rng(11)
+    model, (out, _), loss = build_lstm(D, H, cell="BasicRNN")
+    grads = model.AddGradientOperators([loss])
+    feeds = _feeds(T, N, D, H, rng)
+    feeds["lens"] = np.array([4, 1, 3], np.int32)
+    ws = Workspace()
+    for k, v in feeds.items():
+        ws.feed_blob(k, v)
+    ws.run_net_once(model.param_init_net)
+    for name in ("i2h_w", "i2h_b", "gates_t_w", "gates_t_b"):
+        ws.feed_blob(f"rnn/{name}", rng.standard_normal(ws.fetch_blob(f"rnn/{name}").shape).astype(np.float32))
+    for op in model.net.Proto().op:
+        ws.run_operator_once(op)
+    wx, bx, wh, bh = (ws.fetch_blob(f"rnn/{k}") for k in ("i2h_w", "i2h_b", "gates_t_w", "gates_t_b"))
+    x, lens, wy = (feeds[k].astype(np.float64) for k in ("x", "lens", "wy"))
+    wx, bx, wh, bh = (a.astype(np.float64) for a in (wx, bx, wh, bh))
+    h = feeds["h0"][0].astype(np.float64)
+    hs, h2s = [h], []
+    for t in range(T):
+        h2 = np.tanh(x[t] @ wx.T + bx + h @ wh.T + bh)
+        h = np.where((t < lens)[:, None], h2, h)
+        h2s.append(h2)
+        hs.append(h)
+    np.testing.assert_allclose(ws.fetch_blob(str(out)), np.stack(hs[1:]), rtol=1e-4, atol=1e-5)
+    dx, dwx, dwh, dh = np.zeros_like(x), np.zeros_like(wx), np.zeros_like(wh), np.zeros((N, H))
+    for t in range(T - 1, -1, -1):
+        dh = dh + wy[t]
+        valid = (t < lens)[:, None]
+        dpre = np.where(valid, dh, 0) * (1 - h2s[t] ** 2)
+        dx[t] = dpre @ wx
+        dwx += dpre.T @ x[t]
+        dwh += dpre.T @ hs[t]
+        dh = dpre @ wh + np.where(valid, 0, dh)
+    assert np.abs(dx).sum() > 0
+    np.testing.assert_allclose(ws.fetch_blob(str(grads["x"])), dx, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(ws.fetch_blob(str(grads["rnn/i2h_w"])), dwx, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(ws.fetch_blob(str(grads["rnn/gates_t_w"])), dwh, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(ws.fetch_blob(str(grads["h0"]))[0], dh, rtol=1e-4, atol=1e-5)
+
+
+def test_a_state_with_no_initial_steps():
+    """An initial state of length 0 (Caffe2's stateful convolution example with a window of 1): the state
+    sequence holds just the T steps the step net writes; here each step copies x_t + 1."""
+    from framework.proto.framework_pb2 import NetDef
+
+    T, N, D = 3, 2, 4
+    step = NetDef(name="step", external_input=["x_t"])
+    step.op.extend([CreateOperator("Add", ["x_t", "one"], ["s_t"])])
+    x = np.random.default_rng(0).standard_normal((T, N, D)).astype(np.float32)
+    ws = Workspace()
+    ws.feed_blob("x", x)
+    ws.feed_blob("s0", np.zeros((0, N, D), np.float32))
+    ws.feed_blob("one", np.ones(1, np.float32))
+    op = CreateOperator(
+        "RecurrentNetwork",
+        ["x", "s0", "one"],
+        ["s_all", "step_ws"],
+        step_net=step,
+        recurrent_states=["s"],
+        initial_recurrent_state_ids=[1],
+        link_internal=["x_t", "s_t"],
+        link_external=["x", "s"],
+        link_offset=[0, 0],
+        link_window=[1, 1],
+        alias_src=["s"],
+        alias_dst=["s_all"],
+        alias_offset=[0],
+    )
+    ws.run_operator_once(op)
+    np.testing.assert_allclose(ws.fetch_blob("s_all"), x + 1, rtol=1e-6)

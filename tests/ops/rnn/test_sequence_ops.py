@@ -222,6 +222,37 @@ def test_ctc_beam_search_with_a_wide_beam_is_exact(t, b, c, seed):
     )
 
 
+@settings(max_examples=20, deadline=None)
+@given(st.integers(1, 4), st.integers(1, 2), st.integers(2, 3), st.integers(1, 3), st.integers(0, 1000))
+def test_ctc_beam_search_three_outputs_give_the_best_candidates(t, b, c, k, seed):
+    """Caffe2 2020's form: num_candidates best prefixes per item, their lengths (0 where there are fewer)
+    and probabilities; with a beam wide enough the search is exact."""
+    rng = np.random.default_rng(seed)
+    x = rng.random((t, b, c)).astype(np.float32)
+    x /= x.sum(axis=2, keepdims=True)
+    scores = []
+    for j in range(b):
+        score = {}
+        for path in itertools.product(range(c), repeat=t):
+            key = _collapse(path)
+            score[key] = score.get(key, 0.0) + float(np.prod([x[s, j, path[s]] for s in range(t)]))
+        scores.append(score)
+    # Caffe2's beam also holds prefixes of probability 0 (ranked last): ask for no more than the possible ones
+    k = min([k] + [len(score) for score in scores])
+    lens, vals, probs = np.zeros(b * k, np.int32), [], np.zeros(b * k, np.float32)
+    for j, score in enumerate(scores):
+        ranked = sorted(score, key=lambda key: (-score[key], key))[:k]
+        for r, key in enumerate(ranked):
+            lens[j * k + r], probs[j * k + r] = len(key), score[key]
+            vals += list(key)
+    op = CreateOperator(
+        "CTCBeamSearchDecoder", ["x"], ["len", "val", "prob"], beam_width=1000, prune_threshold=0.0, num_candidates=k
+    )
+    assert_reference_checks(
+        op, [x], lambda _: [lens, np.array(vals, np.int32), probs], threshold=1e-5, check_inference=False
+    )
+
+
 def test_ctc_beam_search_prunes_and_honours_lengths():
     x = np.array([[[0.1, 0.9, 0.0]], [[0.8, 0.1, 0.1]], [[0.1, 0.1, 0.8]]], np.float32)
     op = CreateOperator("CTCBeamSearchDecoder", ["x", "s"], ["len", "val"], beam_width=2)

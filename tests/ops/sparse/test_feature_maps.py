@@ -170,3 +170,25 @@ def test_gradient_makers_follow_caffe2():
     assert [(o.type, list(o.input), list(o.output)) for o in ops] == [
         ("MergeMultiListFeatureTensorsGradient", ["x0", "x2", "dv"], ["x3_grad"])
     ]
+
+
+@pytest.mark.parametrize(
+    "values, fill",
+    [
+        (np.array([b"a", b"bc", b"d"], object), b""),
+        (np.array([1.5, -2.0, 3.0], np.float32), 0.0),
+        (np.array([True, True, False], bool), False),
+    ],
+)
+def test_single_scalar_gradient_fills_absent_examples_with_the_default_value(values, fill):
+    """Caffe2 writes T() for an example whose feature is absent: b"" for strings, 0 or False otherwise."""
+    p0, p1 = np.array([True, False, True]), np.array([False, True, True])
+    # the merged values, example by example, input by input: ex0 (in0), ex1 (in1), ex2 (in0, in1)
+    op = CreateOperator("MergeSingleScalarFeatureTensorsGradient", ["p0", "p1", "dv"], ["d0", "d1"])
+
+    def ref(p0, p1, dv):
+        return [np.array([dv[0], fill, dv[2]], values.dtype), np.array([fill, dv[1], dv[3]], values.dtype)]
+
+    dv = np.concatenate([values, values[:1]])
+    d0, d1 = assert_reference_checks(op, [p0, p1, dv], ref, check_inference=False)
+    assert [type(v) for v in d0] == [type(v) for v in ref(p0, p1, dv)[0]]

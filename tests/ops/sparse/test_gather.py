@@ -49,6 +49,38 @@ def test_batch_gather_gradient_adds_repeated_indices():
     assert_gradient_checks(CreateOperator("BatchGather", ["x", "i"], ["y"]), [x, idx], 0)
 
 
+@settings(max_examples=30, deadline=None)
+@given(
+    b=st.integers(0, 3),
+    n=st.integers(1, 4),
+    tail=st.lists(st.integers(1, 2), max_size=2),
+    inner=st.lists(st.integers(0, 3), max_size=2),
+    seed=st.integers(0, 2**16),
+)
+def test_batch_gather_match_outer(b, n, tail, inner, seed):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((b, n, *tail))
+    idx = rng.integers(0, n, (b, *inner)).astype(np.int32)
+
+    def ref(x, idx):
+        out = np.zeros((b, *inner, *tail))
+        for i in range(b):
+            for j in np.ndindex(*inner):
+                out[(i, *j)] = x[i, idx[(i, *j)]]
+        return out
+
+    op = CreateOperator("BatchGather", ["x", "i"], ["y"], match_outer=True)
+    assert_reference_checks(op, [x, idx], ref)
+    if x.size:
+        assert_gradient_checks(op, [x, idx], 0)
+
+
+def test_batch_gather_match_outer_needs_the_batch_dim():
+    op = CreateOperator("BatchGather", ["x", "i"], ["y"], match_outer=True)
+    with pytest.raises(FrameworkError, match="BatchGather.*match_outer.*'i'"):
+        run_op_on(op, [np.zeros((2, 3), np.float32), np.zeros((3, 1), np.int32)])
+
+
 def ref_gather_ranges(data, ranges):
     out, lengths = [], []
     for ex in ranges:

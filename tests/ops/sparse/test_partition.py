@@ -2,10 +2,12 @@
 against loops."""
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from framework.core import CreateOperator
+from framework.errors import FrameworkError
 from framework.ops.testing import assert_reference_checks, run_op_on
 
 keys_st = st.lists(st.integers(-7, 9), max_size=8).map(lambda v: np.array(v, np.int64))
@@ -86,6 +88,16 @@ def test_remove_data_blocks(n, data):
     assert_reference_checks(
         CreateOperator("RemoveDataBlocks", ["x", "i"], ["y"]), [x, idx], lambda *_: ref, check_inference=False
     )
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.int32, np.int64])
+def test_remove_data_blocks_with_no_indices_copies_data(dtype):
+    """Caffe2 copies DATA when INDICES is empty, before looking at its type (np.array([]) is float64)."""
+    x = np.arange(6, dtype=np.float32).reshape(3, 2)
+    op = CreateOperator("RemoveDataBlocks", ["x", "i"], ["y"])
+    assert_reference_checks(op, [x, np.array([], dtype)], lambda x, i: x.copy(), check_inference=False)
+    with pytest.raises(FrameworkError, match="RemoveDataBlocks.*'i'"):
+        run_op_on(op, [x, np.array([1.0])])
 
 
 def test_sparse_dropout_with_replacement_extremes_and_rate():

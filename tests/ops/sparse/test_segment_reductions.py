@@ -254,7 +254,7 @@ def test_the_family_is_complete_and_each_op_emits_a_listed_gradient_op():
     from framework.ops import all_schemas
 
     names = {s.type for s in all_schemas() if s.operator_class.__module__.endswith("segment_reductions")}
-    assert names == set(FORWARD_TYPES) | set(GRADIENT_TYPES)
+    assert names == set(FORWARD_TYPES) | set(GRADIENT_TYPES) | {"LengthsSumGradient", "SparseLengthsSumGradient"}
     emitted = set()
     for op_type in FORWARD_TYPES:
         n_in = 2 + ("WeightedSum" in op_type) + op_type.startswith("Sparse")
@@ -282,3 +282,46 @@ def test_equal_lengths_fast_path_against_numpy(sparse, reducer, k, length, data)
         "Lengths", reducer, x, idx if sparse else np.arange(n), seg, w if reducer == "WeightedSum" else None
     )
     assert_reference_checks(op, inputs, lambda *_: expected, threshold=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("reducer", ["Sum", "WeightedSum", "Mean"])
+@pytest.mark.parametrize("lengths", [[2, 2, 2], [3, 0, 2, 1]])
+def test_sparse_lengths_reductions_of_float16_give_float32(reducer, lengths):
+    """Caffe2's lengths_reducer_ops take float or float16 DATA and always write float32 (summing in float)."""
+    rng = np.random.default_rng(len(lengths))
+    data = (rng.standard_normal((5, 3)) * 100).astype(np.float16)
+    lengths = np.array(lengths, np.int32)
+    idx = rng.integers(0, 5, int(lengths.sum())).astype(np.int64)
+    w = rng.standard_normal(idx.size).astype(np.float32)
+    inputs = [data, w, idx, lengths] if reducer == "WeightedSum" else [data, idx, lengths]
+    names = ["D", "W", "I", "L"] if reducer == "WeightedSum" else ["D", "I", "L"]
+
+    def ref(*args):
+        out = np.zeros((len(lengths), 3), np.float32)
+        pos = 0
+        for k, n in enumerate(lengths):
+            for j in range(pos, pos + n):
+                row = data[idx[j]].astype(np.float32)
+                out[k] += row * w[j] if reducer == "WeightedSum" else row
+            if reducer == "Mean" and n:
+                out[k] /= n
+            pos += n
+        return out
+
+    (y,) = assert_reference_checks(CreateOperator(f"SparseLengths{reducer}", names, ["Y"]), inputs, ref)
+    assert y.dtype == np.float32
+
+
+@pytest.mark.parametrize("op_type", ["LengthsSumGradient", "SparseLengthsSumGradient"])
+@given(lengths=st.lists(st.integers(0, 3), min_size=1, max_size=4), d=st.integers(1, 3))
+@settings(max_examples=15, deadline=None)
+def test_legacy_sum_gradient_repeats_rows(op_type, lengths, d):
+    """Caffe2's legacy (dY, LENGTHS) Sum gradients: row k of dY once per row of segment k."""
+    lengths = np.array(lengths, np.int32)
+    dy = np.arange(len(lengths) * d, dtype=np.float32).reshape(len(lengths), d) + 1
+
+    def ref(dy, lengths):
+        return np.array([dy[k] for k, n in enumerate(lengths) for _ in range(n)], np.float32).reshape(-1, d)
+
+    # the rows depend on LENGTHS' values: inference leaves the shape unknown
+    assert_reference_checks(CreateOperator(op_type, ["dY", "L"], ["dX"]), [dy, lengths], ref, check_inference=False)

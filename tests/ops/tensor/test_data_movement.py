@@ -1,4 +1,4 @@
-"""Concat, Split, Slice, Gather, Cast, Copy, Alias, EnsureDense, StopGradient, Print."""
+"""Concat, Split, Slice, Gather, Cast, Copy, Alias, EnsureDense, StopGradient, NegateGradient, Print."""
 
 import numpy as np
 import pytest
@@ -279,7 +279,16 @@ def test_cast_errors():
 # -- Copy, Alias, EnsureDense, StopGradient ------------------------------------------------------------------
 @pytest.mark.parametrize(
     "op_type",
-    ["Copy", "CopyCPUToGPU", "CopyGPUToCPU", "CopyFromCPUInput", "EnsureCPUOutput", "EnsureDense", "StopGradient"],
+    [
+        "Copy",
+        "CopyCPUToGPU",
+        "CopyGPUToCPU",
+        "CopyFromCPUInput",
+        "EnsureCPUOutput",
+        "EnsureDense",
+        "StopGradient",
+        "NegateGradient",
+    ],
 )
 @given(x=float_arrays)
 def test_identity_copies(op_type, x):
@@ -308,6 +317,19 @@ def test_stop_gradient_blocks_and_ensure_dense_passes_sparse():
     assert ops == [] and g == [GradientSlice("i", "v")]
     ws, _ = run_fed(CreateOperator("StopGradient", ["X"], ["X"]), {"X": np.ones(2)})
     assert ws.fetch_blob("X").tolist() == [1.0, 1.0]
+
+
+@given(x=float_arrays, inplace=st.booleans())
+def test_negate_gradient_is_identity_forward_and_negates_backward(x, inplace):
+    op = CreateOperator("NegateGradient", ["X"], ["X" if inplace else "Y"])
+    assert_reference_checks(op, [x], lambda x: [x])
+    ops, g = get_gradient_for_op(CreateOperator("NegateGradient", ["X"], ["Y"]), ["Y_grad"])
+    assert [(o.type, list(o.input), list(o.output)) for o in ops] == [("Negative", ["Y_grad"], ["X_grad"])]
+    dy = np.arange(x.size, dtype=x.dtype).reshape(x.shape) - 1
+    ws, _ = run_fed(ops[0], {"Y_grad": dy})
+    dx = ws.fetch_blob(g[0])
+    assert dx.shape == dy.shape
+    np.testing.assert_array_equal(dx.reshape(-1), [-v for v in dy.reshape(-1)])
 
 
 # -- Print ------------------------------------------------------------------------------------------------------
