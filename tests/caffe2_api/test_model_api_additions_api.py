@@ -1,0 +1,171 @@
+"""Caffe2 API pieces the operator tests use: model_helper.ExtractPredictorNet, Blob.serialize,
+Net.AddScopedExternalInputs, brew.conv(use_cudnn=...), timeout_guard, rnn.rnn_cell_test_util."""
+
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import framework.caffe2 as hook
+from framework import brew, core, scope, workspace
+from framework.errors import FrameworkError
+from framework.memory.blob import Blob
+from framework.model_helper import ExtractPredictorNet, ModelHelper
+from framework.proto import caffe2_pb2
+
+
+@pytest.fixture(autouse=True)
+def _fresh():
+    workspace.ResetWorkspace()
+    yield
+    workspace.ResetWorkspace()
+
+
+def _training_net():
+    net = core.Net("train")
+    net.AddExternalInput("data", "label", "fc_w", "fc_b", "unused_w")
+    net.Copy("raw", "data_copy")  # before the first op reading an input: dropped
+    net.FC(["data", "fc_w", "fc_b"], "fc")
+    net.Relu("fc", "pred")
+    net.Mul(["pred", "unused_w"], "side")  # reads a disabled input: dropped
+    net.SoftmaxWithLoss(["pred", "label"], ["softmax", "loss"])  # after the last op writing an output
+    net.AddExternalOutput("pred")
+    return net
+
+
+def test_extract_predictor_net_keeps_the_inference_ops():
+    train = _training_net()
+    before = train.Proto().SerializeToString()
+    device = core.DeviceOption(1, 0)
+    pred_net, params = ExtractPredictorNet(
+        train.Proto(), ["data"], ["pred"], device=device, renames={"pred": "out"}, disabled_inputs=["unused_w"]
+    )
+    proto = pred_net.Proto()
+    assert proto.name.startswith("train_predict")
+    assert [op.type for op in proto.op] == ["FC", "Relu"]
+    assert list(proto.op[1].output) == ["out"]
+    assert all(op.device_option.device_type == 1 for op in proto.op)
+    assert sorted(params) == ["fc_b", "fc_w"]
+    assert set(proto.external_input) == {"data", "fc_w", "fc_b"} and list(proto.external_output) == ["out"]
+    assert train.Proto().SerializeToString() == before  # the training net is not touched
+    # it runs: FC then Relu
+    rng = np.random.default_rng(0)
+    x, w, b = rng.standard_normal((2, 3)), rng.standard_normal((4, 3)), rng.standard_normal(4)
+    for name, value in dict(data=x, fc_w=w, fc_b=b).items():
+        workspace.FeedBlob(name, value.astype(np.float32))
+    proto.ClearField("device_option")
+    for op in proto.op:
+        op.ClearField("device_option")
+    workspace.RunNetOnce(proto)
+    np.testing.assert_allclose(workspace.FetchBlob("out"), np.maximum(x @ w.T + b, 0), rtol=1e-5)
+
+
+def test_extract_predictor_net_errors():
+    train = _training_net()
+    with pytest.raises(FrameworkError, match="no op .* reads"):
+        ExtractPredictorNet(train.Proto(), ["nothing"], ["pred"])
+    with pytest.raises(FrameworkError, match="no op .* writes"):
+        ExtractPredictorNet(train.Proto(), ["data"], ["nothing"])
+    bn = core.Net("bn")
+    bn.AddExternalInput("x", "s", "b", "m", "v")
+    bn.SpatialBN(["x", "s", "b", "m", "v"], ["y", "m", "v", "sm", "siv"], is_test=0)
+    with pytest.raises(FrameworkError, match="is_test=0"):
+        ExtractPredictorNet(bn.Proto(), ["x"], ["y"])
+
+
+def test_blob_serialize_round_trip():
+    ws = workspace.C.Workspace()
+    ws.create_blob("a").feed(np.arange(6, dtype=np.int32).reshape(2, 3))
+    data = ws.blobs["a"].serialize("renamed")
+    proto = caffe2_pb2.BlobProto.FromString(data)
+    assert proto.name == "renamed" and list(proto.tensor.dims) == [2, 3]
+    assert proto.tensor.data_type == caffe2_pb2.TensorProto.INT32
+    other = Blob("b")
+    other.deserialize(data)
+    np.testing.assert_array_equal(other.fetch(), np.arange(6).reshape(2, 3))
+    ws.create_blob("s").feed(b"text")
+    assert caffe2_pb2.BlobProto.FromString(ws.blobs["s"].serialize("s")).content == b"text"
+
+
+def test_add_scoped_external_inputs():
+    net = core.Net("scoped")
+    with scope.NameScope("outer"):
+        refs = net.AddScopedExternalInputs("a", "b")
+        one = net.AddScopedExternalInputs("c")
+    assert [str(r) for r in refs] == ["outer/a", "outer/b"] and [str(r) for r in one] == ["outer/c"]
+    assert list(net.Proto().external_input) == ["outer/a", "outer/b", "outer/c"]
+
+
+@pytest.mark.parametrize("model_default", [None, True, False])
+def test_brew_conv_records_use_cudnn_as_engine(model_default):
+    arg_scope = {} if model_default is None else {"use_cudnn": model_default}
+    default = True if model_default is None else model_default
+    model = ModelHelper(name="m", arg_scope=arg_scope)
+    for op_cudnn in (None, True, False):
+        for engine in (None, "", "CUDNN"):
+            kwargs = {}
+            if op_cudnn is not None:
+                kwargs["use_cudnn"] = op_cudnn
+            if engine is not None:
+                kwargs["engine"] = engine
+            use = default if op_cudnn is None else op_cudnn
+            if (use and engine == "") or (not use and engine == "CUDNN"):
+                with pytest.raises(ValueError):
+                    brew.conv(model, "x", "y", 2, 2, 3, **kwargs)
+                continue
+            brew.conv(model, "x", "y", 2, 2, 3, **kwargs)
+            op = model.Proto().op[-1]
+            assert op.engine == ("CUDNN" if use else (engine or ""))
+            assert any(a.name == "exhaustive_search" for a in op.arg) == use
+
+
+def test_timeout_guard_is_disarmed_by_an_exception_in_the_block():
+    code = textwrap.dedent(
+        """
+        import time
+        from framework import timeout_guard
+        try:
+            with timeout_guard.CompleteInTimeOrDie(0.3):
+                raise ValueError("inside")
+        except ValueError:
+            pass
+        time.sleep(1.0)  # past the timeout: no SIGINT may come
+        print("survived")
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and "survived" in done.stdout, done.stderr
+
+
+def test_rnn_cell_test_util_prepares_the_net():
+    hook.install()
+    from caffe2.python.rnn import rnn_cell_test_util as util
+
+    x = np.array([-2.0, 0.0, 3.0])
+    np.testing.assert_allclose(util.sigmoid(x), 1 / (1 + np.exp(-x)))
+    np.testing.assert_allclose(util.tanh(x), np.tanh(x), atol=1e-12)
+    seen = {}
+
+    def create_rnn(model, input_blob, seq_lengths, states, **kwargs):
+        seen.update(kwargs, scope_now=scope.CurrentNameScope(), states=[str(s) for s in states])
+        model.param_init_net.ConstantFill([], "w", shape=[1], value=2.0)
+        return [model.net.Relu(input_blob, "out")]
+
+    np.random.seed(0)
+    outputs, net, inputs = util._prepare_rnn(
+        3, 2, 4, create_rnn, outputs_with_grads=[0], forget_bias=0.5, T=3, two_d_initial_states=False, dim_out=[4, 5]
+    )
+    names = [str(b) for b in inputs]
+    assert names[:-1] == ["state_0/layer_0", "state_1/layer_0", "state_0/layer_1", "state_1/layer_1"]
+    assert names[-1] == "test_name_scope/input_blob" and seen["states"] == names[:-1]
+    assert seen["scope_now"] == "test_name_scope/" and seen["scope"] == "external/recurrent"
+    assert seen["static_rnn_unroll_size"] == 3 and seen["forget_bias"] == 0.5 and seen["dim_out"] == [4, 5]
+    assert workspace.FetchBlob("state_1/layer_1").shape == (1, 2, 5)
+    assert workspace.FetchBlob("test_name_scope/w")[0] == 2.0  # the param init net ran
+    lengths = workspace.FetchBlob("test_name_scope/seq_lengths")
+    assert lengths.dtype == np.int32 and lengths.shape == (2,) and 1 <= lengths.min() <= lengths.max() <= 3
+    _, _, two_d = util._prepare_rnn(2, 3, 4, create_rnn, [0], 0.0, two_d_initial_states=True)
+    assert workspace.FetchBlob(str(two_d[0])).shape == (3, 4)
+    assert str(outputs[0]) == "test_name_scope/out" and net.Proto().op[-1].type == "Relu"
