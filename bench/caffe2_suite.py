@@ -90,7 +90,8 @@ def pytest_runtest_logreport(report):
 
 
 def test_files(tree: Path, suite: str, pattern: str | None) -> list[Path]:
-    """The tree's test files of ``suite``, sorted, filtered by a glob on the basename (or relative path)."""
+    """The tree's test files of ``suite``, sorted, filtered by comma-separated globs on the basename (or
+    the path relative to caffe2/python)."""
     py = tree / "caffe2" / "python"
     if suite == "operator":
         files = sorted((py / "operator_test").glob("*_test.py"))
@@ -99,7 +100,10 @@ def test_files(tree: Path, suite: str, pattern: str | None) -> list[Path]:
     else:
         raise SystemExit(f"unknown suite {suite!r}: operator or python")
     if pattern:
-        files = [p for p in files if any(fnmatch.fnmatch(n, pattern) for n in (p.name, str(p.relative_to(py))))]
+        globs = [g.strip() for g in pattern.split(",") if g.strip()]
+        files = [
+            p for p in files if any(fnmatch.fnmatch(n, g) for g in globs for n in (p.name, str(p.relative_to(py))))
+        ]
     return files
 
 
@@ -246,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.caffe2_suite", description=__doc__.split("\n")[0])
     parser.add_argument("--tree", required=True, type=Path, help="folder holding caffe2/python of a Caffe2 tree")
     parser.add_argument("--suite", required=True, choices=("operator", "python"))
-    parser.add_argument("--files", help="glob on the test file's name (e.g. 'conv*_test.py')")
+    parser.add_argument("--files", help="comma-separated globs on the test file's name ('conv*_test.py,gru_test.py')")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per test file (default 600)")
     parser.add_argument("--jobs", type=int, default=1, help="test files run at once (default 1)")
     parser.add_argument("--json", type=Path, help="result file (default /tmp/c2/results/<tree>-<suite>.json)")
