@@ -272,16 +272,22 @@ def main(argv: list[str] | None = None) -> int:
     def one(path: Path) -> tuple[str, dict]:
         return str(path.relative_to(py)), run_file(path, args.timeout, args.python)
 
+    def save() -> dict[str, int]:
+        # rewritten after every file, so an interrupted run keeps what it measured
+        totals = summarize(results)
+        out_path.write_text(
+            json.dumps({"tree": str(tree), "suite": args.suite, "totals": totals, "files": results}, indent=1)
+        )
+        return totals
+
+    out_path.parent.mkdir(parents=True, exist_ok=True)
     with ThreadPoolExecutor(max_workers=max(args.jobs, 1)) as pool:
         for name, res in pool.map(one, files):
             results[name] = res
             print(format_row(name, res["counts"], f"{res['seconds']:>6} {res['note'][:80]}"), flush=True)
-    totals = summarize(results)
+            save()
+    totals = save()
     print(format_row(f"TOTAL {tree.name} {args.suite} ({len(files)} files)", totals), flush=True)
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    out_path.write_text(
-        json.dumps({"tree": str(tree), "suite": args.suite, "totals": totals, "files": results}, indent=1)
-    )
     print(f"results: {out_path}")
     return 0
 
