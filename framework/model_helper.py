@@ -286,7 +286,7 @@ def ExtractPredictorNet(  # noqa: N802
     Keeps, in order, the ops from the first one reading an ``input_blobs`` blob (StopGradient aside)
     to the last one writing an ``output_blobs`` blob whose inputs are all known: the net's external
     inputs and ``input_blobs`` (less ``disabled_inputs``), then whatever a kept op writes. Kept ops
-    get ``device`` (also inside a RecurrentNetwork's step net, whose backward step net is dropped)
+    get ``device`` (also inside a RecurrentNetwork's step net; its backward step net argument is dropped)
     and ``renames`` applied to their blob names. External inputs are the inputs plus the original
     external inputs the kept ops read; external outputs the outputs plus original external outputs
     they write. Returns ``(core.Net "<name>_predict", external inputs other than input_blobs)``:
@@ -332,10 +332,12 @@ def ExtractPredictorNet(  # noqa: N802
                 "test model, not a training model"
             )
         if op.type == "RecurrentNetwork":
+            # no backward pass in a predictor (Caffe2 empties the argument; here it goes)
+            kept = [a for a in op.arg if a.name != "backward_step_net"]
+            del op.arg[:]
+            op.arg.extend(kept)
             for a in op.arg:
-                if a.name == "backward_step_net":
-                    a.ClearField("n")
-                elif a.name == "step_net":
+                if a.name == "step_net":
                     for step_op in a.n.op:
                         step_op.input[:] = renamed(step_op.input)
                         step_op.output[:] = renamed(step_op.output)

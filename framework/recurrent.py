@@ -155,9 +155,10 @@ def recurrent_net(
         }
         if len(backward.Proto().op):
             kwargs["backward_step_net"] = backward.Proto()
+    # the output names are final (alias_dst names them): references, so a name scope is not added twice
     results = net.RecurrentNetwork(
         all_inputs,
-        all_outputs + [s("step_workspaces")],
+        [core.BlobReference(str(b)) for b in all_outputs + [s("step_workspaces")]],
         alias_src=alias_src,
         alias_dst=[str(a) for a in alias_dst],
         alias_offset=list(alias_offset),

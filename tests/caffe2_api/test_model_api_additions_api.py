@@ -169,3 +169,67 @@ def test_rnn_cell_test_util_prepares_the_net():
     _, _, two_d = util._prepare_rnn(2, 3, 4, create_rnn, [0], 0.0, two_d_initial_states=True)
     assert workspace.FetchBlob(str(two_d[0])).shape == (3, 4)
     assert str(outputs[0]) == "test_name_scope/out" and net.Proto().op[-1].type == "Relu"
+
+
+def test_lstm_inside_a_name_scope_names_its_outputs_once():
+    from framework import rnn_cell
+
+    hook.install()
+    from caffe2.python.rnn import rnn_cell_test_util as util
+
+    np.random.seed(1)
+    outputs, net, inputs = util._prepare_rnn(
+        3, 2, 4, rnn_cell.LSTM, outputs_with_grads=[0], forget_bias=0.0, two_d_initial_states=False
+    )
+    names = [str(o) for o in outputs]
+    assert names[0] == "test_name_scope/external/recurrent/hidden_state_all"
+    rnn = next(op for op in net.Proto().op if op.type == "RecurrentNetwork")
+    alias_dst = next(a.strings for a in rnn.arg if a.name == "alias_dst")
+    assert [s.decode() for s in alias_dst] == list(rnn.output[: len(alias_dst)])
+    workspace.FeedBlob(str(inputs[-1]), np.random.randn(3, 2, 4).astype(np.float32))
+    workspace.RunNetOnce(net)
+    hidden_all = workspace.FetchBlob(names[0])
+    lengths = workspace.FetchBlob("test_name_scope/seq_lengths")
+    assert hidden_all.shape == (3, 2, 4)
+    for b in range(2):  # the last output is the hidden state at each sequence's last step
+        np.testing.assert_allclose(workspace.FetchBlob(names[1])[0, b], hidden_all[lengths[b] - 1, b], rtol=1e-6)
+
+
+def test_extract_predictor_net_of_an_lstm_runs():
+    from framework import rnn_cell
+
+    model = ModelHelper(name="lstm_extract")
+    output, *_ = rnn_cell.LSTM(
+        model=model,
+        input_blob="input",
+        seq_lengths="seqlengths",
+        initial_states=("hidden_init", "cell_init"),
+        dim_in=3,
+        dim_out=4,
+        scope="test",
+        drop_states=True,
+        return_last_layer_only=True,
+    )
+    workspace.RunNetOnce(model.param_init_net)
+    params = {b: workspace.FetchBlob(b) for b in workspace.Blobs()}
+    pred, exported = ExtractPredictorNet(model.net.Proto(), ["input"], [output], device=core.DeviceOption(0, 1))
+    proto = pred.Proto()
+    rnn = next(op for op in proto.op if op.type == "RecurrentNetwork")
+    assert not any(a.name == "backward_step_net" for a in rnn.arg)
+    step = next(a.n for a in rnn.arg if a.name == "step_net")
+    assert all(op.device_option.device_id == 1 for op in step.op)
+    assert "seqlengths" in proto.external_input and set(params) & set(exported)
+    workspace.ResetWorkspace()
+    for name in proto.external_input:
+        if name == "seqlengths":
+            workspace.FeedBlob(name, np.array([5, 5], np.int32))
+        elif name == "input":
+            workspace.FeedBlob(name, np.random.randn(5, 2, 3).astype(np.float32))
+        elif name in params:
+            workspace.FeedBlob(name, params[name])
+        else:
+            workspace.FeedBlob(name, np.zeros((1, 2, 4), np.float32))
+    for op in proto.op:
+        op.ClearField("device_option")
+    workspace.RunNetOnce(proto)
+    assert workspace.FetchBlob(str(output)).shape == (5, 2, 4)
