@@ -85,7 +85,16 @@ def test_classify_phases():
         {"nodeid": "c", "when": "call", "outcome": "passed", "text": ""},
         {"nodeid": "c", "when": "teardown", "outcome": "failed", "text": "E   RuntimeError: leak"},
     ]
+    records.append(
+        {
+            "nodeid": "d",
+            "when": "call",
+            "outcome": "failed",
+            "text": "E   TypeError: Calling np.sum(generator) is deprecated.",
+        }
+    )
     tests = caffe2_suite.classify(records)
+    assert tests["d"]["outcome"] == "legacy"
     assert tests["a"] == {"outcome": "error", "reason": "ValueError: boom"}
     assert tests["b"]["outcome"] == "legacy" and tests["b"]["reason"] == "torch.ops._caffe2"
     assert tests["c"]["outcome"] == "error"
