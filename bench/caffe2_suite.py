@@ -11,8 +11,7 @@ a reporter that writes one JSON line per test phase. The tree itself is never wr
 Outcomes per test: passed, failed, error (setup/teardown/collection, or the file timed out before the test
 ran), skipped, and ``legacy``: failed only because the test file itself uses an API that numpy or hypothesis
 removed since (``np.float``, ``np.asscalar``, ``np.sum(generator)``..., ``settings(timeout=...)``) or
-``torch.ops._caffe2`` (a
-PyTorch build of Caffe2's ops), recognised by the failure's traceback. A file that does not import counts
+``torch.ops._caffe2`` (a PyTorch build of Caffe2's ops), recognised by the failure's traceback. A file that does not import counts
 each test function it defines as one error (or legacy). Tests that need a GPU or MKL-DNN are skipped by
 Caffe2's own decorators on a CPU build, so they count as skipped.
 
