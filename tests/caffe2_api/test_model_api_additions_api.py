@@ -233,3 +233,28 @@ def test_extract_predictor_net_of_an_lstm_runs():
         op.ClearField("device_option")
     workspace.RunNetOnce(proto)
     assert workspace.FetchBlob(str(output)).shape == (5, 2, 4)
+
+
+def test_gradient_checker_get_loss_and_grad():
+    from framework import gradient_checker
+
+    checker = gradient_checker.GradientChecker(stepsize=0.01, threshold=0.01)
+    x = np.array([[1.0, -2.0], [3.0, 0.5]], np.float32)
+    w = np.array([[0.5, 1.0], [-1.0, 2.0], [0.0, 1.0]], np.float32)
+    b = np.array([0.1, 0.2, 0.3], np.float32)
+    op = core.CreateOperator("FC", ["X", "W", "b"], ["Y"])
+    grad_ops, g_in = core.GradientRegistry.GetGradientForOp(op, ["Y_grad"])
+    loss, grad = checker.GetLossAndGrad(op, grad_ops, [x, w, b], op.input, 1, g_in[1], [0])
+    y = x @ w.T + b
+    np.testing.assert_allclose(loss, 0.5 * np.sum(y**2), rtol=1e-5)
+    np.testing.assert_allclose(grad, y.T @ x, rtol=1e-5)  # dL/dW with dL/dY = Y
+    # a sparse gradient comes back dense
+    table = np.arange(8, dtype=np.float32).reshape(4, 2)
+    idx = np.array([2, 0, 2], np.int64)
+    gather = core.CreateOperator("Gather", ["T", "I"], ["G"])
+    grad_ops, g_in = core.GradientRegistry.GetGradientForOp(gather, ["G_grad"])
+    loss, grad = checker.GetLossAndGrad(gather, grad_ops, [table, idx], gather.input, 0, g_in[0], [0])
+    expected = np.zeros_like(table)
+    np.add.at(expected, idx, table[idx])
+    np.testing.assert_allclose(grad, expected)
+    np.testing.assert_allclose(loss, 0.5 * np.sum(table[idx] ** 2))
