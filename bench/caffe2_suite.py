@@ -10,10 +10,11 @@ a reporter that writes one JSON line per test phase. The tree itself is never wr
 
 Outcomes per test: passed, failed, error (setup/teardown/collection, or the file timed out before the test
 ran), skipped, and ``legacy``: failed only because the test file itself uses an API that numpy or hypothesis
-removed since (``np.float``, ``np.asscalar``, ``np.sum(generator)``..., ``settings(timeout=...)``) or
-``torch.ops._caffe2`` (a PyTorch build of Caffe2's ops), recognised by the failure's traceback. A file that does not import counts
-each test function it defines as one error (or legacy). Tests that need a GPU or MKL-DNN are skipped by
-Caffe2's own decorators on a CPU build, so they count as skipped.
+removed since (``np.float``, ``np.asscalar``, ``np.sum(generator)``..., ``settings(timeout=...)``,
+``lists(average_size=...)``; likewise scipy's ``scipy.misc.logsumexp``, ``interp2d``) or
+``torch.ops._caffe2`` (a PyTorch build of Caffe2's ops), recognised by the failure's traceback. A file that
+does not import counts each test function it defines as one error (or legacy). Tests that need a GPU or
+MKL-DNN are skipped by Caffe2's own decorators on a CPU build, so they count as skipped.
 
 Prints a table per file and the tree's totals, and writes the full results (with each failure's last
 error line) to ``--json`` (default ``/tmp/c2/results/<tree>-<suite>.json``).
@@ -46,6 +47,8 @@ LEGACY_PATTERNS = {
     ),
     "np.sum(generator) removed": re.compile(r"Calling np\.sum\(generator\) is deprecated"),
     "hypothesis settings(timeout=)": re.compile(r"unexpected keyword argument 'timeout'"),
+    "hypothesis lists(average_size=)": re.compile(r"unexpected keyword argument 'average_size'"),
+    "scipy API removed": re.compile(r"cannot import name '\w+' from 'scipy\.misc'|scipy\.interpolate\.interp2d"),
     "torch.ops._caffe2": re.compile(r"'_caffe2' object has no attribute|torch\.ops\._caffe2"),
 }
 

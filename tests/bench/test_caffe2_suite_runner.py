@@ -95,6 +95,12 @@ def test_classify_phases():
     )
     tests = caffe2_suite.classify(records)
     assert tests["d"]["outcome"] == "legacy"
+    for text in (
+        "E   TypeError: lists() got an unexpected keyword argument 'average_size'",
+        "E   ImportError: cannot import name 'logsumexp' from 'scipy.misc' (/x)",
+    ):
+        assert caffe2_suite.legacy_reason(text) is not None
+    assert caffe2_suite.legacy_reason("E   TypeError: f() got an unexpected keyword argument 'axis'") is None
     assert tests["a"] == {"outcome": "error", "reason": "ValueError: boom"}
     assert tests["b"]["outcome"] == "legacy" and tests["b"]["reason"] == "torch.ops._caffe2"
     assert tests["c"]["outcome"] == "error"
