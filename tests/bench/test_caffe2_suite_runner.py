@@ -101,6 +101,10 @@ def test_classify_phases():
     ):
         assert caffe2_suite.legacy_reason(text) is not None
     assert caffe2_suite.legacy_reason("E   TypeError: f() got an unexpected keyword argument 'axis'") is None
+    in_test = "E   ValueError: setting an array element with a sequence.\n\nadam_test.py:170: ValueError"
+    in_framework = "E   ValueError: setting an array element with a sequence.\n\n/w/framework/ops/x.py:9: ValueError"
+    assert caffe2_suite.legacy_reason(in_test) == "numpy size-1 array to scalar removed"
+    assert caffe2_suite.legacy_reason(in_framework) is None
     assert tests["a"] == {"outcome": "error", "reason": "ValueError: boom"}
     assert tests["b"]["outcome"] == "legacy" and tests["b"]["reason"] == "torch.ops._caffe2"
     assert tests["c"]["outcome"] == "error"
