@@ -58,6 +58,13 @@ def test_sparse_helper_checks_the_sparse_op(row_wise):
     ag.adagrad_sparse_test_helper(_Case(), inputs, 0.1, 1e-4, "", ref, hu.cpu_do, [hu.cpu_do], row_wise)
 
 
+def test_sparse_helper_on_one_dimensional_tables():
+    ag = _helper("adagrad_test_helper")
+    np.random.seed(4)
+    inputs = tuple(np.random.randn(6).astype(np.float32) for _ in range(3))
+    ag.adagrad_sparse_test_helper(_Case(), inputs, 0.1, 1e-4, "", ag.ref_adagrad, hu.cpu_do, [hu.cpu_do])
+
+
 def test_sparse_helper_fails_on_a_wrong_reference():
     ag = _helper("adagrad_test_helper")
     np.random.seed(5)

@@ -90,9 +90,10 @@ def adagrad_sparse_test_helper(
         step = partial(ref_adagrad, using_fp16=True) if ref_using_fp16 else ref_adagrad
         param_out, momentum_out = np.copy(param), np.copy(momentum)
         for i, row in enumerate(indices):
-            param_out[row], momentum_out[row] = step(
-                param[row], momentum[row], grad[i], lr, epsilon, weight_decay=weight_decay
-            )
+            p, m = step(param[row], momentum[row], grad[i], lr, epsilon, weight_decay=weight_decay)
+            # lr is a 1-element array: a scalar row's results come back with shape (1,)
+            param_out[row] = np.reshape(p, np.shape(param_out[row]))
+            momentum_out[row] = np.reshape(m, np.shape(momentum_out[row]))
         return param_out, momentum_out
 
     # half-precision tables are a GPU path of Caffe2's (dense Adagrad only)
