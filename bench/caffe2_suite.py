@@ -11,11 +11,11 @@ a reporter that writes one JSON line per test phase. The tree itself is never wr
 Outcomes per test: passed, failed, error (setup/teardown/collection, or the file timed out before the test
 ran), skipped, and ``legacy``: failed only because the test file itself uses an API that numpy or hypothesis
 removed since (``np.float``, ``np.asscalar``, ``np.sum(generator)``..., ``settings(timeout=...)``,
-``lists(average_size=...)``, a size-1 array used as a scalar in the test's own code; likewise scipy's
-``scipy.misc.logsumexp``, ``interp2d``) or
-``torch.ops._caffe2`` (a PyTorch build of Caffe2's ops), recognised by the failure's traceback. A file that
-does not import counts each test function it defines as one error (or legacy). Tests that need a GPU or
-MKL-DNN are skipped by Caffe2's own decorators on a CPU build, so they count as skipped.
+``lists(average_size=...)``, a size-1 array used as a scalar or a Python int wrapped into int32 in the test's
+own code; likewise scipy's ``scipy.misc.logsumexp``, ``interp2d``) or ``torch.ops._caffe2`` (a PyTorch build
+of Caffe2's ops), recognised by the failure's traceback. A file that does not import counts each test function
+it defines as one error (or legacy). Tests that need a GPU or MKL-DNN are skipped by Caffe2's own decorators
+on a CPU build, so they count as skipped.
 
 Prints a table per file and the tree's totals, and writes the full results (with each failure's last
 error line) to ``--json`` (default ``/tmp/c2/results/<tree>-<suite>.json``).
@@ -125,10 +125,12 @@ def count_test_functions(path: Path) -> int:
     return max(n, 1)
 
 
-# numpy 2.4 no longer converts a size-1 array of ndim > 0 to a scalar; legacy only where the error is
-# raised in the test file's own code (its reference), never in the framework
+# numpy 2 no longer converts a size-1 array of ndim > 0 to a scalar, nor wraps an out-of-range Python int
+# into a fixed-size integer; legacy only where the error is raised in the test file's own code (its
+# reference), never in the framework
 _SCALAR_CONVERSION = re.compile(
     r"setting an array element with a sequence|only 0-dimensional arrays can be converted to Python scalars"
+    r"|Python integer -?\d+ out of bounds for u?int\d+"
 )
 _RAISED_AT = re.compile(r"^(\S+\.py):\d+: \w+", re.MULTILINE)
 
@@ -139,7 +141,7 @@ def legacy_reason(text: str) -> str | None:
             return name
     where = _RAISED_AT.findall(text)
     if _SCALAR_CONVERSION.search(text) and where and where[-1].endswith("_test.py") and "framework/" not in where[-1]:
-        return "numpy size-1 array to scalar removed"
+        return "numpy 2 scalar conversion"
     return None
 
 

@@ -103,7 +103,9 @@ def test_classify_phases():
     assert caffe2_suite.legacy_reason("E   TypeError: f() got an unexpected keyword argument 'axis'") is None
     in_test = "E   ValueError: setting an array element with a sequence.\n\nadam_test.py:170: ValueError"
     in_framework = "E   ValueError: setting an array element with a sequence.\n\n/w/framework/ops/x.py:9: ValueError"
-    assert caffe2_suite.legacy_reason(in_test) == "numpy size-1 array to scalar removed"
+    assert caffe2_suite.legacy_reason(in_test) == "numpy 2 scalar conversion"
+    wrap = "E   OverflowError: Python integer 3735928559 out of bounds for int32\n\nindex_hash_ops_test.py:31: Overf"
+    assert caffe2_suite.legacy_reason(wrap + "lowError") == "numpy 2 scalar conversion"
     assert caffe2_suite.legacy_reason(in_framework) is None
     assert tests["a"] == {"outcome": "error", "reason": "ValueError: boom"}
     assert tests["b"]["outcome"] == "legacy" and tests["b"]["reason"] == "torch.ops._caffe2"
