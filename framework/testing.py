@@ -73,7 +73,11 @@ def run_op_on(op_def: OperatorDef, inputs: Sequence[Any], ws: Workspace | None =
 
 
 def assert_inferred_shapes(
-    op_def: OperatorDef, inputs: Sequence[Any], outputs: Sequence[Any], require_known: bool = True
+    op_def: OperatorDef,
+    inputs: Sequence[Any],
+    outputs: Sequence[Any],
+    require_known: bool = True,
+    params: dict[str, Any] | None = None,
 ) -> None:
     """The schema's inference, from the inputs' specs, must equal the real outputs' shapes and dtypes.
 
@@ -87,6 +91,7 @@ def assert_inferred_shapes(
         if real is None or not isinstance(real, np.ndarray):
             continue
         name = op_def.output[k]
+        spec = _gradient_of_param(op_def, name, spec, params or {})
         if not require_known and spec.shape is None:
             continue
         assert spec.shape is not None, f"{op_def.type}: shape inference left output {k} ('{name}') unknown"
@@ -105,6 +110,17 @@ def assert_inferred_shapes(
             )
         elif require_known:
             raise AssertionError(f"{op_def.type}: shape inference left the dtype of output {k} ('{name}') unknown")
+
+
+def _gradient_of_param(op_def: OperatorDef, name: str, spec: TensorSpec, params: dict[str, Any]) -> TensorSpec:
+    """Caffe2's rule for gradient ops: an output ``<X>_grad`` left unknown is shaped as X (when X is
+    known, here from ``params``: name -> value)."""
+    if not op_def.is_gradient_op or not name.endswith("_grad") or name[: -len("_grad")] not in params:
+        return spec
+    if spec.shape is not None and all(d is not None for d in spec.shape):
+        return spec
+    param = spec_of(params[name[: -len("_grad")]])
+    return TensorSpec(param.shape, spec.dtype if spec.dtype is not None else param.dtype)
 
 
 def assert_reference_checks(
@@ -247,7 +263,8 @@ def gradient_pair(
         in_vals = [_fetch(ws, n) for n in gop.input]
         g.run()
         if check_inference:
-            assert_inferred_shapes(gop, in_vals, [_fetch(ws, n) for n in gop.output])
+            params = dict(zip(op_def.input, inputs))
+            assert_inferred_shapes(gop, in_vals, [_fetch(ws, n) for n in gop.output], params=params)
     x = inputs[input_to_check]
     if isinstance(target, GradientSlice):
         analytic = np.zeros_like(x, dtype=np.float64)

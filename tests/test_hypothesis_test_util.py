@@ -103,6 +103,13 @@ class TestCaffe2Style(hu.HypothesisTestCase):
         mask = np.array([True, False, True, True, False])
         self.assertReferenceChecks(hu.cpu_do, op, [data, mask], lambda d, m: [d[m]])
 
+    def test_gradient_outputs_unknown_to_inference_take_the_param_shape(self):
+        # Concat's gradient is Split(dY, split_info): its sizes come from data, so inference cannot
+        # give them; Caffe2 then shapes each X_i_grad as X_i
+        xs = [np.random.rand(2, k).astype(np.float32) for k in (1, 3)]
+        op = core.CreateOperator("Concat", ["X_0", "X_1"], ["Y", "split_info"], axis=1)
+        self.assertGradientChecks(hu.cpu_do, op, xs, 0, [0], ensure_outputs_are_inferred=True)
+
     def test_wrong_gradient_fails(self):
         # Relu's gradient ops, handed to a Sigmoid: the check must notice
         op = core.CreateOperator("Sigmoid", ["X"], ["Y"])
