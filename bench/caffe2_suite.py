@@ -49,6 +49,7 @@ LEGACY_PATTERNS = {
     "np.sum(generator) removed": re.compile(r"Calling np\.sum\(generator\) is deprecated"),
     "hypothesis settings(timeout=)": re.compile(r"unexpected keyword argument 'timeout'"),
     "hypothesis lists(average_size=)": re.compile(r"unexpected keyword argument 'average_size'"),
+    "hypothesis arrays(elements) positional": re.compile(r"arrays\(\) takes 2 positional arguments but 3 were given"),
     "scipy API removed": re.compile(r"cannot import name '\w+' from 'scipy\.misc'|scipy\.interpolate\.interp2d"),
     "torch.ops._caffe2": re.compile(r"'_caffe2' object has no attribute|torch\.ops\._caffe2"),
 }
