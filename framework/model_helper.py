@@ -86,7 +86,8 @@ def update_initializer(initializer: Any, op_and_kwargs: Any, default: tuple[str,
         if op_and_kwargs is not None:
             raise FrameworkError("give either an Initializer or a (fill op, kwargs) pair, not both")
         return initializer
-    op, kwargs = op_and_kwargs if op_and_kwargs is not None else default
+    # Caffe2 reads the first two items: (op, kwargs); anything after them is ignored
+    op, kwargs = (op_and_kwargs if op_and_kwargs is not None else default)[:2]
     return Initializer(op, **(kwargs or {}))
 
 

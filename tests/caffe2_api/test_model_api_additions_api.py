@@ -258,3 +258,16 @@ def test_gradient_checker_get_loss_and_grad():
     np.add.at(expected, idx, table[idx])
     np.testing.assert_allclose(grad, expected)
     np.testing.assert_allclose(loss, 0.5 * np.sum(table[idx] ** 2))
+
+
+def test_initializer_pair_with_extra_items():
+    # Caffe2 reads (op, kwargs) from the first two items of the tuple (crf_test passes three)
+    model = ModelHelper(name="init_extra")
+    brew.fc(model, "x", "y", 3, 2, ("UniformFill", {"min": -1.0}, {"max": 1.0}), ("ConstantFill", {"value": 0.5}))
+    ops = {op.output[0]: op for op in model.param_init_net.Proto().op}
+    assert ops["y_w"].type == "UniformFill" and {a.name: a.f for a in ops["y_w"].arg}["min"] == -1.0
+    assert not any(a.name == "max" for a in ops["y_w"].arg)
+    workspace.RunNetOnce(model.param_init_net)
+    w = workspace.FetchBlob("y_w")
+    assert w.shape == (2, 3) and w.min() >= -1.0 and w.max() <= 1.0
+    np.testing.assert_array_equal(workspace.FetchBlob("y_b"), [0.5, 0.5])
