@@ -49,6 +49,15 @@ def test_mkl_gcs_draw_cpu_devices(data):
     assert gc.device_type == caffe2_pb2.CPU and all(d.device_type != caffe2_pb2.MKLDNN for d in dc)
 
 
+def test_ideep_test_util_lists_the_ideep_device():
+    iu = _import("caffe2.python.ideep_test_util")
+    hu = _import("caffe2.python.hypothesis_test_util")
+    assert [d.device_type for d in iu.device_options] == [d.device_type for d in hu.device_options] + [caffe2_pb2.IDEEP]
+    assert set(iu.gcs_cpu_ideep) == {"gc", "dc"} and iu.ideep_do.device_type == caffe2_pb2.IDEEP
+    # this build has no MKL-DNN: Caffe2's IDEEP tests skip on it
+    assert _import("caffe2.python.workspace").C.use_mkldnn is False
+
+
 def test_core_c_is_the_extension_module():
     core = _import("caffe2.python.core")
     workspace = _import("caffe2.python.workspace")
