@@ -10,12 +10,13 @@ a reporter that writes one JSON line per test phase. The tree itself is never wr
 
 Outcomes per test: passed, failed, error (setup/teardown/collection, or the file timed out before the test
 ran), skipped, and ``legacy``: failed only because the test file itself uses an API that numpy or hypothesis
-removed since (``np.float``, ``np.asscalar``, ``np.sum(generator)``..., ``settings(timeout=...)``,
-``lists(average_size=...)``, a size-1 array used as a scalar or a Python int wrapped into int32 in the test's
-own code; likewise scipy's ``scipy.misc.logsumexp``, ``interp2d``) or ``torch.ops._caffe2`` (a PyTorch build
-of Caffe2's ops), recognised by the failure's traceback. A file that does not import counts each test function
-it defines as one error (or legacy). Tests that need a GPU or MKL-DNN are skipped by Caffe2's own decorators
-on a CPU build, so they count as skipped.
+removed since (``np.float``, ``np.asscalar``, ``np.unicode_``, ``np.sum(generator)``...,
+``settings(timeout=...)``, ``lists(average_size=...)``, ``@settings`` without ``@given``, a size-1 array used
+as a scalar or a Python int wrapped into int32 in the test's own code; likewise scipy's
+``scipy.misc.logsumexp``, ``interp2d``) or ``torch.ops._caffe2`` (a PyTorch build of Caffe2's ops), recognised
+by the failure's traceback. A file that does not import counts each test function it defines as one error (or
+legacy). Tests that need a GPU or MKL-DNN are skipped by Caffe2's own decorators on a CPU build, so they count
+as skipped.
 
 Prints a table per file and the tree's totals, and writes the full results (with each failure's last
 error line) to ``--json`` (default ``/tmp/c2/results/<tree>-<suite>.json``).
@@ -45,10 +46,12 @@ OUTCOMES = ("passed", "failed", "error", "skipped", "legacy")
 LEGACY_PATTERNS = {
     "numpy alias removed": re.compile(
         r"module 'numpy' has no attribute '(float|int|bool|object|str|long|complex|unicode|asscalar)'"
+        r"|`np\.\w+` was removed in the NumPy 2\.0 release"
     ),
     "np.sum(generator) removed": re.compile(r"Calling np\.sum\(generator\) is deprecated"),
     "hypothesis settings(timeout=)": re.compile(r"unexpected keyword argument 'timeout'"),
     "hypothesis lists(average_size=)": re.compile(r"unexpected keyword argument 'average_size'"),
+    "hypothesis @settings without @given": re.compile(r"Using `@settings` on a test without `@given`"),
     "hypothesis arrays(elements) positional": re.compile(r"arrays\(\) takes 2 positional arguments but 3 were given"),
     "scipy API removed": re.compile(r"cannot import name '\w+' from 'scipy\.misc'|scipy\.interpolate\.interp2d"),
     "torch.ops._caffe2": re.compile(r"'_caffe2' object has no attribute|torch\.ops\._caffe2"),
