@@ -287,3 +287,13 @@ __all__ = [
     "execution_step",
     "to_execution_step",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # Caffe2's core imported the workspace module (scripts write ``core.workspace.RunPlan``); imported on
+    # first use here, since workspace itself imports core
+    if name == "workspace":
+        from framework import workspace
+
+        return workspace
+    raise AttributeError(f"module 'framework.core' has no attribute {name!r}")

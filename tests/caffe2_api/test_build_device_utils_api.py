@@ -67,3 +67,12 @@ def test_core_c_is_the_extension_module():
     assert isinstance(core.C.builtin_cpu_supports_avx2(), bool)
     with open("/proc/cpuinfo") as f:
         assert core.C.builtin_cpu_supports_avx2() == (" avx2" in f.read())
+
+
+def test_core_workspace_is_the_workspace_module():
+    core = _import("caffe2.python.core")
+    assert core.workspace is _import("caffe2.python.workspace")
+    import pytest
+
+    with pytest.raises(AttributeError, match="no_such_thing"):
+        core.no_such_thing  # noqa: B018
