@@ -190,3 +190,19 @@ def test_wrong_known_inferred_shape_fails(monkeypatch):
     monkeypatch.setattr(schema, "infer", real_infer)
     with pytest.raises(AssertionError, match="unknown"):
         case.assertReferenceChecks(hu.cpu_do, op, [data, mask], lambda d, m: [d[m]], ensure_outputs_are_inferred=True)
+
+
+def test_gpu_only_tests_skip_without_a_gpu():
+    # Caffe2 2018 writes @given(**hu.gcs_gpu_only) outside @unittest.skipIf(not has_gpu_support)
+    import unittest
+
+    ran = []
+
+    class Case(unittest.TestCase):
+        @given(n=st.integers(0, 3), **hu.gcs_gpu_only)
+        def test_gpu(self, n, gc, dc):
+            ran.append(gc)
+
+    result = unittest.TestResult()
+    Case("test_gpu").run(result)
+    assert ran == [] and len(result.skipped) == 1 and not result.errors and not result.failures
