@@ -53,7 +53,9 @@ LEGACY_PATTERNS = {
     "hypothesis lists(average_size=)": re.compile(r"unexpected keyword argument 'average_size'"),
     "hypothesis @settings without @given": re.compile(r"Using `@settings` on a test without `@given`"),
     "hypothesis arrays(elements) positional": re.compile(r"arrays\(\) takes 2 positional arguments but 3 were given"),
-    "scipy API removed": re.compile(r"cannot import name '\w+' from 'scipy\.misc'|scipy\.interpolate\.interp2d"),
+    "scipy API removed": re.compile(
+        r"cannot import name '\w+' from 'scipy\.misc'|`interp2d` has been removed in SciPy"
+    ),
     "torch.ops._caffe2": re.compile(r"'_caffe2' object has no attribute|torch\.ops\._caffe2"),
 }
 
