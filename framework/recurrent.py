@@ -188,7 +188,8 @@ def set_rnn_executor_config(rnn_op: Any, num_threads: int | None = None, max_cud
 
 
 def retrieve_step_blobs(net: Any, prefix: str = "rnn") -> list:
-    """Copy every step workspace's blobs into the current workspace (RecurrentNetworkBlobFetcher)."""
+    """Copy every step workspace's blobs into the current workspace (RecurrentNetworkBlobFetcher); the
+    names of the copies, as the fetched string tensor holds them (bytes, as Caffe2's)."""
     from framework import workspace
 
     out, count = [], 1
@@ -199,5 +200,5 @@ def retrieve_step_blobs(net: Any, prefix: str = "rnn") -> list:
             workspace.RunOperatorOnce(
                 core.CreateOperator("RecurrentNetworkBlobFetcher", [op.output[-1]], [name], prefix=prefix)
             )
-            out += [b.decode() if isinstance(b, bytes) else b for b in workspace.FetchBlob(name).tolist()]
+            out += workspace.FetchBlob(name).tolist()
     return out

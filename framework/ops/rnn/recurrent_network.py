@@ -223,7 +223,8 @@ class RecurrentNetwork(Operator):
                 t.resize(shape)
                 t.mutable_data(x.dtype)
             arr = t.data()
-            arr[:init_len] = x.reshape(init_len if x.ndim == 3 else 1, -1, x.shape[-1])
+            if init_len:  # an initial state may hold no steps (a window of 1: [0, batch, d])
+                arr[:init_len] = x.reshape(init_len if x.ndim == 3 else 1, -1, x.shape[-1])
             out.append((state, arr))
         return out
 
