@@ -96,6 +96,20 @@ class TestCaffe2Style(hu.HypothesisTestCase):
         with pytest.raises(ValueError, match="must supply an input"):
             self.assertReferenceChecks(hu.cpu_do, op, [], lambda: [X])
 
+    def test_data_dependent_output_size_is_not_a_mismatch(self):
+        # BooleanMask's output length depends on the mask: inferred as (None, 3), which is no error
+        op = core.CreateOperator("BooleanMask", ["data", "mask"], ["masked"])
+        data = np.arange(15, dtype=np.float32).reshape(5, 3)
+        mask = np.array([True, False, True, True, False])
+        self.assertReferenceChecks(hu.cpu_do, op, [data, mask], lambda d, m: [d[m]])
+
+    def test_gradient_outputs_unknown_to_inference_take_the_param_shape(self):
+        # Concat's gradient is Split(dY, split_info): its sizes come from data, so inference cannot
+        # give them; Caffe2 then shapes each X_i_grad as X_i
+        xs = [np.random.rand(2, k).astype(np.float32) for k in (1, 3)]
+        op = core.CreateOperator("Concat", ["X_0", "X_1"], ["Y", "split_info"], axis=1)
+        self.assertGradientChecks(hu.cpu_do, op, xs, 0, [0], ensure_outputs_are_inferred=True)
+
     def test_wrong_gradient_fails(self):
         # Relu's gradient ops, handed to a Sigmoid: the check must notice
         op = core.CreateOperator("Sigmoid", ["X"], ["Y"])
@@ -147,3 +161,48 @@ class TestStrategies(hu.HypothesisTestCase):
         assert hu.cpu_do == caffe2_pb2.DeviceOption()
         assert hu.gpu_do.device_type == caffe2_pb2.CUDA
         assert set(hu.gcs) == {"gc", "dc"} and set(hu.gcs_cpu_only) == {"gc", "dc"}
+
+
+def test_wrong_known_inferred_shape_fails(monkeypatch):
+    case = TestCaffe2Style()
+    from framework.ops.registry import get_schema
+    from framework.ops.schema import TensorSpec
+
+    schema = get_schema("BooleanMask")
+    real_infer = schema.infer
+
+    def wrong_rank(op, specs):
+        out = real_infer(op, specs)
+        return [TensorSpec((None,), out[0].dtype)] + list(out[1:])
+
+    def wrong_dim(op, specs):
+        out = real_infer(op, specs)
+        return [TensorSpec((None, 4), out[0].dtype)] + list(out[1:])
+
+    op = core.CreateOperator("BooleanMask", ["data", "mask"], ["masked"])
+    data = np.arange(15, dtype=np.float32).reshape(5, 3)
+    mask = np.array([True, False, True, True, False])
+    for wrong in (wrong_rank, wrong_dim):
+        monkeypatch.setattr(schema, "infer", wrong)
+        with pytest.raises(AssertionError, match="inferred shape"):
+            case.assertReferenceChecks(hu.cpu_do, op, [data, mask], lambda d, m: [d[m]])
+    # asked for, an unknown dim is a failure
+    monkeypatch.setattr(schema, "infer", real_infer)
+    with pytest.raises(AssertionError, match="unknown"):
+        case.assertReferenceChecks(hu.cpu_do, op, [data, mask], lambda d, m: [d[m]], ensure_outputs_are_inferred=True)
+
+
+def test_gpu_only_tests_skip_without_a_gpu():
+    # Caffe2 2018 writes @given(**hu.gcs_gpu_only) outside @unittest.skipIf(not has_gpu_support)
+    import unittest
+
+    ran = []
+
+    class Case(unittest.TestCase):
+        @given(n=st.integers(0, 3), **hu.gcs_gpu_only)
+        def test_gpu(self, n, gc, dc):
+            ran.append(gc)
+
+    result = unittest.TestResult()
+    Case("test_gpu").run(result)
+    assert ran == [] and len(result.skipped) == 1 and not result.errors and not result.failures

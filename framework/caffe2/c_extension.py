@@ -22,6 +22,8 @@ has_gpu_support = False
 has_mkldnn = False
 use_mkldnn = False
 is_asan = False
+# Operator schemas are always compiled in (Caffe2's CAFFE2_NO_OPERATOR_SCHEMA build flag is off)
+define_caffe2_no_operator_schema = False
 TensorCPU = Tensor
 
 
@@ -105,6 +107,36 @@ def get_cuda_version() -> int:
 
 def get_cudnn_version() -> int:
     return 0
+
+
+def get_build_options() -> dict[str, str]:
+    """Caffe2's build-option strings, as a CPU-only build without MKL-DNN, NCCL or ROCm reports them."""
+    return {
+        "BUILD_TYPE": "Release",
+        "BLAS": "numpy",
+        "USE_CUDA": "OFF",
+        "USE_CUDNN": "OFF",
+        "USE_ROCM": "OFF",
+        "USE_MKLDNN": "OFF",
+        "USE_NCCL": "OFF",
+        "USE_NNPACK": "OFF",
+        "USE_OPENMP": "OFF",
+    }
+
+
+def registered_dbs() -> list[str]:
+    """The DB type names Save/Load and the DB readers accept (both spellings, e.g. ``minidb``/``MiniDB``)."""
+    import framework.db  # noqa: F401 - registers the backends
+    from framework.db.base import db_types
+
+    return db_types()
+
+
+def builtin_cpu_supports_avx2() -> bool:
+    """Whether this CPU has AVX2 (Caffe2's tests of its AVX2 kernels skip without it)."""
+    from framework.runtime.blas_kernel import _cpu
+
+    return "avx2" in _cpu()[1]
 
 
 def is_numa_enabled() -> bool:

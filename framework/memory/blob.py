@@ -148,5 +148,18 @@ class Blob:
 
         return fetch_value(self)
 
+    def serialize(self, name: str | None = None) -> bytes:
+        """Caffe2's ``Blob.serialize(name)``: one BlobProto of what the blob holds, stored under ``name``
+        (default: the blob's own name), as bytes."""
+        from framework.memory.serialize import serialize_blob_to_string
+
+        return serialize_blob_to_string(self, self.name if name is None else name)
+
+    def deserialize(self, serialized: bytes) -> None:
+        """Caffe2's ``Blob.deserialize``: hold the content of a serialized BlobProto."""
+        from framework.memory.serialize import deserialize_blob
+
+        deserialize_blob(serialized, self)
+
     def __repr__(self) -> str:
         return f"Blob({self.name!r}, {self._obj!r})"

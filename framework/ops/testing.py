@@ -73,12 +73,17 @@ def run_op_on(op_def: OperatorDef, inputs: Sequence[Any], ws: Workspace | None =
 
 
 def assert_inferred_shapes(
-    op_def: OperatorDef, inputs: Sequence[Any], outputs: Sequence[Any], require_known: bool = True
+    op_def: OperatorDef,
+    inputs: Sequence[Any],
+    outputs: Sequence[Any],
+    require_known: bool = True,
+    params: dict[str, Any] | None = None,
 ) -> None:
     """The schema's inference, from the inputs' specs, must equal the real outputs' shapes and dtypes.
 
-    With ``require_known=False`` an output inferred as unknown passes (Caffe2's
-    default in its test utilities); a known but wrong shape or dtype still fails.
+    With ``require_known=False`` an output or a dim inferred as unknown passes (Caffe2's
+    default in its test utilities: sizes that depend on the data cannot be inferred); a known
+    but wrong rank, dim or dtype still fails.
     """
     in_specs = [spec_of(x) for x in inputs]
     inferred = infer_op(op_def, in_specs, strict=True)
@@ -86,10 +91,17 @@ def assert_inferred_shapes(
         if real is None or not isinstance(real, np.ndarray):
             continue
         name = op_def.output[k]
+        spec = _gradient_of_param(op_def, name, spec, params or {})
         if not require_known and spec.shape is None:
             continue
         assert spec.shape is not None, f"{op_def.type}: shape inference left output {k} ('{name}') unknown"
-        assert tuple(spec.shape) == real.shape, (
+        if require_known:
+            assert all(d is not None for d in spec.shape), (
+                f"{op_def.type}: shape inference left a dim of output {k} ('{name}') unknown: {tuple(spec.shape)}"
+            )
+        # a dim inferred as unknown (it depends on the data) matches any size; a known one must be right
+        fits = len(spec.shape) == real.ndim and all(d is None or d == r for d, r in zip(spec.shape, real.shape))
+        assert fits, (
             f"{op_def.type}: inferred shape {tuple(spec.shape)} != real shape {real.shape} for output {k} ('{name}')"
         )
         if spec.dtype is not None:
@@ -98,6 +110,17 @@ def assert_inferred_shapes(
             )
         elif require_known:
             raise AssertionError(f"{op_def.type}: shape inference left the dtype of output {k} ('{name}') unknown")
+
+
+def _gradient_of_param(op_def: OperatorDef, name: str, spec: TensorSpec, params: dict[str, Any]) -> TensorSpec:
+    """Caffe2's rule for gradient ops: an output ``<X>_grad`` left unknown is shaped as X (when X is
+    known, here from ``params``: name -> value)."""
+    if not op_def.is_gradient_op or not name.endswith("_grad") or name[: -len("_grad")] not in params:
+        return spec
+    if spec.shape is not None and all(d is not None for d in spec.shape):
+        return spec
+    param = spec_of(params[name[: -len("_grad")]])
+    return TensorSpec(param.shape, spec.dtype if spec.dtype is not None else param.dtype)
 
 
 def assert_reference_checks(
@@ -240,7 +263,8 @@ def gradient_pair(
         in_vals = [_fetch(ws, n) for n in gop.input]
         g.run()
         if check_inference:
-            assert_inferred_shapes(gop, in_vals, [_fetch(ws, n) for n in gop.output])
+            params = dict(zip(op_def.input, inputs))
+            assert_inferred_shapes(gop, in_vals, [_fetch(ws, n) for n in gop.output], params=params)
     x = inputs[input_to_check]
     if isinstance(target, GradientSlice):
         analytic = np.zeros_like(x, dtype=np.float64)

@@ -16,8 +16,9 @@ Caffe2, ``fc`` creates ``<out>_w`` (XavierFill, shape [dim_out, dim_in]) and
 [('axis', 1)]
 
 Scope keys the target op does not declare (``order`` for FC, ``use_cudnn``)
-are dropped rather than written into the OperatorDef; ``engine`` is never set
-from ``use_cudnn`` (every op runs the CPU implementation).
+are dropped rather than written into the OperatorDef. ``conv`` records
+``use_cudnn`` as Caffe2 does (``engine="CUDNN"``); every op runs the CPU
+implementation whatever its engine.
 """
 
 from __future__ import annotations
@@ -228,6 +229,7 @@ def conv(
     ``kernel`` is an int or ``[kernel_h, kernel_w]``; the weight is
     ``[dim_out, dim_in / group, kh, kw]`` for NCHW and ``[dim_out, kh, kw, dim_in / group]`` for NHWC.
     """
+    _cudnn_engine(kwargs)
     kernels = list(kernel) if isinstance(kernel, (list, tuple)) else [kernel, kernel]
     blob_out = blob_out or _next_name(model, "conv")
     inits = (WeightInitializer, weight_init, BiasInitializer, bias_init)
@@ -239,6 +241,25 @@ def conv(
     else:
         kwargs["kernel"] = kernel
     return _op(model.net, "Conv", inputs, blob_out, order=order, **kwargs)
+
+
+def _cudnn_engine(kwargs: dict[str, Any]) -> None:
+    """Record ``use_cudnn`` (the model's arg_scope default is True) as Caffe2's conv helper does:
+    ``engine="CUDNN"`` with ``exhaustive_search`` (and ``ws_nbytes_limit`` when set); an explicit
+    ``engine`` that contradicts ``use_cudnn`` is a ValueError. The op still runs on the CPU."""
+    use_cudnn = kwargs.pop("use_cudnn", False)
+    exhaustive = kwargs.pop("cudnn_exhaustive_search", False)
+    limit = kwargs.pop("ws_nbytes_limit", None)
+    engine = kwargs.get("engine")
+    if engine is not None and use_cudnn and engine != "CUDNN":
+        raise ValueError(f'brew.conv: with use_cudnn=True the only engine allowed is "CUDNN", got {engine!r}')
+    if engine is not None and not use_cudnn and engine == "CUDNN":
+        raise ValueError('brew.conv: with use_cudnn=False the only engine allowed is "", got "CUDNN"')
+    if use_cudnn:
+        kwargs["engine"] = "CUDNN"
+        kwargs["exhaustive_search"] = exhaustive
+        if limit:
+            kwargs["ws_nbytes_limit"] = limit
 
 
 @_helper

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
+# ``core.C``: Caffe2's extension module (build flags, registered DBs...), as core imports it.
+from framework.caffe2 import c_extension as C  # noqa: F401, N812
 from framework.proto.args import make_argument
 from framework.proto.framework_pb2 import DeviceOption as _DeviceOptionProto
 from framework.proto.framework_pb2 import OperatorDef, TensorProto
@@ -285,3 +287,13 @@ __all__ = [
     "execution_step",
     "to_execution_step",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # Caffe2's core imported the workspace module (scripts write ``core.workspace.RunPlan``); imported on
+    # first use here, since workspace itself imports core
+    if name == "workspace":
+        from framework import workspace
+
+        return workspace
+    raise AttributeError(f"module 'framework.core' has no attribute {name!r}")

@@ -131,15 +131,18 @@ class Dataset:
         return from_blob_list(self.schema, self.field_blob_names)
 
     def init_empty(self, init_net: Any) -> None:
-        """Add ops to ``init_net`` creating every field blob empty (shape [0], the field's type)."""
+        """Add ops to ``init_net`` creating every field blob empty: shape [0] plus the field's own item
+        shape (``(np.float32, 3)`` gives [0, 3]), of the field's element type."""
         for blob, dtype in zip(self.field_blob_names, self.field_types()):
-            proto_type = _PROTO_TYPES.get(np.dtype(dtype))
+            dtype = np.dtype(dtype)
+            proto_type = _PROTO_TYPES.get(dtype.base)
             if proto_type is None:
                 raise ValueError(f"field type {dtype} has no TensorProto type")
+            shape = [0, *dtype.shape]
             if proto_type == TensorProto.STRING:
-                init_net.GivenTensorStringFill([], [blob], shape=[0], values=[])
+                init_net.GivenTensorStringFill([], [blob], shape=shape, values=[])
             else:
-                init_net.ConstantFill([], [blob], shape=[0], dtype=proto_type)
+                init_net.ConstantFill([], [blob], shape=shape, dtype=proto_type)
 
     def reader(self, init_net: Any = None, cursor_name: str | None = None, batch_size: int = 1,
                enforce_batch_size: bool = False) -> DatasetReader:  # fmt: skip

@@ -41,6 +41,39 @@ class GradientChecker:
         self._workspace_name = workspace_name
         self._input_device_options = input_device_options or {}
 
+    def GetLossAndGrad(  # noqa: N802
+        self,
+        op: Any,
+        grad_ops: Sequence[Any],
+        inputs: Sequence[Any],
+        input_names: Sequence[str],
+        input_to_check: int,
+        grad_name: Any,
+        outputs_with_grads: Any,
+    ) -> tuple[float, np.ndarray]:
+        """Run ``op`` then ``grad_ops`` once in the current workspace, as Caffe2's: feed ``inputs``
+        under ``input_names``, take the loss 0.5 * sum of squares of the outputs ``outputs_with_grads``
+        (each fed as its own gradient ``<output>_grad``), and return ``(loss, gradient)`` where the
+        gradient is blob ``grad_name`` (a GradientSlice is scattered-added into zeros shaped as input
+        ``input_to_check``)."""
+        for name, value in zip(input_names, inputs):
+            workspace.FeedBlob(name, value, self._input_device_options.get(name, self._device_option))
+        workspace.RunOperatorOnce(op)
+        loss = 0.0
+        for k in _as_list(outputs_with_grads):
+            out = workspace.FetchBlob(op.output[k])
+            loss += float(np.sum(np.square(out, dtype=np.float64)))
+            workspace.FeedBlob(op.output[k] + "_grad", out, self._device_option)
+        workspace.RunOperatorsOnce(grad_ops)
+        if isinstance(grad_name, core.GradientSlice):
+            x = np.asarray(inputs[input_to_check])
+            values = workspace.FetchBlob(str(grad_name.values))
+            grad = np.zeros(x.shape, np.float32)
+            np.add.at(grad, workspace.FetchBlob(str(grad_name.indices)), values)
+        else:
+            grad = workspace.FetchBlob(str(grad_name))
+        return loss / 2.0, grad
+
     def CheckSimple(  # noqa: N802
         self,
         op: Any,

@@ -23,11 +23,11 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
 from framework import core
-from framework.errors import FrameworkError
+from framework.errors import FrameworkError, NetError
 
 log = logging.getLogger("framework.caffe2.python.model_helper")
 
-__all__ = ["Initializer", "ModelHelper", "ParameterInfo", "ParameterTags", "ExternalInitializer"]
+__all__ = ["ExtractPredictorNet", "Initializer", "ModelHelper", "ParameterInfo", "ParameterTags", "ExternalInitializer"]
 
 
 class ParameterTags:
@@ -86,7 +86,8 @@ def update_initializer(initializer: Any, op_and_kwargs: Any, default: tuple[str,
         if op_and_kwargs is not None:
             raise FrameworkError("give either an Initializer or a (fill op, kwargs) pair, not both")
         return initializer
-    op, kwargs = op_and_kwargs if op_and_kwargs is not None else default
+    # Caffe2 reads the first two items: (op, kwargs); anything after them is ignored
+    op, kwargs = (op_and_kwargs if op_and_kwargs is not None else default)[:2]
     return Initializer(op, **(kwargs or {}))
 
 
@@ -271,3 +272,87 @@ class ModelHelper:
 
     def __repr__(self) -> str:
         return f"<ModelHelper '{self.name}': {len(self.params)} params>"
+
+
+def ExtractPredictorNet(  # noqa: N802
+    net_proto: Any,
+    input_blobs: Iterable[Any],
+    output_blobs: Iterable[Any],
+    device: Any = None,
+    renames: dict[str, str] | None = None,
+    disabled_inputs: Iterable[str] | None = None,
+) -> tuple[Any, list[str]]:
+    """The inference part of a training NetDef, as Caffe2's ``model_helper.ExtractPredictorNet``.
+
+    Keeps, in order, the ops from the first one reading an ``input_blobs`` blob (StopGradient aside)
+    to the last one writing an ``output_blobs`` blob whose inputs are all known: the net's external
+    inputs and ``input_blobs`` (less ``disabled_inputs``), then whatever a kept op writes. Kept ops
+    get ``device`` (also inside a RecurrentNetwork's step net; its backward step net argument is dropped)
+    and ``renames`` applied to their blob names. External inputs are the inputs plus the original
+    external inputs the kept ops read; external outputs the outputs plus original external outputs
+    they write. Returns ``(core.Net "<name>_predict", external inputs other than input_blobs)``:
+    the parameters the predictor needs. The given proto is not modified (Caffe2 edits its ops).
+
+    Raises ``NetError`` when no op reads an input or none writes an output, or when a kept op has
+    ``is_test=0`` (a training net given instead of a test net).
+    """
+    renames = dict(renames or {})
+    inputs = [str(b) for b in input_blobs]
+    outputs = {str(b) for b in output_blobs}
+    orig_inputs = set(net_proto.external_input)
+    orig_outputs = set(net_proto.external_output)
+    known = (orig_inputs | set(inputs)) - set(disabled_inputs or ())
+    ops = list(net_proto.op)
+    first = [j for j, op in enumerate(ops) if set(inputs) & set(op.input) and op.type != "StopGradient"]
+    if not first:
+        raise NetError(f"ExtractPredictorNet: no op of net '{net_proto.name}' reads any of {sorted(inputs)}")
+    last = [j for j, op in enumerate(ops) if outputs & set(op.output)]
+    if not last:
+        raise NetError(f"ExtractPredictorNet: no op of net '{net_proto.name}' writes any of {sorted(outputs)}")
+
+    def renamed(names: Iterable[str]) -> list[str]:
+        return [renames.get(n, n) for n in names]
+
+    def place(op: Any) -> None:
+        if device is not None:
+            op.device_option.device_type = device.device_type
+            op.device_option.device_id = device.device_id
+
+    predict_net = core.Net(net_proto.name + "_predict")
+    proto = predict_net.Proto()
+    ext_in, ext_out = list(inputs), sorted(outputs)
+    for original in ops[min(first) : max(last) + 1]:
+        if not known.issuperset(original.input):
+            log.debug("ExtractPredictorNet: skipping %s: unknown inputs %s", original.type, set(original.input) - known)
+            continue
+        op = proto.op.add()
+        op.CopyFrom(original)
+        if any(a.name == "is_test" and a.i == 0 for a in op.arg):
+            raise NetError(
+                f"ExtractPredictorNet: op {op.type} '{op.name}' has is_test=0: extract the predictor from a "
+                "test model, not a training model"
+            )
+        if op.type == "RecurrentNetwork":
+            # no backward pass in a predictor (Caffe2 empties the argument; here it goes)
+            kept = [a for a in op.arg if a.name != "backward_step_net"]
+            del op.arg[:]
+            op.arg.extend(kept)
+            for a in op.arg:
+                if a.name == "step_net":
+                    for step_op in a.n.op:
+                        step_op.input[:] = renamed(step_op.input)
+                        step_op.output[:] = renamed(step_op.output)
+                        place(step_op)
+                    ext_in += [b for b in a.n.external_input if b in orig_inputs]
+                    a.n.external_input[:] = renamed(a.n.external_input)
+                    a.n.external_output[:] = renamed(a.n.external_output)
+        place(op)
+        known.update(op.output)
+        ext_in += [b for b in op.input if b in orig_inputs]
+        ext_out += [b for b in op.output if b in orig_outputs]
+        op.input[:] = renamed(op.input)
+        op.output[:] = renamed(op.output)
+    proto.external_input.extend(renamed(dict.fromkeys(ext_in)))
+    proto.external_output.extend(renamed(dict.fromkeys(ext_out)))
+    feeds = set(renamed(inputs))
+    return predict_net, [b for b in proto.external_input if b not in feeds]

@@ -155,9 +155,10 @@ def recurrent_net(
         }
         if len(backward.Proto().op):
             kwargs["backward_step_net"] = backward.Proto()
+    # the output names are final (alias_dst names them): references, so a name scope is not added twice
     results = net.RecurrentNetwork(
         all_inputs,
-        all_outputs + [s("step_workspaces")],
+        [core.BlobReference(str(b)) for b in all_outputs + [s("step_workspaces")]],
         alias_src=alias_src,
         alias_dst=[str(a) for a in alias_dst],
         alias_offset=list(alias_offset),
@@ -187,7 +188,8 @@ def set_rnn_executor_config(rnn_op: Any, num_threads: int | None = None, max_cud
 
 
 def retrieve_step_blobs(net: Any, prefix: str = "rnn") -> list:
-    """Copy every step workspace's blobs into the current workspace (RecurrentNetworkBlobFetcher)."""
+    """Copy every step workspace's blobs into the current workspace (RecurrentNetworkBlobFetcher); the
+    names of the copies, as the fetched string tensor holds them (bytes, as Caffe2's)."""
     from framework import workspace
 
     out, count = [], 1
@@ -198,5 +200,5 @@ def retrieve_step_blobs(net: Any, prefix: str = "rnn") -> list:
             workspace.RunOperatorOnce(
                 core.CreateOperator("RecurrentNetworkBlobFetcher", [op.output[-1]], [name], prefix=prefix)
             )
-            out += [b.decode() if isinstance(b, bytes) else b for b in workspace.FetchBlob(name).tolist()]
+            out += workspace.FetchBlob(name).tolist()
     return out

@@ -44,14 +44,15 @@ def roi_table(op: Operator, i: int, cols: tuple) -> np.ndarray:
 
 
 def batch_indices(op: Operator, i: int, rois: np.ndarray, with_index: bool, n: int) -> np.ndarray:
-    """The per-RoI image index (column 0 when present, else 0), checked to lie in [0, n)."""
+    """The per-RoI image index (column 0 when present, else 0), checked to lie in [0, n). The column is
+    float: it is truncated toward zero, as Caffe2's ``int roi_batch_ind = rois[0]`` does."""
     if not with_index:
         return np.zeros(rois.shape[0], np.int64)
-    b = rois[:, 0]
-    if b.size and (b.min() < 0 or b.max() >= n or np.any(b != np.floor(b))):
+    b = np.trunc(rois[:, 0])
+    if b.size and (b.min() < 0 or b.max() >= n):
         raise ShapeError(
             f"{op.describe()}: input {i} ('{op.input_names[i]}') has batch indices outside [0, {n}) "
-            f"(found {b.min():g} .. {b.max():g})"
+            f"(found {rois[:, 0].min():g} .. {rois[:, 0].max():g})"
         )
     return b.astype(np.int64)
 

@@ -18,14 +18,15 @@ from framework.ops.schema import INT, Arg, TensorSpec, pointwise_cost, same_as_i
 
 
 def _expand_shape(op: Operator, x_shape: tuple, dims: list) -> tuple:
-    """Caffe2's rule: align right; each pair of dims must be equal or one of them 1; take the max
-    (except that X's empty dim against a 1 stays empty: nothing can fill a larger one)."""
+    """Caffe2's rule: align right; a shape value of -1 (any value <= 0, as PyTorch's expand) keeps
+    X's dim, i.e. counts as 1; each pair of dims must be equal or one of them 1; take the max (except
+    that X's empty dim against a 1 stays empty: nothing can fill a larger one)."""
     out = []
     n = max(len(dims), len(x_shape))
     for k in range(1, n + 1):
         a = x_shape[-k] if k <= len(x_shape) else 1
-        b = dims[-k] if k <= len(dims) else 1
-        if b < 0 or not (a == 1 or b == 1 or a == b):
+        b = dims[-k] if k <= len(dims) and dims[-k] > 0 else 1
+        if not (a == 1 or b == 1 or a == b):
             raise ShapeError(
                 f"{op.describe()}: cannot expand '{op.input_names[0]}' of shape {list(x_shape)} to shape "
                 f"{list(dims)} (from '{op.input_names[1]}'): dims must be equal or 1"
@@ -45,8 +46,8 @@ def _expand_shape(op: Operator, x_shape: tuple, dims: list) -> tuple:
 )
 class Expand(Operator):
     """Broadcasts X to the shape given by the values of the `shape` tensor, numpy-style: dims
-    align on the right, a dim of 1 (in X or in `shape`) stretches, and the output takes the
-    larger of each pair, so `shape` may hold 1 where X is larger (unlike numpy's broadcast_to).
+    align on the right, a dim of 1 (in X or in `shape`) stretches, -1 in `shape` keeps X's dim,
+    and the output takes the larger of each pair, so `shape` may hold 1 where X is larger (unlike numpy's broadcast_to).
     The output shape depends on tensor values, so shape inference leaves it unknown."""
 
     def run(self) -> None:

@@ -5,6 +5,11 @@ Semantics follow Caffe2: SpatialBN's running statistics are updated in place
 batch * (1 - momentum), the running variance taking the unbiased batch
 variance (n / (n - 1), as Caffe2's final SpatialBNOp) while Y uses the biased
 one; saved_inv_var is 1 / sqrt(var + epsilon).
+
+Multi-batch form (``num_batches`` > 1, training): two more inputs hold the per-channel sums of X and
+of X**2 over ``num_batches`` batches of this batch's size, and the batch statistics come from them
+(mean = sum / n, var = sumsq / n - mean**2, n = num_batches * N * HxW); its gradient likewise takes
+the sums of dscale and dbias and divides them by ``num_batches``.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ _BN_ARGS = [
     Arg("is_test", INT, 0, "1: use the given mean/var and output Y only"),
     Arg("epsilon", FLOAT, 1e-5, "added to the variance"),
     Arg("momentum", FLOAT, 0.9, "running = running * momentum + batch * (1 - momentum)"),
-    Arg("num_batches", INT, 1, "number of batches whose sums are given (only 1 is supported)"),
+    Arg("num_batches", INT, 1, "> 1: the batch statistics come from sums over this many batches (7-input form)"),
     ORDER_ARG,
 ]
 
@@ -64,7 +69,7 @@ class _BNBase(NormOp):
 def spatial_bn_schema(extra_args=()) -> dict:
     """register_op keywords of SpatialBN (and SpatialBNRelu, with its ``extra_args``)."""
     return dict(
-        inputs=5,
+        inputs={5, 7},
         outputs={1, 5},
         args=_BN_ARGS + [_IN_CHANNELS] + list(extra_args),
         input_docs=[
@@ -73,6 +78,8 @@ def spatial_bn_schema(extra_args=()) -> dict:
             ("bias", "(C,)"),
             ("mean", "running mean (C,)"),
             ("var", "running variance (C,)"),
+            ("batch_mean_sum", "(num_batches > 1) per-channel sum of X over the batches"),
+            ("batch_var_sum", "(num_batches > 1) per-channel sum of X**2 over the batches"),
         ],
         output_docs=[
             ("Y", "normalized output"),
@@ -81,7 +88,7 @@ def spatial_bn_schema(extra_args=()) -> dict:
             ("saved_mean", "batch mean (training)"),
             ("saved_inv_var", "1/sqrt(batch var + epsilon) (training)"),
         ],
-        allow_inplace={(0, 0)},
+        allow_inplace={(0, 0), (5, 3), (6, 4)},
         enforce_inplace={(3, 1), (4, 2)},
         infer=_infer_bn,
         category="normalization",
@@ -108,8 +115,14 @@ class SpatialBN(_BNBase):
             raise self.arg_error(f"epsilon must be > 0, got {self.args.epsilon}")
         if not 0 <= self.args.momentum <= 1:
             raise self.arg_error(f"momentum must be in [0, 1], got {self.args.momentum}")
-        if self.args.num_batches != 1:
-            raise self.arg_error("num_batches > 1 (precomputed sums) is not supported")
+        self._sums = self.args.num_batches > 1 and not self.is_test
+        if self.args.num_batches < 1:
+            raise self.arg_error(f"num_batches must be >= 1, got {self.args.num_batches}")
+        if self._sums and len(self.inputs) != 7:
+            raise self.arg_error(
+                f"num_batches={self.args.num_batches} takes the batch sums: 7 inputs (X, scale, bias, mean, var, "
+                "batch_mean_sum, batch_var_sum)"
+            )
         if self.is_test and len(self.outputs) != 1:
             raise self.arg_error("in test mode (is_test=1) SpatialBN has exactly one output")
         self._in_c = self.args.in_channels
@@ -157,10 +170,17 @@ class SpatialBN(_BNBase):
         c = self._c
         sm = self.output(3, (c,), x.dtype)
         siv = self.output(4, (c,), x.dtype)
+        if self._sums:  # read before sm / siv, which may be the same blobs
+            for i in (5, 6):
+                self._check_vec(i, self.input(i), c, x.dtype)
+            sums = self.input(5).copy(), self.input(6).copy()
         if x.shape[0] == 0:  # Caffe2: an empty batch leaves the running statistics alone
             self.output(0, x.shape, x.dtype)
             sm.fill(0)
             siv.fill(0)
+            return
+        if self._sums:
+            self._from_sums(x, scale, bias, *sums, sm, siv)
             return
         np.mean(x, axis=self._axes, out=sm)
         y = self.output(0, x.shape, x.dtype)  # may be X itself: X is not read after this
@@ -184,6 +204,25 @@ class SpatialBN(_BNBase):
         np.multiply(rv, self._m, out=rv)
         np.multiply(bvar, self._unbias * self._1m, out=beta)
         np.add(rv, beta, out=rv)
+
+    def _from_sums(self, x, scale, bias, s1, s2, sm, siv) -> None:
+        """Training with the batch statistics of ``num_batches`` batches given as sums."""
+        dt, b = x.dtype, self._bshape
+        n = self.args.num_batches * self._count
+        np.multiply(s1, dt.type(1.0 / n), out=sm)
+        bvar = s2 * dt.type(1.0 / n) - sm * sm
+        np.sqrt(bvar + self._eps, out=siv)
+        np.divide(1, siv, out=siv)
+        alpha = scale * siv
+        beta = bias - alpha * sm
+        y = self.output(0, x.shape, x.dtype)
+        np.multiply(x, alpha.reshape(b), out=y)
+        np.add(y, beta.reshape(b), out=y)
+        self._fused_relu(y)
+        rm = self.output(1, (self._c,), dt)
+        rv = self.output(2, (self._c,), dt)
+        rm[...] = rm * self._m + sm * self._1m
+        rv[...] = rv * self._m + bvar * dt.type(n / (n - 1) if n > 1 else 1.0) * self._1m
 
     def _test_mode(self, x, scale, bias, mean, var, y) -> None:
         alpha, beta = self._alpha, self._beta
@@ -218,7 +257,7 @@ class SpatialBN(_BNBase):
 
 @register_op(
     "SpatialBNGradient",
-    inputs=5,
+    inputs={5, 7},
     outputs=3,
     args=_BN_ARGS,
     input_docs=[
@@ -227,14 +266,24 @@ class SpatialBN(_BNBase):
         ("dY", "gradient of Y"),
         ("mean", "saved_mean (training) or the running mean (is_test)"),
         ("inv_var", "saved_inv_var (training) or the running variance (is_test)"),
+        ("dscale_sum", "(num_batches > 1) dscale summed over the batches"),
+        ("dbias_sum", "(num_batches > 1) dbias summed over the batches"),
     ],
+    allow_inplace={(5, 1), (6, 2)},
     output_docs=AFFINE_GRAD_DOCS,
     infer=affine_grad_infer,
     category="normalization",
     private=True,
 )
 class SpatialBNGradient(_BNBase):
-    """Gradients of SpatialBN; with is_test=1 input 4 is the variance, else 1/sqrt(var + eps)."""
+    """Gradients of SpatialBN; with is_test=1 input 4 is the variance, else 1/sqrt(var + eps). With
+    num_batches > 1, dscale and dbias are the given sums divided by num_batches (and dX uses them)."""
+
+    def setup(self) -> None:
+        super().setup()
+        self._sums = self.args.num_batches > 1 and not self.args.is_test
+        if self._sums and len(self.inputs) != 7:
+            raise self.arg_error(f"num_batches={self.args.num_batches} takes dscale_sum and dbias_sum: 7 inputs")
 
     def _prepare(self, x) -> None:
         self._prepare_bn(x)
@@ -267,9 +316,20 @@ class SpatialBNGradient(_BNBase):
         dx = self.output(0, x.shape, x.dtype)
         dscale = self.output(1, (c,), x.dtype)
         dbias = self.output(2, (c,), x.dtype)
-        np.sum(dy, axis=self._axes, out=dbias)
-        np.multiply(dy, xhat, out=tmp)
-        np.sum(tmp, axis=self._axes, out=dscale)
+        if self._sums:
+            for i in (5, 6):
+                self._check_vec(i, self.input(i), c, x.dtype)
+            nb = x.dtype.type(1.0 / self.args.num_batches)
+            ds, db = self.input(5) * nb, self.input(6) * nb  # read before writing: may be the same blobs
+            if x.shape[0] == 0:
+                ds[...] = 0
+                db[...] = 0
+            np.copyto(dscale, ds)
+            np.copyto(dbias, db)
+        else:
+            np.sum(dy, axis=self._axes, out=dbias)
+            np.multiply(dy, xhat, out=tmp)
+            np.sum(tmp, axis=self._axes, out=dscale)
         v = self._v
         np.multiply(scale, rstd, out=v)
         if self.args.is_test:
@@ -289,6 +349,8 @@ def _spatial_bn_grad(g):
         raise GradientError("SpatialBN with in_channels (an inference-pass rewrite) has no gradient")
     if g.arg("is_test", 0):
         ins = [g.I(0), g.I(1), g.GO(0), g.I(3), g.I(4)]
+    elif g.arg("num_batches", 1) > 1:  # Caffe2: the scale/bias gradient blobs hold the sums
+        ins = [g.I(0), g.I(1), g.GO(0), g.O(3), g.O(4), g.GI(1), g.GI(2)]
     else:
         ins = [g.I(0), g.I(1), g.GO(0), g.O(3), g.O(4)]
     return [g.op("SpatialBNGradient", ins, [g.GI(0), g.GI(1), g.GI(2)])]

@@ -259,8 +259,11 @@ class Histogram(Operator):
 
     def setup(self) -> None:
         e = np.array(self.args.bin_edges, np.float32)
-        if e.size < 2 or np.any(np.diff(e) <= 0):
-            raise self.arg_error("bin_edges must hold at least 2 strictly increasing values")
+        # Caffe2's enforce messages
+        if e.size < 2:
+            raise self.arg_error(f"Number of bin edges must be greater than or equal to 2, got {e.size}")
+        if np.any(np.diff(e) <= 0):
+            raise self.arg_error(f"bin_edges must be a strictly increasing sequence of values, got {e.tolist()}")
         self._edges = e
 
     def run(self) -> None:

@@ -174,8 +174,8 @@ def parse_conv_pool(
         vals = () if v is None else (v if isinstance(v, tuple) else (v,))
         if lo is not None and any(x < lo for x in vals) and not (glob and name == "kernel"):
             raise ArgumentError(f"{where}: {name} values must be >= {lo}, got {list(vals)}")
-    if group != 1 and any(d != 1 for d in (dilation if isinstance(dilation, tuple) else (dilation,))):
-        raise ArgumentError(f"{where}: when group is used, dilation must not be set at the same time")
+    # group with dilation: refused by Caffe2's 2018 ConvPoolOpBase, allowed since on the CPU (only old
+    # cuDNN versions kept the restriction)
     return ConvPoolSpec(kernel, stride, dilation, pads, legacy, glob, group, order, rank)
 
 

@@ -413,6 +413,8 @@ def _infer_rn(args, ins):
     if x.shape is None or len(x.shape) != 4:
         return [UNKNOWN]
     n, c, (h, w) = split_layout(x.shape, args.order.upper())
+    if args.num_inputs == 2:  # the scales come from a tensor: the size is known only when it runs
+        return [TensorSpec(join_layout(n, c, (None, None), args.order.upper()), x.dtype)]
     return [
         TensorSpec(
             join_layout(n, c, (_rn_size(h, args.height_scale), _rn_size(w, args.width_scale)), args.order.upper()),
@@ -423,8 +425,9 @@ def _infer_rn(args, ins):
 
 @register_op(
     "ResizeNearest",
+    inputs=(1, 2),
     args=_RN_ARGS,
-    input_docs=[("X", "4-d image")],
+    input_docs=[("X", "4-d image"), ("scales", "optional float 1-D [height_scale, width_scale], over the arguments")],
     output_docs=[("Y", "resized")],
     infer=_infer_rn,
     category="image",
@@ -432,34 +435,54 @@ def _infer_rn(args, ins):
 class ResizeNearest(Operator):
     """Nearest-neighbour resize (Caffe2's ResizeNearest): output (int(H*height_scale),
     int(W*width_scale)); output cell (y, x) reads input (min(int(y/hs), H-1), min(int(x/ws), W-1)).
-    Sizes and indices are computed in float32, as Caffe2's C++ (the scales are floats)."""
+    Sizes and indices are computed in float32, as Caffe2's C++ (the scales are floats). An optional
+    ``scales`` input (float, [height_scale, width_scale]: ONNX's Upsample) replaces the arguments."""
+
+    scales_input = 1
 
     def setup(self) -> None:
-        if not (0 < self.args.width_scale < math.inf and 0 < self.args.height_scale < math.inf):
-            raise self.arg_error(
-                f"width_scale and height_scale must be > 0 (and finite), got {self.args.width_scale}, "
-                f"{self.args.height_scale}"
-            )
+        self._check_scales(self.args.height_scale, self.args.width_scale, "width_scale and height_scale")
         self._key = None
 
-    def _prep(self, shape, out_hw=None):
+    def _check_scales(self, hs: float, ws: float, what: str) -> None:
+        if not (0 < ws < math.inf and 0 < hs < math.inf):
+            raise self.arg_error(f"{what} must be > 0 (and finite), got {ws}, {hs}")
+
+    def scales(self) -> tuple[float, float]:
+        """(height_scale, width_scale): from the ``scales`` input when there is one, else the arguments."""
+        i = self.scales_input
+        if len(self.inputs) <= i:
+            return self.args.height_scale, self.args.width_scale
+        s = self.input(i)
+        if s.ndim != 1 or s.size != 2 or s.dtype.kind != "f":
+            raise ShapeError(
+                f"{self.describe()}: scales '{self.input_names[i]}' must be a float 1-D tensor of 2 values, "
+                f"got {s.dtype} {list(s.shape)}"
+            )
+        hs, ws = float(s[0]), float(s[1])
+        self._check_scales(hs, ws, f"scales '{self.input_names[i]}'")
+        return hs, ws
+
+    def _prep(self, shape, out_hw=None, hw_scales=None):
         order = self.args.order.upper()
         if len(shape) != 4:
             raise ShapeError(f"{self.describe()}: input must be 4-d, got {shape}")
         n, c, (h, w) = split_layout(shape, order)
-        ih, iw = _rn_maps(h, w, self.args.height_scale, self.args.width_scale, *(out_hw or (None, None)))
+        hs, ws = hw_scales
+        ih, iw = _rn_maps(h, w, hs, ws, *(out_hw or (None, None)))
         self._ha, self._wa = (2, 3) if order == "NCHW" else (1, 2)
         self._ih, self._iw = ih, iw
         self._yshape = join_layout(n, c, (len(ih), len(iw)), order)
         mid = list(shape)
         mid[self._ha] = len(ih)
         self._mid = tuple(mid)
-        self._key = (shape, out_hw)
+        self._key = (shape, out_hw, hw_scales)
 
     def run(self) -> None:
         x = self.input(0)
-        if self._key != (x.shape, None):
-            self._prep(x.shape)
+        hw_scales = self.scales()
+        if self._key != (x.shape, None, hw_scales):
+            self._prep(x.shape, None, hw_scales)
             self._tmp = np.empty(self._mid, x.dtype)
         if self._tmp.dtype != x.dtype:
             self._tmp = np.empty(self._mid, x.dtype)
@@ -469,9 +492,9 @@ class ResizeNearest(Operator):
 
 @register_op(
     "ResizeNearestGradient",
-    inputs=2,
+    inputs=(2, 3),
     args=_RN_ARGS,
-    input_docs=[("dY", "gradient of Y"), ("X", "input")],
+    input_docs=[("dY", "gradient of Y"), ("X", "input"), ("scales", "optional: the forward's scales input")],
     output_docs=[("dX", "gradient of X")],
     infer=lambda a, ins: [ins[1]],
     category="image",
@@ -481,6 +504,8 @@ class ResizeNearest(Operator):
 class ResizeNearestGradient(ResizeNearest):
     """Sums dY over the output cells reading each input cell (Caffe2's loop: every cell
     (y, x) of dY adds into dX[min(int(y/hs), H-1), min(int(x/ws), W-1)], float32 arithmetic)."""
+
+    scales_input = 2
 
     def run(self) -> None:
         dy, x = self.input(0), self.input(1)
@@ -495,8 +520,9 @@ class ResizeNearestGradient(ResizeNearest):
                 f"{self.describe()}: dY '{self.input_names[0]}' {list(dy.shape)} and X '{self.input_names[1]}' "
                 f"{list(x.shape)} differ in batch or channels"
             )
-        if self._key != (x.shape, tuple(out_hw)):
-            self._prep(x.shape, tuple(out_hw))
+        hw_scales = self.scales()
+        if self._key != (x.shape, tuple(out_hw), hw_scales):
+            self._prep(x.shape, tuple(out_hw), hw_scales)
         dx = self.output(0, x.shape, dy.dtype)
         dx.fill(0)
         if self._ha == 2:
@@ -507,4 +533,6 @@ class ResizeNearestGradient(ResizeNearest):
 
 @gradient("ResizeNearest")
 def _rn_grad(g):
-    return [g.op("ResizeNearestGradient", [g.GO(0), g.I(0)], [g.GI(0)])]
+    # the scales input (when given) goes along; it gets no gradient
+    scales = [g.I(1)] if len(g.def_.input) == 2 else []
+    return [g.op("ResizeNearestGradient", [g.GO(0), g.I(0), *scales], [g.GI(0)])]

@@ -190,16 +190,34 @@ def _infer_sigmoid_xent(args, ins):
 
 
 _SIGMOID_XENT_ARGS = [
-    Arg("log_D_trick", BOOL, False, "not supported here (GAN generator trick); must stay 0"),
-    Arg("unjoined_lr_loss", BOOL, False, "not supported here; must stay 0"),
+    Arg("log_D_trick", BOOL, False, "GAN generator trick: the loss is -(2t - 1) * log(sigmoid(x))"),
+    Arg(
+        "unjoined_lr_loss",
+        BOOL,
+        False,
+        "unjoined logistic loss (positives' log-sigmoid term dropped): -x t + (1 - t) softplus(x)",
+    ),
 ]
 
 
 class _SigmoidXentBase(Operator):
     def setup(self) -> None:
-        for name in ("log_D_trick", "unjoined_lr_loss"):
-            if getattr(self.args, name):
-                raise self.arg_error(f"argument '{name}' is not supported")
+        if self.args.log_D_trick and self.args.unjoined_lr_loss:
+            raise self.arg_error("log_D_trick and unjoined_lr_loss cannot both be set")
+        self.mode = "log_D_trick" if self.args.log_D_trick else "unjoined" if self.args.unjoined_lr_loss else ""
+
+    def special_loss(self, x: np.ndarray, t: np.ndarray) -> np.ndarray:
+        """Elementwise loss of the log_D_trick / unjoined modes (softplus computed stably)."""
+        softplus = np.maximum(x, 0) + np.log1p(np.exp(-np.abs(x)))
+        if self.mode == "log_D_trick":
+            return (2 * t - 1) * (softplus - x)  # -(2t - 1) log(sigmoid(x))
+        return (1 - t) * softplus - x * t
+
+    def special_slope(self, x: np.ndarray, t: np.ndarray) -> np.ndarray:
+        """Derivative of ``special_loss`` with respect to the logits."""
+        if self.mode == "log_D_trick":
+            return -(2 * t - 1) / (1 + np.exp(x))
+        return (1 - t) / (1 + np.exp(-x)) - t
 
     def pair(self, i: int, j: int) -> tuple[np.ndarray, np.ndarray]:
         """Logits and targets (a 0-d pair is viewed as one row of one value)."""
@@ -226,16 +244,20 @@ class _SigmoidXentBase(Operator):
     category="loss",
 )
 class SigmoidCrossEntropyWithLogits(_SigmoidXentBase):
-    """Y = mean over the last dim of max(x, 0) - x * t + log(1 + exp(-|x|)) (stable binary cross-entropy)."""
+    """Y = mean over the last dim of max(x, 0) - x * t + log(1 + exp(-|x|)) (stable binary cross-entropy);
+    with ``log_D_trick`` of -(2t - 1) log(sigmoid(x)), with ``unjoined_lr_loss`` of -x t + (1 - t) softplus(x)."""
 
     def run(self) -> None:
         x, t = self.pair(0, 1)
         inner = x.shape[-1]
-        tmp = scratch(self, "_tmp", x.shape, x.dtype)
-        tmp2 = scratch(self, "_tmp2", x.shape, x.dtype)
-        softplus_into(x, tmp, tmp2)
-        np.multiply(x, t, out=tmp2)
-        tmp -= tmp2
+        if self.mode:
+            tmp = self.special_loss(x, t.astype(x.dtype)).astype(x.dtype)
+        else:
+            tmp = scratch(self, "_tmp", x.shape, x.dtype)
+            tmp2 = scratch(self, "_tmp2", x.shape, x.dtype)
+            softplus_into(x, tmp, tmp2)
+            np.multiply(x, t, out=tmp2)
+            tmp -= tmp2
         y = self.output(0, self.input(0).shape[:-1], x.dtype)
         if inner == 0:
             y.fill(np.nan)
@@ -255,7 +277,8 @@ class SigmoidCrossEntropyWithLogits(_SigmoidXentBase):
     private=True,
 )
 class SigmoidCrossEntropyWithLogitsGradient(_SigmoidXentBase):
-    """dlogits = g / D * (sigmoid(logits) - targets), D the size of the last dimension."""
+    """dlogits = g / D * (sigmoid(logits) - targets), D the size of the last dimension (with
+    ``log_D_trick`` / ``unjoined_lr_loss``, g / D times the derivative of that mode's loss)."""
 
     def run(self) -> None:
         x, t = self.pair(1, 2)
@@ -267,8 +290,11 @@ class SigmoidCrossEntropyWithLogitsGradient(_SigmoidXentBase):
         g = g.reshape(x.shape[:-1])
         inner = x.shape[-1]
         dx = self.output(0, self.input(1).shape, x.dtype).reshape(x.shape)
-        sigmoid_into(x, dx)
-        dx -= t
+        if self.mode:
+            dx[...] = self.special_slope(x, t.astype(x.dtype))
+        else:
+            sigmoid_into(x, dx)
+            dx -= t
         dx *= g[..., None]
         if inner:
             dx *= x.dtype.type(1.0 / inner)

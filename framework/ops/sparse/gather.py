@@ -107,7 +107,10 @@ class BatchGather(Operator):
 @register_op(
     "BatchGatherGradient",
     inputs=3,
-    args=[_MATCH_OUTER],
+    args=[
+        Arg("axis", INT, 1, "DATA's axis the forward gathered along (Gather's gradient passes its own)"),
+        Arg("match_outer", BOOL, False, "INDICES share DATA's dims before axis (one index set per outer position)"),
+    ],
     input_docs=[("DATA", "forward DATA"), ("INDICES", "forward INDICES"), ("dOUTPUT", "gradient of OUTPUT")],
     output_docs=[("dDATA", "gradient of DATA (repeated indices add up)")],
     infer=lambda args, ins: [ins[0]],
@@ -115,22 +118,36 @@ class BatchGather(Operator):
     private=True,
 )
 class BatchGatherGradient(Operator):
-    """Scatter-add of dOUTPUT back into DATA's shape along axis 1."""
+    """Scatter-add of dOUTPUT back into DATA's shape along ``axis`` (default 1, BatchGather's; Gather on
+    another axis uses it too). dOUTPUT is shaped DATA[:axis] + INDICES + DATA[axis+1:] (INDICES[axis:]
+    with ``match_outer``, each outer position then scattering with its own indices)."""
 
     def run(self) -> None:
         data, idx, dy = self.input(0), int_input(self, 1), self.input(2)
-        rows = _batch_indices(self, data, idx)
-        want = _batch_gather_shape(data.shape, idx.shape, self.args.match_outer)
+        a = self.args.axis + data.ndim if self.args.axis < 0 else self.args.axis
+        if not 0 <= a < data.ndim:
+            raise ShapeError(f"{self.describe()}: axis {self.args.axis} is out of range for DATA {list(data.shape)}")
+        match_outer = bool(self.args.match_outer)
+        if match_outer and idx.shape[:a] != data.shape[:a]:
+            raise ShapeError(
+                f"{self.describe()}: with match_outer INDICES {list(idx.shape)} must start with DATA's dims "
+                f"before axis {a} {list(data.shape[:a])}"
+            )
+        in_range(self, 1, idx, data.shape[a], f"entries of DATA's axis {a}")
+        want = (*data.shape[:a], *(idx.shape[a:] if match_outer else idx.shape), *data.shape[a + 1 :])
         if dy.shape != want:
             raise ShapeError(f"{self.describe()}: dOUTPUT has shape {list(dy.shape)}, expected {list(want)}")
         d = self.output(0, data.shape, dy.dtype)
         d.fill(0)
-        b = data.shape[0]
-        g = dy.reshape((b, rows.shape[1], *data.shape[2:]))
-        if self.args.match_outer:
-            np.add.at(d, (np.arange(b)[:, None], rows), g)
+        outer = int(np.prod(data.shape[:a], dtype=np.int64))
+        d3 = d.reshape(outer, data.shape[a], -1)
+        if match_outer:
+            rows = idx.reshape(outer, -1)
+            g = dy.reshape(outer, rows.shape[1], d3.shape[2])
+            np.add.at(d3, (np.arange(outer)[:, None], rows), g)
         else:
-            np.add.at(d, (slice(None), rows[0]), g)
+            flat = idx.reshape(-1)
+            np.add.at(d3, (slice(None), flat), dy.reshape(outer, flat.size, d3.shape[2]))
 
 
 @gradient("BatchGather")

@@ -168,8 +168,8 @@ class Gather(Operator):
     default: on axis 0 only). With ``match_outer`` (axis >= 1) INDICES has DATA's dims before
     ``axis`` and each outer position b reads its own indices: ``OUT[b, i...] = DATA[b, INDICES[b, i...]]``,
     shape DATA[:axis] + INDICES[axis:] + DATA[axis+1:]. An empty indexed dimension gives an
-    empty output shaped as DATA (Caffe2's empty-batch rule). The gradient (axis 0) is sparse:
-    (INDICES, dY), a GradientSlice; other axes have none here (Caffe2 uses BatchGatherGradient)."""
+    empty output shaped as DATA (Caffe2's empty-batch rule). The gradient on axis 0 is sparse:
+    (INDICES, dY), a GradientSlice; on other axes it is dense, BatchGatherGradient with the axis."""
 
     def run(self) -> None:
         data, idx = self.input(0), self.input(1)
@@ -219,10 +219,13 @@ class Gather(Operator):
 
 @gradient("Gather")
 def _gather_grad(g):
-    if g.arg("axis", 0) != 0:
-        raise GradientError("gradient of Gather: only axis 0 has a (sparse) gradient")
-    g.set_sparse(0, g.I(1), g.GO(0))
-    return []
+    # Caffe2: axis 0 gives a sparse gradient (INDICES, dY); another axis a dense BatchGatherGradient
+    axis = g.arg("axis", 0)
+    if axis == 0:
+        g.set_sparse(0, g.I(1), g.GO(0))
+        return []
+    extra = {"match_outer": 1} if g.arg("match_outer", False) else {}
+    return [g.op("BatchGatherGradient", [g.I(0), g.I(1), g.GO(0)], [g.GI(0)], axis=axis, **extra)]
 
 
 # -- Cast ---------------------------------------------------------------------------------------------

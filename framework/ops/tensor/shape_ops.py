@@ -43,7 +43,10 @@ def _shape_error(op: Operator, msg: str) -> ShapeError:
 
 # -- Reshape ------------------------------------------------------------------------------
 def reshape_dims(old: Sequence[int], requested: Sequence[int]) -> tuple:
-    """Caffe2's Reshape rule: 0 copies the input dim at that position, one -1 is inferred."""
+    """Caffe2's Reshape rule: 0 copies the input dim at that position (a 0 past the input's rank stays
+    0), one -1 is inferred. A tensor with elements cannot become empty; an empty one infers -1 as 0.
+    Departure: an empty input reshaped to a non-empty shape is an error (Caffe2 does not check it and
+    hands out a tensor over no data)."""
     new = list(requested)
     unknown = -1
     for k, d in enumerate(new):
@@ -52,16 +55,20 @@ def reshape_dims(old: Sequence[int], requested: Sequence[int]) -> tuple:
                 raise ValueError(f"shape {list(requested)} has more than one missing (-1) dimension")
             unknown = k
         elif d == 0:
-            if k >= len(old):
-                raise ValueError(f"shape {list(requested)}: dim {k} is 0 (copy) but the input has {len(old)} dims")
-            new[k] = old[k]
+            if k < len(old):
+                new[k] = old[k]
         elif d < 0:
             raise ValueError(f"shape {list(requested)} has a negative dimension {d}")
     total = math.prod(old)
     known = math.prod(d for k, d in enumerate(new) if k != unknown)
-    if unknown >= 0:
-        if known == 0:
-            raise ValueError(f"shape {list(requested)}: dim {unknown} cannot be inferred since the size is zero")
+    if total == 0:
+        if unknown >= 0:
+            new[unknown] = 0
+        elif known != 0:
+            raise ValueError(f"shape {list(requested)} does not agree with the empty input {tuple(old)}")
+    elif known == 0:
+        raise ValueError(f"shape {list(requested)}: cannot reshape a non-empty input {tuple(old)} to zero size")
+    elif unknown >= 0:
         if total % known:
             raise ValueError(f"shape {list(requested)} does not agree with the input {tuple(old)} ({total} elements)")
         new[unknown] = total // known

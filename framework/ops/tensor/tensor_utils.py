@@ -312,10 +312,13 @@ class CopyRowsToTensor(Operator):
 
     def run(self) -> None:
         x, idx, row = self.input(0), self.input(1), self.input(2)
-        if x.ndim != 2 or row.ndim != 1 or row.shape[0] != x.shape[1]:
+        if x.ndim != 2 or row.ndim != 1:
             raise ShapeError(
-                f"{self.describe()}: needs a 2-D tensor and a row of its width, got "
-                f"{list(x.shape)} and {list(row.shape)}"
+                f"{self.describe()}: needs a 2-D tensor and a 1-D row, got {list(x.shape)} and {list(row.shape)}"
+            )
+        if row.shape[0] != x.shape[1]:  # Caffe2's enforce message
+            raise ShapeError(
+                f"{self.describe()}: width of input tensor should match lengths of row: {x.shape[1]} vs {row.shape[0]}"
             )
         if idx.dtype.kind not in "iu" or (idx.size and (idx.min() < 0 or idx.max() >= x.shape[0])):
             raise ShapeError(f"{self.describe()}: indices must be integers in [0, {x.shape[0]}), got {idx.tolist()}")
@@ -358,11 +361,13 @@ def _copy_rows_grad(g):
     category="shape",
 )
 class DataCouple(Operator):
-    """Do nothing with blobs that are each their own output: makes them look written and ties them together."""
+    """Do nothing with blobs that are each their own output: makes them look written and ties them together.
+    Input i is output i for the first min(inputs, outputs) of them (Caffe2's one-to-one in-place rule); extra
+    inputs are only dependencies, extra outputs are refused (nothing would write them)."""
 
     def setup(self) -> None:
-        if len(self.inputs) != len(self.outputs):
-            raise self.arg_error(f"needs as many outputs as inputs, got {len(self.inputs)} and {len(self.outputs)}")
+        if len(self.outputs) > len(self.inputs):
+            raise self.arg_error(f"has {len(self.outputs)} outputs but only {len(self.inputs)} inputs to pass through")
 
     def run(self) -> None:
         for t in self.outputs:

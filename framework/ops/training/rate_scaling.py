@@ -24,7 +24,7 @@ def _float32(op: UpdateOp, i: int) -> np.ndarray:
 
 @register_op(
     "Lars",
-    inputs=5,
+    inputs={2, 5},
     outputs=1,
     args=[
         Arg("offset", FLOAT, 0.5, "added to the norm ratio, >= 0"),
@@ -33,9 +33,9 @@ def _float32(op: UpdateOp, i: int) -> np.ndarray:
     input_docs=[
         ("X", "parameter"),
         ("dX", "its gradient"),
-        ("wd", "weight decay (one element)"),
-        ("trust", "trust coefficient (one element)"),
-        ("lr_max", "upper clip of the factor (one element)"),
+        ("wd", "weight decay (one element; absent in the 2-input form)"),
+        ("trust", "trust coefficient (one element; absent in the 2-input form)"),
+        ("lr_max", "upper clip of the factor (one element; absent in the 2-input form)"),
     ],
     output_docs=[("lr_rescale", "float [1]: the local learning-rate factor")],
     infer=lambda args, ins: [TensorSpec((1,), np.dtype(_F32))],
@@ -43,7 +43,8 @@ def _float32(op: UpdateOp, i: int) -> np.ndarray:
 )
 class Lars(UpdateOp):
     """Layer-wise adaptive rate scaling with clipping (Caffe2's lars_op.cc): the factor is
-    ``trust / (||dX|| / ||X|| + wd + offset)`` (1 when ``||X|| = 0``), clipped to ``[lr_min, lr_max]``."""
+    ``trust / (||dX|| / ||X|| + wd + offset)`` (1 when ``||X|| = 0``), clipped to ``[lr_min, lr_max]``.
+    The 2-input form (X, dX; Caffe2's 2018 op) gives ``1 / (||dX|| / ||X|| + offset)``, unclipped."""
 
     def setup(self) -> None:
         if self.args.offset < 0 or self.args.lr_min < 0:
@@ -53,13 +54,19 @@ class Lars(UpdateOp):
         x, dx = _float32(self, 0), _float32(self, 1)
         if x.size != dx.size:
             raise ShapeError(f"{self.describe()}: gradient size {dx.size} doesn't match parameter size {x.size}")
-        wd, trust, lr_max = self.scalar(2), self.scalar(3), self.scalar(4)
+        legacy = len(self.inputs) == 2
+        if legacy:
+            wd, trust, lr_max = _F32(0), _F32(1), None
+        else:
+            wd, trust, lr_max = self.scalar(2), self.scalar(3), self.scalar(4)
         x_norm = _F32(np.sqrt(np.sum(x * x, dtype=_F32)))
         val = _F32(1.0)
         if x_norm > 0:
             dx_norm = _F32(np.sqrt(np.sum(dx * dx, dtype=_F32)))
             val = _F32(trust / (dx_norm / x_norm + wd + _F32(self.args.offset)))
-        self.output(0, (1,), _F32)[0] = max(min(val, _F32(lr_max)), _F32(self.args.lr_min))
+        if not legacy:
+            val = max(min(val, _F32(lr_max)), _F32(self.args.lr_min))
+        self.output(0, (1,), _F32)[0] = val
 
 
 @update_op(

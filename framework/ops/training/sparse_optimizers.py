@@ -332,9 +332,9 @@ class SparseStorm(UpdateOp):
 
 @update_op(
     "RowWiseSparseAdam",
-    (0, 1, 2),
+    (0, 1, 2, 4),
     inputs=7,
-    outputs=3,
+    outputs={3, 4},
     args=[
         Arg("beta1", FLOAT, 0.9, "decay of the first moment"),
         Arg("beta2", FLOAT, 0.999, "decay of the per-row second moment"),
@@ -349,12 +349,18 @@ class SparseStorm(UpdateOp):
         ("lr", "rate (negative from the builder)"),
         ("iter", "iteration counter (int64)"),
     ],
-    output_docs=[("output_param", "updated"), ("output_moment_1", "updated"), ("output_moment_2", "updated")],
+    output_docs=[
+        ("output_param", "updated"),
+        ("output_moment_1", "updated"),
+        ("output_moment_2", "updated"),
+        ("output_grad", "optional: the effective gradient of the rows (the step divided by lr), grad's shape"),
+    ],
     enforce_inplace={(0, 0), (1, 1), (2, 2)},
 )
 class RowWiseSparseAdam(UpdateOp):
     """Adam with one second moment per row: ``v' = beta2 v + (1 - beta2) mean(g^2)``;
-    ``m' = beta1 m + (1 - beta1) g``; ``param += lr sqrt(1 - beta2^t) / (1 - beta1^t) m' / (sqrt(v') + eps)``."""
+    ``m' = beta1 m + (1 - beta1) g``; ``param += lr sqrt(1 - beta2^t) / (1 - beta1^t) m' / (sqrt(v') + eps)``.
+    The optional 4th output is each row's effective gradient (the step without lr), as Caffe2's."""
 
     def run(self) -> None:
         self.same_shape(0, 1)
@@ -371,13 +377,17 @@ class RowWiseSparseAdam(UpdateOp):
         corr = math.sqrt(1.0 - b2**t) / (1.0 - b1**t)
         v1 = v.reshape(-1)
         block = (1,) * (g.ndim - 1)
+        out_g = self.out_like(3, 4) if self.args.num_outputs > 3 else None
         for w in waves(idx):
             r, gk = idx[w], g[w]
             vr = v1[r] * b2 + (gk * gk).reshape(len(r), gk[0].size).mean(axis=1) * (1 - b2)
             v1[r] = vr
             mr = m1[r] * b1 + gk * (1 - b1)
             m1[r] = mr
-            p[r] += lr * corr * mr / (np.sqrt(vr).reshape((len(r),) + block) + eps)
+            step = corr * mr / (np.sqrt(vr).reshape((len(r),) + block) + eps)
+            if out_g is not None:
+                out_g[w] = step
+            p[r] += lr * step
 
 
 @update_op(

@@ -301,3 +301,18 @@ def test_roi_pool_gradient_wiring_and_errors():
         run_op_on(op, [x, np.ones((1, 4), np.float32)])
     with pytest.raises(FrameworkError, match="argmaxes"):
         run_op_on(CreateOperator("RoIPool", ["X", "R"], ["Y"]), [x, np.ones((1, 5), np.float32)])
+
+
+@pytest.mark.parametrize("op_type", ["RoIPool", "RoIAlign"])
+def test_fractional_batch_index_truncates(op_type):
+    # Caffe2 reads the batch index as `int roi_batch_ind = rois[0]`: 1.7 is image 1, 0.3 image 0
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, 1, 4, 4)).astype(np.float32)
+    boxes = np.array([[0, 0, 3, 3], [1, 1, 2, 3]], np.float32)
+    outs = ["Y", "A"] if op_type == "RoIPool" else ["Y"]
+    op = CreateOperator(op_type, ["X", "R"], outs, pooled_h=2, pooled_w=2, spatial_scale=1.0)
+    frac = run_op_on(op, [x, np.hstack([np.array([[1.7], [0.3]], np.float32), boxes])])[0]
+    whole = run_op_on(op, [x, np.hstack([np.array([[1.0], [0.0]], np.float32), boxes])])[0]
+    np.testing.assert_array_equal(frac, whole)
+    with pytest.raises(FrameworkError, match="batch indices outside"):
+        run_op_on(op, [x, np.hstack([np.array([[2.0], [0.0]], np.float32), boxes])])

@@ -123,6 +123,19 @@ def test_expand(data):
     assert_gradient_checks(op, [x, target], 0)
 
 
+@pytest.mark.parametrize(
+    "x_shape,target,expected",
+    [((1, 3, 1), [3, -1, 3], (3, 3, 3)), ((4, 1, 2), [4, -1, 2, 2], (4, 4, 2, 2)), ((2, 3), [-1, -1], (2, 3))],
+)
+def test_expand_minus_one_keeps_the_dim(x_shape, target, expected):
+    # as PyTorch's expand: -1 keeps X's size there (Caffe2 counts it as 1)
+    x = np.arange(np.prod(x_shape), dtype=np.float32).reshape(x_shape)
+    op = CreateOperator("Expand", ["X", "shape"], ["Y"])
+    ref = lambda x, s: np.broadcast_to(x, expected).copy()  # noqa: E731
+    assert_reference_checks(op, [x, np.array(target, np.int64)], ref, check_inference=False)
+    assert_gradient_checks(op, [x.astype(np.float64), np.array(target, np.int64)], 0)
+
+
 def test_expand_refuses_incompatible_shapes():
     with pytest.raises(ShapeError, match="Expand.*'X'"):
         run_op_on(CreateOperator("Expand", ["X", "s"], ["Y"]), [np.ones((2, 3)), np.array([4, 3], np.int64)])

@@ -197,6 +197,18 @@ def test_histogram(data):
     assert_reference_checks(CreateOperator("Histogram", names, ["H"], bin_edges=edges), xs, ref)
 
 
+@pytest.mark.parametrize(
+    "edges,match",
+    [
+        ([1.0], "Number of bin edges must be greater than or equal to 2"),
+        ([0.0, 2.0, 2.0], "bin_edges must be a strictly increasing sequence of values"),
+    ],
+)
+def test_histogram_bad_edges_in_caffe2_words(edges, match):
+    with pytest.raises(FrameworkError, match=match):
+        run_op_on(CreateOperator("Histogram", ["X"], ["H"], bin_edges=edges), [np.zeros(3, np.float32)])
+
+
 @pytest.mark.parametrize("spacing", ["linear", "logarithmic"])
 @given(data=st.data(), bins=st.integers(1, 4))
 @S

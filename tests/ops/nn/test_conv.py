@@ -335,8 +335,6 @@ def test_conv_errors_name_the_op_and_blob():
         run_once(CreateOperator("Conv", ["X", "W"], ["Y"], kernel_h=3), [x, w])
     with pytest.raises(ArgumentError, match="order"):
         run_once(CreateOperator("Conv", ["X", "W"], ["Y"], kernel=3, order="NCWH"), [x, w])
-    with pytest.raises(ArgumentError, match="dilation"):
-        run_once(CreateOperator("Conv", ["X", "W"], ["Y"], kernel=3, group=2, dilation=2), [x, w])
     with pytest.raises(ArgumentError, match="spatial dimensions"):
         run_once(CreateOperator("Conv", ["X", "W"], ["Y"], kernels=[3, 3], strides=[1, 1, 1]), [x, w])
     with pytest.raises(ShapeError, match="3-D"):

@@ -110,8 +110,31 @@ def test_sigmoid_cross_entropy_gradient_stability_and_errors():
     ws.feed_blob("T", np.array([[0.0, 1.0]], np.float32))
     create_operator(op, ws).run()
     np.testing.assert_allclose(ws.fetch_blob("Y"), [0.0], atol=1e-6)
-    with pytest.raises(ArgumentError, match="log_D_trick"):
-        create_operator(CreateOperator("SigmoidCrossEntropyWithLogits", ["X", "T"], ["Y"], log_D_trick=1), ws)
+    both = dict(log_D_trick=1, unjoined_lr_loss=1)
+    with pytest.raises(ArgumentError, match="log_D_trick and unjoined_lr_loss"):
+        create_operator(CreateOperator("SigmoidCrossEntropyWithLogits", ["X", "T"], ["Y"], **both), ws)
+
+
+def _log_sigmoid(x):
+    return -np.logaddexp(0, -x)
+
+
+@pytest.mark.parametrize("mode", ["log_D_trick", "unjoined_lr_loss"])
+def test_sigmoid_cross_entropy_modes(mode):
+    rng = np.random.default_rng(7)
+    x = rng.uniform(-3, 3, (3, 5))
+    t = rng.integers(0, 2, (3, 5)).astype(np.float64)
+    op = CreateOperator("SigmoidCrossEntropyWithLogits", ["X", "T"], ["Y"], **{mode: 1})
+    if mode == "log_D_trick":
+        # the generator's trick: maximise log D(x) for positives
+        loss = -(2 * t - 1) * _log_sigmoid(x)
+    else:
+        # positives keep only -x (their log-partition term is dropped); negatives the usual softplus
+        loss = -x * t + (1 - t) * np.logaddexp(0, x)
+    assert_reference_checks(op, [x, t], lambda x, t: [loss.mean(axis=-1)])
+    ops, _ = get_gradient_for_op(op, ["Y_grad"])
+    assert any(a.name == mode and a.i == 1 for a in ops[0].arg)
+    assert_gradient_checks(op, [x, t], 0)
 
 
 # -- AveragedLoss --------------------------------------------------------------------------------

@@ -79,11 +79,36 @@ def test_reshape_gradient_op_shape():
 
 
 def test_reshape_empty_and_int():
-    op = CreateOperator("Reshape", ["X"], ["Y", "old"], shape=[0, -1])
-    with pytest.raises(ShapeError, match="cannot be inferred"):
-        run_fed(op, {"X": np.zeros((0, 3), np.float32)})
     op = CreateOperator("Reshape", ["X"], ["Y", "old"], shape=[3, 0])
     assert_reference_checks(op, [np.zeros((3, 0), np.int32)], lambda x: [x, np.array([3, 0], np.int64)])
+
+
+@pytest.mark.parametrize(
+    "old,shape,expected",
+    [
+        ((0, 3), [0, -1], (0, 0)),  # an empty input infers -1 as 0
+        ((2, 0), [-1, 0], (0, 0)),
+        ((0,), [0, -1], (0, 0)),
+        ((4, 0), [1, -1], (1, 0)),
+        ((0, 0), [0, 0, 0], (0, 0, 0)),  # a 0 past the input's rank stays 0
+        ((4, 2, 1), [0, 0, 0], (4, 2, 1)),
+        ((4, 2, 1), [0, -1, 0], (4, 2, 1)),
+        ((4, 3, 2), [-1, 0], (8, 3)),
+        ((), [1, -1], (1, 1)),
+    ],
+)
+@pytest.mark.parametrize("from_input", [False, True])
+def test_reshape_zero_dims_as_caffe2(old, shape, expected, from_input):
+    x = np.arange(math.prod(old), dtype=np.float32).reshape(old)
+    if from_input:
+        op = CreateOperator("Reshape", ["X", "S"], ["Y", "old"])
+        inputs = [x, np.array(shape, np.int64)]
+    else:
+        op = CreateOperator("Reshape", ["X"], ["Y", "old"], shape=shape)
+        inputs = [x]
+    # (the shape inferred from an input blob is unknown before the run)
+    reference = lambda x, *s: [x.reshape(expected), np.array(old, np.int64)]  # noqa: E731
+    assert_reference_checks(op, inputs, reference, check_inference=not from_input)
 
 
 @pytest.mark.parametrize(
@@ -94,7 +119,7 @@ def test_reshape_empty_and_int():
         (dict(shape=[2]), ["X", "S"], "do not pass the argument 'shape'", ArgumentError),
         (dict(shape=[5]), ["X"], r"does not agree with the input \(2, 3\)", ShapeError),
         (dict(shape=[4, -1]), ["X"], "does not agree", ShapeError),
-        (dict(shape=[1, 1, 0]), ["X"], "dim 2 is 0", ShapeError),
+        (dict(shape=[1, 1, 0]), ["X"], "non-empty input .* to zero size", ShapeError),
     ],
 )
 def test_reshape_errors(kwargs, inputs, match, exc):
@@ -245,3 +270,9 @@ def test_shape_size_must_not_be_differentiated(op_type):
 def test_errors_name_the_op_on_run():
     with pytest.raises(FrameworkError, match=r'op Shape "sh".*axis 5'):
         run_fed(CreateOperator("Shape", ["X"], ["S"], name="sh", axes=[5]), {"X": np.zeros((2,))})
+
+
+def test_reshape_empty_input_to_a_non_empty_shape_is_refused():
+    op = CreateOperator("Reshape", ["X"], ["Y", "old"], shape=[3])
+    with pytest.raises(ShapeError, match="does not agree with the empty input"):
+        run_fed(op, {"X": np.zeros((0,), np.float32)})

@@ -143,6 +143,21 @@ def test_lars(n, seed, zero):
     assert_reference_checks(CreateOperator("Lars", ["x", "dx", "wd", "t", "m"], ["r"]), [x, dx, wd, trust, lr_max], ref)
 
 
+@pytest.mark.parametrize("offset", [0.0, 0.5, 3.0])
+def test_lars_two_input_form(offset):
+    # Caffe2's first Lars (X, dX): 1 / (|dX| / |X| + offset), no weight decay, trust or clipping
+    rng = np.random.default_rng(int(offset * 10))
+    x, dx = rng.random((3, 4)).astype(F), rng.random((3, 4)).astype(F)
+
+    def ref(x, dx):
+        ratio = math.sqrt(sum(float(v) ** 2 for v in dx.flat)) / math.sqrt(sum(float(v) ** 2 for v in x.flat))
+        return np.array([1.0 / (ratio + offset)])
+
+    op = CreateOperator("Lars", ["x", "dx"], ["r"], offset=offset)
+    assert_reference_checks(op, [x, dx], ref)
+    assert_reference_checks(op, [np.zeros((2,), F), dx[0, :2]], lambda x, dx: np.array([1.0]))
+
+
 @settings(max_examples=25, deadline=None)
 @given(n=sizes, seed=seeds, normalized=st.booleans())
 def test_learning_rate_adaption(n, seed, normalized):

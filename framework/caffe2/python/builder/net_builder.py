@@ -196,6 +196,11 @@ class Net(NetRecords):
     def AddExternalInputs(self, *inputs: Any) -> Any:  # noqa: N802
         return self.AddExternalInput(*inputs)
 
+    def AddScopedExternalInputs(self, *inputs: Any) -> list:  # noqa: N802
+        """External inputs named in the current name scope; always a list of BlobReferences."""
+        refs = self.AddExternalInput(*[BlobReference(ScopedName(str(x)), self) for x in inputs])
+        return refs if isinstance(refs, list) else [refs]
+
     def AddExternalOutput(self, *outputs: Any) -> Any:  # noqa: N802
         """Declare external outputs; each must be produced by an op or be an external input."""
         if len(outputs) == 1 and isinstance(outputs[0], (list, tuple)):

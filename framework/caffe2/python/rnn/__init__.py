@@ -1,0 +1,1 @@
+"""``caffe2.python.rnn``: helpers of Caffe2's recurrent-network tests."""

@@ -1,0 +1,114 @@
+"""bench.caffe2_suite on a tiny tree of our own: each outcome counted where it belongs."""
+
+import json
+import textwrap
+
+from bench import caffe2_suite
+
+OUTCOMES_FILE = """
+import unittest
+
+import numpy as np
+from hypothesis import given, settings
+import hypothesis.strategies as st
+
+from caffe2.python import core, workspace
+
+
+class TestTiny(unittest.TestCase):
+    def test_passes_through_hook(self):
+        workspace.FeedBlob("x", np.array([1.0, -2.0], dtype=np.float32))
+        workspace.RunOperatorOnce(core.CreateOperator("Relu", ["x"], ["y"]))
+        np.testing.assert_array_equal(workspace.FetchBlob("y"), [1.0, 0.0])
+
+    def test_fails(self):
+        self.assertEqual(1, 2)
+
+    @unittest.skip("not on this build")
+    def test_skipped(self):
+        pass
+
+    def test_legacy_numpy(self):
+        np.zeros(2, dtype=np.float)
+
+    @given(st.integers())
+    def test_profile(self, n):
+        assert settings.default.max_examples == 10
+        assert settings.default.derandomize and settings.default.deadline is None
+"""
+
+IMPORT_FAILS = """
+import numpy as np
+
+ONE = np.asscalar(np.ones(1))
+
+
+def test_a():
+    pass
+
+
+def test_b():
+    pass
+"""
+
+
+def test_runner_counts_each_outcome(tmp_path, capsys):
+    folder = tmp_path / "tree" / "caffe2" / "python" / "operator_test"
+    folder.mkdir(parents=True)
+    (folder / "tiny_test.py").write_text(textwrap.dedent(OUTCOMES_FILE))
+    (folder / "old_import_test.py").write_text(IMPORT_FAILS)
+    (folder / "not_a_test_helper.py").write_text("raise SystemExit('never run')\n")
+    out = tmp_path / "result.json"
+
+    assert caffe2_suite.main(["--tree", str(tmp_path / "tree"), "--suite", "operator", "--json", str(out)]) == 0
+
+    result = json.loads(out.read_text())
+    tiny = result["files"]["operator_test/tiny_test.py"]["counts"]
+    assert tiny == {"passed": 2, "failed": 1, "error": 0, "skipped": 1, "legacy": 1, "total": 5}
+    old = result["files"]["operator_test/old_import_test.py"]
+    assert old["counts"]["legacy"] == 2 and old["counts"]["total"] == 2
+    assert sorted(result["files"]) == ["operator_test/old_import_test.py", "operator_test/tiny_test.py"]
+    assert result["totals"]["total"] == 7 and result["totals"]["passed"] == 2
+    printed = capsys.readouterr().out
+    assert "TOTAL tree operator (2 files)" in printed
+    # the tree is only read
+    assert sorted(p.name for p in folder.iterdir()) == ["not_a_test_helper.py", "old_import_test.py", "tiny_test.py"]
+
+
+def test_classify_phases():
+    no_caffe2_ops = "E   AttributeError: '_OpNamespace' '_caffe2' object has no attribute 'X'"
+    records = [
+        {"nodeid": "a", "when": "setup", "outcome": "failed", "text": "E   ValueError: boom"},
+        {"nodeid": "b", "when": "setup", "outcome": "passed", "text": ""},
+        {"nodeid": "b", "when": "call", "outcome": "failed", "text": no_caffe2_ops},
+        {"nodeid": "c", "when": "setup", "outcome": "passed", "text": ""},
+        {"nodeid": "c", "when": "call", "outcome": "passed", "text": ""},
+        {"nodeid": "c", "when": "teardown", "outcome": "failed", "text": "E   RuntimeError: leak"},
+    ]
+    records.append(
+        {
+            "nodeid": "d",
+            "when": "call",
+            "outcome": "failed",
+            "text": "E   TypeError: Calling np.sum(generator) is deprecated.",
+        }
+    )
+    tests = caffe2_suite.classify(records)
+    assert tests["d"]["outcome"] == "legacy"
+    for text in (
+        "E   TypeError: lists() got an unexpected keyword argument 'average_size'",
+        "E   ImportError: cannot import name 'logsumexp' from 'scipy.misc' (/x)",
+        "E   AttributeError: `np.unicode_` was removed in the NumPy 2.0 release. Use `np.str_` instead.",
+        "E   hypothesis.errors.InvalidArgument: Using `@settings` on a test without `@given` is completely pointless.",
+    ):
+        assert caffe2_suite.legacy_reason(text) is not None
+    assert caffe2_suite.legacy_reason("E   TypeError: f() got an unexpected keyword argument 'axis'") is None
+    in_test = "E   ValueError: setting an array element with a sequence.\n\nadam_test.py:170: ValueError"
+    in_framework = "E   ValueError: setting an array element with a sequence.\n\n/w/framework/ops/x.py:9: ValueError"
+    assert caffe2_suite.legacy_reason(in_test) == "numpy 2 scalar conversion"
+    wrap = "E   OverflowError: Python integer 3735928559 out of bounds for int32\n\nindex_hash_ops_test.py:31: Overf"
+    assert caffe2_suite.legacy_reason(wrap + "lowError") == "numpy 2 scalar conversion"
+    assert caffe2_suite.legacy_reason(in_framework) is None
+    assert tests["a"] == {"outcome": "error", "reason": "ValueError: boom"}
+    assert tests["b"]["outcome"] == "legacy" and tests["b"]["reason"] == "torch.ops._caffe2"
+    assert tests["c"]["outcome"] == "error"
