@@ -64,7 +64,9 @@ def main(args: argparse.Namespace) -> int:
     data_blob, prob_blob = md.data_dims()
     ws = new_workspace()
     if md.deployable:
-        ws.run_net_once(md.init_net)
+        from framework.net.base import instantiate
+
+        instantiate(md.init_net, ws, owned=True).run()  # our own parse: no second copy of the weights
     elif not args.checkpoint:
         raise CLIError("--checkpoint is required with a model folder", "or predict with an exported pair")
     else:

@@ -317,6 +317,19 @@ def translate_nodes(ctx: ImportContext, protos: Sequence[Any], path: str = "") -
     return unsupported
 
 
+def initializer_array(t: Any) -> np.ndarray:
+    """An initializer's value as one array (``raw_data``: a read-only view of the tensor's bytes, no
+    per-value work); OnnxImportError naming it when its data disagrees with its dims or type."""
+    from onnx import numpy_helper
+
+    try:
+        return numpy_helper.to_array(t)
+    except (ValueError, TypeError, KeyError) as e:
+        raise OnnxImportError(
+            f"initializer '{t.name}' (dims {list(t.dims)}, data_type {t.data_type}) cannot be read: {e}", [t.name]
+        ) from e
+
+
 def onnx_graph_to_nets(
     model: Any,
     feeds: dict[str, np.ndarray] | None = None,
@@ -336,8 +349,6 @@ def onnx_graph_to_nets(
     ``value_inputs``: more inputs taken as constants (any type or size). ``wanted`` (a set) receives
     the names translators needed as constants and did not get (the caller may feed them next time).
     """
-    from onnx import numpy_helper
-
     from framework.onnx import (  # noqa: F401  (registers translators)
         import_attention,
         import_control,  # noqa: F401  (issue 21 slice D: If/Loop/Scan/SequenceMap)
@@ -371,7 +382,7 @@ def onnx_graph_to_nets(
     init = NetDef(name=(g.name or "onnx") + "_init")
     extra: dict[str, np.ndarray] = {}
     for t in g.initializer:
-        ctx.values[t.name] = numpy_helper.to_array(t)  # raw_data: a view of the tensor's bytes
+        ctx.values[t.name] = initializer_array(t)
     ctx.opset_imports = {o.domain or "ai.onnx": o.version for o in model.opset_import}
     unsupported = translate_nodes(ctx, g.node)
     if wanted is not None:

@@ -53,6 +53,10 @@ class Arg:
             raise ValueError(f"argument {self.name}: unknown kind {self.kind!r}; one of {ARG_KINDS}")
         if self.array and self.kind not in (FLOATS, INTS):
             raise ValueError(f"argument {self.name}: array=True needs kind floats or ints, not {self.kind!r}")
+        if self.array and (self.low is not None or self.high is not None or self.choices is not None):
+            raise ValueError(
+                f"argument {self.name}: array=True values are checked by the op (vectorised), not by low/high"
+            )
 
 
 class TensorSpec(NamedTuple):

@@ -13,6 +13,7 @@ from onnx import helper, numpy_helper  # noqa: E402
 
 from framework.memory.workspace import Workspace  # noqa: E402
 from framework.onnx import backend  # noqa: E402
+from framework.onnx.importer import OnnxImportError  # noqa: E402
 from framework.proto.args import make_argument  # noqa: E402
 
 F32_BITS = np.array(
@@ -104,3 +105,12 @@ def test_make_argument_of_a_float_array_is_float32_exact():
 @pytest.mark.parametrize("value", [I64_VALUES, np.array([True, False]), np.array([3, 250], np.uint8), np.zeros(0)])
 def test_make_argument_of_int_bool_and_empty_arrays_matches_lists(value):
     assert make_argument("v", value) == make_argument("v", value.tolist())
+
+
+def test_an_initializer_whose_data_disagrees_with_its_dims_is_named():
+    model = _float_model()
+    model.graph.initializer[0].dims[:] = [4, 4]
+    with pytest.raises(OnnxImportError, match=r"initializer 'w' \(dims \[4, 4\], data_type 1\) cannot be read"):
+        backend.prepare(model)
+    with pytest.raises(ValueError):  # still a ValueError, as before
+        backend.Caffe2Backend.onnx_graph_to_caffe2_net(model)

@@ -176,3 +176,12 @@ def test_memory_limit_applies_before_allocation():
     with pytest.raises(FrameworkError, match=r"exceeds the allocation limit") as info:
         ws.run_operator_once(op)
     assert isinstance(info.value.__cause__, ResourceLimitError)
+
+
+def test_array_arguments_are_numeric_and_unchecked_by_bounds():
+    from framework.ops.schema import Arg
+
+    with pytest.raises(ValueError, match="array=True needs kind floats or ints"):
+        Arg("v", "strings", [], array=True)
+    with pytest.raises(ValueError, match="checked by the op"):
+        Arg("v", "floats", [], low=0.0, array=True)
