@@ -8,7 +8,7 @@ An op author declares what the inputs must be and writes only the maths:
 - ``input_types``: one kind for every input (``"float"``) or ``{input: kind}`` / a list by
   input position. Kinds: ``float`` (float16/32/64), ``int`` (signed or unsigned integers),
   ``index`` (int32 or int64), ``numeric`` (float or int), ``bool``, ``string`` (bytes
-  elements), ``any``; or a tuple of numpy dtypes (a list gives kinds by input position).
+  elements), ``any``; or a tuple of numpy dtypes and dtype names (a list gives kinds by input position).
 - ``same_shape``: groups of inputs that must have one shape, e.g. ``[(0, 1)]``.
 - ``same_type``: groups of inputs that must have one dtype.
 - ``ranks``: ``{input: rank}`` or ``{input: (min, max)}`` (None = unbounded); ``"*"`` for all.
@@ -64,8 +64,10 @@ def _type_test(kind: Any) -> tuple[Callable[[np.dtype], bool], str]:
         if kind not in _KIND_TEST:
             raise ValueError(f"unknown input kind {kind!r}; one of {sorted(_KIND_TEST)}")
         return _KIND_TEST[kind], _KIND_TEXT[kind]
-    dts = tuple(np.dtype(d) for d in kind)
-    return (lambda d: d in dts), " or ".join(str(d) for d in dts)
+    # a name stands for a dtype numpy has only when another library is loaded (ml_dtypes' bfloat16)
+    names = frozenset(d for d in kind if isinstance(d, str))
+    dts = tuple(np.dtype(d) for d in kind if not isinstance(d, str))
+    return (lambda d: d in dts or d.name in names), " or ".join([*(str(d) for d in dts), *sorted(names)])
 
 
 def _blob(op: Any, i: int) -> str:

@@ -18,13 +18,13 @@ import numpy as np
 
 from framework.errors import ShapeError
 from framework.ops.gradient import no_gradient
-from framework.ops.onnx.common import MOVABLE, axis_of
+from framework.ops.onnx.common import BF16, NUM_OR_BOOL, axis_of
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op
 from framework.ops.schema import INT, Arg, TensorSpec
 
 I64 = np.dtype(np.int64)
-NUMBERS_BF16 = tuple(d for d in MOVABLE if d.kind != "b")
+NUMBERS_BF16 = tuple(d for d in NUM_OR_BOOL if d.kind != "b") + BF16
 
 
 def _topk_infer(args, ins):
