@@ -106,7 +106,8 @@ def line(r: dict) -> str:
     return (
         f"| {r['model']} | {r['batch']} | {cold} | {w['to_first']:.2f} s ({w['compile']:.2f} loading; CPU "
         f"{w['to_first_cpu']:.2f} s) | "
-        f"{n['to_first']:.2f} s | {w['median'] * 1e3:.1f} ms | {n['median'] * 1e3:.1f} ms | "
+        f"{n['to_first']:.2f} s (CPU {n['to_first_cpu']:.2f} s) | {w['median'] * 1e3:.1f} ms | "
+        f"{n['median'] * 1e3:.1f} ms | "
         f"{n['median'] / w['median']:.2f}x |"
     )
 
