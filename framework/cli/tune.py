@@ -46,7 +46,7 @@ def main(args: argparse.Namespace) -> int:
     if not window_jit.available():
         print("the compiled kernels are not available (numba missing or FRAMEWORK_NO_JIT set): nothing to tune")
         return 1
-    print(f"compiling the kernels ({window_jit.warm_up():.1f} s), then measuring (1 thread, batch 1)...")
+    print(f"compiling the kernels ({window_jit.warm_up():.1f} s), then measuring (1 thread, process CPU time)...")
     values, measured = tuning.tune()
     if args.dry_run:
         print(json.dumps(values, sort_keys=True))
