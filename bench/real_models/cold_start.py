@@ -3,16 +3,15 @@
     python -m bench.real_models.cold_start [--models resnet50 ...] [--batch 1] [--rounds 5]
 
 Fresh processes, each timed from its first line (interpreter start not included) to its first
-prediction, then ``--rounds`` more predictions for a median:
+prediction (wall and CPU time), then ``--rounds`` more predictions for a median of CPU time:
 
 - ``cold`` (the first model only): the compiled kernels with an empty cache (a new user cache folder):
   they compile;
 - ``warm`` (every model): the same folder after ``framework warmup`` filled it: they load;
 - ``numpy``: ``FRAMEWORK_NO_JIT=1``, as the default install (no ``jit`` extra, no numba) runs.
 
-Wall time (and the process's CPU time to the first prediction), 1 thread, one process at a time. The
-user cache folder is a temporary one (``FRAMEWORK_CACHE_DIR``); numba's own ``NUMBA_CACHE_DIR`` is
-removed from the children's environment so the kernels cache there.
+1 thread, one process at a time. The user cache folder is a temporary one (``FRAMEWORK_CACHE_DIR``);
+numba's own ``NUMBA_CACHE_DIR`` is removed from the children's environment so the kernels cache there.
 """
 
 from __future__ import annotations
@@ -46,11 +45,11 @@ def child(name: str, batch: int, rounds: int) -> dict:
     run()
     get()
     t_first, c_first = time.perf_counter(), time.process_time()
-    times = []
+    times = []  # CPU time of the process per prediction (one thread runs): other processes do not add to it
     for _ in range(rounds):
-        t = time.perf_counter()
+        t = time.process_time()
         run()
-        times.append(time.perf_counter() - t)
+        times.append(time.process_time() - t)
     return {
         "import": t_import - T0,
         "build": t_built - t_import,
@@ -80,16 +79,17 @@ def _env(**extra) -> dict:
     return env
 
 
-def measure(models, batch: int, rounds: int, log=print) -> list[dict]:
+def measure(models, batch: int, rounds: int, log=print, cold_start: bool = True) -> list[dict]:
     """The rows: ``cold`` for the first model only (one empty cache for the whole run, filled by it
-    and by ``framework warmup`` right after), ``warm`` and ``numpy`` for every model."""
+    and by ``framework warmup`` right after; ``cold_start`` False: warmup only), ``warm`` and
+    ``numpy`` for every model."""
     rows = []
     with tempfile.TemporaryDirectory() as cache:
         env = _env(FRAMEWORK_CACHE_DIR=cache)
-        cold = _spawn(models[0], batch, rounds, env)
+        cold = _spawn(models[0], batch, rounds, env) if cold_start else None
         t = time.perf_counter()
         subprocess.run([sys.executable, "-m", "framework", "warmup"], env=env, capture_output=True, timeout=1800)
-        log(f"(framework warmup after the cold run: {time.perf_counter() - t:.1f} s)")
+        log(f"(framework warmup: {time.perf_counter() - t:.1f} s)")
         for name in models:
             warm = _spawn(name, batch, rounds, env)
             numpy = _spawn(name, batch, rounds, _env(FRAMEWORK_CACHE_DIR=cache, FRAMEWORK_NO_JIT="1"))
@@ -106,7 +106,8 @@ def line(r: dict) -> str:
     return (
         f"| {r['model']} | {r['batch']} | {cold} | {w['to_first']:.2f} s ({w['compile']:.2f} loading; CPU "
         f"{w['to_first_cpu']:.2f} s) | "
-        f"{n['to_first']:.2f} s | {w['median'] * 1e3:.1f} ms | {n['median'] * 1e3:.1f} ms | "
+        f"{n['to_first']:.2f} s (CPU {n['to_first_cpu']:.2f} s) | {w['median'] * 1e3:.1f} ms | "
+        f"{n['median'] * 1e3:.1f} ms | "
         f"{n['median'] / w['median']:.2f}x |"
     )
 
@@ -126,13 +127,14 @@ def main(argv=None) -> int:
     )
     p.add_argument("--batch", type=int, default=1)
     p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--no-cold", action="store_true", help="skip the empty-cache row (it compiles every kernel)")
     p.add_argument("--child", nargs=3, metavar=("MODEL", "BATCH", "ROUNDS"), help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child:
         print(json.dumps(child(args.child[0], int(args.child[1]), int(args.child[2]))))
         return 0
     print(HEADER)
-    measure(args.models, args.batch, args.rounds)
+    measure(args.models, args.batch, args.rounds, cold_start=not args.no_cold)
     return 0
 
 

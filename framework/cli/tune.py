@@ -2,10 +2,10 @@
 
 The thresholds that choose a conv's kernel were measured on the project's machines; this command
 measures the ones that depend most on the CPU (framework/ops/nn/tuning.py: a standard set of conv
-shapes, 1 thread) and writes them to the user cache folder, keyed by CPU model and numba / numpy
-versions (framework/ops/nn/dispatch_table.py). Later processes on this machine read it; the shipped
-defaults stay for everything it does not measure and for machines never tuned. Run it on an idle
-machine: other processes make every kernel look slower, not equally.
+shapes, 1 thread, process CPU time) and writes them to the user cache folder, keyed by CPU model (and
+its feature flags) and numba / numpy versions (framework/ops/nn/dispatch_table.py). Later processes on
+this machine read it; the shipped defaults stay for everything it does not measure and for machines
+never tuned. Run it on an idle machine: other processes share the caches, and slow the kernels unequally.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ def main(args: argparse.Namespace) -> int:
     if not window_jit.available():
         print("the compiled kernels are not available (numba missing or FRAMEWORK_NO_JIT set): nothing to tune")
         return 1
-    print(f"compiling the kernels ({window_jit.warm_up():.1f} s), then measuring (1 thread, batch 1)...")
+    print(f"compiling the kernels ({window_jit.warm_up():.1f} s), then measuring (1 thread, process CPU time)...")
     values, measured = tuning.tune()
     if args.dry_run:
         print(json.dumps(values, sort_keys=True))

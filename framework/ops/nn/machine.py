@@ -9,6 +9,7 @@ imports numba or llvmlite (dispatch reads the key when conv_nchw is first import
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import platform
 import re
@@ -27,15 +28,24 @@ def cache_dir() -> Path:
 
 
 def cpu_model() -> str:
-    """The CPU's model name (Linux's /proc/cpuinfo; elsewhere what ``platform`` reports)."""
+    """The CPU's model name and a digest of its feature flags (Linux's /proc/cpuinfo: a virtual
+    machine may name every generation of a vendor's CPUs alike, their flags differ); elsewhere what
+    ``platform`` reports."""
+    name, flags = "", ""
     try:
         with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
             for line in f:
-                if line.lower().startswith(("model name", "cpu model", "hardware")):
-                    return line.split(":", 1)[1].strip()
+                key = line.split(":", 1)[0].strip().lower()
+                if key in ("model name", "cpu model", "hardware") and not name:
+                    name = line.split(":", 1)[1].strip()
+                elif key in ("flags", "features") and not flags:
+                    flags = " ".join(sorted(line.split(":", 1)[1].split()))
+                if name and flags:
+                    break
     except OSError:
         pass
-    return platform.processor() or platform.machine() or "unknown"
+    name = name or platform.processor() or platform.machine() or "unknown"
+    return f"{name}-{hashlib.sha1(flags.encode()).hexdigest()[:8]}" if flags else name
 
 
 def _version(dist: str) -> str:
@@ -46,7 +56,7 @@ def _version(dist: str) -> str:
 
 
 def machine_key() -> str:
-    """``<cpu model>-numba<version>-numpy<version>`` as a file-name-safe string: a tuned table is
+    """``<cpu model>-<flags digest>-numba<version>-numpy<version>`` as a file-name-safe string: a tuned table is
     valid only for the CPU and the kernels' libraries it was measured with."""
     import numpy as np
 
