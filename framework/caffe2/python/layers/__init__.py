@@ -1,0 +1,25 @@
+"""Caffe2's layers (``caffe2.python.layers``): each module holds one layer or a close group, and
+every ``ModelLayer`` subclass is registered under its class name for ``LayerModelHelper``'s
+``model.<LayerName>(...)``. Modules are imported explicitly here, in ``_MODULES`` order."""
+
+from __future__ import annotations
+
+from importlib import import_module
+
+from framework.caffe2.python.layers import layers
+
+_MODULES = [
+    "tags", "sampling_trainable_mixin", "fc", "sampling_train", "concat", "dropout", "batch_lr_loss", "functional",
+]  # fmt: skip
+
+for _name in _MODULES:
+    import_module(f"{__name__}.{_name}")
+
+
+def _register_subclasses(base: type) -> None:
+    for cls in base.__subclasses__():
+        layers.register_layer(cls.__name__, cls)
+        _register_subclasses(cls)
+
+
+_register_subclasses(layers.ModelLayer)
