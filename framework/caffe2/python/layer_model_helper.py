@@ -106,7 +106,7 @@ class LayerModelHelper(model_helper.ModelHelper):
 
     def add_metric_field(self, name: str, value: Any) -> None:
         if name in self._metrics_schema.fields:
-            raise ValueError(f"metric field {name} added twice")
+            raise layers.LayerError(f"metric field {name} added twice")
         self._metrics_schema = self._metrics_schema + schema.Struct((name, value))
 
     # -- global constants --------------------------------------------------------------
@@ -116,23 +116,23 @@ class LayerModelHelper(model_helper.ModelHelper):
     ) -> Any:
         if array is not None:
             if initializer is not None:
-                raise ValueError("give either array or initializer for a global constant, not both")
+                raise layers.LayerError("give either array or initializer for a global constant, not both")
             initializer = _given_tensor_initializer(array, dtype)
         elif initializer is None:
-            raise ValueError("a global constant needs an array or an initializer")
+            raise layers.LayerError("a global constant needs an array or an initializer")
         return initializer(blob_name)
 
     def add_global_constant(self, name: str, array: Any = None, dtype: Any = None, initializer: Any = None) -> Any:
         """A constant blob created by every init net of this model; returns its (unique) blob name."""
         if not isinstance(name, str):
-            raise TypeError(f"global constant name must be a string, got {name!r}")
+            raise layers.LayerError(f"global constant name must be a string, got {name!r}")
         if name in self.global_constants:
-            raise ValueError(f"{name} already added in global_constants")
+            raise layers.LayerError(f"{name} already added in global_constants")
         blob_name = self.net.NextBlob(name)
         self.global_constants[name] = blob_name
         op = self._get_global_constant_initializer_op(blob_name, array, dtype, initializer)
         if blob_name in self.global_constant_initializers:
-            raise ValueError(f"blob {blob_name} already has an initializer")
+            raise layers.LayerError(f"blob {blob_name} already has an initializer")
         self.global_constant_initializers[blob_name] = op
         return blob_name
 
@@ -143,7 +143,7 @@ class LayerModelHelper(model_helper.ModelHelper):
             op = self._get_global_constant_initializer_op(blob_name, *args, **kwargs)
             previous = self.global_constant_initializers[blob_name]
             if not OpAlmostEqual(op, previous, "debug_info"):
-                raise ValueError(f"conflicting initializers for global constant {blob_name}: {previous} vs {op}")
+                raise layers.LayerError(f"conflicting initializers for global constant {blob_name}: {previous} vs {op}")
             return blob_name
         return self.add_global_constant(name, *args, **kwargs)
 
@@ -167,7 +167,7 @@ class LayerModelHelper(model_helper.ModelHelper):
     def _validate_param_shape(self, param_name: str, shape: Any) -> None:
         ref = self._param_to_shape.get(param_name)
         if param_name in self._param_to_shape and shape != ref:
-            raise ValueError(
+            raise layers.LayerError(
                 f"inconsistent shapes between shared parameters when mapping a blob in scope "
                 f"{scope.CurrentNameScope()} to {param_name}: ref_shape {ref}, shape {shape}"
             )
@@ -183,17 +183,17 @@ class LayerModelHelper(model_helper.ModelHelper):
         elif isinstance(param_name, str):
             param_name = _shared_param_name(param_name)
         else:
-            raise TypeError(f"unsupported type for param_name: {type(param_name).__name__}")
+            raise layers.LayerError(f"unsupported type for param_name: {type(param_name).__name__}")
         param_blob = core.BlobReference(param_name)
         if len(initializer) == 1:
             init_args: dict[str, Any] = {}
         elif len(initializer) == 2:
             init_args = copy.deepcopy(initializer[1])
         else:
-            raise ValueError(f"initializer must be (op_type,) or (op_type, kwargs), got {initializer!r}")
+            raise layers.LayerError(f"initializer must be (op_type,) or (op_type, kwargs), got {initializer!r}")
         if shape is not None:
             if "shape" in init_args:
-                raise ValueError(f"parameter {param_name}: shape given both as argument and in the initializer")
+                raise layers.LayerError(f"parameter {param_name}: shape given both as argument and in the initializer")
             init_args["shape"] = shape
         init_op = None
         if self._initialize_params:
@@ -224,7 +224,7 @@ class LayerModelHelper(model_helper.ModelHelper):
         self._layers.append(layer)
         for param in layer.get_parameters():
             if not isinstance(param.parameter, core.BlobReference):
-                raise TypeError(f"layer {layer.name}: parameter {param.parameter!r} is not a BlobReference")
+                raise layers.LayerError(f"layer {layer.name}: parameter {param.parameter!r} is not a BlobReference")
             self.param_to_optim[str(param.parameter)] = param.optimizer or self.default_optimizer
             self.params.append(param.parameter)
             if isinstance(param, layers.LayerParameter):
@@ -232,7 +232,7 @@ class LayerModelHelper(model_helper.ModelHelper):
             elif isinstance(param, ParameterInfo):
                 logger.info("regularization is unsupported for ParameterInfo object")
             else:
-                raise TypeError(f"unknown parameter object {param!r} (LayerParameter or ParameterInfo expected)")
+                raise layers.LayerError(f"unknown parameter object {param!r} (LayerParameter or ParameterInfo)")
         layer.add_operators(self.net, self.param_init_net)
         return layer.output_schema
 
@@ -241,16 +241,16 @@ class LayerModelHelper(model_helper.ModelHelper):
 
     def add_post_grad_net_modifiers(self, modifier: Any) -> None:
         if modifier in self._post_grad_net_modifiers:
-            raise ValueError(f"{modifier} is already in {self._post_grad_net_modifiers}")
+            raise layers.LayerError(f"{modifier} is already in {self._post_grad_net_modifiers}")
         if not callable(modifier):
-            raise TypeError(f"{modifier} has to be a NetModifier")
+            raise layers.LayerError(f"{modifier} has to be a NetModifier")
         self._post_grad_net_modifiers.append(modifier)
 
     def add_final_net_modifiers(self, modifier: Any) -> None:
         if modifier in self._final_net_modifiers:
-            raise ValueError(f"{modifier} is already in {self._final_net_modifiers}")
+            raise layers.LayerError(f"{modifier} is already in {self._final_net_modifiers}")
         if not callable(modifier):
-            raise TypeError(f"{modifier} has to be a NetModifier")
+            raise layers.LayerError(f"{modifier} has to be a NetModifier")
         self._final_net_modifiers.append(modifier)
 
     # -- seeds and records -------------------------------------------------------------
@@ -295,37 +295,37 @@ class LayerModelHelper(model_helper.ModelHelper):
     @property
     def output_schema(self) -> schema.Field:
         if self._output_schema is None:
-            raise ValueError(f"model {self.name}: output_schema is not set")
+            raise layers.LayerError(f"model {self.name}: output_schema is not set")
         return self._output_schema
 
     @output_schema.setter
     def output_schema(self, value: schema.Field) -> None:
         if self._output_schema is not None:
-            raise ValueError(f"model {self.name}: output_schema is already set")
+            raise layers.LayerError(f"model {self.name}: output_schema is already set")
         self._output_schema = value
 
     @property
     def preproc_output_schema(self) -> schema.Field:
         if self._preproc_output_schema is None:
-            raise ValueError(f"model {self.name}: preproc_output_schema is not set")
+            raise layers.LayerError(f"model {self.name}: preproc_output_schema is not set")
         return self._preproc_output_schema
 
     @preproc_output_schema.setter
     def preproc_output_schema(self, value: schema.Field) -> None:
         if self._preproc_output_schema is not None:
-            raise ValueError(f"model {self.name}: preproc_output_schema is already set")
+            raise layers.LayerError(f"model {self.name}: preproc_output_schema is already set")
         self._preproc_output_schema = value
 
     @property
     def loss(self) -> schema.Field:
         if self._loss is None:
-            raise ValueError(f"model {self.name}: no loss was added")
+            raise layers.LayerError(f"model {self.name}: no loss was added")
         return self._loss
 
     @loss.setter
     def loss(self, loss: schema.Field) -> None:
         if self._loss is not None:
-            raise ValueError(f"model {self.name}: loss is already set")
+            raise layers.LayerError(f"model {self.name}: loss is already set")
         self._loss = loss
 
     def has_loss(self) -> bool:
@@ -334,9 +334,9 @@ class LayerModelHelper(model_helper.ModelHelper):
     def add_loss(self, loss: schema.Field, name: str = "unnamed") -> None:
         """Add ``loss`` (a Scalar or Struct) to the loss Struct as ``name`` (``name_auto_<k>`` if taken)."""
         if loss is None:
-            raise ValueError("added loss should not be None")
+            raise layers.LayerError("added loss should not be None")
         if not isinstance(loss, (schema.Scalar, schema.Struct)):
-            raise TypeError(f"added loss should be a Scalar or a Struct, got {type(loss).__name__}")
+            raise layers.LayerError(f"added loss should be a Scalar or a Struct, got {type(loss).__name__}")
         if self._loss is None:
             self._loss = schema.Struct((name, loss))
             return
@@ -348,14 +348,14 @@ class LayerModelHelper(model_helper.ModelHelper):
 
     def add_output_schema(self, name: str, value: schema.Field) -> None:
         if value is None:
-            raise ValueError(f"added output schema {name} should not be None")
+            raise layers.LayerError(f"added output schema {name} should not be None")
         if not isinstance(value, (schema.Scalar, schema.Struct)):
-            raise TypeError(f"added output schema {name} should be a Scalar or a Struct, got {type(value).__name__}")
+            raise layers.LayerError(f"output schema {name} should be a Scalar or a Struct: {type(value).__name__}")
         if self._output_schema is None:
             self._output_schema = schema.Struct((name, value))
             return
         if name in self._output_schema.fields:
-            raise ValueError(f"output schema field {name} already exists")
+            raise layers.LayerError(f"output schema field {name} already exists")
         self._output_schema = self._output_schema + schema.Struct((name, value))
 
     def add_trainer_extra_schema(self, trainer_extra_schema: schema.Field) -> None:
@@ -406,7 +406,7 @@ class LayerModelHelper(model_helper.ModelHelper):
             if regularizer is None or regularizer.apply_after_optimizer:
                 continue
             if not isinstance(regularizer, Regularizer):
-                raise TypeError(f"parameter {param}: {regularizer!r} is not a Regularizer")
+                raise layers.LayerError(f"parameter {param}: {regularizer!r} is not a Regularizer")
             added = regularizer(train_net, train_init_net, param)
             self.add_loss(schema.Scalar(blob=added), str(added))
 
@@ -417,7 +417,7 @@ class LayerModelHelper(model_helper.ModelHelper):
             if regularizer is None or not regularizer.apply_after_optimizer:
                 continue
             if not isinstance(regularizer, Regularizer):
-                raise TypeError(f"parameter {param}: {regularizer!r} is not a Regularizer")
+                raise layers.LayerError(f"parameter {param}: {regularizer!r} is not a Regularizer")
             regularizer(train_net, train_init_net, param, grad_map.get(str(param)))
 
     def apply_post_grad_net_modifiers(
@@ -439,7 +439,7 @@ class LayerModelHelper(model_helper.ModelHelper):
         cpu = core.DeviceOption(0)
         for param, optimizer in self.param_to_optim.items():
             if optimizer is None:
-                raise ValueError(f"parameter {param} has no optimizer and the model has no default_optimizer")
+                raise layers.LayerError(f"parameter {param} has no optimizer and the model has no default_optimizer")
             device = blob_to_device.get(param, cpu)
             with core.DeviceScope(device):
                 optimizer(train_net, train_init_net, param, grad_map.get(str(param)))
@@ -457,7 +457,7 @@ class LayerModelHelper(model_helper.ModelHelper):
     @breakdown_map.setter
     def breakdown_map(self, breakdown_map: dict[str, int]) -> None:
         if not isinstance(breakdown_map, dict) or not all(isinstance(k, str) for k in breakdown_map):
-            raise TypeError("breakdown_map maps feature names (str) to indices")
+            raise layers.LayerError("breakdown_map maps feature names (str) to indices")
         if sorted(breakdown_map.values()) != list(range(len(breakdown_map))):
-            raise ValueError("breakdown_map values must be 0..n-1")
+            raise layers.LayerError("breakdown_map values must be 0..n-1")
         self._breakdown_map = breakdown_map

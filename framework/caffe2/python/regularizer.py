@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from framework import core
+from framework.caffe2.python.layers.layers import LayerError
 
 __all__ = ["ConstantNorm", "L1Norm", "L2Norm", "MaxNorm", "Regularizer"]
 
@@ -30,7 +31,7 @@ class Regularizer:
 
     def __call__(self, net: Any, param_init_net: Any, param: Any, grad: Any = None) -> Any:
         if not isinstance(param, core.BlobReference):
-            raise TypeError(f"regularizer: parameter {param!r} must be a BlobReference")
+            raise LayerError(f"regularizer: parameter {param!r} must be a BlobReference")
         return self._run(net, param_init_net, param, grad)
 
     def _run(self, net: Any, param_init_net: Any, param: Any, grad: Any) -> Any:
@@ -39,7 +40,7 @@ class Regularizer:
 
 def _check_lambda(reg_lambda: float) -> float:
     if reg_lambda < 0:
-        raise ValueError(f"factor ahead of regularization should be 0 or positive, got {reg_lambda}")
+        raise LayerError(f"factor ahead of regularization should be 0 or positive, got {reg_lambda}")
     return reg_lambda
 
 
@@ -78,7 +79,7 @@ class _SparseRenorm(Regularizer):
 
     def _run(self, net: Any, param_init_net: Any, param: Any, grad: Any) -> Any:
         if self.norm <= 0:
-            raise ValueError(f"{type(self).__name__}: norm should be bigger than 0, got {self.norm}")
+            raise LayerError(f"{type(self).__name__}: norm should be bigger than 0, got {self.norm}")
         if not isinstance(grad, core.GradientSlice):
             raise NotImplementedError(f"{type(self).__name__} is not supported for dense parameters")
         net.SparseNormalize([param, grad.indices, grad.values], [param], use_max_norm=self.use_max_norm, norm=self.norm)

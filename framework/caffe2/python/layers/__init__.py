@@ -9,7 +9,10 @@ from importlib import import_module
 from framework.caffe2.python.layers import layers
 
 _MODULES = [
-    "tags", "sampling_trainable_mixin", "fc", "sampling_train", "concat", "dropout", "batch_lr_loss", "functional",
+    "tags", "sampling_trainable_mixin", "fc", "sampling_train", "concat", "dropout", "functional",
+    "sparse_lookup", "position_weighted", "sparse_feature_hash", "merge_id_lists", "pairwise_dot_product",
+    "batch_lr_loss", "batch_mse_loss", "batch_sigmoid_cross_entropy_loss", "batch_softmax_loss", "margin_rank_loss",
+    "batch_distill_lr_loss",
 ]  # fmt: skip
 
 for _name in _MODULES:

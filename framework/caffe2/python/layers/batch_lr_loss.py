@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from framework import core, schema
-from framework.caffe2.python.layers.layers import ModelLayer
+from framework.caffe2.python.layers.layers import LayerError, ModelLayer
 from framework.caffe2.python.layers.tags import Tags
 
 __all__ = ["BatchLRLoss"]
@@ -33,18 +33,18 @@ class BatchLRLoss(ModelLayer):
         self.average_loss = average_loss
         required = schema.Struct(("label", schema.Scalar()), ("logit", schema.Scalar()))
         if not schema.is_schema_subset(required, input_record):
-            raise ValueError(f"BatchLRLoss: input record needs label and logit, got {input_record.field_names()}")
+            raise LayerError(f"BatchLRLoss: input record needs label and logit, got {input_record.field_names()}")
         if not 0 <= jsd_weight <= 1:
-            raise ValueError(f"BatchLRLoss: jsd_weight must be in [0, 1], got {jsd_weight}")
+            raise LayerError(f"BatchLRLoss: jsd_weight must be in [0, 1], got {jsd_weight}")
         self.jsd_fuse = False
         if jsd_weight > 0 or homotopy_weighting:
             if "prediction" not in input_record:
-                raise ValueError("BatchLRLoss: the JSD term needs input_record.prediction")
+                raise LayerError("BatchLRLoss: the JSD term needs input_record.prediction")
             self.init_weight(jsd_weight, homotopy_weighting)
             self.jsd_fuse = True
         self.homotopy_weighting = homotopy_weighting
         if not (0 <= neg_label_target <= pos_label_target <= 1):
-            raise ValueError(
+            raise LayerError(
                 f"BatchLRLoss: need 0 <= neg_label_target <= pos_label_target <= 1, "
                 f"got {neg_label_target}, {pos_label_target}"
             )

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from framework import schema
-from framework.caffe2.python.layers.layers import ModelLayer
+from framework.caffe2.python.layers.layers import LayerError, ModelLayer
 
 __all__ = ["Concat"]
 
@@ -25,18 +25,18 @@ class Concat(ModelLayer):
         self.axis = axis
         self.add_axis = add_axis
         if axis == 0 and add_axis == 1:
-            raise ValueError("Concat: adding axis 0 is not allowed")
+            raise LayerError("Concat: adding axis 0 is not allowed")
         if not isinstance(input_record, schema.Struct):
-            raise TypeError(f"Concat: incorrect input type, expected Struct, got {input_record!r}")
+            raise LayerError(f"Concat: incorrect input type, expected Struct, got {input_record!r}")
         shapes = []
         for field_name, field in input_record.fields.items():
             if not isinstance(field, schema.Scalar):
-                raise TypeError(f"Concat: incorrect input type for {field_name}, expected Scalar, got {field!r}")
+                raise LayerError(f"Concat: incorrect input type for {field_name}, expected Scalar, got {field!r}")
             shape = list(field.field_type().shape)
             if add_axis:
                 shape.insert(axis - 1, 1)
             if len(shape) < axis:
-                raise ValueError(f"Concat expects limited dimensions of the input tensor {field_name}: {shape}")
+                raise LayerError(f"Concat expects limited dimensions of the input tensor {field_name}: {shape}")
             shapes.append(shape)
         logger.info("Concat layer input shapes: %s", shapes)
         if axis == 0:
@@ -47,7 +47,7 @@ class Concat(ModelLayer):
             concat_dim += shape[axis - 1]
             shape[axis - 1] = 0
             if shape != shapes[0]:
-                raise ValueError(f"Concat: shapes {shape} and {shapes[0]} are not compatible")
+                raise LayerError(f"Concat: shapes {shape} and {shapes[0]} are not compatible")
         output_dims = shapes[0]
         output_dims[axis - 1] = concat_dim
         self.output_schema = schema.Scalar((np.float32, output_dims), self.get_next_blob_reference("output"))

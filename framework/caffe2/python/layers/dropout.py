@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from framework import schema
-from framework.caffe2.python.layers.layers import ModelLayer
+from framework.caffe2.python.layers.layers import LayerError, ModelLayer
 
 __all__ = ["Dropout"]
 
@@ -15,9 +15,9 @@ class Dropout(ModelLayer):
     def __init__(self, model: Any, input_record: Any, name: str = "dropout", ratio: float = 0.5, **kwargs: Any) -> None:
         super().__init__(model, name, input_record, **kwargs)
         if not isinstance(input_record, schema.Scalar):
-            raise TypeError(f"Dropout: incorrect input type {input_record!r} (a Scalar expected)")
+            raise LayerError(f"Dropout: incorrect input type {input_record!r} (a Scalar expected)")
         if not 0 <= ratio < 1.0:
-            raise ValueError(f"Dropout: expected 0 <= ratio < 1, got {ratio}")
+            raise LayerError(f"Dropout: expected 0 <= ratio < 1, got {ratio}")
         self.output_schema = input_record.clone_schema()
         self.output_schema.set_value(self.get_next_blob_reference("output"))
         self.ratio = ratio

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from framework import schema
-from framework.caffe2.python.layers.layers import ModelLayer
+from framework.caffe2.python.layers.layers import LayerError, ModelLayer
 from framework.caffe2.python.layers.sampling_trainable_mixin import SamplingTrainableMixin
 
 __all__ = ["FC", "FCWithoutBias"]
@@ -19,12 +19,12 @@ __all__ = ["FC", "FCWithoutBias"]
 
 def _input_dims(layer: str, record: Any) -> int:
     if not isinstance(record, schema.Scalar):
-        raise TypeError(f"{layer}: incorrect input type {record!r} (a Scalar expected)")
+        raise LayerError(f"{layer}: incorrect input type {record!r} (a Scalar expected)")
     shape = record.field_types()[0].shape
     if len(shape) == 0:
-        raise ValueError(f"{layer} expects limited dimensions of the input tensor")
+        raise LayerError(f"{layer} expects limited dimensions of the input tensor")
     if shape[0] <= 0:
-        raise ValueError(f"{layer} expects input dimensions > 0, got {shape[0]}")
+        raise LayerError(f"{layer} expects input dimensions > 0, got {shape[0]}")
     return shape[0]
 
 

@@ -15,7 +15,7 @@ from typing import Any, Callable
 import numpy as np
 
 from framework import core, schema, scope, workspace
-from framework.caffe2.python.layers.layers import ModelLayer
+from framework.caffe2.python.layers.layers import LayerError, ModelLayer
 from framework.proto.framework_pb2 import TensorProto
 
 __all__ = ["Functional"]
@@ -58,7 +58,7 @@ class Functional(ModelLayer):
             if not isinstance(output_dtypes, list):
                 output_dtypes = [output_dtypes] * num_outputs
             if len(output_dtypes) != num_outputs:
-                raise ValueError(f"Functional {self.name}: {len(output_dtypes)} dtypes for {num_outputs} outputs")
+                raise LayerError(f"Functional {self.name}: {len(output_dtypes)} dtypes for {num_outputs} outputs")
             for dtype, scalar in zip(output_dtypes, self.output_schema.all_scalars()):
                 scalar.set_type(dtype)
             return

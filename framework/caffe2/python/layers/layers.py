@@ -18,16 +18,24 @@ import numpy as np
 
 from framework import core, schema, scope, workspace
 from framework.caffe2.python.layers.tags import TagContext
+from framework.errors import FrameworkError
 from framework.proto.framework_pb2 import OperatorDef
 from framework.utils import OpAlmostEqual
 
 __all__ = [
-    "IdList", "IdScoreList", "InstantiationContext", "LayerParameter", "LayerPsParam", "ModelLayer",
+    "IdList", "IdScoreList", "InstantiationContext", "LayerError", "LayerParameter", "LayerPsParam", "ModelLayer",
     "create_layer", "get_avg_length", "get_categorical_limit", "get_key", "get_layer_class",
     "is_request_only_scalar", "layer_exists", "register_layer", "set_request_only",
 ]  # fmt: skip
 
 logger = logging.getLogger(__name__)
+
+
+class LayerError(FrameworkError, AssertionError, ValueError):
+    """A layer or layer model was given a record, argument or state it cannot take. Also an
+    AssertionError and a ValueError: Caffe2 asserts these conditions, and code written for it
+    (its own tests included) catches AssertionError."""
+
 
 IdList = schema.List(np.int64)
 IdScoreList = schema.Map(np.int64, np.float32)
@@ -43,7 +51,7 @@ def get_key(record: schema.Field) -> schema.Scalar:
         raise NotImplementedError(f"not an IdList or IdScoreList: {record.field_names()}")
     field = record[key]
     if field.metadata is None:
-        raise ValueError(f"blob {field()} has no metadata")
+        raise LayerError(f"blob {field()} has no metadata")
     return field
 
 
@@ -68,7 +76,7 @@ def set_request_only(field: schema.Field) -> None:
         else:
             specs = schema.FeatureSpec(feature_is_request_only=True)
         if not np.issubdtype(f.field_type(), np.integer) and limit is not None:
-            raise ValueError(f"categorical_limit set on the non-integer field {f.field_type()}")
+            raise LayerError(f"categorical_limit set on the non-integer field {f.field_type()}")
         f.set_metadata(schema.Metadata(categorical_limit=limit, expected_value=expected, feature_specs=specs))
 
 
@@ -93,7 +101,7 @@ _LAYER_REGISTRY: dict[str, type] = {}
 
 def register_layer(name: str, layer: type) -> None:
     if name in _LAYER_REGISTRY and _LAYER_REGISTRY[name] is not layer:
-        raise ValueError(f"layer {name} already registered")
+        raise LayerError(f"layer {name} already registered")
     _LAYER_REGISTRY[name] = layer
 
 
@@ -121,7 +129,7 @@ class LayerParameter:
         ps_param: Any = None, regularizer: Any = None,
     ) -> None:  # fmt: skip
         if not isinstance(parameter, core.BlobReference):
-            raise TypeError(f"LayerParameter expects a BlobReference, got {parameter!r}")
+            raise LayerError(f"LayerParameter expects a BlobReference, got {parameter!r}")
         self._shape: list[int] | None = None
         self.parameter = parameter
         self.optimizer = optimizer
@@ -136,7 +144,7 @@ class LayerParameter:
     @initializer.setter
     def initializer(self, op: OperatorDef | None) -> None:
         if op is not None and not core.IsOperator(getattr(op, "type", None)):
-            raise TypeError(f"initializer expects an operator, got {type(op).__name__}")
+            raise LayerError(f"initializer expects an operator, got {type(op).__name__}")
         self._initializer = op
         if op is not None:
             self.shape = self._infer_shape_from_initializer()
@@ -148,7 +156,7 @@ class LayerParameter:
     @shape.setter
     def shape(self, shape: list[int] | None) -> None:
         if self._shape is not None and self._shape != shape:
-            raise ValueError(f"inconsistent shape for layer parameter {self}: expected {self._shape}, got {shape}")
+            raise LayerError(f"inconsistent shape for layer parameter {self}: expected {self._shape}, got {shape}")
         self._shape = shape
 
     def _infer_shape_from_initializer(self) -> list[int] | None:
@@ -211,11 +219,11 @@ class ModelLayer:
 
     def _check_output_schema(self) -> None:
         if self._output_schema is None:
-            raise ValueError(f"layer {self.name}: output schema is not initialized")
+            raise LayerError(f"layer {self.name}: output schema is not initialized")
         if self._predict_output_schema is not None and not schema.is_schema_subset(
             self._predict_output_schema, self._output_schema
         ):
-            raise ValueError(f"layer {self.name}: predict_output_schema is not a subset of output_schema")
+            raise LayerError(f"layer {self.name}: predict_output_schema is not a subset of output_schema")
 
     @property
     def predict_input_record(self) -> schema.Field:
@@ -233,7 +241,7 @@ class ModelLayer:
     @predict_output_schema.setter
     def predict_output_schema(self, output_schema: schema.Field) -> None:
         if self._predict_output_schema is not None:
-            raise ValueError(f"layer {self.name}: predict_output_schema is already set")
+            raise LayerError(f"layer {self.name}: predict_output_schema is already set")
         self._predict_output_schema = output_schema
 
     @property
@@ -246,7 +254,7 @@ class ModelLayer:
     @output_schema.setter
     def output_schema(self, output_schema: schema.Field) -> None:
         if self._output_schema is not None:
-            raise ValueError(f"layer {self.name}: output_schema is already set")
+            raise LayerError(f"layer {self.name}: output_schema is already set")
         self._output_schema = output_schema
 
     def get_parameters(self) -> list[LayerParameter]:
@@ -287,7 +295,7 @@ class ModelLayer:
                 ps_param=ps_param, regularizer=regularizer,
             )  # fmt: skip
         if any(param.parameter == p.parameter for p in self.params):
-            raise ValueError(f"layer {self.name}: parameter {param.parameter} created twice")
+            raise LayerError(f"layer {self.name}: parameter {param.parameter} created twice")
         self.params.append(param)
         return param.parameter
 
@@ -304,7 +312,7 @@ class ModelLayer:
                 InstantiationContext.PREDICTION, InstantiationContext.EVAL, InstantiationContext.ACCUMULATE_PRED,
             )  # fmt: skip
             if needs_init and not init_net:
-                raise ValueError(f"layer {self.name}: only prediction and eval contexts may omit init_net")
+                raise LayerError(f"layer {self.name}: only prediction and eval contexts may omit init_net")
             if init_net:
                 self.add_init_params(init_net)
             if context == InstantiationContext.TRAINING:

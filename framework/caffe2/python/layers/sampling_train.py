@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from framework import schema
-from framework.caffe2.python.layers.layers import ModelLayer, get_layer_class
+from framework.caffe2.python.layers.layers import LayerError, ModelLayer, get_layer_class
 from framework.caffe2.python.layers.sampling_trainable_mixin import SamplingTrainableMixin
 
 __all__ = ["SamplingTrain"]
@@ -24,14 +24,14 @@ class SamplingTrain(ModelLayer):
         super().__init__(model, name, input_record, **kwargs)
         layer_class = get_layer_class(prediction_layer)
         if not issubclass(layer_class, SamplingTrainableMixin):
-            raise TypeError(f"SamplingTrain: {prediction_layer} is not a SamplingTrainableMixin layer")
+            raise LayerError(f"SamplingTrain: {prediction_layer} is not a SamplingTrainableMixin layer")
         if "indices" not in input_record or not isinstance(input_record.indices, schema.Scalar):
-            raise ValueError("SamplingTrain: input_record.indices (a Scalar) is required")
+            raise LayerError("SamplingTrain: input_record.indices (a Scalar) is required")
         if "input" not in input_record:
-            raise ValueError("SamplingTrain: input_record.input is required")
+            raise LayerError("SamplingTrain: input_record.input is required")
         self.subtract_log_odd = subtract_log_odd
         if subtract_log_odd and "sampling_prob" not in input_record:
-            raise ValueError("SamplingTrain: subtract_log_odd needs input_record.sampling_prob")
+            raise LayerError("SamplingTrain: subtract_log_odd needs input_record.sampling_prob")
         self._prediction_layer = layer_class(model, input_record.input, output_dims=output_dims, **kwargs)
         self._prediction_layer.train_param_blobs = [
             model.net.NextBlob(str(blob) + "_sampled") for blob in self._prediction_layer.param_blobs

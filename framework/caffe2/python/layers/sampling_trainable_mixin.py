@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from framework.caffe2.python.layers.layers import LayerError
+
 __all__ = ["SamplingTrainableMixin"]
 
 
@@ -30,9 +32,9 @@ class SamplingTrainableMixin:
     @train_param_blobs.setter
     def train_param_blobs(self, blobs: list[Any]) -> None:
         if self._train_param_blobs_frozen:
-            raise ValueError("train_param_blobs can be set only once")
+            raise LayerError("train_param_blobs can be set only once")
         if blobs is None:
-            raise ValueError("train_param_blobs cannot be None")
+            raise LayerError("train_param_blobs cannot be None")
         self._train_param_blobs_frozen = True
         self._train_param_blobs = blobs
 
