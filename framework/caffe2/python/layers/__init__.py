@@ -12,7 +12,9 @@ _MODULES = [
     "tags", "sampling_trainable_mixin", "fc", "sampling_train", "concat", "dropout", "functional",
     "sparse_lookup", "position_weighted", "sparse_feature_hash", "merge_id_lists", "pairwise_dot_product",
     "batch_lr_loss", "batch_mse_loss", "batch_sigmoid_cross_entropy_loss", "batch_softmax_loss", "margin_rank_loss",
-    "batch_distill_lr_loss",
+    "batch_distill_lr_loss", "adaptive_weight", "constant_weight", "homotopy_weight", "label_smooth", "add_bias",
+    "last_n_window_collector", "reservoir_sampling", "uniform_sampling", "build_index", "gather_record",
+    "select_record_by_context", "split",
 ]  # fmt: skip
 
 for _name in _MODULES:
