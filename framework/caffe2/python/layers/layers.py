@@ -169,7 +169,9 @@ class LayerParameter:
             with workspace.WorkspaceGuard("model_init_by_loading_params"):
                 workspace.ResetWorkspace()
                 workspace.RunNetOnce(net)
-                shape = list(workspace.FetchBlob(str(self.parameter)).shape)
+                value = workspace.FetchBlob(str(self.parameter))
+                # a mutex, map or index has no shape
+                shape = list(value.shape) if isinstance(value, np.ndarray) else None
                 workspace.ResetWorkspace()
             return shape
         except RuntimeError as exc:
