@@ -1,8 +1,9 @@
 """``HomotopyWeight``: ``alpha x + beta y`` of two scalars, moving from x to y as training goes.
 
 ``lr = LearningRate(iter, policy="inv", gamma, power, base_lr=1)`` = ``(1 + gamma iter)^-power``
-with gamma and power solved so that lr is 1/2 at ``half_life`` and 1/4 at ``quad_life``
-(``quad_life > 2 half_life``); ``alpha = lr + min_weight``, ``beta = (1 - lr) + min_weight``. The
+with, as Caffe2 solves them, ``x = t (1 + sqrt 2) / 2 - sqrt 2`` for ``t = quad_life / half_life``
+(``quad_life > 2 half_life``), ``gamma = (x - 1) / half_life`` and ``power = log 2 / log x``, so
+lr is 1/2 at ``half_life``; ``alpha = lr + min_weight``, ``beta = (1 - lr) + min_weight``. The
 iteration is the layer's own atomic counter (stepped by each run) or ``atomic_iter`` if given.
 As in Caffe2, ``max_weight`` only sets a scale whose scaled rates are computed but not used."""
 
@@ -42,8 +43,7 @@ class HomotopyWeight(ModelLayer):
         self.gamma, self.power = self.solve_inv_lr_params(half_life, quad_life)
 
     def solve_inv_lr_params(self, half_life: float, quad_life: float) -> tuple[float, float]:
-        """gamma, power with ``(1 + gamma h)^-power = 1/2`` and ``(1 + gamma q)^-power = 1/4``
-        (x = 1 + gamma h solves ``(1 + (x - 1) q / h) = x^2``)."""
+        """gamma and power of the ``inv`` learning-rate policy (see module doc)."""
         if half_life <= 0:
             raise LayerError(f"HomotopyWeight: half_life must be > 0, got {half_life}")
         if quad_life <= 2 * half_life:
