@@ -90,11 +90,13 @@ def trained(tmp_path):
     assert any(op.type == "SparseAdagrad" for op in model.net.Proto().op)  # embeddings get sparse updates
     rng = np.random.RandomState(0)
     record = model.input_feature_schema + model.trainer_extra_schema
+    model.store_seed(17)
+    model.apply_seed(model.param_init_net)  # the same initial parameters whatever ran before
     workspace.RunNetOnce(model.param_init_net)
     schema.FeedRecord(record, make_batch(rng, 32))
     workspace.CreateNet(model.net)
     losses = []
-    for _ in range(60):
+    for _ in range(100):
         schema.FeedRecord(record, make_batch(rng, 32))
         workspace.RunNet(model.net.Proto().name)
         losses.append(float(workspace.FetchBlob(str(loss()))))

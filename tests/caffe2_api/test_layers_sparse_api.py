@@ -196,3 +196,27 @@ def test_pairwise_dot_product_all_and_gathered():
     np.testing.assert_allclose(fetch(picked()), gram[:, [1, 5]], rtol=1e-5)
     with pytest.raises(AssertionError, match="xor"):
         m.PairwiseDotProduct(schema.Struct(("all_embeddings", x.e), ("x_embeddings", x.e), ("y_embeddings", x.e)), 9)
+
+
+def test_feature_sparse_to_dense_float_and_id_list():
+    float_map = schema.Map(schema.Scalar(np.int32), schema.Scalar(np.float32))
+    id_list_map = schema.Map(schema.Scalar(np.int32), schema.List(np.int64))
+    m = new_model(schema.Struct(("f", float_map), ("l", id_list_map)))
+    specs = [
+        ("f", schema.FeatureSpec(feature_type="FLOAT", feature_names=["a", "b", "c"], feature_ids=[5, 7, 9])),
+        ("l", schema.FeatureSpec(feature_type="ID_LIST", feature_names=["p", "q"], feature_ids=[1, 2])),
+    ]
+    out = m.FeatureSparseToDense(m.input_feature_schema, specs)
+    assert out.f.field_type().shape == (3,) and out.l.ranges.field_type().shape == (2, 2)
+    assert out.l.ranges.metadata.feature_specs.feature_ids == [1, 2]
+    run(
+        m,
+        [
+            np.array([2, 1], np.int32), np.array([9, 5, 7], np.int32), np.array([1.5, 2.5, 3.5], np.float32),
+            np.array([1, 1], np.int32), np.array([2, 1], np.int32), np.array([2, 1], np.int32),
+            np.array([10, 11, 12], np.int64),
+        ],
+    )  # fmt: skip
+    np.testing.assert_array_equal(fetch(out.f()), [[2.5, 0, 1.5], [0, 3.5, 0]])
+    np.testing.assert_array_equal(fetch(out.l.ranges()), [[[0, 0], [0, 2]], [[2, 1], [0, 0]]])
+    np.testing.assert_array_equal(fetch(out.l.values()), [10, 11, 12])
