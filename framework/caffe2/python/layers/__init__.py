@@ -15,7 +15,9 @@ _MODULES = [
     "batch_distill_lr_loss", "adaptive_weight", "constant_weight", "homotopy_weight", "label_smooth", "add_bias",
     "last_n_window_collector", "reservoir_sampling", "uniform_sampling", "build_index", "gather_record",
     "select_record_by_context", "split", "batch_normalization", "conv", "arc_cosine_feature_map",
-    "semi_random_features", "random_fourier_features", "feature_sparse_to_dense",
+    "semi_random_features", "random_fourier_features", "feature_sparse_to_dense", "layer_normalization",
+    "pairwise_similarity", "bucket_weighted", "blob_weighted_sum", "batch_huber_loss", "bpr_loss", "expand_dims",
+    "dot_product",
 ]  # fmt: skip
 
 for _name in _MODULES:
