@@ -148,3 +148,63 @@ def test_regularizer_context_and_tag_context_nest():
         with Tags("c"):
             assert TagContext.current().tags == ["a", "b", "c"]
     assert TagContext.current().tags == []
+
+
+def _run_penalty(reg, w):
+    workspace.ResetWorkspace()
+    workspace.FeedBlob("w", w)
+    net, init = core.Net("pen"), core.Net("pen_init")
+    out = reg(net, init, core.BlobReference("w"), by=regularizer.RegularizationBy.ON_LOSS)
+    workspace.RunNetOnce(init)
+    workspace.RunNetOnce(net)
+    return float(np.asarray(workspace.FetchBlob(str(out))).reshape(-1)[0])
+
+
+W = np.array([[1.0, -2.0, 0.5, 3.0], [0.0, 1.0, -1.0, 2.0]], np.float32)
+
+
+@pytest.mark.parametrize(
+    "reg, expected",
+    [
+        (regularizer.ElasticNet(0.1, 0.2), 0.1 * np.abs(W).sum() + 0.2 * (W**2).sum()),
+        # TopK works on the last axis: the k largest of each row are trimmed
+        (regularizer.L1NormTrimmed(0.5, 3), 0.5 * (np.abs(W).sum() - np.sort(np.abs(W), axis=1)[:, -3:].sum())),
+        (
+            regularizer.FCInputLpNorm(2.0, p_value=0.5),
+            2.0 * (np.sqrt((W**2).sum(0)) ** 0.5).sum() ** 2,
+        ),
+        (
+            regularizer.GroupL1Norm(0.3, [1, 3]),
+            0.3 * (np.sqrt(1) * np.linalg.norm(W[:, :1]) + np.sqrt(3) * np.linalg.norm(W[:, 1:])),
+        ),
+    ],
+    ids=["elastic_net", "l1_trimmed", "fc_input_lp", "group_l1"],
+)
+def test_later_tree_penalties_match_numpy(reg, expected):
+    np.testing.assert_allclose(_run_penalty(reg, W), expected, rtol=1e-5)
+
+
+def test_bounded_gradient_projection_clips_after_the_update():
+    workspace.ResetWorkspace()
+    workspace.FeedBlob("w", W.copy())
+    net = core.Net("bgp")
+    reg = regularizer.BoundedGradientProjection(lb=0.0, ub=1.0, left_open=True)
+    assert reg(net, core.Net("i"), core.BlobReference("w"), by="on_loss") is None
+    reg(net, core.Net("i"), core.BlobReference("w"), by="after_optimizer")
+    workspace.RunNetOnce(net)
+    np.testing.assert_allclose(workspace.FetchBlob("w"), np.clip(W, 1e-9, 1.0))
+    with pytest.raises(AssertionError):
+        regularizer.BoundedGradientProjection(lb=1.0, ub=0.0)
+    with pytest.raises(AssertionError, match="invalid by"):
+        reg(net, core.Net("i"), core.BlobReference("w"), by="later")
+
+
+def test_an_older_tree_regularizer_subclass_runs_in_its_own_stage():
+    class Doubling(regularizer.Regularizer):
+        def _run(self, net, param_init_net, param, grad):
+            return net.Scale([param], [net.NextScopedBlob("doubled")], scale=2.0)
+
+    reg = Doubling()
+    net = core.Net("old")
+    assert reg(net, core.Net("i"), core.BlobReference("w"), by="after_optimizer") is None
+    assert str(reg(net, core.Net("i"), core.BlobReference("w"))) == "doubled"

@@ -22,7 +22,7 @@ import numpy as np
 from framework import core, model_helper, schema, scope
 from framework.caffe2.python import layers as _layers_pkg  # noqa: F401  (registers every layer)
 from framework.caffe2.python.layers import layers
-from framework.caffe2.python.regularizer import Regularizer
+from framework.caffe2.python.regularizer import RegularizationBy, Regularizer
 from framework.utils import OpAlmostEqual
 
 __all__ = ["LayerModelHelper"]
@@ -403,22 +403,24 @@ class LayerModelHelper(model_helper.ModelHelper):
     def apply_regularizers_on_loss(self, train_net: Any, train_init_net: Any, blob_to_device: Any = None) -> None:
         """Add each before-optimizer regularizer's term to the loss."""
         for param, regularizer in self.param_to_reg.items():
-            if regularizer is None or regularizer.apply_after_optimizer:
+            if regularizer is None:
                 continue
             if not isinstance(regularizer, Regularizer):
                 raise layers.LayerError(f"parameter {param}: {regularizer!r} is not a Regularizer")
-            added = regularizer(train_net, train_init_net, param)
-            self.add_loss(schema.Scalar(blob=added), str(added))
+            added = regularizer(train_net, train_init_net, param, grad=None, by=RegularizationBy.ON_LOSS)
+            if added is not None:
+                self.add_loss(schema.Scalar(blob=added), str(added))
 
     def apply_regularizers_after_optimizer(
         self, train_net: Any, train_init_net: Any, grad_map: dict, blob_to_device: Any = None
     ) -> None:
         for param, regularizer in self.param_to_reg.items():
-            if regularizer is None or not regularizer.apply_after_optimizer:
+            if regularizer is None:
                 continue
             if not isinstance(regularizer, Regularizer):
                 raise layers.LayerError(f"parameter {param}: {regularizer!r} is not a Regularizer")
-            regularizer(train_net, train_init_net, param, grad_map.get(str(param)))
+            grad = grad_map.get(str(param))
+            regularizer(train_net, train_init_net, param, grad=grad, by=RegularizationBy.AFTER_OPTIMIZER)
 
     def apply_post_grad_net_modifiers(
         self, trainer_net: Any, trainer_init_net: Any, grad_map: dict, blob_to_device: Any = None
