@@ -110,3 +110,19 @@ def test_huber_and_bpr_losses():
     pos, lengths, neg = np.array([1.0, -1.0], np.float32), np.array([1, 2], np.int32), np.array([0.5, 0, 2], np.float32)
     run(m2, [pos, lengths, neg])
     np.testing.assert_allclose(fetch(bpr()), np.log1p(np.exp(neg - np.repeat(pos, lengths))).sum(), rtol=1e-5)
+
+
+def test_sparse_dropout_with_replacement_uses_each_contexts_probability():
+    ids = schema.List(schema.Scalar(np.int64, metadata=schema.Metadata(categorical_limit=10)))
+    m = new_model(f=ids)
+    out = m.SparseDropoutWithReplacement(m.input_feature_schema.f, 0.0, 0.0, 1.0, replacement_value=-1)
+    assert out.items.metadata.categorical_limit == 10
+    lengths, values = np.array([2, 3], np.int32), np.array([1, 2, 3, 4, 5], np.int64)
+    run(m, [lengths, values])  # training keeps everything
+    np.testing.assert_array_equal(fetch(out.lengths()), lengths)
+    np.testing.assert_array_equal(fetch(out.items()), values)
+    workspace.RunNetOnce(layer_model_instantiator.generate_predict_net(m))  # prediction drops every list
+    np.testing.assert_array_equal(fetch(out.lengths()), [1, 1])
+    np.testing.assert_array_equal(fetch(out.items()), [-1, -1])
+    with pytest.raises(AssertionError):
+        m.SparseDropoutWithReplacement(m.input_feature_schema.f, 0.0, 0.0, 0.0, replacement_value=-1)
