@@ -17,23 +17,15 @@ import copy
 import logging
 from typing import Any
 
-import numpy as np
-
 from framework import core, model_helper, schema, scope
 from framework.caffe2.python import layers as _layers_pkg  # noqa: F401  (registers every layer)
+from framework.caffe2.python.layer_model_constants import GlobalConstantsMixin
+from framework.caffe2.python.layer_model_training import TrainingAssemblyMixin
 from framework.caffe2.python.layers import layers
-from framework.caffe2.python.regularizer import RegularizationBy, Regularizer
-from framework.utils import OpAlmostEqual
 
 __all__ = ["LayerModelHelper"]
 
 logger = logging.getLogger(__name__)
-
-_GIVEN_TENSOR_FILL = {
-    np.dtype(np.int32): "GivenTensorIntFill",
-    np.dtype(np.int64): "GivenTensorInt64Fill",
-    np.dtype(np.bool_): "GivenTensorBoolFill",
-}
 
 
 def _shared_param_name(name: str) -> str:
@@ -47,20 +39,7 @@ def _shared_param_name(name: str) -> str:
     return parameter_sharing_context.get_parameter_name(name)
 
 
-def _given_tensor_initializer(array: Any, dtype: Any) -> Any:
-    array = np.array(array) if dtype is None else np.array(array, dtype=dtype)
-    if array.dtype.kind in "US":
-        op_type = "GivenTensorStringFill"
-    else:
-        op_type = _GIVEN_TENSOR_FILL.get(array.dtype, "GivenTensorFill")
-
-    def initializer(blob_name: Any) -> Any:
-        return core.CreateOperator(op_type, [], blob_name, shape=list(array.shape), values=array.flatten().tolist())
-
-    return initializer
-
-
-class LayerModelHelper(model_helper.ModelHelper):
+class LayerModelHelper(GlobalConstantsMixin, TrainingAssemblyMixin, model_helper.ModelHelper):
     """A model of layers over typed input records (see module doc).
 
     ``input_feature_schema`` / ``trainer_extra_schema``: schema Structs; fresh blobs of ``net`` are
@@ -108,60 +87,6 @@ class LayerModelHelper(model_helper.ModelHelper):
         if name in self._metrics_schema.fields:
             raise layers.LayerError(f"metric field {name} added twice")
         self._metrics_schema = self._metrics_schema + schema.Struct((name, value))
-
-    # -- global constants --------------------------------------------------------------
-    @staticmethod
-    def _get_global_constant_initializer_op(
-        blob_name: Any, array: Any = None, dtype: Any = None, initializer: Any = None
-    ) -> Any:
-        if array is not None:
-            if initializer is not None:
-                raise layers.LayerError("give either array or initializer for a global constant, not both")
-            initializer = _given_tensor_initializer(array, dtype)
-        elif initializer is None:
-            raise layers.LayerError("a global constant needs an array or an initializer")
-        return initializer(blob_name)
-
-    def add_global_constant(self, name: str, array: Any = None, dtype: Any = None, initializer: Any = None) -> Any:
-        """A constant blob created by every init net of this model; returns its (unique) blob name."""
-        if not isinstance(name, str):
-            raise layers.LayerError(f"global constant name must be a string, got {name!r}")
-        if name in self.global_constants:
-            raise layers.LayerError(f"{name} already added in global_constants")
-        blob_name = self.net.NextBlob(name)
-        self.global_constants[name] = blob_name
-        op = self._get_global_constant_initializer_op(blob_name, array, dtype, initializer)
-        if blob_name in self.global_constant_initializers:
-            raise layers.LayerError(f"blob {blob_name} already has an initializer")
-        self.global_constant_initializers[blob_name] = op
-        return blob_name
-
-    def maybe_add_global_constant(self, name: str, *args: Any, **kwargs: Any) -> Any:
-        """``add_global_constant`` unless ``name`` exists; then its initializer must match."""
-        if name in self.global_constants:
-            blob_name = self.global_constants[name]
-            op = self._get_global_constant_initializer_op(blob_name, *args, **kwargs)
-            previous = self.global_constant_initializers[blob_name]
-            if not OpAlmostEqual(op, previous, "debug_info"):
-                raise layers.LayerError(f"conflicting initializers for global constant {blob_name}: {previous} vs {op}")
-            return blob_name
-        return self.add_global_constant(name, *args, **kwargs)
-
-    def _init_global_constants(self) -> None:
-        self.global_constants: dict[str, Any] = {}
-        self.global_constant_initializers: dict[Any, Any] = {}
-        self.add_global_constant("ONE", 1.0)
-        self.add_global_constant("ZERO", 0.0)
-        self.add_global_constant("ZERO_RANGE", [0, 0], dtype="int32")
-
-    def _add_global_constants(self, init_net: Any) -> None:
-        init_net.Proto().op.extend(list(self.global_constant_initializers.values()))
-
-    def create_init_net(self, name: str) -> Any:
-        """A new net holding the initializers of the global constants."""
-        init_net = core.Net(name)
-        self._add_global_constants(init_net)
-        return init_net
 
     # -- parameters and layers ---------------------------------------------------------
     def _validate_param_shape(self, param_name: str, shape: Any) -> None:
@@ -238,20 +163,6 @@ class LayerModelHelper(model_helper.ModelHelper):
 
     def get_parameter_blobs(self) -> list[Any]:
         return [p.parameter for layer in self._layers for p in layer.get_parameters()]
-
-    def add_post_grad_net_modifiers(self, modifier: Any) -> None:
-        if modifier in self._post_grad_net_modifiers:
-            raise layers.LayerError(f"{modifier} is already in {self._post_grad_net_modifiers}")
-        if not callable(modifier):
-            raise layers.LayerError(f"{modifier} has to be a NetModifier")
-        self._post_grad_net_modifiers.append(modifier)
-
-    def add_final_net_modifiers(self, modifier: Any) -> None:
-        if modifier in self._final_net_modifiers:
-            raise layers.LayerError(f"{modifier} is already in {self._final_net_modifiers}")
-        if not callable(modifier):
-            raise layers.LayerError(f"{modifier} has to be a NetModifier")
-        self._final_net_modifiers.append(modifier)
 
     # -- seeds and records -------------------------------------------------------------
     @property
@@ -398,53 +309,6 @@ class LayerModelHelper(model_helper.ModelHelper):
     @property
     def layers(self) -> list[layers.ModelLayer]:
         return self._layers
-
-    # -- training-net assembly (used by layer_model_instantiator) ---------------------
-    def apply_regularizers_on_loss(self, train_net: Any, train_init_net: Any, blob_to_device: Any = None) -> None:
-        """Add each before-optimizer regularizer's term to the loss."""
-        for param, regularizer in self.param_to_reg.items():
-            if regularizer is None:
-                continue
-            if not isinstance(regularizer, Regularizer):
-                raise layers.LayerError(f"parameter {param}: {regularizer!r} is not a Regularizer")
-            added = regularizer(train_net, train_init_net, param, grad=None, by=RegularizationBy.ON_LOSS)
-            if added is not None:
-                self.add_loss(schema.Scalar(blob=added), str(added))
-
-    def apply_regularizers_after_optimizer(
-        self, train_net: Any, train_init_net: Any, grad_map: dict, blob_to_device: Any = None
-    ) -> None:
-        for param, regularizer in self.param_to_reg.items():
-            if regularizer is None:
-                continue
-            if not isinstance(regularizer, Regularizer):
-                raise layers.LayerError(f"parameter {param}: {regularizer!r} is not a Regularizer")
-            grad = grad_map.get(str(param))
-            regularizer(train_net, train_init_net, param, grad=grad, by=RegularizationBy.AFTER_OPTIMIZER)
-
-    def apply_post_grad_net_modifiers(
-        self, trainer_net: Any, trainer_init_net: Any, grad_map: dict, blob_to_device: Any = None
-    ) -> None:
-        param_grad_map = {p: grad_map[p] for p in self.param_to_optim if p in grad_map}
-        for modifier in self._post_grad_net_modifiers:
-            modifier(trainer_net, trainer_init_net, param_grad_map, blob_to_device=blob_to_device)
-
-    def apply_final_net_modifiers(
-        self, trainer_net: Any, trainer_init_net: Any, grad_map: dict, blob_to_device: Any = None
-    ) -> None:
-        for modifier in self._final_net_modifiers:
-            modifier(trainer_net, trainer_init_net, grad_map, blob_to_device=blob_to_device)
-
-    def apply_optimizers(self, train_net: Any, train_init_net: Any, grad_map: dict, blob_to_device: Any = None) -> None:
-        """Run each parameter's optimizer (under the parameter's device, CPU by default)."""
-        blob_to_device = blob_to_device or {}
-        cpu = core.DeviceOption(0)
-        for param, optimizer in self.param_to_optim.items():
-            if optimizer is None:
-                raise layers.LayerError(f"parameter {param} has no optimizer and the model has no default_optimizer")
-            device = blob_to_device.get(param, cpu)
-            with core.DeviceScope(device):
-                optimizer(train_net, train_init_net, param, grad_map.get(str(param)))
 
     def _GetOne(self) -> Any:  # noqa: N802
         return self.global_constants["ONE"]
