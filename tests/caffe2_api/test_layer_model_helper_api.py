@@ -62,7 +62,7 @@ def test_layer_names_params_and_shared_shapes():
     ]  # fmt: skip
     assert m.layers[2].params[0].shape == [4, 3]
     with core.NameScope("fc", reset=True):
-        with pytest.raises(AssertionError, match="inconsistent shapes"):
+        with pytest.raises(ValueError, match="Got inconsistent shapes"):
             m.create_param("w", [5, 3], ("ConstantFill", {}))
     with pytest.raises(AttributeError, match="non-registered layer"):
         m.NoSuchLayer(m.input_feature_schema.x)

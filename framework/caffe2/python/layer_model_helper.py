@@ -93,7 +93,7 @@ class LayerModelHelper(GlobalConstantsMixin, TrainingAssemblyMixin, model_helper
         ref = self._param_to_shape.get(param_name)
         if param_name in self._param_to_shape and shape != ref:
             raise layers.LayerError(
-                f"inconsistent shapes between shared parameters when mapping a blob in scope "
+                f"Got inconsistent shapes between shared parameters when trying to map a blob in scope "
                 f"{scope.CurrentNameScope()} to {param_name}: ref_shape {ref}, shape {shape}"
             )
 
