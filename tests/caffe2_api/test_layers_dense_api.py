@@ -179,3 +179,32 @@ def test_tags_exclude_layers_from_contexts():
     assert predict.output_record().field_names() == ["b"]  # outputs the net does not make are dropped
     _, train = layer_model_instantiator.generate_training_nets_forward_only(m)
     assert len(train.Proto().op) == 2
+
+
+def test_fc_split_by_max_fc_size_transposed_clipped_and_on_a_later_axis():
+    m = new_model(x=(np.float32, (4,)), z=(np.float32, (2, 3)))
+    x, z = m.input_feature_schema.x, m.input_feature_schema.z
+    split = m.FC(x, 5, max_fc_size=8)  # at most 2 outputs (8 weights / 4 inputs) per FC
+    assert m.layers[0].output_dim_vec == [2, 2, 1]
+    transposed = m.FC(x, 3, transposed=True, clip_param=(-0.1, 0.1))
+    per_row = m.FC(z, 2, axis=2)
+    assert per_row.field_type().shape == (2, 2) and fetch_shape(m.layers[2].params[0]) == [2, 3]
+    xv = np.random.RandomState(4).randn(3, 4).astype(np.float32)
+    zv = np.random.RandomState(5).randn(3, 2, 3).astype(np.float32)
+    run_forward(m, [xv, zv])
+    ws = [fetch(f"fc/w_sub_{i}") for i in range(3)]
+    bs = [fetch(f"fc/b_sub_{i}") for i in range(3)]
+    np.testing.assert_allclose(fetch(split()), xv @ np.concatenate(ws).T + np.concatenate(bs), rtol=1e-5, atol=1e-6)
+    w_t, b_t = fetch("fc_auto_0/w"), fetch("fc_auto_0/b")
+    assert w_t.shape == (4, 3)
+    np.testing.assert_allclose(
+        fetch(transposed()), xv @ np.clip(w_t, -0.1, 0.1) + np.clip(b_t, -0.1, 0.1), rtol=1e-5, atol=1e-6
+    )
+    w2, b2 = fetch("fc_auto_1/w"), fetch("fc_auto_1/b")
+    np.testing.assert_allclose(fetch(per_row()), zv @ w2.T + b2, rtol=1e-5, atol=1e-6)
+    with pytest.raises(AssertionError, match="max_fc_size"):
+        m.FC(x, 5, max_fc_size=2)
+
+
+def fetch_shape(param):
+    return param.shape
