@@ -220,3 +220,20 @@ def test_feature_sparse_to_dense_float_and_id_list():
     np.testing.assert_array_equal(fetch(out.f()), [[2.5, 0, 1.5], [0, 3.5, 0]])
     np.testing.assert_array_equal(fetch(out.l.ranges()), [[[0, 0], [0, 2]], [[2, 1], [0, 0]]])
     np.testing.assert_array_equal(fetch(out.l.values()), [10, 11, 12])
+
+
+def test_recency_weighted_is_a_learned_weight_sum_and_training_uses_the_trainer_version():
+    m = new_model(schema.Struct(("f", schema.Map(ids(), schema.Scalar(np.float32)))))
+    out = m.SparseLookup(m.input_feature_schema.f, [2], "RecencyWeighted")
+    lengths, keys, scores = np.array([2], np.int32), np.array([3, 5], np.int64), np.array([0.5, 2.0], np.float32)
+    run(m, [lengths, keys, scores])
+    _, train = layer_model_instantiator.generate_training_nets_forward_only(m)
+    (op,) = train.Proto().op
+    assert op.type == "SparseLengthsWeightedSum" and [a.i for a in op.arg if a.name == "grad_on_weights"] == [1]
+    assert m.layers[0].trainer_version == "fp32"
+    t = fetch("sparse_lookup/w")
+    np.testing.assert_allclose(fetch(out()), [0.5 * t[3] + 2.0 * t[5]], rtol=1e-5)
+    with pytest.raises(AssertionError, match="version"):
+        from framework.caffe2.python.layers.sparse_lookup import get_sparse_lookup_trainer_version
+
+        get_sparse_lookup_trainer_version("int8")

@@ -9,13 +9,15 @@ IdList reducers    Sum/WeightedSum -> SparseLengthsSum; Mean/WeightedMean -> Spa
                    None -> Gather (one embedding per id);
                    Max, LogSumExp, LogMeanExp -> Gather + SortedSegmentRange<reducer>
 IdScoreList        Sum/Mean (scores ignored); WeightedSum/WeightedMean -> SparseLengthsWeighted*;
-                   PositionWeighted -> SparseLengthsWeightedSum with ``grad_on_weights=1``
-                   (the scores are learned position weights); None -> Gather
+                   PositionWeighted / RecencyWeighted -> SparseLengthsWeightedSum with
+                   ``grad_on_weights=1`` (the scores are learned weights); None -> Gather
 =================  ==========================================================================
 
-The predictor version (``fp32`` default, ``fp16``, ``uint8rowwise``, ``fused_uint8rowwise``) comes
-from the arg scope of ``get_sparse_lookup_predictor_version`` (Caffe2's ``helpers.arg_scope``);
-8-bit versions are used only for 2-D tables with at least 8 columns.
+Training reads the table at the trainer version (``fp32``, or ``fp16`` with a Float16UniformFill
+table) from the arg scope of ``get_sparse_lookup_trainer_version``; evaluation and prediction at the
+predictor version (``fp32`` default, ``fp16``, ``uint8rowwise``, ``fused_uint8rowwise``) from that of
+``get_sparse_lookup_predictor_version`` (Caffe2's ``helpers.arg_scope``); 8-bit versions are used
+only for 2-D tables with at least 8 columns.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from framework.caffe2.python.layers.layers import (
     get_key,
 )
 
-__all__ = ["SparseLookup", "get_sparse_lookup_predictor_version"]
+__all__ = ["SparseLookup", "get_sparse_lookup_predictor_version", "get_sparse_lookup_trainer_version"]
 
 _VERSIONS = ("fp32", "fp16", "uint8rowwise", "fused_uint8rowwise")
 _SUFFIX = {"fp32": "", "fp16": "", "uint8rowwise": "8BitsRowwise", "fused_uint8rowwise": "Fused8BitRowwise"}
@@ -51,14 +53,19 @@ def get_sparse_lookup_predictor_version(version: str) -> str:
     return version
 
 
-def _scoped_version() -> str:
-    """The version set by ``arg_scope([get_sparse_lookup_predictor_version], version=...)``."""
+def get_sparse_lookup_trainer_version(version: str) -> str:
+    if version not in ("fp32", "fp16"):
+        raise LayerError(f"unexpected trainer version of sparse_lookup layer {version!r} (fp32 or fp16)")
+    return version
+
+
+def _scoped_version(getter: Any, default: str) -> str:
+    """The version set by ``arg_scope([getter], version=...)`` (Caffe2's ``helpers.arg_scope``)."""
     try:
         from framework.caffe2.python.helpers.arg_scope import get_current_scope
     except ImportError:
-        return "fp32"
-    kwargs = get_current_scope().get(get_sparse_lookup_predictor_version.__name__, {"version": "fp32"})
-    return get_sparse_lookup_predictor_version(**kwargs)
+        return default
+    return getter(**get_current_scope().get(getter.__name__, {"version": default}))
 
 
 def _is_id_list(record: Any) -> bool:
@@ -72,7 +79,9 @@ def _is_id_score_list(record: Any) -> bool:
 class SparseLookup(ModelLayer):
     _id_list_supported_reducers = ["LogMeanExp", "LogSumExp", "Max", "Mean", "Sum", "WeightedSum", "WeightedMean",
                                    "Sqrt", "None"]  # fmt: skip
-    _id_score_list_supported_reducers = ["PositionWeighted", "Mean", "Sum", "WeightedSum", "WeightedMean", "None"]
+    _id_score_list_supported_reducers = ["PositionWeighted", "RecencyWeighted", "Mean", "Sum", "WeightedSum",
+                                         "WeightedMean", "None"]  # fmt: skip
+    _fp16_compatible_init_op_types = ["Float16UniformFill"]
 
     def __init__(
         self, model: Any, input_record: Any, inner_shape: Any, reducer: str, weight_init: Any = None,
@@ -83,10 +92,10 @@ class SparseLookup(ModelLayer):
             inner_shape = [inner_shape]
         if not isinstance(inner_shape, (list, tuple)):
             raise LayerError(f"SparseLookup: inner_shape must be a list or tuple, got {type(inner_shape).__name__}")
-        if reducer == "PositionWeighted":
+        if reducer in ("PositionWeighted", "RecencyWeighted"):
             if not _is_id_score_list(self.input_record):
                 raise LayerError(
-                    f"PositionWeighted only supports IdScoreList, got {self.input_record!r}; use the "
+                    f"{reducer} only supports IdScoreList, got {self.input_record!r}; use the "
                     "PositionWeighted layer to turn an IdList into an IdScoreList"
                 )
             self.external_weights = input_record.values()
@@ -94,9 +103,20 @@ class SparseLookup(ModelLayer):
         input_dim = get_categorical_limit(input_record)
         if not input_dim or input_dim <= 0:
             raise LayerError(f"{get_key(input_record)()} should have categorical limit > 0, got {input_dim}")
-        scale = math.sqrt(1.0 / input_dim)
+        self.input_dim = input_dim
         self.shape = [input_dim] + list(inner_shape)
-        self.weight_init = weight_init or ("UniformFill", {"min": -scale, "max": scale})
+        self.trainer_version = _scoped_version(get_sparse_lookup_trainer_version, "fp32")
+        scale = math.sqrt(1.0 / input_dim)
+        fill = "Float16UniformFill" if self.trainer_version == "fp16" else "UniformFill"
+        self.weight_init = weight_init or (fill, {"min": -scale, "max": scale})
+        if self.trainer_version == "fp16":
+            if self.weight_init[0] == "UniformFill":
+                self.weight_init = ("Float16UniformFill", self.weight_init[1])
+            if self.weight_init[0] not in self._fp16_compatible_init_op_types:
+                raise LayerError(
+                    f"fp16 training needs an fp16 initializer for the table, got {self.weight_init[0]} "
+                    f"(supported: {self._fp16_compatible_init_op_types})"
+                )
         if _is_id_list(self.input_record):
             sparse_key = self.input_record.items()
         elif _is_id_score_list(self.input_record):
@@ -170,7 +190,7 @@ class SparseLookup(ModelLayer):
             self._gather_wrapper(net, version, items, self.output_schema.field_blobs())
         else:
             rows = self._gather_wrapper(net, version, items, "table_rows")
-            segment_ids = net.LengthsToSegmentIds(lengths, lengths + "_sid")
+            segment_ids = net.LengthsToSegmentIds(lengths, net.NextScopedBlob(lengths + "_sid"))
             getattr(net, "SortedSegmentRange" + self.reducer)([rows, segment_ids], self.output_schema.field_blobs())
 
     def _add_ops_id_score_list(self, net: Any, version: str) -> None:
@@ -181,17 +201,26 @@ class SparseLookup(ModelLayer):
             self._lengths_reducer(net, version, self.reducer, [self.w, values, keys, lengths], grad_on_weights=0)
         elif self.reducer in ("Sum", "Mean"):
             self._lengths_reducer(net, version, self.reducer, [self.w, keys, lengths])
-        elif self.reducer == "PositionWeighted":
+        elif self.reducer in ("PositionWeighted", "RecencyWeighted"):
             self._lengths_reducer(
                 net, version, "WeightedSum", [self.w, self.external_weights, keys, lengths], grad_on_weights=1
             )
         else:
             self._gather_wrapper(net, version, keys, self.output_schema.field_blobs())
 
+    def add_train_ops(self, net: Any) -> None:
+        """Training reads the table at the trainer version (fp32, or fp16 from the arg scope)."""
+        self._add_ops(net, self.trainer_version)
+
     def add_ops(self, net: Any) -> None:
-        version = _scoped_version()
+        """Evaluation and prediction read it at the predictor version (8-bit only for 2-D tables
+        with rows of at least 8 values)."""
+        version = _scoped_version(get_sparse_lookup_predictor_version, "fp32")
         if version in ("uint8rowwise", "fused_uint8rowwise") and not self.support_8bit():
             version = "fp32"
+        self._add_ops(net, version)
+
+    def _add_ops(self, net: Any, version: str) -> None:
         if _is_id_list(self.input_record):
             self._add_ops_id_list(net, version)
         elif _is_id_score_list(self.input_record):
