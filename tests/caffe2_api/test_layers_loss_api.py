@@ -164,3 +164,28 @@ def test_constant_adaptive_and_homotopy_weights():
     lr = (1 + gamma * 3) ** -power
     assert np.isclose((1 + gamma * 2) ** -power, 0.5)
     np.testing.assert_allclose(fetch(homotopy()), lr * 2 + (1 - lr) * 4, rtol=1e-5)
+
+
+def test_batch_lr_loss_focal_factor_and_uncertainty():
+    m = new_model(label=np.float32, logit=(np.float32, (1,)), prediction=(np.float32, (1,)), log_variance=np.float32)
+    x = m.input_feature_schema
+    focal = m.BatchLRLoss(
+        schema.Struct(("label", x.label), ("logit", x.logit), ("prediction", x.prediction)), focal_gamma=2.0
+    )
+    uncertain = m.BatchLRLoss(
+        schema.Struct(("label", x.label), ("logit", x.logit), ("log_variance", x.log_variance)),
+        uncertainty_penalty=0.5,
+    )
+    pred = 1 / (1 + np.exp(-LOGIT))
+    s = RNG.randn(6).astype(np.float32)
+    run(m, [LABEL, LOGIT, pred, s])
+    per_example = xent(LOGIT[:, 0], LABEL)
+    factor = (LABEL + pred[:, 0] - 2 * LABEL * pred[:, 0]) ** 2
+    # as in Caffe2: the cross entropy is (batch,) and the factor (batch, 1), so their product
+    # broadcasts to (batch, batch) and the average is mean(xent) * mean(factor)
+    np.testing.assert_allclose(fetch(focal()), per_example.mean() * factor.mean(), rtol=1e-4)
+    # the same broadcast: exp(-s) and s are (batch, 1)
+    expected = 0.5 * (np.exp(-s).mean() * per_example.mean() + 0.5 * s.mean())
+    np.testing.assert_allclose(fetch(uncertain()), expected, rtol=1e-4)
+    with pytest.raises(AssertionError):
+        m.BatchLRLoss(x, log_D_trick=True, unjoined_lr_loss=True)

@@ -8,7 +8,12 @@ the loss is ``xent_weight * xent + jsd_weight * BernoulliJSD(prediction, label)`
 either constants (``1 - jsd_weight``, ``jsd_weight``) or, with homotopy weighting, moved from
 (1, 0) by ``LearningRate(policy="inv", gamma=1e-6, power=0.1)`` of an atomic counter; a ``weight``
 field multiplies it (with no gradient through the weight); then AveragedLoss (``average_loss``) or
-ReduceFrontSum. The layer is excluded from prediction."""
+ReduceFrontSum. The later tree's options: ``focal_gamma`` multiplies the cross entropy by the focal
+factor ``(y + p - 2 y p)^gamma`` of ``prediction`` (optionally without gradient through it); a
+``log_variance`` field s gives ``0.5 (exp(-s) loss + uncertainty_penalty s)``; ``log_D_trick`` /
+``unjoined_lr_loss`` are passed to the op. As in Caffe2, a ``(batch, 1)`` logit gives a ``(batch,)``
+cross entropy while the focal factor and the log-variance terms are ``(batch, 1)``: their products
+broadcast to ``(batch, batch)`` before the average. The layer is excluded from prediction."""
 
 from __future__ import annotations
 
@@ -27,7 +32,9 @@ class BatchLRLoss(ModelLayer):
     def __init__(
         self, model: Any, input_record: Any, name: str = "batch_lr_loss", average_loss: bool = True,
         jsd_weight: float = 0.0, pos_label_target: float = 1.0, neg_label_target: float = 0.0,
-        homotopy_weighting: bool = False, **kwargs: Any,
+        homotopy_weighting: bool = False, log_D_trick: bool = False, unjoined_lr_loss: bool = False,  # noqa: N803
+        uncertainty_penalty: float = 1.0, focal_gamma: float = 0.0, stop_grad_in_focal_factor: bool = False,
+        **kwargs: Any,
     ) -> None:  # fmt: skip
         super().__init__(model, name, input_record, **kwargs)
         self.average_loss = average_loss
@@ -50,6 +57,15 @@ class BatchLRLoss(ModelLayer):
             )
         self.pos_label_target = pos_label_target
         self.neg_label_target = neg_label_target
+        if log_D_trick and unjoined_lr_loss:
+            raise LayerError("BatchLRLoss: log_D_trick and unjoined_lr_loss exclude each other")
+        self.log_D_trick = log_D_trick
+        self.unjoined_lr_loss = unjoined_lr_loss
+        if uncertainty_penalty < 0:
+            raise LayerError(f"BatchLRLoss: uncertainty_penalty must be >= 0, got {uncertainty_penalty}")
+        self.uncertainty_penalty = uncertainty_penalty
+        self.focal_gamma = focal_gamma
+        self.stop_grad_in_focal_factor = stop_grad_in_focal_factor
         self.tags.update([Tags.EXCLUDE_FROM_PREDICTION])
         self.output_schema = schema.Scalar(np.float32, self.get_next_blob_reference("output"))
 
@@ -86,13 +102,19 @@ class BatchLRLoss(ModelLayer):
                 high_value=self.pos_label_target,
             )  # fmt: skip
         loss = net.SigmoidCrossEntropyWithLogits(
-            [self.input_record.logit(), label], net.NextScopedBlob("cross_entropy")
-        )
+            [self.input_record.logit(), label], net.NextScopedBlob("cross_entropy"), log_D_trick=self.log_D_trick,
+            unjoined_lr_loss=self.unjoined_lr_loss,
+        )  # fmt: skip
+        if self.focal_gamma != 0:
+            label = net.StopGradient([label], [net.NextScopedBlob("label_stop_gradient")])
+            loss = net.Mul([loss, self._focal_factor(net, label)], net.NextScopedBlob("focallossxent"))
         if self.jsd_fuse:
             jsd = net.BernoulliJSD([self.input_record.prediction(), label], net.NextScopedBlob("jsd"))
             if self.homotopy_weighting:
                 self.update_weight(net)
             loss = net.WeightedSum([loss, self.xent_weight, jsd, self.jsd_weight], net.NextScopedBlob("loss"))
+        if "log_variance" in self.input_record.fields:
+            loss = self._with_uncertainty(net, loss)
         if "weight" in self.input_record.fields:
             weight = self.input_record.weight()
             if self.input_record.weight.field_type().base != np.float32:
@@ -103,3 +125,27 @@ class BatchLRLoss(ModelLayer):
             net.AveragedLoss(loss, self.output_schema.field_blobs())
         else:
             net.ReduceFrontSum(loss, self.output_schema.field_blobs())
+
+    def _focal_factor(self, net: Any, label: Any) -> Any:
+        """``(y (1 - p) + p (1 - y))^gamma`` = ``(y + p - 2 y p)^gamma`` of ``prediction`` p."""
+        p = self.input_record.prediction()
+        y_plus_p = net.Add([p, label], net.NextScopedBlob("y_plus_p"))
+        yp = net.Mul([p, label], net.NextScopedBlob("yp"))
+        two_yp = net.Scale(yp, net.NextScopedBlob("two_yp"), scale=2.0)
+        base = net.Sub([y_plus_p, two_yp], net.NextScopedBlob("y_plus_p_sub_two_yp"))
+        factor = net.Pow(base, net.NextScopedBlob("y_plus_p_sub_two_yp_power"), exponent=float(self.focal_gamma))
+        if self.stop_grad_in_focal_factor is True:
+            factor = net.StopGradient([factor], [net.NextScopedBlob("focal_factor_stop_gradient")])
+        return factor
+
+    def _with_uncertainty(self, net: Any, loss: Any) -> Any:
+        """``0.5 (exp(-s) loss + penalty s)`` with the learned ``log_variance`` s (exp's argument
+        clipped at 88 against overflow)."""
+        s = net.ExpandDims(self.input_record.log_variance(), net.NextScopedBlob("expanded_log_variance"), dims=[1])
+        neg = net.Negative([s], net.NextScopedBlob("neg_log_variance"))
+        neg = net.Clip([neg], net.NextScopedBlob("clipped_neg_log_variance"), max=88.0)
+        scaled = net.Mul([net.Exp([neg], net.NextScopedBlob("exp_neg_log_variance")), loss],
+                         net.NextScopedBlob("exp_neg_log_variance_loss"))  # fmt: skip
+        penalty = net.Scale(s, net.NextScopedBlob("penalized_unceratinty"), scale=float(self.uncertainty_penalty))
+        total = net.Add([scaled, penalty], net.NextScopedBlob("loss"))
+        return net.Scale(total, net.NextScopedBlob("loss"), scale=0.5)
