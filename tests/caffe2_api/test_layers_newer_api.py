@@ -126,3 +126,14 @@ def test_sparse_dropout_with_replacement_uses_each_contexts_probability():
     np.testing.assert_array_equal(fetch(out.items()), [-1, -1])
     with pytest.raises(AssertionError):
         m.SparseDropoutWithReplacement(m.input_feature_schema.f, 0.0, 0.0, 0.0, replacement_value=-1)
+
+
+def test_batch_unjoined_mse_loss():
+    m = new_model(label=np.float32, prediction=(np.float32, (1,)))
+    loss = m.BatchUnjoinedMSELoss(m.input_feature_schema)
+    label = np.array([0.0, 1.0, 2.0], np.float32)
+    pred = np.array([[0.5], [1.5], [1.0]], np.float32)
+    run(m, [label, pred])
+    p = pred[:, 0]
+    per = np.where(label == 0, 0.5 * p**2, 0.5 * (label - p) ** 2 - 0.5 * p**2)
+    np.testing.assert_allclose(fetch(loss()), per.mean(), rtol=1e-5)
