@@ -7,8 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from framework import schema, workspace
+from framework import workspace
 from framework.caffe2.python import layer_model_helper, layer_model_instantiator
+from framework.caffe2.python._modules import schema
 
 
 def new_model(**fields) -> layer_model_helper.LayerModelHelper:

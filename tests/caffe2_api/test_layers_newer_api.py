@@ -7,8 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from framework import schema, workspace
+from framework import workspace
 from framework.caffe2.python import layer_model_helper, layer_model_instantiator
+from framework.caffe2.python._modules import schema
 from framework.caffe2.python.normalizer import BatchNormalizer, LayerNormalizer
 from framework.caffe2.python.normalizer_context import NormalizerContext, UseNormalizer
 

@@ -9,8 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from framework import schema, workspace
+from framework import workspace
 from framework.caffe2.python import layer_model_helper, layer_model_instantiator
+from framework.caffe2.python._modules import schema
 
 LIMIT = 10
 
@@ -114,8 +115,9 @@ def test_sparse_lookup_needs_a_categorical_limit():
 
 def test_sparse_lookup_trains_only_the_rows_it_reads():
     """Its gradient is sparse: Adagrad via the default optimizer touches only looked-up rows."""
-    from framework.optimizer import AdagradOptimizer
+    from framework.caffe2.python._modules import optimizer
 
+    AdagradOptimizer = optimizer.AdagradOptimizer  # noqa: N806
     m = new_model(schema.Struct(("f", schema.List(ids()))))
     m.default_optimizer = AdagradOptimizer(alpha=0.5)
     emb = m.SparseLookup(m.input_feature_schema.f, [2], "Sum")

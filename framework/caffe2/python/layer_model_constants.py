@@ -8,8 +8,10 @@ from typing import Any
 import numpy as np
 
 from framework import core
+from framework.caffe2.python._modules import utils as _utils
 from framework.caffe2.python.layers import layers
-from framework.utils import OpAlmostEqual
+
+OpAlmostEqual = _utils.OpAlmostEqual
 
 __all__ = ["GlobalConstantsMixin"]
 

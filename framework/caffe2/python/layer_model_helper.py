@@ -17,8 +17,9 @@ import copy
 import logging
 from typing import Any
 
-from framework import core, model_helper, schema, scope
+from framework import core
 from framework.caffe2.python import layers as _layers_pkg  # noqa: F401  (registers every layer)
+from framework.caffe2.python._modules import model_helper, schema, scope
 from framework.caffe2.python.layer_model_constants import GlobalConstantsMixin
 from framework.caffe2.python.layer_model_training import TrainingAssemblyMixin
 from framework.caffe2.python.layers import layers

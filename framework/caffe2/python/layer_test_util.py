@@ -13,10 +13,13 @@ from typing import Any
 
 import numpy as np
 
-from framework import core, schema, test_util, workspace
+from framework import core, workspace
 from framework.caffe2.python import layer_model_helper, layer_model_instantiator
+from framework.caffe2.python._modules import schema, test_util
+from framework.caffe2.python._modules import utils as _utils
 from framework.proto.framework_pb2 import OperatorDef
-from framework.utils import MakeArgument
+
+MakeArgument = _utils.MakeArgument
 
 __all__ = ["LayersTestCase", "OpSpec"]
 
