@@ -145,8 +145,6 @@ class LayerModelHelper(GlobalConstantsMixin, TrainingAssemblyMixin, model_helper
     def add_layer(self, layer: layers.ModelLayer) -> schema.Field:
         """Record ``layer`` and its parameters, add its ops to ``self.net`` (so errors surface at
         once) and return its output record."""
-        from framework.model_helper import ParameterInfo
-
         self._layers.append(layer)
         for param in layer.get_parameters():
             if not isinstance(param.parameter, core.BlobReference):
@@ -155,7 +153,7 @@ class LayerModelHelper(GlobalConstantsMixin, TrainingAssemblyMixin, model_helper
             self.params.append(param.parameter)
             if isinstance(param, layers.LayerParameter):
                 self.param_to_reg[param.parameter] = param.regularizer
-            elif isinstance(param, ParameterInfo):
+            elif isinstance(param, model_helper.ParameterInfo):
                 logger.info("regularization is unsupported for ParameterInfo object")
             else:
                 raise layers.LayerError(f"unknown parameter object {param!r} (LayerParameter or ParameterInfo)")
