@@ -71,7 +71,10 @@ def main(args: argparse.Namespace) -> int:
         raise CLIError("--checkpoint is required with a model folder", "or predict with an exported pair")
     else:
         load_checkpoint(ws, args.checkpoint)
-    missing = [b for b in md.predict_net.external_input[1:] if not ws.has_blob(b)]
+    inputs = parse_inputs(args.input, [data_blob])
+    # the first input and any blob fed with --input (a net with several inputs, e.g. the dense and
+    # sparse features of a ranking model) need not come from the init net
+    missing = [b for b in md.predict_net.external_input[1:] if not ws.has_blob(b) and b not in inputs]
     if missing:
         source = "the init net" if md.deployable else f"checkpoint {args.checkpoint}"
         raise CLIError(
@@ -80,7 +83,6 @@ def main(args: argparse.Namespace) -> int:
             if md.deployable
             else "was it written by training this model folder?",
         )
-    inputs = parse_inputs(args.input, [data_blob])
     for name, value in inputs.items():
         if value.dtype == np.float64:
             value = value.astype(np.float32)

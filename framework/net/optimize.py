@@ -614,8 +614,10 @@ def _link(net: _Net, j: int, prev: str | None) -> dict[int, int] | None:
             return None
         plain = _fusable_conv(op, net)
         fused = op.type == "ConvFusion" and _arg(op, "fusion_type") == 1 and not _arg(op, "out_channels", 0)
+        if not (plain or fused):
+            return None
         w = net.constant(op.input[1])
-        if not (plain or fused) or w is None or w.ndim != 4:
+        if w is None or w.ndim != 4:
             return None
         convs[i] = w.shape[0]
     return convs

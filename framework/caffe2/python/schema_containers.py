@@ -68,6 +68,10 @@ class List(Field):
 
     @property
     def values(self) -> Field:
+        """The list's items; for a list of Structs with a ``values`` field (a Map), that field, as
+        Caffe2's attribute lookup into a Struct item gives (``id_score_list.values()`` is the scores)."""
+        if isinstance(self._items, Struct) and "values" in self._items.fields:
+            return self._items.fields["values"]
         return self._items
 
     def _pprint_impl(self, indent: int, out: StringIO) -> None:

@@ -85,6 +85,7 @@ class Net(NetRecords):
         self._attr_dict: dict[str, list[Any]] = {}
         self._defined: set[str] = set(self._net.external_input)
         self._used: set[str] = set(self._net.external_input)
+        self._registered: set[str] = set()  # names handed out by NextBlob
         for op in self._net.op:
             self._defined.update(op.output)
             self._used.update(op.input)
@@ -166,13 +167,15 @@ class Net(NetRecords):
                 return name
 
     def NextBlob(self, prefix: str) -> BlobReference:  # noqa: N802
-        """A BlobReference named ``prefix`` (scoped), or ``prefix_auto_<i>`` if that is taken."""
+        """A BlobReference named ``prefix`` (scoped), or ``prefix_auto_<i>`` if that is taken; as in
+        Caffe2, every name handed out is reserved, so two calls never return the same name."""
         name = ScopedName(prefix)
         k = 0
         out = name
-        while self.UsesBlob(out):
+        while out in self._registered or self.UsesBlob(out):
             out = f"{name}_auto_{k}"
             k += 1
+        self._registered.add(out)
         return BlobReference(out, self)
 
     NextScopedBlob = NextBlob
