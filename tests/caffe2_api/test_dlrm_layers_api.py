@@ -14,13 +14,8 @@ import numpy as np
 import pytest
 
 from framework import workspace
-from framework.caffe2.python import layer_model_helper, layer_model_instantiator
-from framework.caffe2.python._modules import optimizer, schema
-
-try:  # the exporter's module moved between trees
-    from framework.predictor.export_pair import init_net_from_workspace, write_net
-except ModuleNotFoundError:
-    from framework.export import init_net_from_workspace, write_net
+from framework.caffe2.python import layer_model_helper, layer_model_instantiator, optimizer, schema
+from framework.predictor.export_pair import init_net_from_workspace, write_net
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DIM = 8

@@ -7,9 +7,8 @@ import numpy as np
 import pytest
 
 from framework import core, workspace
-from framework.caffe2.python import layer_model_helper, layer_model_instantiator, regularizer
-from framework.caffe2.python._modules import optimizer as _optimizer
-from framework.caffe2.python._modules import schema
+from framework.caffe2.python import layer_model_helper, layer_model_instantiator, regularizer, schema
+from framework.caffe2.python import optimizer as _optimizer
 from framework.caffe2.python.layers import layers
 from framework.caffe2.python.layers.tags import TagContext, Tags
 from framework.caffe2.python.regularizer_context import RegularizerContext, UseRegularizer

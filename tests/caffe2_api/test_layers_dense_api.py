@@ -10,8 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from framework import workspace
-from framework.caffe2.python import layer_model_helper, layer_model_instantiator
-from framework.caffe2.python._modules import schema
+from framework.caffe2.python import layer_model_helper, layer_model_instantiator, schema
 from framework.caffe2.python.layers.layers import LayerError
 from framework.caffe2.python.layers.tags import Tags
 

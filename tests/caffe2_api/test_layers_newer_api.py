@@ -8,8 +8,7 @@ import numpy as np
 import pytest
 
 from framework import workspace
-from framework.caffe2.python import layer_model_helper, layer_model_instantiator
-from framework.caffe2.python._modules import schema
+from framework.caffe2.python import layer_model_helper, layer_model_instantiator, schema
 from framework.caffe2.python.normalizer import BatchNormalizer, LayerNormalizer
 from framework.caffe2.python.normalizer_context import NormalizerContext, UseNormalizer
 

@@ -10,8 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from framework import workspace
-from framework.caffe2.python import layer_model_helper, layer_model_instantiator
-from framework.caffe2.python._modules import schema
+from framework.caffe2.python import layer_model_helper, layer_model_instantiator, schema
 
 LIMIT = 10
 
@@ -115,7 +114,7 @@ def test_sparse_lookup_needs_a_categorical_limit():
 
 def test_sparse_lookup_trains_only_the_rows_it_reads():
     """Its gradient is sparse: Adagrad via the default optimizer touches only looked-up rows."""
-    from framework.caffe2.python._modules import optimizer
+    from framework.caffe2.python import optimizer
 
     AdagradOptimizer = optimizer.AdagradOptimizer  # noqa: N806
     m = new_model(schema.Struct(("f", schema.List(ids()))))

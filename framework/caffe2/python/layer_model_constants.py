@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from framework import core
-from framework.caffe2.python._modules import utils as _utils
+from framework.caffe2.python import utils as _utils
 from framework.caffe2.python.layers import layers
 
 OpAlmostEqual = _utils.OpAlmostEqual

@@ -19,7 +19,7 @@ from typing import Any
 
 from framework import core
 from framework.caffe2.python import layers as _layers_pkg  # noqa: F401  (registers every layer)
-from framework.caffe2.python._modules import model_helper, schema, scope
+from framework.caffe2.python import model_helper, schema, scope
 from framework.caffe2.python.layer_model_constants import GlobalConstantsMixin
 from framework.caffe2.python.layer_model_training import TrainingAssemblyMixin
 from framework.caffe2.python.layers import layers

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from framework import core
-from framework.caffe2.python._modules import schema
+from framework.caffe2.python import schema
 from framework.caffe2.python.layers.layers import InstantiationContext
 from framework.caffe2.python.layers.tags import Tags
 

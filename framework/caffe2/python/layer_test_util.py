@@ -14,9 +14,8 @@ from typing import Any
 import numpy as np
 
 from framework import core, workspace
-from framework.caffe2.python import layer_model_helper, layer_model_instantiator
-from framework.caffe2.python._modules import schema, test_util
-from framework.caffe2.python._modules import utils as _utils
+from framework.caffe2.python import layer_model_helper, layer_model_instantiator, schema, test_util
+from framework.caffe2.python import utils as _utils
 from framework.proto.framework_pb2 import OperatorDef
 
 MakeArgument = _utils.MakeArgument

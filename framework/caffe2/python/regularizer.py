@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from framework import core
-from framework.caffe2.python._modules import utils
+from framework.caffe2.python import utils
 from framework.caffe2.python.layers.layers import LayerError
 
 __all__ = [

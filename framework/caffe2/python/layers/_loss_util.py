@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from framework import core
-from framework.caffe2.python._modules import schema
+from framework.caffe2.python import schema
 from framework.caffe2.python.layers.layers import LayerError
 
 __all__ = ["require_fields", "stopped_float_weight"]

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from framework import core
-from framework.caffe2.python._modules import schema
+from framework.caffe2.python import schema
 from framework.caffe2.python.layers.layers import LayerError, ModelLayer
 
 __all__ = ["AdaptiveWeight"]

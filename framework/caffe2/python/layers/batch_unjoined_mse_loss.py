@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from framework import core
-from framework.caffe2.python._modules import schema
+from framework.caffe2.python import schema
 from framework.caffe2.python.layers._loss_util import require_fields, stopped_float_weight
 from framework.caffe2.python.layers.layers import ModelLayer
 from framework.caffe2.python.layers.tags import Tags

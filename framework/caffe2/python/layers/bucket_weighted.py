@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from framework import core
-from framework.caffe2.python._modules import schema
+from framework.caffe2.python import schema
 from framework.caffe2.python.layers.layers import LayerError, ModelLayer, get_categorical_limit
 from framework.caffe2.python.layers.tags import Tags
 

@@ -15,7 +15,7 @@ from typing import Any, Callable
 import numpy as np
 
 from framework import core, workspace
-from framework.caffe2.python._modules import schema, scope
+from framework.caffe2.python import schema, scope
 from framework.caffe2.python.layers.layers import LayerError, ModelLayer
 from framework.proto.framework_pb2 import TensorProto
 

@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 
 from framework import core, workspace
-from framework.caffe2.python._modules import schema, scope
-from framework.caffe2.python._modules import utils as _utils
+from framework.caffe2.python import schema, scope
+from framework.caffe2.python import utils as _utils
 from framework.caffe2.python.layers.tags import TagContext
 from framework.errors import FrameworkError
 from framework.proto.framework_pb2 import OperatorDef

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from framework.caffe2.python._modules import schema
+from framework.caffe2.python import schema
 from framework.caffe2.python.layers.layers import LayerError, ModelLayer
 
 __all__ = ["PairwiseDotProduct"]

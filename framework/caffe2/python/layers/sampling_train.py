@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from framework.caffe2.python._modules import schema
+from framework.caffe2.python import schema
 from framework.caffe2.python.layers.layers import LayerError, ModelLayer, get_layer_class
 from framework.caffe2.python.layers.sampling_trainable_mixin import SamplingTrainableMixin
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from framework.caffe2.python._modules import schema
+from framework.caffe2.python import schema
 from framework.caffe2.python.layers.arc_cosine_feature_map import ArcCosineFeatureMap
 from framework.caffe2.python.layers.layers import LayerError
 
