@@ -71,7 +71,7 @@ def test_timeout_guard():
     code = textwrap.dedent(
         """
         import time
-        from framework import timeout_guard
+        from framework.caffe2.python import timeout_guard
         try:
             with timeout_guard.CompleteInTimeOrDie(0.2):
                 time.sleep(5)

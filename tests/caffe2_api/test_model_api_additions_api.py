@@ -126,7 +126,7 @@ def test_timeout_guard_is_disarmed_by_an_exception_in_the_block():
     code = textwrap.dedent(
         """
         import time
-        from framework import timeout_guard
+        from framework.caffe2.python import timeout_guard
         try:
             with timeout_guard.CompleteInTimeOrDie(0.3):
                 raise ValueError("inside")

@@ -10,7 +10,8 @@ multiple_of)`` is ``TrimDataset``. ``random_reader``, ``Const`` and ``execution_
 come from ``framework.caffe2.python.dataset_random``. Not ported: ``init_from_dataframe`` (pandas).
 
 >>> import numpy as np
->>> from framework import core, workspace, schema
+>>> from framework import core, workspace
+>>> from framework.caffe2.python import schema
 >>> ds = Dataset(schema.Struct(("x", schema.Scalar(np.float32))), name="doc_ds")
 >>> init = core.Net("doc_ds_init")
 >>> ds.init_empty(init)

@@ -9,7 +9,7 @@ as two nets and its parameters.
 Parameters are created through ``create_param`` by the ``framework.caffe2.python.brew``
 helpers (``<out>_w`` XavierFill, ``<out>_b`` ConstantFill for ``fc``).
 
->>> from framework import brew
+>>> from framework.caffe2.python import brew
 >>> model = ModelHelper("mlp")
 >>> h = brew.fc(model, "data", "fc1", dim_in=4, dim_out=3)
 >>> [str(p) for p in model.params]
