@@ -79,6 +79,15 @@ SerializeFn = Callable[[Any, str], BlobProto]
 DeserializeFn = Callable[[BlobProto, Blob], None]
 _SERIALIZERS: dict[type, tuple[str, SerializeFn]] = {}
 _DESERIALIZERS: dict[str, DeserializeFn] = {}
+# Called with a BlobProto type no deserializer is registered for yet (the ops layer's families import
+# the one that registers it): memory stays below ops.
+_TYPE_LOADERS: list[Callable[[str], None]] = []
+
+
+def add_blob_type_loader(loader: Callable[[str], None]) -> None:
+    """Call ``loader(type_name)`` before giving up on an unknown BlobProto type."""
+    if loader not in _TYPE_LOADERS:
+        _TYPE_LOADERS.append(loader)
 
 
 def register_blob_serializer(
@@ -274,6 +283,9 @@ def deserialize_blob(data: Any, blob: Blob) -> None:
         blob.reset(bytes(proto.content))
     else:
         fn = _DESERIALIZERS.get(proto.type)
+        for loader in _TYPE_LOADERS if fn is None else ():
+            loader(proto.type)
+            fn = _DESERIALIZERS.get(proto.type)
         if fn is None:
             raise SerializationError(
                 f"blob '{proto.name or blob.name}': unknown BlobProto type '{proto.type}'; "

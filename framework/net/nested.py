@@ -1,6 +1,6 @@
 """Nested nets (If, While, Do, ONNXWhile, RecurrentNetwork): validation, hazards, services.
 
-- ``install_services()``: gives ``framework.ops.control.subnet`` the net
+- ``install_services()``: gives ``framework.ops.subnet`` the net
   layer's "build this NetDef in this workspace" and "backward pass of these
   ops" callables (ops may not import the net layer).
 - ``check_nested(net_def, known)``: validates nested nets at net creation
@@ -181,7 +181,7 @@ def _backward_pass(ops: Iterable[OperatorDef], ys: dict[str, Any]) -> tuple[list
 
 
 def install_services() -> None:
-    from framework.ops.control import subnet
+    from framework.ops import subnet
 
     subnet.install(
         create_net=_create_subnet, compile_net=_compile_subnet, bind_net=_bind_subnet, backward_pass=_backward_pass

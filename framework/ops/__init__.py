@@ -1,29 +1,16 @@
 """Operators: registry and schemas, the Operator base, gradient makers (the
 machinery, at this level), and one package per op family (``math``, ``nn``,
-``tensor``, ``training``, ``io``...), as in Caffe2's operator catalogue. Every
-family package is imported here by name, which is what registers its ops.
+``tensor``, ``training``, ``io``...), as in Caffe2's operator catalogue. Importing a family package registers
+its ops; ``framework.ops.families`` imports each on the first look-up of one of its types.
 """
 
-from framework.ops import registry
+from framework.memory.serialize import add_blob_type_loader
+from framework.ops import families, registry
 from framework.ops.gradient import GradientSlice, get_gradient_for_op
 from framework.ops.operator import Operator
 from framework.ops.registry import all_schemas, get_schema, has_op, register_op, registered_ops, schema_of
 
-# Op families, one package each: importing a package registers its ops.
-from framework.ops import (  # noqa: E402,F401  isort:skip
-    control,
-    detection,
-    distributed,
-    io,
-    math,
-    nn,
-    onnx,
-    quantized,
-    rnn,
-    sparse,
-    tensor,
-    training,
-)
+add_blob_type_loader(families.ensure_blob_type)
 
 __all__ = [
     "GradientSlice",

@@ -1,8 +1,7 @@
 """The operator registry: op type -> OpSchema (with its Operator class).
 
-Filled at import by ``register_op`` decorators in the op modules, which
-``framework/ops/__init__.py`` imports by name. The only module-level mutable
-state in the framework.
+Filled by ``register_op`` decorators in the op modules, which their family packages import by name;
+a family is imported on the first look-up of one of its types (``framework.ops.families``).
 """
 
 from __future__ import annotations
@@ -100,8 +99,15 @@ def _norm_pairs(p: Any) -> Any:
     return p
 
 
+def _ensure(type_name: str) -> None:
+    from framework.ops import families
+
+    families.ensure_type(type_name)
+
+
 def get_schema(type_name: str) -> OpSchema:
     """The schema of ``type_name``; UnknownOperatorError with suggestions otherwise."""
+    _ensure(type_name)
     schema = _SCHEMAS.get(type_name)
     if schema is None:
         raise UnknownOperatorError(unknown_message(type_name))
@@ -122,6 +128,7 @@ def register_engine_type(type_name: str, engines: Sequence[str], target: str) ->
 def engine_type(op_def: Any) -> str:
     """The registered type that runs ``op_def``: its own, or the one its (type, engine) maps to."""
     if op_def.engine:
+        _ensure(op_def.type)
         return _ENGINE_TYPES.get((op_def.type, op_def.engine), op_def.type)
     return op_def.type
 
@@ -132,10 +139,14 @@ def schema_of(op_def: Any) -> OpSchema:
 
 
 def has_op(type_name: str) -> bool:
+    _ensure(type_name)
     return type_name in _SCHEMAS
 
 
 def unknown_message(type_name: str) -> str:
+    from framework.ops.families import load_all
+
+    load_all()
     names = list(_SCHEMAS)
     close = difflib.get_close_matches(type_name, names, n=3, cutoff=0.5)
     lower = [n for n in names if n.lower() == type_name.lower()]
@@ -148,10 +159,16 @@ def unknown_message(type_name: str) -> str:
 
 def registered_ops() -> list[str]:
     """All registered op types, sorted."""
+    from framework.ops.families import load_all
+
+    load_all()
     return sorted(_SCHEMAS)
 
 
 def all_schemas() -> list[OpSchema]:
+    from framework.ops.families import load_all
+
+    load_all()
     return [_SCHEMAS[k] for k in sorted(_SCHEMAS)]
 
 

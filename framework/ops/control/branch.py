@@ -12,7 +12,7 @@ import numpy as np
 
 from framework.errors import ShapeError, TypeMismatchError
 from framework.memory.tensor import Tensor
-from framework.ops.control.subnet import build, net_arg
+from framework.ops.subnet import build, net_arg
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op
 from framework.ops.schema import NET, UNKNOWN, Arg

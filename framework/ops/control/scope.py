@@ -16,7 +16,7 @@ import numpy as np
 
 from framework.errors import OperatorError, TypeMismatchError
 from framework.memory.workspace import Workspace
-from framework.ops.control.subnet import build, net_arg
+from framework.ops.subnet import build, net_arg
 from framework.ops.gradient import no_gradient
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op

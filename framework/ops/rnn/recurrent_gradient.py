@@ -18,7 +18,7 @@ import numpy as np
 
 from framework.errors import ShapeError
 from framework.memory.tensor import Tensor
-from framework.ops.control.subnet import compile_net
+from framework.ops.subnet import compile_net
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op
 from framework.ops.rnn.links import StepNet

@@ -25,7 +25,7 @@ import numpy as np
 from framework.errors import ArgumentError, OperatorError, ShapeError, TypeMismatchError
 from framework.memory.tensor import Tensor
 from framework.memory.workspace import Workspace
-from framework.ops.control.subnet import bind_net, compile_net
+from framework.ops.subnet import bind_net, compile_net
 from framework.ops.gradient import gradient
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op
