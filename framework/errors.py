@@ -82,3 +82,8 @@ class ResourceLimitError(FrameworkError, MemoryError):
 
 class PathNotAllowedError(FrameworkError, PermissionError):
     """A file write outside the folders the workspace allows (its root folder and allow_paths)."""
+
+
+class ModelError(FrameworkError, AssertionError):
+    """A model built inconsistently (a parameter re-created with another shape...); an AssertionError
+    too, because Caffe2 asserts there and Caffe2 programs catch that."""

@@ -372,3 +372,24 @@ def build_rms_prop(model: Any, base_learning_rate: float, weight_decay: float = 
 def reset_optimizer_instance_count() -> None:
     """Restart the per-class instance numbers used in blob names (Caffe2's function of this name)."""
     Optimizer._counts.clear()
+
+
+def get_param_device(
+    param_name: Any, grad: Any, param_to_device: dict | None = None, default_device: Any = None
+) -> Any:
+    """The DeviceOption a parameter's update runs on: ``param_to_device[param]``, else that of its gradient
+    (the values or indices of a GradientSlice), else ``default_device``; FrameworkError when none is known."""
+    param_to_device = param_to_device or {}
+    device = default_device
+    if str(param_name) in param_to_device:
+        device = param_to_device[str(param_name)]
+    elif isinstance(grad, GradientSlice):
+        for blob in (grad.values, grad.indices):
+            if str(blob) in param_to_device:
+                device = param_to_device[str(blob)]
+                break
+    elif str(grad) in param_to_device:
+        device = param_to_device[str(grad)]
+    if device is None:
+        raise FrameworkError(f"cannot infer the device of '{param_name}': no op creates it")
+    return device
