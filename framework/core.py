@@ -228,6 +228,17 @@ def InferOpBlobDevicesAsDict(op: OperatorDef) -> tuple[dict, dict]:  # noqa: N80
     return {i: dev for i in op.input}, {o: dev for o in op.output}
 
 
+def InferBlobDevices(net: Any) -> dict[str, _DeviceOptionProto]:  # noqa: N802
+    """Every blob an op of ``net`` writes, mapped to that op's DeviceOption (the CPU when it has none);
+    a later writer wins, as in Caffe2."""
+    mapping: dict[str, _DeviceOptionProto] = {}
+    for op in net.Proto().op:
+        dev = op.device_option if op.HasField("device_option") else DeviceOption()
+        for blob in op.output:
+            mapping[blob] = dev
+    return mapping
+
+
 def CreatePythonOperator(  # noqa: N802
     f: Any,
     inputs: Any,
