@@ -121,6 +121,7 @@ from framework.builder import (  # noqa: E402
 from framework.builder.records import clone_and_bind_net  # noqa: E402
 from framework.net.backward import GradientRegistry as _GradientRegistry  # noqa: E402
 from framework.net.backward import GradientSlice  # noqa: E402
+from framework.net.ir import IR  # noqa: E402, F401 - Caffe2's core.IR
 from framework.scope import (  # noqa: E402
     CurrentDeviceScope,
     CurrentNameScope,
@@ -211,9 +212,43 @@ def IsOperator(op_type: str) -> bool:  # noqa: N802
     return has_op(str(op_type))
 
 
+# Engines Caffe2 registered implementations under; each runs the default CPU implementation here.
+KNOWN_ENGINES = frozenset(
+    ["DEFAULT", "CUDNN", "MIOPEN", "EIGEN", "NNPACK", "MKLDNN", "IDEEP", "SIMD", "ACCELERATE", "PACKED",
+     "DEPTHWISE_3x3", "SparseHash", "CUB", "TENSORCORE", "QNNPACK", "DNNLOWP", "FBGEMM", "BLOCK", "GLOO", "MPI"]
+)  # fmt: skip
+
+
 def IsOperatorWithEngine(op_type: str, engine: str) -> bool:  # noqa: N802
-    """Engines run the default CPU implementation here: true for every registered type."""
-    return IsOperator(op_type)
+    """Whether ``op_type`` is registered and ``engine`` is an engine name Caffe2 used (``KNOWN_ENGINES``):
+    every engine runs the default CPU implementation here, but an unknown engine name is not one."""
+    return IsOperator(op_type) and str(engine) in KNOWN_ENGINES
+
+
+class _RegisteredOperators:
+    """Caffe2's ``core._REGISTERED_OPERATORS``: the registered op type names, a live read-only set
+    (families register lazily, so the names are read from the registry on each use)."""
+
+    @staticmethod
+    def _names() -> set[str]:
+        from framework.ops.registry import registered_ops
+
+        return set(registered_ops())
+
+    def __contains__(self, op_type: object) -> bool:
+        return isinstance(op_type, str) and IsOperator(op_type)
+
+    def __iter__(self) -> Any:
+        return iter(sorted(self._names()))
+
+    def __len__(self) -> int:
+        return len(self._names())
+
+    def __repr__(self) -> str:
+        return f"<{len(self)} registered operators>"
+
+
+_REGISTERED_OPERATORS = _RegisteredOperators()
 
 
 def IsGPUDeviceType(device_type: int) -> bool:  # noqa: N802
