@@ -19,7 +19,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Iterable
 
-from framework.errors import GradientError, OrphanStopGradientError
+from framework.errors import OrphanStopGradientError
 from framework.ops.operator import describe_op
 from framework.proto.framework_pb2 import OperatorDef
 
