@@ -57,6 +57,7 @@ __all__ = [
     "get_updated_ranges",
     "is_compatible",
     "optimize_interference",
+    "release_blobs_when_used",
     "topological_sort_traversal",
     "topological_sort_traversal_longest_path",
     "verify_assignments",
@@ -307,6 +308,34 @@ def optimize_interference(
     blob_assignments = compute_blob_assignments(assignments)
     apply_assignments(net, blob_assignments)
     return Optimization(net=net, assignments=assignments, blob_assignments=blob_assignments)
+
+
+def release_blobs_when_used(netproto: Any, dont_free_blobs: Iterable[str], selector_fun: Any = None) -> Any:
+    """A copy of ``netproto`` with a ``Free`` op right after the last read of each intermediate blob: one
+    an op of the net writes before any op reads it, that some op reads, that is not an external output,
+    not in ``dont_free_blobs``, not the input of an ``Alias`` op, and (if given) ``selector_fun(blob)``."""
+    from framework.core import CreateOperator
+
+    netproto = copy.deepcopy(netproto)
+    read: set[str] = set()
+    candidates: set[str] = set()
+    aliased: set[str] = set()
+    for op in netproto.op:
+        if op.type == "Alias":
+            aliased.add(op.input[0])
+            continue
+        read.update(op.input)
+        candidates.update(o for o in op.output if o not in read and (selector_fun is None or selector_fun(o)))
+    releasable = (candidates & read) - set(netproto.external_output) - set(dont_free_blobs) - aliased
+    ops = list(netproto.op)
+    for j in reversed(range(len(netproto.op))):
+        for blob in netproto.op[j].input:
+            if blob in releasable:
+                releasable.discard(blob)
+                ops.insert(j + 1, CreateOperator("Free", [blob], [blob]))
+    del netproto.op[:]
+    netproto.op.extend(ops)
+    return netproto
 
 
 # -- checks and statistics -----------------------------------------------------------------------

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from framework import brew, core, memonger, workspace
-from framework.errors import FrameworkError
+from framework.errors import BlobNotFoundError, FrameworkError
 from framework.model_helper import ModelHelper
 
 LR = memonger.LiveRange
@@ -126,3 +126,29 @@ def test_graph_equality_detects_a_changed_dataflow():
     shorter = core.Net(m.Proto())
     del shorter.Proto().op[-1]
     assert not memonger.verify_graph_equality(m.Proto(), shorter.Proto())
+
+
+def test_release_blobs_when_used_frees_after_the_last_read():
+    m = ModelHelper("frees")
+    x = brew.fc(m, "data", "x", dim_in=2, dim_out=2)
+    y = brew.fc(m, x, "y", dim_in=2, dim_out=2)
+    z = brew.fc(m, x, "z", dim_in=2, dim_out=2)
+    u = brew.fc(m, y, "u", dim_in=2, dim_out=2)
+    m.net.Alias(["u"], ["u_alias"])
+    brew.sum(m, [z, u], "out")
+    net = memonger.release_blobs_when_used(m.net.Proto(), {"data"})
+    freed, types = [], [op.type for op in net.op]
+    for op in net.op:
+        if op.type == "Free":
+            freed.append(op.input[0])
+        else:
+            assert not set(op.input) & set(freed) and not set(op.output) & set(freed)
+    assert sorted(freed) == ["x", "y", "z"] and types.count("Free") == 3  # u is aliased; out is never read
+    z_fc = next(i for i, op in enumerate(net.op) if list(op.output) == ["z"])
+    assert list(net.op[z_fc + 1].input) == ["x"] and net.op[z_fc + 1].type == "Free"  # right after x's last read
+    workspace.FeedBlob("data", np.ones((1, 2), np.float32))
+    workspace.RunNetOnce(m.param_init_net)
+    workspace.RunNetOnce(net)
+    assert workspace.FetchBlob("out").shape == (1, 2)
+    with pytest.raises(BlobNotFoundError, match="holds nothing"):
+        workspace.FetchBlob("x")
