@@ -57,7 +57,9 @@ __all__ = [
     "get_updated_ranges",
     "is_compatible",
     "optimize_interference",
+    "optimize_inference_for_dag",
     "release_blobs_when_used",
+    "share_grad_blobs",
     "topological_sort_traversal",
     "topological_sort_traversal_longest_path",
     "verify_assignments",
@@ -336,6 +338,78 @@ def release_blobs_when_used(netproto: Any, dont_free_blobs: Iterable[str], selec
     del netproto.op[:]
     netproto.op.extend(ops)
     return netproto
+
+
+def _share_in_order(netproto: Any, shareable: set[str], blob_shapes: dict | None = None) -> Any:
+    """Rename the ``shareable`` blobs of a copy of ``netproto`` to shared ones without reordering its ops
+    (greedy chains over the net's own order; every other blob is static); the result is checked to run
+    the same dataflow with the same in-place pairs."""
+    import numpy as np
+
+    optim = copy.deepcopy(netproto)
+    ranges = compute_ranges(list(optim.op))
+    if blob_shapes:
+        ranges = {
+            b: r._replace(size=int(np.prod(blob_shapes[b])) if b in blob_shapes else None) for b, r in ranges.items()
+        }
+    static = set(ranges) - set(shareable)
+    assignments = compute_assignments(ranges, static, AssignmentAlgorithm.GREEDY)
+    apply_assignments(optim, compute_blob_assignments(assignments))
+    if not verify_graph_equality(netproto, optim) or not verify_inplace_blobs(netproto, optim):
+        raise FrameworkError("memonger: the shared-blob net does not compute the same dataflow")
+    return optim
+
+
+def share_grad_blobs(
+    net: Any,
+    losses: Iterable[Any],
+    param_grads: Iterable[Any],
+    namescope: str,
+    dont_share_blobs: Iterable[str] | None = None,
+    share_activations: bool = False,
+    blob_shapes: dict | None = None,
+) -> Any:
+    """Share the blobs of the gradients passed between layers (Torch's ``shareGradInput``): the blobs under
+    ``namescope`` ending in ``_grad`` (the parameters' gradients excluded), and with ``share_activations``
+    the activations of layers with a ``<out>_w`` weight except the last two. ``dont_share_blobs`` and the
+    ``losses`` are never renamed. Returns the optimized NetDef (the ops keep their order; Caffe2 computes the
+    recycling on the DAG in C++, this uses greedy chains over the op order: never more blobs than before)."""
+    if namescope and not namescope.endswith("/"):
+        namescope += "/"
+    param_grads = {str(g) for g in param_grads}
+    proto = net.Proto() if hasattr(net, "Proto") else net
+
+    def is_grad_blob(b: str) -> bool:
+        return (
+            b.endswith("_grad") and (b.startswith(namescope) or b.startswith("_" + namescope)) and b not in param_grads
+        )
+
+    outputs = set(proto.external_output)
+    activations = [b for op in proto.op for b in op.output if b + "_w" in op.input and b not in outputs]
+    keep_acts = set(activations[:-2]) if share_activations else set()
+    shareable = {b for op in proto.op for b in [*op.input, *op.output] if is_grad_blob(b) or b in keep_acts}
+    shareable -= set(dont_share_blobs or ()) | {str(x) for x in losses}
+    return _share_in_order(proto, shareable, blob_shapes)
+
+
+def optimize_inference_for_dag(net: Any, input_blobs: Iterable[Any], namescope: str = "") -> Any:
+    """Share the activation blobs (neither external inputs nor outputs) of an inference-only net. Raises
+    FrameworkError for a gradient op or an activation read before any op writes it."""
+    proto = net.Proto() if hasattr(net, "Proto") else net
+    external = set(proto.external_input) | set(proto.external_output)
+    written: set[str] = set()
+    activations: set[str] = set()
+    for op in proto.op:
+        if op.is_gradient_op:
+            raise FrameworkError("optimize_inference_for_dag takes inference-only nets (found a gradient op)")
+        for b in op.input:
+            if b not in external:
+                if b not in written:
+                    raise FrameworkError(f"optimize_inference_for_dag: '{b}' is read before written and not an input")
+                activations.add(b)
+        activations.update(b for b in op.output if b not in external)
+        written.update(op.output)
+    return _share_in_order(proto, activations - {str(b) for b in input_blobs})
 
 
 # -- checks and statistics -----------------------------------------------------------------------

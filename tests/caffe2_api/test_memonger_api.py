@@ -152,3 +152,38 @@ def test_release_blobs_when_used_frees_after_the_last_read():
     assert workspace.FetchBlob("out").shape == (1, 2)
     with pytest.raises(BlobNotFoundError, match="holds nothing"):
         workspace.FetchBlob("x")
+
+
+def test_share_grad_blobs_and_inference_sharing_keep_results():
+    m, grads = _mlp()
+    proto = m.Proto()
+    param_grads = {str(g) for g in grads.values() if str(g).endswith("_w_grad") or str(g).endswith("_b_grad")}
+    shared = memonger.share_grad_blobs(m.net, ["loss"], param_grads, "", share_activations=True)
+    count = lambda net: len({b for op in net.op for b in [*op.input, *op.output]})  # noqa: E731
+    assert count(shared) < count(proto) and [op.type for op in shared.op] == [op.type for op in proto.op]
+    renamed = {b for op in shared.op for b in op.output} ^ {b for op in proto.op for b in op.output}
+    assert all(b.endswith("_grad") or b in ("fc1", "r1") for b in renamed - {b for op in shared.op for b in op.output})
+    rng = np.random.default_rng(1)
+    workspace.FeedBlob("data", rng.standard_normal((3, 4)).astype(np.float32))
+    workspace.FeedBlob("label", rng.standard_normal((3, 3)).astype(np.float32))
+    workspace.RunNetOnce(m.param_init_net)
+    workspace.RunNetOnce(m.net)
+    expected = {b: workspace.FetchBlob(b).copy() for b in sorted(param_grads) + ["loss"]}
+    workspace.RunNetOnce(shared)
+    for b, v in expected.items():
+        np.testing.assert_array_equal(workspace.FetchBlob(b), v, err_msg=b)
+    fwd = core.Net("fwd")
+    h = fwd.Relu("x", "h1")
+    h = fwd.Sigmoid(h, "h2")
+    h = fwd.Tanh(h, "h3")
+    fwd.Scale(h, "y", scale=2.0)
+    fwd.AddExternalOutput(core.BlobReference("y"))
+    opt = memonger.optimize_inference_for_dag(fwd, ["x"])
+    assert count(opt) < count(fwd.Proto()) and list(opt.op[-1].output) == ["y"]
+    workspace.FeedBlob("x", np.array([-1.0, 0.5], np.float32))
+    workspace.RunNetOnce(opt)
+    np.testing.assert_allclose(
+        workspace.FetchBlob("y"), 2 * np.tanh(1 / (1 + np.exp(-np.array([0.0, 0.5])))), rtol=1e-6
+    )
+    with pytest.raises(FrameworkError, match="inference-only"):
+        memonger.optimize_inference_for_dag(m.net, ["data"])
