@@ -263,6 +263,20 @@ def InferOpBlobDevicesAsDict(op: OperatorDef) -> tuple[dict, dict]:  # noqa: N80
     return {i: dev for i in op.input}, {o: dev for o in op.output}
 
 
+def device_option_equal(opt1: Any, opt2: Any, ignore_node_name: bool = True, ignore_random_seed: bool = True) -> bool:
+    """Whether two DeviceOptions name the same device: two CPU options are equal whatever their device
+    id; node names and random seeds count only when not ignored. A missing option equals only another."""
+    if opt1 is None or opt2 is None:
+        return opt1 is opt2
+    if not ignore_node_name and opt1.node_name != opt2.node_name:
+        return False
+    if not ignore_random_seed and opt1.random_seed != opt2.random_seed:
+        return False
+    if not opt1.device_type or not opt2.device_type:
+        return not opt1.device_type and not opt2.device_type
+    return opt1.device_type == opt2.device_type and opt1.device_id == opt2.device_id
+
+
 def InferBlobDevices(net: Any) -> dict[str, _DeviceOptionProto]:  # noqa: N802
     """Every blob an op of ``net`` writes, mapped to that op's DeviceOption (the CPU when it has none);
     a later writer wins, as in Caffe2."""

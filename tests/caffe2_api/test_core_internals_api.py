@@ -136,3 +136,31 @@ def test_clone_partial_prefixes_and_rejects_dependent_inputs():
     assert {o for op in clone.Proto().op for o in op.output} == {"f/b1", "f/b2", "f/c1", "f/c2", "f/d"}
     with pytest.raises(ModelError):
         net.ClonePartial("g", [a1, a2, c2], [d])
+
+
+def test_device_option_equal():
+    cpu_a, cpu_b = core.DeviceOption(0), core.DeviceOption(0, 5)
+    assert core.device_option_equal(cpu_a, cpu_b)  # two CPU options, whatever the id
+    cpu_b.node_name = "n"
+    assert core.device_option_equal(cpu_a, cpu_b) and not core.device_option_equal(cpu_a, cpu_b, ignore_node_name=False)
+    assert not core.device_option_equal(cpu_a, core.DeviceOption(1, 0))
+    assert core.device_option_equal(core.DeviceOption(1, 2), core.DeviceOption(1, 2))
+    assert not core.device_option_equal(core.DeviceOption(1, 2), core.DeviceOption(1, 3))
+    assert not core.device_option_equal(cpu_a, None) and core.device_option_equal(None, None)
+
+
+def test_plan_create_from_proto_rebuilds_steps_and_nets():
+    init, train = core.Net("pinit"), core.Net("ptrain")
+    init.ConstantFill([], "c", shape=[1], value=0.0)
+    train.Add(["c", "c"], "c")
+    inner = core.execution_step("inner", train, num_iter=3)
+    plan = core.Plan("p")
+    plan.AddStep(core.execution_step("outer", [core.execution_step("i", init), inner]))
+    copy = core.Plan.create_from_proto(plan.Proto())
+    assert copy.Proto() == plan.Proto() and [n.Name() for n in copy.Nets()] == [n.Name() for n in plan.Nets()]
+    outer = copy.Steps()[0]
+    assert [s.Name() for s in outer.Substeps()] == ["i", "inner"] and outer.Substeps()[1].Proto().num_iter == 3
+    bad = plan.Proto()
+    bad.execution_step[0].substep[0].network[0] = "missing"
+    with pytest.raises(NetError, match="unknown net 'missing'"):
+        core.Plan.create_from_proto(bad)
