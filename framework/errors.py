@@ -82,3 +82,12 @@ class ResourceLimitError(FrameworkError, MemoryError):
 
 class PathNotAllowedError(FrameworkError, PermissionError):
     """A file write outside the folders the workspace allows (its root folder and allow_paths)."""
+
+
+class ModelError(FrameworkError, AssertionError):
+    """A model built inconsistently (a parameter re-created with another shape...); an AssertionError
+    too, because Caffe2 asserts there and Caffe2 programs catch that."""
+
+
+class OrphanStopGradientError(GradientError, ValueError):
+    """A StopGradient whose output no later op reads (it stops nothing); a ValueError too, as in Caffe2."""

@@ -36,7 +36,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any, Callable, Iterable, Sequence
 
-from framework.errors import FrameworkError, GradientError
+from framework.errors import FrameworkError, GradientError, SchemaError
 from framework.net.accumulation import IS_AUTO_GEN_SUM_OPS_TAG, DenseGrad, Generators, SparseGrad, accumulate  # noqa: F401
 from framework.net.ssa import ForwardVersions
 from framework.ops.gradient import GradientSlice, get_gradient_for_op
@@ -91,23 +91,24 @@ class GradientRegistry:
         except FrameworkError as e:
             maker = cls.gradient_registry_.get(op.type)
             if maker is None:
-                raise GradientError(f"cannot make the gradient of {describe_op(op)}: {e}") from e
+                what = "the op does not match its schema: " if isinstance(e, SchemaError) else ""
+                raise GradientError(f"cannot make the gradient of {describe_op(op)}: {what}{e}") from e
             ops, g_input = maker(op, g_output)
             if ops is None:
                 ops = []
             elif isinstance(ops, OperatorDef):
                 ops = [ops]
             ops = list(ops)
+            # Ops of Python makers are returned as the maker built them (not flagged is_gradient_op), as in Caffe2.
             g_input = [_as_grad(g) for g in g_input]
-            for o in ops:
-                o.is_gradient_op = True
         return ops, g_input
 
     @classmethod
     def GetBackwardPass(  # noqa: N802
         cls, operators: Iterable[OperatorDef], ys: Any, ys_generate_gradient: bool = False
     ) -> tuple[list[OperatorDef], dict[str, Grad]]:
-        return get_backward_pass(operators, ys)
+        """Caffe2's IR backward pass exactly: dead gradient ops (feeding only stopped blobs) are kept."""
+        return get_backward_pass(operators, ys, prune_dead=False)
 
 
 def _as_grad(g: Any) -> Grad:
@@ -126,15 +127,18 @@ def _as_grad(g: Any) -> Grad:
 # -- public entry points ------------------------------------------------------------
 
 
-def get_backward_pass(operators: Iterable[OperatorDef], ys: Any) -> tuple[list[OperatorDef], dict[str, Grad]]:
+def get_backward_pass(
+    operators: Iterable[OperatorDef], ys: Any, prune_dead: bool = True
+) -> tuple[list[OperatorDef], dict[str, Grad]]:
     """Gradient ops for the forward ``operators`` and the map blob -> gradient.
 
     ``ys``: a list of blobs (seeded with 1.0 by an added ConstantFill) or a dict
     ``{blob: gradient name, GradientSlice or None}``. Nothing is modified.
-    Raises GradientError for missing makers, version conflicts and illegal
-    accumulations.
+    ``prune_dead``: drop gradient outputs (or whole gradient ops) that only feed blob versions
+    written by a no-gradient op (see the module doc); Caffe2's ``GetBackwardPass`` keeps them.
+    Raises GradientError for missing makers, version conflicts and illegal accumulations.
     """
-    return _BackwardPass(list(operators)).run(ys)
+    return _BackwardPass(list(operators)).run(ys, prune_dead)
 
 
 def add_gradient_operators(net_def: NetDef, ys: Any, skip: int = 0) -> dict[str, Grad]:
@@ -273,7 +277,7 @@ class _BackwardPass:
                 self.generators[y][self.fwd.frontier.get(y, 0)].append(DenseGrad(seed, 0, g, seed.device_option))
         return to_grad, ops
 
-    def run(self, ys: Any) -> tuple[list[OperatorDef], dict[str, Grad]]:
+    def run(self, ys: Any, prune_dead: bool = True) -> tuple[list[OperatorDef], dict[str, Grad]]:
         if isinstance(ys, dict):
             ys = {str(k): _as_grad(v) for k, v in ys.items()}
         elif isinstance(ys, (list, tuple)):
@@ -296,7 +300,7 @@ class _BackwardPass:
             sums, grad_map = accumulate(self.fwd, self.generators, idx)
             all_to_grad.update(grad_map)
             all_ops.extend(sums)
-        all_ops, removed = self._prune_dead(all_ops)
+        all_ops, removed = self._prune_dead(all_ops) if prune_dead else (all_ops, set())
         return all_ops, {k: v for k, v in all_to_grad.items() if v is not None and v not in removed}
 
     def _prune_dead(self, ops: list[OperatorDef]) -> tuple[list[OperatorDef], set[str]]:

@@ -58,6 +58,7 @@ class NetBase:
         self.ops: list[Operator] = [self._create_op(i) for i in graph.order]
         self.program = OpProgram(self.ops, enable_compile=self._compile_enabled())
         self._lock = threading.Lock()
+        self.observers: list[Any] = []  # framework.net.observers: told when each run starts and stops
         self.setup()
 
     def _create_op(self, i: int) -> Operator:
@@ -96,7 +97,16 @@ class NetBase:
         Holds the net's lock: concurrent callers of one net are serialized.
         """
         with self._lock:
-            self._run()
+            if not self.observers:
+                self._run()
+                return
+            for ob in self.observers:
+                ob.start(self)
+            try:
+                self._run()
+            finally:
+                for ob in self.observers:
+                    ob.stop(self)
 
     def _run(self) -> None:
         raise NotImplementedError

@@ -6,8 +6,11 @@ when its schema allows that in-place pair. External inputs and outputs,
 blobs read before any op writes them (parameters), string/object blobs and
 the blobs the caller names as static are never touched.
 
-The pass is opt-in: call ``optimize_inference_net`` (or Caffe2's spelling
-``optimize_interference``) on a NetDef and create the net it returns.
+The pass is opt-in: call ``optimize_inference_net`` (or Caffe2's ``optimize_inference_fast``) on a
+NetDef and create the net it returns. Caffe2's planning API (``optimize_interference`` returning an
+``Optimization``, live ranges, greedy and optimal chain assignments, ``verify_graph_equality``,
+``compute_statistics``...) lives in ``framework.caffe2.python.memonger_plan``; ``caffe2.python.memonger``
+exports both.
 
 >>> # net_def, report = optimize_inference_net(predict_net, shapes={"data": (64, 3, 32, 32)})
 >>> # print(report)   # peak activation bytes before and after
@@ -184,9 +187,9 @@ def _inplace_slot(op, schema, j, out_blob, i, last_use, assigned, occupant, spec
     return None
 
 
-def optimize_interference(net: Any, static_blobs: Iterable[str] = (), **kwargs: Any) -> NetDef:
-    """Caffe2's name: the optimized NetDef only."""
-    return optimize_inference_net(net, static_blobs, **kwargs)[0]
+def optimize_inference_fast(net: Any, static_blobs: Iterable[str]) -> NetDef:
+    """Caffe2's fast inference pass (a C++ function there): this module's planner, the optimized NetDef."""
+    return optimize_inference_net(net, static_blobs)[0]
 
 
 def estimate_activation_bytes(

@@ -19,7 +19,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Iterable
 
-from framework.errors import GradientError
+from framework.errors import OrphanStopGradientError
 from framework.ops.operator import describe_op
 from framework.proto.framework_pb2 import OperatorDef
 
@@ -81,7 +81,7 @@ class ForwardVersions:
     def _check_stop_gradients(self) -> None:
         for k, s in enumerate(self.ssa):
             if s.op.type == "StopGradient" and s.op.output[0] not in self.input_usages:
-                raise GradientError(
+                raise OrphanStopGradientError(
                     f"{describe_op(s.op, k)}: StopGradient's output '{s.op.output[0]}' is orphan: "
                     "no later op reads it, so it stops nothing. You typically want the same blob "
                     "as input and output (StopGradient(X) -> X)"

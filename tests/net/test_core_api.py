@@ -111,8 +111,9 @@ def test_clone_clone_partial_append():
     assert c.Name() == "copy" and list(c.Proto().op[0].output) == ["hh"] and list(c.Proto().op[1].input) == ["hh"]
     m = net.Clone("masked", op_id_mask=[1], update_external_list=True)
     assert [o.type for o in m.Proto().op] == ["Scale"] and list(m.Proto().external_input) == ["h"]
-    p = net.ClonePartial("part", ["h"], ["y"])
+    p, (py,) = net.ClonePartial("part", ["h"], ["y"])
     assert [o.type for o in p.Proto().op] == ["Scale"] and list(p.Proto().external_input) == ["h"]
+    assert str(py) == "part/y" and list(p.Proto().op[0].output) == ["part/y"]
     other = core.Net("other")
     other.Relu(["y"], "z")
     net.AppendNet(other)

@@ -187,7 +187,7 @@ def _setup(build, **kw):
 def test_build_sgd_plain_step_matches_numpy():
     m, _, x, dy = _setup(optimizer.build_sgd, base_learning_rate=0.1)
     types = _types(m.net)
-    assert types[-4:] == ["Iter", "LearningRate", "WeightedSum", "WeightedSum"]
+    assert types[-4:] == ["AtomicIter", "LearningRate", "WeightedSum", "WeightedSum"]  # Caffe2: a mutex-guarded counter
     lr_op = m.net.Proto().op[-3]
     assert {a.name: a for a in lr_op.arg}["base_lr"].f == pytest.approx(-0.1)
     assert list(lr_op.input) == ["optimizer_iteration"]

@@ -130,8 +130,9 @@ from framework.caffe2.python.scope import (  # noqa: E402
     NameScope,
     ScopedName,
 )
-from framework.net.backward import GradientRegistry as _GradientRegistry  # noqa: E402
-from framework.net.backward import GradientSlice  # noqa: E402
+from framework.net.backward import GradientRegistry as _GradientRegistry  # noqa: E402  # noqa: E402
+from framework.net.backward import GradientSlice  # noqa: E402  # noqa: E402
+from framework.net.ir import IR  # noqa: E402, F401 - Caffe2's core.IR
 
 
 class GradientRegistry(_GradientRegistry):
@@ -213,9 +214,43 @@ def IsOperator(op_type: str) -> bool:  # noqa: N802
     return has_op(str(op_type))
 
 
+# Engines Caffe2 registered implementations under; each runs the default CPU implementation here.
+KNOWN_ENGINES = frozenset(
+    ["DEFAULT", "CUDNN", "MIOPEN", "EIGEN", "NNPACK", "MKLDNN", "IDEEP", "SIMD", "ACCELERATE", "PACKED",
+     "DEPTHWISE_3x3", "SparseHash", "CUB", "TENSORCORE", "QNNPACK", "DNNLOWP", "FBGEMM", "BLOCK", "GLOO", "MPI"]
+)  # fmt: skip
+
+
 def IsOperatorWithEngine(op_type: str, engine: str) -> bool:  # noqa: N802
-    """Engines run the default CPU implementation here: true for every registered type."""
-    return IsOperator(op_type)
+    """Whether ``op_type`` is registered and ``engine`` is an engine name Caffe2 used (``KNOWN_ENGINES``):
+    every engine runs the default CPU implementation here, but an unknown engine name is not one."""
+    return IsOperator(op_type) and str(engine) in KNOWN_ENGINES
+
+
+class _RegisteredOperators:
+    """Caffe2's ``core._REGISTERED_OPERATORS``: the registered op type names, a live read-only set
+    (families register lazily, so the names are read from the registry on each use)."""
+
+    @staticmethod
+    def _names() -> set[str]:
+        from framework.ops.registry import registered_ops
+
+        return set(registered_ops())
+
+    def __contains__(self, op_type: object) -> bool:
+        return isinstance(op_type, str) and IsOperator(op_type)
+
+    def __iter__(self) -> Any:
+        return iter(sorted(self._names()))
+
+    def __len__(self) -> int:
+        return len(self._names())
+
+    def __repr__(self) -> str:
+        return f"<{len(self)} registered operators>"
+
+
+_REGISTERED_OPERATORS = _RegisteredOperators()
 
 
 def IsGPUDeviceType(device_type: int) -> bool:  # noqa: N802
@@ -228,6 +263,31 @@ def InferOpBlobDevicesAsDict(op: OperatorDef) -> tuple[dict, dict]:  # noqa: N80
     """Every blob of ``op`` on the op's device (one CPU device here)."""
     dev = op.device_option if op.HasField("device_option") else DeviceOption()
     return {i: dev for i in op.input}, {o: dev for o in op.output}
+
+
+def device_option_equal(opt1: Any, opt2: Any, ignore_node_name: bool = True, ignore_random_seed: bool = True) -> bool:
+    """Whether two DeviceOptions name the same device: two CPU options are equal whatever their device
+    id; node names and random seeds count only when not ignored. A missing option equals only another."""
+    if opt1 is None or opt2 is None:
+        return opt1 is opt2
+    if not ignore_node_name and opt1.node_name != opt2.node_name:
+        return False
+    if not ignore_random_seed and opt1.random_seed != opt2.random_seed:
+        return False
+    if not opt1.device_type or not opt2.device_type:
+        return not opt1.device_type and not opt2.device_type
+    return opt1.device_type == opt2.device_type and opt1.device_id == opt2.device_id
+
+
+def InferBlobDevices(net: Any) -> dict[str, _DeviceOptionProto]:  # noqa: N802
+    """Every blob an op of ``net`` writes, mapped to that op's DeviceOption (the CPU when it has none);
+    a later writer wins, as in Caffe2."""
+    mapping: dict[str, _DeviceOptionProto] = {}
+    for op in net.Proto().op:
+        dev = op.device_option if op.HasField("device_option") else DeviceOption()
+        for blob in op.output:
+            mapping[blob] = dev
+    return mapping
 
 
 def CreatePythonOperator(  # noqa: N802

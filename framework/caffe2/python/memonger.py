@@ -1,11 +1,20 @@
-"""``caffe2.python.memonger``: Caffe2's memory-optimization API over the planner in
-``framework.net.memory_planner`` (which the inference pass uses)."""
+"""``caffe2.python.memonger``: Caffe2's memory-optimization API: the planning functions of
+``memonger_plan`` (live ranges, assignments, ``optimize_interference`` returning an ``Optimization``...)
+and the inference-net planner of ``framework.net.memory_planner`` that the inference pass uses."""
 
+from framework.caffe2.python.memonger_plan import *  # noqa: F403
+from framework.caffe2.python.memonger_plan import __all__ as _plan_all
 from framework.net.memory_planner import (
     MemongerReport,
     estimate_activation_bytes,
+    optimize_inference_fast,
     optimize_inference_net,
-    optimize_interference,
 )
 
-__all__ = ["MemongerReport", "estimate_activation_bytes", "optimize_inference_net", "optimize_interference"]
+__all__ = [
+    *_plan_all,
+    "MemongerReport",
+    "estimate_activation_bytes",
+    "optimize_inference_fast",
+    "optimize_inference_net",
+]

@@ -19,86 +19,30 @@ helpers (``<out>_w`` XavierFill, ``<out>_b`` ConstantFill for ``fc``).
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
 from framework import core
-from framework.errors import FrameworkError, NetError
+from framework.caffe2.python.modeling.initializers import ExternalInitializer, Initializer, update_initializer
+from framework.caffe2.python.modeling.parameter_info import ParameterInfo, ParameterTags
+from framework.caffe2.python.modeling.parameter_sharing import parameter_sharing_context
+from framework.errors import FrameworkError, ModelError
 
 log = logging.getLogger("framework.caffe2.python.model_helper")
 
-__all__ = ["ExtractPredictorNet", "Initializer", "ModelHelper", "ParameterInfo", "ParameterTags", "ExternalInitializer"]
-
-
-class ParameterTags:
-    """Caffe2's parameter tags (``caffe2.python.modeling.parameter_info``)."""
-
-    BIAS = "BIAS"
-    WEIGHT = "WEIGHT"
-    COMPUTED_PARAM = "COMPUTED_PARAM"
-
-
-@dataclass
-class ParameterInfo:
-    """What a model knows of one parameter: blob, gradient, shape, tags."""
-
-    param_id: int | None
-    param: Any
-    shape: list[int] | None = None
-    grad: Any = None
-    tags: list[str] = field(default_factory=list)
-
-    @property
-    def blob(self) -> Any:
-        return self.param
-
-    @property
-    def name(self) -> str:
-        return str(self.param)
-
-    def __str__(self) -> str:
-        return str(self.param)
-
-
-class Initializer:
-    """A fill op that creates a parameter in the init net: ``Initializer("XavierFill", std=...)``."""
-
-    def __init__(self, operator_name: str | None = None, **kwargs: Any) -> None:
-        self.operator_name = operator_name
-        self.operator_kwargs = kwargs
-
-    def create_param(self, param_name: str, init_net: Any, shape: Sequence[int]) -> Any:
-        if self.operator_name is None:
-            return _blob_ref(param_name)
-        return getattr(init_net, self.operator_name)([], param_name, shape=list(shape), **self.operator_kwargs)
-
-
-class ExternalInitializer(Initializer):
-    """The parameter comes from outside (a checkpoint, a feed): no init op."""
-
-    def __init__(self) -> None:
-        super().__init__(None)
-
-
-def update_initializer(initializer: Any, op_and_kwargs: Any, default: tuple[str, dict]) -> Initializer:
-    """Caffe2's ``initializers.update_initializer``: an Initializer from either form."""
-    if initializer is not None:
-        if op_and_kwargs is not None:
-            raise FrameworkError("give either an Initializer or a (fill op, kwargs) pair, not both")
-        return initializer
-    # Caffe2 reads the first two items: (op, kwargs); anything after them is ignored
-    op, kwargs = (op_and_kwargs if op_and_kwargs is not None else default)[:2]
-    return Initializer(op, **(kwargs or {}))
+__all__ = [
+    "ExternalInitializer",
+    "ExtractPredictorNet",
+    "Initializer",
+    "ModelHelper",
+    "ParameterInfo",
+    "ParameterTags",
+    "update_initializer",
+]
 
 
 def _blob_ref(name: str) -> Any:
     ref = getattr(core, "BlobReference", None)
     return ref(name) if ref is not None else name
-
-
-def _scoped(name: str) -> str:
-    scoped = getattr(core, "ScopedName", None)
-    return scoped(name) if scoped is not None else name
 
 
 class ModelHelper:
@@ -143,26 +87,52 @@ class ModelHelper:
         return self._arg_scope
 
     # -- parameters --------------------------------------------------------------------
-    def create_param(self, param_name: str, shape: Sequence[int], initializer: Any = None, tags: Any = None) -> Any:
+    def create_param(self, param_name: Any, shape: Sequence[int], initializer: Any = None, tags: Any = None) -> Any:
         """Create (or, without ``init_params``, declare) a parameter; returns its blob reference.
 
-        ``initializer``: an Initializer, a ``(fill op, kwargs)`` pair, or None (external).
-        Tags: ParameterTags.WEIGHT / BIAS / COMPUTED_PARAM (computed params are not trained).
+        A plain-string ``param_name`` is placed in the current NameScope as resolved by the active
+        ``ParameterSharing`` overrides; a BlobReference is used as given. Asking again for an existing
+        parameter returns it (its shape must match, else ModelError, an AssertionError as in Caffe2).
+        ``initializer``: an initializer (``modeling.initializers``), a ``(fill op, kwargs)`` pair, or None
+        (external). Tags: ParameterTags.WEIGHT / BIAS / COMPUTED_PARAM (computed params are not trained).
+        A tag (or ``DEFAULT``) with an optimizer in the current ``OptimizerContext`` sets the parameter's
+        optimizer, as Caffe2 does.
         """
-        name = _scoped(str(param_name))
+        if isinstance(param_name, core.BlobReference):
+            name = str(param_name)
+        elif isinstance(param_name, str):
+            name = parameter_sharing_context.get_parameter_name(param_name)
+        else:
+            raise FrameworkError(f"parameter name must be a str or BlobReference, got {type(param_name).__name__}")
         if name in self._parameters_info:
+            known = self._parameters_info[name].shape
+            if known is not None and list(known) != list(shape):
+                raise ModelError(
+                    f"model '{self.name}': parameter '{name}' exists with shape {known}, not {list(shape)}"
+                )
             return self._parameters_info[name].blob
         if isinstance(initializer, tuple):
             initializer = Initializer(initializer[0], **(initializer[1] or {}))
         if initializer is None or not self.init_params:
             initializer = ExternalInitializer()
-        # A BlobReference: the full name is not scoped again by the init net (as in Caffe2).
-        param = initializer.create_param(_blob_ref(name), self.param_init_net, shape)
+        info = initializer.create_param(core.BlobReference(name), self.param_init_net, shape)
         tag_list = [tags] if isinstance(tags, str) else list(tags or [])
-        info = ParameterInfo(len(self._parameters_info), param, list(shape), tags=tag_list)
+        info.tags = tag_list
+        self._set_context_optimizer(info, tag_list)
         self._parameters_info[name] = info
-        self.AddParameter(param, tag_list)
-        return param
+        self.AddParameter(info.blob, tag_list)
+        return info.blob
+
+    @staticmethod
+    def _set_context_optimizer(info: ParameterInfo, tags: list[str]) -> None:
+        from framework.caffe2.python.optimizer_context import DEFAULT_OPTIM, OptimizerContext
+
+        context = OptimizerContext.current()
+        for tag in set(tags):
+            if context.has_optimizer(tag):
+                info.optimizer = context.get_optimizer(tag)
+        if info.optimizer is None and context.has_optimizer(DEFAULT_OPTIM):
+            info.optimizer = context.get_optimizer(DEFAULT_OPTIM)
 
     def AddParameter(self, param: Any, tags: Any = None) -> None:  # noqa: N802
         tags = [tags] if isinstance(tags, str) else list(tags or [])

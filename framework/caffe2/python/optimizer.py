@@ -1,25 +1,21 @@
-"""Optimizer builders (Caffe2's ``caffe2.python.optimizer``): add the update
-ops of every trained parameter to ``model.net``.
+"""Optimizer builders (Caffe2's ``caffe2.python.optimizer``): add the update ops of every trained parameter
+of a model to ``model.net`` and their state to ``model.param_init_net``.
 
-Each builder adds, once per model, an int64 counter ``optimizer_iteration``
-(ConstantFill 0 in the init net, ``Iter`` in the net) and a ``LearningRate``
-op, then per parameter its state blobs (init net) and its update op:
+=========================  =====================================================================
+builder                    update op(s) (sparse gradients: the Sparse*/RowWise* variant)
+=========================  =====================================================================
+build_sgd                  WeightedSum; MomentumSGDUpdate with ``momentum``; ``lars`` scales lr
+build_multi_precision_sgd  MomentumSGDUpdate on the fp32 master copy of fp16 parameters
+build_fp16_sgd             momentum SGD with weight decay on fp16 parameters (CPU ops)
+build_adagrad              Adagrad / SparseAdagrad / RowWiseSparseAdagrad (``rowWise``)
+build_wngrad, build_adadelta, build_ftrl, build_gftrl, build_adam, build_yellowfin, build_rms_prop
+=========================  =====================================================================
 
-=================  ============================================  ==========================
-builder            update op(s)                                  state blobs
-=================  ============================================  ==========================
-build_sgd          WeightedSum(param, ONE, grad, lr) (lr < 0);   ``<p>_momentum``
-                   MomentumSGDUpdate if momentum > 0 (lr > 0);
-                   sparse: ScatterWeightedSum / SparseMomentumSGDUpdate
-build_adagrad      Adagrad / SparseAdagrad (lr < 0); rowWise:    ``<p>_squared_sum`` (rowWise sparse:
-                   RowWiseSparseAdagrad for GradientSlices       ``<p>_avg_squared_sum``, one per row)
-build_adam         Adam / SparseAdam (lr < 0); rowWise:          ``<p>_first_moment``, ``<p>_second_moment``
-                   RowWiseSparseAdam for GradientSlices          (rowWise sparse: ``<p>_avg_second_moment``)
-build_rms_prop     RmsProp + WeightedSum (lr < 0)                ``<p>_mean_squares``, ``<p>_momentum``
-=================  ============================================  ==========================
-
-As in Caffe2, ``LearningRate`` gets ``base_lr = -base_learning_rate`` ("we
-descend"), except for MomentumSGDUpdate, which subtracts its step.
+Every builder takes ``max_gradient_norm`` (clip by the global norm of all gradients: the ratio
+``clip / max(clip, norm)``, blob ``norm_clipped_grad_update/norm_ratio``, multiplies every learning rate)
+and ``allow_lr_injection`` (a multiplier fed at run time: ``set_lr_injection``). A parameter given its
+own optimizer by ``optimizer_context.UseOptimizer`` is updated by that one. Every update runs on the
+device of its parameter (``get_param_device``).
 
 >>> # model = ModelHelper(...); ...; model.AddGradientOperators([loss])
 >>> # build_sgd(model, base_learning_rate=0.1, policy="step", stepsize=100, gamma=0.9, momentum=0.9)
@@ -29,346 +25,309 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
+from framework.caffe2.python.optimizers.adagrad import (
+    AdadeltaOptimizer,
+    AdagradOptimizer,
+    FtrlOptimizer,
+    GFtrlOptimizer,
+    WngradOptimizer,
+)
+from framework.caffe2.python.optimizers.base import (
+    LEARNING_RATE_INJECTION,
+    OPTIMIZER_ITERATION_NAME,
+    AuxOptimizerParams,
+    Optimizer,
+    optimizer_instance_count,
+)
+from framework.caffe2.python.optimizers.moments import AdamOptimizer, RmsPropOptimizer, YellowFinOptimizer
+from framework.caffe2.python.optimizers.sgd import (
+    FP16SgdOptimizer,
+    MultiPrecisionSgdOptimizer,
+    SgdOptimizer,
+    WeightDecayBuilder,
+)
 from framework.errors import FrameworkError
 from framework.ops.gradient import GradientSlice
-from framework.proto.framework_pb2 import TensorProto
 
-ITERATION_NAME = "optimizer_iteration"
+# Caffe2's private names, used by its tests and scripts.
+_OPTIMIZER_ITERATION_NAME = ITERATION_NAME = OPTIMIZER_ITERATION_NAME
+_LEARNING_RATE_INJECTION = LEARNING_RATE_INJECTION
+_optimizer_instance_count = optimizer_instance_count
 
 __all__ = [
+    "AdadeltaOptimizer",
     "AdagradOptimizer",
     "AdamOptimizer",
+    "AuxOptimizerParams",
+    "FP16SgdOptimizer",
+    "FtrlOptimizer",
+    "GFtrlOptimizer",
     "ITERATION_NAME",
+    "MultiPrecisionSgdOptimizer",
     "Optimizer",
     "RmsPropOptimizer",
     "SgdOptimizer",
     "WeightDecayBuilder",
+    "WngradOptimizer",
+    "YellowFinOptimizer",
     "add_weight_decay",
+    "build_adadelta",
     "build_adagrad",
     "build_adam",
+    "build_fp16_sgd",
+    "build_ftrl",
+    "build_gftrl",
+    "build_multi_precision_sgd",
     "build_rms_prop",
     "build_sgd",
+    "build_wngrad",
+    "build_yellowfin",
+    "get_lr_injection",
+    "get_param_device",
+    "reset_optimizer_instance_count",
+    "set_lr_injection",
 ]
 
 
-def _defined(net: Any, blob: str) -> bool:
-    is_def = getattr(net, "BlobIsDefined", None)
-    if is_def is not None:
-        return bool(is_def(blob))
-    return any(blob in op.output for op in net.Proto().op)
-
-
-def _ref(blob: str) -> Any:
+def _get_param_to_device(model: Any) -> dict[str, Any]:
+    """Every blob the model's nets produce, mapped to the DeviceOption of the op producing it."""
     from framework import core
 
-    ref = getattr(core, "BlobReference", None)
-    return ref(blob) if ref is not None else blob
+    mapping = core.InferBlobDevices(model.net)
+    mapping.update(core.InferBlobDevices(model.param_init_net))
+    return mapping
 
 
-class Optimizer:
-    """Base: ``opt(net, param_init_net, param_info)`` adds the update of one parameter."""
-
-    _counts: dict[str, int] = {}
-
-    def __init__(self) -> None:
-        cls = type(self).__name__
-        self._instance = Optimizer._counts.get(cls, 0)
-        Optimizer._counts[cls] = self._instance + 1
-        self._lr_blobs: dict[tuple, Any] = {}
-        self.aux_local: list[Any] = []
-        self.aux_shared: list[Any] = []
-
-    def __call__(self, net: Any, param_init_net: Any, param: Any, grad: Any = None) -> None:
-        from framework.caffe2.python.model_helper import ParameterInfo
-
-        if grad is not None:
-            param = ParameterInfo(None, param, grad=grad)
-        if param.grad is None:
-            raise FrameworkError(f"optimizer: parameter '{param}' has no gradient")
-        self._run(net, param_init_net, param)
-
-    def _run(self, net: Any, param_init_net: Any, info: Any) -> None:
-        raise NotImplementedError
-
-    def iteration(self, net: Any, param_init_net: Any, iter_val: int = 0) -> Any:
-        """The shared ``optimizer_iteration`` counter (created and stepped once per model)."""
-        if not _defined(param_init_net, ITERATION_NAME):
-            it = param_init_net.ConstantFill([], ITERATION_NAME, shape=[1], value=iter_val, dtype=TensorProto.INT64)
-            net.Iter(it, it)
-            return it
-        return _ref(ITERATION_NAME)
-
-    def build_lr(
-        self, net: Any, param_init_net: Any, base_learning_rate: float, policy: str = "fixed", **kwargs: Any
-    ) -> tuple[Any, Any]:
-        """``LearningRate(optimizer_iteration) -> lr`` with ``base_lr = -base_learning_rate``; one per optimizer."""
-        it = self.iteration(net, param_init_net)
-        key = (base_learning_rate, policy, tuple(sorted(kwargs.items())))
-        lr = self._lr_blobs.get(key)
-        if lr is None:
-            name = f"{type(self).__name__}_{self._instance}_lr_{len(self._lr_blobs)}".replace("_lr_0", "_lr")
-            lr = net.LearningRate([it], name, base_lr=-float(base_learning_rate), policy=policy, **kwargs)
-            self._lr_blobs[key] = lr
-        return lr, it
-
-    @staticmethod
-    def one(param_init_net: Any) -> Any:
-        """The shared float constant ``ONE_0_0`` = [1.0]."""
-        name = "ONE_0_0"
-        if not _defined(param_init_net, name):
-            return param_init_net.ConstantFill([], name, shape=[1], value=1.0)
-        return _ref(name)
+def get_param_device(
+    param_name: Any, grad: Any, param_to_device: dict | None = None, default_device: Any = None
+) -> Any:
+    """The DeviceOption a parameter's update runs on: ``param_to_device[param]``, else that of its gradient
+    (the values or indices of a GradientSlice), else ``default_device``; FrameworkError when none is known."""
+    param_to_device = param_to_device or {}
+    device = default_device
+    if str(param_name) in param_to_device:
+        device = param_to_device[str(param_name)]
+    elif isinstance(grad, GradientSlice):
+        for blob in (grad.values, grad.indices):
+            if str(blob) in param_to_device:
+                device = param_to_device[str(blob)]
+                break
+    elif str(grad) in param_to_device:
+        device = param_to_device[str(grad)]
+    if device is None:
+        raise FrameworkError(f"cannot infer the device of '{param_name}': no op creates it")
+    return device
 
 
-class SgdOptimizer(Optimizer):
-    """Plain SGD (WeightedSum) or momentum SGD (MomentumSGDUpdate, Nesterov by default as Caffe2)."""
+def get_lr_injection() -> Any:
+    """The current learning-rate injection multiplier (a model built with ``allow_lr_injection=True``)."""
+    from framework import workspace
 
-    def __init__(
-        self,
-        base_learning_rate: float = 0.01,
-        policy: str = "fixed",
-        momentum: float = 0.0,
-        nesterov: bool = True,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__()
-        self.base_learning_rate = base_learning_rate
-        self.policy = policy
-        self.momentum = momentum
-        self.nesterov = nesterov
-        self.init_kwargs = kwargs
-
-    def _run(self, net: Any, param_init_net: Any, info: Any) -> None:
-        param, grad = info.blob, info.grad
-        if self.base_learning_rate == 0:
-            return
-        if self.base_learning_rate < 0:
-            raise FrameworkError(f"build_sgd: base_learning_rate must be positive, got {self.base_learning_rate}")
-        sign = -1 if self.momentum else 1  # MomentumSGDUpdate subtracts; WeightedSum adds
-        lr, _ = self.build_lr(net, param_init_net, self.base_learning_rate * sign, self.policy, **self.init_kwargs)
-        one = self.one(param_init_net)
-        self.aux_shared.append(one)
-        if isinstance(grad, GradientSlice):
-            if self.momentum:  # Caffe2: the rows' momentum update, in place on the table
-                m = param_init_net.ConstantFill([param], f"{param}_momentum", value=0.0)
-                self.aux_local.append(m)
-                net.SparseMomentumSGDUpdate(
-                    [grad.values, m, lr, param, grad.indices],
-                    [grad.values, m, param],
-                    momentum=float(self.momentum),
-                    nesterov=int(self.nesterov),
-                )
-            else:
-                net.ScatterWeightedSum([param, one, grad.indices, grad.values, lr], param)
-        elif self.momentum > 0:
-            m = param_init_net.ConstantFill([param], f"{param}_momentum", value=0.0)
-            self.aux_local.append(m)
-            net.MomentumSGDUpdate(
-                [grad, m, lr, param], [grad, m, param], momentum=float(self.momentum), nesterov=int(self.nesterov)
-            )
-        else:
-            net.WeightedSum([param, one, grad, lr], param)
+    return workspace.FetchBlob(LEARNING_RATE_INJECTION)
 
 
-class WeightDecayBuilder(Optimizer):
-    """``grad += weight_decay * param`` (WeightedSum in place on the gradient)."""
+def set_lr_injection(lr_injection_value: float) -> None:
+    """Multiply every learning rate of models built with ``allow_lr_injection=True`` by this value."""
+    from framework import workspace
 
-    def __init__(self, weight_decay: float) -> None:
-        super().__init__()
-        self.weight_decay = weight_decay
-
-    def _run(self, net: Any, param_init_net: Any, info: Any) -> None:
-        if isinstance(info.grad, GradientSlice):
-            raise FrameworkError("weight decay does not support sparse gradients")
-        one = self.one(param_init_net)
-        wd_name = "wd_0_0" if self.weight_decay == 0.0 else f"wd_0_0_{self.weight_decay:g}"
-        wd = (
-            param_init_net.ConstantFill([], wd_name, shape=[1], value=float(self.weight_decay))
-            if not _defined(param_init_net, wd_name)
-            else _ref(wd_name)
-        )
-        net.WeightedSum([info.grad, one, info.blob, wd], info.grad)
+    workspace.FeedBlob(LEARNING_RATE_INJECTION, np.array([float(lr_injection_value)], dtype=np.float32))
 
 
-def _rows_of(param_init_net: Any, param: Any) -> int:
-    """The first dimension of ``param`` as the init net creates it (shape inference, as Caffe2's optimizers)."""
-    from framework.net.inference import infer_net
+def _calc_norm_ratio(model: Any, params: list, name_scope: str, param_to_device: dict, max_gradient_norm: float) -> Any:
+    """``clip / max(clip, global_norm)`` over the gradients of ``params`` (blob ``<name_scope>/norm_ratio``)."""
+    from framework import core
 
-    spec = infer_net(param_init_net.Proto()).get(str(param))
-    if spec is None or not spec.shape or spec.shape[0] is None:
-        raise FrameworkError(f"optimizer: cannot infer the number of rows of '{param}' from the init net")
-    return int(spec.shape[0])
-
-
-class AdagradOptimizer(Optimizer):
-    """Adagrad; with a sparse gradient (GradientSlice) SparseAdagrad, or with ``rowWise`` RowWiseSparseAdagrad
-    (one accumulator per row, ``<p>_avg_squared_sum``). Caffe2 refuses ``rowWise`` for dense gradients;
-    here they get plain Adagrad, so one builder trains a model's dense layers and its embedding tables."""
-
-    def __init__(
-        self,
-        alpha: float = 0.01,
-        epsilon: float = 1e-4,
-        decay: float = 1.0,
-        weight_decay: float = 0.0,
-        policy: str = "fixed",
-        rowWise: bool = False,  # noqa: N803 - Caffe2's argument name
-        **kwargs: Any,
-    ) -> None:
-        super().__init__()
-        self.alpha, self.epsilon, self.decay, self.policy, self.init_kwargs = alpha, epsilon, decay, policy, kwargs
-        self.weight_decay = weight_decay  # Caffe2: passed to the (Sparse)Adagrad op
-        self.rowWise = rowWise
-
-    def _run(self, net: Any, param_init_net: Any, info: Any) -> None:
-        param, grad = info.blob, info.grad
-        if self.alpha <= 0:
-            return
-        lr, _ = self.build_lr(net, param_init_net, self.alpha, self.policy, **self.init_kwargs)
-        wd = {"weight_decay": self.weight_decay} if self.weight_decay else {}
-        if self.rowWise and isinstance(grad, GradientSlice):
-            rows = _rows_of(param_init_net, param)
-            h = param_init_net.ConstantFill([], f"{param}_avg_squared_sum", shape=[rows], value=0.0)
-            self.aux_local.append(h)
-            net.RowWiseSparseAdagrad([param, h, grad.indices, grad.values, lr], [param, h], epsilon=self.epsilon, **wd)
-            return
-        h = param_init_net.ConstantFill([param], f"{param}_squared_sum", value=0.0)
-        self.aux_local.append(h)
-        if isinstance(grad, GradientSlice):
-            net.SparseAdagrad([param, h, grad.indices, grad.values, lr], [param, h], epsilon=self.epsilon, **wd)
-        else:
-            kw = {"decay": self.decay} if self.decay != 1.0 else {}
-            net.Adagrad([param, h, grad, lr], [param, h], epsilon=self.epsilon, **kw, **wd)
+    with core.NameScope(name_scope):
+        sums = []
+        for i, info in enumerate(params):
+            with core.DeviceScope(get_param_device(str(info.blob), info.grad, param_to_device)):
+                grad = info.grad.values if isinstance(info.grad, GradientSlice) else info.grad
+                sq = model.net.SumSqrElements(grad, f"grad_{i}_squared_sum")
+                sums.append(model.net.EnsureCPUOutput(sq))
+        with core.DeviceScope(core.DeviceOption(0)):
+            total = model.net.Sum(sums, "grad_squared_full_sum")
+            global_norm = model.net.Pow(total, "global_norm", exponent=0.5)
+            clip_norm = model.param_init_net.ConstantFill([], "clip_norm", shape=[], value=float(max_gradient_norm))
+            max_norm = model.net.Max([global_norm, clip_norm], "max_norm")
+            return model.net.Div([clip_norm, max_norm], "norm_ratio")
 
 
-class AdamOptimizer(Optimizer):
-    def __init__(
-        self,
-        alpha: float = 0.001,
-        beta1: float = 0.9,
-        beta2: float = 0.999,
-        epsilon: float = 1e-8,
-        policy: str = "fixed",
-        rowWise: bool = False,  # noqa: N803 - Caffe2's argument name
-        **kwargs: Any,
-    ) -> None:
-        super().__init__()
-        self.alpha, self.beta1, self.beta2, self.epsilon = alpha, beta1, beta2, epsilon
-        self.policy, self.init_kwargs = policy, kwargs
-        self.rowWise = rowWise
-
-    def _run(self, net: Any, param_init_net: Any, info: Any) -> None:
-        param, grad = info.blob, info.grad
-        if self.alpha <= 0:
-            return
-        lr, it = self.build_lr(net, param_init_net, self.alpha, self.policy, **self.init_kwargs)
-        m1 = param_init_net.ConstantFill([param], f"{param}_first_moment", value=0.0)
-        if self.rowWise and isinstance(grad, GradientSlice):  # Caffe2: one second moment per row
-            m2 = param_init_net.ConstantFill(
-                [], f"{param}_avg_second_moment", shape=[_rows_of(param_init_net, param)], value=0.0
-            )
-            self.aux_shared.append(it)
-            self.aux_local += [m1, m2]
-            kw = {"beta1": self.beta1, "beta2": self.beta2, "epsilon": self.epsilon}
-            net.RowWiseSparseAdam([param, m1, m2, grad.indices, grad.values, lr, it], [param, m1, m2], **kw)
-            return
-        m2 = param_init_net.ConstantFill([param], f"{param}_second_moment", value=0.0)
-        self.aux_shared.append(it)
-        self.aux_local += [m1, m2]
-        kw = {"beta1": self.beta1, "beta2": self.beta2, "epsilon": self.epsilon}
-        if isinstance(grad, GradientSlice):
-            net.SparseAdam([param, m1, m2, grad.indices, grad.values, lr, it], [param, m1, m2], **kw)
-        else:
-            net.Adam([param, m1, m2, grad, lr, it], [param, m1, m2], **kw)
-
-
-class RmsPropOptimizer(Optimizer):
-    """RmsProp step (rate 1) then ``param += lr * step`` with a negative ``lr``."""
-
-    def __init__(
-        self,
-        alpha: float = 0.01,
-        decay: float = 0.9,
-        momentum: float = 0.0,
-        epsilon: float = 1e-5,
-        policy: str = "fixed",
-        **kwargs: Any,
-    ) -> None:
-        super().__init__()
-        self.alpha, self.decay, self.momentum, self.epsilon = alpha, decay, momentum, epsilon
-        self.policy, self.init_kwargs = policy, kwargs
-
-    def _run(self, net: Any, param_init_net: Any, info: Any) -> None:
-        param, grad = info.blob, info.grad
-        if isinstance(grad, GradientSlice):
-            raise FrameworkError("build_rms_prop: sparse gradients are not supported")
-        if self.alpha <= 0:
-            return
-        lr, _ = self.build_lr(net, param_init_net, self.alpha, self.policy, **self.init_kwargs)
-        ms = param_init_net.ConstantFill([param], f"{param}_mean_squares", value=0.0)
-        mom = param_init_net.ConstantFill([param], f"{param}_momentum", value=0.0)
-        one = self.one(param_init_net)
-        self.aux_local += [ms, mom]
-        net.RmsProp(
-            [grad, ms, mom, one],
-            [grad, ms, mom],
-            decay=self.decay,
-            momentum=self.momentum,
-            epsilon=self.epsilon,
-        )
-        net.WeightedSum([param, one, grad, lr], param)
-
-
-def _build(model: Any, optimizer: Optimizer, weights_only: bool = False) -> Optimizer:
+def _build(
+    model: Any,
+    optimizer: Optimizer,
+    weights_only: bool = False,
+    use_param_info_optim: bool = True,
+    max_gradient_norm: float | None = None,
+    allow_lr_injection: bool = False,
+) -> Optimizer:
     if not model.gradient_ops_added and not model.param_to_grad:
         raise FrameworkError(
             f"model '{model.name}': no gradients yet; call model.AddGradientOperators([loss]) before the optimizer"
         )
+    from framework import core
+
+    param_to_device = _get_param_to_device(model)
     model.Validate()
     weights = {str(w) for w in model.weights}
-    for info in model.GetOptimizationParamInfo():
-        if weights_only and str(info.blob) not in weights:
-            continue
-        optimizer(model.net, model.param_init_net, info)
+    params = [
+        info for info in model.GetOptimizationParamInfo() if not weights_only or str(info.blob) in weights
+    ]  # fmt: skip
+    lr_multiplier = None
+    if max_gradient_norm is not None:
+        lr_multiplier = _calc_norm_ratio(model, params, "norm_clipped_grad_update", param_to_device, max_gradient_norm)
+    if allow_lr_injection:
+        if not model.net.BlobIsDefined(LEARNING_RATE_INJECTION):
+            injection = model.param_init_net.ConstantFill([], LEARNING_RATE_INJECTION, shape=[1], value=1.0)
+        else:
+            injection = core.BlobReference(LEARNING_RATE_INJECTION)
+        if lr_multiplier is None:
+            lr_multiplier = injection
+        else:
+            lr_multiplier = model.net.Mul([lr_multiplier, injection], "lr_multiplier", broadcast=1)
+    optimizer.add_lr_multiplier(lr_multiplier)
+    for info in params:
+        with core.DeviceScope(get_param_device(str(info.blob), info.grad, param_to_device)):
+            chosen = info.optimizer if use_param_info_optim and getattr(info, "optimizer", None) else optimizer
+            chosen(model.net, model.param_init_net, info)
     return optimizer
 
 
 def add_weight_decay(model: Any, weight_decay: float) -> Optimizer | None:
-    """``grad += weight_decay * w`` for every weight (biases excluded)."""
+    """``grad += weight_decay * w`` for every weight (biases excluded): L2 regularization."""
     if not weight_decay:
         return None
-    return _build(model, WeightDecayBuilder(weight_decay), weights_only=True)
+    return _build(model, WeightDecayBuilder(weight_decay=weight_decay), weights_only=True, use_param_info_optim=False)
+
+
+def _with_decay(model: Any, weight_decay: float) -> None:
+    # An extension to Caffe2's builders: weight_decay=... adds the decay first, as add_weight_decay does.
+    add_weight_decay(model, weight_decay)
 
 
 def build_sgd(
     model: Any,
     base_learning_rate: float,
-    policy: str = "fixed",
-    momentum: float = 0.0,
-    nesterov: bool = True,
+    max_gradient_norm: float | None = None,
+    allow_lr_injection: bool = False,
     weight_decay: float = 0.0,
     **kwargs: Any,
 ) -> Optimizer:
-    """SGD on every parameter with a gradient. ``kwargs`` go to LearningRate (stepsize, gamma...)."""
-    add_weight_decay(model, weight_decay)
-    return _build(model, SgdOptimizer(base_learning_rate, policy, momentum, nesterov, **kwargs))
+    """SGD on every parameter with a gradient; ``kwargs`` go to SgdOptimizer (policy, momentum, nesterov,
+    lars...) and to LearningRate (stepsize, gamma...)."""
+    _with_decay(model, weight_decay)
+    return _build(
+        model, SgdOptimizer(base_learning_rate, **kwargs), max_gradient_norm=max_gradient_norm,
+        allow_lr_injection=allow_lr_injection,
+    )  # fmt: skip
 
 
-def build_adagrad(model: Any, base_learning_rate: float, weight_decay: float = 0.0, **kwargs: Any) -> Optimizer:
-    add_weight_decay(model, weight_decay)
-    return _build(model, AdagradOptimizer(alpha=base_learning_rate, **kwargs))
+def build_multi_precision_sgd(
+    model: Any,
+    base_learning_rate: float,
+    max_gradient_norm: float | None = None,
+    allow_lr_injection: bool = False,
+    **kwargs: Any,
+) -> Optimizer:
+    return _build(
+        model, MultiPrecisionSgdOptimizer(base_learning_rate, **kwargs), max_gradient_norm=max_gradient_norm,
+        allow_lr_injection=allow_lr_injection,
+    )  # fmt: skip
 
 
-def build_adam(model: Any, base_learning_rate: float, weight_decay: float = 0.0, **kwargs: Any) -> Optimizer:
-    add_weight_decay(model, weight_decay)
-    return _build(model, AdamOptimizer(alpha=base_learning_rate, **kwargs))
+def build_fp16_sgd(model: Any, base_learning_rate: float, **kwargs: Any) -> Optimizer:
+    return _build(model, FP16SgdOptimizer(base_learning_rate, **kwargs))
 
 
-def build_rms_prop(model: Any, base_learning_rate: float, weight_decay: float = 0.0, **kwargs: Any) -> Optimizer:
-    add_weight_decay(model, weight_decay)
-    return _build(model, RmsPropOptimizer(alpha=base_learning_rate, **kwargs))
+def build_ftrl(model: Any, engine: str | None = "SIMD", **kwargs: Any) -> Optimizer:
+    """FTRL on every parameter. Caffe2's default ``engine="SIMD"`` (an AVX kernel) runs the same update
+    here; it is accepted and recorded on the ops."""
+    return _build(model, FtrlOptimizer(engine=engine or "", **kwargs))
+
+
+def build_gftrl(model: Any, engine: str | None = "", **kwargs: Any) -> Optimizer:
+    return _build(model, GFtrlOptimizer(engine=engine or "", **kwargs))
+
+
+def build_adagrad(
+    model: Any,
+    base_learning_rate: float,
+    parameters: Any = None,
+    max_gradient_norm: float | None = None,
+    allow_lr_injection: bool = False,
+    **kwargs: Any,
+) -> Optimizer:
+    """Adagrad on every parameter (``rowWise=True``: row-wise for the sparse ones); ``weight_decay`` goes to
+    the update op (``grad + weight_decay * param``), as in Caffe2 2020."""
+    return _build(
+        model, AdagradOptimizer(alpha=base_learning_rate, **kwargs), max_gradient_norm=max_gradient_norm,
+        allow_lr_injection=allow_lr_injection,
+    )  # fmt: skip
+
+
+def build_wngrad(
+    model: Any,
+    base_learning_rate: float,
+    parameters: Any = None,
+    max_gradient_norm: float | None = None,
+    allow_lr_injection: bool = False,
+    **kwargs: Any,
+) -> Optimizer:
+    return _build(
+        model, WngradOptimizer(alpha=base_learning_rate, **kwargs), max_gradient_norm=max_gradient_norm,
+        allow_lr_injection=allow_lr_injection,
+    )  # fmt: skip
+
+
+def build_adadelta(
+    model: Any,
+    base_learning_rate: float,
+    parameters: Any = None,
+    max_gradient_norm: float | None = None,
+    allow_lr_injection: bool = False,
+    **kwargs: Any,
+) -> Optimizer:
+    return _build(
+        model, AdadeltaOptimizer(alpha=base_learning_rate, **kwargs), max_gradient_norm=max_gradient_norm,
+        allow_lr_injection=allow_lr_injection,
+    )  # fmt: skip
+
+
+def build_adam(
+    model: Any,
+    base_learning_rate: float,
+    max_gradient_norm: float | None = None,
+    allow_lr_injection: bool = False,
+    weight_decay: float = 0.0,
+    **kwargs: Any,
+) -> Optimizer:
+    _with_decay(model, weight_decay)
+    return _build(
+        model, AdamOptimizer(alpha=base_learning_rate, **kwargs), max_gradient_norm=max_gradient_norm,
+        allow_lr_injection=allow_lr_injection,
+    )  # fmt: skip
+
+
+def build_yellowfin(model: Any, base_learning_rate: float = 0.1, **kwargs: Any) -> Optimizer:
+    return _build(model, YellowFinOptimizer(alpha=base_learning_rate, **kwargs))
+
+
+def build_rms_prop(
+    model: Any,
+    base_learning_rate: float,
+    max_gradient_norm: float | None = None,
+    allow_lr_injection: bool = False,
+    weight_decay: float = 0.0,
+    **kwargs: Any,
+) -> Optimizer:
+    _with_decay(model, weight_decay)
+    return _build(
+        model, RmsPropOptimizer(alpha=base_learning_rate, **kwargs), max_gradient_norm=max_gradient_norm,
+        allow_lr_injection=allow_lr_injection,
+    )  # fmt: skip
 
 
 def reset_optimizer_instance_count() -> None:
     """Restart the per-class instance numbers used in blob names (Caffe2's function of this name)."""
-    Optimizer._counts.clear()
+    optimizer_instance_count.clear()

@@ -22,9 +22,9 @@ from framework.caffe2.python.builder.blob_reference import (
     op_method,
 )
 from framework.caffe2.python.builder.clone import clone_net_def, partial_net_def
+from framework.caffe2.python.builder.net_internals import NetInternals
 from framework.caffe2.python.builder.records import NetRecords
-from framework.caffe2.python.scope import ScopedName
-from framework.errors import NetError
+from framework.errors import ModelError, NetError
 from framework.net.graph import format_ops
 from framework.ops.gradient import GradientSlice
 from framework.ops.registry import has_op, unknown_message
@@ -65,7 +65,7 @@ def _unique_net_name(name: str) -> str:
                 return cand
 
 
-class Net(NetRecords):
+class Net(NetRecords, NetInternals):
     """A NetDef under construction; see module doc."""
 
     def __init__(self, name_or_proto: Any, inplace: bool = False) -> None:
@@ -82,10 +82,10 @@ class Net(NetRecords):
         else:
             self._net = NetDef(name=_unique_net_name(str(name_or_proto)))
         self._next_name_index = 0
+        self._registered_blob_names: set[str] = set()
         self._attr_dict: dict[str, list[Any]] = {}
         self._defined: set[str] = set(self._net.external_input)
         self._used: set[str] = set(self._net.external_input)
-        self._registered: set[str] = set()  # names handed out by NextBlob
         for op in self._net.op:
             self._defined.update(op.output)
             self._used.update(op.input)
@@ -166,19 +166,26 @@ class Net(NetRecords):
             if not self.UsesBlob(ScopedName(name)):
                 return name
 
-    def NextBlob(self, prefix: str) -> BlobReference:  # noqa: N802
-        """A BlobReference named ``prefix`` (scoped), or ``prefix_auto_<i>`` if that is taken; as in
-        Caffe2, every name handed out is reserved, so two calls never return the same name."""
-        name = ScopedName(prefix)
+    def NextBlob(self, prefix: str = "unnamed") -> BlobReference:  # noqa: N802
+        """A BlobReference named ``prefix`` as given, or ``prefix_auto_<i>`` if the net uses that name or an
+        earlier call returned it (so two calls never return the same name, as in Caffe2)."""
+        name = str(prefix)
         k = 0
         out = name
-        while out in self._registered or self.UsesBlob(out):
+        while self.UsesBlob(out) or out in self._registered_blob_names:
             out = f"{name}_auto_{k}"
             k += 1
-        self._registered.add(out)
+        self._registered_blob_names.add(out)
         return BlobReference(out, self)
 
-    NextScopedBlob = NextBlob
+    def NextScopedBlob(self, prefix: str = "unnamed") -> BlobReference:  # noqa: N802
+        """``NextBlob`` of ``prefix`` under the current NameScope."""
+        return self.NextBlob(ScopedName(prefix))
+
+    def _note_op(self, op: Any) -> None:
+        self._used.update(op.input)
+        self._used.update(op.output)
+        self._defined.update(op.output)
 
     # -- external inputs and outputs --------------------------------------------
     def AddExternalInput(self, *inputs: Any) -> Any:  # noqa: N802
@@ -334,9 +341,56 @@ class Net(NetRecords):
         new._attr_dict = {k: list(v) for k, v in self._attr_dict.items()}  # Caffe2 keeps attributes
         return new
 
-    def ClonePartial(self, name: str, inputs: Iterable[Any], outputs: Iterable[Any], remap_funcs: Any = None) -> Net:  # noqa: N802
-        """The sub-net computing ``outputs`` from ``inputs`` (ops walked backwards from outputs)."""
-        return Net(partial_net_def(self._net, name, inputs, outputs))
+    def ClonePartial(  # noqa: N802
+        self, name: str, inputs: Any, outputs: Iterable[Any], remap_funcs: Any = None
+    ) -> tuple[Net, list[BlobReference]]:
+        """Caffe2's partial clone: the ops computing ``outputs`` from ``inputs`` (walked back from the
+        outputs, stopping at the inputs), as net ``name``. ``inputs`` is a list of blobs or a mapping
+        (dict or pairs) old -> new name; the clone reads the new names, other blobs it defines get the
+        prefix ``name/``, blobs it reads but nobody defines keep their names and become external
+        inputs. Returns ``(net, [output BlobReferences])``."""
+        if isinstance(inputs, dict):
+            mapping = {str(k): str(v) for k, v in inputs.items()}
+        elif isinstance(inputs, list) and inputs and all(isinstance(i, tuple) and len(i) == 2 for i in inputs):
+            mapping = {str(k): str(v) for k, v in inputs}
+        else:
+            mapping = {str(i): str(i) for i in inputs}
+        out_names = [str(o) for o in outputs]
+        self._check_independent_inputs(list(mapping))
+        part = partial_net_def(self._net, name, mapping, out_names)
+        defined = {o for op in part.op for o in op.output}
+        undefined = [b for op in part.op for b in op.input if b not in defined and b not in mapping]
+        prefix = f"{name}/" if name else ""
+        remap = {
+            b: mapping.get(b, b if b in undefined else prefix + b) for op in part.op for b in [*op.input, *op.output]
+        }
+        new = Net(clone_net_def(part, name, remap, None, False))
+        new_in = list(dict.fromkeys([remap.get(k, v) if k in remap else v for k, v in mapping.items()] + undefined))
+        new_out = [remap.get(o, prefix + o) for o in out_names]
+        del new._net.external_input[:]
+        new._net.external_input.extend(new_in)
+        del new._net.external_output[:]
+        new._net.external_output.extend(new_out)
+        new._defined.update(new_in)
+        new._used.update(new_in)
+        return new, [BlobReference(o, new) for o in new_out]
+
+    def _check_independent_inputs(self, inputs: list[str]) -> None:
+        """ModelError (an AssertionError, as Caffe2's) if an input of a partial clone is computed from another."""
+        for target in inputs:
+            frontier = {target}
+            for op in reversed(self._net.op):
+                if frontier & set(op.output):
+                    if op.is_gradient_op:
+                        continue
+                    upstream = set(op.input)
+                    clash = upstream & (set(inputs) - {target})
+                    if clash:
+                        raise ModelError(
+                            f"net '{self.Name()}': partial clone input '{target}' is computed from input "
+                            f"'{sorted(clash)[0]}'; the inputs must not depend on each other"
+                        )
+                    frontier |= upstream
 
     def AddGradientOperators(self, ys: Any, skip: int = 0) -> dict[str, Any]:  # noqa: N802
         """Append the backward pass of ``ys``; {blob: gradient BlobReference or GradientSlice}."""

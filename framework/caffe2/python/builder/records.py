@@ -51,6 +51,24 @@ class NetRecords:
                 self.AddExternalOutput(blob)
         self._output_record = record
 
+    def AppendOutputRecordField(self, field_name: str, record: Any) -> None:  # noqa: N802 - Caffe2's name
+        """Add field ``field_name`` (a record or blob, every blob produced by the net) to the output record,
+        which must exist and not have that field yet; the blobs become external outputs."""
+        from framework.caffe2.python import schema
+
+        if self._output_record is None:
+            raise NetError(f"net '{self.Name()}': no output record to append '{field_name}' to")
+        record = schema.as_record(record)
+        if field_name in self._output_record.fields:
+            raise NetError(f"net '{self.Name()}': output record already has a field '{field_name}'")
+        for blob in record.field_blobs():
+            if not self.BlobIsDefined(blob):
+                raise NetError(f"net '{self.Name()}': output record blob '{blob}' is not defined")
+        for blob in record.field_blobs():
+            if str(blob) not in self.Proto().external_output:
+                self.AddExternalOutput(blob)
+        self._output_record = self._output_record + schema.Struct((field_name, record))
+
     def input_record(self) -> Any:
         return self._input_record
 

@@ -213,6 +213,38 @@ class Plan:
         """The ExecutionStep builders added (steps added as protos are not listed)."""
         return list(self._steps)
 
+    @classmethod
+    def create_from_proto(cls, plan_proto: PlanDef) -> Plan:
+        """A Plan builder for an existing PlanDef: a Net per network and an ExecutionStep per step (substeps
+        and step nets resolved by name; a step naming a net the plan lacks is an error)."""
+        if not isinstance(plan_proto, PlanDef):
+            raise TypeError(f"create_from_proto takes a PlanDef, got {type(plan_proto).__name__}")
+        nets: dict[str, Net] = {}
+        for net_proto in plan_proto.network:
+            if net_proto.name in nets:
+                raise NetError(f"plan '{plan_proto.name}': two networks are named '{net_proto.name}'")
+            nets[net_proto.name] = Net(net_proto)
+
+        def step_from(proto: ExecutionStepProto) -> ExecutionStep:
+            step = ExecutionStep(proto.name)
+            step._step.CopyFrom(proto)
+            del step._step.substep[:], step._step.network[:]
+            for name in proto.network:
+                if name not in nets:
+                    raise NetError(f"plan '{plan_proto.name}': step '{proto.name}' runs unknown net '{name}'")
+                step._step.network.append(name)
+                step._net_dict.setdefault(name, nets[name])
+            for sub in proto.substep:
+                child = step_from(sub)
+                step._step.substep.add().CopyFrom(child.Proto())
+                step._substeps.append(child)
+            return step
+
+        plan = cls(plan_proto.name)
+        for step_proto in plan_proto.execution_step:
+            plan.AddStep(step_from(step_proto))
+        return plan
+
     def get_all_attributes(self, name: str) -> list[Any]:
         """The attributes under ``name`` of every net of the plan (Caffe2's)."""
         return _attributes(self.Nets(), name)
