@@ -1,4 +1,4 @@
-"""``framework.caffe2.python.optimizer``: Caffe2's builders, bookkeeping and learning-rate modifiers, each update checked
+"""``caffe2.python.optimizer``: Caffe2's builders, bookkeeping and learning-rate modifiers, each update checked
 against numpy written from Caffe2's operator semantics."""
 
 import numpy as np

@@ -25,7 +25,7 @@ from framework import core
 from framework.caffe2.python.modeling.initializers import ExternalInitializer, Initializer, update_initializer
 from framework.caffe2.python.modeling.parameter_info import ParameterInfo, ParameterTags
 from framework.caffe2.python.modeling.parameter_sharing import parameter_sharing_context
-from framework.errors import FrameworkError, ModelError
+from framework.errors import FrameworkError, ModelError, NetError
 
 log = logging.getLogger("framework.caffe2.python.model_helper")
 

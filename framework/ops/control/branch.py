@@ -12,10 +12,10 @@ import numpy as np
 
 from framework.errors import ShapeError, TypeMismatchError
 from framework.memory.tensor import Tensor
-from framework.ops.subnet import build, net_arg
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op
 from framework.ops.schema import NET, UNKNOWN, Arg
+from framework.ops.subnet import build, net_arg
 
 
 def _unknown_outputs(args, ins):

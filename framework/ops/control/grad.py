@@ -19,8 +19,8 @@ from __future__ import annotations
 from typing import Any
 
 from framework.errors import GradientError
-from framework.ops.subnet import backward_pass
 from framework.ops.gradient import gradient
+from framework.ops.subnet import backward_pass
 from framework.proto.args import make_argument
 from framework.proto.framework_pb2 import NetDef, OperatorDef
 

@@ -18,7 +18,6 @@ import numpy as np
 
 from framework.errors import ShapeError
 from framework.memory.tensor import Tensor
-from framework.ops.subnet import compile_net
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op
 from framework.ops.rnn.links import StepNet
@@ -31,6 +30,7 @@ from framework.ops.rnn.recurrent_network import (
     scratch_of,
     step_net_arg,
 )
+from framework.ops.subnet import compile_net
 from framework.proto.framework_pb2 import OperatorDef
 
 

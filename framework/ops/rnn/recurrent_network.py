@@ -25,12 +25,12 @@ import numpy as np
 from framework.errors import ArgumentError, OperatorError, ShapeError, TypeMismatchError
 from framework.memory.tensor import Tensor
 from framework.memory.workspace import Workspace
-from framework.ops.subnet import bind_net, compile_net
 from framework.ops.gradient import gradient
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op
 from framework.ops.rnn.links import ScratchWorkspaces, StepNet, set_timestep, share_view
 from framework.ops.schema import BOOL, INTS, NET, STRING, STRINGS, UNKNOWN, Arg
+from framework.ops.subnet import bind_net, compile_net
 from framework.proto.framework_pb2 import NetDef, OperatorDef
 
 ARGS = [

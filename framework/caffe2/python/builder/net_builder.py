@@ -24,6 +24,7 @@ from framework.caffe2.python.builder.blob_reference import (
 from framework.caffe2.python.builder.clone import clone_net_def, partial_net_def
 from framework.caffe2.python.builder.net_internals import NetInternals
 from framework.caffe2.python.builder.records import NetRecords
+from framework.caffe2.python.scope import ScopedName
 from framework.errors import ModelError, NetError
 from framework.net.graph import format_ops
 from framework.ops.gradient import GradientSlice
