@@ -187,7 +187,8 @@ def set_rnn_executor_config(rnn_op: Any, num_threads: int | None = None, max_cud
 
 
 def retrieve_step_blobs(net: Any, prefix: str = "rnn") -> list:
-    """Copy every step workspace's blobs into the current workspace (RecurrentNetworkBlobFetcher)."""
+    """Copy every step workspace's blobs into the current workspace (RecurrentNetworkBlobFetcher); returns
+    their names as Caffe2 does, bytes (the fetched string tensor's elements)."""
     from framework import workspace
 
     out, count = [], 1
@@ -198,5 +199,5 @@ def retrieve_step_blobs(net: Any, prefix: str = "rnn") -> list:
             workspace.RunOperatorOnce(
                 core.CreateOperator("RecurrentNetworkBlobFetcher", [op.output[-1]], [name], prefix=prefix)
             )
-            out += [b.decode() if isinstance(b, bytes) else b for b in workspace.FetchBlob(name).tolist()]
+            out += workspace.FetchBlob(name).tolist()  # bytes, as Caffe2's string tensors fetch
     return out
