@@ -342,3 +342,23 @@ def test_a_state_with_no_initial_steps():
     )
     ws.run_operator_once(op)
     np.testing.assert_allclose(ws.fetch_blob("s_all"), x + 1, rtol=1e-6)
+
+
+def test_retrieve_step_blobs_returns_bytes_names_as_caffe2():
+    from framework import workspace as gws
+    from framework.caffe2.python import recurrent
+
+    T, N, D, H = 2, 1, 2, 2
+    model, _, _ = build_lstm(D, H, lengths=False)
+    feeds = _feeds(T, N, D, H, np.random.default_rng(0))
+    gws.ResetWorkspace()
+    try:
+        for k, v in feeds.items():
+            gws.FeedBlob(k, v)
+        gws.RunNetOnce(model.param_init_net)
+        gws.RunNetOnce(model.net)
+        names = recurrent.retrieve_step_blobs(model.net, "ex")
+        assert names and all(isinstance(n, bytes) for n in names)
+        assert all(gws.HasBlob(n.decode()) for n in names)
+    finally:
+        gws.ResetWorkspace()
