@@ -121,6 +121,7 @@ from framework.caffe2.python.builder import (  # noqa: E402
     execution_step,
 )
 from framework.caffe2.python.builder.records import clone_and_bind_net  # noqa: E402
+from framework.caffe2.python.core_ir import IR  # noqa: E402, F401 - Caffe2's core.IR
 from framework.caffe2.python.scope import (  # noqa: E402
     CurrentDeviceScope,
     CurrentNameScope,
@@ -132,7 +133,6 @@ from framework.caffe2.python.scope import (  # noqa: E402
 )
 from framework.net.backward import GradientRegistry as _GradientRegistry  # noqa: E402  # noqa: E402
 from framework.net.backward import GradientSlice  # noqa: E402  # noqa: E402
-from framework.net.ir import IR  # noqa: E402, F401 - Caffe2's core.IR
 
 
 class GradientRegistry(_GradientRegistry):
