@@ -56,6 +56,7 @@ LEGACY_PATTERNS = {
     "scipy API removed": re.compile(
         r"cannot import name '\w+' from 'scipy\.misc'|`interp2d` has been removed in SciPy"
     ),
+    "inspect.getargspec removed (Python 3.11)": re.compile(r"module 'inspect' has no attribute 'getargspec'"),
     "torch.ops._caffe2": re.compile(r"'_caffe2' object has no attribute|torch\.ops\._caffe2"),
 }
 

@@ -90,7 +90,9 @@ def test_random_reader_reads_in_the_order_of_indices_and_of_a_shuffle():
 
 def test_init_empty_keeps_the_item_shape_of_a_field():
     workspace.ResetWorkspace()
-    s = schema.Struct(("dense", schema.Scalar((np.float32, 3))), ("id", schema.Scalar(np.int64)))
+    s = schema.Struct(
+        ("dense", schema.Scalar((np.float32, 3))), ("id", schema.Scalar(np.int64)), ("name", schema.Scalar(str))
+    )
     ds = dataset.Dataset(s, name="shaped")
     init = core.Net("shaped_init")
     ds.init_empty(init)
@@ -99,8 +101,9 @@ def test_init_empty_keeps_the_item_shape_of_a_field():
     assert dense.shape == (0, 3) and dense.dtype == np.float32
     assert workspace.FetchBlob("shaped:id").shape == (0,)
     rec = schema.NewRecord(core.Net("tmp"), s)
-    schema.FeedRecord(rec, [np.ones((2, 3), np.float32), np.array([4, 5], np.int64)])
+    schema.FeedRecord(rec, [np.ones((2, 3), np.float32), np.array([4, 5], np.int64), np.array([b"a", b"b"], object)])
     w = core.Net("shaped_write")
     ds.writer().write_record(w, rec)
     workspace.RunNetOnce(w)
     assert workspace.FetchBlob("shaped:dense").shape == (2, 3)
+    assert workspace.FetchBlob("shaped:name").tolist() == [b"a", b"b"]  # a str field is a string tensor

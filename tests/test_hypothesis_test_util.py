@@ -110,6 +110,13 @@ class TestCaffe2Style(hu.HypothesisTestCase):
         op = core.CreateOperator("Concat", ["X_0", "X_1"], ["Y", "split_info"], axis=1)
         self.assertGradientChecks(hu.cpu_do, op, xs, 0, [0], ensure_outputs_are_inferred=True)
 
+    def test_scalar_reference_matches_any_shape(self):
+        # Caffe2 compares with numpy's assert_allclose, which lets a 0-d reference stand for every element
+        op = core.CreateOperator("ConstantFill", [], ["Y"], shape=[1], value=2.0)
+        self.assertReferenceChecks(hu.cpu_do, op, [], lambda: [2.0])
+        with pytest.raises(AssertionError):
+            self.assertReferenceChecks(hu.cpu_do, op, [], lambda: [3.0])
+
     def test_wrong_gradient_fails(self):
         # Relu's gradient ops, handed to a Sigmoid: the check must notice
         op = core.CreateOperator("Sigmoid", ["X"], ["Y"])

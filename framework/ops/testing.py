@@ -133,11 +133,14 @@ def assert_reference_checks(
     check_inference: bool = True,
     check_no_realloc: bool = True,
     ws: Workspace | None = None,
+    scalar_matches_any_shape: bool = False,
 ) -> list[Any]:
     """Run ``op_def`` on ``inputs`` and compare with ``reference(*inputs)``.
 
     ``reference`` returns one array or a sequence (one per output, or per
-    ``outputs_to_check``). Returns the op's outputs.
+    ``outputs_to_check``). Returns the op's outputs. Shapes must be equal, except that with
+    ``scalar_matches_any_shape`` a 0-d reference is compared with every element (what Caffe2's
+    ``assertReferenceChecks`` does through numpy's ``assert_allclose``).
     """
     ws = ws if ws is not None else Workspace()
     inputs = [np.asarray(x) if not isinstance(x, (bytes, str)) else x for x in inputs]
@@ -158,7 +161,7 @@ def assert_reference_checks(
             np.testing.assert_array_equal(got, exp, err_msg=f"{op_def.type} output {k} ('{name}')")
             continue
         exp = np.asarray(exp)
-        assert got.shape == exp.shape, (
+        assert got.shape == exp.shape or (scalar_matches_any_shape and exp.ndim == 0), (
             f"{op_def.type} output {k} ('{name}'): shape {got.shape} != reference {exp.shape}"
         )
         if exp.dtype.kind in "biu" or got.dtype.kind in "biu":

@@ -99,6 +99,7 @@ def test_classify_phases():
         "E   TypeError: lists() got an unexpected keyword argument 'average_size'",
         "E   ImportError: cannot import name 'logsumexp' from 'scipy.misc' (/x)",
         "E   AttributeError: `np.unicode_` was removed in the NumPy 2.0 release. Use `np.str_` instead.",
+        "E   AttributeError: module 'inspect' has no attribute 'getargspec'",
         "E   hypothesis.errors.InvalidArgument: Using `@settings` on a test without `@given` is completely pointless.",
     ):
         assert caffe2_suite.legacy_reason(text) is not None

@@ -272,3 +272,20 @@ def test_initializer_pair_with_extra_items():
     w = workspace.FetchBlob("y_w")
     assert w.shape == (2, 3) and w.min() >= -1.0 and w.max() <= 1.0
     np.testing.assert_array_equal(workspace.FetchBlob("y_b"), [0.5, 0.5])
+
+
+def test_gradient_checker_get_loss_and_grad_2018_form():
+    from framework import gradient_checker
+
+    checker = gradient_checker.GradientChecker(stepsize=0.01, threshold=0.01)
+    x = np.array([[1.0, -2.0]], np.float32)
+    w = np.array([[0.5, 1.0]], np.float32)
+    workspace.FeedBlob("W", w)
+    workspace.FeedBlob("b", np.zeros(1, np.float32))
+    op = core.CreateOperator("FC", ["X", "W", "b"], ["Y"])
+    grad_ops, g_in = core.GradientRegistry.GetGradientForOp(op, ["Y_grad"])
+    # (x, input_name, grad_name, outputs_with_grads): the other inputs are already in the workspace
+    loss, grad = checker.GetLossAndGrad(op, grad_ops, x, "X", g_in[0], [0])
+    y = x @ w.T
+    np.testing.assert_allclose(loss, 0.5 * np.sum(y**2), rtol=1e-6)
+    np.testing.assert_allclose(grad, y @ w, rtol=1e-6)

@@ -135,8 +135,12 @@ def test_load_all_allow_incomplete_and_missing(tmp_path, db_type):
     ws.feed_blob("b", "text")
     run(ws, "Save", ["a", "b"], [], db="c", db_type=db_type)
     ws2 = Workspace(root_folder=str(tmp_path))
-    run(ws2, "Load", [], ["ignored"], db="c", db_type=db_type, load_all=1)
-    assert sorted(ws2.blobs()) == ["a", "b", "ignored"] and ws2.fetch_blob("b") == b"text"
+    # with load_all a named output must be one of the DB's blobs (Caffe2 2020), and nothing is loaded if not
+    with pytest.raises(OperatorError, match="Output blob name 'ignored' does not exist in the db"):
+        run(ws2, "Load", [], ["a", "ignored"], db="c", db_type=db_type, load_all=1)
+    assert "b" not in ws2.blobs()
+    run(ws2, "Load", [], ["a"], db="c", db_type=db_type, load_all=1)
+    assert sorted(ws2.blobs()) == ["a", "b"] and ws2.fetch_blob("b") == b"text"
     ws3 = Workspace(root_folder=str(tmp_path))
     run(ws3, "Load", [], ["a", "zz"], db="c", db_type=db_type, allow_incomplete=True)
     assert ws3.fetch_blob("a").tolist() == [1, 1] and ws3.get_blob("zz").is_empty

@@ -136,7 +136,8 @@ class Dataset:
         shape (``(np.float32, 3)`` gives [0, 3]), of the field's element type."""
         for blob, dtype in zip(self.field_blob_names, self.field_types()):
             dtype = np.dtype(dtype)
-            proto_type = _PROTO_TYPES.get(dtype.base)
+            # strings of any numpy spelling (object, str, bytes) are Caffe2's STRING
+            proto_type = TensorProto.STRING if dtype.base.kind in "OUS" else _PROTO_TYPES.get(dtype.base)
             if proto_type is None:
                 raise ValueError(f"field type {dtype} has no TensorProto type")
             shape = [0, *dtype.shape]

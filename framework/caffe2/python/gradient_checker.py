@@ -41,7 +41,21 @@ class GradientChecker:
         self._workspace_name = workspace_name
         self._input_device_options = input_device_options or {}
 
-    def GetLossAndGrad(  # noqa: N802
+    def GetLossAndGrad(self, op: Any, grad_ops: Sequence[Any], *args: Any) -> tuple[float, np.ndarray]:  # noqa: N802
+        """Run ``op`` then ``grad_ops`` once in the current workspace, as Caffe2's: feed the inputs, take
+        the loss 0.5 * sum of squares of the outputs ``outputs_with_grads`` (each fed as its own gradient
+        ``<output>_grad``), and return ``(loss, gradient)`` where the gradient is blob ``grad_name`` (a
+        GradientSlice is scattered-added into zeros shaped as the checked input).
+
+        ``args`` are Caffe2 2020's ``(inputs, input_names, input_to_check, grad_name, outputs_with_grads)``
+        or 2018's ``(x, input_name, grad_name, outputs_with_grads)`` (one input fed, the others already
+        in the workspace)."""
+        if len(args) == 4:
+            x, input_name, grad_name, outputs_with_grads = args
+            return self._loss_and_grad(op, grad_ops, [x], [input_name], 0, grad_name, outputs_with_grads)
+        return self._loss_and_grad(op, grad_ops, *args)
+
+    def _loss_and_grad(
         self,
         op: Any,
         grad_ops: Sequence[Any],
@@ -51,11 +65,6 @@ class GradientChecker:
         grad_name: Any,
         outputs_with_grads: Any,
     ) -> tuple[float, np.ndarray]:
-        """Run ``op`` then ``grad_ops`` once in the current workspace, as Caffe2's: feed ``inputs``
-        under ``input_names``, take the loss 0.5 * sum of squares of the outputs ``outputs_with_grads``
-        (each fed as its own gradient ``<output>_grad``), and return ``(loss, gradient)`` where the
-        gradient is blob ``grad_name`` (a GradientSlice is scattered-added into zeros shaped as input
-        ``input_to_check``)."""
         for name, value in zip(input_names, inputs):
             workspace.FeedBlob(name, value, self._input_device_options.get(name, self._device_option))
         workspace.RunOperatorOnce(op)

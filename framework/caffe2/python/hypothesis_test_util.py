@@ -256,6 +256,7 @@ class HypothesisTestCase(test_util.TestCase):
                 outputs_to_check=outputs_to_check or None,
                 check_inference=False,
                 ws=ws,
+                scalar_matches_any_shape=True,
             )
             idx = list(outputs_to_check) if outputs_to_check else list(range(len(op.output)))
             self._check_inference(op, inputs, outputs, idx, ensure_outputs_are_inferred)

@@ -96,7 +96,7 @@ class Save(Operator):
         Arg("add_prefix", STRING, "", "prepended to every DB key after stripping; outputs must include it"),
         Arg("strip_prefix", STRING, "", "drop everything up to and including this prefix from each DB key"),
         Arg("keep_device", INT, 0, "1: keep the serialized device (everything runs on the CPU here)"),
-        Arg("load_all", INT, 0, "1: load every blob of the DB under its own name; outputs are ignored"),
+        Arg("load_all", INT, 0, "1: load every blob of the DB under its own name; named outputs must be among them"),
         Arg("allow_incomplete", BOOL, False, "tolerate outputs that the DBs do not hold"),
         Arg("source_blob_names", STRINGS, [], "DB names to load into the outputs, position by position"),
     ],
@@ -165,6 +165,11 @@ class Load(Operator):
             allow_incomplete=bool(a.allow_incomplete),
         )
         if a.load_all:
+            # Caffe2: with load_all, every named output must be one of the loaded blobs (checked before
+            # anything is written here)
+            missing = [n for n in self.output_names if n not in staged]
+            if missing:
+                raise self.arg_error(f"Output blob name {missing[0]!r} does not exist in the db(s)")
             for name, blob in staged.items():
                 self.workspace.create_blob(name).reset(blob._obj)
         else:
