@@ -275,7 +275,7 @@ def test_initializer_pair_with_extra_items():
 
 
 def test_gradient_checker_get_loss_and_grad_2018_form():
-    from framework import gradient_checker
+    from framework.caffe2.python import gradient_checker
 
     checker = gradient_checker.GradientChecker(stepsize=0.01, threshold=0.01)
     x = np.array([[1.0, -2.0]], np.float32)
