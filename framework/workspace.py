@@ -26,7 +26,8 @@ from framework.memory.int8_tensor import Int8Tensor
 from framework.memory.workspace import Workspace as _Workspace
 from framework.proto import caffe2_pb2
 
-_workspaces: dict[str, _Workspace] = {"default": _Workspace(name="default")}
+# Caffe2's workspaces: data sources (CreateDB...) open relative paths as given (read_folder "")
+_workspaces: dict[str, _Workspace] = {"default": _Workspace(name="default", read_folder="")}
 _current = ["default"]
 
 
@@ -143,17 +144,19 @@ def SwitchWorkspace(name: str, create_if_missing: bool | None = None) -> None:  
                 f"workspace '{name}' does not exist; pass create_if_missing=True to create it. "
                 f"Existing: {', '.join(_workspaces)}"
             )
-        _workspaces[name] = _Workspace(name=name)
+        _workspaces[name] = _Workspace(name=name, read_folder="")
     _current[0] = name
 
 
 def ResetWorkspace(root_folder: str | None = None) -> bool:  # noqa: N802
-    """Replace the current workspace with an empty one (keeping the root folder unless given)."""
+    """Replace the current workspace with an empty one (keeping the root folder unless given). As in Caffe2,
+    the root folder is where Save/Load/Print put relative paths; CreateDB and the other data sources still
+    open theirs relative to the working directory."""
     old = C()
     folder = old.root_folder if root_folder is None else root_folder
     if root_folder is not None:
         os.makedirs(folder, exist_ok=True)
-    _workspaces[_current[0]] = _Workspace(root_folder=folder, name=old.name)
+    _workspaces[_current[0]] = _Workspace(root_folder=folder, name=old.name, read_folder="")
     return True
 
 

@@ -68,7 +68,11 @@ class _WorkspaceType(type):
 
 class Workspace(_Workspace, metaclass=_WorkspaceType):
     """``C.Workspace()``: a new, empty workspace (not registered by name), as Caffe2's, with
-    Caffe2's ``run(op | net | plan)`` (blobs answer ``feed``/``fetch``)."""
+    Caffe2's ``run(op | net | plan)`` (blobs answer ``feed``/``fetch``). Data sources open relative
+    paths as given (``read_folder=""``), as Caffe2's CreateDB does."""
+
+    def __init__(self, *args: Any, read_folder: str | None = "", **kwargs: Any) -> None:
+        super().__init__(*args, read_folder=read_folder, **kwargs)
 
     @property
     def blobs(self) -> _BlobMap:  # type: ignore[override]
