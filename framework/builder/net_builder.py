@@ -65,6 +65,18 @@ def _unique_net_name(name: str) -> str:
                 return cand
 
 
+def _next_autogen_index(net: NetDef) -> int:
+    """One past the largest ``<net name>_blob_<k>`` an op of ``net`` names (Caffe2 reads the first digit
+    of k only; the whole number is read here, so that NextBlob never repeats a name)."""
+    prefix = net.name + "_blob_"
+    found = [-1]
+    for op in net.op:
+        for b in list(op.input) + list(op.output):
+            if b.startswith(prefix) and b[len(prefix) :].isdigit():
+                found.append(int(b[len(prefix) :]))
+    return max(found) + 1
+
+
 class Net(NetRecords):
     """A NetDef under construction; see module doc."""
 
@@ -81,7 +93,11 @@ class Net(NetRecords):
             self._net.CopyFrom(name_or_proto.Proto())
         else:
             self._net = NetDef(name=_unique_net_name(str(name_or_proto)))
-        self._next_name_index = 0
+        self._next_name_index = _next_autogen_index(self._net)
+        if isinstance(name_or_proto, (NetDef, Net)):
+            # as Caffe2: a net made from another gets a name not used yet in this process (``char_rnn`` ->
+            # ``char_rnn_1``), so that creating it in a workspace never replaces the source net
+            self._net.name = _unique_net_name(self._net.name)
         self._attr_dict: dict[str, list[Any]] = {}
         self._defined: set[str] = set(self._net.external_input)
         self._used: set[str] = set(self._net.external_input)
