@@ -111,6 +111,15 @@ class Optimizer:
             self._lr_blobs[key] = lr
         return lr, it
 
+    def get_cpu_blob_name(self, base_str: str, node_name: str = "") -> str:
+        """Caffe2's name for this optimizer's CPU-side blob: ``<Class>_<instance>_<base><node>_cpu``."""
+        return f"{type(self).__name__}_{self._instance}_{base_str}{node_name}_cpu"
+
+    def get_gpu_blob_name(self, base_str: str, gpu_id: int, node_name: str) -> str:
+        """Caffe2's name for this optimizer's blob on GPU ``gpu_id``: ``<Class>_<instance>_<base><node>_gpu<id>``
+        (the blob lives on the CPU here, as everything does)."""
+        return f"{type(self).__name__}_{self._instance}_{base_str}{node_name}_gpu{int(gpu_id)}"
+
     @staticmethod
     def one(param_init_net: Any) -> Any:
         """The shared float constant ``ONE_0_0`` = [1.0]."""

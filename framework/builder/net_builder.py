@@ -10,6 +10,7 @@ names are made unique per process (``name``, ``name_1``...), as in Caffe2.
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import traceback
 from typing import Any, Iterable
@@ -63,6 +64,14 @@ def _unique_net_name(name: str) -> str:
                 _net_names[name] = k
                 _net_names[cand] = 0
                 return cand
+
+
+def _run_if_immediate(ops: Iterable[Any]) -> None:
+    """Run ``ops`` in Caffe2's immediate workspace when immediate mode is on (``workspace.StartImmediate``)."""
+    ws = sys.modules.get("framework.workspace")
+    if ws is not None and ws.IsImmediate():
+        for op in ops:
+            ws.RunOperatorImmediate(op)
 
 
 def _next_autogen_index(net: NetDef) -> int:
@@ -356,7 +365,9 @@ class Net(NetRecords):
             ys = {str(k): v for k, v in ys.items()}
         else:
             ys = [str(y) for y in ys]
+        before = len(self._net.op)
         grads = add_gradient_operators(self._net, ys, skip)
+        _run_if_immediate(self._net.op[before:])  # they bypass CreateOperator, as Caffe2's C++ ones do
         for op in self._net.op:
             self._used.update(op.input)
             self._used.update(op.output)
