@@ -125,6 +125,7 @@ from framework.builder import (  # noqa: E402
     execution_step,
 )
 from framework.builder.records import clone_and_bind_net  # noqa: E402
+from framework.caffe2 import c_extension as C  # noqa: E402, F401, N812  (Caffe2's core.C)
 from framework.net.backward import GradientRegistry as _GradientRegistry  # noqa: E402
 from framework.net.backward import GradientSlice  # noqa: E402
 from framework.scope import (  # noqa: E402

@@ -244,6 +244,13 @@ class _DB:
             pass
 
 
+def registered_dbs() -> list[str]:
+    """The DB type names ``create_db``, Save/Load and CreateDB accept (Caffe2's ``C.registered_dbs()``)."""
+    from framework.db import db_types
+
+    return db_types()
+
+
 def create_db(db_type: str, source: str, mode: Any) -> _DB:
     """Open a DB (minidb, lmdb, leveldb...) as Caffe2's ``C.create_db(type, source, mode)``."""
     from framework.db import open_db
