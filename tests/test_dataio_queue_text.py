@@ -18,7 +18,8 @@ def test_text_file_to_queue_to_consumer(tmp_path):
     (tmp_path / "rows.tsv").write_text("".join(f"{w}\t{x}\n" for w, x in rows))
     s = schema.Struct(("word", schema.Scalar(object)), ("x", schema.Scalar(np.float32)))
     init = core.Net("tq_init")
-    reader = TextFileReader(init, "rows.tsv", s, batch_size=3)
+    # as Caffe2's, the reader opens its path as given (relative to the working directory, not the root folder)
+    reader = TextFileReader(init, str(tmp_path / "rows.tsv"), s, batch_size=3)
     q = Queue(capacity=2, schema=s, name="tq")
     q.setup(init)
 

@@ -70,7 +70,11 @@ class _WorkspaceType(type):
 
 class Workspace(_Workspace, metaclass=_WorkspaceType):
     """``C.Workspace()``: a new, empty workspace (not registered by name), as Caffe2's, with
-    Caffe2's ``run(op | net | plan)`` (blobs answer ``feed``/``fetch``)."""
+    Caffe2's ``run(op | net | plan)`` (blobs answer ``feed``/``fetch``). Data sources open relative
+    paths as given (``read_folder=""``), as Caffe2's CreateDB does."""
+
+    def __init__(self, *args: Any, read_folder: str | None = "", **kwargs: Any) -> None:
+        super().__init__(*args, read_folder=read_folder, **kwargs)
 
     @property
     def blobs(self) -> _BlobMap:  # type: ignore[override]
@@ -122,14 +126,6 @@ def get_build_options() -> dict[str, str]:
         "USE_NNPACK": "OFF",
         "USE_OPENMP": "OFF",
     }
-
-
-def registered_dbs() -> list[str]:
-    """The DB type names Save/Load and the DB readers accept (both spellings, e.g. ``minidb``/``MiniDB``)."""
-    import framework.db  # noqa: F401 - registers the backends
-    from framework.db.base import db_types
-
-    return db_types()
 
 
 def builtin_cpu_supports_avx2() -> bool:
@@ -270,6 +266,13 @@ class _DB:
             self._db.close()
         except Exception:
             pass
+
+
+def registered_dbs() -> list[str]:
+    """The DB type names ``create_db``, Save/Load and CreateDB accept (Caffe2's ``C.registered_dbs()``)."""
+    from framework.db import db_types
+
+    return db_types()
 
 
 def create_db(db_type: str, source: str, mode: Any) -> _DB:

@@ -1,5 +1,13 @@
 """Workspace: blobs by name, nets by name, an optional parent, a root folder.
 
+Relative paths: ops that read or write a workspace's own files (Load, Save, Checkpoint, Print's
+``to_file``) resolve them under the root folder, as Caffe2's ops do (``RootFolder() + "/" + path``).
+Ops that open a data source (CreateDB, ImageInput's ``db``, CreateTextFileReader) resolve them under
+``read_folder``: the root folder by default (``framework --root DIR`` serves nets from files their data
+there), or ``""`` for Caffe2's behaviour (the path as given, relative to the working directory: the
+Caffe2-compatible ``workspace`` module and ``C.Workspace`` use it). Reads are not confined; writes
+always go through the write policy below.
+
 A Workspace is an ordinary object: create as many as you like and pass them
 around. Blob look-up goes local -> forwarded -> parent, as in Caffe2. The
 net-related methods hand over to ``framework.net`` (imported when first used,
@@ -40,9 +48,13 @@ class Workspace:
         parent: Workspace | None = None,
         name: str = "",
         allow_paths: Iterable[str | os.PathLike] | None = None,
+        read_folder: str | os.PathLike | None = None,
     ) -> None:
         self.name = name
         self._root_folder = os.fspath(root_folder)
+        self._read_folder = None if read_folder is None else os.fspath(read_folder)
+        if read_folder is None and parent is not None:
+            self._read_folder = parent._read_folder  # a child reads where its parent does
         self.parent = parent
         # Where ops may write (framework.memory.paths): None = Caffe2's behaviour (absolute paths
         # anywhere); a tuple = only the root folder and these folders. A child inherits the policy.
@@ -69,6 +81,19 @@ class Workspace:
         if absolute or os.path.isabs(path):
             return path
         return os.path.join(self._root_folder, path)
+
+    @property
+    def read_folder(self) -> str:
+        """Where data sources' relative paths resolve (see the module doc): the root folder unless set;
+        ``""`` means the working directory (Caffe2's CreateDB)."""
+        return self._root_folder if self._read_folder is None else self._read_folder
+
+    def resolve_read_path(self, path: str) -> str:
+        """``path`` itself when absolute, else joined to ``read_folder`` (a data source an op opens)."""
+        path = os.fspath(path)
+        if os.path.isabs(path):
+            return path
+        return os.path.join(self.read_folder, path) if self.read_folder else path
 
     @property
     def allow_paths(self) -> tuple[str, ...] | None:

@@ -54,13 +54,17 @@ def test_cnn_model_helper_builds_a_trainable_net():
     assert m.CPU.device_type == caffe2_pb2.CPU
 
 
-def test_dyndep_refuses_native_code(tmp_path):
+def test_dyndep_refuses_native_code(tmp_path, capsys):
     lib = tmp_path / "libops.so"
     lib.write_bytes(b"\x7fELF")
     with pytest.raises(FrameworkError, match="never loads native code"):
         dyndep.InitOpsLibrary(str(lib))
-    with pytest.raises(FrameworkError, match="does not exist"):
-        dyndep.InitOpsLibrary(str(tmp_path / "missing.so"))
+    assert str(lib) not in dyndep.GetImportedOpsLibraries()
+    # Caffe2 ignores a path that does not exist, with this message, and returns None
+    missing = str(tmp_path / "missing.so")
+    assert dyndep.InitOpsLibrary(missing) is None
+    assert capsys.readouterr().out == f"Ignoring {missing} as it is not a valid file.\n"
+    assert missing not in dyndep.GetImportedOpsLibraries()
 
 
 def test_timeout_guard():
@@ -117,17 +121,20 @@ def test_tt_core():
     w = rng.standard_normal((6, 4))
     ranks = [1, 4, 1]  # full rank: exact
     cores = tt_core.matrix_to_tt(w, inp, out, ranks)
-    np.testing.assert_allclose(_tt_matrix(cores, inp, out, ranks), w, atol=1e-5)
-    # the TT op (written independently from Caffe2's tt_linear_op) multiplies by the same matrix
-    inp3, out3, ranks3 = [2, 2, 2], [3, 1, 2], [1, 6, 4, 1]
-    w3 = rng.standard_normal((8, 6)).astype(np.float32)
+    # Caffe2 decomposes W^T, its elements read as a (prod(inp), prod(out)) tensor
+    np.testing.assert_allclose(_tt_matrix(cores, inp, out, ranks), w.T.reshape(6, 4), atol=1e-5)
+    with pytest.raises(AssertionError):
+        tt_core.matrix_to_tt(w.T, inp, out, ranks)
+    # the TT op (written independently from Caffe2's tt_linear_op) with the cores of a square W is the FC's X W^T
+    inp3, out3, ranks3 = [2, 2, 2], [2, 2, 2], [1, 4, 4, 1]
+    w3 = rng.standard_normal((8, 8)).astype(np.float32)
     x = rng.standard_normal((1, 8)).astype(np.float32)
     workspace.FeedBlob("X", x)
-    workspace.FeedBlob("b", np.zeros(6, np.float32))
+    workspace.FeedBlob("b", np.zeros(8, np.float32))
     workspace.FeedBlob("cores", tt_core.matrix_to_tt(w3, inp3, out3, ranks3))
     tt = core.CreateOperator("TT", ["X", "b", "cores"], ["Y"], inp_sizes=inp3, out_sizes=out3, tt_ranks=ranks3)
     workspace.RunOperatorOnce(tt)
-    np.testing.assert_allclose(workspace.FetchBlob("Y"), x @ w3, atol=1e-5)
+    np.testing.assert_allclose(workspace.FetchBlob("Y"), x @ w3.T, atol=1e-4)
     init = tt_core.init_tt_cores(inp, out, [1, 2, 1])
     assert init.dtype == np.float32 and init.size == 2 * 2 * 2 + 3 * 2 * 2
     np.testing.assert_array_equal(init, tt_core.init_tt_cores(inp, out, [1, 2, 1]))  # seeded

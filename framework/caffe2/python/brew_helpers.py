@@ -317,6 +317,35 @@ def fused_8bit_rowwise_quantized_to_float(model: ModelHelper, blob_in: Any, blob
     return model.net.Fused8BitRowwiseQuantizedToFloat(blob_in, blob_out)
 
 
+@_helper
+def cond(
+    model: ModelHelper, cond_blob: Any, external_blobs: Any, then_model: ModelHelper, else_model: Any = None
+) -> None:
+    """Caffe2's helpers/control_ops ``cond``: an If op in ``model.net`` running ``then_model.net`` (or
+    ``else_model.net``) on the bool ``cond_blob``; ``external_blobs`` are the outer blobs the branches see."""
+    from framework.caffe2.python.control_ops_util import add_if_op
+
+    add_if_op(model.net, cond_blob, external_blobs, then_model.net, else_model.net if else_model else None)
+
+
+@_helper
+def loop(
+    model: ModelHelper, cond_blob: Any, external_blobs: Any, loop_model: ModelHelper, cond_model: Any = None
+) -> None:
+    """Caffe2's helpers/control_ops ``loop``: a While op in ``model.net`` running ``loop_model.net`` while
+    ``cond_blob`` holds (``cond_model.net``, if given, recomputes it before each iteration)."""
+    from framework.caffe2.python.control_ops_util import add_while_op
+
+    add_while_op(model.net, cond_blob, external_blobs, loop_model.net, cond_model.net if cond_model else None)
+
+
+@_helper
+def max_pool_with_index(model: ModelHelper, blob_in: Any, blob_out: Any, order: str = "NCHW", **kwargs: Any) -> Any:
+    """Caffe2's ``max_pool_with_index``: MaxPoolWithIndex writing ``blob_out`` and ``<blob_out>_index``
+    (Caffe2 registers that op for CUDA only; it fails here as an unknown op type)."""
+    return model.net.MaxPoolWithIndex(blob_in, [blob_out, f"{blob_out}_index"], order=order, **kwargs)[0]
+
+
 HELPERS = [
     "instance_norm",
     "spatial_gn",
@@ -334,4 +363,7 @@ HELPERS = [
     "db_input",
     "image_input",
     "fused_8bit_rowwise_quantized_to_float",
+    "cond",
+    "loop",
+    "max_pool_with_index",
 ]

@@ -16,6 +16,7 @@ y = Relu(x)
 
 from __future__ import annotations
 
+import sys
 from typing import Any, Iterable
 
 # ``core.C``: Caffe2's extension module (build flags, registered DBs...), as core imports it.
@@ -106,6 +107,11 @@ def CreateOperator(  # noqa: N802
     for key, value in kwargs.items():
         if value is not None:
             op.arg.append(make_argument(key, value))
+    # Caffe2's immediate mode (workspace.StartImmediate): every op created also runs at once in its own
+    # workspace; the workspace module is looked up, not imported (no immediate mode before it is loaded)
+    ws = sys.modules.get("framework.workspace")
+    if ws is not None and ws.IsImmediate():
+        ws.RunOperatorImmediate(op)
     return op
 
 

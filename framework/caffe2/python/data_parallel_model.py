@@ -44,6 +44,7 @@ __all__ = [
     "Parallelize_BMUF",
     "Parallelize_CPU",
     "Parallelize_CPU_BMUF",
+    "Parallelize_GPU",
     "Parallelize_GPU_BMUF",
     "RunInitNet",
     "RunNet",
@@ -57,6 +58,13 @@ COMM_WORLD = "dpm_comm_world"
 def Parallelize_CPU(*args: Any, **kwargs: Any) -> Any:  # noqa: N802
     """``Parallelize`` with ``cpu_device=True``: replicas named ``cpu_<d>/``."""
     kwargs["cpu_device"] = True
+    return Parallelize(*args, **kwargs)
+
+
+def Parallelize_GPU(*args: Any, **kwargs: Any) -> Any:  # noqa: N802
+    """``Parallelize`` with ``cpu_device=False``: replicas named ``gpu_<d>/`` as Caffe2 names them; they run on
+    the CPU here (as every CUDA device option does), after Caffe2's warning that fewer GPUs exist than asked."""
+    kwargs["cpu_device"] = False
     return Parallelize(*args, **kwargs)
 
 
@@ -94,6 +102,8 @@ def Parallelize(  # noqa: N802
     if combine_spatial_bn or shared_model:
         raise FrameworkError("Parallelize: combine_spatial_bn and shared_model are not supported here")
     prefix = "cpu" if cpu_device else "gpu"
+    if not cpu_device:
+        log.warning("** Only %d GPUs available, GPUs %s requested (they run on the CPU)", 0, devices)
     shards = int(rendezvous["num_shards"]) if rendezvous else 1
     model._device_prefix, model._devices, model._rendezvous = prefix, devices, rendezvous
     model._device_type = pb.CPU

@@ -7,7 +7,8 @@ A ``Reader`` adds ops to a net that read one batch and returns ``(should_stop, f
 ``write_record``, ``write_ex``, ``write_record_ex``, ``setup_ex``, ``commit``), ``Pipe`` (the base of
 queues and streams), ``CounterReader``, ``ReaderWithLimit`` / ``CountUntil`` / ``ReaderWithTimeLimit``
 (``dataio_limits``, re-exported here); ``pipeline`` pipes readers into writers
-through processors. Not covered: ReaderBuilder/PipedReaderBuilder and the composite readers.
+through processors. ``ReaderBuilder``, ``PipedReaderBuilder``, ``ReaderWithDelay``, ``CompositeReader``
+and ``CompositeReaderBuilder`` live in ``dataio_composite``, re-exported here.
 """
 
 from __future__ import annotations
@@ -136,6 +137,13 @@ class Pipe:
             reader_init_net.add_attribute(self._obj_key, self)
 
 
+from framework.caffe2.python.dataio_composite import (  # noqa: E402  (they subclass Reader)
+    CompositeReader,
+    CompositeReaderBuilder,
+    PipedReaderBuilder,
+    ReaderBuilder,
+    ReaderWithDelay,
+)
 from framework.caffe2.python.dataio_limits import (  # noqa: E402  (they subclass Reader)
     CounterReader,
     CountUntil,
@@ -146,5 +154,5 @@ from framework.caffe2.python.dataio_limits import (  # noqa: E402  (they subclas
 
 __all__ = [
     "CountUntil", "CounterReader", "Pipe", "Reader", "ReaderWithLimit", "ReaderWithLimitBase", "ReaderWithTimeLimit",
-    "Writer",
+    "Writer", "CompositeReader", "CompositeReaderBuilder", "PipedReaderBuilder", "ReaderBuilder", "ReaderWithDelay",
 ]  # fmt: skip

@@ -5,9 +5,11 @@ Caffe2's TT layer takes them.
   scaled Glorot-style: Caffe2's initialisation.
 - ``tt_svd(W, sizes, tt_ranks)``: TT-SVD of the tensor ``W`` (shape ``sizes``) into the cores
   ``[r_i, sizes_i, r_{i+1}]`` flattened one after another.
-- ``matrix_to_tt(W, inp_sizes, out_sizes, tt_ranks)``: a (prod(inp), prod(out)) matrix in TT form:
-  each core ``[r_i, inp_i, out_i, r_{i+1}]`` transposed to ``[inp_i, r_{i+1}, r_i, out_i]``,
-  the cores stored last first (the TT layer's layout).
+- ``matrix_to_tt(W, inp_sizes, out_sizes, tt_ranks)``: an FC weight ``W`` of shape (prod(inp), prod(out))
+  in TT form. As in Caffe2, ``W`` is transposed first (the FC layer computes ``X W^T``), and ``W^T``'s
+  elements, read in row-major order as a (prod(inp), prod(out)) tensor, are decomposed: for a square ``W``
+  the TT op with these cores computes the FC's ``X W^T``. Each core ``[r_i, inp_i, out_i, r_{i+1}]`` is
+  transposed to ``[inp_i, r_{i+1}, r_i, out_i]`` and the cores are stored last first (the TT layer's layout).
 """
 
 from __future__ import annotations
@@ -64,10 +66,14 @@ def tt_svd(W: np.ndarray, sizes: Sequence[int], tt_ranks: Sequence[int]) -> np.n
 def matrix_to_tt(
     W: np.ndarray, inp_sizes: Sequence[int], out_sizes: Sequence[int], tt_ranks: Sequence[int]
 ) -> np.ndarray:
+    """The cores of ``W^T`` (see the module docstring); Caffe2's argument checks are asserts, kept."""
     W = np.asarray(W)
     assert W.ndim == 2, "W must be a 2-D matrix"
     assert len(inp_sizes) == len(out_sizes) and len(tt_ranks) == len(inp_sizes) + 1
     assert tt_ranks[0] == tt_ranks[-1] == 1, "the first and last TT ranks must be 1"
+    assert W.shape[0] == int(np.prod(inp_sizes)), f"prod(inp_sizes) must equal W.shape[0] ({W.shape[0]})"
+    assert W.shape[1] == int(np.prod(out_sizes)), f"prod(out_sizes) must equal W.shape[1] ({W.shape[1]})"
+    W = W.transpose()  # the FC layer multiplies by W^T
     inp, out, ranks = np.array(inp_sizes), np.array(out_sizes), np.array(tt_ranks)
     d = inp.size
     t = W.reshape(np.concatenate((inp, out)))

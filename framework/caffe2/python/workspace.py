@@ -26,7 +26,8 @@ from framework.memory.int8_tensor import Int8Tensor
 from framework.memory.workspace import Workspace as _Workspace
 from framework.proto import caffe2_pb2
 
-_workspaces: dict[str, _Workspace] = {"default": _Workspace(name="default")}
+# Caffe2's workspaces: data sources (CreateDB...) open relative paths as given (read_folder "")
+_workspaces: dict[str, _Workspace] = {"default": _Workspace(name="default", read_folder="")}
 _current = ["default"]
 
 
@@ -143,17 +144,19 @@ def SwitchWorkspace(name: str, create_if_missing: bool | None = None) -> None:  
                 f"workspace '{name}' does not exist; pass create_if_missing=True to create it. "
                 f"Existing: {', '.join(_workspaces)}"
             )
-        _workspaces[name] = _Workspace(name=name)
+        _workspaces[name] = _Workspace(name=name, read_folder="")
     _current[0] = name
 
 
 def ResetWorkspace(root_folder: str | None = None) -> bool:  # noqa: N802
-    """Replace the current workspace with an empty one (keeping the root folder unless given)."""
+    """Replace the current workspace with an empty one (keeping the root folder unless given). As in Caffe2,
+    the root folder is where Save/Load/Print put relative paths; CreateDB and the other data sources still
+    open theirs relative to the working directory."""
     old = C()
     folder = old.root_folder if root_folder is None else root_folder
     if root_folder is not None:
         os.makedirs(folder, exist_ok=True)
-    _workspaces[_current[0]] = _Workspace(root_folder=folder, name=old.name)
+    _workspaces[_current[0]] = _Workspace(root_folder=folder, name=old.name, read_folder="")
     return True
 
 
@@ -351,6 +354,68 @@ def Predictor(init_net: Any, predict_net: Any) -> Any:  # noqa: N802
     from framework.predictor import Predictor as _Predictor
 
     return _Predictor(init_net, predict_net, parent=C())
+
+
+# -- immediate mode -------------------------------------------------------------
+# Caffe2's debugging aid: between StartImmediate() and StopImmediate() every op that core.CreateOperator or a
+# Net makes (gradient ops included) also runs at once in a workspace of its own, "_CAFFE2_IMMEDIATE", whose
+# root folder is a fresh temporary folder; FeedImmediate/FetchImmediate/ImmediateBlobs reach that workspace.
+_IMMEDIATE_WORKSPACE = "_CAFFE2_IMMEDIATE"
+_immediate: dict[str, Any] = {"on": False, "root": ""}
+
+
+def IsImmediate() -> bool:  # noqa: N802
+    return bool(_immediate["on"])
+
+
+def StartImmediate(i_know: bool = False) -> None:  # noqa: N802
+    """Turn immediate mode on (restarting it, empty, if it was on); prints Caffe2's caveat unless ``i_know``."""
+    import tempfile
+
+    if IsImmediate():
+        StopImmediate()
+    _immediate["on"] = True
+    with WorkspaceGuard(_IMMEDIATE_WORKSPACE):
+        _immediate["root"] = tempfile.mkdtemp(prefix="caffe2_immediate_")
+        ResetWorkspace(_immediate["root"])
+    if not i_know:
+        print(
+            "Immediate mode is on (a debugging aid): every operator created now also runs at once in the "
+            f"workspace {_IMMEDIATE_WORKSPACE!r}; ops must be runnable in creation order. Call StopImmediate() "
+            "to free it."
+        )
+
+
+def StopImmediate() -> None:  # noqa: N802
+    """Turn immediate mode off, emptying its workspace and removing its temporary root folder."""
+    import shutil
+
+    if not IsImmediate():
+        return
+    with WorkspaceGuard(_IMMEDIATE_WORKSPACE):
+        ResetWorkspace()
+    shutil.rmtree(_immediate["root"], ignore_errors=True)
+    _immediate.update(on=False, root="")
+
+
+def ImmediateBlobs() -> list[str]:  # noqa: N802
+    with WorkspaceGuard(_IMMEDIATE_WORKSPACE):
+        return Blobs()
+
+
+def RunOperatorImmediate(op: Any) -> None:  # noqa: N802
+    with WorkspaceGuard(_IMMEDIATE_WORKSPACE):
+        RunOperatorOnce(op)
+
+
+def FetchImmediate(*args: Any, **kwargs: Any) -> Any:  # noqa: N802
+    with WorkspaceGuard(_IMMEDIATE_WORKSPACE):
+        return FetchBlob(*args, **kwargs)
+
+
+def FeedImmediate(*args: Any, **kwargs: Any) -> bool:  # noqa: N802
+    with WorkspaceGuard(_IMMEDIATE_WORKSPACE):
+        return FeedBlob(*args, **kwargs)
 
 
 def _net_name(net: Any) -> str:

@@ -68,7 +68,7 @@ class CreateDB(Operator):
 
     def run(self) -> None:
         a = self.args
-        path = self.workspace.resolve_path(a.db)
+        path = self.workspace.resolve_read_path(a.db)
         self.outputs[0].reset(DBReader(path, a.db_type, a.num_shards, a.shard_id, name=self.output_names[0]))
 
 

@@ -192,7 +192,7 @@ class ImageInput(Operator):
     def _reader(self) -> Any:
         if not self.inputs:
             if self._own_reader is None:
-                path = self.workspace.resolve_path(self.args.db)
+                path = self.workspace.resolve_read_path(self.args.db)
                 self._own_reader = DBReader(path, self.args.db_type, name=f"{self.name or 'ImageInput'}_reader")
             return self._own_reader
         reader = self.inputs[0]._obj

@@ -113,7 +113,7 @@ class CreateTextFileReader(Operator):
 
     def run(self) -> None:
         a = self.args
-        path = self.workspace.resolve_path(a.filename)
+        path = self.workspace.resolve_read_path(a.filename)
         self.outputs[0].reset(TextFileReader(path, a.num_passes, a.field_types))
 
 

@@ -150,11 +150,59 @@ class _PythonBase(Operator):
         outs = [_Out(self, j) for j in range(len(self.outputs))]
         try:
             if self._pass_ws:
-                self._fn(ins, outs, self.workspace)
+                self._fn(ins, outs, _caffe2_view(self.workspace))
             else:
                 self._fn(ins, outs)
         except Exception as e:
             raise OperatorError(f"{self.describe()}: the Python function raised {type(e).__name__}: {e}") from e
+
+
+class _BlobsOf:
+    """Caffe2's ``ws.blobs``: ``ws.blobs["x"]`` is the Blob (``.fetch()``, ``.feed(v)``), ``"x" in ws.blobs``;
+    calling it lists the names, as this framework's ``Workspace.blobs()``."""
+
+    def __init__(self, ws: Any) -> None:
+        self._ws = ws
+
+    def __call__(self) -> list[str]:
+        return self._ws.blobs()
+
+    def __getitem__(self, name: Any) -> Any:
+        return self._ws.get_blob(str(name))
+
+    def __contains__(self, name: Any) -> bool:
+        return self._ws.has_blob(str(name))
+
+    def __iter__(self) -> Any:
+        return iter(self._ws.blobs())
+
+    def __len__(self) -> int:
+        return len(self._ws.blobs())
+
+    def keys(self) -> list[str]:
+        return self._ws.blobs()
+
+
+class _Caffe2Workspace:
+    """The workspace a ``pass_workspace`` function receives: the op's workspace (every attribute passes
+    through) whose ``blobs`` is Caffe2's mapping, as the ``C.Workspace`` Caffe2 hands its Python ops."""
+
+    __slots__ = ("_ws",)
+
+    def __init__(self, ws: Any) -> None:
+        object.__setattr__(self, "_ws", ws)
+
+    @property
+    def blobs(self) -> _BlobsOf:
+        return _BlobsOf(self._ws)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._ws, name)
+
+
+def _caffe2_view(ws: Any) -> Any:
+    """``ws`` itself when its ``blobs`` is already Caffe2's mapping (a ``C.Workspace``), else a view that adds it."""
+    return ws if isinstance(getattr(type(ws), "blobs", None), property) else _Caffe2Workspace(ws)
 
 
 _ARGS = [

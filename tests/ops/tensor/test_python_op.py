@@ -45,12 +45,14 @@ def test_feed_writes_any_dtype_and_pass_workspace():
     seen = {}
 
     def f(inputs, outputs, workspace):
-        seen["ws"] = workspace
+        # the op's own workspace, seen as Caffe2's C.Workspace (its blobs a mapping)
+        workspace.create_blob("probe").feed(np.zeros(1))
+        seen["probe"] = "probe" in workspace.blobs
         outputs[0].feed(np.array([1, 2, 3], np.int64))
 
     ws = Workspace()
     ws.run_operator_once(core.CreatePythonOperator(f, [], ["out"], pass_workspace=True))
-    assert seen["ws"] is ws and ws.fetch_blob("out").dtype == np.int64
+    assert seen["probe"] and ws.has_blob("probe") and ws.fetch_blob("out").dtype == np.int64
 
 
 def test_a_loaded_token_names_no_code():

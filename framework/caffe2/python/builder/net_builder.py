@@ -10,6 +10,7 @@ names are made unique per process (``name``, ``name_1``...), as in Caffe2.
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import traceback
 from typing import Any, Iterable
@@ -66,6 +67,26 @@ def _unique_net_name(name: str) -> str:
                 return cand
 
 
+def _run_if_immediate(ops: Iterable[Any]) -> None:
+    """Run ``ops`` in Caffe2's immediate workspace when immediate mode is on (``workspace.StartImmediate``)."""
+    ws = sys.modules.get("framework.workspace")
+    if ws is not None and ws.IsImmediate():
+        for op in ops:
+            ws.RunOperatorImmediate(op)
+
+
+def _next_autogen_index(net: NetDef) -> int:
+    """One past the largest ``<net name>_blob_<k>`` an op of ``net`` names (Caffe2 reads the first digit
+    of k only; the whole number is read here, so that NextBlob never repeats a name)."""
+    prefix = net.name + "_blob_"
+    found = [-1]
+    for op in net.op:
+        for b in list(op.input) + list(op.output):
+            if b.startswith(prefix) and b[len(prefix) :].isdigit():
+                found.append(int(b[len(prefix) :]))
+    return max(found) + 1
+
+
 class Net(NetRecords, NetInternals):
     """A NetDef under construction; see module doc."""
 
@@ -82,8 +103,12 @@ class Net(NetRecords, NetInternals):
             self._net.CopyFrom(name_or_proto.Proto())
         else:
             self._net = NetDef(name=_unique_net_name(str(name_or_proto)))
-        self._next_name_index = 0
+        self._next_name_index = _next_autogen_index(self._net)
         self._registered_blob_names: set[str] = set()
+        if isinstance(name_or_proto, (NetDef, Net)):
+            # as Caffe2: a net made from another gets a name not used yet in this process (``char_rnn`` ->
+            # ``char_rnn_1``), so that creating it in a workspace never replaces the source net
+            self._net.name = _unique_net_name(self._net.name)
         self._attr_dict: dict[str, list[Any]] = {}
         self._defined: set[str] = set(self._net.external_input)
         self._used: set[str] = set(self._net.external_input)
@@ -403,7 +428,9 @@ class Net(NetRecords, NetInternals):
             ys = {str(k): v for k, v in ys.items()}
         else:
             ys = [str(y) for y in ys]
+        before = len(self._net.op)
         grads = add_gradient_operators(self._net, ys, skip)
+        _run_if_immediate(self._net.op[before:])  # they bypass CreateOperator, as Caffe2's C++ ones do
         for op in self._net.op:
             self._used.update(op.input)
             self._used.update(op.output)
