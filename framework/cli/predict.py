@@ -6,7 +6,7 @@ import argparse
 
 import numpy as np
 
-from framework.cli.common import CLIError, load_checkpoint, new_workspace, parse_inputs, read_net
+from framework.cli.common import CLIError, load_checkpoint, new_workspace, parse_inputs, read_net, run_net
 from framework.cli.outputs import check_suffix
 from framework.cli.sources import Source, data_inputs, need_net, open_source
 from framework.memory.workspace import Workspace
@@ -99,11 +99,12 @@ def main(args: argparse.Namespace) -> int:
             f"feed the data with --input NAME=FILE.npy (the data input{'s' if len(data) > 1 else ''}: "
             f"{', '.join(data) or 'none'})",
         )
+    written = net
     if not args.no_optimize:
         from framework.net.optimize import optimize_inference
 
         net = optimize_inference(net, ws, outputs=[prob_blob])
-    ws.run_net_once(net)
+    run_net(ws, ws.create_net(net), None if net is written else written)
     probs = np.asarray(ws.fetch_blob(prob_blob))
     if probs.ndim != 2:
         raise CLIError(f"predict net output '{prob_blob}' has shape {probs.shape}; expected (batch, classes)")

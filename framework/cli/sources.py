@@ -104,6 +104,13 @@ def _model_files() -> str:
     return "init_net.pbtxt, train_net.pbtxt, predict_net.pbtxt"
 
 
+def is_model_path(path: str) -> bool:
+    """Whether folder ``path`` holds a model (a pair, a model folder or a predict net), not a DB."""
+    return os.path.isdir(path) and any(
+        os.path.isfile(os.path.join(path, f)) for f in (*PAIR, *MODEL, "predict_net.pbtxt")
+    )
+
+
 def read_plan_if_plan(path: str) -> Any:
     """The PlanDef in file ``path`` if it holds one (networks or execution steps), else None.
 
