@@ -270,3 +270,72 @@ def test_launching_train_on_several_ranks_makes_it_data_parallel():
     assert rank_argv(["train", MODEL, "--distributed"], 2) == (["train", MODEL, "--distributed"], "")
     assert rank_argv(["train", MODEL], 1) == (["train", MODEL], "")
     assert rank_argv(["run", "n.pbtxt"], 2) == (["run", "n.pbtxt"], "")
+
+
+@pytest.fixture(scope="module")
+def digits(tmp_path_factory):
+    d = tmp_path_factory.mktemp("digits")
+    p = fw("make-db", "digits", "--out", os.path.join("data", "digits"), cwd=d)
+    assert p.returncode == 0, p.stderr
+    return d / "data"
+
+
+def _with_dropout(tmp_path):
+    import shutil
+
+    model = tmp_path / "model"
+    shutil.copytree(MODEL, model)
+    train = (model / "train_net.pbtxt").read_text()
+    first_op_end = train.index("\nop {", train.index("op {") + 1)
+    dropout = (
+        '\nop {\n  input: "data"\n  output: "data"\n  output: "mask"\n  type: "Dropout"\n'
+        '  arg { name: "ratio" f: 0.3 }\n}'
+    )
+    (model / "train_net.pbtxt").write_text(train[:first_op_end] + dropout + train[first_op_end:])
+    return str(model)
+
+
+def test_resume_equals_a_straight_run_bit_for_bit(digits, tmp_path):
+    import shutil
+
+    from framework import checkpoint
+    from framework.memory.workspace import Workspace
+
+    shutil.copytree(digits, tmp_path / "data")
+    model = _with_dropout(tmp_path)
+    common = ("--seed", "5", "--no-progress", "--batch-size", "40")
+    assert fw("train", model, "--iters", "30", "--checkpoint", "s.minidb", *common, cwd=tmp_path).returncode == 0
+    assert fw("train", model, "--iters", "13", "--checkpoint", "r.minidb", *common, cwd=tmp_path).returncode == 0
+    p = fw("train", model, "--iters", "30", "--checkpoint", "r.minidb", "--resume", *common, cwd=tmp_path)
+    assert p.returncode == 0 and "resumed from r.minidb at iteration 13" in p.stdout, p.stderr
+    straight, resumed = Workspace(root_folder=str(tmp_path)), Workspace(root_folder=str(tmp_path))
+    checkpoint.load(straight, "s.minidb")
+    checkpoint.load(resumed, "r.minidb")
+    params = [b for b in straight.blobs() if not b.startswith("__resume__/")]
+    assert "fc1_w" in params
+    for b in params:
+        np.testing.assert_array_equal(resumed.fetch_blob(b), straight.fetch_blob(b), err_msg=b)
+
+
+def test_each_checkpoint_keeps_its_own_history_and_training_says_what_it_saves(digits, tmp_path):
+    import json
+    import shutil
+
+    shutil.copytree(digits, tmp_path / "data")
+    logreg = os.path.join(ROOT, "models", "logreg_digits")
+    p = fw("train", MODEL, "--iters", "20", "--checkpoint", "runs/mlp.minidb", "--no-progress", cwd=tmp_path)
+    assert p.returncode == 0 and "data/digits (the default" in p.stdout, p.stderr
+    assert fw("train", logreg, "--iters", "30", "--checkpoint", "runs/lr.minidb", cwd=tmp_path).returncode == 0
+    p = fw("train", MODEL, "--iters", "40", "--checkpoint", "runs/mlp.minidb", "--resume", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    # stderr is a pipe here: log lines, not a tqdm bar redrawn with carriage returns
+    assert "\r" not in p.stderr and "iter 40" in p.stdout
+    mlp = [json.loads(x) for x in (tmp_path / "runs" / "mlp.history.jsonl").read_text().splitlines()]
+    lr = [json.loads(x) for x in (tmp_path / "runs" / "lr.history.jsonl").read_text().splitlines()]
+    assert [r["iteration"] for r in mlp if "loss" in r] == [10, 20, 30, 40]
+    assert [r["iteration"] for r in lr if "loss" in r] == [10, 20, 30]
+    assert not (tmp_path / "runs" / "history.jsonl").exists()
+    p = fw("train", MODEL, "--iters", "5", "--no-progress", cwd=tmp_path)
+    assert p.returncode == 0 and "will not be saved" in p.stdout
+    p = fw("train", os.path.join(ROOT, "models", "dlrm_clicks"), "--iters", "5", "--no-progress", cwd=tmp_path)
+    assert p.returncode == 2 and "--data" in p.stderr and "default data folder" in p.stderr, p.stdout + p.stderr
