@@ -19,6 +19,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="blob to print (default: the net's external outputs)",
     )
     p.add_argument("--save", metavar="OUT.npz|.npy|.csv", help=HELP)
+    p.add_argument(
+        "--progress-every",
+        type=float,
+        default=5.0,
+        metavar="SECONDS",
+        help="while a plan runs, report its time and net runs on stderr every SECONDS (0: never; default 5)",
+    )
     p.set_defaults(func=main)
 
 
@@ -52,8 +59,9 @@ def main(args: argparse.Namespace) -> int:
 
 def run_plan_file(args: argparse.Namespace, plan, ws) -> int:
     """Run a PlanDef (its nets and execution steps) on the prepared workspace; print --output blobs."""
-    for _ in range(args.iters):
-        ws.run_plan(plan)
+    with _PlanProgress(ws, plan, args.progress_every):
+        for _ in range(args.iters):
+            ws.run_plan(plan)
     steps = len(plan.execution_step)
     print(f"ran plan '{plan.name}': {len(plan.network)} nets, {steps} execution steps")
     outputs = {}
@@ -65,3 +73,40 @@ def run_plan_file(args: argparse.Namespace, plan, ws) -> int:
     if args.save:
         print(save_arrays(args.save, numeric(outputs)))
     return 0
+
+
+class _PlanProgress:
+    """Reports a running plan's elapsed time and how often each of its nets ran, on stderr every
+    ``seconds`` (a thread; nothing for plans that end sooner)."""
+
+    def __init__(self, ws, plan, seconds: float) -> None:
+        import threading
+
+        self.ws, self.plan, self.seconds = ws, plan, seconds
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._report, daemon=True) if seconds > 0 else None
+
+    def _report(self) -> None:
+        import sys
+        import time
+
+        t0 = time.perf_counter()
+        while not self.done.wait(self.seconds):
+            runs = [
+                f"{n.name} {self.ws.get_net(n.name).run_count}" for n in self.plan.network if self.ws.has_net(n.name)
+            ]
+            print(
+                f"plan '{self.plan.name}': {time.perf_counter() - t0:.1f} s, net runs: {', '.join(runs) or 'none yet'}",
+                file=sys.stderr,
+                flush=True,
+            )
+
+    def __enter__(self):
+        if self.thread is not None:
+            self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.done.set()
+        if self.thread is not None:
+            self.thread.join()

@@ -90,6 +90,8 @@ class NetBase:
         """Executor-specific preparation (chains, workers...)."""
 
     # -- running ---------------------------------------------------------------
+    run_count = 0  # completed runs (progress reports of long plans)
+
     def run(self) -> None:
         """Run every op once; raise OperatorError naming the failing op.
 
@@ -97,6 +99,7 @@ class NetBase:
         """
         with self._lock:
             self._run()
+            self.run_count += 1
 
     def _run(self) -> None:
         raise NotImplementedError
