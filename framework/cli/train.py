@@ -42,7 +42,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="validation accuracy on the test split every N iterations (default: once per epoch); "
         "written to NAME.history.jsonl beside checkpoint NAME.minidb and shown in the progress bar",
     )
-    p.add_argument("--seed", type=int, help="seed the init net's random fills (reproducible runs)")
+    p.add_argument(
+        "--seed",
+        type=int,
+        help="seed every op's random stream: the init net's fills and the train net's random ops "
+        "(Dropout); runs with one seed are bit-identical",
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bar (log lines instead)")
     p.add_argument(
         "--tensorboard",
