@@ -351,3 +351,12 @@ def test_a_long_plan_reports_progress(tmp_path):
     assert "plan 'count':" in p.stderr and "net runs: step " in p.stderr, p.stderr
     p = fw("run", "plan.pbtxt", *feeds, "--progress-every", "0", cwd=tmp_path)
     assert p.returncode == 0 and p.stderr == ""
+
+
+def test_a_long_error_says_how_many_lines_the_one_line_form_cut():
+    from framework.cli import one_line
+
+    text = "export: 5 op(s) have no ONNX expression:\n  a\n  b\n  c\n  d\n  e"
+    line = one_line(RuntimeError(text))
+    assert line.startswith("export: 5 op(s)") and "a; b; c" in line and "and 2 more" in line
+    assert one_line(RuntimeError("x\n  y")) == "x (y)"
