@@ -18,6 +18,8 @@ def run(target: str, args: list[str], module: bool = False) -> None:
     install()
     if module:
         sys.argv = [target, *args]
+        if os.getcwd() not in sys.path:  # as `python -m`: modules are found from the current folder
+            sys.path.insert(0, os.getcwd())
         runpy.run_module(target, run_name="__main__", alter_sys=True)
         return
     if not os.path.isfile(target):

@@ -176,7 +176,10 @@ def one_line(e: BaseException) -> str:
     if isinstance(e, OSError) and e.filename and e.strerror:
         return f"{e.strerror}: {e.filename}"
     lines = text.splitlines()
-    return lines[0] if len(lines) == 1 else lines[0] + " (" + "; ".join(s.strip() for s in lines[1:4]) + ")"
+    if len(lines) == 1:
+        return lines[0]
+    more = f"; and {len(lines) - 4} more (--debug shows all)" if len(lines) > 4 else ""
+    return lines[0] + " (" + "; ".join(s.strip() for s in lines[1:4]) + more + ")"
 
 
 def _hint_for(e: BaseException) -> str:

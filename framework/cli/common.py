@@ -143,9 +143,15 @@ def load_checkpoint(ws: Workspace, path: str) -> list[str]:
     return checkpoint.load(ws, path)
 
 
+MODEL_PATH_HELP = (
+    "a NetDef or PlanDef file (.pbtxt text or .pb binary), an .onnx file, a model folder (init_net.pbtxt + "
+    "predict_net.pbtxt), a deployable pair folder (init_net.pb + predict_net.pb) or a folder with only a predict net"
+)
+
+
 def add_net_arguments(p: Any, default_iters: int) -> None:
     """The arguments of commands that run one net on inputs: NET, --init, --checkpoint, --input, --iters."""
-    p.add_argument("net", help="NetDef file (.pbtxt text or .pb binary), or a folder with init_net.pb + predict_net.pb")
+    p.add_argument("net", help=MODEL_PATH_HELP)
     p.add_argument("--init", help="init net to run once first (creates parameters)")
     p.add_argument("--checkpoint", help="checkpoint DB to load parameters from (minidb file or lmdb folder)")
     p.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy", help="feed a blob (repeatable)")
@@ -168,26 +174,88 @@ def optimized(args: Any, net_def: Any, ws: Workspace, outputs: list[str]) -> Any
     return optimize_inference(net_def, ws, outputs=outputs)
 
 
-def prepare_net(args: Any) -> tuple[Any, Workspace]:
-    """(NetDef, workspace) for ``args``: init net run, checkpoint loaded, inputs fed."""
+def run_net(ws: Workspace, net: Any, written: Any = None, iters: int = 1) -> None:
+    """Run the created ``net`` ``iters`` times. ``written``: the NetDef ``net`` is an optimized copy of
+    (None: ``net`` runs as written); when the copy fails, the error names the user's ops and blobs
+    (framework.net.optimize.explain_failure)."""
+    try:
+        for _ in range(iters):
+            net.run()
+    except FrameworkError as e:
+        if written is None:
+            raise
+        from framework.net.optimize import explain_failure
+
+        err = explain_failure(ws, written, e)
+        raise err from err.__cause__
+
+
+def prepare(args: Any) -> tuple[Any, Workspace]:
+    """(Source, workspace) for ``args.net`` (any model path: framework/cli/sources.py): the path's init net
+    run (a model folder's: only the ops its predict net needs), then --init, --checkpoint, inputs fed."""
     if args.iters < 1:
         raise CLIError(f"--iters must be at least 1, got {args.iters}")
-    from framework.cli.model_dir import pair_in
+    from framework.cli.sources import data_inputs, open_source
 
-    pair = pair_in(args.net)
-    if pair is not None:  # a folder with the deployable pair
-        args.init, args.net = args.init or pair[0], pair[1]
+    src = open_source(args.net)
     ws = new_workspace()
-    if str(args.net).endswith(".onnx"):  # an ONNX model: translated to our ops (framework.onnx.backend)
-        init_def, net_def = read_onnx(args.net)
-        ws.run_net_once(init_def)
-    else:
-        net_def = read_net(args.net)
+    if src.init is not None and not args.init:
+        if src.kind == "model":  # a training init net: parameters only, no data readers
+            from framework.onnx.exporter import needed_init_ops
+
+            for op in needed_init_ops(src.init, src.net):
+                ws.run_operator_once(op)
+        else:
+            ws.run_net_once(src.init)
     if args.init:
         ws.run_net_once(read_net(args.init))
     if args.checkpoint:
         load_checkpoint(ws, args.checkpoint)
-    reads = list(net_def.external_input) + [i for op in net_def.op for i in op.input]
-    for name, value in parse_inputs(args.input, list(net_def.external_input), known=reads).items():
+    nets = src.nets()
+    reads = [b for net in nets for b in (*net.external_input, *(i for op in net.op for i in op.input))]
+    defaults = data_inputs(src.net, ws.has_blob) if src.plan is None else None
+    for name, value in parse_inputs(args.input, defaults, known=reads).items():
         ws.feed_blob(name, value)
-    return net_def, ws
+    return src, ws
+
+
+def parse_shapes(specs: Iterable[str], known: Iterable[str] | None = None) -> dict[str, tuple[tuple, Any]]:
+    """``--shape NAME=D1,D2,...[:DTYPE]`` values -> {name: (dims, numpy dtype or None)}.
+
+    ``NAME=`` is a scalar (no dims). With ``known`` (the blobs the nets read), a name outside it is a
+    CLIError with did-you-mean suggestions; a name given twice is one too.
+    """
+    from framework.memory.workspace import suggest
+
+    known = list(dict.fromkeys(known)) if known is not None else None
+    out: dict[str, tuple[tuple, Any]] = {}
+    for spec in specs:
+        name, eq, rest = spec.partition("=")
+        if not eq or not name:
+            raise CLIError(
+                f"--shape {spec}: expected NAME=D1,D2,...", "write it as data=1,3,224,224 (or data=8,16:int32)"
+            )
+        dims, _, dtype = rest.partition(":")
+        try:
+            shape = tuple(int(d) for d in dims.split(",") if d.strip())
+        except ValueError as e:
+            raise CLIError(f"--shape {spec}: dimensions must be integers", "write it as NAME=64,1,8,8") from e
+        if any(d < 0 for d in shape):
+            raise CLIError(f"--shape {spec}: dimensions must not be negative")
+        dt = None
+        if dtype.strip():
+            try:
+                dt = np.dtype(dtype.strip())
+            except TypeError as e:
+                raise CLIError(
+                    f"--shape {spec}: unknown dtype '{dtype.strip()}'", "e.g. float32, int32, int64, uint8"
+                ) from e
+        if name in out:
+            raise CLIError(f"--shape {name} is given twice")
+        if known is not None and name not in known:
+            raise CLIError(
+                f"--shape {name}: the net reads no blob '{name}'.{suggest(name, known)}",
+                f"the net's inputs: {', '.join(known[:12])}" + (" ..." if len(known) > 12 else ""),
+            )
+        out[name] = (shape, dt)
+    return out

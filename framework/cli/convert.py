@@ -4,12 +4,14 @@
 
 MODEL is a model folder (``init_net.pbtxt`` + ``predict_net.pbtxt``, or Caffe2's deployable
 ``init_net.pb`` + ``predict_net.pb``), or a predict NetDef file with ``--init INIT`` or
-``--checkpoint DB`` giving the parameters (``--checkpoint`` also works with a folder). Input
-shapes come from ``--shape NAME=D1,D2,...`` or from the net itself (an FC input, or the one image
-size a Conv net accepts; see ``framework/onnx/shapes.py``). ``--opset`` targets an older opset
-(default: the newest both onnx and onnxruntime support). An op with no ONNX expression stops the
-export with a list of every such op; no file is written. ``--check`` then runs the ONNX file in
-onnxruntime and the net in our engine on the same random inputs and prints the largest difference.
+``--checkpoint DB`` giving the parameters (``--checkpoint`` also works with a folder; a model
+folder's own init net makes untrained weights, exported only with ``--untrained``). Input shapes
+come from ``--shape NAME=D1,D2,...[:DTYPE]`` or from the net itself (an FC input, or the one image
+size a Conv net accepts; see ``framework/onnx/shapes.py``); ``--dynamic-batch`` leaves dim 0 free.
+``--opset`` targets an older opset (default: the newest both onnx and onnxruntime support). An op
+with no ONNX expression stops the export with a list of every such op; no file is written.
+``--check`` then runs the ONNX file in onnxruntime and the net in our engine on the same random
+inputs and prints the largest difference.
 """
 
 from __future__ import annotations
@@ -19,17 +21,36 @@ import os
 
 import numpy as np
 
-from framework.cli.common import CLIError, load_checkpoint, new_workspace, read_net
+from framework.cli.common import MODEL_PATH_HELP, CLIError, load_checkpoint, new_workspace, parse_shapes, read_net
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("convert", help="convert a Caffe2 model to ONNX", description=__doc__)
-    p.add_argument("model", help="model folder, or a predict NetDef file (with --init or --checkpoint)")
+    p = sub.add_parser(
+        "convert", help="convert a Caffe2 model to ONNX, or an ONNX model to a Caffe2 pair", description=__doc__
+    )
+    p.add_argument("model", help=MODEL_PATH_HELP + " (with --to caffe2: an .onnx file)")
     p.add_argument("--to", required=True, choices=["onnx", "caffe2"], help="target format")
     p.add_argument("-o", "--output", required=True, help="file to write (model.onnx), or folder (--to caffe2)")
     p.add_argument("--init", help="init NetDef creating the parameters")
     p.add_argument("--checkpoint", help="checkpoint holding the parameters (instead of running the init net)")
-    p.add_argument("--shape", action="append", default=[], metavar="NAME=D1,D2,...", help="an input's shape")
+    p.add_argument(
+        "--shape",
+        action="append",
+        default=[],
+        metavar="NAME=D1,D2,...[:DTYPE]",
+        help="an input's shape and element type (default float32), e.g. ids=8,16:int32; a name given here is "
+        "an input even where the init net fills a placeholder for it",
+    )
+    p.add_argument(
+        "--dynamic-batch",
+        action="store_true",
+        help="leave the batch axis (dim 0) of the inputs and outputs free, as torch.onnx.export's dynamic_axes",
+    )
+    p.add_argument(
+        "--untrained",
+        action="store_true",
+        help="export a model folder's freshly initialized (random) weights without --checkpoint",
+    )
     p.add_argument("--opset", type=int, help="ONNX opset to target (default: newest supported)")
     p.add_argument("--check", action="store_true", help="compare onnxruntime with our engine on random inputs")
     p.add_argument("--overwrite", action="store_true", help="replace an existing output file")
@@ -37,23 +58,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _nets(args: argparse.Namespace) -> tuple:
-    if os.path.isdir(args.model):
-        from framework.cli.model_dir import ModelDir
+    from framework.cli.sources import need_net, open_source
 
-        md = ModelDir.load(args.model, need_train=False)
-        return md.predict_net, (read_net(args.init) if args.init else md.init_net)
-    return read_net(args.model), (read_net(args.init) if args.init else None)
-
-
-def _shapes(specs: list[str]) -> dict[str, tuple]:
-    out = {}
-    for spec in specs:
-        name, _, dims = spec.partition("=")
-        try:
-            out[name] = tuple(int(d) for d in dims.split(",") if d.strip())
-        except ValueError as e:
-            raise CLIError(f"--shape {spec}: dimensions must be integers", "write it as NAME=1,3,224,224") from e
-    return out
+    src = open_source(args.model)
+    return need_net(src, "convert"), (read_net(args.init) if args.init else src.init), src
 
 
 def _param_workspace(args, predict, init):
@@ -93,15 +101,27 @@ def main(args: argparse.Namespace) -> int:
         import onnx
     except ImportError as e:
         raise CLIError("framework convert --to onnx needs the onnx package", "pip install 'framework[onnx]'") from e
+    from onnx import helper
+
     from framework.net.inference import specs_from_workspace
     from framework.onnx import OnnxExportError, export
     from framework.onnx.shapes import guess_input_shapes
 
     if os.path.exists(args.output) and not args.overwrite:
         raise CLIError(f"{args.output} exists", "pass --overwrite to replace it")
-    predict, init = _nets(args)
+    predict, init, src = _nets(args)
+    if src.kind == "model" and not (args.checkpoint or args.init or args.untrained):
+        raise CLIError(
+            f"{args.model} is a model folder: its init net makes random, untrained weights",
+            "pass --checkpoint (written by `framework train`), or --untrained to export the random weights",
+        )
     ws = _param_workspace(args, predict, init)
-    shapes = _shapes(args.shape)
+    reads = [*predict.external_input, *(b for op in predict.op for b in op.input)]
+    given = parse_shapes(args.shape, known=reads)
+    for b in given:  # a declared input replaces the init net's placeholder
+        if ws.has_blob(b):
+            ws.remove_blob(b)
+    shapes = {b: dims for b, (dims, _) in given.items()}
     inputs = [b for b in predict.external_input if not ws.has_blob(b)]
     missing = [b for b in inputs if b not in shapes]
     if missing:
@@ -109,8 +129,13 @@ def main(args: argparse.Namespace) -> int:
         for b, s in guessed.items():
             print(f"input '{b}': shape {list(s)} (from the net; --shape {b}=... to change it)")
         shapes.update(guessed)
+    value_info = {
+        b: (helper.np_dtype_to_tensor_dtype(given.get(b, ((), None))[1] or np.dtype(np.float32)), tuple(d))
+        for b, d in shapes.items()
+    }
+    dynamic = {b: {0: "batch"} for b in inputs if b in shapes} if args.dynamic_batch else None
     try:
-        model = export(predict, input_shapes=shapes, workspace=ws, opset=args.opset)
+        model = export(predict, value_info=value_info, workspace=ws, opset=args.opset, dynamic_axes=dynamic)
     except OnnxExportError as e:
         raise CLIError(str(e), "no file was written") from None
     tmp = args.output + ".tmp"
@@ -127,7 +152,7 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _dims(vi) -> str:
-    return "[" + ",".join(str(d.dim_value) for d in vi.type.tensor_type.shape.dim) + "]"
+    return "[" + ",".join(d.dim_param or str(d.dim_value) for d in vi.type.tensor_type.shape.dim) + "]"
 
 
 def _check(model, predict, ws) -> int:
@@ -141,7 +166,7 @@ def _check(model, predict, ws) -> int:
     feeds = {}
     for i in model.graph.input:
         dt = helper.tensor_dtype_to_np_dtype(i.type.tensor_type.elem_type)
-        shape = [d.dim_value for d in i.type.tensor_type.shape.dim]
+        shape = [3 if d.dim_param else d.dim_value for d in i.type.tensor_type.shape.dim]  # a free batch: 3
         feeds[i.name] = rng.standard_normal(shape).astype(dt) if dt.kind == "f" else np.zeros(shape, dt)
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     got = sess.run(None, feeds)

@@ -1,4 +1,4 @@
-"""Training history: one JSON object per line in ``history.jsonl`` beside the checkpoint.
+"""Training history: one JSON object per line in ``<checkpoint name>.history.jsonl`` beside the checkpoint.
 
 Training records (every 10 iterations and the last): ``iteration``, ``epoch``, ``loss``, ``accuracy``
 (train batch), ``lr``, ``seconds`` since the run started. Validation records (``--val-every``
@@ -39,7 +39,11 @@ class History:
 
 
 def history_path(checkpoint: str | None) -> str | None:
-    return os.path.join(os.path.dirname(checkpoint) or ".", "history.jsonl") if checkpoint else None
+    """The history of checkpoint ``runs/mlp.minidb`` is ``runs/mlp.history.jsonl``: each checkpoint
+    keeps its own, so two models trained into one folder, and a later --resume, never mix."""
+    if not checkpoint:
+        return None
+    return os.path.splitext(os.path.normpath(checkpoint))[0] + ".history.jsonl"
 
 
 def learning_rate(ws: Any, train_net: Any) -> float | None:
@@ -60,7 +64,8 @@ def read_history(path: str) -> list[dict[str, Any]]:
 
     if not os.path.exists(path):
         raise CLIError(
-            f"history file not found: {path}", "train with --checkpoint DIR/NAME: it writes DIR/history.jsonl"
+            f"history file not found: {path}",
+            "train with --checkpoint DIR/NAME.minidb: it writes DIR/NAME.history.jsonl",
         )
     out = []
     with open(path, encoding="utf-8") as f:

@@ -32,7 +32,22 @@ def main(args: argparse.Namespace) -> int:
         )
     if argv[0] == "launch":
         raise CLIError("launch cannot launch itself")
+    argv, note = rank_argv(argv, args.ranks)
+    if note:
+        print(note, flush=True)
     return launch(args.ranks, argv, args.timeout, args.hostfile)
+
+
+def rank_argv(argv: list[str], ranks: int) -> tuple[list[str], str]:
+    """(argv to run on every rank, a note for the user). ``train`` on several ranks is data-parallel:
+    without ``--distributed`` each rank would train its own model into the same checkpoint and history,
+    so ``--distributed`` is added (and said)."""
+    if ranks > 1 and argv[:1] == ["train"] and "--distributed" not in argv:
+        return [*argv, "--distributed"], (
+            f"launch: train on {ranks} ranks is data-parallel: added --distributed (each rank reads its share "
+            "of the batches, gradients are averaged, rank 0 writes the checkpoint)"
+        )
+    return argv, ""
 
 
 def distributed_setup(md) -> tuple[int, int]:

@@ -9,8 +9,8 @@ from framework.cli.history import read_history
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("plot", help="draw loss and accuracy curves from history.jsonl", description=__doc__)
-    p.add_argument("history", help="a history.jsonl written by `framework train`")
+    p = sub.add_parser("plot", help="draw loss and accuracy curves from a NAME.history.jsonl", description=__doc__)
+    p.add_argument("history", help="a NAME.history.jsonl written by `framework train --checkpoint NAME.minidb`")
     p.add_argument("-o", "--out", default="curves.png", help="image to write (.png, .svg, .pdf)")
     p.set_defaults(func=main)
 

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import os
 
 import numpy as np
 
-from framework.cli.common import CLIError, load_checkpoint, new_workspace, parse_inputs, read_net
-from framework.cli.model_dir import ModelDir
+from framework.cli.common import CLIError, load_checkpoint, new_workspace, parse_inputs, read_net, run_net
 from framework.cli.outputs import check_suffix
+from framework.cli.sources import Source, data_inputs, need_net, open_source
+from framework.memory.workspace import Workspace
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -17,10 +17,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "model_dir",
         nargs="?",
-        help="model folder (its predict_net.pbtxt, with --checkpoint), or a folder with the deployable pair "
-        "init_net.pb + predict_net.pb (from `framework export`)",
+        help="a folder with the deployable pair init_net.pb + predict_net.pb (`framework export`, Caffe2's "
+        "model zoo), a model folder or a folder with only a predict net (with --checkpoint), a predict NetDef "
+        "file (with --checkpoint) or an .onnx file",
     )
-    p.add_argument("--checkpoint", help="checkpoint written by `framework train` (for a model folder)")
+    p.add_argument("--checkpoint", help="checkpoint written by `framework train` (the parameters)")
     p.add_argument("--init", help="init net of a deployable pair (with --net, instead of MODEL_DIR)")
     p.add_argument("--net", help="predict net of a deployable pair (with --init)")
     p.add_argument(
@@ -35,7 +36,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default=[],
         required=True,
         metavar="[NAME=]FILE.npy",
-        help="input batch; NAME defaults to the predict net's first external input",
+        help="input batch; NAME defaults to the predict net's data input (the external input that neither "
+        "the init net nor the checkpoint creates)",
     )
     p.add_argument("--labels", metavar="FILE.npy", help="true labels, to print the accuracy")
     p.add_argument("--top", type=int, default=1, help="show the top K classes per example")
@@ -45,54 +47,66 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=main)
 
 
-def _model(args: argparse.Namespace) -> ModelDir:
+def _source(args: argparse.Namespace) -> Source:
     if args.init or args.net:
         if not (args.init and args.net) or args.model_dir:
             raise CLIError(
                 "give either MODEL_DIR or both --init and --net", "e.g. --init init_net.pb --net predict_net.pb"
             )
-        return ModelDir(os.path.dirname(args.net), read_net(args.init), None, read_net(args.net), deployable=True)
+        return Source(args.net, "pair", net=read_net(args.net), init=read_net(args.init))
     if not args.model_dir:
         raise CLIError("predict needs MODEL_DIR (or --init and --net)")
-    return ModelDir.load(args.model_dir, need_train=False)
+    return open_source(args.model_dir)
+
+
+def _parameters(src: Source, args: argparse.Namespace) -> Workspace:
+    """A workspace holding the predict net's parameters: the pair's init net, then --checkpoint."""
+    ws = new_workspace()
+    if src.kind in ("pair", "onnx"):
+        from framework.net.base import instantiate
+
+        instantiate(src.init, ws, owned=True).run()  # our own parse: no second copy of the weights
+    elif not args.checkpoint:
+        raise CLIError(
+            f"--checkpoint is required with {src.path} (its predict net has no parameters of its own)",
+            "pass the checkpoint written by `framework train`, or predict with an exported pair",
+        )
+    if args.checkpoint:
+        load_checkpoint(ws, args.checkpoint)
+    return ws
 
 
 def main(args: argparse.Namespace) -> int:
     if args.save:
         check_suffix(args.save)
-    md = _model(args)
-    data_blob, prob_blob = md.data_dims()
-    ws = new_workspace()
-    if md.deployable:
-        from framework.net.base import instantiate
-
-        instantiate(md.init_net, ws, owned=True).run()  # our own parse: no second copy of the weights
-    elif not args.checkpoint:
-        raise CLIError("--checkpoint is required with a model folder", "or predict with an exported pair")
-    else:
-        load_checkpoint(ws, args.checkpoint)
-    inputs = parse_inputs(args.input, [data_blob])
-    # the first input and any blob fed with --input (a net with several inputs, e.g. the dense and
-    # sparse features of a ranking model) need not come from the init net
-    missing = [b for b in md.predict_net.external_input[1:] if not ws.has_blob(b) and b not in inputs]
-    if missing:
-        source = "the init net" if md.deployable else f"checkpoint {args.checkpoint}"
-        raise CLIError(
-            f"{source} does not create {', '.join(missing)} needed by the predict net",
-            "export the pair again with `framework export`"
-            if md.deployable
-            else "was it written by training this model folder?",
-        )
+    src = _source(args)
+    net = need_net(src, "predict")
+    if not net.external_output:
+        raise CLIError(f"the predict net of {src.path} declares no external_output (the probabilities)")
+    prob_blob = net.external_output[0]
+    ws = _parameters(src, args)
+    data = data_inputs(net, ws.has_blob)
+    reads = list(net.external_input) + [i for op in net.op for i in op.input]
+    inputs = parse_inputs(args.input, data, known=reads)
     for name, value in inputs.items():
         if value.dtype == np.float64:
             value = value.astype(np.float32)
         ws.feed_blob(name, value)
-    net = md.predict_net
+    missing = [b for b in net.external_input if not ws.has_blob(b)]
+    if missing:
+        given = {"pair": "the init net", "onnx": "the ONNX initializers"}
+        source = given.get(src.kind, f"checkpoint {args.checkpoint}")
+        raise CLIError(
+            f"the predict net reads {', '.join(missing)}, which neither --input nor {source} gives",
+            f"feed the data with --input NAME=FILE.npy (the data input{'s' if len(data) > 1 else ''}: "
+            f"{', '.join(data) or 'none'})",
+        )
+    written = net
     if not args.no_optimize:
         from framework.net.optimize import optimize_inference
 
         net = optimize_inference(net, ws, outputs=[prob_blob])
-    ws.run_net_once(net)
+    run_net(ws, ws.create_net(net), None if net is written else written)
     probs = np.asarray(ws.fetch_blob(prob_blob))
     if probs.ndim != 2:
         raise CLIError(f"predict net output '{prob_blob}' has shape {probs.shape}; expected (batch, classes)")

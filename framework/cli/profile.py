@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from framework.cli.common import add_net_arguments, optimized, prepare_net
+from framework.cli.common import add_net_arguments, optimized, prepare, run_net
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -16,18 +16,27 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def main(args: argparse.Namespace) -> int:
     from framework.memory.allocator import memory_reporter
 
-    net_def, ws = prepare_net(args)
-    net_def = optimized(args, net_def, ws, list(net_def.external_output))
-    net_def.type = "prof_dag"
-    net = ws.create_net(net_def)
+    src, ws = prepare(args)
+    if src.plan is not None:  # every network of the plan timed, the plan run as written
+        plan = type(src.plan)()
+        plan.CopyFrom(src.plan)
+        for n in plan.network:
+            n.type = "prof_dag"
+        run, nets = (lambda: ws.run_plan(plan)), lambda: [ws.get_net(n.name) for n in plan.network]
+    else:
+        net_def = optimized(args, src.net, ws, list(src.net.external_output))
+        written = None if net_def is src.net else src.net
+        net_def.type = "prof_dag"
+        net = ws.create_net(net_def)
+        run, nets = (lambda: run_net(ws, net, written)), lambda: [net]
     rep = memory_reporter()
-    net.run()  # warm-up: excluded from the statistics
+    run()  # warm-up: excluded from the statistics
     before = rep.snapshot()
     rep.reset_peak()
     for _ in range(args.iters):
-        net.run()
+        run()
     after = rep.snapshot()
-    print(net.stats().table())
+    print("\n\n".join(n.stats().table() for n in nets()))
     per_iter = (after["allocations"] - before["allocations"]) / args.iters
     churn = (after["allocated_bytes"] - before["allocated_bytes"]) / args.iters
     print(

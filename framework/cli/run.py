@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from framework.cli.common import CLIError, add_net_arguments, optimized, prepare_net, summarize
+from framework.cli.common import CLIError, add_net_arguments, optimized, prepare, run_net, summarize
 from framework.cli.outputs import HELP, check_suffix, numeric, save_arrays
 
 
@@ -19,19 +19,25 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="blob to print (default: the net's external outputs)",
     )
     p.add_argument("--save", metavar="OUT.npz|.npy|.csv", help=HELP)
+    p.add_argument(
+        "--progress-every",
+        type=float,
+        default=5.0,
+        metavar="SECONDS",
+        help="while a plan runs, report its time and net runs on stderr every SECONDS (0: never; default 5)",
+    )
     p.set_defaults(func=main)
 
 
 def main(args: argparse.Namespace) -> int:
     if args.save:
         check_suffix(args.save)
-    plan = read_plan_if_plan(args.net)
-    if plan is not None:
-        return run_plan_file(args, plan)
-    net_def, ws = prepare_net(args)
-    net = ws.create_net(optimized(args, net_def, ws, list(args.output or net_def.external_output)))
-    for _ in range(args.iters):
-        net.run()
+    src, ws = prepare(args)
+    if src.plan is not None:
+        return run_plan_file(args, src.plan, ws)
+    net_def = src.net
+    opt = optimized(args, net_def, ws, list(args.output or net_def.external_output))
+    run_net(ws, ws.create_net(opt), written=None if opt is net_def else net_def, iters=args.iters)
     names = args.output or list(net_def.external_output)
     if not names:
         written = [o for op in net_def.op for o in op.output]
@@ -51,42 +57,11 @@ def main(args: argparse.Namespace) -> int:
     return 0
 
 
-def read_plan_if_plan(path: str):
-    """The PlanDef in ``path`` if the file holds one (it has ``network``/``execution_step``), else None."""
-    import os
-
-    from framework.errors import ProtoParseError
-    from framework.proto.io import read_plan
-
-    if not os.path.isfile(path):
-        return None
-    with open(path, "rb") as f:
-        data = f.read()
-    if b"execution_step" not in data and b"network" not in data:
-        return None
-    try:
-        plan = read_plan(path)
-    except ProtoParseError:
-        return None
-    return plan if len(plan.execution_step) else None
-
-
-def run_plan_file(args: argparse.Namespace, plan) -> int:
-    """Run a PlanDef (its nets and execution steps) on the inputs; print --output blobs."""
-    from framework.cli.common import new_workspace, parse_inputs, read_net
-
-    ws = new_workspace()
-    if args.init:
-        ws.run_net_once(read_net(args.init))
-    if args.checkpoint:
-        from framework.cli.common import load_checkpoint
-
-        load_checkpoint(ws, args.checkpoint)
-    reads = [i for net in plan.network for i in [*net.external_input, *(x for op in net.op for x in op.input)]]
-    for name, value in parse_inputs(args.input, None, known=reads).items():
-        ws.feed_blob(name, value)
-    for _ in range(args.iters):
-        ws.run_plan(plan)
+def run_plan_file(args: argparse.Namespace, plan, ws) -> int:
+    """Run a PlanDef (its nets and execution steps) on the prepared workspace; print --output blobs."""
+    with _PlanProgress(ws, plan, args.progress_every):
+        for _ in range(args.iters):
+            ws.run_plan(plan)
     steps = len(plan.execution_step)
     print(f"ran plan '{plan.name}': {len(plan.network)} nets, {steps} execution steps")
     outputs = {}
@@ -98,3 +73,40 @@ def run_plan_file(args: argparse.Namespace, plan) -> int:
     if args.save:
         print(save_arrays(args.save, numeric(outputs)))
     return 0
+
+
+class _PlanProgress:
+    """Reports a running plan's elapsed time and how often each of its nets ran, on stderr every
+    ``seconds`` (a thread; nothing for plans that end sooner)."""
+
+    def __init__(self, ws, plan, seconds: float) -> None:
+        import threading
+
+        self.ws, self.plan, self.seconds = ws, plan, seconds
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._report, daemon=True) if seconds > 0 else None
+
+    def _report(self) -> None:
+        import sys
+        import time
+
+        t0 = time.perf_counter()
+        while not self.done.wait(self.seconds):
+            runs = [
+                f"{n.name} {self.ws.get_net(n.name).run_count}" for n in self.plan.network if self.ws.has_net(n.name)
+            ]
+            print(
+                f"plan '{self.plan.name}': {time.perf_counter() - t0:.1f} s, net runs: {', '.join(runs) or 'none yet'}",
+                file=sys.stderr,
+                flush=True,
+            )
+
+    def __enter__(self):
+        if self.thread is not None:
+            self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.done.set()
+        if self.thread is not None:
+            self.thread.join()

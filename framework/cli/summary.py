@@ -9,15 +9,16 @@ from __future__ import annotations
 
 import argparse
 
+from framework.cli.common import MODEL_PATH_HELP
 from framework.cli.inspect import analyze, numel
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("summary", help="per-layer output shapes, parameters and FLOPs", description=__doc__)
-    p.add_argument("net", help="a NetDef (.pbtxt/.pb)")
+    p.add_argument("net", help=MODEL_PATH_HELP)
     p.add_argument("--init", help="init net giving parameter shapes")
     p.add_argument("--checkpoint", help="checkpoint giving parameter shapes")
-    p.add_argument("--shape", action="append", default=[], metavar="NAME=D1,D2,...", help="an input's shape")
+    p.add_argument("--shape", action="append", default=[], metavar="NAME=D1,D2,...[:DTYPE]", help="an input's shape")
     p.set_defaults(func=main)
 
 
@@ -27,11 +28,12 @@ def main(args: argparse.Namespace) -> int:
     from framework.ops.registry import get_schema
     from framework.ops.schema import UNKNOWN
 
-    net, known, shapes, params = analyze(args, args.net)
+    src, known, shapes, params = analyze(args, args.net)
     param_set = set(params)
     rows, total_params, total_flops, unknown_flops = [], 0, 0.0, 0
     seen_params: set[str] = set()
-    for i, op in enumerate(net.op):
+    nets = src.nets()
+    for i, op, where in ((i, op, f"{n.name}:" if len(nets) > 1 else "") for n in nets for i, op in enumerate(n.op)):
         schema = get_schema(op.type)
         ins = [shapes.get(b) or known.get(b) or UNKNOWN for b in op.input]
         outs = [shapes.get(b) or UNKNOWN for b in op.output]
@@ -53,7 +55,7 @@ def main(args: argparse.Namespace) -> int:
         shape = ", ".join("?" if s.shape is None else "[" + ",".join(map(str, s.shape)) + "]" for s in outs)
         rows.append(
             (
-                f"{i} {op.type}",
+                f"{where}{i} {op.type}",
                 ", ".join(op.output),
                 shape,
                 f"{n_params:,}" if own else "",

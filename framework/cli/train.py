@@ -10,10 +10,14 @@ import time
 
 import numpy as np
 
+from framework.cli import resume
 from framework.cli.common import CLIError, new_workspace
 from framework.cli.data import count_records, evaluate_accuracy, find_split
 from framework.cli.history import History, history_path, learning_rate
 from framework.cli.model_dir import ModelDir
+from framework.errors import FrameworkError
+
+DEFAULT_DATA = os.path.join("data", "digits")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -21,8 +25,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("model_dir", help="folder with init_net.pbtxt, train_net.pbtxt, predict_net.pbtxt")
     p.add_argument(
         "--data",
-        default=os.path.join("data", "digits"),
-        help="folder with the train and test DBs (train.minidb/test.minidb, or .lmdb/.leveldb/.rocksdb)",
+        help="folder with the train and test DBs (train.minidb/test.minidb, or .lmdb/.leveldb/.rocksdb); "
+        f"default {DEFAULT_DATA} (the digits of `framework make-db digits`)",
     )
     length = p.add_mutually_exclusive_group()
     length.add_argument("--iters", type=int, help="training iterations (default: 1 epoch)")
@@ -36,10 +40,21 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--val-every",
         type=int,
         help="validation accuracy on the test split every N iterations (default: once per epoch); "
-        "written to history.jsonl beside the checkpoint and shown in the progress bar",
+        "written to NAME.history.jsonl beside checkpoint NAME.minidb and shown in the progress bar",
     )
-    p.add_argument("--seed", type=int, help="seed the init net's random fills (reproducible runs)")
+    p.add_argument(
+        "--seed",
+        type=int,
+        help="seed every op's random stream: the init net's fills and the train net's random ops "
+        "(Dropout); runs with one seed are bit-identical",
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bar (log lines instead)")
+    p.add_argument(
+        "--tensorboard",
+        metavar="DIR",
+        help="write TensorBoard event files into DIR: loss, accuracy, learning rate and validation accuracy, "
+        "parameter histograms (each validation) and the train net's graph (`tensorboard --logdir DIR`)",
+    )
     p.add_argument(
         "--distributed",
         action="store_true",
@@ -53,6 +68,9 @@ def main(args: argparse.Namespace) -> int:
     from framework import checkpoint
 
     md = ModelDir.load(args.model_dir)
+    defaulted = args.data is None
+    if defaulted:
+        args.data = DEFAULT_DATA
     md.point_readers_at(args.data)
     if args.batch_size is not None:
         if args.batch_size < 1:
@@ -85,8 +103,9 @@ def main(args: argparse.Namespace) -> int:
     state = md.state_blobs()
     iter_blob = md.iteration_blob()
     start = 0
-    if args.resume and os.path.exists(args.checkpoint):
-        checkpoint.load(ws, args.checkpoint, blobs=state)
+    resuming = bool(args.resume and os.path.exists(args.checkpoint))
+    if resuming:
+        checkpoint.load(ws, args.checkpoint, blobs=state + resume.held(args.checkpoint))
         start = _iteration(ws, iter_blob, 0)
         if rank == 0:
             print(f"resumed from {args.checkpoint} at iteration {start}")
@@ -100,6 +119,18 @@ def main(args: argparse.Namespace) -> int:
             )
         return 0
     net = ws.create_net(md.train_net)
+    readers = md.reader_blobs()
+    if resuming:  # the batches and random numbers continue where the run stopped (framework/cli/resume.py)
+        resume.restore(ws, net, readers)
+
+    def save() -> None:
+        checkpoint.save(ws, args.checkpoint, blobs=state + resume.capture(ws, net, readers))
+
+    if rank == 0:
+        if defaulted:
+            print(f"data: {args.data} (the default; --data DIR picks the model's own)")
+        if not args.checkpoint:
+            print("no --checkpoint: the trained weights will not be saved (pass --checkpoint PATH to keep them)")
     bar = _progress(total, start, args.no_progress) if rank == 0 else _Silent()
     per_epoch = _iters_per_epoch(args, md, size)
     val_every = args.val_every if args.val_every is not None else max(1, round(per_epoch))
@@ -107,15 +138,34 @@ def main(args: argparse.Namespace) -> int:
         raise CLIError(f"--val-every must be at least 1, got {args.val_every}")
     test = find_split(args.data, "test")
     history = History(history_path(args.checkpoint) if rank == 0 else None, fresh=not args.resume)
+    board = None
+    if args.tensorboard and rank == 0:
+        from framework.cli.tensorboard import TrainingBoard
+
+        params = [b for b in md.predict_net.external_input if b in state]
+        board = TrainingBoard(args.tensorboard, md.train_net, ws, params)
     t0, done, it, val = time.perf_counter(), 0, start, {}
     try:
         for it in range(start, total):
-            net.run()
+            try:
+                net.run()
+            except FrameworkError as e:
+                if defaulted and done == 0:  # the model is not a digits model: say what to pass
+                    from framework.cli import one_line
+
+                    raise CLIError(
+                        f"{args.model_dir} fails on the default data folder {args.data}: {one_line(e)}",
+                        f"this model needs its own data: pass --data DIR (see {args.model_dir}/README.md)",
+                    ) from e
+                raise
             done += 1
             last = it + 1 == total
             if rank == 0 and test is not None and ((it + 1) % val_every == 0 or last):
                 val = {"val_accuracy": evaluate_accuracy(ws, md, test[0])[0]}
                 history.write({"iteration": it + 1, "epoch": (it + 1) / per_epoch, **val})
+                if board is not None:
+                    board.log(it + 1, val)
+                    board.histograms(it + 1)
             if (it + 1) % 10 == 0 or last:
                 rate = done / max(time.perf_counter() - t0, 1e-9)
                 metrics = _metrics(ws)
@@ -125,13 +175,17 @@ def main(args: argparse.Namespace) -> int:
                 history.write(
                     {"iteration": it + 1, "epoch": (it + 1) / per_epoch, **metrics, "lr": lr, "seconds": seconds}
                 )
+                if board is not None:
+                    board.log(it + 1, {**metrics, "lr": lr})
             if args.every and (it + 1) % args.every == 0 and rank == 0:
-                checkpoint.save(ws, args.checkpoint, blobs=state)
+                save()
     except KeyboardInterrupt:
         bar.close()
         history.close()
+        if board is not None:
+            board.close()
         if args.checkpoint and rank == 0:
-            checkpoint.save(ws, args.checkpoint, blobs=state)  # atomic: a second Ctrl-C cannot corrupt it
+            save()  # atomic: a second Ctrl-C cannot corrupt it
             print(
                 f"interrupted at iteration {start + done}: saved {args.checkpoint}; "
                 "continue with the same command and --resume",
@@ -140,12 +194,17 @@ def main(args: argparse.Namespace) -> int:
         raise
     bar.close()
     history.close()
+    if board is not None:
+        if test is None:  # no validation: the parameters' histograms once, at the end
+            board.histograms(total)
+        board.close()
+        print(f"wrote TensorBoard events to {args.tensorboard} (`tensorboard --logdir {args.tensorboard}`)")
     if rank != 0:
         return 0
     if size > 1:
         print(f"trained on {size} ranks, global batch {size} x {md.batch_size()}")
     if args.checkpoint:
-        checkpoint.save(ws, args.checkpoint, blobs=state)
+        save()
         at = _iteration(ws, iter_blob, total)
         print(f"saved checkpoint {args.checkpoint} ({len(state)} blobs) at iteration {at}")
     if history.path:
@@ -209,12 +268,13 @@ def _metrics(ws) -> dict[str, float]:
 
 
 class _progress:
-    """tqdm progress bar, or plain log lines with --no-progress (and when tqdm is missing)."""
+    """tqdm progress bar, or plain log lines with --no-progress, when stderr is not a terminal and when
+    tqdm is missing."""
 
     def __init__(self, total: int, start: int, plain: bool) -> None:
         self.bar = None
         self.last_log = 0.0
-        if not plain:
+        if not plain and sys.stderr.isatty():  # a bar redrawn into a log file floods it: log lines instead
             try:
                 from tqdm import tqdm
 

@@ -25,6 +25,7 @@ from framework.errors import DBError, FrameworkError, SerializationError
 from framework.memory.blob import Blob
 from framework.memory.serialize import (
     STRING_TYPE,
+    TENSOR_TYPE,
     ChunkAssembler,
     blob_name_of_key,
     parse_blob_proto,
@@ -104,6 +105,8 @@ def write_blobs(
     """
     n = 0
     items = list(items)
+    protodb = _is_protodb(db_type)
+    manifest = manifest and not protodb  # a protodb holds tensors only (see _ProtoDBRecords)
     for name, _ in items:
         if name in RESERVED_KEYS:
             raise DBError(f"'{name}' is reserved for the checkpoint manifest; save that blob under another name")
@@ -124,7 +127,7 @@ def write_blobs(
                 if manifest:
                     sums.append(f"{record_checksum(value):016x} {key}")
                 txn = db.new_transaction()
-                txn.put(key, value)
+                txn.put(key, _tensor_record(key, value) if protodb else value)
                 txn.commit()
                 n += 1
         if manifest:
@@ -179,7 +182,7 @@ def read_blobs(
     for src_index, (db_type, path) in enumerate(sources):
         single = len(sources) == 1 and wanted is not None
         with open_db(db_type, path, Mode.READ) as db:
-            cursor = db.cursor()
+            cursor = _ProtoDBRecords(db.cursor()) if _is_protodb(db_type) else db.cursor()
             try:
                 index = 0
                 expected: set[str] | None = None
@@ -302,7 +305,7 @@ def list_blobs(db_type: str, path: str) -> list[dict[str, Any]]:
     """One row per blob of a DB: name, dtype, shape, bytes (from record headers, data not decoded)."""
     rows: dict[str, dict[str, Any]] = {}
     with open_db(db_type, path, Mode.READ) as db:
-        cursor = db.cursor()
+        cursor = _ProtoDBRecords(db.cursor()) if _is_protodb(db_type) else db.cursor()
         try:
             index = 0
             expected: set[str] | None = None
@@ -354,3 +357,57 @@ def _payload_bytes(proto: Any) -> int:
     if meta.is_pod:
         return vals.size * meta.itemsize
     return sum(len(x) for x in t.string_data)
+
+
+def _is_protodb(db_type: str) -> bool:
+    return db_type in ("protodb", "ProtoDB")
+
+
+def _tensor_record(key: str, value: bytes) -> bytes:
+    """A serialized blob record as a protodb record: its TensorProto, named by the key (Caffe2's protodb
+    keys are tensor names and its values TensorProtos). Only tensors fit a protodb."""
+    from framework.proto.framework_pb2 import TensorProto
+
+    proto = parse_blob_proto(value, f"protodb record '{key}'")
+    if not proto.HasField("tensor"):
+        raise DBError(
+            f"protodb: blob '{proto.name or key}' ({proto.type or 'unknown type'}) is not a tensor; a protodb holds "
+            "tensors only (save it to minidb, lmdb, leveldb or rocksdb)"
+        )
+    tensor = TensorProto()
+    tensor.CopyFrom(proto.tensor)
+    tensor.name = key
+    return tensor.SerializeToString()
+
+
+class _ProtoDBRecords:
+    """A protodb cursor whose values read as the blob records checkpoints write (BlobProto of a tensor)."""
+
+    def __init__(self, cursor: Any) -> None:
+        self._cursor = cursor
+
+    def valid(self) -> bool:
+        return self._cursor.valid()
+
+    def next(self) -> None:
+        self._cursor.next()
+
+    def key(self) -> str:
+        return self._cursor.key()
+
+    def value(self) -> bytes:
+        from framework.proto.framework_pb2 import TensorProto
+
+        tensor = TensorProto()
+        tensor.ParseFromString(self._cursor.value())
+        key = self._cursor.key()
+        tensor.ClearField("name")
+        return BlobProto(name=blob_name_of_key(key), type=TENSOR_TYPE, tensor=tensor).SerializeToString()
+
+    def __iter__(self):
+        while self.valid():
+            yield self.key(), self.value()
+            self.next()
+
+    def close(self) -> None:
+        self._cursor.close()

@@ -8,9 +8,10 @@ Records are read in file order. Caffe2 reads the file as binary, or as text
 when it is not binary; it writes binary. Registered as "protodb" and "ProtoDB".
 
 The file is written when the DB is closed, atomically: a temporary file in the
-same folder, fsynced, renamed over the target, folder fsynced. ``Save`` writes
-``BlobProto`` values, which are not ``TensorProto``s: checkpoints go to minidb,
-lmdb, leveldb or rocksdb; protodb holds tensors (data and fills).
+same folder, fsynced, renamed over the target, folder fsynced. ``Save`` and
+checkpoints write ``BlobProto`` records, which are not ``TensorProto``s: for a
+protodb they store each record's tensor named by its key, and read it back as a
+tensor record (``framework/db/blobs.py``); blobs that are not tensors are refused.
 """
 
 from __future__ import annotations

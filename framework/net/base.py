@@ -91,6 +91,8 @@ class NetBase:
         """Executor-specific preparation (chains, workers...)."""
 
     # -- running ---------------------------------------------------------------
+    run_count = 0  # completed runs (progress reports of long plans)
+
     def run(self) -> None:
         """Run every op once; raise OperatorError naming the failing op.
 
@@ -99,14 +101,15 @@ class NetBase:
         with self._lock:
             if not self.observers:
                 self._run()
-                return
-            for ob in self.observers:
-                ob.start(self)
-            try:
-                self._run()
-            finally:
+            else:
                 for ob in self.observers:
-                    ob.stop(self)
+                    ob.start(self)
+                try:
+                    self._run()
+                finally:
+                    for ob in self.observers:
+                        ob.stop(self)
+            self.run_count += 1
 
     def _run(self) -> None:
         raise NotImplementedError

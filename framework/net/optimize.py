@@ -771,3 +771,29 @@ def optimize_inference(
 def _all_params(net: NetDef) -> set[str]:
     written = {b for op in net.op for b in op.output}
     return {b for op in net.op for b in op.input if b not in written}
+
+
+def explain_failure(ws: Any, written: Any, error: BaseException, init: Any = None) -> BaseException:
+    """The error to show for ``error``, raised by the optimized copy of net ``written`` in ``ws``.
+
+    The optimized net's ops and blobs are not the user's (``ConvFusion``, ``SpatialBNRelu``, shared
+    buffers such as ``__m1_shared``, shifted op indices), so the net as written runs once more in ``ws``
+    on the same inputs: its error names the user's op index, type and blobs, and is returned (chained to
+    ``error``). If the net as written runs, the optimized net failed where the original does not: a bug
+    of this pass, returned as a NetError naming both. ``init`` (run first) recreates parameters the
+    caller removed after folding them (the Predictor does).
+    """
+    from framework.errors import FrameworkError, NetError
+
+    try:
+        if init is not None:
+            ws.run_net_once(init)
+        ws.run_net_once(written)
+    except FrameworkError as e:
+        e.__context__ = error
+        return e
+    return NetError(
+        f"the optimized copy of net '{load_net_def(written).name}' failed ({error}) but the net as written runs: "
+        "a bug in the inference optimization pass; run with --no-optimize (Python: optimize=False) and "
+        "please report it"
+    )

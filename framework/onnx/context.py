@@ -71,6 +71,7 @@ class ExportContext:
 
         self.helper = helper
         self.opset = opset
+        self.batch: int | None = None  # the traced batch size when axis 0 is dynamic (exporter.export)
         self.nodes: list = []
         self.initializers: dict[str, np.ndarray] = {}
         self.current: dict[str, str] = {}  # Caffe2 blob -> current ONNX name
@@ -131,7 +132,13 @@ class ExportContext:
 
     # -- common idioms -----------------------------------------------------------------
     def reshape(self, x: str, shape: Sequence[int], out: str | None = None) -> str:
+        """Reshape ``x`` to ``shape``; with a dynamic batch (``self.batch``, the traced size) a leading
+        dim equal to it is left free (-1): the element count fixes it, so a tensor that does not grow
+        with the batch keeps its size."""
         outs = [out] if out else 1
+        shape = list(shape)
+        if self.batch is not None and shape and shape[0] == self.batch and -1 not in shape:
+            shape[0] = -1
         return self.node("Reshape", [x, self.ints(shape)], outs)[0]
 
     def transpose(self, x: str, perm: Sequence[int], out: str | None = None) -> str:

@@ -127,6 +127,7 @@ def export(
     name: str | None = None,
     seed: int = 0,
     workspace: Workspace | None = None,
+    dynamic_axes: Mapping[str, Any] | None = None,
 ) -> Any:
     """An ``onnx.ModelProto`` computing ``predict_net`` (after ``init_net``) as Caffe2 does.
 
@@ -135,6 +136,15 @@ def export(
     graph outputs are the net's ``external_output`` (or ``outputs``), else the blobs written and
     never read. ``workspace``: take the parameters from it (e.g. a loaded checkpoint) instead of
     running ``init_net``. Raises OnnxExportError listing every op that has no ONNX expression.
+
+    A blob named in ``input_shapes``, ``value_info`` or ``inputs`` is a graph input even when the init
+    net fills it (Caffe2's exporters fill the data blob with a (1, 1) placeholder). Outputs of an op
+    that nothing reads and that are not graph outputs are dropped before conversion where the op's
+    schema allows it (LRN's training-form ``scale``, a Dropout mask), so they need no ONNX expression.
+
+    ``dynamic_axes`` as torch.onnx.export's: {input or output name: {axis: symbolic name} or [axes]};
+    only axis 0 (the batch) is supported: every named blob's dim 0 becomes the symbol, and reshapes
+    whose leading dim is the traced batch size keep it free (-1), so the model runs on any batch.
     """
     try:
         import onnx
@@ -156,7 +166,9 @@ def export(
     else:
         for op in needed_init_ops(init, net):
             ws.run_operator_once(op)
-    written_by_init = set(ws.blobs())
+    shapes = _shapes_from(input_shapes, value_info)
+    declared_inputs = set(shapes) | set(inputs or {})
+    written_by_init = set(ws.blobs()) - declared_inputs
     written: set[str] = set()
     first_read_before_write = []
     for op in net.op:
@@ -166,7 +178,6 @@ def export(
         written.update(op.output)
     declared = [b for b in net.external_input if b not in written_by_init]
     graph_inputs = declared + [b for b in first_read_before_write if b not in declared]
-    shapes = _shapes_from(input_shapes, value_info)
     rng = np.random.default_rng(seed)
     feeds: dict[str, np.ndarray] = {}
     for b in graph_inputs:
@@ -183,16 +194,25 @@ def export(
         ws.feed_blob(b, v)
 
     init_names = [b for b in written_by_init if b in read and _tensor_of(ws, b) is not None]
+    batch = _dynamic_batch(dynamic_axes, feeds)
     init_values = {b: ws.fetch_blob(b) for b in init_names}
     ctx = ExportContext(opset, reserved=list(feeds) + init_names)
+    ctx.batch = batch[1] if batch else None
     ctx.initial_values = init_values
     for b in graph_inputs + init_names:
         ctx.bind_input(b)
     ctx.initializers.update(init_values)
 
+    out_blobs = list(outputs or net.external_output)
+    if not out_blobs:
+        reread: set[str] = set()
+        for op in reversed(net.op):
+            out_blobs += [b for b in op.output if b not in reread and b not in out_blobs]
+            reread.update(op.input)
+        out_blobs.reverse()
     failures: list[str] = []
     shapes_lost = False  # an op we cannot run: later ops are only checked for a converter
-    for i, op in enumerate(net.op):
+    for i, op in enumerate(_without_unused_outputs(net, set(out_blobs))):
         if op.type not in CONVERTERS:
             failures.append(f"{_describe(i, op)}: no ONNX equivalent")
             shapes_lost = shapes_lost or not _try_run(ws, op)
@@ -221,24 +241,21 @@ def export(
             + "\n  ".join(failures)
         )
 
-    out_blobs = list(outputs or net.external_output)
-    if not out_blobs:
-        reread: set[str] = set()
-        for op in reversed(net.op):
-            out_blobs += [b for b in op.output if b not in reread and b not in out_blobs]
-            reread.update(op.input)
-        out_blobs.reverse()
     out_names = rename_outputs(ctx, out_blobs, set(graph_inputs))
     cancel_transposes(ctx, set(out_names))
     drop_unused_initializers(ctx, set(out_names))
 
-    def vi(onnx_name: str, blob: str) -> Any:
+    def vi(onnx_name: str, blob: str, output: bool) -> Any:
         t = _tensor_of(ws, blob)
         dt = helper.np_dtype_to_tensor_dtype(np.dtype(t.dtype))
-        return helper.make_tensor_value_info(onnx_name, dt, list(t.dims))
+        dims: list = list(t.dims)
+        # inputs named in dynamic_axes, and outputs of the traced batch size, get the batch symbol
+        if batch and dims and dims[0] == batch[1] and (blob in batch[2] or output):
+            dims[0] = batch[2].get(blob, batch[0])
+        return helper.make_tensor_value_info(onnx_name, dt, dims)
 
-    graph_in = [vi(b, b) for b in graph_inputs]
-    graph_out = [vi(n, b) for n, b in zip(out_names, out_blobs)]
+    graph_in = [vi(b, b, False) for b in graph_inputs]
+    graph_out = [vi(n, b, True) for n, b in zip(out_names, out_blobs)]
     _check(ctx, graph_in, graph_out, opset, name or net.name or "caffe2_net")
     graph = helper.make_graph(
         ctx.nodes,
@@ -251,6 +268,55 @@ def export(
     return helper.make_model(
         graph, opset_imports=[helper.make_opsetid("", opset)], producer_name="framework", producer_version="0.1.0"
     )
+
+
+def _dynamic_batch(dynamic_axes: Mapping[str, Any] | None, feeds: dict) -> tuple | None:
+    """(default symbol, traced batch size, {blob: symbol}) for ``dynamic_axes``, or None."""
+    if not dynamic_axes:
+        return None
+    names: dict[str, str] = {}
+    for blob, axes in dynamic_axes.items():
+        spec = dict(axes) if isinstance(axes, Mapping) else {int(a): "batch" for a in axes}
+        if set(spec) - {0}:
+            raise OnnxExportError(f"export: dynamic_axes['{blob}'] = {axes!r}: only axis 0 (the batch) can be dynamic")
+        names[blob] = str(spec.get(0, "batch"))
+    sizes = {b: np.shape(feeds[b])[0] for b in names if b in feeds and np.ndim(feeds[b])}
+    if not sizes:
+        raise OnnxExportError(f"export: dynamic_axes names no graph input (inputs: {', '.join(feeds) or 'none'})")
+    if len(set(sizes.values())) > 1:
+        raise OnnxExportError(f"export: the inputs with a dynamic batch axis disagree on its size: {sizes}")
+    return next(iter(names.values())), next(iter(sizes.values())), names
+
+
+def _without_unused_outputs(net: Any, graph_outputs: set[str]) -> list:
+    """``net``'s ops, each without its trailing outputs that no later op reads (before writing them
+    afresh) and that are not graph outputs, where the op's schema accepts fewer outputs."""
+    from framework.proto.framework_pb2 import OperatorDef
+
+    ops = list(net.op)
+    out = []
+    for i, op in enumerate(ops):
+        keep = len(op.output)
+        while keep > 1 and _unused(ops, i, op.output[keep - 1], graph_outputs):
+            keep -= 1
+        if keep < len(op.output) and has_op(op.type) and get_schema(op.type).output_count_ok(keep):
+            trimmed = OperatorDef()
+            trimmed.CopyFrom(op)
+            del trimmed.output[keep:]
+            op = trimmed
+        out.append(op)
+    return out
+
+
+def _unused(ops: list, i: int, blob: str, graph_outputs: set[str]) -> bool:
+    if blob in graph_outputs or blob in ops[i].input or list(ops[i].output).count(blob) > 1:
+        return False
+    for later in ops[i + 1 :]:
+        if blob in later.input:
+            return False
+        if blob in later.output:
+            return True
+    return True
 
 
 _SMALL = 4096  # bytes: initializers this small stay in the checked skeleton (shape constants)

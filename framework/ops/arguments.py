@@ -35,6 +35,8 @@ from framework.proto.framework_pb2 import TensorProto
 log = logging.getLogger("framework.ops")
 
 # Arguments Caffe2 nets set for GPU engines or tuning; accepted silently here.
+STORAGE_ORDERS = ("NCHW", "NHWC", "")  # "" where an op picks a default by itself
+
 IGNORED_ARGS = frozenset(
     {
         "use_cudnn",
@@ -270,6 +272,9 @@ def parse_args(schema: OpSchema, arg_protos: Iterable[Any], where: str, num_inpu
             given.add(name)
             if spec.low is not None or spec.high is not None or spec.choices is not None:
                 check_arg_value(where, name, values[name], spec.low, spec.high, spec.choices)
+            elif name == "order" and spec.kind == STRING and values[name] not in STORAGE_ORDERS:
+                # Caffe2's StringToStorageOrder knows these two; any other string is a mistake in the file.
+                check_arg_value(where, name, values[name], None, None, STORAGE_ORDERS)
         elif spec.required:
             raise ArgumentError(f"{where}: argument '{name}' is required ({spec.doc or spec.kind})")
         else:

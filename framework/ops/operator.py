@@ -88,6 +88,8 @@ def _transactional(run: Any) -> Any:
         try:
             for check in self.schema.checks:
                 check(self)
+            if self.schema.snapshot_inplace:
+                _snapshot_inplace(self, journal)
             run(self)
         except BaseException:
             _rollback(journal)
@@ -115,12 +117,27 @@ def _remember(journal: list, blob: Blob) -> None:
     journal.append((blob, obj, state))
 
 
+def _snapshot_inplace(op: Operator, journal: list) -> None:
+    """Journal the outputs that are also inputs with a copy of their values: an op that fails after
+    writing into them in place (same shape, so no new buffer) gets them back by the rollback."""
+    inputs = {id(b) for b in op.inputs}  # op.inputs holds these blobs for the whole call
+    for blob in op.outputs:
+        obj = blob._obj
+        if id(blob) in inputs and type(obj) is Tensor and obj._array is not None:
+            if not any(entry[0] is blob for entry in journal):
+                state = tuple(getattr(obj, f) for f in _TENSOR_FIELDS)
+                journal.append((blob, obj, state, (obj._array, obj._array.copy())))
+
+
 def _rollback(journal: list) -> None:
-    for blob, obj, state in reversed(journal):
+    for blob, obj, state, *saved in reversed(journal):
         blob._obj = obj
         if state is not None:
             for f, v in zip(_TENSOR_FIELDS, state):
                 setattr(obj, f, v)
+        if saved:
+            array, values = saved[0]
+            np.copyto(array, values)
 
 
 class Operator:

@@ -37,6 +37,7 @@ def register_op(
     same_type: Any = (),
     ranks: Any = None,
     axes: Any = None,
+    snapshot_inplace: bool = False,
 ) -> Callable[[type], type]:
     """Class decorator: register an Operator subclass under ``type_name``.
 
@@ -44,6 +45,8 @@ def register_op(
     ``float('inf')``), a set, or a predicate. ``doc`` defaults to the class
     docstring. ``input_types``, ``same_shape``, ``same_type``, ``ranks`` and ``axes`` declare
     input checks the Operator base runs before ``run()`` (see ``framework.ops.validation``).
+    ``snapshot_inplace``: the base saves the values of in-place outputs before ``run()`` and restores them
+    if it raises (for ops that can fail after writing into an input's buffer).
 
     >>> @register_op("MyRelu", infer=same_as_input(0), allow_inplace={(0, 0)})
     ... class MyRelu(Operator):
@@ -69,6 +72,7 @@ def register_op(
             aliases=tuple(aliases),
             private=private,
             checks=build_checks(input_types, same_shape, same_type, ranks, axes),
+            snapshot_inplace=snapshot_inplace,
         )
         _add(schema)
         for alias in schema.aliases:

@@ -127,6 +127,9 @@ class OpSchema:
     private: bool = False  # internal ops (gradient ops) are listed separately in docs
     # Input checks run by the Operator base before run() (framework.ops.validation).
     checks: tuple = ()
+    # The values of in-place outputs are copied before run() and restored if it raises: for ops that may
+    # fail after writing into an input's buffer (optimizer updates: a failed step leaves the state as it was).
+    snapshot_inplace: bool = False
 
     def input_count_ok(self, n: int) -> bool:
         return _count_ok(self.num_inputs, n)

@@ -35,7 +35,7 @@ class Predictor:
     def __init__(self, init_net: Any, predict_net: Any, parent: Workspace | None = None, optimize: bool = True) -> None:
         from framework.net.graph import load_net_def
 
-        init = load_net_def(init_net)
+        init = self._init = load_net_def(init_net)
         self.predict_net = load_net_def(predict_net)
         if not self.predict_net.name:
             self.predict_net.name = "predict"
@@ -90,11 +90,20 @@ class Predictor:
 
     def run_net(self) -> None:
         """Run the predict net on the inputs already in the workspace; with several intra-op threads
-        (framework.set_num_threads) a batch is split over them (framework/predictor/batch_split.py)."""
-        if self._first_run:
-            self._run_first()
-            return
-        self._split.run(self.net)
+        (framework.set_num_threads) a batch is split over them (framework/predictor/batch_split.py).
+        An error of the optimized net is reported in terms of the predict net as written."""
+        try:
+            if self._first_run:
+                self._run_first()
+            else:
+                self._split.run(self.net)
+        except FrameworkError as e:
+            if self.optimized_net is self.predict_net:
+                raise
+            from framework.net.optimize import explain_failure
+
+            err = explain_failure(self.workspace, self.predict_net, e, init=self._init)
+            raise err from err.__cause__
 
     @property
     def input_names(self) -> list[str]:

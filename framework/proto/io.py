@@ -259,6 +259,7 @@ def _atomic_write(path: str | os.PathLike, data: bytes) -> None:
     folder = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=folder)
     try:
+        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp's 0600 is for the temporary name; the file gets open()'s mode
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
@@ -268,6 +269,12 @@ def _atomic_write(path: str | os.PathLike, data: bytes) -> None:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def _error(msg: str, source: str, line: int | None = None, column: int | None = None) -> ProtoParseError:

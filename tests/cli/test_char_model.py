@@ -50,7 +50,7 @@ def test_char_lstm_trains_below_unigram_entropy_and_generates(tmp_path):
         "1000",
         cwd=tmp_path,
     )
-    hist = [json.loads(line) for line in open(tmp_path / "history.jsonl")]
+    hist = [json.loads(line) for line in open(tmp_path / "ck.history.jsonl")]
     losses = [h["loss"] for h in hist if "loss" in h]
     assert np.mean(losses[-3:]) < entropy - 0.5, (losses, entropy)
     text = _cli(

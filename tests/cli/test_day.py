@@ -261,12 +261,12 @@ def test_history_plot_export_pair_predict_save_and_summary(data, tmp_path):
     shutil.copytree(data / "data", tmp_path / "data")
     p = fw("train", MODEL, "--epochs", "2", "--checkpoint", "runs/m.minidb", "--no-progress", cwd=tmp_path)
     assert p.returncode == 0 and "val " in p.stdout, p.stdout + p.stderr
-    records = [json.loads(line) for line in (tmp_path / "runs" / "history.jsonl").read_text().splitlines()]
+    records = [json.loads(line) for line in (tmp_path / "runs" / "m.history.jsonl").read_text().splitlines()]
     train = [r for r in records if "loss" in r]
     val = [r for r in records if "val_accuracy" in r]
     assert train and {"iteration", "epoch", "loss", "accuracy", "lr", "seconds"} <= set(train[0])
     assert len(val) >= 2 and 0 <= val[-1]["val_accuracy"] <= 1 and train[-1]["lr"] == pytest.approx(0.1)
-    p = fw("plot", "runs/history.jsonl", "-o", "curves.png", cwd=tmp_path)
+    p = fw("plot", "runs/m.history.jsonl", "-o", "curves.png", cwd=tmp_path)
     if p.returncode == 0:
         assert (tmp_path / "curves.png").read_bytes()[:4] == b"\x89PNG"
     else:  # matplotlib is an optional extra: the error says how to get it

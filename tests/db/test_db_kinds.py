@@ -75,9 +75,11 @@ def test_checkpoints_roundtrip_and_are_detected(tmp_path, db_type):
     assert {r["name"] for r in checkpoint.list_checkpoint(path)} == {"it", "w"}
 
 
-def test_checkpoint_into_protodb_is_a_clear_error(tmp_path):
+def test_checkpoint_into_protodb_holds_tensors_only(tmp_path):
+    # tensors round-trip (tests/db/test_checkpoint_protodb.py); a non-tensor blob is a clear error
     ws = Workspace()
     ws.feed_blob("w", np.ones(2, np.float32))
+    ws.feed_blob("s", b"text")
     with pytest.raises(DBError, match="protodb"):
         checkpoint.save(ws, str(tmp_path / "c.protodb"), db_type="protodb")
     assert not os.path.exists(tmp_path / "c.protodb")

@@ -346,14 +346,15 @@ def BenchmarkNet(name: Any, warmup_runs: int, main_runs: int, run_individual: bo
     return benchmark_net(C(), _net_name(name), warmup_runs, main_runs, run_individual)
 
 
-def Predictor(init_net: Any, predict_net: Any) -> Any:  # noqa: N802
+def Predictor(init_net: Any, predict_net: Any, optimize: bool = True) -> Any:  # noqa: N802
     """Caffe2's ``workspace.Predictor``: runs ``init_net`` once, then ``run(inputs)`` -> outputs.
 
-    Its workspace is a child of the current one (see ``framework.predictor``).
+    Its workspace is a child of the current one (see ``framework.predictor``); ``optimize=False`` runs
+    the predict net as written (no inference optimization pass; Caffe2's Predictor had no such pass).
     """
     from framework.predictor import Predictor as _Predictor
 
-    return _Predictor(init_net, predict_net, parent=C())
+    return _Predictor(init_net, predict_net, parent=C(), optimize=optimize)
 
 
 # -- immediate mode -------------------------------------------------------------

@@ -90,7 +90,9 @@ class UpdateOp(Operator):
 
 def update_op(name: str, like: tuple[int, ...], **kw: Any) -> Any:
     """register_op for an update op whose outputs are shaped as inputs ``like``."""
-    return register_op(name, infer=like_inputs(*like), category="optimizer", **kw)
+    # an update writes the parameter and its state in place and can fail midway (a bad lr or iteration
+    # found while computing): the base restores them (snapshot_inplace), so a failed step changes nothing
+    return register_op(name, infer=like_inputs(*like), category="optimizer", snapshot_inplace=True, **kw)
 
 
 def copy_through(op: UpdateOp, pairs) -> list[np.ndarray]:
