@@ -34,18 +34,23 @@ def read_net(path: str) -> Any:
 def read_onnx(path: str) -> tuple[Any, Any]:
     """(init NetDef, predict NetDef) of an ONNX model file, or CLIError listing the nodes we cannot run."""
     try:
-        import onnx
+        import onnx  # noqa: F401  (a clear error when onnx is missing)
     except ImportError as e:
         raise CLIError("reading .onnx files needs the onnx package", "pip install 'framework[onnx]'") from e
-    from framework.onnx.backend import Caffe2Backend
+    from framework.onnx.backend import Caffe2Backend, load_model
     from framework.onnx.importer import OnnxImportError
 
     if not os.path.exists(path):
         raise CLIError(f"ONNX file not found: {path}")
     try:
-        return Caffe2Backend.onnx_graph_to_caffe2_net(onnx.load(path))
+        model = load_model(path)
     except OnnxImportError as e:
-        raise CLIError(str(e), "these ONNX ops have no exact translation to our ops yet") from None
+        raise CLIError(str(e), "pass an ONNX model file (as onnx.save writes it)") from None
+    try:
+        return Caffe2Backend.onnx_graph_to_caffe2_net(model)
+    except OnnxImportError as e:
+        hint = "these ONNX ops have no exact translation to our ops yet" if e.nodes else ""
+        raise CLIError(f"{path}: {e}", hint) from None
 
 
 def parse_inputs(
