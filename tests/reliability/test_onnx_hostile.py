@@ -175,3 +175,31 @@ def test_cli_convert_does_not_follow_tmp_symlink(tmp_path):
 
 def test_errors_are_framework_errors():
     assert issubclass(OnnxImportError, FrameworkError)
+
+
+def test_loop_scan_outputs_bounded_in_total(small_limit):
+    """Each iteration's scan output is small (1 MiB); their stack over 10^6 iterations is not."""
+    block = numpy_helper.from_array(np.ones(1 << 18, np.float32), "blk")
+    body = helper.make_graph(
+        [
+            helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+            helper.make_node("Constant", [], ["row"], value=block),
+        ],
+        "body",
+        [
+            helper.make_tensor_value_info("i", TensorProto.INT64, []),
+            helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+        ],
+        [
+            helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("row", TensorProto.FLOAT, [1 << 18]),
+        ],
+    )
+    inits = [
+        numpy_helper.from_array(np.array(1_000_000, np.int64), "M"),
+        numpy_helper.from_array(np.array(True), "c"),
+    ]
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    m = _model([helper.make_node("Loop", ["M", "c"], ["y"], body=body)], [], [y], inits)
+    with pytest.raises(FrameworkError, match="ResourceLimitError.*scan outputs after 6[0-9] iterations"):
+        prepare(m).run([])

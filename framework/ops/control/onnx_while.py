@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from framework.errors import ShapeError, TypeMismatchError
+from framework.memory.allocator import check_allocation
 from framework.memory.workspace import Workspace
 from framework.ops.control.scope import WorkspaceStack
 from framework.ops.control.subnet import build, net_arg
@@ -157,6 +158,7 @@ class ONNXWhile(Operator):
         self.stack.clear()
         ws = self.workspace if a.disable_scopes else self.stack.push_forward(self.workspace, {})
         scans: list[list[np.ndarray]] = [[] for _ in range(self.n_scan)]
+        scan_bytes = 0  # the stacked scan outputs together stay within the allocation limit
         itr, cond = 0, first_cond
         while (not a.has_trip_count or itr < max_trip) and (not a.has_cond or cond):
             net = self._scope(ws)
@@ -180,6 +182,8 @@ class ONNXWhile(Operator):
                         "past the first iteration"
                     )
                 scans[k].append(v)
+                scan_bytes += v.nbytes
+                check_allocation(scan_bytes, f"{self.describe()}: scan outputs after {itr + 1} iterations")
             if a.save_scopes:
                 ws = self.stack.push_forward(self.workspace, {})
             itr += 1
