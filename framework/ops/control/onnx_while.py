@@ -19,7 +19,7 @@ from framework.errors import ShapeError, TypeMismatchError
 from framework.memory.allocator import check_allocation
 from framework.memory.workspace import Workspace
 from framework.ops.control.scope import WorkspaceStack
-from framework.ops.control.subnet import build, net_arg
+from framework.ops.control.subnet import build, nesting, net_arg
 from framework.ops.gradient import no_gradient
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op
@@ -166,7 +166,8 @@ class ONNXWhile(Operator):
             _assign(ws, self.ext_in[1], np.array([cond], dtype=cond_dtype))
             for name, v in zip(self.ext_in[2:], lcds):
                 _assign(ws, name, v)
-            net.run()
+            with nesting(self, "body"):
+                net.run()
             cond = bool(np.asarray(ws.fetch_blob(self.ext_out[0])).reshape(-1)[0])
             lcds = [_carried(ws.get_blob(n)._obj, ws.fetch_blob, n) for n in self.ext_out[1 : 1 + self.n_lcd]]
             for k, name in enumerate(self.ext_out[1 + self.n_lcd :]):
