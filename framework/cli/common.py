@@ -196,3 +196,25 @@ def prepare_net(args: Any) -> tuple[Any, Workspace]:
     for name, value in parse_inputs(args.input, list(net_def.external_input), known=reads).items():
         ws.feed_blob(name, value)
     return net_def, ws
+
+
+def parse_shape(spec: str, example: str = "NAME=1,3,224,224") -> tuple[str, tuple[int, ...]]:
+    """``NAME=D1,D2,...`` -> (name, dims): CLIError for a missing name, dims that are not integers,
+    negative dims, or a shape whose float32 tensor would exceed the allocation limit."""
+    from framework.errors import ResourceLimitError
+    from framework.memory.allocator import check_elements
+
+    name, sep, dims = spec.partition("=")
+    if not sep or not name.strip():
+        raise CLIError(f"--shape {spec}: expected NAME=D1,D2,...", f"write it as {example}")
+    try:
+        shape = tuple(int(d) for d in dims.split(",") if d.strip())
+    except ValueError as e:
+        raise CLIError(f"--shape {spec}: dimensions must be integers", f"write it as {example}") from e
+    if any(d < 0 for d in shape):
+        raise CLIError(f"--shape {spec}: dimensions must not be negative", f"write it as {example}")
+    try:
+        check_elements(shape, 4, f"--shape {name}")
+    except ResourceLimitError as e:
+        raise CLIError(str(e), "give the shape of one batch") from None
+    return name.strip(), shape

@@ -46,14 +46,9 @@ def _nets(args: argparse.Namespace) -> tuple:
 
 
 def _shapes(specs: list[str]) -> dict[str, tuple]:
-    out = {}
-    for spec in specs:
-        name, _, dims = spec.partition("=")
-        try:
-            out[name] = tuple(int(d) for d in dims.split(",") if d.strip())
-        except ValueError as e:
-            raise CLIError(f"--shape {spec}: dimensions must be integers", "write it as NAME=1,3,224,224") from e
-    return out
+    from framework.cli.common import parse_shape
+
+    return dict(parse_shape(spec) for spec in specs)
 
 
 def _param_workspace(args, predict, init):

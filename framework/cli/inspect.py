@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from framework.cli.common import CLIError, read_net
+from framework.cli.common import CLIError, parse_shape, read_net
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -84,11 +84,7 @@ def analyze(args: argparse.Namespace, path: str) -> tuple:
         known.update(checkpoint_specs(args.checkpoint))
     params = parameters(net, known if (args.init or getattr(args, "checkpoint", None)) else None)
     for spec in args.shape:
-        name, _, dims = spec.partition("=")
-        try:
-            shape = tuple(int(d) for d in dims.split(",") if d.strip())
-        except ValueError as e:
-            raise CLIError(f"--shape {spec}: dimensions must be integers", "write it as NAME=64,1,8,8") from e
+        name, shape = parse_shape(spec, "NAME=64,1,8,8")
         known[name] = TensorSpec(shape, known.get(name, TensorSpec(None, None)).dtype or _f32())
     shapes = infer_net(net, known)
     dry_run(net, known)
