@@ -199,6 +199,11 @@ def load_model(model: Any) -> Any:
         raise OnnxImportError(f"expected an onnx.ModelProto, a path or bytes, got {type(model).__name__}", [])
     if not model.graph.output:
         raise OnnxImportError(f"{where} has no graph outputs (an empty or truncated model?)", [])
+    from framework.proto.io import _non_utf8_field
+
+    bad = _non_utf8_field(model)  # the binary parser hands damaged text fields over as bytes
+    if bad is not None:
+        raise OnnxImportError(f"{where}: field {bad} is not UTF-8 text (a damaged file?)", [bad])
     return model
 
 
