@@ -28,7 +28,29 @@ def read_net(path: str) -> Any:
     net = _read(path)
     if not net.name:
         net.name = os.path.splitext(os.path.basename(path))[0]
+    crash = _crash_op(net, f'net "{net.name}"')
+    if crash is not None and os.environ.get("FRAMEWORK_ALLOW_CRASH_OP") != "1":
+        raise CLIError(
+            f"{path}: {crash} is a Crash op (it would abort the process); refused in nets read from files",
+            "set FRAMEWORK_ALLOW_CRASH_OP=1 to run it anyway",
+        )
     return net
+
+
+def _crash_op(net: Any, where: str, depth: int = 0) -> str | None:
+    """Where the first ``Crash`` op of ``net`` (or of a net nested in its arguments) is, or None."""
+    for i, op in enumerate(net.op):
+        here = f"{where} op #{i}"
+        if op.type == "Crash":
+            return here
+        if depth >= 64:  # deeper nesting is refused when the net is built
+            continue
+        for arg in op.arg:
+            for sub in ([arg.n] if arg.HasField("n") else []) + list(arg.nets):
+                found = _crash_op(sub, f"{here} / {arg.name}", depth + 1)
+                if found is not None:
+                    return found
+    return None
 
 
 def read_onnx(path: str) -> tuple[Any, Any]:
