@@ -120,9 +120,38 @@ def load_npy(path: str) -> np.ndarray:
             "save arrays with numpy.save(path, array); a text table loads with numpy.loadtxt, then numpy.save",
         )
     try:
+        _check_npy_header(path)
         return np.load(path, allow_pickle=False)
-    except ValueError as e:
+    except (ValueError, EOFError, MemoryError, OverflowError) as e:
         raise CLIError(f"cannot read {path} as a .npy array: {e}", "object arrays are refused (no pickle)") from e
+
+
+def _check_npy_header(path: str) -> None:
+    """ValueError when the .npy header at ``path`` declares more data than the file holds or than the
+    allocation limit allows (numpy would try to allocate it first)."""
+    from numpy.lib import format as npy_format
+
+    from framework.memory.allocator import check_elements
+
+    with open(path, "rb") as f:
+        version = npy_format.read_magic(f)
+        if version == (1, 0):
+            shape, _, dtype = npy_format.read_array_header_1_0(f)
+        else:
+            shape, _, dtype = npy_format.read_array_header_2_0(f)
+        start = f.tell()
+    if dtype.hasobject:
+        return  # np.load refuses it (no pickle)
+    try:
+        n = check_elements(shape, dtype.itemsize, f"{path}'s array")
+    except MemoryError as e:  # ResourceLimitError
+        raise ValueError(str(e)) from None
+    have = os.path.getsize(path) - start
+    if n * dtype.itemsize > have:
+        raise ValueError(
+            f"its header declares shape {list(shape)} {dtype} ({n * dtype.itemsize} bytes) but the file holds "
+            f"{have} bytes of data (truncated or damaged)"
+        )
 
 
 def summarize(name: str, value: Any, limit: int = 8) -> str:

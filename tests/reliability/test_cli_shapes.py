@@ -43,3 +43,23 @@ def test_convert_negative_shape_is_user_error(tmp_path):
     r = _cli("convert", "net.pbtxt", "--to", "onnx", "-o", "m.onnx", "--shape", "x=-1,3", cwd=tmp_path)
     assert r.returncode == 2, r.stderr
     assert "negative" in r.stderr and not (tmp_path / "m.onnx").exists()
+
+
+def _npy_with_header(path, shape, data=b""):
+    import numpy as np
+    from numpy.lib import format as npy_format
+
+    with open(path, "wb") as f:
+        npy_format.write_array_header_1_0(
+            f, {"descr": np.dtype(np.float32).str, "fortran_order": False, "shape": shape}
+        )
+        f.write(data)
+
+
+@pytest.mark.parametrize("shape,words", [((1 << 40,), "allocation limit"), ((1000, 3), "holds 12 bytes")])
+def test_npy_header_lying_about_its_size_is_user_error(tmp_path, shape, words):
+    (tmp_path / "net.pbtxt").write_text(NET)
+    _npy_with_header(tmp_path / "x.npy", shape, b"\0" * 12)
+    r = _cli("run", "net.pbtxt", "--input", "x=x.npy", cwd=tmp_path)
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    assert "x.npy" in r.stderr and words in r.stderr and "internal error" not in r.stderr
