@@ -213,7 +213,9 @@ def _check_inputs(rep: Caffe2Rep, inputs: Any) -> dict:
     names = rep.uninitialized
     if isinstance(inputs, dict):
         feeds = dict(inputs)
-        unknown = sorted(str(k) for k in feeds if k not in names)
+        g = rep.model.graph
+        known = set(names) | {i.name for i in g.input} | {t.name for t in g.initializer}
+        unknown = sorted(str(k) for k in feeds if k not in known)
         if unknown:
             raise OnnxImportError(f"inputs {unknown} are not inputs of the model (it takes {names})", unknown)
     elif isinstance(inputs, (list, tuple)):
