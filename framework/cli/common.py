@@ -28,24 +28,51 @@ def read_net(path: str) -> Any:
     net = _read(path)
     if not net.name:
         net.name = os.path.splitext(os.path.basename(path))[0]
+    crash = _crash_op(net, f'net "{net.name}"')
+    if crash is not None and os.environ.get("FRAMEWORK_ALLOW_CRASH_OP") != "1":
+        raise CLIError(
+            f"{path}: {crash} is a Crash op (it would abort the process); refused in nets read from files",
+            "set FRAMEWORK_ALLOW_CRASH_OP=1 to run it anyway",
+        )
     return net
+
+
+def _crash_op(net: Any, where: str, depth: int = 0) -> str | None:
+    """Where the first ``Crash`` op of ``net`` (or of a net nested in its arguments) is, or None."""
+    for i, op in enumerate(net.op):
+        here = f"{where} op #{i}"
+        if op.type == "Crash":
+            return here
+        if depth >= 64:  # deeper nesting is refused when the net is built
+            continue
+        for arg in op.arg:
+            for sub in ([arg.n] if arg.HasField("n") else []) + list(arg.nets):
+                found = _crash_op(sub, f"{here} / {arg.name}", depth + 1)
+                if found is not None:
+                    return found
+    return None
 
 
 def read_onnx(path: str) -> tuple[Any, Any]:
     """(init NetDef, predict NetDef) of an ONNX model file, or CLIError listing the nodes we cannot run."""
     try:
-        import onnx
+        import onnx  # noqa: F401  (a clear error when onnx is missing)
     except ImportError as e:
         raise CLIError("reading .onnx files needs the onnx package", "pip install 'framework[onnx]'") from e
-    from framework.onnx.backend import Caffe2Backend
+    from framework.onnx.backend import Caffe2Backend, load_model
     from framework.onnx.importer import OnnxImportError
 
     if not os.path.exists(path):
         raise CLIError(f"ONNX file not found: {path}")
     try:
-        return Caffe2Backend.onnx_graph_to_caffe2_net(onnx.load(path))
+        model = load_model(path)
     except OnnxImportError as e:
-        raise CLIError(str(e), "these ONNX ops have no exact translation to our ops yet") from None
+        raise CLIError(str(e), "pass an ONNX model file (as onnx.save writes it)") from None
+    try:
+        return Caffe2Backend.onnx_graph_to_caffe2_net(model)
+    except OnnxImportError as e:
+        hint = "these ONNX ops have no exact translation to our ops yet" if e.nodes else ""
+        raise CLIError(f"{path}: {e}", hint) from None
 
 
 def parse_inputs(
@@ -93,9 +120,38 @@ def load_npy(path: str) -> np.ndarray:
             "save arrays with numpy.save(path, array); a text table loads with numpy.loadtxt, then numpy.save",
         )
     try:
+        _check_npy_header(path)
         return np.load(path, allow_pickle=False)
-    except ValueError as e:
+    except (ValueError, EOFError, MemoryError, OverflowError) as e:
         raise CLIError(f"cannot read {path} as a .npy array: {e}", "object arrays are refused (no pickle)") from e
+
+
+def _check_npy_header(path: str) -> None:
+    """ValueError when the .npy header at ``path`` declares more data than the file holds or than the
+    allocation limit allows (numpy would try to allocate it first)."""
+    from numpy.lib import format as npy_format
+
+    from framework.memory.allocator import check_elements
+
+    with open(path, "rb") as f:
+        version = npy_format.read_magic(f)
+        if version == (1, 0):
+            shape, _, dtype = npy_format.read_array_header_1_0(f)
+        else:
+            shape, _, dtype = npy_format.read_array_header_2_0(f)
+        start = f.tell()
+    if dtype.hasobject:
+        return  # np.load refuses it (no pickle)
+    try:
+        n = check_elements(shape, dtype.itemsize, f"{path}'s array")
+    except MemoryError as e:  # ResourceLimitError
+        raise ValueError(str(e)) from None
+    have = os.path.getsize(path) - start
+    if n * dtype.itemsize > have:
+        raise ValueError(
+            f"its header declares shape {list(shape)} {dtype} ({n * dtype.itemsize} bytes) but the file holds "
+            f"{have} bytes of data (truncated or damaged)"
+        )
 
 
 def summarize(name: str, value: Any, limit: int = 8) -> str:
@@ -225,6 +281,8 @@ def parse_shapes(specs: Iterable[str], known: Iterable[str] | None = None) -> di
     ``NAME=`` is a scalar (no dims). With ``known`` (the blobs the nets read), a name outside it is a
     CLIError with did-you-mean suggestions; a name given twice is one too.
     """
+    from framework.errors import ResourceLimitError
+    from framework.memory.allocator import check_elements
     from framework.memory.workspace import suggest
 
     known = list(dict.fromkeys(known)) if known is not None else None
@@ -241,7 +299,11 @@ def parse_shapes(specs: Iterable[str], known: Iterable[str] | None = None) -> di
         except ValueError as e:
             raise CLIError(f"--shape {spec}: dimensions must be integers", "write it as NAME=64,1,8,8") from e
         if any(d < 0 for d in shape):
-            raise CLIError(f"--shape {spec}: dimensions must not be negative")
+            raise CLIError(f"--shape {spec}: dimensions must not be negative", "write it as NAME=64,1,8,8")
+        try:
+            check_elements(shape, 4, f"--shape {name}")
+        except ResourceLimitError as e:
+            raise CLIError(str(e), "give the shape of one batch") from None
         dt = None
         if dtype.strip():
             try:

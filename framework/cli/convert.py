@@ -98,7 +98,7 @@ def main(args: argparse.Namespace) -> int:
     if args.to == "caffe2":
         return to_caffe2(args)
     try:
-        import onnx
+        import onnx  # noqa: F401  (a clear error when onnx is missing)
     except ImportError as e:
         raise CLIError("framework convert --to onnx needs the onnx package", "pip install 'framework[onnx]'") from e
     from onnx import helper
@@ -138,9 +138,10 @@ def main(args: argparse.Namespace) -> int:
         model = export(predict, value_info=value_info, workspace=ws, opset=args.opset, dynamic_axes=dynamic)
     except OnnxExportError as e:
         raise CLIError(str(e), "no file was written") from None
-    tmp = args.output + ".tmp"
-    onnx.save(model, tmp)
-    os.replace(tmp, args.output)
+    from framework.proto.io import _atomic_write
+
+    # a fresh O_EXCL temp file in the target folder, renamed over the output: no fixed name, no symlink followed
+    _atomic_write(args.output, model.SerializeToString())
     print(
         f"wrote {args.output}: opset {model.opset_import[0].version}, {len(model.graph.node)} nodes, "
         f"{len(model.graph.initializer)} initializers, inputs "

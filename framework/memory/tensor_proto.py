@@ -156,6 +156,15 @@ def _varints(values: np.ndarray) -> bytes:
     return out.tobytes()
 
 
+def _check_range(proto: TensorProto, values: np.ndarray, low: int, high: int, what: str) -> None:
+    """SerializationError naming the tensor when a widened value does not fit its type (it would wrap)."""
+    if values.size and (values.min() < low or values.max() > high):
+        bad = values[(values < low) | (values > high)][0]
+        raise SerializationError(
+            f"tensor '{proto.name}': int32_data holds {int(bad)}, outside the range of {what} [{low}, {high}]"
+        )
+
+
 def _check_count(proto: TensorProto, got: int, want: int, field: str) -> None:
     if got != want:
         raise SerializationError(
@@ -266,10 +275,14 @@ def proto_elements(proto: TensorProto) -> tuple[TypeMeta, np.ndarray | None]:
     elif dt == DT.FLOAT16:
         bits = np.asarray(proto.int32_data, dtype=np.int64)
         _check_count(proto, bits.size, count, "int32_data")
+        _check_range(proto, bits, -(1 << 15), (1 << 16) - 1, "float16 bit patterns")
         vals = bits.astype(np.uint16).view(np.float16)
     elif dt in _WIDENED:
         wide = np.asarray(proto.int32_data, dtype=np.int64)
         _check_count(proto, wide.size, count, "int32_data")
+        if dt != DT.BOOL:
+            info = np.iinfo(meta.dtype)
+            _check_range(proto, wide, int(info.min), int(info.max), str(meta.dtype))
         vals = (wide != 0) if dt == DT.BOOL else wide.astype(meta.dtype)
     else:  # pragma: no cover - every TypeMeta proto type is handled above
         raise SerializationError(f"tensor '{proto.name}': cannot read data_type {_type_name(dt)}")

@@ -156,11 +156,22 @@ class _Periodic:
             raise self.error
 
 
+# A plan file cannot ask for unbounded threads: one step runs at most this many substeps at once.
+MAX_STEP_THREADS = 1024
+
+
 def run_step(ws: Workspace, step: ExecutionStep, state: _Plan | None = None) -> None:
     """Run one ExecutionStep (and its substeps) on ``ws``; see module doc."""
     state = state or _Plan(PlanDef())
     if step.substep and step.network:
         raise NetError(f"step '{step.name}' has both networks and substeps; a step holds one kind")
+    threads = max(step.num_concurrent_instances, 1) * len(step.substep)
+    if threads > MAX_STEP_THREADS:
+        raise NetError(
+            f"step '{step.name}': num_concurrent_instances {step.num_concurrent_instances} x {len(step.substep)} "
+            f"substeps asks for {threads} threads, more than {MAX_STEP_THREADS} (refused: copies are not "
+            "interchangeable, so the count is not capped silently)"
+        )
     if step.create_workspace:
         ws = Workspace(root_folder=ws.root_folder, parent=ws, name=f"{ws.name}/{step.name}")
     recurring = [s for s in step.substep if not s.run_every_ms]

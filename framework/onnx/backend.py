@@ -13,6 +13,7 @@ wrong answer. ``Caffe2Backend.onnx_graph_to_caffe2_net(model)`` gives the two Ne
 
 from __future__ import annotations
 
+import threading
 import unittest
 from collections import namedtuple
 from typing import Any, Sequence
@@ -26,7 +27,7 @@ from framework.ops.onnx.values import OptionalValue, TensorSequence, from_blob_v
 
 RUNTIME_MARK = "needs run-time values"
 
-__all__ = ["Caffe2Backend", "Caffe2Rep", "prepare", "run_model", "run_node", "supports_device"]
+__all__ = ["Caffe2Backend", "Caffe2Rep", "load_model", "prepare", "run_model", "run_node", "supports_device"]
 
 try:  # onnx is optional: the base classes only shape the API
     from onnx.backend.base import Backend as _Backend
@@ -51,6 +52,7 @@ class Caffe2Rep(_BackendRep):
         self.uninitialized = list(inputs)
         self.outputs = list(outputs)
         self._cache: dict = {}
+        self._lock = threading.Lock()  # one workspace per rep: concurrent runs take turns
         self._outputs_type = namedtuple("Outputs", [f"o{i}" for i in range(len(self.outputs))], rename=True)
         self._kinds = _input_kinds(model)  # sequence/optional inputs become blob objects
         self.init_net = self.predict_net = None
@@ -90,16 +92,16 @@ class Caffe2Rep(_BackendRep):
         return self._cache[key]
 
     def run(self, inputs: Any, **kwargs: Any) -> tuple:
-        if isinstance(inputs, dict):
-            feeds = dict(inputs)
-        elif isinstance(inputs, (list, tuple)):
-            if len(inputs) > len(self.uninitialized):
-                raise ValueError(f"{len(inputs)} inputs given, the model takes {len(self.uninitialized)}")
-            feeds = dict(zip(self.uninitialized, inputs))
-        else:
-            feeds = {self.uninitialized[0]: inputs}
+        """The outputs for ``inputs`` (a list in the model's input order, a dict, or one array).
+        OnnxImportError for inputs the model does not take (count, names, non-numeric objects).
+        Safe to call from several threads: runs of one rep are serialised (one workspace)."""
+        feeds = _check_inputs(self, inputs)
         feeds = {k: to_blob_value(v, self._kinds.get(k, "tensor")) for k, v in feeds.items()}
         feeds = {k: v if isinstance(v, (TensorSequence, OptionalValue)) else np.asarray(v) for k, v in feeds.items()}
+        with self._lock:
+            return self._run(feeds)
+
+    def _run(self, feeds: dict) -> tuple:
         ws, _, predict, created = self._entry(feeds)
         for k, v in feeds.items():
             if isinstance(v, np.ndarray):
@@ -127,10 +129,7 @@ class Caffe2Backend(_Backend):
 
     @classmethod
     def prepare(cls, model: Any, device: str = "CPU", **kwargs: Any) -> Caffe2Rep:
-        if isinstance(model, (str, bytes)):
-            import onnx
-
-            model = onnx.load(model) if isinstance(model, str) else onnx.load_from_string(model)
+        model = load_model(model)
         wanted: set[str] = set()
         init, predict, extra, unsupported = onnx_graph_to_nets(model, wanted=wanted, fills=False)
         init_names = {t.name for t in model.graph.initializer}
@@ -170,6 +169,74 @@ class Caffe2Backend(_Backend):
     @classmethod
     def supports_device(cls, device: str) -> bool:
         return str(device).upper().startswith("CPU")
+
+
+def load_model(model: Any) -> Any:
+    """A ModelProto from ``model`` (a ModelProto, a file path, or serialized bytes), checked enough to
+    translate: OnnxImportError (naming the source) for bytes that do not parse, a missing or empty
+    file, and a model with no graph outputs (an empty model would run and answer nothing)."""
+    import onnx
+
+    where = "the model"
+    if isinstance(model, (str, bytes, bytearray)):
+        where = f"ONNX file {model}" if isinstance(model, str) else f"ONNX model bytes ({len(model)} bytes)"
+        try:
+            if isinstance(model, str):
+                with open(model, "rb") as f:
+                    data = f.read()
+            else:
+                data = bytes(model)
+            if not data:
+                raise OnnxImportError(f"{where} is empty", [])
+            model = onnx.load_from_string(data)
+        except OnnxImportError:
+            raise
+        except OSError as e:
+            raise OnnxImportError(f"{where} cannot be read: {e}", []) from e
+        except Exception as e:  # noqa: BLE001 - protobuf's DecodeError and friends: damaged bytes
+            raise OnnxImportError(f"{where} is not a valid ONNX model: {type(e).__name__}: {e}", []) from e
+    if not isinstance(model, onnx.ModelProto):
+        raise OnnxImportError(f"expected an onnx.ModelProto, a path or bytes, got {type(model).__name__}", [])
+    if not model.graph.output:
+        raise OnnxImportError(f"{where} has no graph outputs (an empty or truncated model?)", [])
+    from framework.proto.io import _non_utf8_field
+
+    bad = _non_utf8_field(model)  # the binary parser hands damaged text fields over as bytes
+    if bad is not None:
+        raise OnnxImportError(f"{where}: field {bad} is not UTF-8 text (a damaged file?)", [bad])
+    return model
+
+
+def _check_inputs(rep: Caffe2Rep, inputs: Any) -> dict:
+    """``inputs`` as {name: value}; OnnxImportError for a wrong count, unknown names, or objects that
+    are neither arrays, numbers, strings nor sequence/optional values."""
+    names = rep.uninitialized
+    if isinstance(inputs, dict):
+        feeds = dict(inputs)
+        g = rep.model.graph
+        known = set(names) | {i.name for i in g.input} | {t.name for t in g.initializer}
+        unknown = sorted(str(k) for k in feeds if k not in known)
+        if unknown:
+            raise OnnxImportError(f"inputs {unknown} are not inputs of the model (it takes {names})", unknown)
+    elif isinstance(inputs, (list, tuple)):
+        if len(inputs) > len(names):
+            raise OnnxImportError(f"{len(inputs)} inputs given, the model takes {len(names)}: {names}", [])
+        feeds = dict(zip(names, inputs))
+    else:
+        if not names:
+            raise OnnxImportError("an input given, the model takes none", [])
+        feeds = {names[0]: inputs}
+    for k, v in feeds.items():
+        if rep._kinds.get(k, "tensor") != "tensor" or isinstance(v, (TensorSequence, OptionalValue)):
+            continue
+        try:
+            a = np.asarray(v)
+        except Exception as e:  # noqa: BLE001 - ragged lists and objects numpy refuses
+            raise OnnxImportError(f"input '{k}' is not an array: {type(e).__name__}: {e}", [k]) from e
+        if a.dtype == object and not all(isinstance(x, (str, bytes)) for x in a.reshape(-1)):
+            kinds = sorted({type(x).__name__ for x in a.reshape(-1) if not isinstance(x, (str, bytes))})
+            raise OnnxImportError(f"input '{k}' holds {', '.join(kinds)} objects, not numbers or strings", [k])
+    return feeds
 
 
 def _put_values(ws: Workspace, values: dict[str, Any]) -> None:

@@ -4,8 +4,19 @@ from __future__ import annotations
 
 import numpy as np
 
+from framework.memory.allocator import check_elements
 from framework.onnx.import_types import CAFFE2_TYPE as _CAFFE2_TYPE
-from framework.onnx.importer import BOOL, FLOATS, INTS, NUMERIC, ImportContext, Node, Unsupported, translator
+from framework.onnx.importer import (
+    BOOL,
+    FLOATS,
+    INTS,
+    NUMERIC,
+    ImportContext,
+    Node,
+    OnnxImportError,
+    Unsupported,
+    translator,
+)
 
 F32 = (np.dtype(np.float32),)
 
@@ -205,6 +216,9 @@ def _constant_of_shape(ctx: ImportContext, node: Node) -> None:
     value = numpy_helper.to_array(t).reshape(-1) if t is not None else np.zeros(1, np.float32)
     if value.dtype.kind in "OUS" or value.dtype not in _CAFFE2_TYPE:
         raise Unsupported(f"value of type {value.dtype}")
+    if any(d < 0 for d in shape):
+        raise OnnxImportError(f"ConstantOfShape '{node.outputs[0]}': negative dims {shape}", [node.outputs[0]])
+    check_elements(shape, value.dtype.itemsize, f"ConstantOfShape output '{node.outputs[0]}'")
     ctx.values[node.outputs[0]] = np.full(shape, value[0], dtype=value.dtype)
 
 

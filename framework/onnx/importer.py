@@ -312,6 +312,11 @@ def translate_nodes(ctx: ImportContext, protos: Sequence[Any], path: str = "") -
             for o in node.outputs:  # later nodes must not take a stale spec for these
                 ctx.shapes.setdefault(o, None)
             continue
+        except FrameworkError:
+            raise
+        except (ValueError, TypeError, KeyError, IndexError, OverflowError, UnicodeDecodeError) as e:
+            # a malformed node (attribute of the wrong kind, value of the wrong size...): the file's fault
+            raise OnnxImportError(f"{where}: malformed node: {type(e).__name__}: {e}", [where]) from e
         _infer_emitted(ctx, ctx.ops[n_ops:])
         _fold(ctx, node, n_ops)
     return unsupported
@@ -322,9 +327,15 @@ def initializer_array(t: Any) -> np.ndarray:
     per-value work); OnnxImportError naming it when its data disagrees with its dims or type."""
     from onnx import numpy_helper
 
+    from framework.memory.allocator import check_elements
+
+    dims = [int(d) for d in t.dims]
+    if any(d < 0 for d in dims):
+        raise OnnxImportError(f"initializer '{t.name}' has negative dims {dims}", [t.name])
     try:
+        check_elements(dims, 8, f"initializer '{t.name}'")
         return numpy_helper.to_array(t)
-    except (ValueError, TypeError, KeyError) as e:
+    except (ValueError, TypeError, KeyError, UnicodeDecodeError) as e:
         raise OnnxImportError(
             f"initializer '{t.name}' (dims {list(t.dims)}, data_type {t.data_type}) cannot be read: {e}", [t.name]
         ) from e
@@ -376,13 +387,14 @@ def onnx_graph_to_nets(
 
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
     model = _specialize(model, feeds, value_inputs) if feeds else model
+    # initializers are validated (dims, sizes, types) before onnx's shape inference reads them
+    values = {t.name: initializer_array(t) for t in model.graph.initializer}
     types, shapes = _value_infos(model)
     ctx = ImportContext(opset, types, shapes)
     g = model.graph
     init = NetDef(name=(g.name or "onnx") + "_init")
     extra: dict[str, np.ndarray] = {}
-    for t in g.initializer:
-        ctx.values[t.name] = initializer_array(t)
+    ctx.values.update(values)
     ctx.opset_imports = {o.domain or "ai.onnx": o.version for o in model.opset_import}
     unsupported = translate_nodes(ctx, g.node)
     if wanted is not None:

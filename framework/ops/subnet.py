@@ -17,12 +17,17 @@ two callables here when it is imported:
 
 from __future__ import annotations
 
-from typing import Any, Callable
+import contextlib
+import threading
+from typing import Any, Callable, Iterator
 
 from framework.errors import ArgumentError, NetError
 from framework.proto.framework_pb2 import NetDef
 
 _SERVICES: dict[str, Callable[..., Any]] = {}
+
+MAX_NESTING = 64  # nested nets being built at once, per thread
+_DEPTH = threading.local()
 
 
 def install(**services: Callable[..., Any]) -> None:
@@ -77,8 +82,33 @@ def subnet_error(op: Any, label: str, e: BaseException) -> Exception:
 
 
 def build(op: Any, net_def: NetDef, ws: Any, label: str) -> Any:
-    """create_net with errors naming ``op / label``."""
+    """create_net with errors naming ``op / label``; NetError past MAX_NESTING nested nets (a file's
+    nesting depth must end in a clear error, not in Python's recursion limit or a stack overflow)."""
+    with nesting(op, label):
+        try:
+            return create_net(net_def, ws)
+        except NetError as e:
+            if getattr(e, "nesting", False):
+                raise
+            raise subnet_error(op, label, e) from e
+        except Exception as e:
+            raise subnet_error(op, label, e) from e
+
+
+@contextlib.contextmanager
+def nesting(op: Any, label: str) -> Iterator[None]:
+    """One more level of nested nets (built or running) in this thread; NetError past MAX_NESTING.
+    Ops that build their body lazily hold it while running the body too."""
+    depth = getattr(_DEPTH, "n", 0)
+    if depth >= MAX_NESTING:
+        err = NetError(
+            f"{op.describe()} / {label}: nets nested more than {MAX_NESTING} deep (If/Do/While/Loop bodies); "
+            "deeper nesting is refused"
+        )
+        err.nesting = True  # raised as is through the levels above: one short message
+        raise err
+    _DEPTH.n = depth + 1
     try:
-        return create_net(net_def, ws)
-    except Exception as e:
-        raise subnet_error(op, label, e) from e
+        yield
+    finally:
+        _DEPTH.n = depth

@@ -16,8 +16,10 @@ from __future__ import annotations
 import numpy as np
 
 from framework.errors import ShapeError, TypeMismatchError
+from framework.memory.allocator import check_allocation
 from framework.memory.workspace import Workspace
 from framework.ops.control.scope import WorkspaceStack
+from framework.ops.control.subnet import build, nesting, net_arg
 from framework.ops.gradient import no_gradient
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op
@@ -157,6 +159,7 @@ class ONNXWhile(Operator):
         self.stack.clear()
         ws = self.workspace if a.disable_scopes else self.stack.push_forward(self.workspace, {})
         scans: list[list[np.ndarray]] = [[] for _ in range(self.n_scan)]
+        scan_bytes = 0  # the stacked scan outputs together stay within the allocation limit
         itr, cond = 0, first_cond
         while (not a.has_trip_count or itr < max_trip) and (not a.has_cond or cond):
             net = self._scope(ws)
@@ -164,7 +167,8 @@ class ONNXWhile(Operator):
             _assign(ws, self.ext_in[1], np.array([cond], dtype=cond_dtype))
             for name, v in zip(self.ext_in[2:], lcds):
                 _assign(ws, name, v)
-            net.run()
+            with nesting(self, "body"):
+                net.run()
             cond = bool(np.asarray(ws.fetch_blob(self.ext_out[0])).reshape(-1)[0])
             lcds = [_carried(ws.get_blob(n)._obj, ws.fetch_blob, n) for n in self.ext_out[1 : 1 + self.n_lcd]]
             for k, name in enumerate(self.ext_out[1 + self.n_lcd :]):
@@ -180,6 +184,8 @@ class ONNXWhile(Operator):
                         "past the first iteration"
                     )
                 scans[k].append(v)
+                scan_bytes += v.nbytes
+                check_allocation(scan_bytes, f"{self.describe()}: scan outputs after {itr + 1} iterations")
             if a.save_scopes:
                 ws = self.stack.push_forward(self.workspace, {})
             itr += 1

@@ -16,6 +16,7 @@ import numpy as np
 
 from framework.errors import OperatorError, TypeMismatchError
 from framework.memory.workspace import Workspace
+from framework.ops.control.subnet import build, nesting, net_arg
 from framework.ops.gradient import no_gradient
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op
@@ -250,7 +251,8 @@ class Do(Operator):
         if entry is None or entry[0] is not ws or entry[1] != gen:
             entry = (ws, gen, build(self, self.net_def, ws, "net"))
             self._nets[id(ws)] = entry
-        entry[2].run()
+        with nesting(self, "net"):
+            entry[2].run()
         if self.args.copy_external_blobs and not self.is_gradient:
             copy_forwarded(ws, self.bindings)
 

@@ -17,6 +17,7 @@ import numpy as np
 from framework.errors import ArgumentError, ShapeError, TypeMismatchError
 from framework.memory.allocator import check_elements
 from framework.ops.gradient import no_gradient
+from framework.ops.onnx.linear_regex import LinearRegex
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op
 from framework.ops.schema import INT, STRING, STRINGS, UNKNOWN, Arg, TensorSpec, pointwise_cost
@@ -163,7 +164,7 @@ class ONNXStringNormalizer(_StringOp):
 
 @register_op(
     "ONNXRegexFullMatch",
-    args=[Arg("pattern", STRING, "", "the regular expression (RE2 syntax; compiled with Python's re)")],
+    args=[Arg("pattern", STRING, "", "the regular expression (RE2 syntax; matched in linear time)")],
     input_docs=[("X", "strings")],
     output_docs=[("Y", "bool, X's shape: the whole string matches")],
     infer=lambda args, ins: [TensorSpec(ins[0].shape, np.dtype(bool))],
@@ -173,17 +174,18 @@ class ONNXStringNormalizer(_StringOp):
 )
 class ONNXRegexFullMatch(_StringOp):
     """ONNX RegexFullMatch: Y[i] = the whole of X[i] matches ``pattern``. The pattern is only
-    compiled and matched (Python's ``re``); a pattern it cannot compile is an argument error."""
+    compiled and matched in linear time (``framework.ops.onnx.linear_regex``: no backtracking, so a
+    hostile pattern cannot hang the process); a pattern it cannot compile is an argument error."""
 
     def setup(self) -> None:
         try:
-            self._re = re.compile(self.args.pattern)
-        except (re.error, RecursionError, OverflowError) as e:
+            self._re = LinearRegex(self.args.pattern)
+        except (re.error, RecursionError, OverflowError, ValueError) as e:
             raise ArgumentError(f"{self.describe()}: argument 'pattern' is not a valid regular expression: {e}") from e
 
     def run(self) -> None:
         x = self.texts(0)
-        y = np.array([self._re.fullmatch(s) is not None for s in x.reshape(-1)], bool).reshape(x.shape)
+        y = np.array([self._re.fullmatch(s) for s in x.reshape(-1)], bool).reshape(x.shape)
         self.output(0, x.shape, bool)[...] = y
 
 

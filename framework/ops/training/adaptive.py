@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from framework.errors import ShapeError
+from framework.errors import ArgumentError, ShapeError
 from framework.ops.gradient import should_not_do_gradient
 from framework.ops.schema import FLOAT, Arg
 from framework.ops.training.optimizers import UpdateOp, copy_through, update_op
@@ -146,8 +146,22 @@ _ADAM_ARGS = [
 
 
 def _adam_correction(op: UpdateOp, it: np.ndarray) -> float:
+    """Adam's bias correction for iteration ``it``; ArgumentError (before any output is written: the
+    ops compute it first) for a negative iteration or betas that make it undefined."""
     t = float(it) + 1.0
-    return math.sqrt(1.0 - op.args.beta2**t) / (1.0 - op.args.beta1**t)
+    if not t >= 1.0 or not math.isfinite(t):
+        raise ArgumentError(f"{op.describe()}: iteration '{op.input_names[-1]}' is {float(it)}, it must be >= 0")
+    b1, b2 = op.args.beta1, op.args.beta2
+    try:
+        num, den = 1.0 - b2**t, 1.0 - b1**t
+    except OverflowError:
+        num = den = float("nan")
+    if not (num >= 0.0 and den != 0.0 and math.isfinite(num) and math.isfinite(den)):
+        raise ArgumentError(
+            f"{op.describe()}: beta1={b1}, beta2={b2} at iteration {float(it)} make the bias correction "
+            "undefined (betas must lie in [0, 1))"
+        )
+    return math.sqrt(num) / den
 
 
 def _adam_op(name: str, like: tuple[int, ...], more_inputs: list, step_doc: str):
@@ -197,6 +211,7 @@ class Adam(UpdateOp):
         p, m1, m2, g = (self.input(i) for i in range(4))
         lr, it = self.scalar(4), self.scalar(5)
         b1, b2 = self.args.beta1, self.args.beta2
+        corr = _adam_correction(self, it)  # may refuse: before any output is touched
         nm1, nm2 = self.out_like(1, 1), self.out_like(2, 2)
         t = self.scratch(0, g.shape, g.dtype)
         np.multiply(m1, b1, out=nm1)
@@ -211,10 +226,10 @@ class Adam(UpdateOp):
         np.divide(nm1, t, out=t)
         if self.args.num_outputs > 3:
             ng = self.out_like(3, 3)
-            np.multiply(t, _adam_correction(self, it), out=ng)
+            np.multiply(t, corr, out=ng)
             np.multiply(ng, lr, out=t)
         else:
-            t *= float(lr) * _adam_correction(self, it)
+            t *= float(lr) * corr
         np.add(p, t, out=self.out_like(0, 0))
 
 
@@ -233,9 +248,9 @@ class SparseAdam(UpdateOp):
         self.same_shape(0, 2)
         idx, g = self.rows(0, 3, 4)
         lr, it = self.scalar(5), self.scalar(6)
+        corr = _adam_correction(self, it)  # may refuse: before any output is touched
         p, m1, m2 = copy_through(self, [(0, 0), (1, 1), (2, 2)])
         b1, b2, eps = self.args.beta1, self.args.beta2, self.args.epsilon
-        corr = _adam_correction(self, it)
         out_g = self.out_like(3, 4) if self.args.num_outputs > 3 else None
         for k in range(idx.size):
             r = idx[k]
