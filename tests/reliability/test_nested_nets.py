@@ -10,11 +10,11 @@ import os
 
 import numpy as np
 import pytest
-from framework.ops.control.subnet import MAX_NESTING
 
 import framework.net  # noqa: F401  (installs the net services control-flow ops use)
 from framework.errors import FrameworkError, ProtoParseError
 from framework.memory.workspace import Workspace
+from framework.ops.subnet import MAX_NESTING
 from framework.proto.framework_pb2 import NetDef
 from framework.proto.io import parse_text
 

@@ -19,12 +19,11 @@ from framework.errors import ShapeError, TypeMismatchError
 from framework.memory.allocator import check_allocation
 from framework.memory.workspace import Workspace
 from framework.ops.control.scope import WorkspaceStack
-from framework.ops.control.subnet import build, nesting, net_arg
 from framework.ops.gradient import no_gradient
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op
 from framework.ops.schema import INT, NET, UNKNOWN, Arg
-from framework.ops.subnet import build, net_arg
+from framework.ops.subnet import build, nesting, net_arg
 
 
 def _assign(ws: Workspace, name: str, value: np.ndarray) -> None:

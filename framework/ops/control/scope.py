@@ -16,12 +16,11 @@ import numpy as np
 
 from framework.errors import OperatorError, TypeMismatchError
 from framework.memory.workspace import Workspace
-from framework.ops.control.subnet import build, nesting, net_arg
 from framework.ops.gradient import no_gradient
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op
 from framework.ops.schema import BOOL, INTS, NET, STRINGS, UNKNOWN, Arg, TensorSpec
-from framework.ops.subnet import build, net_arg
+from framework.ops.subnet import build, nesting, net_arg
 
 
 class WorkspaceStack:
