@@ -773,6 +773,9 @@ def _all_params(net: NetDef) -> set[str]:
     return {b for op in net.op for b in op.input if b not in written}
 
 
+_NOT_REPEATABLE = frozenset({"distributed", "checkpoint", "data"})
+
+
 def explain_failure(ws: Any, written: Any, error: BaseException, init: Any = None) -> BaseException:
     """The error to show for ``error``, raised by the optimized copy of net ``written`` in ``ws``.
 
@@ -784,7 +787,13 @@ def explain_failure(ws: Any, written: Any, error: BaseException, init: Any = Non
     caller removed after folding them (the Predictor does).
     """
     from framework.errors import FrameworkError, NetError
+    from framework.ops.registry import get_schema, has_op
 
+    written = load_net_def(written)
+    # a net that talks to other processes or reads and writes files cannot run twice: a collective would
+    # wait for ranks that are not running it, a reader would move on; its error stays as raised
+    if any(has_op(op.type) and get_schema(op.type).category in _NOT_REPEATABLE for op in written.op):
+        return error
     try:
         if init is not None:
             ws.run_net_once(init)
@@ -793,7 +802,7 @@ def explain_failure(ws: Any, written: Any, error: BaseException, init: Any = Non
         e.__context__ = error
         return e
     return NetError(
-        f"the optimized copy of net '{load_net_def(written).name}' failed ({error}) but the net as written runs: "
+        f"the optimized copy of net '{written.name}' failed ({error}) but the net as written runs: "
         "a bug in the inference optimization pass; run with --no-optimize (Python: optimize=False) and "
         "please report it"
     )

@@ -167,7 +167,8 @@ def _einsum(ctx: ImportContext, node: Node) -> None:
     types = {ctx.dtype(n) for n in node.inputs}
     if len(types) != 1:
         raise Unsupported("operands of different types")
-    if types != set(BF16):
+    (dtype,) = types
+    if dtype.name != "bfloat16":
         ctx.op("ONNXEinsum", node.inputs, [node.outputs[0]], equation=node.attr("equation"))
         return
     f32 = np.dtype(np.float32)  # bfloat16: numpy has no einsum for it; float32 maths, rounded back
@@ -178,7 +179,7 @@ def _einsum(ctx: ImportContext, node: Node) -> None:
     out32 = ctx.fresh("einsum_out_f32")
     ctx.op("ONNXEinsum", wide, [out32], equation=node.attr("equation"))
     ctx.types[out32] = f32
-    emit_cast(ctx, out32, node.outputs[0], BF16[0])
+    emit_cast(ctx, out32, node.outputs[0], dtype)
 
 
 @translator("TensorScatter")

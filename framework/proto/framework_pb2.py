@@ -4,122 +4,127 @@
 # source: framework.proto
 # Protobuf Python Version: 7.35.1
 """Generated protocol buffer code."""
-
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import descriptor_pool as _descriptor_pool
 from google.protobuf import runtime_version as _runtime_version
 from google.protobuf import symbol_database as _symbol_database
 from google.protobuf.internal import builder as _builder
-
-_runtime_version.ValidateProtobufRuntimeVersion(_runtime_version.Domain.PUBLIC, 7, 35, 1, "", "framework.proto")
+_runtime_version.ValidateProtobufRuntimeVersion(
+    _runtime_version.Domain.PUBLIC,
+    7,
+    35,
+    1,
+    '',
+    'framework.proto'
+)
 # @@protoc_insertion_point(imports)
 
 _sym_db = _symbol_database.Default()
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(
-    b'\n\x0f\x66ramework.proto\x12\x06\x63\x61\x66\x66\x65\x32"\xe1\x01\n\x11\x45xternalDataProto\x12K\n\x0bsource_type\x18\x01 \x01(\x0e\x32$.caffe2.ExternalDataProto.SourceType:\x10INLINE_CONTAINER\x12\x11\n\trecord_id\x18\x02 \x01(\t\x12\x13\n\x0brecord_size\x18\x05 \x01(\x04\x12\x11\n\x06offset\x18\x03 \x01(\x03:\x01\x30\x12\x0f\n\x07strides\x18\x04 \x03(\x03"3\n\nSourceType\x12\x14\n\x10INLINE_CONTAINER\x10\x00\x12\x0f\n\x0bSIMPLE_FILE\x10\x01"\xea\x05\n\x0bTensorProto\x12\x0c\n\x04\x64ims\x18\x01 \x03(\x03\x12\x36\n\tdata_type\x18\x02 \x01(\x0e\x32\x1c.caffe2.TensorProto.DataType:\x05\x46LOAT\x12<\n\x0cstorage_type\x18\x0c \x01(\x0e\x32\x1f.caffe2.TensorProto.StorageType:\x05TYPED\x12\x16\n\nfloat_data\x18\x03 \x03(\x02\x42\x02\x10\x01\x12\x16\n\nint32_data\x18\x04 \x03(\x05\x42\x02\x10\x01\x12\x11\n\tbyte_data\x18\x05 \x01(\x0c\x12\x13\n\x0bstring_data\x18\x06 \x03(\x0c\x12\x17\n\x0b\x64ouble_data\x18\t \x03(\x01\x42\x02\x10\x01\x12\x16\n\nint64_data\x18\n \x03(\x03\x42\x02\x10\x01\x12\x10\n\x08raw_data\x18\r \x01(\x0c\x12\x30\n\rexternal_data\x18\x0e \x01(\x0b\x32\x19.caffe2.ExternalDataProto\x12\x0c\n\x04name\x18\x07 \x01(\t\x12+\n\rdevice_detail\x18\x08 \x01(\x0b\x32\x14.caffe2.DeviceOption\x12,\n\x07segment\x18\x0b \x01(\x0b\x32\x1b.caffe2.TensorProto.Segment\x1a%\n\x07Segment\x12\r\n\x05\x62\x65gin\x18\x01 \x02(\x03\x12\x0b\n\x03\x65nd\x18\x02 \x02(\x03"\xb8\x01\n\x08\x44\x61taType\x12\r\n\tUNDEFINED\x10\x00\x12\t\n\x05\x46LOAT\x10\x01\x12\t\n\x05INT32\x10\x02\x12\x08\n\x04\x42YTE\x10\x03\x12\n\n\x06STRING\x10\x04\x12\x08\n\x04\x42OOL\x10\x05\x12\t\n\x05UINT8\x10\x06\x12\x08\n\x04INT8\x10\x07\x12\n\n\x06UINT16\x10\x08\x12\t\n\x05INT16\x10\t\x12\t\n\x05INT64\x10\n\x12\x0b\n\x07\x46LOAT16\x10\x0c\x12\n\n\x06\x44OUBLE\x10\r\x12\x17\n\x13ZERO_COLLISION_HASH\x10\x0e"?\n\x0bStorageType\x12\t\n\x05TYPED\x10\x01\x12\x07\n\x03RAW\x10\x02\x12\x0c\n\x08\x45XTERNAL\x10\x03\x12\x0e\n\nNO_CONTENT\x10\x04"\x83\x02\n\x0cQTensorProto\x12\x0c\n\x04\x64ims\x18\x01 \x03(\x03\x12\x11\n\tprecision\x18\x02 \x02(\x05\x12\r\n\x05scale\x18\x03 \x02(\x01\x12\x0c\n\x04\x62ias\x18\x04 \x02(\x01\x12\x11\n\tis_signed\x18\x05 \x02(\x08\x12\x10\n\x04\x64\x61ta\x18\x06 \x03(\x05\x42\x02\x10\x01\x12\x0c\n\x04name\x18\x07 \x01(\t\x12\x36\n\tdata_type\x18\x08 \x01(\x0e\x32\x1c.caffe2.TensorProto.DataType:\x05INT32\x12\x0e\n\x06scales\x18\t \x03(\x01\x12\x0e\n\x06\x62iases\x18\n \x03(\x01\x12\x0c\n\x04\x61xis\x18\x0b \x01(\x05\x12\x1c\n\ris_multiparam\x18\x0c \x01(\x08:\x05\x66\x61lse"3\n\x0cTensorProtos\x12#\n\x06protos\x18\x01 \x03(\x0b\x32\x13.caffe2.TensorProto"\x95\x01\n\x0bTensorShape\x12\x0c\n\x04\x64ims\x18\x01 \x03(\x03\x12\x36\n\tdata_type\x18\x02 \x01(\x0e\x32\x1c.caffe2.TensorProto.DataType:\x05\x46LOAT\x12\x14\n\x0cunknown_dims\x18\x03 \x03(\x05\x12\x1c\n\runknown_shape\x18\x04 \x01(\x08:\x05\x66\x61lse\x12\x0c\n\x04name\x18\x05 \x01(\t"3\n\x0cTensorShapes\x12#\n\x06shapes\x18\x01 \x03(\x0b\x32\x13.caffe2.TensorShape"\xa8\x02\n\x10TensorBoundShape\x12"\n\x05shape\x18\x01 \x01(\x0b\x32\x13.caffe2.TensorShape\x12\x32\n\x08\x64im_type\x18\x02 \x03(\x0e\x32 .caffe2.TensorBoundShape.DimType\x12\x0c\n\x04name\x18\x03 \x01(\t\x12\x16\n\x0eshape_is_final\x18\x04 \x01(\x08"\x95\x01\n\x07\x44imType\x12\x0b\n\x07UNKNOWN\x10\x00\x12\x0c\n\x08\x43ONSTANT\x10\x01\x12\t\n\x05\x42\x41TCH\x10\x02\x12\x18\n\x14\x42\x41TCH_OF_FEATURE_MAX\x10\x03\x12 \n\x1c\x42\x41TCH_OF_FEATURE_MAX_DEFAULT\x10\x04\x12\x0f\n\x0b\x46\x45\x41TURE_MAX\x10\x05\x12\x17\n\x13\x46\x45\x41TURE_MAX_DEFAULT\x10\x06"n\n\x11TensorBoundShapes\x12(\n\x06shapes\x18\x01 \x03(\x0b\x32\x18.caffe2.TensorBoundShape\x12\x16\n\x0emax_batch_size\x18\x02 \x01(\x03\x12\x17\n\x0fmax_feature_len\x18\x03 \x01(\x03"\x8f\x02\n\x08\x41rgument\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\t\n\x01\x66\x18\x02 \x01(\x02\x12\t\n\x01i\x18\x03 \x01(\x03\x12\t\n\x01s\x18\x04 \x01(\x0c\x12\x1e\n\x01t\x18\n \x01(\x0b\x32\x13.caffe2.TensorProto\x12\x19\n\x01n\x18\x08 \x01(\x0b\x32\x0e.caffe2.NetDef\x12\x0e\n\x06\x66loats\x18\x05 \x03(\x02\x12\x0c\n\x04ints\x18\x06 \x03(\x03\x12\x0f\n\x07strings\x18\x07 \x03(\x0c\x12$\n\x07tensors\x18\x0b \x03(\x0b\x32\x13.caffe2.TensorProto\x12\x1c\n\x04nets\x18\t \x03(\x0b\x32\x0e.caffe2.NetDef\x12&\n\x08qtensors\x18\x0c \x03(\x0b\x32\x14.caffe2.QTensorProto"\x8f\x01\n\x0c\x44\x65viceOption\x12\x16\n\x0b\x64\x65vice_type\x18\x01 \x01(\x05:\x01\x30\x12\x11\n\tdevice_id\x18\x02 \x01(\x05\x12\x13\n\x0brandom_seed\x18\x03 \x01(\r\x12\x11\n\tnode_name\x18\x04 \x01(\t\x12\x18\n\x0cnuma_node_id\x18\x05 \x01(\x05:\x02-1\x12\x12\n\nextra_info\x18\x06 \x03(\t"\x92\x02\n\x0bOperatorDef\x12\r\n\x05input\x18\x01 \x03(\t\x12\x0e\n\x06output\x18\x02 \x03(\t\x12\x0c\n\x04name\x18\x03 \x01(\t\x12\x0c\n\x04type\x18\x04 \x01(\t\x12\x1d\n\x03\x61rg\x18\x05 \x03(\x0b\x32\x10.caffe2.Argument\x12+\n\rdevice_option\x18\x06 \x01(\x0b\x32\x14.caffe2.DeviceOption\x12\x0e\n\x06\x65ngine\x18\x07 \x01(\t\x12\x15\n\rcontrol_input\x18\x08 \x03(\t\x12\x1d\n\x0eis_gradient_op\x18\t \x01(\x08:\x05\x66\x61lse\x12\x12\n\ndebug_info\x18\n \x01(\t\x12\x0e\n\x06\x64omain\x18\x0b \x01(\t\x12\x12\n\nop_version\x18\x0c \x01(\x03")\n\rMapFieldEntry\x12\x0b\n\x03key\x18\x01 \x02(\t\x12\x0b\n\x03val\x18\x02 \x02(\t"M\n\x0e\x42\x61\x63kendOptions\x12\x14\n\x0c\x62\x61\x63kend_name\x18\x01 \x02(\t\x12%\n\x06option\x18\x02 \x03(\x0b\x32\x15.caffe2.MapFieldEntry"u\n\rPartitionInfo\x12\x0c\n\x04name\x18\x01 \x02(\t\x12\x11\n\tdevice_id\x18\x02 \x03(\x05\x12\x12\n\nextra_info\x18\x03 \x01(\t\x12/\n\x0f\x62\x61\x63kend_options\x18\x04 \x03(\x0b\x32\x16.caffe2.BackendOptions"\x8a\x02\n\x06NetDef\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x1f\n\x02op\x18\x02 \x03(\x0b\x32\x13.caffe2.OperatorDef\x12\x0c\n\x04type\x18\x03 \x01(\t\x12\x17\n\x0bnum_workers\x18\x04 \x01(\x05\x42\x02\x18\x01\x12+\n\rdevice_option\x18\x05 \x01(\x0b\x32\x14.caffe2.DeviceOption\x12\x1d\n\x03\x61rg\x18\x06 \x03(\x0b\x32\x10.caffe2.Argument\x12\x16\n\x0e\x65xternal_input\x18\x07 \x03(\t\x12\x17\n\x0f\x65xternal_output\x18\x08 \x03(\t\x12-\n\x0epartition_info\x18\t \x03(\x0b\x32\x15.caffe2.PartitionInfo"\xcf\x02\n\rExecutionStep\x12\x0c\n\x04name\x18\x01 \x01(\t\x12&\n\x07substep\x18\x02 \x03(\x0b\x32\x15.caffe2.ExecutionStep\x12\x0f\n\x07network\x18\x03 \x03(\t\x12\x10\n\x08num_iter\x18\x04 \x01(\x03\x12\x1c\n\x10\x63riteria_network\x18\x05 \x01(\tB\x02\x18\x01\x12\x12\n\nreport_net\x18\x07 \x01(\t\x12\x17\n\x0freport_interval\x18\x08 \x01(\x05\x12\x14\n\x0crun_every_ms\x18\x0b \x01(\x03\x12\x1b\n\x13\x63oncurrent_substeps\x18\x06 \x01(\x08\x12\x18\n\x10should_stop_blob\x18\t \x01(\t\x12\x11\n\tonly_once\x18\n \x01(\x08\x12\x18\n\x10\x63reate_workspace\x18\x0c \x01(\x08\x12 \n\x18num_concurrent_instances\x18\r \x01(\x05"g\n\x07PlanDef\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x1f\n\x07network\x18\x02 \x03(\x0b\x32\x0e.caffe2.NetDef\x12-\n\x0e\x65xecution_step\x18\x03 \x03(\x0b\x32\x15.caffe2.ExecutionStep"\xba\x01\n\tBlobProto\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04type\x18\x02 \x01(\t\x12#\n\x06tensor\x18\x03 \x01(\x0b\x32\x13.caffe2.TensorProto\x12\x0f\n\x07\x63ontent\x18\x04 \x01(\x0c\x12%\n\x07qtensor\x18\x05 \x01(\x0b\x32\x14.caffe2.QTensorProto\x12\x1a\n\x12\x63ontent_num_chunks\x18\x06 \x01(\x05\x12\x18\n\x10\x63ontent_chunk_id\x18\x07 \x01(\x05"K\n\rDBReaderProto\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0e\n\x06source\x18\x02 \x01(\t\x12\x0f\n\x07\x64\x62_type\x18\x03 \x01(\t\x12\x0b\n\x03key\x18\x04 \x01(\t":\n\x0cProfDAGProto\x12\x0c\n\x04name\x18\x01 \x02(\t\x12\x0c\n\x04mean\x18\x02 \x02(\x02\x12\x0e\n\x06stddev\x18\x03 \x02(\x02"4\n\rProfDAGProtos\x12#\n\x05stats\x18\x01 \x03(\x0b\x32\x14.caffe2.ProfDAGProto"{\n\tModelInfo\x12\x0f\n\x07project\x18\x01 \x01(\t\x12\x12\n\nmodelClass\x18\x02 \x01(\t\x12\x0f\n\x07version\x18\x03 \x01(\t\x12\'\n\rpredictorType\x18\x04 \x01(\t:\x10SINGLE_PREDICTOR\x12\x0f\n\x07modelId\x18\x05 \x01(\t"&\n\x08\x42lobsMap\x12\x0b\n\x03key\x18\x01 \x02(\t\x12\r\n\x05value\x18\x02 \x03(\t"5\n\x07NetsMap\x12\x0b\n\x03key\x18\x01 \x02(\t\x12\x1d\n\x05value\x18\x02 \x02(\x0b\x32\x0e.caffe2.NetDef"7\n\x08PlansMap\x12\x0b\n\x03key\x18\x01 \x02(\t\x12\x1e\n\x05value\x18\x02 \x02(\x0b\x32\x0f.caffe2.PlanDef"\'\n\tStringMap\x12\x0b\n\x03key\x18\x01 \x02(\t\x12\r\n\x05value\x18\x02 \x02(\t"\xc7\x01\n\nMetaNetDef\x12\x1f\n\x05\x62lobs\x18\x01 \x03(\x0b\x32\x10.caffe2.BlobsMap\x12\x1d\n\x04nets\x18\x02 \x03(\x0b\x32\x0f.caffe2.NetsMap\x12$\n\tmodelInfo\x18\x03 \x01(\x0b\x32\x11.caffe2.ModelInfo\x12\x1f\n\x05plans\x18\x04 \x03(\x0b\x32\x10.caffe2.PlansMap\x12\x32\n\x17\x61pplicationSpecificInfo\x18\x05 \x03(\x0b\x32\x11.caffe2.StringMap"\xdf\x04\n\x0fPredictorConsts\x12$\n\x0cMETA_NET_DEF\x18\x01 \x01(\t:\x0e!!META_NET_DEF\x12\x30\n\x12PREDICTOR_DBREADER\x18\x02 \x01(\t:\x14!!PREDICTOR_DBREADER\x12<\n\x19PARAMETERS_BLOB_TYPE_FULL\x18\x03 \x01(\t:\x19PARAMETERS_BLOB_TYPE_FULL\x12\x42\n\x1cPARAMETERS_BLOB_TYPE_SHARDED\x18\x04 \x01(\t:\x1cPARAMETERS_BLOB_TYPE_SHARDED\x12\x32\n\x14GLOBAL_INIT_NET_TYPE\x18\x05 \x01(\t:\x14GLOBAL_INIT_NET_TYPE\x12\x34\n\x15PREDICT_INIT_NET_TYPE\x18\x06 \x01(\t:\x15PREDICT_INIT_NET_TYPE\x12*\n\x10PREDICT_NET_TYPE\x18\x07 \x01(\t:\x10PREDICT_NET_TYPE\x12*\n\x10SINGLE_PREDICTOR\x18\x08 \x01(\t:\x10SINGLE_PREDICTOR\x12(\n\x0fMULTI_PREDICTOR\x18\t \x01(\t:\x0fMULTI_PREDICTOR\x12\x32\n\x14TRAIN_INIT_PLAN_TYPE\x18\n \x01(\t:\x14TRAIN_INIT_PLAN_TYPE\x12(\n\x0fTRAIN_PLAN_TYPE\x18\x0b \x01(\t:\x0fTRAIN_PLAN_TYPE\x12(\n\x0fSHAPE_INFO_BLOB\x18\x0c \x01(\t:\x0fSHAPE_INFO_BLOB"p\n\tNodeProto\x12#\n\x08\x63hildren\x18\x01 \x03(\x0b\x32\x11.caffe2.NodeProto\x12\x10\n\x08word_ids\x18\x02 \x03(\x05\x12\x0e\n\x06offset\x18\x03 \x01(\x05\x12\x0c\n\x04name\x18\x04 \x01(\t\x12\x0e\n\x06scores\x18\x05 \x03(\x02"1\n\tTreeProto\x12$\n\troot_node\x18\x01 \x01(\x0b\x32\x11.caffe2.NodeProto"@\n\x0eHierarchyProto\x12\x0c\n\x04size\x18\x01 \x01(\x05\x12 \n\x05paths\x18\x02 \x03(\x0b\x32\x11.caffe2.PathProto"G\n\tPathProto\x12\x0f\n\x07word_id\x18\x01 \x01(\x05\x12)\n\npath_nodes\x18\x02 \x03(\x0b\x32\x15.caffe2.PathNodeProto">\n\rPathNodeProto\x12\r\n\x05index\x18\x01 \x01(\x05\x12\x0e\n\x06length\x18\x02 \x01(\x05\x12\x0e\n\x06target\x18\x03 \x01(\x05*\xb2\x01\n\nDeviceType\x12\x07\n\x03\x43PU\x10\x00\x12\x08\n\x04\x43UDA\x10\x01\x12\n\n\x06MKLDNN\x10\x02\x12\n\n\x06OPENGL\x10\x03\x12!\n\x1d\x43OMPILE_TIME_MAX_DEVICE_TYPES\x10\x04\x12\n\n\x06OPENCL\x10\x04\x12\t\n\x05IDEEP\x10\x05\x12\x07\n\x03HIP\x10\x06\x12\x08\n\x04\x46PGA\x10\x07\x12\t\n\x05MSNPU\x10\x08\x12\x07\n\x03XLA\x10\t\x12\x14\n\rONLY_FOR_TEST\x10\xc5\xde\xfb\t\x1a\x02\x10\x01*J\n\rLegacyPadding\x12\n\n\x06NOTSET\x10\x00\x12\t\n\x05VALID\x10\x01\x12\x08\n\x04SAME\x10\x02\x12\x18\n\x14\x43\x41\x46\x46\x45_LEGACY_POOLING\x10\x03'
-)
+
+
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x0f\x66ramework.proto\x12\x06\x63\x61\x66\x66\x65\x32\"\xe1\x01\n\x11\x45xternalDataProto\x12K\n\x0bsource_type\x18\x01 \x01(\x0e\x32$.caffe2.ExternalDataProto.SourceType:\x10INLINE_CONTAINER\x12\x11\n\trecord_id\x18\x02 \x01(\t\x12\x13\n\x0brecord_size\x18\x05 \x01(\x04\x12\x11\n\x06offset\x18\x03 \x01(\x03:\x01\x30\x12\x0f\n\x07strides\x18\x04 \x03(\x03\"3\n\nSourceType\x12\x14\n\x10INLINE_CONTAINER\x10\x00\x12\x0f\n\x0bSIMPLE_FILE\x10\x01\"\xea\x05\n\x0bTensorProto\x12\x0c\n\x04\x64ims\x18\x01 \x03(\x03\x12\x36\n\tdata_type\x18\x02 \x01(\x0e\x32\x1c.caffe2.TensorProto.DataType:\x05\x46LOAT\x12<\n\x0cstorage_type\x18\x0c \x01(\x0e\x32\x1f.caffe2.TensorProto.StorageType:\x05TYPED\x12\x16\n\nfloat_data\x18\x03 \x03(\x02\x42\x02\x10\x01\x12\x16\n\nint32_data\x18\x04 \x03(\x05\x42\x02\x10\x01\x12\x11\n\tbyte_data\x18\x05 \x01(\x0c\x12\x13\n\x0bstring_data\x18\x06 \x03(\x0c\x12\x17\n\x0b\x64ouble_data\x18\t \x03(\x01\x42\x02\x10\x01\x12\x16\n\nint64_data\x18\n \x03(\x03\x42\x02\x10\x01\x12\x10\n\x08raw_data\x18\r \x01(\x0c\x12\x30\n\rexternal_data\x18\x0e \x01(\x0b\x32\x19.caffe2.ExternalDataProto\x12\x0c\n\x04name\x18\x07 \x01(\t\x12+\n\rdevice_detail\x18\x08 \x01(\x0b\x32\x14.caffe2.DeviceOption\x12,\n\x07segment\x18\x0b \x01(\x0b\x32\x1b.caffe2.TensorProto.Segment\x1a%\n\x07Segment\x12\r\n\x05\x62\x65gin\x18\x01 \x02(\x03\x12\x0b\n\x03\x65nd\x18\x02 \x02(\x03\"\xb8\x01\n\x08\x44\x61taType\x12\r\n\tUNDEFINED\x10\x00\x12\t\n\x05\x46LOAT\x10\x01\x12\t\n\x05INT32\x10\x02\x12\x08\n\x04\x42YTE\x10\x03\x12\n\n\x06STRING\x10\x04\x12\x08\n\x04\x42OOL\x10\x05\x12\t\n\x05UINT8\x10\x06\x12\x08\n\x04INT8\x10\x07\x12\n\n\x06UINT16\x10\x08\x12\t\n\x05INT16\x10\t\x12\t\n\x05INT64\x10\n\x12\x0b\n\x07\x46LOAT16\x10\x0c\x12\n\n\x06\x44OUBLE\x10\r\x12\x17\n\x13ZERO_COLLISION_HASH\x10\x0e\"?\n\x0bStorageType\x12\t\n\x05TYPED\x10\x01\x12\x07\n\x03RAW\x10\x02\x12\x0c\n\x08\x45XTERNAL\x10\x03\x12\x0e\n\nNO_CONTENT\x10\x04\"\x83\x02\n\x0cQTensorProto\x12\x0c\n\x04\x64ims\x18\x01 \x03(\x03\x12\x11\n\tprecision\x18\x02 \x02(\x05\x12\r\n\x05scale\x18\x03 \x02(\x01\x12\x0c\n\x04\x62ias\x18\x04 \x02(\x01\x12\x11\n\tis_signed\x18\x05 \x02(\x08\x12\x10\n\x04\x64\x61ta\x18\x06 \x03(\x05\x42\x02\x10\x01\x12\x0c\n\x04name\x18\x07 \x01(\t\x12\x36\n\tdata_type\x18\x08 \x01(\x0e\x32\x1c.caffe2.TensorProto.DataType:\x05INT32\x12\x0e\n\x06scales\x18\t \x03(\x01\x12\x0e\n\x06\x62iases\x18\n \x03(\x01\x12\x0c\n\x04\x61xis\x18\x0b \x01(\x05\x12\x1c\n\ris_multiparam\x18\x0c \x01(\x08:\x05\x66\x61lse\"3\n\x0cTensorProtos\x12#\n\x06protos\x18\x01 \x03(\x0b\x32\x13.caffe2.TensorProto\"\x95\x01\n\x0bTensorShape\x12\x0c\n\x04\x64ims\x18\x01 \x03(\x03\x12\x36\n\tdata_type\x18\x02 \x01(\x0e\x32\x1c.caffe2.TensorProto.DataType:\x05\x46LOAT\x12\x14\n\x0cunknown_dims\x18\x03 \x03(\x05\x12\x1c\n\runknown_shape\x18\x04 \x01(\x08:\x05\x66\x61lse\x12\x0c\n\x04name\x18\x05 \x01(\t\"3\n\x0cTensorShapes\x12#\n\x06shapes\x18\x01 \x03(\x0b\x32\x13.caffe2.TensorShape\"\xa8\x02\n\x10TensorBoundShape\x12\"\n\x05shape\x18\x01 \x01(\x0b\x32\x13.caffe2.TensorShape\x12\x32\n\x08\x64im_type\x18\x02 \x03(\x0e\x32 .caffe2.TensorBoundShape.DimType\x12\x0c\n\x04name\x18\x03 \x01(\t\x12\x16\n\x0eshape_is_final\x18\x04 \x01(\x08\"\x95\x01\n\x07\x44imType\x12\x0b\n\x07UNKNOWN\x10\x00\x12\x0c\n\x08\x43ONSTANT\x10\x01\x12\t\n\x05\x42\x41TCH\x10\x02\x12\x18\n\x14\x42\x41TCH_OF_FEATURE_MAX\x10\x03\x12 \n\x1c\x42\x41TCH_OF_FEATURE_MAX_DEFAULT\x10\x04\x12\x0f\n\x0b\x46\x45\x41TURE_MAX\x10\x05\x12\x17\n\x13\x46\x45\x41TURE_MAX_DEFAULT\x10\x06\"n\n\x11TensorBoundShapes\x12(\n\x06shapes\x18\x01 \x03(\x0b\x32\x18.caffe2.TensorBoundShape\x12\x16\n\x0emax_batch_size\x18\x02 \x01(\x03\x12\x17\n\x0fmax_feature_len\x18\x03 \x01(\x03\"\x8f\x02\n\x08\x41rgument\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\t\n\x01\x66\x18\x02 \x01(\x02\x12\t\n\x01i\x18\x03 \x01(\x03\x12\t\n\x01s\x18\x04 \x01(\x0c\x12\x1e\n\x01t\x18\n \x01(\x0b\x32\x13.caffe2.TensorProto\x12\x19\n\x01n\x18\x08 \x01(\x0b\x32\x0e.caffe2.NetDef\x12\x0e\n\x06\x66loats\x18\x05 \x03(\x02\x12\x0c\n\x04ints\x18\x06 \x03(\x03\x12\x0f\n\x07strings\x18\x07 \x03(\x0c\x12$\n\x07tensors\x18\x0b \x03(\x0b\x32\x13.caffe2.TensorProto\x12\x1c\n\x04nets\x18\t \x03(\x0b\x32\x0e.caffe2.NetDef\x12&\n\x08qtensors\x18\x0c \x03(\x0b\x32\x14.caffe2.QTensorProto\"\x8f\x01\n\x0c\x44\x65viceOption\x12\x16\n\x0b\x64\x65vice_type\x18\x01 \x01(\x05:\x01\x30\x12\x11\n\tdevice_id\x18\x02 \x01(\x05\x12\x13\n\x0brandom_seed\x18\x03 \x01(\r\x12\x11\n\tnode_name\x18\x04 \x01(\t\x12\x18\n\x0cnuma_node_id\x18\x05 \x01(\x05:\x02-1\x12\x12\n\nextra_info\x18\x06 \x03(\t\"\x92\x02\n\x0bOperatorDef\x12\r\n\x05input\x18\x01 \x03(\t\x12\x0e\n\x06output\x18\x02 \x03(\t\x12\x0c\n\x04name\x18\x03 \x01(\t\x12\x0c\n\x04type\x18\x04 \x01(\t\x12\x1d\n\x03\x61rg\x18\x05 \x03(\x0b\x32\x10.caffe2.Argument\x12+\n\rdevice_option\x18\x06 \x01(\x0b\x32\x14.caffe2.DeviceOption\x12\x0e\n\x06\x65ngine\x18\x07 \x01(\t\x12\x15\n\rcontrol_input\x18\x08 \x03(\t\x12\x1d\n\x0eis_gradient_op\x18\t \x01(\x08:\x05\x66\x61lse\x12\x12\n\ndebug_info\x18\n \x01(\t\x12\x0e\n\x06\x64omain\x18\x0b \x01(\t\x12\x12\n\nop_version\x18\x0c \x01(\x03\")\n\rMapFieldEntry\x12\x0b\n\x03key\x18\x01 \x02(\t\x12\x0b\n\x03val\x18\x02 \x02(\t\"M\n\x0e\x42\x61\x63kendOptions\x12\x14\n\x0c\x62\x61\x63kend_name\x18\x01 \x02(\t\x12%\n\x06option\x18\x02 \x03(\x0b\x32\x15.caffe2.MapFieldEntry\"u\n\rPartitionInfo\x12\x0c\n\x04name\x18\x01 \x02(\t\x12\x11\n\tdevice_id\x18\x02 \x03(\x05\x12\x12\n\nextra_info\x18\x03 \x01(\t\x12/\n\x0f\x62\x61\x63kend_options\x18\x04 \x03(\x0b\x32\x16.caffe2.BackendOptions\"\x8a\x02\n\x06NetDef\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x1f\n\x02op\x18\x02 \x03(\x0b\x32\x13.caffe2.OperatorDef\x12\x0c\n\x04type\x18\x03 \x01(\t\x12\x17\n\x0bnum_workers\x18\x04 \x01(\x05\x42\x02\x18\x01\x12+\n\rdevice_option\x18\x05 \x01(\x0b\x32\x14.caffe2.DeviceOption\x12\x1d\n\x03\x61rg\x18\x06 \x03(\x0b\x32\x10.caffe2.Argument\x12\x16\n\x0e\x65xternal_input\x18\x07 \x03(\t\x12\x17\n\x0f\x65xternal_output\x18\x08 \x03(\t\x12-\n\x0epartition_info\x18\t \x03(\x0b\x32\x15.caffe2.PartitionInfo\"\xcf\x02\n\rExecutionStep\x12\x0c\n\x04name\x18\x01 \x01(\t\x12&\n\x07substep\x18\x02 \x03(\x0b\x32\x15.caffe2.ExecutionStep\x12\x0f\n\x07network\x18\x03 \x03(\t\x12\x10\n\x08num_iter\x18\x04 \x01(\x03\x12\x1c\n\x10\x63riteria_network\x18\x05 \x01(\tB\x02\x18\x01\x12\x12\n\nreport_net\x18\x07 \x01(\t\x12\x17\n\x0freport_interval\x18\x08 \x01(\x05\x12\x14\n\x0crun_every_ms\x18\x0b \x01(\x03\x12\x1b\n\x13\x63oncurrent_substeps\x18\x06 \x01(\x08\x12\x18\n\x10should_stop_blob\x18\t \x01(\t\x12\x11\n\tonly_once\x18\n \x01(\x08\x12\x18\n\x10\x63reate_workspace\x18\x0c \x01(\x08\x12 \n\x18num_concurrent_instances\x18\r \x01(\x05\"g\n\x07PlanDef\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x1f\n\x07network\x18\x02 \x03(\x0b\x32\x0e.caffe2.NetDef\x12-\n\x0e\x65xecution_step\x18\x03 \x03(\x0b\x32\x15.caffe2.ExecutionStep\"\xba\x01\n\tBlobProto\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04type\x18\x02 \x01(\t\x12#\n\x06tensor\x18\x03 \x01(\x0b\x32\x13.caffe2.TensorProto\x12\x0f\n\x07\x63ontent\x18\x04 \x01(\x0c\x12%\n\x07qtensor\x18\x05 \x01(\x0b\x32\x14.caffe2.QTensorProto\x12\x1a\n\x12\x63ontent_num_chunks\x18\x06 \x01(\x05\x12\x18\n\x10\x63ontent_chunk_id\x18\x07 \x01(\x05\"K\n\rDBReaderProto\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0e\n\x06source\x18\x02 \x01(\t\x12\x0f\n\x07\x64\x62_type\x18\x03 \x01(\t\x12\x0b\n\x03key\x18\x04 \x01(\t\":\n\x0cProfDAGProto\x12\x0c\n\x04name\x18\x01 \x02(\t\x12\x0c\n\x04mean\x18\x02 \x02(\x02\x12\x0e\n\x06stddev\x18\x03 \x02(\x02\"4\n\rProfDAGProtos\x12#\n\x05stats\x18\x01 \x03(\x0b\x32\x14.caffe2.ProfDAGProto\"{\n\tModelInfo\x12\x0f\n\x07project\x18\x01 \x01(\t\x12\x12\n\nmodelClass\x18\x02 \x01(\t\x12\x0f\n\x07version\x18\x03 \x01(\t\x12\'\n\rpredictorType\x18\x04 \x01(\t:\x10SINGLE_PREDICTOR\x12\x0f\n\x07modelId\x18\x05 \x01(\t\"&\n\x08\x42lobsMap\x12\x0b\n\x03key\x18\x01 \x02(\t\x12\r\n\x05value\x18\x02 \x03(\t\"5\n\x07NetsMap\x12\x0b\n\x03key\x18\x01 \x02(\t\x12\x1d\n\x05value\x18\x02 \x02(\x0b\x32\x0e.caffe2.NetDef\"7\n\x08PlansMap\x12\x0b\n\x03key\x18\x01 \x02(\t\x12\x1e\n\x05value\x18\x02 \x02(\x0b\x32\x0f.caffe2.PlanDef\"\'\n\tStringMap\x12\x0b\n\x03key\x18\x01 \x02(\t\x12\r\n\x05value\x18\x02 \x02(\t\"\xc7\x01\n\nMetaNetDef\x12\x1f\n\x05\x62lobs\x18\x01 \x03(\x0b\x32\x10.caffe2.BlobsMap\x12\x1d\n\x04nets\x18\x02 \x03(\x0b\x32\x0f.caffe2.NetsMap\x12$\n\tmodelInfo\x18\x03 \x01(\x0b\x32\x11.caffe2.ModelInfo\x12\x1f\n\x05plans\x18\x04 \x03(\x0b\x32\x10.caffe2.PlansMap\x12\x32\n\x17\x61pplicationSpecificInfo\x18\x05 \x03(\x0b\x32\x11.caffe2.StringMap\"\xdf\x04\n\x0fPredictorConsts\x12$\n\x0cMETA_NET_DEF\x18\x01 \x01(\t:\x0e!!META_NET_DEF\x12\x30\n\x12PREDICTOR_DBREADER\x18\x02 \x01(\t:\x14!!PREDICTOR_DBREADER\x12<\n\x19PARAMETERS_BLOB_TYPE_FULL\x18\x03 \x01(\t:\x19PARAMETERS_BLOB_TYPE_FULL\x12\x42\n\x1cPARAMETERS_BLOB_TYPE_SHARDED\x18\x04 \x01(\t:\x1cPARAMETERS_BLOB_TYPE_SHARDED\x12\x32\n\x14GLOBAL_INIT_NET_TYPE\x18\x05 \x01(\t:\x14GLOBAL_INIT_NET_TYPE\x12\x34\n\x15PREDICT_INIT_NET_TYPE\x18\x06 \x01(\t:\x15PREDICT_INIT_NET_TYPE\x12*\n\x10PREDICT_NET_TYPE\x18\x07 \x01(\t:\x10PREDICT_NET_TYPE\x12*\n\x10SINGLE_PREDICTOR\x18\x08 \x01(\t:\x10SINGLE_PREDICTOR\x12(\n\x0fMULTI_PREDICTOR\x18\t \x01(\t:\x0fMULTI_PREDICTOR\x12\x32\n\x14TRAIN_INIT_PLAN_TYPE\x18\n \x01(\t:\x14TRAIN_INIT_PLAN_TYPE\x12(\n\x0fTRAIN_PLAN_TYPE\x18\x0b \x01(\t:\x0fTRAIN_PLAN_TYPE\x12(\n\x0fSHAPE_INFO_BLOB\x18\x0c \x01(\t:\x0fSHAPE_INFO_BLOB\"p\n\tNodeProto\x12#\n\x08\x63hildren\x18\x01 \x03(\x0b\x32\x11.caffe2.NodeProto\x12\x10\n\x08word_ids\x18\x02 \x03(\x05\x12\x0e\n\x06offset\x18\x03 \x01(\x05\x12\x0c\n\x04name\x18\x04 \x01(\t\x12\x0e\n\x06scores\x18\x05 \x03(\x02\"1\n\tTreeProto\x12$\n\troot_node\x18\x01 \x01(\x0b\x32\x11.caffe2.NodeProto\"@\n\x0eHierarchyProto\x12\x0c\n\x04size\x18\x01 \x01(\x05\x12 \n\x05paths\x18\x02 \x03(\x0b\x32\x11.caffe2.PathProto\"G\n\tPathProto\x12\x0f\n\x07word_id\x18\x01 \x01(\x05\x12)\n\npath_nodes\x18\x02 \x03(\x0b\x32\x15.caffe2.PathNodeProto\">\n\rPathNodeProto\x12\r\n\x05index\x18\x01 \x01(\x05\x12\x0e\n\x06length\x18\x02 \x01(\x05\x12\x0e\n\x06target\x18\x03 \x01(\x05*\xb2\x01\n\nDeviceType\x12\x07\n\x03\x43PU\x10\x00\x12\x08\n\x04\x43UDA\x10\x01\x12\n\n\x06MKLDNN\x10\x02\x12\n\n\x06OPENGL\x10\x03\x12!\n\x1d\x43OMPILE_TIME_MAX_DEVICE_TYPES\x10\x04\x12\n\n\x06OPENCL\x10\x04\x12\t\n\x05IDEEP\x10\x05\x12\x07\n\x03HIP\x10\x06\x12\x08\n\x04\x46PGA\x10\x07\x12\t\n\x05MSNPU\x10\x08\x12\x07\n\x03XLA\x10\t\x12\x14\n\rONLY_FOR_TEST\x10\xc5\xde\xfb\t\x1a\x02\x10\x01*J\n\rLegacyPadding\x12\n\n\x06NOTSET\x10\x00\x12\t\n\x05VALID\x10\x01\x12\x08\n\x04SAME\x10\x02\x12\x18\n\x14\x43\x41\x46\x46\x45_LEGACY_POOLING\x10\x03')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
-_builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, "framework_pb2", _globals)
+_builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'framework_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
-    DESCRIPTOR._loaded_options = None
-    _globals["_DEVICETYPE"]._loaded_options = None
-    _globals["_DEVICETYPE"]._serialized_options = b"\020\001"
-    _globals["_TENSORPROTO"].fields_by_name["float_data"]._loaded_options = None
-    _globals["_TENSORPROTO"].fields_by_name["float_data"]._serialized_options = b"\020\001"
-    _globals["_TENSORPROTO"].fields_by_name["int32_data"]._loaded_options = None
-    _globals["_TENSORPROTO"].fields_by_name["int32_data"]._serialized_options = b"\020\001"
-    _globals["_TENSORPROTO"].fields_by_name["double_data"]._loaded_options = None
-    _globals["_TENSORPROTO"].fields_by_name["double_data"]._serialized_options = b"\020\001"
-    _globals["_TENSORPROTO"].fields_by_name["int64_data"]._loaded_options = None
-    _globals["_TENSORPROTO"].fields_by_name["int64_data"]._serialized_options = b"\020\001"
-    _globals["_QTENSORPROTO"].fields_by_name["data"]._loaded_options = None
-    _globals["_QTENSORPROTO"].fields_by_name["data"]._serialized_options = b"\020\001"
-    _globals["_NETDEF"].fields_by_name["num_workers"]._loaded_options = None
-    _globals["_NETDEF"].fields_by_name["num_workers"]._serialized_options = b"\030\001"
-    _globals["_EXECUTIONSTEP"].fields_by_name["criteria_network"]._loaded_options = None
-    _globals["_EXECUTIONSTEP"].fields_by_name["criteria_network"]._serialized_options = b"\030\001"
-    _globals["_DEVICETYPE"]._serialized_start = 5464
-    _globals["_DEVICETYPE"]._serialized_end = 5642
-    _globals["_LEGACYPADDING"]._serialized_start = 5644
-    _globals["_LEGACYPADDING"]._serialized_end = 5718
-    _globals["_EXTERNALDATAPROTO"]._serialized_start = 28
-    _globals["_EXTERNALDATAPROTO"]._serialized_end = 253
-    _globals["_EXTERNALDATAPROTO_SOURCETYPE"]._serialized_start = 202
-    _globals["_EXTERNALDATAPROTO_SOURCETYPE"]._serialized_end = 253
-    _globals["_TENSORPROTO"]._serialized_start = 256
-    _globals["_TENSORPROTO"]._serialized_end = 1002
-    _globals["_TENSORPROTO_SEGMENT"]._serialized_start = 713
-    _globals["_TENSORPROTO_SEGMENT"]._serialized_end = 750
-    _globals["_TENSORPROTO_DATATYPE"]._serialized_start = 753
-    _globals["_TENSORPROTO_DATATYPE"]._serialized_end = 937
-    _globals["_TENSORPROTO_STORAGETYPE"]._serialized_start = 939
-    _globals["_TENSORPROTO_STORAGETYPE"]._serialized_end = 1002
-    _globals["_QTENSORPROTO"]._serialized_start = 1005
-    _globals["_QTENSORPROTO"]._serialized_end = 1264
-    _globals["_TENSORPROTOS"]._serialized_start = 1266
-    _globals["_TENSORPROTOS"]._serialized_end = 1317
-    _globals["_TENSORSHAPE"]._serialized_start = 1320
-    _globals["_TENSORSHAPE"]._serialized_end = 1469
-    _globals["_TENSORSHAPES"]._serialized_start = 1471
-    _globals["_TENSORSHAPES"]._serialized_end = 1522
-    _globals["_TENSORBOUNDSHAPE"]._serialized_start = 1525
-    _globals["_TENSORBOUNDSHAPE"]._serialized_end = 1821
-    _globals["_TENSORBOUNDSHAPE_DIMTYPE"]._serialized_start = 1672
-    _globals["_TENSORBOUNDSHAPE_DIMTYPE"]._serialized_end = 1821
-    _globals["_TENSORBOUNDSHAPES"]._serialized_start = 1823
-    _globals["_TENSORBOUNDSHAPES"]._serialized_end = 1933
-    _globals["_ARGUMENT"]._serialized_start = 1936
-    _globals["_ARGUMENT"]._serialized_end = 2207
-    _globals["_DEVICEOPTION"]._serialized_start = 2210
-    _globals["_DEVICEOPTION"]._serialized_end = 2353
-    _globals["_OPERATORDEF"]._serialized_start = 2356
-    _globals["_OPERATORDEF"]._serialized_end = 2630
-    _globals["_MAPFIELDENTRY"]._serialized_start = 2632
-    _globals["_MAPFIELDENTRY"]._serialized_end = 2673
-    _globals["_BACKENDOPTIONS"]._serialized_start = 2675
-    _globals["_BACKENDOPTIONS"]._serialized_end = 2752
-    _globals["_PARTITIONINFO"]._serialized_start = 2754
-    _globals["_PARTITIONINFO"]._serialized_end = 2871
-    _globals["_NETDEF"]._serialized_start = 2874
-    _globals["_NETDEF"]._serialized_end = 3140
-    _globals["_EXECUTIONSTEP"]._serialized_start = 3143
-    _globals["_EXECUTIONSTEP"]._serialized_end = 3478
-    _globals["_PLANDEF"]._serialized_start = 3480
-    _globals["_PLANDEF"]._serialized_end = 3583
-    _globals["_BLOBPROTO"]._serialized_start = 3586
-    _globals["_BLOBPROTO"]._serialized_end = 3772
-    _globals["_DBREADERPROTO"]._serialized_start = 3774
-    _globals["_DBREADERPROTO"]._serialized_end = 3849
-    _globals["_PROFDAGPROTO"]._serialized_start = 3851
-    _globals["_PROFDAGPROTO"]._serialized_end = 3909
-    _globals["_PROFDAGPROTOS"]._serialized_start = 3911
-    _globals["_PROFDAGPROTOS"]._serialized_end = 3963
-    _globals["_MODELINFO"]._serialized_start = 3965
-    _globals["_MODELINFO"]._serialized_end = 4088
-    _globals["_BLOBSMAP"]._serialized_start = 4090
-    _globals["_BLOBSMAP"]._serialized_end = 4128
-    _globals["_NETSMAP"]._serialized_start = 4130
-    _globals["_NETSMAP"]._serialized_end = 4183
-    _globals["_PLANSMAP"]._serialized_start = 4185
-    _globals["_PLANSMAP"]._serialized_end = 4240
-    _globals["_STRINGMAP"]._serialized_start = 4242
-    _globals["_STRINGMAP"]._serialized_end = 4281
-    _globals["_METANETDEF"]._serialized_start = 4284
-    _globals["_METANETDEF"]._serialized_end = 4483
-    _globals["_PREDICTORCONSTS"]._serialized_start = 4486
-    _globals["_PREDICTORCONSTS"]._serialized_end = 5093
-    _globals["_NODEPROTO"]._serialized_start = 5095
-    _globals["_NODEPROTO"]._serialized_end = 5207
-    _globals["_TREEPROTO"]._serialized_start = 5209
-    _globals["_TREEPROTO"]._serialized_end = 5258
-    _globals["_HIERARCHYPROTO"]._serialized_start = 5260
-    _globals["_HIERARCHYPROTO"]._serialized_end = 5324
-    _globals["_PATHPROTO"]._serialized_start = 5326
-    _globals["_PATHPROTO"]._serialized_end = 5397
-    _globals["_PATHNODEPROTO"]._serialized_start = 5399
-    _globals["_PATHNODEPROTO"]._serialized_end = 5461
+  DESCRIPTOR._loaded_options = None
+  _globals['_DEVICETYPE']._loaded_options = None
+  _globals['_DEVICETYPE']._serialized_options = b'\020\001'
+  _globals['_TENSORPROTO'].fields_by_name['float_data']._loaded_options = None
+  _globals['_TENSORPROTO'].fields_by_name['float_data']._serialized_options = b'\020\001'
+  _globals['_TENSORPROTO'].fields_by_name['int32_data']._loaded_options = None
+  _globals['_TENSORPROTO'].fields_by_name['int32_data']._serialized_options = b'\020\001'
+  _globals['_TENSORPROTO'].fields_by_name['double_data']._loaded_options = None
+  _globals['_TENSORPROTO'].fields_by_name['double_data']._serialized_options = b'\020\001'
+  _globals['_TENSORPROTO'].fields_by_name['int64_data']._loaded_options = None
+  _globals['_TENSORPROTO'].fields_by_name['int64_data']._serialized_options = b'\020\001'
+  _globals['_QTENSORPROTO'].fields_by_name['data']._loaded_options = None
+  _globals['_QTENSORPROTO'].fields_by_name['data']._serialized_options = b'\020\001'
+  _globals['_NETDEF'].fields_by_name['num_workers']._loaded_options = None
+  _globals['_NETDEF'].fields_by_name['num_workers']._serialized_options = b'\030\001'
+  _globals['_EXECUTIONSTEP'].fields_by_name['criteria_network']._loaded_options = None
+  _globals['_EXECUTIONSTEP'].fields_by_name['criteria_network']._serialized_options = b'\030\001'
+  _globals['_DEVICETYPE']._serialized_start=5464
+  _globals['_DEVICETYPE']._serialized_end=5642
+  _globals['_LEGACYPADDING']._serialized_start=5644
+  _globals['_LEGACYPADDING']._serialized_end=5718
+  _globals['_EXTERNALDATAPROTO']._serialized_start=28
+  _globals['_EXTERNALDATAPROTO']._serialized_end=253
+  _globals['_EXTERNALDATAPROTO_SOURCETYPE']._serialized_start=202
+  _globals['_EXTERNALDATAPROTO_SOURCETYPE']._serialized_end=253
+  _globals['_TENSORPROTO']._serialized_start=256
+  _globals['_TENSORPROTO']._serialized_end=1002
+  _globals['_TENSORPROTO_SEGMENT']._serialized_start=713
+  _globals['_TENSORPROTO_SEGMENT']._serialized_end=750
+  _globals['_TENSORPROTO_DATATYPE']._serialized_start=753
+  _globals['_TENSORPROTO_DATATYPE']._serialized_end=937
+  _globals['_TENSORPROTO_STORAGETYPE']._serialized_start=939
+  _globals['_TENSORPROTO_STORAGETYPE']._serialized_end=1002
+  _globals['_QTENSORPROTO']._serialized_start=1005
+  _globals['_QTENSORPROTO']._serialized_end=1264
+  _globals['_TENSORPROTOS']._serialized_start=1266
+  _globals['_TENSORPROTOS']._serialized_end=1317
+  _globals['_TENSORSHAPE']._serialized_start=1320
+  _globals['_TENSORSHAPE']._serialized_end=1469
+  _globals['_TENSORSHAPES']._serialized_start=1471
+  _globals['_TENSORSHAPES']._serialized_end=1522
+  _globals['_TENSORBOUNDSHAPE']._serialized_start=1525
+  _globals['_TENSORBOUNDSHAPE']._serialized_end=1821
+  _globals['_TENSORBOUNDSHAPE_DIMTYPE']._serialized_start=1672
+  _globals['_TENSORBOUNDSHAPE_DIMTYPE']._serialized_end=1821
+  _globals['_TENSORBOUNDSHAPES']._serialized_start=1823
+  _globals['_TENSORBOUNDSHAPES']._serialized_end=1933
+  _globals['_ARGUMENT']._serialized_start=1936
+  _globals['_ARGUMENT']._serialized_end=2207
+  _globals['_DEVICEOPTION']._serialized_start=2210
+  _globals['_DEVICEOPTION']._serialized_end=2353
+  _globals['_OPERATORDEF']._serialized_start=2356
+  _globals['_OPERATORDEF']._serialized_end=2630
+  _globals['_MAPFIELDENTRY']._serialized_start=2632
+  _globals['_MAPFIELDENTRY']._serialized_end=2673
+  _globals['_BACKENDOPTIONS']._serialized_start=2675
+  _globals['_BACKENDOPTIONS']._serialized_end=2752
+  _globals['_PARTITIONINFO']._serialized_start=2754
+  _globals['_PARTITIONINFO']._serialized_end=2871
+  _globals['_NETDEF']._serialized_start=2874
+  _globals['_NETDEF']._serialized_end=3140
+  _globals['_EXECUTIONSTEP']._serialized_start=3143
+  _globals['_EXECUTIONSTEP']._serialized_end=3478
+  _globals['_PLANDEF']._serialized_start=3480
+  _globals['_PLANDEF']._serialized_end=3583
+  _globals['_BLOBPROTO']._serialized_start=3586
+  _globals['_BLOBPROTO']._serialized_end=3772
+  _globals['_DBREADERPROTO']._serialized_start=3774
+  _globals['_DBREADERPROTO']._serialized_end=3849
+  _globals['_PROFDAGPROTO']._serialized_start=3851
+  _globals['_PROFDAGPROTO']._serialized_end=3909
+  _globals['_PROFDAGPROTOS']._serialized_start=3911
+  _globals['_PROFDAGPROTOS']._serialized_end=3963
+  _globals['_MODELINFO']._serialized_start=3965
+  _globals['_MODELINFO']._serialized_end=4088
+  _globals['_BLOBSMAP']._serialized_start=4090
+  _globals['_BLOBSMAP']._serialized_end=4128
+  _globals['_NETSMAP']._serialized_start=4130
+  _globals['_NETSMAP']._serialized_end=4183
+  _globals['_PLANSMAP']._serialized_start=4185
+  _globals['_PLANSMAP']._serialized_end=4240
+  _globals['_STRINGMAP']._serialized_start=4242
+  _globals['_STRINGMAP']._serialized_end=4281
+  _globals['_METANETDEF']._serialized_start=4284
+  _globals['_METANETDEF']._serialized_end=4483
+  _globals['_PREDICTORCONSTS']._serialized_start=4486
+  _globals['_PREDICTORCONSTS']._serialized_end=5093
+  _globals['_NODEPROTO']._serialized_start=5095
+  _globals['_NODEPROTO']._serialized_end=5207
+  _globals['_TREEPROTO']._serialized_start=5209
+  _globals['_TREEPROTO']._serialized_end=5258
+  _globals['_HIERARCHYPROTO']._serialized_start=5260
+  _globals['_HIERARCHYPROTO']._serialized_end=5324
+  _globals['_PATHPROTO']._serialized_start=5326
+  _globals['_PATHPROTO']._serialized_end=5397
+  _globals['_PATHNODEPROTO']._serialized_start=5399
+  _globals['_PATHNODEPROTO']._serialized_end=5461
 # @@protoc_insertion_point(module_scope)

@@ -33,10 +33,10 @@ def test_module_list_holds_names_only():
 
 def test_status_follows_the_hook():
     gen = _generator()
-    assert gen.resolves("workspace") == "framework.workspace"
+    assert gen.resolves("workspace") == "framework.caffe2.python.workspace"
     assert gen.resolves("helpers.fc") == "framework.caffe2.python.helpers.fc"
     assert gen.resolves("no_such_module_h36c") is None
     assert gen.out_of_scope("mkl.rewrite_graph") and gen.out_of_scope("trt.transform") and not gen.out_of_scope("core")
     table = gen.render_table()
-    assert "| `workspace` | 2018,2020 | yes | `framework.workspace` |" in table
+    assert "| `workspace` | 2018,2020 | yes | `framework.caffe2.python.workspace` |" in table
     assert "| `models.download` | 2018,2020 | out of scope | downloads pretrained models |" in table

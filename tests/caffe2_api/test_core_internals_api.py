@@ -157,7 +157,18 @@ def test_plan_create_from_proto_rebuilds_steps_and_nets():
     plan = core.Plan("p")
     plan.AddStep(core.execution_step("outer", [core.execution_step("i", init), inner]))
     copy = core.Plan.create_from_proto(plan.Proto())
-    assert copy.Proto() == plan.Proto() and [n.Name() for n in copy.Nets()] == [n.Name() for n in plan.Nets()]
+    got, want = copy.Proto(), plan.Proto()
+    # as in Caffe2, a Net made from a NetDef takes a name not used yet in this process ("pinit" -> "pinit_1"),
+    # and the copy's steps name the copy's nets
+    assert [list(n.op) for n in got.network] == [list(n.op) for n in want.network]
+
+    def step_nets(step):
+        yield from step.network
+        for sub in step.substep:
+            yield from step_nets(sub)
+
+    assert set(step_nets(got.execution_step[0])) == {n.name for n in got.network}
+    assert [n.Name() for n in copy.Nets()] == [n.name for n in got.network]
     outer = copy.Steps()[0]
     assert [s.Name() for s in outer.Substeps()] == ["i", "inner"] and outer.Substeps()[1].Proto().num_iter == 3
     bad = plan.Proto()

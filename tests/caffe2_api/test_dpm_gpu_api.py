@@ -46,6 +46,6 @@ def test_parallelize_gpu_runs_on_cpu_with_gpu_names():
 
 def test_optimizer_device_blob_names():
     opt = optimizer.SgdOptimizer(base_learning_rate=0.1)
-    k = opt._instance
+    k = opt._instance_num
     assert opt.get_gpu_blob_name("lr", 1, "node") == f"SgdOptimizer_{k}_lrnode_gpu1"
     assert opt.get_cpu_blob_name("lr") == f"SgdOptimizer_{k}_lr_cpu"

@@ -232,8 +232,10 @@ class Plan:
             for name in proto.network:
                 if name not in nets:
                     raise NetError(f"plan '{plan_proto.name}': step '{proto.name}' runs unknown net '{name}'")
-                step._step.network.append(name)
-                step._net_dict.setdefault(name, nets[name])
+                # the Net took a name not used yet in this process, as Caffe2's does: the step names it
+                net = nets[name]
+                step._step.network.append(net.Name())
+                step._net_dict.setdefault(net.Name(), net)
             for sub in proto.substep:
                 child = step_from(sub)
                 step._step.substep.add().CopyFrom(child.Proto())
