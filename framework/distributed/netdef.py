@@ -24,7 +24,16 @@ from framework.proto import framework_pb2 as pb
 
 WORLD = "dist_comm_world"
 # Blobs the init net creates that are not state to broadcast (readers, worlds).
-_NOT_STATE = {"CreateDB", "CreateCommonWorld", "CloneCommonWorld", "MPICreateCommonWorld"}
+# init ops whose outputs are not tensors to broadcast (readers, communicators, locks, counters)
+_NOT_STATE = {
+    "CreateDB",
+    "CreateCommonWorld",
+    "CloneCommonWorld",
+    "MPICreateCommonWorld",
+    "CreateMutex",
+    "CreateCounter",
+    "CreateBlobsQueue",
+}
 
 
 def _arg(op: pb.OperatorDef, name: str, **value: object) -> None:
