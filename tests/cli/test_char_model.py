@@ -64,7 +64,9 @@ def test_char_lstm_trains_below_unigram_entropy_and_generates(tmp_path):
         "def ",
         cwd=tmp_path,
     )
-    assert text.startswith("def ") and len(text.rstrip("\n")) == 44
+    assert (
+        text.startswith("def ") and len(text.removesuffix("\n")) == 44
+    )  # print adds one newline; the text may end in one
     # framework predict: next-character probabilities for every position of a batch of windows
     from framework.cli.chars import encode
 

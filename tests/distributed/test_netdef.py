@@ -31,7 +31,8 @@ def test_sharded_readers_broadcast_state_and_one_bucketed_allreduce():
     assert init == nets()[0]  # inputs untouched
     db = [op for op in i2.op if op.type == "CreateDB"]
     assert db and all(args(op)["num_shards"] == 3 and args(op)["shard_id"] == 1 for op in db)
-    created = {o for op in init.op if op.type != "CreateDB" for o in op.output}
+    # every tensor the init net creates (not the readers, not a lock)
+    created = {o for op in init.op if op.type not in ("CreateDB", "CreateMutex") for o in op.output}
     assert {op.input[1] for op in i2.op if op.type == "Broadcast"} == created
     world = [op for op in i2.op if op.type == "CreateCommonWorld"]
     assert len(world) == 1 and args(world[0]) == {"size": 3, "rank": 1}
