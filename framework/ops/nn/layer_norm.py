@@ -43,8 +43,8 @@ def _infer_ln(args, ins):
     return [x, st, st]
 
 
-@register_op(
-    "LayerNorm",
+# LayerNorm's schema, shared by the name Caffe2 2020 also registered it under (C10LayerNorm_DontUseThisOpYet)
+_LN_SCHEMA = dict(
     inputs={1, 3},
     outputs=3,
     args=_LN_ARGS,
@@ -63,6 +63,9 @@ def _infer_ln(args, ins):
     input_types="float",
     same_type=[(0, 1, 2)],
 )
+
+
+@register_op("LayerNorm", **_LN_SCHEMA)
 class LayerNorm(Operator):
     """Layer normalization (Caffe2's LayerNorm): X is viewed as (prod(dims[:axis]),
     prod(dims[axis:])) and each row normalized by its mean and sqrt(var + epsilon)."""
@@ -183,26 +186,7 @@ def _layer_norm_grad(g):
     return [g.op("LayerNormGradient", ins, [g.GI(0)])]
 
 
-@register_op(
-    "C10LayerNorm_DontUseThisOpYet",
-    inputs={1, 3},
-    outputs=3,
-    args=_LN_ARGS,
-    input_docs=[
-        ("X", "input"),
-        ("gamma", "optional scale (elementwise_affine)"),
-        ("beta", "optional shift (elementwise_affine)"),
-    ],
-    output_docs=[
-        ("Y", "normalized output"),
-        ("mean", "X.dims[:axis] + [1]"),
-        ("std", "sqrt(var + epsilon), X.dims[:axis] + [1]"),
-    ],
-    infer=_infer_ln,
-    category="normalization",
-    input_types="float",
-    same_type=[(0, 1, 2)],
-)
+@register_op("C10LayerNorm_DontUseThisOpYet", **_LN_SCHEMA)
 class C10LayerNorm(LayerNorm):
     """LayerNorm as Caffe2 2020 also registered it, through its c10 kernel: the same arguments, inputs and
     outputs as LayerNorm, and no gradient (Caffe2 registers none for this name)."""
