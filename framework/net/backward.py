@@ -16,9 +16,12 @@ Caffe2's ``core.IR`` does:
   ``<x>_grad_indices_concat`` and ``<x>_grad_values_concat`` (no dedup);
 - ``StopGradient`` has no gradient, so the walk stops there. A gradient that
   would only flow into a blob version written by a no-gradient op (Caffe2's
-  ``StopGradient(data, data)`` idiom) is dead: the gradient op drops that
-  output when its schema allows (FCGradient without dX), or is dropped whole,
-  and the returned map does not list it.
+  ``StopGradient(data, data)`` idiom, or data from a reader) is dead: the
+  gradient op drops that output when its schema allows (FCGradient without
+  dX), and the returned map does not list it. A gradient op all of whose
+  outputs are dead is dropped whole only behind ``StopGradient``; behind any
+  other no-gradient op (a fill) it stays and its gradient is returned, as
+  Caffe2 returns it. (Caffe2 trims nothing: the trimming saves the work.)
 
 The versions come from ``framework.net.ssa``; the sums from ``framework.net.accumulation``.
 
@@ -175,6 +178,7 @@ class _BackwardPass:
         self.gradient_frontier: dict[str, int] = {}
         self.generators: Generators = defaultdict(lambda: defaultdict(list))
         self.dead: list[tuple[OperatorDef, int]] = []  # gradient-op outputs that feed only stopped versions
+        self.droppable: list[OperatorDef] = []  # gradient ops with an output that feeds only StopGradient
 
     # -- legality of a gradient op's input ------------------------------------------
     def _check_input(self, name: str, g_output: Sequence[Grad], fwd_idx: int, local: set[str], grad_op) -> None:
@@ -224,6 +228,8 @@ class _BackwardPass:
                 g = g_input[k]
                 if (x, v) in self.fwd.stopped:
                     self.dead.append((gop, i))
+                if (x, v) in self.fwd.stop_gradient:
+                    self.droppable.append(gop)
                 if isinstance(g, GradientSlice):
                     part = (
                         SparseGrad(gop, i, None, 0, g, gop.device_option)
@@ -304,7 +310,8 @@ class _BackwardPass:
         return all_ops, {k: v for k, v in all_to_grad.items() if v is not None and v not in removed}
 
     def _prune_dead(self, ops: list[OperatorDef]) -> tuple[list[OperatorDef], set[str]]:
-        """Drop dead gradient outputs nobody reads: trailing ones if the schema allows, or the whole op."""
+        """Drop dead gradient outputs nobody reads: trailing ones if the schema allows, or the whole op
+        when all its outputs are dead and one feeds StopGradient."""
         if not self.dead:
             return ops, set()
         from framework.ops.registry import get_schema, has_op
@@ -314,11 +321,12 @@ class _BackwardPass:
         for gop, i in self.dead:
             if gop.output[i] not in read:
                 dead_names[id(gop)].add(gop.output[i])
+        droppable = {id(gop) for gop in self.droppable}
         removed: set[str] = set()
         kept = []
         for op in ops:
             names = dead_names.get(id(op))
-            if names and set(op.output) <= names:
+            if names and set(op.output) <= names and id(op) in droppable:
                 removed.update(op.output)
                 continue
             if names and has_op(op.type):

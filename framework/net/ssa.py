@@ -42,7 +42,8 @@ class ForwardVersions:
     - ``frontier[blob]``: the version the net leaves;
     - ``input_usages[blob][version]``: indices of the ops reading that version;
     - ``out_history`` / ``in_history``: (index, op, version) of every write / read, for messages;
-    - ``stopped``: (blob, version) pairs written by ops that have no gradient.
+    - ``stopped``: (blob, version) pairs written by ops that have no gradient;
+    - ``stop_gradient``: the subset of them written by ``StopGradient`` itself.
 
     Raises GradientError for a StopGradient whose output no later op reads.
     """
@@ -54,6 +55,7 @@ class ForwardVersions:
         self.out_history: dict[str, list[tuple[int, OperatorDef, int]]] = defaultdict(list)
         self.in_history: dict[str, list[tuple[int, OperatorDef, int]]] = defaultdict(list)
         self.stopped: set[tuple[str, int]] = set()  # blob versions written by no-gradient ops
+        self.stop_gradient: set[tuple[str, int]] = set()  # ... and by StopGradient
         for op in operators:
             self._play(op)
         self._check_stop_gradients()
@@ -76,6 +78,8 @@ class ForwardVersions:
             self.out_history[s].append((idx, op, self.frontier[s]))
         if has_no_gradient(op.type):
             self.stopped.update(outs.items())
+        if op.type == "StopGradient":
+            self.stop_gradient.update(outs.items())
         self.ssa.append(OpVersions(op, ins, outs))
 
     def _check_stop_gradients(self) -> None:

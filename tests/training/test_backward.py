@@ -354,3 +354,17 @@ def test_unknown_target_is_an_error():
 def test_ys_type_is_checked():
     with pytest.raises(TypeError):
         get_backward_pass([CreateOperator("_TestSquare", ["X"], ["Y"])], 3)
+
+
+def test_gradient_into_a_fill_output_is_kept_as_caffe2_does():
+    # Caffe2 trims nothing: a blob written by a no-gradient op other than StopGradient still gets its gradient.
+    if not (has_op("GivenTensorFill") and has_op("PrependDim")):
+        pytest.skip("GivenTensorFill / PrependDim not registered yet")
+    fwd = [
+        CreateOperator("GivenTensorFill", [], ["X"], shape=[4, 2], values=[0.0] * 8),
+        CreateOperator("PrependDim", ["X"], ["Xp"], dim_size=2),
+        CreateOperator("_TestSquare", ["Xp"], ["Y"]),
+    ]
+    ops, grads = get_backward_pass(fwd, ["Y"])
+    assert _types(ops) == ["ConstantFill", "_TestSquareGradient", "MergeDim"]
+    assert grads["X"] == "X_grad" and ops[-1].output[0] == "X_grad"
