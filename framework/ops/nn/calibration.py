@@ -301,8 +301,13 @@ class SelfBinningHistogram(Operator):
 
     def setup(self) -> None:
         a = self.args
-        if a.num_bins < 1 or a.bin_spacing not in ("linear", "logarithmic") or a.logspace_start <= 0:
-            raise self.arg_error("num_bins must be >= 1, bin_spacing linear or logarithmic, logspace_start > 0")
+        # Caffe2's enforce messages, one per argument.
+        if a.num_bins < 1:
+            raise self.arg_error(f"Number of bins must be greater than or equal to 1. (num_bins {a.num_bins})")
+        if a.bin_spacing not in ("linear", "logarithmic"):
+            raise self.arg_error(f"bin_spacing must be linear or logarithmic, got {a.bin_spacing!r}")
+        if a.logspace_start <= 0:
+            raise self.arg_error(f"logspace_start must be > 0, got {a.logspace_start}")
 
     def run(self) -> None:
         xs = _same_float_inputs(self)

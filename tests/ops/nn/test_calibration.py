@@ -247,3 +247,18 @@ def test_self_binning_histogram(spacing, data, bins):
     names = [f"X{i}" for i in range(len(xs))]
     op = CreateOperator("SelfBinningHistogram", names, ["V", "C"], num_bins=bins, bin_spacing=spacing)
     assert_reference_checks(op, xs, ref, threshold=1e-9)
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        ({"num_bins": 0}, "Number of bins must be greater than or equal to 1."),
+        ({"num_bins": 2, "bin_spacing": "cubic"}, "bin_spacing must be linear or logarithmic"),
+        ({"num_bins": 2, "logspace_start": 0.0}, "logspace_start must be > 0"),
+    ],
+)
+def test_self_binning_histogram_bad_arguments_name_caffe2s_check(args, message):
+    # Caffe2 enforces each argument with its own message; callers match the num_bins one.
+    with pytest.raises(RuntimeError, match=message) as info:
+        run_op_on(CreateOperator("SelfBinningHistogram", ["X"], ["V", "C"], **args), [np.ones(3)])
+    assert isinstance(info.value, FrameworkError)
