@@ -11,8 +11,9 @@ a reporter that writes one JSON line per test phase. The tree itself is never wr
 Outcomes per test: passed, failed, error (setup/teardown/collection, or the file timed out before the test
 ran), skipped, and ``legacy``: failed only because the test file itself uses an API that numpy or hypothesis
 removed since (``np.float``, ``np.asscalar``, ``np.unicode_``, ``np.sum(generator)``...,
-``settings(timeout=...)``, ``lists(average_size=...)``, ``@settings`` without ``@given``, a size-1 array used
-as a scalar or a Python int wrapped into int32 in the test's own code; likewise scipy's
+``settings(timeout=...)``, ``lists(average_size=...)``, ``@settings`` without ``@given``, one ``@given`` test
+run by several subclasses (hypothesis' ``differing_executors`` check), ``np.set_printoptions(threshold=np.nan)``,
+a size-1 array used as a scalar or a Python int wrapped into int32 in the test's own code; likewise scipy's
 ``scipy.misc.logsumexp``, ``interp2d``) or ``torch.ops._caffe2`` (a PyTorch build of Caffe2's ops), recognised
 by the failure's traceback. A file that does not import counts each test function it defines as one error (or
 legacy). Tests that need a GPU or MKL-DNN are skipped by Caffe2's own decorators on a CPU build, so they count
@@ -58,6 +59,8 @@ LEGACY_PATTERNS = {
     ),
     "inspect.getargspec removed (Python 3.11)": re.compile(r"module 'inspect' has no attribute 'getargspec'"),
     "torch.ops._caffe2": re.compile(r"'_caffe2' object has no attribute|torch\.ops\._caffe2"),
+    "numpy set_printoptions(threshold=nan) refused": re.compile(r"threshold must be non-NAN"),
+    "hypothesis HealthCheck.differing_executors": re.compile(r"HealthCheck\.differing_executors"),
 }
 
 # Written into the scratch folder; runs inside the pytest subprocess.
