@@ -289,3 +289,18 @@ def test_gradient_checker_get_loss_and_grad_2018_form():
     y = x @ w.T
     np.testing.assert_allclose(loss, 0.5 * np.sum(y**2), rtol=1e-6)
     np.testing.assert_allclose(grad, y @ w, rtol=1e-6)
+
+
+def test_gradient_checker_with_fewer_values_than_inputs_fails_to_run():
+    # Caffe2's CheckSimple feeds the values given, in order, into a workspace of its own: an input left
+    # without a value is missing when the op runs, a RuntimeError (tests catch that, e.g. NanCheck's).
+    from framework.caffe2.python import gradient_checker
+    from framework.errors import BlobNotFoundError
+
+    checker = gradient_checker.GradientChecker(stepsize=0.01, threshold=0.01)
+    op = core.CreateOperator("NanCheck", ["X", "other"], ["Y"])
+    with pytest.raises(RuntimeError, match="'other' has no value") as info:
+        checker.CheckSimple(op, [np.ones((2, 3), np.float32)], 0, [0])
+    assert isinstance(info.value, BlobNotFoundError)
+    ok, grad, estimate = checker.CheckSimple(op, [np.ones((2, 3), np.float32), np.ones(3, np.float32)], 0, [0])
+    assert ok and grad.shape == (2, 3)

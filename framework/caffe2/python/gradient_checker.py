@@ -15,6 +15,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from framework import core, workspace
+from framework.errors import BlobNotFoundError
 from framework.ops import testing as _testing
 
 
@@ -93,7 +94,15 @@ class GradientChecker:
         input_device_options: Any = None,
         ensure_outputs_are_inferred: bool = False,
     ) -> tuple[bool, np.ndarray, np.ndarray]:
-        """(passed, analytic gradient, numerical estimate) of input ``input_to_check``."""
+        """(passed, analytic gradient, numerical estimate) of input ``input_to_check``.
+
+        As Caffe2's, the checker runs in a workspace of its own fed with ``inputs`` in order; an op
+        with more inputs than values given fails to run (BlobNotFoundError, a RuntimeError)."""
+        if len(inputs) < len(op.input):
+            raise BlobNotFoundError(
+                f"{op.type}: input '{op.input[len(inputs)]}' has no value: the gradient checker feeds only the "
+                f"{len(inputs)} values given to the op's {len(op.input)} inputs, in a workspace of its own"
+            )
         op_def = core.CreateOperator(op.type, [], [])
         op_def.CopyFrom(op)
         op_def.device_option.CopyFrom(self._device_option)

@@ -47,7 +47,7 @@ class Range(Operator):
         nums = [v.reshape(()).item() for v in vals]
         start, stop, step = (0, nums[0], 1) if len(nums) == 1 else (nums[0], nums[1], nums[2] if len(nums) == 3 else 1)
         if step == 0:
-            raise ShapeError(f"{self.describe()}: step cannot be 0")
+            raise ShapeError(f"{self.describe()}: Step size cannot be 0.")
         out = np.arange(start, stop, step, dtype=vals[0].dtype)
         self.output(0, out.shape, out.dtype)[...] = out
 

@@ -25,6 +25,12 @@ def test_range(start, stop, step, n_inputs):
     assert out.tolist() == ref and out.dtype == np.int32
 
 
+def test_range_step_zero_is_caffe2s_enforce():
+    zero = [np.array(v, np.int32) for v in (0, 10, 0)]
+    with pytest.raises(FrameworkError, match=r"Step size cannot be 0\."):
+        run_op_on(CreateOperator("Range", ["a", "b", "c"], ["y"]), zero)
+
+
 def test_small_utilities():
     assert run_op_on(CreateOperator("SumInt", ["x"], ["y"]), [np.array([1, 2, 3], np.int32)])[0] == 6
     assert run_op_on(
