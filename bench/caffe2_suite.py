@@ -12,12 +12,12 @@ Outcomes per test: passed, failed, error (setup/teardown/collection, or the file
 ran), skipped, and ``legacy``: failed only because the test file itself uses an API that numpy or hypothesis
 removed since (``np.float``, ``np.asscalar``, ``np.unicode_``, ``np.sum(generator)``...,
 ``settings(timeout=...)``, ``lists(average_size=...)``, ``@settings`` without ``@given``, one ``@given`` test
-run by several subclasses (hypothesis' ``differing_executors`` check), ``np.set_printoptions(threshold=np.nan)``,
-a size-1 array used as a scalar or a Python int wrapped into int32 in the test's own code; likewise scipy's
-``scipy.misc.logsumexp``, ``interp2d``) or ``torch.ops._caffe2`` (a PyTorch build of Caffe2's ops), recognised
-by the failure's traceback. A file that does not import counts each test function it defines as one error (or
-legacy). Tests that need a GPU or MKL-DNN are skipped by Caffe2's own decorators on a CPU build, so they count
-as skipped.
+run by several subclasses (hypothesis' ``differing_executors`` check),
+``np.set_printoptions(threshold=np.nan)``, a list of slices used as an index, a size-1 array used as a scalar
+or a Python int wrapped into int32 in the test's own code; likewise scipy's ``scipy.misc.logsumexp``,
+``interp2d``) or ``torch.ops._caffe2`` (a PyTorch build of Caffe2's ops), recognised by the failure's
+traceback. A file that does not import counts each test function it defines as one error (or legacy). Tests
+that need a GPU or MKL-DNN are skipped by Caffe2's own decorators on a CPU build, so they count as skipped.
 
 Prints a table per file and the tree's totals, and writes the full results (with each failure's last
 error line) to ``--json`` (default ``/tmp/c2/results/<tree>-<suite>.json``).
@@ -143,15 +143,25 @@ _SCALAR_CONVERSION = re.compile(
     r"|Python integer -?\d+ out of bounds for u?int\d+"
 )
 _RAISED_AT = re.compile(r"^(\S+\.py):\d+: \w+", re.MULTILINE)
+# numpy >= 1.23 refuses a list of slices as an index (``x[[slice(None), slice(1, 2)]]``).
+_LIST_OF_SLICES = re.compile(r"only integers, slices \(`:`\), ellipsis \(`\.\.\.`\)")
+_FRAME = re.compile(r'File "([^"]+)", line \d+')
+
+
+def _raised_in_test_file(text: str) -> bool:
+    """True if the innermost frame of the traceback (pytest's or a hypothesis group's) is the test file's."""
+    where = _RAISED_AT.findall(text) or _FRAME.findall(text)
+    return bool(where) and where[-1].endswith("_test.py") and "framework/" not in where[-1]
 
 
 def legacy_reason(text: str) -> str | None:
     for name, pattern in LEGACY_PATTERNS.items():
         if pattern.search(text):
             return name
-    where = _RAISED_AT.findall(text)
-    if _SCALAR_CONVERSION.search(text) and where and where[-1].endswith("_test.py") and "framework/" not in where[-1]:
+    if _SCALAR_CONVERSION.search(text) and _raised_in_test_file(text):
         return "numpy 2 scalar conversion"
+    if _LIST_OF_SLICES.search(text) and _raised_in_test_file(text):
+        return "numpy list of slices as an index"
     return None
 
 

@@ -112,6 +112,12 @@ def test_classify_phases():
     wrap = "E   OverflowError: Python integer 3735928559 out of bounds for int32\n\nindex_hash_ops_test.py:31: Overf"
     assert caffe2_suite.legacy_reason(wrap + "lowError") == "numpy 2 scalar conversion"
     assert caffe2_suite.legacy_reason(in_framework) is None
+    slices = "IndexError: only integers, slices (`:`), ellipsis (`...`), numpy.newaxis (`None`) and integer"
+    frame = '    |   File "/tmp/x/utility_ops_test.py", line 49, in slice_ref\n'
+    group = f"{frame}    |     return [x[slc]]\n    | {slices}"
+    assert caffe2_suite.legacy_reason(group) == "numpy list of slices as an index"
+    ours = f'    |   File "/w/framework/ops/tensor/slice.py", line 9, in run\n    | {slices}'
+    assert caffe2_suite.legacy_reason(ours) is None
     assert tests["a"] == {"outcome": "error", "reason": "ValueError: boom"}
     assert tests["b"]["outcome"] == "legacy" and tests["b"]["reason"] == "torch.ops._caffe2"
     assert tests["c"]["outcome"] == "error"
