@@ -92,14 +92,29 @@ def activation_op(name: str, flops: float, *, args: Any = (), y_doc: str = Y_DOC
 
 class PointwiseGradient(Operator):
     """dX from same-shaped float inputs (some of X, Y, dY): run() checks them and sizes dX as the
-    last input; subclasses write ``grad(*inputs, dx)``."""
+    last input; subclasses write ``grad(*inputs, dx)``. With ``same_size`` (set by
+    ``pointwise_gradient``) the inputs need only hold as many elements as input 0, whose shape
+    they and dX take."""
+
+    same_size = False
 
     def run(self) -> None:
         ins = [float_input(self, i) for i in range(len(self.inputs))]
-        for i in range(1, len(ins)):
-            check_same_shape(self, 0, i, ins[0], ins[i])
-        last = ins[-1]
-        self.grad(*ins, self.output(0, last.shape, last.dtype))
+        if self.same_size:
+            for i in range(1, len(ins)):
+                if ins[i].size != ins[0].size:
+                    raise ShapeError(
+                        f"{self.describe()}: input {i} ('{self.input_names[i]}') holds {ins[i].size} elements "
+                        f"{list(ins[i].shape)} but input 0 ('{self.input_names[0]}') {ins[0].size} "
+                        f"{list(ins[0].shape)}; the sizes must be equal"
+                    )
+            ins = [ins[0]] + [x.reshape(ins[0].shape) for x in ins[1:]]
+            out = ins[0]
+        else:
+            for i in range(1, len(ins)):
+                check_same_shape(self, 0, i, ins[0], ins[i])
+            out = ins[-1]
+        self.grad(*ins, self.output(0, out.shape, out.dtype))
 
     def grad(self, *arrays: np.ndarray) -> None:
         raise NotImplementedError
@@ -110,7 +125,7 @@ def _snake(name: str) -> str:
 
 
 def pointwise_gradient(
-    forward: type, input_docs: list = Y_DY_DOCS, *, refuse_in_place: bool = False
+    forward: type, input_docs: list = Y_DY_DOCS, *, refuse_in_place: bool = False, same_size: bool = False
 ) -> Callable[[type], type]:
     """Class decorator registering ``<Forward>Gradient`` and the forward op's gradient maker.
 
@@ -118,7 +133,8 @@ def pointwise_gradient(
     dY (Y's gradient); the op writes dX, may overwrite dY in place, takes the forward op's
     arguments (the maker copies them), and its doc is the class docstring. With
     ``refuse_in_place`` the maker raises GradientError for an in-place forward op (whose X the
-    gradient needs but the op overwrote).
+    gradient needs but the op overwrote). With ``same_size`` (Caffe2 enforces only equal element
+    counts, e.g. SeluGradient) the inputs may differ in shape and dX is shaped as input 0.
     """
     fwd = forward.schema.type
     wiring = {"X": lambda g: g.I(0), "Y": lambda g: g.O(0), "dY": lambda g: g.GO(0)}
@@ -140,13 +156,14 @@ def pointwise_gradient(
             input_docs=input_docs,
             output_docs=[("dX", "gradient of X")],
             allow_inplace={(dy_index, 0)},
-            infer=same_as_input(len(input_docs) - 1),
+            infer=same_as_input(0 if same_size else len(input_docs) - 1),
             cost=pointwise_cost(2),
             category="activation",
             private=True,
             input_types="numeric",
-            same_shape=[tuple(range(len(input_docs)))],
+            same_shape=[] if same_size else [tuple(range(len(input_docs)))],
         )(cls)
+        cls.same_size = same_size
         # The gradient op reads the forward op's arguments: declare them so they parse without
         # "unknown argument" warnings.
         cls.schema.args = dict(forward.schema.args)

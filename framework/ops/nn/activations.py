@@ -322,9 +322,9 @@ class Selu(Activation):
         _exp_linear(x, y, scratch(self, "_tmp", x.shape, x.dtype), a.alpha * a.scale, a.scale)
 
 
-@pointwise_gradient(Selu)
+@pointwise_gradient(Selu, same_size=True)
 class SeluGradient(PointwiseGradient):
-    """dX = scale * dY where Y > 0, else dY * (Y + alpha * scale)."""
+    """dX = scale * dY where Y > 0, else dY * (Y + alpha * scale); dY needs only Y's size, dX takes Y's shape."""
 
     def grad(self, y: np.ndarray, dy: np.ndarray, dx: np.ndarray) -> None:
         alpha, scale = float(self.args.alpha), float(self.args.scale)

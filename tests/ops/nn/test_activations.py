@@ -273,3 +273,21 @@ def test_relu_gradient_compile_fast_path():
     ws.feed_blob("Y", np.array([3.0, -1.0, 2.0]))
     fast()
     np.testing.assert_array_equal(ws.fetch_blob("dX"), [5.0, 0.0, 7.0])
+
+
+@pytest.mark.parametrize("in_place", [False, True])
+def test_selu_gradient_needs_equal_sizes_only_and_shapes_dx_as_y(in_place):
+    # Caffe2's SeluGradient enforces dY.numel() == Y.numel() and writes dX shaped as Y.
+    alpha, scale = 1.3, 1.1
+    y = np.array([[[0.5, -0.4, 2.0], [-1.0, 0.1, -0.2]]], np.float32)  # (1, 2, 3)
+    dy = np.arange(1.0, 7.0, dtype=np.float32).reshape(2, 3)
+    out = "dY" if in_place else "dX"
+    op = CreateOperator("SeluGradient", ["Y", "dY"], [out], alpha=alpha, scale=scale)
+    ws, _ = run_fed(op, {"Y": y, "dY": dy})
+    flat_y, flat_dy = y.reshape(-1).astype(np.float64), dy.reshape(-1).astype(np.float64)
+    expected = np.array([scale * g if v > 0 else g * (v + alpha * scale) for v, g in zip(flat_y, flat_dy)])
+    got = ws.fetch_blob(out)
+    assert got.shape == y.shape
+    np.testing.assert_allclose(got.reshape(-1), expected, rtol=1e-6)
+    with pytest.raises(ShapeError, match="sizes must be equal"):
+        run_fed(op, {"Y": y, "dY": np.ones(5, np.float32)})
