@@ -13,11 +13,12 @@ ran), skipped, and ``legacy``: failed only because the test file itself uses an 
 removed since (``np.float``, ``np.asscalar``, ``np.unicode_``, ``np.sum(generator)``...,
 ``settings(timeout=...)``, ``lists(average_size=...)``, ``@settings`` without ``@given``, one ``@given`` test
 run by several subclasses (hypothesis' ``differing_executors`` check),
-``np.set_printoptions(threshold=np.nan)``, a list of slices used as an index, a size-1 array used as a scalar
-or a Python int wrapped into int32 in the test's own code; likewise scipy's ``scipy.misc.logsumexp``,
-``interp2d``) or ``torch.ops._caffe2`` (a PyTorch build of Caffe2's ops), recognised by the failure's
-traceback. A file that does not import counts each test function it defines as one error (or legacy). Tests
-that need a GPU or MKL-DNN are skipped by Caffe2's own decorators on a CPU build, so they count as skipped.
+``np.set_printoptions(threshold=np.nan)``, a list of slices or a float array used as an index, a size-1 array
+used as a scalar or a Python int wrapped into int32 in the test's own code; likewise scipy's
+``scipy.misc.logsumexp``, ``interp2d``) or ``torch.ops._caffe2`` (a PyTorch build of Caffe2's ops), recognised
+by the failure's traceback. A file that does not import counts each test function it defines as one error (or
+legacy). Tests that need a GPU or MKL-DNN are skipped by Caffe2's own decorators on a CPU build, so they count
+as skipped.
 
 Prints a table per file and the tree's totals, and writes the full results (with each failure's last
 error line) to ``--json`` (default ``/tmp/c2/results/<tree>-<suite>.json``).
@@ -148,9 +149,15 @@ _LIST_OF_SLICES = re.compile(r"only integers, slices \(`:`\), ellipsis \(`\.\.\.
 _FRAME = re.compile(r'File "([^"]+)", line \d+')
 
 
+# numpy >= 1.19 refuses a float array as an index, even an empty one (``np.delete(x, np.array([]))``).
+_FLOAT_INDEX = re.compile(r"arrays used as indices must be of integer \(or boolean\) type")
+
+
 def _raised_in_test_file(text: str) -> bool:
-    """True if the innermost frame of the traceback (pytest's or a hypothesis group's) is the test file's."""
+    """True if the innermost frame of the traceback (pytest's or a hypothesis group's) outside numpy
+    is the test file's."""
     where = _RAISED_AT.findall(text) or _FRAME.findall(text)
+    where = [w for w in where if "/numpy/" not in w]
     return bool(where) and where[-1].endswith("_test.py") and "framework/" not in where[-1]
 
 
@@ -162,6 +169,8 @@ def legacy_reason(text: str) -> str | None:
         return "numpy 2 scalar conversion"
     if _LIST_OF_SLICES.search(text) and _raised_in_test_file(text):
         return "numpy list of slices as an index"
+    if _FLOAT_INDEX.search(text) and _raised_in_test_file(text):
+        return "numpy float array as an index"
     return None
 
 

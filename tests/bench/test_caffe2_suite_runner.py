@@ -118,6 +118,12 @@ def test_classify_phases():
     assert caffe2_suite.legacy_reason(group) == "numpy list of slices as an index"
     ours = f'    |   File "/w/framework/ops/tensor/slice.py", line 9, in run\n    | {slices}'
     assert caffe2_suite.legacy_reason(ours) is None
+    floats = "E   IndexError: arrays used as indices must be of integer (or boolean) type"
+    numpy_frame = "\n\n/v/site-packages/numpy/lib/_function_base_impl.py:5377: IndexError"
+    in_reference = "sequence_ops_test.py:269: in op_ref\n    np.delete(data, idx)\n" + floats + numpy_frame
+    assert caffe2_suite.legacy_reason(in_reference) == "numpy float array as an index"
+    in_op = "/w/framework/ops/sparse/partition.py:19: in run\n" + floats + numpy_frame
+    assert caffe2_suite.legacy_reason(in_op) is None
     assert tests["a"] == {"outcome": "error", "reason": "ValueError: boom"}
     assert tests["b"]["outcome"] == "legacy" and tests["b"]["reason"] == "torch.ops._caffe2"
     assert tests["c"]["outcome"] == "error"
