@@ -43,3 +43,23 @@ def test_text_file_to_queue_to_consumer(tmp_path):
     plan.AddStep(core.execution_step("run", [producer, consumer], concurrent_substeps=True))
     workspace.RunPlan(plan)
     assert workspace.FetchBlob("seen").tolist() == [x for _, x in rows]
+
+
+def test_text_file_reader_takes_str_fields_as_caffe2_does(tmp_path):
+    # Caffe2 maps each field's dtype through schema.data_type_for_dtype: Scalar(dtype=str) is a STRING field.
+    workspace.ResetWorkspace(str(tmp_path))
+    rows = [("a", "b", 0.5), ("c", "d", -2.25)]
+    (tmp_path / "r.tsv").write_text("".join("\t".join(str(v) for v in r) + "\n" for r in rows))
+    s = schema.Struct(
+        ("f1", schema.Scalar(dtype=str)), ("f2", schema.Scalar(dtype=np.str_)), ("f3", schema.Scalar(np.float32))
+    )
+    init = core.Net("tr_init")
+    reader = TextFileReader(init, str(tmp_path / "r.tsv"), s, batch_size=5)
+    workspace.RunNetOnce(init)
+    read = core.Net("tr_read")
+    _, fields = reader.read(read)
+    workspace.RunNetOnce(read)
+    got = [workspace.FetchBlob(f) for f in fields]
+    assert [v.decode() if isinstance(v, bytes) else v for v in got[0]] == ["a", "c"]
+    assert [v.decode() if isinstance(v, bytes) else v for v in got[1]] == ["b", "d"]
+    np.testing.assert_allclose(got[2], [0.5, -2.25])
