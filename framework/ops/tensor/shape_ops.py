@@ -44,10 +44,12 @@ def _shape_error(op: Operator, msg: str) -> ShapeError:
 # -- Reshape ------------------------------------------------------------------------------
 def reshape_dims(old: Sequence[int], requested: Sequence[int]) -> tuple:
     """Caffe2's Reshape rule: 0 copies the input dim at that position (a 0 past the input's rank stays
-    0), one -1 is inferred. A tensor with elements cannot become empty; an empty one infers -1 as 0.
-    Departure: an empty input reshaped to a non-empty shape is an error (Caffe2 does not check it and
-    hands out a tensor over no data)."""
+    0), one -1 is inferred. A tensor with elements cannot become empty; an empty one keeps its 0s as 0
+    (Caffe2 copies dims only for a non-empty input, so Reshape's gradient of a [0] -> [1, 0] reshape
+    gives back [0]) and infers -1 as 0. Departure: an empty input reshaped to a non-empty shape is an
+    error (Caffe2 does not check it and hands out a tensor over no data)."""
     new = list(requested)
+    total = math.prod(old)
     unknown = -1
     for k, d in enumerate(new):
         if d == -1:
@@ -55,11 +57,10 @@ def reshape_dims(old: Sequence[int], requested: Sequence[int]) -> tuple:
                 raise ValueError(f"shape {list(requested)} has more than one missing (-1) dimension")
             unknown = k
         elif d == 0:
-            if k < len(old):
+            if k < len(old) and total != 0:
                 new[k] = old[k]
         elif d < 0:
             raise ValueError(f"shape {list(requested)} has a negative dimension {d}")
-    total = math.prod(old)
     known = math.prod(d for k, d in enumerate(new) if k != unknown)
     if total == 0:
         if unknown >= 0:

@@ -95,6 +95,9 @@ def test_reshape_empty_and_int():
         ((4, 2, 1), [0, -1, 0], (4, 2, 1)),
         ((4, 3, 2), [-1, 0], (8, 3)),
         ((), [1, -1], (1, 1)),
+        # Caffe2 copies dims for 0s only when the input has elements: an empty input keeps them 0
+        ((1, 0), [0], (0,)),  # the gradient of reshaping a [0] tensor to [1, -1]
+        ((3, 0), [0, 5], (0, 5)),
     ],
 )
 @pytest.mark.parametrize("from_input", [False, True])
@@ -276,3 +279,15 @@ def test_reshape_empty_input_to_a_non_empty_shape_is_refused():
     op = CreateOperator("Reshape", ["X"], ["Y", "old"], shape=[3])
     with pytest.raises(ShapeError, match="does not agree with the empty input"):
         run_fed(op, {"X": np.zeros((0,), np.float32)})
+
+
+def test_reshape_gradient_of_an_empty_tensor_gives_its_shape_back():
+    ws = Workspace()
+    ws.feed_blob("X", np.zeros((0,), np.float32))
+    fwd = CreateOperator("Reshape", ["X"], ["Y", "old"], shape=[1, -1])
+    create_operator(fwd, ws).run()
+    assert ws.fetch_blob("Y").shape == (1, 0)
+    (gop,), g_in = get_gradient_for_op(fwd, ["dY", None])
+    ws.feed_blob("dY", np.zeros((1, 0), np.float32))
+    create_operator(gop, ws).run()
+    assert ws.fetch_blob(g_in[0]).shape == (0,)
