@@ -98,11 +98,23 @@ class BatchOneHot(Operator):
         ("BOUNDARIES", "sorted per column"),
     ],
     output_docs=[("ONE_HOT", "float N x sum(LENGTHS + 1)")],
-    infer=lambda args, ins: [TensorSpec((ins[0].shape[0] if ins[0].shape else None, None), F32)],
+    # N x (len(LENGTHS) + len(BOUNDARIES)), from the shapes alone as Caffe2 infers it
+    infer=lambda args, ins: [
+        TensorSpec(
+            (
+                ins[0].shape[0] if ins[0].shape else None,
+                ins[1].shape[0] + ins[2].shape[0] if ins[1].shape and ins[2].shape else None,
+            ),
+            F32,
+        )
+    ],
     category="sparse",
 )
 class BatchBucketOneHot(Operator):
-    """Each column of DATA bucketized by its boundaries (right-inclusive buckets), then one-hot."""
+    """Each column of DATA bucketized by its boundaries (right-inclusive buckets), then one-hot. A value
+    equal to a boundary repeated r times takes the middle of the buckets it touches: the mean of its
+    lower and upper bound positions, rounded down (Caffe2 2020; the 2018 kernel took the lower bound,
+    the same bucket whenever the boundaries are distinct)."""
 
     def run(self) -> None:
         flat, lengths = _columns(self)
@@ -118,7 +130,10 @@ class BatchBucketOneHot(Operator):
         b0, o0 = 0, 0
         rows = np.arange(flat.shape[0])
         for j, n in enumerate(lengths.tolist()):
-            bucket = np.searchsorted(bounds[b0 : b0 + n], flat[:, j], side="left")
+            col = bounds[b0 : b0 + n]
+            bucket = (
+                np.searchsorted(col, flat[:, j], side="left") + np.searchsorted(col, flat[:, j], side="right")
+            ) // 2
             out[rows, o0 + bucket] = 1.0
             b0, o0 = b0 + n, o0 + n + 1
 

@@ -121,16 +121,14 @@ def test_batch_bucket_one_hot_random(data):
     for i in range(n):
         off = 0
         for j, b in enumerate(bounds):
-            bucket = next((k for k, v in enumerate(b) if x[i, j] <= v), len(b))  # (b_k-1, b_k]
-            ref[i, off + bucket] = 1
+            # (b_k-1, b_k]; a value equal to a boundary repeated r times lands in the middle of the r + 1
+            # buckets it touches (Caffe2 2020: the mean of lower_bound and upper_bound, rounded down)
+            below = sum(1 for v in b if v < x[i, j])
+            at_most = sum(1 for v in b if v <= x[i, j])
+            ref[i, off + (below + at_most) // 2] = 1
             off += len(b) + 1
     op = CreateOperator("BatchBucketOneHot", ["x", "l", "b"], ["y"])
-    assert_reference_checks(
-        op,
-        [x, np.array(lengths, np.int32), np.array(sum(bounds, []), np.float32)],
-        lambda *_: ref,
-        check_inference=False,
-    )
+    assert_reference_checks(op, [x, np.array(lengths, np.int32), np.array(sum(bounds, []), np.float32)], lambda *_: ref)
     vals = np.array(sum(bounds, []), np.float32)
     ref2 = np.concatenate([(x[:, [j]] == np.array(b, np.float32)[None, :]) for j, b in enumerate(bounds)], axis=1)
     assert_reference_checks(
