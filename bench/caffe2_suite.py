@@ -12,7 +12,7 @@ Outcomes per test: passed, failed, error (setup/teardown/collection, or the file
 ran), skipped, and ``legacy``: failed only because the test file itself uses an API that numpy or hypothesis
 removed since (``np.float``, ``np.asscalar``, ``np.unicode_``, ``np.sum(generator)``...,
 ``settings(timeout=...)``, ``lists(average_size=...)``, ``@settings`` without ``@given``, one ``@given`` test
-run by several subclasses (hypothesis' ``differing_executors`` check),
+run by several subclasses (hypothesis' ``differing_executors`` check), ``@example`` given strategies,
 ``np.set_printoptions(threshold=np.nan)``, a list of slices or a float array used as an index, a size-1 array
 used as a scalar or a Python int wrapped into int32 in the test's own code; likewise scipy's
 ``scipy.misc.logsumexp``, ``interp2d``) or ``torch.ops._caffe2`` (a PyTorch build of Caffe2's ops), recognised
@@ -62,6 +62,7 @@ LEGACY_PATTERNS = {
     "torch.ops._caffe2": re.compile(r"'_caffe2' object has no attribute|torch\.ops\._caffe2"),
     "numpy set_printoptions(threshold=nan) refused": re.compile(r"threshold must be non-NAN"),
     "hypothesis HealthCheck.differing_executors": re.compile(r"HealthCheck\.differing_executors"),
+    "hypothesis @example given strategies": re.compile(r"@example\(\) decorator expects to be passed values"),
 }
 
 # Written into the scratch folder; runs inside the pytest subprocess.

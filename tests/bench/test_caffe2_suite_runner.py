@@ -102,6 +102,7 @@ def test_classify_phases():
         "E   AttributeError: module 'inspect' has no attribute 'getargspec'",
         "E   hypothesis.errors.InvalidArgument: Using `@settings` on a test without `@given` is completely pointless.",
         "E   ValueError: threshold must be non-NAN, try sys.maxsize for untruncated representation",
+        "E   hypothesis.errors.HypothesisWarning: The @example() decorator expects to be passed values, but you",
         "E   hypothesis.errors.FailedHealthCheck: ... HealthCheck.differing_executors warns about a correctness issue",
     ):
         assert caffe2_suite.legacy_reason(text) is not None
