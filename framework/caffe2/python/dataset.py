@@ -117,7 +117,11 @@ class Dataset:
         self.schema = fields if isinstance(fields, Field) else Struct(*fields)
         self.fields = self.schema.field_names()
         self.name = name or "dataset"
-        self.field_blob_names = [f"{self.name}:{n}" for n in self.schema.field_names()]
+        # a record that already names its blobs (e.g. a ConstRecord) is the dataset's content, as Caffe2's
+        has_blobs = isinstance(fields, Field) and fields.has_blobs()
+        self.field_blob_names = (
+            [str(b) for b in fields.field_blobs()] if has_blobs else [f"{self.name}:{n}" for n in self.fields]
+        )
 
     def field_names(self) -> list[str]:
         return self.schema.field_names()
@@ -162,10 +166,11 @@ class Dataset:
     def _cursor(self, init_net: Any, cursor_name: str | None) -> str:
         """The cursor blob: a CreateTreeCursor added to ``init_net``, or run at once with no net."""
         cursor = cursor_name or f"{self.name}_cursor"
-        op = core.CreateOperator("CreateTreeCursor", [], [cursor], fields=self.field_names())
         if init_net is not None:
-            init_net.Proto().op.add().CopyFrom(op)
+            # a Net or NetBuilder's ``ops``
+            init_net.CreateTreeCursor([], [cursor], fields=self.field_names())
         else:
+            op = core.CreateOperator("CreateTreeCursor", [], [cursor], fields=self.field_names())
             from framework import workspace
 
             workspace.RunOperatorOnce(op)
