@@ -46,7 +46,10 @@ OUT_OF_SCOPE = {
 NOTES = {
     "_import_c_extension": "no native extension: everything is Python",
     "dyndep": "a missing path is ignored as in Caffe2; an existing C++ library is refused, never loaded",
-    "checkpoint": "this framework's own checkpoint API (Caffe2's CheckpointManager, JobRunner... are not there)",
+    "checkpoint": (
+        "Caffe2's Job, CheckpointManager, MultiNodeCheckpointManager, JobRunner (both trees' spellings); "
+        "our own save/load API stays `framework.checkpoint`"
+    ),
 }
 
 

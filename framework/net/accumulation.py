@@ -23,9 +23,18 @@ from framework.ops.gradient import GradientSlice
 from framework.proto.args import make_argument
 from framework.proto.framework_pb2 import DeviceOption, OperatorDef
 
-__all__ = ["IS_AUTO_GEN_SUM_OPS_TAG", "DenseGrad", "Generators", "SparseGrad", "accumulate"]
+__all__ = [
+    "IS_AUTO_GEN_SUM_OPS_TAG",
+    "ONLY_KEEP_IS_AUTO_GEN_SUM_OPS_TAG",
+    "DenseGrad",
+    "Generators",
+    "SparseGrad",
+    "accumulate",
+]
 
 IS_AUTO_GEN_SUM_OPS_TAG = "is_auto_gen_sum_ops"
+ONLY_KEEP_IS_AUTO_GEN_SUM_OPS_TAG = "only_keep_is_auto_gen_sum_ops_tag"
+_ONLY_KEEP_TAG = f"{ONLY_KEEP_IS_AUTO_GEN_SUM_OPS_TAG}:1"
 
 
 @dataclass
@@ -91,8 +100,11 @@ def accumulate(fwd: ForwardVersions, generators: Generators, fwd_idx: int) -> tu
             ops, g = _dense_sum(gens, base)
         else:
             ops, g = _sparse_sum(gens, base)
+        # as Caffe2: a producer tagged only_keep_is_auto_gen_sum_ops_tag:1 asks for a sum on the default
+        # device carrying only the auto-gen tag; otherwise the sum runs on the producers' device option
+        keep_only_tag = any(g.device is not None and _ONLY_KEEP_TAG in g.device.extra_info for g in gens)
         for op in ops:
-            if gens[0].device is not None:
+            if gens[0].device is not None and not keep_only_tag:
                 op.device_option.CopyFrom(gens[0].device)
             op.device_option.extra_info.append(f"{IS_AUTO_GEN_SUM_OPS_TAG}:1")
         sum_ops.extend(ops)

@@ -163,6 +163,7 @@ OP_FAMILIES = {
     "CubeGradient": ("math",),
     "DBExists": ("io",),
     "DataCouple": ("tensor",),
+    "DecayAdagrad": ("sparse",),
     "DeformConv": ("nn",),
     "DeformConvGradient": ("nn",),
     "DenseVectorToIdList": ("sparse",),

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from framework.net.accumulation import IS_AUTO_GEN_SUM_OPS_TAG
+from framework.net.accumulation import IS_AUTO_GEN_SUM_OPS_TAG, ONLY_KEEP_IS_AUTO_GEN_SUM_OPS_TAG
 from framework.net.backward import AUTOGEN_GRAD_SUFFIX, _BackwardPass
 from framework.proto.framework_pb2 import OperatorDef
 
@@ -26,7 +26,7 @@ class IR:
 
     AUTOGEN_GRAD_SUFFIX = AUTOGEN_GRAD_SUFFIX
     IS_AUTO_GEN_SUM_OPS_TAG = IS_AUTO_GEN_SUM_OPS_TAG
-    ONLY_KEEP_IS_AUTO_GEN_SUM_OPS_TAG = "only_keep_is_auto_gen_sum_ops_tag"
+    ONLY_KEEP_IS_AUTO_GEN_SUM_OPS_TAG = ONLY_KEEP_IS_AUTO_GEN_SUM_OPS_TAG
 
     def __init__(self, operators: Iterable[OperatorDef]) -> None:
         self._ops = list(operators)

@@ -53,12 +53,25 @@ class DatasetReader(Reader):
     """Reads batches of ``batch_size`` records through a TreeCursor (see module doc); each read
     net gets its own output blobs, so several threads can read one cursor (it has a lock)."""
 
-    def __init__(self, dataset: Dataset, cursor: str, batch_size: int, enforce_batch_size: bool) -> None:
+    def __init__(
+        self, dataset: Dataset, cursor: str, batch_size: int, enforce_batch_size: bool, created: bool = True
+    ) -> None:
         super().__init__(dataset.schema)
         self.dataset, self.cursor = dataset, cursor
         self.batch_size, self.enforce_batch_size = batch_size, enforce_batch_size
+        self._cursor_created = created
+
+    def setup_ex(self, init_net: Any, finish_net: Any) -> None:
+        """Create the cursor in ``init_net`` unless ``Dataset.reader`` was given an init net (Caffe2)."""
+        if not self._cursor_created:
+            init_net.CreateTreeCursor([], [self.cursor], fields=self.dataset.field_names())
+            self._cursor_created = True
 
     def read(self, read_net: Any) -> tuple[Any, list[Any]]:
+        if not self._cursor_created:
+            # read without setup (Caffe2 refuses): the cursor is made at once in the current workspace
+            self.dataset._cursor(None, self.cursor)
+            self._cursor_created = True
         prefix = f"{read_net.Name()}/{self.dataset.name}/read"
         names = [f"{prefix}/{n.replace(':', '_')}" for n in self.dataset.field_names()]
         read_net.ReadNextBatch(
@@ -117,7 +130,16 @@ class Dataset:
         self.schema = fields if isinstance(fields, Field) else Struct(*fields)
         self.fields = self.schema.field_names()
         self.name = name or "dataset"
-        self.field_blob_names = [f"{self.name}:{n}" for n in self.schema.field_names()]
+        # a record that already names its blobs (e.g. a ConstRecord) is the dataset's content, as Caffe2's
+        # (only BlobReferences: a record of numpy values describes types, not blobs)
+        has_blobs = (
+            isinstance(fields, Field)
+            and fields.has_blobs()
+            and all(isinstance(b, core.BlobReference) for b in fields.field_blobs())
+        )
+        self.field_blob_names = (
+            [str(b) for b in fields.field_blobs()] if has_blobs else [f"{self.name}:{n}" for n in self.fields]
+        )
 
     def field_names(self) -> list[str]:
         return self.schema.field_names()
@@ -133,23 +155,36 @@ class Dataset:
 
     def init_empty(self, init_net: Any) -> None:
         """Add ops to ``init_net`` creating every field blob empty: shape [0] plus the field's own item
-        shape (``(np.float32, 3)`` gives [0, 3]), of the field's element type."""
+        shape (``(np.float32, 3)`` gives [0, 3]), of the field's element type (float [0] for a type with
+        no TensorProto type, e.g. np.void, as Caffe2)."""
+        created = []
         for blob, dtype in zip(self.field_blob_names, self.field_types()):
-            dtype = np.dtype(dtype)
-            # strings of any numpy spelling (object, str, bytes) are Caffe2's STRING
-            proto_type = TensorProto.STRING if dtype.base.kind in "OUS" else _PROTO_TYPES.get(dtype.base)
-            if proto_type is None:
-                raise ValueError(f"field type {dtype} has no TensorProto type")
-            shape = [0, *dtype.shape]
-            if proto_type == TensorProto.STRING:
-                init_net.GivenTensorStringFill([], [blob], shape=shape, values=[])
-            else:
-                init_net.ConstantFill([], [blob], shape=shape, dtype=proto_type)
+            created.append(self._init_empty_field(init_net, blob, np.dtype(dtype)))
+        # the blobs the net made (a NameScope prefixes them), as Caffe2's InitEmptyRecord record
+        self.field_blob_names = [str(b) for b in created]
+
+    @staticmethod
+    def _init_empty_field(init_net: Any, blob: str, dtype: np.dtype) -> Any:
+        """The op making one empty field blob; returns its output."""
+        # strings of any numpy spelling (object, str, bytes) are Caffe2's STRING
+        proto_type = TensorProto.STRING if dtype.base.kind in "OUS" else _PROTO_TYPES.get(dtype.base)
+        if proto_type is None:
+            # as Caffe2's InitEmptyRecord: a type with no TensorProto type (np.void: the field types of
+            # a dataset made from raw names) gets the default empty float blob; writing fills it
+            return init_net.ConstantFill([], [blob], shape=[0])
+        shape = [0, *dtype.shape]
+        if proto_type == TensorProto.STRING:
+            return init_net.GivenTensorStringFill([], [blob], shape=shape, values=[])
+        return init_net.ConstantFill([], [blob], shape=shape, dtype=proto_type)
 
     def reader(self, init_net: Any = None, cursor_name: str | None = None, batch_size: int = 1,
                enforce_batch_size: bool = False) -> DatasetReader:  # fmt: skip
-        """A reader; its TreeCursor is created by ``init_net`` (or at once, with no net)."""
-        return DatasetReader(self, self._cursor(init_net, cursor_name), batch_size, enforce_batch_size)
+        """A reader; its TreeCursor is created by ``init_net``, else by the net its ``setup_ex`` is given
+        (a pipe's init net), else at once in the current workspace on the first ``read``."""
+        if init_net is not None:
+            return DatasetReader(self, self._cursor(init_net, cursor_name), batch_size, enforce_batch_size)
+        cursor = cursor_name or f"{self.name}_cursor"
+        return DatasetReader(self, cursor, batch_size, enforce_batch_size, created=False)
 
     def random_reader(
         self, init_net: Any = None, indices: Any = None, cursor_name: str | None = None, batch_size: int = 1,
@@ -162,10 +197,11 @@ class Dataset:
     def _cursor(self, init_net: Any, cursor_name: str | None) -> str:
         """The cursor blob: a CreateTreeCursor added to ``init_net``, or run at once with no net."""
         cursor = cursor_name or f"{self.name}_cursor"
-        op = core.CreateOperator("CreateTreeCursor", [], [cursor], fields=self.field_names())
         if init_net is not None:
-            init_net.Proto().op.add().CopyFrom(op)
+            # a Net or NetBuilder's ``ops``
+            init_net.CreateTreeCursor([], [cursor], fields=self.field_names())
         else:
+            op = core.CreateOperator("CreateTreeCursor", [], [cursor], fields=self.field_names())
             from framework import workspace
 
             workspace.RunOperatorOnce(op)

@@ -41,7 +41,12 @@ from framework.caffe2.python.optimizers.base import (
     Optimizer,
     optimizer_instance_count,
 )
-from framework.caffe2.python.optimizers.moments import AdamOptimizer, RmsPropOptimizer, YellowFinOptimizer
+from framework.caffe2.python.optimizers.moments import (
+    AdamOptimizer,
+    DecayAdagradOptimizer,
+    RmsPropOptimizer,
+    YellowFinOptimizer,
+)
 from framework.caffe2.python.optimizers.sgd import (
     FP16SgdOptimizer,
     MultiPrecisionSgdOptimizer,
@@ -61,6 +66,7 @@ __all__ = [
     "AdagradOptimizer",
     "AdamOptimizer",
     "AuxOptimizerParams",
+    "DecayAdagradOptimizer",
     "FP16SgdOptimizer",
     "FtrlOptimizer",
     "GFtrlOptimizer",
@@ -73,6 +79,7 @@ __all__ = [
     "WngradOptimizer",
     "YellowFinOptimizer",
     "add_weight_decay",
+    "build_decay_adagrad",
     "build_adadelta",
     "build_adagrad",
     "build_adam",
@@ -305,6 +312,20 @@ def build_adam(
     _with_decay(model, weight_decay)
     return _build(
         model, AdamOptimizer(alpha=base_learning_rate, **kwargs), max_gradient_norm=max_gradient_norm,
+        allow_lr_injection=allow_lr_injection,
+    )  # fmt: skip
+
+
+def build_decay_adagrad(
+    model: Any,
+    base_learning_rate: float,
+    max_gradient_norm: float | None = None,
+    allow_lr_injection: bool = False,
+    **kwargs: Any,
+) -> Optimizer:
+    """DecayAdagrad on every parameter (Caffe2 2020's builder; SparseAdagrad for sparse gradients)."""
+    return _build(
+        model, DecayAdagradOptimizer(alpha=base_learning_rate, **kwargs), max_gradient_norm=max_gradient_norm,
         allow_lr_injection=allow_lr_injection,
     )  # fmt: skip
 

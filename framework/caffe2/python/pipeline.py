@@ -114,22 +114,26 @@ def _init_output(output: Any, capacity: int | None, init_net: Any, exit_net: Any
 
 def pipe(
     input: Any, output: Any = None, num_threads: int = 1, processor: Any = None, name: str | None = None,
-    capacity: int | None = None, group: TaskGroup | None = None,
+    capacity: int | None = None, group: TaskGroup | None = None, num_runtime_threads: int = 1,
 ) -> Any:  # fmt: skip
-    """Pipe ``input`` into ``output`` through ``processor`` on ``num_threads`` threads (module doc);
-    returns the output queue when one was created (or the reader with ``num_threads=0``)."""
-    result, _ = _pipe_step(input, output, num_threads, processor, name, capacity, group)
+    """Pipe ``input`` into ``output`` through ``processor`` on ``num_threads`` threads, or on
+    ``num_runtime_threads`` concurrent instances of one thread's loop (module doc); returns the output
+    queue when one was created (or the reader with ``num_threads=0`` / ``num_runtime_threads=0``)."""
+    result, _ = _pipe_step(input, output, num_threads, processor, name, capacity, group, None, num_runtime_threads)
     return result
 
 
 def pipe_and_output(
     input: Any, output: Any = None, num_threads: int = 1, processor: Any = None, name: str | None = None,
     capacity: int | None = None, group: TaskGroup | None = None, final_outputs: Any = None,
+    num_runtime_threads: int = 1,
 ) -> tuple[Any, Any]:  # fmt: skip
     """As ``pipe``, also returning the TaskOutput of ``final_outputs`` (fetch it after the run)."""
-    if num_threads <= 0:
-        raise ValueError("pipe_and_output needs num_threads > 0")
-    result, task = _pipe_step(input, output, num_threads, processor, name, capacity, group, final_outputs)
+    if num_threads <= 0 or num_runtime_threads <= 0:
+        raise ValueError("pipe_and_output needs num_threads > 0 and num_runtime_threads > 0")
+    result, task = _pipe_step(
+        input, output, num_threads, processor, name, capacity, group, final_outputs, num_runtime_threads
+    )
     out = None
     if final_outputs is not None:
         out = task.outputs()
@@ -141,7 +145,10 @@ def pipe_and_output(
 def _pipe_step(
     input: Any, output: Any = None, num_threads: int = 1, processor: Any = None, name: str | None = None,
     capacity: int | None = None, group: TaskGroup | None = None, final_outputs: Any = None,
+    num_runtime_threads: int = 1,
 ) -> tuple[Any, Any]:  # fmt: skip
+    if num_threads > 1 and num_runtime_threads > 1:
+        raise ValueError("Only one of num_threads or num_runtime_threads must be set.")
     if isinstance(input, Reader):
         reader = input
     elif hasattr(input, "reader"):
@@ -150,7 +157,7 @@ def _pipe_step(
         raise ValueError("in must be a reader, queue or stream.")
     if processor is not None:
         reader = ProcessingReader(reader, processor)
-    if num_threads == 0:
+    if num_threads == 0 or num_runtime_threads == 0:
         if output is not None:
             raise ValueError("num_threads=0 returns a reader; output must be None")
         return reader, None
@@ -160,6 +167,8 @@ def _pipe_step(
         name = f"pipe_into:{processor_name(output)}"
     if name is None:
         name = f"pipe_from:{processor_name(input)}"
+    if num_runtime_threads > 1:
+        return _runtime_threads_task(name, group, final_outputs, reader, num_runtime_threads, output, capacity)
 
     with Task(name=name, group=group, outputs=final_outputs) as task:
         global_init_net, global_exit_net = core.Net("init"), core.Net("exit")
@@ -184,6 +193,36 @@ def _pipe_step(
         ops.net(global_init_net)
         ops.net(core.execution_step("body", steps, concurrent_substeps=True))
         ops.net(global_exit_net)
+    return out_queue, task
+
+
+def _runtime_threads_task(
+    name: str, group: Any, final_outputs: Any, reader: Any, num_instances: int, output: Any, capacity: Any
+) -> tuple[Any, Any]:
+    """One thread's read-process-write loop run as ``num_instances`` concurrent instances of the Task
+    (each in its own child workspace, as Caffe2's runtime threads): the reader's and writer's global
+    setup runs once per task, their per-thread setup once per instance."""
+    with Task(name=name, group=group, outputs=final_outputs, num_instances=num_instances) as task:
+        global_init_net, global_exit_net = core.Net("pipe:init"), core.Net("pipe:exit")
+        reader.setup_ex(global_init_net, global_exit_net)
+        init_net, exit_net = core.Net("pipe:instance:init"), core.Net("pipe:instance:exit")
+        read_nets, status, rec = reader.read_record_ex(init_net, exit_net)
+        # each instance starts with its own "not stopped" status
+        init_net.ConstantFill([], [status], shape=[], value=False, dtype=core.DataType.BOOL)
+        out_queue, write_nets = None, []
+        if rec is not None:
+            schema = rec if isinstance(rec, Field) else None
+            out_queue, writer = _init_output(output, capacity, global_init_net, global_exit_net, schema)
+            write_nets = writer.write_record_ex(rec, init_net, exit_net, status)
+        with ops.task_init():
+            ops.net(global_init_net)
+        with ops.task_instance_init():
+            ops.net(init_net)
+        ops.net(core.execution_step("body", list(read_nets) + list(write_nets), should_stop_blob=status))
+        with ops.task_instance_exit():
+            ops.net(exit_net)
+        with ops.task_exit():
+            ops.net(global_exit_net)
     return out_queue, task
 
 

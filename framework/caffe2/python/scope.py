@@ -57,10 +57,15 @@ def EmptyNameScope() -> Iterator[None]:  # noqa: N802
 def DeviceScope(scope: Any, node_name: str | None = None) -> Iterator[None]:  # noqa: N802
     """Make ``scope`` (a DeviceOption) the default for ops created in the block.
 
-    ``node_name`` is set if given, else inherited from the enclosing scope.
+    ``node_name`` is set if given, else inherited from the enclosing scope. A falsy ``scope`` (None, 0)
+    gives a default DeviceOption carrying only ``node_name`` (or clears the scope without one).
     """
     from framework.proto.framework_pb2 import DeviceOption
 
+    if not isinstance(scope, DeviceOption):
+        if scope:
+            raise TypeError(f"DeviceScope(scope) argument must be a DeviceOption, got {type(scope).__name__}")
+        scope = None  # Caffe2 tests ``if scope:``: 0 or None with a node_name sets only the node
     old = CurrentDeviceScope()
     new = DeviceOption()
     if scope is not None:

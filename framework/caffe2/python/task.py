@@ -213,6 +213,12 @@ class TaskGroup:
     def add(self, task: Task) -> None:
         if self._already_used:
             raise RuntimeError("Cannot add Task to an already used TaskGroup.")
+        # as Caffe2: a task without a workspace type takes the group's (PRIVATE by default), a group
+        # without one takes its first task's
+        if task._workspace_type is None:
+            task._workspace_type = self._workspace_type or WorkspaceType.PRIVATE
+        if self._workspace_type is None:
+            self._workspace_type = task._workspace_type
         self._tasks.append(task)
 
     def add_setup(self, hook: Any) -> None:

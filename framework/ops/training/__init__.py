@@ -8,6 +8,7 @@ optimizers.py (the update-op base) registers no ops.
 from framework.ops.training import (  # noqa: F401
     adaptive,
     counters,
+    decay_adagrad,
     meters,
     rate_scaling,
     sgd,

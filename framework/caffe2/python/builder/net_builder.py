@@ -173,6 +173,15 @@ class Net(NetRecords, NetInternals):
         values = [v.encode() if isinstance(v, str) else v for v in arr.flatten().tolist()]
         return getattr(self, fill)([], blob_out or 1, shape=list(arr.shape), values=values)
 
+    def LogInfo(self, *msg_or_blobs: Any) -> None:  # noqa: N802
+        """Print each argument when the net runs (a Print op): a BlobReference as it is, anything else as
+        a scalar string blob holding its text (Caffe2)."""
+        for item in msg_or_blobs:
+            blob = item
+            if not isinstance(item, BlobReference):
+                blob = self.GivenTensorStringFill([], self.NextName("log"), shape=[], values=[str(item).encode()])
+            self.Print(blob, [])
+
     def GetUsedBlobs(self) -> list[str]:  # noqa: N802
         return sorted(self._used)
 

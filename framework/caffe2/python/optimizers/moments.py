@@ -1,7 +1,8 @@
-"""Moment-based optimizers: Adam (dense, sparse, row-wise), RmsProp and YellowFin.
+"""Moment-based optimizers: Adam (dense, sparse, row-wise), DecayAdagrad, RmsProp and YellowFin.
 
-Adam reads the shared ``optimizer_iteration`` counter (its bias correction), so the counter is one of its
-shared auxiliary parameters. RmsProp follows Caffe2: the ``RmsProp`` op (lr 1) writes the step into
+Adam and DecayAdagrad (Adagrad's squared sum with an averaged first moment) read the shared
+``optimizer_iteration`` counter (their bias correction), so the counter is one of their shared auxiliary
+parameters. RmsProp follows Caffe2: the ``RmsProp`` op (lr 1) writes the step into
 ``<p>_grad_o``, which ``MomentumSGDUpdate`` applies with the learning rate. YellowFin keeps its tuner state
 (moment, curvature window, averages of the gradient and its square, lr and mu, five scalars) per parameter.
 """
@@ -15,7 +16,7 @@ from framework.caffe2.python.optimizers.base import Optimizer, device_constant
 from framework.errors import FrameworkError
 from framework.ops.gradient import GradientSlice
 
-__all__ = ["AdamOptimizer", "RmsPropOptimizer", "YellowFinOptimizer"]
+__all__ = ["AdamOptimizer", "DecayAdagradOptimizer", "RmsPropOptimizer", "YellowFinOptimizer"]
 
 
 class AdamOptimizer(Optimizer):
@@ -160,6 +161,68 @@ class YellowFinOptimizer(Optimizer):
             state + [grad, iteration], state, beta=self.beta, epsilon=self.epsilon,
             curv_win_width=self.curv_win_width, zero_debias=int(self.zero_debias),
         )  # fmt: skip
+
+    def scale_learning_rate(self, scale: float) -> None:
+        self.alpha *= scale
+
+
+class DecayAdagradOptimizer(Optimizer):
+    """DecayAdagrad (Caffe2 2020): the ``DecayAdagrad`` op on dense gradients, with state
+    ``<p>_first_mo1ment`` (Caffe2's spelling, kept so checkpoints match) and ``<p>_second_moment``, and the
+    shared iteration counter; a GradientSlice gets plain SparseAdagrad on ``<p>_squared_sum``, as Caffe2.
+
+    Departure: ``ema_options`` (Caffe2's EMA of the parameters) is refused, the EMA op is not ported."""
+
+    def __init__(
+        self,
+        alpha: float = 0.01,
+        beta1: float = 0.0,
+        beta2: float = 0.999,
+        epsilon: float = 0.1,
+        weight_decay: float = 0.0,
+        ema_options: dict | None = None,
+        bias_correction_first: bool = True,
+        policy: str = "fixed",
+        engine: str = "",
+        **kwargs: Any,
+    ) -> None:
+        super().__init__()
+        if ema_options:
+            raise FrameworkError("DecayAdagradOptimizer: ema_options needs Caffe2's EMA op, which is not ported")
+        self.alpha, self.beta1, self.beta2, self.epsilon = alpha, beta1, beta2, epsilon
+        self.weight_decay = weight_decay
+        self.bias_correction_first = bias_correction_first
+        self.policy = policy
+        self.engine = engine
+        self.init_kwargs = kwargs
+
+    def _run(self, net: Any, param_init_net: Any, param_info: Any) -> None:
+        param, grad = param_info.blob, param_info.grad
+        if self.alpha <= 0:
+            return
+        lr, iteration = self.build_lr(
+            net, param_init_net, base_learning_rate=self.alpha, policy=self.policy, **self.init_kwargs
+        )
+        if isinstance(grad, GradientSlice):
+            squared_sum = param_init_net.ConstantFill([param], f"{param}_squared_sum", value=0.0)
+            self._aux_params.local.append(squared_sum)
+            net.SparseAdagrad(
+                [param, squared_sum, grad.indices, grad.values, lr], [param, squared_sum], epsilon=self.epsilon
+            )
+            return
+        m1 = param_init_net.ConstantFill([param], f"{param}_first_mo1ment", value=0.0)
+        m2 = param_init_net.ConstantFill([param], f"{param}_second_moment", value=0.0)
+        self._aux_params.shared.append(iteration)
+        self._aux_params.local.extend([m1, m2])
+        net.DecayAdagrad(
+            [param, m1, m2, grad, lr, iteration],
+            [param, m1, m2],
+            beta1=self.beta1,
+            beta2=self.beta2,
+            epsilon=self.epsilon,
+            weight_decay=self.weight_decay,
+            bias_correction_first=self.bias_correction_first,
+        )
 
     def scale_learning_rate(self, scale: float) -> None:
         self.alpha *= scale
