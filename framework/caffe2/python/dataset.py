@@ -57,6 +57,14 @@ class DatasetReader(Reader):
         super().__init__(dataset.schema)
         self.dataset, self.cursor = dataset, cursor
         self.batch_size, self.enforce_batch_size = batch_size, enforce_batch_size
+        self._cursor_in_init = False  # set when no init_net made the cursor: the first setup_ex adds it
+
+    def setup_ex(self, init_net: Any, exit_net: Any) -> None:
+        """As Caffe2's reader: the cursor is (re)created by the init net of the task that reads (so it exists
+        in that task's workspace), once, unless ``Dataset.reader(init_net)`` already put it in a net."""
+        if self._cursor_in_init:
+            init_net.CreateTreeCursor([], [self.cursor], fields=self.dataset.field_names())
+            self._cursor_in_init = False
 
     def read(self, read_net: Any) -> tuple[Any, list[Any]]:
         prefix = f"{read_net.Name()}/{self.dataset.name}/read"
@@ -117,7 +125,10 @@ class Dataset:
         self.schema = fields if isinstance(fields, Field) else Struct(*fields)
         self.fields = self.schema.field_names()
         self.name = name or "dataset"
-        self.field_blob_names = [f"{self.name}:{n}" for n in self.schema.field_names()]
+        if self.schema.has_blobs():  # as Caffe2: a record with blobs is the dataset's content
+            self.field_blob_names = [str(b) for b in self.schema.field_blobs()]
+        else:
+            self.field_blob_names = [f"{self.name}:{n}" for n in self.schema.field_names()]
 
     def field_names(self) -> list[str]:
         return self.schema.field_names()
@@ -148,8 +159,11 @@ class Dataset:
 
     def reader(self, init_net: Any = None, cursor_name: str | None = None, batch_size: int = 1,
                enforce_batch_size: bool = False) -> DatasetReader:  # fmt: skip
-        """A reader; its TreeCursor is created by ``init_net`` (or at once, with no net)."""
-        return DatasetReader(self, self._cursor(init_net, cursor_name), batch_size, enforce_batch_size)
+        """A reader; its TreeCursor is created by ``init_net``, or with no net at once in the current workspace and
+        again by the init net of the first task that reads (``setup_ex``), as Caffe2 creates it there."""
+        reader = DatasetReader(self, self._cursor(init_net, cursor_name), batch_size, enforce_batch_size)
+        reader._cursor_in_init = init_net is None
+        return reader
 
     def random_reader(
         self, init_net: Any = None, indices: Any = None, cursor_name: str | None = None, batch_size: int = 1,
