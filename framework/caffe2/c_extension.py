@@ -55,6 +55,27 @@ class _BlobMap:
     def keys(self) -> list[str]:
         return self()
 
+    def __eq__(self, other: Any) -> bool:
+        if isinstance(other, dict):
+            return set(self()) == set(other) and all(self[k] is other[k] for k in other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+class _NetMap(_BlobMap):
+    """Caffe2's ``ws.nets``: ``ws.nets[name].run()``, ``name in ws.nets``, ``len(ws.nets)``; calling it
+    lists the names."""
+
+    def __call__(self) -> list[str]:
+        return _Workspace.nets(self._ws)
+
+    def __getitem__(self, name: Any) -> Any:
+        return self._ws.get_net(str(name))
+
+    def __contains__(self, name: Any) -> bool:
+        return self._ws.has_net(str(name))
+
 
 class _WorkspaceType(type):
     """``C.Workspace.current`` is the current workspace; instances of this framework's
@@ -81,6 +102,18 @@ class Workspace(_Workspace, metaclass=_WorkspaceType):
         """Caffe2's ``ws.blobs``: ``ws.blobs["x"].fetch()``, ``"x" in ws.blobs``; calling it
         (``ws.blobs()``) still lists the names, as this framework's Workspace does."""
         return _BlobMap(self)
+
+    @property
+    def nets(self) -> _NetMap:  # type: ignore[override]
+        """Caffe2's ``ws.nets`` (see ``_NetMap``); ``ws.nets()`` still lists the names."""
+        return _NetMap(self)
+
+    def create_net(self, net: Any, overwrite: bool = False, *args: Any, **kwargs: Any) -> Any:
+        """As this framework's Workspace.create_net, but like Caffe2's binding it takes a Net or NetDef (or
+        its serialized bytes), not text: a ``str`` is a TypeError."""
+        if isinstance(net, str):
+            raise TypeError(f"Workspace.create_net takes a Net, a NetDef or serialized NetDef bytes, not {net!r}")
+        return super().create_net(net, overwrite, *args, **kwargs)
 
     def run(self, obj: Any) -> bool:
         if hasattr(obj, "Proto"):

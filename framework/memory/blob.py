@@ -148,6 +148,13 @@ class Blob:
 
         return fetch_value(self)
 
+    def tensor(self) -> Any:
+        """Caffe2's ``Blob.tensor()``: a handle whose ``data`` is a numpy view of the held tensor (see
+        ``framework.memory.tensor_handle``)."""
+        from framework.memory.tensor_handle import TensorHandle
+
+        return TensorHandle(self)
+
     def serialize(self, name: str | None = None) -> bytes:
         """Caffe2's ``Blob.serialize(name)``: one BlobProto of what the blob holds, stored under ``name``
         (default: the blob's own name), as bytes."""

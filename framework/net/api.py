@@ -96,7 +96,7 @@ def create_net(ws: Workspace, net: Any, overwrite: bool = False, optimize: bool 
         from framework.net.optimize import optimize_inference
 
         net_def = optimize_inference(net_def, ws, outputs=outputs)
-    if not net_def.name:
+    if not net_def.HasField("name"):  # an empty name set explicitly is a name, as in Caffe2's CreateNet
         raise NetError("create_net: the NetDef has no name; a created net needs one (set NetDef.name)")
     if net_def.name in ws._nets and not overwrite:
         raise NetError(

@@ -198,8 +198,13 @@ def test_create_net_refuses_overwrite_and_needs_name():
     with pytest.raises(NetError, match="overwrite"):
         ws.create_net(net)
     ws.create_net(net, overwrite=True)
+    unnamed = NetDef()
+    unnamed.op.extend([CreateOperator("Relu", "X", "Y")])
     with pytest.raises(NetError, match="no name"):
-        ws.create_net(net_of(CreateOperator("Relu", "X", "Y"), name=""))
+        ws.create_net(unnamed)
+    # an empty name set explicitly is a name (Caffe2's CreateNet checks has_name only)
+    ws.create_net(net_of(CreateOperator("Relu", "X", "Y"), name=""))
+    assert ws.has_net("")
 
 
 def test_unknown_net_type():

@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from typing import Any, Iterator
 
 SEPARATOR = "/"
+_NAMESCOPE_SEPARATOR = SEPARATOR  # Caffe2's name for it
 _local = threading.local()
 
 

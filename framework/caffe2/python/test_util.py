@@ -24,12 +24,20 @@ def rand_array(*dims: int) -> np.ndarray:
     return np.array(np.random.rand(*dims) - 0.5).astype(np.float32)
 
 
-def randBlobFloat32(*dims: int, **kwargs: Any) -> np.ndarray:  # noqa: N802
-    return np.random.randn(*dims).astype(np.float32)
+def randBlob(name: str, type: Any, *dims: int, **kwargs: Any) -> None:  # noqa: N802, A002
+    """Feed blob ``name`` uniform values in [offset, offset + 1) of numpy type ``type`` (``offset=`` keyword,
+    default 0), as Caffe2's test_util."""
+    offset = kwargs.get("offset", 0.0)
+    workspace.FeedBlob(name, np.random.rand(*dims).astype(type) + offset)
 
 
-def randBlobsFloat32(names: Any, *dims: int, **kwargs: Any) -> list[np.ndarray]:  # noqa: N802
-    return [randBlobFloat32(*dims, **kwargs) for _ in names]
+def randBlobFloat32(name: str, *dims: int, **kwargs: Any) -> None:  # noqa: N802
+    randBlob(name, np.float32, *dims, **kwargs)
+
+
+def randBlobsFloat32(names: Any, *dims: int, **kwargs: Any) -> None:  # noqa: N802
+    for name in names:
+        randBlobFloat32(name, *dims, **kwargs)
 
 
 def numOps(net: Any) -> int:  # noqa: N802

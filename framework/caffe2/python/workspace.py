@@ -27,7 +27,7 @@ from framework.memory.workspace import Workspace as _Workspace
 from framework.proto import caffe2_pb2
 
 # Caffe2's workspaces: data sources (CreateDB...) open relative paths as given (read_folder "")
-_workspaces: dict[str, _Workspace] = {"default": _Workspace(name="default", read_folder="")}
+_workspaces: dict[str, _Workspace] = {"default": C.Workspace(name="default", read_folder="")}
 _current = ["default"]
 
 
@@ -144,7 +144,7 @@ def SwitchWorkspace(name: str, create_if_missing: bool | None = None) -> None:  
                 f"workspace '{name}' does not exist; pass create_if_missing=True to create it. "
                 f"Existing: {', '.join(_workspaces)}"
             )
-        _workspaces[name] = _Workspace(name=name, read_folder="")
+        _workspaces[name] = C.Workspace(name=name, read_folder="")
     _current[0] = name
 
 
@@ -156,7 +156,7 @@ def ResetWorkspace(root_folder: str | None = None) -> bool:  # noqa: N802
     folder = old.root_folder if root_folder is None else root_folder
     if root_folder is not None:
         os.makedirs(folder, exist_ok=True)
-    _workspaces[_current[0]] = _Workspace(root_folder=folder, name=old.name, read_folder="")
+    _workspaces[_current[0]] = C.Workspace(root_folder=folder, name=old.name, read_folder="")
     return True
 
 
@@ -263,6 +263,8 @@ blobs = _BlobsView()
 
 # -- ops, nets and plans (implemented in framework.net) -------------------------------
 def RunOperatorOnce(operator: Any) -> bool:  # noqa: N802
+    if isinstance(operator, bytes):
+        operator = caffe2_pb2.OperatorDef.FromString(operator)
     C().run_operator_once(operator)
     return True
 
@@ -294,7 +296,7 @@ def CreateNet(  # noqa: N802
     for name in new:
         ws.create_blob(name)
     try:
-        ws.create_net(net, overwrite=overwrite, optimize=optimize)
+        _Workspace.create_net(ws, net, overwrite=overwrite, optimize=optimize)
     except BaseException:
         for name in new:
             ws.remove_blob(name)
@@ -321,6 +323,38 @@ def RunNetOnce(net: Any) -> bool:  # noqa: N802
 def RunPlan(plan_or_step: Any) -> bool:  # noqa: N802
     C().run_plan(plan_or_step)
     return True
+
+
+class _BackgroundPlan:
+    """What ``RunPlanInBackground`` returns: ``is_done()``, ``is_succeeded()`` (False while running or
+    after an error) and ``wait()`` (joins; re-raises nothing: the error is kept in ``error``)."""
+
+    def __init__(self, ws: Any, plan: Any) -> None:
+        import threading
+
+        self.error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(ws, plan), daemon=True)
+        self._thread.start()
+
+    def _run(self, ws: Any, plan: Any) -> None:
+        try:
+            ws.run_plan(plan)
+        except BaseException as e:  # noqa: BLE001 - reported through is_succeeded()/error
+            self.error = e
+
+    def is_done(self) -> bool:
+        return not self._thread.is_alive()
+
+    def is_succeeded(self) -> bool:
+        return self.is_done() and self.error is None
+
+    def wait(self) -> None:
+        self._thread.join()
+
+
+def RunPlanInBackground(plan_or_step: Any) -> _BackgroundPlan:  # noqa: N802
+    """Run a plan (or one execution step) in the current workspace on a thread of its own."""
+    return _BackgroundPlan(C(), plan_or_step)
 
 
 def Nets() -> list[str]:  # noqa: N802
@@ -363,6 +397,7 @@ def Predictor(init_net: Any, predict_net: Any, optimize: bool = True) -> Any:  #
 # root folder is a fresh temporary folder; FeedImmediate/FetchImmediate/ImmediateBlobs reach that workspace.
 _IMMEDIATE_WORKSPACE = "_CAFFE2_IMMEDIATE"
 _immediate: dict[str, Any] = {"on": False, "root": ""}
+_immediate_root_folder = ""  # Caffe2's name for the immediate workspace's temporary folder ("" when off)
 
 
 def IsImmediate() -> bool:  # noqa: N802
@@ -379,6 +414,8 @@ def StartImmediate(i_know: bool = False) -> None:  # noqa: N802
     with WorkspaceGuard(_IMMEDIATE_WORKSPACE):
         _immediate["root"] = tempfile.mkdtemp(prefix="caffe2_immediate_")
         ResetWorkspace(_immediate["root"])
+    global _immediate_root_folder
+    _immediate_root_folder = _immediate["root"]
     if not i_know:
         print(
             "Immediate mode is on (a debugging aid): every operator created now also runs at once in the "
@@ -397,6 +434,8 @@ def StopImmediate() -> None:  # noqa: N802
         ResetWorkspace()
     shutil.rmtree(_immediate["root"], ignore_errors=True)
     _immediate.update(on=False, root="")
+    global _immediate_root_folder
+    _immediate_root_folder = ""
 
 
 def ImmediateBlobs() -> list[str]:  # noqa: N802
@@ -429,3 +468,12 @@ def _net_name(net: Any) -> str:
 
 __all__ = [n for n in dir() if n[:1].isupper() and n not in ("Any", "Iterator", "FrameworkError", "Blob")]
 __all__ += ["blobs", "Blob", "current", "has_gpu_support", "has_cuda_support", "has_hip_support", "is_asan"]
+
+
+from framework.caffe2.python.workspace_transforms import (  # noqa: E402 - they call back into this module
+    ApplyTransform,
+    ApplyTransformIfFaster,
+    GetOperatorCost,
+)
+
+__all__ += ["ApplyTransform", "ApplyTransformIfFaster", "GetOperatorCost"]

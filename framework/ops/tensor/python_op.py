@@ -221,6 +221,7 @@ _ARGS = [
     input_docs=[("inputs", "any tensors, given to the function as inputs[i].data")],
     output_docs=[("outputs", "written by the function")],
     infer=lambda args, ins: [UNKNOWN] * args.num_outputs,
+    allow_inplace=lambda i, o: True,  # as Caffe2's schema: any output may be any input
     category="python",
 )
 class Python(_PythonBase):
@@ -236,6 +237,7 @@ class Python(_PythonBase):
     input_docs=[("inputs", "forward inputs, forward outputs, then output gradients")],
     output_docs=[("grads", "input gradients")],
     infer=lambda args, ins: [UNKNOWN] * args.num_outputs,
+    allow_inplace=lambda i, o: True,
     category="python",
     private=True,
 )

@@ -52,7 +52,8 @@ def _iter_infer(args: Any, ins: list[TensorSpec]) -> list[TensorSpec]:
 )
 class Iter(Operator):
     """Add one to an int64 counter in place. The legacy form without input
-    creates the counter (shape [1]) at 0 the first time it runs, then adds one."""
+    creates the counter (shape [1]) at 0 the first time it runs, then adds one. A one-element counter of
+    another integer type becomes int64 with its value (Caffe2 re-types it too, leaving the value undefined)."""
 
     def setup(self) -> None:
         self._arr: np.ndarray | None = None
@@ -80,6 +81,14 @@ class Iter(Operator):
             t.resize((1,))
             t.mutable_data(_INT64)[...] = 0
         arr = t.data()
+        if arr.dtype != _INT64 and arr.dtype.kind in "iu" and arr.size == 1:
+            # Caffe2 takes the counter with mutable_data<int64_t>(), which re-types a counter made with another
+            # integer type (its value is then undefined there); here it becomes int64 keeping its value
+            value = int(arr.reshape(-1)[0])
+            shape = arr.shape
+            t.resize(shape)
+            arr = t.mutable_data(_INT64)
+            arr[...] = value
         if arr.dtype != _INT64:
             raise TypeMismatchError(f"{self.describe()}: counter '{name}' must be int64, got {arr.dtype}")
         if arr.size != 1:

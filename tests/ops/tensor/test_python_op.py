@@ -41,6 +41,16 @@ def test_python_op_gradient_is_caffe2s_python_gradient():
     np.testing.assert_array_equal(ws.fetch_blob("X_grad"), dy * 2)
 
 
+def test_python_op_may_run_in_place():
+    # Caffe2's schema allows any output to be any input (python_op_test's in_place case)
+    op = core.CreatePythonOperator(_double, ["X"], ["X"], grad_f=_double_grad)
+    ws = Workspace()
+    ws.feed_blob("X", np.array([1.0, -2.0], np.float32))
+    ws.run_operator_once(op)
+    ws.run_operator_once(op)
+    np.testing.assert_array_equal(ws.fetch_blob("X"), [4.0, -8.0])
+
+
 def test_feed_writes_any_dtype_and_pass_workspace():
     seen = {}
 

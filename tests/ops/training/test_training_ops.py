@@ -75,6 +75,17 @@ def test_iter_errors():
         create_operator(CreateOperator("Iter", ["neg"], ["neg"]), ws).run()
 
 
+def test_iter_int32_counter_becomes_int64_keeping_its_value():
+    # Caffe2's toy_regression_test makes ITER with ConstantFill(dtype=INT32); Caffe2's Iter re-types it
+    ws = Workspace()
+    ws.feed_blob("i32", np.array([41], np.int32))
+    op = create_operator(CreateOperator("Iter", ["i32"], ["i32"]), ws)
+    op.run()
+    op.run()
+    out = ws.fetch_blob("i32")
+    assert out.dtype == np.int64 and out.tolist() == [43]
+
+
 # -- LearningRate ---------------------------------------------------------------------------
 def _hill(it, num_iter, start, gamma, power, end):
     if it < num_iter:
