@@ -133,7 +133,10 @@ class Dataset:
 
     def init_empty(self, init_net: Any) -> None:
         """Add ops to ``init_net`` creating every field blob empty: shape [0] plus the field's own item
-        shape (``(np.float32, 3)`` gives [0, 3]), of the field's element type."""
+        shape (``(np.float32, 3)`` gives [0, 3]), of the field's element type. Under a ``NameScope``
+        the blobs take the scope's prefix (the net scopes string outputs, as Caffe2's) and the dataset
+        keeps those names, so its readers and writers find them."""
+        created = []
         for blob, dtype in zip(self.field_blob_names, self.field_types()):
             dtype = np.dtype(dtype)
             # strings of any numpy spelling (object, str, bytes) are Caffe2's STRING
@@ -142,9 +145,11 @@ class Dataset:
                 raise ValueError(f"field type {dtype} has no TensorProto type")
             shape = [0, *dtype.shape]
             if proto_type == TensorProto.STRING:
-                init_net.GivenTensorStringFill([], [blob], shape=shape, values=[])
+                out = init_net.GivenTensorStringFill([], [blob], shape=shape, values=[])
             else:
-                init_net.ConstantFill([], [blob], shape=shape, dtype=proto_type)
+                out = init_net.ConstantFill([], [blob], shape=shape, dtype=proto_type)
+            created.append(out)
+        self.field_blob_names = created
 
     def reader(self, init_net: Any = None, cursor_name: str | None = None, batch_size: int = 1,
                enforce_batch_size: bool = False) -> DatasetReader:  # fmt: skip
