@@ -34,7 +34,8 @@ def test_net_builder_outputs_and_sugar():
     assert (a, b) == (f"{net.Name()}/_TestRecord:0", f"{net.Name()}/_TestRecord:1")
     again = net.Relu(z)
     assert again == f"{net.Name()}/Relu_2"
-    assert str(net).splitlines()[0] == "y = Relu(x)"
+    assert net.listing().splitlines()[0] == "y = Relu(x)"
+    assert str(net) == net.Name() == "api"  # Caffe2's str(net): the name (workspace.RunNet(str(net)))
     assert net.BlobIsDefined("y") and not net.BlobIsDefined("q") and net.UsesBlob("x")
     net.Relu("w_undeclared", "w_out")
     assert list(net.Proto().external_input) == ["x", "w_undeclared"]

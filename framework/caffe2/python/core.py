@@ -8,8 +8,10 @@ does. Everything else lives on the objects.
 
 >>> net = Net("example")
 >>> y = net.Relu(["x"], "y")
->>> print(net)
+>>> print(net.listing())
 y = Relu(x)
+>>> str(net)
+'example'
 >>> y == "y", net.Proto().external_input
 (True, ['x'])
 """

@@ -3,7 +3,7 @@
 A ``Reader`` adds ops to a net that read one batch and returns ``(should_stop, fields)``; a
 ``Writer`` adds ops that write a batch. ``framework.caffe2.python.dataset``, ``framework.caffe2.python.queue_util`` and
 ``framework.caffe2.python.text_file_reader`` implement them. Covered: ``Reader`` (``read``, ``read_record``,
-``read_ex``, ``read_record_ex``, ``setup_ex``, ``reset``, ``schema``) and ``Writer`` (``write``,
+``read_ex``, ``read_record_ex``, ``execution_step``, ``setup_ex``, ``reset``, ``schema``) and ``Writer`` (``write``,
 ``write_record``, ``write_ex``, ``write_record_ex``, ``setup_ex``, ``commit``), ``Pipe`` (the base of
 queues and streams), ``CounterReader``, ``ReaderWithLimit`` / ``CountUntil`` / ``ReaderWithTimeLimit``
 (``dataio_limits``, re-exported here); ``pipeline`` pipes readers into writers
@@ -52,6 +52,18 @@ class Reader:
     def read_record_ex(self, local_init_net: Any, local_finish_net: Any) -> tuple[list[Any], Any, Any]:
         nets, should_stop, fields = self.read_ex(local_init_net, local_finish_net)
         return nets, should_stop, (from_blob_list(self._schema, fields) if self._schema is not None else fields)
+
+    def execution_step(self, reader_net_name: str | None = None, external_should_stop: Any = None) -> tuple[Any, Any]:
+        """``(read_step, fields)``: a step running a new net (``reader_net_name``, default ``reader``) that
+        reads one batch per iteration into ``fields`` (a record when the reader has a schema) and stops
+        the step's loop once a read finds no data, or once ``external_should_stop`` is true. The step is
+        named ``<reader_net_name>_step`` (``None_step`` without a name, as Caffe2)."""
+        reader_net = core.Net(reader_net_name or "reader")
+        should_stop, fields = self.read_record(reader_net)
+        if external_should_stop is not None:
+            should_stop = reader_net.Or([external_should_stop, should_stop])
+        read_step = core.execution_step(f"{reader_net_name}_step", reader_net, should_stop_blob=should_stop)
+        return read_step, fields
 
 
 class Writer:

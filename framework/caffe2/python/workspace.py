@@ -95,7 +95,7 @@ def StringifyBlobName(name: Any) -> str:  # noqa: N802
 
 def StringifyNetName(name: Any) -> str:  # noqa: N802
     if type(name).__name__ == "Net":
-        return name.Name()  # (Caffe2's str(net) is its name; ours prints the net)
+        return name.Name()
     return _stringify_name(name, "Net")
 
 

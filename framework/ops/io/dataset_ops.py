@@ -7,6 +7,7 @@ import numpy as np
 
 from framework.errors import ShapeError, TypeMismatchError
 from framework.ops.gradient import should_not_do_gradient
+from framework.ops.io.std_shuffle import std_shuffle
 from framework.ops.io.tree_cursor import INT64_MAX, TreeCursor, TreeIterator
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op
@@ -192,10 +193,12 @@ class ComputeOffset(Operator):
     category="data",
 )
 class SortAndShuffle(Operator):
-    """Record order for ReadRandomBatch: sort by a field (stable), shuffle within chunks of
-    ``batch_size * shuffle_size`` (the last partial chunk is left), then shuffle whole batches
-    (the trailing partial batch stays last). Departure: the shuffles use the op's generator
-    (``random_seed``), not C++'s default engine, so the permutation differs from Caffe2's."""
+    """Record order for ReadRandomBatch: sort by a field, shuffle within chunks of
+    ``batch_size * shuffle_size`` (the last chunk, full or not, is left), then shuffle whole
+    batches (the trailing partial batch stays last). Each shuffle is Caffe2's
+    ``std::shuffle`` with a fresh default-seeded engine (``std_shuffle``), so the order is the
+    same on every run and equals Caffe2's. Departure: the sort is stable; Caffe2's
+    ``std::sort`` is too up to 16 records, beyond that equal keys may come in another order."""
 
     def run(self) -> None:
         c = _cursor(self)
@@ -216,14 +219,14 @@ class SortAndShuffle(Operator):
                 raise TypeMismatchError(f"{self.describe()}: sort field must be int32, got {data[k].dtype}")
             idx = np.argsort(data[k].reshape(size, -1)[:, 0], kind="stable")
         chunk = a.batch_size * shuffle
-        rng = self.rng
         if chunk > 1:
             off = 0
             while off + chunk < size:
-                rng.shuffle(idx[off : off + chunk])
+                std_shuffle(idx[off : off + chunk])
                 off += chunk
         nb = size // a.batch_size
-        order = rng.permutation(nb)
+        order = np.arange(nb)
+        std_shuffle(order)
         parts = [idx[b * a.batch_size : (b + 1) * a.batch_size] for b in order] + [idx[nb * a.batch_size :]]
         self.output(0, (size,), _I64)[:] = np.concatenate(parts) if parts else idx
 

@@ -57,7 +57,7 @@ def _session(y: np.ndarray, r: np.ndarray, ndcg_loss: bool, idcg_norm: bool, exp
 
 @register_op(
     "LambdaRankNdcg",
-    inputs=3,
+    inputs=(2, 3),
     outputs=2,
     args=[
         Arg("use_ndcg_as_loss", BOOL, False, "loss = IDCG - DCG"),
@@ -67,11 +67,11 @@ def _session(y: np.ndarray, r: np.ndarray, ndcg_loss: bool, idcg_norm: bool, exp
     input_docs=[
         ("y", "(N,) predicted scores"),
         ("r", "(N,) relevance labels"),
-        ("session_lengths", "int sessions, summing to N"),
+        ("session_lengths", "int sessions, summing to N (optional: Caffe2 2018's form, one session)"),
     ],
     output_docs=[("loss", "one loss per session"), ("dy", "(N,) the lambda gradient, cached for the gradient op")],
     infer=lambda args, ins: [
-        TensorSpec(None if ins[2].shape is None else (ins[2].shape[0],), _F32),
+        TensorSpec((1,) if len(ins) < 3 else None if ins[2].shape is None else (ins[2].shape[0],), _F32),
         TensorSpec(None if ins[0].shape is None else (int(np.prod(ins[0].shape)),), _F32),
     ],
     category="loss",
@@ -81,7 +81,8 @@ class LambdaRankNdcg(Operator):
     from the current-rank discounts d and gains g = 2^r; loss = -sum lambda_ij log sigmoid(
     sign(r_i - r_j)(y_i - y_j)) (or IDCG - DCG), divided by IDCG. `dy` is Caffe2's lambda
     gradient (half the derivative of that sum, which counts every pair twice); ranks among
-    equal scores follow the lower index (Caffe2's std::sort leaves them unspecified)."""
+    equal scores follow the lower index (Caffe2's std::sort leaves them unspecified). Without
+    session_lengths (Caffe2 2018's two-input op) all N items are one session: loss has shape [1]."""
 
     def run(self) -> None:
         y, r = float_input(self, 0), float_input(self, 1)
@@ -89,7 +90,7 @@ class LambdaRankNdcg(Operator):
             raise ShapeError(
                 f"{self.describe()}: y must be 1-D and r hold as many values, got {list(y.shape)}, {list(r.shape)}"
             )
-        sl = _sessions(self, 2, y.size)
+        sl = _sessions(self, 2, y.size) if len(self.inputs) == 3 else np.array([y.size], np.int64)
         a = self.args
         yd, rd = y.astype(np.float64), r.reshape(-1).astype(np.float64)
         loss, dy = np.zeros(sl.size), np.zeros(y.size)
@@ -105,34 +106,36 @@ class LambdaRankNdcg(Operator):
 
 @register_op(
     "LambdaRankNdcgGradient",
-    inputs=4,
+    inputs=(3, 4),
     input_docs=[
         ("y", "forward scores"),
-        ("session_lengths", "forward sessions"),
+        ("session_lengths", "forward sessions (absent in Caffe2 2018's form: y, dy_cache, dLoss)"),
         ("dy_cache", "forward dy"),
         ("dLoss", "gradient of loss, one per session"),
     ],
     output_docs=[("dy", "dLoss of each session times its cached dy")],
-    infer=lambda args, ins: [TensorSpec(ins[2].shape, _F32)],
+    infer=lambda args, ins: [TensorSpec(ins[-2].shape, _F32)],
     category="loss",
     private=True,
 )
 class LambdaRankNdcgGradient(Operator):
-    """dy = dLoss[session] * dy_cache."""
+    """dy = dLoss[session] * dy_cache. The three-input form (Caffe2 2018) has one session."""
 
     def run(self) -> None:
-        y, cache, dl = float_input(self, 0), float_input(self, 2), float_input(self, 3)
+        k = len(self.inputs) - 2  # dy_cache's index
+        y, cache, dl = float_input(self, 0), float_input(self, k), float_input(self, k + 1)
         if cache.size != y.size or cache.ndim != 1:
-            raise ShapeError(f"{self.describe()}: dy_cache ('{self.input_names[2]}') must be 1-D with {y.size} values")
-        sl = _sessions(self, 1, y.size)
+            raise ShapeError(f"{self.describe()}: dy_cache ('{self.input_names[k]}') must be 1-D with {y.size} values")
+        sl = _sessions(self, 1, y.size) if k == 2 else np.array([y.size], np.int64)
         if dl.size != sl.size:
-            raise ShapeError(f"{self.describe()}: dLoss ('{self.input_names[3]}') must hold {sl.size} values")
+            raise ShapeError(f"{self.describe()}: dLoss ('{self.input_names[k + 1]}') must hold {sl.size} values")
         self.output(0, (y.size,), _F32)[...] = np.repeat(dl.reshape(-1), sl) * cache
 
 
 @gradient("LambdaRankNdcg")
 def _lambda_rank_ndcg_grad(g):
-    return [g.op("LambdaRankNdcgGradient", [g.I(0), g.I(2), g.O(1), g.GO(0)], [g.GI(0)])]
+    sessions = [g.I(2)] if len(g.def_.input) == 3 else []
+    return [g.op("LambdaRankNdcgGradient", [g.I(0), *sessions, g.O(1), g.GO(0)], [g.GI(0)])]
 
 
 @register_op(

@@ -70,6 +70,7 @@ class MergeIdLists(Operator):
 
 @register_op(
     "IndexHash",
+    allow_inplace={(0, 0)},
     args=[Arg("seed", INT, 0, "hash seed"), Arg("modulo", INT, 0, "hashed ids fall in [0, modulo); must be > 0")],
     input_docs=[("INDICES", "int32/int64 ids")],
     output_docs=[("HASHED_INDICES", "the ids hashed into [0, modulo), same shape and type")],

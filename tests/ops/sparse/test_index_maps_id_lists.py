@@ -159,3 +159,12 @@ def test_index_hash_matches_the_byte_loop(values, seed, modulo, dtype):
 def test_index_hash_needs_a_positive_modulo():
     with pytest.raises(FrameworkError, match="IndexHash.*modulo"):
         run_op_on(CreateOperator("IndexHash", ["x"], ["y"]), [np.array([1], np.int64)])
+
+
+@given(st.lists(st.integers(-(2**31), 2**31 - 1), min_size=1, max_size=6), st.integers(0, 5))
+def test_index_hash_in_place(values, seed):
+    # Caffe2's schema allows the one-to-one in-place use (indices -> indices)
+    ws = Workspace()
+    ws.feed_blob("ids", np.array(values, np.int64))
+    op(ws, "IndexHash", ["ids"], ["ids"], seed=seed, modulo=997)
+    assert ws.fetch_blob("ids").tolist() == [ref_hash(v, seed, 997, 64) for v in values]

@@ -144,8 +144,8 @@ def test_learning_rate_errors():
         create_operator(CreateOperator("LearningRate", ["it"], ["lr"], policy="fixed"), ws)
     with pytest.raises(ArgumentError, match="'policy' is required"):
         create_operator(CreateOperator("LearningRate", ["it"], ["lr"], base_lr=0.1), ws)
-    with pytest.raises(ArgumentError, match=r'LearningRate "lr1".*unknown learning rate policy \'cosine\''):
-        create_operator(CreateOperator("LearningRate", ["it"], ["lr"], name="lr1", base_lr=0.1, policy="cosine"), ws)
+    with pytest.raises(ArgumentError, match=r'LearningRate "lr1".*unknown learning rate policy \'triangle\''):
+        create_operator(CreateOperator("LearningRate", ["it"], ["lr"], name="lr1", base_lr=0.1, policy="triangle"), ws)
     with pytest.raises(ArgumentError, match="stepsize"):
         create_operator(CreateOperator("LearningRate", ["it"], ["lr"], base_lr=0.1, policy="step"), ws)
     ws.feed_blob("f", np.array([1.0], np.float32))

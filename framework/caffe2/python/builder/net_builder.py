@@ -125,6 +125,12 @@ class Net(NetRecords, NetInternals):
         return self._net
 
     def __str__(self) -> str:
+        """The net's name, as Caffe2 (programs pass ``str(net)`` where a net name is expected,
+        e.g. ``workspace.RunNet(str(net))``); ``listing()`` prints the ops."""
+        return self._net.name
+
+    def listing(self) -> str:
+        """The net's ops, one per line (``y = Relu(x)``)."""
         return format_ops(self._net.op)
 
     def __repr__(self) -> str:
