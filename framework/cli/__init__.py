@@ -121,6 +121,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from framework.cli import common
 
     common.set_write_policy(args.root, args.allow_write)
+    warmup.start_in_background(args.command)
     try:
         result = args.func(args)
         sys.stdout.flush()
