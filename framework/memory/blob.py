@@ -17,16 +17,12 @@ from framework.errors import TypeMismatchError, UninitializedError
 from framework.memory.tensor import Tensor
 from framework.memory.typemeta import STRING, TypeMeta
 
-# Blobs the memory planner (framework.net.memory_planner) makes to share one buffer between activations whose
-# lifetimes do not overlap are named SHARED_PREFIX + n + SHARED_SUFFIX. Nothing a caller observes lives
-# in them, so an op writing a new shape there reuses the buffer instead of keeping the old data aside
-# for a rollback (which held two buffers, each as large as the largest use, per shared blob).
+# The names the memory planner (framework.net.memory_planner) gives the blobs it makes to share one buffer
+# between activations whose lifetimes do not overlap: SHARED_PREFIX + n + SHARED_SUFFIX (Caffe2's names).
+# The name does not make a blob planner-owned: ``Blob.planned`` does (set by the net the planner's NetDef
+# creates, from its PLANNED_ARG argument).
 SHARED_PREFIX, SHARED_SUFFIX = "__m", "_shared"
-
-
-def is_shared_buffer(name: str) -> bool:
-    """Whether ``name`` is a blob the memory planner made (see SHARED_PREFIX)."""
-    return name.startswith(SHARED_PREFIX) and name.endswith(SHARED_SUFFIX)
+PLANNED_ARG = "planned_buffers"
 
 
 def _type_name(obj: Any) -> str:
@@ -59,13 +55,19 @@ def _wanted_name(cls: Any) -> str:
 
 
 class Blob:
-    """A type-erased, named container."""
+    """A type-erased, named container.
 
-    __slots__ = ("_obj", "name", "__weakref__")
+    ``planned`` marks a blob the memory planner owns: nothing a caller observes lives in it, so an op
+    writing a new shape there reuses its buffer instead of keeping the old data aside for a rollback,
+    and compiled callables bind to its buffer rather than to one view (framework.memory.binding).
+    """
+
+    __slots__ = ("_obj", "name", "planned", "__weakref__")
 
     def __init__(self, name: str = "", obj: Any = None) -> None:
         self.name = name
         self._obj = obj
+        self.planned = False
 
     @property
     def meta(self) -> TypeMeta | None:

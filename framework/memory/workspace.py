@@ -29,6 +29,7 @@ from typing import Any, Iterable
 from framework.errors import BlobNotFoundError, FrameworkError, NetError, TypeMismatchError, UninitializedError
 from framework.memory.blob import Blob
 from framework.memory.int8_tensor import Int8Tensor, Int8TensorCPU, as_int8_tensor
+from framework.memory.packs import PackCache
 from framework.memory.paths import check_write_path, normalize_allow_paths
 from framework.memory.tensor import Tensor, as_tensor_array
 
@@ -66,6 +67,18 @@ class Workspace:
         self._nets: dict[str, Any] = {}
         self._lock = threading.RLock()
         self.last_failed_op_net_position = -1
+        self._packs: PackCache | None = None
+
+    @property
+    def packs(self) -> PackCache:
+        """The cache of packed weights the ops of this workspace tree share (the root workspace's)."""
+        root = self
+        while root.parent is not None:
+            root = root.parent
+        packs = root._packs
+        if packs is None:
+            packs = root._packs = PackCache()
+        return packs
 
     # -- root folder --------------------------------------------------------
     @property

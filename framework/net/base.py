@@ -17,6 +17,7 @@ import threading
 from typing import Any, Callable
 
 from framework.errors import FrameworkError, NetError, OperatorError
+from framework.memory.blob import PLANNED_ARG
 from framework.memory.workspace import Workspace
 from framework.net.graph import NetGraph, compile_graph, creation_site, format_ops
 from framework.net.program import OpProgram
@@ -55,6 +56,10 @@ class NetBase:
         self.net_def = graph.net_def
         self.name = graph.net_def.name
         self.workspace = ws
+        for a in self.net_def.arg:  # the memory planner's buffers (framework.net.memory_planner)
+            if a.name == PLANNED_ARG:
+                for name in a.strings:
+                    ws.create_blob(name.decode()).planned = True
         self.ops: list[Operator] = [self._create_op(i) for i in graph.order]
         self.program = OpProgram(self.ops, enable_compile=self._compile_enabled())
         self._lock = threading.Lock()

@@ -23,7 +23,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from framework.memory.blob import SHARED_PREFIX, SHARED_SUFFIX
+from framework.memory.blob import PLANNED_ARG, SHARED_PREFIX, SHARED_SUFFIX
 from framework.net.graph import compile_graph, load_net_def
 from framework.net.inference import infer_net
 from framework.ops.registry import get_schema
@@ -163,6 +163,10 @@ def optimize_inference_net(
             del getattr(new, field_name)[:]
             getattr(new, field_name).extend(values)
 
+    if capacity:  # the net made from this NetDef flags these blobs as the planner's (Blob.planned)
+        owned = [a for a in out.arg if a.name == PLANNED_ARG]
+        arg = owned[0] if owned else out.arg.add(name=PLANNED_ARG)
+        arg.strings.extend(n.encode() for n in capacity if n.encode() not in arg.strings)
     sizes = [_nbytes(specs.get(b)) for b in candidates]
     before = None if any(s is None for s in sizes) else sum(sizes)
     caps = list(capacity.values())

@@ -6,8 +6,8 @@ same work on the arrays bound *now* (or None). The contract:
 
 - the callable reads and writes only the numpy arrays of the op's own input
   and output tensors, as they are when ``compile()`` is called;
-- it stays valid while those tensors keep the same array objects
-  (``Blob._obj`` and ``Tensor._array`` identities).
+- it stays valid while the bindings to its blobs hold (framework.memory.binding: the same Tensor,
+  Storage and view; for a planner-owned blob the same Tensor and Storage).
 
 Ops need not change: an op without ``compile()`` always runs ``run()``.
 
@@ -24,8 +24,8 @@ blobs; ``compile()`` skips any op whose blobs were replaced later in the same
 run, because its callable would be bound to another op's array (while that
 happens, in a net's first runs, compilation waits up to _SETTLE_RUNS slow
 runs). The memory planner's shared blobs (framework.net.memory_planner) are the
-exception: ops of different shapes take views of one buffer in turn, so for
-them the buffer (``Tensor._storage``) is what is recorded and guarded, each
+exception (``Blob.planned``): ops of different shapes take views of one buffer in
+turn, so for them the buffer (the Tensor's Storage) is what is recorded and guarded, each
 op compiles against the views it saw (put back in place while its
 ``compile()`` runs), and a compiled op writing one re-points the tensor at
 its view afterwards, so an uncompiled reader sees what it wrote.
@@ -35,7 +35,8 @@ and checks them once at the start of each run (a few tens of ns per blob);
 any change (a feed with a new shape, a blob reset, another intra-op thread
 count) drops back to ``run()`` for that run and recompiles after it. An
 uncompiled op writing a blob a compiled callable uses is checked after it
-runs (see above).
+runs (see above). Both checks are ``framework.memory.binding.all_hold``, the one rule every cache
+on the run path uses.
 
 Version counters: a compiled callable does not bump ``Tensor.version``;
 instead the program bumps the version of every tensor written by compiled
@@ -48,7 +49,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Callable, Sequence
 
-from framework.memory.blob import is_shared_buffer
+from framework.memory.binding import all_hold, bind, held, same_held
 from framework.memory.tensor import Tensor
 from framework.ops.operator import Operator
 from framework.runtime.parallel import get_num_threads
@@ -72,7 +73,6 @@ class OpProgram:
         "compiled_count",
         "_snaps",
         "_views",
-        "_guard_shared",
         "_settling",
         "_threads",
         "_unstable",
@@ -84,7 +84,6 @@ class OpProgram:
         self.ops = list(ops)
         self._snaps: dict[int, tuple] = {}
         self._views: dict[int, tuple] = {}  # op position -> (tensor, view) of each shared blob it touches
-        self._guard_shared: tuple = ()
         self._settling = 0  # compilations put off because a buffer was replaced within the run
         self._threads = 0  # the intra-op thread count the fast list was compiled under
         if enable_compile and any(getattr(op, "compile", None) is not None for op in self.ops):
@@ -107,14 +106,9 @@ class OpProgram:
         if get_num_threads() != self._threads:  # ops prepare per thread count: compile them again
             self.fast = None
             return self.slow
-        for blob, obj, arr in self._guard:
-            if blob._obj is not obj or obj._array is not arr:
-                self.fast = None
-                return self.slow
-        for blob, obj, storage in self._guard_shared:
-            if blob._obj is not obj or obj._storage is not storage:
-                self.fast = None
-                return self.slow
+        if not all_hold(self._guard):
+            self.fast = None
+            return self.slow
         for t in self._written:
             t.version += 1
         return fast
@@ -126,7 +120,7 @@ class OpProgram:
         """``op.run`` followed by a snapshot of what its blobs hold (see ``_held``) and of the views of
         the shared buffers among them."""
         run, snaps, views, blobs = op.run, self._snaps, self._views, (*op.inputs, *op.outputs)
-        shared = tuple({id(b): b for b in blobs if is_shared_buffer(b.name)}.values())
+        shared = tuple({id(b): b for b in blobs if b.planned}.values())
 
         def recorded() -> None:
             run()
@@ -136,20 +130,13 @@ class OpProgram:
 
         return recorded
 
-    def _checked(self, k: int, run: Callable[[], Any], outs: tuple, shared: tuple) -> Callable[[], Any]:
-        """``run`` of uncompiled op ``k``, then a check that it kept the guarded arrays ``outs`` (and the
-        buffers of the shared blobs ``shared``)."""
+    def _checked(self, k: int, run: Callable[[], Any], outs: tuple) -> Callable[[], Any]:
+        """``run`` of uncompiled op ``k``, then a check that the bindings ``outs`` to its outputs hold."""
 
         def checked() -> None:
             run()
-            for blob, obj, arr in outs:
-                if blob._obj is not obj or obj._array is not arr:
-                    self._fall_back(k)
-                    return
-            for blob, obj, storage in shared:
-                if blob._obj is not obj or obj._storage is not storage:
-                    self._fall_back(k)
-                    return
+            if not all_hold(outs):
+                self._fall_back(k)
 
         return checked
 
@@ -176,7 +163,7 @@ class OpProgram:
         """Build the fast list from the current arrays (call after a successful slow run)."""
         if self.compiled_count < 0:
             return
-        if self._idle_sig is not None and _same(self._idle_sig, _held(self._all_blobs)):
+        if self._idle_sig is not None and same_held(self._idle_sig, _held(self._all_blobs)):
             return  # nothing compiled last time and nothing changed since
         self._idle_sig = None
         compiled: dict[int, Callable[[], Any]] = {}
@@ -224,19 +211,14 @@ class OpProgram:
             self._idle_sig = _held(self._all_blobs)
             return
         guard: dict[int, tuple] = {}
-        shared: dict[int, tuple] = {}
         written: dict[int, Tensor] = {}
         for k in compiled:
             op = self.ops[k]
             for b in (*op.inputs, *op.outputs):
-                if is_shared_buffer(b.name):
-                    shared[id(b)] = (b, b._obj, b._obj._storage)
-                else:
-                    guard[id(b)] = (b, b._obj, b._obj._array)
+                guard[id(b)] = bind(b)
             for b in op.outputs:
                 written[id(b._obj)] = b._obj
         self._guard = tuple(guard.values())
-        self._guard_shared = tuple(shared.values())
         self._written = tuple(written.values())
         fast = []
         for k, op in enumerate(self.ops):
@@ -245,23 +227,14 @@ class OpProgram:
                 fast.append(compiled[k])
                 continue
             outs = tuple(guard[id(b)] for b in self.ops[k].outputs if id(b) in guard)
-            outs_shared = tuple(shared[id(b)] for b in self.ops[k].outputs if id(b) in shared)
-            fast.append(self._checked(k, run, outs, outs_shared) if outs or outs_shared else run)
+            fast.append(self._checked(k, run, outs) if outs else run)
         self.fast = fast
         self._threads = get_num_threads()
 
 
 def _held(blobs: Sequence[Any]) -> tuple:
-    """What a compiled callable relies on per blob: its tensor's array; for the memory planner's shared
-    blobs (views of one buffer in turn, each op its own) the buffer; a non-tensor object itself."""
-    out = []
-    for b in blobs:
-        obj = b._obj
-        if type(obj) is not Tensor:
-            out.append(obj)
-        else:
-            out.append(obj._storage if is_shared_buffer(b.name) else obj._array)
-    return tuple(out)
+    """What a compiled callable relies on per blob (framework.memory.binding.held)."""
+    return tuple(held(b) for b in blobs)
 
 
 def _tensors(blobs: Sequence[Any]) -> list:
@@ -276,10 +249,6 @@ def _view(t: Tensor) -> tuple:
 def _set_views(views: Sequence[tuple]) -> None:
     for t, (dims, numel, meta, arr) in views:
         t._dims, t._numel, t._meta, t._array = dims, numel, meta, arr
-
-
-def _same(a: tuple, b: tuple) -> bool:
-    return len(a) == len(b) and all(x is y for x, y in zip(a, b))
 
 
 def _blobs_hold_arrays(op: Operator) -> bool:

@@ -34,7 +34,7 @@ import numpy as np
 
 from framework.errors import ArgumentError, SchemaError, TypeMismatchError, UninitializedError
 from framework.memory.allocator import check_elements
-from framework.memory.blob import Blob, is_shared_buffer
+from framework.memory.blob import Blob
 from framework.memory.int8_tensor import Int8TensorCPU
 from framework.memory.tensor import Tensor
 from framework.memory.workspace import Workspace
@@ -250,13 +250,13 @@ class Operator:
             _remember(journal, blob)
         if type(t) is not Tensor:
             t = blob.get_mutable(Tensor)
-        elif journal is not None and t._storage is not None and not t._shares_data and not is_shared_buffer(blob.name):
+        elif journal is not None and t._storage is not None and not t._shares_data and not blob.planned:
             # the journal keeps the old storage for the rollback; the new data goes to the spare buffer
             # (not for the memory planner's shared blobs: nothing observable lives there)
             return t.resize_aside(shape, dtype)
         t.resize(shape)
         arr = t.mutable_data(dtype)
-        if is_shared_buffer(blob.name):  # the next run's call with this shape re-views the buffer directly
+        if blob.planned:  # the next run's call with this shape re-views the buffer directly
             if self._planned is None:
                 self._planned = {}
             self._planned[(i, shape, dtype)] = (t._meta, t._numel, arr.nbytes)

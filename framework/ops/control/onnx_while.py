@@ -125,17 +125,16 @@ class ONNXWhile(Operator):
             )
         self.ext_in, self.ext_out = ext_in, ext_out
         self.stack = WorkspaceStack()
-        self._nets: dict[int, tuple[Workspace, object]] = {}
+        self._nets: dict[Workspace, object] = {}  # the workspaces are self.stack's
 
     def _scope(self, ws: Workspace):
-        entry = self._nets.get(id(ws))
-        if entry is None or entry[0] is not ws:
+        net = self._nets.get(ws)
+        if net is None:
             for name in (*self.ext_in[: 2 + self.n_lcd], self.ext_out[0]):
                 if not ws.has_blob(name):
                     ws.create_blob(name)
-            entry = (ws, build(self, self.body_def, ws, "body"))
-            self._nets[id(ws)] = entry
-        return entry[1]
+            net = self._nets[ws] = build(self, self.body_def, ws, "body")
+        return net
 
     def run(self) -> None:
         a = self.args

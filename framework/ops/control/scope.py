@@ -29,7 +29,7 @@ class WorkspaceStack:
     def __init__(self) -> None:
         self.workspaces: list[Workspace] = []
         self.top = -1
-        self.rebinds: dict[int, int] = {}  # id(workspace) -> times local copies were dropped (nets rebuilt)
+        self.rebinds: dict[Workspace, int] = {}  # workspace -> times local copies were dropped (nets rebuilt)
 
     def push_forward(self, parent: Workspace, bindings: dict[str, str]) -> Workspace:
         if self.top == len(self.workspaces) - 1:
@@ -43,7 +43,7 @@ class WorkspaceStack:
             for inner in stale:  # a local copy shadows a binding: drop it, re-bind
                 ws.remove_blob(inner)
             if stale:  # nets built there bound the dropped blobs: Do rebuilds them
-                self.rebinds[id(ws)] = self.rebinds.get(id(ws), 0) + 1
+                self.rebinds[ws] = self.rebinds.get(ws, 0) + 1
             ws.add_blob_mapping(parent, bindings)
         self.top += 1
         return ws
@@ -228,7 +228,7 @@ class Do(Operator):
         missing = sorted(set(outer) - used)
         if missing:
             raise self.arg_error(f"not all outer names are used in blob bindings: {missing} are unbound")
-        self._nets: dict[int, tuple[Workspace, int, Any]] = {}
+        self._nets: dict[Workspace, tuple[int, Any]] = {}  # the workspaces are the stack's
 
     def run(self) -> None:
         n = len(self.outputs) - 1
@@ -245,13 +245,12 @@ class Do(Operator):
                 f"{self.describe()}: the scope '{self.output_names[n]}' holds no forward workspace to pop "
                 "(run the forward Do first)"
             )
-        gen = stack.rebinds.get(id(ws), 0)
-        entry = self._nets.get(id(ws))
-        if entry is None or entry[0] is not ws or entry[1] != gen:
-            entry = (ws, gen, build(self, self.net_def, ws, "net"))
-            self._nets[id(ws)] = entry
+        gen = stack.rebinds.get(ws, 0)
+        entry = self._nets.get(ws)
+        if entry is None or entry[0] != gen:
+            entry = self._nets[ws] = (gen, build(self, self.net_def, ws, "net"))
         with nesting(self, "net"):
-            entry[2].run()
+            entry[1].run()
         if self.args.copy_external_blobs and not self.is_gradient:
             copy_forwarded(ws, self.bindings)
 

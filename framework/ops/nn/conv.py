@@ -19,6 +19,7 @@ import math
 import numpy as np
 
 from framework.errors import ShapeError, TypeMismatchError
+from framework.memory.binding import matches, stamp
 from framework.ops.gradient import gradient
 from framework.ops.nn.conv_args import (
     ConvPoolOp,
@@ -233,7 +234,7 @@ class Conv(ConvOpBase):
         p = math.prod(geo.out)
         k1 = kg + (b is not None)
         self._geo, self._yshape = geo, join_layout(n, m, geo.out, self.order)
-        self._w_seen = None  # (tensor, version) of the filter copied into _wpack
+        self._w_seen = None  # stamps (framework.memory.binding) of the filter and bias copied into _wpack
         if self.order == "NCHW" and r == 2 and USE_NCHW_KERNELS:
             self._kernel = ConvNCHW(n, c, m, g, geo, dt, b is not None)
             return
@@ -284,12 +285,13 @@ class Conv(ConvOpBase):
             kernel.run(x, w, b, y, wt=self.inputs[1]._obj)
             return
         wt = self.inputs[1]._obj
-        seen = (wt, wt.version, self.inputs[2]._obj.version if b is not None else None)
-        if self._w_seen is None or self._w_seen[0] is not wt or self._w_seen[1:] != seen[1:]:
+        bt = self.inputs[2]._obj if b is not None else None
+        seen = self._w_seen
+        if seen is None or not matches(seen[0], wt) or (bt is not None and not matches(seen[1], bt)):
             np.copyto(self._w_dst, self._w_src(w))  # packed once per filter (and bias) tensor version
             if b is not None:
                 np.copyto(self._b_dst, b.reshape(self._bshape))
-            self._w_seen = seen
+            self._w_seen = (stamp(wt), stamp(bt) if bt is not None else None)
         if self._xp is not None:
             np.copyto(self._xp_in, x)
             src = self._src

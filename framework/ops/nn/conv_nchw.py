@@ -52,6 +52,7 @@ import weakref
 import numpy as np
 
 from framework.memory.allocator import allocate_array
+from framework.memory.binding import matches, stamp
 from framework.ops.nn import window_jit, winograd
 from framework.ops.nn.dispatch_table import THRESHOLDS as _T
 from framework.ops.nn.kernel_support import KernelUnavailable, usable
@@ -307,7 +308,7 @@ class ConvNCHW:
         if self.mk:
             self._fn_name = "_mk_pointwise"
         # Kernels with their own form of the filter (packed or transformed), redone per filter version.
-        self._transform = self._u = self._u_of = self._u_version = None
+        self._transform = self._u = self._u_stamp = None
         if self.kind == "direct" or self.mk:
             self._transform = window_jit.direct_pack
             self._u = allocate_array((window_jit.direct_packed_size(m, self.kg),), dt)
@@ -453,9 +454,9 @@ class ConvNCHW:
             return
         b1 = b.reshape(-1, 1) if b is not None else None
         fn = getattr(self, self._fn_name)
-        if self._transform is not None and (wt is None or wt is not self._u_of or wt.version != self._u_version):
+        if self._transform is not None and not matches(self._u_stamp, wt):
             self._transform(w, self._u)  # the kernel's own form of the filter, once per filter version
-            self._u_of, self._u_version = wt, (wt.version if wt is not None else None)
+            self._u_stamp = stamp(wt) if wt is not None else None
         if self.replayable:
             lo, hi = self.parts[0]
             calls = window_jit.record_calls(lambda: fn(0, lo, hi, x, w, b1, y, s))
@@ -497,7 +498,7 @@ class ConvNCHW:
         copyto, kernel = np.copyto, self
 
         def call_checked() -> None:
-            if get_ident() != tid or (wt is not None and wt.version != kernel._u_version):
+            if get_ident() != tid or (kernel._transform is not None and not matches(kernel._u_stamp, wt)):
                 return fallback()
             if bias is not None:
                 copyto(*bias)
@@ -754,7 +755,7 @@ class _Replay:
             and self.tid == threading.get_ident()
             and _residual_mode(y, s) == self.mode
             and x.flags.c_contiguous
-            and (conv._transform is None or (wt is not None and wt is conv._u_of and wt.version == conv._u_version))
+            and (conv._transform is None or matches(conv._u_stamp, wt))
         )
 
     def place(self, args: list, x, y, s) -> list:

@@ -14,6 +14,7 @@ import math
 import numpy as np
 
 from framework.errors import ShapeError
+from framework.memory.binding import matches, stamp
 from framework.ops.gradient import gradient
 from framework.ops.nn.conv import ConvOpBase, _conv_like_cost, forward_schema, gradient_schema
 from framework.ops.nn.conv_args import (
@@ -138,8 +139,9 @@ class _ConvTBase(ConvOpBase):
 
     def _expanded(self, w):
         """The block-diagonal group=1 filter of a grouped one (cached per filter version)."""
-        key = (w.shape, w.dtype, self.input_tensor(1).version, id(self.input_tensor(1)))
-        if self._wkey != key:
+        key = (w.shape, w.dtype)
+        wt = self.input_tensor(1)
+        if self._wkey is None or self._wkey[0] != key or not matches(self._wkey[1], wt):
             ax, cg, mg = self._group_blocks(w)
             shape = list(w.shape)
             shape[ax] = mg * self.spec.group
@@ -148,7 +150,7 @@ class _ConvTBase(ConvOpBase):
                 sl = [slice(k * cg, (k + 1) * cg)] + [slice(None)] * (w.ndim - 1)
                 sl[ax] = slice(k * mg, (k + 1) * mg)
                 full[tuple(sl)] = w[k * cg : (k + 1) * cg]
-            self._wfull, self._wkey = full, key
+            self._wfull, self._wkey = full, (key, stamp(wt))
         return self._wfull
 
     def _diagonal(self, dw_full, out):

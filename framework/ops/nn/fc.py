@@ -6,9 +6,11 @@ buffer by one GEMM, the bias added in place.
 
 Packed weights: Caffe2's (N, K) layout used as ``X @ W.T`` runs 1.2-2x
 slower in OpenBLAS than a contiguous (K, N) copy for batches of 4-128. FC
-keeps such a copy of W^T and reuses it while the weight tensor is the same
-object at the same ``version`` (every ``mutable_data``/``output()`` write
-bumps it). A weight is packed only once it has been seen unchanged on two
+keeps such a copy of W^T and reuses it while the weight tensor's stamp matches
+(framework.memory.binding: the same object over the same storage at the same
+``version``; every ``mutable_data``/``output()`` write bumps it). The copy
+belongs to the workspace (``Workspace.packs``) and is freed with it. A weight
+is packed only once it has been seen unchanged on two
 consecutive runs, so training (W changes every step) never pays for the copy
 and inference packs once. Writes that bypass the Tensor (e.g. through a
 numpy view obtained from ``data()``) are not seen: use ``feed_blob`` or ops.
@@ -25,6 +27,7 @@ import numpy as np
 
 from framework.errors import ShapeError, TypeMismatchError
 from framework.memory.allocator import allocate_array
+from framework.memory.binding import matches, stamp
 from framework.ops.gradient import gradient
 from framework.ops.nn.axes import canonical_axis
 from framework.ops.operator import Operator
@@ -97,10 +100,9 @@ class _FCBase(Operator):
 
     def setup(self) -> None:
         self._x = self._w = self._b = self._y = None  # arrays the views below were made from
-        self._pk_tensor = None  # weight tensor the packed copy was made from
-        self._pk_version = -1
+        self._pk_stamp = None  # the weight tensor's values last seen (framework.memory.binding.Stamp)
         self._packed = None  # contiguous (K, N) buffer for W^T
-        self._packed_fresh = False  # the buffer holds W at (_pk_tensor, _pk_version)
+        self._packed_fresh = False  # the buffer holds W as stamped by _pk_stamp
         self._wide = False  # Y^T = W X^T on a large W (see _PACK_MAX_BYTES)
 
     def _bind(self, x: np.ndarray, w: np.ndarray, b: np.ndarray) -> None:
@@ -133,37 +135,24 @@ class _FCBase(Operator):
         """W as a (K, N) operand: the packed contiguous copy once W has been seen unchanged, else a view.
 
         FC ops reading the same weight tensor (an RNN step net bound once per time step) share
-        one packed copy per tensor version (``_SHARED_PACKS``), so the GEMMs stay in cache."""
+        one packed copy per tensor version (the workspace's ``packs``), so the GEMMs stay in cache."""
         t = self.inputs[1]._obj
-        if t is self._pk_tensor and t.version == self._pk_version:
+        if matches(self._pk_stamp, t):
             if not self._packed_fresh:
                 wt = self._w_view
-                shared = _SHARED_PACKS.get(id(t))
-                if (
-                    shared is not None
-                    and shared[0] is t
-                    and shared[1] == t.version
-                    and shared[2].shape == wt.shape
-                    and shared[2].dtype == wt.dtype
-                    and shared[3] is self._w
-                ):
-                    self._packed = shared[2]
+                packs, key = self.workspace.packs, ("FC", wt.shape, wt.dtype)
+                shared = packs.get(t, key)
+                if shared is not None:
+                    self._packed = shared
                 else:
                     packed = self._packed
-                    if (
-                        packed is None
-                        or packed.shape != wt.shape
-                        or packed.dtype != wt.dtype
-                        or any(v[2] is packed for v in _SHARED_PACKS.values())
-                    ):
+                    if packed is None or packed.shape != wt.shape or packed.dtype != wt.dtype or packs.holds(packed):
                         packed = self._packed = allocate_array(wt.shape, wt.dtype)
                     np.copyto(packed, wt)
-                    if len(_SHARED_PACKS) >= 64:
-                        _SHARED_PACKS.pop(next(iter(_SHARED_PACKS)))
-                    _SHARED_PACKS[id(t)] = (t, t.version, packed, self._w)
+                    packs.put(t, key, packed)
                 self._packed_fresh = True
             return self._packed
-        self._pk_tensor, self._pk_version, self._packed_fresh = t, t.version, False
+        self._pk_stamp, self._packed_fresh = stamp(t), False
         return self._w_view
 
     def run(self) -> None:
@@ -249,10 +238,6 @@ def _columns(op: _FCBase, wk, n0: int, n1: int):
         np.add(y2, b1, out=y2)
 
     return columns
-
-
-# Packed W^T copies shared by FC ops reading the same weight tensor: id -> (tensor, version, packed, W array).
-_SHARED_PACKS: dict[int, tuple] = {}
 
 
 def _fc_op(name: str, transposed: bool, w_doc: str):

@@ -15,9 +15,10 @@ pytest.importorskip("numba")
 
 
 class _Filter:
-    """Stands for the filter's Tensor: the kernels that pack the filter key it on identity + version."""
+    """Stands for the filter's Tensor: the kernels that pack the filter stamp it (identity, storage, version)."""
 
     version = 0
+    _storage = None
 
 
 def _geo(size, k, s, pad):
@@ -91,8 +92,9 @@ def test_not_replayed_with_copied_operands_or_two_workers():
     assert conv._replay is None  # the kernel got a contiguous copy of x: nothing to put the next x into
     np.testing.assert_allclose(y, _fresh(n, c, m, geo, 1, np.ascontiguousarray(x), w, b, None, False), rtol=1e-5)
     x2 = np.ascontiguousarray(x) * 2
-    conv.run(x2, w, b, y, wt=_Filter())
-    conv.run(x, w, b, y, wt=conv._u_of)  # recorded with x2; x not contiguous: the full path again
+    filt = _Filter()
+    conv.run(x2, w, b, y, wt=filt)
+    conv.run(x, w, b, y, wt=filt)  # recorded with x2; x not contiguous: the full path again
     np.testing.assert_allclose(y, _fresh(n, c, m, geo, 1, np.ascontiguousarray(x), w, b, None, False), rtol=1e-5)
     try:
         set_num_threads(2)
