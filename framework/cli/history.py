@@ -75,4 +75,9 @@ def read_history(path: str) -> list[dict[str, Any]]:
                     out.append(json.loads(line))
                 except json.JSONDecodeError as e:
                     raise CLIError(f"{path}:{number}: not a JSON record ({e.msg})") from None
+                except RecursionError:  # nesting deeper than the parser's stack: not a history record
+                    raise CLIError(f"{path}:{number}: not a history record (JSON nested too deep)") from None
+                if not isinstance(out[-1], dict):
+                    kind = type(out[-1]).__name__
+                    raise CLIError(f"{path}:{number}: not a history record (a JSON {kind}, not an object)")
     return out

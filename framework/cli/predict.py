@@ -6,7 +6,7 @@ import argparse
 
 import numpy as np
 
-from framework.cli.common import CLIError, load_checkpoint, new_workspace, parse_inputs, read_net, run_net
+from framework.cli.common import CLIError, load_checkpoint, load_npy, new_workspace, parse_inputs, read_net, run_net
 from framework.cli.outputs import check_suffix
 from framework.cli.sources import Source, data_inputs, need_net, open_source
 from framework.memory.workspace import Workspace
@@ -115,7 +115,7 @@ def main(args: argparse.Namespace) -> int:
         shown = ", ".join(f"{c} ({probs[i, c]:.3f})" for c in row)
         print(f"example {i}: class {shown}")
     if args.labels:
-        labels = np.load(args.labels, allow_pickle=False).reshape(-1)
+        labels = load_npy(args.labels).reshape(-1)
         if len(labels) != len(probs):
             raise CLIError(f"--labels has {len(labels)} entries for {len(probs)} examples")
         acc = float(np.mean(order[:, 0] == labels))

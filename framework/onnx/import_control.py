@@ -176,6 +176,8 @@ def _infer_body(ctx: ImportContext, graph: Any) -> None:
     import onnx
     from onnx import helper, numpy_helper
 
+    from framework.onnx.shape_bound import infer_shapes
+
     g = onnx.GraphProto()
     g.CopyFrom(graph)
     produced = {o for n in graph.node for o in n.output} | {i.name for i in graph.input}
@@ -194,7 +196,7 @@ def _infer_body(ctx: ImportContext, graph: Any) -> None:
         g.input.append(helper.make_tensor_value_info(name, elem, list(shape) if shape is not None else None))
     opsets = [helper.make_opsetid("" if d == "ai.onnx" else d, v) for d, v in getattr(ctx, "opset_imports", {}).items()]
     try:
-        inferred = onnx.shape_inference.infer_shapes(helper.make_model(g, opset_imports=opsets), data_prop=True)
+        inferred = infer_shapes(helper.make_model(g, opset_imports=opsets))
     except Exception:  # noqa: BLE001 - inference is a help, not a requirement
         return
     for vi in list(inferred.graph.value_info) + list(inferred.graph.output):

@@ -168,11 +168,12 @@ def _specialize(model: Any, feeds: dict[str, np.ndarray], value_inputs: Any = ()
 
 
 def _value_infos(model: Any) -> tuple[dict, dict]:
-    import onnx
     from onnx import helper
 
+    from framework.onnx.shape_bound import infer_shapes
+
     try:
-        inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
+        inferred = infer_shapes(model)
     except Exception:  # a model onnx cannot infer: fall back to the declared infos only
         inferred = model
     types: dict[str, np.dtype] = {}

@@ -29,6 +29,7 @@ from typing import Any, Callable
 
 from framework.net.base import NetBase, register_net_type
 from framework.net.graph import compute_chains
+from framework.runtime import cancel
 
 log = logging.getLogger("framework.net")
 
@@ -41,9 +42,9 @@ class _ChainFailure(Exception):
 
 
 class _RunState:
-    __slots__ = ("fns", "counts", "outstanding", "lock", "done", "errors", "failed", "stop")
+    __slots__ = ("fns", "counts", "outstanding", "lock", "done", "errors", "failed", "stop", "parent")
 
-    def __init__(self, fns: list, counts: list[int], outstanding: int) -> None:
+    def __init__(self, fns: list, counts: list[int], outstanding: int, parent: Any = None) -> None:
         self.fns = fns
         self.counts = counts
         self.outstanding = outstanding
@@ -52,6 +53,7 @@ class _RunState:
         self.errors: list[tuple[int, BaseException]] = []
         self.failed = False
         self.stop = False  # interrupted: chains in flight stop before their next op
+        self.parent = parent  # the run this one is nested in (a worker's token), for cancel.check
 
 
 def _worker_loop(q: queue.SimpleQueue) -> None:
@@ -61,7 +63,8 @@ def _worker_loop(q: queue.SimpleQueue) -> None:
             return
         net, state, c = item
         del item
-        net._execute(state, c)
+        with cancel.running(state):
+            net._execute(state, c)
         del net, state
 
 
@@ -175,13 +178,19 @@ class DAGNet(NetBase):
             return
         program = self.program
         fns = program.callables()
-        state = self._state = _RunState(fns, list(self.initial_counts), len(self.roots))
+        parent = cancel.current()  # set when this net runs inside another dag net's worker
+        state = self._state = _RunState(fns, list(self.initial_counts), len(self.roots), parent)
         q = self._pool().queue
         with blas_limit(self.blas_threads):
             for c in self.roots:
                 q.put((self, state, c))
             try:
-                state.done.wait()
+                if parent is None:
+                    state.done.wait()
+                else:  # a worker thread gets no signal: watch the outer run's stop flag instead
+                    while not state.done.wait(0.05):
+                        if cancel.stopped(parent):
+                            raise cancel.RunInterrupted("the run was interrupted")
             except BaseException:
                 # Ctrl-C (or another signal) in the caller: start nothing new, and return only after
                 # every chain in flight has stopped, so the next run never overlaps this one.

@@ -16,6 +16,7 @@ from framework.ops.operator import Operator
 from framework.ops.registry import register_op
 from framework.ops.schema import NET, UNKNOWN, Arg
 from framework.ops.subnet import build, net_arg
+from framework.runtime import cancel
 
 
 def _unknown_outputs(args, ins):
@@ -111,6 +112,7 @@ class While(Operator):
         if cond_net is None:
             read_condition(self)  # validate before anything runs
         while True:
+            cancel.check()  # on a dag worker, Ctrl-C reaches this loop only through the run's token
             if cond_net is not None:
                 cond_net.run()
             if not read_condition(self):

@@ -24,6 +24,7 @@ from framework.ops.operator import Operator
 from framework.ops.registry import register_op
 from framework.ops.schema import INT, NET, UNKNOWN, Arg
 from framework.ops.subnet import build, nesting, net_arg
+from framework.runtime import cancel
 
 
 def _assign(ws: Workspace, name: str, value: np.ndarray) -> None:
@@ -160,6 +161,7 @@ class ONNXWhile(Operator):
         scan_bytes = 0  # the stacked scan outputs together stay within the allocation limit
         itr, cond = 0, first_cond
         while (not a.has_trip_count or itr < max_trip) and (not a.has_cond or cond):
+            cancel.check()  # on a dag worker, Ctrl-C reaches this loop only through the run's token
             net = self._scope(ws)
             _assign(ws, self.ext_in[0], np.array(itr, dtype=np.int64))
             _assign(ws, self.ext_in[1], np.array([cond], dtype=cond_dtype))
