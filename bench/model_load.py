@@ -18,8 +18,9 @@ Rows:
   and second ``run``, import-to-first-prediction, onnxruntime's ``InferenceSession`` creation.
 
 Every figure is CPU time (``time.process_time``, or the child's rusage) of one run, measured in a fresh
-child process after one untimed warm-up child (so numba's on-disk kernel cache is warm), with BLAS on
-one thread: robust to the other jobs on a shared machine, and ratios come from the same run.
+child process after one untimed warm-up child (so numba's on-disk kernel cache and Python's bytecode
+cache, kept under ``--dir``, are warm), with BLAS on one thread: robust to the other jobs on a shared
+machine, and ratios come from the same run.
 """
 
 from __future__ import annotations
@@ -165,7 +166,11 @@ def _run_child(model: str, paths: dict[str, str]) -> dict[str, float]:
         f"print('RESULT', json.dumps(_child({model!r}, json.loads(sys.argv[1]))))"
     )
     done = subprocess.run(
-        [sys.executable, "-c", code, json.dumps(paths)], capture_output=True, text=True, env=_env(), cwd=ROOT
+        [sys.executable, "-c", code, json.dumps(paths)],
+        capture_output=True,
+        text=True,
+        env=_env(os.path.dirname(paths["input"])),
+        cwd=ROOT,
     )
     if done.returncode:
         raise RuntimeError(f"{model}: the measuring process failed:\n{done.stderr[-3000:]}")
@@ -177,9 +182,14 @@ def _child(model: str, paths: dict[str, str]) -> dict[str, float]:
     return _child_caffe2(paths) if model == "resnet50" else _child_onnx(paths)
 
 
-def _env() -> dict[str, str]:
+def _env(folder: str) -> dict[str, str]:
+    """The children's environment: BLAS on one thread, and Python's bytecode cache on (in ``folder``), as
+    an installed package has it: with PYTHONDONTWRITEBYTECODE every child would compile the framework's
+    sources again."""
     env = dict(os.environ, **_ENV)
     env["PYTHONPATH"] = os.pathsep.join([ROOT, *filter(None, [env.get("PYTHONPATH")])])
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env["PYTHONPYCACHEPREFIX"] = os.path.join(folder, "pycache")
     return env
 
 
@@ -187,7 +197,8 @@ def _cli_predict(paths: dict[str, str]) -> float:
     """CPU seconds of a whole ``framework predict --init --net --input`` process."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     cmd = [sys.executable, "-m", "framework", "predict", "--init", paths["init"], "--net", paths["predict"]]
-    done = subprocess.run([*cmd, "--input", paths["input"]], capture_output=True, text=True, env=_env(), cwd=ROOT)
+    env = _env(os.path.dirname(paths["input"]))
+    done = subprocess.run([*cmd, "--input", paths["input"]], capture_output=True, text=True, env=env, cwd=ROOT)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode:
         raise RuntimeError(f"framework predict failed:\n{done.stderr[-3000:]}")
@@ -247,7 +258,7 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--only", nargs="+", choices=MODELS, default=list(MODELS))
     ap.add_argument("--dir", default=os.path.join(tempfile.gettempdir(), "framework-bench-model-load"))
-    ap.add_argument("--no-warm", action="store_true", help="skip the warm-up process (cold kernel cache)")
+    ap.add_argument("--no-warm", action="store_true", help="no warm-up process (kernel and bytecode caches as found)")
     ap.add_argument("--json", action="store_true", help="print the raw figures as JSON too")
     args = ap.parse_args(argv)
     rows = {m: measure(m, args.dir, warm=not args.no_warm) for m in args.only}

@@ -48,6 +48,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from framework.memory.tensor import Tensor
+from framework.net.dataflow import DataFlow
 from framework.net.graph import load_net_def
 from framework.proto.framework_pb2 import NetDef, OperatorDef
 
@@ -80,39 +81,31 @@ def _set_arg(op: OperatorDef, name: str, value: int) -> None:
 
 
 class _Net:
-    """The op list being rewritten, with version-aware reader queries."""
+    """The op list being rewritten and its dataflow view (framework/net/dataflow.py): every change to the
+    list or to an op's inputs and outputs goes through ``flow``, so reader and writer queries stay exact."""
 
     def __init__(self, ops: list[OperatorDef], observable: set[str], ws: Any) -> None:
-        self.ops = ops
+        self.flow = DataFlow(ops)
+        self.ops = ops  # the live list: read freely, change through ``flow``
         self.observable = observable
         self.ws = ws
         self.created: list[str] = []  # blobs the pass wrote into the workspace (folded parameters)
 
     def readers(self, i: int, blob: str) -> list[int]:
         """Ops after ``i`` reading the version of ``blob`` that op ``i`` leaves (until rewritten)."""
-        out = []
-        for j in range(i + 1, len(self.ops)):
-            op = self.ops[j]
-            if blob in op.input:
-                out.append(j)
-            if blob in op.output:
-                break
-        return out
+        return self.flow.readers(i, blob)
 
     def live_after(self, i: int, blob: str) -> bool:
         """Is the value of ``blob`` after op ``i`` read later or observable at the end?"""
-        if self.readers(i, blob):
+        if self.flow.readers(i, blob):
             return True
-        for j in range(i + 1, len(self.ops)):
-            if blob in self.ops[j].output:
-                return False
-        return blob in self.observable
+        return self.flow.next_writer(i, blob) is None and blob in self.observable
 
     def written(self, blob: str) -> bool:
-        return any(blob in op.output for op in self.ops)
+        return self.flow.written(blob)
 
     def written_between(self, blob: str, i: int, j: int) -> bool:
-        return any(blob in self.ops[k].output for k in range(i + 1, j))
+        return self.flow.written_between(blob, i, j)
 
     def constant(self, blob: str) -> np.ndarray | None:
         """The value of a blob no op writes, if the workspace holds it as a float tensor."""
@@ -128,36 +121,30 @@ class _Net:
         """Make ops after ``start`` read (and in-place write) ``new`` instead of ``old``, up to the op that
         writes ``old`` afresh; False (nothing changed) if ``new`` is touched in that range or ``old`` is
         observable there."""
-        end = len(self.ops)
-        for j in range(start + 1, len(self.ops)):
-            op = self.ops[j]
-            if old in op.output and old not in op.input:
-                end = j
-                break
-        span = range(start + 1, end)
-        if any(new in self.ops[j].input or new in self.ops[j].output for j in span):
+        flow, n = self.flow, len(self.ops)
+        fresh = (j for j in flow.writers(old) if j > start and old not in self.ops[j].input)
+        end = next(fresh, n)
+        if flow.touched_between((new,), start, end):
             return False
-        if end == len(self.ops) and old in self.observable:
+        if end == n and old in self.observable:
             return False
+        span = sorted({j for j in (*flow.readers_of(old), *flow.writers(old)) if start < j < end})
         for j in span:
-            op = self.ops[j]
-            for field in (op.input, op.output):
-                for k, b in enumerate(field):
+            with flow.edit(j) as op:
+                for field in (op.input, op.output):
+                    for k, b in enumerate(field):
+                        if b == old:
+                            field[k] = new
+        if end < n:  # the fresh writer may still read the old value
+            with flow.edit(end) as op:
+                for k, b in enumerate(op.input):
                     if b == old:
-                        field[k] = new
-        if end < len(self.ops):  # the fresh writer may still read the old value
-            op = self.ops[end]
-            for k, b in enumerate(op.input):
-                if b == old:
-                    op.input[k] = new
+                        op.input[k] = new
         return True
 
 
 def _producer(net: _Net, j: int, blob: str) -> int | None:
-    for i in range(j - 1, -1, -1):
-        if blob in net.ops[i].output:
-            return i
-    return None
+    return net.flow.producer(j, blob)
 
 
 def _fusable_conv(op: OperatorDef, net: _Net) -> bool:
@@ -190,7 +177,7 @@ def drop_identities(net: _Net) -> int:
             src, dst = op.input[0], op.output[0]
             extra_live = any(net.live_after(i, b) for b in op.output[1:])
             if not extra_live and (src == dst or net.rename_from(i, dst, src)):
-                del net.ops[i]
+                net.flow.delete(i)
                 n += 1
                 continue
         i += 1
@@ -210,20 +197,23 @@ def _fold_into_conv(net: _Net, i: int, j: int, a: np.ndarray, beta: np.ndarray) 
     m = w.shape[0]
     a = np.broadcast_to(np.asarray(a, np.float64).reshape(-1), (m,))
     beta = np.broadcast_to(np.asarray(beta, np.float64).reshape(-1), (m,))
-    w2 = (w.astype(np.float64) * a.reshape(-1, 1, 1, 1)).astype(w.dtype)
+    w2 = w.astype(np.float64)
+    w2 *= a.reshape(-1, 1, 1, 1)
+    w2 = w2.astype(w.dtype)
     b2 = (b.astype(np.float64) * a + beta).astype(w.dtype)
     wn = _fresh(net, conv.input[1] + "_fold")
     bn = _fresh(net, (conv.input[2] if len(conv.input) > 2 else conv.output[0] + "_b") + "_fold")
     net.ws.feed_blob(wn, w2)
     net.ws.feed_blob(bn, b2)
     net.created += [wn, bn]
-    del conv.input[1:]
-    conv.input.extend([wn, bn])
+    with net.flow.edit(i):
+        del conv.input[1:]
+        conv.input.extend([wn, bn])
+        conv.output[0] = nxt.output[0]
     for a_ in list(conv.arg):
         if a_.name == "no_bias":
             conv.arg.remove(a_)
-    conv.output[0] = nxt.output[0]
-    del net.ops[j]
+    net.flow.delete(j)
     return True
 
 
@@ -296,11 +286,9 @@ def _move_after(net: _Net, i: int, j: int) -> bool:
     for b in op.input:
         if net.written_between(b, i, j):
             return False
-    for k in range(i + 1, j):
-        other = net.ops[k]
-        if any(o in other.input or o in other.output for o in op.output):
-            return False
-    net.ops.insert(j - 1, net.ops.pop(i))
+    if net.flow.touched_between(op.output, i, j):
+        return False
+    net.flow.move(i, j - 1)
     return True
 
 
@@ -335,8 +323,8 @@ def fuse_sum(net: _Net) -> int:
             _set_arg(fused, "fusion_type", 2)
             fused.input.append(r)
             fused.output[0] = r
-            net.ops[j] = fused
-            del net.ops[i]
+            net.flow.replace(j, fused)
+            net.flow.delete(i)
             n += 1
             done = True
             break
@@ -365,7 +353,7 @@ def fuse_relu(net: _Net) -> int:
                 continue
             _set_arg(prod, "fusion_type", 3)
         elif (_fusable_conv(prod, net) or _test_bn(prod)) and prod.output[0] == x:
-            if z != x and any(z in net.ops[k].input or z in net.ops[k].output for k in range(i + 1, j)):
+            if z != x and net.flow.touched_between((z,), i, j):
                 j += 1
                 continue
             if prod.type == "SpatialBN":  # Relu keeps NaN: so does the fused op with keep_nan=1
@@ -374,11 +362,12 @@ def fuse_relu(net: _Net) -> int:
             else:
                 prod.type = "ConvFusion"
                 _set_arg(prod, "fusion_type", 1)
-            prod.output[0] = z
+            with net.flow.edit(i):
+                prod.output[0] = z
         else:
             j += 1
             continue
-        del net.ops[j]
+        net.flow.delete(j)
         n += 1
     return n
 
@@ -430,7 +419,7 @@ def pool_before_pointwise(net: _Net) -> int:
         if net.written_between(x, i, j) or x in pool.output:
             continue
         tmp = f"{y}_pooled_input"
-        if any(tmp in op.input or tmp in op.output for op in net.ops) or tmp in net.observable:
+        if net.flow.mentioned(tmp) or tmp in net.observable:
             continue
         first, second = OperatorDef(), OperatorDef()
         first.CopyFrom(pool)
@@ -440,8 +429,9 @@ def pool_before_pointwise(net: _Net) -> int:
         second.CopyFrom(conv)
         second.input[0] = tmp
         second.output[0] = pool.output[0]
-        net.ops[j : j + 1] = [first, second]
-        del net.ops[i]
+        net.flow.replace(j, first)
+        net.flow.insert(j + 1, second)
+        net.flow.delete(i)
         n += 1
     return n
 
@@ -459,7 +449,7 @@ def _channels_op(op: OperatorDef, types: tuple) -> bool:
 
 def _touched(net: _Net, names, i: int, j: int) -> bool:
     """Does an op between i and j read or write any of ``names``?"""
-    return any(b in names for k in range(i + 1, j) for f in (net.ops[k].input, net.ops[k].output) for b in f)
+    return net.flow.touched_between(names, i, j)
 
 
 def fuse_shuffle(net: _Net) -> int:
@@ -510,9 +500,9 @@ def fuse_shuffle(net: _Net) -> int:
                 a = fused.arg.add()
                 a.name = "split"
                 a.ints.extend(split)
-            del net.ops[k]
-        net.ops[j] = fused
-        del net.ops[i]
+            net.flow.delete(k)
+        net.flow.replace(j, fused)
+        net.flow.delete(i)
         n += 1
     return n
 
@@ -542,11 +532,12 @@ def concat_in_place(net: _Net) -> int:
         offset = 0
         for i in sorted(convs, key=lambda i: list(cat.input).index(net.ops[i].output[0])):
             op = net.ops[i]
-            op.output[0] = y
+            with net.flow.edit(i):
+                op.output[0] = y
             _set_arg(op, "out_channels", total)
             _set_arg(op, "out_channel_offset", offset)
             offset += convs[i]
-        del net.ops[j]
+        net.flow.delete(j)
         n += 1
     return n
 
@@ -687,23 +678,26 @@ def _rewrite_chain(net: _Net, chain: dict) -> None:
             if op.type != "ConvFusion":
                 op.type = "ConvFusion"
                 _set_arg(op, "fusion_type", 0)
-            op.output[0] = y
+            with net.flow.edit(i):
+                op.output[0] = y
             _set_arg(op, "out_channels", total)
             _set_arg(op, "out_channel_offset", offset)
             offset += rows
     for k, bns in enumerate(chain["readers"]):
         width = c0 + sum(chain["rows"][: k + 1])
         for r in bns:
-            net.ops[r].input[0] = y
+            with net.flow.edit(r):
+                net.ops[r].input[0] = y
             _set_arg(net.ops[r], "in_channels", width)
     first = net.ops[links[0]]
-    del first.input[1:]
-    del first.output[1:]
-    first.output[0] = y
+    with net.flow.edit(links[0]):
+        del first.input[1:]
+        del first.output[1:]
+        first.output[0] = y
     _set_arg(first, "out_channels", total)
     _set_arg(first, "out_channel_offset", 0)
     for k in sorted(links[1:], reverse=True):
-        del net.ops[k]
+        net.flow.delete(k)
 
 
 # -- the pass ----------------------------------------------------------------------------------------

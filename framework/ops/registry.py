@@ -178,7 +178,9 @@ def all_schemas() -> list[OpSchema]:
 
 def set_gradient(type_name: str, maker: Any) -> None:
     """Fill the gradient slot of a registered op and of its aliases (used by ops.gradient)."""
-    schema = get_schema(type_name)
+    # A registered schema is filled as is: looking it up by name would import every family its type's
+    # index entry names (engine variants too: BatchPermutation's gradient would load the quantized family).
+    schema = _SCHEMAS.get(type_name) or get_schema(type_name)
     schema.gradient = maker
     for alias in schema.aliases:
         _SCHEMAS[alias].gradient = maker

@@ -46,6 +46,22 @@ def test_import_registers_no_family_and_loads_no_optional_library():
     assert seen == {"families": [], "schemas": 0, "libs": []}
 
 
+def test_a_gradient_registration_loads_no_other_family():
+    # tensor registers BatchPermutation's gradient; the quantized family (its DNNLOWP engine variant) loads
+    # only when BatchPermutation is looked up
+    seen = _run(
+        """
+        import json, sys
+        from framework.ops import registry
+        registry.get_schema("GivenTensorFill")
+        before = "framework.ops.quantized" in sys.modules
+        registry.get_schema("BatchPermutation")
+        print(json.dumps([before, "framework.ops.quantized" in sys.modules]))
+        """
+    )
+    assert seen == [False, True]
+
+
 def test_lazy_look_ups_give_what_a_full_load_gives():
     # for types whose gradient or engine variants come from another family than their schema, the lazily
     # loaded schema must already carry what loading everything gives (each type in a fresh process)
