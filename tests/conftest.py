@@ -10,15 +10,31 @@ os.environ.setdefault("FRAMEWORK_NO_AUTO_WARMUP", "1")
 import pytest  # noqa: E402
 from hypothesis import HealthCheck, settings  # noqa: E402
 
-settings.register_profile(
-    "default",
-    deadline=None,
-    max_examples=40,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
-settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+# Two hypothesis profiles. "default" (the README's test command, CI): derandomized, so every run draws the
+# examples CI drew and a failure replays on any machine, and at most DEFAULT_MAX_EXAMPLES examples a test,
+# also where a test's own @settings asks for more. "full" (HYPOTHESIS_PROFILE=full): fresh random
+# examples each run and every test's own count; run it after changing an op's maths.
+DEFAULT_MAX_EXAMPLES = 10
+_COMMON = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+settings.register_profile("default", max_examples=DEFAULT_MAX_EXAMPLES, derandomize=True, database=None, **_COMMON)
+settings.register_profile("full", max_examples=40, **_COMMON)
+PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "default")
+settings.load_profile(PROFILE)
 
-# FRAMEWORK_TEST_TIMES=path.jsonl appends one line per test phase: CPU seconds of this process and of the
+
+def pytest_collection_modifyitems(items):
+    """Under the default profile, cap the examples of tests whose @settings ask for more than it allows."""
+    if PROFILE != "default":
+        return
+    for item in items:
+        test = getattr(getattr(item, "obj", None), "__func__", getattr(item, "obj", None))
+        own = getattr(test, "_hypothesis_internal_use_settings", None)
+        if own is not None and (own.max_examples > DEFAULT_MAX_EXAMPLES or not own.derandomize):
+            capped = settings(own, max_examples=min(own.max_examples, DEFAULT_MAX_EXAMPLES), derandomize=True)
+            test._hypothesis_internal_use_settings = capped
+
+
+# FRAMEWORK_TEST_TIMES=path.jsonl appends one line per test: CPU seconds of this process and of the
 # subprocesses it waited for. Wall time misleads on a shared machine; CPU time says where the suite's cost is.
 _TIMES = os.environ.get("FRAMEWORK_TEST_TIMES")
 

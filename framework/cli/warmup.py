@@ -64,9 +64,27 @@ def main(args: argparse.Namespace) -> int:
 def done_path() -> Path:
     """The file a finished warm-up leaves in the user cache folder: one per machine key (CPU model and
     flags, numba and numpy versions), so a new numba or another CPU warms up again."""
-    from framework.ops.nn import machine
-
+    machine = _machine()
     return machine.cache_dir() / "warmup" / f"{machine.machine_key()}.done"
+
+
+def _machine():
+    """framework.ops.nn.machine, without running framework/ops/nn/__init__.py when it has not run yet
+    (it registers the nn ops and imports numba: most of a second that a command needing no nn op would
+    pay for this check). machine.py imports only the standard library and numpy and keeps no state, so
+    a second copy of it is harmless."""
+    name = "framework.ops.nn.machine"
+    if name in sys.modules or "framework.ops.nn" in sys.modules:
+        return importlib.import_module(name)
+    import framework
+
+    path = Path(framework.__file__).resolve().parent / "ops" / "nn" / "machine.py"
+    spec = importlib.util.spec_from_file_location("framework_cli_machine", path)
+    if spec is None or spec.loader is None or not path.is_file():
+        return importlib.import_module(name)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def _lock_path() -> Path:

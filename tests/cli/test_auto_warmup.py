@@ -149,3 +149,15 @@ def test_a_read_only_install_warms_up_into_the_user_cache_folder(tmp_path):
                 pass
         for d, _, _ in os.walk(install):
             os.chmod(d, 0o755)
+
+
+def test_the_check_does_not_import_the_nn_ops(tmp_path):
+    """Every command checks for the warm-up record: that must not cost the import of the nn ops and numba."""
+    code = (
+        "import sys; from framework.cli import warmup; p = warmup.done_path(); "
+        "print('framework.ops.nn' in sys.modules, 'numba' in sys.modules, p.parent)"
+    )
+    env = dict(os.environ, FRAMEWORK_CACHE_DIR=str(tmp_path), PYTHONPATH=ROOT)
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["False", "False", str(tmp_path / "warmup")]
