@@ -3,18 +3,16 @@
 A Workspace owns named Blobs and nets; operators such as FC, Relu and Add
 read and write Tensors held in blobs; a NetDef protobuf is compiled into a
 validated, topologically ordered net that runs over the blob map.
+
+Importing the package changes nothing about the host process and loads no numpy: the names below
+load their modules on first use (operators register by family as they are first needed).
 """
 
-# First, before anything imports numpy: pick OpenBLAS's kernels for this CPU (framework/runtime/blas_kernel.py).
+# Before anything imports numpy: OpenBLAS's kernels, only if the environment asks for a choice
+# (framework/runtime/blas_kernel.py).
 from framework.runtime.blas_kernel import choose as _choose_blas_kernel
 
 _choose_blas_kernel()
-
-from framework import ops  # noqa: E402, F401  (registers every operator)
-from framework.memory import Blob, Tensor, TypeMeta  # noqa: E402
-from framework.memory.workspace import Workspace  # noqa: E402
-from framework.runtime.blas import set_blas_threads  # noqa: E402
-from framework.runtime.parallel import get_num_threads, set_num_threads  # noqa: E402
 
 __version__ = "0.1.0"
 __all__ = [
@@ -27,3 +25,34 @@ __all__ = [
     "set_blas_threads",
     "set_num_threads",
 ]
+
+_LAZY = {
+    "Blob": "framework.memory",
+    "Tensor": "framework.memory",
+    "TypeMeta": "framework.memory",
+    "Workspace": "framework.memory.workspace",
+    "set_blas_threads": "framework.runtime.blas",
+    "get_num_threads": "framework.runtime.parallel",
+    "set_num_threads": "framework.runtime.parallel",
+}
+
+
+def __getattr__(name: str):
+    import importlib
+
+    where = _LAZY.get(name)
+    if where is not None:
+        value = getattr(importlib.import_module(where), name)
+    else:
+        try:
+            value = importlib.import_module(f"{__name__}.{name}")  # a subpackage: framework.ops, ...
+        except ModuleNotFoundError as e:
+            if e.name != f"{__name__}.{name}":
+                raise
+            raise AttributeError(f"module 'framework' has no attribute {name!r}") from None
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

@@ -1,4 +1,4 @@
-"""framework/runtime/blas_kernel.py: which OpenBLAS kernels the framework asks for, and that a user's choice wins.
+"""framework/runtime/blas_kernel.py: which OpenBLAS kernels the framework asks for, when, and that a user's choice wins.
 
 The choice acts when the OpenBLAS numpy loads starts up, so each case runs in a fresh interpreter."""
 
@@ -43,10 +43,23 @@ def test_preferred_coretype(vendor, flags, want):
 
 
 def test_auto_choice_follows_the_cpu():
-    core, info = _probe({})
+    core, info = _probe({"FRAMEWORK_BLAS_CORETYPE": "auto"})
     assert core == preferred_coretype(*_cpu())
     assert info["chosen"] == core
     assert info["why"]
+
+
+def test_importing_the_package_changes_nothing_unasked():
+    core, info = _probe({})
+    assert core is None and info["chosen"] is None and "not asked" in info["why"]
+
+
+def test_the_framework_command_chooses_for_its_own_process():
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_CORETYPE", "FRAMEWORK_BLAS_CORETYPE")}
+    code = "import os, sys; import framework.cli; print(os.environ.get('OPENBLAS_CORETYPE'))"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == str(preferred_coretype(*_cpu()))
 
 
 def test_user_setting_wins():

@@ -15,7 +15,13 @@ import sys
 import traceback
 from typing import Sequence
 
-from framework.cli import (
+# The framework command owns its process: OpenBLAS's kernels for this CPU, before anything loads numpy
+# (framework/runtime/blas_kernel.py).
+from framework.runtime.blas_kernel import choose as _choose_blas_kernel
+
+_choose_blas_kernel(default="auto")
+
+from framework.cli import (  # noqa: E402  (after the kernel choice)
     convert,
     db_tools,
     draw,
@@ -35,8 +41,8 @@ from framework.cli import (
     tune,
     warmup,
 )
-from framework.distributed import end_job
-from framework.errors import FrameworkError
+from framework.distributed import end_job  # noqa: E402
+from framework.errors import FrameworkError  # noqa: E402
 
 COMMANDS = (
     run,

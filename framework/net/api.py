@@ -81,13 +81,9 @@ def create_net(ws: Workspace, net: Any, overwrite: bool = False, optimize: bool 
 
     Refuses an existing name unless ``overwrite``. On any error the workspace
     is unchanged (no blobs created, no net registered). Returns the net object.
-    The first net created caps BLAS threads (``framework.runtime.blas``) unless the user chose.
     ``optimize=True`` opts in to the inference optimization pass (framework.net.optimize): only the
     net's external outputs (or ``outputs``) keep their values; intermediate blobs may be fused away.
     """
-    from framework.runtime.blas import ensure_blas_threads
-
-    ensure_blas_threads()
     from framework.net.base import instantiate
     from framework.net.graph import load_net_def
 

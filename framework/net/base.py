@@ -23,6 +23,7 @@ from framework.net.graph import NetGraph, compile_graph, creation_site, format_o
 from framework.net.program import OpProgram
 from framework.ops import create_operator
 from framework.ops.operator import Operator, describe_op
+from framework.runtime.state import RUNTIME
 
 NET_TYPES: dict[str, type[NetBase]] = {}
 
@@ -101,19 +102,23 @@ class NetBase:
     def run(self) -> None:
         """Run every op once; raise OperatorError naming the failing op.
 
-        Holds the net's lock: concurrent callers of one net are serialized.
-        """
+        Holds the net's lock: concurrent callers of one net are serialized. BLAS runs on the runtime's
+        thread count for the run and is put back after (framework.runtime.state)."""
         with self._lock:
-            if not self.observers:
-                self._run()
-            else:
-                for ob in self.observers:
-                    ob.start(self)
-                try:
+            RUNTIME.enter_net()  # BLAS threads for the run (framework.runtime.state), restored after
+            try:
+                if not self.observers:
                     self._run()
-                finally:
+                else:
                     for ob in self.observers:
-                        ob.stop(self)
+                        ob.start(self)
+                    try:
+                        self._run()
+                    finally:
+                        for ob in self.observers:
+                            ob.stop(self)
+            finally:
+                RUNTIME.exit_net()
             self.run_count += 1
 
     def _run(self) -> None:

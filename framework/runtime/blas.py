@@ -1,26 +1,28 @@
-"""How many threads BLAS (numpy's OpenBLAS/MKL) uses when the framework runs nets.
+"""How many threads BLAS (numpy's OpenBLAS/MKL) uses while the framework runs nets.
 
 Measured on this project's machines: the GEMMs of typical nets run faster on one BLAS thread, and
-several BLAS threads collapse (15-30x slower) when the cores are shared with other work. So the
-framework caps BLAS at one thread the first time it creates a net, from Python as from the CLI,
-unless the user chose: ``OPENBLAS_NUM_THREADS``/``OMP_NUM_THREADS``/``MKL_NUM_THREADS`` set in the
-environment, ``FRAMEWORK_BLAS_THREADS=N``, or ``framework.set_blas_threads(n)`` (None: leave BLAS as
-it is). The ``dag`` executor still divides the cores between its workers (cores // workers each).
+several BLAS threads collapse (15-30x slower) when the cores are shared with other work. So a net run
+sets BLAS to one thread and puts back what it found when it stops (``framework.runtime.state``:
+``Runtime.enter_net`` / ``exit_net``); the process's own setting is never changed between runs. The
+count applied is the user's choice where there is one: ``OPENBLAS_NUM_THREADS``/``OMP_NUM_THREADS``/
+``MKL_NUM_THREADS`` set in the environment (BLAS is then left alone), ``FRAMEWORK_BLAS_THREADS=N``, or
+``framework.set_blas_threads(n)`` (None: leave BLAS as it is). The ``dag`` executor still divides the
+cores between its workers (cores // workers each) inside a run.
 """
 
 from __future__ import annotations
 
 import os
 
+from framework.runtime.state import RUNTIME
+
 _ENV = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
-_state = {"decided": False}
 
 
 def set_blas_threads(n: int | None) -> None:
-    """Use ``n`` BLAS threads from now on (None: do not touch BLAS's own setting)."""
-    _state["decided"] = True
-    if n is not None:
-        _limit(max(1, int(n)))
+    """Use ``n`` BLAS threads while nets run from now on (None: do not touch BLAS's own setting)."""
+    RUNTIME.blas_threads = None if n is None else max(1, int(n))
+    RUNTIME.blas_decided = True
 
 
 def default_blas_threads() -> int | None:
@@ -32,17 +34,3 @@ def default_blas_threads() -> int | None:
     if any(os.environ.get(v) for v in _ENV):
         return None
     return 1
-
-
-def ensure_blas_threads() -> None:
-    """Apply the default once (called when the first net is created); a user's choice always wins."""
-    if not _state["decided"]:
-        set_blas_threads(default_blas_threads())
-
-
-def _limit(n: int) -> None:
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # pragma: no cover - a core dependency
-        return
-    threadpool_limits(n, user_api="blas")

@@ -2,20 +2,22 @@
 
 numpy's wheels ship OpenBLAS built for every x86 generation (DYNAMIC_ARCH); at load it picks its
 kernels from the CPU's features, so an AMD Zen 4/5 (AVX-512) gets the SkylakeX kernels. Zen 4 runs
-512-bit instructions as two 256-bit halves, and on it OpenBLAS's AVX2 kernels are faster. Measured on
-this project's machine (AMD EPYC with AVX-512, 1 thread, sgemm GFLOP/s, SkylakeX -> Zen):
-2048^3 103 -> 110; conv-shaped 64x576x3136 90 -> 103; 512x4608x49 85 -> 92; the thin 16x144x16384 of
-a 16-channel 3x3 conv 45 -> 80. So when ``framework`` is imported before numpy, on such a CPU, it
-sets ``OPENBLAS_CORETYPE=Zen`` for the OpenBLAS numpy is about to load.
+512-bit instructions as two 256-bit halves, and on it OpenBLAS's AVX2 kernels are faster (sgemm
+GFLOP/s on one thread, SkylakeX -> Zen: 103 -> 110 on 2048^3, 45 -> 80 on a 16-channel 3x3 conv's
+thin GEMM). OpenBLAS reads its documented override, ``OPENBLAS_CORETYPE``, once, when it loads.
 
-The choice is OpenBLAS's own documented override and is read once, when the library loads; so:
-- a user's ``OPENBLAS_CORETYPE`` always stands, and ``FRAMEWORK_BLAS_CORETYPE=auto`` (default) /
-  ``keep`` (never touch it) / any OpenBLAS core name (``Haswell``, ``SkylakeX``...) sets the choice;
-- if numpy was imported before ``framework``, nothing can change any more: ``blas_kernel_info()``
-  (printed by the benchmarks) shows the kernel in use, and ``OPENBLAS_CORETYPE=Zen`` in the
-  environment gives the faster one.
+When the choice is applied (it changes the process's environment, so only where the process is ours):
+- ``import framework`` applies nothing unless asked: ``FRAMEWORK_BLAS_CORETYPE=auto`` (this CPU's best
+  kernels) or an OpenBLAS core name (``Haswell``, ``SkylakeX``...) in the environment asks for it
+  (``keep``, like no setting, leaves OpenBLAS alone); the package imports no numpy until one of its
+  modules needs it, so the choice is made first;
+- the ``framework`` command owns its process: it applies ``auto`` (or the variable's value) when its
+  package loads, before numpy (``choose(default="auto")``); so do the benchmarks (``bench``);
+- a user's ``OPENBLAS_CORETYPE`` always stands; if numpy was imported first, nothing can change any
+  more: ``blas_kernel_info()`` (printed by the benchmarks) shows the kernels in use.
 
-This module imports nothing heavy: it must run before numpy loads.
+The choice is recorded on ``framework.runtime.state.RUNTIME``. This module imports nothing heavy: it
+must run before numpy loads.
 """
 
 from __future__ import annotations
@@ -23,8 +25,10 @@ from __future__ import annotations
 import os
 import sys
 
+from framework.runtime.state import RUNTIME
+
 ENV = "FRAMEWORK_BLAS_CORETYPE"
-_applied: dict = {"coretype": None, "why": "not decided"}
+_NOT_ASKED = f"not asked ({ENV} unset): OpenBLAS's own choice"
 
 
 def _cpu() -> tuple[str, set]:
@@ -52,32 +56,43 @@ def preferred_coretype(vendor: str, flags: set) -> str | None:
     return None
 
 
-def choose() -> None:
-    """Set OPENBLAS_CORETYPE for the OpenBLAS about to load (see module doc); idempotent."""
-    if _applied["why"] != "not decided":
+def _record(coretype: str | None, why: str) -> None:
+    RUNTIME.coretype, RUNTIME.coretype_why = coretype, why
+
+
+def choose(default: str = "keep") -> None:
+    """Set OPENBLAS_CORETYPE for the OpenBLAS about to load, as ``FRAMEWORK_BLAS_CORETYPE`` says, else as
+    ``default`` says (``keep``: leave OpenBLAS alone; ``auto``; a core name); see the module doc. Acts
+    once (a call that left OpenBLAS alone only because nothing asked lets a later ``default`` act)."""
+    if RUNTIME.coretype_why not in ("not decided", _NOT_ASKED):
         return
-    setting = os.environ.get(ENV, "auto").strip()
+    asked = os.environ.get(ENV, "").strip()
+    setting = asked or default
     if os.environ.get("OPENBLAS_CORETYPE"):
-        _applied.update(coretype=os.environ["OPENBLAS_CORETYPE"], why="OPENBLAS_CORETYPE set by the user")
-    elif setting.lower() == "keep":
-        _applied.update(why=f"{ENV}=keep")
+        _record(os.environ["OPENBLAS_CORETYPE"], "OPENBLAS_CORETYPE set by the user")
+    elif asked.lower() == "keep":
+        _record(None, f"{ENV}=keep")
     elif "numpy" in sys.modules:
-        _applied.update(why="numpy was imported before framework: OpenBLAS had already chosen")
+        _record(None, "numpy was imported before framework: OpenBLAS had already chosen")
+    elif setting.lower() == "keep":
+        _record(None, _NOT_ASKED)
     elif setting.lower() != "auto":
         os.environ["OPENBLAS_CORETYPE"] = setting
-        _applied.update(coretype=setting, why=f"{ENV}={setting}")
+        _record(setting, f"{ENV}={setting}")
     else:
         core = preferred_coretype(*_cpu())
         if core is None:
-            _applied.update(why="OpenBLAS's own choice suits this CPU")
+            _record(None, "OpenBLAS's own choice suits this CPU")
         else:
             os.environ["OPENBLAS_CORETYPE"] = core
-            _applied.update(coretype=core, why="AMD CPU with AVX-512: OpenBLAS's AVX2 kernels are faster on it")
+            _record(core, "AMD CPU with AVX-512: OpenBLAS's AVX2 kernels are faster on it")
 
 
 def blas_kernel_info() -> dict:
     """What numpy's BLAS is and which kernels it runs (threadpoolctl), with the framework's choice."""
-    info = {"chosen": _applied["coretype"], "why": _applied["why"]}
+    info = {"chosen": RUNTIME.coretype, "why": RUNTIME.coretype_why}
+    import numpy  # noqa: F401  (loads numpy's BLAS, to describe it; the choice above is made by now)
+
     try:
         from threadpoolctl import threadpool_info
 

@@ -4,7 +4,8 @@ their work over, coordinated with BLAS so the two never oversubscribe the cores.
 numpy's ufuncs and BLAS calls release the GIL, so Python threads that each run numpy on their own
 slice of a tensor (images, or output channels) run in parallel. The framework then keeps BLAS itself
 at one thread per worker: ``set_num_threads(n)`` starts ``n - 1`` pool threads (the caller's thread
-is the n-th worker; a count set before gets its pool back) and sets BLAS to one thread. Measured on
+is the n-th worker; a count set before gets its pool back) and makes net runs set BLAS to one thread
+(``framework.runtime.state``: while a net runs, restored after). Measured on
 this project's 2-core machines: BLAS's own threads collapse when the cores are shared, while splitting
 over images degrades gracefully.
 
@@ -24,10 +25,11 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Sequence
 
-_state: dict = {"threads": None, "pool": None}
-# Pools kept by size: going back to a thread count reuses its pool, so its workers keep their thread
-# identities (kernels bind per-thread scratch and replayed calls to them) and no threads are respawned.
-_POOLS: dict[int, ThreadPoolExecutor] = {}
+from framework.runtime.state import RUNTIME
+
+# The thread count and its pools are RUNTIME's. Pools are kept by size: going back to a thread count
+# reuses its pool, so its workers keep their thread identities (kernels bind per-thread scratch and
+# replayed calls to them) and no threads are respawned.
 _lock = threading.Lock()
 _local = threading.local()  # .inside: this thread runs a task of run_parallel (nested work is serial)
 
@@ -38,22 +40,22 @@ def _default() -> int:
 
 
 def set_num_threads(n: int) -> None:
-    """Use ``n`` intra-op threads (n >= 1); BLAS is set to one thread per worker."""
+    """Use ``n`` intra-op threads (n >= 1); net runs set BLAS to one thread per worker."""
     n = int(n)
     if n < 1:
         raise ValueError(f"set_num_threads: need at least 1 thread, got {n}")
     from framework.runtime.blas import set_blas_threads
 
-    if n == _state["threads"]:
+    if n == RUNTIME.threads:
         return
     with _lock:
-        _state["threads"] = n
+        RUNTIME.threads = n
         pool = None
         if n > 1:
-            pool = _POOLS.get(n)
+            pool = RUNTIME.pools.get(n)
             if pool is None:
-                pool = _POOLS[n] = ThreadPoolExecutor(n - 1, thread_name_prefix="framework-op")
-        _state["pool"] = pool
+                pool = RUNTIME.pools[n] = ThreadPoolExecutor(n - 1, thread_name_prefix="framework-op")
+        RUNTIME.pool = pool
     set_blas_threads(1)
 
 
@@ -61,7 +63,7 @@ def get_num_threads() -> int:
     """The intra-op thread count (FRAMEWORK_NUM_THREADS or 1 until set); 1 inside a parallel task."""
     if getattr(_local, "inside", False):
         return 1
-    n = _state["threads"]
+    n = RUNTIME.threads
     return n if n is not None else _default()
 
 
@@ -70,19 +72,19 @@ def num_threads() -> int:
     (1 inside a task of run_parallel: work is never nested)."""
     if getattr(_local, "inside", False):
         return 1
-    n = _state["threads"]
+    n = RUNTIME.threads
     if n is None:
         n = _default()
         if n > 1:
             set_num_threads(n)
         else:
-            _state["threads"] = 1
+            RUNTIME.threads = 1
     return n
 
 
 def run_parallel(tasks: Sequence[Callable[[], object]]) -> None:
     """Run ``tasks``: the first on this thread, the others on the pool; wait for all of them."""
-    pool = _state["pool"]
+    pool = RUNTIME.pool
     if pool is None or len(tasks) < 2 or getattr(_local, "inside", False):
         for t in tasks:
             t()

@@ -312,12 +312,17 @@ def test_history_plot_export_pair_predict_save_and_summary(data, tmp_path):
 
 
 def test_library_use_caps_blas_threads_like_the_cli(tmp_path):
+    # while a net runs (the Python op looks), not for the process: after the run BLAS is as it was
     code = (
         "import os; from threadpoolctl import threadpool_info\n"
         "from framework import core, workspace\n"
-        "n = core.Net('n'); n.Relu('x', 'y'); import numpy as np; workspace.FeedBlob('x', np.ones(2))\n"
-        "workspace.CreateNet(n)\n"
-        "print(max([i['num_threads'] for i in threadpool_info() if i['user_api'] == 'blas'] or [1]))\n"
+        "def blas(): return max([i['num_threads'] for i in threadpool_info() if i['user_api'] == 'blas'] or [1])\n"
+        "seen = []\n"
+        "n = core.Net('n'); n.Relu('x', 'y'); n.Python(lambda i, o: seen.append(blas()))([], [])\n"
+        "import numpy as np; workspace.FeedBlob('x', np.ones(2)); before = blas()\n"
+        "workspace.CreateNet(n); workspace.RunNet('n')\n"
+        "assert blas() == before, (blas(), before)\n"
+        "print(seen[0])\n"
     )
     env = {
         k: v for k, v in os.environ.items() if k not in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")

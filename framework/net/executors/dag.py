@@ -30,6 +30,7 @@ from typing import Any, Callable
 from framework.net.base import NetBase, register_net_type
 from framework.net.graph import compute_chains
 from framework.runtime import cancel
+from framework.runtime.state import RUNTIME
 
 log = logging.getLogger("framework.net")
 
@@ -95,23 +96,29 @@ class _Workers:
             self.queue.put(None)
 
 
-_blas = [None]
-
-
 def blas_limit(n: int) -> Any:
-    """Context capping BLAS threads at ``n`` (no-op without threadpoolctl or BLAS)."""
-    if _blas[0] is None:
-        try:
-            from threadpoolctl import ThreadpoolController
-
-            ctl = ThreadpoolController().select(user_api="blas")
-            _blas[0] = ctl if ctl.lib_controllers else False
-        except Exception:  # threadpoolctl missing or unusable: nothing to cap
-            _blas[0] = False
-    ctl = _blas[0]
-    if not ctl or all(lib.num_threads <= n for lib in ctl.lib_controllers):
+    """Context capping BLAS threads at ``n`` (no-op without threadpoolctl or BLAS); restores them after."""
+    libs = RUNTIME.blas_libs()
+    if all(lib.get_num_threads() <= n for lib in libs):
         return nullcontext()
-    return ctl.limit(limits=n)
+    return _Limit(libs, n)
+
+
+class _Limit:
+    __slots__ = ("libs", "n", "before")
+
+    def __init__(self, libs: Any, n: int) -> None:
+        self.libs, self.n, self.before = libs, n, []
+
+    def __enter__(self) -> None:
+        self.before = [lib.get_num_threads() for lib in self.libs]
+        for lib, k in zip(self.libs, self.before):
+            if k > self.n:
+                lib.set_num_threads(self.n)
+
+    def __exit__(self, *exc: Any) -> None:
+        for lib, k in zip(self.libs, self.before):
+            lib.set_num_threads(k)
 
 
 # A net file cannot ask for unbounded threads: num_workers is capped at this many per core.

@@ -9,13 +9,12 @@ import math
 
 import numpy as np
 
+from framework.ops.erf import erf
 from framework.ops.gradient import should_not_do_gradient
 from framework.ops.math.unary import _const, _ufunc, _unary
 from framework.ops.operator import Operator
 from framework.ops.pointwise import PointwiseGradient, pointwise_gradient, scratch
 from framework.ops.schema import FLOAT, Arg
-
-_erf = np.frompyfunc(math.erf, 1, 1)
 
 
 def _cube(self: Operator, x: np.ndarray, out: np.ndarray) -> None:
@@ -25,9 +24,7 @@ def _cube(self: Operator, x: np.ndarray, out: np.ndarray) -> None:
 
 
 def _erf_kernel(self: Operator, x: np.ndarray, out: np.ndarray) -> None:
-    # math.erf per element (Caffe2 calls std::erf); numpy has no erf ufunc.
-    if x.size:
-        out[...] = np.asarray(_erf(x), dtype=np.float64)
+    erf(x, out=out)  # the framework's one erf (framework.ops.erf; Caffe2 calls std::erf)
 
 
 def _logit(self: Operator, x: np.ndarray, out: np.ndarray) -> None:

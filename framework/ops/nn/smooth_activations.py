@@ -9,12 +9,11 @@ checks, gradient makers) is ``framework.ops.pointwise``'s: each class here is it
 
 from __future__ import annotations
 
-import functools
 import math
-from typing import Any
 
 import numpy as np
 
+from framework.ops.erf import erf
 from framework.ops.pointwise import Activation, PointwiseGradient, activation_op, pointwise_gradient, scratch
 from framework.ops.schema import BOOL, FLOAT, Arg
 
@@ -178,36 +177,6 @@ class SwishGradient(PointwiseGradient):
         np.multiply(dy, tmp, out=dx)
 
 
-@functools.cache
-def _scipy_erf() -> Any:
-    """scipy.special.erf, or None without scipy; imported on the first Gelu (importing scipy.special
-    costs 0.15-0.25 s of CPU, which every ``import framework`` would otherwise pay)."""
-    try:
-        from scipy.special import erf
-    except ImportError:  # pragma: no cover - exercised through erf_approx in tests
-        return None
-    return erf
-
-
-def erf_approx(x: np.ndarray, out: np.ndarray) -> np.ndarray:
-    """erf(x) by Abramowitz & Stegun 7.1.26 (max abs error 1.5e-7), written into ``out`` (may alias x)."""
-    t = out.dtype.type
-    sign = np.sign(x)
-    ax = np.abs(x)
-    k = 1.0 / (1.0 + 0.3275911 * ax)
-    poly = ((((1.061405429 * k - 1.453152027) * k + 1.421413741) * k - 0.284496736) * k + 0.254829592) * k
-    np.multiply(sign, 1.0 - poly * np.exp(-ax * ax), out=out, casting="unsafe")
-    return out.astype(t, copy=False)
-
-
-def _erf_into(x: np.ndarray, out: np.ndarray) -> np.ndarray:
-    """Exact erf when scipy is installed; otherwise the 1.5e-7-accurate rational approximation."""
-    erf = _scipy_erf()
-    if erf is not None:
-        return erf(x, out=out)
-    return erf_approx(x, out)
-
-
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _INV_SQRT_2 = 1.0 / math.sqrt(2.0)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
@@ -248,7 +217,7 @@ class Gelu(Activation):
             _fast_gelu_tanh(x, tmp)
         else:
             np.multiply(x, t(_INV_SQRT_2), out=tmp)
-            _erf_into(tmp, tmp)
+            erf(tmp, out=tmp)
         tmp += t(1)
         tmp *= t(0.5)
         np.multiply(x, tmp, out=y)
@@ -279,7 +248,7 @@ class GeluGradient(PointwiseGradient):
             b *= t(0.5)
         else:
             np.multiply(x, t(_INV_SQRT_2), out=a)
-            _erf_into(a, a)
+            erf(a, out=a)
             a += t(1)
             a *= t(0.5)  # Phi(x)
             np.multiply(x, x, out=b)

@@ -1,0 +1,111 @@
+"""The process state of the framework, in one object: ``RUNTIME``.
+
+Everything the framework decides for the whole process lives here, and ``RUNTIME.reset()`` puts it
+back as a fresh import has it (tests call it):
+
+- the intra-op thread count and its pools (``framework.runtime.parallel``);
+- the BLAS thread count applied while a net runs (``framework.runtime.blas``) and a record of each
+  application and restore;
+- the OpenBLAS kernel choice (``framework.runtime.blas_kernel``);
+- the handle on the process's BLAS libraries (threadpoolctl), found once.
+
+Importing the framework changes nothing about the host process: BLAS threads are set when a net
+starts running and restored when it stops (``blas_scope``), and OpenBLAS's kernels are chosen only
+where the framework owns the process (see ``framework.runtime.blas_kernel``).
+
+This module imports nothing heavy (no numpy): the CLI reads it before numpy loads.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+
+class Runtime:
+    """See the module doc; one instance, ``RUNTIME``."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.pools: dict[int, Any] = {}  # intra-op pools by size, kept so workers keep their identities
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget every decision (pools are shut down): the state of a fresh import."""
+        for pool in self.pools.values():
+            pool.shutdown(wait=True)
+        self.pools = {}
+        self.threads: int | None = None  # intra-op threads; None: FRAMEWORK_NUM_THREADS or 1 on first use
+        self.pool: Any = None  # the pool of the current thread count (None: one thread)
+        self.blas_threads: int | None = None  # BLAS threads while a net runs (None: leave BLAS alone)
+        self.blas_decided = False  # a caller chose blas_threads (else the default is taken at the first run)
+        self.blas_log: list[tuple[str, int, int]] = []  # ("apply" | "restore", before, after), last _LOG_KEEP
+        self.coretype: str | None = None  # the OpenBLAS kernels the framework asked for
+        self.coretype_why = "not decided"
+        self._blas_libs: Any = None  # threadpoolctl lib controllers of the BLAS libraries (False: none)
+        self._depth = 0  # net runs in progress (nested or concurrent): BLAS is set by the first, restored by the last
+        self._restore: list[tuple[Any, int]] = []
+
+    # -- BLAS threads per net run ----------------------------------------------------------------
+    def blas_libs(self) -> Any:
+        """The BLAS libraries loaded now (threadpoolctl controllers), looked up once; () without any."""
+        libs = self._blas_libs
+        if libs is None:
+            try:
+                from threadpoolctl import ThreadpoolController
+
+                libs = tuple(ThreadpoolController().select(user_api="blas").lib_controllers)
+            except Exception:  # threadpoolctl missing or unusable: nothing to set
+                libs = ()
+            self._blas_libs = libs
+        return libs
+
+    def run_blas_threads(self) -> int | None:
+        """The BLAS thread count a net run applies (taking the default at the first run)."""
+        if not self.blas_decided:
+            from framework.runtime.blas import default_blas_threads
+
+            self.blas_threads, self.blas_decided = default_blas_threads(), True
+        return self.blas_threads
+
+    def enter_net(self) -> None:
+        """A net starts running: the first of those in progress sets BLAS to ``run_blas_threads()``."""
+        if self.blas_decided and self.blas_threads is None:
+            return  # BLAS left alone: nothing to count either
+        with self._lock:
+            self._depth += 1
+            if self._depth > 1:
+                return
+            n = self.run_blas_threads()
+            if n is None:
+                return
+            for lib in self.blas_libs():
+                before = lib.get_num_threads()
+                if before != n:
+                    lib.set_num_threads(n)
+                    self._restore.append((lib, before))
+                    self._log("apply", before, n)
+
+    def exit_net(self) -> None:
+        """A net stops running: the last of those in progress puts BLAS back as it found it."""
+        if self._depth == 0:
+            return  # enter_net left BLAS alone
+        with self._lock:
+            self._depth -= 1
+            if self._depth > 0 or not self._restore:
+                return
+            for lib, before in self._restore:
+                lib.set_num_threads(before)
+                self._log("restore", self.blas_threads, before)
+            self._restore = []
+
+    def _log(self, what: str, before: int, after: int) -> None:
+        log = self.blas_log
+        log.append((what, before, after))
+        if len(log) > _LOG_KEEP:
+            del log[: len(log) - _LOG_KEEP]
+
+
+_LOG_KEEP = 16
+
+RUNTIME = Runtime()
