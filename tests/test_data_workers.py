@@ -74,3 +74,25 @@ def test_fetch_errors_stop_the_source_and_dont_rebatch():
         raised = True
     assert raised  # the source stopped: its queue is closed, DequeueBlobs fails instead of hanging
     assert coord.stop()
+
+
+def test_each_fetcher_thread_takes_the_next_worker_id():
+    workspace.ResetWorkspace()
+    seen_ids = set()
+
+    def fetch(worker_id, batch_size):
+        seen_ids.add(worker_id)
+        return [np.zeros((batch_size, 1), np.float32)]
+
+    before = data_workers.global_coordinator._fetcher_id_seq
+    net = core.Net("dw_ids")
+    coord = data_workers.init_data_input_workers(net, ["z"], fetch, 2, num_worker_threads=3, input_source_name="t_ids")
+    # as Caffe2: three fetchers, ids before .. before + 2
+    assert data_workers.global_coordinator._fetcher_id_seq == before + 3
+    assert data_workers.global_coordinator._worker_ids[-3:] == [before, before + 1, before + 2]
+    coord.start()
+    workspace.CreateNet(net)
+    for _ in range(6):
+        workspace.RunNet(net.Proto().name)
+    assert coord.stop()
+    assert seen_ids <= {before, before + 1, before + 2} and seen_ids

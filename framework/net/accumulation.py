@@ -30,6 +30,7 @@ __all__ = [
     "Generators",
     "SparseGrad",
     "accumulate",
+    "rename_grad_output",
 ]
 
 IS_AUTO_GEN_SUM_OPS_TAG = "is_auto_gen_sum_ops"
@@ -132,8 +133,22 @@ def _sum_output_name(gens: list[Any], x: str) -> str:
 
 
 def _rename(op: OperatorDef, idx: int, k: int) -> str:
-    op.output[idx] = f"_{op.output[idx]}_autosplit_{k}"
+    rename_grad_output(op, idx, f"_{op.output[idx]}_autosplit_{k}")
     return op.output[idx]
+
+
+def rename_grad_output(op: OperatorDef, idx: int, new_name: str) -> None:
+    """Rename output ``idx`` of gradient op ``op`` to ``new_name``; for an ``If`` also every output of the
+    ops of its ``then_net`` / ``else_net`` that wrote the old name (they produce it), as Caffe2."""
+    old = op.output[idx]
+    if op.type == "If":
+        for arg in op.arg:
+            if arg.name in ("then_net", "else_net") and arg.HasField("n"):
+                for inner in arg.n.op:
+                    for i, out in enumerate(inner.output):
+                        if out == old:
+                            inner.output[i] = new_name
+    op.output[idx] = new_name
 
 
 def _dense_sum(gens: list[DenseGrad], base: str) -> tuple[list[OperatorDef], str]:

@@ -80,13 +80,18 @@ def arg_scope(helpers: Any, **kwargs: Any) -> Iterator[None]:
 
 
 def Register(helper: Callable[..., Any]) -> Callable[..., Any]:  # noqa: N802
-    """Add a custom helper ``f(model, ...)``; it gets the same scope handling."""
+    """Add a custom helper ``f(model, ...)``; it gets the same scope handling. A name already taken
+    raises AttributeError (Caffe2)."""
+    if helper.__name__ in _HELPERS:
+        raise AttributeError(f"Helper {helper.__name__} already exists. Please change your helper name.")
     wrapped = _helper(helper)
     globals()[helper.__name__] = wrapped
     return wrapped
 
 
-def has_helper(name: str) -> bool:
+def has_helper(helper_or_name: Any) -> bool:
+    """Whether a helper of that name (or of that function's name) is registered."""
+    name = helper_or_name if isinstance(helper_or_name, str) else getattr(helper_or_name, "__name__", None)
     return name in _HELPERS
 
 

@@ -8,10 +8,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from framework.net.accumulation import rename_grad_output
 from framework.ops.control.grad import dedupe_g_output  # noqa: F401  (Caffe2 name)
 from framework.ops.gradient import get_gradient_for_op
 
-__all__ = ["dedupe_g_output", "gen_do_gradient", "gen_if_gradient", "gen_while_gradient"]
+__all__ = [
+    "dedupe_g_output",
+    "disambiguate_grad_if_op_output",
+    "gen_do_gradient",
+    "gen_if_gradient",
+    "gen_while_gradient",
+]
 
 
 def _gen(op_type: str, op: Any, g_output: Any) -> tuple[list, list]:
@@ -32,3 +39,9 @@ def gen_if_gradient(op: Any, g_output: Any) -> tuple[list, list]:
 
 def gen_while_gradient(op: Any, g_output: Any) -> tuple[list, list]:
     return _gen("While", op, g_output)
+
+
+def disambiguate_grad_if_op_output(grad_op: Any, idx: int, new_grad_output: str) -> None:
+    """Rename output ``idx`` of an If gradient op to ``new_grad_output``, and the outputs of its
+    then/else nets that wrote the old name (what ``core.IR`` does when it splits a gradient)."""
+    rename_grad_output(grad_op, idx, new_grad_output)

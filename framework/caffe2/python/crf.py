@@ -55,9 +55,15 @@ class CRFWithLoss:
         return net.Sub([all_paths, total], core.ScopedBlobReference("crf_loss"))
 
     def _pad_predictions(self, predictions: Any) -> Any:
-        net, init = self.model.net, self.model.param_init_net
+        return self.pad_predictions(predictions, self.model.param_init_net, self.model.net, self.num_classes)
+
+    @staticmethod
+    def pad_predictions(predictions: Any, init_net: Any, net: Any, num_classes: int) -> Any:
+        """``predictions`` [T, C] framed for the CRF: two more columns (begin / end of sequence, scored
+        -1000 for every word) and a first and last row that can only be begin / end: [T + 2, C + 2]."""
+        init = init_net
         low = -1000.0
-        c = self.num_classes
+        c = num_classes
         b_scores = init.GivenTensorFill([], "b_scores", shape=[1, c + 2], values=[low] * c + [0.0, low])
         e_scores = init.GivenTensorFill([], "e_scores", shape=[1, c + 2], values=[low] * c + [low, 0.0])
         zero = init.ConstantFill([], shape=[1], value=0, dtype=INT64)

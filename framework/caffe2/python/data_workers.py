@@ -214,14 +214,18 @@ class GlobalWorkerCoordinator:
     def __init__(self) -> None:
         self._coordinators: list[WorkerCoordinator] = []
         self._queues: dict[str, pyqueue.Queue] = {}
-        self._worker_ids = 0
+        # Caffe2's names: the next fetcher id, and every id handed out
+        self._fetcher_id_seq = 0
+        self._worker_ids: list[int] = []
 
     def add(self, coordinator: WorkerCoordinator) -> None:
         self._coordinators.append(coordinator)
 
     def get_new_worker_id(self) -> int:
-        self._worker_ids += 1
-        return self._worker_ids - 1
+        worker_id = self._fetcher_id_seq
+        self._worker_ids.append(worker_id)
+        self._fetcher_id_seq += 1
+        return worker_id
 
     def get_queue(self, name: str, max_buffered_batches: int) -> pyqueue.Queue:
         if name not in self._queues:

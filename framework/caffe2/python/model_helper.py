@@ -167,9 +167,13 @@ class ModelHelper:
     def GetAllParams(self, namescope: str | None = None) -> list[Any]:  # noqa: N802
         return self.GetParams(namescope) + self.GetComputedParams(namescope)
 
+    def _Validate(self) -> list[str]:  # noqa: N802
+        """The names of the parameters added more than once, sorted (Caffe2)."""
+        names = [str(p) for p in self.params]
+        return sorted({n for n in names if names.count(n) > 1})
+
     def Validate(self) -> None:  # noqa: N802
-        seen: set[str] = set()
-        dups = [str(p) for p in self.params if str(p) in seen or seen.add(str(p))]
+        dups = self._Validate()
         if dups:
             raise FrameworkError(f"model '{self.name}': parameters added twice: {dups}")
 

@@ -28,8 +28,8 @@ def clone_net_def(
 ) -> NetDef:
     """A copy of ``source`` named ``name``, blobs renamed by ``blob_remap``, only ops in ``op_id_mask``.
 
-    With ``update_external_list`` (and a mask), the external inputs and outputs
-    are cut down to what the kept ops read and write.
+    With ``update_external_list`` the external inputs become what the kept ops read before writing and the
+    external outputs what they write and no later kept op reads (Caffe2).
     """
     remap = {str(k): str(v) for k, v in (blob_remap or {}).items()}
 
@@ -54,16 +54,23 @@ def clone_net_def(
         names = rn(getattr(source, field))
         del getattr(proto, field)[:]
         getattr(proto, field).extend(names)
-    if update_external_list and mask is not None:
-        produced = {o for op in proto.op for o in op.output}
-        used = {i for op in proto.op for i in op.input}
-        ext_in = [x for x in proto.external_input if x in used]
-        ext_in += sorted(used - produced - set(ext_in))
+    if update_external_list:
+        # as Caffe2: inputs read before any kept op writes them are external inputs (in order of first
+        # use); outputs no later kept op reads are external outputs (in order of production)
+        produced: list[str] = []
+        ext_in: list[str] = []
+        read_after: set[str] = set()
+        for op in proto.op:
+            for x in op.input:
+                if x in produced:
+                    read_after.add(x)
+                elif x not in ext_in:
+                    ext_in.append(x)
+            produced.extend(o for o in op.output if o not in produced)
         del proto.external_input[:]
         proto.external_input.extend(ext_in)
-        ext_out = [x for x in proto.external_output if x in produced]
         del proto.external_output[:]
-        proto.external_output.extend(ext_out)
+        proto.external_output.extend(o for o in produced if o not in read_after)
     return proto
 
 
