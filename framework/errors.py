@@ -91,3 +91,33 @@ class ModelError(FrameworkError, AssertionError):
 
 class OrphanStopGradientError(GradientError, ValueError):
     """A StopGradient whose output no later op reads (it stops nothing); a ValueError too, as in Caffe2."""
+
+
+_MIXED: dict[tuple[type, type], type] = {}
+
+
+def error_like(user_cls: type, base: type, message: str) -> BaseException:
+    """A ``base`` error (e.g. OperatorError) that is also an instance of ``user_cls``, the type of an exception
+    user code raised inside the framework (a Python op's function), so both ``except base`` and ``except
+    user_cls`` catch it, as Caffe2 re-raises a Python op's own exception type. When the two classes cannot be
+    combined (incompatible C layouts), a plain ``base`` error. The object's ``user_error_type`` is ``user_cls``.
+    """
+    key = (user_cls, base)
+    cls = _MIXED.get(key)
+    if cls is None:
+        if issubclass(base, user_cls):
+            cls = base
+        else:
+            try:
+                cls = type(user_cls.__name__, (base, user_cls), {"__module__": user_cls.__module__})
+            except TypeError:
+                cls = base
+        _MIXED[key] = cls
+    try:
+        err = cls.__new__(cls, message)
+    except TypeError:  # e.g. OSError subclasses, whose __new__ refuses another base's layout
+        _MIXED[key] = cls = base
+        err = cls.__new__(cls, message)
+    BaseException.__init__(err, message)  # not the user class's own __init__, whose signature is its own
+    err.user_error_type = user_cls
+    return err

@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from framework.errors import BlobNotFoundError, FrameworkError, NetError, OperatorError
+from framework.errors import BlobNotFoundError, FrameworkError, NetError, OperatorError, error_like
 from framework.memory.workspace import Workspace, suggest
 from framework.ops import create_operator
 from framework.ops.operator import Operator, describe_op
@@ -67,7 +67,8 @@ def wrap_op_error(op: Operator, e: BaseException, net_name: str | None = None) -
             f"\nnote: as in Caffe2, the ops of net '{net_name}' that already ran stay run (their outputs "
             "are updated); the failed op changed none of its outputs (docs/reliability.md)"
         )
-    err = OperatorError(msg)
+    user = getattr(e, "user_error_type", None)  # a Python op's own exception type stays catchable
+    err = OperatorError(msg) if user is None else error_like(user, OperatorError, msg)
     err.op_index = op.index
     err.op_type = op.type
     err.net_name = net_name

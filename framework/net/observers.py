@@ -2,9 +2,9 @@
 net that see each of its runs start and stop.
 
 - ``TimeObserver``: ``average_time()`` is the mean wall time of the observed runs, in milliseconds;
-- ``RunCountObserver``: counts the operators run (the net's top-level ops, once per run); its
-  ``debug_info()`` is ``"This operator runs <n> times."`` as in Caffe2. Departure: Caffe2 also counts
-  the ops of RecurrentNetwork step nets it observes through the RNN executor; here only top-level ops.
+- ``RunCountObserver``: counts the operators run: the net's top-level ops once per run, plus the step-net
+  ops a RecurrentNetwork (or its gradient) ran, once per timestep (an op's ``nested_ops_run``), as Caffe2
+  counts them through its RNN executor; ``debug_info()`` is ``"This operator runs <n> times."``.
 
 ``make_observer(type_name)`` builds one; ``NetBase.run`` notifies ``net.observers``.
 """
@@ -58,7 +58,7 @@ class RunCountObserver(NetObserver):
         self.count = 0
 
     def stop(self, net: Any) -> None:
-        self.count += len(net.ops)
+        self.count += sum(1 + getattr(op, "nested_ops_run", 0) for op in net.ops)
 
     def debug_info(self) -> str:
         return f"This operator runs {self.count} times."

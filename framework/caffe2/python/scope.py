@@ -58,8 +58,9 @@ def EmptyNameScope() -> Iterator[None]:  # noqa: N802
 def DeviceScope(scope: Any, node_name: str | None = None) -> Iterator[None]:  # noqa: N802
     """Make ``scope`` (a DeviceOption) the default for ops created in the block.
 
-    ``node_name`` is set if given, else inherited from the enclosing scope. A falsy ``scope`` (None, 0)
-    gives a default DeviceOption carrying only ``node_name`` (or clears the scope without one).
+    ``node_name`` is set if given, else inherited from the enclosing scope; ``extra_info`` is merged with the
+    enclosing scope's and sorted (as Caffe2 2020). A falsy ``scope`` (None, 0) gives a default DeviceOption
+    carrying only ``node_name`` (or clears the scope without one).
     """
     from framework.proto.framework_pb2 import DeviceOption
 
@@ -75,6 +76,9 @@ def DeviceScope(scope: Any, node_name: str | None = None) -> Iterator[None]:  # 
         new.node_name = node_name
     elif old is not None and old.node_name and not new.node_name:
         new.node_name = old.node_name
+    if old is not None:
+        new.extra_info.extend(old.extra_info)
+    new.extra_info.sort()
     _local.devicescope = new if scope is not None or node_name else None
     try:
         yield

@@ -22,7 +22,6 @@ task instances get child workspaces).
 
 from __future__ import annotations
 
-import itertools
 import threading
 from typing import Any
 
@@ -45,7 +44,6 @@ __all__ = [
 ]
 
 _local = threading.local()
-_names = itertools.count()
 
 
 def _stack(kind: str) -> list:
@@ -164,6 +162,9 @@ class TaskOutput:
 
     fetch = get
 
+    def __repr__(self) -> str:
+        return f"TaskOutput(names={self.names}, values={self._values})"
+
 
 class TaskOutputList:
     """Several TaskOutputs fetched together (Caffe2's helper)."""
@@ -195,6 +196,14 @@ class TaskGroup:
         self._workspace_type = workspace_type
         self._already_used = False
         self._step: core.ExecutionStep | None = None
+        self._remote_nets: list[Any] = []
+
+    def add_remote_net(self, net: Any) -> None:
+        """Record a net meant for a remote node (Caffe2 2020 keeps the list; this session runs none)."""
+        self._remote_nets.append(net)
+
+    def remote_nets(self) -> list[Any]:
+        return self._remote_nets
 
     @staticmethod
     def current(required: bool = True) -> TaskGroup | None:
@@ -284,7 +293,21 @@ class TaskGroup:
         return TaskOutputList([o for t in self._tasks for o in t.outputs()])
 
     def __repr__(self) -> str:
-        return f"TaskGroup(tasks={[t.name for t in self._tasks]}, workspace_type={self._workspace_type})"
+        return (
+            f"TaskGroup(tasks={[t.name for t in self._tasks]}, workspace_type={self._workspace_type}, "
+            f"remote_nets={self._remote_nets})"
+        )
+
+
+def _task_name(node: str, group: TaskGroup | None, name: str) -> str:
+    """Caffe2's task names: ``<node>/<name>``, made unique within the group with ``:1``, ``:2``..."""
+    base = f"{node}/{name}"
+    used = {t.name for t in group._tasks} if group is not None else set()
+    out, i = base, 0
+    while out in used:
+        i += 1
+        out = f"{base}:{i}"
+    return out
 
 
 class Task:
@@ -300,8 +323,11 @@ class Task:
         self, step: Any = None, outputs: Any = None, workspace_type: str | None = None, group: TaskGroup | None = None,
         node: Any = None, name: str | None = None, num_instances: int | None = None,
     ) -> None:  # fmt: skip
-        self.name = name or f"task_{next(_names)}"
+        if not name and isinstance(step, core.ExecutionStep):
+            name = step.Proto().name
         self.node = str(Node.current(node))
+        owner = group if group is not None else TaskGroup.current(required=False)
+        self.name = _task_name(self.node, owner, name or "task")
         self._workspace_type = workspace_type
         self._num_instances = num_instances
         self._step: Any = None

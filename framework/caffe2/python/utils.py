@@ -177,7 +177,8 @@ def BuildUniqueMutexIter(  # noqa: N802
     iter_mutex = iter_mutex if iter_mutex is not None else ITERATION_MUTEX_NAME
     if init_net.BlobIsDefined(iter):
         return init_net.GetBlobRef(iter)
-    with core.DeviceScope(core.DeviceOption(caffe2_pb2.CPU)):
+    # on the CPU whatever the enclosing device scope, marked as Caffe2 2020 marks it
+    with core.DeviceScope(core.DeviceOption(caffe2_pb2.CPU, extra_info=["device_type_override:cpu"])):
         iteration = init_net.ConstantFill([], iter, shape=[1], value=iter_val, dtype=core.DataType.INT64)
         mutex = init_net.CreateMutex([], [iter_mutex])
         net.AtomicIter([mutex, iteration], [iteration])

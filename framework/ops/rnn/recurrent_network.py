@@ -137,6 +137,7 @@ def run_steps(op: Operator, scratch: ScratchWorkspaces, step: StepNet, times: An
     bound = scratch.nets.get(step)
     if bound is None:
         bound = scratch.nets[step] = {}
+    op.nested_ops_run = 0  # step-net ops run by this call (what a RunCountObserver of the outer net counts)
     for t in times:
         ws = scratch.step(t)
         set_timestep(ws, timestep, t)
@@ -150,6 +151,7 @@ def run_steps(op: Operator, scratch: ScratchWorkspaces, step: StepNet, times: An
             net.run()
         except Exception as e:
             raise OperatorError(f"{op.describe()}: step net failed at timestep {t}: {e}") from e
+        op.nested_ops_run += len(getattr(net, "ops", ()))
 
 
 def _rnn_infer(args, ins):

@@ -26,7 +26,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from framework.errors import ArgumentError, GradientError, OperatorError
+from framework.errors import ArgumentError, GradientError, OperatorError, error_like
 from framework.ops.gradient import gradient
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op
@@ -142,7 +142,9 @@ class _PythonBase(Operator):
             try:
                 fn = fn.build()
             except Exception as e:
-                raise OperatorError(f"{self.describe()}: the Python op builder raised {type(e).__name__}: {e}") from e
+                raise error_like(
+                    type(e), OperatorError, f"{self.describe()}: the Python op builder raised {type(e).__name__}: {e}"
+                ) from e
         self._fn, self._pass_ws = fn, entry[2]
 
     def run(self) -> None:
@@ -154,7 +156,9 @@ class _PythonBase(Operator):
             else:
                 self._fn(ins, outs)
         except Exception as e:
-            raise OperatorError(f"{self.describe()}: the Python function raised {type(e).__name__}: {e}") from e
+            raise error_like(
+                type(e), OperatorError, f"{self.describe()}: the Python function raised {type(e).__name__}: {e}"
+            ) from e
 
 
 class _BlobsOf:

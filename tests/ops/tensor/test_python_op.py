@@ -51,6 +51,32 @@ def test_python_op_may_run_in_place():
     np.testing.assert_array_equal(ws.fetch_blob("X"), [4.0, -8.0])
 
 
+class _MyError(Exception):
+    def __init__(self, code, text):  # a signature of its own
+        super().__init__(f"{code}: {text}")
+
+
+def test_the_functions_own_exception_type_reaches_the_caller():
+    # Caffe2 (2020) re-raises the Python op's exception type; 2018 code catches RuntimeError: both work
+    def boom(inputs, outputs):
+        raise _MyError(7, "intentional")
+
+    def os_boom(inputs, outputs):
+        raise FileNotFoundError("no such thing")
+
+    op = core.CreatePythonOperator(boom, [], [])
+    ws = Workspace()
+    with pytest.raises(_MyError, match="7: intentional") as info:
+        ws.run_operator_once(op)
+    assert isinstance(info.value, OperatorError) and isinstance(info.value, RuntimeError)
+    net = core.Net("h36b_boom")
+    net.Python(boom)([], [])
+    with pytest.raises(_MyError, match="intentional"):
+        ws.run_net_once(net)
+    with pytest.raises(OperatorError, match="FileNotFoundError: no such thing"):
+        ws.run_operator_once(core.CreatePythonOperator(os_boom, [], []))
+
+
 def test_feed_writes_any_dtype_and_pass_workspace():
     seen = {}
 

@@ -152,6 +152,15 @@ class Net(NetRecords, NetInternals):
         """True if ``blob`` is an external input or written by an op of this net."""
         return str(blob) in self._defined
 
+    def GetBlobRef(self, blob_name: Any) -> Any:  # noqa: N802
+        """A BlobReference to ``blob_name``, which this net must define (KeyError otherwise, as Caffe2)."""
+        blob_name = str(blob_name)
+        if not self.BlobIsDefined(blob_name):
+            raise KeyError(f"Net does not define blob {blob_name}")
+        from framework.caffe2.python.builder.blob_reference import BlobReference
+
+        return BlobReference(blob_name, self)
+
     def UsesBlob(self, blob: Any) -> bool:  # noqa: N802
         """True if any op reads or writes ``blob``, or it is an external input."""
         return str(blob) in self._used
