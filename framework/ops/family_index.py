@@ -629,6 +629,8 @@ OP_FAMILIES = {
     "Quantile": ("quantized",),
     "Quantize": ("quantized",),
     "RMACRegions": ("tensor",),
+    "RMSNorm": ("nn",),
+    "RMSNormGradient": ("nn",),
     "Range": ("sparse",),
     "RangeFill": ("tensor",),
     "ReadNextBatch": ("io",),
