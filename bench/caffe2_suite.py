@@ -69,6 +69,7 @@ LEGACY_PATTERNS = {
 CONFTEST = """\
 import json
 import os
+import re
 
 import framework.caffe2
 
@@ -102,7 +103,10 @@ def pytest_runtest_logreport(report):
     if hasattr(report, "wasxfail"):
         outcome = "skipped" if outcome == "skipped" else "passed"
     text = report.longreprtext if outcome != "passed" else ""
-    _write({"nodeid": report.nodeid, "when": report.when, "outcome": outcome, "text": text[-6000:]})
+    if len(text) > 6000:  # keep the tail, and every frame's location line (where the error arose)
+        frames = [ln for ln in text[:-6000].splitlines() if re.match(r"\\S+\\.py:\\d+: \\w+", ln)]
+        text = "\\n".join(frames + [text[-6000:]])
+    _write({"nodeid": report.nodeid, "when": report.when, "outcome": outcome, "text": text})
 """
 
 

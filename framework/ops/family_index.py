@@ -630,6 +630,8 @@ OP_FAMILIES = {
     "Quantile": ("quantized",),
     "Quantize": ("quantized",),
     "RMACRegions": ("tensor",),
+    "RMSNorm": ("nn",),
+    "RMSNormGradient": ("nn",),
     "Range": ("sparse",),
     "RangeFill": ("tensor",),
     "ReadNextBatch": ("io",),

@@ -31,6 +31,7 @@ from framework.ops.nn import (  # noqa: F401
     rank_losses,
     rectifiers,
     resize_3d,
+    rms_norm,
     smooth_activations,
     softmax,
     space_batch,

@@ -71,17 +71,20 @@ def set_timestep(ws: Workspace, name: str, t: int) -> None:
     blob.get_mutable(Tensor).assign(np.array([t], np.int32))
 
 
-def share_view(blob: Any, view: np.ndarray) -> None:
-    """Make ``blob``'s tensor wrap ``view``; a no-op when it already wraps that memory (keeps array
-    identity, and the shape a step op gave it: Caffe2's ops resize linked outputs in place)."""
+def share_view(blob: Any, view: np.ndarray, last_shape: tuple | None = None) -> None:
+    """Make ``blob``'s tensor wrap ``view``; a no-op when it already wraps that memory with the view's
+    shape, or with a shape a step op gave it in place (Caffe2's ops resize linked outputs in place)
+    after this caller shared a view of the same shape (``last_shape``). A view of another shape over
+    the same memory (a new geometry, e.g. another window and batch over a reused buffer) is re-wrapped."""
     t = blob._obj
     if type(t) is Tensor:
         arr = t._array
-        if (  # same memory, same element count: keep it (an op may have given it its own shape, as Caffe2)
+        if (
             arr is not None
             and arr.size == view.size
             and arr.dtype == view.dtype
             and arr.__array_interface__["data"][0] == view.__array_interface__["data"][0]
+            and (arr.shape == view.shape or last_shape == view.shape)
         ):
             return
     else:
@@ -121,6 +124,7 @@ class ApplyLink(Operator):
         if self.args.window < 0:
             raise self.arg_error("window not set")
         self._last: tuple = (None, -1, None)  # (external array, start, internal array) of the last run
+        self._last_shape: tuple | None = None  # shape of the view the last run shared
 
     def run(self) -> None:
         t = timestep_of(self)
@@ -138,8 +142,10 @@ class ApplyLink(Operator):
                 f"{self.describe()}: link window [{start}, {start + a.window}) is outside '{self.input_names[1]}' "
                 f"with {ext.shape[0]} time steps"
             )
-        share_view(self.outputs[0], ext[start : start + a.window])
+        view = ext[start : start + a.window]
+        share_view(self.outputs[0], view, self._last_shape)
         self._last = (ext, start, self.outputs[0]._obj._array)
+        self._last_shape = view.shape
 
     def compile(self):
         """A check that the timestep still selects the bound view (framework.net.program keeps the

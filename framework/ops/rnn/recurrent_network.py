@@ -201,6 +201,7 @@ class RecurrentNetwork(Operator):
         self.has_backward = step_net_arg(self, "backward_step_net", required=False) is not None
         self.compiled = StepNet(compile_net(self.step_def))
         self.local = [link[0] for link in self.links]
+        self._alias_shapes: dict[str, tuple] = {}  # shape of the view each alias output got last run
 
     def _init_states(self, seq_len: int, batch: int) -> list[tuple[Any, np.ndarray]]:
         plans = []
@@ -251,7 +252,9 @@ class RecurrentNetwork(Operator):
             start = offset if offset >= 0 else states.shape[0] + offset
             if start > states.shape[0] or start < 0:
                 raise ShapeError(f"{self.describe()}: Invalid number of timesteps for alias '{dst}' (offset {offset})")
-            share_view(self.outputs[self.output_names.index(dst)], states[start:])
+            view = states[start:]
+            share_view(self.outputs[self.output_names.index(dst)], view, self._alias_shapes.get(dst))
+            self._alias_shapes[dst] = view.shape
 
 
 @gradient("RecurrentNetwork")

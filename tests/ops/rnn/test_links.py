@@ -5,7 +5,9 @@ import pytest
 
 from framework.core import CreateOperator
 from framework.errors import FrameworkError
+from framework.memory.tensor import Tensor
 from framework.memory.workspace import Workspace
+from framework.ops import create_operator
 
 
 def test_apply_link_is_a_view_without_copy():
@@ -61,3 +63,31 @@ def test_blob_fetcher_copies_step_blobs():
     names = [n.decode() for n in ws.fetch_blob("names")]
     assert "p_l/hidden_state1" in names and all(ws.has_blob(n) for n in names)
     np.testing.assert_array_equal(ws.fetch_blob("p_l/timestep1"), [1])
+
+
+def test_apply_link_of_a_new_geometry_over_the_same_memory_takes_the_new_shape():
+    # A later RecurrentNetwork (other window, other batch) may reuse the states buffer and step workspaces:
+    # a view [t + offset, t + offset + window) of the same memory and size but another shape is a new view
+    # (Caffe2's apply_link sets the internal tensor's dims on every run).
+    ws = Workspace()
+    buf = np.arange(30, dtype=np.float32)
+    ws.feed_blob("t", np.array([0], np.int32))
+    ws.create_blob("S").get_mutable(Tensor).share_external(buf.reshape(2, 3, 5))
+    ws.run_operator_once(CreateOperator("rnn_internal_apply_link", ["t", "S"], ["s_t", "S"], offset=0, window=1))
+    assert ws.fetch_blob("s_t").shape == (1, 3, 5)
+    ws.create_blob("S").get_mutable(Tensor).share_external(buf.reshape(6, 1, 5))
+    ws.run_operator_once(CreateOperator("rnn_internal_apply_link", ["t", "S"], ["s_t", "S"], offset=0, window=3))
+    np.testing.assert_array_equal(ws.fetch_blob("s_t"), buf[:15].reshape(3, 1, 5))
+
+
+def test_apply_link_keeps_the_shape_a_step_op_gave_its_view_in_place():
+    ws = Workspace()
+    ws.feed_blob("t", np.array([1], np.int32))
+    ws.feed_blob("S", np.arange(12, dtype=np.float32).reshape(3, 2, 2))
+    link = create_operator(CreateOperator("rnn_internal_apply_link", ["t", "S"], ["s_t", "S"], offset=0, window=1), ws)
+    link.run()
+    t = ws.get_blob("s_t").get_tensor()
+    t.reshape((2, 2))  # as an op writing its [N, D] output into the linked [1, N, D] blob does
+    link.run()
+    assert ws.fetch_blob("s_t").shape == (2, 2)
+    np.testing.assert_array_equal(ws.fetch_blob("s_t"), [[4, 5], [6, 7]])
