@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from typing import Any
@@ -39,10 +40,29 @@ def rendezvous(engine: str = "GLOO") -> dict[str, Any] | None:
     }
 
 
+def _launched_size() -> int:
+    """How many ranks the launcher (mpiexec) started this process among; 1 when not launched by one."""
+    for var in ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE"):
+        try:
+            return int(os.environ.get(var, "1"))
+        except ValueError:
+            continue
+    return 1
+
+
 def end_job(code: int) -> int:
     """On a failed rank of a job of several processes, end the whole job now (MPI_Abort) so the other
-    ranks do not wait forever in a collective; otherwise return ``code``."""
+    ranks do not wait forever in a collective; otherwise return ``code``.
+
+    A rank that fails before it initialised MPI (a bad net file, a missing input) initialises it now
+    only to abort: mpiexec does not end the job when a process exits before MPI_Init, and the other
+    ranks would wait for it in their first collective until the launcher's timeout."""
     MPI = sys.modules.get("mpi4py.MPI")
+    if code and MPI is None and _launched_size() > 1:
+        try:
+            from mpi4py import MPI  # initialises MPI (mpi4py's default)
+        except ImportError:
+            MPI = None
     if code and MPI is not None and MPI.Is_initialized() and not MPI.Is_finalized():
         world = MPI.COMM_WORLD
         if world.Get_size() > 1:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable
+import hashlib
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -16,6 +17,10 @@ REDUCIBLE = {np.dtype(t) for t in (np.float32, np.float64, np.int32, np.int64, n
 ROOT_ARG = Arg("root", INT, 0, "the rank the data comes from (Broadcast) or goes to (Reduce)")
 # Gloo's status_blob: accepted for Caffe2 nets; an MPI failure raises instead (the job ends, see docs).
 STATUS_ARG = Arg("status_blob", STRING, "", "accepted for Caffe2 (Gloo) nets; failures raise DistributedError")
+
+# Bytes each rank contributes to the agreement check: an 8-byte digest of what must agree, then as much
+# of the readable description (op, blobs, dtypes, shapes) as fits, for the error message.
+AGREE_BYTES = 256
 
 
 class CommOp(Operator):
@@ -61,6 +66,38 @@ class CommOp(Operator):
                     f"input {first} ('{self.input_names[first]}') is {a.dtype} x {a.size}: they must match"
                 )
         return a.size, a.dtype
+
+    def layout(self, indices: Sequence[int], extra: str = "") -> np.ndarray:
+        """This rank's agreement record for inputs ``indices`` (see ``agree``): what must match across
+        ranks is the op type, each input's dtype and shape, and ``extra`` (e.g. argument values)."""
+        must = [self.type] + [f"{self.input(i).dtype}{list(self.input(i).shape)}" for i in indices] + [extra]
+        shown = ", ".join(f"'{self.input_names[i]}' {self.input(i).dtype} {list(self.input(i).shape)}" for i in indices)
+        digest = hashlib.blake2b("|".join(must).encode(), digest_size=8).digest()
+        text = f"{self.type} {shown}{' ' + extra if extra else ''}".encode()[: AGREE_BYTES - 8]
+        rec = np.zeros(AGREE_BYTES, np.uint8)
+        rec[:8] = np.frombuffer(digest, np.uint8)
+        rec[8 : 8 + len(text)] = np.frombuffer(text, np.uint8)
+        return rec
+
+    def agree(self, world: CommonWorld, record: np.ndarray) -> None:
+        """Check, before the collective itself, that every rank runs this op on tensors of the same dtypes
+        and shapes (MPI would sum raw bytes of different types, or die in its own error handler on a
+        size mismatch). One small Allgather; every rank sees every record, so all of them raise the same
+        DistributedError naming the op, the blobs and each rank's dtypes and shapes."""
+        if world.size == 1:
+            return
+        every = np.empty((world.size, AGREE_BYTES), np.uint8)
+        self.call(world.comm.Allgather, record, every)
+        if (every[:, :8] == every[0, :8]).all():
+            return
+        lines = []
+        for r in range(world.size):
+            text = every[r, 8:].tobytes().rstrip(b"\0").decode("utf-8", "replace")
+            lines.append(f"rank {r}: {text}")
+        raise DistributedError(
+            f"{self.describe()}: the ranks disagree on the tensors of this collective (dtype and shape must "
+            f"match on every rank): " + "; ".join(lines)
+        )
 
     def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Run an MPI call; an MPI error becomes a DistributedError naming this op."""

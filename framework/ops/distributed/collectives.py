@@ -132,6 +132,7 @@ class Broadcast(CommOp):
             raise self.arg_error(f"root {self.args.root} is not a rank of a world of {world.size}")
         self.same_layout(1, n)
         first = self.buffer(1, reducible=False)
+        self.agree(world, self.layout(range(1, n), f"root {self.args.root}"))
         self.call(world.comm.Bcast, first, root=self.args.root)
         for i in range(2, n):
             np.copyto(self.buffer(i, reducible=False), first.reshape(self.input(i).shape))
@@ -155,6 +156,7 @@ class MPIBroadcast(CommOp):
         world, x = self.world(), self.buffer(1, reducible=False)
         if x.size == 0:
             raise DistributedError(f"{self.describe()}: MPIBroadcast works in place: allocate '{self.input_names[1]}'")
+        self.agree(world, self.layout([1], f"root {self.args.root}"))
         self.call(world.comm.Bcast, x.reshape(-1).view(np.uint8), root=self.args.root)
 
 
@@ -165,8 +167,10 @@ class _Allreduce(CommOp):
             return None
         world, x, MPI = self.world(), self.buffer(1), mpi()
         allreduce, in_place, total, describe = world.comm.Allreduce, MPI.IN_PLACE, MPI.SUM, self.describe
+        agree, record = self.agree, self.layout([1])  # the buffer is fixed: its record is too
 
         def allreduce_in_place() -> None:
+            agree(world, record)
             try:
                 allreduce(in_place, x, op=total)
             except MPI.Exception as e:
@@ -179,12 +183,14 @@ class _Allreduce(CommOp):
         MPI = mpi()
         if n == 2:  # the common case, kept short: one tensor, usually in place
             x = self.buffer(1)
+            self.agree(world, self.layout([1]))
             if self.outputs[0] is self.inputs[1]:
                 self.call(world.comm.Allreduce, MPI.IN_PLACE, x, op=MPI.SUM)
             else:
                 self.call(world.comm.Allreduce, x, self.output(0, x.shape, x.dtype), op=MPI.SUM)
             return
         self.same_layout(1, n)
+        self.agree(world, self.layout(range(1, n)))
         total = np.array(self.buffer(1), copy=True)  # local inputs summed first, as Gloo's algorithms do
         for i in range(2, n):
             total += self.buffer(i).reshape(total.shape)
@@ -224,6 +230,7 @@ class _Reduce(CommOp):
         MPI = mpi()
         if not 0 <= self.args.root < world.size:
             raise self.arg_error(f"root {self.args.root} is not a rank of a world of {world.size}")
+        self.agree(world, self.layout([1], f"root {self.args.root}"))
         y = self.output(0, x.shape, x.dtype)
         if self.outputs[0] is self.inputs[1]:
             send = MPI.IN_PLACE if world.rank == self.args.root else x
@@ -269,6 +276,7 @@ class Allgather(CommOp):
     def run(self) -> None:
         world, n = self.world(), len(self.inputs)
         numel, dtype = self.same_layout(1, n)
+        self.agree(world, self.layout(range(1, n)))
         mine = np.concatenate([self.buffer(i).reshape(-1) for i in range(1, n)]) if n > 2 else self.buffer(1)
         y = self.output(0, ((n - 1) * numel * world.size,), dtype)
         self.call(world.comm.Allgather, mine.reshape(-1), y)
@@ -292,6 +300,7 @@ class MPIAllgather(CommOp):
         world, x = self.world(), self.buffer(1)
         if x.ndim == 0:
             raise DistributedError(f"{self.describe()}: MPIAllgather needs a tensor of rank >= 1")
+        self.agree(world, self.layout([1]))
         y = self.output(0, (x.shape[0] * world.size, *x.shape[1:]), x.dtype)
         self.call(world.comm.Allgather, x, y)
 
@@ -321,6 +330,7 @@ class ReduceScatter(CommOp):
                 f"{self.describe()}: recv_counts ('{self.input_names[n - 1]}') must be {world.size} non-negative "
                 f"integers summing to {numel}, got {counts.tolist()}"
             )
+        self.agree(world, self.layout(range(1, n - 1), f"recv_counts {counts.tolist()}"))
         total = np.array(self.buffer(1), copy=True).reshape(-1)
         for i in range(2, n - 1):
             total += self.buffer(i).reshape(-1)
@@ -397,6 +407,9 @@ class AllreduceBuckets(CommOp):
 
     def run(self) -> None:
         world, MPI = self.world(), mpi()
+        for i in range(1, len(self.inputs)):
+            self.buffer(i)  # dtype checks first, then the ranks' agreement, then any MPI call
+        self.agree(world, self.layout(range(1, len(self.inputs))))
         small: dict[np.dtype, list[np.ndarray]] = {}
         for i in range(1, len(self.inputs)):
             x = self.buffer(i)
