@@ -2,10 +2,10 @@
 
 ``compile_graph(net_def, has_blob)`` is the pure, side-effect-free half of net
 creation: it normalizes the NetDef (net-level device option and arguments
-reach the ops), checks every op against its schema, builds a
-``networkx.DiGraph`` whose nodes are op indices (declared order) and whose
-edges are data hazards and ``control_input`` dependencies, validates blobs,
-and picks a stable topological order.
+reach the ops), checks every op against its schema, builds a hazard graph
+whose nodes are op indices (declared order) and whose edges are data hazards
+and ``control_input`` dependencies, validates blobs, and picks a stable
+topological order (``NetGraph.graph`` gives it as a ``networkx.DiGraph``).
 
 Ordering rules (DESIGN.md, Nets):
 
@@ -30,9 +30,8 @@ from __future__ import annotations
 import os
 from collections import defaultdict
 from dataclasses import dataclass, field
+from heapq import heapify, heappop, heappush
 from typing import Any, Callable, Iterable
-
-import networkx as nx
 
 from framework.errors import NetError, ProtoParseError, SchemaError, UnknownOperatorError
 from framework.memory.workspace import suggest
@@ -130,14 +129,70 @@ def format_ops(ops: Iterable[OperatorDef]) -> str:
 
 
 # -- the graph ------------------------------------------------------------------
+class HazardGraph:
+    """Op indices ``0..n-1`` and the hazard edges between them (``a -> b``: b runs after a), each labelled
+    with its ``(kind, blob)`` pairs. Ordering needs nothing more; ``to_networkx()`` builds the
+    ``networkx.DiGraph`` (edge attribute ``kinds``) for the graph algorithms of the DAG executor."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.kinds: dict[tuple[int, int], set[tuple[str, str]]] = {}
+        self._succ: list[list[int]] = [[] for _ in range(n)]
+        self._indegree = [0] * n
+
+    def add_edge(self, a: int, b: int, kind: str, blob: str) -> None:
+        if a == b:
+            return
+        kinds = self.kinds.get((a, b))
+        if kinds is None:
+            self.kinds[(a, b)] = {(kind, blob)}
+            self._succ[a].append(b)
+            self._indegree[b] += 1
+        else:
+            kinds.add((kind, blob))
+
+    def order(self) -> list[int] | None:
+        """The topological order taking the lowest ready index first (the lexicographically smallest);
+        None if the edges form a cycle."""
+        indegree = list(self._indegree)
+        ready = [i for i in range(self.n) if not indegree[i]]
+        heapify(ready)
+        out = []
+        while ready:
+            i = heappop(ready)
+            out.append(i)
+            for j in self._succ[i]:
+                indegree[j] -= 1
+                if not indegree[j]:
+                    heappush(ready, j)
+        return out if len(out) == self.n else None
+
+    def to_networkx(self) -> Any:
+        import networkx as nx
+
+        g = nx.DiGraph()
+        g.add_nodes_from(range(self.n))
+        for (a, b), kinds in self.kinds.items():
+            g.add_edge(a, b, kinds=kinds)
+        return g
+
+
 @dataclass
 class NetGraph:
     """A validated net: normalized NetDef, hazard graph, and stable execution order."""
 
     net_def: NetDef
-    graph: nx.DiGraph
+    hazards: HazardGraph
     order: list[int]
     produced: set[str] = field(default_factory=set)
+    _nx: Any = field(default=None, repr=False, compare=False)
+
+    @property
+    def graph(self) -> Any:
+        """The hazard graph as a ``networkx.DiGraph`` (built, and networkx imported, on first use)."""
+        if self._nx is None:
+            self._nx = self.hazards.to_networkx()
+        return self._nx
 
     @property
     def name(self) -> str:
@@ -159,23 +214,14 @@ def creation_site(op: OperatorDef) -> str:
     return f"\nthe op was created at:\n{op.debug_info}" if op.debug_info else ""
 
 
-def _add_edge(g: nx.DiGraph, a: int, b: int, kind: str, blob: str) -> None:
-    if a == b:
-        return
-    if g.has_edge(a, b):
-        g.edges[a, b]["kinds"].add((kind, blob))
-    else:
-        g.add_edge(a, b, kinds={(kind, blob)})
-
-
-def build_graph(net_def: NetDef) -> tuple[nx.DiGraph, dict[str, list[int]], set[str]]:
+def build_graph(net_def: NetDef) -> tuple[HazardGraph, dict[str, list[int]], set[str]]:
     """Hazard graph of ``net_def``: (graph, writers per blob, single-producer blobs)."""
     ops = net_def.op
-    g = nx.DiGraph()
+    g = HazardGraph(len(ops))
+    _add_edge = g.add_edge
     writers: dict[str, list[int]] = defaultdict(list)
     io = [extra_io(op) or (op.input, op.output) for op in ops]  # nested nets' blobs count (If, While)
     for i, op in enumerate(ops):
-        g.add_node(i)
         for b in dict.fromkeys(io[i][1]):
             writers[b].append(i)
     external = set(net_def.external_input)
@@ -186,22 +232,22 @@ def build_graph(net_def: NetDef) -> tuple[nx.DiGraph, dict[str, list[int]], set[
         ins, outs = io[i]
         for b in ins:
             if b in single:
-                _add_edge(g, writers[b][0], i, "RaW", b)
+                _add_edge(writers[b][0], i, "RaW", b)
                 continue
             if b in last_writer:
-                _add_edge(g, last_writer[b], i, "RaW", b)
+                _add_edge(last_writer[b], i, "RaW", b)
             readers[b].append(i)
         for b in op.control_input:
             w = writers[b][0] if b in single else last_writer.get(b)
             if w is not None:
-                _add_edge(g, w, i, "control", b)
+                _add_edge(w, i, "control", b)
         for b in dict.fromkeys(outs):
             if b in single:
                 continue
             if b in last_writer:
-                _add_edge(g, last_writer[b], i, "WaW", b)
+                _add_edge(last_writer[b], i, "WaW", b)
             for r in readers.pop(b, ()):
-                _add_edge(g, r, i, "WaR", b)
+                _add_edge(r, i, "WaR", b)
             last_writer[b] = i
     return g, writers, single
 
@@ -243,9 +289,9 @@ def compile_graph(net_def: Any, has_blob: Callable[[str], bool] | None = None, o
                 f"{label}: external output '{b}' is never produced by any op and is not an external input."
                 f"{suggest(b, known)}"
             )
-    if not nx.is_directed_acyclic_graph(g):
-        raise NetError(f"{label}: the ops form a cycle: {_describe_cycle(net_def, g)}")
-    order = list(nx.lexicographical_topological_sort(g, key=lambda n: n))
+    order = g.order()
+    if order is None:
+        raise NetError(f"{label}: the ops form a cycle: {_describe_cycle(net_def, g.to_networkx())}")
     return NetGraph(net_def, g, order, produced)
 
 
@@ -278,7 +324,9 @@ def _check_reads(
             )
 
 
-def _describe_cycle(net_def: NetDef, g: nx.DiGraph) -> str:
+def _describe_cycle(net_def: NetDef, g: Any) -> str:
+    import networkx as nx
+
     cycle = nx.find_cycle(g)
     parts = []
     for a, b in cycle:
@@ -289,13 +337,15 @@ def _describe_cycle(net_def: NetDef, g: nx.DiGraph) -> str:
     return " ".join(parts) + creation_site(net_def.op[first])
 
 
-def compute_chains(g: nx.DiGraph, order: list[int]) -> list[list[int]]:
+def compute_chains(g: Any, order: list[int]) -> list[list[int]]:
     """Group maximal linear runs of the (transitively reduced) graph into chains.
 
     An op joins its parent's chain when it is the parent's only child and the
     parent is its only parent; each chain is one scheduling task. Chains are
     listed in ``order`` of their first op, ops within a chain in order.
     """
+    import networkx as nx
+
     reduced = nx.transitive_reduction(g) if g.number_of_edges() else g
     chain_of: dict[int, int] = {}
     chains: list[list[int]] = []

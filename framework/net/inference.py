@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-import networkx as nx
 import numpy as np
 
 from framework.errors import UnknownOperatorError
@@ -36,9 +35,9 @@ __all__ = ["infer_net", "infer_nets", "specs_from_workspace", "to_caffe2_maps"]
 
 def _order(net_def: NetDef) -> list[int]:
     try:
-        g, _, _ = build_graph(net_def)
-        if nx.is_directed_acyclic_graph(g):
-            return list(nx.lexicographical_topological_sort(g, key=lambda n: n))
+        order = build_graph(net_def)[0].order()
+        if order is not None:
+            return order
     except Exception:  # inference never fails on a net it cannot order: fall back to declared order
         pass
     return list(range(len(net_def.op)))

@@ -17,19 +17,18 @@ Imported only when first needed (window_jit.channel_conv).
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 from llvmlite import ir
 from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from framework.ops.nn import simd_ir
+from framework.ops.nn import cached_jit, simd_ir
 from framework.ops.nn.simd_ir import I1, I32, I64, VEC, L, const, function, splat
 from framework.ops.nn.window_jit import CHANNEL_STRIDES
 from framework.ops.nn.window_kernels import _direct_fill
 
-_jit = numba.njit(cache=simd_ir.CACHE, fastmath={"contract"}, nogil=True, boundscheck=False)
+_jit = cached_jit.njit(cache=simd_ir.CACHE, fastmath={"contract"}, nogil=True, boundscheck=False)
 
 # (R, V) register blocks: R x V accumulators + V filter vectors + a broadcast fit the vector
 # registers (32 with AVX-512, 16 with AVX2).

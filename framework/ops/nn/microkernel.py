@@ -17,14 +17,13 @@ input channel c read at planes[c * cstride + taps[t] + offset of the output run]
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 from llvmlite import ir
 from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from framework.ops.nn import simd_ir
+from framework.ops.nn import cached_jit, simd_ir
 from framework.ops.nn.window_kernels import _direct_fill, _store_wide
 
 L = simd_ir.L  # float32 lanes per vector
@@ -32,7 +31,7 @@ L = simd_ir.L  # float32 lanes per vector
 # (16 lanes: 8 x 2 of 32; 8 lanes: 6 x 2 of 16).
 R = 8 if L == 16 else 6
 V = 2  # output runs (vectors) per block
-_jit = numba.njit(cache=simd_ir.CACHE, fastmath={"contract"}, nogil=True, boundscheck=False)
+_jit = cached_jit.njit(cache=simd_ir.CACHE, fastmath={"contract"}, nogil=True, boundscheck=False)
 
 _F32, _I64, _I32, _I1, _VEC = simd_ir.F32, simd_ir.I64, simd_ir.I32, simd_ir.I1, simd_ir.VEC
 _function, _splat, _c = simd_ir.function, simd_ir.splat, simd_ir.const

@@ -6,11 +6,11 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from framework.ops.nn import simd_ir
+from framework.ops.nn import cached_jit, simd_ir
 from framework.ops.nn.pool_columns import rows3s2
 
 COLS_L = simd_ir.L  # outputs per step of rows3s2
-_jit = numba.njit(cache=simd_ir.CACHE, fastmath={"contract"}, nogil=True, boundscheck=False)
+_jit = cached_jit.njit(cache=simd_ir.CACHE, fastmath={"contract"}, nogil=True, boundscheck=False)
 _U = numba.uint64  # unsigned indices: no negative-index wraparound test, so LLVM vectorizes
 
 

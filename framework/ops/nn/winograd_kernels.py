@@ -6,7 +6,9 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-_jit = numba.njit(cache=True, fastmath={"contract"}, nogil=True, boundscheck=False)
+from framework.ops.nn import cached_jit
+
+_jit = cached_jit.njit(cache=True, fastmath={"contract"}, nogil=True, boundscheck=False)
 _U = numba.uint64  # unsigned indices: no negative-index wraparound test, so LLVM vectorizes
 
 

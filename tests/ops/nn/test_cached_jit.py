@@ -1,0 +1,68 @@
+"""framework/ops/nn/cached_jit.py: a process whose kernels all come from numba's on-disk cache loads them
+without numba's compiler set-up (its linear-algebra registry is never imported) and computes what a
+numpy reference computes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import framework
+
+ROOT = Path(framework.__file__).resolve().parents[1]
+
+CODE = textwrap.dedent(
+    """
+    import json, sys
+    import numpy as np
+    from framework.core import CreateOperator
+    from framework.memory.workspace import Workspace
+    from framework.ops.nn import kernel_support
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((1, 16, 20, 20)).astype(np.float32)
+    w = rng.standard_normal((32, 16, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(32).astype(np.float32)
+    ws = Workspace()
+    for k, v in dict(x=x, w=w, b=b).items():
+        ws.feed_blob(k, v)
+    ws.run_operator_once(CreateOperator("Conv", ["x", "w", "b"], ["y"], kernel=3, pad=1))
+    y = ws.fetch_blob("y")
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (1, 1), (1, 1)))
+    ref = np.zeros((1, 32, 20, 20))
+    for i in range(3):
+        for j in range(3):
+            ref += np.einsum("nchw,mc->nmhw", xp[:, :, i : i + 20, j : j + 20], w[:, :, i, j].astype(np.float64))
+    ref += b[None, :, None, None]
+    print(json.dumps({
+        "err": float(np.abs(y - ref).max()),
+        "kernels": len(kernel_support._COMPILED),
+        "hits": sum(sum(f._cache_hits.values()) for f in kernel_support._COMPILED if hasattr(f, "_cache_hits")),
+        "misses": sum(sum(f._cache_misses.values()) for f in kernel_support._COMPILED if hasattr(f, "_cache_misses")),
+        "registries": "numba.np.arraymath" in sys.modules,
+    }))
+    """
+)
+
+
+def _run() -> dict:
+    out = subprocess.run([sys.executable, "-c", CODE], capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_cached_kernels_load_without_the_compiler_and_compute_the_same():
+    pytest.importorskip("numba")
+    first = _run()  # compiles what the cache lacks (numba's own path) and fills the cache
+    if not first["kernels"]:
+        pytest.skip("no compiled kernel runs a conv on this machine")
+    assert first["err"] < 1e-3
+    again = _run()
+    assert again["err"] == first["err"]  # the same machine code
+    assert again["kernels"] == first["kernels"] and again["hits"] >= 1 and again["misses"] == 0
+    assert not again["registries"]
