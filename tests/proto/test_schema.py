@@ -281,12 +281,14 @@ def test_defaults_match_caffe2():
 
 def test_generated_module_is_current(tmp_path):
     pytest.importorskip("grpc_tools")
-    cmd = [sys.executable, "-m", "grpc_tools.protoc", "-Iproto", f"--python_out={tmp_path}", "proto/framework.proto"]
+    out = f"--python_out={tmp_path}", f"--pyi_out={tmp_path}"
+    cmd = [sys.executable, "-m", "grpc_tools.protoc", "-Iproto", *out, "proto/framework.proto"]
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
-    fresh = (tmp_path / "framework_pb2.py").read_text()
-    committed = (ROOT / "framework" / "proto" / "framework_pb2.py").read_text()
-    assert fresh == committed, (
-        "framework/proto/framework_pb2.py is stale; regenerate it with "
-        "`python -m grpc_tools.protoc -Iproto --python_out=framework/proto proto/framework.proto`"
-    )
+    for name in ("framework_pb2.py", "framework_pb2.pyi"):  # the module and the type stub the type checker reads
+        fresh = (tmp_path / name).read_text()
+        committed = (ROOT / "framework" / "proto" / name).read_text()
+        assert fresh == committed, (
+            f"framework/proto/{name} is stale; regenerate it with `python -m grpc_tools.protoc -Iproto "
+            "--python_out=framework/proto --pyi_out=framework/proto proto/framework.proto`"
+        )
