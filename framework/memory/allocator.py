@@ -240,7 +240,7 @@ def check_elements(shape: Any, itemsize: int, what: str) -> int:
     return n
 
 
-def _fmt_bytes(n: int) -> str:
+def _fmt_bytes(n: float) -> str:
     for unit in ("bytes", "KiB", "MiB", "GiB", "TiB", "PiB"):
         if abs(n) < 1024 or unit == "PiB":
             return f"{n} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"

@@ -83,4 +83,4 @@ def normalize_allow_paths(paths: object) -> tuple[str, ...] | None:
         return None
     if isinstance(paths, (str, bytes, os.PathLike)):
         paths = [paths]
-    return tuple(os.path.realpath(os.fsdecode(p)) for p in paths)  # type: ignore[union-attr]
+    return tuple(os.path.realpath(os.fsdecode(p)) for p in paths)  # type: ignore[attr-defined]

@@ -123,7 +123,7 @@ STRING = TypeMeta("std::string", np.dtype(object), DT.STRING, is_pod=False, py_t
 
 ALL_TENSOR_TYPES = (FLOAT16, FLOAT, DOUBLE, INT8, INT16, INT32, INT64, UINT8, UINT16, BOOL, STRING)
 
-_BY_DTYPE: dict[np.dtype, TypeMeta] = {m.dtype: m for m in ALL_TENSOR_TYPES}
+_BY_DTYPE: dict[np.dtype, TypeMeta] = {m.dtype: m for m in ALL_TENSOR_TYPES if m.dtype is not None}
 _BY_PROTO: dict[int, TypeMeta] = {m.proto_type: m for m in ALL_TENSOR_TYPES}
 _BY_PROTO[DT.BYTE] = UINT8  # BYTE is read-only: restored as uint8, never written
 _BY_NAME: dict[str, TypeMeta] = {m.name: m for m in ALL_TENSOR_TYPES}

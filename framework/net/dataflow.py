@@ -134,6 +134,7 @@ class DataFlow:
         if lo is None and hi is None:
             key = 0.0
         elif lo is None:
+            assert hi is not None
             key = hi - 1.0
         elif hi is None:
             key = lo + 1.0

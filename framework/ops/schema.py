@@ -8,6 +8,7 @@ optional cost function, and the gradient maker slot. Schemas are built by
 
 from __future__ import annotations
 
+import builtins
 from dataclasses import dataclass, field
 from typing import Any, Callable, NamedTuple, Sequence
 
@@ -122,7 +123,7 @@ class OpSchema:
     category: str = "misc"
     # Gradient slot: None (not declared yet), a maker callable, NO_GRADIENT or SHOULD_NOT_DO_GRADIENT.
     gradient: Any = None
-    operator_class: type | None = None
+    operator_class: builtins.type | None = None  # the field named ``type`` shadows the builtin here
     aliases: tuple[str, ...] = ()
     private: bool = False  # internal ops (gradient ops) are listed separately in docs
     # Input checks run by the Operator base before run() (framework.ops.validation).
@@ -202,7 +203,7 @@ def pointwise_cost(flops_per_element: float = 1.0) -> Callable:
 
 
 def _numel(spec: TensorSpec) -> int:
-    if not spec.known:
+    if spec.shape is None or not spec.known:
         return 0
     n = 1
     for d in spec.shape:
