@@ -117,7 +117,11 @@ class Dataset:
         self.schema = fields if isinstance(fields, Field) else Struct(*fields)
         self.fields = self.schema.field_names()
         self.name = name or "dataset"
-        self.field_blob_names = [f"{self.name}:{n}" for n in self.schema.field_names()]
+        # a record that already has blobs is stored in them (as Caffe2); otherwise ``<name>:<field>``
+        if self.schema.has_blobs():
+            self.field_blob_names = list(self.schema.field_blobs())
+        else:
+            self.field_blob_names = [f"{self.name}:{n}" for n in self.schema.field_names()]
 
     def field_names(self) -> list[str]:
         return self.schema.field_names()
@@ -128,12 +132,24 @@ class Dataset:
     def get_blobs(self) -> list[str]:
         return list(self.field_blob_names)
 
+    @property
+    def field_blobs(self) -> list[Any]:
+        """The field blobs (Caffe2's attribute; the same names as ``get_blobs()``)."""
+        return list(self.field_blob_names)
+
+    @field_blobs.setter
+    def field_blobs(self, blobs: Sequence[Any]) -> None:
+        if len(blobs) != len(self.field_blob_names):
+            raise ValueError(f"{len(blobs)} field blobs for a dataset of {len(self.field_blob_names)} fields")
+        self.field_blob_names = list(blobs)
+
     def content(self) -> Field:
         return from_blob_list(self.schema, self.field_blob_names)
 
     def init_empty(self, init_net: Any) -> None:
         """Add ops to ``init_net`` creating every field blob empty: shape [0] plus the field's own item
-        shape (``(np.float32, 3)`` gives [0, 3]), of the field's element type. Under a ``NameScope``
+        shape (``(np.float32, 3)`` gives [0, 3]), of the field's element type (a type with no TensorProto
+        type, e.g. an untyped ``Scalar()``: an empty float tensor, as Caffe2). Under a ``NameScope``
         the blobs take the scope's prefix (the net scopes string outputs, as Caffe2's) and the dataset
         keeps those names, so its readers and writers find them."""
         created = []
@@ -141,10 +157,12 @@ class Dataset:
             dtype = np.dtype(dtype)
             # strings of any numpy spelling (object, str, bytes) are Caffe2's STRING
             proto_type = TensorProto.STRING if dtype.base.kind in "OUS" else _PROTO_TYPES.get(dtype.base)
-            if proto_type is None:
-                raise ValueError(f"field type {dtype} has no TensorProto type")
             shape = [0, *dtype.shape]
-            if proto_type == TensorProto.STRING:
+            if proto_type is None:
+                # Caffe2's InitEmptyRecord: a type with no TensorProto type (an untyped Scalar's void) gets
+                # ConstantFill's default, an empty float tensor, for ops to overwrite later
+                out = init_net.ConstantFill([], [blob], shape=[0])
+            elif proto_type == TensorProto.STRING:
                 out = init_net.GivenTensorStringFill([], [blob], shape=shape, values=[])
             else:
                 out = init_net.ConstantFill([], [blob], shape=shape, dtype=proto_type)
