@@ -60,3 +60,26 @@ def test_run_net_by_str_of_the_net():
     workspace.CreateNet(net)
     workspace.RunNet(str(net))
     assert str(net) == net.Name() and workspace.FetchBlob("c").tolist() == [3.0, 3.0]
+
+
+def test_field_blobs_attribute():
+    ds = dataset.Dataset(schema.Struct(("a", schema.Scalar(np.int32)), ("b", schema.Scalar(np.float32))), name="fb")
+    assert ds.field_blobs == ds.get_blobs() == ["fb:a", "fb:b"]
+    ds.field_blobs = ["p", "q"]  # Caffe2 assigns it (init_empty, init_from_dataframe)
+    assert ds.get_blobs() == ["p", "q"]
+
+
+def test_a_record_with_blobs_is_stored_in_them():
+    rec = schema.NewRecord(core.Net("rec_init"), schema.Struct(("label", schema.Scalar(np.int64))))
+    ds = dataset.Dataset(rec, name="withblobs")
+    assert ds.field_blobs == [str(b) for b in rec.field_blobs()] and ds.field_blobs != ["withblobs:label"]
+
+
+def test_init_empty_of_an_untyped_field_is_an_empty_float_tensor():
+    workspace.ResetWorkspace()
+    ds = dataset.Dataset(schema.Struct(("label", schema.Scalar())), name="untyped")
+    init = core.Net("untyped_init")
+    ds.init_empty(init)
+    workspace.RunNetOnce(init)
+    blob = workspace.FetchBlob(ds.get_blobs()[0])
+    assert blob.shape == (0,) and blob.dtype == np.float32

@@ -150,6 +150,17 @@ class Dataset:
     def get_blobs(self) -> list[str]:
         return list(self.field_blob_names)
 
+    @property
+    def field_blobs(self) -> list[Any]:
+        """The field blobs (Caffe2's attribute; the same names as ``get_blobs()``)."""
+        return list(self.field_blob_names)
+
+    @field_blobs.setter
+    def field_blobs(self, blobs: Sequence[Any]) -> None:
+        if len(blobs) != len(self.field_blob_names):
+            raise ValueError(f"{len(blobs)} field blobs for a dataset of {len(self.field_blob_names)} fields")
+        self.field_blob_names = list(blobs)
+
     def content(self) -> Field:
         return from_blob_list(self.schema, self.field_blob_names)
 
