@@ -64,9 +64,9 @@ class ScratchWorkspaces:
 def set_timestep(ws: Workspace, name: str, t: int) -> None:
     """The int32 [1] timestep blob of a step workspace, written in place when it exists."""
     blob = ws._blobs.get(name) or ws.create_local_blob(name)
-    obj = blob._obj
-    if type(obj) is Tensor and obj._array is not None and obj._array.shape == (1,) and obj._array.dtype == np.int32:
-        obj._array[0] = t
+    obj = blob.held
+    if type(obj) is Tensor and obj.array is not None and obj.array.shape == (1,) and obj.array.dtype == np.int32:
+        obj.array[0] = t
         return
     blob.get_mutable(Tensor).assign(np.array([t], np.int32))
 
@@ -74,9 +74,9 @@ def set_timestep(ws: Workspace, name: str, t: int) -> None:
 def share_view(blob: Any, view: np.ndarray) -> None:
     """Make ``blob``'s tensor wrap ``view``; a no-op when it already wraps that memory (keeps array
     identity, and the shape a step op gave it: Caffe2's ops resize linked outputs in place)."""
-    t = blob._obj
+    t = blob.held
     if type(t) is Tensor:
-        arr = t._array
+        arr = t.array
         if (  # same memory, same element count: keep it (an op may have given it its own shape, as Caffe2)
             arr is not None
             and arr.size == view.size
@@ -127,8 +127,8 @@ class ApplyLink(Operator):
         ext = self.input(1)
         a = self.args
         last_ext, last_start, last_view = self._last
-        obj = self.outputs[0]._obj
-        if last_ext is ext and last_start == t + a.offset and type(obj) is Tensor and obj._array is last_view:
+        obj = self.outputs[0].held
+        if last_ext is ext and last_start == t + a.offset and type(obj) is Tensor and obj.array is last_view:
             return  # already a view of the same steps of the same array
         if ext.ndim < 1 or ext.size == 0:
             raise ShapeError(f"{self.describe()}: external '{self.input_names[1]}' is empty ({list(ext.shape)})")
@@ -139,14 +139,14 @@ class ApplyLink(Operator):
                 f"with {ext.shape[0]} time steps"
             )
         share_view(self.outputs[0], ext[start : start + a.window])
-        self._last = (ext, start, self.outputs[0]._obj._array)
+        self._last = (ext, start, self.outputs[0].array)
 
     def compile(self):
         """A check that the timestep still selects the bound view (framework.net.program keeps the
         arrays): each step workspace of a RecurrentNetwork has a fixed timestep, so the view made
         by the first run stays valid and the link costs one comparison per step."""
         ext, start, view = self._last
-        if ext is not self.input(1) or self.outputs[0]._obj._array is not view:
+        if ext is not self.input(1) or self.outputs[0].array is not view:
             return None
         ts, offset = self.input(0).reshape(-1), self.args.offset
 
@@ -207,7 +207,7 @@ class RecurrentNetworkBlobFetcher(Operator):
     ``<prefix>_<blob name><timestep>``."""
 
     def run(self) -> None:
-        obj = self.inputs[0]._obj
+        obj = self.inputs[0].held
         if type(obj) is not ScratchWorkspaces:
             found = "an empty blob" if obj is None else type(obj).__qualname__
             raise TypeMismatchError(
@@ -217,7 +217,7 @@ class RecurrentNetworkBlobFetcher(Operator):
         names = []
         for i, ws in enumerate(obj.step_workspaces):
             for name in ws.local_blobs():
-                t = ws.get_blob(name)._obj
+                t = ws.get_blob(name).held
                 if type(t) is not Tensor or not t.is_initialized:
                     continue
                 new = f"{self.args.prefix}_{name}{i}"
