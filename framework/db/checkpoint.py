@@ -100,7 +100,7 @@ def load(
         # An empty DB is not a checkpoint: a 0-byte file, or a LevelDB/RocksDB whose only write was lost.
         raise DBError(f"checkpoint {full} ({db_type}) holds no blobs: it is empty or its content was lost")
     for name, blob in staged.items():
-        workspace.create_blob(name).reset(blob._obj)
+        workspace.create_blob(name).reset(blob.held)
     return list(staged)
 
 

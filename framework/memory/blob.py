@@ -70,6 +70,35 @@ class Blob:
         self.planned = False
 
     @property
+    def held(self) -> Any:
+        """The held object as it is (None when empty): no type check (see ``get`` for a checked read)."""
+        return self._obj
+
+    @property
+    def tensor(self) -> Tensor | None:
+        """The held Tensor, or None when the blob holds something else or nothing."""
+        obj = self._obj
+        return obj if type(obj) is Tensor else None
+
+    @property
+    def array(self) -> Any:
+        """The held Tensor's cached numpy view (``Tensor.array``); None when there is none or the blob
+        holds no Tensor. The run path's one-call read of an input."""
+        obj = self._obj
+        return obj._array if type(obj) is Tensor else None
+
+    def reuse_view(self, shape: Any, dtype: Any) -> Any:
+        """The held Tensor's cached view if it already has ``shape`` and ``dtype``, as a write (the
+        tensor's version is bumped); else None. The run path's one-call write of an output."""
+        obj = self._obj
+        if type(obj) is Tensor:
+            arr = obj._array
+            if arr is not None and arr.shape == shape and arr.dtype == dtype:
+                obj.version += 1
+                return arr
+        return None
+
+    @property
     def meta(self) -> TypeMeta | None:
         obj = self._obj
         if obj is None:

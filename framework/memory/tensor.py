@@ -63,6 +63,10 @@ def _numel(dims: tuple[int, ...]) -> int:
     return n
 
 
+# The slots ``Tensor.snapshot()`` saves, in its order (a test checks they are all of Tensor's slots).
+SNAPSHOT_FIELDS = ("_dims", "_numel", "_meta", "_storage", "_spare", "_array", "_shares_data", "_reserved", "version")
+
+
 class Tensor:
     """An n-dimensional array over a shareable, lazily allocated Storage."""
 
@@ -169,6 +173,52 @@ class Tensor:
     @property
     def storage(self) -> Storage | None:
         return self._storage
+
+    # -- the surface other layers use instead of the slots ----------------------------------------
+    @property
+    def array(self) -> np.ndarray | None:
+        """The numpy view of the current shape and type, as cached (None before the first
+        ``data``/``mutable_data`` after a change); no check, no version bump: the run path's read."""
+        return self._array
+
+    def snapshot(self) -> tuple:
+        """Every slot's value (SNAPSHOT_FIELDS): what ``restore`` puts back, e.g. an op's rollback. The
+        buffers are shared, not copied: a snapshot restores shape, type, storage and version, not bytes
+        written into the same storage since."""
+        return (
+            self._dims,
+            self._numel,
+            self._meta,
+            self._storage,
+            self._spare,
+            self._array,
+            self._shares_data,
+            self._reserved,
+            self.version,
+        )
+
+    def restore(self, snap: tuple) -> None:
+        """Put back the state ``snapshot()`` returned."""
+        (
+            self._dims,
+            self._numel,
+            self._meta,
+            self._storage,
+            self._spare,
+            self._array,
+            self._shares_data,
+            self._reserved,
+            self.version,
+        ) = snap
+
+    def view_state(self) -> tuple:
+        """The fields that make the current view of the buffer (shape, count, type, view)."""
+        return self._dims, self._numel, self._meta, self._array
+
+    def set_view_state(self, state: tuple) -> None:
+        """Re-point the tensor at a view ``view_state()`` returned (of the same storage: the memory
+        planner's shared buffers, viewed in turn by ops of different shapes)."""
+        self._dims, self._numel, self._meta, self._array = state
 
     def resize(self, *dims: Any) -> None:
         """Record a new shape; drop the buffer only if it cannot hold it (or policy says so)."""

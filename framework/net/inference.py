@@ -76,7 +76,7 @@ def specs_from_workspace(ws: Workspace, names: Iterable[str] | None = None) -> d
     for name in ws.blobs() if names is None else names:
         if not ws.has_blob(name):
             continue
-        obj = ws.get_blob(name)._obj
+        obj = ws.get_blob(name).held
         if isinstance(obj, Int8TensorCPU):
             obj = obj.t
         if isinstance(obj, Tensor) and obj.is_initialized:

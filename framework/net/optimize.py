@@ -111,7 +111,7 @@ class _Net:
         """The value of a blob no op writes, if the workspace holds it as a float tensor."""
         if self.written(blob) or not self.ws.has_blob(blob):
             return None
-        obj = self.ws.get_blob(blob)._obj
+        obj = self.ws.get_blob(blob).held
         if type(obj) is not Tensor or not obj.is_allocated:
             return None
         a = obj.data()
@@ -753,7 +753,7 @@ def optimize_inference(
             shapes = {}
             for b in out.external_input:
                 if ws.has_blob(b):
-                    obj = ws.get_blob(b)._obj
+                    obj = ws.get_blob(b).held
                     if type(obj) is Tensor and obj.is_allocated:
                         shapes[b] = tuple(obj.dims)
         out, report = optimize_inference_net(out, static_blobs=observable, shapes=shapes)

@@ -104,7 +104,7 @@ def _get_net(ws: Workspace, name: str, state: _Plan, step: ExecutionStep) -> Any
 def _should_stop(ws: Workspace, blob_name: str) -> bool:
     if not blob_name or not ws.has_blob(blob_name):
         return False
-    obj = ws.get_blob(blob_name)._obj
+    obj = ws.get_blob(blob_name).held
     if isinstance(obj, Tensor):
         if not obj.is_allocated:
             return False
@@ -224,7 +224,7 @@ def _run_body(ws: Workspace, step: ExecutionStep, state: _Plan, substeps: list[E
 def _close_queues(ws: Workspace) -> None:
     """Close every queue of ``ws`` so siblings blocked on one wake up when a substep failed."""
     for name in ws.blobs():
-        obj = ws.get_blob(name)._obj
+        obj = ws.get_blob(name).held
         if getattr(obj, "abort_on_plan_failure", False):
             obj.close()
 

@@ -192,7 +192,7 @@ class OpProgram:
             finally:
                 _set_views(ends)
             if fn is not None:
-                outs = {id(b._obj) for b in op.outputs}
+                outs = {id(b.held) for b in op.outputs}
                 written = tuple((t, v) for t, v in views if id(t) in outs)
                 compiled[k] = self._restoring(fn, written) if written else fn
         # Drop compiled ops touching outputs of unstable uncompiled ops, to a fixpoint.
@@ -217,7 +217,7 @@ class OpProgram:
             for b in (*op.inputs, *op.outputs):
                 guard[id(b)] = bind(b)
             for b in op.outputs:
-                written[id(b._obj)] = b._obj
+                written[id(b.held)] = b.held
         self._guard = tuple(guard.values())
         self._written = tuple(written.values())
         fast = []
@@ -238,22 +238,22 @@ def _held(blobs: Sequence[Any]) -> tuple:
 
 
 def _tensors(blobs: Sequence[Any]) -> list:
-    return [b._obj for b in blobs if type(b._obj) is Tensor]
+    return [t for t in (b.tensor for b in blobs) if t is not None]
 
 
 def _view(t: Tensor) -> tuple:
     """The fields that make a tensor's current view of its buffer (Tensor.view_within sets them)."""
-    return t._dims, t._numel, t._meta, t._array
+    return t.view_state()
 
 
 def _set_views(views: Sequence[tuple]) -> None:
-    for t, (dims, numel, meta, arr) in views:
-        t._dims, t._numel, t._meta, t._array = dims, numel, meta, arr
+    for t, state in views:
+        t.set_view_state(state)
 
 
 def _blobs_hold_arrays(op: Operator) -> bool:
     for b in (*op.inputs, *op.outputs):
-        obj = b._obj
-        if type(obj) is not Tensor or obj._array is None:
+        t = b.tensor
+        if t is None or t.array is None:
             return False
     return True

@@ -80,7 +80,7 @@ def _random(dtype: np.dtype, shape: tuple, rng: np.random.Generator) -> np.ndarr
 def _tensor_of(ws: Workspace, name: str) -> Tensor | None:
     if not ws.has_blob(name):
         return None
-    obj = ws.get_blob(name)._obj
+    obj = ws.get_blob(name).held
     return obj if isinstance(obj, Tensor) and obj.is_initialized else None
 
 

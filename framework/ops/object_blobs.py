@@ -23,7 +23,7 @@ __all__ = ["held", "register_create_op", "register_method_op", "unknown_outputs"
 
 def held(op: Operator, i: int, cls: type, maker: str) -> Any:
     """The object of type ``cls`` in input ``i``; TypeMismatchError naming op, blob and maker otherwise."""
-    obj = op.inputs[i]._obj
+    obj = op.inputs[i].held
     if not isinstance(obj, cls):
         what = "nothing" if obj is None else type(obj).__qualname__
         raise TypeMismatchError(

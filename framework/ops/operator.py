@@ -105,15 +105,12 @@ def _transactional(run: Any) -> Any:
     return run_checked
 
 
-_TENSOR_FIELDS = ("_dims", "_numel", "_meta", "_storage", "_spare", "_array", "_shares_data", "_reserved", "version")
-
-
 def _remember(journal: list, blob: Blob) -> None:
     for entry in journal:
         if entry[0] is blob:
             return
-    obj = blob._obj
-    state = tuple(getattr(obj, f) for f in _TENSOR_FIELDS) if type(obj) is Tensor else None
+    obj = blob.held
+    state = obj.snapshot() if type(obj) is Tensor else None
     journal.append((blob, obj, state))
 
 
@@ -122,19 +119,17 @@ def _snapshot_inplace(op: Operator, journal: list) -> None:
     writing into them in place (same shape, so no new buffer) gets them back by the rollback."""
     inputs = {id(b) for b in op.inputs}  # op.inputs holds these blobs for the whole call
     for blob in op.outputs:
-        obj = blob._obj
-        if id(blob) in inputs and type(obj) is Tensor and obj._array is not None:
+        obj = blob.held
+        if id(blob) in inputs and type(obj) is Tensor and obj.array is not None:
             if not any(entry[0] is blob for entry in journal):
-                state = tuple(getattr(obj, f) for f in _TENSOR_FIELDS)
-                journal.append((blob, obj, state, (obj._array, obj._array.copy())))
+                journal.append((blob, obj, obj.snapshot(), (obj.array, obj.array.copy())))
 
 
 def _rollback(journal: list) -> None:
     for blob, obj, state, *saved in reversed(journal):
-        blob._obj = obj
+        blob.reset(obj)
         if state is not None:
-            for f, v in zip(_TENSOR_FIELDS, state):
-                setattr(obj, f, v)
+            obj.restore(state)
         if saved:
             array, values = saved[0]
             np.copyto(array, values)
@@ -191,14 +186,17 @@ class Operator:
     # -- helpers for op authors -------------------------------------------------
     def input(self, i: int) -> np.ndarray:
         """Numpy view of input ``i``'s tensor (no copy)."""
-        obj = self.inputs[i]._obj
+        blob = self.inputs[i]
+        arr = blob.array
+        if arr is not None:
+            return arr
+        obj = blob.held
         if type(obj) is Tensor:
-            arr = obj._array
-            return arr if arr is not None else self._input_data(i, obj)
+            return self._input_data(i, obj)
         raise self._input_type_error(i, obj)
 
     def input_tensor(self, i: int) -> Tensor:
-        obj = self.inputs[i]._obj
+        obj = self.inputs[i].held
         if type(obj) is Tensor:
             return obj
         raise self._input_type_error(i, obj)
@@ -230,12 +228,11 @@ class Operator:
         gets a fresh buffer (the old one is kept for the rollback if the op fails).
         """
         blob = self.outputs[i]
-        t = blob._obj
+        arr = blob.reuse_view(shape, dtype)
+        if arr is not None:
+            return arr
+        t = blob.held
         if type(t) is Tensor:
-            arr = t._array
-            if arr is not None and arr.shape == shape and arr.dtype == dtype:
-                t.version += 1
-                return arr
             known = self._planned
             if known is not None and type(shape) is tuple:
                 view = known.get((i, shape, dtype))
@@ -250,7 +247,7 @@ class Operator:
             _remember(journal, blob)
         if type(t) is not Tensor:
             t = blob.get_mutable(Tensor)
-        elif journal is not None and t._storage is not None and not t._shares_data and not blob.planned:
+        elif journal is not None and t.storage is not None and not t.shares_data and not blob.planned:
             # the journal keeps the old storage for the rollback; the new data goes to the spare buffer
             # (not for the memory planner's shared blobs: nothing observable lives there)
             return t.resize_aside(shape, dtype)
@@ -259,7 +256,7 @@ class Operator:
         if blob.planned:  # the next run's call with this shape re-views the buffer directly
             if self._planned is None:
                 self._planned = {}
-            self._planned[(i, shape, dtype)] = (t._meta, t._numel, arr.nbytes)
+            self._planned[(i, shape, dtype)] = (t.meta, t.numel, arr.nbytes)
         return arr
 
     def output_tensor(self, i: int) -> Tensor:
@@ -268,7 +265,7 @@ class Operator:
         journal = self._journal
         if journal is not None:
             _remember(journal, blob)
-        t = blob._obj
+        t = blob.held
         if type(t) is not Tensor:
             t = blob.get_mutable(Tensor)
         return t
@@ -306,14 +303,14 @@ class Operator:
 
 
 def _blob_summary(blob: Blob) -> str:
-    obj = blob._obj
+    obj = blob.held
     if obj is None:
         return "empty"
     if isinstance(obj, Tensor):
         if obj.is_allocated:
             return f"{obj.meta.name} {list(obj.dims)}"
         return f"unallocated tensor {list(obj.dims) if obj.is_initialized else ''}"
-    if isinstance(obj, Int8TensorCPU) and obj.t._array is not None:
-        arr = obj.t._array
+    if isinstance(obj, Int8TensorCPU) and obj.t.array is not None:
+        arr = obj.t.array
         return f"Int8TensorCPU {arr.dtype} {list(arr.shape)} (scale {obj.scale}, zero_point {obj.zero_point})"
     return type(obj).__qualname__

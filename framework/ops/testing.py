@@ -59,7 +59,7 @@ def feed_inputs(ws: Workspace, op_def: OperatorDef, inputs: Sequence[Any]) -> No
 
 
 def _fetch(ws: Workspace, name: str) -> Any:
-    obj = ws.get_blob(name)._obj
+    obj = ws.get_blob(name).held
     return obj.numpy() if isinstance(obj, Tensor) else obj
 
 

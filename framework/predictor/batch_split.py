@@ -70,7 +70,7 @@ def tail_start(net_def: Any, ws: Workspace) -> int | None:
     for k, op in enumerate(net_def.op):
         if op.type != "FC" or k == 0 or len(op.input) < 2 or not ws.has_blob(op.input[1]):
             continue
-        obj = ws.get_blob(op.input[1])._obj
+        obj = ws.get_blob(op.input[1]).held
         if type(obj) is Tensor and obj.is_allocated and obj.nbytes >= SPLIT_MIN_BYTES:
             return k
     return None
@@ -137,10 +137,10 @@ class BatchSplitRunner:
     def _collect(self) -> None:
         """The copies' slices of the gathered blobs, joined into the predictor's workspace."""
         for name in self._gather:
-            parts = [c[0].get_blob(name)._obj.data() for c in self._copies]
+            parts = [c[0].get_blob(name).held.data() for c in self._copies]
             shape = (sum(p.shape[0] for p in parts), *parts[0].shape[1:])
             t = self.ws.create_blob(name).get_mutable(Tensor)
-            arr = t._array
+            arr = t.array
             if arr is None or arr.shape != shape or arr.dtype != parts[0].dtype:
                 t.resize(shape)
                 arr = t.mutable_data(parts[0].dtype)
@@ -152,8 +152,8 @@ class BatchSplitRunner:
     def _array(self, name: str):
         if not self.ws.has_blob(name):
             return None
-        obj = self.ws.get_blob(name)._obj
-        return obj._array if type(obj) is Tensor else None
+        obj = self.ws.get_blob(name).held
+        return obj.array if type(obj) is Tensor else None
 
     def _setup(self, arrays, threads: int) -> None:
         batch = arrays[0].shape[0]

@@ -25,7 +25,7 @@ def _unknown_outputs(args, ins):
 
 def read_condition(op: Operator, i: int = 0) -> bool:
     """Input ``i`` as a single bool; clear errors for anything else."""
-    obj = op.inputs[i]._obj
+    obj = op.inputs[i].held
     if type(obj) is not Tensor:
         op.input(i)  # raises the standard empty / wrong-type error
     arr = op.input(i)

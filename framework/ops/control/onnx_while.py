@@ -35,8 +35,8 @@ def _assign(ws: Workspace, name: str, value: np.ndarray) -> None:
     if not isinstance(value, np.ndarray):  # a non-tensor loop-carried value (an immutable object): by reference
         ws.create_blob(name).reset(value)
         return
-    obj = ws.get_blob(name)._obj if ws.has_blob(name) else None
-    arr = obj._array if type(obj) is Tensor else None
+    obj = ws.get_blob(name).held if ws.has_blob(name) else None
+    arr = obj.array if type(obj) is Tensor else None
     if arr is not None and arr.shape == value.shape and arr.dtype == value.dtype:
         np.copyto(arr, value)
         obj.version += 1
@@ -151,7 +151,7 @@ class ONNXWhile(Operator):
                 f"{self.describe()}: condition '{self.input_names[1]}' must be a one-element bool/int32/int64 "
                 f"tensor, found {cond_in.dtype} {list(cond_in.shape)}"
             )
-        lcds = [_carried(self.inputs[2 + i]._obj, self.input, 2 + i) for i in range(self.n_lcd)]
+        lcds = [_carried(self.inputs[2 + i].held, self.input, 2 + i) for i in range(self.n_lcd)]
         cond_dtype = cond_in.dtype
         max_trip = int(trip.reshape(-1)[0])
         first_cond = bool(cond_in.reshape(-1)[0])
@@ -170,7 +170,7 @@ class ONNXWhile(Operator):
             with nesting(self, "body"):
                 net.run()
             cond = bool(np.asarray(ws.fetch_blob(self.ext_out[0])).reshape(-1)[0])
-            lcds = [_carried(ws.get_blob(n)._obj, ws.fetch_blob, n) for n in self.ext_out[1 : 1 + self.n_lcd]]
+            lcds = [_carried(ws.get_blob(n).held, ws.fetch_blob, n) for n in self.ext_out[1 : 1 + self.n_lcd]]
             for k, name in enumerate(self.ext_out[1 + self.n_lcd :]):
                 v = np.array(ws.fetch_blob(name), copy=True)
                 if scans[k] and v.shape != scans[k][0].shape:

@@ -82,7 +82,7 @@ def copy_forwarded(ws: Workspace, bindings: dict[str, str]) -> None:
         fwd = ws._forwarded.get(inner)
         if fwd is None:
             continue
-        src = fwd[0].get_blob(fwd[1])._obj
+        src = fwd[0].get_blob(fwd[1]).held
         if type(src) is not Tensor:
             continue
         del ws._forwarded[inner]
@@ -94,7 +94,7 @@ def scope_stack(op: Operator, blob_index: int, is_output: bool) -> WorkspaceStac
     """The WorkspaceStack held by a blob of ``op`` (created in an empty output blob)."""
     blob = op.outputs[blob_index] if is_output else op.inputs[blob_index]
     names = op.output_names if is_output else op.input_names
-    obj = blob._obj
+    obj = blob.held
     if obj is None and is_output:
         obj = WorkspaceStack()
         blob.reset(obj)
@@ -122,7 +122,7 @@ class CreateScope(Operator):
     workspaces are kept and reused)."""
 
     def run(self) -> None:
-        obj = self.outputs[0]._obj
+        obj = self.outputs[0].held
         if type(obj) is WorkspaceStack:
             obj.clear()
         else:

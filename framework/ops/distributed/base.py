@@ -27,7 +27,7 @@ class CommOp(Operator):
     """Base of the communication ops: ``world()`` is input 0's open CommonWorld."""
 
     def world(self) -> CommonWorld:
-        obj = self.inputs[0]._obj
+        obj = self.inputs[0].held
         if not isinstance(obj, CommonWorld):
             raise DistributedError(
                 f"{self.describe()}: input 0 ('{self.input_names[0]}') holds "

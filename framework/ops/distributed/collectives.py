@@ -107,7 +107,7 @@ class DestroyCommonWorld(CommOp):
     """Close the connections of a common world; ops given it afterwards fail clearly."""
 
     def run(self) -> None:
-        obj = self.inputs[0]._obj
+        obj = self.inputs[0].held
         if isinstance(obj, CommonWorld):
             self.call(obj.destroy)
 

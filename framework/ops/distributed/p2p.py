@@ -54,9 +54,9 @@ class _Receive(CommOp):
         status = MPI.Status()
         if self.args.raw_buffer:
             y = self.output_tensor(0)
-            if y._array is None or y._array.size == 0:
+            if y.array is None or y.array.size == 0:
                 raise DistributedError(f"{self.describe()}: with raw_buffer, Y must be allocated with its shape")
-            y = self.output(0, y._array.shape, y._array.dtype)
+            y = self.output(0, y.array.shape, y.array.dtype)
         else:
             header = np.zeros(2 + MAX_DIMS, np.int64)
             self.call(world.comm.Recv, header, source=source, tag=any_tag, status=status)

@@ -69,9 +69,9 @@ class BlobsQueue:
             self._cond.wait_for(lambda: self._closing or len(self._records) < self.capacity)
             if len(self._records) >= self.capacity:  # closed and full (Caffe2 still writes while room is left)
                 return False
-            self._records.append([b._obj for b in blobs[: self.num_blobs]])
+            self._records.append([b.held for b in blobs[: self.num_blobs]])
             for b in blobs[: self.num_blobs]:
-                b._obj = None
+                b.reset()
             self.writes += 1
             self._cond.notify_all()
             return True
@@ -88,7 +88,7 @@ class BlobsQueue:
                 return False
             record = self._records.popleft()
             for b, obj in zip(blobs, record):
-                b._obj = obj
+                b.reset(obj)
             self.reads += 1
             self._cond.notify_all()
             return True
@@ -198,7 +198,7 @@ class QueueRecordReader:
 
 
 def _string_of(blob: Blob, queue_name: str) -> bytes:
-    obj = blob._obj
+    obj = blob.held
     if isinstance(obj, Tensor) and obj.is_allocated and obj.numel >= 1 and obj.meta.name == "std::string":
         obj = obj.data().reshape(-1)[0]
     if isinstance(obj, str):

@@ -55,7 +55,7 @@ def _dataset(op: Operator, it: TreeIterator, first: int) -> tuple[list[np.ndarra
 
 
 def _cursor(op: Operator) -> TreeCursor:
-    obj = op.inputs[0]._obj
+    obj = op.inputs[0].held
     if not isinstance(obj, TreeCursor):
         held = "nothing" if obj is None else type(obj).__qualname__
         raise TypeMismatchError(

@@ -101,7 +101,7 @@ class TensorProtosDBInput(Operator):
             raise self.arg_error(f"batch_size must be >= 0, got {self.args.batch_size}")
 
     def run(self) -> None:
-        reader = self.inputs[0]._obj
+        reader = self.inputs[0].held
         if not isinstance(reader, (DBReader, QueueRecordReader)):
             raise TypeMismatchError(
                 f"{self.describe()}: input 0 ('{self.input_names[0]}') holds {self.inputs[0].type_name}, "

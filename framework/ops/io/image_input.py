@@ -195,7 +195,7 @@ class ImageInput(Operator):
                 path = self.workspace.resolve_read_path(self.args.db)
                 self._own_reader = DBReader(path, self.args.db_type, name=f"{self.name or 'ImageInput'}_reader")
             return self._own_reader
-        reader = self.inputs[0]._obj
+        reader = self.inputs[0].held
         if not isinstance(reader, (DBReader, QueueRecordReader)):
             held = "nothing" if reader is None else type(reader).__qualname__
             raise TypeMismatchError(

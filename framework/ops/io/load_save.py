@@ -143,7 +143,7 @@ class Load(Operator):
         if self.input_names:
             out = []
             for i, blob in enumerate(self.inputs):
-                reader = blob._obj
+                reader = blob.held
                 if not isinstance(reader, DBReader):
                     raise TypeMismatchError(
                         f"{self.describe()}: input {i} ('{self.input_names[i]}') holds "
@@ -171,12 +171,12 @@ class Load(Operator):
             if missing:
                 raise self.arg_error(f"Output blob name {missing[0]!r} does not exist in the db(s)")
             for name, blob in staged.items():
-                self.workspace.create_blob(name).reset(blob._obj)
+                self.workspace.create_blob(name).reset(blob.held)
         else:
             for blob, name in zip(self.outputs, self.output_names):
                 new = staged.get(name)
                 if new is not None:
-                    blob.reset(new._obj)
+                    blob.reset(new.held)
 
 
 @register_op(

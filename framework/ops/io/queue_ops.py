@@ -204,7 +204,7 @@ class SafeDequeueBlobs(Operator):
             if not queue.blocking_read(self._scratch):
                 break
             for col, blob in enumerate(self._scratch):
-                obj = blob._obj
+                obj = blob.held
                 if not isinstance(obj, Tensor) or not obj.is_allocated or obj.ndim == 0:
                     raise ShapeError(
                         f"{self.describe()}: column {col} of a record is {obj!r}; num_records > 1 needs "

@@ -141,7 +141,7 @@ class TextFileReaderRead(Operator):
             raise self.arg_error(f"batch_size must be >= 0, got {self.args.batch_size}")
 
     def run(self) -> None:
-        reader = self.inputs[0]._obj
+        reader = self.inputs[0].held
         if not isinstance(reader, TextFileReader):
             held = "nothing" if reader is None else type(reader).__qualname__
             raise TypeMismatchError(

@@ -130,7 +130,7 @@ class Binary(Operator):
         if type(self).compute is not Binary.compute:
             return None
         a, b = self.input(0), self.input(1)
-        out = self.outputs[0]._obj._array
+        out = self.outputs[0].array
         if a.shape != b.shape:
             out_shape, view = self._plan_for(a, b)
             if view is not None:

@@ -102,7 +102,7 @@ class Sum(_Nary):
     def compile(self) -> Any:
         """The sum bound to the current arrays (the nets' fast path)."""
         xs = [self.input(i) for i in range(len(self.inputs))]
-        return _fold_callable(self.ufunc, xs, self.outputs[0]._obj._array)
+        return _fold_callable(self.ufunc, xs, self.outputs[0].array)
 
 
 @_register("Max", "Elementwise maximum of all inputs; in place with input 0.", "max(X0, X1, ...)")
@@ -288,7 +288,7 @@ class WeightedSum(Operator):
     def compile(self) -> Any:
         """The update bound to the current arrays (the nets' fast path)."""
         xs, ws = self._operands()
-        out = self.outputs[0]._obj._array
+        out = self.outputs[0].array
         return partial(_weighted_sum, xs, ws, out, self._scratch(out) if len(xs) > 1 else None)
 
 

@@ -104,7 +104,7 @@ class _Reduce(Operator):
         if x.size == 0:
             return None
         axes, _, keep = self._plan(x)
-        return partial(_NP[self.kind], x, axis=axes, out=self.outputs[0]._obj._array, keepdims=keep)
+        return partial(_NP[self.kind], x, axis=axes, out=self.outputs[0].array, keepdims=keep)
 
 
 class _ReduceGradient(Operator):

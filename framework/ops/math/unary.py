@@ -32,7 +32,7 @@ class _Unary(Operator):
 
     def compile(self) -> Any:
         """The kernel bound to the current arrays (the nets' fast path, see framework.net.program)."""
-        x, out = self.input(0), self.outputs[0]._obj._array
+        x, out = self.input(0), self.outputs[0].array
         uf = getattr(self.kernel, "ufunc", None)
         return bind_ufunc(uf, x, out=out) if uf is not None else partial(self.kernel, x, out)
 

@@ -106,7 +106,7 @@ class ReluGradient(Operator):
 
     def compile(self):
         """A closure doing run()'s work on the arrays bound now (see framework.net.program)."""
-        y, dy, dx = self.input(0), self.input(1), self.outputs[0]._obj._array
+        y, dy, dx = self.input(0), self.input(1), self.outputs[0].array
         mask = self.__dict__.get("_mask")
         if dx is None or mask is None or mask.shape != y.shape or dx.shape != dy.shape:
             return None

@@ -241,8 +241,8 @@ class SpatialBN(_BNBase):
         """Test mode: the normalization on the arrays bound now (framework/net/program.py)."""
         if not self.is_test or self._key is None:
             return None
-        a = [blob._obj._array for blob in self.inputs]
-        x, y = (a[0][:, : self._in_c] if self._in_c else a[0]), self.outputs[0]._obj._array
+        a = [blob.array for blob in self.inputs]
+        x, y = (a[0][:, : self._in_c] if self._in_c else a[0]), self.outputs[0].array
         if self._key != (x.shape, x.dtype) or y.shape != x.shape or y.dtype != x.dtype:
             return None
         if any(v.shape != (self._c,) or v.dtype != x.dtype for v in a[1:]):

@@ -282,10 +282,10 @@ class Conv(ConvOpBase):
             kernel = self._kernel
         y = self.output(0, self._yshape, x.dtype)
         if kernel is not None:
-            kernel.run(x, w, b, y, wt=self.inputs[1]._obj)
+            kernel.run(x, w, b, y, wt=self.inputs[1].held)
             return
-        wt = self.inputs[1]._obj
-        bt = self.inputs[2]._obj if b is not None else None
+        wt = self.inputs[1].held
+        bt = self.inputs[2].held if b is not None else None
         seen = self._w_seen
         if seen is None or not matches(seen[0], wt) or (bt is not None and not matches(seen[1], bt)):
             np.copyto(self._w_dst, self._w_src(w))  # packed once per filter (and bias) tensor version
@@ -309,11 +309,11 @@ class Conv(ConvOpBase):
         kernel = self._kernel
         if kernel is None or kernel.threads != get_num_threads():
             return None
-        a = [blob._obj._array for blob in self.inputs]
+        a = [blob.array for blob in self.inputs]
         if self._key != (a[0].shape, a[1].shape, a[0].dtype, len(a) == 3) or a[1].dtype != a[0].dtype:
             return None
         b = a[2] if len(a) == 3 else None
-        return kernel.bound(a[0], a[1], b, self.outputs[0]._obj._array, None, self.inputs[1]._obj, self.run)
+        return kernel.bound(a[0], a[1], b, self.outputs[0].array, None, self.inputs[1].held, self.run)
 
 
 def _infer_conv_grad(args, ins):

@@ -158,21 +158,21 @@ class ConvFusion(ConvOpBase):
         # With out_channels the other ops writing Y's other channels found (and keep) the same buffer.
         y = self.output(0, self._yshape, x.dtype)
         if self._tmp is not None:
-            self._kernel.run(x, w, b, self._tmp, None, wt=self.inputs[1]._obj)
+            self._kernel.run(x, w, b, self._tmp, None, wt=self.inputs[1].held)
             y[:, self.out_offset : self.out_offset + self._tmp.shape[1]] = self._tmp
             return
-        self._kernel.run(x, w, b, y, y if s is not None else None, wt=self.inputs[1]._obj)
+        self._kernel.run(x, w, b, y, y if s is not None else None, wt=self.inputs[1].held)
 
     def compile(self):
         """The kernel call on the arrays bound now (see ConvNCHW.bound and framework/net/program.py)."""
         if self._tmp is not None or self._key is None:
             return None
-        a = [blob._obj._array for blob in self.inputs]
-        y = self.outputs[0]._obj._array
+        a = [blob.array for blob in self.inputs]
+        y = self.outputs[0].array
         b = a[2] if self.has_bias else None
         if self._key != (a[0].shape, a[1].shape, a[0].dtype, a[-1].shape if self.has_sum else None, get_num_threads()):
             return None
-        return self._kernel.bound(a[0], a[1], b, y, y if self.has_sum else None, self.inputs[1]._obj, self.run)
+        return self._kernel.bound(a[0], a[1], b, y, y if self.has_sum else None, self.inputs[1].held, self.run)
 
 
 no_gradient("ConvFusion")

@@ -136,7 +136,7 @@ class _FCBase(Operator):
 
         FC ops reading the same weight tensor (an RNN step net bound once per time step) share
         one packed copy per tensor version (the workspace's ``packs``), so the GEMMs stay in cache."""
-        t = self.inputs[1]._obj
+        t = self.inputs[1].held
         if matches(self._pk_stamp, t):
             if not self._packed_fresh:
                 wt = self._w_view

@@ -170,7 +170,7 @@ class _PoolForward(_Pool):
 
     def compile(self):
         """``pool`` on the arrays bound now (framework/net/program.py)."""
-        x, y = self.inputs[0]._obj._array, self.outputs[0]._obj._array
+        x, y = self.inputs[0].array, self.outputs[0].array
         if self._key != (x.shape, x.dtype) or y.shape != self._yshape or y.dtype != x.dtype or not y.size:
             return None
         if self._sep is not None and self._sep.threads != get_num_threads():

@@ -100,7 +100,7 @@ def _softmax_op(name: str, log: bool):
 
         def compile(self):
             """run() bound to the current arrays (the net's fast path; see framework.net.program)."""
-            x, y = self.input(0), self.outputs[0]._obj._array
+            x, y = self.input(0), self.outputs[0].array
             if x.dtype.kind != "f" or y is None or y.shape != x.shape or y.dtype != x.dtype:
                 return None
             if not (x.flags.c_contiguous and y.flags.c_contiguous):
@@ -329,7 +329,7 @@ class SoftmaxWithLoss(_SoftmaxLossBase):
         """run() bound to the current arrays for integer labels without weights (see framework.net.program)."""
         x = self.input(0)
         parts = self._compiled_parts(x, 2)
-        p, loss = self.outputs[0]._obj._array, self.outputs[1]._obj._array
+        p, loss = self.outputs[0].array, self.outputs[1].array
         if parts is None or p is None or p.shape != x.shape or loss is None or loss.shape != ():
             return None
         n, d, _, check, gather = parts
@@ -409,7 +409,7 @@ class SoftmaxWithLossGradient(_SoftmaxLossBase):
         if parts is None or self.args.only_loss:
             return None
         n, d, _, check, gather = parts
-        p, dl, dx = self.input(2), self.input(3), self.outputs[0]._obj._array
+        p, dl, dx = self.input(2), self.input(3), self.outputs[0].array
         if p.size != n * d or dl.size != 1 or dx is None or dx.shape != x.shape:
             return None
         if not (p.flags.c_contiguous and dx.flags.c_contiguous) or np.shares_memory(dx, dl):

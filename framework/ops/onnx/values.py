@@ -65,14 +65,14 @@ class OptionalValue:
 
 def blob_value(op: Operator, i: int) -> Any:
     """What input ``i`` holds: an array (tensor), a TensorSequence or an OptionalValue."""
-    obj = op.inputs[i]._obj
+    obj = op.inputs[i].held
     if isinstance(obj, (TensorSequence, OptionalValue)):
         return obj
     return op.input(i)
 
 
 def sequence_input(op: Operator, i: int) -> TensorSequence:
-    obj = op.inputs[i]._obj
+    obj = op.inputs[i].held
     if not isinstance(obj, TensorSequence):
         found = type(obj).__name__ if obj is not None else "nothing"
         raise TypeMismatchError(

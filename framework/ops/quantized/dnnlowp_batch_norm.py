@@ -168,7 +168,7 @@ class Int8BatchPermutation(Operator):
 
     def run(self) -> None:
         q = int8_input(self, 0)
-        x, idx = q.t._array, self.input(1)
+        x, idx = q.t.array, self.input(1)
         if x.ndim == 0 or x.shape[0] == 0:
             raise ShapeError(
                 f"{self.describe()}: X ('{self.input_names[0]}') must have N > 0 rows, got {list(x.shape)}"

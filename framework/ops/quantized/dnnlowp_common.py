@@ -77,9 +77,9 @@ def _where(op: Operator, i: int) -> str:
 
 def dnnlowp_input(op: Operator, i: int, qf: QFactory, is_weight: bool = False) -> tuple[QParams, np.ndarray, bool]:
     """Input ``i`` as (qparams, uint8 codes or float32 values, is_int8)."""
-    if isinstance(op.inputs[i]._obj, Int8TensorCPU):
+    if isinstance(op.inputs[i].held, Int8TensorCPU):
         q = int8_input(op, i)
-        return QParams(q.scale, q.zero_point, qf.activation_precision), q.t._array, True
+        return QParams(q.scale, q.zero_point, qf.activation_precision), q.t.array, True
     x = op.input(i)
     if x.dtype != F32:
         raise TypeMismatchError(f"{_where(op, i)} must be an Int8TensorCPU or a float32 tensor, got {x.dtype}")

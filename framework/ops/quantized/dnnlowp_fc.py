@@ -129,7 +129,7 @@ class Int8FCRelu(Operator):
                     f"quantization groups, this op needs {n if self.channelwise else 1}"
                 )
             return packed.qparams, w2, packed.column_offsets, packed.bias
-        obj = self.inputs[1]._obj
+        obj = self.inputs[1].held
         shape = obj.shape if isinstance(obj, Int8TensorCPU) else self.input(1).shape
         n, wk = coerce_2d(shape, self.args.axis_w, f"{self.describe()}: W '{self.input_names[1]}'")
         if wk != k:
@@ -146,9 +146,9 @@ class Int8FCRelu(Operator):
 
     def _bias(self, n: int, scale: float):
         """(int32 codes at ``scale`` or None, float32 values) of input 2."""
-        if isinstance(self.inputs[2]._obj, Int8TensorCPU):
+        if isinstance(self.inputs[2].held, Int8TensorCPU):
             q = int8_input(self, 2, I32)
-            codes = q.t._array.reshape(-1)
+            codes = q.t.array.reshape(-1)
             if codes.size != n:
                 raise ShapeError(
                     f"{self.describe()}: b ('{self.input_names[2]}') has {codes.size} values, expected {n}"
@@ -201,7 +201,7 @@ class Int8FCRelu(Operator):
             return
         qp = self.static or self.chosen
         if qp is None:
-            obj = self.inputs[1]._obj  # the float32 FC reads a float W as is, an Int8 or packed one dequantized
+            obj = self.inputs[1].held  # the float32 FC reads a float W as is, an Int8 or packed one dequantized
             w_f = (
                 self.input(1).reshape(n, k)
                 if type(obj).__name__ == "Tensor"

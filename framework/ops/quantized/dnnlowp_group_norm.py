@@ -120,10 +120,10 @@ class Int8GroupNorm(Operator):
 
     def _gamma(self, c: int) -> tuple[float, np.ndarray, np.ndarray]:
         """(scale, int32 codes with zero point 0, float32 values) of gamma."""
-        if isinstance(self.inputs[1]._obj, Int8TensorCPU):
+        if isinstance(self.inputs[1].held, Int8TensorCPU):
             q = int8_input(self, 1)
-            self._size(1, q.t._array, c)
-            codes = _wrap32(q.t._array.reshape(-1).astype(np.int64) - q.zero_point)
+            self._size(1, q.t.array, c)
+            codes = _wrap32(q.t.array.reshape(-1).astype(np.int64) - q.zero_point)
             return q.scale, codes, dequantize(codes, QParams(q.scale, 0))
         g = self._float(1, c)
         qp = self.qf.choose_values(g, f"{self.describe()}: gamma ('{self.input_names[1]}')", is_weight=True)
@@ -132,15 +132,15 @@ class Int8GroupNorm(Operator):
     def _beta(self, c: int, x_scale: float, gamma_scale: float) -> tuple[np.ndarray, np.ndarray]:
         """(int32 codes at scale X.scale * gamma.scale, float32 values) of beta."""
         scale = f32(f32(x_scale) * f32(gamma_scale))
-        if isinstance(self.inputs[2]._obj, Int8TensorCPU):
+        if isinstance(self.inputs[2].held, Int8TensorCPU):
             q = int8_input(self, 2, I32)
-            self._size(2, q.t._array, c)
+            self._size(2, q.t.array, c)
             if not abs(f32(q.scale) - scale) <= 1e-4 or q.zero_point != 0:
                 raise ShapeError(
                     f"{self.describe()}: beta ('{self.input_names[2]}') has scale {q.scale} and zero point "
                     f"{q.zero_point}; expected X.scale * gamma.scale = {scale} (within 1e-4) and 0"
                 )
-            codes = q.t._array.reshape(-1)
+            codes = q.t.array.reshape(-1)
             return codes, dequantize(codes, QParams(q.scale, 0))
         b = self._float(2, c)
         return quantize_int32(b, float(scale)), b

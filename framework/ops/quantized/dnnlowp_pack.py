@@ -63,9 +63,9 @@ def quantize_weight(
     """Caffe2's QuantizeWeight of input ``i`` seen as (``rows`` output channels, ``cols``) in ``groups``
     quantization groups: (qparams per group, zero points shifted by -2^(p-1); int8 codes (rows, cols))."""
     signed_min = -(1 << (qf.weight_precision - 1))
-    if isinstance(op.inputs[i]._obj, Int8TensorCPU):
+    if isinstance(op.inputs[i].held, Int8TensorCPU):
         q = int8_input(op, i)
-        codes = (q.t._array.astype(np.int16) + signed_min).astype(I8)
+        codes = (q.t.array.astype(np.int16) + signed_min).astype(I8)
         return [QParams(q.scale, q.zero_point + signed_min, qf.weight_precision)], codes.reshape(rows, cols)
     w = op.input(i)
     if w.dtype != F32:
@@ -94,7 +94,7 @@ def column_offsets(w_q: np.ndarray, qparams: list[QParams]) -> np.ndarray:
 def quantize_bias(op: Operator, i: int, in_scale: float, qparams: list[QParams], n: int) -> np.ndarray:
     """QuantizeConvBias (round to nearest even): a float bias to int32 at ``in_scale * w_scale`` of its group;
     an Int8TensorCPU bias (int32 codes, zero point 0, scale within 1e-4 of in_scale * w_scale) copied."""
-    if isinstance(op.inputs[i]._obj, Int8TensorCPU):
+    if isinstance(op.inputs[i].held, Int8TensorCPU):
         q = int8_input(op, i, I32)
         want = f32(f32(in_scale) * f32(qparams[0].scale))
         if not abs(f32(q.scale) - want) <= 1e-4 or q.zero_point != 0:
@@ -102,7 +102,7 @@ def quantize_bias(op: Operator, i: int, in_scale: float, qparams: list[QParams],
                 f"{op.describe()}: bias ('{op.input_names[i]}') has scale {q.scale}, zero point {q.zero_point}; "
                 f"expected in_scale * weight scale = {want} (within 1e-4) and 0"
             )
-        b = q.t._array.reshape(-1)
+        b = q.t.array.reshape(-1)
     else:
         b = op.input(i)
         if b.dtype != F32:
@@ -219,7 +219,7 @@ class Int8FCPackWeight(Operator):
             raise self.arg_error("the B_q output needs a bias input and per-tensor quantization")
 
     def run(self) -> None:
-        obj = self.inputs[0]._obj
+        obj = self.inputs[0].held
         shape = obj.shape if isinstance(obj, Int8TensorCPU) else self.input(0).shape
         n, k = coerce_2d(shape, self.args.axis_w, f"{self.describe()}: W '{self.input_names[0]}'")
         qparams, w2 = quantize_weight(self, 0, self.qf, n, k, n if self.channelwise and n else 1)
@@ -265,7 +265,7 @@ class Int8ConvPackWeight(Operator):
         self.qf = QFactory.of(self.args)
 
     def run(self) -> None:
-        obj = self.inputs[0]._obj
+        obj = self.inputs[0].held
         shape = obj.shape if isinstance(obj, Int8TensorCPU) else self.input(0).shape
         if len(shape) < 2:
             raise ShapeError(f"{self.describe()}: W ('{self.input_names[0]}') must have rank >= 2, got {list(shape)}")
@@ -286,7 +286,7 @@ class Int8ConvPackWeight(Operator):
 
 def packed_fc(op: Operator, i: int) -> Any:
     """The Int8FCDNNLowPPackedWeightBlob of input ``i``, or None when it holds something else."""
-    obj = op.inputs[i]._obj
+    obj = op.inputs[i].held
     return obj if isinstance(obj, Int8FCDNNLowPPackedWeightBlob) else None
 
 

@@ -145,7 +145,7 @@ def observe_int8_quant_params_blob(name: str, ws: Any = None) -> tuple[float, in
         from framework import workspace
 
         ws = workspace.current()
-    obj = ws.get_blob(name)._obj
+    obj = ws.get_blob(name).held
     if not isinstance(obj, Int8QuantParamsBlob):
         raise ShapeError(f"blob '{name}' holds {type(obj).__name__}, not an Int8QuantParamsBlob")
     return obj.scale, obj.zero_point

@@ -110,7 +110,7 @@ class Dequantize(Operator):
 
     def run(self) -> None:
         q = int8_input(self, 0)
-        codes = q.t._array
+        codes = q.t.array
         if codes.dtype != U8:
             raise TypeMismatchError(f"{self.describe()}: qX ('{self.input_names[0]}') must hold uint8 codes")
         dequantize(codes, QParams(q.scale, q.zero_point), self.output(0, codes.shape, F32))

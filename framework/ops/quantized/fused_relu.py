@@ -42,7 +42,7 @@ class ConvRelu(Conv):
 
     def run(self) -> None:
         super().run()
-        relu_as_caffe2(self.outputs[0]._obj._array)
+        relu_as_caffe2(self.outputs[0].array)
 
     compile = None  # Conv's closure would skip the Relu
 
@@ -88,7 +88,7 @@ class SumRelu(Sum):
                 "SumRelu supports float32, float64 and int32"
             )
         super().run()
-        relu_as_caffe2(self.outputs[0]._obj._array)
+        relu_as_caffe2(self.outputs[0].array)
 
     compile = None  # the Sum fast path would skip the Relu
 

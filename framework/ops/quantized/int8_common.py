@@ -65,7 +65,7 @@ def _holds(obj: Any) -> str:
 
 def int8_input(op: Operator, i: int, dtype: np.dtype | None = U8) -> Int8TensorCPU:
     """Input ``i``'s Int8TensorCPU, checked to hold data of ``dtype`` (None: uint8 or int32)."""
-    obj = op.inputs[i]._obj
+    obj = op.inputs[i].held
     name = op.input_names[i]
     if not isinstance(obj, Int8TensorCPU):
         if obj is None:
@@ -76,7 +76,7 @@ def int8_input(op: Operator, i: int, dtype: np.dtype | None = U8) -> Int8TensorC
             f"{op.describe()}: input {i} ('{name}') holds {_holds(obj)}, expected an Int8TensorCPU "
             f"(made by {MAKERS}; quantize a float Tensor with Int8Quantize)"
         )
-    arr = obj.t._array
+    arr = obj.t.array
     if arr is None:
         raise UninitializedError(f"{op.describe()}: input {i} ('{name}') is an Int8TensorCPU without data")
     if dtype is not None and arr.dtype != dtype:
@@ -107,11 +107,11 @@ def int8_output(
 ) -> np.ndarray:
     """A writable array for output ``i``, an Int8TensorCPU of ``shape``/``dtype`` with these parameters."""
     blob = op.outputs[i]
-    obj = blob._obj
+    obj = blob.held
     shape = tuple(int(d) for d in shape)
     scale = float(np.float32(scale))
     if isinstance(obj, Int8TensorCPU):
-        arr = obj.t._array
+        arr = obj.t.array
         if (
             arr is not None
             and arr.shape == shape
@@ -127,7 +127,7 @@ def int8_output(
     t = Tensor()
     t.resize(shape)
     arr = t.mutable_data(dtype)
-    blob._obj = Int8TensorCPU(scale, int(zero_point), t)
+    blob.reset(Int8TensorCPU(scale, int(zero_point), t))
     return arr
 
 

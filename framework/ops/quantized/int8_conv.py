@@ -59,7 +59,7 @@ def wrap_int32(acc: np.ndarray) -> np.ndarray:
 
 
 def _bias(op: Operator, i: int, n: int) -> np.ndarray:
-    b = int8_input(op, i, I32).t._array
+    b = int8_input(op, i, I32).t.array
     if b.size != n:
         raise ShapeError(f"{op.describe()}: bias '{op.input_names[i]}' has {b.size} values, expected {n}")
     return b.reshape(n).astype(np.int64)
@@ -96,7 +96,7 @@ class Int8FC(Operator):
 
     def run(self) -> None:
         xq, wq = int8_input(self, 0), int8_input(self, 1)
-        x, w = xq.t._array, wq.t._array
+        x, w = xq.t.array, wq.t.array
         if x.ndim < 1 or w.ndim != 2:
             raise ShapeError(f"{self.describe()}: X needs rank >= 1 and W rank 2, got {list(x.shape)}, {list(w.shape)}")
         k = math.prod(x.shape[1:])
@@ -143,7 +143,7 @@ class _Conv(ConvPoolOp):
 
     def run(self) -> None:
         xq, wq = int8_input(self, 0), int8_input(self, 1)
-        x, w = xq.t._array, wq.t._array
+        x, w = xq.t.array, wq.t.array
         if x.ndim != 4 or w.ndim != 4:
             raise ShapeError(f"{self.describe()}: X (NHWC) and W (M, KH, KW, C/group) must be 4-D, got "
                              f"{list(x.shape)} and {list(w.shape)}")  # fmt: skip
@@ -261,7 +261,7 @@ class Int8ConvTranspose(ConvPoolOp):
 
     def run(self) -> None:
         xq, wq = int8_input(self, 0), int8_input(self, 1)
-        x, w = xq.t._array, wq.t._array
+        x, w = xq.t.array, wq.t.array
         if x.ndim != 4 or w.ndim != 4:
             raise ShapeError(f"{self.describe()}: X and W must be 4-D, got {list(x.shape)} and {list(w.shape)}")
         geo, n, c, m, out, full = convt_geometry(

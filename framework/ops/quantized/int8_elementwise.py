@@ -50,7 +50,7 @@ class Int8Relu(Operator):
     def run(self) -> None:
         q = int8_input(self, 0)
         same_params(self, q, self.args.Y_scale, self.args.Y_zero_point)
-        x = q.t._array
+        x = q.t.array
         zp = q.zero_point
         np.maximum(x, np.uint8(zp), out=int8_output(self, 0, x.shape, q.scale, zp))
 
@@ -68,7 +68,7 @@ class _Lut(Operator):
         q = int8_input(self, 0)
         scale, zp = self.out_params()
         lut = self.table(q.scale, q.zero_point)
-        x = q.t._array
+        x = q.t.array
         np.take(lut, x, out=int8_output(self, 0, x.shape, scale, zp))
 
 
@@ -159,7 +159,7 @@ class Int8Softmax(Operator):
 
     def run(self) -> None:
         q = int8_input(self, 0)
-        x = q.t._array
+        x = q.t.array
         if x.ndim < 1:
             raise ShapeError(f"{self.describe()}: '{self.input_names[0]}' must have at least 1 dimension")
         n = x.shape[0]
@@ -212,7 +212,7 @@ class _Add(Operator):
 
     def run(self) -> None:
         a, b = int8_input(self, 0), int8_input(self, 1)
-        xa, xb = a.t._array, b.t._array
+        xa, xb = a.t.array, b.t.array
         if xa.shape != xb.shape:
             raise ShapeError(
                 f"{self.describe()}: inputs must have the same shape (broadcast semantics is not supported), got "

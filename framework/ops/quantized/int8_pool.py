@@ -50,7 +50,7 @@ class _Pool(ConvPoolOp):
     def prepare(self):
         """(input Int8TensorCPU, codes, N, C, geometry) with Caffe2's checks."""
         q = int8_input(self, 0)
-        x = q.t._array
+        x = q.t.array
         if x.ndim != 4:
             raise ShapeError(f"{self.describe()}: '{self.input_names[0]}' must be 4-D NHWC, got {list(x.shape)}")
         n, c, geo = self.geometry(x.shape)
@@ -187,7 +187,7 @@ class Int8ResizeNearest(Operator):
     def run(self) -> None:
         q = int8_input(self, 0)
         same_params(self, q, self.args.Y_scale, self.args.Y_zero_point)
-        x = q.t._array
+        x = q.t.array
         if x.ndim != 4:
             raise ShapeError(f"{self.describe()}: '{self.input_names[0]}' must be 4-D NHWC, got {list(x.shape)}")
         n, ih, iw, c = x.shape

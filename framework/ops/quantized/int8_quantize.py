@@ -62,7 +62,7 @@ class Int8Dequantize(Operator):
 
     def run(self) -> None:
         q = int8_input(self, 0)
-        codes = q.t._array
+        codes = q.t.array
         y = self.output(0, codes.shape, F32)
         if abs(q.zero_point) < 2**24:  # codes - zero_point is exact in float32
             np.subtract(codes, np.float32(q.zero_point), out=y, dtype=F32)

@@ -124,7 +124,7 @@ class Int8RoIAlign(Operator):
 
     def run(self) -> None:
         q = int8_input(self, 0)
-        x = q.t._array
+        x = q.t.array
         rois = self.input(1)
         ph, pw = self.args.pooled_h, self.args.pooled_w
         if x.ndim != 4:

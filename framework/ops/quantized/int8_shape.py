@@ -36,7 +36,7 @@ class _Move(Operator):
     def source(self) -> tuple[Any, np.ndarray]:
         q = int8_input(self, 0)
         same_params(self, q, self.args.Y_scale, self.args.Y_zero_point)
-        return q, q.t._array
+        return q, q.t.array
 
     def emit(self, q: Any, values: np.ndarray) -> None:
         np.copyto(int8_output(self, 0, values.shape, q.scale, q.zero_point), values)
@@ -270,7 +270,7 @@ class Int8Concat(_Move):
             raise _err(self, f"order NHWC needs 4-D inputs, '{self.input_names[0]}' is {list(x0.shape)}")
         if not 0 <= a < x0.ndim:
             raise _err(self, f"axis {a} is not a dimension of '{self.input_names[0]}' {list(x0.shape)}")
-        parts = [x0] + [int8_input(self, i).t._array for i in range(1, len(self.inputs))]
+        parts = [x0] + [int8_input(self, i).t.array for i in range(1, len(self.inputs))]
         for i, x in enumerate(parts[1:], 1):
             if x.ndim != x0.ndim or any(x.shape[j] != x0.shape[j] for j in range(x0.ndim) if j != a):
                 raise _err(

@@ -92,7 +92,7 @@ class MPSCNNQuantDecode(_Decode):
 
     def _intact(self) -> bool:
         for k, blob in enumerate(self.outputs):
-            t = blob._obj
+            t = blob.held
             if not (isinstance(t, Tensor) and t.is_initialized):
                 return False
             if t.dtype != self.input(0).dtype or tuple(t.dims) != self.input(k + 1).shape:

@@ -64,9 +64,9 @@ class ScratchWorkspaces:
 def set_timestep(ws: Workspace, name: str, t: int) -> None:
     """The int32 [1] timestep blob of a step workspace, written in place when it exists."""
     blob = ws._blobs.get(name) or ws.create_local_blob(name)
-    obj = blob._obj
-    if type(obj) is Tensor and obj._array is not None and obj._array.shape == (1,) and obj._array.dtype == np.int32:
-        obj._array[0] = t
+    obj = blob.held
+    if type(obj) is Tensor and obj.array is not None and obj.array.shape == (1,) and obj.array.dtype == np.int32:
+        obj.array[0] = t
         return
     blob.get_mutable(Tensor).assign(np.array([t], np.int32))
 
@@ -76,9 +76,9 @@ def share_view(blob: Any, view: np.ndarray, last_shape: tuple | None = None) -> 
     shape, or with a shape a step op gave it in place (Caffe2's ops resize linked outputs in place)
     after this caller shared a view of the same shape (``last_shape``). A view of another shape over
     the same memory (a new geometry, e.g. another window and batch over a reused buffer) is re-wrapped."""
-    t = blob._obj
+    t = blob.held
     if type(t) is Tensor:
-        arr = t._array
+        arr = t.array
         if (
             arr is not None
             and arr.size == view.size
@@ -131,8 +131,8 @@ class ApplyLink(Operator):
         ext = self.input(1)
         a = self.args
         last_ext, last_start, last_view = self._last
-        obj = self.outputs[0]._obj
-        if last_ext is ext and last_start == t + a.offset and type(obj) is Tensor and obj._array is last_view:
+        obj = self.outputs[0].held
+        if last_ext is ext and last_start == t + a.offset and type(obj) is Tensor and obj.array is last_view:
             return  # already a view of the same steps of the same array
         if ext.ndim < 1 or ext.size == 0:
             raise ShapeError(f"{self.describe()}: external '{self.input_names[1]}' is empty ({list(ext.shape)})")
@@ -144,7 +144,7 @@ class ApplyLink(Operator):
             )
         view = ext[start : start + a.window]
         share_view(self.outputs[0], view, self._last_shape)
-        self._last = (ext, start, self.outputs[0]._obj._array)
+        self._last = (ext, start, self.outputs[0].array)
         self._last_shape = view.shape
 
     def compile(self):
@@ -152,7 +152,7 @@ class ApplyLink(Operator):
         arrays): each step workspace of a RecurrentNetwork has a fixed timestep, so the view made
         by the first run stays valid and the link costs one comparison per step."""
         ext, start, view = self._last
-        if ext is not self.input(1) or self.outputs[0]._obj._array is not view:
+        if ext is not self.input(1) or self.outputs[0].array is not view:
             return None
         ts, offset = self.input(0).reshape(-1), self.args.offset
 
@@ -213,7 +213,7 @@ class RecurrentNetworkBlobFetcher(Operator):
     ``<prefix>_<blob name><timestep>``."""
 
     def run(self) -> None:
-        obj = self.inputs[0]._obj
+        obj = self.inputs[0].held
         if type(obj) is not ScratchWorkspaces:
             found = "an empty blob" if obj is None else type(obj).__qualname__
             raise TypeMismatchError(
@@ -223,7 +223,7 @@ class RecurrentNetworkBlobFetcher(Operator):
         names = []
         for i, ws in enumerate(obj.step_workspaces):
             for name in ws.local_blobs():
-                t = ws.get_blob(name)._obj
+                t = ws.get_blob(name).held
                 if type(t) is not Tensor or not t.is_initialized:
                     continue
                 new = f"{self.args.prefix}_{name}{i}"

@@ -141,7 +141,7 @@ class RecurrentNetworkGradient(Operator):
         for s, grad, ext, last in self.rec:
             states = ws.get_blob(s).get_tensor().data()
             gt = ws.create_blob(grad).get_mutable(Tensor)
-            if gt._array is None or gt._array.shape != states.shape or gt._array.dtype != states.dtype:
+            if gt.array is None or gt.array.shape != states.shape or gt.array.dtype != states.dtype:
                 gt.resize(states.shape)
                 gt.mutable_data(states.dtype)
             g = gt.data()

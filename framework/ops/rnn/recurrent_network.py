@@ -119,7 +119,7 @@ def add_apply_link_ops(net: NetDef, links: list, timestep: str, device: Any) -> 
 
 
 def scratch_of(op: Operator, blob: Any, create: bool) -> ScratchWorkspaces:
-    obj = blob._obj
+    obj = blob.held
     if obj is None and create:
         obj = ScratchWorkspaces()
         blob.reset(obj)
@@ -223,7 +223,7 @@ class RecurrentNetwork(Operator):
         for state, x, init_len in plans:
             t = self.workspace.create_blob(state).get_mutable(Tensor)
             shape = (seq_len + init_len, batch, x.shape[-1])
-            if t._array is None or t._array.shape != shape or t._array.dtype != x.dtype:
+            if t.array is None or t.array.shape != shape or t.array.dtype != x.dtype:
                 t.resize(shape)
                 t.mutable_data(x.dtype)
             arr = t.data()

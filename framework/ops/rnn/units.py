@@ -181,7 +181,7 @@ class LSTMUnit(_Unit):
     def compile(self):
         """run()'s work on the arrays bound now (framework.net.program); the rows past their
         sequence length are found from the current lengths and timestep values at each call."""
-        h, c = self.outputs[0]._obj._array, self.outputs[1]._obj._array
+        h, c = self.outputs[0].array, self.outputs[1].array
         n, d = h.shape[1], h.shape[2]
         return self._with_lengths(self._kernel(n, d, h, c))
 
@@ -284,7 +284,7 @@ class LSTMUnitGradient(_Unit):
 
     def compile(self):
         """run()'s work on the arrays bound now (framework.net.program)."""
-        dh_prev, dc_prev, dx = (b._obj._array for b in self.outputs)
+        dh_prev, dc_prev, dx = (b.array for b in self.outputs)
         n, d = dh_prev.shape[1], dh_prev.shape[2]
         k = 4 if self.has_lengths else 3
         return self._with_lengths(self._kernel(n, d, k + 1, dh_prev, dc_prev, dx))

@@ -88,7 +88,7 @@ def as_keys(op: Operator, i: int, kind: str | None = None) -> list:
 
 
 def held_index(op: Operator, i: int) -> Index:
-    obj = op.inputs[i]._obj
+    obj = op.inputs[i].held
     if not isinstance(obj, Index):
         what = "nothing" if obj is None else type(obj).__qualname__
         raise TypeMismatchError(

@@ -84,7 +84,7 @@ class KeyValueToMap(Operator):
         keys, values = _int_vector(self, 0), _int_vector(self, 1)
         if keys.size != values.size:
             raise ShapeError(f"{self.describe()}: {keys.size} keys but {values.size} values")
-        current = self.outputs[0]._obj
+        current = self.outputs[0].held
         if not (
             isinstance(current, TypedMap) and (current.key_dtype, current.value_dtype) == (keys.dtype, values.dtype)
         ):
@@ -106,7 +106,7 @@ class MapToKeyValue(Operator):
     """The map's pairs as two vectors."""
 
     def run(self) -> None:
-        m = self.inputs[0]._obj
+        m = self.inputs[0].held
         if not isinstance(m, TypedMap):
             what = "nothing" if m is None else type(m).__qualname__
             raise TypeMismatchError(

@@ -439,7 +439,7 @@ class Print(Operator):
         self._count += 1
         if (self._count - 1) % self.args.every_n:
             return
-        obj = self.inputs[0]._obj
+        obj = self.inputs[0].held
         name = self.input_names[0]
         if isinstance(obj, (bytes, str)):
             line = f"{name}: {obj!r}"

@@ -164,7 +164,7 @@ class ReservoirSampling(Operator):
         omap = held(self, 5, TypedMap, "CreateMap")
         if omap.key_dtype != np.int64 or omap.value_dtype != np.int32:
             raise TypeMismatchError(f"{self.describe()}: OBJECT_TO_POS_MAP must map int64 -> int32")
-        obj = self.inputs[6]._obj
+        obj = self.inputs[6].held
         pos_to_obj = self.input(6) if obj is not None and obj.is_allocated else np.zeros(0, np.int64)
         if pos_to_obj.dtype != np.int64 or pos_to_obj.ndim != 1:
             raise TypeMismatchError(f"{self.describe()}: POS_TO_OBJECT must be a 1-D int64 tensor")
@@ -175,7 +175,7 @@ class ReservoirSampling(Operator):
         x = self.input(2)
         if x.ndim < 1:
             raise ShapeError(f"{self.describe()}: DATA needs at least one dimension")
-        obj = self.inputs[0]._obj
+        obj = self.inputs[0].held
         initialized = obj is not None and obj.is_allocated and obj.numel > 0
         res = self.input(0) if initialized else None
         if initialized and (res.ndim != x.ndim or res.shape[1:] != x.shape[1:] or res.dtype != x.dtype):

@@ -273,12 +273,12 @@ class LastNWindowCollector(Operator):
         x = self.input(2)
         if x.ndim < 1:
             raise ShapeError(f"{self.describe()}: DATA needs at least one dimension")
-        buf_t = self.input_tensor(0) if self.inputs[0]._obj is not None else None
+        buf_t = self.input_tensor(0) if self.inputs[0].held is not None else None
         initialized = buf_t is not None and buf_t.is_allocated and buf_t.numel > 0
         buf = self.input(0) if initialized else None
         if initialized and (buf.ndim != x.ndim or buf.shape[1:] != x.shape[1:] or buf.dtype != x.dtype):
             raise ShapeError(f"{self.describe()}: buffer {list(buf.shape)} does not fit DATA {list(x.shape)}")
-        nxt = self.input(1).reshape(-1) if self.inputs[1]._obj is not None and initialized else None
+        nxt = self.input(1).reshape(-1) if self.inputs[1].held is not None and initialized else None
         if len(self.outputs) > 2:
             nv = self.input(4)
             if nv.size != 1:

@@ -84,7 +84,7 @@ class PackedInt8BGRANHWCToNCHWCStylizerPreprocess(Operator):
     def _noise(self, size: int) -> np.ndarray:
         ws = self.workspace
         if ws.has_blob(NOISE_BLOB):
-            obj = ws.get_blob(NOISE_BLOB)._obj
+            obj = ws.get_blob(NOISE_BLOB).held
             if obj is not None and getattr(obj, "is_allocated", False):
                 noise = ws.fetch_blob(NOISE_BLOB)
                 if noise.dtype != _F or noise.size < size:

@@ -371,8 +371,8 @@ class DataCouple(Operator):
 
     def run(self) -> None:
         for t in self.outputs:
-            if isinstance(t._obj, Tensor):
-                t._obj.version += 1
+            if isinstance(t.held, Tensor):
+                t.held.version += 1
 
 
 @register_op(

@@ -29,7 +29,7 @@ class Accumulate(Operator):
     def run(self) -> None:
         x = self.input(0)
         t = self.output_tensor(0)
-        prev = t._array
+        prev = t.array
         fresh = prev is None or prev.shape != x.shape or prev.dtype != x.dtype
         out = self.output(0, x.shape, x.dtype)
         if fresh:

@@ -49,7 +49,7 @@ class Iter(Operator):
     def run(self) -> None:
         t = self.output_tensor(0)
         counter = self._counter
-        if counter is None or t._array is not self._arr:
+        if counter is None or t.array is not self._arr:
             counter = self._bind(t)
         value = counter[0]
         if value < 0:
