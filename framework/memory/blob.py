@@ -75,8 +75,9 @@ class Blob:
         return self._obj
 
     @property
-    def tensor(self) -> Tensor | None:
-        """The held Tensor, or None when the blob holds something else or nothing."""
+    def held_tensor(self) -> Tensor | None:
+        """The held Tensor, or None when the blob holds something else or nothing (``tensor()`` is
+        Caffe2's method of that name: a handle with a numpy view)."""
         obj = self._obj
         return obj if type(obj) is Tensor else None
 

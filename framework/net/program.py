@@ -238,7 +238,7 @@ def _held(blobs: Sequence[Any]) -> tuple:
 
 
 def _tensors(blobs: Sequence[Any]) -> list:
-    return [t for t in (b.tensor for b in blobs) if t is not None]
+    return [t for t in (b.held_tensor for b in blobs) if t is not None]
 
 
 def _view(t: Tensor) -> tuple:
@@ -253,7 +253,7 @@ def _set_views(views: Sequence[tuple]) -> None:
 
 def _blobs_hold_arrays(op: Operator) -> bool:
     for b in (*op.inputs, *op.outputs):
-        t = b.tensor
+        t = b.held_tensor
         if t is None or t.array is None:
             return False
     return True

@@ -21,4 +21,5 @@ def test_no_slot_of_the_memory_core_is_used_outside_it():
         for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
             if _SLOT.search(line.split("#", 1)[0]):
                 found.append(f"{path.relative_to(ROOT.parent)}:{n}: {line.strip()}")
-    assert not found, "use Blob.held / .tensor / .array, Tensor.array / .storage / .snapshot():\n" + "\n".join(found)
+    hint = "use Blob.held / .held_tensor / .array, Tensor.array / .storage / .snapshot():\n"
+    assert not found, hint + "\n".join(found)

@@ -38,11 +38,11 @@ def test_restore_undoes_a_resize_and_a_type_change():
 
 def test_blob_and_tensor_accessors():
     b = Blob("b")
-    assert b.held is None and b.tensor is None
+    assert b.held is None and b.held_tensor is None
     b.reset(b"text")
-    assert b.held == b"text" and b.tensor is None
+    assert b.held == b"text" and b.held_tensor is None
     t = b.get_mutable(Tensor)
-    assert b.tensor is t and b.held is t and t.array is None
+    assert b.held_tensor is t and b.held is t and t.array is None
     arr = t.mutable_data(np.int32) if t.resize(3) is None else None
     assert t.array is arr
     state = t.view_state()
