@@ -279,17 +279,65 @@ class Mode:
     new = "new"
 
 
+class _Transaction:
+    """Caffe2's pybind Transaction: ``put``, ``commit``; what was put is committed when the object goes
+    away too (Caffe2's transactions commit in their destructor)."""
+
+    def __init__(self, txn: Any) -> None:
+        self._txn = txn
+
+    def put(self, key: Any, value: bytes) -> None:
+        self._txn.put(key, value)
+
+    def commit(self) -> None:
+        self._txn.commit()
+
+    def __del__(self) -> None:
+        try:
+            self._txn.commit()
+        except Exception:  # noqa: BLE001 - a destructor cannot raise; say what was lost
+            import logging
+
+            logging.getLogger(__name__).exception("DB transaction: commit on release failed")
+
+
+class _Cursor:
+    """Caffe2's pybind Cursor: ``valid``, ``key`` and ``value`` as bytes, ``next``, ``seek_to_first``."""
+
+    def __init__(self, cursor: Any) -> None:
+        self._cursor = cursor
+
+    def valid(self) -> bool:
+        return self._cursor.valid()
+
+    def key(self) -> bytes:
+        key = self._cursor.key()
+        return key if isinstance(key, bytes) else key.encode("utf-8", "surrogateescape")
+
+    def value(self) -> bytes:
+        return self._cursor.value()
+
+    def next(self) -> None:
+        self._cursor.next()
+
+    def seek_to_first(self) -> None:
+        self._cursor.seek_to_first()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._cursor, name)
+
+
 class _DB:
     """Caffe2's pybind DB: ``new_transaction()`` (``put``/``commit``), ``new_cursor()``, ``close()``."""
 
     def __init__(self, db: Any) -> None:
         self._db = db
 
-    def new_transaction(self) -> Any:
-        return self._db.new_transaction()
+    def new_transaction(self) -> _Transaction:
+        return _Transaction(self._db.new_transaction())
 
-    def new_cursor(self) -> Any:
-        return self._db.cursor()
+    def new_cursor(self) -> _Cursor:
+        return _Cursor(self._db.cursor())
 
     def close(self) -> None:
         self._db.close()

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from framework.caffe2.python import schema
-from framework.caffe2.python.layers.layers import LayerError, ModelLayer
+from framework.caffe2.python.layers.layers import AccessedFeatures, LayerError, ModelLayer
 
 __all__ = ["FeatureSparseToDense"]
 
@@ -63,6 +63,13 @@ class FeatureSparseToDense(ModelLayer):
             schema.attach_metadata_to_scalars(self.output_schema[field], schema.Metadata(feature_specs=spec))
         self.zero = model.global_constants["ZERO"]
         self.zero_range = model.global_constants["ZERO_RANGE"]
+
+    def get_accessed_features(self) -> dict[str, list[AccessedFeatures]]:
+        """Each input field with the type and ids of its spec (the features the layer reads)."""
+        accessed: dict[str, list[AccessedFeatures]] = {}
+        for field, spec in self.input_specs:
+            accessed.setdefault(field, []).append(AccessedFeatures(spec.feature_type, set(spec.feature_ids)))
+        return accessed
 
     def add_ops(self, net: Any) -> None:
         record = self.input_record

@@ -26,8 +26,9 @@ from framework.proto.framework_pb2 import OperatorDef
 OpAlmostEqual = _utils.OpAlmostEqual
 
 __all__ = [
-    "IdList", "IdScoreList", "InstantiationContext", "LayerError", "LayerParameter", "LayerPsParam", "ModelLayer",
-    "create_layer", "get_avg_length", "get_categorical_limit", "get_key", "get_layer_class",
+    "AccessedFeatures", "IdList", "IdListWithEvicted", "IdScoreList", "IdScoreListWithEvicted",
+    "InstantiationContext", "LayerError", "LayerParameter", "LayerPsParam", "ModelLayer",
+    "almost_equal_schemas", "create_layer", "get_avg_length", "get_categorical_limit", "get_key", "get_layer_class",
     "is_request_only_scalar", "layer_exists", "register_layer", "set_request_only",
 ]  # fmt: skip
 
@@ -42,13 +43,38 @@ class LayerError(FrameworkError, AssertionError, ValueError):
 
 IdList = schema.List(np.int64)
 IdScoreList = schema.Map(np.int64, np.float32)
+IdListWithEvicted = schema.ListWithEvicted(np.int64)
+IdScoreListWithEvicted = schema.MapWithEvicted(np.int64, np.float32)
+
+# What a layer reads of a feature field: the feature type and the set of feature ids (Caffe2 2020).
+AccessedFeatures = namedtuple("AccessedFeatures", ["type", "ids"])
+
+
+def almost_equal_schemas(
+    record: schema.Field, original_schema: schema.Field, check_field_names: bool = True,
+    check_field_types: bool = True, check_field_metas: bool = False,
+) -> bool:  # fmt: skip
+    """``schema.equal_schemas``, where an IdList (IdScoreList) also matches its form with evicted values."""
+    kw = {
+        "check_field_names": check_field_names,
+        "check_field_types": check_field_types,
+        "check_field_metas": check_field_metas,
+    }
+    if original_schema == IdList:
+        return schema.equal_schemas(record, IdList, **kw) or schema.equal_schemas(record, IdListWithEvicted, **kw)
+    if original_schema == IdScoreList:
+        return schema.equal_schemas(record, IdScoreList, **kw) or schema.equal_schemas(
+            record, IdScoreListWithEvicted, **kw
+        )
+    return schema.equal_schemas(record, original_schema)
 
 
 def get_key(record: schema.Field) -> schema.Scalar:
-    """The id field of an IdList (``values``) or IdScoreList (``values:keys``); it must carry metadata."""
-    if schema.equal_schemas(record, IdList):
+    """The id field of an IdList (``values``) or IdScoreList (``values:keys``), evicted forms included;
+    it must carry metadata."""
+    if almost_equal_schemas(record, IdList):
         key = "values"
-    elif schema.equal_schemas(record, IdScoreList, check_field_types=False):
+    elif almost_equal_schemas(record, IdScoreList, check_field_types=False):
         key = "values:keys"
     else:
         raise NotImplementedError(f"not an IdList or IdScoreList: {record.field_names()}")
@@ -271,6 +297,10 @@ class ModelLayer:
 
     def get_memory_usage(self) -> int:
         return 0
+
+    def get_accessed_features(self) -> dict[str, list[AccessedFeatures]]:
+        """{input field: [AccessedFeatures]} of the features this layer reads (none by default)."""
+        return {}
 
     def add_init_params(self, init_net: Any) -> None:
         """Append the initializers of this layer's parameters to ``init_net`` (under the current
