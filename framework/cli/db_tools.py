@@ -17,10 +17,28 @@ from framework.cli.common import CLIError
 from framework.db import Mode, db_exists, detect_db_type, open_db
 from framework.db.blobs import RESERVED_KEYS
 from framework.db.datum import parse_datum
+from framework.db.sorted_kv import table_bytes
 from framework.errors import FrameworkError
 from framework.proto import framework_pb2 as pb
 
 KINDS = ["minidb", "lmdb", "leveldb", "rocksdb", "protodb"]
+
+# What each format itself can detect when its bytes are damaged (docs/reliability.md has the table).
+INTEGRITY = {
+    "minidb": "no checksum of its own; checkpoints saved by framework carry a per-record checksum record "
+    "(verified on load); data DBs and Caffe2-written files have none: a flipped bit in a value goes undetected",
+    "lmdb": "no checksum (LMDB has none): damaged page structure is detected, a flipped bit in a value is not "
+    "(unless the framework checkpoint checksum record is there)",
+    "leveldb": "CRC32C per log record and table block, verified on every read",
+    "rocksdb": "CRC32C per log record and table block, verified on every read",
+    "protodb": "no checksum: a damaged protobuf is detected, a flipped bit in a value is not",
+}
+
+
+def integrity_line(kind: str) -> str:
+    return f"integrity ({kind}): {INTEGRITY.get(kind, 'unknown format: nothing is checked')}"
+
+
 SHOWN_KEYS = 5
 
 
@@ -53,6 +71,7 @@ def convert_main(args: argparse.Namespace) -> int:
                 for key, value in cursor:
                     txn.put(key, value)
                     n += 1
+            _refuse_lost_records(src_kind, args.source, n)
         finally:
             cursor.close()
     print(f"copied {n} records from {src_kind} {args.source} to {args.to} {args.dest}")
@@ -81,6 +100,7 @@ def inspect_db(path: str, db_type: str | None = None) -> int:
                     keys.append(key)
                 if first is None and key not in RESERVED_KEYS:
                     first = (key, value)
+            _refuse_lost_records(kind, path, count)
         finally:
             cursor.close()
     what, lines = describe_record(*first) if first else ("empty", [])
@@ -89,6 +109,7 @@ def inspect_db(path: str, db_type: str | None = None) -> int:
 
         return inspect_checkpoint(path)
     print(f"{kind} DB {path}: {count} records of {what}")
+    print(integrity_line(kind))
     more = f" ... ({count - len(keys)} more)" if count > len(keys) else ""
     print("keys: " + ", ".join(repr(k) for k in keys) + more)
     if first:
@@ -96,6 +117,20 @@ def inspect_db(path: str, db_type: str | None = None) -> int:
         for line in lines:
             print("  " + line)
     return 0
+
+
+def _refuse_lost_records(kind: str, path: str, count: int) -> None:
+    """A LevelDB/RocksDB folder that reads as 0 records while its table/log files hold data is damaged
+    (its MANIFEST lost track of them): an error, not "0 records" (a NEW DST is then not written)."""
+    if count or kind not in ("leveldb", "rocksdb"):
+        return
+    held = table_bytes(path)
+    if held:
+        raise CLIError(
+            f"{kind} {path} reads as 0 records but its table and log files hold {held:,} bytes: the DB is damaged "
+            "(its MANIFEST or log lost its records), or every record was deleted and not yet compacted",
+            "restore it from a copy; nothing was written",
+        )
 
 
 def describe_record(key: str, value: bytes) -> tuple[str, list[str]]:

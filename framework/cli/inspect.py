@@ -67,6 +67,10 @@ def inspect_checkpoint(path: str) -> int:
         print(f"  {r['name']:<32} {r['dtype']:<10} {str(list(r['shape'])):<20} {r['bytes']:>12,}")
         total += r["bytes"]
     print(f"  total {total:,} bytes")
+    from framework.cli.db_tools import integrity_line
+    from framework.db import detect_db_type
+
+    print(integrity_line(detect_db_type(path)))
     return 0
 
 

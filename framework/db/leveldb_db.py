@@ -63,7 +63,7 @@ class LevelDB(SortedKVDB):
     _library = staticmethod(_plyvel)
 
     def _iterator(self, handle: Any) -> Any:
-        return handle.raw_iterator()
+        return handle.raw_iterator(verify_checksums=True)  # LevelDB's block CRCs, checked on every read
 
     def _write(self, handle: Any, pending: list[tuple[bytes, bytes]], replace: bool) -> None:
         with handle.write_batch(sync=True, transaction=True) as batch:

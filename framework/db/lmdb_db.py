@@ -29,7 +29,7 @@ import numpy as np
 from framework.db.base import DB, Cursor, Mode, register_db
 from framework.db.handles import SharedHandles
 from framework.db.minidb import decode_key, encode_key
-from framework.db.sorted_kv import BufferedTransaction
+from framework.db.sorted_kv import BufferedTransaction, check_folder
 from framework.errors import DBError
 
 _INITIAL_MAP = 64 << 20
@@ -49,6 +49,7 @@ def _lmdb():
 
 def _open_env(path: str, create: bool):
     lmdb = _lmdb()
+    check_folder("lmdb", path)  # data.mdb / lock.mdb as symlinks, FIFOs or devices: refused before mapping
     try:
         if create:
             os.makedirs(path, exist_ok=True)

@@ -45,6 +45,57 @@ def _kind_hint(path: str) -> str:
     return f'; it is a {detect_db_type(path)} DB: pass db_type "{detect_db_type(path)}"'
 
 
+MAX_CURRENT_BYTES = 4096  # CURRENT names one MANIFEST file: a line of a few dozen bytes
+
+
+def check_folder(db_type: str, path: str) -> None:
+    """Refuse, before the C library sees it, a folder it could hang on, crash on or write through.
+
+    Every entry must be a regular file (or a folder): a symlink is refused (on read it can point at
+    /dev/zero, which LevelDB and RocksDB read forever with no Python frame to interrupt; on write the
+    library follows a symlink named like its next MANIFEST or log out of the folder), and so are
+    devices, FIFOs and sockets. ``CURRENT`` must be one short line naming a MANIFEST that is there."""
+    if not os.path.isdir(path):
+        return  # the library creates it (write) or the caller reports it missing (read)
+    with os.scandir(path) as entries:
+        for entry in entries:
+            if entry.is_symlink():
+                raise DBError(
+                    f"{db_type} {path}: '{entry.name}' is a symlink (to {os.readlink(entry.path)!r}); "
+                    "a DB folder holds only its own files"
+                )
+            if not (entry.is_file(follow_symlinks=False) or entry.is_dir(follow_symlinks=False)):
+                raise DBError(f"{db_type} {path}: '{entry.name}' is not a regular file (a device, FIFO or socket)")
+    current = os.path.join(path, "CURRENT")
+    if not os.path.exists(current):
+        return
+    size = os.path.getsize(current)
+    if size > MAX_CURRENT_BYTES:
+        raise DBError(f"{db_type} {path}: CURRENT is {size} bytes, not one line naming a MANIFEST (damaged)")
+    with open(current, "rb") as f:
+        name = f.read().decode("ascii", "replace").strip()
+    if not name.startswith("MANIFEST-") or "/" in name or not os.path.isfile(os.path.join(path, name)):
+        raise DBError(f"{db_type} {path}: CURRENT names {name[:80]!r}, not a MANIFEST file of the folder (damaged)")
+
+
+EMPTY_LOG_BYTES = 32  # a log holding only empty write batches (a DB saved with no records)
+
+
+def table_bytes(path: str) -> int:
+    """Bytes in the folder's table files (``*.sst``, ``*.ldb``) and in log files (``*.log``) longer than
+    an empty write batch: a folder that reads as empty although these hold data lost its records (a
+    damaged MANIFEST forgets its tables), or had every record deleted and not yet compacted."""
+    if not os.path.isdir(path):
+        return 0
+    total = 0
+    with os.scandir(path) as entries:
+        for entry in entries:
+            if entry.name.endswith((".sst", ".ldb", ".log")) and entry.is_file(follow_symlinks=False):
+                size = entry.stat(follow_symlinks=False).st_size
+                total += size if size > EMPTY_LOG_BYTES or not entry.name.endswith(".log") else 0
+    return total
+
+
 class BufferedTransaction(Transaction):
     """Collects ``put``s into the DB's pending list; the DB writes them when closed."""
 
@@ -135,6 +186,7 @@ class SortedKVDB(DB):
         self._pending: list[tuple[bytes, bytes]] = []
         self._handle: Any = None
         self._closed = False
+        check_folder(self.db_type, path)
         if mode is Mode.READ:
             if not self.exists(path):
                 raise DBError(
@@ -181,6 +233,7 @@ class SortedKVDB(DB):
             self.handles.release(self.path, False)
             return
         pending, self._pending = self._pending, []
+        check_folder(self.db_type, self.path)  # again: the folder may have changed since the DB was opened
         handle = self.handles.acquire(self.path, True)
         try:
             self._write(handle, pending, replace=self.mode is Mode.NEW)

@@ -92,6 +92,7 @@ def _arg_cases(schema: OpSchema) -> Iterator[tuple[str, tuple]]:
         kind = a.kind
         if kind == INT or kind == BOOL:
             yield f"{name}=-1", ((name, -1),)
+            yield f"{name}=0", ((name, 0),)  # zero kernels, strides, sizes: a division by zero if unchecked
             yield f"{name}=huge", ((name, HUGE),)
             yield f"{name}=99", ((name, 99),)
             yield f"{name}=str", ((name, NON_UTF8),)
@@ -103,6 +104,7 @@ def _arg_cases(schema: OpSchema) -> Iterator[tuple[str, tuple]]:
         elif kind == INTS:
             yield f"{name}=[huge]", ((name, [HUGE, HUGE]),)
             yield f"{name}=[-1]", ((name, [-1, -7]),)
+            yield f"{name}=[0]", ((name, [0, 0]),)
             yield f"{name}=[]", ((name, []),)
             yield f"{name}=[99]", ((name, [99, 99, 99, 99, 99, 99]),)
             yield f"{name}=floats", ((name, [0.5]),)
