@@ -271,12 +271,19 @@ def check_manifest(expected: set[str] | None, seen: set[str], db_type: str, path
 
 
 def check_checksums(sums: dict[str, int] | None, computed: dict[str, tuple[int, str]], db_type: str, path: str) -> None:
-    """A DBError naming the blob when a record read does not match the checksum the file lists."""
+    """A DBError naming the blob when a record read does not match the checksum the file lists, or has
+    none in a file that lists them (every record written with checksums gets one: a record without is
+    a damaged key, e.g. the manifest's own key with a flipped bit, which would otherwise load as a blob)."""
     if not sums:
         return
     for key, (value, blob) in computed.items():
         want = sums.get(key)
-        if want is not None and want != value:
+        if want is None:
+            raise DBError(
+                f"{db_type} {path}: record '{key}' (blob '{blob}') has no checksum in a file that lists them: "
+                "the file is damaged (a flipped bit in a key?)"
+            )
+        if want != value:
             raise DBError(
                 f"{db_type} {path}: record '{key}' of blob '{blob}' fails its checksum "
                 f"(stored {want:016x}, read {value:016x}): the file is damaged (flipped bits?)"
