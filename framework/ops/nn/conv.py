@@ -225,6 +225,8 @@ class Conv(ConvOpBase):
     ``activation="Relu"`` (the argument of Caffe2's NNPACK engine, which transformations.FuseNNPACKConvRelu
     sets) applies a ReLU to Y; whatever the engine, here it runs on the CPU convolution."""
 
+    _relu = False  # set by check_args from ``activation``
+
     def check_args(self) -> None:
         act = self.args.activation
         if act not in ("identity", "Relu"):
