@@ -142,3 +142,31 @@ def test_transpose_network_same_numbers():
     c1 = _conv1x1(x, w1, b1)
     np.testing.assert_allclose(workspace.FetchBlob("c1"), c1, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(workspace.FetchBlob("c2"), _conv1x1(c1, w2, b2), rtol=1e-4, atol=1e-4)
+
+
+def _conv3x3_valid(x, w, b):
+    """A 3x3 valid NCHW convolution by sliding windows."""
+    win = np.lib.stride_tricks.sliding_window_view(x, (3, 3), axis=(2, 3))  # n, c, oh, ow, 3, 3
+    return np.einsum("ncijkl,mckl->nmij", win, w) + b[None, :, None, None]
+
+
+def test_fused_nnpack_conv_relu_runs_as_conv_then_relu():
+    workspace.ResetWorkspace()
+    rng = np.random.RandomState(5)
+    x, w, b = rng.randn(2, 2, 6, 6), rng.randn(3, 2, 3, 3), rng.randn(3)
+    for name, value in {"X": x, "w": w, "b": b}.items():
+        workspace.FeedBlob(name, value.astype(np.float32))
+    net = core.Net("h36b_fused_run")
+    net.Conv(["X", "w", "b"], ["Y"], kernel=3)
+    net.Relu(["Y"], ["Z"])
+    T.AddNNPACK(net)
+    T.FuseNNPACKConvRelu(net)
+    assert [op.type for op in net.Proto().op] == ["Conv"]
+    expected = np.maximum(_conv3x3_valid(x, w, b), 0)
+    workspace.CreateNet(net)
+    for _ in range(3):  # later runs go through the compiled program
+        workspace.RunNet(net)
+        np.testing.assert_allclose(workspace.FetchBlob("Z"), expected, rtol=1e-4, atol=1e-4)
+    bad = core.CreateOperator("Conv", ["X", "w", "b"], ["Q"], kernel=3, activation="Sigmoid")
+    with pytest.raises(RuntimeError, match="activation"):
+        workspace.RunOperatorOnce(bad)

@@ -147,3 +147,13 @@ def test_immediate_root_folder_name():
     finally:
         workspace.StopImmediate()
     assert workspace._immediate_root_folder == "" and not os.path.exists(folder)
+
+
+def test_get_blob_size_bytes():
+    workspace.ResetWorkspace()
+    for dtype in (np.float16, np.float32, np.int64, np.uint8, np.bool_):
+        workspace.FeedBlob("sz", np.zeros((2, 3), dtype))
+        assert workspace.GetBlobSizeBytes("sz") == 6 * np.dtype(dtype).itemsize
+    workspace.FeedBlob("s1", np.array([b"Hello World!", b"abcd"], dtype=object))
+    workspace.FeedBlob("s2", np.array([b"element1", b"element2"], dtype=object))
+    assert workspace.GetBlobSizeBytes("s1") - workspace.GetBlobSizeBytes("s2") == (12 + 4) - (8 + 8)

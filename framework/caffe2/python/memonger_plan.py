@@ -340,10 +340,13 @@ def release_blobs_when_used(netproto: Any, dont_free_blobs: Iterable[str], selec
     return netproto
 
 
-def _share_in_order(netproto: Any, shareable: set[str], blob_shapes: dict | None = None) -> Any:
+def _share_in_order(
+    netproto: Any, shareable: set[str], blob_shapes: dict | None = None, shared_prefix: str | None = None
+) -> Any:
     """Rename the ``shareable`` blobs of a copy of ``netproto`` to shared ones without reordering its ops
     (greedy chains over the net's own order; every other blob is static); the result is checked to run
-    the same dataflow with the same in-place pairs."""
+    the same dataflow with the same in-place pairs. A chain's blob is its last blob's name, or with
+    ``shared_prefix`` ``<shared_prefix>__m<k>_shared`` (Caffe2's C++ recycling names)."""
     import numpy as np
 
     optim = copy.deepcopy(netproto)
@@ -354,7 +357,11 @@ def _share_in_order(netproto: Any, shareable: set[str], blob_shapes: dict | None
         }
     static = set(ranges) - set(shareable)
     assignments = compute_assignments(ranges, static, AssignmentAlgorithm.GREEDY)
-    apply_assignments(optim, compute_blob_assignments(assignments))
+    mapping = compute_blob_assignments(assignments)
+    if shared_prefix is not None:
+        names: dict[str, str] = {}
+        mapping = {b: names.setdefault(c, f"{shared_prefix}__m{len(names)}_shared") for b, c in mapping.items()}
+    apply_assignments(optim, mapping)
     if not verify_graph_equality(netproto, optim) or not verify_inplace_blobs(netproto, optim):
         raise FrameworkError("memonger: the shared-blob net does not compute the same dataflow")
     return optim
@@ -393,8 +400,9 @@ def share_grad_blobs(
 
 
 def optimize_inference_for_dag(net: Any, input_blobs: Iterable[Any], namescope: str = "") -> Any:
-    """Share the activation blobs (neither external inputs nor outputs) of an inference-only net. Raises
-    FrameworkError for a gradient op or an activation read before any op writes it."""
+    """Share the activation blobs (neither external inputs nor outputs) of an inference-only net, named
+    ``<namescope>__m<k>_shared`` as Caffe2's. Raises FrameworkError for a gradient op or an activation read
+    before any op writes it."""
     proto = net.Proto() if hasattr(net, "Proto") else net
     external = set(proto.external_input) | set(proto.external_output)
     written: set[str] = set()
@@ -409,7 +417,7 @@ def optimize_inference_for_dag(net: Any, input_blobs: Iterable[Any], namescope: 
                 activations.add(b)
         activations.update(b for b in op.output if b not in external)
         written.update(op.output)
-    return _share_in_order(proto, activations - {str(b) for b in input_blobs})
+    return _share_in_order(proto, activations - {str(b) for b in input_blobs}, shared_prefix=namescope)
 
 
 # -- checks and statistics -----------------------------------------------------------------------

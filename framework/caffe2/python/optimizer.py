@@ -53,6 +53,7 @@ from framework.caffe2.python.optimizers.sgd import (
     SgdOptimizer,
     WeightDecayBuilder,
 )
+from framework.caffe2.python.optimizers.storm import StormOptimizer
 from framework.errors import FrameworkError
 from framework.ops.gradient import GradientSlice
 
@@ -77,6 +78,8 @@ __all__ = [
     "SgdOptimizer",
     "WeightDecayBuilder",
     "WngradOptimizer",
+    "StormOptimizer",
+    "build_storm",
     "YellowFinOptimizer",
     "add_weight_decay",
     "build_decay_adagrad",
@@ -283,6 +286,20 @@ def build_wngrad(
 ) -> Optimizer:
     return _build(
         model, WngradOptimizer(alpha=base_learning_rate, **kwargs), max_gradient_norm=max_gradient_norm,
+        allow_lr_injection=allow_lr_injection,
+    )  # fmt: skip
+
+
+def build_storm(
+    model: Any,
+    base_learning_rate: float,
+    parameters: Any = None,
+    max_gradient_norm: float | None = None,
+    allow_lr_injection: bool = False,
+    **kwargs: Any,
+) -> Optimizer:
+    return _build(
+        model, StormOptimizer(lr=base_learning_rate, **kwargs), max_gradient_norm=max_gradient_norm,
         allow_lr_injection=allow_lr_injection,
     )  # fmt: skip
 

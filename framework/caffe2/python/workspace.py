@@ -473,7 +473,8 @@ __all__ += ["blobs", "Blob", "current", "has_gpu_support", "has_cuda_support", "
 from framework.caffe2.python.workspace_transforms import (  # noqa: E402 - they call back into this module
     ApplyTransform,
     ApplyTransformIfFaster,
+    GetBlobSizeBytes,
     GetOperatorCost,
 )
 
-__all__ += ["ApplyTransform", "ApplyTransformIfFaster", "GetOperatorCost"]
+__all__ += ["ApplyTransform", "ApplyTransformIfFaster", "GetBlobSizeBytes", "GetOperatorCost"]

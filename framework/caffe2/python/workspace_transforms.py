@@ -100,3 +100,12 @@ def ApplyTransformIfFaster(  # noqa: N802
     out = caffe2_pb2.NetDef()
     out.CopyFrom(net)
     return out
+
+
+def GetBlobSizeBytes(blob: Any) -> int:  # noqa: N802
+    """Bytes held by a blob of the current workspace, as Caffe2's BlobStat: a tensor's element bytes, plus
+    each string's length for string tensors."""
+    from framework.caffe2.python import workspace
+    from framework.memory.workspace import blob_nbytes
+
+    return blob_nbytes(workspace.C().get_blob(str(blob)))

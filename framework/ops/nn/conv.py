@@ -36,7 +36,7 @@ from framework.ops.nn.conv_args import (
 )
 from framework.ops.nn.conv_nchw import ConvNCHW
 from framework.ops.registry import register_op
-from framework.ops.schema import BOOL, UNKNOWN, Arg, Cost, TensorSpec
+from framework.ops.schema import BOOL, STRING, UNKNOWN, Arg, Cost, TensorSpec
 from framework.runtime.parallel import get_num_threads
 
 USE_NCHW_KERNELS = True  # False: the generic im2col path for every conv (benchmarks compare the two)
@@ -44,6 +44,7 @@ USE_NCHW_KERNELS = True  # False: the generic im2col path for every conv (benchm
 _CONV_ARGS = conv_pool_args() + [
     Arg("no_bias", BOOL, False, "no bias input (gradient ops: no bias gradient output)"),
     Arg("no_gradient_to_input", BOOL, False, "gradient maker: do not compute the input gradient"),
+    Arg("activation", STRING, "identity", "Conv only: 'Relu' applies a ReLU to the output (NNPACK's fused form)"),
 ]
 
 
@@ -221,7 +222,17 @@ def conv_schema(**extra) -> dict:
 class Conv(ConvOpBase):
     """N-d convolution (Caffe2's Conv): Y = X * filter (+ bias), with stride, pads,
     dilation, group, order and legacy_pad as in Caffe2. Out size per dim:
-    floor((in + pad_head + pad_tail - dilation*(kernel-1) - 1) / stride) + 1."""
+    floor((in + pad_head + pad_tail - dilation*(kernel-1) - 1) / stride) + 1.
+    ``activation="Relu"`` (the argument of Caffe2's NNPACK engine, which transformations.FuseNNPACKConvRelu
+    sets) applies a ReLU to Y; whatever the engine, here it runs on the CPU convolution."""
+
+    _relu = False  # set by check_args from ``activation``
+
+    def check_args(self) -> None:
+        act = self.args.activation
+        if act not in ("identity", "Relu"):
+            raise self.arg_error(f"activation must be 'identity' or 'Relu' (as Caffe2's NNPACK conv), got {act!r}")
+        self._relu = act == "Relu"
 
     def _prepare(self, x, w, b) -> None:
         dt = self._dtype([x, w, b])
@@ -275,6 +286,12 @@ class Conv(ConvOpBase):
         return v if self._src_axes is None else v.transpose(self._src_axes)
 
     def run(self) -> None:
+        self._conv()
+        if self._relu:
+            y = self.outputs[0]._obj._array
+            np.maximum(y, 0, out=y)
+
+    def _conv(self) -> None:
         x, w, b = self.forward_inputs()
         kernel = self._kernel
         if kernel is not None and kernel.threads != get_num_threads():
@@ -307,7 +324,7 @@ class Conv(ConvOpBase):
     def compile(self):
         """The NCHW kernel's call on the arrays bound now (ConvNCHW.bound, framework/net/program.py)."""
         kernel = self._kernel
-        if kernel is None or kernel.threads != get_num_threads():
+        if kernel is None or self._relu or kernel.threads != get_num_threads():
             return None
         a = [blob.array for blob in self.inputs]
         if self._key != (a[0].shape, a[1].shape, a[0].dtype, len(a) == 3) or a[1].dtype != a[0].dtype:

@@ -244,7 +244,7 @@ class Net(NetRecords, NetInternals):
             inputs = tuple(inputs[0])
         refs = []
         for x in inputs:
-            name = str(x) if isinstance(x, BlobReference) else ScopedName(str(x))
+            name = str(x)  # as Caffe2: the name as given, not scoped (AddScopedExternalInputs scopes)
             if name in self._net.external_input:
                 raise NetError(f"net '{self.Name()}' already has an external input named '{name}'")
             self._net.external_input.append(name)

@@ -18,13 +18,18 @@ from framework.caffe2.python.scope import CurrentDeviceScope
 from framework.errors import FrameworkError
 from framework.proto import caffe2_pb2, metanet_pb2
 
-_FIELDS = "predict_net, parameters, inputs, outputs, shapes, name, extra_init_net, net_type, num_workers"
+_FIELDS = (
+    "predict_net, parameters, inputs, outputs, shapes, name, extra_init_net, global_init_net, net_type, num_workers, "
+    "trainer_prefix"
+)
 
 
 class PredictorExportMeta(collections.namedtuple("PredictorExportMeta", _FIELDS)):
     """What to export: the predict net (core.Net, NetDef or PlanDef), its parameters, inputs and
     outputs (names or BlobReferences), optional ``shapes`` of inputs/outputs, a ``name`` for
-    several nets in one DB, an ``extra_init_net``, ``net_type`` and ``num_workers``."""
+    several nets in one DB, an ``extra_init_net`` (appended to the predict-init net), a ``global_init_net``
+    (appended to the global-init net, which loads the parameters), ``net_type``, ``num_workers`` and a
+    ``trainer_prefix`` for the train plans' names (the fields of Caffe2 2020)."""
 
     def __new__(
         cls,
@@ -35,8 +40,10 @@ class PredictorExportMeta(collections.namedtuple("PredictorExportMeta", _FIELDS)
         shapes: Any = None,
         name: str = "",
         extra_init_net: Any = None,
+        global_init_net: Any = None,
         net_type: Any = None,
         num_workers: Any = None,
+        trainer_prefix: Any = None,
     ) -> PredictorExportMeta:
         inputs = [str(i) for i in inputs]
         outputs = [str(o) for o in outputs]
@@ -54,8 +61,9 @@ class PredictorExportMeta(collections.namedtuple("PredictorExportMeta", _FIELDS)
                 f"PredictorExportMeta: predict_net must be a Net, NetDef or PlanDef, got {predict_net!r}"
             )
         return super().__new__(
-            cls, predict_net, parameters, inputs, outputs, shapes or {}, name, extra_init_net, net_type, num_workers
-        )
+            cls, predict_net, parameters, inputs, outputs, shapes or {}, name, extra_init_net, global_init_net,
+            net_type, num_workers, trainer_prefix,
+        )  # fmt: skip
 
     def inputs_name(self) -> str:
         return utils.get_comp_name(predictor_constants.INPUTS_BLOB_TYPE, self.name)
@@ -76,10 +84,12 @@ class PredictorExportMeta(collections.namedtuple("PredictorExportMeta", _FIELDS)
         return utils.get_comp_name(predictor_constants.PREDICT_NET_TYPE, self.name)
 
     def train_init_plan_name(self) -> str:
-        return utils.get_comp_name(predictor_constants.TRAIN_INIT_PLAN_TYPE, self.name)
+        name = utils.get_comp_name(predictor_constants.TRAIN_INIT_PLAN_TYPE, self.name)
+        return f"{self.trainer_prefix}_{name}" if self.trainer_prefix else name
 
     def train_plan_name(self) -> str:
-        return utils.get_comp_name(predictor_constants.TRAIN_PLAN_TYPE, self.name)
+        name = utils.get_comp_name(predictor_constants.TRAIN_PLAN_TYPE, self.name)
+        return f"{self.trainer_prefix}_{name}" if self.trainer_prefix else name
 
 
 def get_predictor_exporter_helper(submodelNetName: str) -> PredictorExportMeta:  # noqa: N803
@@ -91,6 +101,8 @@ def _global_init_net(meta: PredictorExportMeta) -> Any:
     net.Load([predictor_constants.PREDICTOR_DBREADER], meta.parameters)
     net.Proto().external_input.extend([predictor_constants.PREDICTOR_DBREADER])
     net.Proto().external_output.extend(meta.parameters)
+    if meta.global_init_net:
+        net.AppendNet(meta.global_init_net)
     utils.AddModelIdArg(meta, net.Proto())
     return net.Proto()
 

@@ -79,6 +79,15 @@ def GetApplicationSpecificInfo(meta_net_def: Any, key: str) -> Any:  # noqa: N80
     return _ProtoMapGet(meta_net_def.applicationSpecificInfo, key)
 
 
+def ReplaceBlobs(meta_net_def: Any, blob_name: str, blob_def: Any) -> None:  # noqa: N802
+    """Set the blob list ``blob_name`` (which must exist) to ``blob_def``."""
+    blobs = _ProtoMapGet(meta_net_def.blobs, blob_name)
+    if blobs is None:
+        raise KeyError(f"ReplaceBlobs: the blob_name:{blob_name} does not exist")
+    del blobs[:]
+    blobs.extend(blob_def)
+
+
 def AddBlobs(meta_net_def: Any, blob_name: str, blob_def: Any) -> None:  # noqa: N802
     blobs = _ProtoMapGet(meta_net_def.blobs, blob_name)
     if blobs is None:
