@@ -248,6 +248,13 @@ class Operator:
         if type(t) is not Tensor:
             t = blob.get_mutable(Tensor)
         elif journal is not None and t.storage is not None and not t.shares_data and not blob.planned:
+            arr = t.array
+            if arr is not None and arr.dtype == dtype and arr.size == int(np.prod(shape, dtype=np.int64)):
+                # the same elements in another shape (a later op reshaped the blob in place): reshape back and
+                # write in place, as for an unchanged shape; the journal restores the dims on a failure
+                t.reshape(shape)
+                t.version += 1
+                return t.array
             # the journal keeps the old storage for the rollback; the new data goes to the spare buffer
             # (not for the memory planner's shared blobs: nothing observable lives there)
             return t.resize_aside(shape, dtype)

@@ -47,3 +47,28 @@ def test_a_succeeding_adam_still_updates_in_place():
     np.testing.assert_allclose(ws.fetch_blob("m1"), m1, rtol=1e-6)
     np.testing.assert_allclose(ws.fetch_blob("m2"), m2, rtol=1e-6)
     np.testing.assert_allclose(ws.fetch_blob("p"), want, rtol=1e-5)
+
+
+def test_an_output_a_later_op_reshaped_in_place_is_written_back_in_place():
+    # e.g. an RNN step's FC output that a Reshape made [1, N, D] in place: the next run reshapes it back and
+    # writes into the same buffer, allocating nothing (the journal keeps the dims for a rollback)
+    from framework.memory.allocator import memory_reporter
+    from framework.ops import create_operator
+
+    rng = np.random.default_rng(3)
+    x, w, b = (rng.standard_normal(s).astype(np.float32) for s in [(2, 3), (4, 3), (4,)])
+    ws = Workspace()
+    for k, v in {"X": x, "W": w, "b": b}.items():
+        ws.feed_blob(k, v)
+    op = create_operator(CreateOperator("FC", ["X", "W", "b"], ["Y"]), ws)
+    op.run()
+    op.run()  # (FC packs a weight it sees twice)
+    t = ws.get_blob("Y").get_tensor()
+    buf = t.data()
+    t.reshape((1, 2, 4))
+    before = memory_reporter().allocations
+    op.run()
+    assert memory_reporter().allocations == before
+    y = ws.fetch_blob("Y")
+    assert y.shape == (2, 4) and np.shares_memory(t.data(), buf)
+    np.testing.assert_allclose(y, x @ w.T + b, rtol=1e-5)
