@@ -288,7 +288,7 @@ class Conv(ConvOpBase):
     def run(self) -> None:
         self._conv()
         if self._relu:
-            y = self.outputs[0]._obj._array
+            y = self.outputs[0].array
             np.maximum(y, 0, out=y)
 
     def _conv(self) -> None:
