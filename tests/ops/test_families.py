@@ -46,6 +46,19 @@ def test_import_registers_no_family_and_loads_no_optional_library():
     assert seen == {"families": [], "schemas": 0, "libs": []}
 
 
+def test_registering_every_family_loads_no_compiler():
+    # numba (and llvmlite under it) load when a compiled kernel is first called, never when an op registers
+    seen = _run(
+        """
+        import json, sys
+        from framework.ops import families
+        families.load_all()
+        print(json.dumps([m for m in ("numba", "llvmlite") if m in sys.modules]))
+        """
+    )
+    assert seen == []
+
+
 def test_a_gradient_registration_loads_no_other_family():
     # tensor registers BatchPermutation's gradient; the quantized family (its DNNLOWP engine variant) loads
     # only when BatchPermutation is looked up
