@@ -346,6 +346,7 @@ _given_fill(
 )
 _given_fill("GivenTensorDoubleFill", TensorProto.DOUBLE, FLOATS, "Fill with the given ``values`` as float64.")
 _given_fill("GivenTensorIntFill", TensorProto.INT32, INTS, "Fill with the given ``values`` as int32.")
+_given_fill("GivenTensorInt16Fill", TensorProto.INT16, INTS, "Fill with the given ``values`` as int16.")
 _given_fill("GivenTensorInt64Fill", TensorProto.INT64, INTS, "Fill with the given ``values`` as int64.")
 _given_fill("GivenTensorBoolFill", TensorProto.BOOL, INTS, "Fill with the given ``values`` as bool.")
 _given_fill("GivenTensorStringFill", TensorProto.STRING, STRINGS, "Fill with the given byte-string ``values``.")
@@ -357,6 +358,7 @@ no_gradient(
     "GivenTensorFill",
     "GivenTensorDoubleFill",
     "GivenTensorIntFill",
+    "GivenTensorInt16Fill",
     "GivenTensorInt64Fill",
     "GivenTensorBoolFill",
     "GivenTensorStringFill",
