@@ -10,6 +10,7 @@ and shows the traceback only with ``--debug``.
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 import traceback
@@ -21,52 +22,43 @@ from framework.runtime.blas_kernel import choose as _choose_blas_kernel
 
 _choose_blas_kernel(default="auto")
 
-from framework.cli import (  # noqa: E402  (after the kernel choice)
-    convert,
-    db_tools,
-    draw,
-    exec_script,
-    export,
-    generate,
-    inspect,
-    launch,
-    make_db,
-    ops,
-    plot,
-    predict,
-    profile,
-    run,
-    summary,
-    train,
-    tune,
-    warmup,
-)
+from framework.cli import warmup  # noqa: E402  (after the kernel choice)
 from framework.distributed import end_job  # noqa: E402
 from framework.errors import FrameworkError  # noqa: E402
 
+# Each subcommand: its name, its module (framework/cli/<module>.py, whose ``add_parser`` builds its arguments)
+# and the one-line help ``framework --help`` lists. Only the module of the subcommand that runs is imported
+# (the others' imports - DB back ends, ONNX, drawing - cost every start-up); tests/cli/test_cli_commands.py
+# checks these lines against the modules.
 COMMANDS = (
-    run,
-    train,
-    predict,
-    generate,
-    inspect,
-    draw,
-    profile,
-    ops,
-    make_db,
-    db_tools,
-    launch,
-    plot,
-    export,
-    summary,
-    exec_script,
-    convert,
-    tune,
-    warmup,
+    ("run", "run", "run a net on .npy inputs"),
+    ("train", "train", "train a model folder (init/train/predict nets)"),
+    ("predict", "predict", "predict with a trained checkpoint"),
+    ("generate", "generate", "sample text from a character model's checkpoint"),
+    ("inspect", "inspect", "describe a NetDef or a checkpoint"),
+    ("draw", "draw", "draw a net's graph (dot, svg, png)"),
+    ("profile", "profile", "time every op of a net"),
+    ("ops", "ops", "list operators, or describe one"),
+    ("make-db", "make_db", "write a data set into train/test DBs"),
+    ("convert-db", "db_tools", "copy a DB into another kind (minidb, lmdb, leveldb, rocksdb, protodb)"),
+    ("launch", "launch", "run a framework command on N ranks (MPI)"),
+    ("plot", "plot", "draw loss and accuracy curves from a NAME.history.jsonl"),
+    ("export", "export", "write the deployable init_net.pb + predict_net.pb"),
+    ("summary", "summary", "per-layer output shapes, parameters and FLOPs"),
+    ("exec", "exec_script", "run a Caffe2 Python script unchanged (caffe2.python -> framework)"),
+    ("convert", "convert", "convert a Caffe2 model to ONNX, or an ONNX model to a Caffe2 pair"),
+    ("tune", "tune", "measure the conv kernels here and write this machine's dispatch table"),
+    ("warmup", "warmup", "compile the kernels ahead of use (into the user cache folder)"),
 )
 
+# Options of the top-level parser that take a value (the pre-scan for the subcommand skips their values).
+_VALUE_OPTIONS = ("--blas-threads", "--threads", "--root", "--allow-write")
 
-def build_parser() -> argparse.ArgumentParser:
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The ``framework`` parser. Given ``command``, only the subcommand of that name (none for "") has its
+    module imported and its arguments built; the others are listed by name and help, each taking any
+    arguments and giving no ``func`` (``main`` then parses again with every subcommand built)."""
     parser = argparse.ArgumentParser(
         prog="framework",
         description="Run, train, inspect and profile Caffe2-style nets (protobuf text or binary) on numpy.",
@@ -103,9 +95,40 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=_version())
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
-    for cmd in COMMANDS:
-        cmd.add_parser(sub)
+    for name, module, help_text in COMMANDS:
+        if command is None or name == command:
+            importlib.import_module(f"framework.cli.{module}").add_parser(sub)
+        else:
+            stand_in = sub.add_parser(name, help=help_text, add_help=False, prefix_chars="\0")
+            stand_in.add_argument("rest", nargs="*")
+            stand_in.set_defaults(func=None)
     return parser
+
+
+def _command_in(argv: list[str]) -> str | None:
+    """The subcommand ``argv`` names: its first word that is neither an option nor an option's value (None
+    when there is none or it names no subcommand)."""
+    names = {name for name, _module, _help in COMMANDS}
+    i = 0
+    while i < len(argv):
+        word = argv[i]
+        if not word.startswith("-"):
+            return word if word in names else None
+        if "=" not in word and len(word) > 2 and any(o.startswith(word) for o in _VALUE_OPTIONS):
+            i += 1  # its value follows (argparse takes unambiguous prefixes of long options too)
+        i += 1
+    return None
+
+
+def _parse(argv: list[str]) -> tuple[argparse.ArgumentParser, argparse.Namespace]:
+    """The parser and ``argv`` parsed, importing only the module of the subcommand named (none for
+    ``--help``, ``--version`` or a mistake); every module when the pre-scan missed the subcommand."""
+    parser = build_parser(_command_in(argv) or "")
+    args = parser.parse_args(argv)
+    if getattr(args, "func", None) is None:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+    return parser, args
 
 
 def _version() -> str:
@@ -115,8 +138,7 @@ def _version() -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(_debug_first(list(sys.argv[1:] if argv is None else argv)))
+    parser, args = _parse(_debug_first(list(sys.argv[1:] if argv is None else argv)))
     _limit_blas(args.blas_threads)
     if args.threads is not None:
         if args.threads < 1:

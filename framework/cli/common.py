@@ -7,6 +7,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
+import framework.ops  # noqa: F401  (installs the blob-type loader: a checkpoint's blobs may need an op family)
 from framework.errors import FrameworkError
 from framework.memory.workspace import Workspace
 

@@ -264,7 +264,7 @@ OP_FAMILIES = {
     "GivenTensorByteStringToUInt8Fill": ("quantized",),
     "GivenTensorDoubleFill": ("tensor",),
     "GivenTensorFill": ("tensor",),
-    "GivenTensorInt16Fill": ("nn",),
+    "GivenTensorInt16Fill": ("tensor",),
     "GivenTensorInt64Fill": ("tensor",),
     "GivenTensorIntFill": ("tensor",),
     "GivenTensorStringFill": ("tensor",),

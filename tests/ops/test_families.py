@@ -46,6 +46,35 @@ def test_import_registers_no_family_and_loads_no_optional_library():
     assert seen == {"families": [], "schemas": 0, "libs": []}
 
 
+def test_registering_every_family_loads_no_compiler():
+    # numba (and llvmlite under it) load when a compiled kernel is first called, never when an op registers
+    seen = _run(
+        """
+        import json, sys
+        from framework.ops import families
+        families.load_all()
+        print(json.dumps([m for m in ("numba", "llvmlite") if m in sys.modules]))
+        """
+    )
+    assert seen == []
+
+
+def test_an_fc_look_up_loads_only_the_families_naming_fc():
+    # nn registers FC, quantized its engine variants; neither imports another family at registration
+    seen = _run(
+        """
+        import json, sys
+        from framework.ops import families, registry
+        registry.get_schema("FC")
+        print(json.dumps([f for f in families.FAMILIES if "framework.ops." + f in sys.modules]))
+        """
+    )
+    from framework.ops.family_index import OP_FAMILIES
+
+    allowed = set(OP_FAMILIES["FC"]) | {"math"}  # quantized's SumRelu is built on math's Sum
+    assert set(seen) <= allowed and set(OP_FAMILIES["FC"]) <= set(seen), seen
+
+
 def test_a_gradient_registration_loads_no_other_family():
     # tensor registers BatchPermutation's gradient; the quantized family (its DNNLOWP engine variant) loads
     # only when BatchPermutation is looked up

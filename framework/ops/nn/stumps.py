@@ -1,5 +1,4 @@
-"""Thresholding and per-class scoring: StumpFunc, StumpFuncIndex, MultiClassAccuracy, and
-GivenTensorInt16Fill (the int16 member of the GivenTensor*Fill family)."""
+"""Thresholding and per-class scoring: StumpFunc, StumpFuncIndex, MultiClassAccuracy."""
 
 from __future__ import annotations
 
@@ -10,9 +9,7 @@ from framework.ops.gradient import no_gradient, should_not_do_gradient
 from framework.ops.operator import Operator
 from framework.ops.pointwise import float_input
 from framework.ops.registry import register_op
-from framework.ops.schema import FLOAT, INTS, Arg, TensorSpec, same_as_input
-from framework.ops.tensor.fills import _given_fill
-from framework.proto.framework_pb2 import TensorProto
+from framework.ops.schema import FLOAT, Arg, TensorSpec, same_as_input
 
 _I64 = np.dtype(np.int64)
 _STUMP = [
@@ -102,6 +99,5 @@ class MultiClassAccuracy(Operator):
         self.output(1, (d,), np.dtype(np.int32))[...] = amounts
 
 
-_given_fill("GivenTensorInt16Fill", TensorProto.INT16, INTS, "Fill with the given ``values`` as int16.")
-no_gradient("StumpFunc", "StumpFuncIndex", "GivenTensorInt16Fill")
+no_gradient("StumpFunc", "StumpFuncIndex")
 should_not_do_gradient("MultiClassAccuracy")

@@ -11,11 +11,11 @@ import math
 import numpy as np
 
 from framework.errors import ShapeError, TypeMismatchError
+from framework.ops.filler import _SHAPE_ARGS, INPUT_DOC, FillerOp, filler_infer
 from framework.ops.gradient import no_gradient, should_not_do_gradient
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op
 from framework.ops.schema import FLOAT, INT, INTS, REQUIRED, STRINGS, Arg, TensorSpec
-from framework.ops.tensor.fills import _SHAPE_ARGS, INPUT_DOC, FillerOp, filler_infer
 from framework.proto.framework_pb2 import TensorProto
 
 F32, U8 = np.dtype(np.float32), np.dtype(np.uint8)

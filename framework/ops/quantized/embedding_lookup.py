@@ -21,6 +21,8 @@ fused rows dequantized to float32). None of these has a gradient (Caffe2's NO_GR
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from framework.errors import ShapeError, TypeMismatchError
@@ -29,9 +31,6 @@ from framework.ops.operator import Operator
 from framework.ops.quantized.embedding_quantization import dequantize_8bit, dequantize_nbit
 from framework.ops.registry import register_op
 from framework.ops.schema import TensorSpec
-from framework.ops.sparse.gather import in_range, int_input
-from framework.ops.sparse.lengths import lengths_of
-from framework.ops.sparse.segment_reductions import segment_sums
 
 F32, U8, I32 = np.dtype(np.float32), np.dtype(np.uint8), np.dtype(np.int32)
 
@@ -45,6 +44,32 @@ KINDS = {
     "4BitRowwiseSparse": (4, 4, False, True),
     "2BitRowwiseSparse": (2, 4, False, True),
 }
+
+
+# The sparse family's input checks and segment sums, imported on first use: registering these ops loads no
+# sparse family (nor the training family it imports).
+def in_range(*args: Any) -> Any:
+    from framework.ops.sparse.gather import in_range as check
+
+    return check(*args)
+
+
+def int_input(*args: Any) -> Any:
+    from framework.ops.sparse.gather import int_input as read
+
+    return read(*args)
+
+
+def lengths_of(*args: Any) -> Any:
+    from framework.ops.sparse.lengths import lengths_of as read
+
+    return read(*args)
+
+
+def segment_sums(*args: Any) -> Any:
+    from framework.ops.sparse.segment_reductions import segment_sums as sums
+
+    return sums(*args)
 
 
 class QuantizedLookup(Operator):

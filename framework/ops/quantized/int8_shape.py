@@ -19,11 +19,22 @@ from framework.ops.operator import Operator
 from framework.ops.quantized.int8_common import U8, Y_ARGS, int8_input, int8_output, same_params
 from framework.ops.registry import register_op
 from framework.ops.schema import INT, INTS, STRING, Arg, TensorSpec
-from framework.ops.tensor.data_movement import slice_bounds
-from framework.ops.tensor.shape_ops import reshape_dims
 
 _INT64 = np.dtype(np.int64)
 _CAT = "quantized"
+
+
+# The float ops' shape rules, imported on first use: registering these ops loads no tensor family.
+def slice_bounds(*args: Any) -> Any:
+    from framework.ops.tensor.data_movement import slice_bounds as bounds
+
+    return bounds(*args)
+
+
+def reshape_dims(*args: Any) -> Any:
+    from framework.ops.tensor.shape_ops import reshape_dims as dims
+
+    return dims(*args)
 
 
 def _err(op: Operator, msg: str) -> ShapeError:

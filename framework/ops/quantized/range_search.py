@@ -8,18 +8,32 @@ local optimum seen (a range better than both its moves and than every earlier op
 scale = float16(range / (2^bits - 1)) (1 for an empty range), codes rounded half-to-even and clamped,
 summed in float32 over 8 lanes (the AVX loop), then the tail, then the square root (a compiled loop: the
 search runs two such sums per step, about 64 per row).
+
+numba is imported and the loop decorated on the first search, not at import: the quantized family registers
+its ops without loading numba's compiler.
 """
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 
 F32, F16 = np.float32, np.float16
 N_BINS, RATIO, LANES = 200, F32(0.16), 8
 
 
-@numba.njit(cache=True, nogil=True)
+_COMPILED: list = []  # the compiled _row_losses, once built
+
+
+def _row_losses_kernel():
+    """``_row_losses`` compiled by numba (decorated on the first call; numba's disk cache keys it by this
+    file and the function's name, as when it was decorated at import)."""
+    if not _COMPILED:
+        import numba
+
+        _COMPILED.append(numba.njit(cache=True, nogil=True)(_row_losses))
+    return _COMPILED[0]
+
+
 def _row_losses(x, xmin, scale, inverse, qmax, out):  # pragma: no cover - compiled
     rows, cols = x.shape
     body = cols // LANES * LANES
@@ -55,7 +69,7 @@ def quantization_losses(x: np.ndarray, xmin: np.ndarray, xmax: np.ndarray, bits:
         scale = np.where(data_range == 0, F32(1.0), (data_range / qmax).astype(F16).astype(F32)).astype(F32)
         inverse = (F32(1.0) / scale).astype(F32)
     out = np.empty(len(x), F32)
-    _row_losses(x, xmin, scale, inverse, qmax, out)
+    _row_losses_kernel()(x, xmin, scale, inverse, qmax, out)
     return out
 
 
