@@ -64,6 +64,29 @@ def _activation(name: str, a: float, b: float) -> Callable[[np.ndarray], np.ndar
     return lambda x: np.where(x >= 0, x, a * np.expm1(np.minimum(x, 0)))  # elu
 
 
+def _in_place(name: str, a: float, b: float) -> Callable[[np.ndarray], None]:
+    """The activation as a function overwriting its argument (no temporaries for the common ones)."""
+    if name == "sigmoid":
+
+        def sigmoid(v: np.ndarray) -> None:
+            np.negative(v, out=v)
+            np.exp(v, out=v)
+            v += 1
+            np.reciprocal(v, out=v)
+
+        return sigmoid
+    if name == "tanh":
+        return lambda v: np.tanh(v, out=v)
+    if name == "relu":
+        return lambda v: np.maximum(v, 0, out=v)
+    fn = _activation(name, a, b)
+
+    def other(v: np.ndarray) -> None:
+        v[...] = fn(v)
+
+    return other
+
+
 # kind -> (gates per direction, default activations per direction, max inputs, max outputs)
 _KINDS = {
     "RNN": (1, ("Tanh",), 6, 2),
@@ -159,8 +182,9 @@ class _ONNXRecurrent(Operator):
             n, dflt = _PARAMS[key]
             al = alphas.pop(0) if n >= 1 and alphas else (dflt[0] if n >= 1 else 0.0)
             be = betas.pop(0) if n >= 2 and betas else (dflt[1] if n >= 2 else 0.0)
-            self.fns.append(_activation(key, float(al), float(be)))
+            self.fns.append(_in_place(key, float(al), float(be)))
         self.gates = gates
+        self._scratch: dict[str, np.ndarray] = {}
 
     def _optional(self, i: int, shape: tuple, what: str) -> np.ndarray | None:
         if i >= len(self.inputs):
@@ -173,6 +197,13 @@ class _ONNXRecurrent(Operator):
                 f"{self.describe()}: {what} '{self.input_names[i]}' must have shape {list(shape)} (or be empty), "
                 f"found {list(v.shape)}"
             )
+        return v
+
+    def _buf(self, name: str, shape: tuple, dt: np.dtype) -> np.ndarray:
+        """Scratch array kept by the op between runs (reused while shape and type stay the same)."""
+        v = self._scratch.get(name)
+        if v is None or v.shape != shape or v.dtype != dt:
+            v = self._scratch[name] = np.empty(shape, dt)
         return v
 
     def run(self) -> None:
@@ -207,60 +238,99 @@ class _ONNXRecurrent(Operator):
             h0 = None if h0 is None else h0.transpose(1, 0, 2)
             c0 = None if c0 is None else c0.transpose(1, 0, 2)
         dt = x.dtype
-        lens = np.full(batch, seq, np.int64) if lens is None else lens.astype(np.int64)
-        y = np.zeros((seq, d, batch, h), dt)
-        yh = np.zeros((d, batch, h), dt)
-        yc = np.zeros((d, batch, h), dt)
+        if lens is not None and np.all(lens == seq):
+            lens = None  # every sequence full length: the unmasked loop
+        lens = None if lens is None else lens.astype(np.int64)
+        y = self._buf("y", (seq, d, batch, h), dt)
+        if lens is not None:
+            y.fill(0)  # steps past a sequence's length stay zero
+        yh = self._buf("yh", (d, batch, h), dt)
+        yc = self._buf("yc", (d, batch, h), dt)
         n_f = len(self.fns) // d
         with np.errstate(all="ignore"):
             for k in range(d):
                 reverse = a.direction == "reverse" or k == 1
-                bk = np.zeros(2 * g * h, dt) if b is None else b[k]
-                state = (
-                    np.zeros((batch, h), dt) if h0 is None else h0[k].astype(dt, copy=True),
-                    np.zeros((batch, h), dt) if c0 is None else c0[k].astype(dt, copy=True),
-                )
+                ht, ct = yh[k], yc[k]
+                if h0 is None:
+                    ht.fill(0)
+                else:
+                    ht[...] = h0[k]
+                if c0 is None:
+                    ct.fill(0)
+                else:
+                    ct[...] = c0[k]
+                bk = None if b is None else b[k]
                 pk = None if p is None else p[k]
                 fns = self.fns[k * n_f : (k + 1) * n_f]
-                self._direction(x, w[k], r[k], bk, pk, lens, state, fns, reverse, y[:, k], yh[k], yc[k])
+                xw, rb = self._project(x, w[k], bk, h)
+                if lens is None:
+                    self._unmasked(xw, r[k], rb, pk, ht, ct, fns, reverse, y[:, k])
+                else:
+                    self._masked(xw, r[k], rb, pk, lens, ht, ct, fns, reverse, y[:, k])
         if a.layout:
             y, yh, yc = y.transpose(2, 0, 1, 3), yh.transpose(1, 0, 2), yc.transpose(1, 0, 2)
         for i, v in enumerate((y, yh, yc)[: len(self.outputs)]):
             self.output(i, v.shape, dt)[...] = v
 
-    def _direction(self, x, w, r, b, p, lens, state, fns, reverse, y, yh, yc) -> None:
-        seq = x.shape[0]
-        h = r.shape[1]
-        clip = self.args.clip
-        xw = x @ w.T + b[: w.shape[0]]  # [seq, batch, G*h]
-        rb = b[w.shape[0] :]
-        ht, ct = state
-        for s in range(seq):
-            if reverse:
-                t = lens - 1 - s  # per batch row: its own last valid step first
-                active = t >= 0
-                xt = xw[np.clip(t, 0, seq - 1), np.arange(x.shape[1])]
-            else:
-                t = np.full_like(lens, s)
-                active = t < lens
-                xt = xw[s]
-            if not active.any():
-                continue
-            nh, nc = self._step(xt, ht, ct, r, rb, p, fns, clip, h)
-            m = active[:, None]
-            ht = np.where(m, nh, ht)
-            ct = np.where(m, nc, ct)
-            rows = np.nonzero(active)[0]
-            y[t[rows], rows] = nh[rows]
-        yh[...] = ht
-        yc[...] = ct
+    def _project(self, x, w, b, h):
+        """X W^T for every step as one GEMM, with the biases that can be added before the recurrence folded in:
+        ([seq, batch, G*h], the recurrence bias still to add per step or None)."""
+        seq, batch, isz = x.shape
+        gh = w.shape[0]
+        xw = self._buf("xw", (seq * batch, gh), x.dtype)
+        np.matmul(x.reshape(seq * batch, isz), w.T, out=xw)
+        rb = None
+        if b is not None:
+            bias = b[:gh] + b[gh:]
+            if self.kind == "GRU" and self.args.linear_before_reset:  # Rb_h goes inside r * (H R_h^T + Rb_h)
+                bias[2 * h :] = b[2 * h : gh]
+                rb = b[gh + 2 * h :]
+            xw += bias
+        return xw.reshape(seq, batch, gh), rb
 
-    def _step(self, xt, ht, ct, r, rb, p, fns, clip, h):
+    def _unmasked(self, xw, r, rb, p, ht, ct, fns, reverse, y) -> None:
+        """Every sequence full length: each step's new hidden state is written straight into its row of Y."""
+        seq = xw.shape[0]
+        prev = ht
+        for s in range(seq):
+            t = seq - 1 - s if reverse else s
+            out = y[t]
+            self._step(xw[t], prev, ct, out, ct, r, rb, p, fns)
+            prev = out
+        if seq:
+            ht[...] = prev
+
+    def _masked(self, xw, r, rb, p, lens, ht, ct, fns, reverse, y) -> None:
+        """With sequence_lens: step s of row b reads time lens[b]-1-s (reverse) or s; rows past their length keep
+        their state and leave Y zero."""
+        seq, batch, _ = xw.shape
+        steps = np.arange(seq)[:, None]
+        active = steps < lens[None, :]  # [seq, batch]
+        order = (
+            np.clip(lens[None, :] - 1 - steps, 0, max(seq - 1, 0)) if reverse else np.broadcast_to(steps, active.shape)
+        )
+        cols = np.arange(batch)
+        xs = xw[order, cols] if reverse else xw
+        nh = self._buf("nh", ht.shape, ht.dtype)
+        nc = self._buf("nc", ct.shape, ct.dtype)
+        for s in range(int(lens.max(initial=0))):
+            nc[...] = ct
+            self._step(xs[s], ht, ct, nh, nc, r, rb, p, fns)
+            m = active[s]
+            np.copyto(ht, nh, where=m[:, None])
+            np.copyto(ct, nc, where=m[:, None])
+            rows = np.nonzero(m)[0]
+            y[order[s, rows], rows] = nh[rows]
+
+    def _step(self, xt, ht, ct, nh, nc, r, rb, p, fns) -> None:
+        """One step for all rows: reads xt (projected input), ht, ct; writes the new states to nh and nc
+        (nc may be ct itself; nh never aliases ht)."""
         raise NotImplementedError
 
 
-def _clip(v: np.ndarray, clip: float) -> np.ndarray:
-    return np.clip(v, -clip, clip) if clip > 0 else v
+def _clip_(v: np.ndarray, clip: float) -> None:
+    if clip > 0:
+        np.clip(v, -clip, clip, out=v)
 
 
 @_register("RNN")
@@ -269,8 +339,11 @@ class ONNXRNN(_ONNXRecurrent):
 
     kind = "RNN"
 
-    def _step(self, xt, ht, ct, r, rb, p, fns, clip, h):
-        return fns[0](_clip(xt + ht @ r.T + rb, clip)), ct
+    def _step(self, xt, ht, ct, nh, nc, r, rb, p, fns) -> None:
+        np.matmul(ht, r.T, out=nh)
+        nh += xt
+        _clip_(nh, self.args.clip)
+        fns[0](nh)
 
 
 @_register("GRU")
@@ -281,16 +354,37 @@ class ONNXGRU(_ONNXRecurrent):
 
     kind = "GRU"
 
-    def _step(self, xt, ht, ct, r, rb, p, fns, clip, h):
+    def _step(self, xt, ht, ct, nh, nc, r, rb, p, fns) -> None:
         f, g = fns
-        rec = ht @ r[: 2 * h].T + rb[: 2 * h]
-        z = f(_clip(xt[:, :h] + rec[:, :h], clip))
-        rr = f(_clip(xt[:, h : 2 * h] + rec[:, h:], clip))
+        clip = self.args.clip
+        h = ht.shape[1]
+        batch, dt = ht.shape[0], ht.dtype
+        tmp = self._buf("tmp", (batch, h), dt)
         if self.args.linear_before_reset:
-            hh = g(_clip(xt[:, 2 * h :] + rr * (ht @ r[2 * h :].T + rb[2 * h :]), clip))
+            gates = self._buf("gates", (batch, 3 * h), dt)
+            np.matmul(ht, r.T, out=gates)
+            zr, hh = gates[:, : 2 * h], gates[:, 2 * h :]
+            zr += xt[:, : 2 * h]
+            _clip_(zr, clip)
+            f(zr)
+            if rb is not None:
+                hh += rb
+            hh *= zr[:, h:]
         else:
-            hh = g(_clip(xt[:, 2 * h :] + (rr * ht) @ r[2 * h :].T + rb[2 * h :], clip))
-        return (1 - z) * hh + z * ht, ct
+            zr = self._buf("zr", (batch, 2 * h), dt)
+            np.matmul(ht, r[: 2 * h].T, out=zr)
+            zr += xt[:, : 2 * h]
+            _clip_(zr, clip)
+            f(zr)
+            np.multiply(zr[:, h:], ht, out=tmp)
+            hh = self._buf("hh", (batch, h), dt)
+            np.matmul(tmp, r[2 * h :].T, out=hh)
+        hh += xt[:, 2 * h :]
+        _clip_(hh, clip)
+        g(hh)
+        np.subtract(ht, hh, out=tmp)  # H = h~ + z * (H - h~)
+        tmp *= zr[:, :h]
+        np.add(hh, tmp, out=nh)
 
 
 @_register("LSTM")
@@ -301,16 +395,46 @@ class ONNXLSTM(_ONNXRecurrent):
 
     kind = "LSTM"
 
-    def _step(self, xt, ht, ct, r, rb, p, fns, clip, h):
+    def _step(self, xt, ht, ct, nh, nc, r, rb, p, fns) -> None:
         f, g, hf = fns
-        pre = xt + ht @ r.T + rb
-        pi, po, pf = (0, 0, 0) if p is None else (p[:h], p[h : 2 * h], p[2 * h :])
-        i = f(_clip(pre[:, :h] + pi * ct, clip))
-        ft = 1 - i if self.args.input_forget else f(_clip(pre[:, 2 * h : 3 * h] + pf * ct, clip))
-        c = g(_clip(pre[:, 3 * h :], clip))
-        nc = ft * ct + i * c
-        o = f(_clip(pre[:, h : 2 * h] + po * nc, clip))
-        return o * hf(nc), nc
+        clip = self.args.clip
+        h = ht.shape[1]
+        gates = self._buf("gates", (ht.shape[0], 4 * h), ht.dtype)
+        np.matmul(ht, r.T, out=gates)
+        gates += xt
+        gi, go, gf, gc = gates[:, :h], gates[:, h : 2 * h], gates[:, 2 * h : 3 * h], gates[:, 3 * h :]
+        plain = p is None and not self.args.input_forget
+        if plain:  # i, o, f in one pass
+            _clip_(gates, clip)
+            f(gates[:, : 3 * h])
+        else:
+            tmp = self._buf("tmp", ct.shape, ct.dtype)
+            if p is not None:
+                np.multiply(p[:h], ct, out=tmp)
+                gi += tmp
+                np.multiply(p[2 * h :], ct, out=tmp)
+                gf += tmp
+            _clip_(gi, clip)
+            f(gi)
+            if self.args.input_forget:
+                np.subtract(1, gi, out=gf)
+            else:
+                _clip_(gf, clip)
+                f(gf)
+            _clip_(gc, clip)
+        g(gc)
+        np.multiply(gi, gc, out=gc)  # i * c
+        np.multiply(gf, ct, out=nc)  # nc may be ct: f * C_{t-1} in place
+        nc += gc
+        if not plain:
+            if p is not None:
+                np.multiply(p[h : 2 * h], nc, out=gates[:, 3 * h :])
+                go += gates[:, 3 * h :]
+            _clip_(go, clip)
+            f(go)
+        np.copyto(nh, nc)
+        hf(nh)
+        nh *= go
 
 
 for _k in _KINDS:
