@@ -242,89 +242,90 @@ class _ONNXRecurrent(Operator):
             lens = None  # every sequence full length: the unmasked loop
         lens = None if lens is None else lens.astype(np.int64)
         y = self._buf("y", (seq, d, batch, h), dt)
-        if lens is not None:
-            y.fill(0)  # steps past a sequence's length stay zero
         yh = self._buf("yh", (d, batch, h), dt)
         yc = self._buf("yc", (d, batch, h), dt)
+        # The loop works on transposed states [hidden, batch]: each gate is then a contiguous block of rows,
+        # and numpy's ufuncs run two to three times faster on contiguous blocks than on column slices.
+        ht = self._buf("ht", (h, batch), dt)
+        ct = self._buf("ct", (h, batch), dt)
+        yt = self._buf("yt", (seq, h, batch), dt)
         n_f = len(self.fns) // d
         with np.errstate(all="ignore"):
             for k in range(d):
                 reverse = a.direction == "reverse" or k == 1
-                ht, ct = yh[k], yc[k]
-                if h0 is None:
-                    ht.fill(0)
-                else:
-                    ht[...] = h0[k]
-                if c0 is None:
-                    ct.fill(0)
-                else:
-                    ct[...] = c0[k]
+                ht[...] = 0 if h0 is None else h0[k].T
+                ct[...] = 0 if c0 is None else c0[k].T
                 bk = None if b is None else b[k]
-                pk = None if p is None else p[k]
+                pk = None if p is None else p[k][:, None]
                 fns = self.fns[k * n_f : (k + 1) * n_f]
-                xw, rb = self._project(x, w[k], bk, h)
                 if lens is None:
-                    self._unmasked(xw, r[k], rb, pk, ht, ct, fns, reverse, y[:, k])
+                    xw, rb = self._project(x, w[k], bk, h)
+                    self._unmasked(xw, r[k], rb, pk, ht, ct, fns, reverse, yt)
                 else:
-                    self._masked(xw, r[k], rb, pk, lens, ht, ct, fns, reverse, y[:, k])
+                    steps = np.arange(seq)[:, None]
+                    active = steps < lens[None, :]  # [step, batch]
+                    order = (
+                        np.clip(lens[None, :] - 1 - steps, 0, seq - 1)
+                        if reverse
+                        else np.broadcast_to(steps, active.shape)
+                    )
+                    xs = x[order, np.arange(batch)] if reverse else x  # step s of row b reads time order[s, b]
+                    xw, rb = self._project(xs, w[k], bk, h)
+                    yt.fill(0)  # steps past a sequence's length stay zero
+                    self._masked(xw, r[k], rb, pk, active, order, ht, ct, fns, yt)
+                np.copyto(y[:, k], yt.transpose(0, 2, 1))
+                np.copyto(yh[k], ht.T)
+                np.copyto(yc[k], ct.T)
         if a.layout:
             y, yh, yc = y.transpose(2, 0, 1, 3), yh.transpose(1, 0, 2), yc.transpose(1, 0, 2)
         for i, v in enumerate((y, yh, yc)[: len(self.outputs)]):
             self.output(i, v.shape, dt)[...] = v
 
     def _project(self, x, w, b, h):
-        """X W^T for every step as one GEMM, with the biases that can be added before the recurrence folded in:
-        ([seq, batch, G*h], the recurrence bias still to add per step or None)."""
-        seq, batch, isz = x.shape
+        """W X_t^T for every step t in one call, with the biases that can be added before the recurrence folded
+        in: ([seq, G*h, batch], the recurrence bias still to add per step ([h, 1]) or None)."""
+        seq, batch, _ = x.shape
         gh = w.shape[0]
-        xw = self._buf("xw", (seq * batch, gh), x.dtype)
-        np.matmul(x.reshape(seq * batch, isz), w.T, out=xw)
+        xw = self._buf("xw", (seq, gh, batch), x.dtype)
+        np.matmul(w, x.transpose(0, 2, 1), out=xw)
         rb = None
         if b is not None:
             bias = b[:gh] + b[gh:]
             if self.kind == "GRU" and self.args.linear_before_reset:  # Rb_h goes inside r * (H R_h^T + Rb_h)
                 bias[2 * h :] = b[2 * h : gh]
-                rb = b[gh + 2 * h :]
-            xw += bias
-        return xw.reshape(seq, batch, gh), rb
+                rb = b[gh + 2 * h :, None]
+            xw += bias[:, None]
+        return xw, rb
 
-    def _unmasked(self, xw, r, rb, p, ht, ct, fns, reverse, y) -> None:
-        """Every sequence full length: each step's new hidden state is written straight into its row of Y."""
+    def _unmasked(self, xw, r, rb, p, ht, ct, fns, reverse, yt) -> None:
+        """Every sequence full length: each step's new hidden state is written straight into its slot of yt."""
         seq = xw.shape[0]
         prev = ht
         for s in range(seq):
             t = seq - 1 - s if reverse else s
-            out = y[t]
+            out = yt[t]
             self._step(xw[t], prev, ct, out, ct, r, rb, p, fns)
             prev = out
         if seq:
             ht[...] = prev
 
-    def _masked(self, xw, r, rb, p, lens, ht, ct, fns, reverse, y) -> None:
-        """With sequence_lens: step s of row b reads time lens[b]-1-s (reverse) or s; rows past their length keep
-        their state and leave Y zero."""
-        seq, batch, _ = xw.shape
-        steps = np.arange(seq)[:, None]
-        active = steps < lens[None, :]  # [seq, batch]
-        order = (
-            np.clip(lens[None, :] - 1 - steps, 0, max(seq - 1, 0)) if reverse else np.broadcast_to(steps, active.shape)
-        )
-        cols = np.arange(batch)
-        xs = xw[order, cols] if reverse else xw
+    def _masked(self, xw, r, rb, p, active, order, ht, ct, fns, yt) -> None:
+        """With sequence_lens: step s of row b has read time order[s, b] into xw[s]; rows past their length
+        (active[s, b] false) keep their state and leave yt zero."""
         nh = self._buf("nh", ht.shape, ht.dtype)
         nc = self._buf("nc", ct.shape, ct.dtype)
-        for s in range(int(lens.max(initial=0))):
+        for s in range(int(active.any(axis=1).sum())):  # steps where some row is still active
             nc[...] = ct
-            self._step(xs[s], ht, ct, nh, nc, r, rb, p, fns)
+            self._step(xw[s], ht, ct, nh, nc, r, rb, p, fns)
             m = active[s]
-            np.copyto(ht, nh, where=m[:, None])
-            np.copyto(ct, nc, where=m[:, None])
+            np.copyto(ht, nh, where=m[None, :])
+            np.copyto(ct, nc, where=m[None, :])
             rows = np.nonzero(m)[0]
-            y[order[s, rows], rows] = nh[rows]
+            yt[order[s, rows], :, rows] = nh[:, rows].T
 
     def _step(self, xt, ht, ct, nh, nc, r, rb, p, fns) -> None:
-        """One step for all rows: reads xt (projected input), ht, ct; writes the new states to nh and nc
-        (nc may be ct itself; nh never aliases ht)."""
+        """One step for all rows, states transposed ([hidden, batch]): reads xt (projected input, [G*h, batch]),
+        ht, ct and R; writes the new states to nh and nc (nc may be ct itself; nh never aliases ht)."""
         raise NotImplementedError
 
 
@@ -340,7 +341,7 @@ class ONNXRNN(_ONNXRecurrent):
     kind = "RNN"
 
     def _step(self, xt, ht, ct, nh, nc, r, rb, p, fns) -> None:
-        np.matmul(ht, r.T, out=nh)
+        np.matmul(r, ht, out=nh)
         nh += xt
         _clip_(nh, self.args.clip)
         fns[0](nh)
@@ -357,33 +358,30 @@ class ONNXGRU(_ONNXRecurrent):
     def _step(self, xt, ht, ct, nh, nc, r, rb, p, fns) -> None:
         f, g = fns
         clip = self.args.clip
-        h = ht.shape[1]
-        batch, dt = ht.shape[0], ht.dtype
-        tmp = self._buf("tmp", (batch, h), dt)
+        h = ht.shape[0]
+        gates = self._buf("gates", (3 * h, ht.shape[1]), ht.dtype)
+        tmp = self._buf("tmp", ht.shape, ht.dtype)
+        zr, hh = gates[: 2 * h], gates[2 * h :]
         if self.args.linear_before_reset:
-            gates = self._buf("gates", (batch, 3 * h), dt)
-            np.matmul(ht, r.T, out=gates)
-            zr, hh = gates[:, : 2 * h], gates[:, 2 * h :]
-            zr += xt[:, : 2 * h]
+            np.matmul(r, ht, out=gates)
+            zr += xt[: 2 * h]
             _clip_(zr, clip)
             f(zr)
             if rb is not None:
                 hh += rb
-            hh *= zr[:, h:]
+            hh *= zr[h:]
         else:
-            zr = self._buf("zr", (batch, 2 * h), dt)
-            np.matmul(ht, r[: 2 * h].T, out=zr)
-            zr += xt[:, : 2 * h]
+            np.matmul(r[: 2 * h], ht, out=zr)
+            zr += xt[: 2 * h]
             _clip_(zr, clip)
             f(zr)
-            np.multiply(zr[:, h:], ht, out=tmp)
-            hh = self._buf("hh", (batch, h), dt)
-            np.matmul(tmp, r[2 * h :].T, out=hh)
-        hh += xt[:, 2 * h :]
+            np.multiply(zr[h:], ht, out=tmp)
+            np.matmul(r[2 * h :], tmp, out=hh)
+        hh += xt[2 * h :]
         _clip_(hh, clip)
         g(hh)
         np.subtract(ht, hh, out=tmp)  # H = h~ + z * (H - h~)
-        tmp *= zr[:, :h]
+        tmp *= zr[:h]
         np.add(hh, tmp, out=nh)
 
 
@@ -398,15 +396,15 @@ class ONNXLSTM(_ONNXRecurrent):
     def _step(self, xt, ht, ct, nh, nc, r, rb, p, fns) -> None:
         f, g, hf = fns
         clip = self.args.clip
-        h = ht.shape[1]
-        gates = self._buf("gates", (ht.shape[0], 4 * h), ht.dtype)
-        np.matmul(ht, r.T, out=gates)
+        h = ht.shape[0]
+        gates = self._buf("gates", (4 * h, ht.shape[1]), ht.dtype)
+        np.matmul(r, ht, out=gates)
         gates += xt
-        gi, go, gf, gc = gates[:, :h], gates[:, h : 2 * h], gates[:, 2 * h : 3 * h], gates[:, 3 * h :]
+        gi, go, gf, gc = gates[:h], gates[h : 2 * h], gates[2 * h : 3 * h], gates[3 * h :]
         plain = p is None and not self.args.input_forget
         if plain:  # i, o, f in one pass
             _clip_(gates, clip)
-            f(gates[:, : 3 * h])
+            f(gates[: 3 * h])
         else:
             tmp = self._buf("tmp", ct.shape, ct.dtype)
             if p is not None:
@@ -428,8 +426,8 @@ class ONNXLSTM(_ONNXRecurrent):
         nc += gc
         if not plain:
             if p is not None:
-                np.multiply(p[h : 2 * h], nc, out=gates[:, 3 * h :])
-                go += gates[:, 3 * h :]
+                np.multiply(p[h : 2 * h], nc, out=gc)
+                go += gc
             _clip_(go, clip)
             f(go)
         np.copyto(nh, nc)
