@@ -175,6 +175,7 @@ class _ONNXRecurrent(Operator):
             )
         alphas, betas = list(a.activation_alpha or []), list(a.activation_beta or [])
         self.fns = []
+        self.act_names = [str(name).lower() for name in acts]
         for name in acts:
             key = str(name).lower()
             if key not in _PARAMS:
@@ -258,9 +259,14 @@ class _ONNXRecurrent(Operator):
                 bk = None if b is None else b[k]
                 pk = None if p is None else p[k][:, None]
                 fns = self.fns[k * n_f : (k + 1) * n_f]
+                wk, rk = w[k], r[k]
+                scale = self._row_scale(self.act_names[k * n_f : (k + 1) * n_f], pk, h, dt)
+                if scale is not None:
+                    wk = np.multiply(wk, scale[:, None], out=self._buf("ws", wk.shape, dt))
+                    rk = np.multiply(rk, scale[:, None], out=self._buf("rs", rk.shape, dt))
                 if lens is None:
-                    xw, rb = self._project(x, w[k], bk, h)
-                    self._unmasked(xw, r[k], rb, pk, ht, ct, fns, reverse, yt)
+                    xw, rb = self._project(x, wk, bk, h, scale)
+                    self._unmasked(xw, rk, rb, pk, ht, ct, fns, reverse, yt)
                 else:
                     steps = np.arange(seq)[:, None]
                     active = steps < lens[None, :]  # [step, batch]
@@ -270,9 +276,9 @@ class _ONNXRecurrent(Operator):
                         else np.broadcast_to(steps, active.shape)
                     )
                     xs = x[order, np.arange(batch)] if reverse else x  # step s of row b reads time order[s, b]
-                    xw, rb = self._project(xs, w[k], bk, h)
+                    xw, rb = self._project(xs, wk, bk, h, scale)
                     yt.fill(0)  # steps past a sequence's length stay zero
-                    self._masked(xw, r[k], rb, pk, active, order, ht, ct, fns, yt)
+                    self._masked(xw, rk, rb, pk, active, order, ht, ct, fns, yt)
                 np.copyto(y[:, k], yt.transpose(0, 2, 1))
                 np.copyto(yh[k], ht.T)
                 np.copyto(yc[k], ct.T)
@@ -281,7 +287,12 @@ class _ONNXRecurrent(Operator):
         for i, v in enumerate((y, yh, yc)[: len(self.outputs)]):
             self.output(i, v.shape, dt)[...] = v
 
-    def _project(self, x, w, b, h):
+    def _row_scale(self, names: list, p, h: int, dt) -> np.ndarray | None:
+        """Factors for the rows of W, R and B (the direction's activations ``names``, peepholes ``p``), or
+        None: the weights as given."""
+        return None
+
+    def _project(self, x, w, b, h, scale):
         """W X_t^T for every step t in one call, with the biases that can be added before the recurrence folded
         in: ([seq, G*h, batch], the recurrence bias still to add per step ([h, 1]) or None)."""
         seq, batch, _ = x.shape
@@ -294,6 +305,8 @@ class _ONNXRecurrent(Operator):
             if self.kind == "GRU" and self.args.linear_before_reset:  # Rb_h goes inside r * (H R_h^T + Rb_h)
                 bias[2 * h :] = b[2 * h : gh]
                 rb = b[gh + 2 * h :, None]
+            if scale is not None:
+                bias *= scale
             xw += bias[:, None]
         return xw, rb
 
@@ -393,6 +406,18 @@ class ONNXLSTM(_ONNXRecurrent):
 
     kind = "LSTM"
 
+    def _row_scale(self, names, p, h, dt):
+        # Default activations, no peepholes, no clip: the i, o, f rows are halved (exact in binary floating
+        # point), so one tanh over all four gates and 0.5 * t + 0.5 on the first three give
+        # sigmoid(v) = 0.5 * tanh(v / 2) + 0.5 for i, o, f and tanh for c.
+        a = self.args
+        self._halved = names == ["sigmoid", "tanh", "tanh"] and p is None and not a.input_forget and a.clip == 0
+        if not self._halved:
+            return None
+        scale = np.ones(4 * h, dt)
+        scale[: 3 * h] = 0.5
+        return scale
+
     def _step(self, xt, ht, ct, nh, nc, r, rb, p, fns) -> None:
         f, g, hf = fns
         clip = self.args.clip
@@ -402,7 +427,12 @@ class ONNXLSTM(_ONNXRecurrent):
         gates += xt
         gi, go, gf, gc = gates[:h], gates[h : 2 * h], gates[2 * h : 3 * h], gates[3 * h :]
         plain = p is None and not self.args.input_forget
-        if plain:  # i, o, f in one pass
+        if self._halved:
+            np.tanh(gates, out=gates)
+            sig = gates[: 3 * h]
+            sig *= 0.5
+            sig += 0.5
+        elif plain:  # i, o, f in one pass
             _clip_(gates, clip)
             f(gates[: 3 * h])
         else:
@@ -420,7 +450,8 @@ class ONNXLSTM(_ONNXRecurrent):
                 _clip_(gf, clip)
                 f(gf)
             _clip_(gc, clip)
-        g(gc)
+        if not self._halved:
+            g(gc)
         np.multiply(gi, gc, out=gc)  # i * c
         np.multiply(gf, ct, out=nc)  # nc may be ct: f * C_{t-1} in place
         nc += gc
