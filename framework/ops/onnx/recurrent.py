@@ -372,6 +372,25 @@ class ONNXGRU(_ONNXRecurrent):
 
     kind = "GRU"
 
+    def _row_scale(self, names, p, h, dt):
+        # Default activations, no clip: the z and r rows are halved (exact in binary floating point), so
+        # sigmoid(v) = 0.5 * tanh(v / 2) + 0.5 takes three in-place passes instead of four.
+        self._halved = names == ["sigmoid", "tanh"] and self.args.clip == 0
+        if not self._halved:
+            return None
+        scale = np.ones(3 * h, dt)
+        scale[: 2 * h] = 0.5
+        return scale
+
+    def _gates(self, zr, f) -> None:
+        if self._halved:
+            np.tanh(zr, out=zr)
+            zr *= 0.5
+            zr += 0.5
+        else:
+            _clip_(zr, self.args.clip)
+            f(zr)
+
     def _step(self, xt, ht, ct, nh, nc, r, rb, p, fns) -> None:
         f, g = fns
         clip = self.args.clip
@@ -382,16 +401,14 @@ class ONNXGRU(_ONNXRecurrent):
         if self.args.linear_before_reset:
             np.matmul(r, ht, out=gates)
             zr += xt[: 2 * h]
-            _clip_(zr, clip)
-            f(zr)
+            self._gates(zr, f)
             if rb is not None:
                 hh += rb
             hh *= zr[h:]
         else:
             np.matmul(r[: 2 * h], ht, out=zr)
             zr += xt[: 2 * h]
-            _clip_(zr, clip)
-            f(zr)
+            self._gates(zr, f)
             np.multiply(zr[h:], ht, out=tmp)
             np.matmul(r[2 * h :], tmp, out=hh)
         hh += xt[2 * h :]
