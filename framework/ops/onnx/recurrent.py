@@ -10,6 +10,11 @@ initial states: zeros, P: no peepholes), trailing ones may be left out.
 With ``sequence_lens``, steps at or past a sequence's length give zeros in Y and leave its state
 unchanged (Y_h/Y_c hold the state after its last valid step); the reverse direction starts from
 each sequence's own last valid step (onnxruntime's semantics).
+
+Per direction the input projection of every step is one GEMM before the loop (biases folded in); each step is
+one GEMM into a gates buffer the op keeps, with the activations applied in place on states held transposed
+([hidden, batch], so each gate is a contiguous block of rows). With the default activations (and no clip or
+peepholes) the sigmoid gates' rows of W, R and B are halved so one tanh serves every gate.
 """
 
 from __future__ import annotations
