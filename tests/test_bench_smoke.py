@@ -59,6 +59,16 @@ def test_lstm_benchmark_runs_tiny():
     assert set(results) == {"forward", "forward+backward"} and "per-step overhead" in table
 
 
+def test_sequence_models_benchmark_runs_tiny():
+    pytest.importorskip("torch")
+    pytest.importorskip("onnxruntime")
+    seq = pytest.importorskip("bench.sequence_models")
+    shapes = {"seq": 3, "batch": 2, "input": 4, "hidden": 5, "layers": 2}
+    rows = seq.run(rounds=1, inner=1, log=lambda s: None, shapes=shapes, bidirectional=True)
+    assert [r[0].split(" (")[0] for r in rows] == ["ONNX LSTM", "ONNX GRU", "Caffe2 InferenceLSTM"]
+    assert all(float(r[-1]) < 1e-4 for r in rows)  # outputs agree with onnxruntime's
+
+
 def test_round_robin_settles_each_block_with_an_untimed_call():
     from bench.common import time_round_robin
 

@@ -10,6 +10,11 @@ initial states: zeros, P: no peepholes), trailing ones may be left out.
 With ``sequence_lens``, steps at or past a sequence's length give zeros in Y and leave its state
 unchanged (Y_h/Y_c hold the state after its last valid step); the reverse direction starts from
 each sequence's own last valid step (onnxruntime's semantics).
+
+Per direction the input projection of every step is one GEMM before the loop (biases folded in); each step is
+one GEMM into a gates buffer the op keeps, with the activations applied in place on states held transposed
+([hidden, batch], so each gate is a contiguous block of rows). With the default activations (and no clip or
+peepholes) the sigmoid gates' rows of W, R and B are halved so one tanh serves every gate.
 """
 
 from __future__ import annotations
@@ -62,6 +67,29 @@ def _activation(name: str, a: float, b: float) -> Callable[[np.ndarray], np.ndar
     if name == "hardsigmoid":
         return lambda x: np.clip(a * x + b, 0, 1)
     return lambda x: np.where(x >= 0, x, a * np.expm1(np.minimum(x, 0)))  # elu
+
+
+def _in_place(name: str, a: float, b: float) -> Callable[[np.ndarray], None]:
+    """The activation as a function overwriting its argument (no temporaries for the common ones)."""
+    if name == "sigmoid":
+
+        def sigmoid(v: np.ndarray) -> None:
+            np.negative(v, out=v)
+            np.exp(v, out=v)
+            v += 1
+            np.reciprocal(v, out=v)
+
+        return sigmoid
+    if name == "tanh":
+        return lambda v: np.tanh(v, out=v)
+    if name == "relu":
+        return lambda v: np.maximum(v, 0, out=v)
+    fn = _activation(name, a, b)
+
+    def other(v: np.ndarray) -> None:
+        v[...] = fn(v)
+
+    return other
 
 
 # kind -> (gates per direction, default activations per direction, max inputs, max outputs)
@@ -152,6 +180,7 @@ class _ONNXRecurrent(Operator):
             )
         alphas, betas = list(a.activation_alpha or []), list(a.activation_beta or [])
         self.fns = []
+        self.act_names = [str(name).lower() for name in acts]
         for name in acts:
             key = str(name).lower()
             if key not in _PARAMS:
@@ -159,8 +188,9 @@ class _ONNXRecurrent(Operator):
             n, dflt = _PARAMS[key]
             al = alphas.pop(0) if n >= 1 and alphas else (dflt[0] if n >= 1 else 0.0)
             be = betas.pop(0) if n >= 2 and betas else (dflt[1] if n >= 2 else 0.0)
-            self.fns.append(_activation(key, float(al), float(be)))
+            self.fns.append(_in_place(key, float(al), float(be)))
         self.gates = gates
+        self._scratch: dict[str, np.ndarray] = {}
 
     def _optional(self, i: int, shape: tuple, what: str) -> np.ndarray | None:
         if i >= len(self.inputs):
@@ -173,6 +203,13 @@ class _ONNXRecurrent(Operator):
                 f"{self.describe()}: {what} '{self.input_names[i]}' must have shape {list(shape)} (or be empty), "
                 f"found {list(v.shape)}"
             )
+        return v
+
+    def _buf(self, name: str, shape: tuple, dt: np.dtype) -> np.ndarray:
+        """Scratch array kept by the op between runs (reused while shape and type stay the same)."""
+        v = self._scratch.get(name)
+        if v is None or v.shape != shape or v.dtype != dt:
+            v = self._scratch[name] = np.empty(shape, dt)
         return v
 
     def run(self) -> None:
@@ -207,60 +244,116 @@ class _ONNXRecurrent(Operator):
             h0 = None if h0 is None else h0.transpose(1, 0, 2)
             c0 = None if c0 is None else c0.transpose(1, 0, 2)
         dt = x.dtype
-        lens = np.full(batch, seq, np.int64) if lens is None else lens.astype(np.int64)
-        y = np.zeros((seq, d, batch, h), dt)
-        yh = np.zeros((d, batch, h), dt)
-        yc = np.zeros((d, batch, h), dt)
+        if lens is not None and np.all(lens == seq):
+            lens = None  # every sequence full length: the unmasked loop
+        lens = None if lens is None else lens.astype(np.int64)
+        y = self._buf("y", (seq, d, batch, h), dt)
+        yh = self._buf("yh", (d, batch, h), dt)
+        yc = self._buf("yc", (d, batch, h), dt)
+        # The loop works on transposed states [hidden, batch]: each gate is then a contiguous block of rows,
+        # and numpy's ufuncs run two to three times faster on contiguous blocks than on column slices.
+        ht = self._buf("ht", (h, batch), dt)
+        ct = self._buf("ct", (h, batch), dt)
+        yt = self._buf("yt", (seq, h, batch), dt)
         n_f = len(self.fns) // d
         with np.errstate(all="ignore"):
             for k in range(d):
                 reverse = a.direction == "reverse" or k == 1
-                bk = np.zeros(2 * g * h, dt) if b is None else b[k]
-                state = (
-                    np.zeros((batch, h), dt) if h0 is None else h0[k].astype(dt, copy=True),
-                    np.zeros((batch, h), dt) if c0 is None else c0[k].astype(dt, copy=True),
-                )
-                pk = None if p is None else p[k]
+                ht[...] = 0 if h0 is None else h0[k].T
+                ct[...] = 0 if c0 is None else c0[k].T
+                bk = None if b is None else b[k]
+                pk = None if p is None else p[k][:, None]
                 fns = self.fns[k * n_f : (k + 1) * n_f]
-                self._direction(x, w[k], r[k], bk, pk, lens, state, fns, reverse, y[:, k], yh[k], yc[k])
+                wk, rk = w[k], r[k]
+                scale = self._row_scale(self.act_names[k * n_f : (k + 1) * n_f], pk, h, dt)
+                if scale is not None:
+                    wk = np.multiply(wk, scale[:, None], out=self._buf("ws", wk.shape, dt))
+                    rk = np.multiply(rk, scale[:, None], out=self._buf("rs", rk.shape, dt))
+                if lens is None:
+                    xw, rb = self._project(x, wk, bk, h, scale)
+                    self._unmasked(xw, rk, rb, pk, ht, ct, fns, reverse, yt)
+                else:
+                    steps = np.arange(seq)[:, None]
+                    active = steps < lens[None, :]  # [step, batch]
+                    order = (
+                        np.clip(lens[None, :] - 1 - steps, 0, seq - 1)
+                        if reverse
+                        else np.broadcast_to(steps, active.shape)
+                    )
+                    xs = x[order, np.arange(batch)] if reverse else x  # step s of row b reads time order[s, b]
+                    xw, rb = self._project(xs, wk, bk, h, scale)
+                    yt.fill(0)  # steps past a sequence's length stay zero
+                    self._masked(xw, rk, rb, pk, active, order, ht, ct, fns, yt)
+                np.copyto(y[:, k], yt.transpose(0, 2, 1))
+                np.copyto(yh[k], ht.T)
+                np.copyto(yc[k], ct.T)
         if a.layout:
             y, yh, yc = y.transpose(2, 0, 1, 3), yh.transpose(1, 0, 2), yc.transpose(1, 0, 2)
         for i, v in enumerate((y, yh, yc)[: len(self.outputs)]):
             self.output(i, v.shape, dt)[...] = v
 
-    def _direction(self, x, w, r, b, p, lens, state, fns, reverse, y, yh, yc) -> None:
-        seq = x.shape[0]
-        h = r.shape[1]
-        clip = self.args.clip
-        xw = x @ w.T + b[: w.shape[0]]  # [seq, batch, G*h]
-        rb = b[w.shape[0] :]
-        ht, ct = state
-        for s in range(seq):
-            if reverse:
-                t = lens - 1 - s  # per batch row: its own last valid step first
-                active = t >= 0
-                xt = xw[np.clip(t, 0, seq - 1), np.arange(x.shape[1])]
-            else:
-                t = np.full_like(lens, s)
-                active = t < lens
-                xt = xw[s]
-            if not active.any():
-                continue
-            nh, nc = self._step(xt, ht, ct, r, rb, p, fns, clip, h)
-            m = active[:, None]
-            ht = np.where(m, nh, ht)
-            ct = np.where(m, nc, ct)
-            rows = np.nonzero(active)[0]
-            y[t[rows], rows] = nh[rows]
-        yh[...] = ht
-        yc[...] = ct
+    def _row_scale(self, names: list, p, h: int, dt) -> np.ndarray | None:
+        """Factors for the rows of W, R and B (the direction's activations ``names``, peepholes ``p``), or
+        None: the weights as given."""
+        return None
 
-    def _step(self, xt, ht, ct, r, rb, p, fns, clip, h):
+    def _project(self, x, w, b, h, scale):
+        """W X_t^T for every step t in one GEMM, with the biases that can be added before the recurrence folded
+        in: ([seq, G*h, batch], the recurrence bias still to add per step ([h, 1]) or None)."""
+        seq, batch, _ = x.shape
+        gh = w.shape[0]
+        flat = self._buf("xw_flat", (gh, seq * batch), x.dtype)
+        np.matmul(w, x.reshape(seq * batch, x.shape[2]).T, out=flat)  # one GEMM (a batched matmul is slower here)
+        xw = self._buf("xw", (seq, gh, batch), x.dtype)
+        by_step = flat.reshape(gh, seq, batch).transpose(1, 0, 2)
+        rb = None
+        if b is None:
+            np.copyto(xw, by_step)
+        else:
+            bias = b[:gh] + b[gh:]
+            if self.kind == "GRU" and self.args.linear_before_reset:  # Rb_h goes inside r * (H R_h^T + Rb_h)
+                bias[2 * h :] = b[2 * h : gh]
+                rb = b[gh + 2 * h :, None]
+            if scale is not None:
+                bias *= scale
+            np.add(by_step, bias[:, None], out=xw)  # the bias added in the same pass as the re-layout
+        return xw, rb
+
+    def _unmasked(self, xw, r, rb, p, ht, ct, fns, reverse, yt) -> None:
+        """Every sequence full length: each step's new hidden state is written straight into its slot of yt."""
+        seq = xw.shape[0]
+        prev = ht
+        for s in range(seq):
+            t = seq - 1 - s if reverse else s
+            out = yt[t]
+            self._step(xw[t], prev, ct, out, ct, r, rb, p, fns)
+            prev = out
+        if seq:
+            ht[...] = prev
+
+    def _masked(self, xw, r, rb, p, active, order, ht, ct, fns, yt) -> None:
+        """With sequence_lens: step s of row b has read time order[s, b] into xw[s]; rows past their length
+        (active[s, b] false) keep their state and leave yt zero."""
+        nh = self._buf("nh", ht.shape, ht.dtype)
+        nc = self._buf("nc", ct.shape, ct.dtype)
+        for s in range(int(active.any(axis=1).sum())):  # steps where some row is still active
+            nc[...] = ct
+            self._step(xw[s], ht, ct, nh, nc, r, rb, p, fns)
+            m = active[s]
+            np.copyto(ht, nh, where=m[None, :])
+            np.copyto(ct, nc, where=m[None, :])
+            rows = np.nonzero(m)[0]
+            yt[order[s, rows], :, rows] = nh[:, rows].T
+
+    def _step(self, xt, ht, ct, nh, nc, r, rb, p, fns) -> None:
+        """One step for all rows, states transposed ([hidden, batch]): reads xt (projected input, [G*h, batch]),
+        ht, ct and R; writes the new states to nh and nc (nc may be ct itself; nh never aliases ht)."""
         raise NotImplementedError
 
 
-def _clip(v: np.ndarray, clip: float) -> np.ndarray:
-    return np.clip(v, -clip, clip) if clip > 0 else v
+def _clip_(v: np.ndarray, clip: float) -> None:
+    if clip > 0:
+        np.clip(v, -clip, clip, out=v)
 
 
 @_register("RNN")
@@ -269,8 +362,11 @@ class ONNXRNN(_ONNXRecurrent):
 
     kind = "RNN"
 
-    def _step(self, xt, ht, ct, r, rb, p, fns, clip, h):
-        return fns[0](_clip(xt + ht @ r.T + rb, clip)), ct
+    def _step(self, xt, ht, ct, nh, nc, r, rb, p, fns) -> None:
+        np.matmul(r, ht, out=nh)
+        nh += xt
+        _clip_(nh, self.args.clip)
+        fns[0](nh)
 
 
 @_register("GRU")
@@ -281,16 +377,51 @@ class ONNXGRU(_ONNXRecurrent):
 
     kind = "GRU"
 
-    def _step(self, xt, ht, ct, r, rb, p, fns, clip, h):
-        f, g = fns
-        rec = ht @ r[: 2 * h].T + rb[: 2 * h]
-        z = f(_clip(xt[:, :h] + rec[:, :h], clip))
-        rr = f(_clip(xt[:, h : 2 * h] + rec[:, h:], clip))
-        if self.args.linear_before_reset:
-            hh = g(_clip(xt[:, 2 * h :] + rr * (ht @ r[2 * h :].T + rb[2 * h :]), clip))
+    def _row_scale(self, names, p, h, dt):
+        # Default activations, no clip: the z and r rows are halved (exact in binary floating point), so
+        # sigmoid(v) = 0.5 * tanh(v / 2) + 0.5 takes three in-place passes instead of four.
+        self._halved = names == ["sigmoid", "tanh"] and self.args.clip == 0
+        if not self._halved:
+            return None
+        scale = np.ones(3 * h, dt)
+        scale[: 2 * h] = 0.5
+        return scale
+
+    def _gates(self, zr, f) -> None:
+        if self._halved:
+            np.tanh(zr, out=zr)
+            zr *= 0.5
+            zr += 0.5
         else:
-            hh = g(_clip(xt[:, 2 * h :] + (rr * ht) @ r[2 * h :].T + rb[2 * h :], clip))
-        return (1 - z) * hh + z * ht, ct
+            _clip_(zr, self.args.clip)
+            f(zr)
+
+    def _step(self, xt, ht, ct, nh, nc, r, rb, p, fns) -> None:
+        f, g = fns
+        clip = self.args.clip
+        h = ht.shape[0]
+        gates = self._buf("gates", (3 * h, ht.shape[1]), ht.dtype)
+        tmp = self._buf("tmp", ht.shape, ht.dtype)
+        zr, hh = gates[: 2 * h], gates[2 * h :]
+        if self.args.linear_before_reset:
+            np.matmul(r, ht, out=gates)
+            zr += xt[: 2 * h]
+            self._gates(zr, f)
+            if rb is not None:
+                hh += rb
+            hh *= zr[h:]
+        else:
+            np.matmul(r[: 2 * h], ht, out=zr)
+            zr += xt[: 2 * h]
+            self._gates(zr, f)
+            np.multiply(zr[h:], ht, out=tmp)
+            np.matmul(r[2 * h :], tmp, out=hh)
+        hh += xt[2 * h :]
+        _clip_(hh, clip)
+        g(hh)
+        np.subtract(ht, hh, out=tmp)  # H = h~ + z * (H - h~)
+        tmp *= zr[:h]
+        np.add(hh, tmp, out=nh)
 
 
 @_register("LSTM")
@@ -301,16 +432,64 @@ class ONNXLSTM(_ONNXRecurrent):
 
     kind = "LSTM"
 
-    def _step(self, xt, ht, ct, r, rb, p, fns, clip, h):
+    def _row_scale(self, names, p, h, dt):
+        # Default activations, no peepholes, no clip: the i, o, f rows are halved (exact in binary floating
+        # point), so one tanh over all four gates and 0.5 * t + 0.5 on the first three give
+        # sigmoid(v) = 0.5 * tanh(v / 2) + 0.5 for i, o, f and tanh for c.
+        a = self.args
+        self._halved = names == ["sigmoid", "tanh", "tanh"] and p is None and not a.input_forget and a.clip == 0
+        if not self._halved:
+            return None
+        scale = np.ones(4 * h, dt)
+        scale[: 3 * h] = 0.5
+        return scale
+
+    def _step(self, xt, ht, ct, nh, nc, r, rb, p, fns) -> None:
         f, g, hf = fns
-        pre = xt + ht @ r.T + rb
-        pi, po, pf = (0, 0, 0) if p is None else (p[:h], p[h : 2 * h], p[2 * h :])
-        i = f(_clip(pre[:, :h] + pi * ct, clip))
-        ft = 1 - i if self.args.input_forget else f(_clip(pre[:, 2 * h : 3 * h] + pf * ct, clip))
-        c = g(_clip(pre[:, 3 * h :], clip))
-        nc = ft * ct + i * c
-        o = f(_clip(pre[:, h : 2 * h] + po * nc, clip))
-        return o * hf(nc), nc
+        clip = self.args.clip
+        h = ht.shape[0]
+        gates = self._buf("gates", (4 * h, ht.shape[1]), ht.dtype)
+        np.matmul(r, ht, out=gates)
+        gates += xt
+        gi, go, gf, gc = gates[:h], gates[h : 2 * h], gates[2 * h : 3 * h], gates[3 * h :]
+        plain = p is None and not self.args.input_forget
+        if self._halved:
+            np.tanh(gates, out=gates)
+            sig = gates[: 3 * h]
+            sig *= 0.5
+            sig += 0.5
+        elif plain:  # i, o, f in one pass
+            _clip_(gates, clip)
+            f(gates[: 3 * h])
+        else:
+            tmp = self._buf("tmp", ct.shape, ct.dtype)
+            if p is not None:
+                np.multiply(p[:h], ct, out=tmp)
+                gi += tmp
+                np.multiply(p[2 * h :], ct, out=tmp)
+                gf += tmp
+            _clip_(gi, clip)
+            f(gi)
+            if self.args.input_forget:
+                np.subtract(1, gi, out=gf)
+            else:
+                _clip_(gf, clip)
+                f(gf)
+            _clip_(gc, clip)
+        if not self._halved:
+            g(gc)
+        np.multiply(gi, gc, out=gc)  # i * c
+        np.multiply(gf, ct, out=nc)  # nc may be ct: f * C_{t-1} in place
+        nc += gc
+        if not plain:
+            if p is not None:
+                np.multiply(p[h : 2 * h], nc, out=gc)
+                go += gc
+            _clip_(go, clip)
+            f(go)
+        np.copyto(nh, nc)
+        hf(nh)
+        nh *= go
 
 
 for _k in _KINDS:

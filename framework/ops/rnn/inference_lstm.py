@@ -18,8 +18,47 @@ from framework.ops.registry import register_op
 from framework.ops.schema import BOOL, INT, UNKNOWN, Arg, TensorSpec
 
 
-def _sigmoid(x: np.ndarray) -> np.ndarray:
-    return 0.5 * np.tanh(0.5 * x) + 0.5
+def _direction(x, w_ih, w_hh, bias, h0, c0, reverse: bool, out: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """One layer and direction over the whole sequence x [T, N, D] into out [T, N, H]; (final h, final c) [N, H].
+
+    The input projection of every step is one matmul before the loop. The loop keeps its states transposed,
+    [H, N], so that each gate is a contiguous block of rows of the [4H, N] gates buffer, computed in place. The
+    gate rows are reordered i, f, o, g and the sigmoid rows' weights halved (exact in binary floating point), so
+    one tanh over all gates followed by ``0.5 * t + 0.5`` on the first 3H rows gives sigmoid(v) =
+    0.5 * tanh(v / 2) + 0.5 for i, f, o and tanh for g."""
+    t_len, n, _ = x.shape
+    hsz = w_hh.shape[1]
+    dt = x.dtype
+    perm = np.r_[0 : 2 * hsz, 3 * hsz : 4 * hsz, 2 * hsz : 3 * hsz]
+    scale = np.ones(4 * hsz, dt)
+    scale[: 3 * hsz] = 0.5
+    w_x = w_ih[perm] * scale[:, None]
+    w_h = w_hh[perm] * scale[:, None]
+    xw = np.matmul(w_x, x.transpose(0, 2, 1))  # [T, 4H, N]
+    xw += (bias[perm] * scale)[:, None]
+    ht = np.ascontiguousarray(h0.T, dt)
+    ct = np.ascontiguousarray(c0.T, dt)
+    yt = np.empty((t_len, hsz, n), dt)
+    gates = np.empty((4 * hsz, n), dt)
+    i, f, o, g = gates[:hsz], gates[hsz : 2 * hsz], gates[2 * hsz : 3 * hsz], gates[3 * hsz :]
+    sig = gates[: 3 * hsz]
+    prev = ht
+    for s in range(t_len):
+        t = t_len - 1 - s if reverse else s
+        np.matmul(w_h, prev, out=gates)
+        gates += xw[t]
+        np.tanh(gates, out=gates)
+        sig *= 0.5
+        sig += 0.5
+        ct *= f  # c = f * c + i * g
+        g *= i
+        ct += g
+        h = yt[t]
+        np.tanh(ct, out=h)  # h = o * tanh(c)
+        h *= o
+        prev = h
+    np.copyto(out, yt.transpose(0, 2, 1))
+    return prev.T, ct.T
 
 
 def _infer(args, ins):
@@ -109,19 +148,8 @@ class InferenceLSTM(Operator):
                     if w[2].shape != (4 * hsz,) or w[3].shape != (4 * hsz,):
                         raise ShapeError(f"{self.describe()}: biases of layer {layer} must have {4 * hsz} values")
                     bias = w[2] + w[3]
-                xw = layer_in.reshape(-1, din) @ w_ih.T + bias
-                xw = xw.reshape(t_len, n, 4 * hsz)
-                h, c = h0[idx].astype(x.dtype), c0[idx].astype(x.dtype)
                 out = np.empty((t_len, n, hsz), x.dtype)
-                steps = range(t_len - 1, -1, -1) if d == 1 else range(t_len)
-                for t in steps:
-                    g = xw[t] + h @ w_hh.T
-                    i, f = _sigmoid(g[:, :hsz]), _sigmoid(g[:, hsz : 2 * hsz])
-                    gg, o = np.tanh(g[:, 2 * hsz : 3 * hsz]), _sigmoid(g[:, 3 * hsz :])
-                    c = f * c + i * gg
-                    h = o * np.tanh(c)
-                    out[t] = h
-                hs[idx], cs[idx] = h, c
+                hs[idx], cs[idx] = _direction(layer_in, w_ih, w_hh, bias, h0[idx], c0[idx], d == 1, out)
                 outs.append(out)
             layer_in = np.concatenate(outs, axis=2) if self.dirs == 2 else outs[0]
         result = layer_in.transpose(1, 0, 2) if a.batch_first else layer_in
