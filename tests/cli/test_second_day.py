@@ -349,11 +349,11 @@ def test_each_checkpoint_keeps_its_own_history_and_training_says_what_it_saves(d
 
 
 def test_a_long_plan_reports_progress(tmp_path):
-    (tmp_path / "plan.pbtxt").write_text(PLAN.replace("num_iter: 5", "num_iter: 20000"))
+    (tmp_path / "plan.pbtxt").write_text(PLAN.replace("num_iter: 5", "num_iter: 100000"))
     np.save(tmp_path / "c.npy", np.zeros(1, np.float32))
     np.save(tmp_path / "one.npy", np.ones(1, np.float32))
     feeds = ["--input", "c=c.npy", "--input", "one=one.npy"]
-    p = fw("run", "plan.pbtxt", *feeds, "--progress-every", "0.2", cwd=tmp_path)
+    p = fw("run", "plan.pbtxt", *feeds, "--progress-every", "0.05", cwd=tmp_path)
     assert p.returncode == 0 and "c: shape [1]" in p.stdout, p.stderr
     assert "plan 'count':" in p.stderr and "net runs: step " in p.stderr, p.stderr
     p = fw("run", "plan.pbtxt", *feeds, "--progress-every", "0", cwd=tmp_path)
