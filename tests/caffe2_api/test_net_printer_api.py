@@ -75,7 +75,7 @@ def test_job_text_names_groups_tasks_and_outputs():
     assert "with Job.current().init_group:" in text
     assert "with Job.current().stop_conditions:" in text
     assert "Output[two]" in text
-    assert "name=epoch_task" in text
+    assert "name=local/epoch_task" in text  # Caffe2 names a task node/name
 
 
 def test_analyze_finds_an_undefined_blob():
