@@ -141,9 +141,10 @@ def crash_loop(tmp_path, db_type, kills, n, elems):
 
 @pytest.mark.slow
 def test_sigkill_while_saving_minidb_never_loses_the_checkpoint(tmp_path):
-    mid_save, save_time = crash_loop(tmp_path, "minidb", 50, N_TENSORS, ELEMS)
+    kills = 50 if os.environ.get("FRAMEWORK_ADVERSARIAL_FULL") else 20  # the full run: more kills
+    mid_save, save_time = crash_loop(tmp_path, "minidb", kills, N_TENSORS, ELEMS)
     # most kills must land before the save finished (the point of the test)
-    assert mid_save >= 20, (mid_save, save_time)
+    assert mid_save >= kills * 2 // 5, (mid_save, save_time)
     assert [f for f in os.listdir(tmp_path) if ".tmp-" in f] == []
 
 
