@@ -9,29 +9,87 @@ calls of numba's was compiled into it. So the kernels' cache starts the runtime 
 first kernel call costs the load alone); a cache miss compiles through numba's usual path, which
 refreshes the context first.
 
+A cache miss takes the kernel's compile lock (a file lock beside numba's index) before it compiles, and
+looks in the cache again once it has it: processes starting together (test workers, MPI ranks) compile
+each kernel once, and the others load what the first saved. The lock is released when the kernel is
+saved; a process that waits longer than ``LOCK_WAIT`` seconds (a holder whose compile failed keeps the
+lock until it exits) compiles without it.
+
 Where numba's cache or runtime lack the methods this relies on (another numba version), kernels keep
 numba's own cache: slower to load, the same code.
 """
 
 from __future__ import annotations
 
+import os
+import time
 from typing import Any, Callable
 
 import numba
 from numba.core.caching import FunctionCache
 from numba.core.runtime import rtsys
 
+try:
+    import fcntl
+except ImportError:  # no POSIX file locks (Windows): each process compiles its own misses
+    fcntl = None
+
 __all__ = ["njit"]
+
+LOCK_WAIT = 120.0  # seconds a process waits for another's compile of the same kernel
 
 
 class _LoadingCache(FunctionCache):
-    """numba's function cache, loading without the target-context refresh (see module doc)."""
+    """numba's function cache, loading without the target-context refresh, compiling a miss under the
+    kernel's compile lock (see module doc)."""
+
+    _lock_fd: int | None = None
 
     def load_overload(self, sig: Any, target_context: Any) -> Any:
         rtsys.initialize(target_context)
+        found = self._load(sig, target_context)
+        if found is None and self._lock_fd is None and self._acquire_lock():
+            found = self._load(sig, target_context)  # saved by the process this one waited for
+            if found is not None:
+                self._release_lock()
+        return found  # None: numba compiles, then save_overload releases the lock
+
+    def save_overload(self, sig: Any, data: Any) -> None:
+        try:
+            super().save_overload(sig, data)
+        finally:
+            self._release_lock()
+
+    def _load(self, sig: Any, target_context: Any) -> Any:
         with self._guard_against_spurious_io_errors():
             return self._load_overload(sig, target_context)
         return None  # (the guard swallowed a spurious I/O error: a miss, compiled as usual)
+
+    def _acquire_lock(self) -> bool:
+        index = getattr(getattr(self, "_cache_file", None), "_index_path", None)  # numba's <kernel>.nbi
+        if fcntl is None or index is None:
+            return False
+        try:
+            os.makedirs(os.path.dirname(index), exist_ok=True)
+            fd = os.open(index + ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError:  # a cache folder this process cannot write: numba compiles without saving anyway
+            return False
+        deadline = time.monotonic() + LOCK_WAIT
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                self._lock_fd = fd
+                return True
+            except OSError:
+                if time.monotonic() > deadline:
+                    os.close(fd)
+                    return False
+                time.sleep(0.05)
+
+    def _release_lock(self) -> None:
+        fd, self._lock_fd = self._lock_fd, None
+        if fd is not None:
+            os.close(fd)  # closing the descriptor releases its flock
 
 
 _SUPPORTED = hasattr(rtsys, "initialize") and all(

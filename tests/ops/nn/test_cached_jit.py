@@ -66,3 +66,28 @@ def test_cached_kernels_load_without_the_compiler_and_compute_the_same():
     assert again["err"] == first["err"]  # the same machine code
     assert again["kernels"] == first["kernels"] and again["hits"] >= 1 and again["misses"] == 0
     assert not again["registries"]
+
+
+def test_processes_starting_together_compile_each_kernel_once(tmp_path):
+    """Two processes on an empty cache: each kernel is compiled by one of them (the compile lock), the
+    other loads it; both compute the same numbers."""
+    pytest.importorskip("numba")
+    env = dict(__import__("os").environ, NUMBA_CACHE_DIR=str(tmp_path / "numba"), PYTHONPATH=str(ROOT))
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", CODE], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+        )
+        for _ in range(2)
+    ]
+    outs = []
+    for p in procs:
+        stdout, stderr = p.communicate(timeout=600)
+        assert p.returncode == 0, stderr[-3000:]
+        outs.append(json.loads(stdout.strip().splitlines()[-1]))
+    a, b = outs
+    if not a["kernels"]:
+        pytest.skip("no compiled kernel runs a conv on this machine")
+    assert a["err"] == b["err"] and a["err"] < 1e-3
+    assert a["kernels"] == b["kernels"]
+    assert a["misses"] + b["misses"] == a["kernels"], (a, b)  # without the lock: each process compiles all
+    assert a["hits"] + b["hits"] == a["kernels"]
