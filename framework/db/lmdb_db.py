@@ -107,6 +107,54 @@ def check_data_file(path: str) -> None:
             f"lmdb {path}: data.mdb is truncated: {size} bytes but its meta page uses pages up to {last_pg} "
             f"({need} bytes); reading it would crash the process (SIGBUS)"
         )
+    try:
+        with open(data, "rb") as f:
+            pages = f.read(need)
+    except OSError as e:
+        raise DBError(f"lmdb {path}: cannot read data.mdb: {e}") from e
+    bad = _damaged_page(pages, psize, last_pg)
+    if bad is not None:
+        raise DBError(f"lmdb {path}: data.mdb is damaged: {bad}; reading it would crash the process")
+
+
+_P_BRANCH, _P_LEAF, _P_OVERFLOW, _P_LEAF2, _F_BIGDATA = 0x01, 0x02, 0x04, 0x20, 0x01
+
+
+def _damaged_page(pages: bytes, psize: int, last_pg: int) -> str | None:
+    """What is wrong with the first B-tree page whose node offsets or sizes leave the page, else None.
+
+    LMDB follows a page's node offsets without a bound check: one flipped bit in an offset sends a read
+    past the end of the map (SIGBUS). Branch and leaf pages are checked node by node; an overflow page's
+    continuation pages (raw value bytes, no header) are skipped; other pages (meta, free) are left alone.
+    """
+    pg = 2
+    while pg <= last_pg:
+        off = pg * psize
+        flags = int.from_bytes(pages[off + 10 : off + 12], "little")
+        if flags & _P_OVERFLOW:
+            count = int.from_bytes(pages[off + 12 : off + 16], "little")
+            if count < 1 or pg + count > last_pg + 1:
+                return f"overflow page {pg} claims {count} pages (the file has {last_pg + 1})"
+            pg += count
+            continue
+        if flags & (_P_BRANCH | _P_LEAF) and not flags & _P_LEAF2:
+            lower = int.from_bytes(pages[off + 12 : off + 14], "little")
+            upper = int.from_bytes(pages[off + 14 : off + 16], "little")
+            if not 16 <= lower <= upper <= psize or lower % 2:
+                return f"page {pg} has free-space bounds {lower}..{upper} outside its {psize} bytes"
+            for i in range(off + 16, off + lower, 2):
+                node = int.from_bytes(pages[i : i + 2], "little")
+                if not upper <= node <= psize - 8:
+                    return f"page {pg} has a node at offset {node}, outside {upper}..{psize - 8}"
+                at = off + node
+                dsize = int.from_bytes(pages[at : at + 4], "little")  # mn_lo, mn_hi: a leaf's data size
+                nflags = int.from_bytes(pages[at + 4 : at + 6], "little")
+                ksize = int.from_bytes(pages[at + 6 : at + 8], "little")
+                body = ksize if flags & _P_BRANCH else ksize + (8 if nflags & _F_BIGDATA else dsize)
+                if node + 8 + body > psize:
+                    return f"page {pg} has a node at offset {node} of {8 + body} bytes, past the page's end"
+        pg += 1
+    return None
 
 
 _PAGE = mmap.PAGESIZE

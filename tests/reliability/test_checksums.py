@@ -99,3 +99,59 @@ def test_every_single_bit_flip_of_a_checkpoint_is_an_error_or_changes_nothing(tm
             if not same:
                 changed.append((i, bit))
     assert not changed, f"{len(changed)} single-bit flips loaded changed blobs, first at (byte, bit) {changed[:5]}"
+
+
+def test_lmdb_node_offsets_that_leave_their_page_are_refused_before_lmdb_reads_them(tmp_path):
+    """LMDB follows a page's node offsets unchecked: single flipped bits in the first leaf page's node
+    pointers sent reads past the map's end and killed the process (SIGBUS). Every bit of that pointer
+    array flipped in turn: the check refuses the file, or the file loads exactly what was saved."""
+    pytest.importorskip("lmdb")
+    import shutil
+    import subprocess
+    import sys
+
+    from framework.db.lmdb_db import check_data_file
+
+    ws = Workspace()
+    w, b = np.arange(-6, 6, dtype=np.float32).reshape(3, 4) / 7, np.arange(5, dtype=np.int64)
+    ws.feed_blob("w", w)
+    ws.feed_blob("b", b)
+    path = str(tmp_path / "ck")
+    checkpoint.save(ws, path, db_type="lmdb")
+    raw = open(os.path.join(path, "data.mdb"), "rb").read()
+    psize = int.from_bytes(raw[40:44], "little")
+    leaf = next(pg for pg in range(2, len(raw) // psize) if raw[pg * psize + 10] & 0x02)
+    lower = int.from_bytes(raw[leaf * psize + 12 : leaf * psize + 14], "little")
+    damaged, accepted = str(tmp_path / "d"), []
+    for i in range(leaf * psize + 16, leaf * psize + lower):
+        for bit in range(8):
+            data = bytearray(raw)
+            data[i] ^= 1 << bit
+            shutil.rmtree(damaged, ignore_errors=True)
+            os.makedirs(damaged)
+            open(os.path.join(damaged, "data.mdb"), "wb").write(bytes(data))
+            try:
+                check_data_file(damaged)
+            except DBError:
+                continue
+            accepted.append(damaged + f"-{i}-{bit}")
+            shutil.copytree(damaged, accepted[-1])
+    assert accepted, "no flip of the pointer array was harmless: the check refuses valid files?"
+    # what the check let through loads in a child (a crash there fails the test, not the run)
+    child = (
+        "import sys, numpy as np\n"
+        "from framework import checkpoint\nfrom framework.errors import FrameworkError\n"
+        "from framework.memory.workspace import Workspace\n"
+        "for p in sys.argv[1:]:\n"
+        "    out = Workspace()\n"
+        "    try:\n"
+        "        names = checkpoint.load(out, p, db_type='lmdb')\n"
+        "    except FrameworkError:\n"
+        "        continue\n"
+        "    w = np.arange(-6, 6, dtype=np.float32).reshape(3, 4) / 7\n"
+        "    assert sorted(names) == ['b', 'w'] and np.array_equal(out.fetch_blob('w'), w), p\n"
+        "    assert np.array_equal(out.fetch_blob('b'), np.arange(5)), p\n"
+        "print('OK')\n"
+    )
+    r = subprocess.run([sys.executable, "-c", child, *accepted], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and "OK" in r.stdout, (r.returncode, r.stderr[-2000:])
