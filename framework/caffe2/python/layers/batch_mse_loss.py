@@ -17,9 +17,12 @@ __all__ = ["BatchMSELoss"]
 
 
 class BatchMSELoss(ModelLayer):
+    _weighted_name = "weighted_l2_distance"
+
     def __init__(self, model: Any, input_record: Any, name: str = "batch_mse_loss", **kwargs: Any) -> None:
         super().__init__(model, name, input_record, **kwargs)
-        require_fields("BatchMSELoss", input_record, ("label", schema.Scalar()), ("prediction", schema.Scalar()))
+        fields = ("label", schema.Scalar()), ("prediction", schema.Scalar())
+        require_fields(type(self).__name__, input_record, *fields)
         self.tags.update([Tags.EXCLUDE_FROM_PREDICTION])
         self.output_schema = schema.Scalar(np.float32, self.get_next_blob_reference("output"))
 
@@ -31,7 +34,11 @@ class BatchMSELoss(ModelLayer):
             to = schema.data_type_for_dtype(record.prediction.field_type())
             label = net.Cast(label, net.NextScopedBlob("cast_label"), to=to)
         label = net.StopGradient(label, net.NextScopedBlob("stopped_label"))
-        loss = net.SquaredL2Distance([label, prediction], net.NextScopedBlob("l2"))
+        loss = self._example_loss(net, label, prediction)
         if "weight" in record.fields:
-            loss = net.Mul([loss, stopped_float_weight(net, record)], net.NextScopedBlob("weighted_l2_distance"))
+            loss = net.Mul([loss, stopped_float_weight(net, record)], net.NextScopedBlob(self._weighted_name))
         net.AveragedLoss(loss, self.output_schema.field_blobs())
+
+    def _example_loss(self, net: Any, label: Any, prediction: Any) -> Any:
+        """Each example's loss: half the squared error."""
+        return net.SquaredL2Distance([label, prediction], net.NextScopedBlob("l2"))
