@@ -8,6 +8,9 @@ expected, what arrived, and where (op, blob, file and line).
 
 from __future__ import annotations
 
+import sys
+from typing import Sequence, TypeVar
+
 
 class FrameworkError(RuntimeError):
     """Base of every error the framework raises deliberately.
@@ -63,9 +66,19 @@ class UnknownOperatorError(FrameworkError, KeyError):
 class OperatorError(FrameworkError, RuntimeError):
     """An error raised while an operator ran, with the op's context."""
 
+    # where it happened, set by the net that ran the op (net.api.operator_error)
+    op_index: int | None = None
+    op_type: str | None = None
+    net_name: str | None = None
+    cause_is_user_error = False  # the op raised a FrameworkError (bad input), not an internal bug
+    secondary_errors: Sequence[BaseException] = ()  # the dag executor's later errors of the same run
+
 
 class NetError(FrameworkError, RuntimeError):
     """A net that cannot be created or run."""
+
+    # set on the error for nets nested too deep: raised as is through the levels above, not wrapped per level
+    nesting = False
 
 
 class GradientError(FrameworkError, RuntimeError):
@@ -94,16 +107,17 @@ class OrphanStopGradientError(GradientError, ValueError):
 
 
 _MIXED: dict[tuple[type, type], type] = {}
+_E = TypeVar("_E", bound=BaseException)
 
 
-def error_like(user_cls: type, base: type, message: str) -> BaseException:
+def error_like(user_cls: type, base: type[_E], message: str) -> _E:
     """A ``base`` error (e.g. OperatorError) that is also an instance of ``user_cls``, the type of an exception
     user code raised inside the framework (a Python op's function), so both ``except base`` and ``except
     user_cls`` catch it, as Caffe2 re-raises a Python op's own exception type. When the two classes cannot be
     combined (incompatible C layouts), a plain ``base`` error. The object's ``user_error_type`` is ``user_cls``.
     """
     key = (user_cls, base)
-    cls = _MIXED.get(key)
+    cls: type[_E] | None = _MIXED.get(key)
     if cls is None:
         if issubclass(base, user_cls):
             cls = base
@@ -119,5 +133,18 @@ def error_like(user_cls: type, base: type, message: str) -> BaseException:
         _MIXED[key] = cls = base
         err = cls.__new__(cls, message)
     BaseException.__init__(err, message)  # not the user class's own __init__, whose signature is its own
-    err.user_error_type = user_cls
+    err.user_error_type = user_cls  # type: ignore[attr-defined]
     return err
+
+
+def add_note(err: BaseException, note: str) -> None:
+    """``err.add_note(note)`` (Python >= 3.11, shown under the traceback); on 3.10 the note is kept in
+    ``err.__notes__`` as 3.11 keeps it, where tools that know the attribute find it."""
+    if sys.version_info >= (3, 11):
+        err.add_note(note)
+    else:
+        notes = getattr(err, "__notes__", None)
+        if notes is None:
+            notes = []
+            err.__notes__ = notes  # type: ignore[attr-defined]
+        notes.append(note)

@@ -44,3 +44,18 @@ def test_caffe2_style_enforce_catch():
         ws.run_operator_once(core.CreateOperator("FC", ["X", "W", "b"], ["Y"]))
     with pytest.raises(RuntimeError):
         workspace.FetchBlob("no such blob anywhere")
+
+
+def test_add_note_keeps_notes_on_every_supported_python(monkeypatch):
+    err = errors.OperatorError("first")
+    errors.add_note(err, "secondary error from op 2")
+    assert err.__notes__ == ["secondary error from op 2"]
+
+    class Py310:
+        version_info = (3, 10, 13)
+
+    monkeypatch.setattr(errors, "sys", Py310)
+    old = errors.NetError("first")
+    errors.add_note(old, "one")
+    errors.add_note(old, "two")
+    assert old.__notes__ == ["one", "two"]

@@ -120,7 +120,8 @@ def as_int8_tensor(value: Any) -> Int8TensorCPU | None:
     if isinstance(value, Int8TensorCPU):
         return value.copy()
     if isinstance(value, tuple) and getattr(value, "_fields", None) == ("data", "scale", "zero_point"):
-        return Int8TensorCPU.from_numpy(value.data, value.scale, value.zero_point)
+        data, scale, zero_point = value
+        return Int8TensorCPU.from_numpy(data, scale, zero_point)
     return None
 
 
@@ -150,6 +151,7 @@ def _deserialize(proto: BlobProto, blob: Any) -> None:
     dims = tuple(int(d) for d in q.dims)
     if any(d < 0 for d in dims):
         raise SerializationError(f"blob '{name}': {INT8_TENSOR_TYPE} dims {list(dims)} has a negative dimension")
+    dtype: np.dtype
     if q.data_type == TensorProto.UINT8:
         dtype = np.dtype(np.uint8)
     elif q.data_type == TensorProto.INT32:

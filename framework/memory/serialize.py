@@ -231,7 +231,7 @@ def _chunk_bytes(arr: np.ndarray, name: str, begin: int, end: int, typed: bool) 
         if name:
             low.name = name
         low.segment.begin, low.segment.end = begin, end
-        payload = memoryview(np.ascontiguousarray(flat.astype(RAW_DTYPES[flat.dtype], copy=False))).cast("B")
+        payload = np.ascontiguousarray(flat.astype(RAW_DTYPES[flat.dtype], copy=False)).data.cast("B")
         parts = [low.SerializeToString(), _RAW_DATA_TAG + varint(len(payload)), payload]
     tensor_len = sum(p.nbytes if isinstance(p, memoryview) else len(p) for p in parts)
     outer = BlobProto(name=name, type=TENSOR_TYPE).SerializeToString() + _TENSOR_TAG + varint(tensor_len)
@@ -361,7 +361,7 @@ class ChunkAssembler:
                 st.total = st.num_chunks
         elif st.is_tensor != is_tensor:
             raise SerializationError(f"blob '{name}'{label}: parts of different kinds (tensor and non-tensor)")
-        if is_tensor:
+        if decoded is not None:
             self._add_tensor(st, proto.tensor, decoded[1], name, label)
         else:
             self._add_content(st, proto, name, label)
@@ -391,7 +391,7 @@ class ChunkAssembler:
         st.flat = allocate_elements(tp, lambda: t.mutable_data(st.meta)).reshape(-1)
         st.blob.reset(t)
 
-    def _add_tensor(self, st: _State, tp: TensorProto, vals: np.ndarray, name: str, label: str) -> None:
+    def _add_tensor(self, st: _State, tp: TensorProto, vals: np.ndarray | None, name: str, label: str) -> None:
         dims, numel, begin, end = proto_extent(tp)
         if dims != st.dims:
             raise SerializationError(
@@ -402,7 +402,8 @@ class ChunkAssembler:
         except FrameworkError as e:
             raise SerializationError(f"blob '{name}'{label}: {e}") from e
         if meta is not st.meta:
-            raise SerializationError(f"blob '{name}'{label}: a part has type {meta.name}, earlier ones {st.meta.name}")
+            earlier = st.meta.name if st.meta is not None else "none"
+            raise SerializationError(f"blob '{name}'{label}: a part has type {meta.name}, earlier ones {earlier}")
         i = bisect.bisect_left(st.spans, (begin, end))
         overlaps = (i > 0 and st.spans[i - 1][1] > begin) or (i < len(st.spans) and st.spans[i][0] < end)
         dup = i < len(st.spans) and st.spans[i] == (begin, end)
@@ -413,7 +414,7 @@ class ChunkAssembler:
                 f"blob '{name}'{label}: found an extra part: segment [{begin}, {end}) overlaps data already read "
                 f"({st.current} of {st.total} elements)"
             )
-        if vals is not None:
+        if vals is not None and st.flat is not None:  # both or neither, checked above
             st.flat[begin:end] = vals
         st.spans.insert(i, (begin, end))
         st.current += end - begin

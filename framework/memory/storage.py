@@ -37,8 +37,10 @@ class Storage:
         buf.fill(fill)
         return cls(buf)
 
-    def view(self, dtype: np.dtype, numel: int, dims: tuple[int, ...]) -> np.ndarray:
-        """A numpy view of the first ``numel`` elements, shaped ``dims``. Never a copy."""
+    def view(self, dtype: np.dtype | None, numel: int, dims: tuple[int, ...]) -> np.ndarray:
+        """A numpy view of the first ``numel`` elements, shaped ``dims``. Never a copy. Object storage
+        ignores ``dtype``; a byte storage needs one."""
         if self.is_object:
             return self.buffer[:numel].reshape(dims)
+        assert dtype is not None, "a byte storage is viewed through a numpy dtype"
         return self.buffer[: numel * dtype.itemsize].view(dtype).reshape(dims)

@@ -63,6 +63,11 @@ def _numel(dims: tuple[int, ...]) -> int:
     return n
 
 
+def _storage_itemsize(storage: Storage, meta: TypeMeta) -> int:
+    """Bytes one element takes in ``storage``: object storage holds 8-byte references."""
+    return 8 if storage.is_object else meta.itemsize
+
+
 # The slots ``Tensor.snapshot()`` saves, in its order (a test checks they are all of Tensor's slots).
 SNAPSHOT_FIELDS = ("_dims", "_numel", "_meta", "_storage", "_spare", "_array", "_shares_data", "_reserved", "version")
 
@@ -281,9 +286,9 @@ class Tensor:
         if dtype is not None:
             meta = TypeMeta.of(dtype)
             if meta is not self._meta:
+                held = self._meta.name if self._meta is not None else "nothing"
                 raise TypeMismatchError(
-                    f"tensor type mismatch: caller expects elements to be {meta.name} "
-                    f"while tensor contains {self._meta.name}"
+                    f"tensor type mismatch: caller expects elements to be {meta.name} while tensor contains {held}"
                 )
         return arr
 
@@ -346,8 +351,8 @@ class Tensor:
         validated ``dims``, ``numel`` = their product and ``nbytes`` when it first made them). None when
         the buffer does not do (the caller then takes the full path). Operator.output's fast path for
         outputs that change shape from run to run in one buffer (the memory planner's shared blobs)."""
-        st = self._storage
-        if st is None or st.is_object or not meta.is_pod:
+        st, dtype = self._storage, meta.dtype
+        if st is None or st.is_object or not meta.is_pod or dtype is None:
             return None
         cap = st.buffer.nbytes
         if cap < nbytes:
@@ -359,7 +364,7 @@ class Tensor:
             slack = OPTIONS.max_keep_on_shrink_bytes
             if not self._reserved and (not OPTIONS.keep_on_shrink or (slack is not None and cap - kept > slack)):
                 return None
-        arr = st.buffer[:nbytes].view(meta.dtype).reshape(dims)
+        arr = st.buffer[:nbytes].view(dtype).reshape(dims)
         self._dims, self._numel, self._meta, self._array = dims, numel, meta, arr
         self.version += 1
         return arr
@@ -388,21 +393,24 @@ class Tensor:
         return self.mutable_data(dtype)
 
     # -- growing and shrinking the outer dimension ---------------------------
-    def _require_allocated(self, what: str) -> None:
-        if not self.is_allocated:
+    def _require_allocated(self, what: str) -> tuple[Storage, TypeMeta]:
+        """The storage and element type of a tensor that has data and at least one dimension."""
+        storage, meta = self._storage, self._meta
+        if not self.is_allocated or storage is None or meta is None:
             raise UninitializedError(f"{what}: the tensor must have data (call mutable_data first)")
         if not self._dims:
             raise ShapeError(f"{what}: needs at least one dimension, the tensor is a scalar")
+        return storage, meta
 
     def extend(self, num: int, growth_pct: float = 40) -> None:
         """Grow the outer dimension by ``num``, keeping the data; amortized O(1)."""
-        self._require_allocated("extend")
+        storage, meta = self._require_allocated("extend")
         if num < 0:
             raise ShapeError(f"extend: num must be >= 0, got {num}")
         old_outer = self._dims[0]
         new_dims = (old_outer + num, *self._dims[1:])
         new_numel = _numel(new_dims)
-        if self._storage.capacity >= new_numel * self._storage_itemsize():
+        if storage.capacity >= new_numel * _storage_itemsize(storage, meta):
             self._dims, self._numel, self._array = new_dims, new_numel, None
             return
         outer = max(new_dims[0], math.ceil(old_outer * (100 + growth_pct) / 100))
@@ -411,9 +419,9 @@ class Tensor:
 
     def reserve_space(self, outer_dim: int) -> None:
         """Make room for ``outer_dim`` rows without changing the logical shape."""
-        self._require_allocated("reserve_space")
+        storage, meta = self._require_allocated("reserve_space")
         inner = _numel(self._dims[1:])
-        if self._storage.capacity >= outer_dim * inner * self._storage_itemsize():
+        if storage.capacity >= outer_dim * inner * _storage_itemsize(storage, meta):
             return
         self._regrow(outer_dim)
         self._array = None
@@ -430,19 +438,16 @@ class Tensor:
         self._numel = _numel(self._dims)
         self._array = None
 
-    def _storage_itemsize(self) -> int:
-        return 8 if self._storage.is_object else self._meta.itemsize
-
     def _regrow(self, outer: int) -> None:
-        meta = self._meta
+        storage, meta = self._require_allocated("regrow")
         count = outer * _numel(self._dims[1:])
-        old = self._storage.view(meta.dtype, self._numel, (self._numel,))
+        old = storage.view(meta.dtype, self._numel, (self._numel,))
         if meta.is_pod:
-            storage = Storage.allocate(count * meta.itemsize, OPTIONS.zero_fill)
+            grown = Storage.allocate(count * meta.itemsize, OPTIONS.zero_fill)
         else:
-            storage = Storage.allocate_objects(count, meta.ctor() if meta.ctor else None)
-        storage.view(meta.dtype, self._numel, (self._numel,))[...] = old
-        self._storage = storage
+            grown = Storage.allocate_objects(count, meta.ctor() if meta.ctor else None)
+        grown.view(meta.dtype, self._numel, (self._numel,))[...] = old
+        self._storage = grown
         self._shares_data = False
         self._reserved = True
 

@@ -109,7 +109,7 @@ def _fill_typed(proto: TensorProto, meta: TypeMeta, flat: np.ndarray) -> None:
 
 
 # Packed typed fields: (field number, fixed-width little-endian wire dtype or None for varints).
-TYPED_FIELDS = {DT.FLOAT: (3, "<f4"), DT.DOUBLE: (9, "<f8"), DT.INT64: (10, None)}
+TYPED_FIELDS: dict[int, tuple[int, str | None]] = {DT.FLOAT: (3, "<f4"), DT.DOUBLE: (9, "<f8"), DT.INT64: (10, None)}
 
 
 def typed_field(dt: int, flat: np.ndarray) -> list[Any]:
@@ -125,7 +125,7 @@ def typed_field(dt: int, flat: np.ndarray) -> list[Any]:
         return []
     number, wire = TYPED_FIELDS.get(dt, (4, None))
     if wire is not None:
-        payload = memoryview(np.ascontiguousarray(flat.astype(wire, copy=False))).cast("B")
+        payload: memoryview | bytes = np.ascontiguousarray(flat.astype(wire, copy=False)).data.cast("B")
     elif dt == DT.FLOAT16:
         payload = _varints(flat.view(np.uint16).astype(np.uint64))
     else:
@@ -227,6 +227,7 @@ def proto_elements(proto: TensorProto) -> tuple[TypeMeta, np.ndarray | None]:
             f"tensor '{proto.name}': data_type {_type_name(dt)} cannot be read "
             "(only plain numeric, bool and string tensors are supported)"
         ) from e
+    assert meta.dtype is not None, "every TensorProto type has a numpy dtype"
     st = proto.storage_type
     if st == DT.EXTERNAL:
         raise SerializationError(

@@ -32,7 +32,7 @@ class TypeMeta:
         self,
         name: str,
         dtype: np.dtype | None,
-        proto_type: int,
+        proto_type: TensorProto.DataType,
         *,
         is_pod: bool = True,
         py_type: type | None = None,

@@ -347,7 +347,7 @@ def blob_nbytes(blob: Blob) -> int:
     if isinstance(obj, Tensor):
         if not obj.is_allocated:
             return 0
-        if obj.meta.is_pod:
+        if obj.meta is not None and obj.meta.is_pod:
             return obj.nbytes
         return sum(len(x) for x in obj.data().reshape(-1) if isinstance(x, bytes)) + obj.nbytes
     if isinstance(obj, bytes):

@@ -97,10 +97,11 @@ def accumulate(fwd: ForwardVersions, generators: Generators, fwd_idx: int) -> tu
                 "not all gradient ops have the same device option"
             )
         base = _sum_output_name(gens, x)
+        summed: str | GradientSlice
         if isinstance(gens[0], DenseGrad):
-            ops, g = _dense_sum(gens, base)
+            ops, summed = _dense_sum(gens, base)
         else:
-            ops, g = _sparse_sum(gens, base)
+            ops, summed = _sparse_sum(gens, base)
         # as Caffe2: a producer tagged only_keep_is_auto_gen_sum_ops_tag:1 asks for a sum on the default
         # device carrying only the auto-gen tag; otherwise the sum runs on the producers' device option
         keep_only_tag = any(g.device is not None and _ONLY_KEEP_TAG in g.device.extra_info for g in gens)
@@ -109,7 +110,7 @@ def accumulate(fwd: ForwardVersions, generators: Generators, fwd_idx: int) -> tu
                 op.device_option.CopyFrom(gens[0].device)
             op.device_option.extra_info.append(f"{IS_AUTO_GEN_SUM_OPS_TAG}:1")
         sum_ops.extend(ops)
-        grad_map[x] = g
+        grad_map[x] = summed
     return sum_ops, grad_map
 
 

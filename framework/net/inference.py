@@ -119,7 +119,8 @@ def infer_nets(
 
 def to_caffe2_maps(specs: dict[str, TensorSpec]) -> tuple[dict[str, list[int]], dict[str, int]]:
     """(blob -> dims list, blob -> TensorProto.DataType) for the known parts of ``specs``."""
-    shapes, types = {}, {}
+    shapes: dict[str, list[int]] = {}
+    types: dict[str, int] = {}
     for name, spec in specs.items():
         if spec.shape is not None and all(d is not None for d in spec.shape):
             shapes[name] = [int(d) for d in spec.shape]

@@ -191,8 +191,10 @@ def _fold_into_conv(net: _Net, i: int, j: int, a: np.ndarray, beta: np.ndarray) 
     """Conv ``i`` followed by per-channel affine op ``j`` (y*a + beta): fold and drop op ``j``."""
     conv, nxt = net.ops[i], net.ops[j]
     w = net.constant(conv.input[1])
+    if w is None:
+        return False
     b = net.constant(conv.input[2]) if len(conv.input) > 2 else np.zeros(w.shape[0], w.dtype)
-    if w is None or b is None:
+    if b is None:
         return False
     m = w.shape[0]
     a = np.broadcast_to(np.asarray(a, np.float64).reshape(-1), (m,))
@@ -246,7 +248,8 @@ def fold_affine(net: _Net) -> int:
         if nxt.input[0] != y or list(nxt.input).count(y) != 1 or net.written_between(conv.input[0], i, j + 1):
             i += 1
             continue
-        ab = _affine_of(net, nxt, net.constant(conv.input[1]).shape[0])
+        w = net.constant(conv.input[1])
+        ab = _affine_of(net, nxt, w.shape[0]) if w is not None else None
         has_b = len(conv.input) < 3 or net.constant(conv.input[2]) is not None
         if ab is not None and has_b and _move_after(net, i, j) and _fold_into_conv(net, j - 1, j, *ab):
             n += 1
@@ -263,7 +266,7 @@ def _affine_of(net: _Net, op: OperatorDef, m: int):
         vals = [net.constant(b) for b in op.input[1:5]]
         if any(v is None or v.shape != (m,) for v in vals):
             return None
-        s, bias, mean, var = (v.astype(np.float64) for v in vals)
+        s, bias, mean, var = (v.astype(np.float64) for v in vals if v is not None)
         a = s / np.sqrt(var + float(_arg(op, "epsilon", 1e-5)))
         return a, bias - mean * a
     if op.type in ("Mul", "Add") and len(op.input) == 2 and _arg(op, "broadcast", 0):
@@ -465,10 +468,12 @@ def fuse_shuffle(net: _Net) -> int:
             continue
         c, s = op.input[0], op.output[0]
         i = _producer(net, j, c)
-        cat = net.ops[i] if i is not None else None
+        if i is None:
+            j += 1
+            continue
+        cat = net.ops[i]
         if (
-            cat is None
-            or not _channels_op(cat, ("Concat", "DepthConcat"))
+            not _channels_op(cat, ("Concat", "DepthConcat"))
             or cat.output[0] != c
             or net.readers(i, c) != [j]
             or c in net.observable
@@ -482,8 +487,8 @@ def fuse_shuffle(net: _Net) -> int:
         fused.device_option.CopyFrom(op.device_option)
         _set_arg(fused, "group", _arg(op, "group", 1))
         readers = net.readers(j, s)
-        k = readers[0] if len(readers) == 1 else None
-        sp = net.ops[k] if k is not None else None
+        k = readers[0] if len(readers) == 1 else -1
+        sp = net.ops[k] if k >= 0 else None
         if (
             sp is not None
             and s not in net.observable
@@ -549,8 +554,10 @@ def _concat_producers(net: _Net, j: int) -> dict[int, int] | None:
     out: dict[int, int] = {}
     for b in cat.input:
         i = _producer(net, j, b)
-        op = net.ops[i] if i is not None else None
-        if op is None or op.type != "ConvFusion" or _arg(op, "fusion_type") != 1 or _arg(op, "out_channels", 0):
+        if i is None:
+            return None
+        op = net.ops[i]
+        if op.type != "ConvFusion" or _arg(op, "fusion_type") != 1 or _arg(op, "out_channels", 0):
             return None
         w = net.constant(op.input[1])
         if w is None or w.ndim != 4 or list(op.output) != [b] or cat.output[0] in op.input:
@@ -600,8 +607,10 @@ def _link(net: _Net, j: int, prev: str | None) -> dict[int, int] | None:
     convs: dict[int, int] = {}
     for b in ins[1:]:
         i = _producer(net, j, b)
-        op = net.ops[i] if i is not None else None
-        if op is None or list(op.output) != [b] or b in net.observable or net.readers(i, b) != [j]:
+        if i is None:
+            return None
+        op = net.ops[i]
+        if list(op.output) != [b] or b in net.observable or net.readers(i, b) != [j]:
             return None
         plain = _fusable_conv(op, net)
         fused = op.type == "ConvFusion" and _arg(op, "fusion_type") == 1 and not _arg(op, "out_channels", 0)
@@ -634,7 +643,8 @@ def _chain_from(net: _Net, j: int) -> dict | None:
     convs = _link(net, j, None)
     if convs is None:
         return None
-    links, all_convs, readers = [j], [convs], []
+    links, all_convs = [j], [convs]
+    readers: list[dict[int, int]] = []
     while True:
         h = net.ops[links[-1]].output[0]
         if h in net.observable:
@@ -644,8 +654,9 @@ def _chain_from(net: _Net, j: int) -> dict | None:
         if len(nxt) != 1:
             break
         convs = _link(net, nxt[0], h)
-        bns = {k: _prefix_reader(net, k, h) for k in rs if k != nxt[0]}
-        if convs is None or any(c is None or k > nxt[0] for k, c in bns.items()):
+        read = {k: _prefix_reader(net, k, h) for k in rs if k != nxt[0]}
+        bns = {k: c for k, c in read.items() if c is not None}
+        if convs is None or len(bns) != len(read) or any(k > nxt[0] for k in bns):
             break
         readers.append(bns)
         links.append(nxt[0])
@@ -727,7 +738,7 @@ def optimize_inference(
         out.CopyFrom(src)
         return out
     state = _Net(ops, observable, ws)
-    stats = {
+    stats: dict[str, int | str] = {
         "identities": drop_identities(state),
         "folded": fold_affine(state),
         "sums": fuse_sum(state),

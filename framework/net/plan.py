@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from framework.errors import NetError
+from framework.errors import NetError, add_note
 from framework.memory.tensor import Tensor
 from framework.memory.workspace import Workspace
 from framework.proto.framework_pb2 import ExecutionStep, NetDef, PlanDef
@@ -250,5 +250,5 @@ def _run_concurrent(ws: Workspace, substeps: list[ExecutionStep], state: _Plan) 
     if errors:
         err = errors[0]
         for e in errors[1:]:
-            err.add_note(f"secondary error in a concurrent substep: {type(e).__name__}: {e}")
+            add_note(err, f"secondary error in a concurrent substep: {type(e).__name__}: {e}")
         raise err

@@ -211,23 +211,23 @@ class OpProgram:
             self._idle_sig = _held(self._all_blobs)
             return
         guard: dict[int, tuple] = {}
-        written: dict[int, Tensor] = {}
+        written_by_compiled: dict[int, Tensor] = {}
         for k in compiled:
             op = self.ops[k]
             for b in (*op.inputs, *op.outputs):
                 guard[id(b)] = bind(b)
             for b in op.outputs:
-                written[id(b.held)] = b.held
+                written_by_compiled[id(b.held)] = b.held
         self._guard = tuple(guard.values())
-        self._written = tuple(written.values())
+        self._written = tuple(written_by_compiled.values())
         fast = []
         for k, op in enumerate(self.ops):
             run = op.run  # not the recording wrapper: fast runs take no snapshots
             if k in compiled:
                 fast.append(compiled[k])
                 continue
-            outs = tuple(guard[id(b)] for b in self.ops[k].outputs if id(b) in guard)
-            fast.append(self._checked(k, run, outs) if outs else run)
+            bound = tuple(guard[id(b)] for b in self.ops[k].outputs if id(b) in guard)
+            fast.append(self._checked(k, run, bound) if bound else run)
         self.fast = fast
         self._threads = get_num_threads()
 

@@ -29,4 +29,5 @@ __all__ = [
 def create_operator(op_def, ws, index=None) -> Operator:
     """Build the Operator for ``op_def`` bound to the blobs of ``ws``."""
     schema = schema_of(op_def)
+    assert schema.operator_class is not None, "a registered schema names its operator class"
     return schema.operator_class(op_def, ws, index)

@@ -11,7 +11,7 @@ nets carry for engines we do not have.
 from __future__ import annotations
 
 import logging
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 import numpy as np
 
@@ -65,6 +65,10 @@ class Args:
         self.extra = extra
         self.num_inputs = num_inputs
         self.num_outputs = num_outputs
+
+    if TYPE_CHECKING:  # the declared arguments are set as attributes from the schema, one class for all ops
+
+        def __getattr__(self, name: str) -> Any: ...
 
     def has(self, name: str) -> bool:
         """True if the OperatorDef set ``name`` explicitly."""

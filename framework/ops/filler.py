@@ -32,7 +32,9 @@ _FLOAT = np.dtype(np.float32)
 
 
 def _dtype_of(data_type: int) -> np.dtype:
-    return TypeMeta.from_proto(int(data_type)).dtype
+    dtype = TypeMeta.from_proto(int(data_type)).dtype
+    assert dtype is not None, "every TensorProto type has a numpy dtype"
+    return dtype
 
 
 def _value_dtype(args: Any, default: int) -> int:
@@ -95,10 +97,10 @@ class FillerOp(Operator):
         self._input_as_shape = a.input_as_shape
         self.prepare()
         if a.run_once:
-            self.run = self._first_run_only(self.run)
+            self.run = self._first_run_only(self.run)  # type: ignore[method-assign]
 
     def _first_run_only(self, run: Any) -> Any:
-        done = []
+        done: list[bool] = []
 
         def run_once() -> None:
             if not done:

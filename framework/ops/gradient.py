@@ -169,9 +169,10 @@ def gradient(
     """Decorator registering a gradient maker for ``type_name``."""
 
     def deco(fn: Maker) -> Maker:
-        fn.copy_arguments = copy_arguments
-        fn.copy_device = copy_device
-        fn.copy_engine = copy_engine
+        # read back by the gradient builder with getattr (a maker is a plain function)
+        fn.copy_arguments = copy_arguments  # type: ignore[attr-defined]
+        fn.copy_device = copy_device  # type: ignore[attr-defined]
+        fn.copy_engine = copy_engine  # type: ignore[attr-defined]
         set_gradient(type_name, fn)
         return fn
 

@@ -27,6 +27,7 @@ state): an op must check everything that can fail before it writes there.
 
 from __future__ import annotations
 
+import functools
 import logging
 from typing import Any, Sequence
 
@@ -84,7 +85,8 @@ def _transactional(run: Any) -> Any:
     def run_checked(self: Operator) -> None:
         if self._journal is not None:  # a subclass's run() calling super().run()
             return run(self)
-        self._journal = journal = []
+        journal: list[tuple] = []
+        self._journal = journal
         try:
             for check in self.schema.checks:
                 check(self)
@@ -97,11 +99,8 @@ def _transactional(run: Any) -> Any:
         finally:
             self._journal = None
 
-    run_checked.__wrapped__ = run
-    run_checked.__name__ = run.__name__
-    run_checked.__qualname__ = run.__qualname__
-    run_checked.__doc__ = run.__doc__
-    run_checked._transactional = True
+    functools.update_wrapper(run_checked, run)
+    run_checked._transactional = True  # type: ignore[attr-defined]
     return run_checked
 
 
@@ -138,7 +137,7 @@ def _rollback(journal: list) -> None:
 class Operator:
     """Base of all operators; see module doc."""
 
-    schema: OpSchema = None  # set by register_op
+    schema: OpSchema = None  # type: ignore[assignment]  # set by register_op on each operator class
     _journal: list | None = None  # the outputs changed by the current run (see module doc)
     # (output index, shape, dtype) -> (TypeMeta, elements, bytes) of the shapes this op has written into
     # the memory planner's shared blobs: a shared blob changes shape at every op that writes it, and
@@ -151,7 +150,7 @@ class Operator:
         super().__init_subclass__(**kwargs)
         run = cls.__dict__.get("run")
         if run is not None and not getattr(run, "_transactional", False):
-            cls.run = _transactional(run)
+            cls.run = _transactional(run)  # type: ignore[method-assign]
 
     def __init__(self, op_def: OperatorDef, ws: Workspace, index: int | None = None) -> None:
         schema = schema_of(op_def)
@@ -254,7 +253,7 @@ class Operator:
                 # write in place, as for an unchanged shape; the journal restores the dims on a failure
                 t.reshape(shape)
                 t.version += 1
-                return t.array
+                return t.data()
             # the journal keeps the old storage for the rollback; the new data goes to the spare buffer
             # (not for the memory planner's shared blobs: nothing observable lives there)
             return t.resize_aside(shape, dtype)
@@ -314,7 +313,7 @@ def _blob_summary(blob: Blob) -> str:
     if obj is None:
         return "empty"
     if isinstance(obj, Tensor):
-        if obj.is_allocated:
+        if obj.is_allocated and obj.meta is not None:
             return f"{obj.meta.name} {list(obj.dims)}"
         return f"unallocated tensor {list(obj.dims) if obj.is_initialized else ''}"
     if isinstance(obj, Int8TensorCPU) and obj.t.array is not None:

@@ -125,8 +125,8 @@ def _snake(name: str) -> str:
 
 
 def pointwise_gradient(
-    forward: type, input_docs: list = Y_DY_DOCS, *, refuse_in_place: bool = False, same_size: bool = False
-) -> Callable[[type], type]:
+    forward: type[Operator], input_docs: list = Y_DY_DOCS, *, refuse_in_place: bool = False, same_size: bool = False
+) -> Callable[[type[Operator]], type[Operator]]:
     """Class decorator registering ``<Forward>Gradient`` and the forward op's gradient maker.
 
     ``input_docs`` name the inputs, in order, among X (the forward input), Y (its output) and
@@ -149,7 +149,7 @@ def pointwise_gradient(
             )
         return [g.op(f"{fwd}Gradient", [read(g) for read in reads], [g.GI(0)])]
 
-    def deco(cls: type) -> type:
+    def deco(cls: type[Operator]) -> type[Operator]:
         cls = register_op(
             f"{fwd}Gradient",
             inputs=len(input_docs),
@@ -163,7 +163,7 @@ def pointwise_gradient(
             input_types="numeric",
             same_shape=[] if same_size else [tuple(range(len(input_docs)))],
         )(cls)
-        cls.same_size = same_size
+        cls.same_size = same_size  # type: ignore[attr-defined]
         # The gradient op reads the forward op's arguments: declare them so they parse without
         # "unknown argument" warnings.
         cls.schema.args = dict(forward.schema.args)

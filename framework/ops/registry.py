@@ -7,11 +7,16 @@ a family is imported on the first look-up of one of its types (``framework.ops.f
 from __future__ import annotations
 
 import difflib
-from typing import Any, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence, TypeVar
 
 from framework.errors import UnknownOperatorError
 from framework.ops.schema import Arg, OpSchema
 from framework.ops.validation import build_checks
+
+if TYPE_CHECKING:
+    from framework.ops.operator import Operator
+
+OpClass = TypeVar("OpClass", bound="type[Operator]")
 
 _SCHEMAS: dict[str, OpSchema] = {}
 
@@ -38,7 +43,7 @@ def register_op(
     ranks: Any = None,
     axes: Any = None,
     snapshot_inplace: bool = False,
-) -> Callable[[type], type]:
+) -> Callable[[OpClass], OpClass]:
     """Class decorator: register an Operator subclass under ``type_name``.
 
     ``inputs``/``outputs`` are an exact count, a (min, max) range (max may be
@@ -54,7 +59,7 @@ def register_op(
     ...     def run(self): ...
     """
 
-    def deco(cls: type) -> type:
+    def deco(cls: OpClass) -> OpClass:
         schema = OpSchema(
             type=type_name,
             doc=(doc if doc is not None else (cls.__doc__ or "")).strip(),

@@ -72,7 +72,7 @@ def net_arg(op: Any, name: str, required: bool = True) -> NetDef | None:
     return value
 
 
-def subnet_error(op: Any, label: str, e: BaseException) -> Exception:
+def subnet_error(op: Any, label: str, e: BaseException) -> BaseException:
     """An error raised while building nested net ``label`` of ``op``, with the path in front."""
     text = f"{op.describe()} / {label}: {e}"
     try:

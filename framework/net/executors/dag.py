@@ -27,6 +27,7 @@ import weakref
 from contextlib import nullcontext
 from typing import Any, Callable
 
+from framework.errors import add_note
 from framework.net.base import NetBase, register_net_type
 from framework.net.graph import compute_chains
 from framework.runtime import cancel
@@ -108,7 +109,8 @@ class _Limit:
     __slots__ = ("libs", "n", "before")
 
     def __init__(self, libs: Any, n: int) -> None:
-        self.libs, self.n, self.before = libs, n, []
+        self.libs, self.n = libs, n
+        self.before: list[Any] = []
 
     def __enter__(self) -> None:
         self.before = [lib.get_num_threads() for lib in self.libs]
@@ -211,7 +213,7 @@ class DAGNet(NetBase):
             err = self._fail(k, e)
             err.secondary_errors = secondary
             for k2, e2 in state.errors[1:]:
-                err.add_note(f"secondary error from {self.ops[k2].describe()}: {type(e2).__name__}: {e2}")
+                add_note(err, f"secondary error from {self.ops[k2].describe()}: {type(e2).__name__}: {e2}")
             raise err from e
         self._on_run_end()
         if fns is program.slow:
@@ -224,6 +226,7 @@ class DAGNet(NetBase):
         """Run one chain's callables in order (hook: ProfDAGNet times them)."""
         k = -1
         state = self._state
+        assert state is not None, "chains run inside run()"
         try:
             for k in chain:
                 if state.stop:
@@ -256,5 +259,8 @@ class DAGNet(NetBase):
                 state.done.set()
                 return
             c = ready.pop() if ready else None
-            for r in ready:
-                self._workers.queue.put((self, state, r))
+            if ready:
+                workers = self._workers
+                assert workers is not None, "chains run inside run(), which starts the workers"
+                for r in ready:
+                    workers.queue.put((self, state, r))
