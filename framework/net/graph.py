@@ -28,13 +28,13 @@ Ordering rules (DESIGN.md, Nets):
 from __future__ import annotations
 
 import os
-from collections import defaultdict
 from dataclasses import dataclass, field
 from heapq import heapify, heappop, heappush
 from typing import Any, Callable, Iterable
 
 from framework.errors import NetError, ProtoParseError, SchemaError, UnknownOperatorError
 from framework.memory.workspace import suggest
+from framework.net.dataflow import DataFlow
 from framework.net.nested import check_nested, extra_io
 from framework.ops.operator import check_schema, describe_op
 from framework.ops.registry import schema_of
@@ -215,40 +215,37 @@ def creation_site(op: OperatorDef) -> str:
 
 
 def build_graph(net_def: NetDef) -> tuple[HazardGraph, dict[str, list[int]], set[str]]:
-    """Hazard graph of ``net_def``: (graph, writers per blob, single-producer blobs)."""
+    """Hazard graph of ``net_def``: (graph, writers per blob, single-producer blobs).
+
+    Producers and readers come from the net's dataflow view (``framework.net.dataflow``, nested nets' blobs
+    counted as their op's: If, While)."""
     ops = net_def.op
+    flow = DataFlow(ops, nested=True)
     g = HazardGraph(len(ops))
     _add_edge = g.add_edge
-    writers: dict[str, list[int]] = defaultdict(list)
-    io = [extra_io(op) or (op.input, op.output) for op in ops]  # nested nets' blobs count (If, While)
-    for i, op in enumerate(ops):
-        for b in dict.fromkeys(io[i][1]):
-            writers[b].append(i)
+    writers = {b: flow.writers(b) for b in flow.produced()}
     external = set(net_def.external_input)
-    single = {b for b, w in writers.items() if len(w) == 1 and b not in external and b not in io[w[0]][0]}
-    last_writer: dict[str, int] = {}
-    readers: dict[str, list[int]] = defaultdict(list)
+    single = {b for b, w in writers.items() if len(w) == 1 and b not in external and b not in flow.io(w[0])[0]}
     for i, op in enumerate(ops):
-        ins, outs = io[i]
+        ins, outs = flow.io(i)
         for b in ins:
-            if b in single:
-                _add_edge(writers[b][0], i, "RaW", b)
-                continue
-            if b in last_writer:
-                _add_edge(last_writer[b], i, "RaW", b)
-            readers[b].append(i)
+            w = writers[b][0] if b in single else flow.producer(i, b)
+            if w is not None:
+                _add_edge(w, i, "RaW", b)
         for b in op.control_input:
-            w = writers[b][0] if b in single else last_writer.get(b)
+            w = writers[b][0] if b in single else flow.producer(i, b)
             if w is not None:
                 _add_edge(w, i, "control", b)
         for b in dict.fromkeys(outs):
             if b in single:
                 continue
-            if b in last_writer:
-                _add_edge(last_writer[b], i, "WaW", b)
-            for r in readers.pop(b, ()):
+            w = flow.producer(i, b)
+            if w is not None:
+                _add_edge(w, i, "WaW", b)
+            for r in flow.readers(w, b) if w is not None else flow.readers_of(b):
+                if r > i:
+                    break
                 _add_edge(r, i, "WaR", b)
-            last_writer[b] = i
     return g, writers, single
 
 
