@@ -179,6 +179,17 @@ class DataFlow:
 
         return sorted((b for b in self._readers if self.read_first(b)), key=first_read)
 
+    def blobs(self) -> list[str]:
+        """Every blob the list reads or writes, by first mention (an op's inputs before its outputs)."""
+
+        def first(b: str) -> tuple[int, int]:
+            i = self.first_use(b)
+            assert i is not None
+            ins, outs = self._io[i]
+            return i, ins.index(b) if b in ins else len(ins) + outs.index(b)
+
+        return sorted(self._readers.keys() | self._writers.keys(), key=first)
+
     def produced(self) -> set[str]:
         """Blobs some op writes."""
         return set(self._writers)

@@ -72,6 +72,7 @@ def agree(flow: DataFlow) -> None:
     inputs = [b for b, i in sorted(first_read.items(), key=lambda t: t[1]) if i <= first_write.get(b, n)]
     assert flow.inputs() == inputs
     assert flow.produced() == set(first_write)
+    assert flow.blobs() == list(dict.fromkeys(b for op in ops for b in (*op.input, *op.output)))
     for blob in BLOBS:
         assert flow.is_read(blob) == (blob in first_read)
         assert flow.read_first(blob) == (blob in inputs)
