@@ -50,6 +50,7 @@ import numpy as np
 from framework.memory.tensor import Tensor
 from framework.net.dataflow import DataFlow
 from framework.net.graph import load_net_def
+from framework.ops.arg_reader import ArgReader
 from framework.proto.framework_pb2 import NetDef, OperatorDef
 
 log = logging.getLogger("framework.net")
@@ -58,16 +59,7 @@ _IDENTITIES = {"Alias", "StopGradient", "EnsureDense"}
 
 
 def _arg(op: OperatorDef, name: str, default: Any = None) -> Any:
-    for a in op.arg:
-        if a.name == name:
-            if a.HasField("i"):
-                return a.i
-            if a.HasField("f"):
-                return a.f
-            if a.HasField("s"):
-                return a.s.decode()
-            return list(a.ints) or list(a.floats)
-    return default
+    return ArgReader(op).value(name, default)
 
 
 def _set_arg(op: OperatorDef, name: str, value: int) -> None:
