@@ -374,12 +374,8 @@ _GEOMETRY_ARGS = {
 
 def _plain_geometry(op: OperatorDef) -> bool:
     """No stride, dilation, padding or legacy padding argument other than the defaults."""
-    for a in op.arg:
-        if a.name in _GEOMETRY_ARGS:
-            vals = list(a.ints) if len(a.ints) else [a.i]
-            if any(v != _GEOMETRY_ARGS[a.name] for v in vals):
-                return False
-    return True
+    args = ArgReader(op)
+    return all(v == plain for name, plain in _GEOMETRY_ARGS.items() for v in args.repeated(name))
 
 
 def pool_before_pointwise(net: _Net) -> int:
@@ -405,7 +401,8 @@ def pool_before_pointwise(net: _Net) -> int:
             continue
         if str(_arg(pool, "order", "NCHW")).upper() != "NCHW" or _arg(pool, "legacy_pad", 0):
             continue
-        padded = any(a.name.startswith("pad") and (a.i or any(a.ints)) for a in pool.arg)
+        pool_args = ArgReader(pool)
+        padded = any(name.startswith("pad") and any(pool_args.repeated(name)) for name in pool_args.names())
         if padded and _arg(pool, "count_include_pad", 0):
             continue
         if net.written_between(x, i, j) or x in pool.output:

@@ -46,6 +46,10 @@ class ArgReader:
     def has(self, name: str) -> bool:
         return name in self._first
 
+    def names(self) -> list[str]:
+        """The names of the arguments given, in order (each once)."""
+        return list(self._first)
+
     def proto(self, name: str) -> Any:
         """The Argument proto named ``name`` (None if absent)."""
         return self._first.get(name)

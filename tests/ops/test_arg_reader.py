@@ -63,6 +63,10 @@ def test_has_single_checks_the_field_and_the_kind():
 def test_the_first_of_duplicated_arguments_is_read():
     r = ArgReader(_op(Argument(name="k", i=1), Argument(name="k", i=2)))
     assert r.single("k") == 1 and r.proto("k").i == 1
+    assert ArgReader(_op(Argument(name="b", i=1), Argument(name="a", i=2), Argument(name="b", i=3))).names() == [
+        "b",
+        "a",
+    ]
 
 
 @given(
