@@ -6,6 +6,8 @@ import time
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 # The CLI's first command would start `framework warmup` in the background; tests of that set it back.
 os.environ.setdefault("FRAMEWORK_NO_AUTO_WARMUP", "1")
+# Passes that rewrite a net through its dataflow view check the view after every rewrite (net/dataflow.py).
+os.environ.setdefault("FRAMEWORK_CHECK_DATAFLOW", "1")
 
 import pytest  # noqa: E402
 from hypothesis import HealthCheck, settings  # noqa: E402

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from framework.cli.common import CLIError, read_net
+from framework.ops.arg_reader import ArgReader
+from framework.ops.schema import INT
 
 FILES = ("init_net.pbtxt", "train_net.pbtxt", "predict_net.pbtxt")
 PAIR = ("init_net.pb", "predict_net.pb")  # Caffe2's deployable pair (`framework export` writes it)
@@ -109,9 +111,9 @@ class ModelDir:
     def batch_size(self) -> int | None:
         for op in self.train_net.op:
             if op.type == "TensorProtosDBInput":
-                for arg in op.arg:
-                    if arg.name == "batch_size":
-                        return arg.i
+                args = ArgReader(op)
+                if args.has("batch_size"):
+                    return args.single("batch_size", kind=INT)
         return None
 
     def set_batch_size(self, batch: int) -> None:

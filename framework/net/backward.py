@@ -41,6 +41,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from framework.errors import FrameworkError, GradientError, SchemaError
 from framework.net.accumulation import IS_AUTO_GEN_SUM_OPS_TAG, DenseGrad, Generators, SparseGrad, accumulate  # noqa: F401
+from framework.net.dataflow import DataFlow
 from framework.net.ssa import ForwardVersions
 from framework.ops.gradient import GradientSlice, get_gradient_for_op
 from framework.ops.operator import describe_op
@@ -316,10 +317,10 @@ class _BackwardPass:
             return ops, set()
         from framework.ops.registry import get_schema, has_op
 
-        read = {b for op in ops for b in op.input}
+        flow = DataFlow(ops)
         dead_names: dict[int, set[str]] = defaultdict(set)
         for gop, i in self.dead:
-            if gop.output[i] not in read:
+            if not flow.is_read(gop.output[i]):
                 dead_names[id(gop)].add(gop.output[i])
         droppable = {id(gop) for gop in self.droppable}
         removed: set[str] = set()

@@ -22,7 +22,9 @@ from framework.memory.workspace import Workspace
 from framework.net.graph import NetGraph, compile_graph, creation_site, format_ops
 from framework.net.program import OpProgram
 from framework.ops import create_operator
+from framework.ops.arg_reader import ArgReader
 from framework.ops.operator import Operator, describe_op
+from framework.ops.schema import BOOL, INT, STRINGS
 from framework.runtime.state import RUNTIME
 
 NET_TYPES: dict[str, type[NetBase]] = {}
@@ -57,10 +59,8 @@ class NetBase:
         self.net_def = graph.net_def
         self.name = graph.net_def.name
         self.workspace = ws
-        for a in self.net_def.arg:  # the memory planner's buffers (framework.net.memory_planner)
-            if a.name == PLANNED_ARG:
-                for name in a.strings:
-                    ws.create_blob(name.decode()).planned = True
+        for name in ArgReader(self.net_def).repeated(PLANNED_ARG, kind=STRINGS):  # the memory planner's buffers
+            ws.create_blob(name).planned = True
         self.ops: list[Operator] = [self._create_op(i) for i in graph.order]
         self.program = OpProgram(self.ops, enable_compile=self._compile_enabled())
         self._lock = threading.Lock()
@@ -88,10 +88,8 @@ class NetBase:
             raise err from e
 
     def _compile_enabled(self) -> bool:
-        for a in self.net_def.arg:
-            if a.name == "compile_ops" and a.HasField("i"):
-                return bool(a.i)
-        return True
+        args = ArgReader(self.net_def)
+        return args.single("compile_ops", kind=BOOL) if args.has_single("compile_ops", INT) else True
 
     def setup(self) -> None:
         """Executor-specific preparation (chains, workers...)."""

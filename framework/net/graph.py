@@ -28,14 +28,14 @@ Ordering rules (DESIGN.md, Nets):
 from __future__ import annotations
 
 import os
-from collections import defaultdict
 from dataclasses import dataclass, field
 from heapq import heapify, heappop, heappush
 from typing import Any, Callable, Iterable
 
 from framework.errors import NetError, ProtoParseError, SchemaError, UnknownOperatorError
 from framework.memory.workspace import suggest
-from framework.net.nested import check_nested, extra_io
+from framework.net.dataflow import DataFlow
+from framework.net.nested import check_nested
 from framework.ops.operator import check_schema, describe_op
 from framework.ops.registry import schema_of
 from framework.proto.framework_pb2 import NetDef, OperatorDef
@@ -214,42 +214,39 @@ def creation_site(op: OperatorDef) -> str:
     return f"\nthe op was created at:\n{op.debug_info}" if op.debug_info else ""
 
 
-def build_graph(net_def: NetDef) -> tuple[HazardGraph, dict[str, list[int]], set[str]]:
-    """Hazard graph of ``net_def``: (graph, writers per blob, single-producer blobs)."""
+def build_graph(net_def: NetDef) -> tuple[HazardGraph, DataFlow, set[str]]:
+    """Hazard graph of ``net_def``: (graph, the net's dataflow view, single-producer blobs).
+
+    Producers and readers come from the net's dataflow view (``framework.net.dataflow``, nested nets' blobs
+    counted as their op's: If, While)."""
     ops = net_def.op
+    flow = DataFlow(ops, nested=True)
     g = HazardGraph(len(ops))
     _add_edge = g.add_edge
-    writers: dict[str, list[int]] = defaultdict(list)
-    io = [extra_io(op) or (op.input, op.output) for op in ops]  # nested nets' blobs count (If, While)
-    for i, op in enumerate(ops):
-        for b in dict.fromkeys(io[i][1]):
-            writers[b].append(i)
+    writers = {b: flow.writers(b) for b in flow.produced()}
     external = set(net_def.external_input)
-    single = {b for b, w in writers.items() if len(w) == 1 and b not in external and b not in io[w[0]][0]}
-    last_writer: dict[str, int] = {}
-    readers: dict[str, list[int]] = defaultdict(list)
+    single = {b for b, w in writers.items() if len(w) == 1 and b not in external and b not in flow.io(w[0])[0]}
     for i, op in enumerate(ops):
-        ins, outs = io[i]
+        ins, outs = flow.io(i)
         for b in ins:
-            if b in single:
-                _add_edge(writers[b][0], i, "RaW", b)
-                continue
-            if b in last_writer:
-                _add_edge(last_writer[b], i, "RaW", b)
-            readers[b].append(i)
+            w = writers[b][0] if b in single else flow.producer(i, b)
+            if w is not None:
+                _add_edge(w, i, "RaW", b)
         for b in op.control_input:
-            w = writers[b][0] if b in single else last_writer.get(b)
+            w = writers[b][0] if b in single else flow.producer(i, b)
             if w is not None:
                 _add_edge(w, i, "control", b)
         for b in dict.fromkeys(outs):
             if b in single:
                 continue
-            if b in last_writer:
-                _add_edge(last_writer[b], i, "WaW", b)
-            for r in readers.pop(b, ()):
+            w = flow.producer(i, b)
+            if w is not None:
+                _add_edge(w, i, "WaW", b)
+            for r in flow.readers(w, b) if w is not None else flow.readers_of(b):
+                if r > i:
+                    break
                 _add_edge(r, i, "WaR", b)
-            last_writer[b] = i
-    return g, writers, single
+    return g, flow, single
 
 
 def compile_graph(net_def: Any, has_blob: Callable[[str], bool] | None = None, owned: bool = False) -> NetGraph:
@@ -274,14 +271,14 @@ def compile_graph(net_def: Any, has_blob: Callable[[str], bool] | None = None, o
             raise UnknownOperatorError(f"{label}: {describe_op(op, i)}: {e}{creation_site(op)}") from None
         except SchemaError as e:
             raise SchemaError(f"{label}: {e}{creation_site(op)}") from None
-    g, writers, single = build_graph(net_def)
+    g, flow, single = build_graph(net_def)
     external = set(net_def.external_input)
-    produced = set(writers)
+    produced = flow.produced()
     try:
         check_nested(net_def, lambda b: b in produced or b in external or has_blob(b))
     except (UnknownOperatorError, SchemaError, NetError) as e:
         raise type(e)(f"{label}: {e}") from None
-    _check_reads(net_def, writers, single, external, has_blob)
+    _check_reads(net_def, flow, single, external, has_blob)
     for b in net_def.external_output:
         if b not in produced and b not in external:
             known = sorted(produced | external)
@@ -297,31 +294,31 @@ def compile_graph(net_def: Any, has_blob: Callable[[str], bool] | None = None, o
 
 def _check_reads(
     net_def: NetDef,
-    writers: dict[str, list[int]],
+    flow: DataFlow,
     single: set[str],
     external: set[str],
     has_blob: Callable[[str], bool],
 ) -> None:
+    """Raise for the first read (in op order) of a blob no earlier op writes that is neither an external input,
+    single-produced (ordered after its producer) nor in the workspace."""
     label = _label(net_def)
-    for i, op in enumerate(net_def.op):
-        for b in (extra_io(op) or (op.input,))[0]:
-            if b in single or b in external or has_blob(b):
-                continue
-            w = writers.get(b)
-            if w and w[0] < i:
-                continue
-            known = sorted(set(writers) | external)
-            if w:
-                what = (
-                    f"reads '{b}' before its first writer ({describe_op(net_def.op[w[0]], w[0])}), "
-                    "and it is neither an external input nor in the workspace"
-                )
-            else:
-                what = f"reads '{b}', which no op produces, is not an external input and is not in the workspace"
-            raise NetError(
-                f"{label}: {describe_op(op, i)} {what}.{suggest(b, known)} Feed it first, or add it to external_input."
-                f"{creation_site(op)}"
+    for b in flow.inputs():  # blobs read at or before their first writer, by first read
+        if b in single or b in external or has_blob(b):
+            continue
+        i, w = flow.readers_of(b)[0], flow.first_writer(b)
+        op = net_def.op[i]
+        known = sorted(flow.produced() | external)
+        if w is not None:
+            what = (
+                f"reads '{b}' before its first writer ({describe_op(net_def.op[w], w)}), "
+                "and it is neither an external input nor in the workspace"
             )
+        else:
+            what = f"reads '{b}', which no op produces, is not an external input and is not in the workspace"
+        raise NetError(
+            f"{label}: {describe_op(op, i)} {what}.{suggest(b, known)} Feed it first, or add it to external_input."
+            f"{creation_site(op)}"
+        )
 
 
 def _describe_cycle(net_def: NetDef, g: Any) -> str:

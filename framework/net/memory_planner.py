@@ -24,6 +24,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from framework.memory.blob import PLANNED_ARG, SHARED_PREFIX, SHARED_SUFFIX
+from framework.net.dataflow import DataFlow
 from framework.net.graph import compile_graph, load_net_def
 from framework.net.inference import infer_net
 from framework.ops.registry import get_schema
@@ -65,19 +66,13 @@ def _nbytes(spec: TensorSpec | None) -> int | None:
 
 
 def _lifetimes(ops: Sequence[Any]) -> tuple[dict[str, int], dict[str, int], set[str]]:
-    """first definition, last use (read or write) per blob, and blobs read before they are written."""
-    first_def: dict[str, int] = {}
-    last_use: dict[str, int] = {}
-    read_first: set[str] = set()
-    for i, op in enumerate(ops):
-        for b in list(op.input) + list(op.control_input):
-            if b not in first_def:
-                read_first.add(b)
-            last_use[b] = i
-        for b in op.output:
-            first_def.setdefault(b, i)
-            last_use[b] = i
-    return first_def, last_use, read_first
+    """first definition, last use (read, ``control_input`` or write) per blob, and blobs read before they are
+    written, from the list's dataflow view."""
+    flow = DataFlow(ops, control=True)
+    produced, read_first = flow.produced(), set(flow.inputs())
+    first_def = {b: flow.first_writer(b) for b in produced}
+    last_use = {b: flow.last_use(b) for b in produced | read_first}
+    return first_def, last_use, read_first  # type: ignore[return-value]
 
 
 def optimize_inference_net(

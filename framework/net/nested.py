@@ -16,8 +16,10 @@ from __future__ import annotations
 from typing import Any, Callable, Iterable
 
 from framework.errors import NetError, SchemaError, UnknownOperatorError
+from framework.ops.arg_reader import ArgReader
 from framework.ops.operator import check_schema, describe_op
 from framework.ops.registry import schema_of
+from framework.ops.schema import INT
 from framework.proto.framework_pb2 import NetDef, OperatorDef
 
 SAME_WORKSPACE = frozenset({"If", "While"})
@@ -35,7 +37,8 @@ def nested_nets(op: OperatorDef) -> list[tuple[str, NetDef]]:
 
 
 def _flag(op: OperatorDef, name: str) -> bool:
-    return any(a.name == name and a.HasField("i") and a.i for a in op.arg)
+    args = ArgReader(op)
+    return args.has_single(name, INT) and bool(args.single(name, kind=INT))
 
 
 def shares_workspace(op: OperatorDef) -> bool:

@@ -50,6 +50,7 @@ import numpy as np
 from framework.memory.tensor import Tensor
 from framework.net.dataflow import DataFlow
 from framework.net.graph import load_net_def
+from framework.ops.arg_reader import ArgReader
 from framework.proto.framework_pb2 import NetDef, OperatorDef
 
 log = logging.getLogger("framework.net")
@@ -58,16 +59,7 @@ _IDENTITIES = {"Alias", "StopGradient", "EnsureDense"}
 
 
 def _arg(op: OperatorDef, name: str, default: Any = None) -> Any:
-    for a in op.arg:
-        if a.name == name:
-            if a.HasField("i"):
-                return a.i
-            if a.HasField("f"):
-                return a.f
-            if a.HasField("s"):
-                return a.s.decode()
-            return list(a.ints) or list(a.floats)
-    return default
+    return ArgReader(op).value(name, default)
 
 
 def _set_arg(op: OperatorDef, name: str, value: int) -> None:
@@ -385,12 +377,8 @@ _GEOMETRY_ARGS = {
 
 def _plain_geometry(op: OperatorDef) -> bool:
     """No stride, dilation, padding or legacy padding argument other than the defaults."""
-    for a in op.arg:
-        if a.name in _GEOMETRY_ARGS:
-            vals = list(a.ints) if len(a.ints) else [a.i]
-            if any(v != _GEOMETRY_ARGS[a.name] for v in vals):
-                return False
-    return True
+    args = ArgReader(op)
+    return all(v == plain for name, plain in _GEOMETRY_ARGS.items() for v in args.repeated(name))
 
 
 def pool_before_pointwise(net: _Net) -> int:
@@ -416,7 +404,8 @@ def pool_before_pointwise(net: _Net) -> int:
             continue
         if str(_arg(pool, "order", "NCHW")).upper() != "NCHW" or _arg(pool, "legacy_pad", 0):
             continue
-        padded = any(a.name.startswith("pad") and (a.i or any(a.ints)) for a in pool.arg)
+        pool_args = ArgReader(pool)
+        padded = any(name.startswith("pad") and any(pool_args.repeated(name)) for name in pool_args.names())
         if padded and _arg(pool, "count_include_pad", 0):
             continue
         if net.written_between(x, i, j) or x in pool.output:

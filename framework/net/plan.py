@@ -46,9 +46,9 @@ def load_plan(plan: Any) -> PlanDef:
     if hasattr(plan, "Proto") and callable(plan.Proto):
         proto = plan.Proto()
         if isinstance(proto, ExecutionStep):
-            from framework.core import Plan
-
-            return Plan(plan).Proto()
+            if hasattr(plan, "as_plan_def"):  # a step builder (core.ExecutionStep) that knows the nets it runs
+                return plan.as_plan_def()
+            return PlanDef(name=str(plan))
         return proto
     if isinstance(plan, (str, bytes)):
         import os

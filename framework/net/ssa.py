@@ -1,11 +1,12 @@
 """Blob versions of a forward pass (a light SSA form), as Caffe2's ``core.IR`` keeps them.
 
-Replaying the forward ops once gives every blob write a version number: the
-first write of a blob is version 0, each later write adds one; a read sees
-the current version. The backward pass (``framework.net.backward``) checks
-gradient ops against these versions, so an in-place op that destroyed a value
-a gradient needs is an error, and sums the gradients of a version read by
-several ops.
+Every blob write has a version number: the first write of a blob is version 0,
+each later write adds one; a read sees the current version (a blob read before
+any op writes it is version 0 there, and its first write makes version 1). The
+numbers come from the net's dataflow view (``framework.net.dataflow``). The
+backward pass (``framework.net.backward``) checks gradient ops against these
+versions, so an in-place op that destroyed a value a gradient needs is an
+error, and sums the gradients of a version read by several ops.
 
 >>> from framework.core import CreateOperator
 >>> v = ForwardVersions([CreateOperator("Relu", ["X"], ["X"]), CreateOperator("Relu", ["X"], ["Y"])])
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 from typing import Iterable
 
 from framework.errors import OrphanStopGradientError
+from framework.net.dataflow import DataFlow
 from framework.ops.operator import describe_op
 from framework.proto.framework_pb2 import OperatorDef
 
@@ -56,26 +58,25 @@ class ForwardVersions:
         self.in_history: dict[str, list[tuple[int, OperatorDef, int]]] = defaultdict(list)
         self.stopped: set[tuple[str, int]] = set()  # blob versions written by no-gradient ops
         self.stop_gradient: set[tuple[str, int]] = set()  # ... and by StopGradient
-        for op in operators:
-            self._play(op)
+        self.flow = DataFlow(list(operators))
+        for idx, op in enumerate(self.flow.ops):
+            self._record(idx, op)
         self._check_stop_gradients()
 
-    def _play(self, op: OperatorDef) -> None:
-        idx = len(self.ssa)
+    def _record(self, idx: int, op: OperatorDef) -> None:
+        flow = self.flow
         ins: dict[str, int] = {}
         for s in op.input:
-            v = self.frontier.setdefault(s, 0)
+            v = flow.read_version(idx, s)
+            self.frontier.setdefault(s, v)
             ins[s] = v
             self.input_usages[s][v].append(idx)
             self.in_history[s].append((idx, op, v))
         outs: dict[str, int] = {}
         for s in op.output:
-            if s in self.frontier:
-                self.frontier[s] += 1
-            else:
-                self.frontier[s] = 0
-            outs[s] = self.frontier[s]
-            self.out_history[s].append((idx, op, self.frontier[s]))
+            outs[s] = v = flow.write_version(idx, s)
+            self.frontier[s] = v
+            self.out_history[s].append((idx, op, v))
         if has_no_gradient(op.type):
             self.stopped.update(outs.items())
         if op.type == "StopGradient":

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from framework.net.inference import infer_net
+from framework.ops.arg_reader import ArgReader
 from framework.ops.schema import TensorSpec
 
 
@@ -37,7 +38,7 @@ def guess_input_shapes(net: Any, inputs: list[str], params: dict[str, TensorSpec
         if op.type in ("FC", "FCTransposed") and w is not None and w.shape and len(w.shape) == 2:
             out[blob] = (1, int(w.shape[1] if op.type == "FC" else w.shape[0]))
         elif op.type.startswith("Conv") and w is not None and w.shape and len(w.shape) == 4:
-            nhwc = any(a.name == "order" and a.s.upper() == b"NHWC" for a in op.arg)
+            nhwc = str(ArgReader(op).value("order", "")).upper() == "NHWC"
             c = int(w.shape[3] if nhwc else w.shape[1])
             fits = []
             for s in range(1, 257):

@@ -11,6 +11,7 @@ import numpy as np
 
 from framework.errors import ShapeError, TypeMismatchError
 from framework.memory.typemeta import TypeMeta
+from framework.ops.arg_reader import ArgReader
 from framework.ops.operator import Operator
 from framework.ops.schema import BOOL, INTS, Arg, TensorSpec
 from framework.proto.framework_pb2 import TensorProto
@@ -78,9 +79,8 @@ class FillerOp(Operator):
 
     def setup(self) -> None:
         a = self.args
-        for arg in self.op_def.arg:
-            if arg.name == "shape" and arg.HasField("i"):
-                raise self.arg_error("'shape' argument was a scalar, list expected")
+        if ArgReader(self.op_def).has_single("shape"):
+            raise self.arg_error("'shape' argument was a scalar, list expected")
         if self.args.num_inputs:
             if a.shape:
                 raise self.arg_error("cannot set the 'shape' argument and pass in an input at the same time")

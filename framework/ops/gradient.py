@@ -127,13 +127,15 @@ class GradientContext:
         self.g_input[i] = GradientSlice(indices, values)
 
     def arg(self, name: str, default: Any = None) -> Any:
-        from framework.ops.arguments import raw_value
+        from framework.ops.arg_reader import ArgReader
 
-        for a in self.def_.arg:
-            if a.name == name:
-                v = raw_value(a)
-                return v.decode() if isinstance(v, bytes) else v
-        return default
+        return ArgReader(self.def_).value(name, default)
+
+    def has_arg(self, name: str) -> bool:
+        """Does the forward op set argument ``name``?"""
+        from framework.ops.arg_reader import ArgReader
+
+        return ArgReader(self.def_).has(name)
 
     # -- building ops ---------------------------------------------------------
     def op(self, type_name: str, inputs: Sequence[str], outputs: Sequence[str], **kwargs: Any) -> OperatorDef:

@@ -17,8 +17,10 @@ An op author declares what the inputs must be and writes only the maths:
 - Argument values: ``Arg(..., low=, high=, choices=)`` are checked when the op is created.
 
 Every failure is a TypeMismatchError/ShapeError/ArgumentError naming op, blob, expected and
-found. Ops whose rules need values (index ranges, lengths) call the helpers below from
-``run()`` before writing any output: ``check_indices``, ``check_lengths``.
+found. Ops whose rules need values (index ranges, lengths) or shapes the schema cannot declare call
+the helpers below from ``run()`` before writing any output: ``check_indices``, ``check_lengths``,
+``expect_rank``, ``expect_same_shape``, ``expect_shape``, ``expect_size``, ``expect_kind``,
+``normalize_axis``, ``int_scalar``.
 """
 
 from __future__ import annotations
@@ -258,3 +260,37 @@ def int_scalar(op: Any, i: int, what: str = "") -> int:
     expect_kind(op, i, x, INT_T)
     expect_size(op, i, x, 1, what or "a scalar")
     return int(x.reshape(-1)[0])
+
+
+def expect_rank(op: Any, i: int, x: np.ndarray, rank: int | tuple[int, int | None], what: str = "") -> None:
+    """ShapeError naming op and blob unless input ``i`` (``x``) has ``rank`` (an int, or ``(min, max)`` with
+    ``max`` None for unbounded), as the schema's ``ranks`` check words it."""
+    lo, hi = (rank, rank) if isinstance(rank, int) else rank
+    if x.ndim < lo or (hi is not None and x.ndim > hi):
+        raise ShapeError(
+            f"{op.describe()}: {_blob(op, i)} must have {_rank_text(lo, hi)}"
+            + (f" ({what})" if what else "")
+            + f", got shape {list(x.shape)}"
+        )
+
+
+def expect_same_shape(op: Any, i: int, a: np.ndarray, j: int, b: np.ndarray, what: str = "") -> None:
+    """ShapeError naming both blobs unless input ``j`` (``b``) has the shape of input ``i`` (``a``)."""
+    if a.shape != b.shape:
+        raise ShapeError(
+            f"{op.describe()}: {_blob(op, j)} has shape {list(b.shape)} but {_blob(op, i)} has shape "
+            f"{list(a.shape)}; they must have the same shape" + (f" ({what})" if what else "")
+        )
+
+
+def normalize_axis(op: Any, axis: int, ndim: int, name: str = "axis", allow_end: bool = False) -> int:
+    """``axis`` in ``[0, ndim)`` (``[0, ndim]`` with ``allow_end``), negative values counted from the end;
+    ShapeError naming the op and the argument when it does not fit the input's rank (the schema's ``axes``
+    check, made before ``run()``, reports an ArgumentError instead)."""
+    rank = ndim + (1 if allow_end else 0)
+    if not -rank <= axis < rank:
+        raise ShapeError(
+            f"{op.describe()}: argument '{name}' = {axis} is out of range for rank {ndim} "
+            f"(expected {-rank} <= {name} < {rank})"
+        )
+    return axis + rank if axis < 0 else axis

@@ -26,6 +26,8 @@ from typing import Any, Sequence
 
 from framework.memory.tensor import Tensor
 from framework.memory.workspace import Workspace
+from framework.ops.arg_reader import ArgReader
+from framework.ops.schema import INT
 from framework.runtime.parallel import get_num_threads, run_parallel, split
 
 _PER_IMAGE = {
@@ -40,10 +42,8 @@ _PER_IMAGE = {
 
 
 def _arg(op: Any, name: str, default: Any) -> Any:
-    for a in op.arg:
-        if a.name == name:
-            return a.i if a.HasField("i") else default
-    return default
+    r = ArgReader(op)
+    return r.single(name, kind=INT) if r.has_single(name, INT) else default
 
 
 def splittable(net_def: Any, data_inputs: Sequence[str]) -> bool:

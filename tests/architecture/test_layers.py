@@ -29,11 +29,6 @@ TOP_LEVEL_FILES = {"__init__.py", "__main__.py", "errors.py", "core.py", "worksp
 # (remove it from this list) as well as when a new one appears.
 KNOWN_UPWARD = {
     ("framework.memory.workspace", "framework.net.api"): "Workspace.create_net/run_net call the net layer (lazily)",
-    (
-        "framework.net.plan",
-        "framework.core",
-    ): "a core.ExecutionStep builder is wrapped by core.Plan to collect its nets",
-    ("framework.ops.quantized.dnnlowp_quant_scheme", "framework.workspace"): "reads the current workspace",
 }
 
 

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from framework.net import optimize
 from framework.net.dataflow import DataFlow
-from framework.proto.framework_pb2 import OperatorDef
+from framework.proto.framework_pb2 import NetDef, OperatorDef
 
 BLOBS = "abcde"
 
@@ -41,11 +41,44 @@ def scan_touched_between(ops, blobs, i, j):
     return any(b in blobs for k in range(max(i + 1, 0), min(j, len(ops))) for b in (*ops[k].input, *ops[k].output))
 
 
+def scan_versions(ops):
+    """SSA numbering by replaying the list: reads see the current version, writes add one."""
+    current, reads, writes = {}, [], []
+    for op in ops:
+        reads.append({b: current.setdefault(b, 0) for b in op.input})
+        w = {}
+        for b in dict.fromkeys(op.output):
+            current[b] = w[b] = current[b] + 1 if b in current else 0
+        writes.append(w)
+    return reads, writes
+
+
 def agree(flow: DataFlow) -> None:
     ops = flow.ops
     n = len(ops)
     flow.check()
+    reads, writes = scan_versions(ops)
+    for i in range(n):
+        assert {b: flow.read_version(i, b) for b in ops[i].input} == reads[i]
+        assert {b: flow.write_version(i, b) for b in ops[i].output} == writes[i]
+    first_read = {}
+    for i, op in enumerate(ops):
+        for b in op.input:
+            first_read.setdefault(b, i)
+    first_write = {}
+    for i, op in enumerate(ops):
+        for b in op.output:
+            first_write.setdefault(b, i)
+    inputs = [b for b, i in sorted(first_read.items(), key=lambda t: t[1]) if i <= first_write.get(b, n)]
+    assert flow.inputs() == inputs
+    assert flow.produced() == set(first_write)
+    assert flow.blobs() == list(dict.fromkeys(b for op in ops for b in (*op.input, *op.output)))
     for blob in BLOBS:
+        assert flow.is_read(blob) == (blob in first_read)
+        assert flow.read_first(blob) == (blob in inputs)
+        assert flow.first_writer(blob) == first_write.get(blob)
+        uses = [i for i, op in enumerate(ops) if blob in (*op.input, *op.output)]
+        assert flow.first_use(blob) == (uses[0] if uses else None)
         assert flow.written(blob) == any(blob in op.output for op in ops)
         assert flow.mentioned(blob) == any(blob in (*op.input, *op.output) for op in ops)
         assert flow.writers(blob) == [i for i, op in enumerate(ops) if blob in op.output]
@@ -87,6 +120,61 @@ def test_queries_match_a_scan_after_any_rewrites(ops, steps):
                 op.input.extend(new.input)
                 op.output.extend(new.output)
         agree(flow)
+
+
+def _if(cond, reads, writes):
+    """An If whose then-branch reads ``reads`` and writes ``writes`` in the outer workspace."""
+    then = NetDef(op=[OperatorDef(type="Copy", input=[r], output=[w]) for r, w in zip(reads, writes)])
+    op = OperatorDef(type="If", input=[cond])
+    op.arg.add(name="then_net").n.CopyFrom(then)
+    return op
+
+
+def test_nested_nets_and_control_inputs_count_when_asked():
+    ops = [
+        OperatorDef(type="X", output=["a"]),
+        _if("c", ["a"], ["b"]),
+        OperatorDef(type="X", input=["b"], output=["d"], control_input=["c"]),
+    ]
+    plain, nested, control = DataFlow(ops), DataFlow(ops, nested=True), DataFlow(ops, control=True)
+    assert plain.readers(0, "a") == [] and plain.producer(2, "b") is None
+    assert nested.readers(0, "a") == [1] and nested.producer(2, "b") == 1
+    assert nested.io(1) == (("c", "a"), ("b",))
+    assert plain.readers_of("c") == [1] and control.readers_of("c") == [1, 2]
+    assert control.last_use("c") == 2 and plain.last_use("c") == 1
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.tuples(names, names, names, st.booleans()), max_size=6))
+def test_nested_and_control_views_match_a_scan_of_what_each_op_touches(specs):
+    ops = [
+        _if("c", i, o) if nest else OperatorDef(type="X", input=i, output=o, control_input=c) for i, o, c, nest in specs
+    ]
+    flow = DataFlow(ops, nested=True, control=True)
+    flat = [OperatorDef(type="X", input=flow.io(k)[0], output=flow.io(k)[1]) for k in range(len(ops))]
+    for k, (i, o, c, nest) in enumerate(specs):  # what the op touches, written out
+        inner_reads, inner_writes = set(), set()
+        for r, w in zip(i, o):  # the then-net's copies, in order: a blob it wrote first is its own
+            inner_reads |= {r} - inner_writes
+            inner_writes.add(w)
+        assert set(flat[k].input) == ({"c", *inner_reads} if nest else {*i, *c})
+        assert set(flat[k].output) == (inner_writes if nest else set(o))
+    mirror = DataFlow(flat)
+    for blob in BLOBS + "c":
+        assert flow.writers(blob) == mirror.writers(blob) and flow.readers_of(blob) == mirror.readers_of(blob)
+        assert flow.inputs() == mirror.inputs() and flow.last_use(blob) == mirror.last_use(blob)
+        for k in range(len(ops)):
+            assert flow.readers(k, blob) == scan_readers(flat, k, blob)
+            assert flow.producer(k, blob) == scan_producer(flat, k, blob)
+
+
+def test_a_checked_view_fails_at_the_rewrite_after_a_change_behind_it():
+    ops = [OperatorDef(output=["a"]), OperatorDef(input=["a"], output=["b"])]
+    flow = DataFlow(ops, checked=True)
+    ops[1].output[0] = "z"
+    with pytest.raises(AssertionError, match="stale"):
+        flow.insert(2, OperatorDef(input=["b"]))
+    assert DataFlow([], checked=None).checked  # the suite turns checking on (tests/conftest.py)
 
 
 def test_many_inserts_between_two_ops_keep_the_order():

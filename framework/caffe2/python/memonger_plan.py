@@ -29,6 +29,7 @@ from typing import Any, Callable, Iterable, Sequence
 import networkx as nx
 
 from framework.errors import FrameworkError
+from framework.net.dataflow import DataFlow
 
 log = logging.getLogger("framework.net.memory_planner")
 
@@ -78,12 +79,11 @@ def compute_interference_graph(ops: Sequence[Any]) -> nx.DiGraph:
     g = nx.DiGraph()
     for i, op in enumerate(ops):
         g.add_node(i, op=op)
+    flow = DataFlow(ops)
     for i, parent in enumerate(ops):
         outs = set(parent.output)
-        for j in range(i + 1, len(ops)):
-            deps = outs.intersection(ops[j].input)
-            if deps:
-                g.add_edge(i, j, deps=deps)
+        for j in sorted({j for b in outs for j in flow.readers_of(b) if j > i}):  # any later reader
+            g.add_edge(i, j, deps=outs.intersection(ops[j].input))
     return g
 
 
@@ -147,13 +147,10 @@ def compute_ranges(linearized_ops: Sequence[Any], blob_sizes: dict[str, int] | N
             raise FrameworkError(f"memonger: no size given for blob '{blob}'")
         return blob_sizes[blob]
 
-    for i, op in enumerate(linearized_ops):
-        for blob in op.input:
-            r = ranges[blob]
-            ranges[blob] = r._replace(used=i if r.used is None else max(r.used, i), size=size_of(blob))
-        for blob in op.output:
-            r = ranges[blob]
-            ranges[blob] = r._replace(defined=i if r.defined is None else min(r.defined, i), size=size_of(blob))
+    flow = DataFlow(linearized_ops)
+    for blob in flow.blobs():
+        readers = flow.readers_of(blob)
+        ranges[blob] = LiveRange(flow.first_writer(blob), readers[-1] if readers else None, size_of(blob))
     return ranges
 
 

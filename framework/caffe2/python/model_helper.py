@@ -26,6 +26,8 @@ from framework.caffe2.python.modeling.initializers import ExternalInitializer, I
 from framework.caffe2.python.modeling.parameter_info import ParameterInfo, ParameterTags
 from framework.caffe2.python.modeling.parameter_sharing import parameter_sharing_context
 from framework.errors import FrameworkError, ModelError, NetError
+from framework.ops.arg_reader import ArgReader
+from framework.ops.schema import INT
 
 log = logging.getLogger("framework.caffe2.python.model_helper")
 
@@ -301,7 +303,8 @@ def ExtractPredictorNet(  # noqa: N802
             continue
         op = proto.op.add()
         op.CopyFrom(original)
-        if any(a.name == "is_test" and a.i == 0 for a in op.arg):
+        args = ArgReader(op)
+        if args.has_single("is_test", INT) and args.single("is_test", kind=INT) == 0:
             raise NetError(
                 f"ExtractPredictorNet: op {op.type} '{op.name}' has is_test=0: extract the predictor from a "
                 "test model, not a training model"

@@ -199,25 +199,9 @@ def EnumClassKeyVals(cls: type) -> dict:  # noqa: N802
 
 def ArgsToDict(args: Any) -> dict:  # noqa: N802
     """Arguments as {name: value} (the set field; None when none is set)."""
-    out: dict = {}
-    for arg in args:
-        if not arg.HasField("name"):
-            continue
-        for d in arg.DESCRIPTOR.fields:
-            if d.name == "name":
-                continue
-            repeated = d.is_repeated if hasattr(d, "is_repeated") else d.label == d.LABEL_REPEATED
-            if repeated:
-                values = getattr(arg, d.name)
-                if len(values) > 0:
-                    out[arg.name] = values
-                    break
-            elif arg.HasField(d.name):
-                out[arg.name] = getattr(arg, d.name)
-                break
-        else:
-            out[arg.name] = None
-    return out
+    from framework.ops.arg_reader import ArgReader
+
+    return ArgReader(list(args), where="arguments").as_dict()
 
 
 def NHWC2NCHW(tensor: np.ndarray) -> np.ndarray:  # noqa: N802

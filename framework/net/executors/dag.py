@@ -30,6 +30,8 @@ from typing import Any, Callable
 from framework.errors import add_note
 from framework.net.base import NetBase, register_net_type
 from framework.net.graph import compute_chains
+from framework.ops.arg_reader import ArgReader
+from framework.ops.schema import INT
 from framework.runtime import cancel
 from framework.runtime.state import RUNTIME
 
@@ -131,9 +133,9 @@ def _num_workers(net_def: Any) -> int:
     asked = 0
     if net_def.HasField("num_workers") and net_def.num_workers > 0:
         asked = net_def.num_workers
-    for a in net_def.arg:
-        if not asked and a.name == "num_workers" and a.HasField("i") and a.i > 0:
-            asked = a.i
+    args = ArgReader(net_def)
+    if not asked and args.has_single("num_workers", INT) and args.single("num_workers", kind=INT) > 0:
+        asked = args.single("num_workers", kind=INT)
     cores = os.cpu_count() or 1
     if not asked:
         return cores

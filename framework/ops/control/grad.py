@@ -19,17 +19,17 @@ from __future__ import annotations
 from typing import Any
 
 from framework.errors import GradientError
+from framework.ops.arg_reader import ArgReader
 from framework.ops.gradient import gradient
+from framework.ops.schema import INT, INTS, NET, STRINGS
 from framework.ops.subnet import backward_pass
 from framework.proto.args import make_argument
 from framework.proto.framework_pb2 import NetDef, OperatorDef
 
 
 def _net(op: OperatorDef, name: str) -> NetDef | None:
-    for a in op.arg:
-        if a.name == name and a.HasField("n"):
-            return a.n
-    return None
+    args = ArgReader(op)
+    return args.single(name) if args.has_single(name, NET) else None
 
 
 def _copy(src: str, dst: str) -> OperatorDef:
@@ -155,8 +155,9 @@ def do_bindings(op: OperatorDef) -> tuple[NetDef, dict[str, str], dict[str, str]
     net = _net(op, "net")
     if net is None:
         raise GradientError("gradient of Do: the op has no net argument")
-    inner = [s.decode() if isinstance(s, bytes) else s for a in op.arg if a.name == "inner_blobs" for s in a.strings]
-    idx = [i for a in op.arg if a.name == "outer_blobs_idx" for i in a.ints]
+    args = ArgReader(op)
+    inner = args.repeated("inner_blobs", kind=STRINGS)
+    idx = args.repeated("outer_blobs_idx", kind=INTS)
     if len(inner) != len(idx):
         raise GradientError("gradient of Do: inner_blobs and outer_blobs_idx differ in length")
     outer_names = list(op.input[:-1]) + list(op.output[:-1])
@@ -249,9 +250,9 @@ def _while_gradient(g):
     if loop is None or len(loop.op) != 1 or loop.op[0].type != "Do":
         raise GradientError("gradient While op requires single Do op as a loop body")
     do_op = loop.op[0]
-    for a in do_op.arg:
-        if a.name == "reuse_workspace" and a.i:
-            raise GradientError("gradient While op requires Do loop body op without reuse_workspace set")
+    do_args = ArgReader(do_op)
+    if do_args.has_single("reuse_workspace", INT) and do_args.single("reuse_workspace", kind=INT):
+        raise GradientError("gradient While op requires Do loop body op without reuse_workspace set")
     scope = do_op.output[-1]
     loop_grad, loop_map, loop_in, loop_out = subnet_gradient(loop, init)
     cond_name = (op.name or "while") + "_grad/cond"

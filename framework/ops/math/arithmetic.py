@@ -461,6 +461,5 @@ def _pow_grad(g):
         raise GradientError(
             f"gradient of Pow: cannot differentiate an in-place Pow with an exponent tensor (output '{g.O(0)}')"
         )
-    has = {a.name for a in g.def_.arg}
-    bc = {k: g.arg(k) for k in ("broadcast", "axis", "axis_str", "order") if k in has}
+    bc = {k: g.arg(k) for k in ("broadcast", "axis", "axis_str", "order") if g.has_arg(k)}
     return [g.op("PowGradient", [g.GO(0), g.I(0), g.I(1), g.O(0)], [g.GI(0), g.GI(1)], **bc)]

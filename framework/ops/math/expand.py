@@ -13,6 +13,7 @@ from framework.ops.math.elementwise import check_kind
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op
 from framework.ops.schema import INT, Arg, TensorSpec, pointwise_cost, same_as_input
+from framework.ops.validation import expect_same_shape
 
 # -- Expand -------------------------------------------------------------------------------------------
 
@@ -169,10 +170,7 @@ class ElementwiseLinearGradient(Operator):
         for i, arr in ((0, dy), (1, x)):
             if arr.dtype.kind != "f":
                 check_kind(self, i, arr, "f")
-        if dy.shape != x.shape:
-            raise ShapeError(
-                f"{self.describe()}: dY ('{self.input_names[0]}') has shape {list(dy.shape)}, X has {list(x.shape)}"
-            )
+        expect_same_shape(self, 1, x, 0, dy)
         n, d = _nd(self, x)
         a = _vector(self, 2, d)
         dy2, x2 = dy.reshape(n, d), x.reshape(n, d)

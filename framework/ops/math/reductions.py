@@ -15,7 +15,7 @@ from framework.ops.math.reduce import canon_axes, lowest, reduce_cost, reduced_s
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op
 from framework.ops.schema import BOOL, INT, Arg, TensorSpec
-from framework.ops.validation import expect_shape, expect_size
+from framework.ops.validation import expect_rank, expect_shape, expect_size
 
 
 def _scalar_like(args: Any, ins: list[TensorSpec]) -> list[TensorSpec]:
@@ -129,8 +129,7 @@ class RowwiseMax(Operator):
 
     def run(self) -> None:
         x = self.input(0)
-        if x.ndim != 3:
-            raise ShapeError(f"{self.describe()}: X ('{self.input_names[0]}') must be 3-D, got {list(x.shape)}")
+        expect_rank(self, 0, x, 3, "3-D")
         if x.dtype.kind != "f":
             check_kind(self, 0, x, "f")
         shape = (x.shape[0], x.shape[1]) if self.axis == 2 else (x.shape[0], x.shape[2])

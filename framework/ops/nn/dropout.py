@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from framework.errors import ShapeError, TypeMismatchError
+from framework.errors import TypeMismatchError
 from framework.ops.gradient import gradient
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op
 from framework.ops.schema import FLOAT, INT, Arg, TensorSpec
+from framework.ops.validation import expect_same_shape
 
 _ARGS = [
     Arg("ratio", FLOAT, 0.5, "probability of dropping an element"),
@@ -105,8 +106,7 @@ class DropoutGrad(Operator):
         mask = self.input(1)
         if mask.dtype.kind not in "biuf":
             raise TypeMismatchError(f"{self.describe()}: mask '{self.input_names[1]}' must be bool, got {mask.dtype}")
-        if mask.shape != dy.shape:
-            raise ShapeError(f"{self.describe()}: mask '{self.input_names[1]}' has shape {mask.shape}, dY {dy.shape}")
+        expect_same_shape(self, 0, dy, 1, mask)
         np.multiply(dy, mask, out=dx)
         np.multiply(dx, dy.dtype.type(_scale(self.args.ratio)), out=dx)
 

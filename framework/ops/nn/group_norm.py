@@ -11,6 +11,7 @@ from framework.ops.gradient import gradient, should_not_do_gradient
 from framework.ops.nn.normalization import ORDER_ARG, NormOp, channel_axis
 from framework.ops.registry import register_op
 from framework.ops.schema import BOOL, FLOAT, INT, Arg, TensorSpec
+from framework.ops.validation import expect_same_shape
 
 
 def _to_nc_rest(x: np.ndarray, c_axis: int) -> np.ndarray:
@@ -120,10 +121,7 @@ class GroupNormGradient(_GroupNormBase):
         dy, x = self.input(0), self.input(1)
         c_axis, g = self._groups(x)
         n, c = x.shape[0], x.shape[c_axis]
-        if dy.shape != x.shape:
-            raise ShapeError(
-                f"{self.describe()}: dY ('{self.input_names[0]}') has shape {list(dy.shape)}, X {list(x.shape)}"
-            )
+        expect_same_shape(self, 1, x, 0, dy)
         gamma = self.input(2)
         self._check_vec(2, gamma, c, x.dtype)
         mu, rsig = self.input(4), self.input(5)
@@ -213,10 +211,7 @@ class AffineChannelGradient(_AffineBase):
         scale = self.input(si)
         if learn:
             x = self.input(1)
-            if x.shape != dy.shape:
-                raise ShapeError(
-                    f"{self.describe()}: X ('{self.input_names[1]}') has shape {list(x.shape)}, dY {list(dy.shape)}"
-                )
+            expect_same_shape(self, 0, dy, 1, x)
             axes = tuple(a for a in range(dy.ndim) if a != c_axis)
             ds, db = (dy * x).sum(axis=axes), dy.sum(axis=axes)
         dx = dy * scale.reshape(shape)
@@ -288,10 +283,7 @@ class ChannelBackpropStats(NormOp):
         c = x.shape[1]
         for i in (1, 2):
             self._check_vec(i, self.input(i), c, x.dtype)
-        if dy.shape != x.shape:
-            raise ShapeError(
-                f"{self.describe()}: outputGrad ('{self.input_names[3]}') has shape {list(dy.shape)}, X {list(x.shape)}"
-            )
+        expect_same_shape(self, 0, x, 3, dy)
         axes = tuple(a for a in range(x.ndim) if a != 1)
         shape = [1, c] + [1] * (x.ndim - 2)
         xhat = (x - self.input(1).reshape(shape)) * self.input(2).reshape(shape)

@@ -19,7 +19,7 @@ from framework.ops.operator import Operator
 from framework.ops.pointwise import float_input, scratch
 from framework.ops.registry import register_op
 from framework.ops.schema import BOOL, INT, Arg, TensorSpec, pointwise_cost, same_as_input
-from framework.ops.validation import expect_kind
+from framework.ops.validation import expect_kind, expect_rank
 
 LOG_THRESHOLD = 1e-20  # Caffe2's kLOG_THRESHOLD() for float
 
@@ -373,8 +373,7 @@ class Accuracy(Operator):
 
     def run(self) -> None:
         x = self.input(0)
-        if x.ndim != 2:
-            raise ShapeError(f"{self.describe()}: predictions '{self.input_names[0]}' must be 2D, got {list(x.shape)}")
+        expect_rank(self, 0, x, 2, "predictions")
         n, d = x.shape
         labels = _int_labels(self, 1, n, d)
         out = self.output(0, (), np.dtype(np.float32))

@@ -12,6 +12,7 @@ from framework.ops.operator import Operator
 from framework.ops.pointwise import float_input
 from framework.ops.registry import register_op
 from framework.ops.schema import FLOAT, Arg, TensorSpec, same_as_input
+from framework.ops.validation import check_lengths
 
 _F32_EPS = float(np.finfo(np.float32).eps)
 
@@ -35,8 +36,7 @@ def _sessions(op: Operator, n: int, lengths_index: int) -> np.ndarray:
         raise TypeMismatchError(
             f"{op.describe()}: lengths ('{op.input_names[lengths_index]}') must be a 1-D int tensor"
         )
-    if np.any(lengths < 0) or int(lengths.sum()) != n:
-        raise ShapeError(f"{op.describe()}: lengths ('{op.input_names[lengths_index]}') must be >= 0 and sum to {n}")
+    check_lengths(op, lengths_index, lengths, n, "one length per session")
     return lengths.astype(np.int64)
 
 

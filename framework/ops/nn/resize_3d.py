@@ -13,6 +13,7 @@ from framework.ops.operator import Operator
 from framework.ops.pointwise import float_input
 from framework.ops.registry import register_op
 from framework.ops.schema import FLOAT, STRING, Arg, TensorSpec
+from framework.ops.validation import expect_rank
 
 _ARGS = [
     Arg("temporal_scale", FLOAT, 1.0, "scale of T"),
@@ -60,8 +61,7 @@ class ResizeNearest3D(_Resize3D):
 
     def run(self) -> None:
         x = float_input(self, 0)
-        if x.ndim != 5:
-            raise ShapeError(f"{self.describe()}: X ('{self.input_names[0]}') must be 5-D, got {list(x.shape)}")
+        expect_rank(self, 0, x, 5, "5-D")
         out = _out(self.args, x.shape)
         if x.size == 0 and any(out[2:]):
             raise ShapeError(f"{self.describe()}: X ('{self.input_names[0]}') is empty")

@@ -19,6 +19,7 @@ from framework.ops.operator import Operator
 from framework.ops.pointwise import float_input, scratch
 from framework.ops.registry import register_op
 from framework.ops.schema import BOOL, FLOAT, INT, STRING, Arg, TensorSpec, pointwise_cost, same_as_input
+from framework.ops.validation import expect_same_shape
 
 
 def _rows_at(op: Operator, x: np.ndarray, axis: int) -> tuple[int, int]:
@@ -124,11 +125,7 @@ class _SoftmaxGradBase(Operator):
 
     def run(self) -> None:
         y, dy = float_input(self, 0), float_input(self, 1)
-        if y.shape != dy.shape:
-            raise ShapeError(
-                f"{self.describe()}: Y '{self.input_names[0]}' {list(y.shape)} and dY '{self.input_names[1]}' "
-                f"{list(dy.shape)} must have the same shape"
-            )
+        expect_same_shape(self, 0, y, 1, dy)
         n, d = _rows_at(self, y, self.args.axis)
         y2, dy2 = y.reshape(n, d), dy.reshape(n, d)
         dx2 = self.output(0, dy.shape, dy.dtype).reshape(n, d)

@@ -13,6 +13,7 @@ from framework.ops.operator import Operator
 from framework.ops.pointwise import float_input
 from framework.ops.registry import register_op
 from framework.ops.schema import INT, STRING, Arg, TensorSpec
+from framework.ops.validation import expect_rank
 
 _ARGS = [
     Arg("pad", INT, 0, "padding of the left, right and bottom sides (and the top, unless pad_t)"),
@@ -59,10 +60,7 @@ class _SpaceBatch(Operator):
 
     def _x(self) -> np.ndarray:
         x = float_input(self, 0)
-        if x.ndim != 4:
-            raise ShapeError(
-                f"{self.describe()}: X ('{self.input_names[0]}') must be N x C x H x W, got {list(x.shape)}"
-            )
+        expect_rank(self, 0, x, 4, "N x C x H x W")
         return x
 
 
@@ -147,10 +145,7 @@ class IntegralImage(Operator):
 
     def run(self) -> None:
         x = float_input(self, 0)
-        if x.ndim != 4:
-            raise ShapeError(
-                f"{self.describe()}: X ('{self.input_names[0]}') must be N x C x H x W, got {list(x.shape)}"
-            )
+        expect_rank(self, 0, x, 4, "N x C x H x W")
         y = self.output(0, _ii_shape(None, x.shape), x.dtype)
         y[...] = 0
         y[:, :, 1:, 1:] = np.cumsum(np.cumsum(x.astype(np.float64), axis=2), axis=3)

@@ -11,14 +11,14 @@ from framework.ops.operator import Operator
 from framework.ops.pointwise import float_input
 from framework.ops.registry import register_op
 from framework.ops.schema import FLOAT, Arg, TensorSpec
+from framework.ops.validation import expect_rank
 
 _SCALE = [Arg("scale", FLOAT, 1.0, "gradient scale")]
 
 
 def _inputs(op: Operator, weight_index: int | None) -> tuple:
     x, t = float_input(op, 0), op.input(1)
-    if x.ndim != 4:
-        raise ShapeError(f"{op.describe()}: logits ('{op.input_names[0]}') must be N x D x H x W, got {list(x.shape)}")
+    expect_rank(op, 0, x, 4, "logits, N x D x H x W")
     n, d, h, w = x.shape
     if t.dtype.kind not in "iu" or t.shape != (n, h, w):
         raise TypeMismatchError(

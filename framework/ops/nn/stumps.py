@@ -10,6 +10,7 @@ from framework.ops.operator import Operator
 from framework.ops.pointwise import float_input
 from framework.ops.registry import register_op
 from framework.ops.schema import FLOAT, Arg, TensorSpec, same_as_input
+from framework.ops.validation import expect_rank
 
 _I64 = np.dtype(np.int64)
 _STUMP = [
@@ -81,10 +82,7 @@ class MultiClassAccuracy(Operator):
 
     def run(self) -> None:
         x, lab = float_input(self, 0), self.input(1)
-        if x.ndim != 2:
-            raise ShapeError(
-                f"{self.describe()}: prediction ('{self.input_names[0]}') must be N x D, got {list(x.shape)}"
-            )
+        expect_rank(self, 0, x, 2, "prediction, N x D")
         n, d = x.shape
         if lab.dtype.kind not in "iu":
             raise TypeMismatchError(

@@ -15,6 +15,7 @@ from framework.ops.operator import Operator
 from framework.ops.pointwise import float_input
 from framework.ops.registry import register_op
 from framework.ops.schema import BOOL, FLOAT, INT, Arg, TensorSpec, same_as_input
+from framework.ops.validation import expect_rank, expect_same_shape
 
 _EPS = 1e-12  # Caffe2's kEps in these ops
 
@@ -231,10 +232,7 @@ class NormalizeGradient(Operator):
 
     def run(self) -> None:
         x, dy = float_input(self, 0), float_input(self, 1)
-        if x.shape != dy.shape:
-            raise ShapeError(
-                f"{self.describe()}: dY ('{self.input_names[1]}') has shape {list(dy.shape)}, X {list(x.shape)}"
-            )
+        expect_same_shape(self, 0, x, 1, dy)
         a = _axis(self, x)
         norm = np.maximum(np.sqrt((x.astype(np.float64) ** 2).sum(axis=a, keepdims=True)), _EPS)
         dot = (x * dy).sum(axis=a, keepdims=True)
@@ -377,10 +375,7 @@ class NormalizePlanarYUV(Operator):
             self,
             0,
         )
-        if x.ndim != 4:
-            raise ShapeError(
-                f"{self.describe()}: X ('{self.input_names[0]}') must be N x C x H x W, got {list(x.shape)}"
-            )
+        expect_rank(self, 0, x, 4, "N x C x H x W")
         c = x.shape[1]
         m, s = float_input(self, 1), float_input(self, 2)
         for i, v in ((1, m), (2, s)):

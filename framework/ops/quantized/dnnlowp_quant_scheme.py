@@ -6,7 +6,8 @@ under that scheme into an ``Int8QuantParamsBlob`` (scale, zero point).
 Both blob types are small Python objects here, as in Caffe2 (``unique_ptr`` blobs with no serializer:
 saving one is a SerializationError, shape inference leaves them unknown where Caffe2's reports a
 float (1,) tensor). ``create_int8_quant_scheme_blob`` / ``observe_int8_quant_params_blob`` mirror
-``dnnlowp_pybind11.CreateInt8QuantSchemeBlob`` / ``ObserveInt8QuantParamsBlob``.
+``dnnlowp_pybind11.CreateInt8QuantSchemeBlob`` / ``ObserveInt8QuantParamsBlob`` on a given workspace;
+``framework.caffe2.python.dnnlowp_pybind11`` has Caffe2's names, on the current workspace.
 
 Kinds (dnnlowp::StringToKind: ``min_max``, ``p99``, ... in any case, or the enum names
 ``MIN_MAX_QUANTIZATION``, ``P99_QUANTIZATION``...): min_max, p99 and l2_approx (not symmetric) are
@@ -129,22 +130,14 @@ class Int8GenQuantParams(Operator):
         self.outputs[0].reset(Int8QuantParamsBlob(qp.scale, qp.zero_point))
 
 
-def create_int8_quant_scheme_blob(name: str, quantization_kind: str, preserve_sparsity: bool, ws: Any = None) -> None:
-    """dnnlowp_pybind11.CreateInt8QuantSchemeBlob: put a scheme into blob ``name`` of ``ws`` (default: the
-    current workspace)."""
-    if ws is None:
-        from framework import workspace
-
-        ws = workspace.current()
+def create_int8_quant_scheme_blob(name: str, quantization_kind: str, preserve_sparsity: bool, ws: Any) -> None:
+    """dnnlowp_pybind11.CreateInt8QuantSchemeBlob: put a scheme into blob ``name`` of ``ws`` (the Caffe2
+    API's ``dnnlowp_pybind11`` module passes the current workspace)."""
     ws.create_blob(name).reset(Int8QuantSchemeBlob(str(quantization_kind), bool(preserve_sparsity)))
 
 
-def observe_int8_quant_params_blob(name: str, ws: Any = None) -> tuple[float, int]:
-    """dnnlowp_pybind11.ObserveInt8QuantParamsBlob: (scale, zero_point) of blob ``name``."""
-    if ws is None:
-        from framework import workspace
-
-        ws = workspace.current()
+def observe_int8_quant_params_blob(name: str, ws: Any) -> tuple[float, int]:
+    """dnnlowp_pybind11.ObserveInt8QuantParamsBlob: (scale, zero_point) of blob ``name`` of ``ws``."""
     obj = ws.get_blob(name).held
     if not isinstance(obj, Int8QuantParamsBlob):
         raise ShapeError(f"blob '{name}' holds {type(obj).__name__}, not an Int8QuantParamsBlob")

@@ -28,6 +28,7 @@ from framework.ops.operator import Operator
 from framework.ops.quantized.range_search import greedy_row_ranges
 from framework.ops.registry import register_op
 from framework.ops.schema import TensorSpec
+from framework.ops.validation import expect_rank
 
 F32, F16, U8 = np.dtype(np.float32), np.dtype(np.float16), np.dtype(np.uint8)
 
@@ -377,8 +378,7 @@ def quantize_fake_nbit(x: np.ndarray, bits: int, greedy: bool = False) -> np.nda
 def _to_fake(bits: int, half_in: bool):
     def run(self):
         x = float_rows(self, 0, (F16,) if half_in else (F32,))
-        if x.ndim != 2:
-            raise ShapeError(f"{self.describe()}: input must be a matrix, got {list(x.shape)}")
+        expect_rank(self, 0, x, 2, "a matrix")
         q = quantize_fake_nbit(x, bits, greedy=self.op_def.engine == "GREEDY")
         self.output(0, q.shape, U8)[...] = q
 

@@ -16,6 +16,7 @@ from framework.ops.operator import Operator
 from framework.ops.quantized.int8_common import U8, Y_ARGS, check_y_scale, int8_input, int8_output
 from framework.ops.registry import register_op
 from framework.ops.schema import FLOAT, INT, STRING, Arg, TensorSpec
+from framework.ops.validation import expect_rank
 
 F32 = np.float32
 
@@ -127,8 +128,7 @@ class Int8RoIAlign(Operator):
         x = q.t.array
         rois = self.input(1)
         ph, pw = self.args.pooled_h, self.args.pooled_w
-        if x.ndim != 4:
-            raise ShapeError(f"{self.describe()}: X '{self.input_names[0]}' must be 4-D NHWC, got {list(x.shape)}")
+        expect_rank(self, 0, x, 4, "NHWC")
         n, h, w, c = x.shape
         y_zp = self.args.Y_zero_point
         if rois.size == 0:

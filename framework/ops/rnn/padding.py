@@ -17,6 +17,7 @@ from framework.ops.gradient import gradient, no_gradient
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op
 from framework.ops.schema import INT, UNKNOWN, Arg, TensorSpec
+from framework.ops.validation import check_lengths
 
 _MAX_WIDTH = 1 << 16  # a padding wider than this is a malformed file, not a model
 _MAX_BYTES = 1 << 32
@@ -44,11 +45,7 @@ class _Padded(Operator):
                 f"{self.describe()}: lengths '{self.input_names[idx]}' must be a 1-D integer tensor, "
                 f"found {lengths.dtype} {list(lengths.shape)}"
             )
-        if (lengths < 0).any() or int(lengths.sum()) != n:
-            raise ShapeError(
-                f"{self.describe()}: lengths '{self.input_names[idx]}' must be >= 0 and sum to {n} (the outer "
-                f"dimension of '{self.input_names[0]}'), found sum {int(lengths.sum())}"
-            )
+        check_lengths(self, idx, lengths, n, f"the outer dimension of '{self.input_names[0]}'")
         return lengths.astype(np.int64)
 
     def _data(self) -> np.ndarray:

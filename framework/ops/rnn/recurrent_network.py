@@ -25,6 +25,7 @@ import numpy as np
 from framework.errors import ArgumentError, OperatorError, ShapeError, TypeMismatchError
 from framework.memory.tensor import Tensor
 from framework.memory.workspace import Workspace
+from framework.ops.arg_reader import ArgReader
 from framework.ops.gradient import gradient
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op
@@ -262,11 +263,12 @@ def _rnn_gradient(g):
     """Caffe2's GetRecurrentNetworkGradient. Departure: an output listed in outputs_with_grads that
     receives no gradient gets a zero one (ConstantFill like the output) instead of an error."""
     d = g.def_
-    ids = [i for a in d.arg if a.name == "outputs_with_grads" for i in a.ints]
+    args = ArgReader(d)
+    ids = args.repeated("outputs_with_grads", kind=INTS)
     if not ids:
         raise ArgumentError("gradient of RecurrentNetwork: outputs_with_grads must name at least one output")
-    params = [i for a in d.arg if a.name == "param" for i in a.ints]
-    rec = [i for a in d.arg if a.name == "initial_recurrent_state_ids" for i in a.ints]
+    params = args.repeated("param", kind=INTS)
+    rec = args.repeated("initial_recurrent_state_ids", kind=INTS)
     pre, go = [], []
     for i in ids:
         if g.has_go(i):

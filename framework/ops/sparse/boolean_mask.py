@@ -192,7 +192,7 @@ class SequenceMask(Operator):
             raise TypeMismatchError(f"{self.describe()}: input must be a float tensor, got {x.dtype}")
         nd = x.ndim
         axis = self.args.axis + nd if self.args.axis < 0 else self.args.axis
-        has_batch = any(a.name == "batch" for a in self.op_def.arg)
+        has_batch = self.args.has("batch")
         batch = (self.args.batch + nd if self.args.batch < 0 else self.args.batch) if has_batch else -1
         if not 0 <= axis <= nd or (has_batch and not 0 <= batch < axis):
             raise ShapeError(f"{self.describe()}: axis {self.args.axis} / batch {self.args.batch} do not fit {nd} axes")
@@ -200,7 +200,7 @@ class SequenceMask(Operator):
         right = int(np.prod(x.shape[axis:], dtype=np.int64))
         repeat = 1
         repeat_axis = self.args.repeat_from_axis
-        if self.args.mode == "sequence" and any(a.name == "repeat_from_axis" for a in self.op_def.arg):
+        if self.args.mode == "sequence" and self.args.has("repeat_from_axis"):
             ra = repeat_axis + nd if repeat_axis < 0 else repeat_axis
             repeat = int(np.prod(x.shape[ra:], dtype=np.int64))
             right //= max(repeat, 1)

@@ -26,6 +26,7 @@ from framework.ops.operator import Operator
 from framework.ops.registry import register_op
 from framework.ops.schema import BOOL, FLOAT, INT, INTS, REQUIRED, UNKNOWN, Arg, TensorSpec
 from framework.ops.sparse.lengths import lengths_of
+from framework.ops.validation import expect_rank
 
 I32 = np.dtype(np.int32)
 
@@ -197,8 +198,7 @@ class GatherRanges(Operator):
 
     def run(self) -> None:
         data = self.input(0)
-        if data.ndim != 1:
-            raise ShapeError(f"{self.describe()}: DATA '{self.input_names[0]}' must be 1-D, got {list(data.shape)}")
+        expect_rank(self, 0, data, 1, "DATA")
         r = checked_ranges(self, 1, len(data))
         if r.shape[1] == 0:
             raise ShapeError(
@@ -249,8 +249,7 @@ class GatherRangesToDense(Operator):
 
     def run(self) -> None:
         data = self.input(0)
-        if data.ndim != 1:
-            raise ShapeError(f"{self.describe()}: DATA '{self.input_names[0]}' must be 1-D, got {list(data.shape)}")
+        expect_rank(self, 0, data, 1, "DATA")
         r = checked_ranges(self, 1, len(data))
         want = self.args.lengths
         if r.shape[1] != len(want):

@@ -13,7 +13,7 @@ from framework.ops.operator import Operator
 from framework.ops.registry import register_op
 from framework.ops.schema import BOOL, INT, STRING, UNKNOWN, Arg, TensorSpec, same_as_input
 from framework.ops.training.counters import Mutex, held
-from framework.ops.validation import int_scalar
+from framework.ops.validation import int_scalar, normalize_axis
 
 _I32 = np.dtype(np.int32)
 
@@ -62,9 +62,7 @@ class SplitByLengths(Operator):
         n_out = len(self.outputs)
         if lengths.size % n_out:
             raise ShapeError(f"{self.describe()}: len(lengths) {lengths.size} should be divisible by {n_out} outputs")
-        axis = self._axis + x.ndim if self._axis < 0 else self._axis
-        if not 0 <= axis < x.ndim:
-            raise ShapeError(f"{self.describe()}: axis {self._axis} not in range for {list(x.shape)}")
+        axis = normalize_axis(self, self._axis, x.ndim)
         if (lengths < 0).any():
             raise ShapeError(f"{self.describe()}: lengths must be >= 0")
         total, channels = int(lengths.sum()), x.shape[axis]

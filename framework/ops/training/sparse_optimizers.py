@@ -232,7 +232,7 @@ class SparseFtrl(UpdateOp):
     ``w' = (lambda1 sign(z') - z') / ((beta + sqrt(n')) / alpha + lambda2)`` if ``|z'| > lambda1``, else 0."""
 
     def setup(self) -> None:
-        has_alpha = any(a.name == "alpha" for a in self.op_def.arg)
+        has_alpha = self.args.has("alpha")
         if has_alpha and len(self.inputs) == 5:
             raise self.arg_error("cannot specify alpha by both input and argument")
 

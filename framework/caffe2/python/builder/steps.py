@@ -103,6 +103,11 @@ class ExecutionStep:
             self._net_dict[name] = net
         return self
 
+    def as_plan_def(self) -> PlanDef:
+        """A PlanDef running this step, with every net it runs: how the engine's plan runner
+        (``framework.net.plan.load_plan``) takes a step builder without importing this layer."""
+        return Plan(self).Proto()
+
     def get_all_attributes(self, name: str) -> list[Any]:
         """The attributes under ``name`` (``Net.add_attribute``) of every net this step and its
         substeps run, each net once (Caffe2's)."""

@@ -21,6 +21,7 @@ from framework.caffe2.python import schema, scope
 from framework.caffe2.python import utils as _utils
 from framework.caffe2.python.layers.tags import TagContext
 from framework.errors import FrameworkError
+from framework.ops.arg_reader import ArgReader
 from framework.proto.framework_pb2 import OperatorDef
 
 OpAlmostEqual = _utils.OpAlmostEqual
@@ -189,9 +190,9 @@ class LayerParameter:
         self._shape = shape
 
     def _infer_shape_from_initializer(self) -> list[int] | None:
-        for arg in self.initializer.arg:
-            if arg.name == "shape":
-                return list(arg.ints)
+        args = ArgReader(self.initializer)
+        if args.has("shape"):
+            return list(args.proto("shape").ints)
         try:
             net = core.Net("shape_checker")
             net.Proto().op.extend([self.initializer])

@@ -12,7 +12,9 @@ from typing import Any
 
 from framework.caffe2.python.optimizers.base import Optimizer, constant, device_constant
 from framework.errors import FrameworkError
+from framework.ops.arg_reader import ArgReader
 from framework.ops.gradient import GradientSlice
+from framework.ops.schema import FLOAT
 from framework.proto.framework_pb2 import TensorProto
 
 __all__ = ["FP16SgdOptimizer", "MultiPrecisionSgdOptimizer", "SgdOptimizer", "WeightDecayBuilder"]
@@ -213,5 +215,8 @@ class WeightDecayBuilder(Optimizer):
 def _same_value(param_init_net: Any, name: str, value: float) -> bool:
     for op in param_init_net.Proto().op:
         if name in op.output:
-            return any(a.name == "value" and abs(a.f - value) <= 1e-6 * max(1e-30, abs(value)) for a in op.arg)
+            args = ArgReader(op)
+            if not args.has_single("value", FLOAT):
+                return False
+            return abs(args.single("value", kind=FLOAT) - value) <= 1e-6 * max(1e-30, abs(value))
     return True
