@@ -39,7 +39,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from framework.ops.nn import kernel_support, machine, window_jit
+    from framework.kernels import kernel_support, machine, window_jit
 
     if getattr(args, "background", False):
         _lower_priority()
@@ -69,22 +69,11 @@ def done_path() -> Path:
 
 
 def _machine():
-    """framework.ops.nn.machine, without running framework/ops/nn/__init__.py when it has not run yet
-    (it registers the nn ops and imports numba: most of a second that a command needing no nn op would
-    pay for this check). machine.py imports only the standard library and numpy and keeps no state, so
-    a second copy of it is harmless."""
-    name = "framework.ops.nn.machine"
-    if name in sys.modules or "framework.ops.nn" in sys.modules:
-        return importlib.import_module(name)
-    import framework
+    """framework.kernels.machine (the kernels package imports nothing on its own: no op registers and
+    numba stays unloaded for this check)."""
+    from framework.kernels import machine
 
-    path = Path(framework.__file__).resolve().parent / "ops" / "nn" / "machine.py"
-    spec = importlib.util.spec_from_file_location("framework_cli_machine", path)
-    if spec is None or spec.loader is None or not path.is_file():
-        return importlib.import_module(name)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return machine
 
 
 def _lock_path() -> Path:

@@ -15,9 +15,9 @@ import math
 import numpy as np
 
 from framework.errors import ShapeError, TypeMismatchError
+from framework.kernels import window_jit
 from framework.memory.allocator import allocate_array
 from framework.ops.gradient import gradient
-from framework.ops.nn import window_jit
 from framework.ops.nn.conv_args import ConvPoolOp, conv_pool_args, index, infer_geometry, join_layout, kernel_slices
 from framework.ops.registry import register_op
 from framework.ops.schema import BOOL, FLOAT, UNKNOWN, Arg, TensorSpec, same_as_input
@@ -95,21 +95,21 @@ class _Pool(ConvPoolOp):
         two = POOL2X2 and sep and window_jit.pool2x2_fits(geo, x.dtype)
         sep = sep and math.prod(geo.kernel) > 4
         if sep and not self._global and x.size:
-            from framework.ops.nn.pool_nchw import SeparablePool2D
+            from framework.kernels.pool_nchw import SeparablePool2D
 
             pv = self.pad_value
             if self.kind == "max":  # the lowest finite value, as below
                 pv = np.finfo(x.dtype).min if x.dtype.kind == "f" else np.iinfo(x.dtype).min
             ufunc = np.maximum if self.kind == "max" else np.add
             if window_jit.pool_fits(geo, x.dtype, self.kind):  # 3x3: 1.15-1.3x; larger windows: separable
-                from framework.ops.nn.pool_nchw import JitPool2D
+                from framework.kernels.pool_nchw import JitPool2D
 
                 inv = self._inverse_counts(geo, x.dtype) if self.kind == "avg" else None
                 self._sep = JitPool2D(geo, n, c, self.kind, pv, inv)
             else:
                 self._sep = SeparablePool2D(geo, n, c, x.dtype, ufunc, pv)
         elif two and not self._global and x.size:
-            from framework.ops.nn.pool_nchw import JitPool2D
+            from framework.kernels.pool_nchw import JitPool2D
 
             self._sep = JitPool2D(geo, n, c, self.kind, self.pad_value)
         elif geo.padded and not self._global:

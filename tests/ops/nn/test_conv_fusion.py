@@ -1,4 +1,4 @@
-"""The 2-D NCHW conv kernels (framework/ops/nn/conv_nchw.py: 1x1 as a direct GEMM, im2col handling the
+"""The 2-D NCHW conv kernels (framework/kernels/conv_nchw.py: 1x1 as a direct GEMM, im2col handling the
 padding itself, split over threads by images or output channels) through Conv and ConvFusion, against
 an independent numpy reference; their buffers go through the allocator; re-runs allocate nothing."""
 
@@ -12,11 +12,11 @@ from hypothesis import strategies as st
 import framework
 from framework.core import CreateOperator
 from framework.errors import FrameworkError
+from framework.kernels import conv_nchw
+from framework.kernels.geometry import Geometry
 from framework.memory.allocator import memory_reporter
 from framework.memory.workspace import Workspace
 from framework.ops import create_operator
-from framework.ops.nn import conv_nchw
-from framework.ops.nn.conv_args import Geometry
 from framework.ops.testing import assert_reference_checks
 
 
@@ -234,7 +234,7 @@ def _feed_big(ws, rng):
 
 @pytest.mark.parametrize("kernel,pad", [(3, 1), (1, 0)])
 def test_batched_gemm_in_chunks_with_a_smaller_last_chunk(threads, monkeypatch, kernel, pad):
-    import framework.ops.nn.conv_nchw as conv_nchw
+    import framework.kernels.conv_nchw as conv_nchw
 
     monkeypatch.setattr(conv_nchw, "BLOCK_BYTES", 2 * 4 * kernel * kernel * 25 * 4)  # 2 images per GEMM
     monkeypatch.setattr(conv_nchw, "POINTWISE_MK_C", 0)  # the GEMM path (the micro-kernel: test_window_jit)

@@ -1,4 +1,4 @@
-"""The compiled (numba) kernels of framework/ops/nn/window_jit.py: depthwise Conv/ConvFusion, 3x3
+"""The compiled (numba) kernels of framework/kernels/window_jit.py: depthwise Conv/ConvFusion, 3x3
 MaxPool/AveragePool, the one-pass conv epilogue (bias, residual, Relu) and test-mode SpatialBN's
 scale-and-shift, against independent numpy references; the same ops with the kernels switched off
 (the numpy path) giving the same results, NaN propagation, and no allocation per re-run."""
@@ -13,11 +13,12 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from framework.core import CreateOperator
+from framework.kernels import conv_nchw, pool_nchw, window_jit
+from framework.kernels.geometry import Geometry
 from framework.memory.allocator import memory_reporter
 from framework.memory.workspace import Workspace
 from framework.ops import create_operator
-from framework.ops.nn import conv_nchw, pool, pool_nchw, window_jit
-from framework.ops.nn.conv_args import Geometry
+from framework.ops.nn import pool
 from tests.ops.nn.test_conv_fusion import ref_conv, threads  # noqa: F401  (fixture)
 from tests.ops.nn.test_pool import pool_reference
 
@@ -535,11 +536,11 @@ def test_micro_kernel_with_8_lanes_matches_reference():
         from framework.core import CreateOperator
         from framework.memory.workspace import Workspace
         from framework.ops import create_operator
-        from framework.ops.nn import microkernel
+        from framework.kernels import microkernel
         from tests.ops.nn.test_conv_fusion import ref_conv
         assert microkernel.L == 8 and microkernel.R == 6
         rng = np.random.default_rng(0)
-        from framework.ops.nn import channel_kernel
+        from framework.kernels import channel_kernel
         assert channel_kernel.L == 8
         kinds = set()
         cases = ((3, 1, 1, 20, 13), (3, 1, 2, 23, 7), (3, 0, 1, 11, 6), (1, 0, 1, 9, 14), (3, 1, 2, 13, 20))
@@ -626,7 +627,7 @@ def check_stride2_max_pool(width: int, pad: int, lanes: int) -> None:
     """3x3 stride-2 max pooling over rows ``width`` wide (several vector steps of the column kernel,
     pool_columns.rows3s2, and a partial last one): equal, bit for bit, to the phase-plane kernel's and
     to the reference; NaN at a step's first and last window wins, +0/-0 ties keep the scalar order."""
-    from framework.ops.nn import pool_columns
+    from framework.kernels import pool_columns
 
     assert pool_columns.L == lanes
     rng = np.random.default_rng(width)
@@ -645,7 +646,7 @@ def check_stride2_max_pool(width: int, pad: int, lanes: int) -> None:
 
 @pytest.mark.parametrize("width,pad", [(41, 0), (41, 1), (64, 1), (66, 0), (9, 1)])
 def test_stride2_max_pool_columns_in_vector_steps(width, pad):
-    from framework.ops.nn import pool_columns
+    from framework.kernels import pool_columns
 
     assert window_jit.available()
     check_stride2_max_pool(width, pad, pool_columns.L)

@@ -1,4 +1,4 @@
-"""Winograd F(2x2, 3x3) convolution (framework/ops/nn/winograd.py, kind ``winograd`` of conv_nchw):
+"""Winograd F(2x2, 3x3) convolution (framework/kernels/winograd.py, kind ``winograd`` of conv_nchw):
 Conv and ConvFusion (every fusion type) against an independent float64 reference and against
 im2col + GEMM (the compiled kernels off), odd sizes and asymmetric pads, blocks of tile rows that
 span images, the batch's tile rows split over threads, the transformed filter redone only when the
@@ -12,11 +12,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from framework.core import CreateOperator
+from framework.kernels import conv_nchw, winograd
+from framework.kernels.geometry import Geometry
 from framework.memory.allocator import memory_reporter
 from framework.memory.workspace import Workspace
 from framework.ops import create_operator
-from framework.ops.nn import conv_nchw, winograd
-from framework.ops.nn.conv_args import Geometry
 from tests.ops.nn.test_conv_fusion import ref_conv, threads  # noqa: F401  (fixture)
 from tests.ops.nn.test_window_jit import _run as run_jit
 

@@ -51,11 +51,11 @@ import weakref
 
 import numpy as np
 
+from framework.kernels import window_jit, winograd
+from framework.kernels.dispatch_table import THRESHOLDS as _T
+from framework.kernels.kernel_support import KernelUnavailable, usable
 from framework.memory.allocator import allocate_array
 from framework.memory.binding import matches, stamp
-from framework.ops.nn import window_jit, winograd
-from framework.ops.nn.dispatch_table import THRESHOLDS as _T
-from framework.ops.nn.kernel_support import KernelUnavailable, usable
 from framework.runtime.parallel import num_threads, run_parallel, split
 
 _ZERO = np.float32(0)
@@ -665,7 +665,7 @@ class ConvNCHW:
         """Per image: the zero-bordered copy, its columns (one strided copy), then one batched
         (1, kh*kw) @ (kh*kw, OH*OW) matmul over the channels (faster than einsum or per-tap
         multiply-adds in numpy)."""
-        from framework.ops.nn.conv_args import window_view
+        from framework.kernels.geometry import window_view
 
         c, kk, p = self.dw_spec
         col, tmp, pad, _ = self._scratch(k)

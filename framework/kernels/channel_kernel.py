@@ -23,10 +23,10 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from framework.ops.nn import cached_jit, simd_ir
-from framework.ops.nn.simd_ir import I1, I32, I64, VEC, L, const, function, splat
-from framework.ops.nn.window_jit import CHANNEL_STRIDES
-from framework.ops.nn.window_kernels import _direct_fill
+from framework.kernels import cached_jit, simd_ir
+from framework.kernels.simd_ir import I1, I32, I64, VEC, L, const, function, splat
+from framework.kernels.window_jit import CHANNEL_STRIDES
+from framework.kernels.window_kernels import _direct_fill
 
 _jit = cached_jit.njit(cache=simd_ir.CACHE, fastmath={"contract"}, nogil=True, boundscheck=False)
 

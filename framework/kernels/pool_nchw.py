@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from framework.kernels.kernel_support import KernelUnavailable, usable
 from framework.memory.allocator import allocate_array
-from framework.ops.nn.kernel_support import KernelUnavailable, usable
 from framework.runtime.parallel import num_threads, run_parallel, split
 
 
@@ -92,7 +92,7 @@ class JitPool2D:
     scaled = True
 
     def __init__(self, geo, n: int, c: int, mode: str, pad_value, inv=None) -> None:
-        from framework.ops.nn import window_jit
+        from framework.kernels import window_jit
 
         self.geo, self.mode, self.pad_value, self.jit = geo, mode, pad_value, window_jit
         self.n, self.c, self._fallback = n, c, None

@@ -20,9 +20,9 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-from framework.ops.nn import conv_nchw, window_jit
-from framework.ops.nn.conv_args import Geometry
-from framework.ops.nn.kernel_support import usable
+from framework.kernels import conv_nchw, window_jit
+from framework.kernels.geometry import Geometry
+from framework.kernels.kernel_support import usable
 
 
 class Sweep(NamedTuple):
