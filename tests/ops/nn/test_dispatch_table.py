@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from framework.kernels import dispatch_table, machine, tuning
+from framework.kernels.dispatch_table import THRESHOLDS
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
@@ -21,8 +22,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.a
 _KIND = """
 from framework.kernels import conv_nchw
 from framework.kernels.geometry import Geometry
+from framework.kernels.dispatch_table import THRESHOLDS
 geo = Geometry((20, 20), (3, 3), (1, 1), (1, 1), (1, 1), (1, 1), (20, 20))
-print(conv_nchw.DIRECT_OW, conv_nchw.conv_kind(geo, 16, 16, 1))
+print(THRESHOLDS["DIRECT_OW"], conv_nchw.conv_kind(geo, 16, 16, 1))
 """
 
 
@@ -114,16 +116,16 @@ def test_each_sweep_separates_its_kernels(sweep):
 
 def test_a_sweep_measures_both_kernels(monkeypatch):
     """Each side of a sweep really runs the kernel it names (conv_nchw's constants forced, then restored)."""
-    from framework.kernels import conv_nchw, kernel_support, window_jit
+    from framework.kernels import kernel_support, window_jit
 
     if not (window_jit.available() and kernel_support.usable("pointwise")):
         pytest.skip("the micro-kernel is not usable here")
-    before = conv_nchw.POINTWISE_MK_C
+    before = THRESHOLDS["POINTWISE_MK_C"]
     sweep = tuning.SWEEPS[0]._replace(axis=(16, 32))
     got, rows = tuning.run_sweep(sweep, log=lambda *_: None)
     assert [r[1] for r in rows] == ["pointwise-mk"] * 2 and [r[3] for r in rows] == ["pointwise"] * 2
     assert all(r[2] > 0 and r[4] > 0 for r in rows) and got in (0, 16, 32)
-    assert conv_nchw.POINTWISE_MK_C == before
+    assert THRESHOLDS["POINTWISE_MK_C"] == before
 
 
 _WARM = """

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from framework.core import CreateOperator
-from framework.kernels import conv_nchw, kernel_support, window_jit
+from framework.kernels import conv_strategies, kernel_support, window_jit
 from framework.memory.workspace import Workspace
 from framework.ops import create_operator
 
@@ -149,7 +149,7 @@ def test_a_failed_compile_warns_once_and_runs_the_numpy_kernel(family, op_def, f
     if not kernel_support.usable(family):
         pytest.skip(f"'{family}' is not usable on this CPU: {kernel_support.missing(family)}")
     if family == "winograd":
-        fresh.setattr(conv_nchw, "CHANNEL", False)
+        fresh.setattr(conv_strategies.CHANNEL, "enabled", False)
     want, _ = _run(op_def, feeds, jit=False)
     _, op = _run(op_def, feeds)
     assert _uses(op, family), f"the case does not reach '{family}'"

@@ -13,7 +13,8 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from framework.core import CreateOperator
-from framework.kernels import conv_nchw, pool_nchw, window_jit
+from framework.kernels import conv_nchw, conv_strategies, pool_nchw, window_jit
+from framework.kernels.dispatch_table import THRESHOLDS
 from framework.kernels.geometry import Geometry
 from framework.memory.allocator import memory_reporter
 from framework.memory.workspace import Workspace
@@ -86,10 +87,10 @@ def test_depthwise_jit_matches_reference_and_numpy_path(case, fusion, bias, seed
         assert op._kernel.dmk == (jit and s == 1 and not op._kernel.dw3)
         plain, op2 = _run(op_def, feeds, False, mp)
         assert not op2._kernel.jit
-        mp.setattr(conv_nchw, "DEPTHWISE3", False)
+        mp.setattr(conv_strategies.DEPTHWISE3, "enabled", False)
         one_row, op4 = _run(op_def, feeds, True, mp)
         assert not op4._kernel.dw3 and op4._kernel.dmk == (jit and s == 1)
-        mp.setattr(conv_nchw, "DEPTHWISE_MK", False)
+        mp.setattr(conv_strategies.DIRECT_DEPTHWISE, "enabled", False)
         planes, op3 = _run(op_def, feeds, True, mp)
         assert not op3._kernel.dmk
     np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
@@ -136,7 +137,7 @@ def test_conv_epilogue_jit_matches_reference_and_numpy_path(kernel, stride, n, m
 @st.composite
 def direct_cases(draw):
     """Group-1 convs the direct kernel takes: 3x3 at stride 1 or 2, 5x5 and 7x7 at strides 1-4 over few
-    channels (conv_nchw.DIRECT_K), outputs at least conv_nchw.DIRECT_OW
+    channels (THRESHOLDS["DIRECT_K"]), outputs at least THRESHOLDS["DIRECT_OW"]
     wide: rows of up to 16 outputs two to a register block, wider ones in runs of 32, a last run of up
     to 16 sharing a block with the next row's; M not a multiple of the micro-kernel's 8 rows exercises
     a partial block), pads up to 2 per side."""
@@ -144,7 +145,7 @@ def direct_cases(draw):
     pads = draw(st.lists(st.integers(0, k // 2 + 1), min_size=4, max_size=4))
     s = draw(st.sampled_from([1, 2] if k == 3 else [1, 2, 3, 4]))
     h = draw(st.integers(max(1, k - pads[0] - pads[2]), 12))
-    min_ow = conv_nchw.DIRECT_OW
+    min_ow = THRESHOLDS["DIRECT_OW"]
     w = draw(st.integers(max(1, (min_ow - 1) * s + k - pads[1] - pads[3]), 52 * s))
     n, c, m = draw(st.integers(1, 3)), draw(st.integers(1, 6)), draw(st.integers(1, 20))
     return dict(n=n, c=c, m=m, h=h, w=w, pads=pads, stride=s, k=k)
@@ -182,7 +183,9 @@ def test_direct_conv_matches_reference_and_numpy_path(case, fusion, bias, band, 
     kw = dict(kernel=case["k"], pads=pads, stride=case["stride"])
     op_def, want = _fused(ins, fusion, want, feeds, rng, **kw)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(conv_nchw, "CHANNEL", False)  # narrow outputs on the direct kernel too (channel: below)
+        mp.setattr(
+            conv_strategies.CHANNEL, "enabled", False
+        )  # narrow outputs on the direct kernel too (channel: below)
         if band:
             mp.setattr(window_jit, "BAND_BYTES", band)
         got, op = _run(op_def, feeds, True, mp)
@@ -234,8 +237,8 @@ def test_channel_conv_matches_reference_and_numpy_path(threads, case, fusion, bi
     kw_args = dict(kernels=[kh, kw], pads=pads, stride=s)
     op_def, want = _fused(ins, fusion, want, feeds, rng, **kw_args)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(conv_nchw, "CHANNEL_S2_K", 1)  # every wide case on it, whatever its C x taps and M
-        mp.setattr(conv_nchw, "CHANNEL_S2_M", 1)
+        mp.setitem(THRESHOLDS, "CHANNEL_S2_K", 1)  # every wide case on it, whatever its C x taps and M
+        mp.setitem(THRESHOLDS, "CHANNEL_S2_M", 1)
         got, op = _run(op_def, feeds, True, mp)
         assert op._kernel.kind == "channel"
         plain, op2 = _run(op_def, feeds, False, mp)
@@ -449,7 +452,7 @@ def test_jit_kernels_rerun_without_allocating(threads, batch, size, kind, monkey
     """Depthwise, direct or channel-lane (images split over the threads, or output channels at batch 1;
     an in-place residual) and pooling kernels run again without allocating."""
     if kind == "direct":  # wide outputs: on the direct kernel, not the channel-lane one
-        monkeypatch.setattr(conv_nchw, "CHANNEL_WIDE_C", 0)
+        monkeypatch.setitem(THRESHOLDS, "CHANNEL_WIDE_C", 0)
     rng = np.random.default_rng(0)
     ws = Workspace()
     c = 64  # several blocks (panels) of output channels: split at batch 1 on 2 threads
@@ -510,12 +513,12 @@ def test_pointwise_micro_kernel_matches_reference_and_gemm(n, c, m, hw, fusion, 
         if band == "chunks":
             mp.setattr(window_jit, "POINTWISE_KC", 3)
             mp.setattr(window_jit, "POINTWISE_KC_BAND", 32)
-            mp.setattr(conv_nchw, "POINTWISE_MK_C", 2)  # over 2 channels: the chunked micro-kernel still
+            mp.setitem(THRESHOLDS, "POINTWISE_MK_C", 2)  # over 2 channels: the chunked micro-kernel still
         got, op = _run(op_def, feeds, True, mp)
         want_band = {None: window_jit.pointwise_band(c), 1: (64, c), "chunks": (32, 3) if c > 3 else None}[band]
         assert op._kernel.mk and op._kernel.band == (want_band or window_jit.pointwise_band(c))
-        mp.setattr(conv_nchw, "POINTWISE_MK_C", 0)
-        mp.setattr(conv_nchw, "POINTWISE_MK_MAX_C", 0)
+        mp.setitem(THRESHOLDS, "POINTWISE_MK_C", 0)
+        mp.setitem(THRESHOLDS, "POINTWISE_MK_MAX_C", 0)
         plain, op2 = _run(op_def, feeds, True, mp)
         assert not op2._kernel.mk
     np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
@@ -670,8 +673,8 @@ def test_depthwise3_rows_in_several_vector_steps(stride, pad, width, fusion):
     with pytest.MonkeyPatch.context() as mp:
         got, op = _run(op_def, feeds, True, mp)
         assert op._kernel.dw3
-        mp.setattr(conv_nchw, "DEPTHWISE3", False)
-        mp.setattr(conv_nchw, "DEPTHWISE_MK", False)
+        mp.setattr(conv_strategies.DEPTHWISE3, "enabled", False)
+        mp.setattr(conv_strategies.DIRECT_DEPTHWISE, "enabled", False)
         planes, _ = _run(op_def, feeds, True, mp)
     np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
     assert np.isnan(got).any()
