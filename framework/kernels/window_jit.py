@@ -595,14 +595,6 @@ def pool2x2_fits(geo, dtype) -> bool:
     return not geo.padded and inside
 
 
-def pool_fits(geo, dtype, mode: str) -> bool:
-    """Whether a 3x3 max (``mode='max'``) or average pooling runs on these kernels (pool_nchw.JitPool2D):
-    what ``fits`` asks and, for max, ``max_pool`` or the phase-plane ``pool`` usable."""
-    if not (fits(geo, dtype) and tuple(geo.kernel) == (3, 3)):
-        return False
-    return usable("pool") or (mode == "max" and usable("max_pool"))
-
-
 def _warm_steps() -> list:
     """(family, compile step) for every kernel family: each step calls that family's kernels on tiny
     float32 arrays, with the argument types the ops pass (so the same numba signatures compile)."""

@@ -13,13 +13,12 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from framework.core import CreateOperator
-from framework.kernels import conv_nchw, conv_strategies, pool_nchw, window_jit
+from framework.kernels import conv_nchw, conv_strategies, pool_strategies, window_jit
 from framework.kernels.dispatch_table import THRESHOLDS
 from framework.kernels.geometry import Geometry
 from framework.memory.allocator import memory_reporter
 from framework.memory.workspace import Workspace
 from framework.ops import create_operator
-from framework.ops.nn import pool
 from tests.ops.nn.test_conv_fusion import ref_conv, threads  # noqa: F401  (fixture)
 from tests.ops.nn.test_pool import pool_reference
 
@@ -386,7 +385,7 @@ def test_pool_jit_matches_reference_and_numpy_path(kind, stride, pads, size, inc
         else:
             assert type(op._sep).__name__ == "JitPool2D" and op._sep.direct == (kind == "MaxPool")
         plain, _ = _run(op_def, {"X": x}, False, mp)
-        mp.setattr(pool_nchw, "DIRECT_MAX", False)  # max pooling over phase planes, as average pooling
+        mp.setattr(pool_strategies.MAX_POOL, "enabled", False)  # max pooling over phase planes, as average pooling
         planes, op3 = _run(op_def, {"X": x}, True, mp)
         assert op3._sep is None or not op3._sep.direct
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
@@ -422,7 +421,7 @@ def test_pool2x2_matches_reference_and_numpy_path(threads, kind, stride, size, n
         else:
             assert type(op._sep).__name__ == "JitPool2D" and op._sep.two
             assert len(op._sep.parts) == min(threads, n)
-        mp.setattr(pool, "POOL2X2", False)
+        mp.setattr(pool_strategies.POOL2X2, "enabled", False)
         fold, op2 = _run(op_def, {"X": x}, True, mp)
         assert op2._sep is None
     assert got.shape == (n, 3, *outs)
