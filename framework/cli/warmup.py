@@ -39,7 +39,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from framework.kernels import kernel_support, machine, window_jit
+    from framework.kernels import catalog, machine, window_jit
 
     if getattr(args, "background", False):
         _lower_priority()
@@ -49,11 +49,11 @@ def main(args: argparse.Namespace) -> int:
             return 0
         seconds = window_jit.warm_up()
         print(f"kernels ready in {seconds:.1f} s; cache: {machine.numba_cache_dir()}")
-        skipped = {f: kernel_support.missing(f) for f in kernel_support.NEEDS if kernel_support.missing(f)}
-        for family, lacks in sorted(skipped.items()):
-            print(f"  {family}: not for this CPU (lacks {', '.join(lacks)}); its numpy kernel runs")
-        for family, why in sorted(kernel_support.disabled().items()):
-            print(f"  {family}: failed to compile ({why}); its numpy kernel runs")
+        for op, strategy in catalog.strategies():
+            state = catalog.status(strategy)
+            if state not in ("numpy", "ready"):
+                state += "; the next strategy that fits runs"
+            print(f"  {op} {strategy.name}: {state}")
         _record_done()
         return 0
     finally:

@@ -668,16 +668,20 @@ def _warm_steps() -> list:
 
 
 def warm_up() -> float:
-    """Compile (or load from the cache) every compiled kernel this CPU can run, for float32, now (the
-    micro-kernel's and Winograd's too); seconds it took this call. A family whose compile fails is
-    disabled with its one warning (kernel_support), the others still compile."""
+    """Compile (or load from the cache) the kernels of every strategy (catalog.families: the families
+    the conv and pool strategies call, then the shared ones) this CPU can run, for float32, now;
+    seconds it took this call. A family whose compile fails is disabled with its one warning
+    (kernel_support), the others still compile."""
+    from framework.kernels import catalog
+
     if not available():
         return 0.0
     t = time.perf_counter()
-    for family, step in _warm_steps():
+    steps = dict(_warm_steps())
+    for family in catalog.families():
         if usable(family):
             try:
-                step()
+                steps[family]()
             except KernelUnavailable:
                 pass
     return time.perf_counter() - t
