@@ -4,9 +4,12 @@ hand the arrays to the prepared kernel; nothing here knows about operators, blob
 
 What lives here:
 
-- the planners and runners the ops call: ``conv_nchw.ConvNCHW`` (2-D NCHW convolution, one strategy
-  per input signature, its numpy path beside every compiled one) and ``pool_nchw`` (separable numpy
-  pooling, ``JitPool2D``);
+- the strategies the ops choose between: ``conv_strategies`` (2-D NCHW convolution) and
+  ``pool_strategies`` (2-D NCHW max/average pooling), one object per way of computing the op
+  (``fits`` / ``prepare`` / ``run``), tried in order, the numpy ones last; ``catalog`` lists them all
+  (``framework warmup`` compiles and reports from it);
+- the runners that plan scratch and threads for the chosen strategy: ``conv_nchw.ConvNCHW`` and
+  ``pool_nchw`` (``JitPool2D``, ``SeparablePool2D``); ``geometry.Geometry``, the sizes they plan from;
 - the numba wrappers over the compiled code (``window_jit``, ``winograd``) and the compiled code itself:
   plain numba loops (``window_kernels``, ``winograd_kernels``) and LLVM IR intrinsics (``microkernel``,
   ``channel_kernel``, ``depthwise3``, ``pool_columns``, built with ``simd_ir``);
