@@ -20,7 +20,7 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-from framework.kernels import conv_nchw, window_jit
+from framework.kernels import conv_nchw, conv_strategies, window_jit
 from framework.kernels.dispatch_table import THRESHOLDS
 from framework.kernels.geometry import Geometry
 from framework.kernels.kernel_support import usable
@@ -33,9 +33,14 @@ class Sweep(NamedTuple):
     shape: Callable  # axis value -> (c, m, kernel, stride, pad, output size)
     first: dict  # thresholds giving every shape the kernel used at the low end of the axis
     second: dict  # ... the kernel used at the high end
-    needs: tuple  # kernel families (kernel_support) both sides need
+    strategies: tuple  # the conv strategies (conv_strategies names) the sweep compares
     rule: str  # "last_first": the last axis value the first kernel wins; "first_second": the first the second wins
     batch: int = 1  # images per run
+
+    @property
+    def needs(self) -> tuple:
+        """The compiled kernel families (kernel_support) the compared strategies call."""
+        return tuple(dict.fromkeys(f for name in self.strategies for f in conv_strategies.BY_NAME[name].families))
 
 
 _BIG = 1 << 30
@@ -47,7 +52,7 @@ SWEEPS = (
         lambda c: (c, 128, 1, 1, 0, 28),
         {"POINTWISE_MK_C": _BIG},
         {"POINTWISE_MK_C": 0, "POINTWISE_MK_MAX_C": 0},
-        ("pointwise",),
+        ("pointwise_mk", "pointwise"),
         "last_first",
     ),
     Sweep(
@@ -177,7 +182,7 @@ def tune(log=print) -> tuple[dict, dict]:
     values, measured = {}, {}
     try:
         for sweep in SWEEPS:
-            log(f"{sweep.name}: {sweep.doc}")
+            log(f"{sweep.name}: {sweep.doc} (strategies: {', '.join(sweep.strategies)})")
             got, rows = run_sweep(sweep, log)
             if got is None:
                 log(f"  not measured ({', '.join(sweep.needs)} not usable here): the default stays")
