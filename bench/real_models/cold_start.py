@@ -38,7 +38,7 @@ def child(name: str, batch: int, rounds: int, kind: str = "ours") -> dict:
     import framework.ops  # noqa: F401
     from bench.real_models.nets import build
     from bench.real_models.runner import make_runner
-    from framework.ops.nn import window_jit
+    from framework.kernels import window_jit
 
     t_import = time.perf_counter()
     model = build(name, batch)

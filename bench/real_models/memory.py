@@ -42,7 +42,7 @@ def measure(name: str, batch: int, kind: str, threads: int = 1) -> float:
     import framework.ops  # noqa: F401
 
     if kind.startswith("ours"):  # numba and the compiled kernels are library code too, as torch's
-        from framework.ops.nn import window_jit
+        from framework.kernels import window_jit
 
         window_jit.warm_up()
 

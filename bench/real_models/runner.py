@@ -183,11 +183,11 @@ def peak_memory(name: str, batch: int, kind: str, threads: int = 1) -> float | N
 
 
 def jit_first_use_seconds() -> dict:
-    """Seconds the first use of the compiled kernels (framework/ops/nn/window_jit.py) costs a fresh
+    """Seconds the first use of the compiled kernels (framework/kernels/window_jit.py) costs a fresh
     process: ``cold`` compiling them (an empty numba cache), ``cached`` loading them from the cache."""
     import tempfile
 
-    code = "from framework.ops.nn import window_jit as w; print(w.warm_up() if w.available() else -1)"
+    code = "from framework.kernels import window_jit as w; print(w.warm_up() if w.available() else -1)"
     out = {}
     with tempfile.TemporaryDirectory() as tmp:
         for key, extra in (("cold", {"NUMBA_CACHE_DIR": tmp}), ("cached", {})):

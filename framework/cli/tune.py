@@ -1,9 +1,9 @@
 """``framework tune``: measure the conv kernels on this machine and write its dispatch table.
 
 The thresholds that choose a conv's kernel were measured on the project's machines; this command
-measures the ones that depend most on the CPU (framework/ops/nn/tuning.py: a standard set of conv
+measures the ones that depend most on the CPU (framework/kernels/tuning.py: a standard set of conv
 shapes, 1 thread, process CPU time) and writes them to the user cache folder, keyed by CPU model (and
-its feature flags) and numba / numpy versions (framework/ops/nn/dispatch_table.py). Later processes on
+its feature flags) and numba / numpy versions (framework/kernels/dispatch_table.py). Later processes on
 this machine read it; the shipped defaults stay for everything it does not measure and for machines
 never tuned. Run it on an idle machine: other processes share the caches, and slow the kernels unequally.
 """
@@ -28,7 +28,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from framework.ops.nn import dispatch_table, machine
+    from framework.kernels import dispatch_table, machine
 
     path = dispatch_table.table_path()
     if args.reset:
@@ -41,7 +41,7 @@ def main(args: argparse.Namespace) -> int:
         print(f"table: {path} ({'tuned' if tuned else 'none: shipped defaults'})")
         print(json.dumps(dispatch_table.DEFAULTS | tuned, indent=1, sort_keys=True))
         return 0
-    from framework.ops.nn import tuning, window_jit
+    from framework.kernels import tuning, window_jit
 
     if not window_jit.available():
         print("the compiled kernels are not available (numba missing or FRAMEWORK_NO_JIT set): nothing to tune")

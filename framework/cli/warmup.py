@@ -39,7 +39,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from framework.ops.nn import kernel_support, machine, window_jit
+    from framework.kernels import catalog, machine, window_jit
 
     if getattr(args, "background", False):
         _lower_priority()
@@ -49,11 +49,11 @@ def main(args: argparse.Namespace) -> int:
             return 0
         seconds = window_jit.warm_up()
         print(f"kernels ready in {seconds:.1f} s; cache: {machine.numba_cache_dir()}")
-        skipped = {f: kernel_support.missing(f) for f in kernel_support.NEEDS if kernel_support.missing(f)}
-        for family, lacks in sorted(skipped.items()):
-            print(f"  {family}: not for this CPU (lacks {', '.join(lacks)}); its numpy kernel runs")
-        for family, why in sorted(kernel_support.disabled().items()):
-            print(f"  {family}: failed to compile ({why}); its numpy kernel runs")
+        for op, strategy in catalog.strategies():
+            state = catalog.status(strategy)
+            if state not in ("numpy", "ready"):
+                state += "; the next strategy that fits runs"
+            print(f"  {op} {strategy.name}: {state}")
         _record_done()
         return 0
     finally:
@@ -69,22 +69,11 @@ def done_path() -> Path:
 
 
 def _machine():
-    """framework.ops.nn.machine, without running framework/ops/nn/__init__.py when it has not run yet
-    (it registers the nn ops and imports numba: most of a second that a command needing no nn op would
-    pay for this check). machine.py imports only the standard library and numpy and keeps no state, so
-    a second copy of it is harmless."""
-    name = "framework.ops.nn.machine"
-    if name in sys.modules or "framework.ops.nn" in sys.modules:
-        return importlib.import_module(name)
-    import framework
+    """framework.kernels.machine (the kernels package imports nothing on its own: no op registers and
+    numba stays unloaded for this check)."""
+    from framework.kernels import machine
 
-    path = Path(framework.__file__).resolve().parent / "ops" / "nn" / "machine.py"
-    spec = importlib.util.spec_from_file_location("framework_cli_machine", path)
-    if spec is None or spec.loader is None or not path.is_file():
-        return importlib.import_module(name)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return machine
 
 
 def _lock_path() -> Path:

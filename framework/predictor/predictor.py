@@ -74,7 +74,7 @@ class Predictor:
         """The first run, reporting (one INFO line on the ``framework.predictor`` logger) the seconds it
         spent compiling or loading compiled kernels: tens of seconds without numba's cache, which
         ``framework warmup`` fills ahead of use."""
-        from framework.ops.nn import window_jit
+        from framework.kernels import window_jit
 
         before = window_jit.compile_seconds()
         self._split.run(self.net)

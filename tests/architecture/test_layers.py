@@ -15,6 +15,7 @@ LAYERS = [
     ("errors", "proto"),
     ("memory", "runtime"),
     ("db", "checkpoint"),
+    ("kernels",),
     ("ops",),
     ("net",),
     ("onnx", "distributed", "predictor"),

@@ -90,7 +90,7 @@ def test_an_unwritable_cache_folder_is_no_error(spawns, tmp_path, monkeypatch):
 
 
 def test_the_background_warmup_records_it_is_done_and_frees_the_lock(spawns, monkeypatch, capsys):
-    from framework.ops.nn import window_jit
+    from framework.kernels import window_jit
 
     ran = []
     monkeypatch.setattr(window_jit, "warm_up", lambda: ran.append(1) or 0.0)

@@ -19,8 +19,8 @@ import math
 import numpy as np
 
 from framework.errors import GradientError, ShapeError
+from framework.kernels import window_jit
 from framework.ops.gradient import gradient
-from framework.ops.nn import window_jit
 from framework.ops.nn.normalization import AFFINE_GRAD_DOCS, ORDER_ARG, NormOp, affine_grad_infer, channel_axis
 from framework.ops.registry import register_op
 from framework.ops.schema import FLOAT, INT, Arg, TensorSpec

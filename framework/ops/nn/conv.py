@@ -19,6 +19,7 @@ import math
 import numpy as np
 
 from framework.errors import ShapeError, TypeMismatchError
+from framework.kernels.conv_nchw import ConvNCHW
 from framework.memory.binding import matches, stamp
 from framework.ops.gradient import gradient
 from framework.ops.nn.conv_args import (
@@ -34,7 +35,6 @@ from framework.ops.nn.conv_args import (
     split_layout,
     window_view,
 )
-from framework.ops.nn.conv_nchw import ConvNCHW
 from framework.ops.registry import register_op
 from framework.ops.schema import BOOL, STRING, UNKNOWN, Arg, Cost, TensorSpec
 from framework.runtime.parallel import get_num_threads

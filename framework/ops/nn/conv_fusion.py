@@ -21,11 +21,11 @@ concatenations), with no copy.
 from __future__ import annotations
 
 from framework.errors import ShapeError
+from framework.kernels.conv_nchw import ConvNCHW
 from framework.memory.allocator import allocate_array
 from framework.ops.gradient import no_gradient
 from framework.ops.nn.conv import _CONV_ARGS, ConvOpBase, _cost_conv, conv_geometry
 from framework.ops.nn.conv_args import join_layout, parse_conv_pool
-from framework.ops.nn.conv_nchw import ConvNCHW
 from framework.ops.registry import register_op
 from framework.ops.schema import INT, UNKNOWN, Arg, TensorSpec
 from framework.runtime.parallel import get_num_threads

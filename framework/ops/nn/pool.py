@@ -15,9 +15,9 @@ import math
 import numpy as np
 
 from framework.errors import ShapeError, TypeMismatchError
+from framework.kernels import pool_strategies
 from framework.memory.allocator import allocate_array
 from framework.ops.gradient import gradient
-from framework.ops.nn import window_jit
 from framework.ops.nn.conv_args import ConvPoolOp, conv_pool_args, index, infer_geometry, join_layout, kernel_slices
 from framework.ops.registry import register_op
 from framework.ops.schema import BOOL, FLOAT, UNKNOWN, Arg, TensorSpec, same_as_input
@@ -33,7 +33,6 @@ _AVG_ARGS = _POOL_ARGS + [
     )
 ]
 _LP_ARGS = _POOL_ARGS + [Arg("p", FLOAT, 2.0, "the norm's exponent")]
-POOL2X2 = True  # unpadded 2x2 max/average windows on window_jit.pool2x2 (see _Pool._prepare)
 
 
 def _infer_pool(args, ins):
@@ -89,29 +88,15 @@ class _Pool(ConvPoolOp):
             self._ones.fill(1)
         self._xp = None
         self._sep = None
-        sep = self.kind in ("max", "avg") and not self.is_grad and self.order == "NCHW" and r == 2
-        # unpadded 2x2 windows: window_jit.pool2x2, one compiled pass (DenseNet-121's transitions' 2x2/2
-        # averages at batch 16: 2.8-4.5 ms against 14-28 for the per-cell fold, same values)
-        two = POOL2X2 and sep and window_jit.pool2x2_fits(geo, x.dtype)
-        sep = sep and math.prod(geo.kernel) > 4
-        if sep and not self._global and x.size:
-            from framework.ops.nn.pool_nchw import SeparablePool2D
-
+        strategy = None  # 2-D NCHW max/average pooling: the first kernel strategy that fits, if any
+        if self.kind in ("max", "avg") and not self.is_grad and self.order == "NCHW" and r == 2:
+            strategy = pool_strategies.choose(geo, x.dtype, self.kind) if not self._global and x.size else None
+        if strategy is not None:
             pv = self.pad_value
             if self.kind == "max":  # the lowest finite value, as below
                 pv = np.finfo(x.dtype).min if x.dtype.kind == "f" else np.iinfo(x.dtype).min
-            ufunc = np.maximum if self.kind == "max" else np.add
-            if window_jit.pool_fits(geo, x.dtype, self.kind):  # 3x3: 1.15-1.3x; larger windows: separable
-                from framework.ops.nn.pool_nchw import JitPool2D
-
-                inv = self._inverse_counts(geo, x.dtype) if self.kind == "avg" else None
-                self._sep = JitPool2D(geo, n, c, self.kind, pv, inv)
-            else:
-                self._sep = SeparablePool2D(geo, n, c, x.dtype, ufunc, pv)
-        elif two and not self._global and x.size:
-            from framework.ops.nn.pool_nchw import JitPool2D
-
-            self._sep = JitPool2D(geo, n, c, self.kind, self.pad_value)
+            inv = self._inverse_counts(geo, x.dtype) if self.kind == "avg" else None
+            self._sep = strategy.prepare(geo, n, c, x.dtype, self.kind, pv, inv)
         elif geo.padded and not self._global:
             pv = self.pad_value
             if self.kind == "max":

@@ -10,7 +10,7 @@ its first argument), unlike the separate Relu, which keeps NaN; these ops do as 
 an error here too.
 
 SpatialBNRelu in test mode, float32 NCHW, runs as one compiled scale-shift-Relu pass where numba is
-installed (framework/ops/nn/window_jit.py).
+installed (framework/kernels/window_jit.py).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""framework/ops/nn/cached_jit.py: a process whose kernels all come from numba's on-disk cache loads them
+"""framework/kernels/cached_jit.py: a process whose kernels all come from numba's on-disk cache loads them
 without numba's compiler set-up (its linear-algebra registry is never imported) and computes what a
 numpy reference computes."""
 
@@ -22,7 +22,7 @@ CODE = textwrap.dedent(
     import numpy as np
     from framework.core import CreateOperator
     from framework.memory.workspace import Workspace
-    from framework.ops.nn import kernel_support
+    from framework.kernels import kernel_support
 
     rng = np.random.default_rng(0)
     x = rng.standard_normal((1, 16, 20, 20)).astype(np.float32)

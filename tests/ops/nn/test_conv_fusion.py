@@ -1,4 +1,4 @@
-"""The 2-D NCHW conv kernels (framework/ops/nn/conv_nchw.py: 1x1 as a direct GEMM, im2col handling the
+"""The 2-D NCHW conv kernels (framework/kernels/conv_nchw.py: 1x1 as a direct GEMM, im2col handling the
 padding itself, split over threads by images or output channels) through Conv and ConvFusion, against
 an independent numpy reference; their buffers go through the allocator; re-runs allocate nothing."""
 
@@ -12,11 +12,12 @@ from hypothesis import strategies as st
 import framework
 from framework.core import CreateOperator
 from framework.errors import FrameworkError
+from framework.kernels import conv_nchw, conv_strategies
+from framework.kernels.dispatch_table import THRESHOLDS
+from framework.kernels.geometry import Geometry
 from framework.memory.allocator import memory_reporter
 from framework.memory.workspace import Workspace
 from framework.ops import create_operator
-from framework.ops.nn import conv_nchw
-from framework.ops.nn.conv_args import Geometry
 from framework.ops.testing import assert_reference_checks
 
 
@@ -45,12 +46,12 @@ def ref_conv(x, w, b, stride, pad, group, dilation=1):
 
 @pytest.fixture(params=[1, 2], ids=["1thread", "2threads"])
 def threads(request):
-    old, old_min = framework.get_num_threads(), conv_nchw.SPLIT_MIN_FLOPS
+    old, old_min = framework.get_num_threads(), THRESHOLDS["SPLIT_MIN_FLOPS"]
     framework.set_num_threads(request.param)
-    conv_nchw.SPLIT_MIN_FLOPS = 0  # the tests' small convs split over the threads too
+    THRESHOLDS["SPLIT_MIN_FLOPS"] = 0  # the tests' small convs split over the threads too
     yield request.param
     framework.set_num_threads(old)
-    conv_nchw.SPLIT_MIN_FLOPS = old_min
+    THRESHOLDS["SPLIT_MIN_FLOPS"] = old_min
 
 
 @pytest.mark.parametrize("n, m, size, parts", [(1, 8, 6, 1), (1, 64, 64, 2), (4, 8, 6, 1), (4, 64, 64, 2)])
@@ -141,8 +142,8 @@ def test_conv_fusion_matches_reference(threads, case, fusion):
 
 
 def test_conv_buffers_come_from_the_allocator_and_reruns_allocate_nothing(threads, monkeypatch):
-    monkeypatch.setattr(conv_nchw, "DIRECT_OW", 1 << 30)  # im2col's columns (the direct kernel: test_window_jit)
-    monkeypatch.setattr(conv_nchw, "CHANNEL", False)
+    monkeypatch.setitem(THRESHOLDS, "DIRECT_OW", 1 << 30)  # im2col's columns (the direct kernel: test_window_jit)
+    monkeypatch.setattr(conv_strategies.CHANNEL, "enabled", False)
     ws = Workspace()
     rng = np.random.default_rng(0)
     ws.feed_blob("X", rng.standard_normal((2, 8, 12, 12)).astype(np.float32))
@@ -199,8 +200,8 @@ def test_depthwise_kernel_matches_reference(threads, stride, pad, n):
 
 
 def test_small_images_are_batched_into_one_gemm_and_column_buffers_are_shared(threads, monkeypatch):
-    monkeypatch.setattr(conv_nchw, "DIRECT_OW", 1 << 30)  # im2col (these thin convs would run direct)
-    monkeypatch.setattr(conv_nchw, "CHANNEL", False)  # (or on the channel-lane kernel)
+    monkeypatch.setitem(THRESHOLDS, "DIRECT_OW", 1 << 30)  # im2col (these thin convs would run direct)
+    monkeypatch.setattr(conv_strategies.CHANNEL, "enabled", False)  # (or on the channel-lane kernel)
     rng = np.random.default_rng(3)
     ws = Workspace()
     x = rng.standard_normal((4, 5, 6, 6)).astype(np.float32)
@@ -234,13 +235,12 @@ def _feed_big(ws, rng):
 
 @pytest.mark.parametrize("kernel,pad", [(3, 1), (1, 0)])
 def test_batched_gemm_in_chunks_with_a_smaller_last_chunk(threads, monkeypatch, kernel, pad):
-    import framework.ops.nn.conv_nchw as conv_nchw
 
-    monkeypatch.setattr(conv_nchw, "BLOCK_BYTES", 2 * 4 * kernel * kernel * 25 * 4)  # 2 images per GEMM
-    monkeypatch.setattr(conv_nchw, "POINTWISE_MK_C", 0)  # the GEMM path (the micro-kernel: test_window_jit)
-    monkeypatch.setattr(conv_nchw, "POINTWISE_MK_MAX_C", 0)
-    monkeypatch.setattr(conv_nchw, "CHANNEL", False)  # im2col for the narrow 3x3 case too
-    monkeypatch.setattr(conv_nchw, "DIRECT_OW", 1 << 30)
+    monkeypatch.setitem(THRESHOLDS, "BLOCK_BYTES", 2 * 4 * kernel * kernel * 25 * 4)  # 2 images per GEMM
+    monkeypatch.setitem(THRESHOLDS, "POINTWISE_MK_C", 0)  # the GEMM path (the micro-kernel: test_window_jit)
+    monkeypatch.setitem(THRESHOLDS, "POINTWISE_MK_MAX_C", 0)
+    monkeypatch.setattr(conv_strategies.CHANNEL, "enabled", False)  # im2col for the narrow 3x3 case too
+    monkeypatch.setitem(THRESHOLDS, "DIRECT_OW", 1 << 30)
     rng = np.random.default_rng(5)
     x = rng.standard_normal((7, 4, 5, 5)).astype(np.float32)
     w = rng.standard_normal((6, 4, kernel, kernel)).astype(np.float32)

@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from framework.ops.nn import conv_nchw
-from framework.ops.nn.conv_args import Geometry
+from framework.kernels import conv_nchw
+from framework.kernels.geometry import Geometry
 from framework.runtime.parallel import set_num_threads
 
 pytest.importorskip("numba")

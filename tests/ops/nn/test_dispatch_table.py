@@ -1,4 +1,4 @@
-"""The per-machine dispatch table (framework/ops/nn/dispatch_table.py, written by ``framework tune``)
+"""The per-machine dispatch table (framework/kernels/dispatch_table.py, written by ``framework tune``)
 and the kernels' cache in the user cache folder (``framework warmup``, machine.py)."""
 
 from __future__ import annotations
@@ -12,17 +12,19 @@ import sys
 import numpy as np
 import pytest
 
-from framework.ops.nn import dispatch_table, machine, tuning
+from framework.kernels import dispatch_table, machine, tuning
+from framework.kernels.dispatch_table import THRESHOLDS
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 # conv_kind of a 3x3 stride-1 conv 16 -> 16 channels onto 20x20 (too few outputs for the channel-lane
 # kernel, too few channels for Winograd): direct from DIRECT_OW = 5 columns on, im2col below
 _KIND = """
-from framework.ops.nn import conv_nchw
-from framework.ops.nn.conv_args import Geometry
+from framework.kernels import conv_nchw
+from framework.kernels.geometry import Geometry
+from framework.kernels.dispatch_table import THRESHOLDS
 geo = Geometry((20, 20), (3, 3), (1, 1), (1, 1), (1, 1), (1, 1), (20, 20))
-print(conv_nchw.DIRECT_OW, conv_nchw.conv_kind(geo, 16, 16, 1))
+print(THRESHOLDS["DIRECT_OW"], conv_nchw.conv_kind(geo, 16, 16, 1))
 """
 
 
@@ -47,7 +49,7 @@ def _write(cache, key: str, file_key: str | None = None, **values) -> None:
 def test_a_tuned_table_is_read_and_changes_dispatch(tmp_path):
     pytest.importorskip("numba")
     assert _python(_KIND, tmp_path).split() == ["5", "direct"]  # no table: the shipped default
-    key = _python("from framework.ops.nn import machine; print(machine.machine_key())", tmp_path).strip()
+    key = _python("from framework.kernels import machine; print(machine.machine_key())", tmp_path).strip()
     _write(tmp_path, key, DIRECT_OW=32)
     assert _python(_KIND, tmp_path).split() == ["32", "im2col"]
     assert _python(_KIND, tmp_path, FRAMEWORK_NO_TUNED="1").split() == ["5", "direct"]
@@ -55,7 +57,7 @@ def test_a_tuned_table_is_read_and_changes_dispatch(tmp_path):
 
 def test_a_table_for_another_machine_is_ignored(tmp_path):
     pytest.importorskip("numba")
-    key = _python("from framework.ops.nn import machine; print(machine.machine_key())", tmp_path).strip()
+    key = _python("from framework.kernels import machine; print(machine.machine_key())", tmp_path).strip()
     other = key.replace("numba", "numba0.1-") + "-other-cpu"
     _write(tmp_path, other, DIRECT_OW=32)  # its own file
     _write(tmp_path, other, file_key=key, DIRECT_OW=32)  # copied under this machine's name
@@ -104,7 +106,7 @@ def test_crossover_rules():
 @pytest.mark.parametrize("sweep", tuning.SWEEPS, ids=[s.name for s in tuning.SWEEPS])
 def test_each_sweep_separates_its_kernels(sweep):
     """Along the whole axis the two sides of a sweep give every shape different kernels."""
-    from framework.ops.nn import kernel_support, window_jit
+    from framework.kernels import kernel_support, window_jit
 
     if not (window_jit.available() and all(kernel_support.usable(f) for f in sweep.needs)):
         pytest.skip("its kernels are not usable here")
@@ -114,21 +116,21 @@ def test_each_sweep_separates_its_kernels(sweep):
 
 def test_a_sweep_measures_both_kernels(monkeypatch):
     """Each side of a sweep really runs the kernel it names (conv_nchw's constants forced, then restored)."""
-    from framework.ops.nn import conv_nchw, kernel_support, window_jit
+    from framework.kernels import kernel_support, window_jit
 
     if not (window_jit.available() and kernel_support.usable("pointwise")):
         pytest.skip("the micro-kernel is not usable here")
-    before = conv_nchw.POINTWISE_MK_C
+    before = THRESHOLDS["POINTWISE_MK_C"]
     sweep = tuning.SWEEPS[0]._replace(axis=(16, 32))
     got, rows = tuning.run_sweep(sweep, log=lambda *_: None)
     assert [r[1] for r in rows] == ["pointwise-mk"] * 2 and [r[3] for r in rows] == ["pointwise"] * 2
     assert all(r[2] > 0 and r[4] > 0 for r in rows) and got in (0, 16, 32)
-    assert conv_nchw.POINTWISE_MK_C == before
+    assert THRESHOLDS["POINTWISE_MK_C"] == before
 
 
 _WARM = """
 import numpy as np
-from framework.ops.nn import machine, window_jit
+from framework.kernels import machine, window_jit
 assert window_jit.available()
 x = np.ones((1, 2, 3, 3), np.float32)
 y = np.empty_like(x)
@@ -169,7 +171,7 @@ def test_a_read_only_install_caches_kernels_in_the_user_cache_folder(tmp_path):
 def test_predictor_reports_compile_time_once(caplog):
     pytest.importorskip("numba")
     from framework.core import CreateOperator
-    from framework.ops.nn import window_jit
+    from framework.kernels import window_jit
     from framework.predictor.predictor import Predictor
     from framework.proto import framework_pb2 as pb
 

@@ -1,4 +1,4 @@
-"""The compiled kernels run only where they can (framework/ops/nn/kernel_support.py): a CPU without FMA
+"""The compiled kernels run only where they can (framework/kernels/kernel_support.py): a CPU without FMA
 or AVX-512 gets the kernels that fit it (or the numpy ones), and a kernel whose compile fails is
 disabled with one warning while the op runs its numpy kernel: every path gives the numpy path's values."""
 
@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 from framework.core import CreateOperator
+from framework.kernels import conv_strategies, kernel_support, window_jit
 from framework.memory.workspace import Workspace
 from framework.ops import create_operator
-from framework.ops.nn import conv_nchw, kernel_support, window_jit
 
 numba = pytest.importorskip("numba")
 llvm = pytest.importorskip("llvmlite.binding")
@@ -149,7 +149,7 @@ def test_a_failed_compile_warns_once_and_runs_the_numpy_kernel(family, op_def, f
     if not kernel_support.usable(family):
         pytest.skip(f"'{family}' is not usable on this CPU: {kernel_support.missing(family)}")
     if family == "winograd":
-        fresh.setattr(conv_nchw, "CHANNEL", False)
+        fresh.setattr(conv_strategies.CHANNEL, "enabled", False)
     want, _ = _run(op_def, feeds, jit=False)
     _, op = _run(op_def, feeds)
     assert _uses(op, family), f"the case does not reach '{family}'"
@@ -160,7 +160,7 @@ def test_a_failed_compile_warns_once_and_runs_the_numpy_kernel(family, op_def, f
         raise numba.core.errors.LoweringError("injected: LLVM cannot select this intrinsic")
 
     module, attr = KERNELS[family]
-    fresh.setattr(__import__(f"framework.ops.nn.{module}", fromlist=[attr]), attr, broken)
+    fresh.setattr(__import__(f"framework.kernels.{module}", fromlist=[attr]), attr, broken)
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
         got, op = _run(op_def, feeds, times=2)
@@ -202,7 +202,7 @@ def test_concatenated_channels_survive_a_fallback(fresh):
     def broken(*args):
         raise numba.core.errors.TypingError("injected")
 
-    from framework.ops.nn import microkernel
+    from framework.kernels import microkernel
 
     fresh.setattr(microkernel, "_conv", broken)
     with warnings.catch_warnings(record=True):
@@ -247,7 +247,7 @@ def _uses(op, family: str) -> bool:
 _SUBPROCESS = """
 import warnings
 import numpy as np
-from framework.ops.nn import kernel_support, simd_ir
+from framework.kernels import kernel_support, simd_ir
 from tests.ops.nn.test_kernel_support import CASES, _close, _run, _uses
 print("lanes", simd_ir.L)
 with warnings.catch_warnings(record=True) as seen:
@@ -289,7 +289,7 @@ def test_without_avx512_the_8_lane_kernels_run(tmp_path):
 _OLD_LLVMLITE = """
 import types
 from llvmlite import ir
-from framework.ops.nn import channel_kernel, depthwise3, microkernel, pool_columns
+from framework.kernels import channel_kernel, depthwise3, microkernel, pool_columns
 def _typed_only(pointee, *args, **kw):  # llvmlite < 0.44: no opaque pointers
     return ir.PointerType(pointee, *args, **kw)
 old = types.SimpleNamespace(**{k: getattr(ir, k) for k in dir(ir) if not k.startswith("_")})

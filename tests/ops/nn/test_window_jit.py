@@ -1,4 +1,4 @@
-"""The compiled (numba) kernels of framework/ops/nn/window_jit.py: depthwise Conv/ConvFusion, 3x3
+"""The compiled (numba) kernels of framework/kernels/window_jit.py: depthwise Conv/ConvFusion, 3x3
 MaxPool/AveragePool, the one-pass conv epilogue (bias, residual, Relu) and test-mode SpatialBN's
 scale-and-shift, against independent numpy references; the same ops with the kernels switched off
 (the numpy path) giving the same results, NaN propagation, and no allocation per re-run."""
@@ -13,11 +13,12 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from framework.core import CreateOperator
+from framework.kernels import conv_nchw, conv_strategies, pool_strategies, window_jit
+from framework.kernels.dispatch_table import THRESHOLDS
+from framework.kernels.geometry import Geometry
 from framework.memory.allocator import memory_reporter
 from framework.memory.workspace import Workspace
 from framework.ops import create_operator
-from framework.ops.nn import conv_nchw, pool, pool_nchw, window_jit
-from framework.ops.nn.conv_args import Geometry
 from tests.ops.nn.test_conv_fusion import ref_conv, threads  # noqa: F401  (fixture)
 from tests.ops.nn.test_pool import pool_reference
 
@@ -85,10 +86,10 @@ def test_depthwise_jit_matches_reference_and_numpy_path(case, fusion, bias, seed
         assert op._kernel.dmk == (jit and s == 1 and not op._kernel.dw3)
         plain, op2 = _run(op_def, feeds, False, mp)
         assert not op2._kernel.jit
-        mp.setattr(conv_nchw, "DEPTHWISE3", False)
+        mp.setattr(conv_strategies.DEPTHWISE3, "enabled", False)
         one_row, op4 = _run(op_def, feeds, True, mp)
         assert not op4._kernel.dw3 and op4._kernel.dmk == (jit and s == 1)
-        mp.setattr(conv_nchw, "DEPTHWISE_MK", False)
+        mp.setattr(conv_strategies.DIRECT_DEPTHWISE, "enabled", False)
         planes, op3 = _run(op_def, feeds, True, mp)
         assert not op3._kernel.dmk
     np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
@@ -135,7 +136,7 @@ def test_conv_epilogue_jit_matches_reference_and_numpy_path(kernel, stride, n, m
 @st.composite
 def direct_cases(draw):
     """Group-1 convs the direct kernel takes: 3x3 at stride 1 or 2, 5x5 and 7x7 at strides 1-4 over few
-    channels (conv_nchw.DIRECT_K), outputs at least conv_nchw.DIRECT_OW
+    channels (THRESHOLDS["DIRECT_K"]), outputs at least THRESHOLDS["DIRECT_OW"]
     wide: rows of up to 16 outputs two to a register block, wider ones in runs of 32, a last run of up
     to 16 sharing a block with the next row's; M not a multiple of the micro-kernel's 8 rows exercises
     a partial block), pads up to 2 per side."""
@@ -143,7 +144,7 @@ def direct_cases(draw):
     pads = draw(st.lists(st.integers(0, k // 2 + 1), min_size=4, max_size=4))
     s = draw(st.sampled_from([1, 2] if k == 3 else [1, 2, 3, 4]))
     h = draw(st.integers(max(1, k - pads[0] - pads[2]), 12))
-    min_ow = conv_nchw.DIRECT_OW
+    min_ow = THRESHOLDS["DIRECT_OW"]
     w = draw(st.integers(max(1, (min_ow - 1) * s + k - pads[1] - pads[3]), 52 * s))
     n, c, m = draw(st.integers(1, 3)), draw(st.integers(1, 6)), draw(st.integers(1, 20))
     return dict(n=n, c=c, m=m, h=h, w=w, pads=pads, stride=s, k=k)
@@ -181,7 +182,9 @@ def test_direct_conv_matches_reference_and_numpy_path(case, fusion, bias, band, 
     kw = dict(kernel=case["k"], pads=pads, stride=case["stride"])
     op_def, want = _fused(ins, fusion, want, feeds, rng, **kw)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(conv_nchw, "CHANNEL", False)  # narrow outputs on the direct kernel too (channel: below)
+        mp.setattr(
+            conv_strategies.CHANNEL, "enabled", False
+        )  # narrow outputs on the direct kernel too (channel: below)
         if band:
             mp.setattr(window_jit, "BAND_BYTES", band)
         got, op = _run(op_def, feeds, True, mp)
@@ -233,8 +236,8 @@ def test_channel_conv_matches_reference_and_numpy_path(threads, case, fusion, bi
     kw_args = dict(kernels=[kh, kw], pads=pads, stride=s)
     op_def, want = _fused(ins, fusion, want, feeds, rng, **kw_args)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(conv_nchw, "CHANNEL_S2_K", 1)  # every wide case on it, whatever its C x taps and M
-        mp.setattr(conv_nchw, "CHANNEL_S2_M", 1)
+        mp.setitem(THRESHOLDS, "CHANNEL_S2_K", 1)  # every wide case on it, whatever its C x taps and M
+        mp.setitem(THRESHOLDS, "CHANNEL_S2_M", 1)
         got, op = _run(op_def, feeds, True, mp)
         assert op._kernel.kind == "channel"
         plain, op2 = _run(op_def, feeds, False, mp)
@@ -382,7 +385,7 @@ def test_pool_jit_matches_reference_and_numpy_path(kind, stride, pads, size, inc
         else:
             assert type(op._sep).__name__ == "JitPool2D" and op._sep.direct == (kind == "MaxPool")
         plain, _ = _run(op_def, {"X": x}, False, mp)
-        mp.setattr(pool_nchw, "DIRECT_MAX", False)  # max pooling over phase planes, as average pooling
+        mp.setattr(pool_strategies.MAX_POOL, "enabled", False)  # max pooling over phase planes, as average pooling
         planes, op3 = _run(op_def, {"X": x}, True, mp)
         assert op3._sep is None or not op3._sep.direct
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
@@ -418,7 +421,7 @@ def test_pool2x2_matches_reference_and_numpy_path(threads, kind, stride, size, n
         else:
             assert type(op._sep).__name__ == "JitPool2D" and op._sep.two
             assert len(op._sep.parts) == min(threads, n)
-        mp.setattr(pool, "POOL2X2", False)
+        mp.setattr(pool_strategies.POOL2X2, "enabled", False)
         fold, op2 = _run(op_def, {"X": x}, True, mp)
         assert op2._sep is None
     assert got.shape == (n, 3, *outs)
@@ -448,7 +451,7 @@ def test_jit_kernels_rerun_without_allocating(threads, batch, size, kind, monkey
     """Depthwise, direct or channel-lane (images split over the threads, or output channels at batch 1;
     an in-place residual) and pooling kernels run again without allocating."""
     if kind == "direct":  # wide outputs: on the direct kernel, not the channel-lane one
-        monkeypatch.setattr(conv_nchw, "CHANNEL_WIDE_C", 0)
+        monkeypatch.setitem(THRESHOLDS, "CHANNEL_WIDE_C", 0)
     rng = np.random.default_rng(0)
     ws = Workspace()
     c = 64  # several blocks (panels) of output channels: split at batch 1 on 2 threads
@@ -509,12 +512,12 @@ def test_pointwise_micro_kernel_matches_reference_and_gemm(n, c, m, hw, fusion, 
         if band == "chunks":
             mp.setattr(window_jit, "POINTWISE_KC", 3)
             mp.setattr(window_jit, "POINTWISE_KC_BAND", 32)
-            mp.setattr(conv_nchw, "POINTWISE_MK_C", 2)  # over 2 channels: the chunked micro-kernel still
+            mp.setitem(THRESHOLDS, "POINTWISE_MK_C", 2)  # over 2 channels: the chunked micro-kernel still
         got, op = _run(op_def, feeds, True, mp)
         want_band = {None: window_jit.pointwise_band(c), 1: (64, c), "chunks": (32, 3) if c > 3 else None}[band]
         assert op._kernel.mk and op._kernel.band == (want_band or window_jit.pointwise_band(c))
-        mp.setattr(conv_nchw, "POINTWISE_MK_C", 0)
-        mp.setattr(conv_nchw, "POINTWISE_MK_MAX_C", 0)
+        mp.setitem(THRESHOLDS, "POINTWISE_MK_C", 0)
+        mp.setitem(THRESHOLDS, "POINTWISE_MK_MAX_C", 0)
         plain, op2 = _run(op_def, feeds, True, mp)
         assert not op2._kernel.mk
     np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
@@ -535,11 +538,11 @@ def test_micro_kernel_with_8_lanes_matches_reference():
         from framework.core import CreateOperator
         from framework.memory.workspace import Workspace
         from framework.ops import create_operator
-        from framework.ops.nn import microkernel
+        from framework.kernels import microkernel
         from tests.ops.nn.test_conv_fusion import ref_conv
         assert microkernel.L == 8 and microkernel.R == 6
         rng = np.random.default_rng(0)
-        from framework.ops.nn import channel_kernel
+        from framework.kernels import channel_kernel
         assert channel_kernel.L == 8
         kinds = set()
         cases = ((3, 1, 1, 20, 13), (3, 1, 2, 23, 7), (3, 0, 1, 11, 6), (1, 0, 1, 9, 14), (3, 1, 2, 13, 20))
@@ -626,7 +629,7 @@ def check_stride2_max_pool(width: int, pad: int, lanes: int) -> None:
     """3x3 stride-2 max pooling over rows ``width`` wide (several vector steps of the column kernel,
     pool_columns.rows3s2, and a partial last one): equal, bit for bit, to the phase-plane kernel's and
     to the reference; NaN at a step's first and last window wins, +0/-0 ties keep the scalar order."""
-    from framework.ops.nn import pool_columns
+    from framework.kernels import pool_columns
 
     assert pool_columns.L == lanes
     rng = np.random.default_rng(width)
@@ -645,7 +648,7 @@ def check_stride2_max_pool(width: int, pad: int, lanes: int) -> None:
 
 @pytest.mark.parametrize("width,pad", [(41, 0), (41, 1), (64, 1), (66, 0), (9, 1)])
 def test_stride2_max_pool_columns_in_vector_steps(width, pad):
-    from framework.ops.nn import pool_columns
+    from framework.kernels import pool_columns
 
     assert window_jit.available()
     check_stride2_max_pool(width, pad, pool_columns.L)
@@ -669,8 +672,8 @@ def test_depthwise3_rows_in_several_vector_steps(stride, pad, width, fusion):
     with pytest.MonkeyPatch.context() as mp:
         got, op = _run(op_def, feeds, True, mp)
         assert op._kernel.dw3
-        mp.setattr(conv_nchw, "DEPTHWISE3", False)
-        mp.setattr(conv_nchw, "DEPTHWISE_MK", False)
+        mp.setattr(conv_strategies.DEPTHWISE3, "enabled", False)
+        mp.setattr(conv_strategies.DIRECT_DEPTHWISE, "enabled", False)
         planes, _ = _run(op_def, feeds, True, mp)
     np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
     assert np.isnan(got).any()

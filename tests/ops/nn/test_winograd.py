@@ -1,4 +1,4 @@
-"""Winograd F(2x2, 3x3) convolution (framework/ops/nn/winograd.py, kind ``winograd`` of conv_nchw):
+"""Winograd F(2x2, 3x3) convolution (framework/kernels/winograd.py, kind ``winograd`` of conv_nchw):
 Conv and ConvFusion (every fusion type) against an independent float64 reference and against
 im2col + GEMM (the compiled kernels off), odd sizes and asymmetric pads, blocks of tile rows that
 span images, the batch's tile rows split over threads, the transformed filter redone only when the
@@ -12,11 +12,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from framework.core import CreateOperator
+from framework.kernels import conv_nchw, conv_strategies, winograd
+from framework.kernels.dispatch_table import THRESHOLDS
+from framework.kernels.geometry import Geometry
 from framework.memory.allocator import memory_reporter
 from framework.memory.workspace import Workspace
 from framework.ops import create_operator
-from framework.ops.nn import conv_nchw, winograd
-from framework.ops.nn.conv_args import Geometry
 from tests.ops.nn.test_conv_fusion import ref_conv, threads  # noqa: F401  (fixture)
 from tests.ops.nn.test_window_jit import _run as run_jit
 
@@ -26,16 +27,16 @@ pytest.importorskip("numba")
 @pytest.fixture(autouse=True)
 def _winograd_for_narrow_outputs_too(monkeypatch):
     """These tests run Winograd on small images, whose narrow outputs conv_kind gives the channel-lane
-    kernel (conv_nchw.CHANNEL); the kind test turns it back on."""
-    monkeypatch.setattr(conv_nchw, "CHANNEL", False)
+    kernel (conv_strategies.CHANNEL); the kind test turns it back on."""
+    monkeypatch.setattr(conv_strategies.CHANNEL, "enabled", False)
 
 
 @pytest.fixture
 def any_size(monkeypatch):
     """Winograd for every 3x3 stride-1 conv (the tests' convs are smaller than the rule's)."""
-    monkeypatch.setattr(conv_nchw, "WINOGRAD_C", 1)
-    monkeypatch.setattr(conv_nchw, "WINOGRAD_M", 1)
-    monkeypatch.setattr(conv_nchw, "WINOGRAD_T", 1)
+    monkeypatch.setitem(THRESHOLDS, "WINOGRAD_C", 1)
+    monkeypatch.setitem(THRESHOLDS, "WINOGRAD_M", 1)
+    monkeypatch.setitem(THRESHOLDS, "WINOGRAD_T", 1)
 
 
 def _ref(x, w, b, pads):
@@ -94,7 +95,7 @@ def test_winograd_matches_reference_and_numpy_path(case, fusion, bias, block, se
     op_def = _op_def(fusion, ["X", "W"] + (["b"] if bias else []), pads)
     with pytest.MonkeyPatch.context() as mp:
         for name in ("WINOGRAD_C", "WINOGRAD_M", "WINOGRAD_T"):
-            mp.setattr(conv_nchw, name, 1)
+            mp.setitem(THRESHOLDS, name, 1)
         # BLOCK_BYTES of ``block`` tile rows
         tw = (want.shape[3] + 1) // 2
         mp.setattr(winograd, "BLOCK_BYTES", block * 16 * (c + m) * tw * 4)
@@ -193,7 +194,7 @@ def test_winograd_reruns_without_allocating(threads, any_size):  # noqa: F811
     ],
 )
 def test_winograd_chosen_for_wide_convs_only(n, c, m, size, kind, monkeypatch):
-    monkeypatch.setattr(conv_nchw, "CHANNEL", True)
+    monkeypatch.setattr(conv_strategies.CHANNEL, "enabled", True)
     geo = Geometry((size, size), (3, 3), (1, 1), (1, 1), (0, 0), (0, 0), (size - 2, size - 2))
     assert conv_nchw.conv_kind(geo, c, m, 1, np.float32, n) == kind
     assert conv_nchw.conv_kind(geo, c, m, 1, np.float64, n) == "im2col"

@@ -10,9 +10,9 @@ from hypothesis import strategies as st
 
 from framework.core import CreateOperator
 from framework.errors import GradientError, TypeMismatchError
+from framework.kernels import window_jit
 from framework.memory.workspace import Workspace
 from framework.ops import create_operator, get_gradient_for_op
-from framework.ops.nn import window_jit
 from framework.ops.testing import arrays, assert_reference_checks, shapes
 from tests.ops.nn.test_conv_fusion import ref_conv
 

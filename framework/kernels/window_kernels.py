@@ -1,4 +1,4 @@
-"""The numba kernels behind framework/ops/nn/window_jit.py (see its doc); imported only when first
+"""The numba kernels behind framework/kernels/window_jit.py (see its doc); imported only when first
 needed, so ``import framework`` never pays for importing numba."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from framework.ops.nn import cached_jit, simd_ir
-from framework.ops.nn.pool_columns import rows3s2
+from framework.kernels import cached_jit, simd_ir
+from framework.kernels.pool_columns import rows3s2
 
 COLS_L = simd_ir.L  # outputs per step of rows3s2
 _jit = cached_jit.njit(cache=simd_ir.CACHE, fastmath={"contract"}, nogil=True, boundscheck=False)

@@ -15,7 +15,7 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from framework.ops.nn.simd_ir import I1, I32, VEC, L, const, function, splat
+from framework.kernels.simd_ir import I1, I32, VEC, L, const, function, splat
 
 
 @intrinsic

@@ -13,9 +13,9 @@ from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
 
-from framework.ops.nn import cached_jit, simd_ir
-from framework.ops.nn.simd_ir import I1, I32, I64, VEC, L, const, function, splat
-from framework.ops.nn.window_kernels import _direct_fill
+from framework.kernels import cached_jit, simd_ir
+from framework.kernels.simd_ir import I1, I32, I64, VEC, L, const, function, splat
+from framework.kernels.window_kernels import _direct_fill
 
 _jit = cached_jit.njit(cache=simd_ir.CACHE, fastmath={"contract"}, nogil=True, boundscheck=False)
 SLACK = 2 * L + 4  # plane cells read past the last row (a stride-2 step reads 2L + 2 from its start)

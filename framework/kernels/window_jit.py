@@ -54,9 +54,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from framework.ops.nn import kernel_support
-from framework.ops.nn.dispatch_table import THRESHOLDS as _T
-from framework.ops.nn.kernel_support import KernelUnavailable, usable
+from framework.kernels import kernel_support
+from framework.kernels.dispatch_table import THRESHOLDS as _T
+from framework.kernels.kernel_support import KernelUnavailable, usable
 
 _COMPILE = {"seconds": 0.0}
 _UNSET = object()
@@ -85,10 +85,10 @@ def _import_kernels():
     """Import every compiled kernel module (numba decorates them: no compile yet) with numba's cache in
     the user cache folder (machine.numba_cache): a read-only install caches there too. The
     window_kernels module."""
-    from framework.ops.nn import machine
+    from framework.kernels import machine
 
     with machine.numba_cache():
-        from framework.ops.nn import channel_kernel, depthwise3, microkernel, window_kernels, winograd_kernels
+        from framework.kernels import channel_kernel, depthwise3, microkernel, window_kernels, winograd_kernels
 
         del channel_kernel, depthwise3, microkernel, winograd_kernels  # imported for their decorators only
     return window_kernels
@@ -256,7 +256,7 @@ _MK: list = []  # the micro-kernel module, once imported (it imports numba and l
 
 def _microkernel():
     if not _MK:
-        from framework.ops.nn import microkernel
+        from framework.kernels import microkernel
 
         _MK.append(microkernel)
     return _MK[0]
@@ -338,7 +338,7 @@ def bordered_plane(geo) -> tuple[int, int]:
 def depthwise3_planes(geo) -> tuple[int, int, int]:
     """(hq, wq, cells per channel) of ``depthwise3``'s zero-bordered planes (a (C, cells) float32
     buffer, zero-filled once: only the image's cells are written)."""
-    from framework.ops.nn import depthwise3 as d3
+    from framework.kernels import depthwise3 as d3
 
     hq, wq = bordered_plane(geo)
     return hq, wq, hq * wq + d3.SLACK
@@ -348,7 +348,7 @@ def depthwise3(x, w, b, y, res, planes, plane, geo, relu: bool, i0: int, i1: int
     """3x3 depthwise conv at stride 1 or 2 (``depthwise3_fits``; depthwise3.py) of images i0:i1 into
     y: ``w`` (C, 1, 3, 3), ``b`` (C,) (zeros for a conv without bias), ``planes`` of
     ``depthwise3_planes`` and ``plane`` that (hq, wq, cells); ``res`` may be None or ``y`` itself."""
-    from framework.ops.nn import depthwise3 as d3
+    from framework.kernels import depthwise3 as d3
 
     x, res, flags = _mk_operands(x, y, res, relu)
     (ph, pw), s, (hq, wq, _) = geo.head, geo.stride[0], plane
@@ -388,7 +388,7 @@ def channel_fits(geo, dtype, group: int) -> bool:
 def channel_plan(geo, c: int, m: int) -> ChannelPlan:
     """The ``ChannelPlan`` of a conv of ``c`` input and ``m`` output channels over ``geo``: the block
     variant that wastes the fewest lane-steps (channels rounded up to panels x pixels to blocks)."""
-    from framework.ops.nn import channel_kernel as ck
+    from framework.kernels import channel_kernel as ck
 
     (kh, kw), ow = geo.kernel, geo.out[1]
 
@@ -407,7 +407,7 @@ def channel_plan(geo, c: int, m: int) -> ChannelPlan:
 
 def channel_pack(w: np.ndarray, plan: ChannelPlan, out: np.ndarray) -> None:
     """The filter (M, C, kh, kw) packed for ``channel_conv`` into ``out`` (plan.mp * C * kh * kw,)."""
-    from framework.ops.nn import channel_kernel as ck
+    from framework.kernels import channel_kernel as ck
 
     ck.pack(w.reshape(w.shape[0], -1), plan.lanes // ck.L, out)
 
@@ -417,7 +417,7 @@ def channel_conv(x, wp, b, y, res, planes, plan, geo, relu, i0, i1, mb0, mb1, m,
     channels; ``m`` the filter's rows), into y[:, moff:]: ``wp`` from ``channel_pack``, ``b`` (plan.mp,)
     (zeros past the filter's rows), ``planes`` of plan.planes per worker (zero-filled once); ``res``
     may be None or ``y`` itself."""
-    from framework.ops.nn import channel_kernel as ck
+    from framework.kernels import channel_kernel as ck
 
     x, res, flags = _mk_operands(x, y, res, relu)
     (ph, pw), s = geo.head, geo.stride[0]
@@ -595,18 +595,10 @@ def pool2x2_fits(geo, dtype) -> bool:
     return not geo.padded and inside
 
 
-def pool_fits(geo, dtype, mode: str) -> bool:
-    """Whether a 3x3 max (``mode='max'``) or average pooling runs on these kernels (pool_nchw.JitPool2D):
-    what ``fits`` asks and, for max, ``max_pool`` or the phase-plane ``pool`` usable."""
-    if not (fits(geo, dtype) and tuple(geo.kernel) == (3, 3)):
-        return False
-    return usable("pool") or (mode == "max" and usable("max_pool"))
-
-
 def _warm_steps() -> list:
     """(family, compile step) for every kernel family: each step calls that family's kernels on tiny
     float32 arrays, with the argument types the ops pass (so the same numba signatures compile)."""
-    from framework.ops.nn.conv_args import Geometry
+    from framework.kernels.geometry import Geometry
 
     geo = Geometry((4, 4), (3, 3), (1, 1), (1, 1), (1, 1), (1, 1), (4, 4))
     x = np.zeros((1, 2, 4, 4), np.float32)
@@ -655,7 +647,7 @@ def _warm_steps() -> list:
         channel_conv(x, cw, cb, y, y, np.zeros(cplan.planes, np.float32), cplan, geo, True, 0, 1, 0, 1, 2)
 
     def winograds():
-        from framework.ops.nn import winograd
+        from framework.kernels import winograd
 
         winograd.warm_up()
 
@@ -676,16 +668,20 @@ def _warm_steps() -> list:
 
 
 def warm_up() -> float:
-    """Compile (or load from the cache) every compiled kernel this CPU can run, for float32, now (the
-    micro-kernel's and Winograd's too); seconds it took this call. A family whose compile fails is
-    disabled with its one warning (kernel_support), the others still compile."""
+    """Compile (or load from the cache) the kernels of every strategy (catalog.families: the families
+    the conv and pool strategies call, then the shared ones) this CPU can run, for float32, now;
+    seconds it took this call. A family whose compile fails is disabled with its one warning
+    (kernel_support), the others still compile."""
+    from framework.kernels import catalog
+
     if not available():
         return 0.0
     t = time.perf_counter()
-    for family, step in _warm_steps():
+    steps = dict(_warm_steps())
+    for family in catalog.families():
         if usable(family):
             try:
-                step()
+                steps[family]()
             except KernelUnavailable:
                 pass
     return time.perf_counter() - t

@@ -100,7 +100,7 @@ def missing(family: str, lanes: int | None = None) -> tuple:
     if needs is None:
         return ()
     if lanes is None:
-        from framework.ops.nn import simd_ir
+        from framework.kernels import simd_ir
 
         lanes = simd_ir.L
     vector = vector_features(lanes)

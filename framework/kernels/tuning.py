@@ -3,7 +3,7 @@
 
 Each *sweep* is one threshold: a family of conv shapes along one axis (input channels, output
 width), every shape run with the kernel the threshold gives it on one side and the kernel it gives
-it on the other (forced by setting conv_nchw's constants for the measurement), 1 thread, batch 1
+it on the other (forced by setting the thresholds of dispatch_table.THRESHOLDS for the measurement), 1 thread, batch 1
 (16 where the shipped default was measured at 16), bias + Relu; the threshold becomes the point along
 the axis where the other kernel starts to win. Times are the process's CPU time, the best of several
 rounds. Thresholds without a sweep keep their shipped defaults (dispatch_table.DEFAULTS), and so does
@@ -20,9 +20,10 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-from framework.ops.nn import conv_nchw, window_jit
-from framework.ops.nn.conv_args import Geometry
-from framework.ops.nn.kernel_support import usable
+from framework.kernels import conv_nchw, conv_strategies, window_jit
+from framework.kernels.dispatch_table import THRESHOLDS
+from framework.kernels.geometry import Geometry
+from framework.kernels.kernel_support import usable
 
 
 class Sweep(NamedTuple):
@@ -30,11 +31,16 @@ class Sweep(NamedTuple):
     doc: str
     axis: tuple  # values along the sweep's axis
     shape: Callable  # axis value -> (c, m, kernel, stride, pad, output size)
-    first: dict  # conv_nchw constants giving every shape the kernel used at the low end of the axis
+    first: dict  # thresholds giving every shape the kernel used at the low end of the axis
     second: dict  # ... the kernel used at the high end
-    needs: tuple  # kernel families (kernel_support) both sides need
+    strategies: tuple  # the conv strategies (conv_strategies names) the sweep compares
     rule: str  # "last_first": the last axis value the first kernel wins; "first_second": the first the second wins
     batch: int = 1  # images per run
+
+    @property
+    def needs(self) -> tuple:
+        """The compiled kernel families (kernel_support) the compared strategies call."""
+        return tuple(dict.fromkeys(f for name in self.strategies for f in conv_strategies.BY_NAME[name].families))
 
 
 _BIG = 1 << 30
@@ -46,7 +52,7 @@ SWEEPS = (
         lambda c: (c, 128, 1, 1, 0, 28),
         {"POINTWISE_MK_C": _BIG},
         {"POINTWISE_MK_C": 0, "POINTWISE_MK_MAX_C": 0},
-        ("pointwise",),
+        ("pointwise_mk", "pointwise"),
         "last_first",
     ),
     Sweep(
@@ -77,15 +83,13 @@ SWEEPS = (
 
 @contextlib.contextmanager
 def overridden(values: dict):
-    """conv_nchw's dispatch constants set to ``values`` inside the block (restored after)."""
-    old = {k: getattr(conv_nchw, k) for k in values}
+    """The dispatch thresholds (dispatch_table.THRESHOLDS) set to ``values`` inside the block (restored after)."""
+    old = {k: THRESHOLDS[k] for k in values}
     try:
-        for k, v in values.items():
-            setattr(conv_nchw, k, v)
+        THRESHOLDS.update(values)
         yield
     finally:
-        for k, v in old.items():
-            setattr(conv_nchw, k, v)
+        THRESHOLDS.update(old)
 
 
 def _geometry(k, s, pad, out):
@@ -178,7 +182,7 @@ def tune(log=print) -> tuple[dict, dict]:
     values, measured = {}, {}
     try:
         for sweep in SWEEPS:
-            log(f"{sweep.name}: {sweep.doc}")
+            log(f"{sweep.name}: {sweep.doc} (strategies: {', '.join(sweep.strategies)})")
             got, rows = run_sweep(sweep, log)
             if got is None:
                 log(f"  not measured ({', '.join(sweep.needs)} not usable here): the default stays")

@@ -7,7 +7,7 @@ import os
 
 from llvmlite import ir
 
-from framework.ops.nn import kernel_support
+from framework.kernels import kernel_support
 
 
 def _lanes() -> int:

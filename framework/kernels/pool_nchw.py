@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from framework.kernels.kernel_support import KernelUnavailable
 from framework.memory.allocator import allocate_array
-from framework.ops.nn.kernel_support import KernelUnavailable, usable
 from framework.runtime.parallel import num_threads, run_parallel, split
 
 
@@ -77,34 +77,29 @@ class _Task:
         self.pool._images(*self.args)
 
 
-# Max pooling reads each image in place (window_jit.max_pool: the max over a window's rows, then over
-# its columns) instead of filling phase planes per channel; average pooling keeps the planes. Unpadded
-# 2x2 windows (window_jit.pool2x2) read their four cells in place, max and average alike.
-DIRECT_MAX = True
-
-
 class JitPool2D:
-    """Max/average pooling through the compiled kernel of ``window_jit`` (float32, dilation 1,
-    non-negative pads), split over images like SeparablePool2D. The average is scaled by ``inv``
-    (the (OH, OW) inverse window counts) inside the kernel: ``scaled`` tells the caller. Where the
+    """Max/average pooling through the compiled kernel ``kernel`` of ``window_jit`` (float32, dilation 1,
+    non-negative pads; the pool strategy chose it): ``pool2x2`` (unpadded 2x2 windows, their four cells
+    read in place), ``max_pool`` (each image read in place: the max over a window's rows, then over its
+    columns) or ``pool`` (phase planes per channel), split over images like SeparablePool2D. The average
+    is scaled by ``inv`` (the (OH, OW) inverse window counts) inside the kernel: ``scaled`` tells the caller. Where the
     kernel fails to compile (kernel_support), SeparablePool2D runs instead, from then on unscaled."""
 
     scaled = True
 
-    def __init__(self, geo, n: int, c: int, mode: str, pad_value, inv=None) -> None:
-        from framework.ops.nn import window_jit
+    def __init__(self, geo, n: int, c: int, mode: str, pad_value, inv=None, kernel: str = "pool") -> None:
+        from framework.kernels import window_jit
 
         self.geo, self.mode, self.pad_value, self.jit = geo, mode, pad_value, window_jit
         self.n, self.c, self._fallback = n, c, None
         self.inv = None if inv is None else np.ascontiguousarray(inv.reshape(geo.out), np.float32)
         self.threads = num_threads()
         self.parts = split(n, self.threads)
-        self.two = window_jit.pool2x2_fits(geo, np.float32)  # every window's four cells read in place
+        self.two = kernel == "pool2x2"
+        self.direct = kernel == "max_pool"
         if self.two:
             self.scratch = None
-            self.direct = False
             return
-        self.direct = mode == "max" and DIRECT_MAX and usable("max_pool")
         if self.direct:  # one row scratch per worker
             self.scratch = [allocate_array(window_jit.max_pool_row(geo), np.float32) for _ in self.parts]
             return

@@ -1,4 +1,4 @@
-"""The numba kernels behind framework/ops/nn/winograd.py (see its doc): the input and output
+"""The numba kernels behind framework/kernels/winograd.py (see its doc): the input and output
 transforms of Winograd's F(2x2, 3x3). Imported only when first needed."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from framework.ops.nn import cached_jit
+from framework.kernels import cached_jit
 
 _jit = cached_jit.njit(cache=True, fastmath={"contract"}, nogil=True, boundscheck=False)
 _U = numba.uint64  # unsigned indices: no negative-index wraparound test, so LLVM vectorizes

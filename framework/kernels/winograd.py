@@ -34,10 +34,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from framework.ops.nn import window_jit
-from framework.ops.nn.dispatch_table import THRESHOLDS as _T
-from framework.ops.nn.kernel_support import usable
-from framework.ops.nn.window_jit import _EMPTY, _EMPTY4, _timed
+from framework.kernels import window_jit
+from framework.kernels.dispatch_table import THRESHOLDS as _T
+from framework.kernels.kernel_support import usable
+from framework.kernels.window_jit import _EMPTY, _EMPTY4, _timed
 
 _kernels = None
 
@@ -56,7 +56,7 @@ BLOCK_BYTES = _T["WINOGRAD_BLOCK_BYTES"]
 def _load():
     global _kernels
     if _kernels is None:
-        from framework.ops.nn import winograd_kernels
+        from framework.kernels import winograd_kernels
 
         _kernels = winograd_kernels
     return _kernels
@@ -135,7 +135,7 @@ def output_transform(mt, b, res, y, g0, g1, geo, relu: bool, z) -> None:
 
 def warm_up() -> None:
     """Compile (or load from the cache) the transforms."""
-    from framework.ops.nn.conv_args import Geometry
+    from framework.kernels.geometry import Geometry
 
     geo = Geometry((4, 4), (3, 3), (1, 1), (1, 1), (1, 1), (1, 1), (4, 4))
     x = np.zeros((1, 2, 4, 4), np.float32)

@@ -19,7 +19,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from framework.ops.nn import machine
+from framework.kernels import machine
 
 # The defaults, as measured on the project's machines (see the comments at each constant).
 DEFAULTS: dict[str, int] = {

@@ -8,9 +8,8 @@ scatters each vector's lanes to their channels' rows of the NCHW output.
 microkernel.py puts output pixels in the lanes: a row narrower than a vector wastes lanes (7x7
 outputs: 49 of 64 lanes in two runs, plus a pass copying the valid columns out of the wide layout).
 Here the lanes are full (M a multiple of V*L) and a block is one output row or a part of it.
-Measured (1 thread, batch 1, bias + Relu, against the kernels conv_kind chose before): see
-conv_nchw.CHANNEL. Writing the blocks into a (pixels, channels) scratch and transposing it in a
-second pass cost 13-23% of the small convs' time (64 -> 64 on 8x8, SqueezeNet's 13x13 expand convs).
+Where it runs: conv_strategies.Channel. Writing the blocks into a (pixels, channels) scratch and
+transposing it in a second pass cost 13-23% of the small convs' time (64 -> 64 on 8x8, SqueezeNet's 13x13 expand convs).
 
 Imported only when first needed (window_jit.channel_conv).
 """
@@ -23,10 +22,10 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from framework.ops.nn import cached_jit, simd_ir
-from framework.ops.nn.simd_ir import I1, I32, I64, VEC, L, const, function, splat
-from framework.ops.nn.window_jit import CHANNEL_STRIDES
-from framework.ops.nn.window_kernels import _direct_fill
+from framework.kernels import cached_jit, simd_ir
+from framework.kernels.simd_ir import I1, I32, I64, VEC, L, const, function, splat
+from framework.kernels.window_jit import CHANNEL_STRIDES
+from framework.kernels.window_kernels import _direct_fill
 
 _jit = cached_jit.njit(cache=simd_ir.CACHE, fastmath={"contract"}, nogil=True, boundscheck=False)
 

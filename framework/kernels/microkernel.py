@@ -23,8 +23,8 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from framework.ops.nn import cached_jit, simd_ir
-from framework.ops.nn.window_kernels import _direct_fill, _store_wide
+from framework.kernels import cached_jit, simd_ir
+from framework.kernels.window_kernels import _direct_fill, _store_wide
 
 L = simd_ir.L  # float32 lanes per vector
 # Output channels per register block: R x V accumulators + V loads + a broadcast fit the registers

@@ -1,0 +1,48 @@
+"""Every kernel strategy of this package, in one list: what ``framework warmup`` compiles and reports
+and ``framework tune`` measures between.
+
+A strategy (conv_strategies.py, pool_strategies.py) names the compiled kernel families it calls
+(``kernel_support.NEEDS``' keys); a family's kernels compile together. ``SHARED`` are the families
+no single strategy owns: the one-pass epilogue of the GEMM strategies and test-mode SpatialBN's
+scale-and-shift.
+"""
+
+from __future__ import annotations
+
+SHARED = ("epilogue", "scale_shift")
+
+
+def strategies() -> list[tuple[str, object]]:
+    """(op kind, strategy) for every strategy: the conv ones in their order of choice, then pooling's."""
+    from framework.kernels import conv_strategies, pool_strategies
+
+    return [("conv", s) for s in conv_strategies.STRATEGIES] + [("pool", s) for s in pool_strategies.STRATEGIES]
+
+
+def families() -> list[str]:
+    """The compiled families the strategies call (each once, in the strategies' order), then SHARED."""
+    seen: dict[str, None] = {}
+    for _, strategy in strategies():
+        seen.update(dict.fromkeys(strategy.families))
+    seen.update(dict.fromkeys(SHARED))
+    return list(seen)
+
+
+def status(strategy) -> str:
+    """How ``strategy`` stands in this process: 'numpy' (no compiled kernel), 'ready' (its families are
+    usable; compiled once called or warmed up), or why it is not: the features this CPU lacks, or the
+    failed compile's message."""
+    from framework.kernels import kernel_support, window_jit
+
+    if not strategy.families:
+        return "numpy"
+    if not window_jit.available():
+        return "unavailable: numba missing or FRAMEWORK_NO_JIT set"
+    disabled = kernel_support.disabled()
+    for family in strategy.families:
+        lacks = kernel_support.missing(family)
+        if lacks:
+            return f"not for this CPU (lacks {', '.join(lacks)})"
+        if family in disabled:
+            return f"failed to compile ({disabled[family]})"
+    return "ready"
