@@ -136,6 +136,9 @@ class LRN(_LRNBase):
     infer=lambda args, ins: [ins[0]],
     category="normalization",
     private=True,
+    input_types="float",
+    same_type=[(0, 1, 2)],
+    same_shape=[(0, 1, 2)],
 )
 class LRNGradient(_LRNBase):
     """dX = dY * scale^(-beta) - 2 alpha beta / size * X * sum over the windows holding each

@@ -1,0 +1,97 @@
+"""Minimal cases the op fuzzer (tests/adversarial/op_fuzzer.py) found: each op refuses the hostile input
+with a FrameworkError raised on purpose (not a raw numpy/Python error wrapped in an OperatorError, not
+an allocation of the asked size) and leaves every output as it was."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from framework.core import CreateOperator
+from framework.errors import FrameworkError
+from framework.memory import set_allocation_limit
+from framework.memory.workspace import Workspace
+from framework.net.api import run_operator_once
+
+F32, I32, I64 = np.float32, np.int32, np.int64
+
+
+def _f(*shape):
+    return (np.random.default_rng(0).random(shape) + 0.25).astype(F32)
+
+
+# Segment-reduction gradients with weights: dDATA (here of the preset output's shape, so written in
+# place) used to be written before SCALARS and DATA were checked.
+_SEG = np.array([1, 1, 1], I32)
+_IDS = np.array([0, 1, 2], I32)
+CASES = [
+    ("LengthsWeightedSumWithMainInputGradient", [_f(3), _f(3), _SEG, _f(1, 3)], 2, {}),  # SCALARS dY LENGTHS DATA
+    ("SortedSegmentWeightedSumWithMainInputGradient", [_f(3), _f(3), _IDS, np.ones((), F32)], 2, {}),
+    ("SparseLengthsIndicesInGradientWeightedSumGradient", [np.zeros(0, F32), _f(3), _SEG, _IDS], 1, {}),
+    ("SparseUnsortedSegmentWeightedSumGradient", [np.ones((), F32), _f(3), _IDS], 1, {}),
+    ("LRNGradient", [_f(3, 2), np.array([[b"a"] * 2] * 3, object), _f(3, 2)], 1, {"size": 1}),
+    ("LRNGradient", [_f(3, 2), _f(3, 2), _f(6)], 1, {"size": 1}),
+    ("Range", [np.array([np.nan], F32), np.array([3.0], F32), np.array([1.0], F32)], 1, {}),
+    ("Range", [np.array([0.0], F32), np.array([np.inf], F32), np.array([1.0], F32)], 1, {}),
+    ("Range", [np.array([0], I64), np.array([1 << 40], I64), np.array([1], I64)], 1, {}),
+    (
+        "RowWiseSparseAdam",  # moment_2 of strings
+        [_f(3, 2), _f(3, 2), np.array([b"a"] * 3, object), np.array([0, 2], I64), _f(2, 2), _f(1), np.ones(1, I64)],
+        3,
+        {},
+    ),
+    (
+        "RowWiseSparseAdam",  # a NaN iteration
+        [_f(3, 2), _f(3, 2), _f(3), np.array([0, 2], I64), _f(2, 2), _f(1), np.array([np.nan], F32)],
+        3,
+        {},
+    ),
+    ("RowWiseCounter", [np.zeros(3, I64), np.zeros(3), np.array([0, 2], I64), np.array([np.nan])], 2, {}),
+    # sizes asked for in arguments: refused before allocating
+    ("ONNXOneHot", [np.array([0, 2, 1], I64), np.array([0.0, 1.0], F32)], 1, {"depth": 10**12}),
+    ("SinusoidPositionEncoding", [np.array([[0, 1], [2, 3]], I64)], 1, {"embedding_size": 10**12}),
+]
+
+
+def _run_refused(op_type, inputs, n_out, args):
+    ws = Workspace()
+    names = [f"in{k}" for k in range(len(inputs))]
+    for name, value in zip(names, inputs):
+        ws.feed_blob(name, value)
+    outs = [f"out{k}" for k in range(n_out)]
+    if op_type in ("RowWiseSparseAdam", "RowWiseCounter"):  # the state is updated in place
+        outs[:n_out] = names[:n_out]
+    for k, name in enumerate(outs):
+        if not ws.has_blob(name):
+            ws.feed_blob(name, np.full((3,), 7.0 + k, F32))
+    before = {name: ws.fetch_blob(name).copy() for name in outs}
+    old = set_allocation_limit(256 << 20)
+    try:
+        with pytest.raises(FrameworkError) as info, np.errstate(all="ignore"):
+            run_operator_once(ws, CreateOperator(op_type, names, outs, **args))
+    finally:
+        set_allocation_limit(old)
+    assert getattr(info.value, "cause_is_user_error", True), f"raw error inside: {info.value}"
+    assert op_type in str(info.value)
+    for name in outs:
+        after = ws.fetch_blob(name)
+        assert after.dtype == before[name].dtype and after.shape == before[name].shape, name
+        assert after.tobytes() == before[name].tobytes(), f"{name} changed by a failed {op_type}"
+
+
+@pytest.mark.parametrize("op_type, inputs, n_out, args", CASES, ids=[c[0] for c in CASES])
+def test_hostile_inputs_are_refused_and_change_nothing(op_type, inputs, n_out, args):
+    _run_refused(op_type, inputs, n_out, args)
+
+
+def test_range_and_one_hot_still_compute():
+    ws = Workspace()
+    ws.feed_blob("a", np.array([1], I64))
+    ws.feed_blob("b", np.array([7], I64))
+    ws.feed_blob("c", np.array([2], I64))
+    run_operator_once(ws, CreateOperator("Range", ["a", "b", "c"], ["r"]))
+    np.testing.assert_array_equal(ws.fetch_blob("r"), [1, 3, 5])
+    ws.feed_blob("i", np.array([0, 2], I64))
+    ws.feed_blob("v", np.array([0.0, 5.0], F32))
+    run_operator_once(ws, CreateOperator("ONNXOneHot", ["i", "v"], ["h"], depth=3))
+    np.testing.assert_array_equal(ws.fetch_blob("h"), [[5, 0, 0], [0, 0, 5]])
