@@ -12,6 +12,7 @@ from framework.errors import FrameworkError
 from framework.memory import set_allocation_limit
 from framework.memory.workspace import Workspace
 from framework.net.api import run_operator_once
+from framework.proto.framework_pb2 import NetDef
 
 F32, I32, I64 = np.float32, np.int32, np.int64
 
@@ -47,6 +48,32 @@ CASES = [
         {},
     ),
     ("RowWiseCounter", [np.zeros(3, I64), np.zeros(3), np.array([0, 2], I64), np.array([np.nan])], 2, {}),
+    ("Im2Col", [_f(3)], 1, {"kernel": 1}),  # no spatial dims (an IndexError)
+    ("Col2Im", [_f(1, 2, 4, 4), _f(1, 2, 4, 4)], 1, {"kernel": 1, "pad": 10**12}),
+    ("LengthsToShape", [np.array([2**63 - 1], I64)], 1, {}),  # does not fit the int32 shape
+    (
+        "LengthsPad",
+        [np.arange(6, dtype=I64).reshape(3, 2), np.array([2, 1], I32)],
+        1,
+        {"target_length": 2, "padding_value": float("nan")},
+    ),
+    ("RecurrentNetworkGradient", [_f(3, 2)], 1, {"outputs_with_grads": [0], "backward_step_net": NetDef(name="b")}),
+    ("RoIAlignRotated", [np.zeros((0, 2, 2, 2), F32), np.ones((2, 5), F32)], 1, {}),  # RoIs on image 0 of none
+    ("RoIAlignRotated", [_f(3, 2, 2, 2), np.ones((2, 5), F32)], 1, {"pooled_w": 10**12}),
+    ("RoIPool", [_f(3, 2, 2, 2), np.zeros((2, 5), F32)], 1, {"is_test": 1, "pooled_w": 10**12}),
+    (
+        "SparseAdagradFusedWithSparseLengthsSumGradient",  # an integer table (a cast error inside the update)
+        [
+            np.zeros((3, 2), I64),
+            np.zeros((3, 2), I64),
+            np.array([0, 2, 1], I64),
+            np.ones((2, 2), I64),
+            np.ones(1, I64),
+            np.array([2, 1], I32),
+        ],
+        2,
+        {},
+    ),
     # sizes asked for in arguments: refused before allocating
     ("ONNXOneHot", [np.array([0, 2, 1], I64), np.array([0.0, 1.0], F32)], 1, {"depth": 10**12}),
     ("SinusoidPositionEncoding", [np.array([[0, 1], [2, 3]], I64)], 1, {"embedding_size": 10**12}),
@@ -59,7 +86,7 @@ def _run_refused(op_type, inputs, n_out, args):
     for name, value in zip(names, inputs):
         ws.feed_blob(name, value)
     outs = [f"out{k}" for k in range(n_out)]
-    if op_type in ("RowWiseSparseAdam", "RowWiseCounter"):  # the state is updated in place
+    if op_type in ("RowWiseSparseAdam", "RowWiseCounter") or "Adagrad" in op_type:  # the state is updated in place
         outs[:n_out] = names[:n_out]
     for k, name in enumerate(outs):
         if not ws.has_blob(name):
