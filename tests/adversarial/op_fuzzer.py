@@ -34,8 +34,9 @@ from typing import Any, Callable, NamedTuple
 import numpy as np
 
 from framework.net.api import run_operator_once
-from framework.ops.schema import BOOL, FLOAT, FLOATS, INT, INTS, STRING, STRINGS, OpSchema
-from tests.adversarial.matrix import HUGE, Case, _arg_cases, _counts, build, check_error, snapshot
+from framework.ops.schema import BOOL, FLOAT, FLOATS, INT, INTS, NET, STRING, STRINGS, OpSchema
+from framework.proto.framework_pb2 import NetDef
+from tests.adversarial.matrix import HUGE, Case, _arg_cases, _counts, _set_arg, build, check_error, snapshot
 
 TIMEOUT_S = 10
 SAMPLE_VARIANTS = 6
@@ -59,15 +60,76 @@ class _Hang(Exception):
     pass
 
 
+class Made(NamedTuple):
+    """An input that is not a tensor: the blob ``op_type`` (a creator such as CreateMutex) makes."""
+
+    op_type: str
+    inputs: tuple = ()
+    args: tuple = ()
+
+
+# Creators an op's refusal may name ("expected a Mutex (made by CreateMutex)"), with what they need.
+# Common worlds are left out: creating one waits for peers.
+CREATORS: dict[str, Made] = {
+    "Int8Quantize": Made(
+        "Int8Quantize", (np.array([[0.5, 1.0], [1.5, 2.0], [0.0, 0.25]], np.float32),), (("Y_scale", 0.1),)
+    ),
+    "IntIndexCreate": Made("IntIndexCreate"),
+    "LongIndexCreate": Made("LongIndexCreate"),
+    "CreateTreeCursor": Made("CreateTreeCursor", (), (("fields", [b"a"]),)),
+    **{
+        t: Made(t)
+        for t in (
+            "CreateMutex",
+            "CreateCounter",
+            "CreateBlobsQueue",
+            "CreateTensorVector",
+            "TimerBegin",
+            "CreateRebatchingQueue",
+            "CreateAtomicBool",
+            "CreateScope",
+            "StatRegistryCreate",
+            "Int8QuantSchemeBlobFill",
+        )
+    },
+}
+
+
+def _make_objects(ws: Any, op: Any, case: Case) -> str:
+    """Create the Made inputs of ``case`` in ``ws``; a refusal text if a creator fails."""
+    from framework.proto.framework_pb2 import OperatorDef
+
+    for k, value in enumerate(case.inputs):
+        if not isinstance(value, Made):
+            continue
+        made = OperatorDef(type=value.op_type, output=[op.input[k]])
+        for j, x in enumerate(value.inputs):
+            ws.feed_blob(f"made{k}_{j}", x)
+            made.input.append(f"made{k}_{j}")
+        for name, v in value.args:
+            _set_arg(made, name, v)
+        try:
+            run_operator_once(ws, made)
+        except Exception as e:  # noqa: BLE001 (a creator that refuses: this seed is not usable)
+            return f"creator {value.op_type} failed: {e}"
+    return ""
+
+
 def attempt(schema: OpSchema, case: Case) -> tuple[str, str]:
     """Run one case: ("ok", ""), ("refused", message) or ("violation", what is wrong)."""
 
     def go() -> tuple[str, str]:
-        ws, op = build(schema, case)
+        plain = case._replace(inputs=tuple(None if isinstance(v, Made) else v for v in case.inputs))
+        ws, op = build(schema, plain)
+        failed = _make_objects(ws, op, case)
+        if failed:
+            return "refused", failed
         before = snapshot(ws)
         try:
             run_operator_once(ws, op)
         except Exception as e:  # noqa: BLE001 (the point is to classify anything)
+            if isinstance(e, _Hang) or isinstance(e.__cause__, _Hang):
+                return "violation", f"did not finish within {TIMEOUT_S} s"
             bad = check_error(e)
             if bad:
                 return "violation", bad
@@ -157,7 +219,40 @@ def _required_args(schema: OpSchema) -> tuple:
             out.append((a.name, v.encode() if isinstance(v, str) else v))
         elif a.kind == STRINGS:
             out.append((a.name, [b"x"]))
+        elif a.kind == NET:
+            out.append((a.name, NetDef(name=f"fuzz_{a.name}")))
     return tuple(out)
+
+
+def _arg_candidates(a: Any) -> list:
+    """Values to try for an argument a refusal mentions, most plausible first."""
+    if a.choices:
+        return [c.encode() if isinstance(c, str) else c for c in sorted(a.choices, key=str)]
+    return {
+        INT: [1, 2, 0, 3],
+        BOOL: [1, 0],
+        FLOAT: [1.0, 0.5, 0.0],
+        INTS: [[2, 2], [1], [1, 1, 1], [0, 1]],
+        FLOATS: [[1.0], [0.5, 1.0]],
+        STRING: [b"NHWC", b"a"],
+        STRINGS: [[b"a"]],
+        NET: [NetDef(name=f"fuzz_{a.name}")],
+    }.get(a.kind, [])
+
+
+def _repair_args(schema: OpSchema, args: dict, message: str, tried: dict) -> bool:
+    """Set the next candidate value of the first argument the message names (not yet exhausted)."""
+    words = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", message))
+    for name, a in schema.args.items():
+        if name not in words:
+            continue
+        cands = _arg_candidates(a)
+        k = tried.get(name, 0)
+        if k < len(cands):
+            args[name] = cands[k]
+            tried[name] = k + 1
+            return True
+    return False
 
 
 _KINDS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
@@ -283,12 +378,89 @@ def _resum(vals: list, m: re.Match) -> bool:
     return True
 
 
+@_repair(_IN + r" must hold one element")
+def _one(vals: list, m: re.Match) -> bool:
+    i = int(m.group(1))
+    if i >= len(vals) or not isinstance(vals[i], np.ndarray) or vals[i].size == 1:
+        return False
+    vals[i] = vals[i].reshape(-1)[:1] if vals[i].size else np.ones(1, vals[i].dtype)
+    return True
+
+
+_DTYPE_WORDS = [
+    ("float16", np.float16),
+    ("uint8", np.uint8),
+    ("bool", np.bool_),
+    ("int32", np.int32),
+    ("int64", np.int64),
+    ("integer", np.int64),
+    ("int", np.int64),
+    ("double", np.float64),
+    ("float", np.float32),
+]
+
+
+def _named_input(vals: list, message: str) -> tuple[int, str] | None:
+    """The input a message is about (the first blob 'inK' it names) and the text after that name, up to
+    what it says was found ("got ...")."""
+    m = re.search(r"'in(\d+)'", message)
+    i = int(m.group(1)) if m else 0
+    if i >= len(vals):
+        return None
+    clause = message[m.end() :] if m else message
+    return i, re.split(r"\b(?:got|found|but)\b", clause)[0]
+
+
+def _repair_by_name(vals: list, message: str) -> bool:
+    """What a free-form refusal asks of the blob it names: a type ("must be a 1-D integer tensor"), a rank
+    ("3-D", "needs >= 2 dims") or a shape ("N x C x H x W", "R x 4")."""
+    found = _named_input(vals, message)
+    if found is None or not isinstance(vals[found[0]], np.ndarray):
+        return False
+    i, clause = found
+    x = vals[i]
+    made = next((c for c in CREATORS if c in clause), None)
+    if made and "made by" in clause:
+        vals[i] = CREATORS[made]
+        return True
+    y = x
+    want = next((dt for w, dt in _DTYPE_WORDS if re.search(rf"\b{w}\b", clause)), None)
+    if want is not None and x.dtype != want:
+        y = _numeric(x).astype(want)
+    grid = re.search(r"\b([A-Z0-9]+(?: x [A-Z0-9]+)+)\b", clause)
+    rank = re.search(r"\b(\d)-D\b", clause) or re.search(r"(?:>= |have |must be )(\d+) dims", clause)
+    if grid:
+        shape = tuple(int(t) if t.isdigit() else 2 for t in grid.group(1).split(" x "))
+        if y.shape != shape:
+            y = np.resize(y if y.size else np.zeros(1, y.dtype), shape)
+    elif rank and y.ndim != int(rank.group(1)):
+        y = _with_rank(y, int(rank.group(1)))
+    if y is x:
+        return False
+    vals[i] = y
+    return True
+
+
 def _repaired(vals: list, message: str) -> bool:
     for pattern, fix in REPAIRS:
         m = pattern.search(message)
         if m and fix(vals, m):
             return True
-    return False
+    return _repair_by_name(vals, message)
+
+
+def _counts_asked(schema: OpSchema, message: str, n_in: int, n_out: int) -> list[tuple[int, int]]:
+    """Input/output counts a refusal asks for ("needs 10 inputs", "has 5 outputs")."""
+    out = []
+    for m in re.finditer(r"(\d+) (?:x \d+ )?inputs?\b", message):
+        if schema.input_count_ok(int(m.group(1))):
+            out.append((int(m.group(1)), n_out))
+    for m in re.finditer(r"(\d+) outputs?\b", message):
+        if schema.output_count_ok(int(m.group(1))):
+            out.append((n_in, int(m.group(1))))
+    if "second output" in message and schema.output_count_ok(2):
+        out.append((n_in, 2))
+    return out
 
 
 def _outputs(schema: OpSchema) -> int:
@@ -303,16 +475,18 @@ def _input_counts(schema: OpSchema) -> list[int]:
 
 def seed_search(schema: OpSchema, budget: int, violations: list[str], refusals: list[str]) -> tuple[Case | None, int]:
     """The first accepted case (or None) and the number of attempts; violations and refusals met are appended."""
-    args = _required_args(schema)
-    n_out = _outputs(schema)
+    required = dict(_required_args(schema))
+    work = [(n_in, _outputs(schema)) for n_in in _input_counts(schema)]
     tried = 0
-    for n_in in _input_counts(schema):
+    for n_in, n_out in work:  # grows while refusals name other counts
         for start, make in STARTS.items():
             vals = make(schema, n_in)
+            args, arg_tries = dict(required), {}
             for _ in range(SEED_REPAIRS):
                 if tried >= budget:
                     return None, tried
-                case = Case(f"seed {start} x{n_in}", tuple(v.copy() for v in vals), args, n_out)
+                inputs = tuple(v.copy() if isinstance(v, np.ndarray) else v for v in vals)
+                case = Case(f"seed {start} x{n_in}", inputs, tuple(args.items()), n_out)
                 tried += 1
                 status, text = attempt(schema, case)
                 if status == "ok":
@@ -321,9 +495,10 @@ def seed_search(schema: OpSchema, budget: int, violations: list[str], refusals: 
                     violations.append(f"[{case.label}] {text.splitlines()[0][:300]}")
                     break
                 refusals.append(text.split("\n", 1)[0])
-                if not _repaired(vals, text):
+                work.extend(c for c in _counts_asked(schema, text, n_in, n_out) if c not in work)
+                if not (_repaired(vals, text) or _repair_args(schema, args, text, arg_tries)):
                     break
-            if n_in == 0:
+            if n_in == 0 and not arg_tries:
                 break
     return None, tried
 
@@ -363,7 +538,9 @@ def hostile_variants(schema: OpSchema, seed: Case) -> list[Case]:
     """Every one-change hostile variant of an accepted case (outputs preset, to check atomicity)."""
     out: list[Case] = []
     for j, x in enumerate(seed.inputs):
-        if not isinstance(x, np.ndarray):
+        if not isinstance(x, np.ndarray):  # an object blob: a tensor in its place
+            vals = seed.inputs[:j] + (_f32((3, 2)),) + seed.inputs[j + 1 :]
+            out.append(Case(f"in{j} tensor-for-object", vals, seed.args, seed.n_out, preset_outputs=True))
             continue
         for label, v in _input_variants(x):
             vals = seed.inputs[:j] + (v,) + seed.inputs[j + 1 :]
@@ -394,9 +571,27 @@ def _sample(op_type: str, variants: list[Case], k: int) -> list[Case]:
     return [variants[min(int(i * step) + off, len(variants) - 1)] for i in range(k)]
 
 
+# Ops that wait by design on input the fuzzer cannot make without a second thread: they only get a case
+# with tensors where their object inputs belong (refused at once).
+BLOCKING = {
+    "DequeueBlobs": "an empty queue blocks until a producer enqueues or closes it (Caffe2's semantics)",
+    "SafeDequeueBlobs": "as DequeueBlobs",
+    "WeightedSampleDequeueBlobs": "as DequeueBlobs",
+    "DequeueRebatchingQueue": "as DequeueBlobs",
+    "EnqueueRebatchingQueue": "a full queue blocks until a consumer dequeues",
+    "While": "loops while its condition holds; an empty body never clears it",
+}
+
+
 def fuzz_op(schema: OpSchema, full: bool = False) -> OpReport:
     """Seed search then hostile variants for one op type (a fixed sample unless ``full``)."""
     violations: list[str] = []
+    if schema.type in BLOCKING:
+        n_in = _input_counts(schema)[0]
+        case = Case("tensors for objects", tuple(_f32((3, 2), k) for k in range(n_in)), (), _outputs(schema), True)
+        status, text = attempt(schema, case)
+        bad = [f"[{case.label}] {text.splitlines()[0][:300]}"] if status == "violation" else []
+        return OpReport(schema.type, None, 1, 1, bad, BLOCKING[schema.type])
     refusals: list[str] = []
     seed, tried = seed_search(schema, 200 if full else 40, violations, refusals)
     hostile = 0
