@@ -21,6 +21,10 @@ def _f(*shape):
     return (np.random.default_rng(0).random(shape) + 0.25).astype(F32)
 
 
+_S3 = np.array([b"a", b"b", b"c"], object)
+_TFIDF = dict(max_gram_length=1, min_gram_length=1, max_skip_count=0, ngram_counts=[0], pool_int64s=[1, 2])
+
+
 # Segment-reduction gradients with weights: dDATA (here of the preset output's shape, so written in
 # place) used to be written before SCALARS and DATA were checked.
 _SEG = np.array([1, 1, 1], I32)
@@ -74,7 +78,26 @@ CASES = [
         2,
         {},
     ),
+    ("Adadelta", [_S3, _f(3), _f(3), _f(3), _f(1)], 3, {}),  # strings in the optimizer state
+    ("Storm", [_f(3), _S3, _f(1), _f(3), _f(1)], 3, {}),
+    ("CrossEntropyGradient", [_f(3, 2), _f(3, 2), _S3], 1, {}),  # a gradient of strings
+    ("DotProductGradient", [_f(3, 2), _f(3, 2), _S3], 2, {}),
+    ("SigmoidCrossEntropyWithLogitsGradient", [_S3, _f(3, 2), _f(3, 2)], 1, {}),
+    ("LengthsTopK", [_S3, np.array([2, 1], I32)], 2, {"k": 1}),
+    (
+        "RowWiseSparseAdam",  # a negative beta: (-1) ** 1.5 is complex
+        [_f(3, 2), _f(3, 2), _f(3), np.array([0, 2], I64), _f(2, 2), _f(1), np.array([0.5], F32)],
+        3,
+        {"beta2": -1.0},
+    ),
+    ("ONNXTfIdfVectorizer", [np.array([1, 2, 3], I64)], 1, {**_TFIDF, "ngram_indexes": [-1, 0]}),
     # sizes asked for in arguments: refused before allocating
+    ("LRN", [_f(1, 3, 2, 2)], 1, {"size": 2**63 - 1}),
+    ("LengthsSplit", [np.array([2, 1], I32)], 1, {"n_split": 10**12}),
+    ("LengthsTopK", [_f(3), np.array([2, 1], I32)], 2, {"k": 10**12}),
+    ("ONNXTfIdfVectorizer", [np.array([1, 2, 3], I64)], 1, {**_TFIDF, "ngram_indexes": [10**12, 0]}),
+    ("SpaceToBatch", [_f(2, 2, 2, 2)], 1, {"pad": 10**12}),
+    ("WeightedMultiSampling", [_f(3).cumsum()], 1, {"num_samples": 10**12}),
     ("ONNXOneHot", [np.array([0, 2, 1], I64), np.array([0.0, 1.0], F32)], 1, {"depth": 10**12}),
     ("SinusoidPositionEncoding", [np.array([[0, 1], [2, 3]], I64)], 1, {"embedding_size": 10**12}),
 ]
@@ -86,7 +109,9 @@ def _run_refused(op_type, inputs, n_out, args):
     for name, value in zip(names, inputs):
         ws.feed_blob(name, value)
     outs = [f"out{k}" for k in range(n_out)]
-    if op_type in ("RowWiseSparseAdam", "RowWiseCounter") or "Adagrad" in op_type:  # the state is updated in place
+    if (
+        op_type in ("RowWiseSparseAdam", "RowWiseCounter", "Adadelta", "Storm") or "Adagrad" in op_type
+    ):  # the state is updated in place
         outs[:n_out] = names[:n_out]
     for k, name in enumerate(outs):
         if not ws.has_blob(name):
@@ -109,6 +134,18 @@ def _run_refused(op_type, inputs, n_out, args):
 @pytest.mark.parametrize("op_type, inputs, n_out, args", CASES, ids=[c[0] for c in CASES])
 def test_hostile_inputs_are_refused_and_change_nothing(op_type, inputs, n_out, args):
     _run_refused(op_type, inputs, n_out, args)
+
+
+def test_onnx_adagrad_with_a_zero_decay_denominator_divides_as_ieee():
+    """1 + T * decay_factor = 0: the rate is inf (onnxruntime's float division), not a ZeroDivisionError."""
+    ws = Workspace()
+    for name, value in [("R", np.array([0.1], F32)), ("T", np.array([1], I64)), ("X", _f(3)), ("G", _f(3))]:
+        ws.feed_blob(name, value)
+    ws.feed_blob("H", np.ones(3, F32))
+    op = CreateOperator("ONNXAdagrad", ["R", "T", "X", "G", "H"], ["X2", "H2"], decay_factor=-1.0)
+    with np.errstate(all="ignore"):
+        run_operator_once(ws, op)
+    assert np.isinf(ws.fetch_blob("X2")).all()
 
 
 def test_range_and_one_hot_still_compute():

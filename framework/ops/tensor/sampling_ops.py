@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from framework.errors import ShapeError, TypeMismatchError
+from framework.memory.allocator import check_elements
 from framework.ops.gradient import should_not_do_gradient
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op
@@ -97,7 +98,7 @@ class WeightedMultiSampling(Operator):
         if cdf.size == 0:
             self.output(0, (0,), _I32)
             return
-        n = int(np.prod(shape))
+        n = check_elements(shape, 8, f"{self.describe()}: the samples")  # the int64 positions searchsorted returns
         r = self.rng.random(n, dtype=np.float32) * np.float32(cdf[-1])
         idx = np.searchsorted(cdf.astype(np.float32), r, side="left")
         if n and idx.max() >= cdf.size:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from framework.errors import ShapeError, TypeMismatchError
+from framework.memory.allocator import check_elements
 from framework.ops.gradient import gradient, should_not_do_gradient
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op
@@ -123,6 +124,7 @@ class LengthsSplit(Operator):
             raise ShapeError(f"{self.describe()}: n_split must be > 0, got {n}")
         if (lengths < 0).any():
             raise ShapeError(f"{self.describe()}: lengths must be >= 0")
+        check_elements((max(lengths.size, 1), n), 8, f"{self.describe()}: {n} parts per length")
         base = (lengths // n).astype(np.int64)[:, None]
         extra = (np.arange(n)[None, :] < (lengths % n)[:, None]).astype(np.int64)
         out = self.output(0, (lengths.size * n,), _I32)

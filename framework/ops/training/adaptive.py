@@ -156,6 +156,8 @@ def _adam_correction(op: UpdateOp, it: np.ndarray) -> float:
         num, den = 1.0 - b2**t, 1.0 - b1**t
     except OverflowError:
         num = den = float("nan")
+    if isinstance(num, complex) or isinstance(den, complex):  # a negative beta to a fractional power
+        num = den = float("nan")
     if not (num >= 0.0 and den != 0.0 and math.isfinite(num) and math.isfinite(den)):
         raise ArgumentError(
             f"{op.describe()}: beta1={b1}, beta2={b2} at iteration {float(it)} make the bias correction "
