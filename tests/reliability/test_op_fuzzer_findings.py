@@ -12,6 +12,7 @@ from framework.errors import FrameworkError
 from framework.memory import set_allocation_limit
 from framework.memory.workspace import Workspace
 from framework.net.api import run_operator_once
+from framework.ops import get_schema
 from framework.proto.framework_pb2 import NetDef
 
 F32, I32, I64 = np.float32, np.int32, np.int64
@@ -91,6 +92,24 @@ CASES = [
         {"beta2": -1.0},
     ),
     ("ONNXTfIdfVectorizer", [np.array([1, 2, 3], I64)], 1, {**_TFIDF, "ngram_indexes": [-1, 0]}),
+    ("BatchBucketOneHot", [_S3.reshape(3, 1), np.array([1], I64), _f(1)], 1, {}),
+    ("BatchOneHot", [_f(3, 1), np.array([1], I64), np.array([b"a"], object)], 1, {}),
+    ("Col2Im", [np.zeros(0, F32), _f(1, 2, 4, 4)], 1, {"kernel": 1}),  # no columns for the image
+    ("GatherRanges", [_f(3), np.array([[[1, 2**63 - 1]]], I64)], 2, {}),  # offset + length wraps int64
+    ("LastNWindowCollector", [_f(3, 2), np.zeros(0, I32), _f(3, 2)], 2, {"num_to_collect": 1}),  # no cursor
+    ("MaxPoolGradient", [_f(1, 2, 4, 4).astype(I64), _f(1, 2, 4, 4), _f(1, 2, 4, 4)], 1, {"kernel": 1}),
+    ("Mod", [np.ones((3, 2), I32)], 1, {"divisor": 10**12}),  # does not fit int32
+    (
+        "ONNXLinearAttention",
+        [np.zeros((0, 2, 2), F32), _f(3, 2, 2), _f(3, 2, 2)],
+        1,
+        {"q_num_heads": 1, "kv_num_heads": 1, "update_rule": b"linear"},
+    ),
+    ("SequenceMask", [_f(3, 2), np.array([1, 1, 0], I64)], 1, {"repeat_from_axis": 0}),
+    ("ResizeNearest3D", [_f(1, 2, 2, 2, 2)], 1, {"temporal_scale": float("nan")}),
+    ("RoIAlign", [_f(1, 2, 2, 2), _f(2, 4)], 1, {"spatial_scale": float("nan")}),
+    ("RoIPool", [_f(1, 2, 2, 2), np.zeros((2, 5), F32)], 1, {"is_test": 1, "spatial_scale": float("nan")}),
+    ("RowWiseSparseAdagrad", [_f(3), _S3, np.array([1, 1, 1], I32), _f(3), _f(1)], 2, {}),
     # sizes asked for in arguments: refused before allocating
     ("LRN", [_f(1, 3, 2, 2)], 1, {"size": 2**63 - 1}),
     ("LengthsSplit", [np.array([2, 1], I32)], 1, {"n_split": 10**12}),
@@ -109,10 +128,10 @@ def _run_refused(op_type, inputs, n_out, args):
     for name, value in zip(names, inputs):
         ws.feed_blob(name, value)
     outs = [f"out{k}" for k in range(n_out)]
-    if (
-        op_type in ("RowWiseSparseAdam", "RowWiseCounter", "Adadelta", "Storm") or "Adagrad" in op_type
-    ):  # the state is updated in place
-        outs[:n_out] = names[:n_out]
+    if op_type in ("RowWiseSparseAdam", "RowWiseCounter", "Adadelta", "Storm") or "Adagrad" in op_type:
+        outs[:n_out] = names[:n_out]  # the state is updated in place
+    for i, o in get_schema(op_type).enforced_pairs(len(names), n_out):
+        outs[o] = names[i]
     for k, name in enumerate(outs):
         if not ws.has_blob(name):
             ws.feed_blob(name, np.full((3,), 7.0 + k, F32))
@@ -146,6 +165,31 @@ def test_onnx_adagrad_with_a_zero_decay_denominator_divides_as_ieee():
     with np.errstate(all="ignore"):
         run_operator_once(ws, op)
     assert np.isinf(ws.fetch_blob("X2")).all()
+
+
+def test_sparse_wngrad_with_a_zero_accumulator_divides_as_ieee():
+    """seq_b = 0: b grows to inf (Caffe2's float division), not a ZeroDivisionError."""
+    ws = Workspace()
+    feeds = [("p", _f(3, 2)), ("b", np.zeros(1, F32)), ("i", np.array([0, 2], I64)), ("g", _f(2, 2)), ("lr", _f(1))]
+    for name, value in feeds:
+        ws.feed_blob(name, value)
+    with np.errstate(all="ignore"):
+        run_operator_once(ws, CreateOperator("SparseWngrad", ["p", "b", "i", "g", "lr"], ["p", "b"]))
+    assert np.isinf(ws.fetch_blob("b")).all()
+
+
+def test_reservoir_sampling_refuses_a_visit_count_that_would_overflow():
+    ws = Workspace()
+    ws.feed_blob("buf", _f(1, 2))
+    ws.feed_blob("n", np.array([2**63 - 1], I64))
+    ws.feed_blob("x", _f(3, 2))
+    run_operator_once(ws, CreateOperator("CreateMutex", [], ["mutex"]))
+    before = ws.fetch_blob("buf").copy()
+    op = CreateOperator("ReservoirSampling", ["buf", "n", "x", "mutex"], ["buf", "n"], num_to_collect=1)
+    with pytest.raises(FrameworkError, match="overflows int64"):
+        run_operator_once(ws, op)
+    np.testing.assert_array_equal(ws.fetch_blob("buf"), before)
+    assert ws.fetch_blob("n")[0] == 2**63 - 1
 
 
 def test_range_and_one_hot_still_compute():

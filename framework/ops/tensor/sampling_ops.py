@@ -187,6 +187,8 @@ class ReservoirSampling(Operator):
         visited = int(nv.reshape(-1)[0]) if initialized else 0
         if visited < 0:
             raise ShapeError(f"{self.describe()}: NUM_VISITED is negative")
+        if visited > np.iinfo(np.int64).max - x.shape[0]:
+            raise ShapeError(f"{self.describe()}: NUM_VISITED {visited} plus {x.shape[0]} new rows overflows int64")
         oid, omap, pos_to_obj = self._dedup_inputs(x.shape[0])
         if omap is not None and not initialized:
             omap.items.clear()

@@ -94,6 +94,7 @@ def _sparse_adagrad_op(name: str, moment_doc: str, output_moment_doc: str):
         ],
         output_docs=[("output_param", "updated parameter"), ("output_moment", output_moment_doc)],
         allow_inplace={(0, 0), (1, 1)},
+        input_types=["float", "float", "int", "float", "numeric"],
     )
 
 

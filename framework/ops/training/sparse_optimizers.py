@@ -276,6 +276,7 @@ class SparseFtrl(UpdateOp):
     ],
     output_docs=[("output_param", "updated"), ("output_seq_b", "updated")],
     enforce_inplace={(0, 0), (1, 1)},
+    input_types=["float", "float", "int", "float", "numeric"],
 )
 class SparseWngrad(UpdateOp):
     """WNGrad on the rows: ``param[r] += lr * g / (b + epsilon)``, then ``b += sum(g^2) / b`` (Caffe2's sparse
@@ -288,7 +289,8 @@ class SparseWngrad(UpdateOp):
         step = g * (lr / (b0 + self.args.epsilon))
         if idx.size:
             np.add.at(p, idx, step.astype(p.dtype, copy=False))  # the step does not depend on the row's value
-            b.reshape(-1)[0] = b0 + float(np.sum(g.astype(np.float64) ** 2)) / b0
+            with np.errstate(all="ignore"):  # IEEE division as Caffe2's float kernel: b = 0 gives inf
+                b.reshape(-1)[0] = b0 + np.sum(g.astype(np.float64) ** 2) / np.float64(b0)
 
 
 @update_op(
