@@ -192,6 +192,15 @@ def test_reservoir_sampling_refuses_a_visit_count_that_would_overflow():
     assert ws.fetch_blob("n")[0] == 2**63 - 1
 
 
+def test_group_norm_of_an_empty_batch_is_empty():
+    """N = 0 used to fail reshaping (-1 cannot be inferred from 0 elements)."""
+    ws = Workspace()
+    for name, value in [("x", np.zeros((0, 2, 3), F32)), ("gamma", _f(2)), ("beta", _f(2))]:
+        ws.feed_blob(name, value)
+    run_operator_once(ws, CreateOperator("GroupNorm", ["x", "gamma", "beta"], ["y", "mu", "rsig"], group=1))
+    assert ws.fetch_blob("y").shape == (0, 2, 3) and ws.fetch_blob("mu").shape == (0, 1)
+
+
 def test_range_and_one_hot_still_compute():
     ws = Workspace()
     ws.feed_blob("a", np.array([1], I64))
