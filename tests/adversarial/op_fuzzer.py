@@ -221,6 +221,8 @@ def _required_args(schema: OpSchema) -> tuple:
             out.append((a.name, [b"x"]))
         elif a.kind == NET:
             out.append((a.name, NetDef(name=f"fuzz_{a.name}")))
+    if "Y_scale" in schema.args and not schema.args["Y_scale"].required:  # quantized ops: the creator's scale
+        out.append(("Y_scale", 0.1))
     return tuple(out)
 
 
@@ -349,6 +351,16 @@ def _reshape(vals: list, m: re.Match) -> bool:
     return True
 
 
+@_repair(r"'in(\d+)'[^,;]*? (?:must have shape|has shape \S+, expected) [\[(]([-\d, ]*)[\])]")
+def _reshape_named(vals: list, m: re.Match) -> bool:
+    return _reshape(vals, m)
+
+
+@_repair(_IN + r" must hold (\d+) values")
+def _resize_values(vals: list, m: re.Match) -> bool:
+    return _resize(vals, m)
+
+
 @_repair(_IN + r" must have (\d+) elements")
 def _resize(vals: list, m: re.Match) -> bool:
     i, n = int(m.group(1)), int(m.group(2))
@@ -428,7 +440,11 @@ def _repair_by_name(vals: list, message: str) -> bool:
     if want is not None and x.dtype != want:
         y = _numeric(x).astype(want)
     grid = re.search(r"\b([A-Z0-9]+(?: x [A-Z0-9]+)+)\b", clause)
-    rank = re.search(r"\b(\d)-D\b", clause) or re.search(r"(?:>= |have |must be )(\d+) dims", clause)
+    rank = (
+        re.search(r"\b(\d)-D\b", clause)
+        or re.search(r"(?:>= |have |must be |at least )(\d+) dims", clause)
+        or re.search(r"N-d with N >= (\d+)", clause)
+    )
     if grid:
         shape = tuple(int(t) if t.isdigit() else 2 for t in grid.group(1).split(" x "))
         if y.shape != shape:
