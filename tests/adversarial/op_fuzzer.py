@@ -69,7 +69,7 @@ class Made(NamedTuple):
 
 
 # Creators an op's refusal may name ("expected a Mutex (made by CreateMutex)"), with what they need.
-# Common worlds are left out: creating one waits for peers.
+# Common worlds are left out: a collective or receive on a one-rank world can block inside MPI.
 CREATORS: dict[str, Made] = {
     "Int8Quantize": Made(
         "Int8Quantize", (np.array([[0.5, 1.0], [1.5, 2.0], [0.0, 0.25]], np.float32),), (("Y_scale", 0.1),)
@@ -77,6 +77,8 @@ CREATORS: dict[str, Made] = {
     "IntIndexCreate": Made("IntIndexCreate"),
     "LongIndexCreate": Made("LongIndexCreate"),
     "CreateTreeCursor": Made("CreateTreeCursor", (), (("fields", [b"a"]),)),
+    "FbGemmPack": Made("FbGemmPack", (np.ones((3, 2), np.float32),)),
+    "CreateMap": Made("CreateMap"),
     **{
         t: Made(t)
         for t in (
@@ -432,7 +434,7 @@ def _repair_by_name(vals: list, message: str) -> bool:
     i, clause = found
     x = vals[i]
     made = next((c for c in CREATORS if c in clause), None)
-    if made and "made by" in clause:
+    if made and "expected" in clause:
         vals[i] = CREATORS[made]
         return True
     y = x
