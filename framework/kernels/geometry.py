@@ -53,8 +53,9 @@ def window_view(xp: np.ndarray, geo: Geometry, order: str, out: Sequence[int] | 
     sp_axes = range(2, 2 + r) if order == "NCHW" else range(1, 1 + r)
     sp_st = [st[a] for a in sp_axes]
     offset = sum(b * s for b, s in zip(geo.start, sp_st))
-    k_st = tuple(s * d for s, d in zip(sp_st, geo.dilation))
-    o_st = tuple(s * t for s, t in zip(sp_st, geo.stride))
+    # a dim of size 1 never steps: its stride is 0, so a huge stride or dilation there cannot overflow the view
+    k_st = tuple(s * d if k > 1 else 0 for s, d, k in zip(sp_st, geo.dilation, geo.kernel))
+    o_st = tuple(s * t if o > 1 else 0 for s, t, o in zip(sp_st, geo.stride, out))
     if order == "NCHW":
         shape = (xp.shape[0], xp.shape[1], *geo.kernel, *out)
         strides = (st[0], st[1], *k_st, *o_st)

@@ -27,7 +27,7 @@ from framework.memory.tensor import Tensor
 from framework.memory.workspace import Workspace
 from framework.net.api import run_operator_once
 from framework.ops.schema import BOOL, FLOAT, FLOATS, INT, INTS, STRING, STRINGS, OpSchema
-from framework.proto.framework_pb2 import OperatorDef
+from framework.proto.framework_pb2 import NetDef, OperatorDef
 
 NON_UTF8 = b"\xff\xfe\x80bad"
 HUGE = 10**12
@@ -214,7 +214,9 @@ def _inplace_pairs(schema: OpSchema, n_in: int, n_out: int) -> tuple:
 def _set_arg(op: OperatorDef, name: str, value: Any) -> None:
     a = op.arg.add()
     a.name = name
-    if isinstance(value, bool):
+    if isinstance(value, NetDef):
+        a.n.CopyFrom(value)
+    elif isinstance(value, bool):
         a.i = int(value)
     elif isinstance(value, int):
         a.i = value

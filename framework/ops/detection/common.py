@@ -3,6 +3,8 @@ named errors before anything is written."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from framework.errors import ArgumentError, ShapeError, TypeMismatchError
@@ -64,5 +66,6 @@ def check_order(op: Operator) -> None:
 
 def check_positive(op: Operator, *names: str) -> None:
     for name in names:
-        if op.args.get(name) <= 0:
-            raise ArgumentError(f"{op.describe()}: argument '{name}' must be positive, got {op.args.get(name)}")
+        v = op.args.get(name)
+        if not (v > 0 and math.isfinite(v)):  # NaN and inf too: sizes are computed from it
+            raise ArgumentError(f"{op.describe()}: argument '{name}' must be positive and finite, got {v}")

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from framework.errors import ShapeError
+from framework.memory.allocator import check_elements
 from framework.ops.detection.common import batch_indices, check_order, check_positive, float_input, roi_table
 from framework.ops.gradient import gradient, should_not_do_gradient
 from framework.ops.operator import Operator
@@ -111,10 +112,13 @@ class _RoIAlignBase(Operator):
         n, c = x.shape[0], (x.shape[1] if nchw else x.shape[3])
         bidx = batch_indices(self, 1, rois, rois.shape[1] == cols[1], n)
         xc = x if nchw else x.transpose(0, 3, 1, 2)  # a view: N, C, H, W
-        if rois.shape[0] and (xc.shape[2] == 0 or xc.shape[3] == 0):
+        if rois.shape[0] and (n == 0 or xc.shape[2] == 0 or xc.shape[3] == 0):
             raise ShapeError(
-                f"{self.describe()}: X ('{self.input_names[0]}') has an empty spatial size {list(x.shape)}"
+                f"{self.describe()}: X ('{self.input_names[0]}') of shape {list(x.shape)} has no image or an empty "
+                f"spatial size, for {rois.shape[0]} RoIs"
             )
+        a = self.args  # the float64 accumulator of the output, before it is allocated
+        check_elements((rois.shape[0], c, a.pooled_h, a.pooled_w), 8, f"{self.describe()}: the pooled output")
         return xc, rois, bidx, c
 
 

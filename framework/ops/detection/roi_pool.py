@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from framework.errors import ShapeError, TypeMismatchError
+from framework.memory.allocator import check_elements
 from framework.ops.detection.common import batch_indices, check_positive, float_input, roi_table
 from framework.ops.gradient import gradient
 from framework.ops.operator import Operator
@@ -91,6 +92,7 @@ class RoIPool(Operator):
         bidx = batch_indices(self, 1, rois, True, x.shape[0])
         n_r, c, hgt, wid = rois.shape[0], x.shape[1], x.shape[2], x.shape[3]
         a = self.args
+        check_elements((n_r, c, a.pooled_h, a.pooled_w), max(x.dtype.itemsize, 4), f"{self.describe()}: the output")
         y = np.zeros((n_r, c, a.pooled_h, a.pooled_w), x.dtype)
         am = np.full(y.shape, -1, np.int32)
         for k in range(n_r):

@@ -44,6 +44,9 @@ class Mod(Operator):
             raise TypeMismatchError(
                 f"{self.describe()}: input 0 ('{self.input_names[0]}') has dtype {x.dtype}, expected int32 or int64"
             )
+        info = np.iinfo(x.dtype)
+        if not info.min <= self.args.divisor <= info.max:
+            raise self.arg_error(f"divisor {self.args.divisor} does not fit the input's {x.dtype}")
         out = self.output(0, x.shape, x.dtype)
         d = x.dtype.type(self.args.divisor)
         if self.args.sign_follow_divisor:

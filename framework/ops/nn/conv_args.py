@@ -25,6 +25,7 @@ import numpy as np
 
 from framework.errors import ArgumentError, ShapeError
 from framework.kernels.geometry import Geometry, window_view  # noqa: F401  (the ops' names for the kernels' geometry)
+from framework.memory.allocator import check_elements
 from framework.ops.operator import Operator
 from framework.ops.schema import BOOL, INT, INTS, STRING, Arg
 
@@ -334,10 +335,17 @@ class ConvPoolOp(Operator):
 
     def geometry(self, shape: Sequence[int]) -> tuple[int, int, Geometry]:
         """(N, C, geometry) of an input of ``shape``; ShapeError naming the op."""
+        if len(shape) < 3:
+            raise ShapeError(
+                f"{self.describe()}: the image must be {self.order} with at least one spatial dim (rank >= 3), "
+                f"got shape {list(shape)}"
+            )
         n, c, spatial = split_layout(shape, self.order)
         return n, c, resolve(self.spec, spatial, self.describe())
 
     def padded_buffer(self, n: int, c: int, geo: Geometry, dtype: Any, fill: Any = 0) -> tuple:
         """(buffer of the padded input filled with ``fill``, view of its interior where the input goes)."""
+        shape = join_layout(n, c, geo.buf_spatial, self.order)
+        check_elements(shape, np.dtype(dtype).itemsize, f"{self.describe()}: the padded input")
         buf = np.full(join_layout(n, c, geo.buf_spatial, self.order), fill, dtype)
         return buf, buf[index(self.order, geo.interior)]

@@ -16,6 +16,7 @@ from framework.ops.operator import Operator
 from framework.ops.pointwise import float_input, scratch
 from framework.ops.registry import register_op
 from framework.ops.schema import Cost, nbytes_of, pointwise_cost
+from framework.ops.validation import expect_kind
 
 # -- distances ---------------------------------------------------------------------------------
 
@@ -140,6 +141,7 @@ class _PairwiseRows(Operator):
 
     def row_grad(self, i: int, n: int) -> np.ndarray:
         g = self.input(i)
+        expect_kind(self, i, g, "float")
         if g.shape != (n,):
             raise ShapeError(
                 f"{self.describe()}: gradient '{self.input_names[i]}' has shape {list(g.shape)}, expected [{n}]"

@@ -4,6 +4,8 @@ multi-device training reduces)."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from framework.errors import GradientError, ShapeError
@@ -16,7 +18,8 @@ from framework.ops.validation import expect_same_shape
 
 def _to_nc_rest(x: np.ndarray, c_axis: int) -> np.ndarray:
     """X as N x C x (rest), a view for NCHW, a transposed copy for NHWC."""
-    return np.moveaxis(x, c_axis, 1).reshape(x.shape[0], x.shape[c_axis], -1)
+    rest = math.prod(d for i, d in enumerate(x.shape) if i not in (0, c_axis))  # explicit: N may be 0
+    return np.moveaxis(x, c_axis, 1).reshape(x.shape[0], x.shape[c_axis], rest)
 
 
 def _from_nc_rest(v: np.ndarray, shape: tuple, c_axis: int) -> np.ndarray:
@@ -80,14 +83,14 @@ class GroupNorm(_GroupNormBase):
         n, c = x.shape[0], x.shape[c_axis]
         for i in (1, 2):
             self._check_vec(i, self.input(i), c, x.dtype)
-        xr = _to_nc_rest(x, c_axis).reshape(n, g, -1).astype(np.float64)
+        xr = _to_nc_rest(x, c_axis).reshape(n, g, x.size // max(n * g, 1) if n else 0).astype(np.float64)
         if xr.shape[2]:
             mu = xr.mean(axis=2)
             var = ((xr - mu[..., None]) ** 2).mean(axis=2)
         else:
             mu = var = np.zeros((n, g))
         sig = np.sqrt(var + self.args.epsilon)
-        xhat = ((xr - mu[..., None]) / sig[..., None]).reshape(n, c, -1)
+        xhat = ((xr - mu[..., None]) / sig[..., None]).reshape(n, c, x.size // max(n * c, 1) if n else 0)
         y = xhat * self.input(1)[None, :, None] + self.input(2)[None, :, None]
         self.output(0, x.shape, x.dtype)[...] = _from_nc_rest(y, x.shape, c_axis)
         if len(self.outputs) == 3:
@@ -130,15 +133,17 @@ class GroupNormGradient(_GroupNormBase):
                 raise ShapeError(
                     f"{self.describe()}: input {i} ('{self.input_names[i]}') must be ({n}, {g}), got {a.shape}"
                 )
-        xr = _to_nc_rest(x, c_axis).reshape(n, g, -1).astype(np.float64)
+        xr = _to_nc_rest(x, c_axis).reshape(n, g, x.size // max(n * g, 1) if n else 0).astype(np.float64)
         dyr = _to_nc_rest(dy, c_axis).astype(np.float64)
         xhat = (xr - mu[..., None]) * rsig[..., None]
-        dxhat = (dyr * gamma[None, :, None]).reshape(n, g, -1)
+        dxhat = (dyr * gamma[None, :, None]).reshape(n, g, x.size // max(n * g, 1) if n else 0)
         d = max(xr.shape[2], 1)
         dx = dxhat - dxhat.sum(axis=2, keepdims=True) / d - xhat * (dxhat * xhat).sum(axis=2, keepdims=True) / d
-        dx = (dx * rsig[..., None]).reshape(n, c, -1)
+        dx = (dx * rsig[..., None]).reshape(n, c, x.size // max(n * c, 1) if n else 0)
         self.output(0, x.shape, x.dtype)[...] = _from_nc_rest(dx, x.shape, c_axis)
-        self.output(1, (c,), x.dtype)[...] = (dyr * xhat.reshape(n, c, -1)).sum(axis=(0, 2))
+        self.output(1, (c,), x.dtype)[...] = (dyr * xhat.reshape(n, c, x.size // max(n * c, 1) if n else 0)).sum(
+            axis=(0, 2)
+        )
         self.output(2, (c,), x.dtype)[...] = dyr.sum(axis=(0, 2))
 
 

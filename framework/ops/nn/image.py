@@ -364,6 +364,12 @@ class Col2Im(ConvPoolOp):
         n, c, geo = self.geometry(x.shape)
         buf, interior = self.padded_buffer(n, c, geo, dy.dtype)
         r = len(geo.spatial)
+        want = n * c * int(np.prod(geo.kernel)) * int(np.prod(geo.out))
+        if dy.size != want:
+            raise ShapeError(
+                f"{self.describe()}: dY '{self.input_names[0]}' {list(dy.shape)} holds {dy.size} values, the "
+                f"columns of X {list(x.shape)} hold {want}"
+            )
         if self.order == "NCHW":
             colv = dy.reshape(n, c, *geo.kernel, *geo.out)
             parts = [(index("NCHW", sl), colv[(slice(None),) * 2 + k]) for k, sl in kernel_slices(geo)]

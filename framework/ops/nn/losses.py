@@ -79,6 +79,7 @@ class _CrossEntropyBase(Operator):
     def row_gradient(self, n: int) -> np.ndarray:
         """dY (input 2), which must hold one value per row."""
         dy = self.input(2)
+        expect_kind(self, 2, dy, "float")
         if dy.size != n:
             raise ShapeError(f"{self.describe()}: dY '{self.input_names[2]}' {list(dy.shape)} must hold {n} values")
         return dy
@@ -283,6 +284,7 @@ class SigmoidCrossEntropyWithLogitsGradient(_SigmoidXentBase):
     def run(self) -> None:
         x, t = self.pair(1, 2)
         g = self.input(0)
+        expect_kind(self, 0, g, "float")
         if g.size != math.prod(x.shape[:-1]):
             raise ShapeError(
                 f"{self.describe()}: g '{self.input_names[0]}' {list(g.shape)} must have shape {list(x.shape[:-1])}"

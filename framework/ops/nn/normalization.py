@@ -9,6 +9,7 @@ import math
 import numpy as np
 
 from framework.errors import ShapeError, TypeMismatchError
+from framework.memory.allocator import check_elements
 from framework.ops.gradient import gradient
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op
@@ -82,6 +83,7 @@ class _LRNBase(NormOp):
         size = self.args.size
         padded = list(x.shape)
         padded[ca] = c + size - 1
+        check_elements(padded, x.dtype.itemsize, f"{self.describe()}: the input padded by a window of size {size}")
         self._sqp = np.zeros(padded, x.dtype)
         self._ch = lambda lo, hi: tuple(slice(lo, hi) if a == ca else slice(None) for a in range(x.ndim))
         self._inner = self._ch(self.pre, self.pre + c)
@@ -136,6 +138,9 @@ class LRN(_LRNBase):
     infer=lambda args, ins: [ins[0]],
     category="normalization",
     private=True,
+    input_types="float",
+    same_type=[(0, 1, 2)],
+    same_shape=[(0, 1, 2)],
 )
 class LRNGradient(_LRNBase):
     """dX = dY * scale^(-beta) - 2 alpha beta / size * X * sum over the windows holding each

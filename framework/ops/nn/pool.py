@@ -289,6 +289,8 @@ def _pool_grad_doc(name):
         category="pool",
         aliases=tuple(f"{name}{d}DGradient" for d in (1, 2, 3)),
         private=True,
+        input_types="float",
+        same_type=[(0, 1, 2)],
     )
 
 

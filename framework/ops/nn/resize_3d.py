@@ -3,6 +3,7 @@ volumes by temporal, height and width scales."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -40,8 +41,8 @@ class _Resize3D(Operator):
     def setup(self) -> None:
         if self.args.order != "NCHW":
             raise self.arg_error(f"only order NCHW is supported, got {self.args.order!r}")
-        if min(_scales(self.args)) <= 0:
-            raise self.arg_error(f"scales must be positive, got {_scales(self.args)}")
+        if not all(k > 0 and math.isfinite(k) for k in _scales(self.args)):  # NaN and inf too
+            raise self.arg_error(f"scales must be positive and finite, got {_scales(self.args)}")
 
 
 @register_op(

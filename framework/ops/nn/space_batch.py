@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from framework.errors import ShapeError
+from framework.memory.allocator import check_elements
 from framework.ops.gradient import gradient
 from framework.ops.operator import Operator
 from framework.ops.pointwise import float_input
@@ -85,6 +86,7 @@ class SpaceToBatch(_SpaceBatch):
             raise ShapeError(
                 f"{self.describe()}: padded size {h + t + b} x {w + left + r} is not a multiple of block_size {bs}"
             )
+        check_elements((n, c, h + t + b, w + left + r), x.dtype.itemsize, f"{self.describe()}: the padded input")
         p = np.zeros((n, c, h + t + b, w + left + r), x.dtype)
         p[:, :, t : t + h, left : left + w] = x
         hh, ww = p.shape[2] // bs, p.shape[3] // bs

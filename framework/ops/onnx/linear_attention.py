@@ -85,7 +85,7 @@ class ONNXLinearAttention(Operator):
                 f"{self.describe()}: '{self.input_names[i]}' has shape {x.shape}; expected ({b}, {t}, "
                 f"a multiple of {heads})"
             )
-        return x.reshape(b, t, heads, -1).transpose(0, 2, 1, 3).astype(np.float32)
+        return x.reshape(b, t, heads, x.shape[2] // heads).transpose(0, 2, 1, 3).astype(np.float32)
 
     def run(self) -> None:
         q0 = self.input(0)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from framework.errors import ShapeError
+from framework.memory.allocator import check_elements
 from framework.ops.gradient import no_gradient
 from framework.ops.onnx.common import MOVABLE, axis_of
 from framework.ops.operator import Operator
@@ -62,6 +63,9 @@ class ONNXOneHot(Operator):
         depth = self.args.depth
         r = idx.ndim + 1
         axis = axis_of(self, self.args.axis, r, blob=0) if r > 0 else 0
+        out_shape = idx.shape[:axis] + (depth,) + idx.shape[axis:]
+        check_elements((depth,), 8, f"{self.describe()}: the one-hot range of depth {depth}")
+        check_elements(out_shape, max(vals.dtype.itemsize, 8), f"{self.describe()}: the one-hot output")
         with np.errstate(invalid="ignore"):
             ii = np.trunc(idx).astype(np.int64) if idx.dtype.kind == "f" else idx.astype(np.int64)
         ii = np.where(ii < 0, ii + depth, ii)

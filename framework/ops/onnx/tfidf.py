@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from framework.errors import ShapeError, TypeMismatchError
+from framework.memory.allocator import check_elements
 from framework.ops.gradient import no_gradient
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op
@@ -59,6 +60,9 @@ class ONNXTfIdfVectorizer(Operator):
         ]
         self._strings = not a.pool_int64s
         self._size = max(a.ngram_indexes, default=-1) + 1
+        if any(i < 0 for i in a.ngram_indexes):
+            raise self.arg_error(f"ngram_indexes must be >= 0, got {min(a.ngram_indexes)}")
+        check_elements((self._size,), 8, f"{self.describe()}: the output of {self._size} columns")
         self._grams: dict[tuple, int] = {}
         starts = list(a.ngram_counts) + [len(pool)]
         j = 0
@@ -88,7 +92,7 @@ class ONNXTfIdfVectorizer(Operator):
         a = self.args
         counts = np.zeros(self._size, np.int64)
         start_n = max(a.min_gram_length, 1)
-        for d in range(1, a.max_skip_count + 2):
+        for d in range(1, min(a.max_skip_count, len(row)) + 2):  # a longer skip cannot fit in the row
             for s in range(len(row)):
                 for n in range(start_n, a.max_gram_length + 1):
                     last = s + (n - 1) * d

@@ -104,7 +104,8 @@ class ONNXAdagrad(_Optimizer):
     def run(self) -> None:
         r, t, groups = self._prepare()
         a = self.args
-        rate = r / (1 + t * a.decay_factor)
+        with np.errstate(all="ignore"):  # IEEE division, as onnxruntime: 1 + T decay_factor = 0 gives inf
+            rate = np.float64(r) / np.float64(1 + t * a.decay_factor)
         out = []
         for x, gr, h in groups:
             x64 = x.astype(np.float64)

@@ -63,6 +63,11 @@ class RecurrentNetworkGradient(Operator):
         self.k = len(a.outputs_with_grads)
         if self.k == 0:
             raise self.arg_error("outputs_with_grads must name at least one output")
+        if len(self.inputs) <= self.k + 1:  # the output gradients, the forward input, ..., the step workspaces
+            raise self.arg_error(
+                f"takes the {self.k} output gradients (outputs_with_grads), then the forward op's inputs and "
+                f"outputs; got {len(self.inputs)} inputs"
+            )
         net = step_net_arg(self, "backward_step_net", required=True)
         self.timestep = a.timestep
         links = links_of(self, "link_") + links_of(self, "backward_link_", with_window=False)

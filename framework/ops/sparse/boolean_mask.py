@@ -202,6 +202,10 @@ class SequenceMask(Operator):
         repeat_axis = self.args.repeat_from_axis
         if self.args.mode == "sequence" and self.args.has("repeat_from_axis"):
             ra = repeat_axis + nd if repeat_axis < 0 else repeat_axis
+            if not axis <= ra < nd:  # the repeated axes are the last of the column axes
+                raise ShapeError(
+                    f"{self.describe()}: repeat_from_axis {repeat_axis} must be an axis from axis {axis} on, of {nd}"
+                )
             repeat = int(np.prod(x.shape[ra:], dtype=np.int64))
             right //= max(repeat, 1)
         i = np.arange(left)[:, None]

@@ -163,7 +163,8 @@ def checked_ranges(op: Operator, i: int, data_len: int) -> np.ndarray:
         raise ShapeError(f"{op.describe()}: RANGES '{op.input_names[i]}' must be N x M x 2, got {list(r.shape)}")
     if r.size:
         start, length = r[..., 0].astype(np.int64), r[..., 1].astype(np.int64)
-        if (start < 0).any() or (length < 0).any() or (start + length > data_len).any():
+        # length > data_len - start: start + length could wrap past int64
+        if (start < 0).any() or (length < 0).any() or (length > data_len - start).any():
             raise ShapeError(
                 f"{op.describe()}: RANGES '{op.input_names[i]}' has a range outside DATA's {data_len} items "
                 "(or a negative offset/length)"

@@ -6,6 +6,7 @@ LENGTHS ``[2, 0, 3]`` <-> SEGMENT_IDS ``[0, 0, 2, 2, 2]`` <-> RANGES ``[[0, 2], 
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -80,8 +81,11 @@ class LengthsToShape(Operator):
         lengths = lengths_of(self, 0)
         if lengths.size and (lengths != lengths[0]).any():
             raise ShapeError(f"{self.describe()}: all lengths must be equal, got {lengths.tolist()}")
+        common = int(lengths[0]) if lengths.size else 0
+        if common > np.iinfo(I32).max:
+            raise ShapeError(f"{self.describe()}: length {common} does not fit the int32 shape")
         out = self.output(0, (2,), I32)
-        out[:] = (len(lengths), int(lengths[0]) if lengths.size else 0)
+        out[:] = (len(lengths), common)
 
 
 @register_op(
@@ -217,8 +221,13 @@ class LengthsPad(Operator):
             raise ShapeError(f"{self.describe()}: LENGTHS sum to {int(lengths.sum())}, DATA has {rows} rows")
         if lengths.size and int(lengths.max()) > t:
             raise ShapeError(f"{self.describe()}: a length {int(lengths.max())} exceeds target_length {t}")
+        pad = self.args.padding_value
+        if data.dtype.kind in "iu":  # Caffe2 casts the float to DATA's type: refuse what a cast cannot keep
+            info = np.iinfo(data.dtype)
+            if not (math.isfinite(pad) and info.min <= pad <= info.max):
+                raise self.arg_error(f"padding_value {pad} does not fit DATA's {data.dtype}")
         out = self.output(0, (len(lengths) * t, *data.shape[1:]), data.dtype)
-        out.fill(self.args.padding_value)
+        out.fill(pad)
         starts = np.cumsum(lengths) - lengths
         seg = np.repeat(np.arange(len(lengths)), lengths)
         within = np.arange(data.shape[0]) - np.repeat(starts, lengths)

@@ -73,6 +73,7 @@ def _columns(op: Operator) -> tuple[np.ndarray, np.ndarray]:
         TensorSpec((ins[0].shape[0] if ins[0].shape else None, ins[2].shape[0] if ins[2].shape else None), ins[0].dtype)
     ],
     category="sparse",
+    input_types={0: "numeric", 2: "numeric"},
 )
 class BatchOneHot(Operator):
     """Each column of DATA expands to one column per dictionary value: 1 where the entry equals it."""
@@ -109,6 +110,7 @@ class BatchOneHot(Operator):
         )
     ],
     category="sparse",
+    input_types={0: "numeric", 2: "numeric"},
 )
 class BatchBucketOneHot(Operator):
     """Each column of DATA bucketized by its boundaries (right-inclusive buckets), then one-hot. A value

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from framework.errors import ShapeError
+from framework.memory.allocator import check_elements
 from framework.ops.gradient import no_gradient
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op
@@ -44,6 +45,7 @@ class SinusoidPositionEncoding(Operator):
             )
         m, k = pos.shape
         e = self.args.embedding_size
+        check_elements((max(m, 1), k, e), 4, f"{self.describe()}: the encodings of embedding_size {e}")
         scale = np.power(np.float32(self.args.alpha), -np.arange(e, dtype=np.float32) / np.float32(e))
         angle = pos[:, :1].astype(np.float32) * scale[None, :]
         angle[:, 1::2] += np.float32(np.pi / 2)

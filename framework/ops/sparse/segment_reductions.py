@@ -321,18 +321,8 @@ class SegmentReductionGradient(Operator):
         if dy.ndim < 1 or dy.shape[0] != k:
             raise ShapeError(f"{self.describe()}: dY has shape {list(dy.shape)}, expected {k} segments first")
         block = (1,) * (dy.ndim - 1)
-        d = self.output(0, (n, *dy.shape[1:]), dy.dtype)
-        first = int(seg_in[0]) if self.layout == "Lengths" and k and n else 0
-        if first and first * k == n and (seg_in == first).all():  # equal lengths: a broadcast copy
-            np.copyto(d.reshape((k, first, *dy.shape[1:])), dy[:, None])
-            if self.reducer == "Mean":
-                d *= np.asarray(1.0 / first, dy.dtype)
-        else:
-            np.take(dy, seg, axis=0, out=d)
-            if self.reducer == "Mean":
-                counts = np.bincount(seg, minlength=k)[seg] if n else np.zeros(0)
-                d /= np.maximum(counts, 1).reshape((n,) + block).astype(dy.dtype)
-        if self.reducer == "WeightedSum":
+        w = rows = None
+        if self.reducer == "WeightedSum":  # every input checked before an output is written
             w = checked_scalars(self, at["SCALARS"], n)
             if self.main_input:
                 data = self.input(at["DATA"])
@@ -344,6 +334,19 @@ class SegmentReductionGradient(Operator):
                 rows = data[checked_indices(self, at["INDICES"], data.shape[0])] if self.sparse else data
                 if rows.shape[0] != n:
                     raise ShapeError(f"{self.describe()}: {rows.shape[0]} rows of DATA for {n} rows of the gradient")
+        d = self.output(0, (n, *dy.shape[1:]), dy.dtype)
+        first = int(seg_in[0]) if self.layout == "Lengths" and k and n else 0
+        if first and first * k == n and (seg_in == first).all():  # equal lengths: a broadcast copy
+            np.copyto(d.reshape((k, first, *dy.shape[1:])), dy[:, None])
+            if self.reducer == "Mean":
+                d *= np.asarray(1.0 / first, dy.dtype)
+        else:
+            np.take(dy, seg, axis=0, out=d)
+            if self.reducer == "Mean":
+                counts = np.bincount(seg, minlength=k)[seg] if n else np.zeros(0)
+                d /= np.maximum(counts, 1).reshape((n,) + block).astype(dy.dtype)
+        if w is not None:
+            if rows is not None:
                 dw = self.output(1, (n,), w.dtype)
                 np.sum((d * rows).reshape(n, -1), axis=1, out=dw) if n else dw.fill(0)
             d *= w.reshape((n,) + block).astype(dy.dtype)

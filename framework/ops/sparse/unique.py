@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from framework.errors import ShapeError, TypeMismatchError
+from framework.memory.allocator import check_elements
 from framework.ops.gradient import gradient, should_not_do_gradient
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op
@@ -87,6 +88,7 @@ def _top_k_positions(data: np.ndarray, lengths: np.ndarray, k: int) -> np.ndarra
         TensorSpec((ins[1].shape[0] if ins[1].shape else None, args.k), I32),
     ],
     category="sparse",
+    input_types=["numeric", "int"],
 )
 class LengthsTopK(Operator):
     """The k largest values of each segment and their positions in it (see module doc)."""
@@ -103,6 +105,7 @@ class LengthsTopK(Operator):
                 f"{list(data.shape)}"
             )
         k = self.args.k
+        check_elements((len(lengths), k), 8, f"{self.describe()}: the top {k} of {len(lengths)} segments")
         pos = _top_k_positions(data, lengths, k)
         starts = (np.cumsum(lengths) - lengths).astype(np.int64)
         valid = pos >= 0

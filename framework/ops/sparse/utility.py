@@ -13,6 +13,7 @@ adding up across runs), and the failing ops ``Fail``, ``LogFatal``, ``ThrowExcep
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 
@@ -48,6 +49,10 @@ class Range(Operator):
         start, stop, step = (0, nums[0], 1) if len(nums) == 1 else (nums[0], nums[1], nums[2] if len(nums) == 3 else 1)
         if step == 0:
             raise ShapeError(f"{self.describe()}: Step size cannot be 0.")
+        if not all(np.isfinite(v) for v in (start, stop, step)):
+            raise ShapeError(f"{self.describe()}: start, stop and step must be finite, got {start}, {stop}, {step}")
+        n = max(math.ceil((stop - start) / step), 0)
+        check_elements((n,), vals[0].dtype.itemsize, f"{self.describe()}: the range")
         out = np.arange(start, stop, step, dtype=vals[0].dtype)
         self.output(0, out.shape, out.dtype)[...] = out
 

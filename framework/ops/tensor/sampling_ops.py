@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from framework.errors import ShapeError, TypeMismatchError
+from framework.memory.allocator import check_elements
 from framework.ops.gradient import should_not_do_gradient
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op
@@ -97,7 +98,7 @@ class WeightedMultiSampling(Operator):
         if cdf.size == 0:
             self.output(0, (0,), _I32)
             return
-        n = int(np.prod(shape))
+        n = check_elements(shape, 8, f"{self.describe()}: the samples")  # the int64 positions searchsorted returns
         r = self.rng.random(n, dtype=np.float32) * np.float32(cdf[-1])
         idx = np.searchsorted(cdf.astype(np.float32), r, side="left")
         if n and idx.max() >= cdf.size:
@@ -186,6 +187,8 @@ class ReservoirSampling(Operator):
         visited = int(nv.reshape(-1)[0]) if initialized else 0
         if visited < 0:
             raise ShapeError(f"{self.describe()}: NUM_VISITED is negative")
+        if visited > np.iinfo(np.int64).max - x.shape[0]:
+            raise ShapeError(f"{self.describe()}: NUM_VISITED {visited} plus {x.shape[0]} new rows overflows int64")
         oid, omap, pos_to_obj = self._dedup_inputs(x.shape[0])
         if omap is not None and not initialized:
             omap.items.clear()

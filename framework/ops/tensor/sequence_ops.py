@@ -8,12 +8,13 @@ from __future__ import annotations
 import numpy as np
 
 from framework.errors import ShapeError, TypeMismatchError
+from framework.memory.allocator import check_elements
 from framework.ops.gradient import gradient, should_not_do_gradient
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op
 from framework.ops.schema import BOOL, INT, STRING, UNKNOWN, Arg, TensorSpec, same_as_input
 from framework.ops.training.counters import Mutex, held
-from framework.ops.validation import int_scalar, normalize_axis
+from framework.ops.validation import expect_kind, int_scalar, normalize_axis
 
 _I32 = np.dtype(np.int32)
 
@@ -121,6 +122,7 @@ class LengthsSplit(Operator):
             raise ShapeError(f"{self.describe()}: n_split must be > 0, got {n}")
         if (lengths < 0).any():
             raise ShapeError(f"{self.describe()}: lengths must be >= 0")
+        check_elements((max(lengths.size, 1), n), 8, f"{self.describe()}: {n} parts per length")
         base = (lengths // n).astype(np.int64)[:, None]
         extra = (np.arange(n)[None, :] < (lengths % n)[:, None]).astype(np.int64)
         out = self.output(0, (lengths.size * n,), _I32)
@@ -276,9 +278,13 @@ class LastNWindowCollector(Operator):
         buf = self.input(0) if initialized else None
         if initialized and (buf.ndim != x.ndim or buf.shape[1:] != x.shape[1:] or buf.dtype != x.dtype):
             raise ShapeError(f"{self.describe()}: buffer {list(buf.shape)} does not fit DATA {list(x.shape)}")
-        nxt = self.input(1).reshape(-1) if self.inputs[1].held is not None and initialized else None
+        cur = int_scalar(self, 1, "the next position") if initialized else 0  # checked before NUM_VISITED moves
+        size = min(k, (buf.shape[0] if initialized else 0) + min(x.shape[0], k))
+        if x.shape[0] and not 0 <= cur < max(size, 1):
+            raise ShapeError(f"{self.describe()}: next cursor {cur} out of range")
         if len(self.outputs) > 2:
             nv = self.input(4)
+            expect_kind(self, 4, nv, "int")
             if nv.size != 1:
                 raise ShapeError(f"{self.describe()}: NUM_VISITED must hold one value")
             visited = 0 if not initialized else int(nv.reshape(-1)[0])
@@ -290,11 +296,7 @@ class LastNWindowCollector(Operator):
             if not initialized:
                 np.copyto(self.output(0, x.shape, x.dtype), x)
             return
-        cur = int(nxt[0]) if initialized else 0
         old = buf if initialized else x[:0]
-        size = min(k, old.shape[0] + min(n, k))
-        if not 0 <= cur < max(size, 1):
-            raise ShapeError(f"{self.describe()}: next cursor {cur} out of range")
         new = np.empty((size, *x.shape[1:]), x.dtype)
         new[: old.shape[0]] = old[:size]
         if n > k:

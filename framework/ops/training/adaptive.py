@@ -94,6 +94,7 @@ def _sparse_adagrad_op(name: str, moment_doc: str, output_moment_doc: str):
         ],
         output_docs=[("output_param", "updated parameter"), ("output_moment", output_moment_doc)],
         allow_inplace={(0, 0), (1, 1)},
+        input_types=["float", "float", "int", "float", "numeric"],
     )
 
 
@@ -155,6 +156,8 @@ def _adam_correction(op: UpdateOp, it: np.ndarray) -> float:
     try:
         num, den = 1.0 - b2**t, 1.0 - b1**t
     except OverflowError:
+        num = den = float("nan")
+    if isinstance(num, complex) or isinstance(den, complex):  # a negative beta to a fractional power
         num = den = float("nan")
     if not (num >= 0.0 and den != 0.0 and math.isfinite(num) and math.isfinite(den)):
         raise ArgumentError(

@@ -117,6 +117,7 @@ def _register(rowwise: bool, reducer: str) -> None:
         input_docs=docs,
         output_docs=outs,
         enforce_inplace={(0, 0), (1, 1)},
+        input_types=["float", "float"] + (["float"] if weighted else []) + ["int", "float", "numeric", "int"],
         aliases=[base],
     )(cls)
     should_not_do_gradient(f"{base}Approx")

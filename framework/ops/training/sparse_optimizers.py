@@ -276,6 +276,7 @@ class SparseFtrl(UpdateOp):
     ],
     output_docs=[("output_param", "updated"), ("output_seq_b", "updated")],
     enforce_inplace={(0, 0), (1, 1)},
+    input_types=["float", "float", "int", "float", "numeric"],
 )
 class SparseWngrad(UpdateOp):
     """WNGrad on the rows: ``param[r] += lr * g / (b + epsilon)``, then ``b += sum(g^2) / b`` (Caffe2's sparse
@@ -288,7 +289,8 @@ class SparseWngrad(UpdateOp):
         step = g * (lr / (b0 + self.args.epsilon))
         if idx.size:
             np.add.at(p, idx, step.astype(p.dtype, copy=False))  # the step does not depend on the row's value
-            b.reshape(-1)[0] = b0 + float(np.sum(g.astype(np.float64) ** 2)) / b0
+            with np.errstate(all="ignore"):  # IEEE division as Caffe2's float kernel: b = 0 gives inf
+                b.reshape(-1)[0] = b0 + np.sum(g.astype(np.float64) ** 2) / np.float64(b0)
 
 
 @update_op(
@@ -349,6 +351,7 @@ class SparseStorm(UpdateOp):
         ("lr", "rate (negative from the builder)"),
         ("iter", "iteration counter (int64)"),
     ],
+    input_types=["float", "float", "float", "int", "float", "float", "numeric"],
     output_docs=[
         ("output_param", "updated"),
         ("output_moment_1", "updated"),
@@ -370,11 +373,13 @@ class RowWiseSparseAdam(UpdateOp):
         if v.size != p.shape[0]:
             raise ShapeError(f"{self.describe()}: moment_2 has {v.size} elements, expected one per row ({p.shape[0]})")
         idx, g = _indexed(self, 0, 3, 4)
-        lr, it = float(self.scalar(5)), int(self.scalar(6))
+        from framework.ops.training.adaptive import _adam_correction  # adaptive imports this module
+
+        lr = float(self.scalar(5))
+        corr = _adam_correction(self, self.scalar(6))  # refuses a negative or NaN iteration, bad betas
         p, m1, v = copy_through(self, [(0, 0), (1, 1), (2, 2)])
-        b1, b2, eps = self.args.beta1, self.args.beta2, self.args.epsilon
-        t = it + 1
-        corr = math.sqrt(1.0 - b2**t) / (1.0 - b1**t)
+        eps = self.args.epsilon
+        b1, b2 = self.args.beta1, self.args.beta2
         v1 = v.reshape(-1)
         block = (1,) * (g.ndim - 1)
         out_g = self.out_like(3, 4) if self.args.num_outputs > 3 else None
@@ -404,6 +409,7 @@ class RowWiseSparseAdam(UpdateOp):
     ],
     output_docs=[("output_prev_iter", "updated"), ("output_counter", "updated")],
     enforce_inplace={(0, 0), (1, 1)},
+    input_types=["numeric", "float", "int", "int"],
 )
 class RowWiseCounter(UpdateOp):
     """Decayed per-row occurrence counts: ``counter[r] = 1 + exp(-ln2 / halflife * (iter - prev_iter[r]))

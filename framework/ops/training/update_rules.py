@@ -47,6 +47,7 @@ def _check_sizes(op: UpdateOp, base: int, others: dict[int, int]) -> None:
     ],
     output_docs=[("output_param", "parameter"), ("output_moment_grad", "h'"), ("output_moment_delta", "d'")],
     allow_inplace={(0, 0), (1, 1), (2, 2)},
+    input_types="float",
 )
 class Adadelta(UpdateOp):
     """``h' = decay h + (1 - decay) g^2``; ``u = sqrt(d + eps) / sqrt(h' + eps) * g``;
@@ -213,6 +214,7 @@ class Wngrad(UpdateOp):
     ],
     output_docs=[("output_param", "parameter"), ("output_moment", "moment"), ("output_grad_sq_sum", "sum")],
     allow_inplace={(0, 0), (1, 1), (2, 2)},
+    input_types="float",
 )
 class Storm(UpdateOp):
     """STORM (Caffe2's storm_op.h): ``s' = s + sum(g^2)``; ``nlr = lr (beta + s')^(-1/3)``;
