@@ -130,6 +130,12 @@ from framework.caffe2.python.builder import (  # noqa: E402
 )
 from framework.caffe2.python.builder.records import clone_and_bind_net  # noqa: E402
 from framework.caffe2.python.core_ir import IR  # noqa: E402, F401 - Caffe2's core.IR
+from framework.caffe2.python.core_ssa import (  # noqa: E402, F401 - Caffe2's core.get_ssa and helpers
+    get_op_ids_in_path,
+    get_output_producers,
+    get_ssa,
+    get_undefined_blobs,
+)
 from framework.caffe2.python.scope import (  # noqa: E402
     CurrentDeviceScope,
     CurrentNameScope,
