@@ -11,7 +11,7 @@ import sys
 import types
 from typing import Any
 
-from framework.caffe2.c_onnx import Caffe2Backend, DummyName
+from framework.caffe2.c_onnx import Caffe2Backend, DummyName, new_dummy_name, reset_dummy_name
 from framework.memory.blob import Blob
 from framework.memory.tensor import Tensor
 from framework.memory.workspace import Workspace as _Workspace
@@ -371,4 +371,15 @@ class _CallableModule(types.ModuleType):
 
 sys.modules[__name__].__class__ = _CallableModule
 
-__all__ = ["Blob", "Caffe2Backend", "DummyName", "Tensor", "TensorCPU", "Workspace", "has_gpu_support", "has_mkldnn"]
+__all__ = [
+    "Blob",
+    "Caffe2Backend",
+    "DummyName",
+    "Tensor",
+    "new_dummy_name",
+    "reset_dummy_name",
+    "TensorCPU",
+    "Workspace",
+    "has_gpu_support",
+    "has_mkldnn",
+]

@@ -10,7 +10,7 @@ from typing import Any, Sequence
 
 from framework.onnx.caffe2_rules import DummyName, convert_node, tensor_fill_op
 
-__all__ = ["Caffe2Backend", "DummyName", "KNOWN_OPSET_VERSION"]
+__all__ = ["Caffe2Backend", "DummyName", "KNOWN_OPSET_VERSION", "new_dummy_name", "reset_dummy_name"]
 
 # The ONNX opset Caffe2's C++ backend was written against (its convert_node default).
 KNOWN_OPSET_VERSION = 9
@@ -58,3 +58,15 @@ class Caffe2Backend:
         tensor = onnx.TensorProto()
         tensor.ParseFromString(bytes(tensor_str))
         return tensor_fill_op(tensor, name or None).SerializeToString()
+
+
+# The 2018 binding's one process-wide namer (``C.new_dummy_name()``, ``C.reset_dummy_name(names)``).
+_GLOBAL_DUMMY = DummyName()
+
+
+def new_dummy_name() -> str:
+    return _GLOBAL_DUMMY.new_dummy_name()
+
+
+def reset_dummy_name(names: Any = None) -> None:
+    _GLOBAL_DUMMY.reset(names)

@@ -185,3 +185,19 @@ def test_model_downloader_reads_a_local_folder_and_never_downloads(tmp_path, mon
     init, predict, info = d.get_c2_model("tiny")
     assert (init.name, predict.name, predict.op[0].type) == ("tiny_init", "tiny", "Relu")
     assert info == {"data": [1, [1, 3]]}
+
+
+def test_2018_dummy_name_and_no_download(tmp_path):
+    from caffe2.python.models.download import deleteDirectory, downloadFromURLToFile, getURLFromName
+    from caffe2.python.onnx.helper import dummy_name
+
+    assert dummy_name({"OC2_DUMMY_0"}) is None
+    assert (dummy_name(), dummy_name()) == ("OC2_DUMMY_1", "OC2_DUMMY_2")
+    url = getURLFromName("squeezenet", "init_net.pb")
+    assert url.endswith("/squeezenet/init_net.pb")
+    with pytest.raises(ModelNotFoundError, match="downloads nothing"):
+        downloadFromURLToFile(url, str(tmp_path / "x.pb"), show_progress=False)
+    (tmp_path / "d" / "e").mkdir(parents=True)
+    (tmp_path / "d" / "e" / "f").write_text("x")
+    deleteDirectory(str(tmp_path / "d"))
+    assert not (tmp_path / "d").exists()

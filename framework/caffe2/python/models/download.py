@@ -8,7 +8,8 @@ and ``value_info.json`` (input name -> [ONNX element type, shape]), Caffe2's lay
 
 Departure: Caffe2 downloaded a missing model from its server. This framework fetches nothing over the
 network: a model that is not in its folder is a ``ModelNotFoundError`` (a ``FileNotFoundError``) naming the
-folder and the three files to put there. ``getURLFromName`` still gives Caffe2's address for a file.
+folder and the three files to put there, and ``downloadFromURLToFile`` always raises it. ``getURLFromName``
+still gives Caffe2's address for a file.
 """
 
 from __future__ import annotations
@@ -21,7 +22,15 @@ from typing import Any
 from framework.errors import FrameworkError
 from framework.proto import framework_pb2 as caffe2_pb2
 
-__all__ = ["DOWNLOAD_BASE_URL", "ModelDownloader", "ModelNotFoundError", "getURLFromName", "validModelName"]
+__all__ = [
+    "DOWNLOAD_BASE_URL",
+    "ModelDownloader",
+    "ModelNotFoundError",
+    "deleteDirectory",
+    "downloadFromURLToFile",
+    "getURLFromName",
+    "validModelName",
+]
 
 DOWNLOAD_BASE_URL = "https://s3.amazonaws.com/download.caffe2.ai/models/"
 _FILES = ("predict_net.pb", "init_net.pb", "value_info.json")
@@ -33,6 +42,19 @@ class ModelNotFoundError(FrameworkError, FileNotFoundError):
 
 def getURLFromName(name: str, filename: str) -> str:  # noqa: N802
     return f"{DOWNLOAD_BASE_URL}{name}/{filename}"
+
+
+def deleteDirectory(top_dir: str) -> None:  # noqa: N802
+    """Remove the folder ``top_dir`` and everything in it (symbolic links are removed, not followed)."""
+    import shutil
+
+    shutil.rmtree(top_dir)
+
+
+def downloadFromURLToFile(url: str, filename: str, show_progress: bool = True) -> None:  # noqa: N802
+    """Caffe2 fetched ``url`` into ``filename`` here; this framework fetches nothing over the network, so
+    this always raises ``ModelNotFoundError`` naming the address and the file to put in its place."""
+    raise ModelNotFoundError(f"this framework downloads nothing: fetch {url} yourself and save it as {filename}")
 
 
 def validModelName(name: str) -> bool:  # noqa: N802

@@ -5,6 +5,7 @@ ONNX conversion tests), read and write NetDef files, time a net or a PyTorch mod
   ``inputs`` (a dict by name, or a list: the op's inputs in order / the predict net's external inputs
   the init net left unset, else its first external inputs), run, and return ``(workspace, outputs)``
   with the outputs as a namedtuple by output name.
+- ``dummy_name()`` (2018): a fresh helper-blob name; ``dummy_name(names)`` restarts the namer.
 - ``load_caffe2_net(path)`` / ``save_caffe2_net(net, path, output_txt=False)``: binary NetDef files
   (``output_txt`` also writes the text form to ``path + "txt"``).
 - ``benchmark_caffe2_model(init_net, predict_net, warmup_iters=3, main_iters=10, layer_details=True)``
@@ -26,6 +27,7 @@ __all__ = [
     "benchmark_pytorch_model",
     "c2_native_run_net",
     "c2_native_run_op",
+    "dummy_name",
     "load_caffe2_net",
     "save_caffe2_net",
 ]
@@ -38,6 +40,17 @@ def _outputs(names: Sequence[str], values: Sequence[Any]) -> Any:
     from onnx.backend.base import namedtupledict
 
     return namedtupledict("Outputs", list(names))(*values)
+
+
+def dummy_name(used_names: Any = None) -> str | None:
+    """The 2018 API: a fresh ``OC2_DUMMY_<n>`` name from the process-wide namer, or, given
+    ``used_names``, restart that namer with those names taken (returns None)."""
+    from framework.caffe2 import c_onnx
+
+    if used_names is None:
+        return c_onnx.new_dummy_name()
+    c_onnx.reset_dummy_name(set(used_names))
+    return None
 
 
 def c2_native_run_op(op_def: Any, inputs: Any) -> tuple:
