@@ -470,6 +470,7 @@ __all__ = [n for n in dir() if n[:1].isupper() and n not in ("Any", "Iterator", 
 __all__ += ["blobs", "Blob", "current", "has_gpu_support", "has_cuda_support", "has_hip_support", "is_asan"]
 
 
+from framework.caffe2.python.workspace_fill import FillRandomNetworkInputs  # noqa: E402, F401
 from framework.caffe2.python.workspace_transforms import (  # noqa: E402 - they call back into this module
     ApplyTransform,
     ApplyTransformIfFaster,
