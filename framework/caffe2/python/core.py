@@ -186,7 +186,9 @@ def GlobalInit(args: Any) -> bool:  # noqa: N802
     """Caffe2's core.GlobalInit(["prog", "--flag=value", ...]): flags are recorded (GetGlobalInitArgs)
     and otherwise ignored; they tune Caffe2's C++ runtime."""
     from framework import workspace
+    from framework.caffe2.python.lazy import TriggerLazyImport
 
+    TriggerLazyImport()
     _GLOBAL_INIT_ARGS.extend(list(args)[1:])
     return workspace.GlobalInit(args)
 
@@ -196,7 +198,12 @@ def GetGlobalInitArgs() -> list[str]:  # noqa: N802
 
 
 def RefreshRegisteredOperators(trigger_lazy: bool = True) -> None:  # noqa: N802
-    """Nothing to refresh: the registry is read directly."""
+    """The registry is read directly, so nothing is refreshed; with ``trigger_lazy`` the deferred work of
+    ``caffe2.python.lazy`` runs (``lazy_dyndep`` libraries), as in Caffe2."""
+    if trigger_lazy:
+        from framework.caffe2.python.lazy import TriggerLazyImport
+
+        TriggerLazyImport()
 
 
 # Engine preferences (Caffe2's SetEnginePref family): recorded; every engine runs the default CPU

@@ -291,6 +291,9 @@ def CreateNet(  # noqa: N802
     ``input_blobs`` are created first (as Caffe2); if creation fails they are removed
     again, so a failed CreateNet leaves the workspace unchanged.
     """
+    from framework.caffe2.python.lazy import TriggerLazyImport
+
+    TriggerLazyImport()  # Caffe2: deferred operator libraries are registered before a net is made
     ws = C()
     new = [str(n) for n in input_blobs or [] if not ws.has_blob(str(n))]
     for name in new:
