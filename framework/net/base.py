@@ -98,6 +98,7 @@ class NetBase:
 
     # -- running ---------------------------------------------------------------
     run_count = 0  # completed runs (progress reports of long plans)
+    _cancelled = False  # set by cancel() during a run
 
     def run(self) -> None:
         """Run every op once; raise OperatorError naming the failing op.
@@ -105,6 +106,7 @@ class NetBase:
         Holds the net's lock: concurrent callers of one net are serialized. BLAS runs on the runtime's
         thread count for the run and is put back after (framework.runtime.state)."""
         with self._lock:
+            self._cancelled = False
             RUNTIME.enter_net()  # BLAS threads for the run (framework.runtime.state), restored after
             try:
                 if not self.observers:
@@ -119,10 +121,20 @@ class NetBase:
                             ob.stop(self)
             finally:
                 RUNTIME.exit_net()
+            if self._cancelled:
+                raise NetError(f"net '{self.name}' was cancelled while it ran (Net.cancel)")
             self.run_count += 1
 
     def _run(self) -> None:
         raise NotImplementedError
+
+    def cancel(self) -> None:
+        """Caffe2's ``Net.cancel()`` (callable from another thread while the net runs): every op that can be
+        waiting on something outside the net (a queue read or write) is told to stop waiting (``Operator.cancel``:
+        queue ops close their queue), and the run in progress raises NetError once its ops return."""
+        self._cancelled = True
+        for op in self.ops:
+            op.cancel()
 
     def _fail(self, k: int, e: BaseException) -> OperatorError:
         """The error to raise for the op at execution position ``k``."""
