@@ -23,18 +23,20 @@ A rendezvous is Caffe2's dict (``kv_handler``, ``shard_id``, ``num_shards``, ``e
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 from framework import core, workspace
 from framework.caffe2.python import scope
-from framework.errors import FrameworkError
+from framework.errors import FrameworkError, ModelError
 from framework.proto import framework_pb2 as pb
 
 log = logging.getLogger("framework.caffe2.python.data_parallel_model")
 
 __all__ = [
     "AddBlobSync",
+    "ConvertNetForDevice",
     "FinalizeAfterCheckpoint",
     "GetCheckpointParams",
     "GetDevices",
@@ -93,6 +95,9 @@ def Parallelize(  # noqa: N802
     barrier_net_timeout_sec: int = 300,
 ) -> None:
     """Replicate ``model_helper_obj`` over ``devices`` (and the rendezvous' ranks); see module doc."""
+    current = scope.CurrentDeviceScope()
+    if current is not None and current.device_type != pb.CPU:
+        raise ModelError(f"Parallelize must be called without a device scope; the device scope is {current}")
     model = model_helper_obj
     devices = list(devices if devices is not None else [0])
     if not devices:
@@ -111,7 +116,7 @@ def Parallelize(  # noqa: N802
 
     losses: list[Any] = []
     for d in devices:
-        with scope.NameScope(f"{prefix}_{d}"):
+        with _device(model, d):
             input_builder_fun(model)
             out = forward_pass_builder_fun(model, loss_scale)
             losses += list(out) if isinstance(out, (list, tuple)) else ([out] if out is not None else [])
@@ -119,6 +124,8 @@ def Parallelize(  # noqa: N802
     _group_params(model)
     if param_update_builder_fun is None and optimizer_builder_fun is None:
         log.info("Parallelize: no update builder given: a forward-only (test) model")
+        if net_transformer_fun is not None:
+            net_transformer_fun(model, len(devices), prefix, model._device_type)
         _finish(model, net_type, num_threads_per_device)
         return
     if pre_grad_net_transformer_fun is not None:
@@ -132,15 +139,51 @@ def Parallelize(  # noqa: N802
     if rendezvous:
         _create_world(model, rendezvous)
     _sum_over_replicas(model, groups)
-    for d in devices:
-        with scope.NameScope(f"{prefix}_{d}"):
-            (optimizer_builder_fun or param_update_builder_fun)(model)
+    if net_transformer_fun is not None:  # as Caffe2: after the gradient ops, before the updates
+        net_transformer_fun(model, len(devices), prefix, model._device_type)
+    if optimizer_builder_fun is not None:
+        # once, as in Caffe2: the optimizer walks every replica's parameters, each under its device
+        model._optimizer = optimizer_builder_fun(model)
+    else:
+        for d in devices:
+            with _device(model, d):
+                param_update_builder_fun(model)
     if post_sync_builder_fun is not None:
         post_sync_builder_fun(model)
     _sync_params(model, model.param_init_net, _all_param_names(model, broadcast_computed_params))
-    if net_transformer_fun is not None:
-        net_transformer_fun(model, len(devices), prefix, "cpu")
     _finish(model, net_type, num_threads_per_device)
+
+
+@contextlib.contextmanager
+def _device(model: Any, d: int) -> Iterator[None]:
+    """Build for replica ``d``: NameScope ``<prefix>_<d>`` and its DeviceScope, as Caffe2 does."""
+    with scope.DeviceScope(core.DeviceOption(model._device_type, d)), scope.NameScope(f"{model._device_prefix}_{d}"):
+        yield
+
+
+def ConvertNetForDevice(net: Any, device: Any = None) -> Any:  # noqa: N802
+    """A copy of ``net`` for one replica: every blob of its ops and external lists gets the prefix
+    ``<cpu|gpu>_<device_id>/`` and every op the device option, for ``device`` (a DeviceOption; default the
+    current device scope, as inside ``forward_pass_builder_fun``). Lets a builder append another model's nets.
+    RecurrentNetwork ops (blob names inside their step nets) are refused."""
+    if device is None:
+        device = scope.CurrentDeviceScope()
+    if device is None:
+        raise FrameworkError("ConvertNetForDevice: no device given and no device scope is active")
+    prefix = "gpu" if core.IsGPUDeviceType(device.device_type) else "cpu"
+    namescope = f"{prefix}_{device.device_id}/"
+    copy = net.Clone(net.Name() + "_" + namescope.rstrip("/"), keep_schema=False)
+    proto = copy.Proto()
+    for op in proto.op:
+        if "RecurrentNetwork" in op.type:
+            raise FrameworkError("ConvertNetForDevice: RecurrentNetwork conversion is not supported")
+        op.input[:] = [namescope + b for b in op.input]
+        op.output[:] = [namescope + b for b in op.output]
+        op.control_input[:] = [namescope + b for b in op.control_input]
+        op.device_option.CopyFrom(device)
+    proto.external_input[:] = [namescope + b for b in proto.external_input]
+    proto.external_output[:] = [namescope + b for b in proto.external_output]
+    return copy
 
 
 def Parallelize_CPU_BMUF(*args: Any, **kwargs: Any) -> Any:  # noqa: N802
@@ -191,6 +234,9 @@ def Parallelize_BMUF(  # noqa: N802
     where Caffe2 left each at its own random init until the first block update; the result then does
     not depend on how the replicas were initialised.
     """
+    current = scope.CurrentDeviceScope()
+    if current is not None and current.device_type != pb.CPU:
+        raise ModelError(f"Parallelize must be called without a device scope; the device scope is {current}")
     model = model_helper_obj
     devices = list(devices if devices is not None else [0])
     if not devices:
@@ -385,8 +431,9 @@ def _first_device_names(model: Any) -> list[str]:
 
 
 def GetCheckpointParams(model: Any) -> set[str]:  # noqa: N802
-    """What a checkpoint needs: device 0's parameters, its optimizer state (momenta...) and its
-    iteration counter (the other replicas are synchronised from them by FinalizeAfterCheckpoint)."""
+    """What a checkpoint needs: device 0's parameters, its optimizer state (momenta...) and the iteration
+    counters outside the replicas' scopes (the other replicas are synchronised from them by
+    FinalizeAfterCheckpoint)."""
     first = f"{model._device_prefix}_{model._devices[0]}/"
     names = set(_first_device_names(model))
     init_nets = [model.param_init_net] + [n for n in [getattr(model, "_global_model_init_net", None)] if n]
@@ -395,6 +442,9 @@ def GetCheckpointParams(model: Any) -> set[str]:  # noqa: N802
             for out in op.output:
                 if out.startswith(first):
                     names.add(out)
+    for op in model.net.Proto().op:  # iteration counters outside the replicas' scopes, as Caffe2 adds them
+        if op.type in ("Iter", "AtomicIter") and not op.output[0].startswith(f"{model._device_prefix}_"):
+            names.add(op.output[0])
     return names
 
 
