@@ -28,6 +28,7 @@ import logging
 from typing import Any, Callable, Iterable, Iterator
 
 from framework import core, workspace
+from framework.caffe2.python import data_parallel_model_rewrites as rewrites
 from framework.caffe2.python import scope
 from framework.errors import FrameworkError, ModelError
 from framework.proto import framework_pb2 as pb
@@ -104,8 +105,10 @@ def Parallelize(  # noqa: N802
         raise FrameworkError("Parallelize: devices is empty")
     if param_update_builder_fun is not None and optimizer_builder_fun is not None:
         raise FrameworkError("Parallelize: pass param_update_builder_fun or optimizer_builder_fun, not both")
-    if combine_spatial_bn or shared_model:
-        raise FrameworkError("Parallelize: combine_spatial_bn and shared_model are not supported here")
+    if shared_model and not cpu_device:
+        raise ModelError("Parallelize: shared_model is only supported on CPU devices (cpu_device=True)")
+    if shared_model and rendezvous is not None:
+        raise ModelError("Parallelize: shared_model does not work with a rendezvous (several processes)")
     prefix = "cpu" if cpu_device else "gpu"
     if not cpu_device:
         log.warning("** Only %d GPUs available, GPUs %s requested (they run on the CPU)", 0, devices)
@@ -115,11 +118,13 @@ def Parallelize(  # noqa: N802
     loss_scale = 1.0 / (len(devices) * shards)
 
     losses: list[Any] = []
+    by_device: dict[int, list[Any]] = {}
     for d in devices:
         with _device(model, d):
             input_builder_fun(model)
             out = forward_pass_builder_fun(model, loss_scale)
-            losses += list(out) if isinstance(out, (list, tuple)) else ([out] if out is not None else [])
+            by_device[d] = list(out) if isinstance(out, (list, tuple)) else ([out] if out is not None else [])
+            losses += by_device[d]
     model._losses_by_device = losses
     _group_params(model)
     if param_update_builder_fun is None and optimizer_builder_fun is None:
@@ -130,7 +135,18 @@ def Parallelize(  # noqa: N802
         return
     if pre_grad_net_transformer_fun is not None:
         pre_grad_net_transformer_fun(model)
-    model.AddGradientOperators(losses)
+    # each replica's loss gradient (ones) is made on its own device, as Caffe2 does
+    loss_grads = {}
+    for d in devices:
+        with scope.DeviceScope(core.DeviceOption(model._device_type, d)):
+            for loss in by_device[d]:
+                loss_grads[str(loss)] = str(model.net.ConstantFill(loss, str(loss) + "_grad", value=1.0))
+    model.AddGradientOperators(loss_grads)
+    if net_transformer_fun is not None:  # as Caffe2: after the gradient ops, before the updates
+        net_transformer_fun(model, len(devices), prefix, model._device_type)
+    if combine_spatial_bn:
+        rewrites.interleave_ops(model)
+        rewrites.cpu_inter_device_batch_norm(model)
     groups = []
     for name in sorted(model._device_grouped_blobs):
         grads = [model.param_to_grad.get(p) for p in _as_refs(model, name)]
@@ -138,9 +154,10 @@ def Parallelize(  # noqa: N802
             groups.append([str(g) for g in grads])
     if rendezvous:
         _create_world(model, rendezvous)
-    _sum_over_replicas(model, groups)
-    if net_transformer_fun is not None:  # as Caffe2: after the gradient ops, before the updates
-        net_transformer_fun(model, len(devices), prefix, model._device_type)
+    _sum_over_replicas(model, groups, copy_back=not shared_model)
+    all_params = list(model.params)
+    if shared_model:
+        rewrites.prune_parameters_for_sharing(model)
     if optimizer_builder_fun is not None:
         # once, as in Caffe2: the optimizer walks every replica's parameters, each under its device
         model._optimizer = optimizer_builder_fun(model)
@@ -151,6 +168,9 @@ def Parallelize(  # noqa: N802
     if post_sync_builder_fun is not None:
         post_sync_builder_fun(model)
     _sync_params(model, model.param_init_net, _all_param_names(model, broadcast_computed_params))
+    if shared_model:
+        rewrites.remap_parameters_for_shared_model(model, all_params)
+    model._shared_model = shared_model
     _finish(model, net_type, num_threads_per_device)
 
 
@@ -353,7 +373,7 @@ def _create_world(model: Any, rendezvous: dict[str, Any]) -> None:
     )
 
 
-def _sum_over_replicas(model: Any, groups: list[list[str]]) -> None:
+def _sum_over_replicas(model: Any, groups: list[list[str]], copy_back: bool = True) -> None:
     """Every gradient of each group becomes the group's sum over devices and (with a rendezvous) ranks.
 
     Devices are summed locally into device 0's copy; one ``AllreduceBuckets`` then sums device 0's
@@ -367,6 +387,8 @@ def _sum_over_replicas(model: Any, groups: list[list[str]]) -> None:
     if model._rendezvous and groups:
         firsts = [blobs[0] for blobs in groups]
         net.AllreduceBuckets([COMM_WORLD, *firsts], firsts)
+    if not copy_back:  # shared model: only device 0's parameters are updated
+        return
     for blobs in groups:
         for b in blobs[1:]:
             net.Copy(blobs[0], b)
