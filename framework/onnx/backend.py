@@ -28,7 +28,16 @@ from framework.ops.onnx.values import OptionalValue, TensorSequence, from_blob_v
 
 RUNTIME_MARK = "needs run-time values"
 
-__all__ = ["Caffe2Backend", "Caffe2Rep", "load_model", "prepare", "run_model", "run_node", "supports_device"]
+__all__ = [
+    "Caffe2Backend",
+    "Caffe2Rep",
+    "load_model",
+    "prepare",
+    "prepare_zip_archive",
+    "run_model",
+    "run_node",
+    "supports_device",
+]
 
 try:  # onnx is optional: the base classes only shape the API
     from onnx.backend.base import Backend as _Backend
@@ -142,8 +151,26 @@ class Caffe2Backend(_Backend):
         return init, predict
 
     @classmethod
-    def prepare(cls, model: Any, device: str = "CPU", **kwargs: Any) -> Caffe2Rep:
+    def prepare_zip_archive(cls, file: Any, device: str = "CPU", **kwargs: Any) -> Caffe2Rep:
+        """``prepare`` for Caffe2's zip form of a model (``framework.onnx.zip_archive``): a path or file object."""
+        from framework.onnx.zip_archive import load_zip_archive
+
+        return cls.prepare(load_zip_archive(file), device, **kwargs)
+
+    @classmethod
+    def prepare(cls, model: Any, device: str = "CPU", raw_values_dict: Any = None, **kwargs: Any) -> Caffe2Rep:
+        """A rep running ``model``; ``raw_values_dict`` ({tensor name: bytes}) gives the raw data of tensors
+        marked ``__EXTERNAL`` (Caffe2's external values)."""
         model = load_model(model)
+        if raw_values_dict:
+            from onnx import ModelProto
+
+            from framework.onnx.zip_archive import resolve_external_values
+
+            copy = ModelProto()
+            copy.CopyFrom(model)
+            resolve_external_values(copy, lambda n: raw_values_dict.get(n))
+            model = copy
         wanted: set[str] = set()
         init, predict, extra, unsupported = onnx_graph_to_nets(model, wanted=wanted, fills=False)
         init_names = {t.name for t in model.graph.initializer}
@@ -334,6 +361,7 @@ def _message(model: Any, unsupported: Sequence[str]) -> str:
 
 
 prepare = Caffe2Backend.prepare
+prepare_zip_archive = Caffe2Backend.prepare_zip_archive
 run_model = Caffe2Backend.run_model
 run_node = Caffe2Backend.run_node
 supports_device = Caffe2Backend.supports_device

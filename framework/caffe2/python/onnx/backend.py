@@ -8,13 +8,23 @@ from framework.onnx.backend import (
     Caffe2Rep,
     load_model,
     prepare,
+    prepare_zip_archive,
     run_model,
     run_node,
     supports_device,
 )
 
-__all__ = ["Caffe2Backend", "Caffe2Rep", "is_compatible", "load_model", "prepare", "run_model", "run_node",
-           "supports_device"]  # fmt: skip
+__all__ = [
+    "Caffe2Backend",
+    "Caffe2Rep",
+    "is_compatible",
+    "load_model",
+    "prepare",
+    "prepare_zip_archive",
+    "run_model",
+    "run_node",
+    "supports_device",
+]
 
 
 def is_compatible(model, device: str = "CPU", **kwargs) -> bool:  # noqa: ANN001
