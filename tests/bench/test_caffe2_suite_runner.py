@@ -101,6 +101,7 @@ def test_classify_phases():
         "E   AttributeError: `np.unicode_` was removed in the NumPy 2.0 release. Use `np.str_` instead.",
         "E   AttributeError: module 'inspect' has no attribute 'getargspec'",
         "E   ImportError: cannot import name 'mapping' from 'onnx' (/x/onnx/__init__.py)",
+        "E   ValueError: Raw data size does not match tensor's size. Expected 24 bytes, but got 10 bytes.",
         "E   hypothesis.errors.InvalidArgument: Using `@settings` on a test without `@given` is completely pointless.",
         "E   ValueError: threshold must be non-NAN, try sys.maxsize for untruncated representation",
         "E   hypothesis.errors.HypothesisWarning: The @example() decorator expects to be passed values, but you",
