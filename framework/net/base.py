@@ -110,12 +110,12 @@ class NetBase:
             RUNTIME.enter_net()  # BLAS threads for the run (framework.runtime.state), restored after
             try:
                 if not self.observers:
-                    self._run()
+                    self._checked_run()
                 else:
                     for ob in self.observers:
                         ob.start(self)
                     try:
-                        self._run()
+                        self._checked_run()
                     finally:
                         for ob in self.observers:
                             ob.stop(self)
@@ -127,6 +127,13 @@ class NetBase:
 
     def _run(self) -> None:
         raise NotImplementedError
+
+    def _checked_run(self) -> None:
+        if RUNTIME.fp_exceptions:
+            with fp_checks():
+                self._run()
+        else:
+            self._run()
 
     def cancel(self) -> None:
         """Caffe2's ``Net.cancel()`` (callable from another thread while the net runs): every op that can be
@@ -163,6 +170,17 @@ class NetBase:
 
     def Proto(self) -> Any:  # noqa: N802  (Caffe2 name)
         return self.net_def
+
+
+def fp_checks() -> Any:
+    """The floating-point checks of Caffe2's ``--caffe2_operator_throw_if_fp_exceptions`` for the current
+    thread: numpy raises FloatingPointError on division by zero, overflow and invalid operations, so the op
+    doing one fails (and is reported as any failing op). As in Caffe2, which tests the FP flags after the op
+    ran, the op's outputs may already hold what it computed. Executors that run ops on worker threads enter
+    it there too."""
+    import numpy as np
+
+    return np.errstate(divide="raise", over="raise", invalid="raise")
 
 
 def instantiate(net: Any, ws: Workspace, owned: bool = False) -> NetBase:

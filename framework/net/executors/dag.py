@@ -27,7 +27,7 @@ import weakref
 from contextlib import nullcontext
 from typing import Any, Callable
 
-from framework.net.base import NetBase, register_net_type
+from framework.net.base import NetBase, fp_checks, register_net_type
 from framework.net.graph import compute_chains
 from framework.runtime import cancel
 from framework.runtime.state import RUNTIME
@@ -224,11 +224,13 @@ class DAGNet(NetBase):
         """Run one chain's callables in order (hook: ProfDAGNet times them)."""
         k = -1
         state = self._state
+        checks = fp_checks() if RUNTIME.fp_exceptions else nullcontext()
         try:
-            for k in chain:
-                if state.stop:
-                    return
-                fns[k]()
+            with checks:
+                for k in chain:
+                    if state.stop:
+                        return
+                    fns[k]()
         except Exception as e:
             raise _ChainFailure(k, e) from e
 
