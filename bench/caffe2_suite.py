@@ -11,7 +11,7 @@ are lifted as well. The tree itself is never written to.
 
 Outcomes per test: passed, failed, error (setup/teardown/collection, or the file timed out before the test
 ran), skipped, and ``legacy``: failed only because the test file itself uses an API that numpy or hypothesis
-removed since (``np.float``, ``np.asscalar``, ``np.unicode_``, ``np.sum(generator)``...,
+removed since (``np.float``, ``np.asscalar``, ``np.unicode_``, ``np.sum(generator)``, ``np.fromstring``...,
 ``settings(timeout=...)``, ``lists(average_size=...)``, ``@settings`` without ``@given``, one ``@given`` test
 run by several subclasses (hypothesis' ``differing_executors`` check), ``@example`` given strategies,
 ``np.set_printoptions(threshold=np.nan)``, a list of slices or a float array used as an index, a size-1 array
@@ -53,6 +53,7 @@ LEGACY_PATTERNS = {
         r"|`np\.\w+` was removed in the NumPy 2\.0 release"
     ),
     "np.sum(generator) removed": re.compile(r"Calling np\.sum\(generator\) is deprecated"),
+    "np.fromstring binary mode removed": re.compile(r"The binary mode of fromstring is removed"),
     "hypothesis settings(timeout=)": re.compile(r"unexpected keyword argument 'timeout'"),
     "hypothesis lists(average_size=)": re.compile(r"unexpected keyword argument 'average_size'"),
     "hypothesis @settings without @given": re.compile(r"Using `@settings` on a test without `@given`"),

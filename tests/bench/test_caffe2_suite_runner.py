@@ -102,6 +102,7 @@ def test_classify_phases():
         "E   AttributeError: module 'inspect' has no attribute 'getargspec'",
         "E   ImportError: cannot import name 'mapping' from 'onnx' (/x/onnx/__init__.py)",
         "E   ValueError: Raw data size does not match tensor's size. Expected 24 bytes, but got 10 bytes.",
+        "E   ValueError: The binary mode of fromstring is removed, use frombuffer instead",
         "E   hypothesis.errors.InvalidArgument: Using `@settings` on a test without `@given` is completely pointless.",
         "E   ValueError: threshold must be non-NAN, try sys.maxsize for untruncated representation",
         "E   hypothesis.errors.HypothesisWarning: The @example() decorator expects to be passed values, but you",
