@@ -11,11 +11,12 @@ are lifted as well. The tree itself is never written to.
 
 Outcomes per test: passed, failed, error (setup/teardown/collection, or the file timed out before the test
 ran), skipped, and ``legacy``: failed only because the test file itself uses an API that numpy or hypothesis
-removed since (``np.float``, ``np.asscalar``, ``np.unicode_``, ``np.sum(generator)``...,
+removed since (``np.float``, ``np.asscalar``, ``np.unicode_``, ``np.sum(generator)``, ``np.fromstring``...,
 ``settings(timeout=...)``, ``lists(average_size=...)``, ``@settings`` without ``@given``, one ``@given`` test
 run by several subclasses (hypothesis' ``differing_executors`` check), ``@example`` given strategies,
 ``np.set_printoptions(threshold=np.nan)``, a list of slices or a float array used as an index, a size-1 array
-used as a scalar or a Python int wrapped into int32 in the test's own code; likewise scipy's
+used as a scalar or a Python int wrapped into int32 in the test's own code; likewise onnx's ``onnx.mapping`` and
+``make_tensor(raw=True)`` size check, scipy's
 ``scipy.misc.logsumexp``, ``interp2d``) or ``torch.ops._caffe2`` (a PyTorch build of Caffe2's ops), recognised
 by the failure's traceback. A file that does not import counts each test function it defines as one error (or
 legacy). Tests that need a GPU or MKL-DNN are skipped by Caffe2's own decorators on a CPU build, so they count
@@ -52,6 +53,7 @@ LEGACY_PATTERNS = {
         r"|`np\.\w+` was removed in the NumPy 2\.0 release"
     ),
     "np.sum(generator) removed": re.compile(r"Calling np\.sum\(generator\) is deprecated"),
+    "np.fromstring binary mode removed": re.compile(r"The binary mode of fromstring is removed"),
     "hypothesis settings(timeout=)": re.compile(r"unexpected keyword argument 'timeout'"),
     "hypothesis lists(average_size=)": re.compile(r"unexpected keyword argument 'average_size'"),
     "hypothesis @settings without @given": re.compile(r"Using `@settings` on a test without `@given`"),
@@ -59,6 +61,10 @@ LEGACY_PATTERNS = {
     "scipy API removed": re.compile(
         r"cannot import name '\w+' from 'scipy\.misc'|`interp2d` has been removed in SciPy"
     ),
+    "onnx.mapping removed": re.compile(
+        r"cannot import name 'mapping' from 'onnx'|module 'onnx' has no attribute 'mapping'"
+    ),
+    "onnx make_tensor checks raw data size": re.compile(r"Raw data size does not match tensor's size"),
     "inspect.getargspec removed (Python 3.11)": re.compile(r"module 'inspect' has no attribute 'getargspec'"),
     "torch.ops._caffe2": re.compile(r"'_caffe2' object has no attribute|torch\.ops\._caffe2"),
     "numpy set_printoptions(threshold=nan) refused": re.compile(r"threshold must be non-NAN"),

@@ -37,7 +37,8 @@ OUT_OF_SCOPE = {
     "ideep_test_util": "MKL-DNN (ideep)",
     "mkl": "MKL-DNN",
     "mkl_test_util": "MKL-DNN",
-    "models.download": "downloads pretrained models",
+    "onnx.onnxifi": "native code (ONNXIFI loads a C backend library)",
+    "onnx.test_onnxifi": "native code (ONNXIFI)",
     "fakelowp": "native code (loads FakeLowP's C++ operator libraries for accelerators)",
     "fakefp16_transform_lib": "native code (FakeLowP's C++ net transforms)",
 }
@@ -45,6 +46,12 @@ OUT_OF_SCOPE = {
 # Notes on modules whose status needs a word.
 NOTES = {
     "_import_c_extension": "no native extension: everything is Python",
+    "models.download": "reads Caffe2's model folder layout; downloads nothing (a missing model is an error)",
+    "onnx": "Caffe2's layout over `framework.onnx` (the exporter and the ONNX backend on our ops)",
+    "data_parallel_model": (
+        "CPU replicas incl. shared_model and combine_spatial_bn; GPU replicas run on the CPU; several processes "
+        "meet over MPI, not Gloo's C++ library (Gloo-only rendezvous are out of scope)"
+    ),
     "dyndep": "a missing path is ignored as in Caffe2; an existing C++ library is refused, never loaded",
     "checkpoint": (
         "Caffe2's Job, CheckpointManager, MultiNodeCheckpointManager, JobRunner (both trees' spellings); "

@@ -11,6 +11,7 @@ import sys
 import types
 from typing import Any
 
+from framework.caffe2.c_onnx import Caffe2Backend, DummyName, new_dummy_name, reset_dummy_name
 from framework.memory.blob import Blob
 from framework.memory.tensor import Tensor
 from framework.memory.workspace import Workspace as _Workspace
@@ -183,10 +184,18 @@ def registered_operators() -> list[str]:
 
 
 def global_init(args: Any = None) -> bool:
-    """Caffe2's GlobalInit(["caffe2", "--caffe2_log_level=0", ...]): flags are accepted and
-    ignored (they tune the C++ runtime); a non-list is refused as Caffe2's binding does."""
+    """Caffe2's GlobalInit(["caffe2", "--caffe2_log_level=0", ...]): flags tune Caffe2's C++ runtime and are
+    accepted and ignored, except ``--caffe2_operator_throw_if_fp_exceptions[=1|0|true|false]`` (ops then fail
+    on division by zero, overflow and invalid operations: ``framework.runtime.state.RUNTIME.fp_exceptions``).
+    A non-list is refused as Caffe2's binding does."""
     if args is not None and not isinstance(args, (list, tuple)):
         raise TypeError(f"GlobalInit takes a list of strings, got {type(args).__name__}")
+    from framework.runtime.state import RUNTIME
+
+    for arg in list(args or [])[1:]:
+        name, _, value = str(arg).partition("=")
+        if name.lstrip("-") == "caffe2_operator_throw_if_fp_exceptions":
+            RUNTIME.fp_exceptions = value.strip().lower() not in ("0", "false", "no")
     return True
 
 
@@ -370,4 +379,15 @@ class _CallableModule(types.ModuleType):
 
 sys.modules[__name__].__class__ = _CallableModule
 
-__all__ = ["Blob", "Tensor", "TensorCPU", "Workspace", "has_gpu_support", "has_mkldnn"]
+__all__ = [
+    "Blob",
+    "Caffe2Backend",
+    "DummyName",
+    "Tensor",
+    "new_dummy_name",
+    "reset_dummy_name",
+    "TensorCPU",
+    "Workspace",
+    "has_gpu_support",
+    "has_mkldnn",
+]

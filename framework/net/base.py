@@ -96,6 +96,7 @@ class NetBase:
 
     # -- running ---------------------------------------------------------------
     run_count = 0  # completed runs (progress reports of long plans)
+    _cancelled = False  # set by cancel() during a run
 
     def run(self) -> None:
         """Run every op once; raise OperatorError naming the failing op.
@@ -103,24 +104,42 @@ class NetBase:
         Holds the net's lock: concurrent callers of one net are serialized. BLAS runs on the runtime's
         thread count for the run and is put back after (framework.runtime.state)."""
         with self._lock:
+            self._cancelled = False
             RUNTIME.enter_net()  # BLAS threads for the run (framework.runtime.state), restored after
             try:
                 if not self.observers:
-                    self._run()
+                    self._checked_run()
                 else:
                     for ob in self.observers:
                         ob.start(self)
                     try:
-                        self._run()
+                        self._checked_run()
                     finally:
                         for ob in self.observers:
                             ob.stop(self)
             finally:
                 RUNTIME.exit_net()
+            if self._cancelled:
+                raise NetError(f"net '{self.name}' was cancelled while it ran (Net.cancel)")
             self.run_count += 1
 
     def _run(self) -> None:
         raise NotImplementedError
+
+    def _checked_run(self) -> None:
+        if RUNTIME.fp_exceptions:
+            with fp_checks():
+                self._run()
+        else:
+            self._run()
+
+    def cancel(self) -> None:
+        """Caffe2's ``Net.cancel()`` (callable from another thread while the net runs): every op that can be
+        waiting on something outside the net (a queue read or write) is told to stop waiting (``Operator.cancel``:
+        queue ops close their queue), and the run in progress raises NetError once its ops return."""
+        self._cancelled = True
+        for op in self.ops:
+            op.cancel()
 
     def _fail(self, k: int, e: BaseException) -> OperatorError:
         """The error to raise for the op at execution position ``k``."""
@@ -149,6 +168,17 @@ class NetBase:
 
     def Proto(self) -> Any:  # noqa: N802  (Caffe2 name)
         return self.net_def
+
+
+def fp_checks() -> Any:
+    """The floating-point checks of Caffe2's ``--caffe2_operator_throw_if_fp_exceptions`` for the current
+    thread: numpy raises FloatingPointError on division by zero, overflow and invalid operations, so the op
+    doing one fails (and is reported as any failing op). As in Caffe2, which tests the FP flags after the op
+    ran, the op's outputs may already hold what it computed. Executors that run ops on worker threads enter
+    it there too."""
+    import numpy as np
+
+    return np.errstate(divide="raise", over="raise", invalid="raise")
 
 
 def instantiate(net: Any, ws: Workspace, owned: bool = False) -> NetBase:

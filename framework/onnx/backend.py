@@ -22,12 +22,22 @@ import numpy as np
 
 from framework.memory.tensor import Tensor
 from framework.memory.workspace import Workspace
+from framework.onnx.caffe2_rules import DummyName, tensor_fill_op
 from framework.onnx.importer import SMALL_INT_INPUT, OnnxImportError, onnx_graph_to_nets
 from framework.ops.onnx.values import OptionalValue, TensorSequence, from_blob_value, to_blob_value
 
 RUNTIME_MARK = "needs run-time values"
 
-__all__ = ["Caffe2Backend", "Caffe2Rep", "load_model", "prepare", "run_model", "run_node", "supports_device"]
+__all__ = [
+    "Caffe2Backend",
+    "Caffe2Rep",
+    "load_model",
+    "prepare",
+    "prepare_zip_archive",
+    "run_model",
+    "run_node",
+    "supports_device",
+]
 
 try:  # onnx is optional: the base classes only shape the API
     from onnx.backend.base import Backend as _Backend
@@ -53,7 +63,7 @@ class Caffe2Rep(_BackendRep):
         self.outputs = list(outputs)
         self._cache: dict = {}
         self._lock = threading.Lock()  # one workspace per rep: concurrent runs take turns
-        self._outputs_type = namedtuple("Outputs", [f"o{i}" for i in range(len(self.outputs))], rename=True)
+        self._outputs_type = outputs_tuple(self.outputs)
         self._kinds = _input_kinds(model)  # sequence/optional inputs become blob objects
         self.init_net = self.predict_net = None
         if nets is not None:
@@ -115,6 +125,19 @@ class Caffe2Rep(_BackendRep):
 
 
 class Caffe2Backend(_Backend):
+    _dummy_name = DummyName()  # Caffe2's shared helper-blob namer
+
+    @classmethod
+    def dummy_name(cls) -> str:
+        """A fresh helper-blob name (``OC2_DUMMY_<n>``), as Caffe2's backend hands out."""
+        return cls._dummy_name.new_dummy_name()
+
+    @classmethod
+    def _create_tensor_filling_op(cls, onnx_tensor: Any, name: str | None = None) -> Any:
+        """The GivenTensor*Fill OperatorDef that makes the ONNX TensorProto ``onnx_tensor`` (as blob
+        ``name``, default the tensor's name), by Caffe2's type table (``caffe2_rules.tensor_fill_op``)."""
+        return tensor_fill_op(onnx_tensor, name)
+
     @classmethod
     def onnx_graph_to_caffe2_net(cls, model: Any, device: str = "CPU", opset_version: int | None = None) -> tuple:
         """(init_net, predict_net) NetDefs; OnnxImportError listing every node without a translation."""
@@ -128,8 +151,26 @@ class Caffe2Backend(_Backend):
         return init, predict
 
     @classmethod
-    def prepare(cls, model: Any, device: str = "CPU", **kwargs: Any) -> Caffe2Rep:
+    def prepare_zip_archive(cls, file: Any, device: str = "CPU", **kwargs: Any) -> Caffe2Rep:
+        """``prepare`` for Caffe2's zip form of a model (``framework.onnx.zip_archive``): a path or file object."""
+        from framework.onnx.zip_archive import load_zip_archive
+
+        return cls.prepare(load_zip_archive(file), device, **kwargs)
+
+    @classmethod
+    def prepare(cls, model: Any, device: str = "CPU", raw_values_dict: Any = None, **kwargs: Any) -> Caffe2Rep:
+        """A rep running ``model``; ``raw_values_dict`` ({tensor name: bytes}) gives the raw data of tensors
+        marked ``__EXTERNAL`` (Caffe2's external values)."""
         model = load_model(model)
+        if raw_values_dict:
+            from onnx import ModelProto
+
+            from framework.onnx.zip_archive import resolve_external_values
+
+            copy = ModelProto()
+            copy.CopyFrom(model)
+            resolve_external_values(copy, lambda n: raw_values_dict.get(n))
+            model = copy
         wanted: set[str] = set()
         init, predict, extra, unsupported = onnx_graph_to_nets(model, wanted=wanted, fills=False)
         init_names = {t.name for t in model.graph.initializer}
@@ -169,6 +210,23 @@ class Caffe2Backend(_Backend):
     @classmethod
     def supports_device(cls, device: str) -> bool:
         return str(device).upper().startswith("CPU")
+
+
+def outputs_tuple(names: Sequence[str]) -> type:
+    """A namedtuple type for run results: fields named after the outputs (``out.Y``; a name that is no
+    Python identifier gets a positional field ``_<i>``) and ``out["Y"]`` by output name, as Caffe2's
+    ``namedtupledict``."""
+    base = namedtuple("Outputs", list(names), rename=True)
+    index = {n: i for i, n in enumerate(names)}
+
+    def getitem(self: Any, key: Any) -> Any:
+        if isinstance(key, str):
+            if key not in index:
+                raise KeyError(f"no output named {key!r}; outputs: {', '.join(index)}")
+            key = index[key]
+        return tuple.__getitem__(self, key)
+
+    return type("Outputs", (base,), {"__getitem__": getitem, "__slots__": ()})
 
 
 def load_model(model: Any) -> Any:
@@ -303,6 +361,7 @@ def _message(model: Any, unsupported: Sequence[str]) -> str:
 
 
 prepare = Caffe2Backend.prepare
+prepare_zip_archive = Caffe2Backend.prepare_zip_archive
 run_model = Caffe2Backend.run_model
 run_node = Caffe2Backend.run_node
 supports_device = Caffe2Backend.supports_device

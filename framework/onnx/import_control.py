@@ -106,6 +106,8 @@ def _inline_branch(ctx: ImportContext, node: Node, label: str) -> None:
         if r in ctx.values:
             ctx.values[o] = ctx.values[r]
             continue
+        if r == o:  # the branch already writes the If's output under its name
+            continue
         ctx.op("ONNXCopyValue", [r], [o])
         if ctx.shape(r) is not None:
             ctx.shapes[o] = ctx.shape(r)
@@ -128,7 +130,7 @@ def _if(ctx: ImportContext, node: Node) -> None:
         results = [o.name for o in g.output]
         if len(results) != len(outs):
             raise Unsupported(f"{label} has {len(results)} outputs, the If {len(outs)}")
-        copies = [_op("ONNXCopyValue", [r], [o]) for r, o in zip(results, outs)]
+        copies = [_op("ONNXCopyValue", [r], [o]) for r, o in zip(results, outs) if r != o]
         nets.append(subnet(ctx, g, f"If {label}", [], [], postlude=copies))
     ctx.op("If", [node.input(0)], outs, then_net=nets[0], else_net=nets[1])
 

@@ -283,6 +283,36 @@ def _fold(ctx: ImportContext, node: "Node", start: int) -> None:
     del ctx.ops[start:]
 
 
+class _FreshNames:
+    """Caffe2's rules name their helper blobs through this (fresh names of the import)."""
+
+    def __init__(self, ctx: ImportContext) -> None:
+        self._ctx = ctx
+
+    def new_dummy_name(self) -> str:
+        return self._ctx.fresh("c2")
+
+
+def _caffe2_op(ctx: ImportContext, proto: Any) -> bool:
+    """A node whose op type ONNX does not define but Caffe2 does (``Scale``, ``DynamicSlice``...): Caffe2's
+    backend ran it as that Caffe2 op, and so does this one (``caffe2_rules``). False when ONNX defines the
+    type or no rule applies (the node then counts as unsupported)."""
+    from onnx import defs
+
+    from framework.onnx.caffe2_rules import convert_node
+
+    if defs.has(proto.op_type):
+        return False
+    try:
+        _, ops = convert_node(proto, {}, ctx.opset, _FreshNames(ctx))
+    except RuntimeError:
+        return False
+    n_ops = len(ctx.ops)
+    ctx.ops.extend(ops)
+    _infer_emitted(ctx, ctx.ops[n_ops:])
+    return True
+
+
 def translate_nodes(ctx: ImportContext, protos: Sequence[Any], path: str = "") -> list[str]:
     """Translate ONNX nodes into ``ctx.ops`` (constants folded into ``ctx.values``); returns the
     descriptions of the nodes without a translation (``path`` prefixes them: subgraphs)."""
@@ -297,6 +327,8 @@ def translate_nodes(ctx: ImportContext, protos: Sequence[Any], path: str = "") -
         if domain != "ai.onnx":
             key, version = f"{domain}:{node.op_type}", versions.get(domain, 1)
         entry = TRANSLATORS.get(key)
+        if entry is None and domain == "ai.onnx" and _caffe2_op(ctx, proto):
+            continue
         if entry is None or not entry[1][0] <= version <= entry[1][1]:
             where_domain = f"opset {opset}"
             if domain != "ai.onnx":

@@ -878,6 +878,8 @@ OP_FAMILIES = {
     "Swish": ("nn",),
     "SwishGradient": ("nn",),
     "TT": ("tensor",),
+    "TTSparseLengthsSum": ("sparse",),
+    "TTSparseLengthsSumGradient": ("sparse",),
     "Tan": ("math",),
     "TanGradient": ("math",),
     "Tanh": ("nn",),

@@ -182,6 +182,10 @@ class Operator:
     def run(self) -> None:
         raise NotImplementedError(f"{self.type} has no run()")
 
+    def cancel(self) -> None:
+        """Stop waiting on anything outside the net (Caffe2's ``OperatorBase::Cancel``; its net's ``cancel()``
+        calls it, possibly from another thread, while ``run`` may be blocked). Nothing to do for most ops."""
+
     # -- helpers for op authors -------------------------------------------------
     def input(self, i: int) -> np.ndarray:
         """Numpy view of input ``i``'s tensor (no copy)."""

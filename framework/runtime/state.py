@@ -45,6 +45,9 @@ class Runtime:
         self._blas_libs: Any = None  # threadpoolctl lib controllers of the BLAS libraries (False: none)
         self._depth = 0  # net runs in progress (nested or concurrent): BLAS is set by the first, restored by the last
         self._restore: list[tuple[Any, int]] = []
+        # Caffe2's --caffe2_operator_throw_if_fp_exceptions: an op dividing by zero, overflowing or making an
+        # invalid value (NaN from non-NaN) fails instead of producing inf/NaN (framework.net.base.fp_checks)
+        self.fp_exceptions = False
 
     # -- BLAS threads per net run ----------------------------------------------------------------
     def blas_libs(self) -> Any:

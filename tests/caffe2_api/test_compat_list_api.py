@@ -39,4 +39,4 @@ def test_status_follows_the_hook():
     assert gen.out_of_scope("mkl.rewrite_graph") and gen.out_of_scope("trt.transform") and not gen.out_of_scope("core")
     table = gen.render_table()
     assert "| `workspace` | 2018,2020 | yes | `framework.caffe2.python.workspace` |" in table
-    assert "| `models.download` | 2018,2020 | out of scope | downloads pretrained models |" in table
+    assert "| `onnx.onnxifi` | 2020 | out of scope | native code (ONNXIFI loads a C backend library) |" in table

@@ -28,9 +28,8 @@ def _model():
 
 
 def test_activation_blobs_of_first_replica():
-    # Caffe2 also lists "loss": its Parallelize seeds the gradient as "<loss>_grad"; this framework's seeds it
-    # as "<loss>_autogen_grad" (AddGradientOperators), which the rule does not count
-    assert dpm_utils.GetActivationBlobs(_model()) == ["fc1", "fc2", "fc3"]
+    # "loss" too: Parallelize seeds each replica's loss gradient as "<loss>_grad", as Caffe2 does
+    assert dpm_utils.GetActivationBlobs(_model()) == ["fc1", "fc2", "fc3", "loss"]
 
 
 def test_shift_moves_the_ops_of_the_given_activations():

@@ -71,7 +71,8 @@ def main():
         data_parallel_model.RunNet(model, 3 if mode == "bmuf" else 1)
     names = sorted(data_parallel_model.GetCheckpointParams(model))
     wanted = ("h_w", "h_b", "pred_w", "pred_b")
-    params = {n.split("/", 1)[1]: workspace.FetchBlob(n) for n in names if n.split("/", 1)[1] in wanted}
+    scoped = [n for n in names if "/" in n]  # the unscoped ones are iteration counters
+    params = {n.split("/", 1)[1]: workspace.FetchBlob(n) for n in scoped if n.split("/", 1)[1] in wanted}
     for d in devices[1:]:  # every replica holds the same weights
         for k, v in params.items():
             np.testing.assert_array_equal(workspace.FetchBlob(f"cpu_{d}/{k}"), v)

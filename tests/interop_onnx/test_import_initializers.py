@@ -114,3 +114,35 @@ def test_an_initializer_whose_data_disagrees_with_its_dims_is_named():
         backend.prepare(model)
     with pytest.raises(ValueError):  # still a ValueError, as before
         backend.Caffe2Backend.onnx_graph_to_caffe2_net(model)
+
+
+def test_if_whose_branch_names_its_result_like_the_if_output():
+    # a branch result named like the If's output needs no copy (a copy onto itself is no valid op)
+    import onnx
+    from onnx import TensorProto, helper
+
+    from framework.onnx.backend import prepare
+
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    w = np.arange(6, dtype=np.float32).reshape(3, 2) / 10
+    then_g = helper.make_graph([helper.make_node("MatMul", ["X", "W"], ["Y"])], "t", [],
+                               [helper.make_tensor_value_info("Y", TensorProto.FLOAT, (2, 2))])  # fmt: skip
+    else_g = helper.make_graph([helper.make_node("Slice", ["X", "s", "e"], ["Y"])], "f", [],
+                               [helper.make_tensor_value_info("Y", TensorProto.FLOAT, (2, 2))])  # fmt: skip
+    for cond_value, const in ((True, True), (False, True), (True, False)):
+        nodes = [helper.make_node("If", ["c"], ["Y"], then_branch=then_g, else_branch=else_g)]
+        inits = [helper.make_tensor("W", TensorProto.FLOAT, [3, 2], w.flatten().tolist()),
+                 helper.make_tensor("s", TensorProto.INT64, [2], [0, 0]),
+                 helper.make_tensor("e", TensorProto.INT64, [2], [2, 2])]  # fmt: skip
+        inputs = [helper.make_tensor_value_info("X", TensorProto.FLOAT, (2, 3))]
+        feeds = {"X": x}
+        if const:
+            inits.append(helper.make_tensor("c", TensorProto.BOOL, [], [cond_value]))
+        else:
+            inputs.append(helper.make_tensor_value_info("c", TensorProto.BOOL, ()))
+            feeds["c"] = np.array(cond_value)
+        g = helper.make_graph(nodes, "g", inputs, [helper.make_tensor_value_info("Y", TensorProto.FLOAT, (2, 2))],
+                              initializer=inits)  # fmt: skip
+        out = prepare(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])).run(feeds)
+        np.testing.assert_allclose(out[0], x @ w if cond_value else x[:2, :2], rtol=1e-6)
+        onnx.checker.check_model(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]))

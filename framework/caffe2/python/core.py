@@ -130,6 +130,12 @@ from framework.caffe2.python.builder import (  # noqa: E402
 )
 from framework.caffe2.python.builder.records import clone_and_bind_net  # noqa: E402
 from framework.caffe2.python.core_ir import IR  # noqa: E402, F401 - Caffe2's core.IR
+from framework.caffe2.python.core_ssa import (  # noqa: E402, F401 - Caffe2's core.get_ssa and helpers
+    get_op_ids_in_path,
+    get_output_producers,
+    get_ssa,
+    get_undefined_blobs,
+)
 from framework.caffe2.python.scope import (  # noqa: E402
     CurrentDeviceScope,
     CurrentNameScope,
@@ -180,7 +186,9 @@ def GlobalInit(args: Any) -> bool:  # noqa: N802
     """Caffe2's core.GlobalInit(["prog", "--flag=value", ...]): flags are recorded (GetGlobalInitArgs)
     and otherwise ignored; they tune Caffe2's C++ runtime."""
     from framework import workspace
+    from framework.caffe2.python.lazy import TriggerLazyImport
 
+    TriggerLazyImport()
     _GLOBAL_INIT_ARGS.extend(list(args)[1:])
     return workspace.GlobalInit(args)
 
@@ -190,7 +198,12 @@ def GetGlobalInitArgs() -> list[str]:  # noqa: N802
 
 
 def RefreshRegisteredOperators(trigger_lazy: bool = True) -> None:  # noqa: N802
-    """Nothing to refresh: the registry is read directly."""
+    """The registry is read directly, so nothing is refreshed; with ``trigger_lazy`` the deferred work of
+    ``caffe2.python.lazy`` runs (``lazy_dyndep`` libraries), as in Caffe2."""
+    if trigger_lazy:
+        from framework.caffe2.python.lazy import TriggerLazyImport
+
+        TriggerLazyImport()
 
 
 # Engine preferences (Caffe2's SetEnginePref family): recorded; every engine runs the default CPU

@@ -23,18 +23,21 @@ A rendezvous is Caffe2's dict (``kv_handler``, ``shard_id``, ``num_shards``, ``e
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 from framework import core, workspace
+from framework.caffe2.python import data_parallel_model_rewrites as rewrites
 from framework.caffe2.python import scope
-from framework.errors import FrameworkError
+from framework.errors import FrameworkError, ModelError
 from framework.proto import framework_pb2 as pb
 
 log = logging.getLogger("framework.caffe2.python.data_parallel_model")
 
 __all__ = [
     "AddBlobSync",
+    "ConvertNetForDevice",
     "FinalizeAfterCheckpoint",
     "GetCheckpointParams",
     "GetDevices",
@@ -93,14 +96,19 @@ def Parallelize(  # noqa: N802
     barrier_net_timeout_sec: int = 300,
 ) -> None:
     """Replicate ``model_helper_obj`` over ``devices`` (and the rendezvous' ranks); see module doc."""
+    current = scope.CurrentDeviceScope()
+    if current is not None and current.device_type != pb.CPU:
+        raise ModelError(f"Parallelize must be called without a device scope; the device scope is {current}")
     model = model_helper_obj
     devices = list(devices if devices is not None else [0])
     if not devices:
         raise FrameworkError("Parallelize: devices is empty")
     if param_update_builder_fun is not None and optimizer_builder_fun is not None:
         raise FrameworkError("Parallelize: pass param_update_builder_fun or optimizer_builder_fun, not both")
-    if combine_spatial_bn or shared_model:
-        raise FrameworkError("Parallelize: combine_spatial_bn and shared_model are not supported here")
+    if shared_model and not cpu_device:
+        raise ModelError("Parallelize: shared_model is only supported on CPU devices (cpu_device=True)")
+    if shared_model and rendezvous is not None:
+        raise ModelError("Parallelize: shared_model does not work with a rendezvous (several processes)")
     prefix = "cpu" if cpu_device else "gpu"
     if not cpu_device:
         log.warning("** Only %d GPUs available, GPUs %s requested (they run on the CPU)", 0, devices)
@@ -110,20 +118,35 @@ def Parallelize(  # noqa: N802
     loss_scale = 1.0 / (len(devices) * shards)
 
     losses: list[Any] = []
+    by_device: dict[int, list[Any]] = {}
     for d in devices:
-        with scope.NameScope(f"{prefix}_{d}"):
+        with _device(model, d):
             input_builder_fun(model)
             out = forward_pass_builder_fun(model, loss_scale)
-            losses += list(out) if isinstance(out, (list, tuple)) else ([out] if out is not None else [])
+            by_device[d] = list(out) if isinstance(out, (list, tuple)) else ([out] if out is not None else [])
+            losses += by_device[d]
     model._losses_by_device = losses
     _group_params(model)
     if param_update_builder_fun is None and optimizer_builder_fun is None:
         log.info("Parallelize: no update builder given: a forward-only (test) model")
+        if net_transformer_fun is not None:
+            net_transformer_fun(model, len(devices), prefix, model._device_type)
         _finish(model, net_type, num_threads_per_device)
         return
     if pre_grad_net_transformer_fun is not None:
         pre_grad_net_transformer_fun(model)
-    model.AddGradientOperators(losses)
+    # each replica's loss gradient (ones) is made on its own device, as Caffe2 does
+    loss_grads = {}
+    for d in devices:
+        with scope.DeviceScope(core.DeviceOption(model._device_type, d)):
+            for loss in by_device[d]:
+                loss_grads[str(loss)] = str(model.net.ConstantFill(loss, str(loss) + "_grad", value=1.0))
+    model.AddGradientOperators(loss_grads)
+    if net_transformer_fun is not None:  # as Caffe2: after the gradient ops, before the updates
+        net_transformer_fun(model, len(devices), prefix, model._device_type)
+    if combine_spatial_bn:
+        rewrites.interleave_ops(model)
+        rewrites.cpu_inter_device_batch_norm(model)
     groups = []
     for name in sorted(model._device_grouped_blobs):
         grads = [model.param_to_grad.get(p) for p in _as_refs(model, name)]
@@ -131,16 +154,56 @@ def Parallelize(  # noqa: N802
             groups.append([str(g) for g in grads])
     if rendezvous:
         _create_world(model, rendezvous)
-    _sum_over_replicas(model, groups)
-    for d in devices:
-        with scope.NameScope(f"{prefix}_{d}"):
-            (optimizer_builder_fun or param_update_builder_fun)(model)
+    _sum_over_replicas(model, groups, copy_back=not shared_model)
+    all_params = list(model.params)
+    if shared_model:
+        rewrites.prune_parameters_for_sharing(model)
+    if optimizer_builder_fun is not None:
+        # once, as in Caffe2: the optimizer walks every replica's parameters, each under its device
+        model._optimizer = optimizer_builder_fun(model)
+    else:
+        for d in devices:
+            with _device(model, d):
+                param_update_builder_fun(model)
     if post_sync_builder_fun is not None:
         post_sync_builder_fun(model)
     _sync_params(model, model.param_init_net, _all_param_names(model, broadcast_computed_params))
-    if net_transformer_fun is not None:
-        net_transformer_fun(model, len(devices), prefix, "cpu")
+    if shared_model:
+        rewrites.remap_parameters_for_shared_model(model, all_params)
+    model._shared_model = shared_model
     _finish(model, net_type, num_threads_per_device)
+
+
+@contextlib.contextmanager
+def _device(model: Any, d: int) -> Iterator[None]:
+    """Build for replica ``d``: NameScope ``<prefix>_<d>`` and its DeviceScope, as Caffe2 does."""
+    with scope.DeviceScope(core.DeviceOption(model._device_type, d)), scope.NameScope(f"{model._device_prefix}_{d}"):
+        yield
+
+
+def ConvertNetForDevice(net: Any, device: Any = None) -> Any:  # noqa: N802
+    """A copy of ``net`` for one replica: every blob of its ops and external lists gets the prefix
+    ``<cpu|gpu>_<device_id>/`` and every op the device option, for ``device`` (a DeviceOption; default the
+    current device scope, as inside ``forward_pass_builder_fun``). Lets a builder append another model's nets.
+    RecurrentNetwork ops (blob names inside their step nets) are refused."""
+    if device is None:
+        device = scope.CurrentDeviceScope()
+    if device is None:
+        raise FrameworkError("ConvertNetForDevice: no device given and no device scope is active")
+    prefix = "gpu" if core.IsGPUDeviceType(device.device_type) else "cpu"
+    namescope = f"{prefix}_{device.device_id}/"
+    copy = net.Clone(net.Name() + "_" + namescope.rstrip("/"), keep_schema=False)
+    proto = copy.Proto()
+    for op in proto.op:
+        if "RecurrentNetwork" in op.type:
+            raise FrameworkError("ConvertNetForDevice: RecurrentNetwork conversion is not supported")
+        op.input[:] = [namescope + b for b in op.input]
+        op.output[:] = [namescope + b for b in op.output]
+        op.control_input[:] = [namescope + b for b in op.control_input]
+        op.device_option.CopyFrom(device)
+    proto.external_input[:] = [namescope + b for b in proto.external_input]
+    proto.external_output[:] = [namescope + b for b in proto.external_output]
+    return copy
 
 
 def Parallelize_CPU_BMUF(*args: Any, **kwargs: Any) -> Any:  # noqa: N802
@@ -191,6 +254,9 @@ def Parallelize_BMUF(  # noqa: N802
     where Caffe2 left each at its own random init until the first block update; the result then does
     not depend on how the replicas were initialised.
     """
+    current = scope.CurrentDeviceScope()
+    if current is not None and current.device_type != pb.CPU:
+        raise ModelError(f"Parallelize must be called without a device scope; the device scope is {current}")
     model = model_helper_obj
     devices = list(devices if devices is not None else [0])
     if not devices:
@@ -307,7 +373,7 @@ def _create_world(model: Any, rendezvous: dict[str, Any]) -> None:
     )
 
 
-def _sum_over_replicas(model: Any, groups: list[list[str]]) -> None:
+def _sum_over_replicas(model: Any, groups: list[list[str]], copy_back: bool = True) -> None:
     """Every gradient of each group becomes the group's sum over devices and (with a rendezvous) ranks.
 
     Devices are summed locally into device 0's copy; one ``AllreduceBuckets`` then sums device 0's
@@ -321,6 +387,8 @@ def _sum_over_replicas(model: Any, groups: list[list[str]]) -> None:
     if model._rendezvous and groups:
         firsts = [blobs[0] for blobs in groups]
         net.AllreduceBuckets([COMM_WORLD, *firsts], firsts)
+    if not copy_back:  # shared model: only device 0's parameters are updated
+        return
     for blobs in groups:
         for b in blobs[1:]:
             net.Copy(blobs[0], b)
@@ -385,8 +453,9 @@ def _first_device_names(model: Any) -> list[str]:
 
 
 def GetCheckpointParams(model: Any) -> set[str]:  # noqa: N802
-    """What a checkpoint needs: device 0's parameters, its optimizer state (momenta...) and its
-    iteration counter (the other replicas are synchronised from them by FinalizeAfterCheckpoint)."""
+    """What a checkpoint needs: device 0's parameters, its optimizer state (momenta...) and the iteration
+    counters outside the replicas' scopes (the other replicas are synchronised from them by
+    FinalizeAfterCheckpoint)."""
     first = f"{model._device_prefix}_{model._devices[0]}/"
     names = set(_first_device_names(model))
     init_nets = [model.param_init_net] + [n for n in [getattr(model, "_global_model_init_net", None)] if n]
@@ -395,6 +464,9 @@ def GetCheckpointParams(model: Any) -> set[str]:  # noqa: N802
             for out in op.output:
                 if out.startswith(first):
                     names.add(out)
+    for op in model.net.Proto().op:  # iteration counters outside the replicas' scopes, as Caffe2 adds them
+        if op.type in ("Iter", "AtomicIter") and not op.output[0].startswith(f"{model._device_prefix}_"):
+            names.add(op.output[0])
     return names
 
 

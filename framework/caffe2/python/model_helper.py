@@ -236,6 +236,34 @@ class ModelHelper:
     def GetDevices(self) -> list[Any]:  # noqa: N802
         return []
 
+    # Marks the ops of a complete net that came from param_init_net (Caffe2's debug_info suffix).
+    _INIT_MARK = "/param_init_net"
+
+    def GetCompleteNet(self) -> Any:  # noqa: N802
+        """One net ``<name>_complete_net``: param_init_net's ops (each marked by ``/param_init_net`` at the
+        end of its ``debug_info``) followed by net's; it keeps net's executor type."""
+        complete = self.param_init_net.Clone(self.name + "_complete_net", keep_schema=True)
+        for op in complete.Proto().op:
+            op.debug_info = op.debug_info + self._INIT_MARK
+        complete.AppendNet(self.net)
+        if self.net.Proto().HasField("type"):
+            complete.Proto().type = self.net.Proto().type
+        return complete
+
+    def ConstructInitTrainNetfromNet(self, net: Any) -> None:  # noqa: N802
+        """Split a ``GetCompleteNet`` net back: the marked ops become param_init_net
+        (``<name>/generated_param_init_net``), the others net (``<name>/generated_net``), each with
+        external inputs and outputs recomputed from its ops."""
+        ops = net.Proto().op
+        init_ids = [i for i, op in enumerate(ops) if op.debug_info.endswith(self._INIT_MARK)]
+        train_ids = [i for i, op in enumerate(ops) if not op.debug_info.endswith(self._INIT_MARK)]
+        self.param_init_net = net.Clone(
+            net.Name() + "/generated_param_init_net", keep_schema=True, op_id_mask=init_ids, update_external_list=True
+        )
+        self.net = net.Clone(
+            net.Name() + "/generated_net", keep_schema=True, op_id_mask=train_ids, update_external_list=True
+        )
+
     def __getattr__(self, op_type: str) -> Any:
         """``model.Relu(...)`` is ``model.net.Relu(...)`` (Caffe2 kept a whitelist; we warn never)."""
         if op_type.startswith("__") or op_type in ("net", "param_init_net"):

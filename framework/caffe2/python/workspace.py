@@ -291,6 +291,9 @@ def CreateNet(  # noqa: N802
     ``input_blobs`` are created first (as Caffe2); if creation fails they are removed
     again, so a failed CreateNet leaves the workspace unchanged.
     """
+    from framework.caffe2.python.lazy import TriggerLazyImport
+
+    TriggerLazyImport()  # Caffe2: deferred operator libraries are registered before a net is made
     ws = C()
     new = [str(n) for n in input_blobs or [] if not ws.has_blob(str(n))]
     for name in new:
@@ -470,6 +473,7 @@ __all__ = [n for n in dir() if n[:1].isupper() and n not in ("Any", "Iterator", 
 __all__ += ["blobs", "Blob", "current", "has_gpu_support", "has_cuda_support", "has_hip_support", "is_asan"]
 
 
+from framework.caffe2.python.workspace_fill import FillRandomNetworkInputs  # noqa: E402, F401
 from framework.caffe2.python.workspace_transforms import (  # noqa: E402 - they call back into this module
     ApplyTransform,
     ApplyTransformIfFaster,

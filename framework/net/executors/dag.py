@@ -28,7 +28,7 @@ from contextlib import nullcontext
 from typing import Any, Callable
 
 from framework.errors import add_note
-from framework.net.base import NetBase, register_net_type
+from framework.net.base import NetBase, fp_checks, register_net_type
 from framework.net.graph import compute_chains
 from framework.ops.arg_reader import ArgReader
 from framework.ops.schema import INT
@@ -229,11 +229,13 @@ class DAGNet(NetBase):
         k = -1
         state = self._state
         assert state is not None, "chains run inside run()"
+        checks = fp_checks() if RUNTIME.fp_exceptions else nullcontext()
         try:
-            for k in chain:
-                if state.stop:
-                    return
-                fns[k]()
+            with checks:
+                for k in chain:
+                    if state.stop:
+                        return
+                    fns[k]()
         except Exception as e:
             raise _ChainFailure(k, e) from e
 

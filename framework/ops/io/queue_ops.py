@@ -85,6 +85,14 @@ class CreateBlobsQueue(Operator):
         self.outputs[0].reset(BlobsQueue(self.output_names[0], a.capacity, a.num_blobs, a.field_names))
 
 
+def _close_input_queue(op: Operator) -> None:
+    """``cancel`` of the ops that block on a queue: close it, so a waiting read or write returns (as when
+    another op closes it); a queue blob not made yet is left alone."""
+    queue = op.inputs[0].held
+    if isinstance(queue, BlobsQueue):
+        queue.close()
+
+
 def _enqueue_setup(op: Operator, n_data: int) -> None:
     if len(op.inputs) != n_data + 1:
         raise SchemaError(
@@ -107,6 +115,8 @@ class EnqueueBlobs(Operator):
 
     def setup(self) -> None:
         _enqueue_setup(self, len(self.outputs))
+
+    cancel = _close_input_queue
 
     def run(self) -> None:
         queue = queue_of(self)
@@ -131,6 +141,8 @@ class SafeEnqueueBlobs(Operator):
     def setup(self) -> None:
         _enqueue_setup(self, len(self.outputs) - 1)
 
+    cancel = _close_input_queue
+
     def run(self) -> None:
         queue = queue_of(self)
         _check_width(self, queue, len(self.outputs) - 1, "data outputs")
@@ -152,6 +164,8 @@ class DequeueBlobs(Operator):
 
     Fails (QueueClosedError) when the queue is closed and empty, or on timeout.
     """
+
+    cancel = _close_input_queue
 
     def run(self) -> None:
         queue = queue_of(self)
@@ -191,6 +205,8 @@ class SafeDequeueBlobs(Operator):
         if self.args.num_records < 1:
             raise self.arg_error(f"num_records must be > 0, got {self.args.num_records}")
         self._scratch = [Blob(f"{self.output_names[k]}_record") for k in range(len(self.outputs) - 1)]
+
+    cancel = _close_input_queue
 
     def run(self) -> None:
         queue = queue_of(self)

@@ -2,7 +2,7 @@
 forms, and the SortedSegmentRange* reducers), the lengths / segment-id utilities that recommendation
 models use, gathers over batches and ranges, packing, one-hot encodings, sparse <-> dense conversions,
 boolean masks, Unique and LengthsTopK, the growing id -> index map (Index*), key-value maps and
-id-list merging and hashing.
+id-list merging and hashing, and the tensor-train embedding sum (TTSparseLengthsSum).
 
 Each import below registers its module's ops; keep one line per module.
 """
@@ -26,6 +26,7 @@ from framework.ops.sparse import (  # noqa: F401
     segment_range,
     segment_reductions,
     sparse_to_dense,
+    tt_sls,
     unique,
     utility,
 )

@@ -93,13 +93,35 @@ def _value_args(doc: str) -> list[Arg]:
     ]
 
 
-@_fill_op("ConstantFill", _value_args("the fill value: a float, an int or a string"), filler_infer(value_typed=True))
+@_fill_op(
+    "ConstantFill",
+    _value_args("the fill value: a float, an int or a string"),
+    filler_infer(value_typed=True),
+    inputs=(0, 2),
+    input_docs=[*INPUT_DOC, ("value", "optional: a one-element tensor of the output's type, used instead of 'value'")],
+)
 class ConstantFill(FillerOp):
     """Fill the output with the constant ``value``.
 
     The element type is ``dtype`` (a TensorProto DataType); without it, the
     type of ``value``: float for a float, int64 for an int, as Caffe2 does.
+    A second input (Caffe2 2020) holds the value instead: one element of the
+    output's element type (not for strings).
     """
+
+    def run(self) -> None:
+        if len(self.inputs) == 2:
+            v = self.input(1)
+            if v.size != 1:
+                raise ShapeError(f"{self.describe()}: value input '{self.input_names[1]}' must have 1 element, "
+                                 f"got shape {v.shape}")  # fmt: skip
+            if self.out_dtype.kind == "O" or v.dtype != self.out_dtype:
+                raise TypeMismatchError(
+                    f"{self.describe()}: value input '{self.input_names[1]}' is {v.dtype}; the output is "
+                    f"{self.out_dtype} (a string fill takes no value input)"
+                )
+            self._value = v.reshape(-1)[0]
+        super().run()
 
     def prepare(self) -> None:
         try:

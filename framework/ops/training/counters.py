@@ -27,6 +27,7 @@ from framework.ops.object_blobs import held, register_create_op, unknown_outputs
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op
 from framework.ops.schema import INT, Arg, TensorSpec
+from framework.ops.training.stats import default_registry
 from framework.proto.framework_pb2 import BlobProto, TensorProto
 
 _INT64 = np.dtype(np.int64)
@@ -300,7 +301,12 @@ _fetch_add("AtomicFetchAdd64", np.int64)
     category="training",
 )
 class AtomicIter(Operator):
-    """Iter under a mutex: add one to the int64 counter, atomically (e.g. Hogwild SGD)."""
+    """Iter under a mutex: add one to the int64 counter, atomically (e.g. Hogwild SGD). Each step also adds
+    one to the stat ``atomic_iter/stats/<counter blob>/num_iter`` of the workspace's StatRegistry, as
+    Caffe2's op reports it (``StatRegistryExport`` lists it)."""
+
+    def setup(self) -> None:
+        self._stat_key = f"atomic_iter/stats/{self.input_names[1]}/num_iter"
 
     def run(self) -> None:
         mutex = held(self, 0, Mutex, "CreateMutex")
@@ -320,6 +326,7 @@ class AtomicIter(Operator):
                 raise ShapeError(f"{self.describe()}: the iteration counter would overflow")
             flat[0] = value + 1
             t.version += 1
+        default_registry(self.workspace).update(self._stat_key, 1)
 
 
 register_create_op(

@@ -188,3 +188,17 @@ def test_atomic_errors_and_atomic_bool():
     with pytest.raises(TypeMismatchError, match="'cond'.*bool"):
         setter.run()
     assert_inferred_shapes(CreateOperator("CheckAtomicBool", ["ab"], ["v"]), [np.zeros(1)], [np.zeros(1, bool)])
+
+
+def test_atomic_iter_counts_its_steps_in_the_stat_registry():
+    ws = Workspace()
+    ws.run_operator_once(CreateOperator("CreateMutex", [], ["m"]))
+    ws.feed_blob("it", np.array([3], np.int64))
+    net = NetDef(name="iters", op=[CreateOperator("AtomicIter", ["m", "it"], ["it"])])
+    ws.create_net(net)
+    for _ in range(5):
+        ws.run_net("iters")
+    ws.run_operator_once(CreateOperator("StatRegistryExport", [], ["k", "v", "ts"]))
+    keys, values = list(ws.fetch_blob("k")), ws.fetch_blob("v")
+    assert values[keys.index(b"atomic_iter/stats/it/num_iter")] == 5
+    assert ws.fetch_blob("it").tolist() == [8]

@@ -365,14 +365,10 @@ class Net(NetRecords, NetInternals):
                 op.arg.append(make_argument("random_seed", s))
 
     def RunAllOnGPU(self, gpu_id: int = 0, use_cudnn: bool = False) -> None:  # noqa: N802
-        """Tag the net and its ops for CUDA (they run on the CPU implementation here)."""
-        self._net.device_option.device_type = 1
-        self._net.device_option.device_id = gpu_id
-        for op in self._net.op:
-            op.device_option.device_type = 1
-            op.device_option.device_id = gpu_id
-            if use_cudnn:
-                op.engine = "CUDNN"
+        """Tag the net for CUDA device ``gpu_id`` (it runs on the CPU implementation here), as Caffe2 does: the
+        net's device option is replaced (ops keep theirs and inherit the net's), every op gets engine CUDNN with
+        ``use_cudnn``, and the step nets of RecurrentNetwork ops are tagged the same way."""
+        _run_all_on_gpu(self._net, gpu_id, use_cudnn)
 
     def Clone(  # noqa: N802
         self,
@@ -467,3 +463,16 @@ class Net(NetRecords, NetInternals):
                 g = BlobReference(g, self)
             out[BlobReference(blob, self)] = g
         return out
+
+
+def _run_all_on_gpu(net: Any, gpu_id: int, use_cudnn: bool) -> None:
+    net.device_option.Clear()
+    net.device_option.device_type = 1  # CUDA
+    net.device_option.device_id = gpu_id
+    for op in net.op:
+        if use_cudnn:
+            op.engine = "CUDNN"
+        if op.type == "RecurrentNetwork":
+            for arg in op.arg:
+                if arg.name == "step_net" and arg.HasField("n"):
+                    _run_all_on_gpu(arg.n, gpu_id, use_cudnn)

@@ -1,0 +1,1 @@
+"""``caffe2.python.onnx.bin``: Caffe2's ONNX command-line converters (``conversion``)."""
