@@ -108,3 +108,35 @@ def test_cached_reader_builds_its_file_once_then_reads_it(tmp_path):
     assert reader.name == "cache_db_file_reader" and reader.schema().field_names() == ["label"]
     with pytest.raises(AssertionError, match="not available"):
         DBFileReader(path, "no_such_db")
+
+
+def test_cached_reader_over_a_record_with_blobs_keeps_the_source_data(tmp_path):
+    # the source is a dataset over a record that names its own blobs (NewRecord + FeedRecord, as Caffe2's
+    # programs build it); the cache's dataset takes that schema and must get blobs of its own
+    init = core.Net("h36b_src_init")
+    with core.NameScope("h36b_src"):
+        record = schema.NewRecord(init, schema.Struct(("label", np.arange(5, dtype=np.int64))))
+        schema.FeedRecord(record, schema.Struct(("label", np.arange(5, dtype=np.int64))))
+    src = Dataset(record, name="h36b_src")
+    path = str(tmp_path / "rec.db")
+    cached = CachedReader(src.reader(), path, db_type="minidb")
+    plan = core.Plan("h36b_build")
+    plan.AddStep(cached.build_cache_step())
+    workspace.RunPlan(plan)
+    np.testing.assert_array_equal(workspace.FetchBlob(str(record.label())), np.arange(5))  # source untouched
+    workspace.RunOperatorOnce(core.CreateOperator("Load", [], ["got"], db=path, db_type="minidb", absolute_path=1,
+                                                  source_blob_names=["label"]))  # fmt: skip
+    np.testing.assert_array_equal(workspace.FetchBlob("got"), np.arange(5))
+
+
+def test_init_empty_of_a_dataset_over_a_record_makes_new_blobs():
+    init = core.Net("h36b_rec_init")
+    record = schema.NewRecord(init, schema.Struct(("x", schema.Scalar(np.float32))))
+    workspace.FeedBlob(str(record.x()), np.ones(3, np.float32))
+    ds = Dataset(record, name="h36b_ds")
+    empty = core.Net("h36b_empty")
+    ds.init_empty(empty)
+    workspace.RunNetOnce(empty)
+    assert ds.get_blobs() == ["h36b_ds:x"]
+    assert workspace.FetchBlob("h36b_ds:x").shape == (0,)
+    np.testing.assert_array_equal(workspace.FetchBlob(str(record.x())), np.ones(3, np.float32))

@@ -93,6 +93,23 @@ def test_dropout_trains_with_mask_and_is_identity_in_eval_and_predict():
         m.Dropout(m.input_feature_schema.x, ratio=1.0)
 
 
+def test_dropout_for_eval_drops_in_eval_and_predict_too():
+    m = new_model(x=(np.float32, (50,)))
+    y = m.Dropout(m.input_feature_schema.x, ratio=0.5, dropout_for_eval=True)
+    m.output_schema = schema.Struct(("y", y))
+    init, _ = layer_model_instantiator.generate_training_nets_forward_only(m)
+    eval_net = layer_model_instantiator.generate_eval_net(m)
+    predict_net = layer_model_instantiator.generate_predict_net(m)
+    for net in (eval_net, predict_net):
+        assert [a.i for op in net.Proto().op for a in op.arg if a.name == "is_test"] == [0]
+    x = np.ones((4, 50), np.float32)
+    schema.FeedRecord(m.input_feature_schema, [x])
+    workspace.RunNetOnce(init)
+    workspace.RunNetOnce(predict_net)
+    out = fetch(y())
+    assert set(np.unique(out)) <= {0.0, 2.0} and 0 < (out == 0).sum() < out.size
+
+
 def test_concat_shapes_and_values():
     m = new_model(a=(np.float32, (3,)), b=(np.float32, (2,)))
     both = m.Concat(m.input_feature_schema)

@@ -166,6 +166,19 @@ def test_constant_adaptive_and_homotopy_weights():
     np.testing.assert_allclose(fetch(homotopy()), lr * 2 + (1 - lr) * 4, rtol=1e-5)
 
 
+def test_homotopy_weight_maps_the_rate_onto_min_and_max_weight():
+    m = new_model(a=np.float32, b=np.float32)
+    homotopy = m.HomotopyWeight(m.input_feature_schema, min_weight=0.5, max_weight=2.0, half_life=2, quad_life=6)
+    a, b = np.array([2.0], np.float32), np.array([4.0], np.float32)
+    run(m, [a, b], iterations=3)
+    root = 3 * (1 + np.sqrt(2)) / 2 - np.sqrt(2)
+    gamma, power = (root - 1) / 2, np.log(2) / np.log(root)
+    lr = (1 + gamma * 3) ** -power
+    # alpha falls from max to min, beta rises; alpha + beta = max + min
+    alpha, beta = 1.5 * lr + 0.5, 1.5 * (1 - lr) + 0.5
+    np.testing.assert_allclose(fetch(homotopy()), alpha * 2 + beta * 4, rtol=1e-5)
+
+
 def test_batch_lr_loss_focal_factor_and_uncertainty():
     m = new_model(label=np.float32, logit=(np.float32, (1,)), prediction=(np.float32, (1,)), log_variance=np.float32)
     x = m.input_feature_schema

@@ -106,6 +106,41 @@ def test_sparse_lookup_id_score_list_weighted_and_position_weighted():
         m.SparseLookup(m.input_feature_schema.g, [2], "PositionWeighted")
 
 
+@pytest.mark.parametrize("reducer", ["Sum", "WeightedSum"])
+def test_sparse_lookup_use_external_weights_weighs_rows_by_the_scores(reducer):
+    m = new_model(schema.Struct(("f", schema.Map(ids(), schema.Scalar(np.float32)))))
+    out = m.SparseLookup(m.input_feature_schema.f, [3], reducer, use_external_weights=True)
+    assert out.field_types()[0].shape == (3,)
+    lengths = np.array([1, 3, 0], np.int32)
+    keys = np.array([9, 0, 2, 9], np.int64)
+    scores = np.array([2.0, 0.5, -1.0, 3.0], np.float32)
+    run(m, [lengths, keys, scores])
+    t = fetch("sparse_lookup/w")
+    expected = np.stack([(t[keys[s]] * scores[s, None]).sum(0) for s in segments(lengths)])
+    np.testing.assert_allclose(fetch(out()), expected, rtol=1e-5, atol=1e-6)
+    # with Sum the scores are weights that get a gradient (grad_on_weights=1); WeightedSum keeps its own
+    # meaning (scores as given, no gradient), as in Caffe2
+    _, train = layer_model_instantiator.generate_training_nets_forward_only(m)
+    (op,) = [op for op in train.Proto().op if op.type == "SparseLengthsWeightedSum"]
+    assert {a.name: a.i for a in op.arg}.get("grad_on_weights") == (1 if reducer == "Sum" else 0)
+
+
+def test_sparse_lookup_use_external_weights_arguments():
+    m = new_model(schema.Struct(("f", schema.Map(ids(), schema.Scalar(np.float32))), ("g", schema.List(ids()))))
+    with pytest.raises(AssertionError, match="IdScoreList"):
+        m.SparseLookup(m.input_feature_schema.g, [2], "Sum", use_external_weights=True)
+    with pytest.raises(AssertionError, match="Sum"):
+        m.SparseLookup(m.input_feature_schema.f, [2], "Mean", use_external_weights=True)
+
+
+def test_sparse_lookup_init_scale_numerator():
+    m = new_model(schema.Struct(("f", schema.List(ids(LIMIT)))))
+    m.SparseLookup(m.input_feature_schema.f, [2], "Sum", uniform_weight_init_scale_numerator=4.0)
+    fills = [op for op in m.param_init_net.Proto().op if op.type == "UniformFill"]
+    args = {a.name: a.f for a in fills[0].arg}
+    np.testing.assert_allclose([args["min"], args["max"]], [-np.sqrt(4.0 / LIMIT), np.sqrt(4.0 / LIMIT)], rtol=1e-6)
+
+
 def test_sparse_lookup_needs_a_categorical_limit():
     m = new_model(schema.Struct(("f", schema.List(schema.Scalar(np.int64)))))
     with pytest.raises(ValueError):
@@ -146,6 +181,27 @@ def test_sparse_feature_hash(use_hashing):
     assert np.all((hashed >= 0) & (hashed < 7))
     if not use_hashing:
         np.testing.assert_array_equal(hashed, np.mod(values, 7))  # sign follows the divisor
+
+
+@given(divisor=st.integers(1, 20), modulo=st.integers(2, 50))
+@settings(max_examples=10, deadline=None)
+def test_sparse_feature_hash_divide_mod(divisor, modulo):
+    m = new_model(schema.Struct(("f", schema.List(ids(1000)))))
+    out = m.SparseFeatureHash(m.input_feature_schema.f, modulo=modulo, use_hashing=False, use_divide_mod=True,
+                              divisor=divisor)  # fmt: skip
+    assert out.items.metadata.categorical_limit == modulo
+    values = np.array([0, 5, 100, 999, 37], np.int64)
+    run(m, [np.array([5], np.int32), values])
+    # ids // divisor (integer division of non-negative ids), then mod
+    np.testing.assert_array_equal(fetch(out.items()), (values // divisor) % modulo)
+
+
+def test_sparse_feature_hash_divide_mod_arguments():
+    m = new_model(schema.Struct(("f", schema.List(ids(1000)))))
+    with pytest.raises(Exception, match="use_hashing and use_divide_mod"):
+        m.SparseFeatureHash(m.input_feature_schema.f, modulo=7, use_hashing=True, use_divide_mod=True, divisor=3)
+    with pytest.raises(Exception, match="divisor"):
+        m.SparseFeatureHash(m.input_feature_schema.f, modulo=7, use_hashing=False, use_divide_mod=True, divisor=0)
 
 
 def test_merge_id_lists():

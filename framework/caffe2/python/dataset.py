@@ -167,9 +167,14 @@ class Dataset:
     def init_empty(self, init_net: Any) -> None:
         """Add ops to ``init_net`` creating every field blob empty: shape [0] plus the field's own item
         shape (``(np.float32, 3)`` gives [0, 3]), of the field's element type (float [0] for a type with
-        no TensorProto type, e.g. np.void, as Caffe2)."""
+        no TensorProto type, e.g. np.void, as Caffe2).
+
+        The blobs are new ones named after the dataset (``<name>:<field>``), even for a dataset made from a
+        record that has blobs: as Caffe2's (which clones the schema without its blobs), emptying a dataset
+        never empties the record it was described by (a reader's schema, say)."""
         created = []
-        for blob, dtype in zip(self.field_blob_names, self.field_types()):
+        fresh = [f"{self.name}:{n}" for n in self.fields]
+        for blob, dtype in zip(fresh, self.field_types()):
             created.append(self._init_empty_field(init_net, blob, np.dtype(dtype)))
         # the blobs the net made (a NameScope prefixes them), as Caffe2's InitEmptyRecord record
         self.field_blob_names = [str(b) for b in created]

@@ -98,6 +98,35 @@ class LayerModelHelper(GlobalConstantsMixin, TrainingAssemblyMixin, model_helper
                 f"{scope.CurrentNameScope()} to {param_name}: ref_shape {ref}, shape {shape}"
             )
 
+    def _validate_param_optim(self, param_name: str, optim: Any) -> None:
+        """A parameter shared with one already created must get the same optimizer: None (the default
+        optimizer, which must then be the one the other got), ``NoOptim``, or an Optimizer of the same type
+        and the same ``attributes``."""
+        from framework.caffe2.python.optimizers.base import Optimizer
+
+        if param_name not in self.param_to_optim:
+            return
+        ref = self.param_to_optim[param_name]
+        where = f"parameter {param_name} is shared with one whose optimizer is {ref!r}"
+        if optim is None:
+            if ref != self._default_optimizer:
+                raise layers.LayerError(
+                    f"{where}, but its optimizer is None (the default, {self._default_optimizer!r})"
+                )
+        elif optim == self.NoOptim:
+            if ref != self.NoOptim:
+                raise layers.LayerError(f"{where}, but its optimizer is NoOptim")
+        elif isinstance(optim, Optimizer):
+            if not isinstance(ref, Optimizer):
+                raise layers.LayerError(f"{where}, not an Optimizer, but its optimizer is {optim!r}")
+            if type(optim) is not type(ref) or optim.attributes != ref.attributes:
+                raise layers.LayerError(
+                    f"{where}, but its optimizer {optim!r} differs in type or attributes "
+                    f"({optim.attributes} vs {ref.attributes})"
+                )
+        else:
+            raise layers.LayerError(f"optim should be None, NoOptim or an Optimizer, got {optim!r}")
+
     def create_param(
         self, param_name: Any, shape: Any, initializer: Any, optimizer: Any = None, ps_param: Any = None,
         regularizer: Any = None,
@@ -110,6 +139,7 @@ class LayerModelHelper(GlobalConstantsMixin, TrainingAssemblyMixin, model_helper
             param_name = _shared_param_name(param_name)
         else:
             raise layers.LayerError(f"unsupported type for param_name: {type(param_name).__name__}")
+        self._validate_param_optim(param_name, optimizer)
         param_blob = core.BlobReference(param_name)
         if len(initializer) == 1:
             init_args: dict[str, Any] = {}

@@ -106,6 +106,12 @@ class WeightedMultiSampling(Operator):
         self.output(0, tuple(shape), _I32)[...] = idx.reshape(shape)
 
 
+def _row(x: np.ndarray, i: int):
+    """Row ``i`` of ``x`` as its own copy; an element of an object tensor (a packed record) is kept as the
+    object itself, which is never modified in place (Caffe2 shares the record's pointer)."""
+    return x[i] if x.dtype == object else x[i].copy()
+
+
 @register_op(
     "ReservoirSampling",
     inputs={4, 7},
@@ -211,17 +217,19 @@ class ReservoirSampling(Operator):
             pos = visited if visited < k else int(self.rng.integers(0, visited + 1))
             if pos < k:
                 if pos >= len(rows):
-                    rows.append(x[i].copy())
+                    rows.append(_row(x, i))
                     owners.append(0)
                 else:
-                    rows[pos] = x[i].copy()
+                    rows[pos] = _row(x, i)
                     if omap is not None:
                         omap.items.pop(int(owners[pos]), None)
                 if omap is not None:
                     owners[pos] = o
                     omap.items[o] = pos
             visited += 1
-        new = np.stack(rows)
+        new = np.empty((len(rows), *x.shape[1:]), x.dtype)
+        for j, row in enumerate(rows):  # not np.stack: it would unpack a packed record's arrays
+            new[j] = row
         np.copyto(self.output(0, new.shape, x.dtype), new)
         nv.reshape(-1)[0] = visited
         self._write_pos_to_obj(np.array(owners, np.int64))

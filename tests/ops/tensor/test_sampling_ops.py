@@ -94,6 +94,32 @@ def test_reservoir_sampling_keeps_a_uniform_sample():
         create_operator(CreateOperator("ReservoirSampling", ["res", "n", "x", "m"], ["res", "n"]), Workspace())
 
 
+def test_reservoir_sampling_of_packed_records_keeps_each_record_whole():
+    # PackRecords gives a 1-D object tensor of records (one tuple of field slices each); the reservoir
+    # collects whole records, which UnPackRecords turns back into fields
+    ws = Workspace()
+    ws.run_operator_once(CreateOperator("CreateMutex", [], ["m"]))
+    ws.feed_blob("n", np.zeros(1, np.int64))
+    ws.feed_blob("res", np.zeros(0, np.float32))
+    dense = np.arange(10, dtype=np.float32).reshape(5, 2)
+    ws.feed_blob("dense", dense)
+    ws.run_operator_once(CreateOperator("PackRecords", ["dense"], ["packed"], fields=["dense"]))
+    op = create_operator(CreateOperator("ReservoirSampling", ["res", "n", "packed", "m"], ["res", "n"],
+                                        num_to_collect=3), ws)  # fmt: skip
+    op.run()
+    res = ws.fetch_blob("res")
+    assert res.dtype == object and res.shape == (3,) and ws.fetch_blob("n").tolist() == [5]
+    ws.run_operator_once(CreateOperator("UnPackRecords", ["res"], ["out"], fields=["dense"]))
+    out = ws.fetch_blob("out")
+    # whole records (both values of one row), each kept once
+    assert out.shape == (3, 2) and len({tuple(r) for r in out.tolist()}) == 3
+    assert all(row.tolist() in dense.tolist() for row in out)
+    op.run()  # a second batch replaces records with whole records
+    ws.run_operator_once(CreateOperator("UnPackRecords", ["res"], ["out"], fields=["dense"]))
+    out = ws.fetch_blob("out")
+    assert out.shape == (3, 2) and all(row.tolist() in dense.tolist() for row in out)
+
+
 def test_ngram_from_categorical():
     x = np.array([[1.0, 0.4, 7.0], [2.0, 0.6, 9.0], [5.0, 1.5, 8.0]], np.float32)
     op = CreateOperator(

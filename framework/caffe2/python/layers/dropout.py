@@ -1,5 +1,6 @@
 """``Dropout``: Dropout op with ``ratio`` (0 <= ratio < 1) in training, ``is_test=1`` (identity)
-in evaluation and prediction. The output has the input's type."""
+in evaluation and prediction, unless ``dropout_for_eval`` (Caffe2 2020), which drops there too. The
+output has the input's type."""
 
 from __future__ import annotations
 
@@ -12,7 +13,10 @@ __all__ = ["Dropout"]
 
 
 class Dropout(ModelLayer):
-    def __init__(self, model: Any, input_record: Any, name: str = "dropout", ratio: float = 0.5, **kwargs: Any) -> None:
+    def __init__(
+        self, model: Any, input_record: Any, name: str = "dropout", ratio: float = 0.5, dropout_for_eval: bool = False,
+        **kwargs: Any,
+    ) -> None:  # fmt: skip
         super().__init__(model, name, input_record, **kwargs)
         if not isinstance(input_record, schema.Scalar):
             raise LayerError(f"Dropout: incorrect input type {input_record!r} (a Scalar expected)")
@@ -21,6 +25,7 @@ class Dropout(ModelLayer):
         self.output_schema = input_record.clone_schema()
         self.output_schema.set_value(self.get_next_blob_reference("output"))
         self.ratio = ratio
+        self.dropout_for_eval = dropout_for_eval
 
     def _add_ops(self, net: Any, is_test: bool) -> None:
         outputs = self.output_schema.field_blobs() + [net.NextScopedBlob("d_mask")]
@@ -30,7 +35,7 @@ class Dropout(ModelLayer):
         self._add_ops(net, is_test=False)
 
     def add_eval_ops(self, net: Any) -> None:
-        self._add_ops(net, is_test=True)
+        self._add_ops(net, is_test=not self.dropout_for_eval)
 
     def add_ops(self, net: Any) -> None:
         self.add_eval_ops(net)

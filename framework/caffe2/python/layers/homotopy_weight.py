@@ -3,9 +3,11 @@
 ``lr = LearningRate(iter, policy="inv", gamma, power, base_lr=1)`` = ``(1 + gamma iter)^-power``
 with, as Caffe2 solves them, ``x = t (1 + sqrt 2) / 2 - sqrt 2`` for ``t = quad_life / half_life``
 (``quad_life > 2 half_life``), ``gamma = (x - 1) / half_life`` and ``power = log 2 / log x``, so
-lr is 1/2 at ``half_life``; ``alpha = lr + min_weight``, ``beta = (1 - lr) + min_weight``. The
-iteration is the layer's own atomic counter (stepped by each run) or ``atomic_iter`` if given.
-As in Caffe2, ``max_weight`` only sets a scale whose scaled rates are computed but not used."""
+lr is 1/2 at ``half_life``; with ``s = max_weight - min_weight``, ``alpha = s lr + min_weight`` and
+``beta = s (1 - lr) + min_weight``: alpha falls from max_weight to min_weight, beta rises, and
+``alpha + beta = max_weight + min_weight`` (Caffe2 2020; Caffe2 2018 left out ``s``, the same for the
+default weights 0 and 1). The iteration is the layer's own atomic counter (stepped by each run) or
+``atomic_iter`` if given."""
 
 from __future__ import annotations
 
@@ -74,8 +76,8 @@ class HomotopyWeight(ModelLayer):
         net.Sub([self.model.global_constants["ONE"], lr], [comp_lr])
         net.Scale([lr], [scaled_lr], scale=self.scale)
         net.Scale([comp_lr], [scaled_comp_lr], scale=self.scale)
-        net.Add([lr, self.offset], [alpha])
-        net.Add([comp_lr, self.offset], beta)
+        net.Add([scaled_lr, self.offset], [alpha])
+        net.Add([scaled_comp_lr, self.offset], [beta])
         return alpha, beta
 
     def add_ops(self, net: Any) -> None:

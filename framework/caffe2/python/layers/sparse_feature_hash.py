@@ -1,11 +1,15 @@
 """``SparseFeatureHash``: map the ids of an IdList / IdScoreList into ``[0, modulo)``, by
 ``IndexHash(seed, modulo)`` or, without ``use_hashing``, ``Mod(divisor=modulo,
-sign_follow_divisor=True)``; lengths (and scores) are copied. ``modulo`` defaults to the ids'
+sign_follow_divisor=True)``; with ``use_divide_mod`` (Caffe2 2020; not with ``use_hashing``) the ids are
+first divided by ``divisor``, an int64 parameter of shape [1] that no optimizer updates (``Div`` then
+``Mod``). Lengths (and scores) are copied. ``modulo`` defaults to the ids'
 ``desired_hash_size``, else their categorical_limit, and becomes the output ids' categorical_limit."""
 
 from __future__ import annotations
 
 from typing import Any
+
+import numpy as np
 
 from framework import core
 from framework.caffe2.python import schema
@@ -18,9 +22,21 @@ __all__ = ["SparseFeatureHash"]
 class SparseFeatureHash(ModelLayer):
     def __init__(
         self, model: Any, input_record: Any, seed: int = 0, modulo: int | None = None, use_hashing: bool = True,
-        name: str = "sparse_feature_hash", **kwargs: Any,
+        use_divide_mod: bool = False, divisor: int | None = None, name: str = "sparse_feature_hash", **kwargs: Any,
     ) -> None:  # fmt: skip
         super().__init__(model, name, input_record, **kwargs)
+        if use_hashing and use_divide_mod:
+            raise LayerError("SparseFeatureHash: use_hashing and use_divide_mod cannot both be set")
+        self.use_divide_mod = use_divide_mod
+        if use_divide_mod:
+            if divisor is None or divisor < 1:
+                raise LayerError(f"SparseFeatureHash: unexpected divisor {divisor} (use_divide_mod needs one >= 1)")
+            self.divisor = self.create_param(
+                param_name="divisor",
+                shape=[1],
+                initializer=("GivenTensorInt64Fill", {"values": np.array([divisor], dtype=np.int64)}),
+                optimizer=model.NoOptim,
+            )
         self.seed = seed
         self.use_hashing = use_hashing
         if schema.equal_schemas(input_record, IdList):
@@ -58,5 +74,8 @@ class SparseFeatureHash(ModelLayer):
             net.Copy(self.input_record.values(), self.output_schema.values())
         if self.use_hashing:
             net.IndexHash(in_blob, out_blob, seed=self.seed, modulo=self.modulo)
+        elif self.use_divide_mod:
+            quotient = net.Div([in_blob, self.divisor], [net.NextScopedBlob("quotient")])
+            net.Mod(quotient, out_blob, divisor=self.modulo, sign_follow_divisor=True)
         else:
             net.Mod(in_blob, out_blob, divisor=self.modulo, sign_follow_divisor=True)

@@ -1,7 +1,8 @@
 """``SparseLookup``: embedding lookup of an IdList or IdScoreList with a pooling reducer.
 
-The table ``w`` has shape ``[categorical_limit] + inner_shape`` (UniformFill in ``+-sqrt(1/limit)``
-by default); ``scale_bias`` (shape ``[]``, never trained) serves the 8-bit row-wise version.
+The table ``w`` has shape ``[categorical_limit] + inner_shape`` (UniformFill in
+``+-sqrt(uniform_weight_init_scale_numerator/limit)`` by default, numerator 1);
+``scale_bias`` (shape ``[]``, never trained) serves the 8-bit row-wise version.
 
 =================  ==========================================================================
 IdList reducers    Sum/WeightedSum -> SparseLengthsSum; Mean/WeightedMean -> SparseLengthsMean;
@@ -10,7 +11,8 @@ IdList reducers    Sum/WeightedSum -> SparseLengthsSum; Mean/WeightedMean -> Spa
                    Max, LogSumExp, LogMeanExp -> Gather + SortedSegmentRange<reducer>
 IdScoreList        Sum/Mean (scores ignored); WeightedSum/WeightedMean -> SparseLengthsWeighted*;
                    PositionWeighted / RecencyWeighted -> SparseLengthsWeightedSum with
-                   ``grad_on_weights=1`` (the scores are learned weights); None -> Gather
+                   ``grad_on_weights=1`` (the scores are learned weights), as Sum with
+                   ``use_external_weights`` (Caffe2 2020); None -> Gather
 =================  ==========================================================================
 
 Training reads the table at the trainer version (``fp32``, or ``fp16`` with a Float16UniformFill
@@ -85,7 +87,8 @@ class SparseLookup(ModelLayer):
 
     def __init__(
         self, model: Any, input_record: Any, inner_shape: Any, reducer: str, weight_init: Any = None,
-        weight_optim: Any = None, name: str = "sparse_lookup", regularizer: Any = None, **kwargs: Any,
+        weight_optim: Any = None, name: str = "sparse_lookup", regularizer: Any = None,
+        use_external_weights: bool = False, uniform_weight_init_scale_numerator: float = 1.0, **kwargs: Any,
     ) -> None:  # fmt: skip
         super().__init__(model, name, input_record, **kwargs)
         if isinstance(inner_shape, int):
@@ -99,14 +102,22 @@ class SparseLookup(ModelLayer):
                     "PositionWeighted layer to turn an IdList into an IdScoreList"
                 )
             self.external_weights = input_record.values()
+        elif use_external_weights:
+            # Caffe2 2020: an IdScoreList's scores weigh the rows of a Sum, and get a gradient
+            if not _is_id_score_list(self.input_record):
+                raise LayerError(f"use_external_weights only supports IdScoreList, got {self.input_record!r}")
+            if reducer not in ("Sum", "WeightedSum"):
+                raise LayerError(f"use_external_weights only supports the Sum reducers, got {reducer}")
+            self.external_weights = input_record.values()
         self.reducer = reducer
+        self.use_external_weights = use_external_weights
         input_dim = get_categorical_limit(input_record)
         if not input_dim or input_dim <= 0:
             raise LayerError(f"{get_key(input_record)()} should have categorical limit > 0, got {input_dim}")
         self.input_dim = input_dim
         self.shape = [input_dim] + list(inner_shape)
         self.trainer_version = _scoped_version(get_sparse_lookup_trainer_version, "fp32")
-        scale = math.sqrt(1.0 / input_dim)
+        scale = math.sqrt(uniform_weight_init_scale_numerator / input_dim)
         fill = "Float16UniformFill" if self.trainer_version == "fp16" else "UniformFill"
         self.weight_init = weight_init or (fill, {"min": -scale, "max": scale})
         if self.trainer_version == "fp16":
@@ -199,12 +210,12 @@ class SparseLookup(ModelLayer):
         keys, values, lengths = self.input_record.keys(), self.input_record.values(), self.input_record.lengths()
         if self.reducer in ("WeightedSum", "WeightedMean"):
             self._lengths_reducer(net, version, self.reducer, [self.w, values, keys, lengths], grad_on_weights=0)
-        elif self.reducer in ("Sum", "Mean"):
-            self._lengths_reducer(net, version, self.reducer, [self.w, keys, lengths])
-        elif self.reducer in ("PositionWeighted", "RecencyWeighted"):
+        elif self.reducer in ("PositionWeighted", "RecencyWeighted") or self.use_external_weights:
             self._lengths_reducer(
                 net, version, "WeightedSum", [self.w, self.external_weights, keys, lengths], grad_on_weights=1
             )
+        elif self.reducer in ("Sum", "Mean"):
+            self._lengths_reducer(net, version, self.reducer, [self.w, keys, lengths])
         else:
             self._gather_wrapper(net, version, keys, self.output_schema.field_blobs())
 

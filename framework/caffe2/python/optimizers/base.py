@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import copy
 from collections import defaultdict, namedtuple
 from typing import Any
 
@@ -89,6 +90,14 @@ class Optimizer:
 
     def _run(self, net: Any, param_init_net: Any, param_info: Any) -> None:
         raise NotImplementedError(f"{type(self).__name__} must implement _run")
+
+    @property
+    def attributes(self) -> dict[str, Any]:
+        """A deep copy of the instance's attributes except its instance number: two optimizers with equal
+        attributes are configured alike (the check on shared parameters compares them)."""
+        attrs = copy.deepcopy(self.__dict__)
+        del attrs["_instance_num"]
+        return attrs
 
     # -- names --------------------------------------------------------------------------------
     def get_cpu_blob_name(self, base_str: str, node_name: str = "") -> str:
