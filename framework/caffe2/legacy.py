@@ -22,11 +22,14 @@ Each patch restores the removed API's documented behaviour, and only where the r
   (none changes which examples pass), and ``perform_health_check=False`` suppresses every health check;
   ``@settings`` on a function that ``@given`` does not wrap only records the settings, as before hypothesis'
   pytest plugin refused it; ``lists`` / ``sets`` / ``frozensets`` / ``text`` / ``binary`` /
-  ``dictionaries`` accept and ignore ``average_size``; ``hypothesis.extra.numpy.arrays(dtype, shape,
+  ``dictionaries`` accept and ignore ``average_size``, and take ``None`` for ``min_size`` / ``alphabet`` as
+  "the default" (0 / any character), as they did; ``hypothesis.extra.numpy.arrays(dtype, shape,
   elements, fill, unique)`` takes its optional arguments positionally again. Hypothesis stays itself for
   everyone else: the same ``settings`` class and strategy objects, only more keywords accepted.
 - Python: ``inspect.getargspec`` (Python 3.10's: ``ArgSpec(args, varargs, keywords, defaults)``, a
-  ``ValueError`` for keyword-only parameters or annotations).
+  ``ValueError`` for keyword-only parameters). One departure: annotations are ignored rather than refused,
+  since this framework's versions of Caffe2's functions carry type hints that Caffe2's had not, and an
+  annotation changes none of the four fields.
 - scipy: ``scipy.misc.logsumexp`` (the alias of ``scipy.special.logsumexp`` it was).
 
 Numpy 2's scalar conversion rules (a size-1 array is no scalar, an out-of-range Python int is not wrapped)
@@ -202,12 +205,10 @@ def _patch_numpy() -> None:
 
 def _getargspec(func: Any) -> ArgSpec:
     """Python's removed ``inspect.getargspec``: a function's positional parameters, ``*args`` and ``**kwargs``
-    names and defaults; refuses keyword-only parameters and annotations, which it cannot express."""
+    names and defaults; refuses keyword-only parameters, which it cannot express (annotations: module doc)."""
     spec = inspect.getfullargspec(func)
-    if spec.kwonlyargs or spec.annotations:
-        raise ValueError(
-            "Function has keyword-only parameters or annotations, use inspect.signature() API which can support them"
-        )
+    if spec.kwonlyargs:
+        raise ValueError("Function has keyword-only parameters, use inspect.signature() API which can support them")
     return ArgSpec(spec.args, spec.varargs, spec.varkw, spec.defaults)
 
 
@@ -275,6 +276,9 @@ def _without_average_size(strategy: Any) -> Any:
     @functools.wraps(strategy)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         kwargs.pop("average_size", None)
+        for name in ("min_size", "alphabet"):  # None meant the default
+            if name in kwargs and kwargs[name] is None:
+                del kwargs[name]
         return strategy(*args, **kwargs)
 
     return wrapper

@@ -101,6 +101,11 @@ def test_getargspec_as_python_3_10(legacy_mode):
     with pytest.raises(ValueError, match="keyword-only"):
         inspect.getargspec(g)
 
+    def annotated(self, x: int, threshold: float = 1e-4) -> None:
+        pass
+
+    assert inspect.getargspec(annotated) == (["self", "x", "threshold"], None, None, (1e-4,))
+
 
 def test_settings_accepts_removed_keywords(legacy_mode):
     s = settings(timeout=10, max_examples=7, min_satisfying_examples=1, max_iterations=5, max_shrinks=0)
@@ -144,6 +149,9 @@ def test_average_size_accepted_and_ignored(legacy_mode):
     sizes()
     assert repr(st.sets(st.integers(), average_size=2)) == repr(st.sets(st.integers()))
     assert repr(st.text(average_size=2)) == repr(st.text())
+    # None meant "the default" for the alphabet and the minimum size
+    assert repr(st.text(alphabet=None, min_size=None)) == repr(st.text())
+    assert repr(st.lists(st.integers(), min_size=None)) == repr(st.lists(st.integers()))
 
 
 def test_arrays_takes_elements_positionally(legacy_mode):
