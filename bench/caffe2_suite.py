@@ -79,6 +79,7 @@ RESTORED_BY_LEGACY_MODE = frozenset(
         "hypothesis @settings without @given",
         "hypothesis arrays(elements) positional",
         "scipy API removed",
+        "scipy interp2d removed",
         "inspect.getargspec removed (Python 3.11)",
         "numpy set_printoptions(threshold=nan) refused",
     }

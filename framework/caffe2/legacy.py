@@ -30,7 +30,8 @@ Each patch restores the removed API's documented behaviour, and only where the r
   ``ValueError`` for keyword-only parameters). One departure: annotations are ignored rather than refused,
   since this framework's versions of Caffe2's functions carry type hints that Caffe2's had not, and an
   annotation changes none of the four fields.
-- scipy: ``scipy.misc.logsumexp`` (the alias of ``scipy.special.logsumexp`` it was).
+- scipy: ``scipy.misc.logsumexp`` (the alias of ``scipy.special.logsumexp`` it was) and
+  ``scipy.interpolate.interp2d`` (scipy < 1.14's spline interpolation: ``framework.caffe2.legacy_interp2d``).
 
 Numpy 2's scalar conversion rules (a size-1 array is no scalar, an out-of-range Python int is not wrapped)
 are not changed: they are numpy's semantics, not a removed name.
@@ -304,6 +305,13 @@ def _patch_scipy() -> None:
         _MADE_MODULES.append("scipy.misc")
         _set(scipy, "misc", misc)
     _set_if_absent(misc, "logsumexp", scipy.special.logsumexp)
+
+    import scipy.interpolate
+
+    from framework.caffe2 import legacy_interp2d
+
+    if legacy_interp2d.removed(scipy.interpolate):
+        _set(scipy.interpolate, "interp2d", legacy_interp2d.interp2d)
 
 
 __all__ = ["ArgSpec", "disable", "enable", "enabled"]
