@@ -100,6 +100,19 @@ from hypothesis import settings
 settings.register_profile("caffe2_suite", max_examples=10, derandomize=True, deadline=None, database=None)
 settings.load_profile("caffe2_suite")
 
+# hypothesis reads constants out of the source of each newly imported module outside site-packages before a
+# draw. Caffe2's modules were installed, so it never read them; ours sit in a checkout and load lazily (op
+# families) while tests run, and reading them takes seconds that its too_slow health check bills to data
+# generation. They are treated as the installed library they stand for.
+try:
+    from hypothesis.internal.conjecture import providers as _providers
+
+    _FRAMEWORK_DIR = os.path.dirname(framework.__file__) + os.sep
+    _is_local = _providers.is_local_module_file
+    _providers.is_local_module_file = lambda path: not path.startswith(_FRAMEWORK_DIR) and _is_local(path)
+except Exception:
+    pass
+
 _OUT = os.environ["CAFFE2_SUITE_OUT"]
 
 

@@ -157,3 +157,25 @@ def test_legacy_mode_classification():
     records = [{"nodeid": "a", "when": "call", "outcome": "failed", "text": removed_alias}]
     assert caffe2_suite.classify(records, legacy_mode=True)["a"]["outcome"] == "failed"
     assert set(caffe2_suite.RESTORED_BY_LEGACY_MODE) <= set(caffe2_suite.LEGACY_PATTERNS)
+
+
+LIBRARY_FILE = """
+import framework.ops.math.elementwise as installed_module
+from hypothesis.internal.conjecture import providers
+
+
+def test_framework_is_library_code():
+    # as Caffe2's installed modules: hypothesis reads no constants out of their source
+    assert not providers.is_local_module_file(installed_module.__file__)
+    assert providers.is_local_module_file(__file__.replace("_test.py", "_helper.py"))
+"""
+
+
+def test_framework_modules_count_as_installed_library(tmp_path):
+    folder = tmp_path / "tree" / "caffe2" / "python" / "operator_test"
+    folder.mkdir(parents=True)
+    (folder / "library_test.py").write_text(LIBRARY_FILE)
+    out = tmp_path / "result.json"
+    assert caffe2_suite.main(["--tree", str(tmp_path / "tree"), "--suite", "operator", "--json", str(out)]) == 0
+    counts = json.loads(out.read_text())["files"]["operator_test/library_test.py"]["counts"]
+    assert counts["passed"] == 1 and counts["total"] == 1
