@@ -82,6 +82,7 @@ RESTORED_BY_LEGACY_MODE = frozenset(
         "scipy interp2d removed",
         "inspect.getargspec removed (Python 3.11)",
         "numpy set_printoptions(threshold=nan) refused",
+        "hypothesis HealthCheck.differing_executors",
     }
 )
 

@@ -24,7 +24,9 @@ Each patch restores the removed API's documented behaviour, and only where the r
   pytest plugin refused it; ``lists`` / ``sets`` / ``frozensets`` / ``text`` / ``binary`` /
   ``dictionaries`` accept and ignore ``average_size``, and take ``None`` for ``min_size`` / ``alphabet`` as
   "the default" (0 / any character), as they did; ``hypothesis.extra.numpy.arrays(dtype, shape,
-  elements, fill, unique)`` takes its optional arguments positionally again. Hypothesis stays itself for
+  elements, fill, unique)`` takes its optional arguments positionally again; one ``@given`` test method
+  run by several subclasses is not refused (the ``differing_executors`` health check hypothesis added
+  later; Caffe2's tests inherit ``@given`` tests into device- or dtype-specific classes). Hypothesis stays itself for
   everyone else: the same ``settings`` class and strategy objects, only more keywords accepted.
 - Python: ``inspect.getargspec`` (Python 3.10's: ``ArgSpec(args, varargs, keywords, defaults)``, a
   ``ValueError`` for keyword-only parameters). One departure: annotations are ignored rather than refused,
@@ -252,6 +254,18 @@ def _patch_hypothesis() -> None:
         return result
 
     _set(settings, "__call__", __call__)
+
+    differing = getattr(HealthCheck, "differing_executors", None)
+    core = importlib.import_module("hypothesis.core")
+    core_fail = getattr(core, "fail_health_check", None)
+    if differing is not None and core_fail is not None:
+
+        @functools.wraps(core_fail)
+        def fail_health_check(settings: Any, message: str, health_check: Any) -> None:
+            if health_check is not differing:
+                core_fail(settings, message, health_check)
+
+        _set(core, "fail_health_check", fail_health_check)
 
     for name in _AVERAGE_SIZE_STRATEGIES:
         strategy = getattr(st, name, None)

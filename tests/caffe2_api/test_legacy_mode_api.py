@@ -1,6 +1,7 @@
 """framework.caffe2's opt-in legacy mode: each removed API it restores behaves as the old library's did, the
 default install patches nothing, and disabling it puts every name back."""
 
+import importlib
 import inspect
 import os
 import subprocess
@@ -41,6 +42,7 @@ def _patched_names():
         },
         "inspect": vars(inspect).get("getargspec"),
         "settings": (vars(settings)["__init__"], vars(settings)["__call__"]),
+        "health": vars(importlib.import_module("hypothesis.core"))["fail_health_check"],
         "strategies": [vars(hypothesis.strategies)[n] for n in ("lists", "sets", "text")],
         "arrays": hnp.arrays,
     }
@@ -136,6 +138,38 @@ def test_settings_without_given_only_records(legacy_mode):
 
     counted()
     assert len(calls) == 4
+
+
+class _Inherited:
+    @given(st.integers(0, 3))
+    @settings(max_examples=3, derandomize=True, database=None)
+    def test_values(self, n):
+        assert 0 <= n <= 3
+
+
+class _First(_Inherited):
+    pass
+
+
+class _Second(_Inherited):
+    pass
+
+
+def test_one_given_method_run_by_several_subclasses(legacy_mode):
+    _First().test_values()
+    _Second().test_values()  # hypothesis' differing_executors health check would refuse this one
+
+
+def test_other_health_checks_still_apply(legacy_mode):
+    from hypothesis.errors import FailedHealthCheck
+
+    @given(st.integers().filter(lambda n: False))
+    @settings(max_examples=5, database=None, derandomize=True)
+    def never_satisfied(n):
+        pass
+
+    with pytest.raises(FailedHealthCheck, match="filter"):
+        never_satisfied()
 
 
 def test_average_size_accepted_and_ignored(legacy_mode):
