@@ -26,8 +26,8 @@ Each patch restores the removed API's documented behaviour, and only where the r
   "the default" (0 / any character), as they did; ``hypothesis.extra.numpy.arrays(dtype, shape,
   elements, fill, unique)`` takes its optional arguments positionally again; one ``@given`` test method
   run by several subclasses is not refused (the ``differing_executors`` health check hypothesis added
-  later; Caffe2's tests inherit ``@given`` tests into device- or dtype-specific classes). Hypothesis stays itself for
-  everyone else: the same ``settings`` class and strategy objects, only more keywords accepted.
+  later; Caffe2's tests inherit ``@given`` tests into device- or dtype-specific classes). Everything else
+  about hypothesis is unchanged: the same ``settings`` class, the same strategies and health checks.
 - Python: ``inspect.getargspec`` (Python 3.10's: ``ArgSpec(args, varargs, keywords, defaults)``, a
   ``ValueError`` for keyword-only parameters). One departure: annotations are ignored rather than refused,
   since this framework's versions of Caffe2's functions carry type hints that Caffe2's had not, and an
