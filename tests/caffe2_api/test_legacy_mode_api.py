@@ -271,3 +271,8 @@ def test_runner_legacy_flag(tmp_path):
     old = subprocess.run([*cmd, "--legacy", str(script)], env=ENV, capture_output=True, text=True, timeout=120)
     assert old.returncode == 0, old.stderr
     assert old.stdout.split() == ["5"]
+    cli = [sys.executable, "-m", "framework", "exec"]
+    plain = subprocess.run([*cli, str(script)], env=ENV, capture_output=True, text=True, timeout=120)
+    assert plain.returncode == 1 and "asscalar" in plain.stderr
+    old = subprocess.run([*cli, "--legacy", str(script)], env=ENV, capture_output=True, text=True, timeout=120)
+    assert old.returncode == 0 and old.stdout.split() == ["5"], old.stderr
