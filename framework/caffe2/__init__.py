@@ -11,6 +11,9 @@ onto this framework's modules, for one process.
   state such as the current workspace is shared whichever name the code imports.
 - No top-level ``caffe2`` package is installed: without ``install()`` ``import caffe2`` fails.
   If a real Caffe2 is importable, the hook still wins while installed (``uninstall()`` undoes it).
+- ``install(legacy=True)`` (or ``FRAMEWORK_CAFFE2_LEGACY=1``) also puts back APIs that numpy, hypothesis,
+  scipy and Python removed since Caffe2's scripts were written (``np.float``, ``settings(timeout=)``...;
+  ``framework.caffe2.legacy`` lists every patch). Off by default: plain ``install()`` patches nothing.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import importlib
 import importlib.abc
 import importlib.machinery
 import importlib.util
+import os
 import sys
 import types
 from typing import Any
@@ -109,18 +113,35 @@ def installed() -> bool:
     return _FINDER in sys.meta_path
 
 
-def install() -> None:
-    """Make ``import caffe2.python.X`` / ``caffe2.proto.X`` resolve to this framework (idempotent)."""
+LEGACY_ENV = "FRAMEWORK_CAFFE2_LEGACY"
+
+
+def install(legacy: bool | None = None) -> None:
+    """Make ``import caffe2.python.X`` / ``caffe2.proto.X`` resolve to this framework (idempotent).
+
+    ``legacy=True`` also restores the removed numpy/hypothesis/scipy/Python APIs that old Caffe2 scripts
+    use (``framework.caffe2.legacy``); ``None`` asks the environment (``FRAMEWORK_CAFFE2_LEGACY=1``).
+    Without either, nothing outside the hook is changed."""
     if not installed():
         sys.meta_path.insert(0, _FINDER)
+    if legacy is None:
+        legacy = os.environ.get(LEGACY_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+    if legacy:
+        from framework.caffe2 import legacy as legacy_mode
+
+        legacy_mode.enable()
 
 
 def uninstall() -> None:
-    """Remove the hook and forget the ``caffe2`` names it created (framework modules stay)."""
+    """Remove the hook and forget the ``caffe2`` names it created (framework modules stay); legacy
+    patches, if any, are undone."""
     if installed():
         sys.meta_path.remove(_FINDER)
+    legacy_mode = sys.modules.get("framework.caffe2.legacy")
+    if legacy_mode is not None:
+        legacy_mode.disable()
     for name in [n for n in sys.modules if n == "caffe2" or n.startswith("caffe2.")]:
         del sys.modules[name]
 
 
-__all__ = ["Caffe2Finder", "install", "installed", "target_of", "uninstall"]
+__all__ = ["LEGACY_ENV", "Caffe2Finder", "install", "installed", "target_of", "uninstall"]

@@ -8,14 +8,19 @@ import os
 import runpy
 import sys
 
-USAGE = "usage: python -m framework.caffe2 script.py [args...]  |  python -m framework.caffe2 -m module [args...]"
+USAGE = (
+    "usage: python -m framework.caffe2 [--legacy] script.py [args...]  |  "
+    "python -m framework.caffe2 [--legacy] -m module [args...]\n"
+    "  --legacy  also restore the numpy/hypothesis/scipy APIs old Caffe2 scripts use (framework.caffe2.legacy)"
+)
 
 
-def run(target: str, args: list[str], module: bool = False) -> None:
-    """Install the hook and run ``target`` (a path, or a module name with ``module``) as __main__."""
+def run(target: str, args: list[str], module: bool = False, legacy: bool | None = None) -> None:
+    """Install the hook and run ``target`` (a path, or a module name with ``module``) as __main__;
+    ``legacy`` as ``framework.caffe2.install``'s."""
     from framework.caffe2 import install
 
-    install()
+    install(legacy=legacy)
     if module:
         sys.argv = [target, *args]
         if os.getcwd() not in sys.path:  # as `python -m`: modules are found from the current folder
@@ -30,6 +35,9 @@ def run(target: str, args: list[str], module: bool = False) -> None:
 
 
 def main(argv: list[str]) -> int:
+    legacy = None
+    if argv and argv[0] == "--legacy":
+        legacy, argv = True, argv[1:]
     if not argv or argv[0] in ("-h", "--help"):
         print(USAGE, file=sys.stderr if not argv else sys.stdout)
         return 2 if not argv else 0
@@ -37,10 +45,10 @@ def main(argv: list[str]) -> int:
         if len(argv) < 2:
             print(USAGE, file=sys.stderr)
             return 2
-        run(argv[1], argv[2:], module=True)
+        run(argv[1], argv[2:], module=True, legacy=legacy)
         return 0
     try:
-        run(argv[0], argv[1:])
+        run(argv[0], argv[1:], legacy=legacy)
     except FileNotFoundError as e:
         if str(e).startswith("framework.caffe2:"):
             print(e, file=sys.stderr)

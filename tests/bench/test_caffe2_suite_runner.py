@@ -131,3 +131,54 @@ def test_classify_phases():
     assert tests["a"] == {"outcome": "error", "reason": "ValueError: boom"}
     assert tests["b"]["outcome"] == "legacy" and tests["b"]["reason"] == "torch.ops._caffe2"
     assert tests["c"]["outcome"] == "error"
+
+
+def test_legacy_mode_counts_restored_apis_by_their_real_outcome(tmp_path):
+    folder = tmp_path / "tree" / "caffe2" / "python" / "operator_test"
+    folder.mkdir(parents=True)
+    (folder / "tiny_test.py").write_text(textwrap.dedent(OUTCOMES_FILE))
+    (folder / "old_import_test.py").write_text(IMPORT_FAILS)
+    out = tmp_path / "result.json"
+    args = ["--tree", str(tmp_path / "tree"), "--suite", "operator", "--json", str(out), "--legacy"]
+
+    assert caffe2_suite.main(args) == 0
+
+    result = json.loads(out.read_text())
+    assert result["legacy"] is True
+    tiny = result["files"]["operator_test/tiny_test.py"]["counts"]
+    assert tiny == {"passed": 3, "failed": 1, "error": 0, "skipped": 1, "legacy": 0, "total": 5}
+    old = result["files"]["operator_test/old_import_test.py"]["counts"]
+    assert old["passed"] == 2 and old["total"] == 2
+
+
+def test_legacy_mode_classification():
+    removed_alias = "E   AttributeError: module 'numpy' has no attribute 'float'."
+    not_restored = "E   AttributeError: '_OpNamespace' '_caffe2' object has no attribute 'X'"
+    assert caffe2_suite.legacy_reason(removed_alias) == "numpy alias removed"
+    assert caffe2_suite.legacy_reason(removed_alias, legacy_mode=True) is None
+    assert caffe2_suite.legacy_reason(not_restored, legacy_mode=True) == "torch.ops._caffe2"
+    records = [{"nodeid": "a", "when": "call", "outcome": "failed", "text": removed_alias}]
+    assert caffe2_suite.classify(records, legacy_mode=True)["a"]["outcome"] == "failed"
+    assert set(caffe2_suite.RESTORED_BY_LEGACY_MODE) <= set(caffe2_suite.LEGACY_PATTERNS)
+
+
+LIBRARY_FILE = """
+import framework.ops.math.elementwise as installed_module
+from hypothesis.internal.conjecture import providers
+
+
+def test_framework_is_library_code():
+    # as Caffe2's installed modules: hypothesis reads no constants out of their source
+    assert not providers.is_local_module_file(installed_module.__file__)
+    assert providers.is_local_module_file(__file__.replace("_test.py", "_helper.py"))
+"""
+
+
+def test_framework_modules_count_as_installed_library(tmp_path):
+    folder = tmp_path / "tree" / "caffe2" / "python" / "operator_test"
+    folder.mkdir(parents=True)
+    (folder / "library_test.py").write_text(LIBRARY_FILE)
+    out = tmp_path / "result.json"
+    assert caffe2_suite.main(["--tree", str(tmp_path / "tree"), "--suite", "operator", "--json", str(out)]) == 0
+    counts = json.loads(out.read_text())["files"]["operator_test/library_test.py"]["counts"]
+    assert counts["passed"] == 1 and counts["total"] == 1

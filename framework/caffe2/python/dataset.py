@@ -176,8 +176,9 @@ class Dataset:
         fresh = [f"{self.name}:{n}" for n in self.fields]
         for blob, dtype in zip(fresh, self.field_types()):
             created.append(self._init_empty_field(init_net, blob, np.dtype(dtype)))
-        # the blobs the net made (a NameScope prefixes them), as Caffe2's InitEmptyRecord record
-        self.field_blob_names = [str(b) for b in created]
+        # the blobs the net made (a NameScope prefixes them), kept as BlobReferences as Caffe2's InitEmptyRecord
+        # record keeps them: ops added later under the same scope (a writer's Append) do not scope them again
+        self.field_blob_names = [b if isinstance(b, core.BlobReference) else core.BlobReference(b) for b in created]
 
     @staticmethod
     def _init_empty_field(init_net: Any, blob: str, dtype: np.dtype) -> Any:

@@ -195,7 +195,12 @@ def range_positions(r: np.ndarray) -> np.ndarray:
     category="sparse",
 )
 class GatherRanges(Operator):
-    """Concatenate DATA[offset : offset + length] over all ranges, example by example; LENGTHS per example."""
+    """Concatenate DATA[offset : offset + length] over all ranges, example by example; LENGTHS per example.
+
+    Shape inference departs from Caffe2's schema, which infers OUTPUT as ``[DATA.size]`` (a bound, not the
+    size the kernel writes) and LENGTHS with RANGES' type: OUTPUT's size depends on the ranges' values, so it
+    is inferred unknown here, and LENGTHS int32, as the kernel writes it. An inferred shape is taken as the
+    real one (the memory planner, the shape checks of ``hypothesis_test_util``)."""
 
     def run(self) -> None:
         data = self.input(0)
