@@ -1,0 +1,92 @@
+"""A two-layer rnn_cell.LSTM built inside a NameScope (as Caffe2's rnn_cell_test builds it): the unrolled
+form (static_rnn_unroll_size) against a numpy loop, and the RecurrentNetwork form's gradients against
+central differences (layer 0's hidden state gets gradient from outside and from layer 1 in the step net)."""
+
+import numpy as np
+import pytest
+
+from framework import core
+from framework.caffe2.python import rnn_cell, scope
+from framework.caffe2.python.model_helper import ModelHelper
+from framework.memory.workspace import Workspace
+
+T, N, D, H = 3, 2, 2, 3
+
+
+def sig(x):
+    return 1 / (1 + np.exp(-x))
+
+
+def lstm_layer(x, h, c, wx, bx, wh, bh):
+    hs = []
+    for t in range(x.shape[0]):
+        g = x[t] @ wx.T + bx + h @ wh.T + bh
+        i, f, o, gg = sig(g[:, :H]), sig(g[:, H : 2 * H]), sig(g[:, 2 * H : 3 * H]), np.tanh(g[:, 3 * H :])
+        c = f * c + i * gg
+        h = o * np.tanh(c)
+        hs.append(h)
+    return np.stack(hs)
+
+
+def build(unroll):
+    model = ModelHelper(name="scoped")
+    states = [core.BlobReference(f"{k}{layer}") for layer in range(2) for k in ("h", "c")]
+    with scope.NameScope("ns"):
+        res = rnn_cell.LSTM(
+            model, core.BlobReference("x"), None, states, D, [H, H], scope="rec", static_rnn_unroll_size=unroll
+        )
+    return model, res
+
+
+def feed(model, dtype):
+    rng = np.random.default_rng(7)
+    ws = Workspace()
+    ws.feed_blob("x", rng.standard_normal((T, N, D)).astype(dtype))
+    for layer in range(2):
+        for k in ("h", "c"):
+            ws.feed_blob(f"{k}{layer}", rng.standard_normal((1, N, H)).astype(dtype))
+    ws.run_net_once(model.param_init_net)
+    for name in model.params:
+        v = ws.fetch_blob(str(name))
+        ws.feed_blob(str(name), (v + 0.5 * rng.standard_normal(v.shape)).astype(dtype))
+    return ws
+
+
+def test_unrolled_two_layer_lstm_in_a_name_scope_matches_numpy():
+    model, res = build(T)
+    ws = feed(model, np.float32)
+    ws.run_net_once(model.net)
+    p = {str(n).split("/", 1)[1]: ws.fetch_blob(str(n)).astype(np.float64) for n in model.params}
+    x = ws.fetch_blob("x").astype(np.float64)
+    for layer in range(2):
+        w = f"rec/layer_{layer}/"
+        h0, c0 = (ws.fetch_blob(f"{k}{layer}")[0].astype(np.float64) for k in ("h", "c"))
+        x = lstm_layer(x, h0, c0, p[w + "i2h_w"], p[w + "i2h_b"], p[w + "gates_t_w"], p[w + "gates_t_b"])
+    np.testing.assert_allclose(ws.fetch_blob(str(res[0])), x, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(ws.fetch_blob(str(res[1])), x[-1:], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("unroll", [None, T])
+def test_two_layer_lstm_in_a_name_scope_gradients_numeric(unroll):
+    model, res = build(unroll)
+    loss = model.net.SumElements([model.net.Mul([res[0], "wy"], "prod")], "loss")
+    grads = model.AddGradientOperators({loss: "seed"})
+    ws = feed(model, np.float32)
+    ws.feed_blob("wy", np.random.default_rng(8).standard_normal((T, N, H)).astype(np.float32))
+    ws.feed_blob("seed", np.array(1.0, np.float32))
+    net = ws.create_net(model.net)
+    net.run()
+    for name in ("x", "h0", "c0", "h1"):
+        analytic = ws.fetch_blob(str(grads[name])).reshape(-1).copy()
+        base = ws.fetch_blob(name).copy()
+        for j in range(base.size):
+            vals = []
+            for e in (1e-2, -1e-2):
+                q = base.copy().reshape(-1)
+                q[j] += e
+                ws.feed_blob(name, q.reshape(base.shape))
+                net.run()
+                vals.append(float(ws.fetch_blob("loss")))
+            num = (vals[0] - vals[1]) / 2e-2
+            assert abs(analytic[j] - num) < 2e-3 + 1e-2 * abs(num), (name, j, analytic[j], num)
+        ws.feed_blob(name, base)
