@@ -98,7 +98,8 @@ class UnrolledCell(RNNCell):
         if initial_states is None:
             if self.cell.initializer is None:
                 raise ValueError("Either initial states or initializer have to be set")
-            initial_states = self.cell.initializer.create_states(model)
+            with scope.NameScope(self.cell.name or ""):
+                initial_states = self.cell.initializer.create_states(model)
         # names given as strings are read under the caller's scope, not under each step's (as
         # apply_over_sequence of the RecurrentNetwork form reads them); Caffe2 would read them per step
         initial_states, seq_lengths = [_rectify(s) for s in initial_states], _rectify(seq_lengths)

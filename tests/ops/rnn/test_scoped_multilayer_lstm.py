@@ -1,6 +1,7 @@
 """A two-layer rnn_cell.LSTM built inside a NameScope (as Caffe2's rnn_cell_test builds it): the unrolled
 form (static_rnn_unroll_size) against a numpy loop, and the RecurrentNetwork form's gradients against
-central differences (layer 0's hidden state gets gradient from outside and from layer 1 in the step net)."""
+central differences (layer 0's hidden state gets gradient from outside and from layer 1 in the step net);
+Caffe2's blob names for the layers, and for initial states made by the initializer."""
 
 import numpy as np
 import pytest
@@ -61,7 +62,8 @@ def test_unrolled_two_layer_lstm_in_a_name_scope_matches_numpy():
     for layer in range(2):
         w = f"rec/layer_{layer}/"
         h0, c0 = (ws.fetch_blob(f"{k}{layer}")[0].astype(np.float64) for k in ("h", "c"))
-        x = lstm_layer(x, h0, c0, p[w + "i2h_w"], p[w + "i2h_b"], p[w + "gates_t_w"], p[w + "gates_t_b"])
+        i2h = w if layer else "rec/"  # layer 0's input projection is made under the stack's scope only (Caffe2)
+        x = lstm_layer(x, h0, c0, p[i2h + "i2h_w"], p[i2h + "i2h_b"], p[w + "gates_t_w"], p[w + "gates_t_b"])
     np.testing.assert_allclose(ws.fetch_blob(str(res[0])), x, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(ws.fetch_blob(str(res[1])), x[-1:], rtol=1e-5, atol=1e-5)
 
@@ -90,3 +92,19 @@ def test_two_layer_lstm_in_a_name_scope_gradients_numeric(unroll):
             num = (vals[0] - vals[1]) / 2e-2
             assert abs(analytic[j] - num) < 2e-3 + 1e-2 * abs(num), (name, j, analytic[j], num)
         ws.feed_blob(name, base)
+
+
+@pytest.mark.parametrize("name", [None, "rec"])
+def test_initial_states_and_layer_blobs_are_named_as_caffe2_names_them(name):
+    model = ModelHelper(name="named")
+    rnn_cell.LSTM(model, core.BlobReference("x"), None, None, D, [H, 2], scope=name)
+    made = {str(o) for op in model.param_init_net.Proto().op for o in op.output}
+    pre = f"{name}/" if name else ""
+    for layer, dim in enumerate([H, 2]):
+        assert f"{pre}layer_{layer}/initial_hidden_state" in made
+        assert f"{pre}layer_{layer}/gates_t_w" in made
+    assert f"{pre}i2h_w" in made and f"{pre}layer_1/i2h_w" in made
+    single = ModelHelper(name="single")
+    rnn_cell.LSTM(single, core.BlobReference("x"), None, None, D, H, scope="one")
+    made = {str(o) for op in single.param_init_net.Proto().op for o in op.output}
+    assert {"one/initial_hidden_state", "one/initial_cell_state", "one/i2h_w", "one/gates_t_w"} <= made
