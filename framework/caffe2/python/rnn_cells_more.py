@@ -85,15 +85,23 @@ class MultiRNNCell(RNNCell):
         return self.cells[-1].get_output_dim()
 
     def _prepare_output(self, model, states):
-        connected = [states[i] for i in self.output_indices]
-        if len(connected) > 1:
-            return brew.sum(model, connected, self.scope("residual_output"))
-        return connected[0]
+        return self._connected_output(model, states, 1, "_prepare_output", "residual_output")
 
     def _prepare_output_sequence(self, model, state_outputs):
-        connected = [state_outputs[2 * i] for i in self.output_indices]
+        return self._connected_output(model, state_outputs, 2, "_prepare_output_sequence", "residual_output_sequence")
+
+    def _connected_output(self, model, states, per_state, method, name):
+        """Each output-connected layer's own output (its cell's ``method`` over its slice of ``states``,
+        ``per_state`` blobs per state), summed when there are several: by layer, as Caffe2 (not by
+        ``output_indices``, which callers may extend)."""
+        connected, k = [], 0
+        for i, cell in enumerate(self.cells):
+            n = per_state * len(cell.get_state_names())
+            if i in self.output_connected_layers:
+                connected.append(getattr(cell, method)(model, states[k : k + n]))
+            k += n
         if len(connected) > 1:
-            return brew.sum(model, connected, self.scope("residual_output_sequence"))
+            return brew.sum(model, connected, self.scope(name))
         return connected[0]
 
 

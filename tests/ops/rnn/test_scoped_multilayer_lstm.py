@@ -108,3 +108,26 @@ def test_initial_states_and_layer_blobs_are_named_as_caffe2_names_them(name):
     rnn_cell.LSTM(single, core.BlobReference("x"), None, None, D, H, scope="one")
     made = {str(o) for op in single.param_init_net.Proto().op for o in op.output}
     assert {"one/initial_hidden_state", "one/initial_cell_state", "one/i2h_w", "one/gates_t_w"} <= made
+
+
+def test_residual_stack_output_is_the_sum_of_the_connected_layers_outputs():
+    """MultiRNNCell with residual_output_layers=[1]: the output sequence is layer 0's hidden sequence plus
+    layer 1's; which layers are connected is decided by layer, so an output_indices list a caller extended
+    (Caffe2's attention test appends the attention state's index to it) changes nothing."""
+    model = ModelHelper(name="residual")
+    cells = [
+        rnn_cell.LSTMCell(input_size=D if i == 0 else H, hidden_size=H, forget_bias=0.0, memory_optimization=False)
+        for i in range(2)
+    ]
+    stack = rnn_cell.MultiRNNCell(cells, name="stack", residual_output_layers=[1])
+    stack.output_indices.append(4)
+    states = [core.BlobReference(f"{k}{layer}") for layer in range(2) for k in ("h", "c")]
+    out, seq = stack.apply_over_sequence(model, core.BlobReference("x"), None, states, outputs_with_grads=[0, 4])
+    ws = feed(model, np.float32)
+    ws.run_net_once(model.net)
+    h0_all, h1_all = ws.fetch_blob(str(seq[0])), ws.fetch_blob(str(seq[4]))
+    np.testing.assert_allclose(ws.fetch_blob(str(out)), h0_all + h1_all, rtol=1e-6, atol=1e-6)
+    step = ModelHelper(name="step")
+    last = stack._prepare_output(step, [core.BlobReference(f"s{i}") for i in range(4)])
+    summed = step.net.Proto().op[-1]
+    assert summed.type == "Sum" and list(summed.input) == ["s0", "s2"] and str(last) == summed.output[0]
