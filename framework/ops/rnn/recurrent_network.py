@@ -151,7 +151,9 @@ def run_steps(op: Operator, scratch: ScratchWorkspaces, step: StepNet, times: An
             for name in local:  # linked blobs are views private to each step
                 if name not in ws._blobs:
                     ws.create_local_blob(name)
-            net = bound[t] = bind_net(step.compiled, ws)
+            # a step net runs once per outer run and is rebound-in-place whenever the sequence length changes
+            # (the states are reallocated): compiling its fast path pays only once its arrays stay put
+            net = bound[t] = bind_net(step.compiled, ws, compile_when_stable=True)
         try:
             net.run()
         except Exception as e:
