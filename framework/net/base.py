@@ -54,7 +54,7 @@ def net_class(type_name: str, label: str = "net") -> type[NetBase]:
 class NetBase:
     """A validated, instantiated net; see module doc."""
 
-    def __init__(self, graph: NetGraph, ws: Workspace) -> None:
+    def __init__(self, graph: NetGraph, ws: Workspace, compile_when_stable: bool = False) -> None:
         self.graph = graph
         self.net_def = graph.net_def
         self.name = graph.net_def.name
@@ -62,7 +62,7 @@ class NetBase:
         for name in ArgReader(self.net_def).repeated(PLANNED_ARG, kind=STRINGS):  # the memory planner's buffers
             ws.create_blob(name).planned = True
         self.ops: list[Operator] = [self._create_op(i) for i in graph.order]
-        self.program = OpProgram(self.ops, enable_compile=self._compile_enabled())
+        self.program = OpProgram(self.ops, enable_compile=self._compile_enabled(), when_stable=compile_when_stable)
         self._lock = threading.Lock()
         self.observers: list[Any] = []  # framework.net.observers: told when each run starts and stops
         self.setup()

@@ -172,9 +172,9 @@ def _compile_subnet(net_def: NetDef) -> Any:
     return graph, net_class(graph.net_def.type, f'nested net "{graph.net_def.name}"')
 
 
-def _bind_subnet(compiled: Any, ws: Any) -> Any:
+def _bind_subnet(compiled: Any, ws: Any, compile_when_stable: bool = False) -> Any:
     graph, cls = compiled
-    return cls(graph, ws)
+    return cls(graph, ws, compile_when_stable=compile_when_stable)
 
 
 def _backward_pass(ops: Iterable[OperatorDef], ys: dict[str, Any]) -> tuple[list, dict[str, Any]]:

@@ -78,9 +78,11 @@ class OpProgram:
         "_unstable",
         "_all_blobs",
         "_idle_sig",
+        "when_stable",
+        "_stable_sig",
     )
 
-    def __init__(self, ops: Sequence[Operator], enable_compile: bool = True) -> None:
+    def __init__(self, ops: Sequence[Operator], enable_compile: bool = True, when_stable: bool = False) -> None:
         self.ops = list(ops)
         self._snaps: dict[int, tuple] = {}
         self._views: dict[int, tuple] = {}  # op position -> (tensor, view) of each shared blob it touches
@@ -97,6 +99,11 @@ class OpProgram:
         self._unstable: set[int] = set()  # positions of uncompiled ops seen replacing a guarded array
         self._all_blobs = tuple({id(b): b for op in self.ops for b in (*op.inputs, *op.outputs)}.values())
         self._idle_sig: tuple | None = None  # arrays when a compilation last yielded nothing
+        # when_stable: compile only after two slow runs in a row that left every blob holding the same
+        # arrays; for nets run few times per binding (a RecurrentNetwork's step nets, one per time step, rebound
+        # whenever the sequence length changes), where compiling after every first run costs more than it saves
+        self.when_stable = when_stable
+        self._stable_sig: tuple | None = None
 
     def callables(self) -> list[Callable[[], Any]]:
         """The callables for this run: the fast list if its guard holds, else ``run()``s."""
@@ -165,6 +172,11 @@ class OpProgram:
             return
         if self._idle_sig is not None and same_held(self._idle_sig, _held(self._all_blobs)):
             return  # nothing compiled last time and nothing changed since
+        if self.when_stable:
+            sig = _held(self._all_blobs)
+            last, self._stable_sig = self._stable_sig, sig
+            if last is None or not same_held(last, sig):
+                return  # the first slow run over these arrays: compile if the next one sees them too
         self._idle_sig = None
         compiled: dict[int, Callable[[], Any]] = {}
         candidates = []

@@ -51,9 +51,11 @@ def compile_net(net_def: NetDef) -> Any:
     return _service("compile_net")(net_def)
 
 
-def bind_net(compiled: Any, ws: Any) -> Any:
-    """Build the ops of a compiled net against ``ws`` (no re-validation); returns an object with run()."""
-    return _service("bind_net")(compiled, ws)
+def bind_net(compiled: Any, ws: Any, compile_when_stable: bool = False) -> Any:
+    """Build the ops of a compiled net against ``ws`` (no re-validation); returns an object with run().
+    ``compile_when_stable``: compile its ops' fast paths only once two runs in a row saw the same arrays
+    (for nets run few times per binding)."""
+    return _service("bind_net")(compiled, ws, compile_when_stable=compile_when_stable)
 
 
 def backward_pass(ops: Any, ys: dict[str, Any]) -> tuple[list, dict[str, Any]]:

@@ -133,7 +133,8 @@ def recurrent_net(
                 if out in bproto.external_input and out not in op.input:
                     accum = out + "_accum"
                     bproto.op[-1].output[j] = accum
-                    backward.Sum([out, accum], [out])
+                    # references: the names are final, a current NameScope must not be added again
+                    backward.Sum([core.BlobReference(out), core.BlobReference(accum)], [core.BlobReference(out)])
 
     link_internal, link_external, link_offset = _triples(forward_links)
     alias_src, alias_dst, alias_offset = _triples(aliases)

@@ -98,7 +98,8 @@ class RNNCell:
         if initial_states is None:
             if self.initializer is None:
                 raise ValueError("Either initial states or initializer have to be set")
-            initial_states = self.initializer.create_states(model)
+            with NameScope(self.name or ""):
+                initial_states = self.initializer.create_states(model)
         preprocessed = self.prepare_input(model, inputs)
         step_model = ModelHelper(name=self.name or "rnn_step", param_model=model)
         input_t, timestep = step_model.net.AddExternalInputs(self.scope("input_t"), self.scope("timestep"))

@@ -1,14 +1,13 @@
 """rnn_cell's wrapping cells: ``DropoutCell`` (dropout on a cell's output) and ``UnrolledCell``
 (``static_rnn_unroll_size``: the step written out T times into the outer net, no RecurrentNetwork).
 
-UnrolledCell builds the cell's step once in a scratch step net, then copies its ops into the
-outer net once per time step t: blobs the step writes are renamed ``timestep_<t>/<name>``
-(Caffe2's NameScope per step), the step input reads the t-th slice of the projected input
-sequence (Split on axis 0), the previous states read step t-1's states, the timestep a
-``timestep_<t>/<timestep>`` int32 constant made in the param init net, and everything else
-(parameters, sequence lengths, encoder outputs) is shared by all steps, as Caffe2's
-ParameterSharing({"timestep_<t>": ""}) does. Outputs, as RecurrentNetwork's:
-(state_1 for all steps (Concat on axis 0, ``<state>_concat``), state_1 at the last step, ...).
+UnrolledCell applies the cell once per time step t to the outer model, as Caffe2 does: under
+NameScope ``timestep_<t>`` (the blobs each step writes are its own) and
+ParameterSharing({"timestep_<t>": ""}) (every step uses the same parameters); the step input
+is the t-th slice of the projected input sequence (Split on axis 0), the timestep a
+``timestep_<t>/timestep`` int32 constant made in the param init net. Outputs, as
+RecurrentNetwork's: (state_1 for all steps (Concat on axis 0, named after step 0's state with
+its first 11 characters cut, as Caffe2 names it), state_1 at the last step, ...).
 Outputs not in ``outputs_with_grads`` get a ZeroGradient op (their gradient is zeros), as Caffe2's.
 """
 
@@ -17,9 +16,10 @@ from __future__ import annotations
 from typing import Any
 
 from framework import core
-from framework.caffe2.python import brew
-from framework.caffe2.python.model_helper import ModelHelper
+from framework.caffe2.python import brew, scope
+from framework.caffe2.python.modeling.parameter_sharing import ParameterSharing
 from framework.caffe2.python.rnn_cell import RNNCell
+from framework.proto import caffe2_pb2
 
 __all__ = ["DropoutCell", "UnrolledCell"]
 
@@ -65,6 +65,12 @@ class DropoutCell(RNNCell):
         return output
 
 
+def _rectify(name: Any) -> Any:
+    return (
+        core.ScopedBlobReference(name) if isinstance(name, str) and not isinstance(name, core.BlobReference) else name
+    )
+
+
 class UnrolledCell(RNNCell):
     """Runs ``cell`` over exactly T steps written into the outer net (see the module doc)."""
 
@@ -92,54 +98,38 @@ class UnrolledCell(RNNCell):
         if initial_states is None:
             if self.cell.initializer is None:
                 raise ValueError("Either initial states or initializer have to be set")
-            initial_states = self.cell.initializer.create_states(model)
-        names = list(self.cell.get_state_names())
-        if len(initial_states) != len(names):
-            raise ValueError(f"{len(initial_states)} initial states for {len(names)} cell states {names}")
+            with scope.NameScope(self.cell.name or ""):
+                initial_states = self.cell.initializer.create_states(model)
+        # names given as strings are read under the caller's scope, not under each step's (as
+        # apply_over_sequence of the RecurrentNetwork form reads them); Caffe2 would read them per step
+        initial_states, seq_lengths = [_rectify(s) for s in initial_states], _rectify(seq_lengths)
         inputs = self.cell.prepare_input(model, inputs)
         split = model.net.Split(inputs, [f"{inputs}_timestep_{i}" for i in range(self.T)], axis=0)
         split = [split] if self.T == 1 else list(split)
-        step_ops, input_t, timestep, states_prev, step_states = self._step(model, seq_lengths)
-        states = [str(b) for b in initial_states]
+        states = list(initial_states)
         all_states = []
         for t in range(self.T):
-            prefix = f"timestep_{t}/"
-            ts = model.param_init_net.ConstantFill([], prefix + timestep, value=t, shape=[1], dtype=core.DataType.INT32)
-            cur = {input_t: str(split[t]), timestep: str(ts), **dict(zip(states_prev, states))}
-            for op in step_ops:
-                new = core.OperatorDef()
-                new.CopyFrom(op)
-                new.input[:] = [cur.get(b, b) for b in op.input]
-                for j, b in enumerate(op.output):
-                    cur[b] = prefix + b
-                    new.output[j] = prefix + b
-                model.net.Proto().op.extend([new])
-            states = [cur[s] for s in step_states]
+            step_scope = f"timestep_{t}"
+            with ParameterSharing({step_scope: ""}), scope.NameScope(step_scope):
+                timestep = model.param_init_net.ConstantFill(
+                    [],
+                    "timestep",
+                    value=t,
+                    shape=[1],
+                    dtype=core.DataType.INT32,
+                    device_option=core.DeviceOption(caffe2_pb2.CPU),
+                )
+                states = self.cell._apply(
+                    model=model, input_t=split[t], seq_lengths=seq_lengths, states=states, timestep=timestep
+                )
             all_states.append(states)
+        cut = len("timestep_0/")  # Caffe2 cuts this many characters off step 0's name, scope or not
         outputs = []
-        for i, per_step in enumerate(zip(*all_states)):
-            base = str(step_states[i])
+        for per_step, last in zip(zip(*all_states), states):
+            base = str(per_step[0])[cut:]
             full = model.net.Concat(list(per_step), [base + "_concat", base + "_concat_info"], axis=0)[0]
-            outputs += [full, core.BlobReference(per_step[-1])]
+            outputs += [full, last]
         with_grads = set(range(len(outputs))) if outputs_with_grads is None else set(outputs_with_grads)
         for i in sorted(set(range(len(outputs))) - with_grads):
             model.net.ZeroGradient(outputs[i], [])
-        return self.cell._prepare_output_sequence(model, outputs), outputs
-
-    def _step(self, model, seq_lengths):
-        """The cell's step built once: (ops, input_t, timestep, state inputs, state outputs) by name."""
-        step_model = ModelHelper(name=self.name or "rnn_step", param_model=model)
-        input_t, timestep = step_model.net.AddExternalInputs(self.cell.scope("input_t"), self.cell.scope("timestep"))
-        states_prev = step_model.net.AddExternalInputs(*[s + "_prev" for s in self.cell.get_state_names()])
-        if not isinstance(states_prev, (list, tuple)):
-            states_prev = [states_prev]
-        states = self.cell._apply(
-            model=step_model, input_t=input_t, seq_lengths=seq_lengths, states=states_prev, timestep=timestep
-        )
-        return (
-            list(step_model.net.Proto().op),
-            str(input_t),
-            str(timestep),
-            [str(s) for s in states_prev],
-            [str(s) for s in states],
-        )
+        return self.cell._prepare_output_sequence(model, outputs), tuple(outputs)

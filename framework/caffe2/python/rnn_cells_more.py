@@ -6,18 +6,31 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+from framework import core
 from framework.caffe2.python import brew
 from framework.caffe2.python.rnn_cell import BasicRNNCell, LSTMCell, RNNCell
+from framework.caffe2.python.scope import NameScope
+
+
+def _rectify(name: Any) -> Any:
+    """A blob named by a string is taken under the current NameScope, once (Caffe2's _RectifyName)."""
+    if name is None or isinstance(name, core.BlobReference):
+        return name
+    return core.ScopedBlobReference(str(name))
 
 
 class MultiRNNCell(RNNCell):
-    """Stack of cells: layer i's output is layer i+1's input (``residual_output_layers`` add it)."""
+    """Stack of cells: layer i's output is layer i+1's input (``residual_output_layers`` add it).
+
+    As Caffe2's: layer i runs under NameScope ``<name>/layer_<i>`` (the builders leave the layer cells
+    unnamed), its states are named ``<name>/layer_<i>/<state>``, the first layer's input projection is
+    made under ``<name>`` only, and the initializer makes layer i's states under ``layer_<i>/<cell name>``."""
 
     def __init__(self, cells: list, residual_output_layers: Any = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.cells = cells
         self.residual_output_layers = list(residual_output_layers or [])
-        self.state_names = [n for c in cells for n in c.get_state_names()]
+        self.state_names = [f"{self.name}/layer_{i}/{n}" for i, c in enumerate(cells) for n in c.get_state_names()]
         per_layer, base = [], 0
         for c in cells:
             per_layer.append(base + c.get_output_state_index())
@@ -34,27 +47,32 @@ class MultiRNNCell(RNNCell):
         self.initializer = MultiRNNCellInitializer(cells)
 
     def prepare_input(self, model: Any, input_blob: Any) -> Any:
-        return self.cells[0].prepare_input(model, input_blob)
+        input_blob = _rectify(input_blob)
+        with NameScope(self.name or ""):
+            return self.cells[0].prepare_input(model, input_blob)
 
     def _apply(self, model, input_t, seq_lengths, states, timestep, extra_inputs=None):
+        input_t, seq_lengths, timestep = _rectify(input_t), _rectify(seq_lengths), _rectify(timestep)
+        states = [_rectify(b) for b in states]
         counts = [len(c.get_state_names()) for c in self.cells]
         if len(states) != sum(counts):
             raise ValueError(f"{len(states)} states for cells holding {sum(counts)}")
         out, k, layer_input = [], 0, input_t
         for i, cell in enumerate(self.cells):
-            layer_states = states[k : k + counts[i]]
-            k += counts[i]
-            prepared = cell.prepare_input(model, layer_input) if i > 0 else layer_input
-            nxt = cell._apply(
-                model, prepared, seq_lengths, layer_states, timestep, extra_inputs=None if i > 0 else extra_inputs
-            )
-            if i != len(self.cells) - 1:
-                layer_output = cell._prepare_output(model, nxt)
-                if i > 0 and i in self.residual_output_layers:
-                    layer_input = brew.sum(model, [layer_output, layer_input], self.scope(f"residual_output_{i}"))
-                else:
-                    layer_input = layer_output
-            out.extend(nxt)
+            with NameScope(self.name or ""), NameScope(f"layer_{i}"):
+                layer_states = states[k : k + counts[i]]
+                k += counts[i]
+                prepared = cell.prepare_input(model, layer_input) if i > 0 else layer_input
+                nxt = cell._apply(
+                    model, prepared, seq_lengths, layer_states, timestep, extra_inputs=None if i > 0 else extra_inputs
+                )
+                if i != len(self.cells) - 1:
+                    layer_output = cell._prepare_output(model, nxt)
+                    if i > 0 and i in self.residual_output_layers:
+                        layer_input = brew.sum(model, [layer_output, layer_input], self.scope(f"residual_output_{i}"))
+                    else:
+                        layer_input = layer_output
+                out.extend(nxt)
         return out
 
     def get_state_names(self):
@@ -67,15 +85,23 @@ class MultiRNNCell(RNNCell):
         return self.cells[-1].get_output_dim()
 
     def _prepare_output(self, model, states):
-        connected = [states[i] for i in self.output_indices]
-        if len(connected) > 1:
-            return brew.sum(model, connected, self.scope("residual_output"))
-        return connected[0]
+        return self._connected_output(model, states, 1, "_prepare_output", "residual_output")
 
     def _prepare_output_sequence(self, model, state_outputs):
-        connected = [state_outputs[2 * i] for i in self.output_indices]
+        return self._connected_output(model, state_outputs, 2, "_prepare_output_sequence", "residual_output_sequence")
+
+    def _connected_output(self, model, states, per_state, method, name):
+        """Each output-connected layer's own output (its cell's ``method`` over its slice of ``states``,
+        ``per_state`` blobs per state), summed when there are several: by layer, as Caffe2 (not by
+        ``output_indices``, which callers may extend)."""
+        connected, k = [], 0
+        for i, cell in enumerate(self.cells):
+            n = per_state * len(cell.get_state_names())
+            if i in self.output_connected_layers:
+                connected.append(getattr(cell, method)(model, states[k : k + n]))
+            k += n
         if len(connected) > 1:
-            return brew.sum(model, connected, self.scope("residual_output_sequence"))
+            return brew.sum(model, connected, self.scope(name))
         return connected[0]
 
 
@@ -85,10 +111,11 @@ class MultiRNNCellInitializer:
 
     def create_states(self, model: Any) -> list:
         states = []
-        for c in self.cells:
+        for i, c in enumerate(self.cells):
             if c.initializer is None:
                 raise ValueError("Either initial states or initializer have to be set")
-            states.extend(c.initializer.create_states(model))
+            with NameScope(f"layer_{i}"), NameScope(c.name or ""):
+                states.extend(c.initializer.create_states(model))
         return states
 
 
@@ -165,7 +192,7 @@ def _LSTM(  # noqa: N802
             memory_optimization=memory_optimization,
             drop_states=drop_states,
             forward_only=forward_only,
-            name=scope if n == 1 else f"{scope}/layer_{i}",
+            name=scope if n == 1 else None,  # a layer's blobs are scoped by MultiRNNCell
             **cell_kwargs,
         )
         for i in range(n)

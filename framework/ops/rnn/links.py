@@ -11,7 +11,6 @@
 
 from __future__ import annotations
 
-import weakref
 from typing import Any
 
 import numpy as np
@@ -26,17 +25,21 @@ from framework.ops.schema import INT, STRING, UNKNOWN, Arg, TensorSpec
 
 
 class StepNet:
-    """A compiled step net, as one op holds it: the key of its bound nets in ScratchWorkspaces.
+    """A compiled step net and ``key``, the digest of the NetDef it was compiled from: the key of its
+    bound nets in ScratchWorkspaces.
 
     The step workspaces outlive the ops that run in them (forward and gradient ops made by separate
-    RunOperatorOnce calls share them), so their bound nets are keyed by this object held weakly: when the
-    op that compiled it dies, its bound nets go too, and a later op's step net can never be taken for it.
+    RunOperatorOnce calls share them; RunNetOnce makes the op anew on every call), so their bound nets
+    are keyed by what the step net says, never by the identity of an object that can die: an op made
+    again from the same definition reuses the nets bound in the step workspaces, and a different step
+    net (the gradient's, another op's) can never be taken for it.
     """
 
-    __slots__ = ("compiled", "__weakref__")
+    __slots__ = ("compiled", "key")
 
-    def __init__(self, compiled: Any) -> None:
+    def __init__(self, compiled: Any, key: bytes) -> None:
         self.compiled = compiled
+        self.key = key
 
 
 class ScratchWorkspaces:
@@ -45,8 +48,8 @@ class ScratchWorkspaces:
     def __init__(self) -> None:
         self.step_workspaces: list[Workspace] = []
         self.shared_ws: Workspace | None = None
-        # step net (held weakly) -> {t: that net bound in step workspace t}
-        self.nets: weakref.WeakKeyDictionary[StepNet, dict[int, Any]] = weakref.WeakKeyDictionary()
+        # StepNet.key -> {t: that step net bound in step workspace t}
+        self.nets: dict[bytes, dict[int, Any]] = {}
 
     def step(self, t: int) -> Workspace:
         while len(self.step_workspaces) <= t:

@@ -20,17 +20,16 @@ from framework.errors import ShapeError
 from framework.memory.tensor import Tensor
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op
-from framework.ops.rnn.links import StepNet
 from framework.ops.rnn.recurrent_network import (
     ARGS,
     _rnn_infer,
     add_apply_link_ops,
+    compile_step_net,
     links_of,
     run_steps,
     scratch_of,
     step_net_arg,
 )
-from framework.ops.subnet import compile_net
 from framework.proto.framework_pb2 import OperatorDef
 
 
@@ -125,7 +124,7 @@ class RecurrentNetworkGradient(Operator):
             net.op.append(op)
             net.external_input.append(grad)
         self.net_def = net
-        self.compiled = StepNet(compile_net(net))
+        self.compiled = compile_step_net(net)
         self.local = [link[0] for link in links]
 
     def run(self) -> None:

@@ -8,9 +8,11 @@ blobs views into the sequence blobs (``link_*``), ``recurrent_states`` are
 initialized from the op's inputs (``initial_recurrent_state_ids``), and
 after the loop the ``alias_*`` outputs become views of the states.
 
-The step net is validated once, when the op is created, and bound once per
-step workspace (its ops built against that workspace's blobs); later runs
-reuse the bound nets, so a step costs the ops themselves. Departure: Caffe2
+The step net is validated once per distinct definition (ops made anew from
+the same NetDef, e.g. by RunNetOnce, share it) and bound once per step
+workspace (its ops built against that workspace's blobs); later runs, and
+later ops with the same step net, reuse the bound nets, so a step costs the
+ops themselves. Departure: Caffe2
 cycles two workspaces when there is no backward step net; here every time
 step keeps its own (so every bound net keeps stable arrays and its compiled
 fast path).
@@ -18,6 +20,9 @@ fast path).
 
 from __future__ import annotations
 
+import hashlib
+import threading
+from collections import OrderedDict
 from typing import Any
 
 import numpy as np
@@ -135,9 +140,9 @@ def scratch_of(op: Operator, blob: Any, create: bool) -> ScratchWorkspaces:
 
 def run_steps(op: Operator, scratch: ScratchWorkspaces, step: StepNet, times: Any, timestep: str, local: list) -> None:
     """Run the compiled step net in the step workspace of every t in ``times`` (bound once per step)."""
-    bound = scratch.nets.get(step)
+    bound = scratch.nets.get(step.key)
     if bound is None:
-        bound = scratch.nets[step] = {}
+        bound = scratch.nets[step.key] = {}
     op.nested_ops_run = 0  # step-net ops run by this call (what a RunCountObserver of the outer net counts)
     for t in times:
         ws = scratch.step(t)
@@ -147,12 +152,36 @@ def run_steps(op: Operator, scratch: ScratchWorkspaces, step: StepNet, times: An
             for name in local:  # linked blobs are views private to each step
                 if name not in ws._blobs:
                     ws.create_local_blob(name)
-            net = bound[t] = bind_net(step.compiled, ws)
+            # a step net runs once per outer run and is rebound-in-place whenever the sequence length changes
+            # (the states are reallocated): compiling its fast path pays only once its arrays stay put
+            net = bound[t] = bind_net(step.compiled, ws, compile_when_stable=True)
         try:
             net.run()
         except Exception as e:
             raise OperatorError(f"{op.describe()}: step net failed at timestep {t}: {e}") from e
         op.nested_ops_run += len(getattr(net, "ops", ()))
+
+
+_COMPILED: OrderedDict[bytes, Any] = OrderedDict()  # NetDef digest -> compiled step net (recently used last)
+_COMPILED_MAX = 64
+_COMPILED_LOCK = threading.Lock()
+
+
+def compile_step_net(net_def: NetDef) -> StepNet:
+    """The step net compiled once per distinct definition (validation and graph building are the costly
+    part of making the op, and nets run by RunNetOnce make it on every run); keyed by the NetDef's digest."""
+    key = hashlib.sha256(net_def.SerializeToString(deterministic=True)).digest()
+    with _COMPILED_LOCK:
+        compiled = _COMPILED.get(key)
+        if compiled is not None:
+            _COMPILED.move_to_end(key)
+    if compiled is None:
+        compiled = compile_net(net_def)
+        with _COMPILED_LOCK:
+            _COMPILED[key] = compiled
+            while len(_COMPILED) > _COMPILED_MAX:
+                _COMPILED.popitem(last=False)
+    return StepNet(compiled, key)
 
 
 def _rnn_infer(args, ins):
@@ -200,7 +229,7 @@ class RecurrentNetwork(Operator):
         self.step_def.external_input.append(self.timestep)
         add_apply_link_ops(self.step_def, self.links, self.timestep, self.op_def.device_option)
         self.has_backward = step_net_arg(self, "backward_step_net", required=False) is not None
-        self.compiled = StepNet(compile_net(self.step_def))
+        self.compiled = compile_step_net(self.step_def)
         self.local = [link[0] for link in self.links]
         self._alias_shapes: dict[str, tuple] = {}  # shape of the view each alias output got last run
 
