@@ -37,7 +37,8 @@ def pytest_collection_modifyitems(items):
 
 
 # FRAMEWORK_TEST_TIMES=path.jsonl appends one line per test: CPU seconds of this process and of the
-# subprocesses it waited for. Wall time misleads on a shared machine; CPU time says where the suite's cost is.
+# subprocesses it waited for, the xdist worker and the end time. Wall time misleads on a shared machine;
+# CPU time says where the suite's cost is.
 _TIMES = os.environ.get("FRAMEWORK_TEST_TIMES")
 
 
@@ -55,5 +56,7 @@ if _TIMES:
         cpu1, ch1 = _cpu()
         children = (ch1.ru_utime + ch1.ru_stime) - (ch0.ru_utime + ch0.ru_stime)
         row = {"id": item.nodeid, "cpu": cpu1 - cpu0, "children": children, "wall": time.perf_counter() - wall0}
+        # the worker and the end time show whether the workers finish together
+        row |= {"worker": os.environ.get("PYTEST_XDIST_WORKER", ""), "end": time.time()}
         with open(_TIMES, "a") as f:
             f.write(json.dumps(row) + "\n")
