@@ -26,7 +26,7 @@ from __future__ import annotations
 import os
 from bisect import bisect_left, bisect_right, insort
 from contextlib import contextmanager
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Iterable, Iterator
 
 from framework.net.nested import extra_io
 
@@ -36,9 +36,7 @@ __all__ = ["DataFlow"]
 class DataFlow:
     """See module doc. ``ops`` is the live list: read it freely, change it only through this view."""
 
-    def __init__(
-        self, ops: Sequence[Any], *, nested: bool = False, control: bool = False, checked: bool | None = None
-    ) -> None:
+    def __init__(self, ops: Any, *, nested: bool = False, control: bool = False, checked: bool | None = None) -> None:
         self.ops = ops
         self.nested = nested
         self.control = control
@@ -168,7 +166,9 @@ class DataFlow:
     def read_first(self, blob: str) -> bool:
         """Is ``blob`` read before any op writes it (an op reading and writing it reads first)?"""
         r, w = self._readers.get(blob), self._writers.get(blob)
-        return bool(r) and (not w or r[0] <= w[0])
+        if not r:
+            return False
+        return not w or r[0] <= w[0]
 
     def inputs(self) -> list[str]:
         """Blobs read before any op writes them (what the list needs from outside), by first read."""

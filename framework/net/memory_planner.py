@@ -60,7 +60,7 @@ class MemongerReport:
 
 
 def _nbytes(spec: TensorSpec | None) -> int | None:
-    if spec is None or not spec.known or spec.dtype is None:
+    if spec is None or not spec.known or spec.shape is None or spec.dtype is None:
         return None
     return int(np.prod(spec.shape, dtype=np.int64)) * np.dtype(spec.dtype).itemsize
 
@@ -131,8 +131,8 @@ def optimize_inference_net(
         if size is None:
             pick = free[-1]
         else:
-            fits = [n for n in free if capacity[n] is not None and capacity[n] >= size]
-            pick = min(fits, key=lambda n: capacity[n]) if fits else max(free, key=lambda n: capacity[n] or 0)
+            fits = [n for n in free if (cap := capacity[n]) is not None and cap >= size]
+            pick = min(fits, key=lambda n: capacity[n] or 0) if fits else max(free, key=lambda n: capacity[n] or 0)
         free.remove(pick)
         return pick
 
@@ -162,10 +162,10 @@ def optimize_inference_net(
         owned = [a for a in out.arg if a.name == PLANNED_ARG]
         arg = owned[0] if owned else out.arg.add(name=PLANNED_ARG)
         arg.strings.extend(n.encode() for n in capacity if n.encode() not in arg.strings)
-    sizes = [_nbytes(specs.get(b)) for b in candidates]
-    before = None if any(s is None for s in sizes) else sum(sizes)
-    caps = list(capacity.values())
-    after = None if before is None or any(c is None for c in caps) else sum(caps)
+    sizes = [s for s in (_nbytes(specs.get(b)) for b in candidates) if s is not None]
+    before = sum(sizes) if len(sizes) == len(candidates) else None
+    caps = [c for c in capacity.values() if c is not None]
+    after = sum(caps) if before is not None and len(caps) == len(capacity) else None
     report = MemongerReport(before, after, dict(assigned), len(candidates), len(capacity))
     return out, report
 
