@@ -128,14 +128,11 @@ class ConvNCHW:
         self.parts = parts
         workers = len(parts)
         # Kernels whose run on one worker is one compiled call: replayed (see run()).
-        self.replayable = workers == 1 and (
-            self.kind in ("direct", "channel") or self.mk or (self.kind == "depthwise" and self.jit)
-        )
+        self.replayable = workers == 1 and strategy.one_call
         self._replay = None
         self._copy_bias = False  # the channel-lane kernel's bias padded to whole panels (_channel)
         # A temporary for the GEMM result when the residual is the output buffer itself (in-place sum).
-        own_epilogue = self.jit or self.mk or self.kind in ("direct", "winograd", "channel")  # reads S, then writes Y
-        self.use_tmp = residual and inplace_residual and not own_epilogue
+        self.use_tmp = residual and inplace_residual and not strategy.own_epilogue
         # Scratch buffers are specs (key, shape, zero-filled); the buffers come from shared_scratch at run
         # time: one per running thread and key, shared by every conv of that geometry (see module doc).
         dt = np.dtype(dtype)
@@ -164,7 +161,7 @@ class ConvNCHW:
             self.plan = window_jit.direct_plan(geo, c, m)
         # Kernels that can write into the channels moff: moff + M of a larger output (a concatenation's;
         # ConvFusion's out_channels), given y whole and no residual.
-        self.writes_slices = self.mk or self.kind == "channel" or (self.kind == "direct" and self.plan.wide is None)
+        self.writes_slices = strategy.writes_slices(self)
         self.moff = 0
         if self.kind == "winograd":
             self._winograd_specs(dt)

@@ -15,7 +15,11 @@ Each strategy has
 - ``packs``: whether it keeps its own form of the filter, ``pack_shape(conv)`` its buffer and
   ``prepare(conv, w, out)`` that form written into ``out`` (once per filter version);
 - ``run(conv, k, lo, hi, x, w, b1, y, s)``: worker ``k``'s share (images lo:hi, or output channels /
-  panels / tile rows lo:hi at batch 1) with ``conv``'s plan and scratch.
+  panels / tile rows lo:hi at batch 1) with ``conv``'s plan and scratch;
+- what the plan may rely on: ``one_call`` (a worker's run is one compiled kernel call, which ConvNCHW
+  records and replays), ``own_epilogue`` (it reads the residual before it writes the output, so the
+  residual may be the output itself), ``writes_slices(conv)`` (it can write output channels
+  ``moff: moff + M`` of a larger output: a concatenation's).
 
 ``enabled`` turns a strategy off for the process (tests and measurements compare without it).
 """
@@ -39,6 +43,8 @@ class ConvStrategy:
     kind = ""
     families: tuple = ()
     packs = False
+    one_call = False
+    own_epilogue = False
     enabled = True
 
     def fits(self, geo, c: int, m: int, group: int, dtype, n: int) -> bool:
@@ -52,6 +58,9 @@ class ConvStrategy:
 
     def run(self, conv, k, lo, hi, x, w, b1, y, s) -> None:
         raise NotImplementedError
+
+    def writes_slices(self, conv) -> bool:
+        return False
 
     def __repr__(self) -> str:
         return f"<conv strategy {self.name}>"
@@ -77,6 +86,10 @@ class PointwiseMicroKernel(ConvStrategy):
     From about 160 input channels on the GEMM wins elsewhere: the micro-kernel reads its k rows unpacked."""
 
     name, kind, families, packs = "pointwise_mk", "pointwise", ("pointwise",), True
+    one_call = own_epilogue = True
+
+    def writes_slices(self, conv) -> bool:
+        return True
 
     def fits(self, geo, c, m, group, dtype, n) -> bool:
         ok = _pointwise(geo) and group == 1 and np.dtype(dtype) == np.float32 and window_jit.available()
@@ -137,6 +150,7 @@ class Depthwise3(ConvStrategy):
     the phase-plane kernel's fill of its planes was most of its time."""
 
     name, kind, families = "depthwise3", "depthwise", ("depthwise3",)
+    one_call = own_epilogue = True
 
     def fits(self, geo, c, m, group, dtype, n) -> bool:
         return _depthwise(c, m, group) and window_jit.fits(geo, dtype) and window_jit.depthwise3_fits(geo, dtype)
@@ -152,6 +166,7 @@ class DirectDepthwise(ConvStrategy):
     kernel keeps them (the plane fill dominates both)."""
 
     name, kind, families = "direct_depthwise", "depthwise", ("direct_depthwise",)
+    one_call = own_epilogue = True
 
     def fits(self, geo, c, m, group, dtype, n) -> bool:
         one_row = geo.stride == (1, 1) and window_jit.direct_geometry(geo, dtype, 1)
@@ -167,6 +182,7 @@ class DepthwisePlanes(ConvStrategy):
     summed on a wide output row, 2-4x faster than the numpy strategy)."""
 
     name, kind, families = "depthwise_planes", "depthwise", ("depthwise",)
+    one_call = own_epilogue = True
 
     def fits(self, geo, c, m, group, dtype, n) -> bool:
         return _depthwise(c, m, group) and window_jit.fits(geo, dtype) and usable("depthwise")
@@ -218,6 +234,10 @@ class Channel(ConvStrategy):
     Not 1x1 convs at stride 1 (the 1x1 micro-kernel and BLAS win there)."""
 
     name, kind, families, packs = "channel", "channel", ("channel",), True
+    one_call = own_epilogue = True
+
+    def writes_slices(self, conv) -> bool:
+        return True
 
     def fits(self, geo, c, m, group, dtype, n) -> bool:
         if not window_jit.channel_fits(geo, dtype, group):
@@ -256,6 +276,7 @@ class Winograd(ConvStrategy):
     T columns: fewer run them too slowly); thinner convs keep the direct kernel or im2col."""
 
     name, kind, families, packs = "winograd", "winograd", ("winograd",), True
+    own_epilogue = True
 
     def fits(self, geo, c, m, group, dtype, n) -> bool:
         t = THRESHOLDS
@@ -291,6 +312,10 @@ class Direct(ConvStrategy):
     the wide layout."""
 
     name, kind, families, packs = "direct", "direct", ("direct",), True
+    one_call = own_epilogue = True
+
+    def writes_slices(self, conv) -> bool:
+        return conv.plan.wide is None  # narrow outputs go through a wide scratch first
 
     def fits(self, geo, c, m, group, dtype, n) -> bool:
         t = THRESHOLDS
