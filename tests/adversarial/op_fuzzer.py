@@ -247,15 +247,17 @@ def _arg_candidates(a: Any) -> list:
 def _repair_args(schema: OpSchema, args: dict, message: str, tried: dict) -> bool:
     """Set the next candidate value of the first argument the message names (not yet exhausted)."""
     words = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", message))
+    said = [int(v) for v in re.findall(r"(?<![\w.])(\d{1,4})(?![\w.])", message)]  # sizes the refusal mentions
     for name, a in schema.args.items():
         if name not in words:
             continue
-        cands = _arg_candidates(a)
-        k = tried.get(name, 0)
-        if k < len(cands):
-            args[name] = cands[k]
-            tried[name] = k + 1
-            return True
+        from_message = {INT: said, INTS: [[v, v] for v in said]}.get(a.kind, []) if not a.choices else []
+        done = tried.setdefault(name, [])
+        for cand in from_message + _arg_candidates(a):
+            if cand not in done:
+                done.append(cand)
+                args[name] = cand
+                return True
     return False
 
 
@@ -438,6 +440,10 @@ def _repair_by_name(vals: list, message: str) -> bool:
         vals[i] = CREATORS[made]
         return True
     y = x
+    values = re.search(r"expected (\d+) values", clause)
+    if values and x.size != int(values.group(1)):
+        vals[i] = np.resize(x if x.size else np.zeros(1, x.dtype), (int(values.group(1)),))
+        return True
     want = next((dt for w, dt in _DTYPE_WORDS if re.search(rf"\b{w}\b", clause)), None)
     if want is not None and x.dtype != want:
         y = _numeric(x).astype(want)

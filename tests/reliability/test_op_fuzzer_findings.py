@@ -110,7 +110,9 @@ CASES = [
     ("RoIAlign", [_f(1, 2, 2, 2), _f(2, 4)], 1, {"spatial_scale": float("nan")}),
     ("RoIPool", [_f(1, 2, 2, 2), np.zeros((2, 5), F32)], 1, {"is_test": 1, "spatial_scale": float("nan")}),
     ("RowWiseSparseAdagrad", [_f(3), _S3, np.array([1, 1, 1], I32), _f(3), _f(1)], 2, {}),
+    ("ConvGradient", [_f(1, 2, 4, 4), _f(1, 2, 4, 4), _f(1, 1, 1, 1)], 1, {"kernel": 4}),  # no slot for dbias
     # sizes asked for in arguments: refused before allocating
+    ("Conv", [_f(1, 2, 4, 4), _f(1, 2, 4, 4), _f(1)], 1, {"kernel": 4, "pad": 2**63 - 1}),
     ("LRN", [_f(1, 3, 2, 2)], 1, {"size": 2**63 - 1}),
     ("LengthsSplit", [np.array([2, 1], I32)], 1, {"n_split": 10**12}),
     ("LengthsTopK", [_f(3), np.array([2, 1], I32)], 2, {"k": 10**12}),

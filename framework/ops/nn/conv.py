@@ -20,6 +20,7 @@ import numpy as np
 
 from framework.errors import ShapeError, TypeMismatchError
 from framework.kernels.conv_nchw import ConvNCHW
+from framework.memory.allocator import check_elements
 from framework.memory.binding import matches, stamp
 from framework.ops.gradient import gradient
 from framework.ops.nn.conv_args import (
@@ -46,6 +47,12 @@ _CONV_ARGS = conv_pool_args() + [
     Arg("no_gradient_to_input", BOOL, False, "gradient maker: do not compute the input gradient"),
     Arg("activation", STRING, "identity", "Conv only: 'Relu' applies a ReLU to the output (NNPACK's fused form)"),
 ]
+
+
+def check_conv_sizes(op, geo, n: int, c: int, m: int) -> None:
+    """ResourceLimitError before a plan or buffer is made for pads/strides that ask too much."""
+    check_elements(join_layout(n, c, geo.buf_spatial, op.order), 8, f"{op.describe()}: the padded input")
+    check_elements(join_layout(n, m, geo.out, op.order), 8, f"{op.describe()}: the output")
 
 
 def conv_geometry(spec, x_shape, w_shape, where: str, names=("X", "filter")):
@@ -164,6 +171,8 @@ class ConvOpBase(ConvPoolOp):
         nout = len(self.outputs)
         if self.no_bias and nout == 3:
             raise self.arg_error("with no_bias=1 there is no bias gradient: give 1 or 2 outputs (dfilter, dX)")
+        if not self.no_bias and nout < 2:
+            raise self.arg_error("without no_bias=1 the outputs are dfilter, dbias[, dX]: give 2 or 3 outputs")
         self.i_db = None if self.no_bias else 1
         self.i_dx = (1 if self.no_bias else 2) if nout > (1 if self.no_bias else 2) else None
 
@@ -237,6 +246,7 @@ class Conv(ConvOpBase):
     def _prepare(self, x, w, b) -> None:
         dt = self._dtype([x, w, b])
         geo, n, c, m = conv_geometry(self.spec, x.shape, w.shape, self.describe(), self.input_names)
+        check_conv_sizes(self, geo, n, c, m)
         self._check_shape("bias", b, (m,))
         self._key = (x.shape, w.shape, dt, b is not None)
         g = self.spec.group
@@ -356,6 +366,7 @@ class ConvGradient(ConvOpBase):
     def _prepare(self, x, w, dy) -> None:
         dt = self._dtype([x, w, dy])
         geo, n, c, m = conv_geometry(self.spec, x.shape, w.shape, self.describe(), self.input_names)
+        check_conv_sizes(self, geo, n, c, m)
         self._check_shape("gradient", dy, join_layout(n, m, geo.out, self.order))
         self._key = (x.shape, w.shape, dy.shape, dt)
         g, r, o = self.spec.group, len(geo.kernel), self.order

@@ -24,7 +24,7 @@ from framework.errors import ShapeError
 from framework.kernels.conv_nchw import ConvNCHW
 from framework.memory.allocator import allocate_array
 from framework.ops.gradient import no_gradient
-from framework.ops.nn.conv import _CONV_ARGS, ConvOpBase, _cost_conv, conv_geometry
+from framework.ops.nn.conv import _CONV_ARGS, ConvOpBase, _cost_conv, check_conv_sizes, conv_geometry
 from framework.ops.nn.conv_args import join_layout, parse_conv_pool
 from framework.ops.registry import register_op
 from framework.ops.schema import INT, UNKNOWN, Arg, TensorSpec
@@ -110,6 +110,7 @@ class ConvFusion(ConvOpBase):
     def _prepare(self, x, w, b, s) -> None:
         dt = self._dtype([x, w, b, s])
         geo, n, c, m = conv_geometry(self.spec, x.shape, w.shape, self.describe(), self.input_names)
+        check_conv_sizes(self, geo, n, c, m)
         if len(geo.kernel) != 2:
             raise ShapeError(f"{self.describe()}: only 2-D convolutions (4-D input) are supported, got {x.shape}")
         self._check_shape("bias", b, (m,))
