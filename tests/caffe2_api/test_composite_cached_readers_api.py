@@ -140,3 +140,25 @@ def test_init_empty_of_a_dataset_over_a_record_makes_new_blobs():
     assert ds.get_blobs() == ["h36b_ds:x"]
     assert workspace.FetchBlob("h36b_ds:x").shape == (0,)
     np.testing.assert_array_equal(workspace.FetchBlob(str(record.x())), np.ones(3, np.float32))
+
+
+def test_cached_reader_caffe2_2018_form_names_its_file_in_build_cache(tmp_path):
+    src = _dataset("h36b_src18", range(6))
+    cached = CachedReader(src.reader(batch_size=4), db_type="minidb")
+    assert cached.name == "cached_reader"
+    with pytest.raises(AssertionError, match="build_cache"):
+        cached.setup_ex(core.Net("h36b_early"), core.Net("h36b_early_f"))
+    path = str(tmp_path / "c18.db")
+    plan = core.Plan("h36b_build18")
+    plan.AddStep(cached.build_cache(path))
+    workspace.RunPlan(plan)
+    assert cached.db_path == path
+    assert cached.build_cache(str(tmp_path / "other.db")).Proto().substep == []  # the cache exists: kept
+    assert cached.db_path == path
+    init, finish = core.Net("h36b_ci18"), core.Net("h36b_cf18")
+    cached.setup_ex(init, finish)
+    read_net = core.Net("h36b_read18")
+    should_stop, fields = cached.read(read_net)
+    workspace.RunNetOnce(init)
+    rows = [v for batch in _drain([read_net], should_stop, fields) for v in batch[0]]
+    assert sorted(rows) == list(range(6))

@@ -141,6 +141,30 @@ def test_sparse_lookup_init_scale_numerator():
     np.testing.assert_allclose([args["min"], args["max"]], [-np.sqrt(4.0 / LIMIT), np.sqrt(4.0 / LIMIT)], rtol=1e-6)
 
 
+def test_sparse_lookup_with_evicted_values_resets_those_rows_in_training():
+    m = new_model(schema.Struct(("f", schema.ListWithEvicted(ids(4)))))
+    out = m.SparseLookup(m.input_feature_schema.f, [3], "Sum", weight_init=("ConstantFill", {"value": 1.0}))
+    m.output_schema = schema.Struct()
+    init, train = layer_model_instantiator.generate_training_nets_forward_only(m)
+    workspace.RunNetOnce(init)
+    np.testing.assert_array_equal(fetch("sparse_lookup/reinit_vec"), np.ones(3, np.float32))
+    table = np.arange(12, dtype=np.float32).reshape(4, 3)
+    workspace.FeedBlob("sparse_lookup/w", table)
+    # lengths, items, evicted ids: rows 1 and 3 are reset to the initial value before the lookup
+    schema.FeedRecord(
+        m.input_feature_schema, [np.array([2], np.int32), np.array([1, 2], np.int64), np.array([1, 3], np.int64)]
+    )
+    workspace.RunNetOnce(train)
+    expected = table.copy()
+    expected[[1, 3]] = 1.0
+    np.testing.assert_array_equal(fetch("sparse_lookup/w"), expected)
+    np.testing.assert_allclose(fetch(out()), [expected[1] + expected[2]])
+    # prediction does not reset rows
+    workspace.FeedBlob("sparse_lookup/w", table)
+    workspace.RunNetOnce(layer_model_instantiator.generate_predict_net(m))
+    np.testing.assert_array_equal(fetch("sparse_lookup/w"), table)
+
+
 def test_sparse_lookup_needs_a_categorical_limit():
     m = new_model(schema.Struct(("f", schema.List(schema.Scalar(np.int64)))))
     with pytest.raises(ValueError):

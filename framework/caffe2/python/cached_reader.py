@@ -7,6 +7,10 @@ execution step that, when run, reads everything ``original_reader`` gives (piped
 saves the columns to ``db_path`` under their field names; when the file exists already (and not
 ``overwrite``) the step is empty. Reading (``setup_ex``, ``read``) uses only the file: the cache must be
 built first.
+
+Caffe2 2018's form is accepted too: ``CachedReader(reader)`` without ``db_path`` (name ``cached_reader``)
+and ``build_cache(cache_path, overwrite=False)``, which sets the path (unless a cache file is already set
+and exists) and returns ``build_cache_step(overwrite)``.
 """
 
 from __future__ import annotations
@@ -26,11 +30,12 @@ class CachedReader(DBFileReader):
     """See module doc."""
 
     default_name_suffix = "cached_reader"
+    _path_comes_later = True
 
     def __init__(
         self,
         original_reader: Any,
-        db_path: str,
+        db_path: str | None = None,
         db_type: str = "LevelDB",
         name: str | None = None,
         batch_size: int = 100,
@@ -38,7 +43,16 @@ class CachedReader(DBFileReader):
     ) -> None:
         assert original_reader is not None, "original_reader can't be None"
         self.original_reader = original_reader
+        if db_path is None:  # Caffe2 2018: the path comes with build_cache
+            name = name or "cached_reader"
         super().__init__(db_path, db_type, name, batch_size, loop_over)
+
+    def build_cache(self, cache_path: str, overwrite: bool = False) -> Any:
+        """Caffe2 2018's entry: use ``cache_path`` (unless the cache already set exists and not ``overwrite``)
+        and return the step that fills it."""
+        if not (self.db_path and os.path.exists(self.db_path)) or overwrite:
+            self.db_path = os.path.abspath(os.path.expanduser(cache_path))
+        return self.build_cache_step(overwrite)
 
     def _init_reader_schema(self, *args: Any, **kwargs: Any) -> Any:
         return self.original_reader.schema()

@@ -30,6 +30,8 @@ class DBFileReader(Reader):
     """See module doc."""
 
     default_name_suffix = "db_file_reader"
+    # a subclass whose file is named after construction (CachedReader's Caffe2 2018 form)
+    _path_comes_later = False
 
     def __init__(
         self,
@@ -40,11 +42,11 @@ class DBFileReader(Reader):
         loop_over: bool = False,
         field_names: list[str] | None = None,
     ) -> None:
-        assert db_path is not None, "db_path can't be None."
+        assert db_path is not None or self._path_comes_later, "db_path can't be None."
         assert db_type in C.registered_dbs(), (
             f"db_type [{db_type}] is not available. \nChoose one of these: {C.registered_dbs()}."
         )
-        self.db_path = os.path.abspath(os.path.expanduser(db_path))
+        self.db_path = None if db_path is None else os.path.abspath(os.path.expanduser(db_path))
         self.db_type = db_type
         self.name = name or f"{self._extract_db_name_from_db_path()}_{self.default_name_suffix}"
         self.batch_size = batch_size
@@ -67,6 +69,7 @@ class DBFileReader(Reader):
 
     def setup_ex(self, init_net: Any, finish_net: Any) -> None:
         """Add the loading of the columns and the random reader's set-up to ``init_net`` (once)."""
+        assert self.db_path is not None, "build_cache must be called first (no DB file yet)"
         if self.ds_reader is not None:
             self.ds_reader.setup_ex(init_net, finish_net)
             return

@@ -89,6 +89,14 @@ class LayerModelHelper(GlobalConstantsMixin, TrainingAssemblyMixin, model_helper
             raise layers.LayerError(f"metric field {name} added twice")
         self._metrics_schema = self._metrics_schema + schema.Struct((name, value))
 
+    def filter_metrics_schema(self, white_set: Any) -> None:
+        """Keep only the metric fields whose full names (``a:b`` for a nested field) are in ``white_set``;
+        an empty set removes every field (Caffe2 2020)."""
+        keep = set(white_set)
+        for name in self._metrics_schema.field_names():
+            if name not in keep:
+                self._metrics_schema = self._metrics_schema - schema.Struct((name, schema.Scalar()))
+
     # -- parameters and layers ---------------------------------------------------------
     def _validate_param_shape(self, param_name: str, shape: Any) -> None:
         ref = self._param_to_shape.get(param_name)

@@ -17,7 +17,7 @@ _MODULES = [
     "select_record_by_context", "split", "batch_normalization", "conv", "arc_cosine_feature_map",
     "semi_random_features", "random_fourier_features", "feature_sparse_to_dense", "layer_normalization",
     "pairwise_similarity", "bucket_weighted", "blob_weighted_sum", "batch_huber_loss", "bpr_loss", "expand_dims",
-    "dot_product", "sparse_dropout_with_replacement", "batch_unjoined_mse_loss",
+    "dot_product", "sparse_dropout_with_replacement", "batch_unjoined_mse_loss", "fc_with_bootstrap",
 ]  # fmt: skip
 
 for _name in _MODULES:

@@ -15,6 +15,10 @@ IdScoreList        Sum/Mean (scores ignored); WeightedSum/WeightedMean -> Sparse
                    ``use_external_weights`` (Caffe2 2020); None -> Gather
 =================  ==========================================================================
 
+An IdList / IdScoreList with evicted values (``schema.ListWithEvicted``, Caffe2 2020) gets a parameter
+``reinit_vec`` (shape ``inner_shape``, the table's initializer, never trained); training first resets the
+table rows of the evicted ids to it (CopyRowsToTensor).
+
 Training reads the table at the trainer version (``fp32``, or ``fp16`` with a Float16UniformFill
 table) from the arg scope of ``get_sparse_lookup_trainer_version``; evaluation and prediction at the
 predictor version (``fp32`` default, ``fp16``, ``uint8rowwise``, ``fused_uint8rowwise``) from that of
@@ -35,7 +39,9 @@ import numpy as np
 from framework.caffe2.python import schema
 from framework.caffe2.python.layers.layers import (
     IdList,
+    IdListWithEvicted,
     IdScoreList,
+    IdScoreListWithEvicted,
     LayerError,
     LayerPsParam,
     ModelLayer,
@@ -71,11 +77,22 @@ def _scoped_version(getter: Any, default: str) -> str:
 
 
 def _is_id_list(record: Any) -> bool:
-    return schema.equal_schemas(record, IdList)
+    return schema.equal_schemas(record, IdList) or schema.equal_schemas(record, IdListWithEvicted)
 
 
 def _is_id_score_list(record: Any) -> bool:
-    return schema.equal_schemas(record, IdScoreList, check_field_types=False)
+    return schema.equal_schemas(record, IdScoreList, check_field_types=False) or schema.equal_schemas(
+        record, IdScoreListWithEvicted, check_field_types=False
+    )
+
+
+def _evicted_values(record: Any) -> Any:
+    """The ``_evicted_values`` field of an IdList/IdScoreList with evicted values, else None."""
+    if schema.equal_schemas(record, IdListWithEvicted) or schema.equal_schemas(
+        record, IdScoreListWithEvicted, check_field_types=False
+    ):
+        return record._evicted_values
+    return None
 
 
 class SparseLookup(ModelLayer):
@@ -140,6 +157,13 @@ class SparseLookup(ModelLayer):
             param_name="w", shape=self.shape, initializer=self.weight_init, optimizer=weight_optim,
             ps_param=LayerPsParam(sparse_key=sparse_key, average_length=avg_length), regularizer=regularizer,
         )  # fmt: skip
+        self.evicted_values = _evicted_values(self.input_record)
+        if self.evicted_values is not None:
+            # the rows named by the evicted ids are reset to this vector before each training lookup
+            self.reinit_vec = self.create_param(
+                param_name="reinit_vec", shape=list(inner_shape), initializer=self.weight_init,
+                optimizer=model.NoOptim, regularizer=None,
+            )  # fmt: skip
         self.scale_bias_init = ("ConstantFill", {"value": 0.0})
         self.scale_bias = self.create_param(
             param_name="scale_bias", shape=[], initializer=self.scale_bias_init, optimizer=model.NoOptim
@@ -220,7 +244,13 @@ class SparseLookup(ModelLayer):
             self._gather_wrapper(net, version, keys, self.output_schema.field_blobs())
 
     def add_train_ops(self, net: Any) -> None:
-        """Training reads the table at the trainer version (fp32, or fp16 from the arg scope)."""
+        """An IdList / IdScoreList with evicted values (``schema.ListWithEvicted``, Caffe2 2020) gets a parameter
+        ``reinit_vec`` (shape ``inner_shape``, the table's initializer, never trained); training first resets the
+        table rows of the evicted ids to it (CopyRowsToTensor).
+
+        Training reads the table at the trainer version (fp32, or fp16 from the arg scope)."""
+        if self.evicted_values is not None:
+            net.CopyRowsToTensor([self.w, self.evicted_values(), self.reinit_vec], [self.w])
         self._add_ops(net, self.trainer_version)
 
     def add_ops(self, net: Any) -> None:

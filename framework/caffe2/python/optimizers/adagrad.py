@@ -14,17 +14,23 @@ from framework.ops.gradient import GradientSlice
 __all__ = ["AdadeltaOptimizer", "AdagradOptimizer", "FtrlOptimizer", "GFtrlOptimizer", "WngradOptimizer"]
 
 
-def row_state(param_init_net: Any, param: Any, name: str) -> Any:
-    """A zero float vector with one entry per row of ``param``: sized from the init net's shape inference
-    when it knows the shape, else at run time (``Shape`` -> first dim -> ``ConstantFill(input_as_shape)``)."""
+def row_state(param_init_net: Any, param: Any, name: str, **fill: Any) -> Any:
+    """A zero vector (float, or as ``fill`` says: ``dtype=``, ``value=``) with one entry per row of ``param``:
+    sized from the init net's shape inference when it knows the shape, else at run time (``Shape`` -> first
+    dim -> ``ConstantFill(input_as_shape)``)."""
     from framework.net.inference import infer_net
 
+    fill.setdefault("value", 0.0)
     spec = infer_net(param_init_net.Proto()).get(str(param))
     if spec is not None and spec.shape and spec.shape[0] is not None:
-        return param_init_net.ConstantFill([], name, shape=[int(spec.shape[0])], value=0.0)
-    shape = param_init_net.Shape(param, f"{param}_shape")
-    rows = param_init_net.Slice([shape], f"{shape}_numrows", starts=[0], ends=[1])
-    return param_init_net.ConstantFill(rows, name, input_as_shape=1, value=0.0)
+        return param_init_net.ConstantFill([], name, shape=[int(spec.shape[0])], **fill)
+    shape = f"{param}_shape"
+    if not param_init_net.BlobIsDefined(shape):
+        param_init_net.Shape(param, shape)
+    rows = f"{shape}_numrows"
+    if not param_init_net.BlobIsDefined(rows):
+        param_init_net.Slice([shape], rows, starts=[0], ends=[1])
+    return param_init_net.ConstantFill([rows], name, input_as_shape=1, **fill)
 
 
 def _effective_outputs(param: Any, outputs: list[Any], effective_lr: bool, effective_lr_and_update: bool) -> list:
@@ -41,7 +47,10 @@ class AdagradOptimizer(Optimizer):
 
     Departure: Caffe2 refuses ``rowWise`` for a dense gradient; here the dense parameters of such a model
     get plain Adagrad, so one builder trains both the embedding tables and the dense layers.
-    ``weight_decay`` (Caffe2 2020) is passed to the update op.
+    ``weight_decay`` (Caffe2 2020) is passed to the update op. ``counter_halflife`` > 0 (Caffe2 2020) keeps,
+    for a sparse gradient, a decayed count of each row's updates: ``<p>_update_counter`` (double) and
+    ``<p>_prev_update_iter`` (int64), one entry per row, updated by RowWiseCounter after each sparse update
+    (local auxiliary parameters; the iteration counter becomes a shared one).
     """
 
     def __init__(
@@ -57,10 +66,12 @@ class AdagradOptimizer(Optimizer):
         lars: float | None = None,
         output_effective_lr: bool = False,
         output_effective_lr_and_update: bool = False,
+        counter_halflife: int = -1,
         **kwargs: Any,
     ) -> None:
         super().__init__()
         self.alpha, self.epsilon, self.decay, self.weight_decay = alpha, epsilon, decay, weight_decay
+        self.counter_halflife = counter_halflife
         self.policy = policy
         self.sparse_dedup_aggregator = sparse_dedup_aggregator
         self.rowWise = rowWise
@@ -75,9 +86,11 @@ class AdagradOptimizer(Optimizer):
         if self.alpha <= 0:
             return
         self.add_lars(net, param_init_net, param, grad, self.lars)
-        lr, _ = self.build_lr(
+        lr, iteration = self.build_lr(
             net, param_init_net, base_learning_rate=self.alpha, policy=self.policy, **self.init_kwargs
         )
+        if self.counter_halflife > 0:
+            self._aux_params.shared.append(iteration)
         sparse = isinstance(grad, GradientSlice)
         row_wise = self.rowWise and sparse
         if row_wise:
@@ -85,6 +98,12 @@ class AdagradOptimizer(Optimizer):
         else:
             state = param_init_net.ConstantFill([param], f"{param}_squared_sum", value=0.0)
         self._aux_params.local.append(state)
+        if self.counter_halflife > 0:
+            from framework.proto.framework_pb2 import TensorProto
+
+            counter = row_state(param_init_net, param, f"{param}_update_counter", dtype=TensorProto.DOUBLE)
+            prev_iter = row_state(param_init_net, param, f"{param}_prev_update_iter", value=0, dtype=TensorProto.INT64)
+            self._aux_params.local.extend([counter, prev_iter])
         kw: dict[str, Any] = {"epsilon": self.epsilon, "engine": self.engine}
         if self.weight_decay:
             kw["weight_decay"] = float(self.weight_decay)
@@ -94,6 +113,12 @@ class AdagradOptimizer(Optimizer):
             grad = self.dedup(net, self.sparse_dedup_aggregator, grad)
             op = "RowWiseSparseAdagrad" if row_wise else "SparseAdagrad"
             getattr(net, op)([param, state, grad.indices, grad.values, lr], [param, state], **kw)
+            if self.counter_halflife > 0:
+                net.RowWiseCounter(
+                    [prev_iter, counter, grad.indices, iteration],
+                    [prev_iter, counter],
+                    counter_halflife=self.counter_halflife,
+                )
             return
         outputs = _effective_outputs(
             param, [param, state], self.output_effective_lr, self.output_effective_lr_and_update

@@ -1,6 +1,6 @@
 """LayerModelHelper: a parameter shared through ParameterSharing must be given the same optimizer each
 time (Caffe2 2020's check): None means the default optimizer, NoOptim only matches NoOptim, Optimizers
-must agree in type and attributes (``Optimizer.attributes``)."""
+must agree in type and attributes (``Optimizer.attributes``). Also filter_metrics_schema."""
 
 import numpy as np
 import pytest
@@ -61,3 +61,17 @@ def test_attributes_leave_out_the_instance_number():
     assert a.get_cpu_blob_name("x") != b.get_cpu_blob_name("x")
     assert a.attributes == b.attributes and "_instance_num" not in a.attributes
     assert AdagradOptimizer(alpha=0.4).attributes != a.attributes
+
+
+def test_filter_metrics_schema_keeps_the_listed_fields(model):
+    model.add_metric_field("h36b:x", schema.Scalar())
+    model.add_metric_field("h36b:y", schema.Scalar())
+    model.add_metric_field("z", schema.Scalar())
+    assert model.metrics_schema.field_names() == ["h36b:x", "h36b:y", "z"]
+    model.filter_metrics_schema({"h36b:y", "z", "not_a_field"})
+    assert model.metrics_schema.field_names() == ["h36b:y", "z"]
+    assert model.metrics_schema == schema.Struct(
+        ("h36b", schema.Struct(("y", schema.Scalar()))), ("z", schema.Scalar())
+    )
+    model.filter_metrics_schema(set())
+    assert model.metrics_schema.field_names() == []
