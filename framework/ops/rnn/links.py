@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 import numpy as np
@@ -42,14 +43,43 @@ class StepNet:
         self.key = key
 
 
+class BoundSteps:
+    """One step net bound in the step workspaces: ``nets`` {t: bound net}, and the op that last ran them
+    (held weakly). An op made anew from the same definition checks, before reusing them, that every blob
+    they hold is still the one its name finds from the step workspace (a blob removed and fed again
+    outside is a new Blob: the nets are then bound again)."""
+
+    __slots__ = ("nets", "_user")
+
+    def __init__(self) -> None:
+        self.nets: dict[int, Any] = {}
+        self._user: Any = None
+
+    def used_by(self, op: Any) -> bool:
+        return self._user is not None and self._user() is op
+
+    def take(self, op: Any, step_workspaces: list) -> None:
+        """Hand the nets to ``op``; those whose blobs no longer resolve to what they hold are dropped."""
+        self.nets = {t: net for t, net in self.nets.items() if _bindings_hold(net, step_workspaces[t])}
+        self._user = weakref.ref(op)
+
+
+def _bindings_hold(net: Any, ws: Workspace) -> bool:
+    for o in net.ops:
+        for name, blob in zip((*o.input_names, *o.output_names), (*o.inputs, *o.outputs)):
+            if not ws.has_blob(name) or ws.get_blob(name) is not blob:
+                return False
+    return True
+
+
 class ScratchWorkspaces:
     """Step workspaces of one RecurrentNetwork (Caffe2's detail::ScratchWorkspaces)."""
 
     def __init__(self) -> None:
         self.step_workspaces: list[Workspace] = []
         self.shared_ws: Workspace | None = None
-        # StepNet.key -> {t: that step net bound in step workspace t}
-        self.nets: dict[bytes, dict[int, Any]] = {}
+        # StepNet.key -> that step net bound in the step workspaces
+        self.nets: dict[bytes, BoundSteps] = {}
 
     def step(self, t: int) -> Workspace:
         while len(self.step_workspaces) <= t:

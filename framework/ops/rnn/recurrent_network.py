@@ -34,7 +34,7 @@ from framework.ops.arg_reader import ArgReader
 from framework.ops.gradient import gradient
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op
-from framework.ops.rnn.links import ScratchWorkspaces, StepNet, set_timestep, share_view
+from framework.ops.rnn.links import BoundSteps, ScratchWorkspaces, StepNet, set_timestep, share_view
 from framework.ops.schema import BOOL, INTS, NET, STRING, STRINGS, UNKNOWN, Arg
 from framework.ops.subnet import bind_net, compile_net
 from framework.proto.framework_pb2 import NetDef, OperatorDef
@@ -140,9 +140,12 @@ def scratch_of(op: Operator, blob: Any, create: bool) -> ScratchWorkspaces:
 
 def run_steps(op: Operator, scratch: ScratchWorkspaces, step: StepNet, times: Any, timestep: str, local: list) -> None:
     """Run the compiled step net in the step workspace of every t in ``times`` (bound once per step)."""
-    bound = scratch.nets.get(step.key)
-    if bound is None:
-        bound = scratch.nets[step.key] = {}
+    entry = scratch.nets.get(step.key)
+    if entry is None:
+        entry = scratch.nets[step.key] = BoundSteps()
+    if not entry.used_by(op):
+        entry.take(op, scratch.step_workspaces)
+    bound = entry.nets
     op.nested_ops_run = 0  # step-net ops run by this call (what a RunCountObserver of the outer net counts)
     for t in times:
         ws = scratch.step(t)
