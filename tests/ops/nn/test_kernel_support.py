@@ -263,8 +263,8 @@ print("disabled", sorted(kernel_support.disabled()))
 """
 
 
-def _subprocess(tmp_path, families, prelude="", **env) -> str:
-    code = prelude + _SUBPROCESS.replace("FAMILIES", repr(families))
+def _subprocess(tmp_path, families, prelude="", then="", **env) -> str:
+    code = prelude + _SUBPROCESS.replace("FAMILIES", repr(families)) + then
     env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "numba"), **env)  # an empty cache: it compiles
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     run = subprocess.run
@@ -275,11 +275,14 @@ def _subprocess(tmp_path, families, prelude="", **env) -> str:
 
 @pytest.mark.skipif(not {"avx2", "fma"} <= _host(), reason="the compiled IR kernels need AVX2 and FMA")
 def test_without_avx512_the_8_lane_kernels_run(tmp_path):
-    """A CPU without AVX-512 (masked off): 8-lane IR kernels, compiled and equal to numpy's; 16 lanes
-    forced on it: not used (the numpy kernels run), no warning either way."""
-    out = _subprocess(tmp_path, ["direct", "depthwise3", "max_pool"], FRAMEWORK_CPU_FEATURES="-avx512f")
+    """A CPU without AVX-512 (masked off): 8-lane IR kernels, compiled and equal to numpy's, and on more
+    geometries equal to float64 references (test_window_jit.check_8_lane_kernels, in the same process: one
+    compile of the 8-lane kernels); 16 lanes forced on it: not used (the numpy kernels run), no warning
+    either way."""
+    then = "from tests.ops.nn.test_window_jit import check_8_lane_kernels\ncheck_8_lane_kernels()\nprint('refs ok')\n"
+    out = _subprocess(tmp_path, ["direct", "depthwise3", "max_pool"], then=then, FRAMEWORK_CPU_FEATURES="-avx512f")
     assert "lanes 8" in out and "direct compiled" in out and "depthwise3 compiled" in out, out
-    assert "max_pool compiled" in out and "warnings 0" in out, out
+    assert "max_pool compiled" in out and "warnings 0" in out and "refs ok" in out, out
     out = _subprocess(
         tmp_path, ["direct", "max_pool"], FRAMEWORK_CPU_FEATURES="-avx512f", FRAMEWORK_MICROKERNEL_LANES="16"
     )

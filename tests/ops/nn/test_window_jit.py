@@ -5,8 +5,6 @@ scale-and-shift, against independent numpy references; the same ops with the ker
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
@@ -525,64 +523,45 @@ def test_pointwise_micro_kernel_matches_reference_and_gemm(n, c, m, hw, fusion, 
     np.testing.assert_allclose(got, plain, rtol=1e-4, atol=1e-4)
 
 
-def test_micro_kernel_with_8_lanes_matches_reference():
-    """The 8-lane micro-kernel (CPUs without AVX-512; forced here) on direct, pointwise and depthwise convs, in a
-    fresh process (the lane count is fixed when the kernel module is imported)."""
-    import subprocess
-    import sys
-    import textwrap
+def check_8_lane_kernels() -> None:
+    """The 8-lane micro-kernels (CPUs without AVX-512) on direct, channel, pointwise and depthwise convs of
+    several geometries and on the stride-2 max pool, against float64 references. Run by
+    tests/ops/nn/test_kernel_support.py in a process whose CPU features lack AVX-512 (the lane count is fixed
+    when the kernel modules are imported)."""
+    from framework.kernels import channel_kernel, microkernel
 
-    code = textwrap.dedent(
-        """
-        import numpy as np
-        from framework.core import CreateOperator
-        from framework.memory.workspace import Workspace
-        from framework.ops import create_operator
-        from framework.kernels import microkernel
-        from tests.ops.nn.test_conv_fusion import ref_conv
-        assert microkernel.L == 8 and microkernel.R == 6
-        rng = np.random.default_rng(0)
-        from framework.kernels import channel_kernel
-        assert channel_kernel.L == 8
-        kinds = set()
-        cases = ((3, 1, 1, 20, 13), (3, 1, 2, 23, 7), (3, 0, 1, 11, 6), (1, 0, 1, 9, 14), (3, 1, 2, 13, 20))
-        for k, pad, stride, size, m in cases + ((2, 0, 1, 8, 9),):
-            x = rng.standard_normal((2, 5, size, size)).astype(np.float32)
-            w = rng.standard_normal((m, 5, k, k)).astype(np.float32)
-            b = rng.standard_normal(m).astype(np.float32)
-            ws = Workspace()
-            for name, v in (("X", x), ("W", w), ("b", b)):
-                ws.feed_blob(name, v)
-            op_def = CreateOperator(
-                "ConvFusion", ["X", "W", "b"], ["Y"], kernel=k, pad=pad, stride=stride, fusion_type=1
-            )
-            op = create_operator(op_def, ws)
-            op.run()
-            assert op._kernel.kind in ("direct", "channel") or op._kernel.mk, op._kernel.kind
-            kinds.add(op._kernel.kind)
-            want = np.maximum(ref_conv(x.astype(np.float64), w, b, stride, pad, 1), 0)
-            np.testing.assert_allclose(ws.fetch_blob("Y"), want, rtol=1e-4, atol=1e-4)
-        assert kinds == {"direct", "channel", "pointwise"}, kinds
-        x = rng.standard_normal((2, 5, 19, 19)).astype(np.float32)
-        for k, stride, kind in ((3, 1, "dw3"), (3, 2, "dw3"), (5, 1, "dmk")):
-            w = rng.standard_normal((5, 1, k, k)).astype(np.float32)
-            ws = Workspace()
-            ws.feed_blob("X", x)
-            ws.feed_blob("W", w)
-            op_def = CreateOperator("Conv", ["X", "W"], ["Y"], kernel=k, pad=1, stride=stride, group=5)
-            op = create_operator(op_def, ws)
-            op.run()
-            assert getattr(op._kernel, kind)
-            want = ref_conv(x.astype(np.float64), w, np.zeros(5), stride, 1, 5)
-            np.testing.assert_allclose(ws.fetch_blob("Y"), want, rtol=1e-4, atol=1e-4)
-        from tests.ops.nn.test_window_jit import check_stride2_max_pool
-        check_stride2_max_pool(41, 1, 8)
-        print("ok")
-        """
-    )
-    env = dict(os.environ, FRAMEWORK_MICROKERNEL_LANES="8")
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
-    assert out.returncode == 0 and "ok" in out.stdout, out.stderr[-3000:]
+    assert microkernel.L == 8 and microkernel.R == 6 and channel_kernel.L == 8
+    rng = np.random.default_rng(0)
+    kinds = set()
+    cases = ((3, 1, 1, 20, 13), (3, 1, 2, 23, 7), (3, 0, 1, 11, 6), (1, 0, 1, 9, 14), (3, 1, 2, 13, 20))
+    for k, pad, stride, size, m in cases + ((2, 0, 1, 8, 9),):
+        x = rng.standard_normal((2, 5, size, size)).astype(np.float32)
+        w = rng.standard_normal((m, 5, k, k)).astype(np.float32)
+        b = rng.standard_normal(m).astype(np.float32)
+        ws = Workspace()
+        for name, v in (("X", x), ("W", w), ("b", b)):
+            ws.feed_blob(name, v)
+        op_def = CreateOperator("ConvFusion", ["X", "W", "b"], ["Y"], kernel=k, pad=pad, stride=stride, fusion_type=1)
+        op = create_operator(op_def, ws)
+        op.run()
+        assert op._kernel.kind in ("direct", "channel") or op._kernel.mk, op._kernel.kind
+        kinds.add(op._kernel.kind)
+        want = np.maximum(ref_conv(x.astype(np.float64), w, b, stride, pad, 1), 0)
+        np.testing.assert_allclose(ws.fetch_blob("Y"), want, rtol=1e-4, atol=1e-4)
+    assert kinds == {"direct", "channel", "pointwise"}, kinds
+    x = rng.standard_normal((2, 5, 19, 19)).astype(np.float32)
+    for k, stride, kind in ((3, 1, "dw3"), (3, 2, "dw3"), (5, 1, "dmk")):
+        w = rng.standard_normal((5, 1, k, k)).astype(np.float32)
+        ws = Workspace()
+        ws.feed_blob("X", x)
+        ws.feed_blob("W", w)
+        op_def = CreateOperator("Conv", ["X", "W"], ["Y"], kernel=k, pad=1, stride=stride, group=5)
+        op = create_operator(op_def, ws)
+        op.run()
+        assert getattr(op._kernel, kind)
+        want = ref_conv(x.astype(np.float64), w, np.zeros(5), stride, 1, 5)
+        np.testing.assert_allclose(ws.fetch_blob("Y"), want, rtol=1e-4, atol=1e-4)
+    check_stride2_max_pool(41, 1, 8)
 
 
 def _max_pools(x, geo) -> tuple:
