@@ -48,6 +48,8 @@ NOTES = {
     "_import_c_extension": "no native extension: everything is Python",
     "models.download": "reads Caffe2's model folder layout; downloads nothing (a missing model is an error)",
     "onnx": "Caffe2's layout over `framework.onnx` (the exporter and the ONNX backend on our ops)",
+    "onnx.bin.conversion": "Caffe2's click commands (needs the click package)",
+    "lazy_dyndep": "deferred like Caffe2's; an existing C++ library is then refused by dyndep, never loaded",
     "data_parallel_model": (
         "CPU replicas incl. shared_model and combine_spatial_bn; GPU replicas run on the CPU; several processes "
         "meet over MPI, not Gloo's C++ library (Gloo-only rendezvous are out of scope)"
