@@ -215,11 +215,9 @@ def direct_geometry(geo, dtype, group: int) -> bool:
 
 # The micro-kernel drivers run an image in bands: output rows (``direct``) or pixels (``pointwise``)
 # whose input rows take about BAND_BYTES, every block of output channels over one band before the
-# next, so each output channel is written in long sequential runs while the band's input stays in L2.
-# Measured (1 thread, batch 16, interleaved, against every block over each run of pixels before the
-# next, which kept the input in L1 but wrote as many streams as output channels): SqueezeNet's first
-# conv (3 -> 64, 3x3/2 onto 111x111) 0.43x, 7x7/2 3 -> 64 0.8x, 1x1 16 -> 64 on 55x55 and 64 -> 256
-# on 56x56 0.6-0.65x, 128 -> 16 0.9x, other shapes within 5%.
+# next, so each output channel is written in long sequential runs while the band's input stays in L2
+# (every block over each run of pixels in turn keeps the input in L1 but writes as many streams as output
+# channels, which costs more once the output is past L2).
 BAND_BYTES = _T["BAND_BYTES"]
 
 # Outputs narrower than this run ``direct`` on the wide layout (microkernel._conv_wide): a 3x3 conv's

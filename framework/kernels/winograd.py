@@ -44,12 +44,8 @@ _kernels = None
 # F(2x2, 3x3): G (4 x 3) transforms the filter; B^T and A^T are written out in winograd_kernels.py.
 G = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.0]])
 # V and M of one block of tile rows at most this many bytes together (one tile row at least): a cap
-# on the scratch memory. Blocks small enough to stay in L2 measured slower (1 thread, interleaved
-# rounds): the GEMMs lose more on fewer columns than the transforms gain from the cache (256 -> 256
-# channels on 14x14 at batch 16: 0.66x of im2col's time with the whole batch in one block, 0.89x
-# with 2 MiB blocks, 1.06x with 1 MiB; 128 -> 128 on 28x28 at batch 1 0.77x whole, 0.89x in 2 MiB).
-# 8 MiB: AlexNet's Winograd convs at batch 16 took 0.82x of the time without Winograd with 16 MiB
-# blocks, 0.86x with 4 MiB; their peak memory 371 / 351 / 341 MiB with 16 / 8 / 4 MiB (PyTorch 310).
+# on the scratch memory. Blocks small enough to stay in L2 are slower (the GEMMs lose more on fewer
+# columns than the transforms gain from the cache); the default trades a little time for peak memory.
 BLOCK_BYTES = _T["WINOGRAD_BLOCK_BYTES"]
 
 
