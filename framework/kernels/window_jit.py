@@ -125,8 +125,8 @@ def _timed(family: str, fn, *args) -> None:
     """Call a kernel of ``family`` (kernel_support.NEEDS); the first call of each (compiling or loading
     it) is added to compile_seconds() and guarded: a failed compile disables the family and raises
     KernelUnavailable (see kernel_support.call). (A set of called kernels, not numba's
-    ``fn.signatures``: that property builds its list anew on every access, 20-40 us per call, as
-    much as a small conv's work.)"""
+    ``fn.signatures``: that property builds its list anew on every access, which costs as much as a
+    small conv's work.)"""
     if fn in _CALLED:
         fn(*args)
     else:
