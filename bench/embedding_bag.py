@@ -1,5 +1,5 @@
 """Embedding-bag forward and sparse training step: SparseLengthsSum on a 1,000,000 x 64 float32 table,
-2,048 bags of 30 ids (the issue-15 benchmark).
+2,048 bags of 30 ids (docs/sparse.md's benchmark).
 
 Rows:
 - ``forward``: the pooled embeddings of one batch.

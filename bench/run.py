@@ -130,7 +130,7 @@ WHY = {
 
 
 def targets(rows: list[Row], memory: dict | None) -> list[str]:
-    """The issue's targets, each with the measured figure and met / not met."""
+    """The performance targets, each with the measured figure and met / not met."""
     out = []
 
     def line(ok: bool, text: str, why: str = "") -> None:

@@ -12,7 +12,8 @@ per-record checksums (as framework.checkpoint writes) loads, checks included, at
 
 Memory: each kind's load also runs once in a fresh subprocess, reporting how much its peak resident
 set grows over the load (Linux VmHWM, reset after the imports) against the checkpoint's size on disk.
-Target: <= 1.2x (issue 13); lmdb's memory map made it ~2.2x until its cursor released the pages read.
+Target: <= 1.2x; lmdb's cursor copies each value out and releases the mapped pages it read, which
+would otherwise stay resident beside the tensors built from them.
 """
 
 from __future__ import annotations

@@ -283,9 +283,8 @@ def bench_dag(cfg: Config) -> list[Row]:
         net.run()
         runs[col] = net.run
     runs["numpy"] = dag.numpy_serial(ws.fetch_blob("X"), ws.fetch_blob("W"))
-    # 15 back-to-back runs per round: on this VM a vCPU left idle for ~10 ms (while another contender
-    # ran on one core) wakes slowly, and the first dag run after it pays ~2 ms; with 3 runs per round
-    # that start-up cost hid the speed-up.
+    # 15 back-to-back runs per round: a vCPU left idle while another contender ran on one core wakes
+    # slowly, and with few runs per round the first dag run's start-up cost hides the speed-up.
     t = cfg.time(runs, inner=15)
     simple = t.pop("simple")
     # Process CPU time over wall time while the dag net runs: about 2 when both branches really ran at

@@ -1,4 +1,4 @@
-"""core / workspace names Caffe2 scripts use (issue 12, part 2)."""
+"""core / workspace names Caffe2 scripts use."""
 
 import numpy as np
 

@@ -40,7 +40,7 @@ CONTENDERS = ("ours", "ours-raw", "torch", "ort")
 # Which clock times the rounds: "auto" = CPU time of the process for 1-thread rows (robust when other jobs
 # share the cores: every contender then runs one compute thread), wall time for more threads.
 CLOCK = "auto"
-SETTLE_S = 0.15  # untimed pause before each timed block on several threads (onnxruntime spins for 40-60 ms)
+SETTLE_S = 0.15  # untimed pause before each timed block on several threads (onnxruntime's workers spin)
 
 
 def set_threads(n: int) -> None:
@@ -149,9 +149,8 @@ def bench_model(name: str, batch: int, threads_list, rounds: int, contenders, lo
         inner = 1 if flops * batch > 2e9 else 3
         set_threads(threads)
         clock = time.process_time if (CLOCK == "cpu" or CLOCK == "auto" and threads == 1) else time.perf_counter
-        # On several threads, a pause before each block lets onnxruntime's spinning workers go idle (they
-        # took a core from the next block: our 2-thread CIFAR ResNet ran 16.0 ms right after ort, 9.4 ms
-        # after 0.2 s; see time_round_robin).
+        # On several threads, a pause before each block lets onnxruntime's spinning workers go idle, so
+        # they do not take a core from the next block (see time_round_robin).
         settle = SETTLE_S if threads > 1 else 0.0
         times = time_round_robin(runs, rounds=rounds, inner=inner, warmup=1, clock=clock, before=before, settle=settle)
         rows.append(

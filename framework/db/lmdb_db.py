@@ -8,7 +8,7 @@ Reading keeps memory at about the size of what is read, not twice it: LMDB memor
 every page a read touches stays resident (and counts in the process's RSS) while the transaction
 lasts. A cursor copies each value out of the map and at once drops the value's pages from the
 process (``madvise(MADV_DONTNEED)`` on the read-only file mapping: the data stays in the page cache
-and is read again if touched), so loading a checkpoint peaks near 1x its size, not ~2.2x.
+and is read again if touched), so loading a checkpoint peaks near 1x its size, not twice it.
 
 Writes are atomic: everything put into a NEW or WRITE DB is written in one LMDB
 write transaction when the DB is closed (NEW first empties the database in the

@@ -349,7 +349,7 @@ class ConvNCHW:
 
     def _winograd_views(self, k: int) -> tuple:
         """(V, M, phase planes, output tile rows) of worker ``k`` on the running thread: the strided
-        views of its scratch, made once per thread (as_strided views cost ~10 us)."""
+        views of its scratch, made once per thread (making as_strided views is slow)."""
         key = (threading.get_ident(), k, "views")
         got = self._held.get(key)
         if got is None:
@@ -361,9 +361,8 @@ class ConvNCHW:
 
     def _epilogue(self, yv, acc, b1, sv) -> None:
         """yv <- acc (+ b1) (+ sv), then Relu; ``acc`` is yv or a temporary (2-D (rows, P) views).
-        One compiled pass where window_jit has it (float32), else up to three numpy passes: measured
-        on a 1x1 conv with 256 outputs over 56x56 pixels, bias + Relu as numpy passes add 41% to the
-        GEMM's time."""
+        One compiled pass where window_jit has it (float32), else up to three numpy passes, each a
+        full pass over the output."""
         if acc is yv and b1 is None and sv is None and not self.relu:
             return
         if self.jit_epilogue and window_jit.epilogue(
@@ -464,8 +463,8 @@ def _split_aligned(total: int, parts: int, align: int) -> list[tuple[int, int]]:
 
 class _Replay:
     """A conv run that was one compiled kernel call (window_jit.record_calls), to be made again with
-    the next run's x, y and s in their places: 8-10 us of Python a conv less (the per-kind method, the
-    window_jit wrapper, operand checks), as much as a small conv's work. It fits a run on the same
+    the next run's x, y and s in their places, skipping the Python of the per-kind method, the
+    window_jit wrapper and the operand checks, which costs as much as a small conv's work. It fits a run on the same
     thread, filter and bias arrays (and filter version, where the kernel packs it), x contiguous and
     the residual in the same role (none, y itself, or another contiguous array)."""
 

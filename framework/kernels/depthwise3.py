@@ -2,8 +2,8 @@
 each channel's zero-bordered plane (the stride-1 layout of window_kernels._direct_fill at both
 strides), the nine weights broadcast, the epilogue (bias, residual, Relu) on the register and a
 masked store. At stride 2 the even and odd columns of two vector loads are split by a shuffle, as
-pool_columns does for max pooling: no phase planes, whose per-channel fill was 90% of the previous
-kernel's time (window_kernels._depthwise: ShuffleNet's stride-2 depthwise convs at 0.7-2.7 GFLOP/s).
+pool_columns does for max pooling: no phase planes, whose per-channel fill dominates the planes
+kernel's time (window_kernels._depthwise) on stride-2 depthwise convs.
 Imported only when first needed.
 """
 

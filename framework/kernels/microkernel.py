@@ -4,8 +4,8 @@ window_jit.direct_depthwise (a one-row block over each channel's own planes); se
 Imported only when first needed.
 
 numba's own loops cannot keep a block of accumulators in vector registers across a reduction: LLVM
-keeps them in memory, one load and one store per multiply-add, which is what bounded the previous
-direct kernel (9 taps x 2 outputs per pass over accumulator rows in L1) at 40-60 GFLOP/s. This kernel
+keeps them in memory, one load and one store per multiply-add, which bounds a numba-loop direct
+kernel well below the FMA units' rate. This kernel
 holds R x 2 vectors of outputs (R output channels, two runs of L output pixels) in registers while it
 runs over every (input channel, tap): per step two vector loads of the zero-bordered input planes
 (the taps are fixed offsets into them), R broadcasts of the packed filter, 2R fused multiply-adds;
@@ -126,16 +126,12 @@ def _codegen(R, V, PF=0):  # noqa: N803
 
 _block = _make_block(R, V)  # R output channels: the convs
 # 1x1 convs over whole rows (not in chunks): each step prefetches the two lines PF elements ahead in its
-# input row (the runs after the next), as OpenBLAS's packing reads its operand in order. Measured (1 thread,
-# a new input each call, as in a net; against the same kernel without): SqueezeNet's 128 -> 16 on 55x55
-# 0.47-0.65x, 64 -> 16 0.76x, 64 -> 256 on 56x56 0.83-0.85x, 27x27 0.73-1.0x, 7x7-14x14 within 2%;
-# SqueezeNet batch 16 0.89x, the other models within noise. Not in chunks (the next band's data, read
-# much later: DenseNet batch 16 1.03-1.22x).
+# input row (the runs after the next), because a block walks as many input rows as channels, more streams
+# than the hardware prefetchers follow. Not in chunks: there the next band's data is read much later.
 PF = 64
 _block_pf = _make_block(R, V, PF)
-# One output channel over its own input channel (the depthwise conv), on VD runs of up to L pixels.
-# Measured (1 thread, ShuffleNet's stride-1 3x3 depthwise convs on 7x7, 14x14, 28x28, batch 1 and 16):
-# 0.50-0.88x of the planes kernel's time with 2 runs, 0.61-0.95x with 4, 0.72-1.18x with 8.
+# One output channel over its own input channel (the depthwise conv), on VD runs of up to L pixels: two
+# runs measured fastest on the depthwise convs of small images (against 4 or 8).
 VD = 2
 _block1 = _make_block(1, VD)
 
@@ -171,8 +167,8 @@ def _conv(x, wp, b, y, res, planes, taps, s, ph, pw, hq, wq, flags, i0, i1, m0, 
     hw = oh * ow
     step = 1 if ow > L else 2
     tail = ow % (V * L) if ow > V * L else 0
-    # a row's last run fits one vector: V rows' last runs share a block (SqueezeNet's 111-wide first conv:
-    # 0.77x of its time, 3 -> 24 0.85x; SqueezeNet and ShuffleNet 0.955x at batch 1, SqueezeNet 0.96x at 16)
+    # a row's last run fits one vector: V rows' last runs share a block, so a short tail does not take a
+    # whole block of mostly empty runs.
     tails = 0 < tail <= L
     full = ow - tail
     for i in range(i0, i1):

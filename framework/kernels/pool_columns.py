@@ -1,10 +1,8 @@
 """3-wide, stride-2 max pooling as an LLVM IR intrinsic: L outputs of a row at once, the window's
 rows maxed in four vectors of input columns and the stride-2 column step done as shuffles of them
 (even and odd lanes). numba's loops (window_kernels._max_pool) vectorize the contiguous row step
-but not stride-2 reads: the column step ran one output at a time, 45-65% of a pool's time
-(SqueezeNet's three 3x3/2 pools, batch 1); a first intrinsic for the column step alone, over a
-scratch row of the rows' maxima, left the short rows' loops (SqueezeNet's 27 wide: 210 us at batch
-1, 85 us now; against onnxruntime's MaxPool on the same NCHW input 0.56-0.87x of its time).
+but not stride-2 reads, which would run the column step one output at a time; doing the rows and
+the columns in one vector step also leaves no scratch row and no scalar loops over short rows.
 Imported by window_kernels.
 """
 

@@ -13,19 +13,15 @@ One image channel at a time, in three steps that all stay in L1/L2:
    are unsigned: numba tests a signed index for negative wraparound, which stops LLVM vectorizing);
 3. the epilogue writing the OW valid columns: bias, residual, Relu (conv), 1/count (average).
 
-Measured (process CPU time, 1 thread, ShuffleNet V2 at batch 16): its 19 depthwise convs take
-17.7 ms instead of 36.7 ms with the numpy kernel (columns + batched matmul), 2-22 GFLOP/s; 3x3
-max pooling 1.15x faster than the separable numpy kernel (SqueezeNet); larger pooling windows stay
-with numpy (the generic tap loop is slower there). Max pooling has since left the planes
-(``max_pool``: the image read in place, per output row the max over the window's rows, then over
-its columns): 0.6-0.78x of the planes kernel's time on the 3x3/2 pools of SqueezeNet, ShuffleNet
-and ResNet-50 (batch 1 and 16, same values bit for bit).
+Larger pooling windows stay with numpy (the generic tap loop is slower there). Max pooling does not
+use the planes (``max_pool``: the image read in place, per output row the max over the window's rows,
+then over its columns), which is faster and gives the same values bit for bit.
 
 The direct convolution (``direct``: group 1, any window up to 11x11, strides up to 4) reads the same
 zero-bordered (phase) planes, one image at a time, through a register-blocked micro-kernel written
 in LLVM IR (microkernel.py: an implicit GEMM over K = C x taps, 8 output channels x 32 output pixels
-held in 16 AVX-512 registers, the epilogue on the registers; 100-130 GFLOP/s on this project's Xeon
-where the previous numba loops, accumulating in L1, ran 40-60). Output rows of at least
+held in 16 AVX-512 registers, the epilogue on the registers, where numba's loops would keep the
+accumulators in memory). Output rows of at least
 DIRECT_WIDE_OW pixels are written straight into y, in runs of 32; narrower outputs run over the wide
 layout into a scratch whose valid columns are then copied. ``pointwise`` runs 1x1 convs on the same
 micro-kernel, each image read in place; ``direct_depthwise`` runs stride-1 depthwise convs on a
@@ -33,16 +29,13 @@ one-row block of it over each channel's own planes. Three more LLVM IR kernels: 
 (channel_kernel.py) for narrow outputs, with the output channels in the vector lanes and the
 pixels broadcast; ``depthwise3`` (depthwise3.py) for 3x3 depthwise convs at stride 1 and 2, L outputs
 of a row per step (stride 2 split into even and odd columns by a shuffle); and the 3-wide stride-2
-column step of ``max_pool`` (pool_columns.py). conv_nchw.conv_kind says where each is used, with the
-measurements.
+column step of ``max_pool`` (pool_columns.py). conv_strategies.py says where each is used.
 
 Two one-pass elementwise kernels serve the GEMM convs and SpatialBN, where numpy needs a pass per
-operation: the conv epilogue (``epilogue``: bias, residual, Relu; a 1x1 conv of 64 -> 256 channels
-over 56x56 pixels at batch 16 took 24.7 ms with numpy's bias and Relu passes against 17.5 ms for its
-GEMM alone, 21.3 ms with the kernel) and test-mode SpatialBN's per-channel scale and shift
-(``scale_shift``). Compiled kernels are cached on disk (numba
-``cache=True``); the first use in a process without a cache compiles them (~8-11 s on this machine;
-``compile_seconds()`` tells how long it took, bench/real_models reports it), ~0.6 s from the cache.
+operation: the conv epilogue (``epilogue``: bias, residual, Relu) and test-mode SpatialBN's
+per-channel scale and shift (``scale_shift``). Compiled kernels are cached on disk (numba
+``cache=True``); the first use in a process without a cache compiles them (``compile_seconds()`` tells
+how long it took; docs/performance.md has the figures).
 """
 
 from __future__ import annotations
@@ -132,8 +125,8 @@ def _timed(family: str, fn, *args) -> None:
     """Call a kernel of ``family`` (kernel_support.NEEDS); the first call of each (compiling or loading
     it) is added to compile_seconds() and guarded: a failed compile disables the family and raises
     KernelUnavailable (see kernel_support.call). (A set of called kernels, not numba's
-    ``fn.signatures``: that property builds its list anew on every access, 20-40 us per call, as
-    much as a small conv's work.)"""
+    ``fn.signatures``: that property builds its list anew on every access, which costs as much as a
+    small conv's work.)"""
     if fn in _CALLED:
         fn(*args)
     else:
@@ -215,11 +208,9 @@ def direct_geometry(geo, dtype, group: int) -> bool:
 
 # The micro-kernel drivers run an image in bands: output rows (``direct``) or pixels (``pointwise``)
 # whose input rows take about BAND_BYTES, every block of output channels over one band before the
-# next, so each output channel is written in long sequential runs while the band's input stays in L2.
-# Measured (1 thread, batch 16, interleaved, against every block over each run of pixels before the
-# next, which kept the input in L1 but wrote as many streams as output channels): SqueezeNet's first
-# conv (3 -> 64, 3x3/2 onto 111x111) 0.43x, 7x7/2 3 -> 64 0.8x, 1x1 16 -> 64 on 55x55 and 64 -> 256
-# on 56x56 0.6-0.65x, 128 -> 16 0.9x, other shapes within 5%.
+# next, so each output channel is written in long sequential runs while the band's input stays in L2
+# (every block over each run of pixels in turn keeps the input in L1 but writes as many streams as output
+# channels, which costs more once the output is past L2).
 BAND_BYTES = _T["BAND_BYTES"]
 
 # Outputs narrower than this run ``direct`` on the wide layout (microkernel._conv_wide): a 3x3 conv's

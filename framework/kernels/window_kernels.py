@@ -28,9 +28,7 @@ def _fill(x, i, ch, planes, s, ph, pw, hq, wq, pad):  # pragma: no cover - compi
     h, w = x.shape[2], x.shape[3]
     su, wu, iu, cu = _U(s), _U(wq), _U(i), _U(ch)
     # stride 2 over rows of an even width (8-byte aligned): a row read as 64-bit pairs, the even and
-    # odd columns as their low and high halves, which LLVM vectorizes (the stride-2 reads it does not):
-    # a 224x224 RGB image's four phase planes 35-56 us against 64-84 (SqueezeNet's and ShuffleNet's first
-    # convs; their models within noise, 0.99-1.01x)
+    # odd columns as their low and high halves, which LLVM vectorizes (the stride-2 reads it does not).
     pairs = s == 2 and w % 2 == 0 and (x.ctypes.data & 7) == 0
     xp = x.reshape(-1).view(np.uint64) if pairs else _NO_PAIRS
     pu = planes.view(np.uint32)

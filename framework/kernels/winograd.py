@@ -11,21 +11,16 @@ transformed input tiles (T = tiles of the images in a chunk) and M transformed b
 A^T M A, where the epilogue (bias, residual, Relu) is applied as the values are written. 2.25x fewer
 multiply-adds than the direct or im2col conv, and the transformed input is 4/9 of im2col's columns.
 Its transforms only add and subtract (B, A have entries 0 and +-1; G has +-1/2), so the rounding
-error stays at the level of a direct fp32 sum (measured: max error relative to the largest output
-2-6e-7 against a float64 reference, the same as im2col + GEMM; F(4x4, 3x3) measured 5-10e-6, so it
-is not used).
+error stays at the level of a direct fp32 sum, as im2col + GEMM's (F(4x4, 3x3) has errors an order
+of magnitude larger, so it is not used).
 
-Measured (1 thread, CPU time, bias + Relu, interleaved rounds, against the direct micro-kernel and
-im2col + GEMM on the same shapes): at batch 16 the wide convs of ResNet-50 and AlexNet, 128 -> 128 on
-28x28 0.87x of the direct kernel's time, 256 -> 256 on 14x14 0.76x, 256 -> 256 on 13x13 0.64x, 512
--> 512 on 7x7 0.33x; at batch 1, 128 -> 128 on 28x28 ties. Whole models, Winograd on against off
-(then im2col): AlexNet batch 16 0.85x, ResNet-50 batch 16 0.95x. Where the 16 GEMMs get few columns
-(under WINOGRAD_T tiles: 14x14 and smaller at batch 1) or few rows (under WINOGRAD_M outputs:
-DenseNet-121's 128 -> 32, 0.60-0.73x as direct), the direct kernel wins (conv_nchw.conv_kind).
+It wins on wide convs with many tiles (the wide 3x3 convs of ResNet-50 and AlexNet at batch 16). Where
+the 16 GEMMs get few columns (under WINOGRAD_T tiles: 14x14 and smaller at batch 1) or few rows (under
+WINOGRAD_M outputs: DenseNet-121's 128 -> 32), the direct kernel wins (conv_strategies.py).
 
 Layout: the planes of V (16, C, T) and M (16, M, T) are one buffer each whose plane stride is padded
 off multiples of 4 KiB (the 16 concurrent write streams of a transform otherwise map to the same
-cache sets: 4-7x slower transforms measured at 64 channels on 56x56); the batch's tile rows are
+cache sets, which slows the transforms several-fold); the batch's tile rows are
 taken in blocks of at most ``BLOCK_BYTES`` of V and M, which share one scratch buffer per thread
 (``scratch_layout``).
 """
@@ -44,12 +39,8 @@ _kernels = None
 # F(2x2, 3x3): G (4 x 3) transforms the filter; B^T and A^T are written out in winograd_kernels.py.
 G = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.0]])
 # V and M of one block of tile rows at most this many bytes together (one tile row at least): a cap
-# on the scratch memory. Blocks small enough to stay in L2 measured slower (1 thread, interleaved
-# rounds): the GEMMs lose more on fewer columns than the transforms gain from the cache (256 -> 256
-# channels on 14x14 at batch 16: 0.66x of im2col's time with the whole batch in one block, 0.89x
-# with 2 MiB blocks, 1.06x with 1 MiB; 128 -> 128 on 28x28 at batch 1 0.77x whole, 0.89x in 2 MiB).
-# 8 MiB: AlexNet's Winograd convs at batch 16 took 0.82x of the time without Winograd with 16 MiB
-# blocks, 0.86x with 4 MiB; their peak memory 371 / 351 / 341 MiB with 16 / 8 / 4 MiB (PyTorch 310).
+# on the scratch memory. Blocks small enough to stay in L2 are slower (the GEMMs lose more on fewer
+# columns than the transforms gain from the cache); the default trades a little time for peak memory.
 BLOCK_BYTES = _T["WINOGRAD_BLOCK_BYTES"]
 
 

@@ -1,4 +1,4 @@
-"""ONNX -> our ops (slice B of issue 21): index/gather/scatter, cumulative, triangular, padding,
+"""ONNX -> our ops: index/gather/scatter, cumulative, triangular, padding,
 selection and einsum nodes, onto Caffe2 ops where their semantics are ONNX's and onto the ONNX
 family (``framework/ops/onnx/``) otherwise. Axis-like inputs (CumSum's axis, TopK's k, Trilu's k,
 Pad's pads/axes, OneHot's depth) must be constants: the backend specializes small integer inputs at

@@ -1,4 +1,4 @@
-"""ONNX -> our ops (issue 21 slice B): layout nodes expressed with Caffe2's Reshape/Transpose and the
+"""ONNX -> our ops: layout nodes expressed with Caffe2's Reshape/Transpose and the
 ONNX family: DepthToSpace / SpaceToDepth (both modes), CenterCropPad, ReverseSequence."""
 
 from __future__ import annotations

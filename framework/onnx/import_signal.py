@@ -1,4 +1,4 @@
-"""ONNX -> our ops (issue 21 slice B): signal processing. DFT/STFT run on ONNXDFT/ONNXSTFT; the
+"""ONNX -> our ops: signal processing. DFT/STFT run on ONNXDFT/ONNXSTFT; the
 window generators (Hann/Hamming/Blackman) and MelWeightMatrix take only scalar inputs, so they
 become constants at translation (the backend specializes fed scalars at run time), computed with
 the formulas of the ONNX spec."""

@@ -395,28 +395,28 @@ def onnx_graph_to_nets(
     """
     from framework.onnx import (  # noqa: F401  (registers translators)
         import_attention,
-        import_control,  # noqa: F401  (issue 21 slice D: If/Loop/Scan/SequenceMap)
-        import_detection,  # noqa: F401  (issue 21 slice D: NonMaxSuppression/RoiAlign)
+        import_control,  # If/Loop/Scan/SequenceMap
+        import_detection,  # NonMaxSuppression/RoiAlign
         import_elementwise,
-        import_index,  # noqa: F401  (issue 21 slice B: index/scatter/pad/selection)
-        import_layout,  # noqa: F401  (issue 21 slice B: DepthToSpace/SpaceToDepth/CenterCropPad/ReverseSequence)
+        import_index,  # index/scatter/pad/selection
+        import_layout,  # DepthToSpace/SpaceToDepth/CenterCropPad/ReverseSequence
         import_math,
         import_ml,
         import_nn,
         import_norm,
         import_quant,
         import_reduce,
-        import_resize,  # noqa: F401  (issue 21 slice B: Resize/Upsample/GridSample/AffineGrid)
-        import_rnn,  # noqa: F401  (issue 21 slice D: RNN/GRU/LSTM)
-        import_sequence,  # noqa: F401  (issue 21 slice D: sequences, optionals, Identity of them)
-        import_signal,  # noqa: F401  (issue 21 slice B: DFT/STFT/windows/MelWeightMatrix)
+        import_resize,  # Resize/Upsample/GridSample/AffineGrid
+        import_rnn,  # RNN/GRU/LSTM
+        import_sequence,  # sequences, optionals, Identity of them
+        import_signal,  # DFT/STFT/windows/MelWeightMatrix
         import_strings,
         import_tensor,
-        import_training,  # noqa: F401  (issue 21 slice D: ai.onnx.preview.training)
+        import_training,  # ai.onnx.preview.training
         import_types,
     )
 
-    import_elementwise.wrap_low_precision(TRANSLATORS)  # float16/bfloat16 via float32 (slice A)
+    import_elementwise.wrap_low_precision(TRANSLATORS)  # float16/bfloat16 via float32
 
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
     model = _specialize(model, feeds, value_inputs) if feeds else model

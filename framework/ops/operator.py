@@ -141,9 +141,9 @@ class Operator:
     _journal: list | None = None  # the outputs changed by the current run (see module doc)
     # (output index, shape, dtype) -> (TypeMeta, elements, bytes) of the shapes this op has written into
     # the memory planner's shared blobs: a shared blob changes shape at every op that writes it, and
-    # output() re-views its buffer (Tensor.view_within) instead of 20-30 us of resize, type lookup and
-    # journal per call (SqueezeNet at batch 1: 39 such outputs per run, 6% of its time). Nothing a
-    # caller observes lives in those blobs, so they are not journaled for a rollback.
+    # output() re-views its buffer (Tensor.view_within) instead of paying a resize, a type lookup and a
+    # journal entry per call, which weigh on small nets. Nothing a caller observes lives in those blobs,
+    # so they are not journaled for a rollback.
     _planned: dict | None = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:

@@ -1,7 +1,7 @@
 """How many threads BLAS (numpy's OpenBLAS/MKL) uses while the framework runs nets.
 
 Measured on this project's machines: the GEMMs of typical nets run faster on one BLAS thread, and
-several BLAS threads collapse (15-30x slower) when the cores are shared with other work. So a net run
+several BLAS threads collapse when the cores are shared with other work. So a net run
 sets BLAS to one thread and puts back what it found when it stops (``framework.runtime.state``:
 ``Runtime.enter_net`` / ``exit_net``); the process's own setting is never changed between runs. The
 count applied is the user's choice where there is one: ``OPENBLAS_NUM_THREADS``/``OMP_NUM_THREADS``/

@@ -112,7 +112,7 @@ def test_dbreader_serializes_as_caffe2(tmp_path, db_type):
     b = Blob("r")
     deserialize_blob(data, b)
     again = b.get(DBReader)
-    # Restored as data only: the source is not opened until the caller asks (issue 13).
+    # Restored as data only: the source is not opened until the caller asks.
     assert not again.is_open
     with pytest.raises(DBError, match="data only"):
         again.read()

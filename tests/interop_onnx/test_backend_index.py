@@ -1,4 +1,4 @@
-"""Backend slice B: computed shape tensors (Shape -> arithmetic -> Reshape) fold at translation and
+"""ONNX backend: computed shape tensors (Shape -> arithmetic -> Reshape) fold at translation and
 stay exact when other shapes are fed; index/scatter/pad/selection nodes run on the ONNX family ops."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Audit of the nets layer (issue 5): creation errors of Python-built nets show where the op was
+"""The nets layer's contracts: creation errors of Python-built nets show where the op was
 created, failed runs and failed creations leave the workspace as it was, the snake_case
 Workspace methods, num_workers from a net argument, dag nets serialize concurrent runs."""
 

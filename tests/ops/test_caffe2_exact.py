@@ -1,4 +1,4 @@
-"""Numbers and inputs where we differed from Caffe2 (issue 12, part 3). Each reference below is
+"""Numbers and inputs where Caffe2's exact behaviour is easy to miss. Each reference below is
 written from Caffe2's C++ (file named in each test), independently of the code under test."""
 
 import numpy as np

@@ -118,7 +118,7 @@ def CreateOperator(  # noqa: N802
 
 
 # The builders below use CreateOperator, so they are imported after it is defined.
-# Gradients (issue 6): Caffe2's registry API and sparse-gradient tuple come from net.backward.
+# Gradients: Caffe2's registry API and sparse-gradient tuple come from net.backward.
 from framework.caffe2.python.builder import (  # noqa: E402
     BlobReference,
     ExecutionStep,

@@ -199,7 +199,7 @@ class TaskGroup:
         self._remote_nets: list[Any] = []
 
     def add_remote_net(self, net: Any) -> None:
-        """Record a net meant for a remote node (Caffe2 2020 keeps the list; this session runs none)."""
+        """Record a net meant for a remote node (Caffe2 2020 keeps the list; a local session runs none)."""
         self._remote_nets.append(net)
 
     def remote_nets(self) -> list[Any]:

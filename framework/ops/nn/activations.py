@@ -65,7 +65,7 @@ class Relu(Operator):
 
 
 # Float Relu is clip(X, 0, +inf) through the ufunc behind np.clip: numpy's maximum against a scalar
-# has no SIMD loop (about 4x slower for 64x512 float32), and clip takes ``out`` positionally
+# has no SIMD loop, and clip takes ``out`` positionally
 # (np.maximum deprecates that). Same values as max(X, 0), NaN propagated; -0.0 stays -0.0 (as C++'s
 # std::max(x, 0.f) in Caffe2).
 _CLIP = getattr(getattr(getattr(np, "_core", None), "umath", None), "clip", None)

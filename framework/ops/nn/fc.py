@@ -37,14 +37,12 @@ from framework.runtime.parallel import get_num_threads, run_parallel, split
 
 _PACK_MIN_ROWS = 2  # batch 1 is a GEMV: W's own row-major layout is already the best one
 # Weights larger than this are never copied: Y^T = W X^T on W's own layout, then Y = Y^T^T + b in one
-# pass, is faster than the packed copy there (measured, 1 thread, batch 16: AlexNet's fc6 9216x4096
-# 27 ms vs 32 ms packed vs 46 ms X W^T; 2048x1000 1.03 vs 1.27 vs 1.98 ms) and costs no second copy
-# of the weights (AlexNet: 224 MiB). Smaller weights (MLPs at batch 64: 784x512 0.57 packed vs 0.62)
-# keep the packed copy.
+# pass, is faster than the packed copy there and costs no second copy of the weights; smaller weights
+# keep the packed copy, which is faster for them.
 _PACK_MAX_BYTES = 4 << 20
 # With several intra-op threads, a weight of at least this many bytes is split by output features (rows
-# of W), each worker reading its part: streaming W from memory bounds these GEMMs (AlexNet's fc6, 151 MB:
-# batch 1 8.8 -> 4.9 ms, batch 16 46 -> 24 ms with 2 threads; smaller weights stay in cache, one call).
+# of W), each worker reading its part: streaming W from memory bounds these GEMMs, while smaller weights
+# stay in cache and run as one call.
 SPLIT_MIN_BYTES = 4 << 20
 
 

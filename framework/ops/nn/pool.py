@@ -75,13 +75,12 @@ class _Pool(ConvPoolOp):
         self._sp_axes = tuple(range(2, 2 + r)) if self.order == "NCHW" else tuple(range(1, 1 + r))
         self._global = self.spec.global_pooling
         # One window covering the whole unpadded image (CIFAR ResNets' final 8x8 average pool) is a
-        # global pooling: one reduction over the spatial axes, not kh + kw - 2 passes per image
-        # (measured 0.84 ms against ONNX Runtime's 0.02 ms at batch 16).
+        # global pooling: one reduction over the spatial axes, not kh + kw - 2 passes per image.
         whole = not geo.padded and tuple(geo.kernel) == tuple(geo.spatial) and all(o == 1 for o in geo.out)
         if whole and self.kind in ("max", "avg") and not self.is_grad:
             self._global = True
         # Global average pooling as one GEMV per layout (rows of cells times ones): numpy's mean over the
-        # spatial axes reduces each short row on its own (CIFAR's 16 x 64 rows of 8x8: 52 us against 5).
+        # spatial axes reduces each short row on its own, which is slow on many small images.
         self._ones = None
         if self._global and self.kind == "avg" and not self.is_grad and x.dtype in (np.float32, np.float64):
             self._ones = allocate_array((math.prod(geo.spatial),), x.dtype)

@@ -1,5 +1,5 @@
 # The Caffe2 MNIST tutorial (LeNet with brew), written the way its users wrote it, against
-# caffe2.python only. tests/caffe2/test_done_means.py runs it unchanged through
+# caffe2.python only. tests/caffe2/test_caffe2_scripts_unchanged.py runs it unchanged through
 # `python -m framework.caffe2 mnist_tutorial.py ROOT_FOLDER`. MNIST itself is replaced by a
 # synthetic set of 28x28 digit-like bar images written to a minidb with C.create_db, so the
 # run is offline; everything else follows the tutorial (TensorProtosDBInput, brew LeNet,

@@ -1,5 +1,5 @@
 # A Caffe2-style operator test file, written against caffe2.python as Caffe2's own
-# caffe2/python/operator_test/*.py are. It is run unchanged by tests/caffe2/test_done_means.py
+# caffe2/python/operator_test/*.py are. It is run unchanged by tests/caffe2/test_caffe2_scripts_unchanged.py
 # through `python -m framework.caffe2 operator_tests.py`; nothing here names the framework.
 from __future__ import absolute_import, division, print_function, unicode_literals
 

@@ -1,4 +1,4 @@
-"""Gaps found by the operator audit (issues 3 and 4): ConvTranspose under every legacy_pad mode,
+"""Operator edge cases: ConvTranspose under every legacy_pad mode,
 one test per class of error for the conv/pool/normalization/image ops, and empty batches."""
 
 from __future__ import annotations

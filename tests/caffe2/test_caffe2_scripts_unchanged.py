@@ -1,4 +1,4 @@
-"""Issue 12's "done means": Caffe2 code runs with no edit through ``python -m framework.caffe2``.
+"""Caffe2 code runs with no edit through ``python -m framework.caffe2``.
 
 - ``scripts/mnist_tutorial.py``: the MNIST tutorial (brew LeNet trained from a TensorProtos
   DB, net_drawer, visualize, a test net, predictor_exporter save/load).

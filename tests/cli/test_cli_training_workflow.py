@@ -1,4 +1,4 @@
-"""A day with the `framework` command (issue: no lost models, honest output): through the installed command."""
+"""A day with the `framework` command (no lost models, honest output): through the installed command."""
 
 from __future__ import annotations
 

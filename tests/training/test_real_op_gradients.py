@@ -1,4 +1,4 @@
-"""Audit of gradients and training (issue 6) with the real ops: sparse gradients of Gather through
+"""Gradients and training with the real ops: sparse gradients of Gather through
 Concat into the sparse optimizers, Caffe2's single-op registry API on real ops, inheritance of
 device/engine/arguments by real gradient ops, brew.lrn and brew.add_weight_decay."""
 
