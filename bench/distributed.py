@@ -62,7 +62,7 @@ def allreduce_rank(rounds: int) -> None:
         bucket_def.name = "buckets"
         bucket = ws.create_net(bucket_def, overwrite=True)
 
-        def raw():
+        def raw(bufs=bufs):
             for b in bufs:
                 raw_comm.Allreduce(MPI.IN_PLACE, b)
 

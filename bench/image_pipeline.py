@@ -154,7 +154,7 @@ def decode_rows(tmp: str, threads_list: list[int], rounds: int, n_images: int = 
         _, op = framework_reader(path, t, 112, 96)
         loader = torch_loader(jpegs, labels, t, 112, 96)
         med = rounds_of(
-            {"framework": op.run, "torch": lambda: next(loader)}, rounds, inner=8,
+            {"framework": op.run, "torch": lambda loader=loader: next(loader)}, rounds, inner=8,
             untimed={"torch": 2 * t}, settle=0.5,
         )  # fmt: skip
         f, p = BATCH / med["framework"], BATCH / med["torch"]

@@ -20,9 +20,9 @@ import os
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from bench.common import fmt_time, markdown_table, pin_blas_threads, time_round_robin  # noqa: E402
+from bench.common import fmt_time, markdown_table, pin_blas_threads, time_round_robin
 
 BATCH = 64
 
@@ -188,7 +188,7 @@ def numpy_nhwc(x_nchw, p):
 
 def torch_eager(x_nchw, p):
     import torch
-    import torch.nn.functional as F  # noqa: N812
+    import torch.nn.functional as F
 
     torch.set_num_threads(1)
     t = {k: torch.from_numpy(v) for k, v in p.items()}
@@ -221,7 +221,7 @@ def main() -> None:
         results[label] = get
     try:
         contenders["net NCHW"] = our_net(x, p)
-    except Exception as e:  # noqa: BLE001 - the nets layer may be mid-work
+    except Exception as e:
         print(f"(net NCHW skipped: {type(e).__name__}: {e})")
     try:
         fn, get = torch_eager(x, p)

@@ -20,13 +20,13 @@ import os
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-import gc  # noqa: E402
-import tracemalloc  # noqa: E402
-from typing import Any, Callable  # noqa: E402
+import gc
+import tracemalloc
+from typing import Any, Callable
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from bench.common import markdown_table  # noqa: E402
+from bench.common import markdown_table
 
 
 def _mlp(batch: int) -> Callable[[], Any]:

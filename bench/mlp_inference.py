@@ -20,9 +20,9 @@ import os
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from bench.common import fmt_time, markdown_table, pin_blas_threads, time_round_robin  # noqa: E402
+from bench.common import fmt_time, markdown_table, pin_blas_threads, time_round_robin
 
 DIMS = (784, 512, 512, 10)
 BATCHES = (1, 64, 1024)
@@ -111,7 +111,7 @@ def numpy_floor(x: np.ndarray, params):
 
 def torch_eager(x: np.ndarray, params):
     import torch
-    import torch.nn.functional as F  # noqa: N812
+    import torch.nn.functional as F
 
     torch.set_num_threads(1)
     xt = torch.from_numpy(x)

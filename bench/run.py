@@ -76,7 +76,7 @@ def machine_info() -> dict[str, str]:
         cfg = np.show_config(mode="dicts")
         blas = cfg.get("Build Dependencies", {}).get("blas", {})
         info["BLAS (numpy build)"] = f"{blas.get('name', '?')} {blas.get('version', '')}".strip()
-    except Exception:  # noqa: BLE001 - older numpy: no dict mode
+    except Exception:
         pass
     info["env threads"] = ", ".join(
         f"{v}={os.environ.get(v, '-')}" for v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")
@@ -246,11 +246,12 @@ class Report:
 
 
 def run_all(
-    cfg: Config = Config(), only: list[str] | None = None, memory: bool = True, log=print, keep_going: bool = True
+    cfg: Config | None = None, only: list[str] | None = None, memory: bool = True, log=print, keep_going: bool = True
 ) -> Report:
     """Run the selected benchmarks (all by default) and the memory table; return the Report.
 
     With ``keep_going`` a benchmark that raises becomes a "(failed)" row naming the error."""
+    cfg = cfg if cfg is not None else Config()
     pin_blas_threads(1)
     torch = optional(lambda: __import__("torch"))
     if torch is not None:
@@ -263,7 +264,7 @@ def run_all(
         log(f"[bench] {name} ...")
         try:
             rows += fn(cfg)
-        except Exception as e:  # noqa: BLE001 - one broken benchmark must not lose the others' figures
+        except Exception as e:
             if not keep_going:
                 raise
             log(f"[bench] {name} FAILED: {type(e).__name__}: {e}")

@@ -16,13 +16,13 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from digits_common import load_digits_split, main, train_and_evaluate  # noqa: E402
+from digits_common import load_digits_split, main, train_and_evaluate
 
-from framework import core  # noqa: E402
-from framework.caffe2.python import brew, optimizer  # noqa: E402
-from framework.caffe2.python.model_helper import ModelHelper  # noqa: E402
-from framework.proto.framework_pb2 import NetDef  # noqa: E402
-from framework.proto.io import parse_text  # noqa: E402
+from framework import core
+from framework.caffe2.python import brew, optimizer
+from framework.caffe2.python.model_helper import ModelHelper
+from framework.proto.framework_pb2 import NetDef
+from framework.proto.io import parse_text
 
 HIDDEN = (128, 64)
 BASE_LR, MOMENTUM, WEIGHT_DECAY = 0.1, 0.9, 1e-3

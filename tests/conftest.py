@@ -9,8 +9,8 @@ os.environ.setdefault("FRAMEWORK_NO_AUTO_WARMUP", "1")
 # Passes that rewrite a net through its dataflow view check the view after every rewrite (net/dataflow.py).
 os.environ.setdefault("FRAMEWORK_CHECK_DATAFLOW", "1")
 
-import pytest  # noqa: E402
-from hypothesis import HealthCheck, settings  # noqa: E402
+import pytest
+from hypothesis import HealthCheck, settings
 
 # Two hypothesis profiles. "default" (the README's test command, CI): derandomized, so every run draws the
 # examples CI drew and a failure replays on any machine, and at most DEFAULT_MAX_EXAMPLES examples a test,

@@ -212,7 +212,7 @@ def table(rows: list[dict], mem: dict | None = None) -> str:
     for r in rows:
         t = r["times"]
 
-        def ms(k):
+        def ms(k, t=t):
             return f"{t[k] * 1e3:.1f} ms" if k in t else ""
 
         line = [r["model"], str(r["batch"]), str(r["threads"]), ms("ours"), ms("ours-raw"), ms("torch"), ms("ort")]

@@ -59,7 +59,7 @@ def make_torch_net(predict_net, weights: dict[str, np.ndarray], fetch: str | Non
     """A torch.nn.Module computing ``predict_net`` (input: the net's first external input), returning
     blob ``fetch`` (default: the net's first external output)."""
     import torch
-    import torch.nn.functional as F  # noqa: N812
+    import torch.nn.functional as F
 
     class TorchNet(torch.nn.Module):
         def __init__(self) -> None:

@@ -304,7 +304,7 @@ class _Transaction:
     def __del__(self) -> None:
         try:
             self._txn.commit()
-        except Exception:  # noqa: BLE001 - a destructor cannot raise; say what was lost
+        except Exception:
             import logging
 
             logging.getLogger(__name__).exception("DB transaction: commit on release failed")

@@ -176,7 +176,7 @@ def _patch_numpy() -> None:
     numpy_sum = np.sum
 
     @functools.wraps(numpy_sum)
-    def sum(a: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: A001  (numpy's own name)
+    def sum(a: Any, *args: Any, **kwargs: Any) -> Any:
         if isinstance(a, types.GeneratorType):
             total = builtins.sum(a)
             out = kwargs.get("out", args[2] if len(args) > 2 else None)

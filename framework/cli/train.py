@@ -169,7 +169,7 @@ def main(args: argparse.Namespace) -> int:
             if (it + 1) % 10 == 0 or last:
                 rate = done / max(time.perf_counter() - t0, 1e-9)
                 metrics = _metrics(ws)
-                bar.update(it + 1, {**metrics, **{"val": v for v in val.values()}}, rate)
+                bar.update(it + 1, {**metrics, "val": val["val_accuracy"]}, rate)
                 lr = learning_rate(ws, md.train_net)
                 seconds = time.perf_counter() - t0
                 history.write(
@@ -267,7 +267,7 @@ def _metrics(ws) -> dict[str, float]:
     return out
 
 
-class _progress:
+class _progress:  # noqa: N801  (used as a function: `with _progress(...) as bar`)
     """tqdm progress bar, or plain log lines with --no-progress, when stderr is not a terminal and when
     tqdm is missing."""
 

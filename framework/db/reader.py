@@ -34,7 +34,7 @@ class DBReader:
         num_shards: int = 1,
         shard_id: int = 0,
         name: str = "",
-        open: bool = True,  # noqa: A002 (False: data only, see module doc)
+        open: bool = True,
         key: str = "",
     ):
         if num_shards < 1 or not 0 <= shard_id < num_shards:

@@ -38,7 +38,7 @@ SLACK = max(STRIDES) * max(r for r, _ in BLOCKS) + 16
 _STRIDE_INDEX = tuple(STRIDES.index(st) if st in STRIDES else -1 for st in range(max(STRIDES) + 1))
 
 
-def _variant(R: int, V: int, S: int):  # noqa: N803  (as in the module doc)
+def _variant(R: int, V: int, S: int):
     """The IR of one register block (R pixels x V vectors at stride S), emitted where the builder is."""
 
     def codegen(context, builder, signature, args):
@@ -152,7 +152,9 @@ def padded_channels(m: int, v: int) -> int:
 
 
 @_jit
-def _conv(x, wp, b, y, res, planes, taps, s, ph, pw, hq, wq, flags, i0, i1, mb0, mb1, moff, m, var, rr, vl):  # noqa: E501  # pragma: no cover
+def _conv(
+    x, wp, b, y, res, planes, taps, s, ph, pw, hq, wq, flags, i0, i1, mb0, mb1, moff, m, var, rr, vl
+):  # pragma: no cover
     """y[i, moff + mb0*vl : moff + min(mb1*vl, m)] for images i0:i1 (m the filter's rows): per image its
     zero-bordered planes (C, >= hq * wq + SLACK; only the image's cells written), then per channel
     panel (vl = V * L channels), output row and block of ``rr`` pixels of it the register block

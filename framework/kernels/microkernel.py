@@ -42,7 +42,7 @@ def _c32(v: int):
     return ir.Constant(_I32, v)
 
 
-def _make_block(R, V, PF=0):  # noqa: N803  (R, V as in the module doc)
+def _make_block(R, V, PF=0):
     """The register block intrinsic for R filter rows on V runs (see ``_block``); PF > 0: each step also
     prefetches its input row PF elements ahead (the next runs of a 1x1 conv's rows)."""
 
@@ -58,7 +58,7 @@ def _make_block(R, V, PF=0):  # noqa: N803  (R, V as in the module doc)
     return intrinsic(block)
 
 
-def _codegen(R, V, PF=0):  # noqa: N803
+def _codegen(R, V, PF=0):
     def codegen(context, builder, signature, args):
         wp_v, w0_v, pl_v, cs_v, taps_v, c_v, xo_v, y_v, yo_v, ldy_v, n_v, b_v, b0_v, rows_v, res_v, flags_v = args
         tys = signature.args
@@ -150,7 +150,9 @@ def _blocks(wp, k, xf, cstride, taps, c, xo, yf, yo, ld, n, b, m0, m1, rf, flags
 
 
 @_jit
-def _conv(x, wp, b, y, res, planes, taps, s, ph, pw, hq, wq, flags, i0, i1, m0, m1, xo, yo, n, band, moff):  # noqa: E501  # pragma: no cover
+def _conv(
+    x, wp, b, y, res, planes, taps, s, ph, pw, hq, wq, flags, i0, i1, m0, m1, xo, yo, n, band, moff
+):  # pragma: no cover
     """y[i, moff + m0:moff + m1] for images i0:i1 (m0 a multiple of R; filter rows m0:m1): per image
     the zero-bordered (phase) planes (window_kernels._direct_fill), then per band of ``band`` output
     rows, per block of R output channels, per pair of output runs (32 pixels of a row, or two rows of
@@ -223,7 +225,7 @@ def _runs(r, q, oh, ow, wq, xbase, ybase, xo, yo, n):  # pragma: no cover - comp
 
 
 @_jit
-def _depthwise(x, w, b, y, res, planes, taps, s, ph, pw, hq, wq, flags, i0, i1, xo, yo, n):  # noqa: E501  # pragma: no cover
+def _depthwise(x, w, b, y, res, planes, taps, s, ph, pw, hq, wq, flags, i0, i1, xo, yo, n):  # pragma: no cover
     """Depthwise conv (group = C = M, filter (C, 1, kh, kw) in ``w``) of images i0:i1: per image the
     zero-bordered (phase) planes of every channel (window_kernels._direct_fill), then per output
     channel its runs of up to L pixels of a row, VD at a time (``xo``/``yo``/``n`` (VD,) int64), through
@@ -252,7 +254,9 @@ def _depthwise(x, w, b, y, res, planes, taps, s, ph, pw, hq, wq, flags, i0, i1, 
 
 
 @_jit
-def _conv_wide(x, wp, b, y, res, planes, taps, s, ph, pw, hq, wq, flags, i0, i1, m0, m1, xo, yo, n, z):  # noqa: E501  # pragma: no cover
+def _conv_wide(
+    x, wp, b, y, res, planes, taps, s, ph, pw, hq, wq, flags, i0, i1, m0, m1, xo, yo, n, z
+):  # pragma: no cover
     """``_conv`` for narrow outputs (a row fills too little of a vector): runs of V*L consecutive
     positions of the *wide* output (rows of wq: the OW valid columns and the (KW-1)//s junk ones that
     the planes' row length gives) written with the bias into ``z`` (M, >= OH*wq), then the valid
@@ -284,7 +288,7 @@ def _conv_wide(x, wp, b, y, res, planes, taps, s, ph, pw, hq, wq, flags, i0, i1,
 
 
 @_jit
-def _pointwise(x, wp, b, y, res, taps, flags, i0, i1, m0, m1, xo, yo, n, band, moff, kc):  # noqa: E501  # pragma: no cover
+def _pointwise(x, wp, b, y, res, taps, flags, i0, i1, m0, m1, xo, yo, n, band, moff, kc):  # pragma: no cover
     """1x1 stride-1 unpadded conv of images i0:i1, filter rows m0:m1 (m0 a multiple of R) into
     y[:, moff + m0:moff + m1] (as ``_conv``): each image read in place as C planes of P pixels (taps =
     [0]); per band of ``band`` pixels (a multiple of V*L; see window_jit.pointwise_band), per chunk of

@@ -33,7 +33,7 @@ from google.protobuf.message import DecodeError, EncodeError
 from framework.errors import FrameworkError, SerializationError
 from framework.memory.blob import Blob
 from framework.memory.tensor import Tensor
-from framework.memory.tensor_proto import (  # noqa: F401  (tensor_to_proto/proto_* are re-exported: this module's API)
+from framework.memory.tensor_proto import (
     DT,
     RAW_DTYPES,
     TYPED_FIELDS,

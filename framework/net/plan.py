@@ -187,7 +187,7 @@ def run_step(ws: Workspace, step: ExecutionStep, state: _Plan | None = None) -> 
         for t in timers:
             try:
                 t.finish()
-            except BaseException as e:  # noqa: PERF203
+            except BaseException as e:
                 errors.append(e)
     if errors:
         raise errors[0]

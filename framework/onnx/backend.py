@@ -251,7 +251,7 @@ def load_model(model: Any) -> Any:
             raise
         except OSError as e:
             raise OnnxImportError(f"{where} cannot be read: {e}", []) from e
-        except Exception as e:  # noqa: BLE001 - protobuf's DecodeError and friends: damaged bytes
+        except Exception as e:
             raise OnnxImportError(f"{where} is not a valid ONNX model: {type(e).__name__}: {e}", []) from e
     if not isinstance(model, onnx.ModelProto):
         raise OnnxImportError(f"expected an onnx.ModelProto, a path or bytes, got {type(model).__name__}", [])
@@ -289,7 +289,7 @@ def _check_inputs(rep: Caffe2Rep, inputs: Any) -> dict:
             continue
         try:
             a = np.asarray(v)
-        except Exception as e:  # noqa: BLE001 - ragged lists and objects numpy refuses
+        except Exception as e:
             raise OnnxImportError(f"input '{k}' is not an array: {type(e).__name__}: {e}", [k]) from e
         if a.dtype == object and not all(isinstance(x, (str, bytes)) for x in a.reshape(-1)):
             kinds = sorted({type(x).__name__ for x in a.reshape(-1) if not isinstance(x, (str, bytes))})

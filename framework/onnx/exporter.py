@@ -99,7 +99,7 @@ def _try_run(ws: Workspace, op: Any) -> bool:
         with np.errstate(all="ignore"):
             ws.run_operator_once(op)
         return True
-    except Exception:  # noqa: BLE001 - it is reported as not exportable anyway
+    except Exception:
         return False
 
 

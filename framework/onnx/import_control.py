@@ -193,13 +193,13 @@ def _infer_body(ctx: ImportContext, graph: Any) -> None:
             continue
         try:
             elem = helper.np_dtype_to_tensor_dtype(dt) if dt is not None else 0
-        except Exception:  # noqa: BLE001 - a type onnx cannot name: leave it unknown
+        except Exception:
             elem = 0
         g.input.append(helper.make_tensor_value_info(name, elem, list(shape) if shape is not None else None))
     opsets = [helper.make_opsetid("" if d == "ai.onnx" else d, v) for d, v in getattr(ctx, "opset_imports", {}).items()]
     try:
         inferred = infer_shapes(helper.make_model(g, opset_imports=opsets))
-    except Exception:  # noqa: BLE001 - inference is a help, not a requirement
+    except Exception:
         return
     for vi in list(inferred.graph.value_info) + list(inferred.graph.output):
         tt = vi.type.tensor_type if vi.type.HasField("tensor_type") else None
@@ -209,7 +209,7 @@ def _infer_body(ctx: ImportContext, graph: Any) -> None:
             shape = tuple(int(d.dim_value) for d in tt.shape.dim)
             try:
                 dt = np.dtype(helper.tensor_dtype_to_np_dtype(tt.elem_type))
-            except Exception:  # noqa: BLE001
+            except Exception:
                 dt = None
             _bind(ctx, vi.name, shape, dt)
 

@@ -24,7 +24,7 @@ def _out_type(node: Node, default: int = 1) -> np.dtype:
 
     try:
         return np.dtype(helper.tensor_dtype_to_np_dtype(int(node.attr("output_datatype", default))))
-    except Exception as e:  # noqa: BLE001 - bfloat16 etc.
+    except Exception as e:
         raise Unsupported(f"output_datatype {node.attr('output_datatype')}") from e
 
 

@@ -43,7 +43,7 @@ def _gradient(ctx: ImportContext, node: Node) -> None:
         ops, grads = get_backward_pass(list(ctx.ops), [y])
     except FrameworkError as e:
         raise Unsupported(f"no gradient: {e}") from None
-    for x, out in zip(xs, node.outputs):
+    for x in xs:
         g = grads.get(x)
         if not isinstance(g, str):
             raise Unsupported(f"no dense gradient reaches '{x}'")

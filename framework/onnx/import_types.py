@@ -41,7 +41,7 @@ def _cast(ctx: ImportContext, node: Node) -> None:
 
     try:
         dst = np.dtype(helper.tensor_dtype_to_np_dtype(int(node.attr("to"))))
-    except Exception as e:  # noqa: BLE001 - a type onnx itself has no numpy type for
+    except Exception as e:
         raise Unsupported(f"target type {node.attr('to')}") from e
     emit_cast(ctx, node.input(0), node.outputs[0], dst, node.attr("saturate", 1), node.attr("round_mode", "up"))
 
@@ -61,7 +61,7 @@ def _bitcast(ctx: ImportContext, node: Node) -> None:
     src = ctx.dtype(node.input(0))
     try:
         dst = np.dtype(helper.tensor_dtype_to_np_dtype(int(node.attr("to"))))
-    except Exception as e:  # noqa: BLE001 - a type onnx itself has no numpy type for
+    except Exception as e:
         raise Unsupported(f"target type {node.attr('to')}") from e
     if src is None or src.kind in "OSU" or dst.kind in "OSU" or src.itemsize != dst.itemsize:
         raise Unsupported(f"bit-cast {src} -> {dst}")

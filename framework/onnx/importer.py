@@ -160,7 +160,7 @@ def _specialize(model: Any, feeds: dict[str, np.ndarray], value_inputs: Any = ()
             m.graph.initializer.append(numpy_helper.from_array(v, vi.name))
         try:
             elem = helper.np_dtype_to_tensor_dtype(v.dtype)
-        except Exception:  # noqa: BLE001 - keep the declared type
+        except Exception:
             m.graph.input.append(vi)
             continue
         m.graph.input.append(helper.make_tensor_value_info(vi.name, elem, list(v.shape)))
@@ -185,7 +185,7 @@ def _value_infos(model: Any) -> tuple[dict, dict]:
             continue
         try:
             types[vi.name] = np.dtype(helper.tensor_dtype_to_np_dtype(tt.elem_type))
-        except Exception:  # noqa: BLE001 - float8/int4 etc.: no numpy dtype, stays unknown
+        except Exception:
             continue
         if tt.HasField("shape") and all(d.HasField("dim_value") for d in tt.shape.dim):
             shapes[vi.name] = tuple(int(d.dim_value) for d in tt.shape.dim)
@@ -241,7 +241,7 @@ def _infer_emitted(ctx: ImportContext, ops: Sequence[OperatorDef]) -> None:
                  for b in op.input]  # fmt: skip
         try:
             outs = infer_op(op, specs)
-        except Exception:  # noqa: BLE001 - unknown stays unknown
+        except Exception:
             continue
         for b, spec in zip(op.output, outs):
             if spec is None:
@@ -273,7 +273,7 @@ def _fold(ctx: ImportContext, node: "Node", start: int) -> None:
             for op in ops:
                 ws.run_operator_once(op)
         values = {o: ws.fetch_blob(o) for o in node.outputs if o}
-    except Exception:  # noqa: BLE001 - left to run time, where the error is the user's to see
+    except Exception:
         return
     if not all(isinstance(v, np.ndarray) for v in values.values()):  # sequences, optionals: run time
         return

@@ -75,4 +75,4 @@ def test_core_workspace_is_the_workspace_module():
     import pytest
 
     with pytest.raises(AttributeError, match="no_such_thing"):
-        core.no_such_thing  # noqa: B018
+        core.no_such_thing

@@ -72,7 +72,7 @@ def test_threads_do_not_see_each_other():
                 barrier.wait()
                 for _ in range(200):
                     assert Scope.current() is mine
-        except Exception as e:  # noqa: BLE001 - reported below
+        except Exception as e:
             errors.append(e)
 
     threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from framework import core, workspace
-from framework.caffe2 import c_extension as C  # noqa: N812
+from framework.caffe2 import c_extension as C
 from framework.errors import FrameworkError
 from framework.memory.workspace import Workspace
 from framework.net.api import run_operator_once

@@ -175,7 +175,7 @@ def test_sparse_lookup_trains_only_the_rows_it_reads():
     """Its gradient is sparse: Adagrad via the default optimizer touches only looked-up rows."""
     from framework.caffe2.python import optimizer
 
-    AdagradOptimizer = optimizer.AdagradOptimizer  # noqa: N806
+    AdagradOptimizer = optimizer.AdagradOptimizer
     m = new_model(schema.Struct(("f", schema.List(ids()))))
     m.default_optimizer = AdagradOptimizer(alpha=0.5)
     emb = m.SparseLookup(m.input_feature_schema.f, [2], "Sum")

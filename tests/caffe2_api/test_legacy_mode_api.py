@@ -215,7 +215,7 @@ def test_disable_restores_every_name():
     with pytest.raises(TypeError):
         settings(timeout=1)
     with pytest.raises(AttributeError):
-        np.asscalar  # noqa: B018
+        np.asscalar
 
 
 def _run(code, **env):

@@ -57,7 +57,7 @@ def _brute_force_usage(ranges):
     n = len(ranges)
     for labels in itertools.product(range(n), repeat=n):
         chains = {}
-        for (name, r), lab in zip(ranges, labels):
+        for (_, r), lab in zip(ranges, labels):
             chains.setdefault(lab, []).append(r)
         ok = all(
             all(a.used < b.defined for a, b in zip(c, c[1:]))

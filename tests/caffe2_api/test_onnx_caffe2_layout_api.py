@@ -139,7 +139,7 @@ def test_onnx_workspace_is_private_and_switches_back():
     ws.FeedBlob("only_here", np.ones(2, np.float32))
     assert ws.HasBlob("only_here") and not workspace.HasBlob("only_here")
     assert workspace.CurrentWorkspace() == before
-    with pytest.raises(Exception):
+    with pytest.raises(RuntimeError, match="missing_blob"):
         ws.FetchBlob("missing_blob")
     assert workspace.CurrentWorkspace() == before
 

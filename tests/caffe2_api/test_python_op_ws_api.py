@@ -6,7 +6,7 @@ holds existing blobs only (``ws.create_blob`` makes one)."""
 import numpy as np
 
 from framework import core, workspace
-from framework.caffe2 import c_extension as C  # noqa: N812
+from framework.caffe2 import c_extension as C
 
 
 def test_blobs_mapping_in_default_workspace():

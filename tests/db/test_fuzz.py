@@ -147,7 +147,7 @@ def test_random_protodb_files(tmp_path, data):
     path.write_bytes(data)
     try:
         with open_db("protodb", str(path), Mode.READ) as db:
-            for key, value in db.cursor():
+            for _, value in db.cursor():
                 TensorProto.FromString(value)
     except FrameworkError as e:
         assert str(path) in str(e)

@@ -9,12 +9,12 @@ import pytest
 pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 
-from framework.core import CreateOperator  # noqa: E402
-from framework.memory.workspace import Workspace  # noqa: E402
-from framework.onnx import exportable_op_types  # noqa: E402
-from framework.proto.framework_pb2 import NetDef  # noqa: E402
-from tests.interop_onnx.export_cases import ALIASES, CASES  # noqa: E402
-from tests.interop_onnx.helpers import check_export  # noqa: E402
+from framework.core import CreateOperator
+from framework.memory.workspace import Workspace
+from framework.onnx import exportable_op_types
+from framework.proto.framework_pb2 import NetDef
+from tests.interop_onnx.export_cases import ALIASES, CASES
+from tests.interop_onnx.helpers import check_export
 
 SEEDS = range(6)
 

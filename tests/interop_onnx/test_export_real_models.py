@@ -9,9 +9,9 @@ import pytest
 pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 
-from bench.real_models import BUILDERS, build  # noqa: E402
-from framework.memory.workspace import Workspace  # noqa: E402
-from tests.interop_onnx.helpers import check_export  # noqa: E402
+from bench.real_models import BUILDERS, build
+from framework.memory.workspace import Workspace
+from tests.interop_onnx.helpers import check_export
 
 
 @pytest.mark.slow

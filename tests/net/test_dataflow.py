@@ -226,7 +226,7 @@ class _Checked(DataFlow):
 
 for _name in ("delete", "insert", "replace", "move"):
 
-    def _checked(self, *a, _f=getattr(DataFlow, _name)):
+    def _checked(self, *a, _f=DataFlow.__dict__[_name]):
         _f(self, *a)
         self.check()
 

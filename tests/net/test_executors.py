@@ -145,7 +145,7 @@ def test_separate_workspaces_run_concurrently():
     def run(n):
         try:
             n.run()
-        except Exception as e:  # noqa: BLE001  (reported below)
+        except Exception as e:
             errors.append(e)
 
     threads = [threading.Thread(target=run, args=(n,)) for n in nets]

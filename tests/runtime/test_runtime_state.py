@@ -78,7 +78,7 @@ def test_a_failing_run_restores_blas_too(fake_blas):
     n = core.Net("bad")
     n.Python(lambda inputs, outputs: 1 / 0)([], [])
     net = ws.create_net(n)
-    with pytest.raises(Exception):
+    with pytest.raises(ZeroDivisionError):
         net.run()
     assert fake_blas.n == 4 and RUNTIME._depth == 0
 

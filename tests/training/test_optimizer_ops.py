@@ -88,7 +88,7 @@ def test_adagrad(shape, seed, decay, wd):
         kw["weight_decay"] = wd
     for outs in (["p2", "h2"], ["p", "h"], ["p2", "h2", "e"], ["p", "h", "e", "u"]):
         op = CreateOperator("Adagrad", ["p", "h", "g", "lr"], outs, **kw)
-        assert_reference_checks(op, [p, h, g, lr], lambda *a, n=len(outs): ref(*a)[:n])
+        assert_reference_checks(op, [p, h, g, lr], lambda *a, outs=outs: ref(*a)[: len(outs)])
 
 
 @SMALL

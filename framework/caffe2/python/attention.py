@@ -70,7 +70,7 @@ def _calc_attention_logits_from_sum_match(model, summed, encoder_output_dim, sco
     return brew.transpose(model, logits, s(scope, "attention_logits_transposed"), axes=[1, 0, 2])
 
 
-def _apply_fc_weight_for_sum_match(model, input, dim_in, dim_out, scope, name):  # noqa: A002
+def _apply_fc_weight_for_sum_match(model, input, dim_in, dim_out, scope, name):
     out = brew.fc(model, input, s(scope, name), dim_in=dim_in, dim_out=dim_out, axis=2)
     return model.net.Squeeze(out, out, dims=[0])
 

@@ -79,7 +79,7 @@ def arg_scope(helpers: Any, **kwargs: Any) -> Iterator[None]:
         _SCOPES.pop()
 
 
-def Register(helper: Callable[..., Any]) -> Callable[..., Any]:  # noqa: N802
+def Register(helper: Callable[..., Any]) -> Callable[..., Any]:
     """Add a custom helper ``f(model, ...)``; it gets the same scope handling. A name already taken
     raises AttributeError (Caffe2)."""
     if helper.__name__ in _HELPERS:
@@ -191,8 +191,8 @@ def fc(
     dim_out: int,
     weight_init: Any = None,
     bias_init: Any = None,
-    WeightInitializer: Any = None,  # noqa: N803
-    BiasInitializer: Any = None,  # noqa: N803
+    WeightInitializer: Any = None,
+    BiasInitializer: Any = None,
     **kwargs: Any,
 ) -> Any:
     """Fully connected: ``Y = X W^T + b`` with ``<out>_w`` [dim_out, dim_in] and ``<out>_b`` [dim_out]
@@ -222,8 +222,8 @@ def conv(
     kernel: Any,
     weight_init: Any = None,
     bias_init: Any = None,
-    WeightInitializer: Any = None,  # noqa: N803
-    BiasInitializer: Any = None,  # noqa: N803
+    WeightInitializer: Any = None,
+    BiasInitializer: Any = None,
     group: int = 1,
     transform_inputs: Callable | None = None,
     order: str = "NCHW",
@@ -359,7 +359,7 @@ def concat(model: ModelHelper, blobs_in: Sequence[Any], blob_out: Any, **kwargs:
 
 
 @_helper
-def sum(model: ModelHelper, blob_in: Sequence[Any], blob_out: Any, **kwargs: Any) -> Any:  # noqa: A001
+def sum(model: ModelHelper, blob_in: Sequence[Any], blob_out: Any, **kwargs: Any) -> Any:
     return _op(model.net, "Sum", list(blob_in), blob_out, **kwargs)
 
 
@@ -377,7 +377,7 @@ def accuracy(model: ModelHelper, blob_in: Sequence[Any], blob_out: Any, **kwargs
 
 
 @_helper
-def iter(model: ModelHelper, blob_out: Any, **kwargs: Any) -> Any:  # noqa: A001
+def iter(model: ModelHelper, blob_out: Any, **kwargs: Any) -> Any:
     """An int64 counter: created at 0 in the init net, incremented by ``Iter`` each run."""
     kwargs.pop("device_option", None)
     kwargs = {k: v for k, v in kwargs.items() if k not in _SCOPE_KEYS}

@@ -36,10 +36,10 @@ def spatial_gn(
     dim_in: int,
     init_scale: float = 1.0,
     init_bias: float = 0.0,
-    ScaleInitializer: Any = None,  # noqa: N803
-    BiasInitializer: Any = None,  # noqa: N803
-    RunningMeanInitializer: Any = None,  # noqa: N803
-    RunningVarianceInitializer: Any = None,  # noqa: N803
+    ScaleInitializer: Any = None,
+    BiasInitializer: Any = None,
+    RunningMeanInitializer: Any = None,
+    RunningVarianceInitializer: Any = None,
     order: str = "NCHW",
     **kwargs: Any,
 ) -> Any:
@@ -87,8 +87,8 @@ def moments_with_running_stats(
     blob_in: Any,
     blob_out: Any,
     dim_in: int,
-    RunningMeanInitializer: Any = None,  # noqa: N803
-    RunningVarianceInitializer: Any = None,  # noqa: N803
+    RunningMeanInitializer: Any = None,
+    RunningVarianceInitializer: Any = None,
     order: str = "NCHW",
     **kwargs: Any,
 ) -> Any:
@@ -146,8 +146,8 @@ def conv_nd(
     kernel: Sequence[int],
     weight_init: Any = None,
     bias_init: Any = None,
-    WeightInitializer: Any = None,  # noqa: N803
-    BiasInitializer: Any = None,  # noqa: N803
+    WeightInitializer: Any = None,
+    BiasInitializer: Any = None,
     group: int = 1,
     transform_inputs: Any = None,
     order: str = "NCHW",

@@ -102,7 +102,7 @@ class JobRunner:
                 manager.report_checkpoint_stats("checkpoint_save")
             else:
                 logger.warning("Checkpoint files cannot be accessed!")
-        except Exception as ex:  # noqa: BLE001 - a lost checkpoint must not stop training (Caffe2's contract)
+        except Exception as ex:
             logger.warning("Unable to write checkpoint for epoch %s. Error=%s", epoch, ex)
 
 

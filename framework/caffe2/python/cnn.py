@@ -53,99 +53,99 @@ class CNNModelHelper(ModelHelper):
             kw["ws_nbytes_limit"] = self.ws_nbytes_limit
         return kw
 
-    def PadImage(self, blob_in: Any, blob_out: Any, **kwargs: Any) -> None:  # noqa: N802
+    def PadImage(self, blob_in: Any, blob_out: Any, **kwargs: Any) -> None:
         self.net.PadImage(blob_in, blob_out, **kwargs)
 
-    def ConvNd(self, *args: Any, **kwargs: Any) -> Any:  # noqa: N802
+    def ConvNd(self, *args: Any, **kwargs: Any) -> Any:
         return brew.conv_nd(self, *args, order=self.order, **self._cudnn(), **kwargs)
 
-    def Conv(self, *args: Any, **kwargs: Any) -> Any:  # noqa: N802
+    def Conv(self, *args: Any, **kwargs: Any) -> Any:
         return brew.conv(self, *args, order=self.order, **self._cudnn(), **kwargs)
 
-    def ConvTranspose(self, *args: Any, **kwargs: Any) -> Any:  # noqa: N802
+    def ConvTranspose(self, *args: Any, **kwargs: Any) -> Any:
         return brew.conv_transpose(self, *args, order=self.order, **self._cudnn(), **kwargs)
 
-    def GroupConv(self, *args: Any, **kwargs: Any) -> Any:  # noqa: N802
+    def GroupConv(self, *args: Any, **kwargs: Any) -> Any:
         return brew.group_conv(self, *args, order=self.order, **self._cudnn(), **kwargs)
 
-    def GroupConv_Deprecated(self, *args: Any, **kwargs: Any) -> Any:  # noqa: N802
+    def GroupConv_Deprecated(self, *args: Any, **kwargs: Any) -> Any:
         return brew.group_conv_deprecated(self, *args, order=self.order, **self._cudnn(), **kwargs)
 
-    def FC(self, *args: Any, **kwargs: Any) -> Any:  # noqa: N802
+    def FC(self, *args: Any, **kwargs: Any) -> Any:
         return brew.fc(self, *args, **kwargs)
 
-    def Dropout(self, *args: Any, **kwargs: Any) -> Any:  # noqa: N802
+    def Dropout(self, *args: Any, **kwargs: Any) -> Any:
         return brew.dropout(self, *args, order=self.order, use_cudnn=self.use_cudnn, **kwargs)
 
-    def LRN(self, *args: Any, **kwargs: Any) -> Any:  # noqa: N802
+    def LRN(self, *args: Any, **kwargs: Any) -> Any:
         return brew.lrn(self, *args, order=self.order, use_cudnn=self.use_cudnn, **kwargs)
 
-    def Softmax(self, *args: Any, **kwargs: Any) -> Any:  # noqa: N802
+    def Softmax(self, *args: Any, **kwargs: Any) -> Any:
         return brew.softmax(self, *args, use_cudnn=self.use_cudnn, **kwargs)
 
-    def SpatialBN(self, *args: Any, **kwargs: Any) -> Any:  # noqa: N802
+    def SpatialBN(self, *args: Any, **kwargs: Any) -> Any:
         return brew.spatial_bn(self, *args, order=self.order, **kwargs)
 
-    def SpatialGN(self, *args: Any, **kwargs: Any) -> Any:  # noqa: N802
+    def SpatialGN(self, *args: Any, **kwargs: Any) -> Any:
         return brew.spatial_gn(self, *args, order=self.order, **kwargs)
 
-    def InstanceNorm(self, *args: Any, **kwargs: Any) -> Any:  # noqa: N802
+    def InstanceNorm(self, *args: Any, **kwargs: Any) -> Any:
         return brew.instance_norm(self, *args, order=self.order, **kwargs)
 
-    def Relu(self, *args: Any, **kwargs: Any) -> Any:  # noqa: N802
+    def Relu(self, *args: Any, **kwargs: Any) -> Any:
         return brew.relu(self, *args, order=self.order, use_cudnn=self.use_cudnn, **kwargs)
 
-    def PRelu(self, *args: Any, **kwargs: Any) -> Any:  # noqa: N802
+    def PRelu(self, *args: Any, **kwargs: Any) -> Any:
         return brew.prelu(self, *args, **kwargs)
 
-    def Concat(self, *args: Any, **kwargs: Any) -> Any:  # noqa: N802
+    def Concat(self, *args: Any, **kwargs: Any) -> Any:
         return brew.concat(self, *args, order=self.order, **kwargs)
 
-    def DepthConcat(self, *args: Any, **kwargs: Any) -> Any:  # noqa: N802
+    def DepthConcat(self, *args: Any, **kwargs: Any) -> Any:
         return brew.depth_concat(self, *args, order=self.order, **kwargs)
 
-    def Sum(self, *args: Any, **kwargs: Any) -> Any:  # noqa: N802
+    def Sum(self, *args: Any, **kwargs: Any) -> Any:
         return brew.sum(self, *args, **kwargs)
 
-    def Transpose(self, *args: Any, **kwargs: Any) -> Any:  # noqa: N802
+    def Transpose(self, *args: Any, **kwargs: Any) -> Any:
         return brew.transpose(self, *args, use_cudnn=self.use_cudnn, **kwargs)
 
-    def Iter(self, *args: Any, **kwargs: Any) -> Any:  # noqa: N802
+    def Iter(self, *args: Any, **kwargs: Any) -> Any:
         return brew.iter(self, *args, **kwargs)
 
-    def Accuracy(self, *args: Any, **kwargs: Any) -> Any:  # noqa: N802
+    def Accuracy(self, *args: Any, **kwargs: Any) -> Any:
         return brew.accuracy(self, *args, **kwargs)
 
-    def MaxPool(self, *args: Any, **kwargs: Any) -> Any:  # noqa: N802
+    def MaxPool(self, *args: Any, **kwargs: Any) -> Any:
         return brew.max_pool(self, *args, use_cudnn=self.use_cudnn, order=self.order, **kwargs)
 
-    def AveragePool(self, *args: Any, **kwargs: Any) -> Any:  # noqa: N802
+    def AveragePool(self, *args: Any, **kwargs: Any) -> Any:
         return brew.average_pool(self, *args, use_cudnn=self.use_cudnn, order=self.order, **kwargs)
 
     @property
-    def XavierInit(self) -> tuple:  # noqa: N802
+    def XavierInit(self) -> tuple:
         return ("XavierFill", {})
 
-    def ConstantInit(self, value: float) -> tuple:  # noqa: N802
+    def ConstantInit(self, value: float) -> tuple:
         return ("ConstantFill", {"value": value})
 
     @property
-    def MSRAInit(self) -> tuple:  # noqa: N802
+    def MSRAInit(self) -> tuple:
         return ("MSRAFill", {})
 
     @property
-    def ZeroInit(self) -> tuple:  # noqa: N802
+    def ZeroInit(self) -> tuple:
         return ("ConstantFill", {})
 
-    def AddWeightDecay(self, weight_decay: float) -> None:  # noqa: N802
+    def AddWeightDecay(self, weight_decay: float) -> None:
         return brew.add_weight_decay(self, weight_decay)
 
     @property
-    def CPU(self) -> Any:  # noqa: N802
+    def CPU(self) -> Any:
         return caffe2_pb2.DeviceOption(device_type=caffe2_pb2.CPU)
 
     @property
-    def GPU(self, gpu_id: int = 0) -> Any:  # noqa: N802
+    def GPU(self, gpu_id: int = 0) -> Any:
         from framework import workspace
 
         return caffe2_pb2.DeviceOption(device_type=workspace.GpuDeviceType, device_id=gpu_id)

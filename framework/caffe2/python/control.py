@@ -78,7 +78,7 @@ def _step(name: str, items: Any, **kw: Any) -> Any:
     return core.execution_step(name, items, **kw)
 
 
-def GetConditionBlobFromNet(condition_net: Any) -> Any:  # noqa: N802
+def GetConditionBlobFromNet(condition_net: Any) -> Any:
     """The condition blob: the last external output of the net (a single bool)."""
     outs = condition_net.Proto().external_output
     if not outs:
@@ -86,7 +86,7 @@ def GetConditionBlobFromNet(condition_net: Any) -> Any:  # noqa: N802
     return core.BlobReference(outs[-1])
 
 
-def BoolNet(*blobs_with_bool_value: Any) -> Any:  # noqa: N802
+def BoolNet(*blobs_with_bool_value: Any) -> Any:
     """A net assigning constant bool values to blobs: BoolNet((blob, value), ...)."""
     net = core.Net("bool_net")
     for blob, value in _make_list(blobs_with_bool_value):
@@ -95,7 +95,7 @@ def BoolNet(*blobs_with_bool_value: Any) -> Any:  # noqa: N802
     return net
 
 
-def NotNet(condition_blob_or_net: Any) -> tuple[Any, Any]:  # noqa: N802
+def NotNet(condition_blob_or_net: Any) -> tuple[Any, Any]:
     """(net computing Not of the condition, its output blob)."""
     cond = (
         GetConditionBlobFromNet(condition_blob_or_net)
@@ -115,7 +115,7 @@ def _copy_condition_net(condition_blob: Any) -> tuple[Any, Any]:
     return net, out
 
 
-def MergeConditionNets(name: str, condition_nets: Any, relation: str) -> Any:  # noqa: N802
+def MergeConditionNets(name: str, condition_nets: Any, relation: str) -> Any:
     """One net running all condition nets, its last output their And/Or."""
     if not isinstance(condition_nets, list):
         return condition_nets
@@ -133,7 +133,7 @@ def MergeConditionNets(name: str, condition_nets: Any, relation: str) -> Any:  #
     return merged
 
 
-def CombineConditions(name: str, condition_nets: Any, relation: str) -> Any:  # noqa: N802
+def CombineConditions(name: str, condition_nets: Any, relation: str) -> Any:
     """A net combining (And/Or) the condition blobs of nets without running their bodies."""
     if not condition_nets:
         return None
@@ -150,7 +150,7 @@ def CombineConditions(name: str, condition_nets: Any, relation: str) -> Any:  # 
     return combined
 
 
-def Do(name: str, *nets_or_steps: Any) -> Any:  # noqa: N802
+def Do(name: str, *nets_or_steps: Any) -> Any:
     """Execute the sequence of nets or steps once."""
     items = _make_list(nets_or_steps)
     if len(items) == 1 and isinstance(items[0], core.ExecutionStep):
@@ -158,7 +158,7 @@ def Do(name: str, *nets_or_steps: Any) -> Any:  # noqa: N802
     return _step(_next_step_name("Do", name), items)
 
 
-def DoParallel(name: str, *nets_or_steps: Any) -> Any:  # noqa: N802
+def DoParallel(name: str, *nets_or_steps: Any) -> Any:
     """Execute the nets or steps in parallel, waiting for all of them to finish."""
     items = _make_list(nets_or_steps)
     if len(items) == 1 and isinstance(items[0], core.ExecutionStep):
@@ -195,7 +195,7 @@ def _run_once_if_not(name: str, cond: Any, nets_or_steps: Any) -> Any:
     return _step(_next_step_name("_RunOnceIfNot", name), nets_or_steps, should_stop_blob=cond_blob, only_once=True)
 
 
-def For(name: str, nets_or_steps: Any, iter_num: int) -> Any:  # noqa: N802
+def For(name: str, nets_or_steps: Any, iter_num: int) -> Any:
     """Execute nets_or_steps iter_num times."""
     init_net = core.Net("init-net")
     counter = init_net.CreateCounter([], init_count=iter_num)
@@ -205,7 +205,7 @@ def For(name: str, nets_or_steps: Any, iter_num: int) -> Any:  # noqa: N802
     return Do(name + "/For", Do(name + "/For-init-net", init_net), body)
 
 
-def While(name: str, condition_blob_or_net: Any, nets_or_steps: Any) -> Any:  # noqa: N802
+def While(name: str, condition_blob_or_net: Any, nets_or_steps: Any) -> Any:
     """Execute nets_or_steps while the condition is true (checked before each pass)."""
     nets_or_steps, stop = _with_negated_condition(condition_blob_or_net, nets_or_steps)
 
@@ -217,7 +217,7 @@ def While(name: str, condition_blob_or_net: Any, nets_or_steps: Any) -> Any:  # 
     return while_step("While")
 
 
-def Until(name: str, condition_blob_or_net: Any, nets_or_steps: Any) -> Any:  # noqa: N802
+def Until(name: str, condition_blob_or_net: Any, nets_or_steps: Any) -> Any:
     """Execute nets_or_steps until the condition is true."""
     if isinstance(condition_blob_or_net, core.Net):
         stop = GetConditionBlobFromNet(condition_blob_or_net)
@@ -227,7 +227,7 @@ def Until(name: str, condition_blob_or_net: Any, nets_or_steps: Any) -> Any:  # 
     return _step(_next_step_name("Until", name), nets_or_steps, should_stop_blob=stop)
 
 
-def DoWhile(name: str, condition_blob_or_net: Any, nets_or_steps: Any) -> Any:  # noqa: N802
+def DoWhile(name: str, condition_blob_or_net: Any, nets_or_steps: Any) -> Any:
     """Execute nets_or_steps, then repeat while the condition is true."""
     not_net, stop = NotNet(condition_blob_or_net)
     if isinstance(condition_blob_or_net, core.Net):
@@ -238,7 +238,7 @@ def DoWhile(name: str, condition_blob_or_net: Any, nets_or_steps: Any) -> Any:  
     return Do(name + "/DoWhile", BoolNet((stop, False)), inner)
 
 
-def DoUntil(name: str, condition_blob_or_net: Any, nets_or_steps: Any) -> Any:  # noqa: N802
+def DoUntil(name: str, condition_blob_or_net: Any, nets_or_steps: Any) -> Any:
     """Execute nets_or_steps, then repeat until the condition is true."""
     if not isinstance(condition_blob_or_net, core.Net):
         stop = core.BlobReference(str(condition_blob_or_net))
@@ -249,13 +249,13 @@ def DoUntil(name: str, condition_blob_or_net: Any, nets_or_steps: Any) -> Any:  
     return Do(name + "/DoUntil", BoolNet((stop, False)), inner)
 
 
-def Switch(name: str, *conditions: Any) -> Any:  # noqa: N802
+def Switch(name: str, *conditions: Any) -> Any:
     """Execute every (condition, nets_or_steps) pair whose condition is true."""
     conds = _make_list(conditions)
     return _step(_next_step_name("Switch", name), [_run_once_if(name + "/Switch", c, s) for c, s in conds])
 
 
-def SwitchNot(name: str, *conditions: Any) -> Any:  # noqa: N802
+def SwitchNot(name: str, *conditions: Any) -> Any:
     """Execute every pair whose condition is false."""
     conds = _make_list(conditions)
     return _step(_next_step_name("SwitchNot", name), [_run_once_if_not(name + "/SwitchNot", c, s) for c, s in conds])
@@ -273,14 +273,14 @@ def _if_else(kind: str, name: str, cond: Any, true_steps: Any, false_steps: Any,
     )
 
 
-def If(name: str, condition_blob_or_net: Any, true_nets_or_steps: Any, false_nets_or_steps: Any = None) -> Any:  # noqa: N802
+def If(name: str, condition_blob_or_net: Any, true_nets_or_steps: Any, false_nets_or_steps: Any = None) -> Any:
     """Run true_nets_or_steps if the condition holds, else false_nets_or_steps."""
     return _if_else(
         "If", name, condition_blob_or_net, true_nets_or_steps, false_nets_or_steps, _run_once_if, _run_once_if_not
     )
 
 
-def IfNot(name: str, condition_blob_or_net: Any, true_nets_or_steps: Any, false_nets_or_steps: Any = None) -> Any:  # noqa: N802
+def IfNot(name: str, condition_blob_or_net: Any, true_nets_or_steps: Any, false_nets_or_steps: Any = None) -> Any:
     """Run true_nets_or_steps if the condition is false, else false_nets_or_steps."""
     return _if_else(
         "IfNot", name, condition_blob_or_net, true_nets_or_steps, false_nets_or_steps, _run_once_if_not, _run_once_if

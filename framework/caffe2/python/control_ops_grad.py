@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from framework.net.accumulation import rename_grad_output
-from framework.ops.control.grad import dedupe_g_output  # noqa: F401  (Caffe2 name)
+from framework.ops.control.grad import dedupe_g_output
 from framework.ops.gradient import get_gradient_for_op
 
 __all__ = [

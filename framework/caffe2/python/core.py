@@ -22,7 +22,7 @@ import sys
 from typing import Any, Iterable
 
 # ``core.C``: Caffe2's extension module (build flags, registered DBs...), as core imports it.
-from framework.caffe2 import c_extension as C  # noqa: F401, N812
+from framework.caffe2 import c_extension as C  # noqa: F401
 from framework.proto.args import make_argument
 from framework.proto.framework_pb2 import DeviceOption as _DeviceOptionProto
 from framework.proto.framework_pb2 import OperatorDef, TensorProto
@@ -39,7 +39,7 @@ def DeviceOption(
     numa_node_id: int | None = None,
     extra_info: Iterable[str] | None = None,
     cuda_gpu_id: int | None = None,
-) -> _DeviceOptionProto:  # noqa: N802
+) -> _DeviceOptionProto:
     """A DeviceOption proto (``cuda_gpu_id`` is the 2018 name of ``device_id``)."""
     opt = _DeviceOptionProto(device_type=device_type)
     gpu = cuda_gpu_id if cuda_gpu_id is not None else device_id
@@ -68,7 +68,7 @@ def _names(x: Any, scoped: bool = False) -> list[str]:
     return [str(v) for v in out]
 
 
-def CreateOperator(  # noqa: N802
+def CreateOperator(
     operator_type: str,
     inputs: Any,
     outputs: Any,
@@ -153,7 +153,7 @@ class GradientRegistry(_GradientRegistry):
     """Caffe2's GradientRegistry (makers registered here are shared with the net layer's)."""
 
     @classmethod
-    def GetBackwardPass(  # noqa: N802
+    def GetBackwardPass(
         cls, operators: Iterable[OperatorDef], ys: Any, ys_generate_gradient: bool = False
     ) -> tuple[list[OperatorDef], dict[BlobReference, Any]]:
         """(gradient ops, {blob: gradient}) with BlobReferences as Caffe2 returns them (blobs
@@ -182,7 +182,7 @@ def to_execution_step(step_or_nets: Any, default_name: str | None = None) -> Exe
 _GLOBAL_INIT_ARGS: list[str] = []
 
 
-def GlobalInit(args: Any) -> bool:  # noqa: N802
+def GlobalInit(args: Any) -> bool:
     """Caffe2's core.GlobalInit(["prog", "--flag=value", ...]): flags are recorded (GetGlobalInitArgs)
     and otherwise ignored; they tune Caffe2's C++ runtime."""
     from framework import workspace
@@ -193,11 +193,11 @@ def GlobalInit(args: Any) -> bool:  # noqa: N802
     return workspace.GlobalInit(args)
 
 
-def GetGlobalInitArgs() -> list[str]:  # noqa: N802
+def GetGlobalInitArgs() -> list[str]:
     return list(_GLOBAL_INIT_ARGS)
 
 
-def RefreshRegisteredOperators(trigger_lazy: bool = True) -> None:  # noqa: N802
+def RefreshRegisteredOperators(trigger_lazy: bool = True) -> None:
     """The registry is read directly, so nothing is refreshed; with ``trigger_lazy`` the deferred work of
     ``caffe2.python.lazy`` runs (``lazy_dyndep`` libraries), as in Caffe2."""
     if trigger_lazy:
@@ -211,24 +211,24 @@ def RefreshRegisteredOperators(trigger_lazy: bool = True) -> None:  # noqa: N802
 _ENGINE_PREF: dict[str, Any] = {"per_op": {}, "global": {}}
 
 
-def SetPerOpEnginePref(op_engine_pref: dict) -> None:  # noqa: N802
+def SetPerOpEnginePref(op_engine_pref: dict) -> None:
     _ENGINE_PREF["per_op"] = dict(op_engine_pref)
 
 
-def SetGlobalEnginePref(global_engine_pref: dict) -> None:  # noqa: N802
+def SetGlobalEnginePref(global_engine_pref: dict) -> None:
     _ENGINE_PREF["global"] = dict(global_engine_pref)
 
 
-def SetEnginePref(per_op_engine_pref: dict, global_engine_pref: dict) -> None:  # noqa: N802
+def SetEnginePref(per_op_engine_pref: dict, global_engine_pref: dict) -> None:
     SetPerOpEnginePref(per_op_engine_pref)
     SetGlobalEnginePref(global_engine_pref)
 
 
-def SetOpEnginePref(op_type: str, op_engine_pref: dict) -> None:  # noqa: N802
+def SetOpEnginePref(op_type: str, op_engine_pref: dict) -> None:
     _ENGINE_PREF["per_op"][op_type] = dict(op_engine_pref)
 
 
-def IsOperator(op_type: str) -> bool:  # noqa: N802
+def IsOperator(op_type: str) -> bool:
     """Whether ``op_type`` is a registered operator type."""
     from framework.ops.registry import has_op
 
@@ -242,7 +242,7 @@ KNOWN_ENGINES = frozenset(
 )  # fmt: skip
 
 
-def IsOperatorWithEngine(op_type: str, engine: str) -> bool:  # noqa: N802
+def IsOperatorWithEngine(op_type: str, engine: str) -> bool:
     """Whether ``op_type`` is registered and ``engine`` is an engine name Caffe2 used (``KNOWN_ENGINES``):
     every engine runs the default CPU implementation here, but an unknown engine name is not one."""
     return IsOperator(op_type) and str(engine) in KNOWN_ENGINES
@@ -274,13 +274,13 @@ class _RegisteredOperators:
 _REGISTERED_OPERATORS = _RegisteredOperators()
 
 
-def IsGPUDeviceType(device_type: int) -> bool:  # noqa: N802
+def IsGPUDeviceType(device_type: int) -> bool:
     from framework.proto.caffe2_pb2 import CUDA, HIP
 
     return device_type in (CUDA, HIP)
 
 
-def InferOpBlobDevicesAsDict(op: OperatorDef) -> tuple[dict, dict]:  # noqa: N802
+def InferOpBlobDevicesAsDict(op: OperatorDef) -> tuple[dict, dict]:
     """Every blob of ``op`` on the op's device (one CPU device here)."""
     dev = op.device_option if op.HasField("device_option") else DeviceOption()
     return {i: dev for i in op.input}, {o: dev for o in op.output}
@@ -300,7 +300,7 @@ def device_option_equal(opt1: Any, opt2: Any, ignore_node_name: bool = True, ign
     return opt1.device_type == opt2.device_type and opt1.device_id == opt2.device_id
 
 
-def InferBlobDevices(net: Any) -> dict[str, _DeviceOptionProto]:  # noqa: N802
+def InferBlobDevices(net: Any) -> dict[str, _DeviceOptionProto]:
     """Every blob an op of ``net`` writes, mapped to that op's DeviceOption (the CPU when it has none);
     a later writer wins, as in Caffe2."""
     mapping: dict[str, _DeviceOptionProto] = {}
@@ -311,7 +311,7 @@ def InferBlobDevices(net: Any) -> dict[str, _DeviceOptionProto]:  # noqa: N802
     return mapping
 
 
-def CreatePythonOperator(  # noqa: N802
+def CreatePythonOperator(
     f: Any,
     inputs: Any,
     outputs: Any,

@@ -52,12 +52,12 @@ class IR:
     def gradient_generators(self) -> Any:
         return self._pass.generators
 
-    def Play(self, op: OperatorDef) -> None:  # noqa: N802
+    def Play(self, op: OperatorDef) -> None:
         """Add one more forward op (its versions follow those already played)."""
         self._ops.append(op)
         self._pass = _BackwardPass(self._ops)
 
-    def GetBackwardPass(self, ys: Any) -> tuple[list[OperatorDef], dict[Any, Any]]:  # noqa: N802
+    def GetBackwardPass(self, ys: Any) -> tuple[list[OperatorDef], dict[Any, Any]]:
         """Gradient ops and ``{BlobReference: gradient}`` for ``ys`` (a list, or a dict blob -> gradient)."""
         from framework.caffe2.python.builder import BlobReference
         from framework.ops.gradient import GradientSlice

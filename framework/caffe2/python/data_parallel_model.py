@@ -58,20 +58,20 @@ __all__ = [
 COMM_WORLD = "dpm_comm_world"
 
 
-def Parallelize_CPU(*args: Any, **kwargs: Any) -> Any:  # noqa: N802
+def Parallelize_CPU(*args: Any, **kwargs: Any) -> Any:
     """``Parallelize`` with ``cpu_device=True``: replicas named ``cpu_<d>/``."""
     kwargs["cpu_device"] = True
     return Parallelize(*args, **kwargs)
 
 
-def Parallelize_GPU(*args: Any, **kwargs: Any) -> Any:  # noqa: N802
+def Parallelize_GPU(*args: Any, **kwargs: Any) -> Any:
     """``Parallelize`` with ``cpu_device=False``: replicas named ``gpu_<d>/`` as Caffe2 names them; they run on
     the CPU here (as every CUDA device option does), after Caffe2's warning that fewer GPUs exist than asked."""
     kwargs["cpu_device"] = False
     return Parallelize(*args, **kwargs)
 
 
-def Parallelize(  # noqa: N802
+def Parallelize(
     model_helper_obj: Any,
     input_builder_fun: Callable[[Any], Any],
     forward_pass_builder_fun: Callable[[Any, float], Any],
@@ -181,7 +181,7 @@ def _device(model: Any, d: int) -> Iterator[None]:
         yield
 
 
-def ConvertNetForDevice(net: Any, device: Any = None) -> Any:  # noqa: N802
+def ConvertNetForDevice(net: Any, device: Any = None) -> Any:
     """A copy of ``net`` for one replica: every blob of its ops and external lists gets the prefix
     ``<cpu|gpu>_<device_id>/`` and every op the device option, for ``device`` (a DeviceOption; default the
     current device scope, as inside ``forward_pass_builder_fun``). Lets a builder append another model's nets.
@@ -206,19 +206,19 @@ def ConvertNetForDevice(net: Any, device: Any = None) -> Any:  # noqa: N802
     return copy
 
 
-def Parallelize_CPU_BMUF(*args: Any, **kwargs: Any) -> Any:  # noqa: N802
+def Parallelize_CPU_BMUF(*args: Any, **kwargs: Any) -> Any:
     """``Parallelize_BMUF`` with ``cpu_device=True``."""
     kwargs["cpu_device"] = True
     return Parallelize_BMUF(*args, **kwargs)
 
 
-def Parallelize_GPU_BMUF(*args: Any, **kwargs: Any) -> Any:  # noqa: N802
+def Parallelize_GPU_BMUF(*args: Any, **kwargs: Any) -> Any:
     """``Parallelize_BMUF`` with replicas named ``gpu_<d>/`` (they run on the CPU here)."""
     kwargs["cpu_device"] = False
     return Parallelize_BMUF(*args, **kwargs)
 
 
-def Parallelize_BMUF(  # noqa: N802
+def Parallelize_BMUF(
     model_helper_obj: Any,
     input_builder_fun: Callable[[Any], Any],
     forward_pass_builder_fun: Callable[[Any, float], Any],
@@ -412,20 +412,20 @@ def _finish(model: Any, net_type: str, threads: int) -> None:
     model._data_parallel_model_nets = [model.net]
 
 
-def CreateNet(model: Any, overwrite: bool = False) -> None:  # noqa: N802
+def CreateNet(model: Any, overwrite: bool = False) -> None:
     """Create every net ``RunNet`` runs (the training net; with BMUF, the global update net too)."""
     for entry in model._data_parallel_model_nets:
         workspace.CreateNet(entry[0] if isinstance(entry, tuple) else entry, overwrite=overwrite)
 
 
-def RunInitNet(model: Any) -> None:  # noqa: N802
+def RunInitNet(model: Any) -> None:
     """Run the init nets (parameters, then their synchronisation) and create the training nets."""
     for net in model._data_parallel_model_init_nets:
         workspace.RunNetOnce(net)
     CreateNet(model, overwrite=True)
 
 
-def RunNet(model: Any, num_iterations: int = 1) -> None:  # noqa: N802
+def RunNet(model: Any, num_iterations: int = 1) -> None:
     """Run the training net ``num_iterations`` times (then, with BMUF, the global update net once)."""
     for entry in model._data_parallel_model_nets:
         net, times = entry if isinstance(entry, tuple) else (entry, num_iterations)
@@ -433,7 +433,7 @@ def RunNet(model: Any, num_iterations: int = 1) -> None:  # noqa: N802
             workspace.RunNet(net)
 
 
-def RunWarmup(model: Any) -> None:  # noqa: N802
+def RunWarmup(model: Any) -> None:
     """BMUF with ``warmup_iterations``: train that many iterations, then give every replica the master's
     parameters."""
     if not hasattr(model, "_warmup_iterations"):
@@ -443,7 +443,7 @@ def RunWarmup(model: Any) -> None:  # noqa: N802
     workspace.RunNetOnce(model._warmup_broadcast)
 
 
-def GetDevices(model: Any) -> list[int]:  # noqa: N802
+def GetDevices(model: Any) -> list[int]:
     return list(model._devices)
 
 
@@ -452,7 +452,7 @@ def _first_device_names(model: Any) -> list[str]:
     return [g[d0] for _, g in sorted(model._device_grouped_blobs.items())]
 
 
-def GetCheckpointParams(model: Any) -> set[str]:  # noqa: N802
+def GetCheckpointParams(model: Any) -> set[str]:
     """What a checkpoint needs: device 0's parameters, its optimizer state (momenta...) and the iteration
     counters outside the replicas' scopes (the other replicas are synchronised from them by
     FinalizeAfterCheckpoint)."""
@@ -470,7 +470,7 @@ def GetCheckpointParams(model: Any) -> set[str]:  # noqa: N802
     return names
 
 
-def FinalizeAfterCheckpoint(model: Any, blobs: Iterable[str] | None = None) -> None:  # noqa: N802
+def FinalizeAfterCheckpoint(model: Any, blobs: Iterable[str] | None = None) -> None:
     """After loading device 0's blobs from a checkpoint, copy them to every other replica and rank."""
     first = f"{model._device_prefix}_{model._devices[0]}/"
     names = sorted(blobs if blobs is not None else GetCheckpointParams(model))
@@ -485,14 +485,14 @@ def FinalizeAfterCheckpoint(model: Any, blobs: Iterable[str] | None = None) -> N
     workspace.RunNetOnce(net)
 
 
-def AddBlobSync(model: Any, blobs: Iterable[str], net: Any = None) -> None:  # noqa: N802
+def AddBlobSync(model: Any, blobs: Iterable[str], net: Any = None) -> None:
     """Keep ``blobs`` (unscoped names) equal on every replica: device 0's value is broadcast in ``net``
     (default: the training net)."""
     groups = [[f"{model._device_prefix}_{d}/{b}" for d in model._devices] for b in blobs]
     _sync_params(model, net or model.net, groups)
 
 
-def Synchronize(model: Any, timeout_sec: int = 300) -> None:  # noqa: N802
+def Synchronize(model: Any, timeout_sec: int = 300) -> None:
     """Wait until every rank reaches this point (a Barrier); nothing to do without a rendezvous."""
     if model._rendezvous:
         net = core.Net(f"{model.net.Proto().name}_barrier")
@@ -500,6 +500,6 @@ def Synchronize(model: Any, timeout_sec: int = 300) -> None:  # noqa: N802
         workspace.RunNetOnce(net)
 
 
-def GetLearningRateBlobNames(model: Any) -> list[str]:  # noqa: N802
+def GetLearningRateBlobNames(model: Any) -> list[str]:
     """The blobs the training net's LearningRate ops write (one per device and optimizer)."""
     return [out for op in model.net.Proto().op if op.type == "LearningRate" for out in op.output]

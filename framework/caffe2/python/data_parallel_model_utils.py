@@ -25,7 +25,7 @@ def _strip(name: str) -> str:
     return name[name.index("/") + 1 :] if "/" in name else name
 
 
-def GetActivationBlobs(model: Any) -> list[str]:  # noqa: N802
+def GetActivationBlobs(model: Any) -> list[str]:
     prefix = f"{model._device_prefix}_{model._devices[0]}/"
     ops = list(model.net.Proto().op)
     read = {b for op in ops for b in op.input}
@@ -63,7 +63,7 @@ def _shift(model: Any, activations: Sequence[str], from_device: int, to_device: 
             op.device_option.device_id = device[op.output[0]]
 
 
-def ShiftActivationDevices(model: Any, activations: Sequence[str], shifts: dict[int, int]) -> None:  # noqa: N802
+def ShiftActivationDevices(model: Any, activations: Sequence[str], shifts: dict[int, int]) -> None:
     if set(shifts.values()) & set(shifts):
         raise ValueError(f"ShiftActivationDevices: a device is both a source and a target in {shifts}")
     for from_device, to_device in shifts.items():

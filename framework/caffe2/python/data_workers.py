@@ -263,7 +263,7 @@ def _fetcher(coordinator: WorkerCoordinator, worker_id: int, fetch_fun: Callable
     while coordinator.is_active():
         try:
             coordinator.put(fetch_fun(worker_id, batch_size))
-        except Exception as e:  # noqa: BLE001 - a failing fetcher stops its input source, as Caffe2's
+        except Exception as e:
             log.exception("fetcher %d failed", worker_id)
             coordinator._errors.append(e)
             coordinator._stop(f"fetcher {worker_id}: {type(e).__name__}: {e}")

@@ -95,7 +95,7 @@ class ReaderWithLimit(ReaderWithLimitBase):
         return stop_condition_net.ConstantFill([], 1, shape=[], value=False, dtype=_BOOL)
 
 
-def CountUntil(num_iter: int) -> ReaderWithLimit:  # noqa: N802 - Caffe2's name
+def CountUntil(num_iter: int) -> ReaderWithLimit:
     """A CounterReader limited to ``num_iter`` values."""
     return ReaderWithLimit(CounterReader(), num_iter)
 

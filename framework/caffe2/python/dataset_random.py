@@ -59,7 +59,7 @@ class DatasetRandomReader(Reader):
         return read_net.IsEmpty([names[0]], [f"{prefix}/should_stop"]), names
 
 
-def Const(net: Any, value: Any, dtype: Any = None, name: str | None = None) -> Any:  # noqa: N802 - Caffe2's name
+def Const(net: Any, value: Any, dtype: Any = None, name: str | None = None) -> Any:
     """An external input of ``net`` (a fresh name) fed with ``value`` in the current workspace."""
     value = np.array(value, dtype=dtype)
     blob = net.AddExternalInput(net.NextName(prefix=name))

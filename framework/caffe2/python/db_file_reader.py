@@ -17,7 +17,7 @@ import os
 from typing import Any
 
 from framework import core, workspace
-from framework.caffe2 import c_extension as C  # noqa: N812
+from framework.caffe2 import c_extension as C
 from framework.caffe2.python import scope
 from framework.caffe2.python.dataio import Reader
 from framework.caffe2.python.dataset import Dataset

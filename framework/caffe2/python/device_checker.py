@@ -16,7 +16,7 @@ class DeviceChecker:
         self._threshold = threshold
         self._device_options = list(device_options)
 
-    def CheckSimple(  # noqa: N802
+    def CheckSimple(
         self,
         op: Any,
         inputs: Sequence[Any],
@@ -58,7 +58,7 @@ class DeviceChecker:
                     ok = False
         return ok
 
-    def CheckNet(  # noqa: N802
+    def CheckNet(
         self, net: Any, inputs: Any = None, blobs_to_check: Sequence[str] | None = None, ignore: Any = None
     ) -> bool:
         """Run ``net`` (a NetDef) fed with ``inputs`` ({name: value}) on each device option;

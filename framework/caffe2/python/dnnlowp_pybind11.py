@@ -10,11 +10,11 @@ from framework.ops.quantized.dnnlowp_quant_scheme import create_int8_quant_schem
 __all__ = ["CreateInt8QuantSchemeBlob", "ObserveInt8QuantParamsBlob"]
 
 
-def CreateInt8QuantSchemeBlob(name: str, quantization_kind: str, preserve_sparsity: bool) -> None:  # noqa: N802
+def CreateInt8QuantSchemeBlob(name: str, quantization_kind: str, preserve_sparsity: bool) -> None:
     """Put an Int8QuantSchemeBlob (``quantization_kind``, ``preserve_sparsity``) into blob ``name``."""
     create_int8_quant_scheme_blob(name, quantization_kind, preserve_sparsity, workspace.current())
 
 
-def ObserveInt8QuantParamsBlob(name: str) -> tuple[float, int]:  # noqa: N802
+def ObserveInt8QuantParamsBlob(name: str) -> tuple[float, int]:
     """(scale, zero_point) of the Int8QuantParamsBlob in blob ``name``."""
     return observe_int8_quant_params_blob(name, workspace.current())

@@ -13,7 +13,7 @@ from framework.errors import FrameworkError
 _loaded: list[str] = []
 
 
-def InitOpsLibrary(name: str, trigger_lazy: bool = True) -> None:  # noqa: N802
+def InitOpsLibrary(name: str, trigger_lazy: bool = True) -> None:
     """Caffe2 dlopen()s ``name``; here an existing file is refused (FrameworkError) and never loaded. A path
     that does not exist prints ``Ignoring <name> as it is not a valid file.`` and returns None, as Caffe2
     (2018 and 2020) does."""
@@ -27,5 +27,5 @@ def InitOpsLibrary(name: str, trigger_lazy: bool = True) -> None:  # noqa: N802
     )
 
 
-def GetImportedOpsLibraries() -> list[str]:  # noqa: N802
+def GetImportedOpsLibraries() -> list[str]:
     return list(_loaded)

@@ -81,5 +81,5 @@ class ModelTrainerLog:
         for logger in self.external_loggers:
             try:
                 logger.log(row)
-            except Exception as e:  # noqa: BLE001 - an external destination must not stop training
+            except Exception as e:
                 _log.warning("Failed to call ExternalLogger: %s", e)

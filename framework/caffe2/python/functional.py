@@ -18,7 +18,7 @@ from collections import namedtuple
 from typing import Any, Callable, Sequence
 
 from framework import core
-from framework.caffe2 import c_extension as C  # noqa: N812
+from framework.caffe2 import c_extension as C
 from framework.ops import get_schema
 
 __all__ = ["Functional", "namedtupledict"]

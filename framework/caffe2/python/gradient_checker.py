@@ -19,7 +19,7 @@ from framework.errors import BlobNotFoundError
 from framework.ops import testing as _testing
 
 
-def getGradientForOp(op: Any) -> tuple[list, list]:  # noqa: N802
+def getGradientForOp(op: Any) -> tuple[list, list]:
     return core.GradientRegistry.GetGradientForOp(op, [s + "_grad" for s in op.output])
 
 
@@ -42,7 +42,7 @@ class GradientChecker:
         self._workspace_name = workspace_name
         self._input_device_options = input_device_options or {}
 
-    def GetLossAndGrad(self, op: Any, grad_ops: Sequence[Any], *args: Any) -> tuple[float, np.ndarray]:  # noqa: N802
+    def GetLossAndGrad(self, op: Any, grad_ops: Sequence[Any], *args: Any) -> tuple[float, np.ndarray]:
         """Run ``op`` then ``grad_ops`` once in the current workspace, as Caffe2's: feed the inputs, take
         the loss 0.5 * sum of squares of the outputs ``outputs_with_grads`` (each fed as its own gradient
         ``<output>_grad``), and return ``(loss, gradient)`` where the gradient is blob ``grad_name`` (a
@@ -84,7 +84,7 @@ class GradientChecker:
             grad = workspace.FetchBlob(str(grad_name))
         return loss / 2.0, grad
 
-    def CheckSimple(  # noqa: N802
+    def CheckSimple(
         self,
         op: Any,
         inputs: Sequence[Any],
@@ -156,7 +156,7 @@ def _assert_close(value1: Any, value2: Any, threshold: float, err_msg: str = "")
 
 class NetGradientChecker:
     @staticmethod
-    def CompareNets(  # noqa: N802
+    def CompareNets(
         nets: Sequence[Any],
         outputs: Sequence[Sequence[str]],
         outputs_with_grad_ids: Sequence[int],
@@ -182,7 +182,7 @@ class NetGradientChecker:
                 )
 
     @staticmethod
-    def Check(  # noqa: N802
+    def Check(
         net: Any,
         outputs_with_grad: Sequence[str],
         input_values: dict,

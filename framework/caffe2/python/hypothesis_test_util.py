@@ -170,14 +170,14 @@ def _on_device(op: OperatorDef, device_option: DeviceOption | None) -> OperatorD
     return out
 
 
-def runOpOnInput(  # noqa: N802
+def runOpOnInput(
     device_option: DeviceOption, op: OperatorDef, inputs: Sequence[Any], input_device_options: Any = None
 ) -> list[Any]:
     """Run ``op`` once on ``inputs`` in a fresh workspace; return its outputs."""
     return testing.run_op_on(_on_device(op, device_option), list(inputs), Workspace())
 
 
-def runOpBenchmark(  # noqa: N802
+def runOpBenchmark(
     device_option: DeviceOption,
     op: OperatorDef,
     inputs: Sequence[Any],
@@ -204,7 +204,7 @@ class HypothesisTestCase(test_util.TestCase):
     """test_util.TestCase with Caffe2's operator checks. Each test starts with an empty workspace
     (and ``self.ws``, a fresh Workspace)."""
 
-    def assertReferenceChecks(  # noqa: N802
+    def assertReferenceChecks(
         self,
         device_option: DeviceOption,
         op: OperatorDef,
@@ -280,7 +280,7 @@ class HypothesisTestCase(test_util.TestCase):
         shown = [outputs[k] if k in idx else None for k in range(len(outputs))]
         testing.assert_inferred_shapes(op, inputs, shown, require_known=required)
 
-    def _assertGradReferenceChecks(  # noqa: N802
+    def _assertGradReferenceChecks(
         self,
         ws: Workspace,
         op: OperatorDef,
@@ -315,7 +315,7 @@ class HypothesisTestCase(test_util.TestCase):
                     err_msg=f"gradient of input '{name}' ('{grad}') differs from grad_reference",
                 )
 
-    def assertGradientChecks(  # noqa: N802
+    def assertGradientChecks(
         self,
         device_option: DeviceOption,
         op: OperatorDef,
@@ -350,7 +350,7 @@ class HypothesisTestCase(test_util.TestCase):
         self.assertEqual(grad.shape, grad_estimated.shape)
         self.assertTrue(res, f"Gradient check failed for input {op.input[int(outputs_to_check)]}")
 
-    def assertDeviceChecks(  # noqa: N802
+    def assertDeviceChecks(
         self,
         device_options: Sequence[DeviceOption],
         op: OperatorDef,
@@ -364,7 +364,7 @@ class HypothesisTestCase(test_util.TestCase):
         dc = device_checker.DeviceChecker(threshold, device_options=device_options)
         self.assertTrue(dc.CheckSimple(op, list(inputs), _as_list(outputs_to_check), input_device_options))
 
-    def assertValidationChecks(  # noqa: N802
+    def assertValidationChecks(
         self,
         device_option: DeviceOption,
         op: OperatorDef,
@@ -391,7 +391,7 @@ class HypothesisTestCase(test_util.TestCase):
         else:
             validator(inputs=inputs, outputs=outputs)
 
-    def assertRunOpRaises(  # noqa: N802
+    def assertRunOpRaises(
         self,
         device_option: DeviceOption,
         op: OperatorDef,

@@ -347,10 +347,10 @@ class LayerModelHelper(GlobalConstantsMixin, TrainingAssemblyMixin, model_helper
     def layers(self) -> list[layers.ModelLayer]:
         return self._layers
 
-    def _GetOne(self) -> Any:  # noqa: N802
+    def _GetOne(self) -> Any:
         return self.global_constants["ONE"]
 
-    def NoOptim(self, *args: Any, **kwargs: Any) -> None:  # noqa: N802
+    def NoOptim(self, *args: Any, **kwargs: Any) -> None:
         """An optimizer that leaves its parameter untouched."""
 
     @property

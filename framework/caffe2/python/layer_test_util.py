@@ -82,7 +82,7 @@ class LayersTestCase(test_util.TestCase):
         workspace.CreateNet(train_net)
         workspace.RunNet(train_net.Proto().name, num_iter=num_iter)
 
-    def assertBlobsEqual(self, spec_blobs: Any, op_blobs: Any) -> None:  # noqa: N802
+    def assertBlobsEqual(self, spec_blobs: Any, op_blobs: Any) -> None:
         """Each non-None name of ``spec_blobs`` equals the op's blob at that position."""
         if spec_blobs is None:
             return
@@ -91,14 +91,14 @@ class LayersTestCase(test_util.TestCase):
             if spec_blob is not None:
                 self.assertEqual(spec_blob, op_blob)
 
-    def assertArgsEqual(self, spec_args: dict, op_args: Any) -> None:  # noqa: N802
+    def assertArgsEqual(self, spec_args: dict, op_args: Any) -> None:
         self.assertEqual(len(spec_args), len(op_args))
         op = OperatorDef()
         for arg in op_args:
             op.arg.add().CopyFrom(MakeArgument(arg.name, spec_args[arg.name]))
         self.assertEqual(op.arg, op_args)
 
-    def assertNetContainOps(self, net: Any, op_specs: list[OpSpec]) -> Any:  # noqa: N802
+    def assertNetContainOps(self, net: Any, op_specs: list[OpSpec]) -> Any:
         """``net``'s ops match ``op_specs`` one to one; returns the ops."""
         ops = net.Proto().op
         self.assertEqual(len(op_specs), len(ops))

@@ -14,10 +14,10 @@ __all__ = ["RegisterLazyImport", "TriggerLazyImport"]
 _import_lazy_calls: list[Callable[[], None]] = []
 
 
-def RegisterLazyImport(lazy: Callable[[], None]) -> None:  # noqa: N802
+def RegisterLazyImport(lazy: Callable[[], None]) -> None:
     _import_lazy_calls.append(lazy)
 
 
-def TriggerLazyImport() -> None:  # noqa: N802
+def TriggerLazyImport() -> None:
     for lazy in list(_import_lazy_calls):
         lazy()

@@ -21,7 +21,7 @@ _LAZY_IMPORTED_DYNDEPS: list[str] = []
 _error_handler: list[Callable[[BaseException], Any] | None] = [None]
 
 
-def RegisterOpsLibrary(name: str) -> None:  # noqa: N802
+def RegisterOpsLibrary(name: str) -> None:
     if not os.path.exists(name):
         print(f"Ignoring {name} as it is not a valid file.")
         return
@@ -29,11 +29,11 @@ def RegisterOpsLibrary(name: str) -> None:  # noqa: N802
         _LAZY_IMPORTED_DYNDEPS.append(name)
 
 
-def SetErrorHandler(handler: Callable[[BaseException], Any] | None) -> None:  # noqa: N802
+def SetErrorHandler(handler: Callable[[BaseException], Any] | None) -> None:
     _error_handler[0] = handler
 
 
-def GetImportedOpsLibraries() -> list[str]:  # noqa: N802
+def GetImportedOpsLibraries() -> list[str]:
     _import_lazy()
     return dyndep.GetImportedOpsLibraries()
 
@@ -43,7 +43,7 @@ def _import_lazy() -> None:
         name = _LAZY_IMPORTED_DYNDEPS.pop(0)
         try:
             dyndep.InitOpsLibrary(name, trigger_lazy=False)
-        except BaseException as e:  # noqa: BLE001 - Caffe2 hands every failure to the handler
+        except BaseException as e:
             if _error_handler[0] is not None:
                 _error_handler[0](e)
 

@@ -454,7 +454,7 @@ def blob_nbytes(blob: str) -> int:
 
     try:
         return int(workspace.FetchBlob(blob).nbytes)
-    except Exception:  # noqa: BLE001 - Caffe2 counts an unfetchable blob as 0 bytes
+    except Exception:
         log.warning("memonger: cannot fetch blob '%s'", blob)
         return 0
 

@@ -136,7 +136,7 @@ class ModelHelper:
         if info.optimizer is None and context.has_optimizer(DEFAULT_OPTIM):
             info.optimizer = context.get_optimizer(DEFAULT_OPTIM)
 
-    def AddParameter(self, param: Any, tags: Any = None) -> None:  # noqa: N802
+    def AddParameter(self, param: Any, tags: Any = None) -> None:
         tags = [tags] if isinstance(tags, str) else list(tags or [])
         if ParameterTags.COMPUTED_PARAM in tags:
             self._computed_params.append(param)
@@ -159,28 +159,28 @@ class ModelHelper:
             namescope += "/"
         return [p for p in params if str(p).startswith(namescope)]
 
-    def GetParams(self, namescope: str | None = None, top_scope: bool = False) -> list[Any]:  # noqa: N802
+    def GetParams(self, namescope: str | None = None, top_scope: bool = False) -> list[Any]:
         """Trainable parameters (under ``namescope``, default the current NameScope)."""
         return self._in_scope(self.params, namescope)
 
-    def GetComputedParams(self, namescope: str | None = None) -> list[Any]:  # noqa: N802
+    def GetComputedParams(self, namescope: str | None = None) -> list[Any]:
         return self._in_scope(self._computed_params, namescope)
 
-    def GetAllParams(self, namescope: str | None = None) -> list[Any]:  # noqa: N802
+    def GetAllParams(self, namescope: str | None = None) -> list[Any]:
         return self.GetParams(namescope) + self.GetComputedParams(namescope)
 
-    def _Validate(self) -> list[str]:  # noqa: N802
+    def _Validate(self) -> list[str]:
         """The names of the parameters added more than once, sorted (Caffe2)."""
         names = [str(p) for p in self.params]
         return sorted({n for n in names if names.count(n) > 1})
 
-    def Validate(self) -> None:  # noqa: N802
+    def Validate(self) -> None:
         dups = self._Validate()
         if dups:
             raise FrameworkError(f"model '{self.name}': parameters added twice: {dups}")
 
     # -- gradients --------------------------------------------------------------------
-    def AddGradientOperators(self, *args: Any, **kwargs: Any) -> dict[Any, Any]:  # noqa: N802
+    def AddGradientOperators(self, *args: Any, **kwargs: Any) -> dict[Any, Any]:
         """Append the backward pass to ``net`` (once); fills ``param_to_grad``."""
         if self.gradient_ops_added:
             raise FrameworkError(f"model '{self.name}': AddGradientOperators can only run once")
@@ -198,7 +198,7 @@ class ModelHelper:
         by_name = {str(k): v for k, v in self.grad_map.items()}
         return {p: by_name[str(p)] for p in params if str(p) in by_name}
 
-    def GetOptimizationParamInfo(self, params: Iterable[Any] | None = None) -> list[ParameterInfo]:  # noqa: N802
+    def GetOptimizationParamInfo(self, params: Iterable[Any] | None = None) -> list[ParameterInfo]:
         """ParameterInfo (with ``grad``) of every parameter with a gradient (default: those under the
         current NameScope, as Caffe2: an optimizer built inside ``NameScope("cpu_1")`` updates that
         device's copy only)."""
@@ -215,11 +215,11 @@ class ModelHelper:
         return out
 
     # -- data --------------------------------------------------------------------------
-    def CreateDB(self, blob_out: Any, db: str, db_type: str, **kwargs: Any) -> Any:  # noqa: N802
+    def CreateDB(self, blob_out: Any, db: str, db_type: str, **kwargs: Any) -> Any:
         """A DB reader blob created in ``param_init_net``."""
         return self.param_init_net.CreateDB([], blob_out, db=db, db_type=db_type, **kwargs)
 
-    def TensorProtosDBInput(  # noqa: N802
+    def TensorProtosDBInput(
         self, unused_blob_in: Any, blob_out: Any, batch_size: int, db: str, db_type: str, **kwargs: Any
     ) -> Any:
         """Read ``batch_size`` TensorProtos records per run into ``blob_out`` (data, label...)."""
@@ -227,19 +227,19 @@ class ModelHelper:
         return self.net.TensorProtosDBInput(dbreader, blob_out, batch_size=batch_size)
 
     # -- nets ---------------------------------------------------------------------------
-    def Proto(self) -> Any:  # noqa: N802
+    def Proto(self) -> Any:
         return self.net.Proto()
 
-    def InitProto(self) -> Any:  # noqa: N802
+    def InitProto(self) -> Any:
         return self.param_init_net.Proto()
 
-    def GetDevices(self) -> list[Any]:  # noqa: N802
+    def GetDevices(self) -> list[Any]:
         return []
 
     # Marks the ops of a complete net that came from param_init_net (Caffe2's debug_info suffix).
     _INIT_MARK = "/param_init_net"
 
-    def GetCompleteNet(self) -> Any:  # noqa: N802
+    def GetCompleteNet(self) -> Any:
         """One net ``<name>_complete_net``: param_init_net's ops (each marked by ``/param_init_net`` at the
         end of its ``debug_info``) followed by net's; it keeps net's executor type."""
         complete = self.param_init_net.Clone(self.name + "_complete_net", keep_schema=True)
@@ -250,7 +250,7 @@ class ModelHelper:
             complete.Proto().type = self.net.Proto().type
         return complete
 
-    def ConstructInitTrainNetfromNet(self, net: Any) -> None:  # noqa: N802
+    def ConstructInitTrainNetfromNet(self, net: Any) -> None:
         """Split a ``GetCompleteNet`` net back: the marked ops become param_init_net
         (``<name>/generated_param_init_net``), the others net (``<name>/generated_net``), each with
         external inputs and outputs recomputed from its ops."""
@@ -278,7 +278,7 @@ class ModelHelper:
         return f"<ModelHelper '{self.name}': {len(self.params)} params>"
 
 
-def ExtractPredictorNet(  # noqa: N802
+def ExtractPredictorNet(
     net_proto: Any,
     input_blobs: Iterable[Any],
     output_blobs: Iterable[Any],

@@ -30,7 +30,7 @@ __all__ = [
 ]
 
 
-def OnGPU(gpu_id: int) -> caffe2_pb2.DeviceOption:  # noqa: N802 - Caffe2's name
+def OnGPU(gpu_id: int) -> caffe2_pb2.DeviceOption:
     """The device option of GPU ``gpu_id``."""
     option = caffe2_pb2.DeviceOption()
     option.device_type = workspace.GpuDeviceType
@@ -38,13 +38,13 @@ def OnGPU(gpu_id: int) -> caffe2_pb2.DeviceOption:  # noqa: N802 - Caffe2's name
     return option
 
 
-def OnCPU() -> caffe2_pb2.DeviceOption:  # noqa: N802
+def OnCPU() -> caffe2_pb2.DeviceOption:
     option = caffe2_pb2.DeviceOption()
     option.device_type = caffe2_pb2.CPU
     return option
 
 
-def Allreduce(net: Any, blobs: Sequence[Any], reduced_affix: str = "_reduced", gpu_indices: Any = None) -> Any:  # noqa: N802
+def Allreduce(net: Any, blobs: Sequence[Any], reduced_affix: str = "_reduced", gpu_indices: Any = None) -> Any:
     """Sum ``blobs`` (one per GPU of ``gpu_indices``, default 0..n-1) into a reduced copy on each GPU."""
     if gpu_indices is None:
         gpu_indices = list(range(len(blobs)))
@@ -63,7 +63,7 @@ def Allreduce(net: Any, blobs: Sequence[Any], reduced_affix: str = "_reduced", g
     return AllreduceFallback(net, blobs, reduced_affix, gpu_indices)
 
 
-def Allreduce2(net: Any, blobs: Sequence[Any], reduced_affix: str, gpu_indices: Sequence[int]) -> tuple:  # noqa: N802
+def Allreduce2(net: Any, blobs: Sequence[Any], reduced_affix: str, gpu_indices: Sequence[int]) -> tuple:
     """0r = 0 + 1 on GPU 0; 1r = copy of 0r on GPU 1."""
     a, b = blobs
     ga, gb = gpu_indices
@@ -87,17 +87,17 @@ def _tree4(net: Any, blobs: Sequence[Any], affix: str, gpus: Sequence[int], copy
     return a_r, b_r, c_r, d_r
 
 
-def Allreduce4(net: Any, blobs: Sequence[Any], reduced_affix: str, gpu_indices: Sequence[int]) -> tuple:  # noqa: N802
+def Allreduce4(net: Any, blobs: Sequence[Any], reduced_affix: str, gpu_indices: Sequence[int]) -> tuple:
     """Four GPUs that are all peers: a two-level tree."""
     return _tree4(net, blobs, reduced_affix, gpu_indices, copy_across=False)
 
 
-def Allreduce4Group2(net: Any, blobs: Sequence[Any], reduced_affix: str, gpu_indices: Sequence[int]) -> tuple:  # noqa: N802
+def Allreduce4Group2(net: Any, blobs: Sequence[Any], reduced_affix: str, gpu_indices: Sequence[int]) -> tuple:
     """Four GPUs in two peer groups {0,1} and {2,3}: the second group's sum is copied to GPU 0 first."""
     return _tree4(net, blobs, reduced_affix, gpu_indices, copy_across=True)
 
 
-def Allreduce8(net: Any, blobs: Sequence[Any], reduced_affix: str, gpu_indices: Sequence[int]) -> list:  # noqa: N802
+def Allreduce8(net: Any, blobs: Sequence[Any], reduced_affix: str, gpu_indices: Sequence[int]) -> list:
     """Eight GPUs that are all peers: pairs, then quads, then the halves (through a copy on GPU 0), then
     copies back down the tree."""
     red: list[Any] = [None] * 8
@@ -115,7 +115,7 @@ def Allreduce8(net: Any, blobs: Sequence[Any], reduced_affix: str, gpu_indices: 
     return red
 
 
-def AllreduceFallback(net: Any, blobs: Sequence[Any], reduced_affix: str, gpu_indices: Sequence[int]) -> list:  # noqa: N802
+def AllreduceFallback(net: Any, blobs: Sequence[Any], reduced_affix: str, gpu_indices: Sequence[int]) -> list:
     """No peer access assumed: 0r = 0 (a copy, or blob 0 itself when ``reduced_affix`` is empty), then each
     other blob is copied to GPU 0 (``<0r>_temp_copy``) and added; finally ir = copy of 0r on GPU i."""
     red: list[Any] = [None] * len(gpu_indices)

@@ -209,19 +209,19 @@ class Operations:
     def stop_guard(self, has_stopped_blob: Any = None, name: str | None = None) -> Any:
         return NetBuilder.current().add(_StopGuard(has_stopped_blob=has_stopped_blob, name=name))
 
-    def If(self, cond: Any, name: str | None = None) -> Any:  # noqa: N802
+    def If(self, cond: Any, name: str | None = None) -> Any:
         return NetBuilder.current().add(_RunIf(cond, name=name))
 
-    def IfNet(self, cond: Any, name: str | None = None) -> Any:  # noqa: N802
+    def IfNet(self, cond: Any, name: str | None = None) -> Any:
         return NetBuilder.current().add(_control().RunIfNet(cond, name=name))
 
-    def Else(self, name: str | None = None) -> Any:  # noqa: N802
+    def Else(self, name: str | None = None) -> Any:
         return _control().RunElseNet(name=name)
 
-    def WhileNet(self, name: str | None = None) -> Any:  # noqa: N802
+    def WhileNet(self, name: str | None = None) -> Any:
         return NetBuilder.current().add(_control().RunWhileNet(name=name))
 
-    def Condition(self, name: str | None = None) -> Any:  # noqa: N802
+    def Condition(self, name: str | None = None) -> Any:
         if not isinstance(NetBuilder.current(), _control().RunWhileNet):
             raise RuntimeError("Use of Condition outside of WhileNet")
         return _control().RunWhileCondition(name=name)
@@ -357,12 +357,12 @@ class _RunIf(_RunOnce):
         ops.Const(True, blob_out=self._already_ran)
         return r
 
-    def Elif(self, cond: Any, name: str | None = None) -> Any:  # noqa: N802
+    def Elif(self, cond: Any, name: str | None = None) -> Any:
         if self._is_else:
             raise RuntimeError("Elif not allowed for an Else.")
         return NetBuilder.current().add(_RunIf(cond, name=name or self.name, _already_ran=self._already_ran))
 
-    def Else(self, name: str | None = None) -> Any:  # noqa: N802
+    def Else(self, name: str | None = None) -> Any:
         if self._is_else:
             raise RuntimeError("Else not allowed for an Else.")
         return NetBuilder.current().add(_RunIf(name=name or self.name, _already_ran=self._already_ran))

@@ -27,7 +27,7 @@ class SetupBuilder(NetBuilder):
     INIT = "init"
     EXIT = "exit"
 
-    def __init__(self, type: str, name: str | None = None) -> None:  # noqa: A002 (Caffe2's name)
+    def __init__(self, type: str, name: str | None = None) -> None:
         if type not in (self.INIT, self.EXIT):
             raise ValueError(f"SetupBuilder type must be 'init' or 'exit', got {type!r}")
         NetBuilder.__init__(self, name)

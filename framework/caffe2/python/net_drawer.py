@@ -142,7 +142,7 @@ class DotGraph:
     def to_string(self) -> str:
         return self.source
 
-    def create(self, prog: str | None = None, format: str = "png") -> bytes:  # noqa: A002 - pydot's name
+    def create(self, prog: str | None = None, format: str = "png") -> bytes:
         if format in ("raw", "dot"):
             return self.source.encode()
         exe = shutil.which(prog or "dot")
@@ -162,7 +162,7 @@ class DotGraph:
     def create_svg(self, prog: str | None = None) -> bytes:
         return self.create(prog, "svg")
 
-    def write(self, path: str, prog: str | None = None, format: str = "raw") -> bool:  # noqa: A002
+    def write(self, path: str, prog: str | None = None, format: str = "raw") -> bool:
         data = self.create(prog, format)
         with open(path, "wb") as f:
             f.write(data)
@@ -183,7 +183,7 @@ def _graph(source: str) -> Any:
     return pydot.graph_from_dot_data(source)[0]
 
 
-def GetPydotGraph(  # noqa: N802
+def GetPydotGraph(
     operators_or_net: Any,
     name: str | None = None,
     rankdir: str = "LR",
@@ -198,7 +198,7 @@ def GetPydotGraph(  # noqa: N802
     return _graph(to_dot(_as_net_def(operators_or_net, name), rankdir=rankdir))
 
 
-def GetPydotGraphMinimal(  # noqa: N802
+def GetPydotGraphMinimal(
     operators_or_net: Any,
     name: str | None = None,
     rankdir: str = "LR",
@@ -212,7 +212,7 @@ def GetPydotGraphMinimal(  # noqa: N802
     return _graph(_minimal_dot(_as_net_def(operators_or_net, name), rankdir, minimal_dependency))
 
 
-def GetGraphPngSafe(func: Any, *args: Any, **kwargs: Any) -> bytes | None:  # noqa: N802
+def GetGraphPngSafe(func: Any, *args: Any, **kwargs: Any) -> bytes | None:
     """PNG bytes of ``func(*args, **kwargs)``'s graph, or None when rendering fails."""
     try:
         return func(*args, **kwargs).create_png()

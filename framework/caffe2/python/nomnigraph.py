@@ -121,11 +121,11 @@ class NNModule:
 
     # graph views
     @property
-    def dataFlow(self) -> NNGraph:  # noqa: N802
+    def dataFlow(self) -> NNGraph:
         return self._graph
 
     @property
-    def controlFlow(self) -> list[NodeRef]:  # noqa: N802
+    def controlFlow(self) -> list[NodeRef]:
         return self._graph.execution_order()
 
     @property
@@ -151,41 +151,41 @@ class NNModule:
         return [n for n in self._outputs if self._graph.hasNode(n)]
 
     # editing
-    def createNode(self, val: Any) -> NodeRef:  # noqa: N802
+    def createNode(self, val: Any) -> NodeRef:
         return self._graph.createNode(val)
 
-    def deleteNode(self, node: NodeRef) -> None:  # noqa: N802
+    def deleteNode(self, node: NodeRef) -> None:
         self._graph.deleteNode(node)
 
-    def createEdge(self, a: NodeRef, b: NodeRef) -> None:  # noqa: N802
+    def createEdge(self, a: NodeRef, b: NodeRef) -> None:
         self._graph.createEdge(a, b)
 
-    def deleteEdge(self, a: Any, b: Any = None) -> None:  # noqa: N802
+    def deleteEdge(self, a: Any, b: Any = None) -> None:
         self._graph.deleteEdge(a, b)
 
-    def replaceNode(self, old_node: NodeRef, new_node: NodeRef) -> None:  # noqa: N802
+    def replaceNode(self, old_node: NodeRef, new_node: NodeRef) -> None:
         self._graph.replaceNode(old_node, new_node)
 
-    def replaceProducer(self, tensor: NodeRef, new_producer: NodeRef) -> None:  # noqa: N802
+    def replaceProducer(self, tensor: NodeRef, new_producer: NodeRef) -> None:
         """Make ``new_producer`` write ``tensor`` instead of its current producer."""
         for edge in self._graph.in_edges(tensor):
             self._graph._remove_edge(edge)
         self._graph.createEdge(new_producer, tensor)
 
-    def replaceAllUsesWith(self, old_tensor: NodeRef, new_tensor: NodeRef) -> None:  # noqa: N802
+    def replaceAllUsesWith(self, old_tensor: NodeRef, new_tensor: NodeRef) -> None:
         """Every consumer of ``old_tensor`` reads ``new_tensor`` instead, at the same input position."""
         for edge in self._graph.out_edges(old_tensor):
             self._graph._move_edge(edge, tail=new_tensor)
 
-    def replaceAsConsumer(self, old_consumer: NodeRef, new_consumer: NodeRef) -> None:  # noqa: N802
+    def replaceAsConsumer(self, old_consumer: NodeRef, new_consumer: NodeRef) -> None:
         """``new_consumer`` reads the inputs of ``old_consumer``, in order; the old one reads nothing."""
         for edge in self._graph.in_edges(old_consumer):
             self._graph._move_edge(edge, head=new_consumer)
 
-    def deleteSubgraph(self, subgraph: NNSubgraph) -> None:  # noqa: N802
+    def deleteSubgraph(self, subgraph: NNSubgraph) -> None:
         self._graph.deleteNodes(subgraph.getNodes())
 
-    def replaceSubgraph(  # noqa: N802
+    def replaceSubgraph(
         self, subgraph: NNSubgraph, node: NodeRef, inputs: list[NodeRef], outputs: list[NodeRef]
     ) -> None:
         """Replace ``subgraph`` by the operator ``node``, which reads ``inputs`` and writes ``outputs``.
@@ -214,7 +214,7 @@ class NNModule:
             keep.add(tensor)
         self._graph.deleteNodes(n for n in nodes if n not in keep)
 
-    def createUniqueDataNode(self, prefix: str = "_unique") -> NodeRef:  # noqa: N802
+    def createUniqueDataNode(self, prefix: str = "_unique") -> NodeRef:
         """A new tensor node named ``prefix``, or ``prefix_0``, ``prefix_1``... if a node has that name."""
         used = {n.getName() for n in self._graph.getMutableNodes()}
         name, k = prefix, 0
@@ -223,7 +223,7 @@ class NNModule:
         return self._graph.createNode(NeuralNetData(name))
 
     # conversion and matching
-    def convertToCaffe2Proto(self, old_proto: Any = None) -> Any:  # noqa: N802
+    def convertToCaffe2Proto(self, old_proto: Any = None) -> Any:
         net_def = caffe2_pb2.NetDef()
         if old_proto is not None:
             net_def.CopyFrom(_as_net_def(old_proto))

@@ -37,7 +37,7 @@ class NeuralNetOperator:
         self._name = str(name)
         self.annotation: Annotation | None = None
 
-    def getName(self) -> str:  # noqa: N802
+    def getName(self) -> str:
         return self._name
 
     def __repr__(self) -> str:
@@ -50,7 +50,7 @@ class NeuralNetData:
     def __init__(self, name: str) -> None:
         self._name = str(name)
 
-    def getName(self) -> str:  # noqa: N802
+    def getName(self) -> str:
         return self._name
 
     def __repr__(self) -> str:
@@ -85,40 +85,40 @@ class Annotation:
                 setattr(other, field, dup)
         return other
 
-    def setDevice(self, device: str) -> None:  # noqa: N802
+    def setDevice(self, device: str) -> None:
         self._device = str(device)
 
-    def getDevice(self) -> str:  # noqa: N802
+    def getDevice(self) -> str:
         return self._device
 
-    def setDeviceType(self, device_type: int) -> None:  # noqa: N802
+    def setDeviceType(self, device_type: int) -> None:
         self._device_type = int(device_type)
 
-    def getDeviceType(self) -> int:  # noqa: N802
+    def getDeviceType(self) -> int:
         return self._device_type
 
-    def setKeyNode(self, node: NodeRef) -> None:  # noqa: N802
+    def setKeyNode(self, node: NodeRef) -> None:
         self._key_node = node
 
-    def getKeyNode(self) -> NodeRef | None:  # noqa: N802
+    def getKeyNode(self) -> NodeRef | None:
         return self._key_node
 
-    def setLengthNode(self, node: NodeRef) -> None:  # noqa: N802
+    def setLengthNode(self, node: NodeRef) -> None:
         self._length_node = node
 
-    def getLengthNode(self) -> NodeRef | None:  # noqa: N802
+    def getLengthNode(self) -> NodeRef | None:
         return self._length_node
 
-    def setComponentLevels(self, levels: Iterable[str]) -> None:  # noqa: N802
+    def setComponentLevels(self, levels: Iterable[str]) -> None:
         self._component_levels = [str(x) for x in levels]
 
-    def getComponentLevels(self) -> list[str]:  # noqa: N802
+    def getComponentLevels(self) -> list[str]:
         return list(self._component_levels)
 
-    def hasDeviceOption(self) -> bool:  # noqa: N802
+    def hasDeviceOption(self) -> bool:
         return self._device_option is not None
 
-    def hasOperatorDef(self) -> bool:  # noqa: N802
+    def hasOperatorDef(self) -> bool:
         return self._operator_def is not None
 
     @property
@@ -214,33 +214,33 @@ class _Store:
     def out_edges(self, node: Any) -> list[Edge]:
         return sorted((k for _, _, k in self._g.out_edges(node, keys=True)), key=lambda e: e._out_pos)
 
-    def getMutableNodes(self) -> list[Any]:  # noqa: N802
+    def getMutableNodes(self) -> list[Any]:
         """Every node, in creation order."""
         return sorted(self._g.nodes, key=lambda n: n._seq)
 
-    def getMutableEdges(self) -> list[Edge]:  # noqa: N802
+    def getMutableEdges(self) -> list[Edge]:
         return sorted((k for _, _, k in self._g.edges(keys=True)), key=lambda e: e._out_pos)
 
-    def hasNode(self, node: Any) -> bool:  # noqa: N802
+    def hasNode(self, node: Any) -> bool:
         return self._g.has_node(node)
 
-    def getEdgeIfExists(self, tail: Any, head: Any) -> Edge | None:  # noqa: N802
+    def getEdgeIfExists(self, tail: Any, head: Any) -> Edge | None:
         if not (self._g.has_node(tail) and self._g.has_node(head)):
             return None
         edges = [e for e in self.out_edges(tail) if e.head is head]
         return edges[0] if edges else None
 
-    def deleteNode(self, node: Any) -> None:  # noqa: N802
+    def deleteNode(self, node: Any) -> None:
         """Remove a node and every edge touching it."""
         self._check_node(node, "deleteNode")
         self._g.remove_node(node)
 
-    def deleteNodes(self, nodes: Iterable[Any]) -> None:  # noqa: N802
+    def deleteNodes(self, nodes: Iterable[Any]) -> None:
         for node in list(nodes):
             if self._g.has_node(node):
                 self._g.remove_node(node)
 
-    def replaceNode(self, old: Any, new: Any) -> None:  # noqa: N802
+    def replaceNode(self, old: Any, new: Any) -> None:
         """Move every edge of ``old`` onto ``new`` (in-edges then out-edges, in ``old``'s order)."""
         self._check_node(old, "replaceNode")
         self._check_node(new, "replaceNode")
@@ -249,7 +249,7 @@ class _Store:
         for edge in self.out_edges(old):
             self._move_edge(edge, tail=new)
 
-    def swapNodes(self, a: Any, b: Any) -> None:  # noqa: N802
+    def swapNodes(self, a: Any, b: Any) -> None:
         """Exchange the places of two nodes: every edge end at ``a`` moves to ``b`` and the reverse,
         each keeping its position."""
         self._check_node(a, "swapNodes")
@@ -285,18 +285,18 @@ class NodeRef:
         self._value = value
 
     # what the node is
-    def isOperator(self) -> bool:  # noqa: N802
+    def isOperator(self) -> bool:
         return isinstance(self._value, NeuralNetOperator)
 
-    def isTensor(self) -> bool:  # noqa: N802
+    def isTensor(self) -> bool:
         return isinstance(self._value, NeuralNetData)
 
-    def getType(self) -> str:  # noqa: N802
+    def getType(self) -> str:
         return "Operator" if self.isOperator() else "Tensor"
 
     type = property(getType)
 
-    def getName(self) -> str:  # noqa: N802
+    def getName(self) -> str:
         return self._value.getName()
 
     name = property(getName)
@@ -306,11 +306,11 @@ class NodeRef:
             kind = "an operator" if operator else "a tensor"
             raise NetError(f"NodeRef.{what}: node '{self.getName()}' is not {kind}")
 
-    def getOperator(self) -> NeuralNetOperator:  # noqa: N802
+    def getOperator(self) -> NeuralNetOperator:
         self._need(True, "getOperator")
         return self._value
 
-    def getTensor(self) -> NeuralNetData:  # noqa: N802
+    def getTensor(self) -> NeuralNetData:
         self._need(False, "getTensor")
         return self._value
 
@@ -318,44 +318,44 @@ class NodeRef:
     tensor = property(getTensor)
 
     # neighbours
-    def getInputs(self) -> list[NodeRef]:  # noqa: N802
+    def getInputs(self) -> list[NodeRef]:
         self._need(True, "inputs")
         return [e.tail for e in self._owner.in_edges(self)]
 
-    def getOutputs(self) -> list[NodeRef]:  # noqa: N802
+    def getOutputs(self) -> list[NodeRef]:
         self._need(True, "outputs")
         return [e.head for e in self._owner.out_edges(self)]
 
     inputs = property(getInputs)
     outputs = property(getOutputs)
 
-    def hasProducer(self) -> bool:  # noqa: N802
+    def hasProducer(self) -> bool:
         return bool(self._owner.in_edges(self))
 
-    def getProducer(self) -> NodeRef:  # noqa: N802
+    def getProducer(self) -> NodeRef:
         self._need(False, "producer")
         edges = self._owner.in_edges(self)
         if not edges:
             raise NetError(f"NodeRef.producer: tensor '{self.getName()}' has no producer")
         return edges[0].tail
 
-    def getConsumers(self) -> list[NodeRef]:  # noqa: N802
+    def getConsumers(self) -> list[NodeRef]:
         self._need(False, "consumers")
         return [e.head for e in self._owner.out_edges(self)]
 
     producer = property(getProducer)
     consumers = property(getConsumers)
 
-    def getOperatorPredecessors(self) -> list[NodeRef]:  # noqa: N802
+    def getOperatorPredecessors(self) -> list[NodeRef]:
         """The producers of this operator's inputs, one per input that has one."""
         return [t.getProducer() for t in self.getInputs() if t.hasProducer()]
 
-    def getOperatorSuccessors(self) -> list[NodeRef]:  # noqa: N802
+    def getOperatorSuccessors(self) -> list[NodeRef]:
         """The consumers of this operator's outputs."""
         return [c for t in self.getOutputs() for c in t.getConsumers()]
 
     # annotation
-    def getAnnotation(self) -> Annotation:  # noqa: N802
+    def getAnnotation(self) -> Annotation:
         """The operator's annotation itself (created empty if absent), so edits stick."""
         op = self.getOperator()
         if op.annotation is None:
@@ -363,7 +363,7 @@ class NodeRef:
             op.annotation._default_type = op.getName()
         return op.annotation
 
-    def setAnnotation(self, annotation: Annotation) -> None:  # noqa: N802
+    def setAnnotation(self, annotation: Annotation) -> None:
         if not isinstance(annotation, Annotation):
             raise NetError(f"NodeRef.setAnnotation: expected an Annotation, got {type(annotation).__name__}")
         op = self.getOperator()
@@ -384,7 +384,7 @@ class NodeRef:
 class NNGraph(_Store):
     """The data-flow graph of an ``NNModule``."""
 
-    def createNode(self, value: Any) -> NodeRef:  # noqa: N802
+    def createNode(self, value: Any) -> NodeRef:
         """A new node from a ``NeuralNetOperator``, a ``NeuralNetData`` (each copied by name) or an
         ``OperatorDef`` (stored in the node's annotation; its inputs and outputs are dropped)."""
         if isinstance(value, NeuralNetOperator):
@@ -398,14 +398,14 @@ class NNGraph(_Store):
             f"NNGraph.createNode takes a NeuralNetOperator, a NeuralNetData or an OperatorDef, got {value!r}"
         )
 
-    def createEdge(self, a: NodeRef, b: NodeRef) -> None:  # noqa: N802
+    def createEdge(self, a: NodeRef, b: NodeRef) -> None:
         if not (isinstance(a, NodeRef) and isinstance(b, NodeRef) and a.isOperator() != b.isOperator()):
             raise NetError(
                 f"NNGraph.createEdge: edges must exist between NeuralNetOperator and NeuralNetData ({a!r} -> {b!r})"
             )
         self._add_edge(a, b)
 
-    def deleteEdge(self, a: Any, b: Any = None) -> None:  # noqa: N802
+    def deleteEdge(self, a: Any, b: Any = None) -> None:
         """Delete an ``Edge``, or the first edge a -> b if there is one."""
         if b is None:
             self._remove_edge(a)
@@ -455,19 +455,19 @@ class NNSubgraph:
         self._nodes: dict[NodeRef, None] = {}
         self._edges: dict[Edge, None] = {}
 
-    def addNode(self, node: NodeRef) -> None:  # noqa: N802
+    def addNode(self, node: NodeRef) -> None:
         self._nodes[node] = None
 
-    def removeNode(self, node: NodeRef) -> None:  # noqa: N802
+    def removeNode(self, node: NodeRef) -> None:
         self._nodes.pop(node, None)
 
-    def addEdge(self, edge: Edge) -> None:  # noqa: N802
+    def addEdge(self, edge: Edge) -> None:
         self._edges[edge] = None
 
-    def hasNode(self, node: NodeRef) -> bool:  # noqa: N802
+    def hasNode(self, node: NodeRef) -> bool:
         return node in self._nodes
 
-    def induceEdges(self) -> None:  # noqa: N802
+    def induceEdges(self) -> None:
         """Add every edge of the graph whose two ends are both in the subgraph."""
         for node in self._nodes:
             for edge in node._owner.out_edges(node):
@@ -478,7 +478,7 @@ class NNSubgraph:
     def nodes(self) -> list[NodeRef]:
         return list(self._nodes)
 
-    def getNodes(self) -> list[NodeRef]:  # noqa: N802
+    def getNodes(self) -> list[NodeRef]:
         return list(self._nodes)
 
     def __len__(self) -> int:
@@ -506,11 +506,11 @@ class Node:
 class Graph(_Store):
     """nomnigraph's generic graph of Python values (``ng.Graph``)."""
 
-    def createNode(self, data: Any) -> Node:  # noqa: N802
+    def createNode(self, data: Any) -> Node:
         return self._add_node(Node(data))
 
-    def createEdge(self, a: Node, b: Node) -> Edge:  # noqa: N802
+    def createEdge(self, a: Node, b: Node) -> Edge:
         return self._add_edge(a, b)
 
-    def deleteEdge(self, edge: Edge) -> None:  # noqa: N802
+    def deleteEdge(self, edge: Edge) -> None:
         self._remove_edge(edge)

@@ -43,7 +43,7 @@ class MatchNodeRef:
 class NNMatchGraph(_Store):
     """A pattern to look for in a data-flow graph (``nn.match(pattern)``)."""
 
-    def createNode(self, node: Any = None, strict: bool = False) -> MatchNodeRef:  # noqa: N802
+    def createNode(self, node: Any = None, strict: bool = False) -> MatchNodeRef:
         """A pattern node: ``NeuralNetOperator(name)`` matches operators of that name, ``NeuralNetData``
         any tensor, nothing (or ``createNode(strict=...)``) any node."""
         if isinstance(node, bool):
@@ -57,7 +57,7 @@ class NNMatchGraph(_Store):
             return self._add_node(MatchNodeRef(lambda n: True, strict, "*"))
         raise NetError(f"NNMatchGraph.createNode takes a NeuralNetOperator, a NeuralNetData or nothing, got {node!r}")
 
-    def createEdge(self, a: MatchNodeRef, b: MatchNodeRef) -> None:  # noqa: N802
+    def createEdge(self, a: MatchNodeRef, b: MatchNodeRef) -> None:
         self._add_edge(a, b)
 
     def root(self) -> MatchNodeRef:
@@ -88,7 +88,7 @@ def _match(node: NodeRef, pattern: MatchNodeRef, matched: dict, subgraph: NNSubg
     return True
 
 
-def matchSubgraph(node: NodeRef, pattern: NNMatchGraph) -> NNSubgraph:  # noqa: N802
+def matchSubgraph(node: NodeRef, pattern: NNMatchGraph) -> NNSubgraph:
     """The subgraph rooted at ``node`` that ``pattern`` matches, or an empty NNSubgraph."""
     subgraph = NNSubgraph()
     if _match(node, pattern.root(), {}, subgraph):

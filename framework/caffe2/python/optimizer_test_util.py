@@ -32,7 +32,7 @@ PERFECT = np.array([2, 6, 5, 0, 1], dtype=np.float32)
 class OptimizerTestBase:
     """Convergence tests for one optimizer (not a TestCase itself; mix it into one)."""
 
-    def _createDense(self, dtype: int = core.DataType.FLOAT) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray]:  # noqa: N802
+    def _createDense(self, dtype: int = core.DataType.FLOAT) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray]:
         np.random.seed(123)
         fp16 = dtype == core.DataType.FLOAT16
         data = np.random.randint(2, size=(20, PERFECT.size)).astype(np.float16 if fp16 else np.float32)
@@ -50,7 +50,7 @@ class OptimizerTestBase:
         self.assertIsInstance(grad_map["fc_w"], core.BlobReference)
         return model, PERFECT, data, label
 
-    def testDense(self) -> None:  # noqa: N802
+    def testDense(self) -> None:
         model, perfect, data, label = self._createDense()
         optimizer = self.build_optimizer(model)
         workspace.FeedBlob("data", data[0])
@@ -66,10 +66,10 @@ class OptimizerTestBase:
         self.check_optimizer(optimizer)
 
     @unittest.skipIf(not workspace.has_gpu_support, "No gpu support")
-    def testGPUDense(self, dtype: int = core.DataType.FLOAT) -> None:  # noqa: N802
+    def testGPUDense(self, dtype: int = core.DataType.FLOAT) -> None:
         raise unittest.SkipTest("no GPU")  # pragma: no cover - has_gpu_support is always False here
 
-    def testSparse(self) -> None:  # noqa: N802
+    def testSparse(self) -> None:
         dup = 2  # every weight is looked up by two indices, so a row may be counted twice
         np.random.seed(123)
         data = np.random.randint(2, size=(20, PERFECT.size * dup)).astype(np.float32)

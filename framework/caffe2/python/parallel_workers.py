@@ -54,7 +54,7 @@ class Metrics:
         for logger in self._external_loggers:
             try:
                 logger.log(self._metrics)
-            except Exception as e:  # noqa: BLE001 - a logger must not stop the workers
+            except Exception as e:
                 log.warning("Failed to call ExternalLogger: %s", e)
 
 
@@ -211,7 +211,7 @@ def run_worker(coordinator: WorkerCoordinator, worker: Worker) -> None:
         worker.start()
         try:
             worker.run()
-        except Exception as e:  # noqa: BLE001 - reported and stops the coordinator
+        except Exception as e:
             worker.handle_exception(e)
         finally:
             worker.finish()

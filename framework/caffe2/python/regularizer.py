@@ -79,15 +79,15 @@ class Regularizer:
         return None
 
     def _ensure_clipped(
-        self, net: Any, param: Any, grad: Any = None, min: float | None = None, max: float | None = None,  # noqa: A002
+        self, net: Any, param: Any, grad: Any = None, min: float | None = None, max: float | None = None,
         open_range: bool = False, left_open: bool = False, right_open: bool = False,
     ) -> None:  # fmt: skip
         """EnsureClipped ``param`` to [min, max] (an open end moved in by kEpsilon), on the rows of a
         sparse gradient only when ``grad`` is a GradientSlice."""
         if min is not None and (open_range or left_open):
-            min += self.kEpsilon  # noqa: A001
+            min += self.kEpsilon
         if max is not None and (open_range or right_open):
-            max -= self.kEpsilon  # noqa: A001
+            max -= self.kEpsilon
         inputs = [param, grad.indices, grad.values] if isinstance(grad, core.GradientSlice) else [param]
         kwargs = {k: v for k, v in (("min", min), ("max", max)) if v is not None}
         net.EnsureClipped(inputs, [param], **kwargs)

@@ -214,7 +214,7 @@ class MILSTMWithAttentionCell(LSTMWithAttentionCell):
     _decoder_class = MILSTMCell
 
 
-def LSTMWithAttention(  # noqa: N802
+def LSTMWithAttention(
     model,
     decoder_inputs,
     decoder_input_lengths,

@@ -319,14 +319,14 @@ class LSTMCell(_SizedCell):
         return (self.scope("hidden_t"), self.scope("cell_t"))
 
 
-from framework.caffe2.python.attention import AttentionType  # noqa: E402,F401
-from framework.caffe2.python.rnn_attention_cell import (  # noqa: E402,F401
+from framework.caffe2.python.attention import AttentionType  # noqa: E402
+from framework.caffe2.python.rnn_attention_cell import (  # noqa: E402
     AttentionCell,
     LSTMWithAttention,
     LSTMWithAttentionCell,
     MILSTMWithAttentionCell,
 )
-from framework.caffe2.python.rnn_cell_wrappers import DropoutCell, UnrolledCell  # noqa: E402,F401
+from framework.caffe2.python.rnn_cell_wrappers import DropoutCell, UnrolledCell  # noqa: E402
 from framework.caffe2.python.rnn_cells_more import (  # noqa: E402  (MultiRNNCell, MILSTM, LayerNorm LSTM and the builders)
     LSTM,
     MILSTM,

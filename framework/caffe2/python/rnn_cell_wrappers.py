@@ -74,7 +74,7 @@ def _rectify(name: Any) -> Any:
 class UnrolledCell(RNNCell):
     """Runs ``cell`` over exactly T steps written into the outer net (see the module doc)."""
 
-    def __init__(self, cell: Any, T: int) -> None:  # noqa: N803
+    def __init__(self, cell: Any, T: int) -> None:
         super().__init__(name=cell.name, forward_only=cell.forward_only, initializer=cell.initializer)
         if int(T) < 1:
             raise ValueError(f"static_rnn_unroll_size must be at least 1, got {T}")

@@ -162,7 +162,7 @@ class LayerNormMILSTMCell(MILSTMCell):
     _layer_norm = True
 
 
-def _LSTM(  # noqa: N802
+def _LSTM(
     cell_class: type,
     model: Any,
     input_blob: Any,
@@ -224,7 +224,7 @@ LayerNormLSTM = functools.partial(_LSTM, LayerNormLSTMCell)
 LayerNormMILSTM = functools.partial(_LSTM, LayerNormMILSTMCell)
 
 
-def BasicRNN(  # noqa: N802
+def BasicRNN(
     model: Any,
     input_blob: Any,
     seq_lengths: Any,
@@ -256,7 +256,7 @@ def BasicRNN(  # noqa: N802
     return tuple(result)
 
 
-def cudnn_LSTM(  # noqa: N802
+def cudnn_LSTM(
     model: Any,
     input_blob: Any,
     initial_states: Any,
@@ -304,7 +304,7 @@ def cudnn_LSTM(  # noqa: N802
     return out + (params,) if return_params else out
 
 
-def _layered_LSTM(  # noqa: N802
+def _layered_LSTM(
     model: Any,
     input_blob: Any,
     seq_lengths: Any,
@@ -360,7 +360,7 @@ def _layered_LSTM(  # noqa: N802
 layered_LSTM = functools.partial(_layered_LSTM, create_lstm=LSTM)
 
 
-def InitFromLSTMParams(lstm_pblobs: dict, param_values: dict) -> None:  # noqa: N802
+def InitFromLSTMParams(lstm_pblobs: dict, param_values: dict) -> None:
     """Set an LSTM's packed FC parameters (current workspace) from per-gate values:
     param_values[input_type][name] for the names of GetLSTMParamNames(), input_type 'input' or
     'recurrent'; lstm_pblobs[input_type] = {'weights': blob, 'biases': blob} (return_params)."""
@@ -377,7 +377,7 @@ def InitFromLSTMParams(lstm_pblobs: dict, param_values: dict) -> None:  # noqa: 
             workspace.FeedBlob(blob, flat.reshape(cur.shape).astype(np.float32))
 
 
-def GetLSTMParamNames() -> dict:  # noqa: N802
+def GetLSTMParamNames() -> dict:
     return {
         "weights": ["input_gate_w", "forget_gate_w", "output_gate_w", "cell_w"],
         "biases": ["input_gate_b", "forget_gate_b", "output_gate_b", "cell_b"],

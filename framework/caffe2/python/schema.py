@@ -47,12 +47,12 @@ __all__ = [
 log = logging.getLogger("framework.caffe2.python.schema")
 
 
-def Map(keys: Any, values: Any, keys_name: str = "keys", values_name: str = "values", lengths_blob: Any = None) -> List:  # noqa: N802
+def Map(keys: Any, values: Any, keys_name: str = "keys", values_name: str = "values", lengths_blob: Any = None) -> List:
     """A List of Struct(keys, values)."""
     return List(Struct((keys_name, keys), (values_name, values)), lengths_blob=lengths_blob)
 
 
-def MapWithEvicted(  # noqa: N802
+def MapWithEvicted(
     keys: Any, values: Any, keys_name: str = "keys", values_name: str = "values", lengths_blob: Any = None,
     evicted_values: Any = None,
 ) -> ListWithEvicted:  # fmt: skip
@@ -60,17 +60,17 @@ def MapWithEvicted(  # noqa: N802
     return ListWithEvicted(Struct((keys_name, keys), (values_name, values)), lengths_blob, evicted_values)
 
 
-def NamedTuple(name_prefix: str, *fields: Any) -> Struct:  # noqa: N802
+def NamedTuple(name_prefix: str, *fields: Any) -> Struct:
     """A Struct of ``fields`` named ``<name_prefix>_0``, ``<name_prefix>_1``..."""
     return Struct(*[(f"{name_prefix}_{i}", f) for i, f in enumerate(fields)])
 
 
-def Tuple(*fields: Any) -> Struct:  # noqa: N802
+def Tuple(*fields: Any) -> Struct:
     """A Struct of ``fields`` named ``field_0``, ``field_1``..."""
     return NamedTuple("field", *fields)
 
 
-def RawTuple(num_fields: int, name_prefix: str = "field") -> Struct:  # noqa: N802
+def RawTuple(num_fields: int, name_prefix: str = "field") -> Struct:
     """A tuple of ``num_fields`` untyped (np.void) scalars."""
     if not isinstance(num_fields, int) or num_fields < 0:
         raise ValueError(f"num_fields must be an int >= 0, got {num_fields!r}")
@@ -174,7 +174,7 @@ def _blob_refs(record: Field) -> list[Any]:
     return blobs
 
 
-def FetchRecord(blob_record: Field, ws: Any = None, throw_on_type_mismatch: bool = False) -> Field:  # noqa: N802
+def FetchRecord(blob_record: Field, ws: Any = None, throw_on_type_mismatch: bool = False) -> Field:
     """A record of the same schema holding the arrays of ``blob_record``'s blobs."""
     if not isinstance(blob_record, Field):
         raise TypeError("FetchRecord takes a schema Field")
@@ -183,7 +183,7 @@ def FetchRecord(blob_record: Field, ws: Any = None, throw_on_type_mismatch: bool
     return from_blob_list(blob_record, arrays, throw_on_type_mismatch)
 
 
-def FeedRecord(blob_record: Field, arrays: Any, ws: Any = None) -> None:  # noqa: N802
+def FeedRecord(blob_record: Field, arrays: Any, ws: Any = None) -> None:
     """Feed ``arrays`` (a list, one per field, or a record of arrays) into the record's blobs.
     Arrays go in as they are; a value that is not an ndarray (a Python list) becomes an array of
     the field's type (Caffe2 would make it int64/float64)."""
@@ -204,7 +204,7 @@ def FeedRecord(blob_record: Field, arrays: Any, ws: Any = None) -> None:  # noqa
             ws.feed_blob(str(b), a)
 
 
-def NewRecord(net: Any, schema: Field) -> Field:  # noqa: N802
+def NewRecord(net: Any, schema: Field) -> Field:
     """``schema`` bound to fresh blobs of ``net`` (``net.NextScopedBlob(field_name)`` each)."""
     if isinstance(schema, Scalar):
         result = schema.clone()
@@ -215,7 +215,7 @@ def NewRecord(net: Any, schema: Field) -> Field:  # noqa: N802
     return from_blob_list(schema, [net.NextScopedBlob(prefix=name) for name in schema.field_names()])
 
 
-def ConstRecord(net: Any, array_record: Field) -> Field:  # noqa: N802
+def ConstRecord(net: Any, array_record: Field) -> Field:
     """A record of blobs filled by ``net.Const`` with the arrays of ``array_record``."""
     blob_record = NewRecord(net, array_record)
     for blob, array in zip(blob_record.field_blobs(), array_record.field_blobs()):
@@ -223,7 +223,7 @@ def ConstRecord(net: Any, array_record: Field) -> Field:  # noqa: N802
     return blob_record
 
 
-def InitEmptyRecord(net: Any, schema_or_record: Field, enforce_types: bool = False) -> Field:  # noqa: N802
+def InitEmptyRecord(net: Any, schema_or_record: Field, enforce_types: bool = False) -> Field:
     """Add ConstantFills of empty ([0, *inner shape]) tensors of each field's type; a field whose
     type has no TensorProto type gets an empty float tensor, or a TypeError with ``enforce_types``."""
     record = schema_or_record if schema_or_record.has_blobs() else NewRecord(net, schema_or_record)

@@ -21,21 +21,21 @@ _NAMESCOPE_SEPARATOR = SEPARATOR  # Caffe2's name for it
 _local = threading.local()
 
 
-def CurrentNameScope() -> str:  # noqa: N802
+def CurrentNameScope() -> str:
     return getattr(_local, "namescope", "")
 
 
-def CurrentDeviceScope() -> Any:  # noqa: N802
+def CurrentDeviceScope() -> Any:
     return getattr(_local, "devicescope", None)
 
 
-def ScopedName(name: str) -> str:  # noqa: N802
+def ScopedName(name: str) -> str:
     """``name`` with the current NameScope prefix."""
     return CurrentNameScope() + str(name)
 
 
 @contextmanager
-def NameScope(prefix: Any, reset: bool = False) -> Iterator[None]:  # noqa: N802
+def NameScope(prefix: Any, reset: bool = False) -> Iterator[None]:
     """Add ``prefix/`` to the name scope (replace it if ``reset``) inside the block."""
     prefix = str(prefix) if prefix is not None else ""
     if prefix and not prefix.endswith(SEPARATOR):
@@ -49,13 +49,13 @@ def NameScope(prefix: Any, reset: bool = False) -> Iterator[None]:  # noqa: N802
 
 
 @contextmanager
-def EmptyNameScope() -> Iterator[None]:  # noqa: N802
+def EmptyNameScope() -> Iterator[None]:
     with NameScope("", reset=True):
         yield
 
 
 @contextmanager
-def DeviceScope(scope: Any, node_name: str | None = None) -> Iterator[None]:  # noqa: N802
+def DeviceScope(scope: Any, node_name: str | None = None) -> Iterator[None]:
     """Make ``scope`` (a DeviceOption) the default for ops created in the block.
 
     ``node_name`` is set if given, else inherited from the enclosing scope; ``extra_info`` is merged with the
@@ -87,7 +87,7 @@ def DeviceScope(scope: Any, node_name: str | None = None) -> Iterator[None]:  # 
 
 
 @contextmanager
-def EmptyDeviceScope() -> Iterator[None]:  # noqa: N802
+def EmptyDeviceScope() -> Iterator[None]:
     old = CurrentDeviceScope()
     _local.devicescope = None
     try:

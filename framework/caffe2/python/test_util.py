@@ -24,23 +24,23 @@ def rand_array(*dims: int) -> np.ndarray:
     return np.array(np.random.rand(*dims) - 0.5).astype(np.float32)
 
 
-def randBlob(name: str, type: Any, *dims: int, **kwargs: Any) -> None:  # noqa: N802, A002
+def randBlob(name: str, type: Any, *dims: int, **kwargs: Any) -> None:
     """Feed blob ``name`` uniform values in [offset, offset + 1) of numpy type ``type`` (``offset=`` keyword,
     default 0), as Caffe2's test_util."""
     offset = kwargs.get("offset", 0.0)
     workspace.FeedBlob(name, np.random.rand(*dims).astype(type) + offset)
 
 
-def randBlobFloat32(name: str, *dims: int, **kwargs: Any) -> None:  # noqa: N802
+def randBlobFloat32(name: str, *dims: int, **kwargs: Any) -> None:
     randBlob(name, np.float32, *dims, **kwargs)
 
 
-def randBlobsFloat32(names: Any, *dims: int, **kwargs: Any) -> None:  # noqa: N802
+def randBlobsFloat32(names: Any, *dims: int, **kwargs: Any) -> None:
     for name in names:
         randBlobFloat32(name, *dims, **kwargs)
 
 
-def numOps(net: Any) -> int:  # noqa: N802
+def numOps(net: Any) -> int:
     return len(net.Proto().op)
 
 
@@ -94,5 +94,5 @@ class TestCase(unittest.TestCase):
         self.addCleanup(shutil.rmtree, folder)
         return folder
 
-    def assertApproxEqual(self, a: Any, b: Any, rtol: float = 1e-5, atol: float = 1e-8) -> None:  # noqa: N802
+    def assertApproxEqual(self, a: Any, b: Any, rtol: float = 1e-5, atol: float = 1e-8) -> None:
         np.testing.assert_allclose(a, b, rtol=rtol, atol=atol)

@@ -64,7 +64,7 @@ class WatcherThread(threading.Thread):
 
 
 @contextlib.contextmanager
-def CompleteInTimeOrDie(timeout_secs: float) -> Iterator[None]:  # noqa: N802
+def CompleteInTimeOrDie(timeout_secs: float) -> Iterator[None]:
     watcher = WatcherThread(timeout_secs)
     watcher.start()
     try:
@@ -75,6 +75,6 @@ def CompleteInTimeOrDie(timeout_secs: float) -> Iterator[None]:  # noqa: N802
             watcher.condition.notify()
 
 
-def EuthanizeIfNecessary(timeout_secs: float = 120) -> None:  # noqa: N802
+def EuthanizeIfNecessary(timeout_secs: float = 120) -> None:
     """Kill the process if it has not ended ``timeout_secs`` from now (stuck shutdowns)."""
     WatcherThread(timeout_secs).start()

@@ -31,7 +31,7 @@ class Transformer:
         pass
 
     @classmethod
-    def runTransform(cls, transform_name: str, net: Any) -> None:  # noqa: N802
+    def runTransform(cls, transform_name: str, net: Any) -> None:
         if transform_name in GRAPH_PASSES:
             _apply(net, GRAPH_PASSES[transform_name])
         elif transform_name in WORKSPACE_PASSES:
@@ -47,15 +47,15 @@ class Transformer:
         return lambda net: self.runTransform(transform_name, net)
 
 
-def fuseNNPACKConvRelu(net: Any) -> None:  # noqa: N802
+def fuseNNPACKConvRelu(net: Any) -> None:
     Transformer.runTransform("FuseNNPACKConvRelu", net)
 
 
-def fuseConvBN(net: Any) -> None:  # noqa: N802
+def fuseConvBN(net: Any) -> None:
     Transformer.runTransform("FuseConvBN", net)
 
 
-def optimizeForMKLDNN(net: Any, training_mode: bool = False) -> None:  # noqa: N802
+def optimizeForMKLDNN(net: Any, training_mode: bool = False) -> None:
     raise FrameworkError(
         "transformations.optimizeForMKLDNN rewrites nets for Caffe2's MKL-DNN (IDEEP) operators, which this "
         "framework does not have; its CPU operators run the net as it is"

@@ -37,7 +37,7 @@ _TO_PROTO = {
 _FROM_PROTO = {code: (dt, field) for dt, (code, field) in _TO_PROTO.items()}
 
 
-def OpAlmostEqual(op_a: Any, op_b: Any, ignore_fields: Any = None) -> bool:  # noqa: N802
+def OpAlmostEqual(op_a: Any, op_b: Any, ignore_fields: Any = None) -> bool:
     """Two ops equal except for the fields ``ignore_fields``."""
     ignore_fields = ignore_fields or []
     if not isinstance(ignore_fields, list):
@@ -53,7 +53,7 @@ def OpAlmostEqual(op_a: Any, op_b: Any, ignore_fields: Any = None) -> bool:  # n
     return clean(op_a) == clean(op_b)
 
 
-def Caffe2TensorToNumpyArray(tensor: Any) -> np.ndarray:  # noqa: N802
+def Caffe2TensorToNumpyArray(tensor: Any) -> np.ndarray:
     """A TensorProto's typed data as a numpy array (float, double, int8..int64, uint8/16, bool)."""
     if tensor.data_type not in _FROM_PROTO:
         raise RuntimeError(f"Tensor data type not supported yet: {tensor.data_type}")
@@ -61,7 +61,7 @@ def Caffe2TensorToNumpyArray(tensor: Any) -> np.ndarray:  # noqa: N802
     return np.asarray(getattr(tensor, field)).astype(dt).reshape(tuple(tensor.dims))
 
 
-def NumpyArrayToCaffe2Tensor(arr: np.ndarray, name: str | None = None) -> Any:  # noqa: N802
+def NumpyArrayToCaffe2Tensor(arr: np.ndarray, name: str | None = None) -> Any:
     """A TensorProto with the typed field Caffe2 uses for ``arr``'s dtype."""
     arr = np.asarray(arr)
     if arr.dtype not in _TO_PROTO:
@@ -77,14 +77,14 @@ def NumpyArrayToCaffe2Tensor(arr: np.ndarray, name: str | None = None) -> Any:  
     return tensor
 
 
-def CaffeBlobToNumpyArray(blob: Any) -> np.ndarray:  # noqa: N802
+def CaffeBlobToNumpyArray(blob: Any) -> np.ndarray:
     """A Caffe1 BlobProto (old num/channels/height/width or new shape) as float32."""
     if blob.num != 0:
         return np.asarray(blob.data, dtype=np.float32).reshape(blob.num, blob.channels, blob.height, blob.width)
     return np.asarray(blob.data, dtype=np.float32).reshape(blob.shape.dim)
 
 
-def TryReadProtoWithClass(cls: Any, s: Any) -> Any:  # noqa: N802
+def TryReadProtoWithClass(cls: Any, s: Any) -> Any:
     """Parse ``s`` as text format, else as binary (DecodeError when neither)."""
     obj = cls()
     try:
@@ -95,14 +95,14 @@ def TryReadProtoWithClass(cls: Any, s: Any) -> Any:  # noqa: N802
         return obj
 
 
-def GetContentFromProto(obj: Any, function_map: dict) -> Any:  # noqa: N802
+def GetContentFromProto(obj: Any, function_map: dict) -> Any:
     for cls, func in function_map.items():
         if type(obj) is cls:
             return func(obj)
     return None
 
 
-def GetContentFromProtoString(s: Any, function_map: dict) -> Any:  # noqa: N802
+def GetContentFromProtoString(s: Any, function_map: dict) -> Any:
     for cls, func in function_map.items():
         try:
             return func(TryReadProtoWithClass(cls, s))
@@ -111,7 +111,7 @@ def GetContentFromProtoString(s: Any, function_map: dict) -> Any:  # noqa: N802
     raise DecodeError("Cannot find a fit protobuffer class.")
 
 
-def ConvertProtoToBinary(proto_class: Any, filename: str, out_filename: str) -> None:  # noqa: N802
+def ConvertProtoToBinary(proto_class: Any, filename: str, out_filename: str) -> None:
     """A text-format file of ``proto_class`` written as binary."""
     with open(filename) as f:
         proto = TryReadProtoWithClass(proto_class, f.read())
@@ -119,12 +119,12 @@ def ConvertProtoToBinary(proto_class: Any, filename: str, out_filename: str) -> 
         f.write(proto.SerializeToString())
 
 
-def GetGPUMemoryUsageStats() -> dict:  # noqa: N802
+def GetGPUMemoryUsageStats() -> dict:
     """No GPU here: zero usage."""
     return {"total_by_gpu": np.zeros(0), "max_by_gpu": np.zeros(0), "total": 0, "max_total": 0}
 
 
-def ResetBlobs(blobs: Any) -> None:  # noqa: N802
+def ResetBlobs(blobs: Any) -> None:
     from framework import core, workspace
 
     workspace.RunOperatorOnce(
@@ -150,7 +150,7 @@ class DebugMode:
             sys.exit(1)
 
 
-def raiseIfNotEqual(a: Any, b: Any, msg: str) -> None:  # noqa: N802
+def raiseIfNotEqual(a: Any, b: Any, msg: str) -> None:
     if a != b:
         raise Exception(f"{msg}. {a} != {b}")
 
@@ -163,17 +163,17 @@ def debug(f: Callable) -> Callable:
     return wrapper
 
 
-def BuildUniqueMutexIter(  # noqa: N802
+def BuildUniqueMutexIter(
     init_net: Any,
     net: Any,
     iter: Any = None,
     iter_mutex: Any = None,
-    iter_val: int = 0,  # noqa: A002
+    iter_val: int = 0,
 ) -> Any:
     """An int64 iteration counter in ``init_net`` advanced by AtomicIter in ``net`` (once per net)."""
     from framework import core
 
-    iter = iter if iter is not None else OPTIMIZER_ITERATION_NAME  # noqa: A001
+    iter = iter if iter is not None else OPTIMIZER_ITERATION_NAME
     iter_mutex = iter_mutex if iter_mutex is not None else ITERATION_MUTEX_NAME
     if init_net.BlobIsDefined(iter):
         return init_net.GetBlobRef(iter)
@@ -185,7 +185,7 @@ def BuildUniqueMutexIter(  # noqa: N802
     return iteration
 
 
-def EnumClassKeyVals(cls: type) -> dict:  # noqa: N802
+def EnumClassKeyVals(cls: type) -> dict:
     """The upper-case string attributes of ``cls`` (distinct values)."""
     enum: dict[str, str] = {}
     for k in dir(cls):
@@ -197,18 +197,18 @@ def EnumClassKeyVals(cls: type) -> dict:  # noqa: N802
     return enum
 
 
-def ArgsToDict(args: Any) -> dict:  # noqa: N802
+def ArgsToDict(args: Any) -> dict:
     """Arguments as {name: value} (the set field; None when none is set)."""
     from framework.ops.arg_reader import ArgReader
 
     return ArgReader(list(args), where="arguments").as_dict()
 
 
-def NHWC2NCHW(tensor: np.ndarray) -> np.ndarray:  # noqa: N802
+def NHWC2NCHW(tensor: np.ndarray) -> np.ndarray:
     assert tensor.ndim >= 1
     return tensor.transpose((0, tensor.ndim - 1) + tuple(range(1, tensor.ndim - 1)))
 
 
-def NCHW2NHWC(tensor: np.ndarray) -> np.ndarray:  # noqa: N802
+def NCHW2NHWC(tensor: np.ndarray) -> np.ndarray:
     assert tensor.ndim >= 2
     return tensor.transpose((0,) + tuple(range(2, tensor.ndim)) + (1,))

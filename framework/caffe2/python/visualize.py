@@ -25,13 +25,13 @@ def _pyplot() -> tuple[Any, Any]:
     return cm, pyplot
 
 
-def ChannelFirst(arr: np.ndarray) -> np.ndarray:  # noqa: N802
+def ChannelFirst(arr: np.ndarray) -> np.ndarray:
     """HWC -> CHW (over the last three axes)."""
     n = arr.ndim
     return arr.swapaxes(n - 1, n - 2).swapaxes(n - 2, n - 3)
 
 
-def ChannelLast(arr: np.ndarray) -> np.ndarray:  # noqa: N802
+def ChannelLast(arr: np.ndarray) -> np.ndarray:
     """CHW -> HWC (over the last three axes)."""
     n = arr.ndim
     return arr.swapaxes(n - 3, n - 2).swapaxes(n - 2, n - 1)
@@ -43,7 +43,7 @@ class PatchVisualizer:
     def __init__(self, gap: int = 1) -> None:
         self.gap = gap
 
-    def ShowSingle(self, patch: np.ndarray, cmap: Any = None) -> np.ndarray:  # noqa: N802
+    def ShowSingle(self, patch: np.ndarray, cmap: Any = None) -> np.ndarray:
         """One patch: a vector (square, or square x 3), an HxW matrix or an HxWx3 image."""
         patch = np.asarray(patch)
         if patch.ndim == 1:
@@ -83,7 +83,7 @@ class PatchVisualizer:
             image[row : row + patches.shape[1], col : col + patches.shape[2]] = patches[pid]
         return image
 
-    def ShowMultiple(  # noqa: N802
+    def ShowMultiple(
         self, patches: np.ndarray, ncols: int | None = None, cmap: Any = None, bg_func: Callable = np.mean
     ) -> np.ndarray:
         """Tile the patches (each row one patch: n*n, n*n*1 or n*n*3, flat or not) and show them."""
@@ -95,14 +95,14 @@ class PatchVisualizer:
         pyplot.axis("off")
         return image
 
-    def ShowImages(self, patches: np.ndarray, *args: Any, **kwargs: Any) -> np.ndarray:  # noqa: N802
+    def ShowImages(self, patches: np.ndarray, *args: Any, **kwargs: Any) -> np.ndarray:
         """ShowMultiple with the values scaled to [0, 1]."""
         patches = np.asarray(patches, dtype=np.float64)
         patches = patches - np.min(patches)
         patches /= np.max(patches) + np.finfo(np.float64).eps
         return self.ShowMultiple(patches, *args, **kwargs)
 
-    def ShowChannels(self, patch: np.ndarray, cmap: Any = None, bg_func: Callable = np.mean) -> np.ndarray:  # noqa: N802
+    def ShowChannels(self, patch: np.ndarray, cmap: Any = None, bg_func: Callable = np.mean) -> np.ndarray:
         """Each channel of an [w, h, channels] patch as a gray patch."""
         patch = np.asarray(patch)
         if patch.ndim != 3:
@@ -127,19 +127,19 @@ class NHWC:
     """Show NHWC batches (return nothing, as Caffe2's)."""
 
     @staticmethod
-    def ShowSingle(*args: Any, **kwargs: Any) -> None:  # noqa: N802
+    def ShowSingle(*args: Any, **kwargs: Any) -> None:
         _default_visualizer.ShowSingle(*args, **kwargs)
 
     @staticmethod
-    def ShowMultiple(*args: Any, **kwargs: Any) -> None:  # noqa: N802
+    def ShowMultiple(*args: Any, **kwargs: Any) -> None:
         _default_visualizer.ShowMultiple(*args, **kwargs)
 
     @staticmethod
-    def ShowImages(*args: Any, **kwargs: Any) -> None:  # noqa: N802
+    def ShowImages(*args: Any, **kwargs: Any) -> None:
         _default_visualizer.ShowImages(*args, **kwargs)
 
     @staticmethod
-    def ShowChannels(*args: Any, **kwargs: Any) -> None:  # noqa: N802
+    def ShowChannels(*args: Any, **kwargs: Any) -> None:
         _default_visualizer.ShowChannels(*args, **kwargs)
 
 
@@ -147,17 +147,17 @@ class NCHW:
     """Show NCHW batches (channels moved last first; return nothing, as Caffe2's)."""
 
     @staticmethod
-    def ShowSingle(patch: np.ndarray, *args: Any, **kwargs: Any) -> None:  # noqa: N802
+    def ShowSingle(patch: np.ndarray, *args: Any, **kwargs: Any) -> None:
         _default_visualizer.ShowSingle(ChannelLast(np.asarray(patch)), *args, **kwargs)
 
     @staticmethod
-    def ShowMultiple(patch: np.ndarray, *args: Any, **kwargs: Any) -> None:  # noqa: N802
+    def ShowMultiple(patch: np.ndarray, *args: Any, **kwargs: Any) -> None:
         _default_visualizer.ShowMultiple(ChannelLast(np.asarray(patch)), *args, **kwargs)
 
     @staticmethod
-    def ShowImages(patch: np.ndarray, *args: Any, **kwargs: Any) -> None:  # noqa: N802
+    def ShowImages(patch: np.ndarray, *args: Any, **kwargs: Any) -> None:
         _default_visualizer.ShowImages(ChannelLast(np.asarray(patch)), *args, **kwargs)
 
     @staticmethod
-    def ShowChannels(patch: np.ndarray, *args: Any, **kwargs: Any) -> None:  # noqa: N802
+    def ShowChannels(patch: np.ndarray, *args: Any, **kwargs: Any) -> None:
         _default_visualizer.ShowChannels(ChannelLast(np.asarray(patch)), *args, **kwargs)

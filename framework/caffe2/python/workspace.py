@@ -19,7 +19,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from framework.caffe2 import c_extension as C  # noqa: N812 - Caffe2's name; C() is the current workspace
+from framework.caffe2 import c_extension as C
 from framework.errors import FrameworkError
 from framework.memory.blob import Blob
 from framework.memory.int8_tensor import Int8Tensor
@@ -55,22 +55,22 @@ RegisteredOperators = C.registered_operators
 GlobalInit = C.global_init
 
 
-def GetDeviceProperties(device_id: int) -> None:  # noqa: N802
+def GetDeviceProperties(device_id: int) -> None:
     return None
 
 
-def GetGpuPeerAccessPattern() -> Any:  # noqa: N802
+def GetGpuPeerAccessPattern() -> Any:
     import numpy as np
 
     return np.array([])
 
 
-def GetGPUMemoryInfo() -> None:  # noqa: N802
+def GetGPUMemoryInfo() -> None:
     return None
 
 
 # -- names: Caffe2's Stringify helpers ---------------------------------------------------------------
-def StringifyProto(obj: Any) -> Any:  # noqa: N802
+def StringifyProto(obj: Any) -> Any:
     """A string as is; a protobuf message (or an object with ``Proto()``) serialized."""
     if isinstance(obj, (str, bytes)):
         return obj
@@ -89,17 +89,17 @@ def _stringify_name(name: Any, expected_type: str) -> str:
     return str(name)
 
 
-def StringifyBlobName(name: Any) -> str:  # noqa: N802
+def StringifyBlobName(name: Any) -> str:
     return _stringify_name(name, "BlobReference")
 
 
-def StringifyNetName(name: Any) -> str:  # noqa: N802
+def StringifyNetName(name: Any) -> str:
     if type(name).__name__ == "Net":
         return name.Name()
     return _stringify_name(name, "Net")
 
 
-def GetNetName(net: Any) -> str:  # noqa: N802
+def GetNetName(net: Any) -> str:
     if isinstance(net, str):
         return net
     if type(net).__name__ == "Net":
@@ -109,23 +109,23 @@ def GetNetName(net: Any) -> str:  # noqa: N802
     raise TypeError(f"Not a Net object: {net!r}")
 
 
-def GetNameScope() -> str:  # noqa: N802
+def GetNameScope() -> str:
     from framework.caffe2.python.scope import CurrentNameScope
 
     return CurrentNameScope()
 
 
 # -- workspaces ----------------------------------------------------------------
-def CurrentWorkspace() -> str:  # noqa: N802
+def CurrentWorkspace() -> str:
     return _current[0]
 
 
-def Workspaces() -> list[str]:  # noqa: N802
+def Workspaces() -> list[str]:
     return list(_workspaces)
 
 
 @contextlib.contextmanager
-def WorkspaceGuard(workspace_name: str) -> Iterator[None]:  # noqa: N802
+def WorkspaceGuard(workspace_name: str) -> Iterator[None]:
     """Switch to ``workspace_name`` (created if missing) for the block, then back."""
     previous = CurrentWorkspace()
     SwitchWorkspace(workspace_name, True)
@@ -135,7 +135,7 @@ def WorkspaceGuard(workspace_name: str) -> Iterator[None]:  # noqa: N802
         SwitchWorkspace(previous)
 
 
-def SwitchWorkspace(name: str, create_if_missing: bool | None = None) -> None:  # noqa: N802
+def SwitchWorkspace(name: str, create_if_missing: bool | None = None) -> None:
     """Make ``name`` the current workspace; create it (empty, root folder ".") only if asked."""
     name = str(name)
     if name not in _workspaces:
@@ -148,7 +148,7 @@ def SwitchWorkspace(name: str, create_if_missing: bool | None = None) -> None:  
     _current[0] = name
 
 
-def ResetWorkspace(root_folder: str | None = None) -> bool:  # noqa: N802
+def ResetWorkspace(root_folder: str | None = None) -> bool:
     """Replace the current workspace with an empty one (keeping the root folder unless given). As in Caffe2,
     the root folder is where Save/Load/Print put relative paths; CreateDB and the other data sources still
     open theirs relative to the working directory."""
@@ -160,23 +160,23 @@ def ResetWorkspace(root_folder: str | None = None) -> bool:  # noqa: N802
     return True
 
 
-def RootFolder() -> str:  # noqa: N802
+def RootFolder() -> str:
     return C().root_folder
 
 
 # -- blobs ---------------------------------------------------------------------
-def FeedBlob(name: Any, arr: Any, device_option: Any = None) -> bool:  # noqa: N802
+def FeedBlob(name: Any, arr: Any, device_option: Any = None) -> bool:
     """Store a copy of ``arr`` (numpy array, scalar, str/bytes, TensorProto) under ``name``."""
     C().feed_blob(str(name), arr)
     return True
 
 
-def FetchBlob(name: Any) -> Any:  # noqa: N802
+def FetchBlob(name: Any) -> Any:
     """A numpy copy of a tensor blob, bytes of a string blob, or the object held."""
     return C().fetch_blob(str(name))
 
 
-def FetchBlobs(names: list[Any]) -> list[Any]:  # noqa: N802
+def FetchBlobs(names: list[Any]) -> list[Any]:
     return [FetchBlob(n) for n in names]
 
 
@@ -184,52 +184,52 @@ def _int8_result(name: Any) -> Int8Tensor:
     return C().fetch_int8_blob(str(name))
 
 
-def FetchInt8Blob(name: Any) -> Int8Tensor:  # noqa: N802
+def FetchInt8Blob(name: Any) -> Int8Tensor:
     """An Int8TensorCPU blob as ``Int8Tensor(data, scale, zero_point)`` (data: a numpy copy of the codes)."""
     return _int8_result(name)
 
 
-def FetchInt8BlobRealVal(name: Any) -> Any:  # noqa: N802
+def FetchInt8BlobRealVal(name: Any) -> Any:
     """The real values of an Int8TensorCPU blob: ``(data - zero_point) * scale`` as float32."""
     q = _int8_result(name)
     return (q.data.astype(np.int32) - int(q.zero_point)).astype(np.float32) * q.scale
 
 
-def HasBlob(name: Any) -> bool:  # noqa: N802
+def HasBlob(name: Any) -> bool:
     return C().has_blob(str(name))
 
 
-def Blobs() -> list[str]:  # noqa: N802
+def Blobs() -> list[str]:
     return C().blobs()
 
 
-def CreateBlob(name: Any) -> bool:  # noqa: N802
+def CreateBlob(name: Any) -> bool:
     C().create_blob(str(name))
     return True
 
 
-def ResetBlob(name: Any) -> bool:  # noqa: N802
+def ResetBlob(name: Any) -> bool:
     """Empty blob ``name`` (it stays in the workspace, holding nothing)."""
     return C.reset_blob(name)
 
 
-def RemoveBlob(name: Any) -> bool:  # noqa: N802
+def RemoveBlob(name: Any) -> bool:
     return C().remove_blob(str(name))
 
 
-def RenameBlob(old: Any, new: Any) -> bool:  # noqa: N802
+def RenameBlob(old: Any, new: Any) -> bool:
     C().rename_blob(str(old), str(new))
     return True
 
 
-def SerializeBlob(name: Any) -> bytes:  # noqa: N802
+def SerializeBlob(name: Any) -> bytes:
     """One BlobProto (no chunking) of blob ``name``, as bytes."""
     from framework.memory.serialize import serialize_blob_to_string
 
     return serialize_blob_to_string(C().get_blob(str(name)), str(name))
 
 
-def DeserializeBlob(name: Any, serialized: bytes) -> bool:  # noqa: N802
+def DeserializeBlob(name: Any, serialized: bytes) -> bool:
     from framework.memory.serialize import deserialize_blob
 
     deserialize_blob(serialized, C().create_blob(str(name)))
@@ -262,28 +262,26 @@ blobs = _BlobsView()
 
 
 # -- ops, nets and plans (implemented in framework.net) -------------------------------
-def RunOperatorOnce(operator: Any) -> bool:  # noqa: N802
+def RunOperatorOnce(operator: Any) -> bool:
     if isinstance(operator, bytes):
         operator = caffe2_pb2.OperatorDef.FromString(operator)
     C().run_operator_once(operator)
     return True
 
 
-def RunOperatorMultiple(operator: Any, num_runs: int) -> bool:  # noqa: N802
+def RunOperatorMultiple(operator: Any, num_runs: int) -> bool:
     for _ in range(int(num_runs)):
         RunOperatorOnce(operator)
     return True
 
 
-def RunOperatorsOnce(operators: list[Any]) -> bool:  # noqa: N802
+def RunOperatorsOnce(operators: list[Any]) -> bool:
     for op in operators:
         RunOperatorOnce(op)
     return True
 
 
-def CreateNet(  # noqa: N802
-    net: Any, overwrite: bool = False, input_blobs: list[str] | None = None, optimize: bool = False
-) -> bool:
+def CreateNet(net: Any, overwrite: bool = False, input_blobs: list[str] | None = None, optimize: bool = False) -> bool:
     """Instantiate a persistent net from a NetDef or core.Net; refuses to overwrite unless asked.
     ``optimize=True`` (not Caffe2's): apply the inference optimization pass (framework.net.optimize);
     then only the net's external outputs are guaranteed to hold their values.
@@ -307,7 +305,7 @@ def CreateNet(  # noqa: N802
     return True
 
 
-def RunNet(name: Any, num_iter: int = 1, allow_fail: bool = False) -> bool:  # noqa: N802
+def RunNet(name: Any, num_iter: int = 1, allow_fail: bool = False) -> bool:
     """Run a created net ``num_iter`` times (``name`` may be a core.Net or NetDef)."""
     try:
         C().run_net(_net_name(name), num_iter)
@@ -318,12 +316,12 @@ def RunNet(name: Any, num_iter: int = 1, allow_fail: bool = False) -> bool:  # n
     return True
 
 
-def RunNetOnce(net: Any) -> bool:  # noqa: N802
+def RunNetOnce(net: Any) -> bool:
     C().run_net_once(net)
     return True
 
 
-def RunPlan(plan_or_step: Any) -> bool:  # noqa: N802
+def RunPlan(plan_or_step: Any) -> bool:
     C().run_plan(plan_or_step)
     return True
 
@@ -342,7 +340,7 @@ class _BackgroundPlan:
     def _run(self, ws: Any, plan: Any) -> None:
         try:
             ws.run_plan(plan)
-        except BaseException as e:  # noqa: BLE001 - reported through is_succeeded()/error
+        except BaseException as e:
             self.error = e
 
     def is_done(self) -> bool:
@@ -355,35 +353,35 @@ class _BackgroundPlan:
         self._thread.join()
 
 
-def RunPlanInBackground(plan_or_step: Any) -> _BackgroundPlan:  # noqa: N802
+def RunPlanInBackground(plan_or_step: Any) -> _BackgroundPlan:
     """Run a plan (or one execution step) in the current workspace on a thread of its own."""
     return _BackgroundPlan(C(), plan_or_step)
 
 
-def Nets() -> list[str]:  # noqa: N802
+def Nets() -> list[str]:
     return C().nets()
 
 
-def DeleteNet(name: Any) -> bool:  # noqa: N802
+def DeleteNet(name: Any) -> bool:
     C().delete_net(_net_name(name))
     return True
 
 
 def InferShapesAndTypes(
     nets: list[Any], blob_dimensions: dict[str, Any] | None = None, blob_types: dict[str, Any] | None = None
-) -> tuple[dict, dict]:  # noqa: N802
+) -> tuple[dict, dict]:
     from framework.net.api import infer_shapes_and_types
 
     return infer_shapes_and_types(C(), nets, blob_dimensions, blob_types)
 
 
-def BenchmarkNet(name: Any, warmup_runs: int, main_runs: int, run_individual: bool) -> list[float]:  # noqa: N802
+def BenchmarkNet(name: Any, warmup_runs: int, main_runs: int, run_individual: bool) -> list[float]:
     from framework.net.api import benchmark_net
 
     return benchmark_net(C(), _net_name(name), warmup_runs, main_runs, run_individual)
 
 
-def Predictor(init_net: Any, predict_net: Any, optimize: bool = True) -> Any:  # noqa: N802
+def Predictor(init_net: Any, predict_net: Any, optimize: bool = True) -> Any:
     """Caffe2's ``workspace.Predictor``: runs ``init_net`` once, then ``run(inputs)`` -> outputs.
 
     Its workspace is a child of the current one (see ``framework.predictor``); ``optimize=False`` runs
@@ -403,11 +401,11 @@ _immediate: dict[str, Any] = {"on": False, "root": ""}
 _immediate_root_folder = ""  # Caffe2's name for the immediate workspace's temporary folder ("" when off)
 
 
-def IsImmediate() -> bool:  # noqa: N802
+def IsImmediate() -> bool:
     return bool(_immediate["on"])
 
 
-def StartImmediate(i_know: bool = False) -> None:  # noqa: N802
+def StartImmediate(i_know: bool = False) -> None:
     """Turn immediate mode on (restarting it, empty, if it was on); prints Caffe2's caveat unless ``i_know``."""
     import tempfile
 
@@ -427,7 +425,7 @@ def StartImmediate(i_know: bool = False) -> None:  # noqa: N802
         )
 
 
-def StopImmediate() -> None:  # noqa: N802
+def StopImmediate() -> None:
     """Turn immediate mode off, emptying its workspace and removing its temporary root folder."""
     import shutil
 
@@ -441,22 +439,22 @@ def StopImmediate() -> None:  # noqa: N802
     _immediate_root_folder = ""
 
 
-def ImmediateBlobs() -> list[str]:  # noqa: N802
+def ImmediateBlobs() -> list[str]:
     with WorkspaceGuard(_IMMEDIATE_WORKSPACE):
         return Blobs()
 
 
-def RunOperatorImmediate(op: Any) -> None:  # noqa: N802
+def RunOperatorImmediate(op: Any) -> None:
     with WorkspaceGuard(_IMMEDIATE_WORKSPACE):
         RunOperatorOnce(op)
 
 
-def FetchImmediate(*args: Any, **kwargs: Any) -> Any:  # noqa: N802
+def FetchImmediate(*args: Any, **kwargs: Any) -> Any:
     with WorkspaceGuard(_IMMEDIATE_WORKSPACE):
         return FetchBlob(*args, **kwargs)
 
 
-def FeedImmediate(*args: Any, **kwargs: Any) -> bool:  # noqa: N802
+def FeedImmediate(*args: Any, **kwargs: Any) -> bool:
     with WorkspaceGuard(_IMMEDIATE_WORKSPACE):
         return FeedBlob(*args, **kwargs)
 

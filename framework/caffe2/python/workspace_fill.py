@@ -48,7 +48,7 @@ def _random(shape: Sequence[int], type_name: str, rng: np.random.Generator) -> n
     return rng.integers(0, 2, size=shape).astype(dtype)
 
 
-def FillRandomNetworkInputs(net: Any, input_dims: Sequence[Any], input_types: Sequence[Any]) -> None:  # noqa: N802
+def FillRandomNetworkInputs(net: Any, input_dims: Sequence[Any], input_types: Sequence[Any]) -> None:
     from framework.caffe2.python import workspace
 
     proto = net.Proto() if hasattr(net, "Proto") else net

@@ -29,7 +29,7 @@ def _op_def(operator: Any) -> Any:
     raise TypeError(f"GetOperatorCost takes an OperatorDef or its serialized bytes, got {type(operator).__name__}")
 
 
-def GetOperatorCost(operator: Any, blobs: Any) -> tuple[float, float]:  # noqa: N802
+def GetOperatorCost(operator: Any, blobs: Any) -> tuple[float, float]:
     from framework.caffe2.python import workspace
     from framework.ops.arguments import parse_args
     from framework.ops.operator import describe_op
@@ -62,7 +62,7 @@ def _conv_to_nnpack(net: Any) -> Any:
 TRANSFORMS: dict[str, Callable[[Any], Any]] = {"ConvToNNPack": _conv_to_nnpack}
 
 
-def ApplyTransform(transform_key: str, net: Any) -> Any:  # noqa: N802
+def ApplyTransform(transform_key: str, net: Any) -> Any:
     if transform_key not in TRANSFORMS:
         raise FrameworkError(f"ApplyTransform: no transform called '{transform_key}' (known: {', '.join(TRANSFORMS)})")
     out = caffe2_pb2.NetDef()
@@ -81,7 +81,7 @@ def _mean_time(net: Any, warmup: int, runs: int) -> float:
     return (time.perf_counter() - start) / max(runs, 1)
 
 
-def ApplyTransformIfFaster(  # noqa: N802
+def ApplyTransformIfFaster(
     transform_key: str,
     net: Any,
     init_net: Any,
@@ -102,7 +102,7 @@ def ApplyTransformIfFaster(  # noqa: N802
     return out
 
 
-def GetBlobSizeBytes(blob: Any) -> int:  # noqa: N802
+def GetBlobSizeBytes(blob: Any) -> int:
     """Bytes held by a blob of the current workspace, as Caffe2's BlobStat: a tensor's element bytes, plus
     each string's length for string tensors."""
     from framework.caffe2.python import workspace

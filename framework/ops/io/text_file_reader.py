@@ -38,7 +38,7 @@ class TextFileReader:
 
     def _open(self) -> None:
         try:
-            self._f = open(self.path, "rb")  # noqa: SIM115 - kept open between reads
+            self._f = open(self.path, "rb")
         except OSError as e:
             raise DBError(f"text file reader: cannot open {self.path}: {e}") from None
 

@@ -100,7 +100,7 @@ class _DeformBase(ConvPoolOp):
         for b in range(n):
             for g in range(dg):
                 img = xd[b, g * cg : (g + 1) * cg]
-                v = lambda hi, wi: img[:, s[hi][b, g], s[wi][b, g]]  # noqa: E731
+                v = lambda hi, wi, img=img, b=b, g=g: img[:, s[hi][b, g], s[wi][b, g]]  # noqa: E731
                 lh, lw = s["lh"][b, g], s["lw"][b, g]
                 val = (
                     (1 - lh) * (1 - lw) * v("hl", "wl")

@@ -39,7 +39,7 @@ class Summarize(Operator):
         if self.args.to_file:
             name = safe_file_name(self.input_names[0], ".summary")
             path = self.workspace.resolve_write_path(name, False, f"{self.describe()}: to_file")
-            self._file = open(path, "w")  # noqa: SIM115 - lives as long as the op
+            self._file = open(path, "w")
 
     def run(self) -> None:
         x = self.input(0)

@@ -160,7 +160,8 @@ def _predicate(op: Any, av: Any, icase: bool, dotall: bool) -> Callable[[str], b
         if kind is C.NEGATE:
             negate = True
         elif kind is C.LITERAL:
-            tests.append(lambda ch, c=chr(value): ch == c)
+            char = chr(value)
+            tests.append(lambda ch, c=char: ch == c)
         elif kind is C.RANGE:
             tests.append(lambda ch, lo=value[0], hi=value[1]: lo <= ord(ch) <= hi)
         elif kind is C.CATEGORY and value in _CATEGORY:

@@ -124,7 +124,7 @@ def _conv_infer(args, ins):
     try:
         spec = parse_conv_pool(args, "Int8Conv", "Int8Conv", need_kernel=False)
         geo = resolve(spec, x.shape[1:3], "Int8Conv", kernel=w.shape[1:3])
-    except Exception:  # noqa: BLE001 (inference degrades to unknown; the op reports the error)
+    except Exception:
         return [TensorSpec(None, U8)]
     return [TensorSpec(join_layout(x.shape[0], w.shape[0], geo.out, "NHWC"), U8)]
 
@@ -226,7 +226,7 @@ def _convt_infer(args, ins):
     try:
         spec = parse_conv_pool(args, "Int8ConvTranspose", "Int8ConvTranspose", need_kernel=False)
         _, n, _, m, out, _ = convt_geometry(spec, _ct_adjs(args), x.shape, w.shape, "Int8ConvTranspose")
-    except Exception:  # noqa: BLE001 (inference degrades to unknown; the op reports the error)
+    except Exception:
         return [TensorSpec(None, U8)]
     return [TensorSpec(join_layout(n, m, out, "NHWC"), U8)]
 

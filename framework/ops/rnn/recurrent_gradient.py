@@ -102,7 +102,7 @@ class RecurrentNetworkGradient(Operator):
         self.rec_inputs = [(i + self.k, 1 + len(self.params) + j) for j, i in enumerate(ids)]
         net.external_input.append(self.timestep)
         acc = []
-        for s, grad, ext, last in self.rec:
+        for _, grad, ext, _ in self.rec:
             if ext is None:
                 continue
             op = OperatorDef(
@@ -117,7 +117,7 @@ class RecurrentNetworkGradient(Operator):
         del net.op[:]
         net.op.extend(acc + rest)
         add_apply_link_ops(net, links, self.timestep, self.op_def.device_option)
-        for pname, out_idx, cell in self.params:
+        for _, out_idx, cell in self.params:
             grad = self.output_names[out_idx]
             op = OperatorDef(type="Sum", input=[grad, cell], output=[grad])
             op.device_option.CopyFrom(self.op_def.device_option)
@@ -142,7 +142,7 @@ class RecurrentNetworkGradient(Operator):
             p = ws.get_blob(pname).get_tensor().data()
             self.output(out_idx, p.shape, p.dtype)[...] = 0
         grads = []
-        for s, grad, ext, last in self.rec:
+        for s, grad, _, last in self.rec:
             states = ws.get_blob(s).get_tensor().data()
             gt = ws.create_blob(grad).get_mutable(Tensor)
             if gt.array is None or gt.array.shape != states.shape or gt.array.dtype != states.dtype:

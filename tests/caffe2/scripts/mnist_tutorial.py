@@ -13,11 +13,11 @@ import sys
 import matplotlib
 
 matplotlib.use("Agg")
-import numpy as np  # noqa: E402
-from caffe2.proto import caffe2_pb2  # noqa: E402
-from caffe2.python import brew, core, model_helper, net_drawer, utils, visualize, workspace  # noqa: E402
-from caffe2.python.predictor import predictor_exporter as pe  # noqa: E402
-from matplotlib import pyplot  # noqa: E402
+import numpy as np
+from caffe2.proto import caffe2_pb2
+from caffe2.python import brew, core, model_helper, net_drawer, utils, visualize, workspace
+from caffe2.python.predictor import predictor_exporter as pe
+from matplotlib import pyplot
 
 core.GlobalInit(["caffe2", "--caffe2_log_level=0"])
 root_folder = sys.argv[1]

@@ -122,7 +122,7 @@ def ref_heatmap(hm, boxes, softmax):
             m = flat.index(max(flat))
             my, mx = divmod(m, s)
 
-            def at(dy, dx):
+            def at(dy, dx, my=my, mx=mx, h=h):
                 yy, xx = my + dy, mx + dx
                 yy = my - dy if yy < 0 or yy >= s else yy  # mirror around the maximum
                 xx = mx - dx if xx < 0 or xx >= s else xx

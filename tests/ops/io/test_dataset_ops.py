@@ -180,7 +180,7 @@ def test_append_atomic_append_and_tensor_vectors():
     ws.feed_blob("A", np.arange(6, dtype=np.float32).reshape(3, 2))
     ws.feed_blob("B", np.full((2, 2), 9, np.float32))
     app = create_operator(CreateOperator("Append", ["A", "B"], ["A"]), ws)
-    for k in range(3):
+    for _ in range(3):
         app.run()
     want = np.concatenate([np.arange(6, dtype=np.float32).reshape(3, 2)] + [np.full((2, 2), 9, np.float32)] * 3)
     _eq(ws.fetch_blob("A"), want)

@@ -67,7 +67,9 @@ def test_eye_like(dtype_code, dtype):
     x = np.zeros((3, 5), np.int32)
     for k in (-4, -1, 0, 2, 6):
         op = CreateOperator("ONNXEyeLike", ["x"], ["y"], k=k, dtype=dtype_code)
-        assert_reference_checks(op, [x], lambda x: np.array([[j - i == k for j in range(5)] for i in range(3)], dtype))
+        assert_reference_checks(
+            op, [x], lambda x, k=k: np.array([[j - i == k for j in range(5)] for i in range(3)], dtype)
+        )
 
 
 def _pad_ref(x, pads, mode, value):

@@ -51,7 +51,7 @@ def test_unique(sorted_, axis):
         [x.reshape(-1)[i] for i in range(x.size)]
         if axis is None
         else [tuple(np.take(x, i, axis)) for i in range(x.shape[axis])]
-    )  # noqa: E501
+    )
 
     def ref(x):
         seen = []

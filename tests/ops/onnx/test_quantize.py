@@ -141,7 +141,7 @@ def test_quantize_to_ml_dtypes_small_ints_and_float8():
         (q,) = assert_reference_checks(
             CreateOperator("ONNXQuantizeLinear", ["x", "s", "z"], ["q"]),
             [x, s, z],
-            lambda *_: want,
+            lambda *_, want=want: want,
             check_inference=False,
         )
         assert q.dtype == dt

@@ -82,7 +82,9 @@ def test_swiglu_and_causal_conv():
             has_past_state=1,
             activation=act,
         )
-        assert_reference_checks(op, [x, w, bias, past], lambda *_: [out, full[:, :, -2:]], threshold=1e-5)
+        assert_reference_checks(
+            op, [x, w, bias, past], lambda *_, out=out, full=full: [out, full[:, :, -2:]], threshold=1e-5
+        )
     with pytest.raises(FrameworkError, match="past_state 'p'"):
         run_op_on(
             CreateOperator("ONNXCausalConvWithState", ["x", "w", "p"], ["y"], has_past_state=1), [x, w, past[:, :2]]

@@ -60,4 +60,4 @@ def test_retrieve_step_blobs_names_are_bytes():
 def _clean():
     yield
     workspace.ResetWorkspace()
-    core  # noqa: B018 - the builder module the nets above use
+    core

@@ -100,7 +100,7 @@ def test_initial_states_and_layer_blobs_are_named_as_caffe2_names_them(name):
     rnn_cell.LSTM(model, core.BlobReference("x"), None, None, D, [H, 2], scope=name)
     made = {str(o) for op in model.param_init_net.Proto().op for o in op.output}
     pre = f"{name}/" if name else ""
-    for layer, dim in enumerate([H, 2]):
+    for layer in range(len([H, 2])):
         assert f"{pre}layer_{layer}/initial_hidden_state" in made
         assert f"{pre}layer_{layer}/gates_t_w" in made
     assert f"{pre}i2h_w" in made and f"{pre}layer_1/i2h_w" in made

@@ -42,7 +42,7 @@ def test_run_net_once_reuses_the_bound_step_nets_and_gives_the_loops_numbers():
     p = {k: ws.fetch_blob(f"r/{k}").astype(np.float64) for k in ("i2h_w", "i2h_b", "gates_t_w", "gates_t_b")}
     scratch_name = next(op.output[-1] for op in model.net.Proto().op if op.type == "RecurrentNetwork")
     bound_before = None
-    for run in range(3):
+    for _ in range(3):
         x = rng.standard_normal((T, N, D)).astype(np.float32)
         ws.feed_blob("x", x)
         ws.run_net_once(model.net)

@@ -216,6 +216,15 @@ def test_lengths_top_k_gradient():
     assert_gradient_checks(op, [x, np.array([3, 0, 1, 2], np.int32)], 0, check_inference=False)
 
 
+def _masked(mode, i, j, aux, radius):
+    """Whether SequenceMask's ``mode`` masks row ``i``, column ``j`` (aux: the per-row lengths or centres)."""
+    if mode == "sequence":
+        return j >= aux[i]
+    if mode == "window":
+        return j > aux[i] + radius or j < aux[i] - radius
+    return {"upper": j > i, "lower": j < i, "upperdiag": j >= i, "lowerdiag": j <= i}[mode]
+
+
 def ref_sequence_mask(x, mode, aux=None, radius=10, fill=-np.inf, axis=1, batch=None, repeat_from=None):
     shape = x.shape
     b = int(np.prod(shape[: batch + 1])) if batch is not None else 1
@@ -227,14 +236,7 @@ def ref_sequence_mask(x, mode, aux=None, radius=10, fill=-np.inf, axis=1, batch=
         for i in range(rows):
             for jj in range(cols):
                 j = jj // rep
-                masked = {
-                    "sequence": lambda: j >= aux[i],
-                    "window": lambda: j > aux[i] + radius or j < aux[i] - radius,
-                    "upper": lambda: j > i,
-                    "lower": lambda: j < i,
-                    "upperdiag": lambda: j >= i,
-                    "lowerdiag": lambda: j <= i,
-                }[mode]()
+                masked = _masked(mode, i, j, aux, radius)
                 if masked:
                     v[bi, i, jj] = fill
     return v.reshape(shape)

@@ -85,7 +85,7 @@ def test_ftrl_and_gftrl(rows, cols, seed, alpha_input):
             op = CreateOperator(kind, ["w", "nz", "g"], ["w", "nz"], alpha=0.1, **args)
             inputs = [w, nz, g]
 
-        def ref(w, nz, g, *alpha):
+        def ref(w, nz, g, *alpha, group=group):
             nw, nnz = _ftrl_ref(w.reshape(-1), nz, g.reshape(-1), 0.1, 1.0, 0.01, 0.02, group)
             return nw.reshape(rows, cols), nnz
 

@@ -36,13 +36,13 @@ class BlobReference(str):
         self._from_net = net
         return self
 
-    def Net(self) -> Net | None:  # noqa: N802
+    def Net(self) -> Net | None:
         return self._from_net
 
-    def GetNameScope(self) -> str:  # noqa: N802
+    def GetNameScope(self) -> str:
         return self[: self.rfind("/") + 1]
 
-    def GetUnscopedName(self) -> str:  # noqa: N802
+    def GetUnscopedName(self) -> str:
         return self[self.rfind("/") + 1 :]
 
     def __add__(self, other: Any) -> BlobReference:
@@ -54,7 +54,7 @@ class BlobReference(str):
     def __repr__(self) -> str:
         return f"BlobReference({str(self)!r})"
 
-    def _CreateAndAddToNet(self, op_type: str, inputs: Any = None, *args: Any, **kwargs: Any) -> Any:  # noqa: N802
+    def _CreateAndAddToNet(self, op_type: str, inputs: Any = None, *args: Any, **kwargs: Any) -> Any:
         if self._from_net is None:
             raise NetError(f"blob '{self}' is not attached to a net: use net.{op_type}([...]) instead")
         inputs = [self] if inputs is None else [self, *as_list(inputs)]
@@ -64,7 +64,7 @@ class BlobReference(str):
         return op_method(op_type, self._CreateAndAddToNet)
 
 
-def ScopedBlobReference(name: Any, *args: Any, **kwargs: Any) -> BlobReference:  # noqa: N802
+def ScopedBlobReference(name: Any, *args: Any, **kwargs: Any) -> BlobReference:
     """A BlobReference with the current NameScope prefix."""
     return BlobReference(ScopedName(name), *args, **kwargs)
 

@@ -118,10 +118,10 @@ class Net(NetRecords, NetInternals):
             self._used.update(op.output)
 
     # -- identity -------------------------------------------------------------
-    def Name(self) -> str:  # noqa: N802
+    def Name(self) -> str:
         return self._net.name
 
-    def Proto(self) -> NetDef:  # noqa: N802
+    def Proto(self) -> NetDef:
         return self._net
 
     def __str__(self) -> str:
@@ -148,11 +148,11 @@ class Net(NetRecords, NetInternals):
         return list(self._attr_dict.get(name, []))
 
     # -- blob names -------------------------------------------------------------
-    def BlobIsDefined(self, blob: Any) -> bool:  # noqa: N802
+    def BlobIsDefined(self, blob: Any) -> bool:
         """True if ``blob`` is an external input or written by an op of this net."""
         return str(blob) in self._defined
 
-    def GetBlobRef(self, blob_name: Any) -> Any:  # noqa: N802
+    def GetBlobRef(self, blob_name: Any) -> Any:
         """A BlobReference to ``blob_name``, which this net must define (KeyError otherwise, as Caffe2)."""
         blob_name = str(blob_name)
         if not self.BlobIsDefined(blob_name):
@@ -161,15 +161,15 @@ class Net(NetRecords, NetInternals):
 
         return BlobReference(blob_name, self)
 
-    def UsesBlob(self, blob: Any) -> bool:  # noqa: N802
+    def UsesBlob(self, blob: Any) -> bool:
         """True if any op reads or writes ``blob``, or it is an external input."""
         return str(blob) in self._used
 
-    def UsedBlobNames(self) -> set[str]:  # noqa: N802
+    def UsedBlobNames(self) -> set[str]:
         """Names of every blob an op of the net reads or writes, and the external inputs (Caffe2)."""
         return set(self._used)
 
-    def Const(self, array: Any, blob_out: Any = None, dtype: Any = None) -> BlobReference:  # noqa: N802
+    def Const(self, array: Any, blob_out: Any = None, dtype: Any = None) -> BlobReference:
         """A constant blob: ConstantFill for a bool, else GivenTensor{,Int,Int64,String,Bool}Fill (Caffe2)."""
         import numpy as np
 
@@ -188,7 +188,7 @@ class Net(NetRecords, NetInternals):
         values = [v.encode() if isinstance(v, str) else v for v in arr.flatten().tolist()]
         return getattr(self, fill)([], blob_out or 1, shape=list(arr.shape), values=values)
 
-    def LogInfo(self, *msg_or_blobs: Any) -> None:  # noqa: N802
+    def LogInfo(self, *msg_or_blobs: Any) -> None:
         """Print each argument when the net runs (a Print op): a BlobReference as it is, anything else as
         a scalar string blob holding its text (Caffe2)."""
         for item in msg_or_blobs:
@@ -197,10 +197,10 @@ class Net(NetRecords, NetInternals):
                 blob = self.GivenTensorStringFill([], self.NextName("log"), shape=[], values=[str(item).encode()])
             self.Print(blob, [])
 
-    def GetUsedBlobs(self) -> list[str]:  # noqa: N802
+    def GetUsedBlobs(self) -> list[str]:
         return sorted(self._used)
 
-    def NextName(self, prefix: str | None = None, output_id: int | None = None) -> str:  # noqa: N802
+    def NextName(self, prefix: str | None = None, output_id: int | None = None) -> str:
         """A blob name not yet used in this net (``<net>/<prefix>[:k]`` or ``<net>_blob_<i>``)."""
         if prefix:
             base = f"{self._net.name}/{prefix}"
@@ -216,7 +216,7 @@ class Net(NetRecords, NetInternals):
             if not self.UsesBlob(ScopedName(name)):
                 return name
 
-    def NextBlob(self, prefix: str = "unnamed") -> BlobReference:  # noqa: N802
+    def NextBlob(self, prefix: str = "unnamed") -> BlobReference:
         """A BlobReference named ``prefix`` as given, or ``prefix_auto_<i>`` if the net uses that name or an
         earlier call returned it (so two calls never return the same name, as in Caffe2)."""
         name = str(prefix)
@@ -228,7 +228,7 @@ class Net(NetRecords, NetInternals):
         self._registered_blob_names.add(out)
         return BlobReference(out, self)
 
-    def NextScopedBlob(self, prefix: str = "unnamed") -> BlobReference:  # noqa: N802
+    def NextScopedBlob(self, prefix: str = "unnamed") -> BlobReference:
         """``NextBlob`` of ``prefix`` under the current NameScope."""
         return self.NextBlob(ScopedName(prefix))
 
@@ -238,7 +238,7 @@ class Net(NetRecords, NetInternals):
         self._defined.update(op.output)
 
     # -- external inputs and outputs --------------------------------------------
-    def AddExternalInput(self, *inputs: Any) -> Any:  # noqa: N802
+    def AddExternalInput(self, *inputs: Any) -> Any:
         """Declare external inputs; returns the BlobReference (or a list of them)."""
         if len(inputs) == 1 and isinstance(inputs[0], (list, tuple)):
             inputs = tuple(inputs[0])
@@ -253,15 +253,15 @@ class Net(NetRecords, NetInternals):
             refs.append(BlobReference(name, self))
         return refs[0] if len(refs) == 1 else refs
 
-    def AddExternalInputs(self, *inputs: Any) -> Any:  # noqa: N802
+    def AddExternalInputs(self, *inputs: Any) -> Any:
         return self.AddExternalInput(*inputs)
 
-    def AddScopedExternalInputs(self, *inputs: Any) -> list:  # noqa: N802
+    def AddScopedExternalInputs(self, *inputs: Any) -> list:
         """External inputs named in the current name scope; always a list of BlobReferences."""
         refs = self.AddExternalInput(*[BlobReference(ScopedName(str(x)), self) for x in inputs])
         return refs if isinstance(refs, list) else [refs]
 
-    def AddExternalOutput(self, *outputs: Any) -> Any:  # noqa: N802
+    def AddExternalOutput(self, *outputs: Any) -> Any:
         """Declare external outputs; each must be produced by an op or be an external input."""
         if len(outputs) == 1 and isinstance(outputs[0], (list, tuple)):
             outputs = tuple(outputs[0])
@@ -278,7 +278,7 @@ class Net(NetRecords, NetInternals):
             refs.append(BlobReference(name, self))
         return refs[0] if len(refs) == 1 else refs
 
-    def AddExternalOutputs(self, *outputs: Any) -> Any:  # noqa: N802
+    def AddExternalOutputs(self, *outputs: Any) -> Any:
         return self.AddExternalOutput(*outputs)
 
     # -- adding ops ------------------------------------------------------------------
@@ -315,7 +315,7 @@ class Net(NetRecords, NetInternals):
 
     _CreateAndAddToSelf = add_op
 
-    def Python(  # noqa: N802
+    def Python(
         self, f: Any, grad_f: Any = None, python_func_type: Any = None, pass_workspace: bool = False,
         grad_output_indices: Any = None, grad_input_indices: Any = None,
     ) -> Any:  # fmt: skip
@@ -335,7 +335,7 @@ class Net(NetRecords, NetInternals):
     def __getattr__(self, op_type: str) -> Any:
         return op_method(op_type, self.add_op)
 
-    def AppendNet(self, net: Any) -> Net:  # noqa: N802
+    def AppendNet(self, net: Any) -> Net:
         """Append ``net``'s ops, external inputs (not defined here) and external outputs."""
         proto = net.Proto() if hasattr(net, "Proto") else net
         for x in proto.external_input:
@@ -364,13 +364,13 @@ class Net(NetRecords, NetInternals):
 
                 op.arg.append(make_argument("random_seed", s))
 
-    def RunAllOnGPU(self, gpu_id: int = 0, use_cudnn: bool = False) -> None:  # noqa: N802
+    def RunAllOnGPU(self, gpu_id: int = 0, use_cudnn: bool = False) -> None:
         """Tag the net for CUDA device ``gpu_id`` (it runs on the CPU implementation here), as Caffe2 does: the
         net's device option is replaced (ops keep theirs and inherit the net's), every op gets engine CUDNN with
         ``use_cudnn``, and the step nets of RecurrentNetwork ops are tagged the same way."""
         _run_all_on_gpu(self._net, gpu_id, use_cudnn)
 
-    def Clone(  # noqa: N802
+    def Clone(
         self,
         name: str,
         blob_remap: dict[str, str] | None = None,
@@ -387,7 +387,7 @@ class Net(NetRecords, NetInternals):
         new._attr_dict = {k: list(v) for k, v in self._attr_dict.items()}  # Caffe2 keeps attributes
         return new
 
-    def ClonePartial(  # noqa: N802
+    def ClonePartial(
         self, name: str, inputs: Any, outputs: Iterable[Any], remap_funcs: Any = None
     ) -> tuple[Net, list[BlobReference]]:
         """Caffe2's partial clone: the ops computing ``outputs`` from ``inputs`` (walked back from the
@@ -438,7 +438,7 @@ class Net(NetRecords, NetInternals):
                         )
                     frontier |= upstream
 
-    def AddGradientOperators(self, ys: Any, skip: int = 0) -> dict[str, Any]:  # noqa: N802
+    def AddGradientOperators(self, ys: Any, skip: int = 0) -> dict[str, Any]:
         """Append the backward pass of ``ys``; {blob: gradient BlobReference or GradientSlice}."""
         from framework.net.backward import add_gradient_operators
 

@@ -38,7 +38,7 @@ class NetInternals:
             raise NetError(f"net '{self.Name()}' is not created in the current workspace: CreateNet it first")
         return ws.get_net(self.Name())
 
-    def AddObserver(self, observer_type: str) -> Any:  # noqa: N802
+    def AddObserver(self, observer_type: str) -> Any:
         """Attach a ``TimeObserver`` or ``RunCountObserver`` to this net as created in the current
         workspace; returns the observer (``average_time()``, ``debug_info()``)."""
         from framework.net.observers import make_observer
@@ -47,17 +47,17 @@ class NetInternals:
         self._instance().observers.append(observer)
         return observer
 
-    def RemoveObserver(self, observer: Any) -> None:  # noqa: N802
+    def RemoveObserver(self, observer: Any) -> None:
         observers = self._instance().observers
         if observer not in observers:
             raise NetError(f"net '{self.Name()}': that observer is not attached")
         observers.remove(observer)
 
-    def NumObservers(self) -> int:  # noqa: N802
+    def NumObservers(self) -> int:
         return len(self._instance().observers)
 
     # -- names and edits ------------------------------------------------------------------------
-    def PopulateProtoWithFileName(self) -> None:  # noqa: N802
+    def PopulateProtoWithFileName(self) -> None:
         """Name each op ``file:line:function`` after the innermost frame of the place that created it
         (its ``debug_info``), as Caffe2 does from its recorded tracebacks; ops without one keep their name."""
         for op in self.Proto().op:
@@ -115,7 +115,7 @@ class NetInternals:
     def _note_op(self, op: Any) -> None:
         """Record an op added outside add_op in the name tables (Net overrides this)."""
 
-    def _CheckLookupTables(self) -> None:  # noqa: N802
+    def _CheckLookupTables(self) -> None:
         """Check that the blob-name tables agree with the proto (Caffe2 calls this from its tests)."""
         proto = self.Proto()
         outputs = {o for op in proto.op for o in op.output}

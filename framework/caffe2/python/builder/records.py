@@ -51,7 +51,7 @@ class NetRecords:
                 self.AddExternalOutput(blob)
         self._output_record = record
 
-    def AppendOutputRecordField(self, field_name: str, record: Any) -> None:  # noqa: N802 - Caffe2's name
+    def AppendOutputRecordField(self, field_name: str, record: Any) -> None:
         """Add field ``field_name`` (a record or blob, every blob produced by the net) to the output record,
         which must exist and not have that field yet; the blobs become external outputs."""
         from framework.caffe2.python import schema

@@ -30,59 +30,59 @@ class ExecutionStep:
         if num_iter is not None:
             self._step.num_iter = num_iter
 
-    def Name(self) -> str:  # noqa: N802
+    def Name(self) -> str:
         return self._step.name
 
     def __str__(self) -> str:
         return self._step.name
 
-    def Proto(self) -> ExecutionStepProto:  # noqa: N802
+    def Proto(self) -> ExecutionStepProto:
         return self._step
 
-    def HasNets(self) -> bool:  # noqa: N802
+    def HasNets(self) -> bool:
         return bool(self._net_dict)
 
-    def HasSubsteps(self) -> bool:  # noqa: N802
+    def HasSubsteps(self) -> bool:
         return bool(self._substeps)
 
-    def Nets(self) -> list[Net]:  # noqa: N802
+    def Nets(self) -> list[Net]:
         return list(self._net_dict.values())
 
-    def Substeps(self) -> list[ExecutionStep]:  # noqa: N802
+    def Substeps(self) -> list[ExecutionStep]:
         return list(self._substeps)
 
     def get_net(self, name: str) -> Net:
         return self._net_dict[name]
 
-    def SetIter(self, num_iter: int) -> None:  # noqa: N802
+    def SetIter(self, num_iter: int) -> None:
         self._step.num_iter = num_iter
 
-    def SetCreateWorkspace(self, create_workspace: bool) -> None:  # noqa: N802
+    def SetCreateWorkspace(self, create_workspace: bool) -> None:
         self._step.create_workspace = create_workspace
 
-    def SetNumConcurrentInstances(self, num: int) -> None:  # noqa: N802
+    def SetNumConcurrentInstances(self, num: int) -> None:
         self._step.num_concurrent_instances = num
 
-    def SetOnlyOnce(self, only_once: bool) -> None:  # noqa: N802
+    def SetOnlyOnce(self, only_once: bool) -> None:
         self._step.only_once = only_once
 
-    def SetShouldStopBlob(self, should_stop_blob: Any) -> None:  # noqa: N802
+    def SetShouldStopBlob(self, should_stop_blob: Any) -> None:
         self._step.should_stop_blob = str(should_stop_blob)
 
-    def RunEveryMillis(self, interval: int) -> None:  # noqa: N802
+    def RunEveryMillis(self, interval: int) -> None:
         self._step.run_every_ms = interval
 
-    def SetReportNet(self, report_net: Any, report_interval: int) -> None:  # noqa: N802
+    def SetReportNet(self, report_net: Any, report_interval: int) -> None:
         name = report_net.Name() if hasattr(report_net, "Name") else str(report_net)
         if hasattr(report_net, "Proto"):
             self._net_dict[name] = report_net
         self._step.report_net = name
         self._step.report_interval = report_interval
 
-    def SetConcurrentSubsteps(self, concurrent: bool) -> None:  # noqa: N802
+    def SetConcurrentSubsteps(self, concurrent: bool) -> None:
         self._step.concurrent_substeps = concurrent
 
-    def AddSubstep(self, substep: Any) -> ExecutionStep:  # noqa: N802
+    def AddSubstep(self, substep: Any) -> ExecutionStep:
         if self._step.network:
             raise NetError(f"step '{self.Name()}' has nets; a step holds either nets or substeps")
         if isinstance(substep, ExecutionStep):
@@ -92,7 +92,7 @@ class ExecutionStep:
             self._step.substep.add().CopyFrom(substep)
         return self
 
-    def AddNet(self, net: Any) -> ExecutionStep:  # noqa: N802
+    def AddNet(self, net: Any) -> ExecutionStep:
         if self._step.substep:
             raise NetError(f"step '{self.Name()}' has substeps; a step holds either nets or substeps")
         if isinstance(net, NetDef):
@@ -187,26 +187,26 @@ class Plan:
         else:
             self._plan.name = str(name_or_step)
 
-    def Name(self) -> str:  # noqa: N802
+    def Name(self) -> str:
         return self._plan.name
 
     def __str__(self) -> str:
         return self._plan.name
 
-    def Proto(self) -> PlanDef:  # noqa: N802
+    def Proto(self) -> PlanDef:
         return self._plan
 
-    def AddNets(self, nets: Iterable[Any]) -> None:  # noqa: N802
+    def AddNets(self, nets: Iterable[Any]) -> None:
         for net in nets:
             net = net if isinstance(net, Net) else Net(net)
             if net.Name() not in self._net_dict:
                 self._net_dict[net.Name()] = net
                 self._plan.network.add().CopyFrom(net.Proto())
 
-    def Nets(self) -> list[Net]:  # noqa: N802
+    def Nets(self) -> list[Net]:
         return list(self._net_dict.values())
 
-    def AddStep(self, step: Any) -> None:  # noqa: N802
+    def AddStep(self, step: Any) -> None:
         if isinstance(step, ExecutionStep):
             self._plan.execution_step.add().CopyFrom(step.Proto())
             self._steps.append(step)
@@ -214,7 +214,7 @@ class Plan:
         else:
             self._plan.execution_step.add().CopyFrom(step)
 
-    def Steps(self) -> list[ExecutionStep]:  # noqa: N802
+    def Steps(self) -> list[ExecutionStep]:
         """The ExecutionStep builders added (steps added as protos are not listed)."""
         return list(self._steps)
 

@@ -4,7 +4,7 @@ helpers get ``kwargs`` by default) and ``get_current_scope()`` (the innermost sc
 from typing import Any
 
 from framework.caffe2.python import brew
-from framework.caffe2.python.brew import arg_scope  # noqa: F401
+from framework.caffe2.python.brew import arg_scope
 
 __all__ = ["arg_scope", "get_current_scope"]
 

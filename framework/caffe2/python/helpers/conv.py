@@ -4,6 +4,6 @@ The brew helpers themselves (framework.caffe2.python.brew), under the module Caf
 apply the model's and the enclosing ``arg_scope``'s arguments.
 """
 
-from framework.caffe2.python.brew import conv, conv_nd, conv_transpose, group_conv, group_conv_deprecated  # noqa: F401
+from framework.caffe2.python.brew import conv, conv_nd, conv_transpose, group_conv, group_conv_deprecated
 
 __all__ = ["conv", "conv_nd", "conv_transpose", "group_conv", "group_conv_deprecated"]

@@ -4,6 +4,6 @@ The brew helpers themselves (framework.caffe2.python.brew), under the module Caf
 apply the model's and the enclosing ``arg_scope``'s arguments.
 """
 
-from framework.caffe2.python.brew import elementwise_linear  # noqa: F401
+from framework.caffe2.python.brew import elementwise_linear
 
 __all__ = ["elementwise_linear"]

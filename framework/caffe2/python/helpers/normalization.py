@@ -5,7 +5,7 @@ The brew helpers themselves (framework.caffe2.python.brew), under the module Caf
 apply the model's and the enclosing ``arg_scope``'s arguments.
 """
 
-from framework.caffe2.python.brew import (  # noqa: F401
+from framework.caffe2.python.brew import (
     instance_norm,
     layer_norm,
     lrn,

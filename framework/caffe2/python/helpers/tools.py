@@ -5,6 +5,6 @@ The brew helpers themselves (framework.caffe2.python.brew), under the module Caf
 apply the model's and the enclosing ``arg_scope``'s arguments.
 """
 
-from framework.caffe2.python.brew import image_input  # noqa: F401
+from framework.caffe2.python.brew import image_input
 
 __all__ = ["image_input"]

@@ -19,7 +19,7 @@ __all__ = ["BatchDistillLRLoss"]
 
 class BatchDistillLRLoss(ModelLayer):
     def __init__(
-        self, model: Any, input_record: Any, name: str = "batch_distill_lr_loss", teacherWeight: float = 0.0,  # noqa: N803
+        self, model: Any, input_record: Any, name: str = "batch_distill_lr_loss", teacherWeight: float = 0.0,
         **kwargs: Any,
     ) -> None:  # fmt: skip
         super().__init__(model, name, input_record, **kwargs)

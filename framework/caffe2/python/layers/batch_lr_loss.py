@@ -33,7 +33,7 @@ class BatchLRLoss(ModelLayer):
     def __init__(
         self, model: Any, input_record: Any, name: str = "batch_lr_loss", average_loss: bool = True,
         jsd_weight: float = 0.0, pos_label_target: float = 1.0, neg_label_target: float = 0.0,
-        homotopy_weighting: bool = False, log_D_trick: bool = False, unjoined_lr_loss: bool = False,  # noqa: N803
+        homotopy_weighting: bool = False, log_D_trick: bool = False, unjoined_lr_loss: bool = False,
         uncertainty_penalty: float = 1.0, focal_gamma: float = 0.0, stop_grad_in_focal_factor: bool = False,
         **kwargs: Any,
     ) -> None:  # fmt: skip

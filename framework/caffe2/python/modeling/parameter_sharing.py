@@ -75,7 +75,7 @@ parameter_sharing_context = ParameterSharingContext()
 
 
 @contextlib.contextmanager
-def ParameterSharing(shared_scopes: dict[str, str]) -> Iterator[None]:  # noqa: N802 - Caffe2's name
+def ParameterSharing(shared_scopes: dict[str, str]) -> Iterator[None]:
     """Inside the block, parameters of scope ``k`` are those of scope ``v`` for each ``k: v``
     (both relative to the current NameScope). A value may not start with its key (a scope cannot be
     shared with its own child)."""

@@ -40,24 +40,24 @@ class ModelNotFoundError(FrameworkError, FileNotFoundError):
     """A pretrained model is not in the local model folder (nothing is downloaded)."""
 
 
-def getURLFromName(name: str, filename: str) -> str:  # noqa: N802
+def getURLFromName(name: str, filename: str) -> str:
     return f"{DOWNLOAD_BASE_URL}{name}/{filename}"
 
 
-def deleteDirectory(top_dir: str) -> None:  # noqa: N802
+def deleteDirectory(top_dir: str) -> None:
     """Remove the folder ``top_dir`` and everything in it (symbolic links are removed, not followed)."""
     import shutil
 
     shutil.rmtree(top_dir)
 
 
-def downloadFromURLToFile(url: str, filename: str, show_progress: bool = True) -> None:  # noqa: N802
+def downloadFromURLToFile(url: str, filename: str, show_progress: bool = True) -> None:
     """Caffe2 fetched ``url`` into ``filename`` here; this framework fetches nothing over the network, so
     this always raises ``ModelNotFoundError`` naming the address and the file to put in its place."""
     raise ModelNotFoundError(f"this framework downloads nothing: fetch {url} yourself and save it as {filename}")
 
 
-def validModelName(name: str) -> bool:  # noqa: N802
+def validModelName(name: str) -> bool:
     """Letters, digits, ``_``, ``-`` and ``/`` only, and not ``__init__``."""
     return name != "__init__" and re.match(r"^[/0-9a-zA-Z_-]+$", name) is not None
 

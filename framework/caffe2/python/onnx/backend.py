@@ -27,6 +27,6 @@ __all__ = [
 ]
 
 
-def is_compatible(model, device: str = "CPU", **kwargs) -> bool:  # noqa: ANN001
+def is_compatible(model, device: str = "CPU", **kwargs) -> bool:
     """Caffe2's optimistic answer: every model on a supported device (``prepare`` tells the truth)."""
     return supports_device(device)

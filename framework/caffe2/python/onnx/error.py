@@ -6,7 +6,7 @@ from __future__ import annotations
 __all__ = ["BaseException", "Unsupported"]
 
 
-class BaseException(Exception):  # noqa: A001 - Caffe2's name
+class BaseException(Exception):
     """The base of Caffe2's ONNX errors."""
 
 

@@ -61,7 +61,7 @@ class AdagradOptimizer(Optimizer):
         weight_decay: float = 0.0,
         policy: str = "fixed",
         sparse_dedup_aggregator: str | None = None,
-        rowWise: bool = False,  # noqa: N803 - Caffe2's argument name
+        rowWise: bool = False,
         engine: str = "",
         lars: float | None = None,
         output_effective_lr: bool = False,

@@ -31,7 +31,7 @@ class AdamOptimizer(Optimizer):
         epsilon: float = 1e-8,
         policy: str = "fixed",
         sparse_dedup_aggregator: str | None = None,
-        rowWise: bool = False,  # noqa: N803 - Caffe2's argument name
+        rowWise: bool = False,
         engine: str = "",
         **kwargs: Any,
     ) -> None:

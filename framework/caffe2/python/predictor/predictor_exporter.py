@@ -92,7 +92,7 @@ class PredictorExportMeta(collections.namedtuple("PredictorExportMeta", _FIELDS)
         return f"{self.trainer_prefix}_{name}" if self.trainer_prefix else name
 
 
-def get_predictor_exporter_helper(submodelNetName: str) -> PredictorExportMeta:  # noqa: N803
+def get_predictor_exporter_helper(submodelNetName: str) -> PredictorExportMeta:
     return PredictorExportMeta(core.Net(submodelNetName), [], [], [], name=submodelNetName)
 
 

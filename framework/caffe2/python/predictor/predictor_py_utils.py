@@ -49,37 +49,37 @@ def get_comp_name(string: str, name: str) -> str:
     return f"{string}_{name}" if name else string
 
 
-def _ProtoMapGet(field: Any, key: str) -> Any:  # noqa: N802
+def _ProtoMapGet(field: Any, key: str) -> Any:
     for v in field:
         if v.key == key:
             return v.value
     return None
 
 
-def GetPlan(meta_net_def: Any, key: str) -> Any:  # noqa: N802
+def GetPlan(meta_net_def: Any, key: str) -> Any:
     return _ProtoMapGet(meta_net_def.plans, key)
 
 
 GetPlanOriginal = GetPlan
 
 
-def GetBlobs(meta_net_def: Any, key: str) -> Any:  # noqa: N802
+def GetBlobs(meta_net_def: Any, key: str) -> Any:
     blobs = _ProtoMapGet(meta_net_def.blobs, key)
     return [] if blobs is None else blobs
 
 
-def GetNet(meta_net_def: Any, key: str) -> Any:  # noqa: N802
+def GetNet(meta_net_def: Any, key: str) -> Any:
     return _ProtoMapGet(meta_net_def.nets, key)
 
 
 GetNetOriginal = GetNet
 
 
-def GetApplicationSpecificInfo(meta_net_def: Any, key: str) -> Any:  # noqa: N802
+def GetApplicationSpecificInfo(meta_net_def: Any, key: str) -> Any:
     return _ProtoMapGet(meta_net_def.applicationSpecificInfo, key)
 
 
-def ReplaceBlobs(meta_net_def: Any, blob_name: str, blob_def: Any) -> None:  # noqa: N802
+def ReplaceBlobs(meta_net_def: Any, blob_name: str, blob_def: Any) -> None:
     """Set the blob list ``blob_name`` (which must exist) to ``blob_def``."""
     blobs = _ProtoMapGet(meta_net_def.blobs, blob_name)
     if blobs is None:
@@ -88,7 +88,7 @@ def ReplaceBlobs(meta_net_def: Any, blob_name: str, blob_def: Any) -> None:  # n
     blobs.extend(blob_def)
 
 
-def AddBlobs(meta_net_def: Any, blob_name: str, blob_def: Any) -> None:  # noqa: N802
+def AddBlobs(meta_net_def: Any, blob_name: str, blob_def: Any) -> None:
     blobs = _ProtoMapGet(meta_net_def.blobs, blob_name)
     if blobs is None:
         entry = meta_net_def.blobs.add()
@@ -98,15 +98,15 @@ def AddBlobs(meta_net_def: Any, blob_name: str, blob_def: Any) -> None:  # noqa:
         blobs.append(blob)
 
 
-def AddPlan(meta_net_def: Any, plan_name: str, plan_def: Any) -> None:  # noqa: N802
+def AddPlan(meta_net_def: Any, plan_name: str, plan_def: Any) -> None:
     meta_net_def.plans.add(key=plan_name, value=plan_def)
 
 
-def AddNet(meta_net_def: Any, net_name: str, net_def: Any) -> None:  # noqa: N802
+def AddNet(meta_net_def: Any, net_name: str, net_def: Any) -> None:
     meta_net_def.nets.add(key=net_name, value=net_def)
 
 
-def AddModelIdArg(meta_net_def: Any, net_def: Any) -> None:  # noqa: N802
+def AddModelIdArg(meta_net_def: Any, net_def: Any) -> None:
     """Copy the ``model_id`` argument of the predict net, if any, to ``net_def``."""
     predict = getattr(meta_net_def, "predict_net", None)
     for arg in getattr(predict, "arg", []):

@@ -63,7 +63,7 @@ def given(*given_args: Any, **given_kwargs: Any) -> Callable:
     return wrapper
 
 
-def _getGradientOrNone(op_proto: Any) -> list:  # noqa: N802
+def _getGradientOrNone(op_proto: Any) -> list:
     try:
         grad_ops, _ = gradient_checker.getGradientForOp(op_proto)
         return grad_ops
@@ -131,7 +131,7 @@ class SerializedTestCase(hu.HypothesisTestCase):
             proto.ParseFromString(data)
             self.assertTrue(proto == grad_ops[i])
 
-    def assertSerializedOperatorChecks(  # noqa: N802
+    def assertSerializedOperatorChecks(
         self,
         inputs: Any,
         outputs: Any,
@@ -153,7 +153,7 @@ class SerializedTestCase(hu.HypothesisTestCase):
         device_option: Any,
         op: Any,
         inputs: Any,
-        reference: Any,  # noqa: N802
+        reference: Any,
         input_device_options: Any = None,
         threshold: float = 1e-4,
         output_to_grad: Any = None,
@@ -182,7 +182,7 @@ class SerializedTestCase(hu.HypothesisTestCase):
         return outs
 
 
-def testWithArgs() -> None:  # noqa: N802
+def testWithArgs() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument(
         "-G",

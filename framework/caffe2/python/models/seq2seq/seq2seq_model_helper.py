@@ -34,7 +34,7 @@ class Seq2SeqModelHelper(ModelHelper):
         super().__init__(init_params=init_params, arg_scope=arg_scope, **kwargs)
         self.non_trainable_params: list[Any] = []
 
-    def AddParam(self, name: str, init: Any = None, init_value: Any = None, trainable: bool = True) -> Any:  # noqa: N802
+    def AddParam(self, name: str, init: Any = None, init_value: Any = None, trainable: bool = True) -> Any:
         if init_value is not None:
             if init is not None:
                 raise ValueError("AddParam: give either init or init_value, not both")
@@ -50,7 +50,7 @@ class Seq2SeqModelHelper(ModelHelper):
         (self.params if trainable else self.non_trainable_params).append(param)
         return param
 
-    def GetNonTrainableParams(self, namescope: str | None = None) -> list[Any]:  # noqa: N802
+    def GetNonTrainableParams(self, namescope: str | None = None) -> list[Any]:
         if namescope is None:
             namescope = scope.CurrentNameScope()
         elif not namescope.endswith(scope._NAMESCOPE_SEPARATOR):
@@ -59,5 +59,5 @@ class Seq2SeqModelHelper(ModelHelper):
             return list(self.non_trainable_params)
         return [p for p in self.non_trainable_params if p.GetNameScope() == namescope]
 
-    def GetAllParams(self, namescope: str | None = None) -> list[Any]:  # noqa: N802
+    def GetAllParams(self, namescope: str | None = None) -> list[Any]:
         return self.GetParams(namescope) + self.GetComputedParams(namescope) + self.GetNonTrainableParams(namescope)

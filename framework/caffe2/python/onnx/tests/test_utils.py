@@ -19,7 +19,7 @@ class TestCase(unittest.TestCase):
     def setUp(self) -> None:
         np.random.seed(seed=0)
 
-    def assertSameOutputs(self, outputs1: Sequence[Any], outputs2: Sequence[Any], decimal: int = 7) -> None:  # noqa: N802
+    def assertSameOutputs(self, outputs1: Sequence[Any], outputs2: Sequence[Any], decimal: int = 7) -> None:
         self.assertEqual(len(outputs1), len(outputs2))
         for first, second in zip(outputs1, outputs2):
             self.assertEqual(np.asarray(first).dtype, np.asarray(second).dtype)
