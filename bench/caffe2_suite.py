@@ -26,6 +26,9 @@ A file that does not import counts each test function it defines as one error (o
 legacy). Tests that need a GPU or MKL-DNN are skipped by Caffe2's own decorators on a CPU build, so they count
 as skipped.
 
+Caffe2's ``onnx/tests/onnx_backend_test.py`` loads onnx's backend-test report plugin, which needs ``tabulate``
+(``pip install tabulate``; not a dependency of ours: only that file of Caffe2's needs it).
+
 Prints a table per file and the tree's totals, and writes the full results (with each failure's last
 error line) to ``--json`` (default ``/tmp/c2/results/<tree>-<suite>.json``).
 """
