@@ -169,7 +169,7 @@ def main(args: argparse.Namespace) -> int:
             if (it + 1) % 10 == 0 or last:
                 rate = done / max(time.perf_counter() - t0, 1e-9)
                 metrics = _metrics(ws)
-                bar.update(it + 1, {**metrics, "val": val["val_accuracy"]}, rate)
+                bar.update(it + 1, {**metrics, **({"val": val["val_accuracy"]} if val else {})}, rate)
                 lr = learning_rate(ws, md.train_net)
                 seconds = time.perf_counter() - t0
                 history.write(

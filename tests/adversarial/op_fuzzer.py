@@ -316,7 +316,7 @@ def _retype(vals: list, m: re.Match) -> bool:
 @_repair(_IN + r" must have rank (?:>= )?(\d+)")
 def _rerank(vals: list, m: re.Match) -> bool:
     i, r = int(m.group(1)), int(m.group(2))
-    if i >= len(vals) or vals[i].ndim == r:
+    if i >= len(vals) or not isinstance(vals[i], np.ndarray) or vals[i].ndim == r:
         return False
     vals[i] = _with_rank(vals[i], r)
     return True
@@ -349,7 +349,7 @@ def _same_shape(vals: list, m: re.Match) -> bool:
 def _reshape(vals: list, m: re.Match) -> bool:
     i = int(m.group(1))
     shape = tuple(abs(int(d)) for d in m.group(2).split(",") if d.strip())
-    if i >= len(vals) or vals[i].shape == shape:
+    if i >= len(vals) or not isinstance(vals[i], np.ndarray) or vals[i].shape == shape:
         return False
     vals[i] = np.resize(vals[i], shape) if vals[i].size else np.zeros(shape, vals[i].dtype)
     return True
@@ -368,7 +368,7 @@ def _resize_values(vals: list, m: re.Match) -> bool:
 @_repair(_IN + r" must have (\d+) elements")
 def _resize(vals: list, m: re.Match) -> bool:
     i, n = int(m.group(1)), int(m.group(2))
-    if i >= len(vals) or vals[i].size == n:
+    if i >= len(vals) or not isinstance(vals[i], np.ndarray) or vals[i].size == n:
         return False
     vals[i] = np.resize(vals[i] if vals[i].size else np.zeros(1, vals[i].dtype), (n,))
     return True
@@ -377,7 +377,7 @@ def _resize(vals: list, m: re.Match) -> bool:
 @_repair(_IN + r" holds index -?\d+, out of range \[(-?\d+), (\d+)\)")
 def _wrap_index(vals: list, m: re.Match) -> bool:
     i, hi = int(m.group(1)), int(m.group(3))
-    if i >= len(vals) or hi <= 0 or vals[i].dtype.kind not in "iu":
+    if i >= len(vals) or not isinstance(vals[i], np.ndarray) or hi <= 0 or vals[i].dtype.kind not in "iu":
         return False
     vals[i] = (np.abs(vals[i]) % hi).astype(vals[i].dtype)
     return True
@@ -386,7 +386,7 @@ def _wrap_index(vals: list, m: re.Match) -> bool:
 @_repair(_IN + r" sums to \d+ but must sum to (\d+)")
 def _resum(vals: list, m: re.Match) -> bool:
     i, total = int(m.group(1)), int(m.group(2))
-    if i >= len(vals):
+    if i >= len(vals) or not isinstance(vals[i], np.ndarray):
         return False
     x = np.zeros(max(vals[i].size, 1), vals[i].dtype)
     x[0] = total

@@ -249,10 +249,10 @@ def _register(layout: str) -> None:
         no_gradient(name)
         return
     gname = f"{name}Gradient"
-    per = len(groles)
+    gper = len(groles)
     register_op(
         gname,
-        inputs=lambda n, per=per: n > per and (n - 1) % per == 0,
+        inputs=lambda n, gper=gper: n > gper and (n - 1) % gper == 0,
         outputs=(1, float("inf")),
         input_docs=[(f"in_{r}", f"feature input k: {r}") for r in groles] + [("out_values_grad", "gradient")],
         output_docs=[("in_values_grad", "gradient of feature input k's values")],
