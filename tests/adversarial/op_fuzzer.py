@@ -69,7 +69,8 @@ class Made(NamedTuple):
 
 
 # Creators an op's refusal may name ("expected a Mutex (made by CreateMutex)"), with what they need.
-# Common worlds are left out: a collective or receive on a one-rank world can block inside MPI.
+# Common worlds are left out: their ops call into MPI, where a case cannot be interrupted (tests/distributed and
+# tests/reliability/test_receive_never_waits_forever.py cover them).
 CREATORS: dict[str, Made] = {
     "Int8Quantize": Made(
         "Int8Quantize", (np.array([[0.5, 1.0], [1.5, 2.0], [0.0, 0.25]], np.float32),), (("Y_scale", 0.1),)

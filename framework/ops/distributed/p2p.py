@@ -49,6 +49,14 @@ class _Receive(CommOp):
         MPI = mpi()
         src = _scalar_input(self, 2, self.args.src)
         tag = _scalar_input(self, 3, self.args.tag)
+        # no message can ever come from this rank itself (SendTensor refuses dst == own rank), from a rank the
+        # world lacks, or from "any" other rank of a world of one: such a receive would wait forever
+        if src >= world.size or src == world.rank or (src < 0 and world.size == 1):
+            who = "any other rank" if src < 0 else f"rank {src}"
+            raise DistributedError(
+                f"{self.describe()}: nothing can arrive from {who}: this is rank {world.rank} of a world of "
+                f"{world.size}, and a rank never receives from itself"
+            )
         source = MPI.ANY_SOURCE if src < 0 else src
         any_tag = MPI.ANY_TAG if tag < 0 else tag
         status = MPI.Status()
