@@ -10,9 +10,11 @@ indices and answer from those maps by bisection: the readers of the value an op 
 value an op reads, whether a blob is written (anywhere, or between two ops), in O(log n + degree) instead of
 a scan of the list (as torch.fx's ``Node.users``).
 
-Until the first rewrite an op's key is its index (``keys`` is None): the maps are built in one pass and
-queries need no key lookups. The first rewrite gives every op its own key (``keys``, a list) so that an
-insert takes a key between its neighbours' (their midpoint) instead of renumbering the list.
+The view reads every op's inputs and outputs once (``io``); the maps are built from them in one pass when a
+query first needs them (SSA numbering, ``versions()``, needs none). Until the first rewrite an op's key is
+its index (``keys`` is None), so queries need no key lookups; the first rewrite gives every op its own key
+(``keys``, a list) so that an insert takes a key between its neighbours' (their midpoint) instead of
+renumbering the list.
 
 Rewrites go through the view so the maps follow: ``delete``, ``insert``, ``replace``, ``move``, and
 ``edit(i)`` around any change of op ``i``'s inputs or outputs in place (argument and type changes need
@@ -31,13 +33,15 @@ from __future__ import annotations
 import os
 from bisect import bisect_left, bisect_right, insort
 from contextlib import contextmanager
+from functools import cached_property
 from typing import Any, Iterable, Iterator, Sequence
 
 from framework.net.nested import OUTER_IO_TYPES, extra_io
 
-__all__ = ["DataFlow"]
+__all__ = ["IO", "DataFlow", "Versions"]
 
-IO = tuple[tuple[str, ...], tuple[str, ...]]
+IO = tuple[tuple[str, ...], tuple[str, ...]]  # an op's reads and writes (``DataFlow.io``)
+Versions = tuple[tuple[int, ...], tuple[int, ...]]  # the versions of an op's reads and writes (``DataFlow.versions``)
 
 
 class DataFlow:
@@ -72,18 +76,37 @@ class DataFlow:
         return tuple(op.input), tuple(op.output)
 
     def _index(self) -> None:
-        """Build the maps from the list in one pass (keys ascend along it, so appending keeps them sorted)."""
-        if self.control:
-            self._io = ios = [self._read_io(op) for op in self.ops]
+        """Read every op's io; the maps follow on first use (``_build_maps``)."""
+        self._versions: list[Versions] | None = None
+        self.__dict__.pop("_writers", None)
+        self.__dict__.pop("_readers", None)
+        if self.nested and self.control:
+            self._io = [self._read_io(op) for op in self.ops]
+        elif self.control:
+            self._io = [((*op.input, *op.control_input), tuple(op.output)) for op in self.ops]
         elif self.nested:
             read = self._read_io
-            self._io = ios = [
+            self._io = [
                 read(op) if op.type in OUTER_IO_TYPES else (tuple(op.input), tuple(op.output)) for op in self.ops
             ]
         else:
-            self._io = ios = [(tuple(op.input), tuple(op.output)) for op in self.ops]
+            self._io = [(tuple(op.input), tuple(op.output)) for op in self.ops]
+
+    @cached_property
+    def _writers(self) -> dict[str, list[float]]:
+        """Blob -> the sorted keys of the ops writing it."""
+        return self._build_maps()[0]
+
+    @cached_property
+    def _readers(self) -> dict[str, list[float]]:
+        """Blob -> the sorted keys of the ops reading it."""
+        return self._build_maps()[1]
+
+    def _build_maps(self) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+        """Both maps in one pass over the io (keys ascend along the list, so appending keeps them sorted)."""
         writers: dict[str, list[float]] = {}
         readers: dict[str, list[float]] = {}
+        ios = self._io
         for (ins, outs), k in zip(ios, range(len(ios)) if self.keys is None else self.keys):
             for b in ins:
                 ks = readers.get(b)
@@ -97,7 +120,8 @@ class DataFlow:
                     writers[b] = [k]
                 elif ks[-1] != k:
                     ks.append(k)
-        self._writers, self._readers = writers, readers
+        self.__dict__.update(_writers=writers, _readers=readers)
+        return writers, readers
 
     def _add(self, io: IO, key: float) -> None:
         ins, outs = io
@@ -225,17 +249,20 @@ class DataFlow:
             return False
         return not w or r[0] <= w[0]
 
-    def inputs(self) -> list[str]:
-        """Blobs read before any op writes them (what the list needs from outside), by first read."""
-        writers, ios, pos = self._writers, self._io, self._pos
-        firsts = []
-        for b, r in self._readers.items():
-            w = writers.get(b)
-            if not w or r[0] <= w[0]:
-                i = pos(r[0])
-                firsts.append((i, ios[i][0].index(b), b))
-        firsts.sort()
-        return [b for _, _, b in firsts]
+    def inputs(self, ordered: bool = True) -> list[str]:
+        """Blobs read before any op writes them (what the list needs from outside), by first read (in no
+        particular order if not ``ordered``)."""
+        writers = self._writers
+        found = [b for b, r in self._readers.items() if (w := writers.get(b)) is None or r[0] <= w[0]]
+        if not ordered:
+            return found
+        ios, pos, readers = self._io, self._pos, self._readers
+
+        def first_read(b: str) -> tuple[int, int]:
+            i = pos(readers[b][0])
+            return i, ios[i][0].index(b)
+
+        return sorted(found, key=first_read)
 
     def blobs(self) -> list[str]:
         """Every blob the list reads or writes, by first mention (an op's inputs before its outputs)."""
@@ -257,6 +284,21 @@ class DataFlow:
         pos = self._pos
         return {b: pos(ks[0]) for b, ks in self._writers.items() if len(ks) == 1}
 
+    def first_writers(self) -> dict[str, int]:
+        """``first_writer`` of every blob some op writes."""
+        pos = self._pos
+        return {b: pos(ks[0]) for b, ks in self._writers.items()}
+
+    def last_uses(self) -> dict[str, int]:
+        """``last_use`` of every blob an op reads or writes."""
+        pos = self._pos
+        last = {b: ks[-1] for b, ks in self._readers.items()}
+        for b, ks in self._writers.items():
+            k = last.get(b)
+            if k is None or ks[-1] > k:
+                last[b] = ks[-1]
+        return {b: pos(k) for b, k in last.items()}
+
     def writes_before(self, i: int, blob: str) -> int:
         """How many ops before op ``i`` write ``blob``."""
         return bisect_left(self._writers.get(blob, ()), self._key(i))
@@ -270,15 +312,34 @@ class DataFlow:
         """The SSA version of ``blob`` op ``i`` writes (see ``read_version``)."""
         return self.writes_before(i, blob) + (1 if self.read_first(blob) else 0)
 
+    def versions(self) -> list[Versions]:
+        """``read_version`` and ``write_version`` of every op's reads and writes (``io(i)``, in their order),
+        all at once: numbered in one replay of the list (reads see the current version, each op writing a
+        blob adds one), kept until the next rewrite."""
+        if self._versions is None:
+            current: dict[str, int] = {}
+            table = []
+            for ins, outs in self._io:
+                reads = tuple([current.setdefault(b, 0) for b in ins])
+                for b in dict.fromkeys(outs) if len(outs) > 1 else outs:
+                    current[b] = current[b] + 1 if b in current else 0
+                table.append((reads, tuple([current[b] for b in outs])))
+            self._versions = table
+        return self._versions
+
     # -- rewrites --------------------------------------------------------------------------------------
-    def _own_keys(self) -> list[float]:
-        """The keys, as a list, from the first rewrite on (index i's key is i until then)."""
+    def _rewriting(self) -> list[float]:
+        """Called first by every rewrite: drops what is kept until a rewrite, builds the maps the rewrite
+        updates (from the list as it still is), and returns the keys as a list (op i's key is i until then)."""
+        self._versions = None
+        if "_writers" not in self.__dict__:
+            self._build_maps()
         if self.keys is None:
             self.keys = list(range(len(self._io)))
         return self.keys
 
     def delete(self, i: int) -> None:
-        keys = self._own_keys()
+        keys = self._rewriting()
         self._remove(self._io[i], keys[i])
         del self.ops[i]
         del keys[i]
@@ -287,7 +348,7 @@ class DataFlow:
 
     def insert(self, i: int, op: Any) -> None:
         """Put ``op`` at index ``i`` (before the op there)."""
-        keys = self._own_keys()
+        keys = self._rewriting()
         lo = keys[i - 1] if i > 0 else None
         hi = keys[i] if i < len(keys) else None
         if lo is None and hi is None:
@@ -310,7 +371,7 @@ class DataFlow:
         self._after_rewrite()
 
     def replace(self, i: int, op: Any) -> None:
-        keys = self._own_keys()
+        keys = self._rewriting()
         self._remove(self._io[i], keys[i])
         self.ops[i] = op
         self._io[i] = self._read_io(op)
@@ -326,7 +387,7 @@ class DataFlow:
     @contextmanager
     def edit(self, i: int) -> Iterator[Any]:
         """Change op ``i``'s inputs or outputs in place inside the block (yields the op)."""
-        keys = self._own_keys()
+        keys = self._rewriting()
         op, key = self.ops[i], keys[i]
         self._remove(self._io[i], key)
         try:
