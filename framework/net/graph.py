@@ -214,8 +214,8 @@ def creation_site(op: OperatorDef) -> str:
     return f"\nthe op was created at:\n{op.debug_info}" if op.debug_info else ""
 
 
-def build_graph(net_def: NetDef) -> tuple[HazardGraph, DataFlow, set[str]]:
-    """Hazard graph of ``net_def``: (graph, the net's dataflow view, single-producer blobs).
+def build_graph(net_def: NetDef) -> tuple[HazardGraph, DataFlow, dict[str, int]]:
+    """Hazard graph of ``net_def``: (graph, the net's dataflow view, single-producer blobs and their producer).
 
     Producers and readers come from the net's dataflow view (``framework.net.dataflow``, nested nets' blobs
     counted as their op's: If, While)."""
@@ -223,23 +223,24 @@ def build_graph(net_def: NetDef) -> tuple[HazardGraph, DataFlow, set[str]]:
     flow = DataFlow(ops, nested=True)
     g = HazardGraph(len(ops))
     _add_edge = g.add_edge
-    writers = {b: flow.writers(b) for b in flow.produced()}
+    producer = flow.producer
     external = set(net_def.external_input)
-    single = {b for b, w in writers.items() if len(w) == 1 and b not in external and b not in flow.io(w[0])[0]}
-    for i, op in enumerate(ops):
-        ins, outs = flow.io(i)
+    ios = flow.ios()
+    sole = flow.sole_writers()
+    single = {b: w for b, w in sole.items() if b not in external and b not in ios[w][0]}
+    for i, (ins, outs) in enumerate(ios):
         for b in ins:
-            w = writers[b][0] if b in single else flow.producer(i, b)
+            w = single[b] if b in single else producer(i, b)
             if w is not None:
                 _add_edge(w, i, "RaW", b)
-        for b in op.control_input:
-            w = writers[b][0] if b in single else flow.producer(i, b)
+        for b in ops[i].control_input:
+            w = single[b] if b in single else producer(i, b)
             if w is not None:
                 _add_edge(w, i, "control", b)
-        for b in dict.fromkeys(outs):
+        for b in dict.fromkeys(outs) if len(outs) > 1 else outs:
             if b in single:
                 continue
-            w = flow.producer(i, b)
+            w = producer(i, b)
             if w is not None:
                 _add_edge(w, i, "WaW", b)
             for r in flow.readers(w, b) if w is not None else flow.readers_of(b):
@@ -295,7 +296,7 @@ def compile_graph(net_def: Any, has_blob: Callable[[str], bool] | None = None, o
 def _check_reads(
     net_def: NetDef,
     flow: DataFlow,
-    single: set[str],
+    single: dict[str, int],
     external: set[str],
     has_blob: Callable[[str], bool],
 ) -> None:

@@ -69,10 +69,7 @@ def _lifetimes(ops: Sequence[Any]) -> tuple[dict[str, int], dict[str, int], set[
     """first definition, last use (read, ``control_input`` or write) per blob, and blobs read before they are
     written, from the list's dataflow view."""
     flow = DataFlow(ops, control=True)
-    produced, read_first = flow.produced(), set(flow.inputs())
-    first_def = {b: flow.first_writer(b) for b in produced}
-    last_use = {b: flow.last_use(b) for b in produced | read_first}
-    return first_def, last_use, read_first  # type: ignore[return-value]
+    return flow.first_writers(), flow.last_uses(), set(flow.inputs(ordered=False))
 
 
 def optimize_inference_net(

@@ -23,6 +23,7 @@ from framework.ops.schema import INT
 from framework.proto.framework_pb2 import NetDef, OperatorDef
 
 SAME_WORKSPACE = frozenset({"If", "While"})
+OUTER_IO_TYPES = SAME_WORKSPACE | {"ONNXWhile"}  # op types whose nested nets may touch the outer workspace
 
 
 def nested_nets(op: OperatorDef) -> list[tuple[str, NetDef]]:

@@ -743,7 +743,8 @@ def optimize_inference(
     out.op.extend(state.ops)
     used = {b for op in out.op for b in op.input}
     new_params = [b for b in state.created if b in used]
-    ext = [b for b in out.external_input if b in used or b not in _all_params(src)]
+    params = _all_params(src)
+    ext = [b for b in out.external_input if b in used or b not in params]
     del out.external_input[:]
     out.external_input.extend(ext + [b for b in new_params if b not in ext])
     if share_buffers:

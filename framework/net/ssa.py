@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Iterable
 
 from framework.errors import OrphanStopGradientError
-from framework.net.dataflow import DataFlow
+from framework.net.dataflow import IO, DataFlow, Versions
 from framework.ops.operator import describe_op
 from framework.proto.framework_pb2 import OperatorDef
 
@@ -59,22 +59,21 @@ class ForwardVersions:
         self.stopped: set[tuple[str, int]] = set()  # blob versions written by no-gradient ops
         self.stop_gradient: set[tuple[str, int]] = set()  # ... and by StopGradient
         self.flow = DataFlow(list(operators))
-        for idx, op in enumerate(self.flow.ops):
-            self._record(idx, op)
+        for idx, (op, io, versions) in enumerate(zip(self.flow.ops, self.flow.ios(), self.flow.versions())):
+            self._record(idx, op, io, versions)
         self._check_stop_gradients()
 
-    def _record(self, idx: int, op: OperatorDef) -> None:
-        flow = self.flow
+    def _record(self, idx: int, op: OperatorDef, io: IO, versions: Versions) -> None:
+        """Op ``idx``'s reads and writes (``io``: its inputs and outputs) at their versions."""
         ins: dict[str, int] = {}
-        for s in op.input:
-            v = flow.read_version(idx, s)
+        for s, v in zip(io[0], versions[0]):
             self.frontier.setdefault(s, v)
             ins[s] = v
             self.input_usages[s][v].append(idx)
             self.in_history[s].append((idx, op, v))
         outs: dict[str, int] = {}
-        for s in op.output:
-            outs[s] = v = flow.write_version(idx, s)
+        for s, v in zip(io[1], versions[1]):
+            outs[s] = v
             self.frontier[s] = v
             self.out_history[s].append((idx, op, v))
         if has_no_gradient(op.type):

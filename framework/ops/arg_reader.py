@@ -38,25 +38,38 @@ class ArgReader:
     def __init__(self, source: Any, where: str | None = None) -> None:
         protos = source.arg if hasattr(source, "arg") else source
         self._protos: Iterable[Any] = protos
-        self._first: dict[str, Any] = {}
-        for a in protos:
-            self._first.setdefault(a.name, a)
-        self.where = where or _describe(source)
+        self._source = source
+        self._where = where
+
+    @property
+    def where(self) -> str:
+        """What errors name (described when first needed: most readers never raise)."""
+        if self._where is None:
+            self._where = _describe(self._source)
+        return self._where
+
+    def _get(self, name: str) -> Any:
+        """The first Argument named ``name``, None if absent (a scan: an op has a handful of arguments and a
+        reader is mostly asked once)."""
+        for a in self._protos:
+            if a.name == name:
+                return a
+        return None
 
     def has(self, name: str) -> bool:
-        return name in self._first
+        return self._get(name) is not None
 
     def names(self) -> list[str]:
         """The names of the arguments given, in order (each once)."""
-        return list(self._first)
+        return list(dict.fromkeys(a.name for a in self._protos))
 
     def proto(self, name: str) -> Any:
         """The Argument proto named ``name`` (None if absent)."""
-        return self._first.get(name)
+        return self._get(name)
 
     def has_single(self, name: str, kind: str | None = None) -> bool:
         """Is ``name`` given as one value (a singular field), convertible to ``kind`` when given?"""
-        a = self._first.get(name)
+        a = self._get(name)
         if a is None or not any(a.HasField(f) for f in _SINGULAR):
             return False
         if kind is None:
@@ -71,7 +84,7 @@ class ArgReader:
 
     def single(self, name: str, default: Any = None, kind: str | None = None) -> Any:
         """The one value of ``name`` (``default`` when absent), converted to ``kind`` when given."""
-        a = self._first.get(name)
+        a = self._get(name)
         if a is None:
             return default
         if not any(a.HasField(f) for f in _SINGULAR):
@@ -81,7 +94,7 @@ class ArgReader:
 
     def repeated(self, name: str, default: Any = None, kind: str | None = None) -> list:
         """The values of ``name`` as a list (``default``, else [], when absent), converted to ``kind``."""
-        a = self._first.get(name)
+        a = self._get(name)
         if a is None:
             return [] if default is None else list(default)
         v = raw_value(a)
@@ -90,7 +103,7 @@ class ArgReader:
 
     def value(self, name: str, default: Any = None) -> Any:
         """Whatever ``name`` holds (a byte string decoded), ``default`` when absent."""
-        a = self._first.get(name)
+        a = self._get(name)
         if a is None:
             return default
         v = raw_value(a)
