@@ -21,7 +21,7 @@ import numpy as np
 
 from framework import core
 from framework.caffe2.python import schema
-from framework.caffe2.python.layers.fc import _scoped_fc_version
+from framework.caffe2.python.layers.fc import _clip_args, _scoped_fc_version
 from framework.caffe2.python.layers.layers import LayerError, ModelLayer
 from framework.caffe2.python.layers.sampling_trainable_mixin import SamplingTrainableMixin
 
@@ -114,16 +114,3 @@ class FCWithBootstrap(SamplingTrainableMixin, ModelLayer):
             indices = self._indices(net, i)
             rows = net.Gather([x, indices], net.NextScopedBlob(f"bootstrapped_features_{i}"))
             self._fc(net, [rows], self.train_param_blobs[2 * i : 2 * i + 2], i)
-
-
-def _clip_args(clip_param: Any) -> dict[str, float] | None:
-    if clip_param is None:
-        return None
-    if len(clip_param) != 2:
-        raise LayerError("clip_param must be (clip_min, clip_max)")
-    lo, hi = clip_param
-    if lo is None and hi is None:
-        raise LayerError("clip_min and clip_max in clip_param cannot both be None")
-    if lo is not None and hi is not None and not lo < hi:
-        raise LayerError("clip_param = [clip_min, clip_max] must have clip_min < clip_max")
-    return {k: v for k, v in (("min", lo), ("max", hi)) if v is not None}
