@@ -12,28 +12,9 @@ from framework.caffe2.python.model_helper import ModelHelper
 from framework.memory.workspace import Workspace
 from framework.ops.testing import assert_gradient_checks
 from framework.proto.args import make_argument
+from tests.ops.rnn.lstm_reference import lstm_loop, sig
 
 T, N, D, H = 3, 2, 3, 4
-
-
-def sig(x):
-    return 1 / (1 + np.exp(-x))
-
-
-def lstm_loop(x, h, c, wx, bx, wh, bh, lengths=None):
-    hs, cs = [], []
-    for t in range(x.shape[0]):
-        g = x[t] @ wx.T + bx + h @ wh.T + bh
-        i, f, o, gg = sig(g[:, :H]), sig(g[:, H : 2 * H]), sig(g[:, 2 * H : 3 * H]), np.tanh(g[:, 3 * H :])
-        c2 = f * c + i * gg
-        h2 = o * np.tanh(c2)
-        if lengths is not None:  # finished rows carry their states over
-            keep = (t >= lengths)[:, None]
-            h2, c2 = np.where(keep, h, h2), np.where(keep, c, c2)
-        h, c = h2, c2
-        hs.append(h)
-        cs.append(c)
-    return np.stack(hs), np.stack(cs)
 
 
 def setup_ws(model, rng, dtype, extra=()):

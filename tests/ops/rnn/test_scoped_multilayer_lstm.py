@@ -10,23 +10,13 @@ from framework import core
 from framework.caffe2.python import rnn_cell, scope
 from framework.caffe2.python.model_helper import ModelHelper
 from framework.memory.workspace import Workspace
+from tests.ops.rnn.lstm_reference import lstm_loop
 
 T, N, D, H = 3, 2, 2, 3
 
 
-def sig(x):
-    return 1 / (1 + np.exp(-x))
-
-
 def lstm_layer(x, h, c, wx, bx, wh, bh):
-    hs = []
-    for t in range(x.shape[0]):
-        g = x[t] @ wx.T + bx + h @ wh.T + bh
-        i, f, o, gg = sig(g[:, :H]), sig(g[:, H : 2 * H]), sig(g[:, 2 * H : 3 * H]), np.tanh(g[:, 3 * H :])
-        c = f * c + i * gg
-        h = o * np.tanh(c)
-        hs.append(h)
-    return np.stack(hs)
+    return lstm_loop(x, h, c, wx, bx, wh, bh)[0]
 
 
 def build(unroll):

@@ -9,23 +9,13 @@ from framework.caffe2.python import rnn_cell
 from framework.caffe2.python.model_helper import ModelHelper
 from framework.memory.workspace import Workspace
 from framework.ops.rnn.links import ScratchWorkspaces
+from tests.ops.rnn.lstm_reference import lstm_loop
 
 T, N, D, H = 4, 2, 3, 2
 
 
-def sig(x):
-    return 1 / (1 + np.exp(-x))
-
-
 def loop(x, h, c, wx, bx, wh, bh):
-    outs = []
-    for t in range(x.shape[0]):
-        g = x[t] @ wx.T + bx + h @ wh.T + bh
-        i, f, o, gg = sig(g[:, :H]), sig(g[:, H : 2 * H]), sig(g[:, 2 * H : 3 * H]), np.tanh(g[:, 3 * H :])
-        c = f * c + i * gg
-        h = o * np.tanh(c)
-        outs.append(h)
-    return np.stack(outs)
+    return lstm_loop(x, h, c, wx, bx, wh, bh)[0]
 
 
 def test_run_net_once_reuses_the_bound_step_nets_and_gives_the_loops_numbers():
