@@ -11,8 +11,18 @@ load their modules on first use (operators register by family as they are first 
 # Before anything imports numpy: OpenBLAS's kernels, only if the environment asks for a choice
 # (framework/runtime/blas_kernel.py).
 from framework.runtime.blas_kernel import choose as _choose_blas_kernel
+from framework.runtime.services import NET as _NET
 
 _choose_blas_kernel()
+
+
+def _load_net_layer() -> None:
+    """Load the net layer, which hands its services to the layers below (framework/runtime/services.py)."""
+    import framework.net  # noqa: F401
+
+
+# The package root names the layer that provides what the lower layers ask of nets (Workspace.create_net...).
+_NET.set_loader(_load_net_layer)
 
 __version__ = "0.1.0"
 __all__ = [

@@ -10,8 +10,8 @@ always go through the write policy below.
 
 A Workspace is an ordinary object: create as many as you like and pass them
 around. Blob look-up goes local -> forwarded -> parent, as in Caffe2. The
-net-related methods hand over to ``framework.net`` (imported when first used,
-since nets sit above the memory core).
+net-related methods (``create_net``, ``run_plan``...) run the net layer's implementations, which it hands
+down through ``framework.runtime.services.NET`` (nets sit above the memory core; see that module).
 
 >>> ws = Workspace()
 >>> ws.feed_blob("x", [1.0, 1.0, 1.0])
@@ -32,6 +32,7 @@ from framework.memory.int8_tensor import Int8Tensor, Int8TensorCPU, as_int8_tens
 from framework.memory.packs import PackCache
 from framework.memory.paths import check_write_path, normalize_allow_paths
 from framework.memory.tensor import Tensor, as_tensor_array
+from framework.runtime.services import NET
 
 
 def suggest(name: str, candidates: Iterable[str], n: int = 3) -> str:
@@ -256,11 +257,9 @@ class Workspace:
             out[name] = blob_nbytes(blob)
         return out
 
-    # -- nets (implemented in framework.net) --------------------------------------
+    # -- nets (implemented by the net layer, handed down as NET's services) ----------
     def create_net(self, net: Any, overwrite: bool = False, optimize: bool = False, outputs: Any = None) -> Any:
-        from framework.net.api import create_net
-
-        return create_net(self, net, overwrite=overwrite, optimize=optimize, outputs=outputs)
+        return NET.get("create_net")(self, net, overwrite=overwrite, optimize=optimize, outputs=outputs)
 
     def get_net(self, name: str) -> Any:
         net = self._nets.get(name)
@@ -283,19 +282,13 @@ class Workspace:
             net.run()
 
     def run_net_once(self, net: Any) -> None:
-        from framework.net.api import run_net_once
-
-        run_net_once(self, net)
+        NET.get("run_net_once")(self, net)
 
     def run_operator_once(self, op: Any) -> None:
-        from framework.net.api import run_operator_once
-
-        run_operator_once(self, op)
+        NET.get("run_operator_once")(self, op)
 
     def run_plan(self, plan: Any) -> None:
-        from framework.net.api import run_plan
-
-        run_plan(self, plan)
+        NET.get("run_plan")(self, plan)
 
     def run_operators_once(self, ops: Any) -> None:
         for op in ops:
@@ -304,14 +297,10 @@ class Workspace:
     def infer_shapes_and_types(
         self, nets: Any, blob_dimensions: dict | None = None, blob_types: dict | None = None
     ) -> tuple[dict, dict]:
-        from framework.net.api import infer_shapes_and_types
-
-        return infer_shapes_and_types(self, nets, blob_dimensions, blob_types)
+        return NET.get("infer_shapes_and_types")(self, nets, blob_dimensions, blob_types)
 
     def benchmark_net(self, name: Any, warmup_runs: int, main_runs: int, run_individual: bool) -> list[float]:
-        from framework.net.api import benchmark_net
-
-        return benchmark_net(
+        return NET.get("benchmark_net")(
             self, name if isinstance(name, str) else _net_name(name), warmup_runs, main_runs, run_individual
         )
 

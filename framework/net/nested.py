@@ -1,8 +1,9 @@
 """Nested nets (If, While, Do, ONNXWhile, RecurrentNetwork): validation, hazards, services.
 
-- ``install_services()``: gives ``framework.ops.subnet`` the net
-  layer's "build this NetDef in this workspace" and "backward pass of these
-  ops" callables (ops may not import the net layer).
+- ``install_services()``: hands the net layer's callables down to the layers
+  below (``framework.runtime.services.NET``): the Workspace's net methods, and
+  ``framework.ops.subnet``'s "build this NetDef in this workspace" and
+  "backward pass of these ops" (lower layers may not import the net layer).
 - ``check_nested(net_def, known)``: validates nested nets at net creation
   (unknown ops, arity, in-place rules, undefined blobs), recursively, with
   errors naming the path: ``op #3 If / then_net / op #1 Relu``.
@@ -21,6 +22,7 @@ from framework.ops.operator import check_schema, describe_op
 from framework.ops.registry import schema_of
 from framework.ops.schema import INT
 from framework.proto.framework_pb2 import NetDef, OperatorDef
+from framework.runtime.services import NET
 
 SAME_WORKSPACE = frozenset({"If", "While"})
 OUTER_IO_TYPES = SAME_WORKSPACE | {"ONNXWhile"}  # op types whose nested nets may touch the outer workspace
@@ -185,8 +187,19 @@ def _backward_pass(ops: Iterable[OperatorDef], ys: dict[str, Any]) -> tuple[list
 
 
 def install_services() -> None:
-    from framework.ops import subnet
+    """Hand the net layer's services down (framework.runtime.services.NET): the Workspace's net methods
+    (framework.net.api) and what control-flow ops build nested nets with (framework.ops.subnet)."""
+    from framework.net import api
 
-    subnet.install(
-        create_net=_create_subnet, compile_net=_compile_subnet, bind_net=_bind_subnet, backward_pass=_backward_pass
+    NET.provide(
+        create_net=api.create_net,
+        run_net_once=api.run_net_once,
+        run_operator_once=api.run_operator_once,
+        run_plan=api.run_plan,
+        infer_shapes_and_types=api.infer_shapes_and_types,
+        benchmark_net=api.benchmark_net,
+        create_subnet=_create_subnet,
+        compile_subnet=_compile_subnet,
+        bind_subnet=_bind_subnet,
+        backward_pass=_backward_pass,
     )

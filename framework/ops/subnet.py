@@ -2,8 +2,8 @@
 
 Control-flow ops (If, While, Do, ONNXWhile, RecurrentNetwork) hold nested
 NetDefs. Building and running a net is the net layer's job, and the ops layer
-must not import it (DESIGN.md: imports point down), so the net layer installs
-two callables here when it is imported:
+must not import it (docs/architecture.md: imports point down), so the net layer
+hands these callables down (``framework.runtime.services.NET``) when it loads:
 
 - ``create_net(net_def, ws)``: validate ``net_def`` and build it bound to the
   blobs of ``ws``; returns an object with ``run()`` (a compiled net: its ops
@@ -19,47 +19,34 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 from framework.errors import ArgumentError, NetError
 from framework.proto.framework_pb2 import NetDef
-
-_SERVICES: dict[str, Callable[..., Any]] = {}
+from framework.runtime.services import NET
 
 MAX_NESTING = 64  # nested nets being built at once, per thread
 _DEPTH = threading.local()
 
 
-def install(**services: Callable[..., Any]) -> None:
-    """Called by the net layer: ``create_net=...``, ``backward_pass=...``."""
-    _SERVICES.update(services)
-
-
-def _service(name: str) -> Callable[..., Any]:
-    fn = _SERVICES.get(name)
-    if fn is None:
-        raise NetError(f"control-flow ops need the net layer ({name}): import framework.net first")
-    return fn
-
-
 def create_net(net_def: NetDef, ws: Any) -> Any:
-    return _service("create_net")(net_def, ws)
+    return NET.get("create_subnet")(net_def, ws)
 
 
 def compile_net(net_def: NetDef) -> Any:
     """Validate ``net_def`` once; the result is bound to any number of workspaces by bind_net."""
-    return _service("compile_net")(net_def)
+    return NET.get("compile_subnet")(net_def)
 
 
 def bind_net(compiled: Any, ws: Any, compile_when_stable: bool = False) -> Any:
     """Build the ops of a compiled net against ``ws`` (no re-validation); returns an object with run().
     ``compile_when_stable``: compile its ops' fast paths only once two runs in a row saw the same arrays
     (for nets run few times per binding)."""
-    return _service("bind_net")(compiled, ws, compile_when_stable=compile_when_stable)
+    return NET.get("bind_subnet")(compiled, ws, compile_when_stable=compile_when_stable)
 
 
 def backward_pass(ops: Any, ys: dict[str, Any]) -> tuple[list, dict[str, Any]]:
-    return _service("backward_pass")(ops, ys)
+    return NET.get("backward_pass")(ops, ys)
 
 
 def net_arg(op: Any, name: str, required: bool = True) -> NetDef | None:
