@@ -1,9 +1,9 @@
 """One dataflow view of an op list: who writes and who reads each blob, kept current while a pass rewrites.
 
 ``DataFlow(ops)`` indexes a list of OperatorDefs in declared order, by their ``input`` / ``output``.
-``nested=True`` also counts what the nested nets of If / While (and ONNXWhile with ``disable_scopes``) read
-and write in the outer workspace as the op's own reads and writes (``net.nested.op_io``; nets run in a child
-workspace, as Do's and RecurrentNetwork's step nets, touch only the op's declared blobs);
+``nested=True`` also counts what nested nets read and write in the outer workspace as their op's own reads
+and writes (``net.nested.op_io``): the nets of If / While (and ONNXWhile with ``disable_scopes``), Do's net
+through its bindings, a RecurrentNetwork's step nets through its links, states and the parameters they read;
 ``control=True`` counts ``control_input`` as reads. Each op carries a position key, increasing along the
 list; each blob maps to the sorted keys of the ops writing it and of the ops reading it. Queries take op
 indices and answer from those maps by bisection: the readers of the value an op leaves, the producer of the

@@ -27,6 +27,7 @@ from framework.memory.blob import PLANNED_ARG, SHARED_PREFIX, SHARED_SUFFIX
 from framework.net.dataflow import DataFlow
 from framework.net.graph import compile_graph, load_net_def
 from framework.net.inference import infer_net
+from framework.net.nested import named_outer_blobs
 from framework.ops.registry import get_schema
 from framework.ops.schema import TensorSpec
 from framework.proto.framework_pb2 import NetDef
@@ -67,8 +68,10 @@ def _nbytes(spec: TensorSpec | None) -> int | None:
 
 def _lifetimes(ops: Sequence[Any]) -> tuple[dict[str, int], dict[str, int], set[str]]:
     """first definition, last use (read, ``control_input`` or write) per blob, and blobs read before they are
-    written, from the list's dataflow view."""
-    flow = DataFlow(ops, control=True)
+    written, from the list's dataflow view; what nested nets (If, While, Do, RecurrentNetwork step nets) read
+    and write in the net's workspace counts as their op's, so a buffer lives until the last step net reading it
+    has run."""
+    flow = DataFlow(ops, nested=True, control=True)
     return flow.first_writers(), flow.last_uses(), set(flow.inputs(ordered=False))
 
 
@@ -98,6 +101,7 @@ def optimize_inference_net(
 
     first_def, last_use, read_first = _lifetimes(ops)
     protected = set(static_blobs) | set(src.external_input) | set(src.external_output) | read_first
+    protected.update(b for op in ops for b in named_outer_blobs(op))  # nested nets name them: never renamed
     candidates = {
         b
         for b in first_def

@@ -8,8 +8,11 @@
   (unknown ops, arity, in-place rules, undefined blobs), recursively, with
   errors naming the path: ``op #3 If / then_net / op #1 Relu``.
 - ``extra_io(op)``: the blobs nested nets read and write in the op's own
-  workspace (If, While, ONNXWhile with disable_scopes), so the outer graph
-  orders the op after their producers and before their readers.
+  workspace, so the outer graph orders the op after their producers and
+  before their readers: If, While (and ONNXWhile with disable_scopes) run
+  them there; Do binds inner names to its outer blobs (``inner_blobs`` ->
+  ``outer_blobs_idx``); a RecurrentNetwork's step nets see sequence blobs
+  through links and read the rest from the op's workspace (their parent).
 """
 
 from __future__ import annotations
@@ -20,12 +23,15 @@ from framework.errors import NetError, SchemaError, UnknownOperatorError
 from framework.ops.arg_reader import ArgReader
 from framework.ops.operator import check_schema, describe_op
 from framework.ops.registry import schema_of
-from framework.ops.schema import INT
+from framework.ops.schema import INT, INTS, STRING, STRINGS
 from framework.proto.framework_pb2 import NetDef, OperatorDef
+from framework.proto.io import parse_text
 from framework.runtime.services import NET
 
 SAME_WORKSPACE = frozenset({"If", "While"})
-OUTER_IO_TYPES = SAME_WORKSPACE | {"ONNXWhile"}  # op types whose nested nets may touch the outer workspace
+RECURRENT = frozenset({"RecurrentNetwork", "RecurrentNetworkGradient"})
+OUTER_IO_TYPES = SAME_WORKSPACE | {"ONNXWhile", "Do"} | RECURRENT  # nested nets that touch the outer workspace
+STEP_NETS = ("step_net", "backward_step_net")
 
 
 def nested_nets(op: OperatorDef) -> list[tuple[str, NetDef]]:
@@ -62,21 +68,115 @@ def net_io(net_def: NetDef) -> tuple[list[str], list[str]]:
     return list(reads), list(writes)
 
 
+def _add(names: list[str], new: Iterable[str]) -> None:
+    for b in new:
+        if b not in names:
+            names.append(b)
+
+
 def op_io(op: OperatorDef) -> tuple[list[str], list[str]]:
     """Inputs and outputs of ``op`` in the outer graph, with what its nested nets touch."""
     ins, outs = list(op.input), list(op.output)
-    if op.arg and shares_workspace(op):
+    if not op.arg:
+        return ins, outs
+    if shares_workspace(op):
         for _, net in nested_nets(op):
             r, w = net_io(net)
             bound = set(net.external_input) if op.type == "ONNXWhile" else ()  # the op sets these itself
-            ins += [b for b in r if b not in ins and b not in bound]
-            outs += [b for b in w if b not in outs]
+            _add(ins, (b for b in r if b not in bound))
+            _add(outs, w)
+    elif op.type == "Do":
+        _do_io(op, ins, outs)
+    elif op.type in RECURRENT:
+        _recurrent_io(op, ins, outs)
     return ins, outs
+
+
+def _strings(args: ArgReader, name: str) -> list[str]:
+    return [s.decode() if isinstance(s, bytes) else s for s in args.repeated(name, kind=STRINGS)]
+
+
+def _do_io(op: OperatorDef, ins: list[str], outs: list[str]) -> None:
+    """Do's child workspace sees only the outer blobs bound to inner names: inner ``inner_blobs[k]`` is outer
+    blob ``outer_blobs_idx[k]`` of the op's inputs then outputs, each without the last (the scope blob). What
+    the net reads or writes through a binding is the op's read or write of that outer blob."""
+    args = ArgReader(op)
+    outer = list(op.input[:-1]) + list(op.output[:-1])
+    inner = _strings(args, "inner_blobs")
+    idx = args.repeated("outer_blobs_idx", kind=INTS)
+    binding = {b: outer[k] for b, k in zip(inner, idx) if 0 <= k < len(outer)}
+    for _, net in nested_nets(op):
+        r, w = net_io(net)
+        _add(ins, (binding[b] for b in r if b in binding))
+        _add(outs, (binding[b] for b in w if b in binding))
+
+
+def _recurrent_io(op: OperatorDef, ins: list[str], outs: list[str]) -> None:
+    """A RecurrentNetwork runs its ``step_net`` in child workspaces of its own, its gradient op the
+    ``backward_step_net`` in the same ones: a linked blob (``link_internal``, and for the gradient op
+    ``backward_link_internal``) is a window of its sequence blob (``*link_external``) in the op's workspace;
+    any other blob a step net reads before writing it, but the timestep and (for the gradient op) what the
+    forward step net left in the step workspaces, comes from the op's workspace (its parameters). The forward
+    op writes its ``recurrent_states`` there (initialized before the steps, so the steps' reads of them are the
+    op's own), the gradient op reads them and writes their gradients (``<state>_grad``, likewise its own).
+    Departure (static view): a step net's write of an unlinked blob counts as local to the step workspace,
+    unless the op declares the blob (a step net writing a blob the op's workspace already holds writes that)."""
+    args = ArgReader(op)
+    gradient = op.type == "RecurrentNetworkGradient"  # the forward op carries the backward net, unrun
+    links: dict[str, str] = {}
+    for prefix in ("link_", "backward_link_") if gradient else ("link_",):
+        links.update(zip(_strings(args, prefix + "internal"), _strings(args, prefix + "external")))
+    timestep = args.single("timestep", kind=STRING) if args.has_single("timestep", STRING) else "timestep"
+    timestep = timestep.decode() if isinstance(timestep, bytes) else timestep
+    states = _strings(args, "recurrent_states")
+    own = [s + "_grad" for s in states] if gradient else states  # the op sets them up before the steps run
+    _add(outs, own)
+    if gradient:
+        _add(ins, states)
+    else:
+        _add(ins, (b for b in _strings(args, "alias_src") if b not in own))
+    forward_local: set[str] = set()  # kept in the step workspaces, where the backward step net reads them
+    for label, net in _step_nets(op):
+        r, w = net_io(net)
+        if label == "step_net" and gradient:
+            forward_local.update(w)
+            continue
+        if label == "backward_step_net" and not gradient:
+            continue
+        reads = (links.get(b, b) for b in r if b != timestep and b not in forward_local)
+        _add(ins, (b for b in reads if b not in own))
+        _add(outs, (links[b] for b in w if b in links))
+
+
+def _step_nets(op: OperatorDef) -> list[tuple[str, NetDef]]:
+    """(label, net) of the step nets of a RecurrentNetwork(Gradient), forward first: NetDef arguments, or their
+    text (as Caffe2 writes them). Text that does not parse is left to the op, which reports it when created."""
+    nets = [(label, net) for label, net in nested_nets(op) if label in STEP_NETS]
+    for a in op.arg:
+        if a.name in STEP_NETS and a.HasField("s") and a.s.strip():
+            try:
+                nets.append((a.name, parse_text(a.s.decode("utf-8", errors="replace"), NetDef)))
+            except Exception:
+                continue
+    return sorted(nets, key=lambda item: STEP_NETS.index(item[0]))
+
+
+def named_outer_blobs(op: OperatorDef) -> set[str]:
+    """The outer blobs ``op``'s nested nets or arguments name (a pass that renames outer blobs must keep these
+    names): what If/While/ONNXWhile's nets touch beyond the op's own inputs and outputs, and every outer blob
+    of a RecurrentNetwork (its arguments name links, states and aliases). Do names none: its net reaches outer
+    blobs by the op's input and output positions."""
+    if not op.arg or op.type not in OUTER_IO_TYPES or op.type == "Do":
+        return set()
+    ins, outs = op_io(op)
+    if op.type in RECURRENT:
+        return set(ins) | set(outs)
+    return (set(ins) | set(outs)) - set(op.input) - set(op.output)
 
 
 def extra_io(op: OperatorDef) -> tuple[list[str], list[str]] | None:
     """None for plain ops (the fast common case), else op_io(op)."""
-    if not op.arg or not shares_workspace(op):
+    if not op.arg or op.type not in OUTER_IO_TYPES or (op.type == "ONNXWhile" and not shares_workspace(op)):
         return None
     return op_io(op)
 

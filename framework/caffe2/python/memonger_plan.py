@@ -5,7 +5,8 @@ of ops, and their assignment to shared ("canonical") blobs.
   output of op i (edge attribute ``deps``);
 - ``topological_sort_traversal`` (networkx's order) and ``topological_sort_traversal_longest_path``
   (source ops with the longest path to the end go first, so blobs live shorter);
-- ``compute_ranges(ops, blob_sizes)``: ``LiveRange(defined, used, size)`` per blob (first write, last read);
+- ``compute_ranges(ops, blob_sizes)``: ``LiveRange(defined, used, size)`` per blob (first write, last read,
+  nested nets' reads included);
 - ``compute_assignments_greedy`` / ``compute_assignments_dp``: chains of blobs whose ranges do not overlap
   (each blob defined after the previous one's last use); greedy picks the compatible chain closest in size,
   dp the chains of least ``get_memory_usage`` (sum over chains of the largest blob);
@@ -16,6 +17,9 @@ of ops, and their assignment to shared ("canonical") blobs.
 Departure: ``compute_assignments_dp`` is an exact branch-and-bound search over the same choices as
 Caffe2's dynamic programme (append each blob to a compatible chain or open a new one), so it finds an
 assignment of the same, least, memory usage; above ``DP_MAX_BLOBS`` sharable blobs it uses greedy.
+Departure: a blob's live range lasts until the last op whose nested nets (If, While, Do, a RecurrentNetwork's
+step nets) read it; Caffe2's ends at the last op that lists it as an input, so a later nested read could
+share a buffer still in use.
 """
 
 from __future__ import annotations
@@ -148,8 +152,9 @@ def compute_ranges(linearized_ops: Sequence[Any], blob_sizes: dict[str, int] | N
         return blob_sizes[blob]
 
     flow = DataFlow(linearized_ops)
+    nested = DataFlow(linearized_ops, nested=True)  # a blob lives on while a nested net (If, Do, a step net) reads it
     for blob in flow.blobs():
-        readers = flow.readers_of(blob)
+        readers = nested.readers_of(blob)
         ranges[blob] = LiveRange(flow.first_writer(blob), readers[-1] if readers else None, size_of(blob))
     return ranges
 
