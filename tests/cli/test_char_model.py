@@ -2,20 +2,17 @@
 
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
+
+from tests.cli.inprocess import run_cli
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _cli(*args, cwd):
-    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1"}
-    proc = subprocess.run(
-        [sys.executable, "-m", "framework", *args], cwd=cwd, capture_output=True, text=True, env=env, timeout=600
-    )
+    proc = run_cli(*args, cwd=cwd)  # in-process (tests/cli/inprocess.py)
     assert proc.returncode == 0, proc.stderr
     return proc.stdout
 

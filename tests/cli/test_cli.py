@@ -1,5 +1,6 @@
-"""Every subcommand driven through its entry point (a subprocess), including bad input; each subcommand's
-``--help`` in-process."""
+"""Every subcommand driven through ``framework.cli.main`` in-process (tests/cli/inprocess.py: exit code,
+stdout and stderr as a subprocess gives them), including bad input; the entry point itself in a subprocess
+once, and each subcommand's ``--help``."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import sys
 
 import numpy as np
 import pytest
+
+from tests.cli.inprocess import run_cli
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SUBCOMMANDS = ["run", "train", "predict", "inspect", "draw", "profile", "ops", "make-db", "convert-db"]
@@ -24,6 +27,11 @@ external_output: "y"
 
 
 def cli(*args: str, cwd: str | None = None) -> subprocess.CompletedProcess:
+    return run_cli(*args, cwd=cwd or ROOT)
+
+
+def entry_point(*args: str, cwd: str | None = None) -> subprocess.CompletedProcess:
+    """``python -m framework ARGS`` in a new process: what the installed command runs."""
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
     return subprocess.run(
         [sys.executable, "-m", "framework", *args],
@@ -44,7 +52,7 @@ def assert_user_error(proc: subprocess.CompletedProcess, *needles: str) -> None:
 
 
 def test_a_subcommand_help_through_the_entry_point():
-    proc = cli("run", "--help")
+    proc = entry_point("run", "--help")
     assert proc.returncode == 0, proc.stderr
     assert "usage: framework run" in proc.stdout
 

@@ -1,4 +1,7 @@
-"""A Caffe2 user's second day: zoo-shaped models, one CLI for every model path, honest errors."""
+"""A Caffe2 user's second day: zoo-shaped models, one CLI for every model path, honest errors.
+
+Commands run in-process (tests/cli/inprocess.py); ``exec`` runs as the installed script in a new process
+(it installs the caffe2 import hook and runs the user's module there)."""
 
 from __future__ import annotations
 
@@ -9,12 +12,18 @@ import sys
 import numpy as np
 import pytest
 
+from tests.cli.inprocess import run_cli
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MODEL = os.path.join(ROOT, "models", "mlp_digits")
 FRAMEWORK = os.path.join(os.path.dirname(sys.executable), "framework")
 
 
-def fw(*args, cwd, **kw):
+def fw(*args, cwd):
+    return run_cli(*args, cwd=cwd)
+
+
+def fw_process(*args, cwd, **kw):
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
     return subprocess.run([FRAMEWORK, *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=300, **kw)
 
@@ -254,7 +263,7 @@ def test_exec_m_finds_modules_from_the_current_folder_and_files_get_the_usual_mo
     (tmp_path / "pkg" / "mod.py").write_text(
         "import sys\nfrom caffe2.python import workspace\nprint('ran', sys.argv[1:], workspace.HasBlob('x'))\n"
     )
-    p = fw("exec", "-m", "pkg.mod", "a1", cwd=tmp_path)
+    p = fw_process("exec", "-m", "pkg.mod", "a1", cwd=tmp_path)
     assert p.returncode == 0 and "ran ['a1'] False" in p.stdout, p.stderr
     mask = os.umask(0o022)
     os.umask(mask)

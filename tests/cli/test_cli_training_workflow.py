@@ -1,4 +1,6 @@
-"""A day with the `framework` command (no lost models, honest output): through the installed command."""
+"""A day with the `framework` command (no lost models, honest output). Commands run in-process
+(tests/cli/inprocess.py); the installed command runs in a new process where the process is the point:
+Ctrl-C during training (SIGINT) and a reader that leaves the pipe (``framework ops | head -1``)."""
 
 from __future__ import annotations
 
@@ -13,14 +15,15 @@ import time
 import numpy as np
 import pytest
 
+from tests.cli.inprocess import run_cli
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MODEL = os.path.join(ROOT, "models", "mlp_digits")
 FRAMEWORK = os.path.join(os.path.dirname(sys.executable), "framework")
 
 
-def fw(*args, cwd, **kw):
-    env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
-    return subprocess.run([FRAMEWORK, *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=300, **kw)
+def fw(*args, cwd):
+    return run_cli(*args, cwd=cwd)
 
 
 @pytest.fixture(scope="module")

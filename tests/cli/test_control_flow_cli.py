@@ -2,10 +2,10 @@
 and framework draw showing nested nets as clusters."""
 
 import os
-import subprocess
-import sys
 
 import numpy as np
+
+from tests.cli.inprocess import run_cli
 
 NET = """
 name: "ctl"
@@ -27,10 +27,7 @@ external_output: "y"
 
 
 def cli(*args, cwd):
-    env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
-    return subprocess.run(
-        [sys.executable, "-m", "framework", *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=300
-    )
+    return run_cli(*args, cwd=cwd)  # in-process (tests/cli/inprocess.py)
 
 
 def _inputs(tmp_path, cond):

@@ -2,8 +2,6 @@
 Adagrad, predict; AUC close to the planted optimum; a training step touches only the rows looked up."""
 
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -13,16 +11,14 @@ from framework.cli.clicks import make_clicks, roc_auc
 from framework.cli.data import read_examples
 from framework.cli.model_dir import ModelDir
 from framework.memory.workspace import Workspace
+from tests.cli.inprocess import run_cli
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MODEL = os.path.join(ROOT, "models", "dlrm_clicks")
 
 
 def cli(*args, cwd=None):
-    env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
-    return subprocess.run(
-        [sys.executable, "-m", "framework", *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=600
-    )
+    return run_cli(*args, cwd=cwd)  # in-process (tests/cli/inprocess.py)
 
 
 def test_roc_auc_against_pair_counting():

@@ -4,16 +4,14 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
 from framework.cli.tensorboard import SummaryWriter, crc32c, read_events
+from tests.cli.inprocess import run_cli
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-FRAMEWORK = os.path.join(os.path.dirname(sys.executable), "framework")
 
 
 def test_crc32c_matches_the_published_check_value():
@@ -54,8 +52,7 @@ def test_scalars_histograms_and_graph_read_back(tmp_path):
 
 
 def test_train_writes_tensorboard_events(tmp_path):
-    env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
-    run = lambda *a: subprocess.run([FRAMEWORK, *a], capture_output=True, text=True, cwd=tmp_path, env=env)  # noqa: E731
+    run = lambda *a: run_cli(*a, cwd=tmp_path)  # noqa: E731  (in-process: tests/cli/inprocess.py)
     assert run("make-db", "digits", "--out", "data/digits").returncode == 0
     model = os.path.join(ROOT, "models", "mlp_digits")
     p = run("train", model, "--iters", "20", "--val-every", "10", "--tensorboard", "tb", "--no-progress")

@@ -2,8 +2,6 @@
 Caffe2's default db_type (leveldb) in ops, and the CLI's inspect / convert-db for every kind."""
 
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -16,6 +14,7 @@ from framework.memory.workspace import Workspace
 from framework.net.api import run_operator_once
 from framework.ops.io.db_input import write_tensor_protos_db
 from framework.proto import framework_pb2 as pb
+from tests.cli.inprocess import run_cli
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -95,14 +94,7 @@ def test_createdb_default_db_type_is_leveldb_as_in_caffe2(tmp_path):
 
 
 def cli(*args, cwd):
-    return subprocess.run(
-        [sys.executable, "-m", "framework", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        timeout=120,
-        env=dict(os.environ, OPENBLAS_NUM_THREADS="1", PYTHONPATH=ROOT),
-    )
+    return run_cli(*args, cwd=cwd)  # in-process (tests/cli/inprocess.py)
 
 
 def test_cli_inspect_and_convert_every_kind(tmp_path):

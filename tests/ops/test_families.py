@@ -1,6 +1,7 @@
 """Op families load on first use (framework/ops/families.py): ``import framework`` registers no operator and
-loads no optional library; a look-up brings in exactly what registers the type, its gradient and its engine
-variants; a checkpoint's blob type brings in its deserializer; the generated index is current."""
+loads no optional library; a look-up brings in exactly the units (a family, or one module of a family that
+lists its ``MODULES``) that register the type, its gradient and its engine variants; a checkpoint's blob
+type brings in its deserializer; the generated index is current."""
 
 from __future__ import annotations
 
@@ -59,44 +60,78 @@ def test_registering_every_family_loads_no_compiler():
     assert seen == []
 
 
-def test_an_fc_look_up_loads_only_the_families_naming_fc():
-    # nn registers FC, quantized its engine variants; neither imports another family at registration
+def test_an_fc_look_up_loads_only_the_units_naming_fc():
+    # nn's fc module registers FC, quantized its engine variants; the other modules of nn stay unloaded
     seen = _run(
         """
         import json, sys
         from framework.ops import families, registry
         registry.get_schema("FC")
-        print(json.dumps([f for f in families.FAMILIES if "framework.ops." + f in sys.modules]))
+        print(json.dumps(sorted(m[len("framework.ops."):] for m in sys.modules if m.startswith("framework.ops.")
+                                and m.split(".")[2] in families.FAMILIES)))
         """
     )
-    from framework.ops.family_index import OP_FAMILIES
+    from framework.ops.family_index import OP_MODULES
 
-    allowed = set(OP_FAMILIES["FC"]) | {"math"}  # quantized's SumRelu is built on math's Sum
-    assert set(seen) <= allowed and set(OP_FAMILIES["FC"]) <= set(seen), seen
+    assert OP_MODULES["FC"] == ("nn.fc", "quantized")
+    assert {"nn", "nn.fc", "quantized"} <= set(seen), seen
+    # quantized's SumRelu is built on math's Sum (quantized also imports the nn modules it builds on)
+    assert {u.split(".")[0] for u in seen} <= {"nn", "quantized", "math"}, seen
 
 
-def test_a_gradient_registration_loads_no_other_family():
-    # tensor registers BatchPermutation's gradient; the quantized family (its DNNLOWP engine variant) loads
-    # only when BatchPermutation is looked up
+def test_a_relu_and_add_look_up_loads_two_modules():
     seen = _run(
         """
         import json, sys
         from framework.ops import registry
-        registry.get_schema("GivenTensorFill")
-        before = "framework.ops.quantized" in sys.modules
-        registry.get_schema("BatchPermutation")
-        print(json.dumps([before, "framework.ops.quantized" in sys.modules]))
+        registry.get_schema("Relu"), registry.get_schema("Add")
+        print(json.dumps(sorted(m for m in sys.modules if m.startswith(("framework.ops.nn.", "framework.ops.math.")))))
         """
     )
-    assert seen == [False, True]
+    from framework.ops.family_index import OP_MODULES
+
+    relu, add = OP_MODULES["Relu"], OP_MODULES["Add"]
+    assert len(relu) == len(add) == 1 and relu[0].startswith("nn.") and add[0].startswith("math."), (relu, add)
+    assert "framework.ops." + relu[0] in seen and "framework.ops." + add[0] in seen, seen
+    assert len([m for m in seen if m.startswith("framework.ops.nn.")]) < 8, seen  # nn has 35 op modules
+
+
+def test_every_op_module_of_a_split_family_is_listed():
+    # a module of a family listing its MODULES that registered something but were missing from the list
+    # would never load: after every family loads, importing each unlisted module must change no registry
+    seen = _run(
+        """
+        import importlib, json, pkgutil
+        from framework.memory import serialize
+        from framework.ops import families, registry
+
+        families.load_all()
+        before = (dict(registry._SCHEMAS), dict(registry._ENGINE_TYPES), dict(serialize._DESERIALIZERS))
+        gradients = {t: s.gradient for t, s in registry._SCHEMAS.items()}
+        unlisted = []
+        for family in families.FAMILIES:
+            package = importlib.import_module("framework.ops." + family)
+            listed = getattr(package, "MODULES", None)
+            if listed is not None:
+                names = [m.name for m in pkgutil.iter_modules(package.__path__)]
+                assert all(m in names for m in listed), (family, listed)
+                unlisted += ["framework.ops.%s.%s" % (family, m) for m in names if m not in listed]
+        for name in unlisted:
+            importlib.import_module(name)
+        after = (dict(registry._SCHEMAS), dict(registry._ENGINE_TYPES), dict(serialize._DESERIALIZERS))
+        same = after == before and all(s.gradient is gradients[t] for t, s in registry._SCHEMAS.items())
+        print(json.dumps({"unlisted": len(unlisted), "same": same}))
+        """
+    )
+    assert seen["unlisted"] > 0 and seen["same"], seen
 
 
 def test_lazy_look_ups_give_what_a_full_load_gives():
     # for types whose gradient or engine variants come from another family than their schema, the lazily
     # loaded schema must already carry what loading everything gives (each type in a fresh process)
-    from framework.ops.family_index import OP_FAMILIES
+    from framework.ops.family_index import OP_MODULES
 
-    spread = sorted(t for t, fs in OP_FAMILIES.items() if len(fs) > 1)
+    spread = sorted(t for t, fs in OP_MODULES.items() if len(fs) > 1)
     assert spread, "the index should name types touched by several families"
     for type_name in spread[:: max(1, len(spread) // 6)]:
         seen = _run(

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 
 import numpy as np
 
 import framework.cli.common as common
 from framework.cli import main
+from tests.cli.inprocess import run_cli
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -24,10 +24,7 @@ external_input: "x"
 
 
 def _cli(*args: str, cwd: str) -> subprocess.CompletedProcess:
-    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", PYTHONPATH=ROOT)
-    return subprocess.run(
-        [sys.executable, "-m", "framework", *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=300
-    )
+    return run_cli(*args, cwd=cwd)  # in-process (tests/cli/inprocess.py)
 
 
 def _setup(tmp_path, db: str, absolute: int):

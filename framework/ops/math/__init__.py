@@ -1,20 +1,21 @@
 """Math ops: elementwise arithmetic with broadcasting, comparisons and logic, n-ary
 Sum/Mean/Max/Min, unary maths, reductions.
 
-Each import below registers its module's ops; keep one line per module.
+``MODULES`` names every module that registers ops, one line each; ``framework.ops.families`` imports
+them one by one as their op types are first looked up (importing this package registers nothing).
 elementwise.py (binary-op machinery) and broadcast.py (Caffe2 legacy broadcast) register no ops.
 """
 
-from framework.ops.math import (  # noqa: F401
-    arithmetic,
-    expand,
-    integer,
-    logical,
-    moments,
-    nary,
-    reduce,
-    reductions,
-    special,
-    trigonometric,
-    unary,
+MODULES = (
+    "arithmetic",
+    "expand",
+    "integer",
+    "logical",
+    "moments",
+    "nary",
+    "reduce",
+    "reductions",
+    "special",
+    "trigonometric",
+    "unary",
 )
