@@ -4,9 +4,11 @@
 puts the initializers into a private workspace as arrays (never through argument lists: a view of
 the tensor's bytes, copied once into the workspace, or shared when the array is writable) and
 returns a rep whose ``run(inputs)`` feeds the inputs, runs the predict net on our executor and
-returns the outputs. A model with any node we cannot translate exactly makes
-``prepare`` raise ``unittest.SkipTest`` listing every such node (type, domain, opset): never a
-wrong answer. ``Caffe2Backend.onnx_graph_to_caffe2_net(model)`` gives the two NetDefs.
+returns the outputs. Only the graph outputs are observable, so the net the engine runs is the one a
+Caffe2 net gets through ``Predictor`` (``framework.onnx.engine``: the inference pass, memory planning);
+an error it raises is reported in terms of the net as translated. A model with any node we cannot
+translate exactly makes ``prepare`` raise ``unittest.SkipTest`` listing every such node (type, domain,
+opset): never a wrong answer. ``Caffe2Backend.onnx_graph_to_caffe2_net(model)`` gives the two NetDefs.
 
 >>> # rep = prepare(onnx.load("model.onnx")); (y,) = rep.run([x])
 """
@@ -20,9 +22,12 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from framework.errors import FrameworkError
 from framework.memory.tensor import Tensor
 from framework.memory.workspace import Workspace
+from framework.net.optimize import explain_failure
 from framework.onnx.caffe2_rules import DummyName, tensor_fill_op
+from framework.onnx.engine import engine_net
 from framework.onnx.importer import SMALL_INT_INPUT, OnnxImportError, onnx_graph_to_nets
 from framework.ops.onnx.values import OptionalValue, TensorSequence, from_blob_value, to_blob_value
 
@@ -69,6 +74,13 @@ class Caffe2Rep(_BackendRep):
         if nets is not None:
             self._cache[None] = self._load(*nets)
             _, self.init_net, self.predict_net, _ = self._cache[None]
+
+    @property
+    def optimized_net(self) -> Any:
+        """The NetDef the engine runs for the model's declared input shapes (``framework.onnx.engine``),
+        once a run has created it; None before."""
+        entry = self._cache.get(None)
+        return entry[3][1] if entry is not None and entry[3] else None
 
     @staticmethod
     def _load(init_net: Any, predict_net: Any, extra: dict) -> tuple:
@@ -119,8 +131,15 @@ class Caffe2Rep(_BackendRep):
             else:
                 ws.create_blob(k).reset(v)
         if not created:
-            created.append(ws.create_net(predict, overwrite=True))
-        created[0].run()
+            created.extend(engine_net(ws, predict, self.outputs, feeds))
+        net, optimized = created
+        try:
+            net.run()
+        except FrameworkError as e:
+            if optimized is predict:
+                raise
+            err = explain_failure(ws, predict, e)
+            raise err from err.__cause__
         return self._outputs_type(*[_onnx_value(from_blob_value(ws.fetch_blob(o))) for o in self.outputs])
 
 

@@ -1,0 +1,175 @@
+"""The layouts torch's exporter emits reach the fused ops: small ONNX graphs built with ``onnx.helper`` give
+onnxruntime's outputs through ``prepare`` / ``run``, and the net the engine runs (``rep.optimized_net``) holds
+the fused op. Graph outputs are the only observable values: an intermediate that is a graph output keeps
+its value and is never fused away."""
+
+from __future__ import annotations
+
+import collections
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+from framework.onnx import backend  # noqa: E402
+
+F = TensorProto.FLOAT
+
+
+def _model(nodes, inputs, outputs, inits):
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info(n, F, s) for n, s in inputs],
+        [helper.make_tensor_value_info(n, F, s) for n, s in outputs],
+        initializer=[numpy_helper.from_array(v.astype(np.float32), k) for k, v in inits.items()],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+def _ort(model, feeds):
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    return sess.run(None, feeds)
+
+
+def _run(model, feeds):
+    rep = backend.prepare(model)
+    got = rep.run(feeds)
+    want = _ort(model, feeds)
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert g.shape == w.shape
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+    return rep, collections.Counter(op.type for op in rep.optimized_net.op)
+
+
+def _rng(seed=0):
+    return np.random.default_rng(seed)
+
+
+def test_gemm_of_a_linear_layer_runs_as_fc():
+    r = _rng()
+    inits = {"W": r.standard_normal((5, 7)), "b": r.standard_normal(5)}
+    node = helper.make_node("Gemm", ["x", "W", "b"], ["y"], transB=1)
+    model = _model([node], [("x", [3, 7])], [("y", [3, 5])], inits)
+    rep, types = _run(model, {"x": r.standard_normal((3, 7)).astype(np.float32)})
+    assert types == {"FC": 1}
+
+
+@pytest.mark.parametrize("attrs", [{"transB": 0}, {"transB": 1, "alpha": 2.0}, {"transB": 1, "beta": 0.5}])
+def test_other_gemms_keep_their_own_translation(attrs):
+    r = _rng(1)
+    w = r.standard_normal((7, 5) if not attrs["transB"] else (5, 7))
+    node = helper.make_node("Gemm", ["x", "W", "b"], ["y"], **attrs)
+    model = _model([node], [("x", [3, 7])], [("y", [3, 5])], {"W": w, "b": r.standard_normal(5)})
+    _, types = _run(model, {"x": r.standard_normal((3, 7)).astype(np.float32)})
+    assert "FC" not in types
+
+
+def _conv_block(residual_is_output=False, relu=True):
+    """Conv -> Relu -> Conv -> BatchNormalization -> Add(residual x) -> Relu, as torch exports a ResNet
+    basic block (torch folds BN itself unless asked not to; here it is left for our pass)."""
+    r = _rng(2)
+    c = 4
+    inits = {
+        "w1": r.standard_normal((c, c, 3, 3)) * 0.3,
+        "w": r.standard_normal((c, c, 3, 3)) * 0.3,
+        "scale": r.uniform(0.5, 1.5, c),
+        "bias": r.uniform(-0.1, 0.1, c),
+        "mean": r.uniform(-0.1, 0.1, c),
+        "var": r.uniform(0.5, 1.5, c),
+    }
+    nodes = [
+        helper.make_node("Conv", ["x", "w1"], ["c1"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c1"], ["r1"]),
+        helper.make_node("Conv", ["r1", "w"], ["c"], pads=[1, 1, 1, 1]),
+        helper.make_node("BatchNormalization", ["c", "scale", "bias", "mean", "var"], ["bn"], epsilon=1e-5),
+        helper.make_node("Add", ["bn", "x"], ["s"]),
+    ]
+    if relu:
+        nodes.append(helper.make_node("Relu", ["s"], ["y"]))
+    else:
+        nodes[-1].output[0] = "y"
+    # the block's output feeds the next layer (a fused sum cannot write a graph output: it is in place)
+    nodes.append(helper.make_node("GlobalAveragePool", ["y"], ["out"]))
+    outputs = [("out", [1, c, 1, 1])]
+    if residual_is_output:
+        outputs.append(("bn", [1, c, 6, 6]))
+    model = _model(nodes, [("x", [1, c, 6, 6])], outputs, inits)
+    return model, {"x": r.standard_normal((1, c, 6, 6)).astype(np.float32)}
+
+
+def _fusion_types(net):
+    return [{a.name: a.i for a in op.arg}["fusion_type"] for op in net.op if op.type == "ConvFusion"]
+
+
+def test_conv_bn_add_relu_becomes_one_fused_conv():
+    model, feeds = _conv_block()
+    rep, types = _run(model, feeds)
+    assert types == {"ConvFusion": 2, "AveragePool": 1}
+    assert _fusion_types(rep.optimized_net) == [1, 3]  # Conv + Relu; Conv + Sum + Relu with BN folded
+
+
+def test_conv_bn_add_without_relu_fuses_the_sum():
+    model, feeds = _conv_block(relu=False)
+    rep, types = _run(model, feeds)
+    assert types == {"ConvFusion": 2, "AveragePool": 1}
+    assert _fusion_types(rep.optimized_net) == [1, 2]
+
+
+def test_the_first_conv_is_fused_with_its_relu_only_when_the_relu_input_is_unobserved():
+    model, feeds = _conv_block()
+    model.graph.output.append(helper.make_tensor_value_info("c1", F, [1, 4, 6, 6]))
+    rep, types = _run(model, feeds)
+    assert _fusion_types(rep.optimized_net) == [3] and types["Relu"] == 1 and types["Conv"] == 1
+
+
+def test_an_intermediate_that_is_a_graph_output_keeps_its_value():
+    model, feeds = _conv_block(residual_is_output=True)
+    rep, types = _run(model, feeds)  # both outputs compared with onnxruntime
+    assert "bn" in {o for op in rep.optimized_net.op for o in op.output}
+    assert types["Sum"] == 1  # the observed BN output cannot be summed in place
+    assert _fusion_types(rep.optimized_net) == [1]
+
+
+def test_broadcasting_add_stays_an_add():
+    r = _rng(3)
+    nodes = [helper.make_node("Add", ["x", "b"], ["y"])]
+    model = _model(nodes, [("x", [2, 3, 4])], [("y", [2, 3, 4])], {"b": r.standard_normal((3, 1))})
+    rep, types = _run(model, {"x": r.standard_normal((2, 3, 4)).astype(np.float32)})
+    assert types == {"Add": 1}
+
+
+def test_same_shape_add_translates_to_sum_with_the_same_bits():
+    r = _rng(4)
+    nodes = [helper.make_node("Add", ["x", "z"], ["y"])]
+    model = _model(nodes, [("x", [2, 3]), ("z", [2, 3])], [("y", [2, 3])], {})
+    x, z = r.standard_normal((2, 3)).astype(np.float32), r.standard_normal((2, 3)).astype(np.float32)
+    (y,) = backend.run_node(nodes[0], [x, z])
+    np.testing.assert_array_equal(y, x + z)
+    rep, types = _run(model, {"x": x, "z": z})
+    assert types == {"Sum": 1}
+
+
+def test_a_fused_sum_whose_result_is_a_graph_output_is_not_fused():
+    model, feeds = _conv_block()
+    model.graph.output.append(helper.make_tensor_value_info("y", F, [1, 4, 6, 6]))
+    rep, types = _run(model, feeds)
+    assert types["Relu"] == 1 and _fusion_types(rep.optimized_net) == [1, 2]
+
+
+def test_optimized_net_runs_again_with_the_same_answer():
+    model, feeds = _conv_block()
+    rep = backend.prepare(model)
+    first = rep.run(feeds)[0].copy()
+    second = rep.run(feeds)[0]
+    np.testing.assert_array_equal(first, second)
