@@ -442,8 +442,7 @@ def onnx_graph_to_nets(
         init.external_output.append(name)
     from framework.onnx.layouts import rewrite_layouts
 
-    outputs = {o.name for o in g.output}
-    ops, _ = rewrite_layouts(ctx.ops, outputs, lambda b: ctx.shape(b) if b not in outputs else None)
+    ops, _ = rewrite_layouts(ctx.ops, {o.name for o in g.output}, ctx.shape)
     predict = NetDef(name=g.name or "onnx", op=ops)
     init_names = set(ctx.values)
     predict.external_input.extend([i.name for i in g.input if i.name not in init_names] + sorted(init_names))

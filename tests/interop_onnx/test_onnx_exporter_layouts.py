@@ -173,3 +173,101 @@ def test_optimized_net_runs_again_with_the_same_answer():
     first = rep.run(feeds)[0].copy()
     second = rep.run(feeds)[0]
     np.testing.assert_array_equal(first, second)
+
+
+def _const(name, values):
+    return helper.make_node("Constant", [], [name], value=numpy_helper.from_array(np.asarray(values, np.int64), name))
+
+
+def _shuffle_unit(split_observed=False, transpose_observed=False):
+    """ShuffleNet v2's unit tail as torch exports it: Concat -> Reshape(N, g, C/g, H, W) -> Transpose ->
+    Reshape(N, C, H, W) -> two Slices over the channels (torch.chunk)."""
+    c, h, w = 8, 3, 5
+    nodes = [
+        _const("s5", [1, 2, c // 2, h, w]),
+        _const("s4", [1, c, h, w]),
+        _const("z", [0]),
+        _const("half", [c // 2]),
+        _const("end", [c]),
+        _const("ax", [1]),
+        helper.make_node("Concat", ["a", "b"], ["cat"], axis=1),
+        helper.make_node("Reshape", ["cat", "s5"], ["r5"]),
+        helper.make_node("Transpose", ["r5"], ["t"], perm=[0, 2, 1, 3, 4]),
+        helper.make_node("Reshape", ["t", "s4"], ["sh"]),
+        helper.make_node("Slice", ["sh", "z", "half", "ax"], ["lo"]),
+        helper.make_node("Slice", ["sh", "half", "end", "ax"], ["hi"]),
+        helper.make_node("Relu", ["hi"], ["out_hi"]),
+        helper.make_node("Relu", ["lo"], ["out_lo"]),
+    ]
+    outputs = [("out_lo", [1, c // 2, h, w]), ("out_hi", [1, c // 2, h, w])]
+    if split_observed:
+        outputs.append(("sh", [1, c, h, w]))
+    if transpose_observed:
+        outputs.append(("t", [1, c // 2, 2, h, w]))
+    model = _model(nodes, [("a", [1, c // 2, h, w]), ("b", [1, c // 2, h, w])], outputs, {})
+    r = _rng(5)
+    feeds = {k: r.standard_normal((1, c // 2, h, w)).astype(np.float32) for k in ("a", "b")}
+    return model, feeds
+
+
+def test_shufflenet_unit_becomes_one_concat_channel_shuffle():
+    model, feeds = _shuffle_unit()
+    rep, types = _run(model, feeds)
+    assert [op.type for op in rep.predict_net.op][:3] == ["Concat", "ChannelShuffle", "Split"]
+    assert types == {"ConcatChannelShuffle": 1, "Relu": 2}
+
+
+def test_observed_shuffle_output_keeps_the_split_out_of_the_fusion():
+    model, feeds = _shuffle_unit(split_observed=True)
+    rep, types = _run(model, feeds)
+    assert types["ConcatChannelShuffle"] == 1 and types["Split"] == 1
+
+
+def test_observed_transpose_keeps_the_exported_chain():
+    model, feeds = _shuffle_unit(transpose_observed=True)
+    rep, types = _run(model, feeds)
+    assert "ChannelShuffle" not in types and types["Transpose"] == 1
+
+
+def test_slices_that_do_not_cover_the_axis_stay_slices():
+    c = 6
+    nodes = [
+        _const("z", [0]),
+        _const("two", [2]),
+        _const("four", [4]),
+        _const("ax", [1]),
+        helper.make_node("Slice", ["x", "z", "two", "ax"], ["lo"]),
+        helper.make_node("Slice", ["x", "two", "four", "ax"], ["mid"]),  # channels 4..5 are left out
+    ]
+    model = _model(nodes, [("x", [2, c, 3])], [("lo", [2, 2, 3]), ("mid", [2, 2, 3])], {})
+    rep, types = _run(model, {"x": _rng(6).standard_normal((2, c, 3)).astype(np.float32)})
+    assert types == {"Slice": 2}
+
+
+@pytest.mark.parametrize("order", [("x", "s"), ("s", "x")])
+def test_silu_runs_as_swish(order):
+    nodes = [helper.make_node("Sigmoid", ["x"], ["s"]), helper.make_node("Mul", list(order), ["y"])]
+    model = _model(nodes, [("x", [2, 3, 4])], [("y", [2, 3, 4])], {})
+    x = (_rng(7).standard_normal((2, 3, 4)) * 4).astype(np.float32)
+    rep, types = _run(model, {"x": x})
+    assert types == {"Swish": 1}
+    np.testing.assert_allclose(rep.run({"x": x})[0], x / (1 + np.exp(-x.astype(np.float64))), rtol=1e-5, atol=1e-6)
+
+
+def test_an_observed_sigmoid_is_not_fused():
+    nodes = [helper.make_node("Sigmoid", ["x"], ["s"]), helper.make_node("Mul", ["x", "s"], ["y"])]
+    model = _model(nodes, [("x", [2, 3])], [("y", [2, 3]), ("s", [2, 3])], {})
+    _, types = _run(model, {"x": _rng(8).standard_normal((2, 3)).astype(np.float32)})
+    assert types == {"Sigmoid": 1, "Mul": 1}
+
+
+def test_squeeze_excitation_scale_is_not_a_swish():
+    """Mul(x, Sigmoid(z)) with z another tensor (EfficientNet's SE gate) keeps Sigmoid and Mul."""
+    nodes = [
+        helper.make_node("GlobalAveragePool", ["x"], ["z"]),
+        helper.make_node("Sigmoid", ["z"], ["s"]),
+        helper.make_node("Mul", ["x", "s"], ["y"]),
+    ]
+    model = _model(nodes, [("x", [1, 3, 4, 4])], [("y", [1, 3, 4, 4])], {})
+    _, types = _run(model, {"x": _rng(9).standard_normal((1, 3, 4, 4)).astype(np.float32)})
+    assert types["Sigmoid"] == 1 and types["Mul"] == 1 and "Swish" not in types
