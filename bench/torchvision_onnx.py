@@ -5,8 +5,10 @@ mnasnet1_0, efficientnet_b0, random weights from a fixed seed (BatchNorm statist
 folding them is exercised), ``eval()``, batch 1, 224x224, exported with ``torch.onnx.export`` (opset 17).
 The exported files are cached (``--cache``, default the user cache folder) so reruns skip the export.
 
-For each model: ``framework.onnx.backend.prepare`` CPU time, then ``rep.run`` against an onnxruntime session
-with one intra-op thread and against torch eager (``torch.set_num_threads(1)``), process CPU time, medians
+For each model: ``framework.onnx.backend.prepare`` CPU time (the first model's includes loading the op
+families) and its first run's (net creation, the inference pass, filter packing), then ``rep.run`` against
+the same translated net run without the inference pass ("no pass", in the rep's workspace), an onnxruntime
+session with one intra-op thread and torch eager (``torch.set_num_threads(1)``), process CPU time, medians
 of interleaved rounds (``bench.common.time_round_robin``); the outputs are compared first (max abs and max
 relative difference against onnxruntime are printed). The last rows give the median and the worst ratio.
 
@@ -135,6 +137,8 @@ def measure(name: str, cache: Path, rounds: int, inner: int) -> dict[str, Any]:
     t0 = time.process_time()
     rep = prepare(proto)
     prep = time.process_time() - t0
+    rep.run([x])
+    first = time.process_time() - t0 - prep
     sess = _ort_session(path)
     xt = torch.from_numpy(x)
     ours = rep.run([x])[0]
@@ -148,6 +152,22 @@ def measure(name: str, cache: Path, rounds: int, inner: int) -> dict[str, Any]:
     def run_ours() -> None:
         rep.run([x])
 
+    # the net as translated, without the inference pass, in the rep's workspace (the original weights stay)
+    ws = rep._cache[None][0]
+    plain_def = type(rep.predict_net)()
+    plain_def.CopyFrom(rep.predict_net)
+    plain_def.name += "_as_translated"
+    plain = ws.create_net(plain_def)
+    out_name = rep.outputs[0]
+
+    def run_plain() -> None:
+        ws.feed_blob("data", x)
+        plain.run()
+        ws.fetch_blob(out_name)
+
+    run_plain()
+    plain_diff = float(np.abs(ws.fetch_blob(out_name) - ref).max())
+
     def run_ort() -> None:
         sess.run(None, {"data": x})
 
@@ -156,13 +176,14 @@ def measure(name: str, cache: Path, rounds: int, inner: int) -> dict[str, Any]:
             model(xt)
 
     times = time_round_robin(
-        {"ours": run_ours, "onnxruntime": run_ort, "torch": run_torch},
+        {"ours": run_ours, "as translated": run_plain, "onnxruntime": run_ort, "torch": run_torch},
         rounds=rounds,
         inner=inner,
         warmup=2,
         clock=time.process_time,
     )
-    return dict(name=name, prepare=prep, diff=diff, rel=rel, torch_diff=torch_diff, **times)
+    diff = max(diff, plain_diff)
+    return dict(name=name, prepare=prep, first=first, diff=diff, rel=rel, torch_diff=torch_diff, **times)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -196,7 +217,9 @@ def main(argv: list[str] | None = None) -> int:
             [
                 name,
                 f"{r['prepare']:.2f} s",
+                f"{r['first']:.2f} s",
                 fmt_time(r["ours"]),
+                f"{r['as translated'] / r['onnxruntime']:.2f}",
                 fmt_time(r["onnxruntime"]),
                 fmt_time(r["torch"]),
                 f"{ratio:.2f}",
@@ -207,7 +230,9 @@ def main(argv: list[str] | None = None) -> int:
     header = [
         "model",
         "prepare (CPU)",
+        "first run (CPU)",
         "ours",
+        "no pass / ort",
         "onnxruntime",
         "torch eager",
         "ours / ort",
