@@ -10,7 +10,10 @@ nothing else and are not graph outputs, so every graph output keeps its value:
   after it into ConcatChannelShuffle);
 - ``torch.chunk`` / ``split`` over one axis, Slices of one tensor whose ranges differ on that axis
   only and cover it exactly, become one ``Split``;
-- SiLU as torch exports it, ``Mul(x, Sigmoid(x))`` (either operand order), becomes ``Swish(x)``.
+- SiLU as torch exports it, ``Mul(x, Sigmoid(x))`` (either operand order), becomes ``Swish(x)``;
+- a Concat repeating an earlier Concat's inputs as its leading ones reads that Concat's output instead
+  (DenseNet's layers each concatenate all the features so far: a chain the inference pass can hold in
+  one buffer). This one removes nothing, so it applies whatever is observed.
 """
 
 from __future__ import annotations
@@ -171,10 +174,39 @@ def _swishes(ops: _Ops) -> int:
     return n
 
 
+def _concat_prefixes(ops: _Ops) -> int:
+    """A Concat whose leading inputs are those of an earlier Concat with the same arguments reads that
+    Concat's output instead (values unchanged): torch's DenseNet concatenates all the block's features
+    so far in every layer, and as a chain h_k = Concat(h_(k-1), t_k) the inference pass keeps the whole
+    block in one buffer (its ``concat_chains``) instead of copying the features again in each layer."""
+    seen: dict[tuple, tuple[int, str]] = {}
+    n = 0
+    for i, op in enumerate(ops.ops):
+        if op.type != "Concat" or not ops.free(i) or len(op.input) < 2:
+            continue
+        args = tuple(a.SerializeToString(deterministic=True) for a in op.arg)
+        ins = tuple(op.input)
+        if not all(ops.single(b) for b in (*ins, op.output[0])):
+            continue
+        for k in range(len(ins) - 1, 1, -1):
+            hit = seen.get((args, ins[:k]))
+            if hit is not None and hit[0] < i:
+                new = OperatorDef()
+                new.CopyFrom(op)
+                del new.input[:]
+                new.input.extend([hit[1], *ins[k:]])
+                ops.new[i] = new
+                n += 1
+                break
+        seen.setdefault((args, ins), (i, op.output[0]))
+    return n
+
+
 def rewrite_layouts(ops: list[OperatorDef], observable: set[str], shape_of: Any) -> tuple[list[OperatorDef], dict]:
     """(the rewritten op list, counts per rewrite) for the translated ``ops``; ``observable``: the graph
     outputs; ``shape_of(blob)``: its static shape (a tuple of ints) or None."""
     state = _Ops(list(ops), observable)
     counts = {"channel_shuffles": _channel_shuffles(state, shape_of), "splits": _splits(state, shape_of)}
     counts["swishes"] = _swishes(state)
+    counts["concat_prefixes"] = _concat_prefixes(state)
     return state.result(), counts

@@ -271,3 +271,43 @@ def test_squeeze_excitation_scale_is_not_a_swish():
     model = _model(nodes, [("x", [1, 3, 4, 4])], [("y", [1, 3, 4, 4])], {})
     _, types = _run(model, {"x": _rng(9).standard_normal((1, 3, 4, 4)).astype(np.float32)})
     assert types["Sigmoid"] == 1 and types["Mul"] == 1 and "Swish" not in types
+
+
+def _dense_block(observe_first=False):
+    """Two DenseNet layers as torch exports them: each concatenates all the block's features so far, then
+    BatchNormalization -> Relu -> Conv makes the next features."""
+    r = _rng(10)
+    c, g = 4, 2
+    inits = {}
+    nodes = []
+    feats = ["x"]
+    for k in range(3):
+        width = c + g * k
+        if k:
+            nodes.append(helper.make_node("Concat", list(feats), [f"cat{k}"], axis=1))
+            src = f"cat{k}"
+        else:
+            src = "x"
+        if k == 2:
+            break
+        for p, v in (("s", r.uniform(0.5, 1.5, width)), ("b", r.uniform(-0.1, 0.1, width))):
+            inits[f"{p}{k}"] = v
+        inits[f"m{k}"], inits[f"v{k}"] = r.uniform(-0.1, 0.1, width), r.uniform(0.5, 1.5, width)
+        inits[f"w{k}"] = r.standard_normal((g, width, 3, 3)) * 0.3
+        nodes += [
+            helper.make_node("BatchNormalization", [src, f"s{k}", f"b{k}", f"m{k}", f"v{k}"], [f"bn{k}"]),
+            helper.make_node("Relu", [f"bn{k}"], [f"r{k}"]),
+            helper.make_node("Conv", [f"r{k}", f"w{k}"], [f"f{k}"], pads=[1, 1, 1, 1]),
+        ]
+        feats.append(f"f{k}")
+    outputs = [("cat2", [1, c + 2 * g, 5, 5])] + ([("cat1", [1, c + g, 5, 5])] if observe_first else [])
+    model = _model(nodes, [("x", [1, c, 5, 5])], outputs, inits)
+    return model, {"x": r.standard_normal((1, c, 5, 5)).astype(np.float32)}
+
+
+@pytest.mark.parametrize("observe_first", [False, True])
+def test_densenet_concatenations_read_the_previous_one(observe_first):
+    model, feeds = _dense_block(observe_first)
+    rep, _ = _run(model, feeds)
+    cats = [op for op in rep.predict_net.op if op.type == "Concat"]
+    assert [list(op.input) for op in cats] == [["x", "f0"], ["cat1", "f1"]]  # nothing removed: any may be observed
