@@ -311,3 +311,16 @@ def test_densenet_concatenations_read_the_previous_one(observe_first):
     rep, _ = _run(model, feeds)
     cats = [op for op in rep.predict_net.op if op.type == "Concat"]
     assert [list(op.input) for op in cats] == [["x", "f0"], ["cat1", "f1"]]  # nothing removed: any may be observed
+
+
+def test_steady_state_runs_allocate_nothing():
+    from framework.memory.allocator import memory_reporter
+
+    model, feeds = _shuffle_unit()
+    rep = backend.prepare(model)
+    rep.run(feeds)
+    rep.run(feeds)
+    before = memory_reporter().allocations
+    for _ in range(3):
+        rep.run(feeds)
+    assert memory_reporter().allocations == before
