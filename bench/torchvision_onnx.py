@@ -11,8 +11,9 @@ the same translated net run without the inference pass ("no pass", in the rep's 
 session with one intra-op thread and torch eager (``torch.set_num_threads(1)``), process CPU time, medians
 of interleaved rounds (``bench.common.time_round_robin``); the outputs are compared first (max abs and max
 relative difference against onnxruntime are printed). The last rows give the median and the worst ratio.
+``--ort-basic`` adds onnxruntime with its basic graph optimizations only (no NCHWc channel-blocked layout).
 
-    python -m bench.torchvision_onnx [--models resnet18,googlenet] [--rounds 9] [--inner 3] [--cache DIR]
+    python -m bench.torchvision_onnx [--models resnet18,googlenet] [--rounds 9] [--inner 3] [--cache DIR] [--ort-basic]
 """
 
 from __future__ import annotations
@@ -114,17 +115,21 @@ def exported(name: str, cache: Path) -> tuple[Path, Any]:
     return path, model
 
 
-def _ort_session(path: Path) -> Any:
+def _ort_session(path: Path, basic: bool = False) -> Any:
+    """An onnxruntime session with one intra-op thread; ``basic``: its graph optimizations up to the
+    basic level only (no NCHWc channel-blocked layout with its fused conv kernels)."""
     import onnxruntime as ort
 
     so = ort.SessionOptions()
     so.intra_op_num_threads = 1
+    if basic:
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
     so.inter_op_num_threads = 1
     so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     return ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
 
 
-def measure(name: str, cache: Path, rounds: int, inner: int) -> dict[str, Any]:
+def measure(name: str, cache: Path, rounds: int, inner: int, ort_basic: bool = False) -> dict[str, Any]:
     """prepare time, per-run medians of ours/onnxruntime/torch and the output differences for one model."""
     import onnx
     import torch
@@ -175,8 +180,12 @@ def measure(name: str, cache: Path, rounds: int, inner: int) -> dict[str, Any]:
         with torch.no_grad():
             model(xt)
 
+    contenders = {"ours": run_ours, "as translated": run_plain, "onnxruntime": run_ort, "torch": run_torch}
+    if ort_basic:
+        basic = _ort_session(path, basic=True)
+        contenders["ort basic"] = lambda: basic.run(None, {"data": x})
     times = time_round_robin(
-        {"ours": run_ours, "as translated": run_plain, "onnxruntime": run_ort, "torch": run_torch},
+        contenders,
         rounds=rounds,
         inner=inner,
         warmup=2,
@@ -192,6 +201,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=9)
     p.add_argument("--inner", type=int, default=3)
     p.add_argument("--cache", type=Path, default=None, help="folder of the exported ONNX files")
+    p.add_argument(
+        "--ort-basic",
+        action="store_true",
+        help="also time onnxruntime with basic graph optimizations only (no NCHWc layout): ours / that column",
+    )
     args = p.parse_args(argv)
     names = [m.strip() for m in args.models.split(",") if m.strip()]
     unknown = [m for m in names if m not in MODELS]
@@ -203,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
     cache = args.cache or default_cache()
     rows, ratios = [], []
     for name in names:
-        r = measure(name, cache, args.rounds, args.inner)
+        r = measure(name, cache, args.rounds, args.inner, args.ort_basic)
         ratio = r["ours"] / r["onnxruntime"]
         ratios.append(ratio)
         print(
@@ -226,6 +240,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"{r['ours'] / r['torch']:.2f}",
                 f"{r['diff']:.1e}",
             ]
+            + ([f"{r['ours'] / r['ort basic']:.2f}"] if args.ort_basic else [])
         )
     header = [
         "model",
@@ -238,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
         "ours / ort",
         "ours / torch",
         "max abs diff",
-    ]
+    ] + (["ours / ort basic"] if args.ort_basic else [])
     print(markdown_table(rows, header))
     if ratios:
         print(f"\nmedian ours/onnxruntime {statistics.median(ratios):.2f}, worst {max(ratios):.2f}")
