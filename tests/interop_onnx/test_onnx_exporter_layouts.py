@@ -9,6 +9,8 @@ import collections
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
@@ -324,3 +326,33 @@ def test_steady_state_runs_allocate_nothing():
     for _ in range(3):
         rep.run(feeds)
     assert memory_reporter().allocations == before
+
+
+@settings(max_examples=15, deadline=None)
+@given(
+    cuts=st.lists(st.integers(1, 11), min_size=1, max_size=3, unique=True),
+    axis=st.integers(0, 2),
+    permute=st.randoms(use_true_random=False),
+)
+def test_slices_covering_an_axis_become_one_split(cuts, axis, permute):
+    shape = [12, 12, 12]
+    shape[(axis + 1) % 3] = 3
+    shape[(axis + 2) % 3] = 2
+    bounds = [0, *sorted(cuts), 12]
+    nodes, outputs = [_const("ax", [axis])], []
+    for k, (s, e) in enumerate(zip(bounds, bounds[1:])):
+        nodes += [_const(f"s{k}", [s]), _const(f"e{k}", [e])]
+        nodes.append(helper.make_node("Slice", ["x", f"s{k}", f"e{k}", "ax"], [f"p{k}"]))
+        part = list(shape)
+        part[axis] = e - s
+        outputs.append((f"p{k}", part))
+    slices = [n for n in nodes if n.op_type == "Slice"]
+    permute.shuffle(slices)  # the exporter's order of the parts is free
+    nodes = [n for n in nodes if n.op_type != "Slice"] + slices
+    model = _model(nodes, [("x", shape)], outputs, {})
+    x = _rng(11).standard_normal(shape).astype(np.float32)
+    rep = backend.prepare(model)
+    got = rep.run({"x": x})
+    for k, (s, e) in enumerate(zip(bounds, bounds[1:])):
+        np.testing.assert_array_equal(got[f"p{k}"], np.take(x, range(s, e), axis=axis))
+    assert [op.type for op in rep.predict_net.op] == ["Split"]
