@@ -72,16 +72,16 @@ class Caffe2Rep(_BackendRep):
         self._kinds = _input_kinds(model)  # sequence/optional inputs become blob objects
         self._declared = _declared_dims(model)
         self.init_net = self.predict_net = None
+        self._last_net = None
         if nets is not None:
             self._cache[None] = self._load(*nets)
             _, self.init_net, self.predict_net, _ = self._cache[None]
 
     @property
     def optimized_net(self) -> Any:
-        """The NetDef the engine runs for the model's declared input shapes (``framework.onnx.engine``),
-        once a run has created it; None before."""
-        entry = self._cache.get(None)
-        return entry[3][1] if entry is not None and entry[3] else None
+        """The NetDef the engine ran for the last ``run``'s inputs (``framework.onnx.engine``); None before
+        the first run."""
+        return self._last_net
 
     @staticmethod
     def _load(init_net: Any, predict_net: Any, extra: dict) -> tuple:
@@ -134,6 +134,7 @@ class Caffe2Rep(_BackendRep):
         if not created:
             created.extend(engine_net(ws, predict, self.outputs, feeds))
         net, optimized = created
+        self._last_net = optimized
         try:
             net.run()
         except FrameworkError as e:

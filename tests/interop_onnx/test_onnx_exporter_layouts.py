@@ -356,3 +356,17 @@ def test_slices_covering_an_axis_become_one_split(cuts, axis, permute):
     for k, (s, e) in enumerate(zip(bounds, bounds[1:])):
         np.testing.assert_array_equal(got[f"p{k}"], np.take(x, range(s, e), axis=axis))
     assert [op.type for op in rep.predict_net.op] == ["Split"]
+
+
+def test_a_symbolic_batch_runs_at_any_size_through_the_optimized_net():
+    model, _ = _conv_block()
+    for vi in (*model.graph.input, *model.graph.output):
+        vi.type.tensor_type.shape.dim[0].dim_param = "N"
+    rep = backend.prepare(model)
+    r = _rng(12)
+    for n in (1, 3, 2):
+        x = r.standard_normal((n, 4, 6, 6)).astype(np.float32)
+        (got,) = rep.run({"x": x})
+        (want,) = _ort(model, {"x": x})
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    assert _fusion_types(rep.optimized_net) == [1, 3]
