@@ -305,8 +305,8 @@ def fuse_sum(net: _Net) -> int:
             if i is None or not _fusable_conv(net.ops[i], net) or net.ops[i].output[0] != y:
                 continue
             conv = net.ops[i]
-            if net.readers(i, y) != [j] or y in net.observable or r in net.observable:
-                continue
+            if net.readers(i, y) != [j] or y in net.observable or r in net.observable or r in conv.input:
+                continue  # (the sum is written over r: the conv must not read it)
             if net.live_after(j, r) or any(net.written_between(b, i, j) for b in conv.input):
                 continue
             s = op.output[0]
@@ -343,7 +343,8 @@ def fuse_relu(net: _Net) -> int:
             continue
         prod = net.ops[i]
         if prod.type == "ConvFusion" and _arg(prod, "fusion_type") == 2 and prod.output[0] == x:
-            if x != z:  # the in-place sum writes x; a Relu to another blob would need a copy
+            # the in-place sum writes x: a Relu to another blob z fuses when later readers can read x for z
+            if x != z and (x in net.observable or not net.rename_from(j, z, x)):
                 j += 1
                 continue
             _set_arg(prod, "fusion_type", 3)

@@ -4,9 +4,11 @@
 puts the initializers into a private workspace as arrays (never through argument lists: a view of
 the tensor's bytes, copied once into the workspace, or shared when the array is writable) and
 returns a rep whose ``run(inputs)`` feeds the inputs, runs the predict net on our executor and
-returns the outputs. A model with any node we cannot translate exactly makes
-``prepare`` raise ``unittest.SkipTest`` listing every such node (type, domain, opset): never a
-wrong answer. ``Caffe2Backend.onnx_graph_to_caffe2_net(model)`` gives the two NetDefs.
+returns the outputs. Only the graph outputs are observable, so the net the engine runs is the one a
+Caffe2 net gets through ``Predictor`` (``framework.onnx.engine``: the inference pass, memory planning);
+an error it raises is reported in terms of the net as translated. A model with any node we cannot
+translate exactly makes ``prepare`` raise ``unittest.SkipTest`` listing every such node (type, domain,
+opset): never a wrong answer. ``Caffe2Backend.onnx_graph_to_caffe2_net(model)`` gives the two NetDefs.
 
 >>> # rep = prepare(onnx.load("model.onnx")); (y,) = rep.run([x])
 """
@@ -20,9 +22,12 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from framework.errors import FrameworkError
 from framework.memory.tensor import Tensor
 from framework.memory.workspace import Workspace
+from framework.net.optimize import explain_failure
 from framework.onnx.caffe2_rules import DummyName, tensor_fill_op
+from framework.onnx.engine import engine_net
 from framework.onnx.importer import SMALL_INT_INPUT, OnnxImportError, onnx_graph_to_nets
 from framework.ops.onnx.values import OptionalValue, TensorSequence, from_blob_value, to_blob_value
 
@@ -65,10 +70,18 @@ class Caffe2Rep(_BackendRep):
         self._lock = threading.Lock()  # one workspace per rep: concurrent runs take turns
         self._outputs_type = outputs_tuple(self.outputs)
         self._kinds = _input_kinds(model)  # sequence/optional inputs become blob objects
+        self._declared = _declared_dims(model)
         self.init_net = self.predict_net = None
+        self._last_net = None
         if nets is not None:
             self._cache[None] = self._load(*nets)
             _, self.init_net, self.predict_net, _ = self._cache[None]
+
+    @property
+    def optimized_net(self) -> Any:
+        """The NetDef the engine ran for the last ``run``'s inputs (``framework.onnx.engine``); None before
+        the first run."""
+        return self._last_net
 
     @staticmethod
     def _load(init_net: Any, predict_net: Any, extra: dict) -> tuple:
@@ -79,7 +92,7 @@ class Caffe2Rep(_BackendRep):
         return ws, init_net, predict_net, []  # the created net, once the inputs exist
 
     def _entry(self, feeds: dict[str, np.ndarray]) -> tuple:
-        if None in self._cache and _matches_declared(self.model, feeds):
+        if None in self._cache and _matches_declared(self._declared, feeds):
             return self._cache[None]
         key = tuple(
             (
@@ -119,8 +132,16 @@ class Caffe2Rep(_BackendRep):
             else:
                 ws.create_blob(k).reset(v)
         if not created:
-            created.append(ws.create_net(predict, overwrite=True))
-        created[0].run()
+            created.extend(engine_net(ws, predict, self.outputs, feeds))
+        net, optimized = created
+        self._last_net = optimized
+        try:
+            net.run()
+        except FrameworkError as e:
+            if optimized is predict:
+                raise
+            err = explain_failure(ws, predict, e)
+            raise err from err.__cause__
         return self._outputs_type(*[_onnx_value(from_blob_value(ws.fetch_blob(o))) for o in self.outputs])
 
 
@@ -318,15 +339,25 @@ def _put_values(ws: Workspace, values: dict[str, Any]) -> None:
             ws.feed_blob(name, value)
 
 
-def _matches_declared(model: Any, feeds: dict[str, np.ndarray]) -> bool:
-    """The fed inputs have the declared static dims (the translation for the declared shapes holds)."""
+def _declared_dims(model: Any) -> list[tuple[str, tuple]]:
+    """(input name, dims with None where not static) of each tensor input declaring a shape: read once per
+    rep, as reading protobuf fields costs tens of microseconds a run."""
+    out = []
     for vi in model.graph.input:
-        v = feeds.get(vi.name)
-        tensor = isinstance(v, np.ndarray) and vi.type.HasField("tensor_type")
-        if not tensor or not vi.type.tensor_type.HasField("shape"):
+        if not vi.type.HasField("tensor_type") or not vi.type.tensor_type.HasField("shape"):
             continue
         dims = vi.type.tensor_type.shape.dim
-        if len(dims) != v.ndim or any(d.HasField("dim_value") and d.dim_value != n for d, n in zip(dims, v.shape)):
+        out.append((vi.name, tuple(d.dim_value if d.HasField("dim_value") else None for d in dims)))
+    return out
+
+
+def _matches_declared(declared: list[tuple[str, tuple]], feeds: dict[str, np.ndarray]) -> bool:
+    """The fed inputs have the declared static dims (the translation for the declared shapes holds)."""
+    for name, dims in declared:
+        v = feeds.get(name)
+        if not isinstance(v, np.ndarray):
+            continue
+        if len(dims) != v.ndim or any(d is not None and d != n for d, n in zip(dims, v.shape)):
             return False
     return True
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Sequence
+
 import numpy as np
 
 from framework.memory.allocator import check_elements
@@ -103,7 +105,18 @@ def _binary(ctx: ImportContext, node: Node) -> None:
     if node.attr("broadcast"):  # opset < 7: Caffe2's own legacy broadcast
         ctx.op(kind, node.inputs[:2], [node.outputs[0]], broadcast=1, axis=int(node.attr("axis", -1)))
         return
+    if kind == "Add" and _same_static_shape(ctx, node.inputs[:2]) and ctx.dtype(node.input(0)) in FLOATS:
+        kind = "Sum"  # the same numbers; the inference pass fuses a Sum (not an Add) into the conv before it
     ctx.op(kind, node.inputs[:2], [node.outputs[0]])
+
+
+def _same_static_shape(ctx: ImportContext, names: Sequence[str]) -> bool:
+    """Do ``names`` all have one fully known shape (no broadcasting between them)?"""
+    shapes = {ctx.shape(n) for n in names}
+    if len(shapes) != 1:
+        return False
+    (shape,) = shapes
+    return shape is not None and all(isinstance(d, int) for d in shape)
 
 
 @translator("Sum", "Mean", "Max", "Min")

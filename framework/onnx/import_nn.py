@@ -264,6 +264,9 @@ def _gemm(ctx: ImportContext, node: Node) -> None:
         raise Unsupported("Gemm inputs of rank other than 2")
     alpha, beta = float(node.attr("alpha", 1.0)), float(node.attr("beta", 1.0))
     out = node.outputs[0]
+    if _gemm_is_fc(ctx, node, alpha, beta):  # torch's Linear: A (M, K), B (N, K), C (N,)
+        ctx.op("FC", [a, b, node.input(2)], [out])
+        return
     y = out if not node.input(2) and alpha == 1.0 else ctx.fresh("gemm")
     ctx.op("MatMul", [a, b], [y], trans_a=int(node.attr("transA", 0)), trans_b=int(node.attr("transB", 0)))
     if alpha != 1.0:
@@ -277,6 +280,18 @@ def _gemm(ctx: ImportContext, node: Node) -> None:
             ctx.op("Scale", [c], [cs], scale=beta)
             c = cs
         ctx.op("Add", [y, c], [out])
+
+
+def _gemm_is_fc(ctx: ImportContext, node: Node, alpha: float, beta: float) -> bool:
+    """Is this Gemm Caffe2's FC, Y = A B^T + C with a bias C of N values (the layout torch exports for a
+    Linear layer)? FC packs the weights once and adds the bias in the GEMM's output pass."""
+    if alpha != 1.0 or beta != 1.0 or node.attr("transA", 0) or not node.attr("transB", 0) or not node.input(2):
+        return False
+    a, b, c = (ctx.shape(node.input(i)) for i in range(3))
+    dtypes = {ctx.dtype(node.input(i)) for i in range(3)}
+    if len(dtypes) != 1 or a is None or b is None or c is None:
+        return False
+    return len(c) == 1 and isinstance(c[0], int) and c[0] == b[0]
 
 
 @translator("MatMul")

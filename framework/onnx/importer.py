@@ -173,7 +173,7 @@ def _value_infos(model: Any) -> tuple[dict, dict]:
     from framework.onnx.shape_bound import infer_shapes
 
     try:
-        inferred = infer_shapes(model)
+        inferred = infer_shapes(_without_weights(model))
     except Exception:  # a model onnx cannot infer: fall back to the declared infos only
         inferred = model
     types: dict[str, np.dtype] = {}
@@ -191,10 +191,57 @@ def _value_infos(model: Any) -> tuple[dict, dict]:
             shapes[vi.name] = tuple(int(d.dim_value) for d in tt.shape.dim)
         else:
             shapes[vi.name] = None
-    for init in g.initializer:
+    for init in model.graph.initializer:
         types[init.name] = np.dtype(helper.tensor_dtype_to_np_dtype(init.data_type))
         shapes[init.name] = tuple(init.dims)
     return types, shapes
+
+
+_WEIGHT_MIN_ELEMENTS = 64
+
+
+def _without_weights(model: Any) -> Any:
+    """``model`` for onnx's shape inference: floating-point initializers of at least
+    ``_WEIGHT_MIN_ELEMENTS`` values become graph inputs of their type and dims. onnx serializes the
+    model it infers (a ResNet-18's 47 MB of weights twice) and needs only the dims of weights; integer
+    initializers (shapes, axes, indices) and small ones stay, as data propagation may read them."""
+    import onnx
+    from onnx import helper
+
+    g = model.graph
+    floats = (onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16)
+    declared = {i.name: i for i in g.input}
+
+    def weight(t: Any) -> bool:
+        n = 1
+        for d in t.dims:
+            n *= int(d)
+        if t.data_type not in floats or n < _WEIGHT_MIN_ELEMENTS or t.data_location == onnx.TensorProto.EXTERNAL:
+            return False
+        vi = declared.get(t.name)  # an initializer also declared as an input needs its full declared shape
+        if vi is None:
+            return True
+        tt = vi.type.tensor_type
+        return tt.HasField("shape") and [d.dim_value if d.HasField("dim_value") else -1 for d in tt.shape.dim] == list(
+            t.dims
+        )
+
+    weights = [t for t in g.initializer if weight(t)]
+    if not weights:
+        return model
+    names = {t.name for t in weights}
+    light = onnx.ModelProto(ir_version=model.ir_version)
+    light.opset_import.extend(model.opset_import)
+    light.functions.extend(model.functions)
+    lg = light.graph
+    lg.name = g.name
+    for field in ("node", "input", "output", "value_info", "sparse_initializer"):
+        getattr(lg, field).extend(getattr(g, field))
+    lg.initializer.extend(t for t in g.initializer if t.name not in names)
+    lg.input.extend(
+        helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)) for t in weights if t.name not in declared
+    )
+    return light
 
 
 def _graph_infos(g: Any) -> list:
@@ -440,7 +487,10 @@ def onnx_graph_to_nets(
         else:
             init.op.append(op)
         init.external_output.append(name)
-    predict = NetDef(name=g.name or "onnx", op=ctx.ops)
+    from framework.onnx.layouts import rewrite_layouts
+
+    ops, _ = rewrite_layouts(ctx.ops, {o.name for o in g.output}, ctx.shape)
+    predict = NetDef(name=g.name or "onnx", op=ops)
     init_names = set(ctx.values)
     predict.external_input.extend([i.name for i in g.input if i.name not in init_names] + sorted(init_names))
     predict.external_output.extend(o.name for o in g.output)

@@ -57,7 +57,8 @@ def test_onnx_graph_to_caffe2_net_gives_init_and_predict_nets():
     init, predict = backend.Caffe2Backend.onnx_graph_to_caffe2_net(model)
     assert sorted(op.output[0] for op in init.op) == ["b", "w"]
     assert {op.type for op in init.op} == {"GivenTensorFill"}
-    assert [op.type for op in predict.op] == ["MatMul", "Add", "Relu", "Transpose", "Softmax", "Transpose"]
+    # the Gemm of a linear layer (transB=1, a bias of N values) is Caffe2's FC
+    assert [op.type for op in predict.op] == ["FC", "Relu", "Transpose", "Softmax", "Transpose"]
     assert list(predict.external_output) == ["y"]
 
 

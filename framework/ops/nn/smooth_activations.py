@@ -160,8 +160,15 @@ class Swish(Activation):
     """Y = X * sigmoid(X) = X / (1 + exp(-X)), elementwise."""
 
     def forward(self, x: np.ndarray, y: np.ndarray) -> None:
-        tmp = sigmoid_into(x, scratch(self, "_tmp", x.shape, x.dtype))
-        np.multiply(x, tmp, out=y)
+        # x * sigmoid(x) = h * (1 + tanh(h)) with h = x / 2: four passes over the data instead of five
+        t = x.dtype.type
+        tmp = scratch(self, "_tmp", x.shape, x.dtype)
+        h = tmp if y is x else y  # in place, h goes to the scratch buffer (x is read once more)
+        np.multiply(x, t(0.5), out=h)
+        other = y if h is tmp else tmp
+        np.tanh(h, out=other)
+        other += t(1)
+        np.multiply(h, other, out=y)
 
 
 @pointwise_gradient(Swish, [("X", "input of Swish"), ("Y", "output of Swish"), ("dY", "gradient of Y")])
