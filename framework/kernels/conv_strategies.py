@@ -18,7 +18,8 @@ Each strategy has
   panels / tile rows lo:hi at batch 1) with ``conv``'s plan and scratch;
 - what the plan may rely on: ``one_call`` (a worker's run is one compiled kernel call, which ConvNCHW
   records and replays), ``own_epilogue`` (it reads the residual before it writes the output, so the
-  residual may be the output itself), ``writes_slices(conv)`` (it can write output channels
+  residual may be the output itself), ``caps`` (its kernel applies Relu6, ``conv.relu`` 2, in its stores;
+  for the others ConvNCHW caps the output after the run), ``writes_slices(conv)`` (it can write output channels
   ``moff: moff + M`` of a larger output: a concatenation's).
 
 ``enabled`` turns a strategy off for the process (tests and measurements compare without it).
@@ -45,6 +46,7 @@ class ConvStrategy:
     packs = False
     one_call = False
     own_epilogue = False
+    caps = False
     enabled = True
 
     def fits(self, geo, c: int, m: int, group: int, dtype, n: int) -> bool:
@@ -86,7 +88,7 @@ class PointwiseMicroKernel(ConvStrategy):
     From about 160 input channels on the GEMM wins elsewhere: the micro-kernel reads its k rows unpacked."""
 
     name, kind, families, packs = "pointwise_mk", "pointwise", ("pointwise",), True
-    one_call = own_epilogue = True
+    one_call = own_epilogue = caps = True
 
     def writes_slices(self, conv) -> bool:
         return True
@@ -150,7 +152,7 @@ class Depthwise3(ConvStrategy):
     the phase-plane kernel's fill of its planes was most of its time."""
 
     name, kind, families = "depthwise3", "depthwise", ("depthwise3",)
-    one_call = own_epilogue = True
+    one_call = own_epilogue = caps = True
 
     def fits(self, geo, c, m, group, dtype, n) -> bool:
         return _depthwise(c, m, group) and window_jit.fits(geo, dtype) and window_jit.depthwise3_fits(geo, dtype)
@@ -166,7 +168,7 @@ class DirectDepthwise(ConvStrategy):
     kernel keeps them (the plane fill dominates both)."""
 
     name, kind, families = "direct_depthwise", "depthwise", ("direct_depthwise",)
-    one_call = own_epilogue = True
+    one_call = own_epilogue = caps = True
 
     def fits(self, geo, c, m, group, dtype, n) -> bool:
         one_row = geo.stride == (1, 1) and window_jit.direct_geometry(geo, dtype, 1)
@@ -182,7 +184,7 @@ class DepthwisePlanes(ConvStrategy):
     summed on a wide output row, 2-4x faster than the numpy strategy)."""
 
     name, kind, families = "depthwise_planes", "depthwise", ("depthwise",)
-    one_call = own_epilogue = True
+    one_call = own_epilogue = caps = True
 
     def fits(self, geo, c, m, group, dtype, n) -> bool:
         return _depthwise(c, m, group) and window_jit.fits(geo, dtype) and usable("depthwise")
@@ -312,7 +314,7 @@ class Direct(ConvStrategy):
     the wide layout."""
 
     name, kind, families, packs = "direct", "direct", ("direct",), True
-    one_call = own_epilogue = True
+    one_call = own_epilogue = caps = True
 
     def writes_slices(self, conv) -> bool:
         return conv.plan.wide is None  # narrow outputs go through a wide scratch first

@@ -164,15 +164,17 @@ def _conv_operands(x, b, y, res) -> tuple:
 
 def _mk_operands(x, y, res, relu: bool) -> tuple:
     """(x, residual, flags) as the micro-kernel drivers take them: x contiguous; the residual y itself
-    when absent (never read then: flags & 2 is off); flags 2 residual, 4 Relu."""
+    when absent (never read then: flags & 2 is off); flags 2 residual, 4 Relu, 8 Relu6 (``relu`` 2; only the
+    kernels of strategies with ``caps`` read it)."""
     x, _, res = _conv_operands(x, None, y, res)
     has_r = res is not _EMPTY4
-    return x, (res if has_r else y), (2 if has_r else 0) | (4 if relu else 0)
+    return x, (res if has_r else y), (2 if has_r else 0) | (4 if relu else 0) | (8 if relu == 2 else 0)
 
 
 def depthwise(x, w, b, y, res, planes, z, geo, relu: bool, i0: int, i1: int) -> None:
     """Depthwise conv (group = C = M) of images i0:i1 into y; ``planes``/``z`` from ``plane_shape``
-    (per worker); ``b`` and ``res`` may be None; ``res`` may be ``y`` itself (added before writing)."""
+    (per worker); ``b`` and ``res`` may be None; ``res`` may be ``y`` itself (added before writing); ``relu`` 2:
+    Relu6."""
     ph, pw = geo.head
     x, b, res = _conv_operands(x, b, y, res)
     _timed(
@@ -189,7 +191,7 @@ def depthwise(x, w, b, y, res, planes, z, geo, relu: bool, i0: int, i1: int) -> 
         ph,
         pw,
         plane_shape(geo)[2],
-        bool(relu),
+        int(relu),
         i0,
         i1,
     )

@@ -144,9 +144,9 @@ def _depthwise(x, w, b, y, res, planes, z, s, ph, pw, wq, relu, i0, i1):  # prag
 @_jit
 def _store_wide(z, wq, bv, res, has_r, relu, y, i, ch):  # pragma: no cover - compiled
     """y[i, ch] = the valid columns of the wide output z (rows of wq) + bv (+ res[i, ch]) (Relu: "0 if
-    v < 0 else v", NaN stays); res may be y itself."""
+    v < 0 else v", NaN stays; ``relu`` 2: Relu6, then "6 if v > 6 else v"); res may be y itself."""
     oh, ow = y.shape[2], y.shape[3]
-    zero = np.float32(0)
+    zero, six = np.float32(0), np.float32(6)
     owu, wu = _U(ow), _U(wq)
     for r in range(oh):
         base = _U(r) * wu
@@ -156,6 +156,8 @@ def _store_wide(z, wq, bv, res, has_r, relu, y, i, ch):  # pragma: no cover - co
                 v += res[i, ch, r, q]
             if relu and v < zero:
                 v = zero
+            if relu == 2 and v > six:
+                v = six
             y[i, ch, r, q] = v
     return 0
 
