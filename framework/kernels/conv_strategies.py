@@ -147,7 +147,7 @@ class PointwiseGemm(ConvStrategy):
 
 
 class Depthwise3(ConvStrategy):
-    """3x3 depthwise convs at stride 1 and 2 on window_jit.depthwise3 (depthwise3.py: L outputs of a row per
+    """3x3 and 5x5 depthwise convs at stride 1 and 2 on window_jit.depthwise3 (depthwise3.py: L outputs of a row per
     step over the channel's zero-bordered plane, stride 2 split into even/odd columns by a shuffle), where
     the phase-plane kernel's fill of its planes was most of its time."""
 

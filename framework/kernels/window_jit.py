@@ -27,7 +27,7 @@ layout into a scratch whose valid columns are then copied. ``pointwise`` runs 1x
 micro-kernel, each image read in place; ``direct_depthwise`` runs stride-1 depthwise convs on a
 one-row block of it over each channel's own planes. Three more LLVM IR kernels: ``channel_conv``
 (channel_kernel.py) for narrow outputs, with the output channels in the vector lanes and the
-pixels broadcast; ``depthwise3`` (depthwise3.py) for 3x3 depthwise convs at stride 1 and 2, L outputs
+pixels broadcast; ``depthwise3`` (depthwise3.py) for 3x3 and 5x5 depthwise convs at stride 1 and 2, L outputs
 of a row per step (stride 2 split into even and odd columns by a shuffle); and the 3-wide stride-2
 column step of ``max_pool`` (pool_columns.py). conv_strategies.py says where each is used.
 
@@ -315,8 +315,8 @@ def direct_depthwise(x, w, b, y, res, planes, scratch, plan, relu: bool, i0: int
 
 
 def depthwise3_fits(geo, dtype) -> bool:
-    """Whether ``depthwise3`` handles a depthwise conv: 3x3 at stride 1 or 2 (and what ``fits`` asks)."""
-    geometry = tuple(geo.kernel) == (3, 3) and tuple(geo.stride) in ((1, 1), (2, 2))
+    """Whether ``depthwise3`` handles a depthwise conv: 3x3 or 5x5 at stride 1 or 2 (and what ``fits`` asks)."""
+    geometry = tuple(geo.kernel) in ((3, 3), (5, 5)) and tuple(geo.stride) in ((1, 1), (2, 2))
     return fits(geo, dtype) and geometry and usable("depthwise3")
 
 
@@ -338,8 +338,8 @@ def depthwise3_planes(geo) -> tuple[int, int, int]:
 
 
 def depthwise3(x, w, b, y, res, planes, plane, geo, relu: bool, i0: int, i1: int) -> None:
-    """3x3 depthwise conv at stride 1 or 2 (``depthwise3_fits``; depthwise3.py) of images i0:i1 into
-    y: ``w`` (C, 1, 3, 3), ``b`` (C,) (zeros for a conv without bias), ``planes`` of
+    """3x3 or 5x5 depthwise conv at stride 1 or 2 (``depthwise3_fits``; depthwise3.py) of images i0:i1 into
+    y: ``w`` (C, 1, K, K), ``b`` (C,) (zeros for a conv without bias), ``planes`` of
     ``depthwise3_planes`` and ``plane`` that (hq, wq, cells); ``res`` may be None or ``y`` itself."""
     from framework.kernels import depthwise3 as d3
 
