@@ -15,9 +15,9 @@ Work is split over images (batch >= workers) or output channels (batch 1; Winogr
 the batch's tile rows) between the intra-op threads (framework.runtime.parallel), each worker with its own
 scratch; every buffer comes from the allocator. The GEMM epilogue runs on each image's output while
 it is in cache: bias, then an optional residual ``S`` (added from a temporary when ``S`` is the
-output buffer itself, as ConvFusion's in-place sum), then an optional Relu or Relu6 (``relu`` 2: min(max(0, y),
-6), NaN kept, as Clip 0..6): strategies with ``caps`` cap in their stores, after the others the output is
-capped in one more pass.
+output buffer itself, as ConvFusion's in-place sum), then an optional activation, ``relu``: True or 1 Relu,
+2 Relu6 (min(max(0, y), 6), NaN kept, as Clip 0..6), 3 HardSwish, 4 Swish (window_jit.RELU...): strategies
+with ``caps`` apply it in their stores; after the others (given at most the Relu) one more pass does the rest.
 """
 
 from __future__ import annotations
@@ -100,8 +100,12 @@ class ConvNCHW:
         self.n, self.c, self.m, self.g, self.geo = n, c, m, group, geo
         self.strategy = strategy = choose(geo, c, m, group, dtype, n)
         self.kind = strategy.kind
-        self.has_bias, self.relu, self.residual = has_bias, int(relu), residual
-        self.cap_pass = self.relu == 2 and not strategy.caps  # Relu6 the kernel does not cap itself
+        self.act = int(relu)
+        self.has_bias, self.residual = has_bias, residual
+        # the activation code the kernel gets: all of it with ``caps``, else the Relu of Relu/Relu6 only
+        self.relu = self.act if strategy.caps else int(self.act in (window_jit.RELU, window_jit.RELU6))
+        self.cap_pass = self.act > window_jit.RELU and not strategy.caps  # what the kernel leaves to a pass
+        self._act_tmp = None
         self.threads = threads = num_threads()
         if 2 * n * m * (c // group) * math.prod(geo.kernel) * math.prod(geo.out) < _T["SPLIT_MIN_FLOPS"]:
             threads = 1  # too little work to pay for handing half of it to another thread
@@ -279,9 +283,26 @@ class ConvNCHW:
         y[:, self._slice_at : self._slice_at + self.m] = self._slice_out
 
     def _cap(self, y) -> None:
-        """Relu6's cap on this conv's channels of ``y`` (after a kernel without ``caps``)."""
+        """The activation (but the Relu) on this conv's channels of ``y``, after a kernel without ``caps``."""
         yv = y if y.shape[1] == self.m else y[:, self.moff : self.moff + self.m]
-        np.minimum(yv, _SIX, out=yv)
+        if self.act == window_jit.RELU6:
+            np.minimum(yv, _SIX, out=yv)
+            return
+        t = self._act_tmp
+        if t is None or t.shape != yv.shape or t.dtype != yv.dtype:
+            t = self._act_tmp = allocate_array(yv.shape, yv.dtype)
+        if self.act == window_jit.HARDSWISH:  # y * min(max(y / 6 + 1/2, 0), 1)
+            np.multiply(yv, np.float32(1 / 6), out=t)
+            t += np.float32(0.5)
+            np.clip(t, 0, 1, out=t)
+        else:  # Swish: y / (1 + exp(-y))
+            with np.errstate(over="ignore"):
+                np.negative(yv, out=t)
+                np.exp(t, out=t)
+            t += 1
+            np.divide(yv, t, out=yv)
+            return
+        yv *= t
 
     def _fall_back(self) -> None:
         """Prepare again, now that a kernel family is disabled (kernel_support): another kind runs. A

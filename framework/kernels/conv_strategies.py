@@ -18,9 +18,9 @@ Each strategy has
   panels / tile rows lo:hi at batch 1) with ``conv``'s plan and scratch;
 - what the plan may rely on: ``one_call`` (a worker's run is one compiled kernel call, which ConvNCHW
   records and replays), ``own_epilogue`` (it reads the residual before it writes the output, so the
-  residual may be the output itself), ``caps`` (its kernel applies Relu6, ``conv.relu`` 2, in its stores;
-  for the others ConvNCHW caps the output after the run), ``writes_slices(conv)`` (it can write output channels
-  ``moff: moff + M`` of a larger output: a concatenation's).
+  residual may be the output itself), ``caps`` (its kernel applies every activation of ``conv.relu``,
+  Relu6, HardSwish and Swish too, in its stores; after the others ConvNCHW applies them in one more pass),
+  ``writes_slices(conv)`` (it can write output channels ``moff: moff + M`` of a larger output: a concatenation's).
 
 ``enabled`` turns a strategy off for the process (tests and measurements compare without it).
 """

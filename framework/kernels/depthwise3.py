@@ -14,7 +14,7 @@ from numba import types
 from numba.extending import intrinsic
 
 from framework.kernels import cached_jit, simd_ir
-from framework.kernels.simd_ir import I1, I32, I64, VEC, L, const, function, splat
+from framework.kernels.simd_ir import I1, I32, I64, VEC, L, activate, const, function, splat
 from framework.kernels.window_kernels import _direct_fill
 
 _jit = cached_jit.njit(cache=simd_ir.CACHE, fastmath={"contract"}, nogil=True, boundscheck=False)
@@ -69,16 +69,12 @@ def _make_row(stride: int, k: int):
             mask = builder.icmp_signed("<", lanes, splat(builder, n_v, lanes.type))
             zero = ir.Constant(VEC, [0.0] * L)
             has_r = builder.icmp_signed("!=", builder.and_(flags_v, const(2)), const(0))
-            relu = builder.icmp_signed("!=", builder.and_(flags_v, const(4)), const(0))
-            cap = builder.icmp_signed("!=", builder.and_(flags_v, const(8)), const(0))
-            six = ir.Constant(VEC, [6.0] * L)
             out = builder.gep(yd, [y0_v])
             added = builder.call(
                 mload, [builder.gep(rd, [y0_v]), align, builder.and_(mask, splat(builder, has_r, mty)), zero]
             )
             val = builder.fadd(builder.fadd(acc, splat(builder, builder.load(builder.gep(bd, [ch_v])), VEC)), added)
-            val = builder.select(relu, builder.select(builder.fcmp_ordered("<", val, zero), zero, val), val)
-            val = builder.select(cap, builder.select(builder.fcmp_ordered(">", val, six), six, val), val)
+            val = activate(builder, val, flags_v, const)
             builder.call(mstore, [val, out, align, mask])
             return context.get_dummy_value()
 
@@ -86,7 +82,8 @@ def _make_row(stride: int, k: int):
 
     row.__doc__ = f"""y[y0 + j] (j < n) = the {k}x{k} window sum of channel ``ch`` at stride {stride}: window row a
     reads planes[p0 + a * wq + {stride} * j + t] for its tap t, weights w[w0 + {k}a + t]; + b[ch] (+ res at
-    y0 + j when flags & 2), Relu when flags & 4 ("0 if v < 0 else v"), capped at 6 when flags & 8 too (Relu6)."""
+    y0 + j when flags & 2), Relu when flags & 4 ("0 if v < 0 else v"), capped at 6 when flags & 8 too (Relu6),
+    HardSwish / Swish when flags & 16 / 32 (simd_ir.activate)."""
     return intrinsic(row)
 
 

@@ -115,6 +115,10 @@ _EMPTY = np.empty(0, np.float32)
 _EMPTY2 = np.empty((0, 0), np.float32)
 _EMPTY3 = np.empty((0, 0, 0), np.float32)
 _EMPTY4 = np.empty((0, 0, 0, 0), np.float32)
+# Activation codes of the conv kernels' stores (ConvNCHW's ``relu``), and the flag bits carrying them to the
+# micro-kernel and depthwise3 (simd_ir.activate): 4 Relu, 8 its cap at 6, 16 HardSwish, 32 Swish.
+RELU, RELU6, HARDSWISH, SWISH = 1, 2, 3, 4
+_ACT_FLAGS = {0: 0, RELU: 4, RELU6: 4 | 8, HARDSWISH: 16, SWISH: 32}
 
 
 _CALLED: set = set()  # kernels called at least once in this process
@@ -164,11 +168,12 @@ def _conv_operands(x, b, y, res) -> tuple:
 
 def _mk_operands(x, y, res, relu: bool) -> tuple:
     """(x, residual, flags) as the micro-kernel drivers take them: x contiguous; the residual y itself
-    when absent (never read then: flags & 2 is off); flags 2 residual, 4 Relu, 8 Relu6 (``relu`` 2; only the
-    kernels of strategies with ``caps`` read it)."""
+    when absent (never read then: flags & 2 is off); flags 2 residual, then the activation code ``relu`` (True or
+    RELU, RELU6, HARDSWISH, SWISH) as 4 Relu, 8 its cap at 6, 16 HardSwish, 32 Swish (only the kernels
+    of strategies with ``caps`` read the last three)."""
     x, _, res = _conv_operands(x, None, y, res)
     has_r = res is not _EMPTY4
-    return x, (res if has_r else y), (2 if has_r else 0) | (4 if relu else 0) | (8 if relu == 2 else 0)
+    return x, (res if has_r else y), (2 if has_r else 0) | _ACT_FLAGS[int(relu)]
 
 
 def depthwise(x, w, b, y, res, planes, z, geo, relu: bool, i0: int, i1: int) -> None:

@@ -329,7 +329,7 @@ def test_conv_fusion_out_channels_shape_inference_and_errors():
     bad = CreateOperator("ConvFusion", ["X", "W"], ["Z"], kernel=3, fusion_type=1, out_channels=8, out_channel_offset=4)
     with pytest.raises(FrameworkError, match="exceed out_channels 8"):
         create_operator(bad, ws).run()
-    with pytest.raises(FrameworkError, match=r"0 only with out_channels\), got 0"):
+    with pytest.raises(FrameworkError, match=r"0 only with out_channels or an activation\), got 0"):
         create_operator(CreateOperator("ConvFusion", ["X", "W"], ["Y"], kernel=3, fusion_type=0), ws)
     with pytest.raises(FrameworkError, match="fusion_type 0 or 1"):
         create_operator(

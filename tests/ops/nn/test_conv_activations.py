@@ -1,7 +1,8 @@
-"""Relu6 in the conv's stores (ConvFusion ``relu6``, ConvNCHW ``relu`` 2) and the inference rewrite putting
-Clip(0, 6) and Relu after depthwise convs there (framework/net/fuse_relu6.py): every strategy, the compiled
-kernels on and off and after a failed compile, gives min(max(0, conv), 6) of an independent float64 reference;
-optimized nets give the unoptimized net's values."""
+"""Activations in the conv's stores (ConvFusion ``relu6`` and ``activation``, ConvNCHW ``relu`` 2-4: Relu6,
+HardSwish, Swish) and the inference rewrite putting Clip(0, 6), HardSwish, Swish and Relu after depthwise convs
+there (framework/net/fuse_activation.py): every strategy, the compiled kernels on and off and after a failed
+compile, gives the activation of an independent float64 reference; optimized nets give the unoptimized net's
+values."""
 
 from __future__ import annotations
 
@@ -70,31 +71,45 @@ def _operands(n, c, m, group, size, k, seed=0):
     return x, w, b
 
 
+def _act(y, code):
+    """Reference activations (float64) of ConvNCHW's codes."""
+    if code == 2:
+        return np.clip(y, 0, 6)
+    if code == 3:
+        return y * np.clip(y / 6 + 0.5, 0, 1)
+    return y / (1 + np.exp(-y))
+
+
 def _close(got, want):
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3 * max(1.0, np.abs(want).max()))
 
 
+@pytest.mark.parametrize("code", [2, 3, 4], ids=["relu6", "hardswish", "swish"])
 @pytest.mark.parametrize("case", CONVS, ids=[f"{c[-1]}-s{c[6]}" for c in CONVS])
-def test_each_strategy_caps_at_six(case):
+def test_each_strategy_applies_the_activation(case, code):
     n, c, m, group, size, k, s, pad, name = case
     strategy = conv_strategies.BY_NAME[name]
     usable = not strategy.families or (window_jit.available() and all(map(kernel_support.usable, strategy.families)))
     if not usable:
         pytest.skip(f"'{name}' is not usable here")
     geo = _geo(size, k, s, pad)
-    conv = conv_nchw.ConvNCHW(n, c, m, group, geo, np.float32, True, relu=2)
+    conv = conv_nchw.ConvNCHW(n, c, m, group, geo, np.float32, True, relu=code)
     assert conv.strategy is strategy
     assert conv.cap_pass == (not strategy.caps)
     x, w, b = _operands(n, c, m, group, size, k)
     y = np.empty((n, m, *geo.out), np.float32)
     for _ in range(2):  # the second run is the replay where the kernel is one call
         conv.run(x, w, b, y)
-    want = np.clip(_reference(x, w, b, k, s, pad, group), 0, 6)
-    assert want.max() == 6 and want.min() == 0
-    _close(y, want)
+    ref = _reference(x, w, b, k, s, pad, group)
+    assert ref.max() > 6 and ref.min() < -3
+    _close(y, _act(ref, code))
 
 
-def _fusion(x, w, b, k, s, pad, group, jit=True, times=2, **kw):
+_ARGS = {2: dict(fusion_type=1, relu6=1), 3: dict(fusion_type=0, activation="HardSwish")}
+_ARGS[4] = dict(fusion_type=0, activation="Swish")
+
+
+def _fusion(x, w, b, k, s, pad, group, jit=True, times=2, code=2, **kw):
     with pytest.MonkeyPatch.context() as mp:
         if not jit:
             mp.setattr(window_jit, "_kernels", None)
@@ -102,7 +117,7 @@ def _fusion(x, w, b, k, s, pad, group, jit=True, times=2, **kw):
         for name, v in (("X", x), ("W", w), ("b", b)):
             ws.feed_blob(name, v)
         op_def = CreateOperator(
-            "ConvFusion", ["X", "W", "b"], ["Y"], kernel=k, stride=s, pad=pad, group=group, fusion_type=1, relu6=1, **kw
+            "ConvFusion", ["X", "W", "b"], ["Y"], kernel=k, stride=s, pad=pad, group=group, **_ARGS[code], **kw
         )
         op = create_operator(op_def, ws)
         for _ in range(times):
@@ -118,14 +133,17 @@ def _fusion(x, w, b, k, s, pad, group, jit=True, times=2, **kw):
     size=st.integers(3, 17),
     c=st.integers(1, 12),
     n=st.integers(1, 2),
+    code=st.sampled_from([2, 3, 4]),
 )
-def test_conv_fusion_relu6_equals_the_reference_with_and_without_compiled_kernels(depthwise, k, s, size, c, n):
+def test_conv_fusion_activation_equals_the_reference_with_and_without_compiled_kernels(
+    depthwise, k, s, size, c, n, code
+):
     pad = k // 2
     group, m = (c, c) if depthwise else (1, c + 3)
     x, w, b = _operands(n, c, m, group, size, k, seed=size * 7 + c)
-    want = np.clip(_reference(x, w, b, k, s, pad, group), 0, 6)
-    _close(_fusion(x, w, b, k, s, pad, group), want)
-    _close(_fusion(x, w, b, k, s, pad, group, jit=False), want)
+    want = _act(_reference(x, w, b, k, s, pad, group), code)
+    _close(_fusion(x, w, b, k, s, pad, group, code=code), want)
+    _close(_fusion(x, w, b, k, s, pad, group, jit=False, code=code), want)
 
 
 def test_relu6_writing_a_concatenations_channels():
@@ -134,8 +152,11 @@ def test_relu6_writing_a_concatenations_channels():
     _close(got[:, 2:10], np.clip(_reference(x, w, b, 3, 1, 1, 8), 0, 6))
 
 
-@pytest.mark.parametrize("family, module, attr", [("depthwise3", "depthwise3", "_depthwise3")])
-def test_a_failed_compile_still_caps(family, module, attr, monkeypatch):
+@pytest.mark.parametrize("code", [2, 4])
+@pytest.mark.parametrize(
+    "family, module, attr", [("depthwise3", "depthwise3", "_depthwise3"), ("pointwise", "microkernel", "_pointwise")]
+)
+def test_a_failed_compile_still_activates(family, module, attr, code, monkeypatch):
     if not kernel_support.usable(family):
         pytest.skip(f"'{family}' is not usable here")
     monkeypatch.setattr(kernel_support, "_DISABLED", {})
@@ -147,12 +168,13 @@ def test_a_failed_compile_still_caps(family, module, attr, monkeypatch):
         raise numba.core.errors.LoweringError("injected")
 
     monkeypatch.setattr(__import__(f"framework.kernels.{module}", fromlist=[attr]), attr, broken)
-    x, w, b = _operands(2, 8, 8, 8, 12, 3)
+    k, group, m = (3, 8, 8) if family == "depthwise3" else (1, 1, 16)
+    x, w, b = _operands(2, 8, m, group, 12, k)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        got = _fusion(x, w, b, 3, 1, 1, 8)
+        got = _fusion(x, w, b, k, 1, k // 2, group, code=code)
     assert family in kernel_support.disabled()
-    _close(got, np.clip(_reference(x, w, b, 3, 1, 1, 8), 0, 6))
+    _close(got, _act(_reference(x, w, b, k, 1, k // 2, group), code))
 
 
 @pytest.mark.parametrize("fusion_type, relu6", [(2, 1), (1, 2)])
@@ -249,4 +271,52 @@ def test_rewrite_leaves_a_conv_output_read_elsewhere():
     (want,), _ = _run_net(net, params, x)
     opt, (got,) = _optimized(net, params, x)
     assert [op.type for op in opt.op] == ["Conv", "Clip", "Add"]
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("form", ["Swish", "ONNXHardSwish", "mul_sigmoid", "hardsigmoid_mul"])
+@pytest.mark.parametrize("depthwise", [False, True])
+def test_rewrite_fuses_swish_and_hardswish_forms(form, depthwise):
+    rng = np.random.default_rng(3)
+    c = 6
+    w = rng.standard_normal((c, 1, 3, 3) if depthwise else (c, c, 1, 1)).astype(np.float32)
+    params = {"w": w, "b": rng.standard_normal(c).astype(np.float32)}
+    conv = CreateOperator(
+        "Conv", ["X", "w", "b"], ["y"], kernel=w.shape[2], pad=w.shape[2] // 2, group=c if depthwise else 1
+    )
+    if form in ("Swish", "ONNXHardSwish"):
+        acts = [CreateOperator(form, ["y"], ["z"])]
+    elif form == "mul_sigmoid":
+        acts = [CreateOperator("Sigmoid", ["y"], ["g"]), CreateOperator("Mul", ["y", "g"], ["z"])]
+    else:
+        acts = [
+            CreateOperator("HardSigmoid", ["y"], ["g"], alpha=1 / 6, beta=0.5),
+            CreateOperator("Mul", ["g", "y"], ["z"]),
+        ]
+    net = _net([conv, *acts, CreateOperator("Scale", ["z"], ["out"], scale=0.5)], ["out"])
+    x = (rng.standard_normal((2, c, 7, 9)) * 3).astype(np.float32)
+    (want,), _ = _run_net(net, params, x)
+    opt, (got,) = _optimized(net, params, x)
+    assert [op.type for op in opt.op] == ["ConvFusion", "Scale"]
+    args = {a.name: a for a in opt.op[0].arg}
+    assert args["fusion_type"].i == 0
+    assert args["activation"].s.decode() == ("HardSwish" if "ard" in form else "Swish")
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_rewrite_leaves_a_gate_of_another_blob_and_other_hardsigmoids():
+    rng = np.random.default_rng(4)
+    params = {"w": rng.standard_normal((4, 4, 1, 1)).astype(np.float32)}
+    ops = [
+        CreateOperator("Conv", ["X", "w"], ["y"], kernel=1, no_bias=1),
+        CreateOperator("HardSigmoid", ["y"], ["g"]),  # alpha 0.2: not HardSwish's gate
+        CreateOperator("Mul", ["y", "g"], ["z"]),
+        CreateOperator("Sigmoid", ["X"], ["g2"]),
+        CreateOperator("Mul", ["z", "g2"], ["out"]),  # the gate of another blob
+    ]
+    net = _net(ops, ["out"])
+    x = rng.standard_normal((1, 4, 5, 5)).astype(np.float32)
+    (want,), _ = _run_net(net, params, x)
+    opt, (got,) = _optimized(net, params, x)
+    assert [op.type for op in opt.op] == ["Conv", "HardSigmoid", "Mul", "Sigmoid", "Mul"]
     np.testing.assert_array_equal(got, want)
