@@ -7,7 +7,9 @@ Blocks (batch 1, random weights, torchvision's shapes):
   (global average -> 1x1 conv -> Relu -> 1x1 conv -> HardSigmoid -> Mul over the channels), project + BN, Add;
 - ``eff_se``: an EfficientNet MBConv: the same with SiLU (Swish) and a Sigmoid gate, 3x3 depthwise;
 - ``mnas5``: a MnasNet block: expand + BN + Relu, 5x5 depthwise stride 2 + BN + Relu, project + BN;
-- ``mobilenet_v2``: the whole net (torchvision's layout, 224x224) built from the same blocks.
+- ``mobilenet_v2``, ``mnasnet1_0``, ``efficientnet_b0``: the whole nets (torchvision's layouts, 224x224, random
+  weights) built from the same blocks (torchvision itself does not import in this environment, so its models are
+  rebuilt here rather than exported).
 
 Contenders: ``ours``, a ``Predictor`` over the NetDef (the inference pass on); ``ort``, onnxruntime over our
 export of the same net (bench/onnx_models.py); ``torch``, torch eager (torch.nn.functional over the same op
@@ -127,6 +129,42 @@ def mobilenet_v2(b: NetBuilder, x: str) -> str:
     return b.op("FC", [y, w, bias])
 
 
+# torchvision's MnasNet 1.0 stacks: input, output channels, kernel, first stride, expansion, repeats
+_MNAS = [(16, 24, 3, 2, 3, 3), (24, 40, 5, 2, 3, 3), (40, 80, 5, 2, 6, 3), (80, 96, 3, 1, 6, 2), (96, 192, 5, 2, 6, 4)]
+_MNAS.append((192, 320, 3, 1, 6, 1))
+# torchvision's EfficientNet-B0 stages: expansion, kernel, first stride, input, output channels, layers
+_EFF = [(1, 3, 1, 32, 16, 1), (6, 3, 2, 16, 24, 2), (6, 5, 2, 24, 40, 2), (6, 3, 2, 40, 80, 3), (6, 5, 1, 80, 112, 3)]
+_EFF += [(6, 5, 2, 112, 192, 4), (6, 3, 1, 192, 320, 1)]
+
+
+def _classifier(b: NetBuilder, y: str, cin: int, act: str) -> str:
+    y = b.act(b.bn(b.conv(y, cin, 1280, 1), 1280), act)
+    y = b.op("AveragePool", [y], global_pooling=1)
+    w, bias = b._name("fcw"), b._name("fcb")
+    b.params[w] = (b.rng.standard_normal((1000, 1280)) * 0.01).astype(np.float32)
+    b.params[bias] = np.zeros(1000, np.float32)
+    return b.op("FC", [y, w, bias])
+
+
+def mnasnet1_0(b: NetBuilder, x: str) -> str:
+    y = b.act(b.bn(b.conv(x, 3, 32, 3, 2), 32), "relu")
+    y = b.act(b.bn(b.conv(y, 32, 32, 3, 1, group=32), 32), "relu")
+    y = b.bn(b.conv(y, 32, 16, 1), 16)
+    for cin, cout, k, s, t, n in _MNAS:
+        for i in range(n):
+            y = b.block(y, cin if i == 0 else cout, cout, t, k, s if i == 0 else 1, "relu")
+    return _classifier(b, y, 320, "relu")
+
+
+def efficientnet_b0(b: NetBuilder, x: str) -> str:
+    y = b.act(b.bn(b.conv(x, 3, 32, 3, 2), 32), "silu")
+    for t, k, s, cin, cout, n in _EFF:
+        for i in range(n):
+            c = cin if i == 0 else cout
+            y = b.block(y, c, cout, t, k, s if i == 0 else 1, "silu", se=(max(1, c // 4), "silu", "sigmoid"))
+    return _classifier(b, y, 320, "silu")
+
+
 # name -> (input shape, build(builder, x) -> output)
 BLOCKS = {
     "v2_s1": ((1, 32, 28, 28), lambda b, x: b.block(x, 32, 32, 6, 3, 1, "relu6")),
@@ -135,6 +173,8 @@ BLOCKS = {
     "eff_se": ((1, 40, 28, 28), lambda b, x: b.block(x, 40, 40, 6, 3, 1, "silu", se=(10, "silu", "sigmoid"))),
     "mnas5": ((1, 40, 28, 28), lambda b, x: b.block(x, 40, 80, 6, 5, 2, "relu")),
     "mobilenet_v2": ((1, 3, 224, 224), mobilenet_v2),
+    "mnasnet1_0": ((1, 3, 224, 224), mnasnet1_0),
+    "efficientnet_b0": ((1, 3, 224, 224), efficientnet_b0),
 }
 
 
@@ -273,7 +313,7 @@ def main() -> None:
         for k, e in errs.items():
             if e > 1e-3:
                 raise SystemExit(f"{name}: {k} differs from torch by {e:.2e} (relative to max |y|)")
-        big = name == "mobilenet_v2"
+        big = x.shape[2] == 224
         t = time_round_robin(
             {"ours": ours, "ort": ort, "torch": tr},
             rounds=(5 if a.quick else 15) if big else (7 if a.quick else 25),

@@ -111,7 +111,11 @@ class PointwiseMicroKernel(ConvStrategy):
 
 
 def _pointwise_mk(c: int, m: int, p: int) -> bool:
-    """Whether a 1x1 conv of c -> m channels over p pixels runs on the micro-kernel (PointwiseMicroKernel)."""
+    """Whether a 1x1 conv of c -> m channels over p pixels runs on the micro-kernel (PointwiseMicroKernel).
+    Never under POINTWISE_MK_MIN_P pixels (mobile nets' 7x7 and 14x14 maps, squeeze-excitation's 1x1): there
+    BLAS's GEMM wins (measured 1.3-7x at 1-196 pixels on AVX-512, even at 784)."""
+    if p < THRESHOLDS["POINTWISE_MK_MIN_P"]:
+        return False
     if c <= THRESHOLDS["POINTWISE_MK_C"]:
         return True
     few = (m <= 64 and p <= 1024) or (p <= 64 and m <= 1024) or (c <= 256 and p <= 256)

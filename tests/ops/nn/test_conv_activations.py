@@ -49,7 +49,7 @@ def _reference(x, w, b, k, s, pad, group):
 
 # (n, c, m, group, size, window, stride, pad, strategy)
 CONVS = [
-    (1, 16, 24, 1, 9, 1, 1, 0, "pointwise_mk"),
+    (1, 16, 24, 1, 17, 1, 1, 0, "pointwise_mk"),
     (1, 512, 200, 1, 13, 1, 1, 0, "pointwise"),
     (2, 8, 8, 8, 12, 3, 1, 1, "depthwise3"),
     (1, 8, 8, 8, 13, 3, 2, 1, "depthwise3"),
@@ -169,7 +169,7 @@ def test_a_failed_compile_still_activates(family, module, attr, code, monkeypatc
 
     monkeypatch.setattr(__import__(f"framework.kernels.{module}", fromlist=[attr]), attr, broken)
     k, group, m = (3, 8, 8) if family == "depthwise3" else (1, 1, 16)
-    x, w, b = _operands(2, 8, m, group, 12, k)
+    x, w, b = _operands(2, 8, m, group, 17, k)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         got = _fusion(x, w, b, k, 1, k // 2, group, code=code)

@@ -47,7 +47,7 @@ def _bn():
 CASES = [
     _conv("direct", 8, 16, 20, 3, pad=1),
     _conv("channel", 16, 32, 8, 3, pad=1),
-    _conv("pointwise", 16, 32, 9, 1),
+    _conv("pointwise", 16, 32, 17, 1),
     _conv("winograd", 192, 64, 16, 3, pad=1),
     _conv("depthwise3", 8, 8, 12, 3, pad=1, group=8),
     _conv("direct_depthwise", 8, 8, 12, 7, pad=3, group=8),

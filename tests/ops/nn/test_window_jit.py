@@ -505,6 +505,7 @@ def test_pointwise_micro_kernel_matches_reference_and_gemm(n, c, m, hw, fusion, 
     ins = ["X", "W"] + (["b"] if bias else [])
     op_def, want = _fused(ins, fusion, want, feeds, rng, kernel=1)
     with pytest.MonkeyPatch.context() as mp:
+        mp.setitem(THRESHOLDS, "POINTWISE_MK_MIN_P", 0)  # small images too on the micro-kernel
         if band == 1:
             mp.setattr(window_jit, "BAND_BYTES", band)
         if band == "chunks":
@@ -533,7 +534,7 @@ def check_8_lane_kernels() -> None:
     assert microkernel.L == 8 and microkernel.R == 6 and channel_kernel.L == 8
     rng = np.random.default_rng(0)
     kinds = set()
-    cases = ((3, 1, 1, 20, 13), (3, 1, 2, 23, 7), (3, 0, 1, 11, 6), (1, 0, 1, 9, 14), (3, 1, 2, 13, 20))
+    cases = ((3, 1, 1, 20, 13), (3, 1, 2, 23, 7), (3, 0, 1, 11, 6), (1, 0, 1, 17, 14), (3, 1, 2, 13, 20))
     for k, pad, stride, size, m in cases + ((2, 0, 1, 8, 9),):
         x = rng.standard_normal((2, 5, size, size)).astype(np.float32)
         w = rng.standard_normal((m, 5, k, k)).astype(np.float32)
