@@ -15,7 +15,9 @@ Work is split over images (batch >= workers) or output channels (batch 1; Winogr
 the batch's tile rows) between the intra-op threads (framework.runtime.parallel), each worker with its own
 scratch; every buffer comes from the allocator. The GEMM epilogue runs on each image's output while
 it is in cache: bias, then an optional residual ``S`` (added from a temporary when ``S`` is the
-output buffer itself, as ConvFusion's in-place sum), then an optional Relu.
+output buffer itself, as ConvFusion's in-place sum), then an optional activation, ``relu``: True or 1 Relu,
+2 Relu6 (min(max(0, y), 6), NaN kept, as Clip 0..6), 3 HardSwish, 4 Swish (window_jit.RELU...): strategies
+with ``caps`` apply it in their stores; after the others (given at most the Relu) one more pass does the rest.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from framework.memory.binding import matches, stamp
 from framework.runtime.parallel import num_threads, run_parallel, split
 
 _ZERO = np.float32(0)
+_SIX = np.float32(6)
 # The thresholds of the plan (dispatch_table.THRESHOLDS, read when a conv is prepared):
 # - BLOCK_P: output pixels per image below which the images of a worker are batched into one GEMM;
 #   THIN_M, THIN_P: im2col convs with at most THIN_M outputs batch their images up to THIN_P pixels;
@@ -97,7 +100,12 @@ class ConvNCHW:
         self.n, self.c, self.m, self.g, self.geo = n, c, m, group, geo
         self.strategy = strategy = choose(geo, c, m, group, dtype, n)
         self.kind = strategy.kind
-        self.has_bias, self.relu, self.residual = has_bias, relu, residual
+        self.act = int(relu)
+        self.has_bias, self.residual = has_bias, residual
+        # the activation code the kernel gets: all of it with ``caps``, else the Relu of Relu/Relu6 only
+        self.relu = self.act if strategy.caps else int(self.act in (window_jit.RELU, window_jit.RELU6))
+        self.cap_pass = self.act > window_jit.RELU and not strategy.caps  # what the kernel leaves to a pass
+        self._act_tmp = None
         self.threads = threads = num_threads()
         if 2 * n * m * (c // group) * math.prod(geo.kernel) * math.prod(geo.out) < _T["SPLIT_MIN_FLOPS"]:
             threads = 1  # too little work to pay for handing half of it to another thread
@@ -262,13 +270,39 @@ class ConvNCHW:
         try:
             if self._slice_out is None:
                 self._run(x, w, b, y, s, wt)
+                if self.cap_pass:
+                    self._cap(y)
                 return
             self._run(x, w, b, self._slice_out, s, wt)
         except KernelUnavailable:  # its first call failed to compile: nothing was written
             self._fall_back()
             self.run(x, w, b, y, s, wt)
             return
+        if self.cap_pass:
+            self._cap(self._slice_out)
         y[:, self._slice_at : self._slice_at + self.m] = self._slice_out
+
+    def _cap(self, y) -> None:
+        """The activation (but the Relu) on this conv's channels of ``y``, after a kernel without ``caps``."""
+        yv = y if y.shape[1] == self.m else y[:, self.moff : self.moff + self.m]
+        if self.act == window_jit.RELU6:
+            np.minimum(yv, _SIX, out=yv)
+            return
+        t = self._act_tmp
+        if t is None or t.shape != yv.shape or t.dtype != yv.dtype:
+            t = self._act_tmp = allocate_array(yv.shape, yv.dtype)
+        if self.act == window_jit.HARDSWISH:  # y * min(max(y / 6 + 1/2, 0), 1)
+            np.multiply(yv, np.float32(1 / 6), out=t)
+            t += np.float32(0.5)
+            np.clip(t, 0, 1, out=t)
+        else:  # Swish: y / (1 + exp(-y))
+            with np.errstate(over="ignore"):
+                np.negative(yv, out=t)
+                np.exp(t, out=t)
+            t += 1
+            np.divide(yv, t, out=yv)
+            return
+        yv *= t
 
     def _fall_back(self) -> None:
         """Prepare again, now that a kernel family is disabled (kernel_support): another kind runs. A
@@ -321,6 +355,8 @@ class ConvNCHW:
         re-packs the filter and re-records). None where run() is not one replayable kernel call."""
         rp = self._replay
         if rp is None or y.size == 0 or self._slice_out is not None or not rp.fits(self, x, w, b, y, s, wt):
+            return None
+        if self.cap_pass:  # run() caps after the kernel
             return None
         fn, args, tid, get_ident = rp.fn, tuple(rp.place(list(rp.args), x, y, s)), rp.tid, threading.get_ident
         bias = (self._bp[: self.m], b) if self._copy_bias and b is not None else None

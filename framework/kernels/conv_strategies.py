@@ -18,8 +18,9 @@ Each strategy has
   panels / tile rows lo:hi at batch 1) with ``conv``'s plan and scratch;
 - what the plan may rely on: ``one_call`` (a worker's run is one compiled kernel call, which ConvNCHW
   records and replays), ``own_epilogue`` (it reads the residual before it writes the output, so the
-  residual may be the output itself), ``writes_slices(conv)`` (it can write output channels
-  ``moff: moff + M`` of a larger output: a concatenation's).
+  residual may be the output itself), ``caps`` (its kernel applies every activation of ``conv.relu``,
+  Relu6, HardSwish and Swish too, in its stores; after the others ConvNCHW applies them in one more pass),
+  ``writes_slices(conv)`` (it can write output channels ``moff: moff + M`` of a larger output: a concatenation's).
 
 ``enabled`` turns a strategy off for the process (tests and measurements compare without it).
 """
@@ -45,6 +46,7 @@ class ConvStrategy:
     packs = False
     one_call = False
     own_epilogue = False
+    caps = False
     enabled = True
 
     def fits(self, geo, c: int, m: int, group: int, dtype, n: int) -> bool:
@@ -86,7 +88,7 @@ class PointwiseMicroKernel(ConvStrategy):
     From about 160 input channels on the GEMM wins elsewhere: the micro-kernel reads its k rows unpacked."""
 
     name, kind, families, packs = "pointwise_mk", "pointwise", ("pointwise",), True
-    one_call = own_epilogue = True
+    one_call = own_epilogue = caps = True
 
     def writes_slices(self, conv) -> bool:
         return True
@@ -109,7 +111,12 @@ class PointwiseMicroKernel(ConvStrategy):
 
 
 def _pointwise_mk(c: int, m: int, p: int) -> bool:
-    """Whether a 1x1 conv of c -> m channels over p pixels runs on the micro-kernel (PointwiseMicroKernel)."""
+    """Whether a 1x1 conv of c -> m channels over p pixels runs on the micro-kernel (PointwiseMicroKernel).
+    Never under POINTWISE_MK_MIN_P pixels: one pixel (a squeeze-excitation's convs) fills one lane of the
+    micro-kernel's vectors, where BLAS's GEMV is 3-7x faster (measured on AVX-512). Alone, convs of 49-196 pixels
+    were faster on the GEMM too, but not within mobile nets (the micro-kernel's fused epilogue and cache reuse)."""
+    if p < THRESHOLDS["POINTWISE_MK_MIN_P"]:
+        return False
     if c <= THRESHOLDS["POINTWISE_MK_C"]:
         return True
     few = (m <= 64 and p <= 1024) or (p <= 64 and m <= 1024) or (c <= 256 and p <= 256)
@@ -145,12 +152,12 @@ class PointwiseGemm(ConvStrategy):
 
 
 class Depthwise3(ConvStrategy):
-    """3x3 depthwise convs at stride 1 and 2 on window_jit.depthwise3 (depthwise3.py: L outputs of a row per
+    """3x3 and 5x5 depthwise convs at stride 1 and 2 on window_jit.depthwise3 (depthwise3.py: L outputs of a row per
     step over the channel's zero-bordered plane, stride 2 split into even/odd columns by a shuffle), where
     the phase-plane kernel's fill of its planes was most of its time."""
 
     name, kind, families = "depthwise3", "depthwise", ("depthwise3",)
-    one_call = own_epilogue = True
+    one_call = own_epilogue = caps = True
 
     def fits(self, geo, c, m, group, dtype, n) -> bool:
         return _depthwise(c, m, group) and window_jit.fits(geo, dtype) and window_jit.depthwise3_fits(geo, dtype)
@@ -166,7 +173,7 @@ class DirectDepthwise(ConvStrategy):
     kernel keeps them (the plane fill dominates both)."""
 
     name, kind, families = "direct_depthwise", "depthwise", ("direct_depthwise",)
-    one_call = own_epilogue = True
+    one_call = own_epilogue = caps = True
 
     def fits(self, geo, c, m, group, dtype, n) -> bool:
         one_row = geo.stride == (1, 1) and window_jit.direct_geometry(geo, dtype, 1)
@@ -182,7 +189,7 @@ class DepthwisePlanes(ConvStrategy):
     summed on a wide output row, 2-4x faster than the numpy strategy)."""
 
     name, kind, families = "depthwise_planes", "depthwise", ("depthwise",)
-    one_call = own_epilogue = True
+    one_call = own_epilogue = caps = True
 
     def fits(self, geo, c, m, group, dtype, n) -> bool:
         return _depthwise(c, m, group) and window_jit.fits(geo, dtype) and usable("depthwise")
@@ -312,7 +319,7 @@ class Direct(ConvStrategy):
     the wide layout."""
 
     name, kind, families, packs = "direct", "direct", ("direct",), True
-    one_call = own_epilogue = True
+    one_call = own_epilogue = caps = True
 
     def writes_slices(self, conv) -> bool:
         return conv.plan.wide is None  # narrow outputs go through a wide scratch first

@@ -34,6 +34,7 @@ DEFAULTS: dict[str, int] = {
     "DIRECT_K": 512,
     "POINTWISE_MK_C": 128,
     "POINTWISE_MK_MAX_C": 1024,
+    "POINTWISE_MK_MIN_P": 2,
     "WINOGRAD_C": 96,
     "WINOGRAD_M": 64,
     "WINOGRAD_T": 128,

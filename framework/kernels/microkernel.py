@@ -24,6 +24,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from framework.kernels import cached_jit, simd_ir
+from framework.kernels.simd_ir import activate
 from framework.kernels.window_kernels import _direct_fill, _store_wide
 
 L = simd_ir.L  # float32 lanes per vector
@@ -54,7 +55,8 @@ def _make_block(R, V, PF=0):
     pixels: run v reads planes[ch * cstride + taps[t] + xo[v]] for tap t of input channel ch < c and writes
     its first n[v] lanes at y[yo[v] + r * ldy] (+ b[b0 + r] unless flags & 1, + the residual at the same
     index of ``res`` when flags & 2 (may be y itself), Relu when flags & 4: "0 if v < 0 else v", NaN
-    stays)."""
+    stays; capped at 6 when flags & 8 as well: Relu6, "6 if v > 6 else v"; HardSwish when flags & 16, Swish when
+    flags & 32: simd_ir.activate)."""
     return intrinsic(block)
 
 
@@ -106,7 +108,6 @@ def _codegen(R, V, PF=0):
                         builder.store(builder.call(fma, [a, xv[v], builder.load(accs[r][v])]), accs[r][v])
                 builder.store(builder.add(wrow, _c(R)), kk)
         has_r = builder.icmp_signed("!=", builder.and_(flags_v, _c(2)), _c(0))
-        relu = builder.icmp_signed("!=", builder.and_(flags_v, _c(4)), _c(0))
         no_bias = builder.icmp_signed("!=", builder.and_(flags_v, _c(1)), _c(0))
         rmasks = [builder.and_(mask, _splat(builder, has_r, mty)) for mask in masks]  # all off: res not read
         for r in range(R):
@@ -117,7 +118,7 @@ def _codegen(R, V, PF=0):
                     at = builder.add(yo[v], builder.mul(_c(r), ldy_v))
                     added = builder.call(mload, [builder.gep(rd, [at]), align, rmasks[v], zero])
                     val = builder.fadd(builder.fadd(builder.load(accs[r][v]), bias), added)
-                    val = builder.select(relu, builder.select(builder.fcmp_ordered("<", val, zero), zero, val), val)
+                    val = activate(builder, val, flags_v, _c)
                     builder.call(mstore, [val, builder.gep(yd, [at]), align, masks[v]])
         return context.get_dummy_value()
 
@@ -254,6 +255,16 @@ def _depthwise(x, w, b, y, res, planes, taps, s, ph, pw, hq, wq, flags, i0, i1, 
 
 
 @_jit
+def _act_code(flags):  # pragma: no cover - compiled
+    """The activation code (window_jit.RELU...) of a kernel's flags (window_jit._ACT_FLAGS)."""
+    if flags & 4:
+        return 2 if flags & 8 else 1
+    if flags & 16:
+        return 3
+    return 4 if flags & 32 else 0
+
+
+@_jit
 def _conv_wide(
     x, wp, b, y, res, planes, taps, s, ph, pw, hq, wq, flags, i0, i1, m0, m1, xo, yo, n, z
 ):  # pragma: no cover
@@ -269,7 +280,7 @@ def _conv_wide(
     pf, zf = planes.reshape(-1), z.reshape(-1)
     ldz = z.shape[1]
     total = (oh - 1) * wq + ow  # wide positions up to the last valid output
-    has_r, relu = (flags & 2) != 0, (flags & 4) != 0
+    has_r, relu = (flags & 2) != 0, _act_code(flags)
     zero = np.float32(0)
     for i in range(i0, i1):
         _direct_fill(x, i, planes, s, ph, pw, hq, wq)

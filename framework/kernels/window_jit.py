@@ -27,7 +27,7 @@ layout into a scratch whose valid columns are then copied. ``pointwise`` runs 1x
 micro-kernel, each image read in place; ``direct_depthwise`` runs stride-1 depthwise convs on a
 one-row block of it over each channel's own planes. Three more LLVM IR kernels: ``channel_conv``
 (channel_kernel.py) for narrow outputs, with the output channels in the vector lanes and the
-pixels broadcast; ``depthwise3`` (depthwise3.py) for 3x3 depthwise convs at stride 1 and 2, L outputs
+pixels broadcast; ``depthwise3`` (depthwise3.py) for 3x3 and 5x5 depthwise convs at stride 1 and 2, L outputs
 of a row per step (stride 2 split into even and odd columns by a shuffle); and the 3-wide stride-2
 column step of ``max_pool`` (pool_columns.py). conv_strategies.py says where each is used.
 
@@ -115,6 +115,10 @@ _EMPTY = np.empty(0, np.float32)
 _EMPTY2 = np.empty((0, 0), np.float32)
 _EMPTY3 = np.empty((0, 0, 0), np.float32)
 _EMPTY4 = np.empty((0, 0, 0, 0), np.float32)
+# Activation codes of the conv kernels' stores (ConvNCHW's ``relu``), and the flag bits carrying them to the
+# micro-kernel and depthwise3 (simd_ir.activate): 4 Relu, 8 its cap at 6, 16 HardSwish, 32 Swish.
+RELU, RELU6, HARDSWISH, SWISH = 1, 2, 3, 4
+_ACT_FLAGS = {0: 0, RELU: 4, RELU6: 4 | 8, HARDSWISH: 16, SWISH: 32}
 
 
 _CALLED: set = set()  # kernels called at least once in this process
@@ -164,15 +168,18 @@ def _conv_operands(x, b, y, res) -> tuple:
 
 def _mk_operands(x, y, res, relu: bool) -> tuple:
     """(x, residual, flags) as the micro-kernel drivers take them: x contiguous; the residual y itself
-    when absent (never read then: flags & 2 is off); flags 2 residual, 4 Relu."""
+    when absent (never read then: flags & 2 is off); flags 2 residual, then the activation code ``relu`` (True or
+    RELU, RELU6, HARDSWISH, SWISH) as 4 Relu, 8 its cap at 6, 16 HardSwish, 32 Swish (only the kernels
+    of strategies with ``caps`` read the last three)."""
     x, _, res = _conv_operands(x, None, y, res)
     has_r = res is not _EMPTY4
-    return x, (res if has_r else y), (2 if has_r else 0) | (4 if relu else 0)
+    return x, (res if has_r else y), (2 if has_r else 0) | _ACT_FLAGS[int(relu)]
 
 
 def depthwise(x, w, b, y, res, planes, z, geo, relu: bool, i0: int, i1: int) -> None:
     """Depthwise conv (group = C = M) of images i0:i1 into y; ``planes``/``z`` from ``plane_shape``
-    (per worker); ``b`` and ``res`` may be None; ``res`` may be ``y`` itself (added before writing)."""
+    (per worker); ``b`` and ``res`` may be None; ``res`` may be ``y`` itself (added before writing); ``relu`` 2:
+    Relu6."""
     ph, pw = geo.head
     x, b, res = _conv_operands(x, b, y, res)
     _timed(
@@ -189,7 +196,7 @@ def depthwise(x, w, b, y, res, planes, z, geo, relu: bool, i0: int, i1: int) -> 
         ph,
         pw,
         plane_shape(geo)[2],
-        bool(relu),
+        int(relu),
         i0,
         i1,
     )
@@ -313,8 +320,8 @@ def direct_depthwise(x, w, b, y, res, planes, scratch, plan, relu: bool, i0: int
 
 
 def depthwise3_fits(geo, dtype) -> bool:
-    """Whether ``depthwise3`` handles a depthwise conv: 3x3 at stride 1 or 2 (and what ``fits`` asks)."""
-    geometry = tuple(geo.kernel) == (3, 3) and tuple(geo.stride) in ((1, 1), (2, 2))
+    """Whether ``depthwise3`` handles a depthwise conv: 3x3 or 5x5 at stride 1 or 2 (and what ``fits`` asks)."""
+    geometry = tuple(geo.kernel) in ((3, 3), (5, 5)) and tuple(geo.stride) in ((1, 1), (2, 2))
     return fits(geo, dtype) and geometry and usable("depthwise3")
 
 
@@ -336,8 +343,8 @@ def depthwise3_planes(geo) -> tuple[int, int, int]:
 
 
 def depthwise3(x, w, b, y, res, planes, plane, geo, relu: bool, i0: int, i1: int) -> None:
-    """3x3 depthwise conv at stride 1 or 2 (``depthwise3_fits``; depthwise3.py) of images i0:i1 into
-    y: ``w`` (C, 1, 3, 3), ``b`` (C,) (zeros for a conv without bias), ``planes`` of
+    """3x3 or 5x5 depthwise conv at stride 1 or 2 (``depthwise3_fits``; depthwise3.py) of images i0:i1 into
+    y: ``w`` (C, 1, K, K), ``b`` (C,) (zeros for a conv without bias), ``planes`` of
     ``depthwise3_planes`` and ``plane`` that (hq, wq, cells); ``res`` may be None or ``y`` itself."""
     from framework.kernels import depthwise3 as d3
 

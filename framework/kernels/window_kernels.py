@@ -144,9 +144,11 @@ def _depthwise(x, w, b, y, res, planes, z, s, ph, pw, wq, relu, i0, i1):  # prag
 @_jit
 def _store_wide(z, wq, bv, res, has_r, relu, y, i, ch):  # pragma: no cover - compiled
     """y[i, ch] = the valid columns of the wide output z (rows of wq) + bv (+ res[i, ch]) (Relu: "0 if
-    v < 0 else v", NaN stays); res may be y itself."""
+    v < 0 else v", NaN stays; ``relu`` 2: Relu6, then "6 if v > 6 else v"; 3 HardSwish, 4 Swish: the codes
+    of window_jit.RELU...); res may be y itself."""
     oh, ow = y.shape[2], y.shape[3]
-    zero = np.float32(0)
+    zero, six, one, half, sixth = np.float32(0), np.float32(6), np.float32(1), np.float32(0.5), np.float32(1 / 6)
+    relu = int(relu)
     owu, wu = _U(ow), _U(wq)
     for r in range(oh):
         base = _U(r) * wu
@@ -154,8 +156,15 @@ def _store_wide(z, wq, bv, res, has_r, relu, y, i, ch):  # pragma: no cover - co
             v = z[base + q] + bv
             if has_r:
                 v += res[i, ch, r, q]
-            if relu and v < zero:
-                v = zero
+            if relu == 1 or relu == 2:
+                if v < zero:
+                    v = zero
+                if relu == 2 and v > six:
+                    v = six
+            elif relu == 3:
+                v = v * min(max(v * sixth + half, zero), one)
+            elif relu == 4:
+                v = v / (one + np.exp(-v))
             y[i, ch, r, q] = v
     return 0
 

@@ -17,6 +17,7 @@ read by any other op than the one being fused, is never folded or fused away):
    SpatialBN left unfolded (one before which no conv stands, as DenseNet's pre-activations): it
    becomes SpatialBNRelu with keep_nan=1 (a separate Relu keeps NaN; Caffe2's fused op does not),
    one compiled pass instead of two.
+4a. Fuse Clip(0, 6), HardSwish and Swish into the producing Conv, Relu into depthwise ones (fuse_activation.py).
 4b. Average pooling after a 1x1 conv goes before it (DenseNet's transitions: the conv on a quarter of
    the pixels; see ``pool_before_pointwise``).
 5. Fuse Concat over the channels -> ChannelShuffle (-> Split over the channels) into one
@@ -728,11 +729,14 @@ def optimize_inference(
         out.CopyFrom(src)
         return out
     state = _Net(ops, observable, ws)
+    from framework.net.fuse_activation import fuse_activations  # (it imports this module's helpers)
+
     stats: dict[str, int | str] = {
         "identities": drop_identities(state),
         "folded": fold_affine(state),
         "sums": fuse_sum(state),
         "relus": fuse_relu(state),
+        "activations": fuse_activations(state),
         "pools_first": pool_before_pointwise(state),
         "shuffles": fuse_shuffle(state),
         "concats": concat_in_place(state),

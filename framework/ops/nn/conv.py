@@ -45,7 +45,12 @@ USE_NCHW_KERNELS = True  # False: the generic im2col path for every conv (benchm
 _CONV_ARGS = conv_pool_args() + [
     Arg("no_bias", BOOL, False, "no bias input (gradient ops: no bias gradient output)"),
     Arg("no_gradient_to_input", BOOL, False, "gradient maker: do not compute the input gradient"),
-    Arg("activation", STRING, "identity", "Conv only: 'Relu' applies a ReLU to the output (NNPACK's fused form)"),
+    Arg(
+        "activation",
+        STRING,
+        "identity",
+        "Conv: 'Relu' applies a ReLU to the output (NNPACK's fused form); ConvFusion: 'HardSwish' or 'Swish'",
+    ),
 ]
 
 

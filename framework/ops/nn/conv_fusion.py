@@ -15,12 +15,16 @@ This framework's own arguments ``out_channels`` and ``out_channel_offset`` (fusi
 no fusion, which only they allow) make Y a tensor of out_channels channels of which the conv writes M
 from the offset on, leaving the others as they are: the inference pass makes the convs feeding a
 channel Concat write its output directly (SqueezeNet's expand convs, DenseNet's growing
-concatenations), with no copy.
+concatenations), with no copy. Its argument ``relu6`` (with fusion_type 1 or 3) caps the Relu at 6: min(max(0, y),
+6) with NaN kept, what Clip(min=0, max=6) gives after the conv (MobileNet's Relu6), in the kernel's stores; its
+``activation`` 'HardSwish' (y * min(max(y / 6 + 1/2, 0), 1)) or 'Swish' (y * sigmoid(y)), with fusion_type 0 or
+2 (no Relu), applies that after the conv (and sum) likewise (MobileNetV3, EfficientNet).
 """
 
 from __future__ import annotations
 
 from framework.errors import ShapeError
+from framework.kernels import window_jit
 from framework.kernels.conv_nchw import ConvNCHW
 from framework.memory.allocator import allocate_array
 from framework.ops.gradient import no_gradient
@@ -31,6 +35,7 @@ from framework.ops.schema import INT, UNKNOWN, Arg, TensorSpec
 from framework.runtime.parallel import get_num_threads
 
 PLAIN, RELU, SUM, SUM_RELU = 0, 1, 2, 3
+_ACTIVATIONS = {"identity": 0, "HardSwish": window_jit.HARDSWISH, "Swish": window_jit.SWISH}
 
 
 def _infer(args, ins):
@@ -56,6 +61,7 @@ def _cost(args, ins, outs):
         Arg("fusion_type", INT, 0, "1: Conv+Relu, 2: Conv+Sum, 3: Conv+Sum+Relu (0: none, with out_channels)"),
         Arg("out_channels", INT, 0, "this framework's: Y has this many channels, the conv writes M of them"),
         Arg("out_channel_offset", INT, 0, "this framework's: the first of Y's channels the conv writes"),
+        Arg("relu6", INT, 0, "this framework's: with fusion_type 1 or 3, min(Relu(y), 6) (a Clip 0..6 after it)"),
     ],
     input_docs=[
         ("X", "input (N, C, H, W)"),
@@ -63,7 +69,7 @@ def _cost(args, ins, outs):
         ("bias", "optional (M,) (with fusion_type 2/3 and 3 inputs, input 2 is S)"),
         ("S", "fusion_type 2/3: the tensor added to the convolution, the same blob as Y"),
     ],
-    output_docs=[("Y", "conv(X) + bias (+ S), then Relu for fusion_type 1 and 3")],
+    output_docs=[("Y", "conv(X) + bias (+ S), then Relu for fusion_type 1 and 3 (Relu6 with relu6=1)")],
     infer=_infer,
     cost=_cost,
     allow_inplace={(2, 0), (3, 0)},
@@ -74,15 +80,25 @@ class ConvFusion(ConvOpBase):
 
     def check_args(self) -> None:
         t = self.args.fusion_type
-        if t not in (RELU, SUM, SUM_RELU) and not (t == PLAIN and self.args.out_channels):
-            raise self.arg_error(
-                f"fusion_type must be 1 (Conv+Relu), 2 (Conv+Sum) or 3 (Conv+Sum+Relu) (0 only with out_channels), "
-                f"got {t}"
-            )
         if self.order != "NCHW":
             raise self.arg_error(f"only order NCHW is supported (as Caffe2's IDEEP ConvFusion), got {self.order}")
+        act = self.args.activation
+        if act not in _ACTIVATIONS or (act != "identity" and t in (RELU, SUM_RELU)):
+            raise self.arg_error(
+                f"activation must be one of {sorted(_ACTIVATIONS)}, and not 'identity' only with fusion_type 0 or 2, "
+                f"got {act!r} with fusion_type {t}"
+            )
+        if t not in (RELU, SUM, SUM_RELU) and not (t == PLAIN and (self.args.out_channels or act != "identity")):
+            raise self.arg_error(
+                f"fusion_type must be 1 (Conv+Relu), 2 (Conv+Sum) or 3 (Conv+Sum+Relu) (0 only with out_channels or an "
+                f"activation), got {t}"
+            )
         self.has_sum = t in (SUM, SUM_RELU)
-        self.relu = t in (RELU, SUM_RELU)
+        self.relu = _ACTIVATIONS[act] if act != "identity" else t in (RELU, SUM_RELU)
+        if self.args.relu6 not in (0, 1) or (self.args.relu6 and t not in (RELU, SUM_RELU)):
+            raise self.arg_error(f"relu6 must be 0 or 1, and 1 only with fusion_type 1 or 3, got {self.args.relu6}")
+        if self.args.relu6:
+            self.relu = 2  # ConvNCHW's Relu6
         n_in = len(self.inputs)
         if self.has_sum:
             if n_in < 3:

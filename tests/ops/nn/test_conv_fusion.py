@@ -261,7 +261,7 @@ def test_batched_gemm_in_chunks_with_a_smaller_last_chunk(threads, monkeypatch, 
 @pytest.mark.parametrize(
     "k,pad,size,c,native",
     [
-        (1, 0, 13, 16, True),  # 1x1 on the micro-kernel
+        (1, 0, 17, 16, True),  # 1x1 on the micro-kernel
         (3, 1, 13, 16, True),  # direct, rows written in place
         (3, 1, 8, 16, True),  # narrow: output channels in the lanes
         (1, 0, 13, 1100, False),  # 1x1 on OpenBLAS (over POINTWISE_MK_MAX_C): into its own output, then copied
@@ -329,7 +329,7 @@ def test_conv_fusion_out_channels_shape_inference_and_errors():
     bad = CreateOperator("ConvFusion", ["X", "W"], ["Z"], kernel=3, fusion_type=1, out_channels=8, out_channel_offset=4)
     with pytest.raises(FrameworkError, match="exceed out_channels 8"):
         create_operator(bad, ws).run()
-    with pytest.raises(FrameworkError, match=r"0 only with out_channels\), got 0"):
+    with pytest.raises(FrameworkError, match=r"0 only with out_channels or an activation\), got 0"):
         create_operator(CreateOperator("ConvFusion", ["X", "W"], ["Y"], kernel=3, fusion_type=0), ws)
     with pytest.raises(FrameworkError, match="fusion_type 0 or 1"):
         create_operator(

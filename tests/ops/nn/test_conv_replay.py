@@ -31,7 +31,7 @@ CASES = [
     (2, 8, 20, 20, 3, 1, 1, 1, "direct"),
     (1, 8, 20, 8, 3, 1, 1, 1, "channel"),  # 20 rows: the bias is copied into whole panels
     (1, 8, 32, 8, 3, 1, 1, 1, "channel"),  # 32 rows: the bias array itself
-    (1, 16, 24, 9, 1, 1, 0, 1, "pointwise"),  # the 1x1 micro-kernel
+    (1, 16, 24, 17, 1, 1, 0, 1, "pointwise"),  # the 1x1 micro-kernel
     (2, 6, 6, 10, 3, 2, 1, 6, "depthwise"),
 ]
 

@@ -20,11 +20,13 @@ def _geo(size, k, s, pad):
 
 # (n, c, m, group, size, window, stride, pad, the strategy where its kernels are usable)
 CONVS = [
-    (1, 16, 24, 1, 9, 1, 1, 0, "pointwise_mk"),
+    (1, 16, 24, 1, 17, 1, 1, 0, "pointwise_mk"),
+    (1, 480, 20, 1, 1, 1, 1, 0, "pointwise"),  # one pixel (a squeeze-excitation's): BLAS's GEMM
     (1, 512, 1000, 1, 13, 1, 1, 0, "pointwise"),  # over many channels and outputs: BLAS's GEMM
     (2, 8, 8, 8, 12, 3, 1, 1, "depthwise3"),
-    (2, 8, 8, 8, 12, 5, 1, 2, "direct_depthwise"),
-    (2, 8, 8, 8, 12, 5, 2, 2, "depthwise_planes"),
+    (1, 8, 8, 8, 19, 5, 2, 2, "depthwise3"),
+    (2, 8, 8, 8, 12, 7, 1, 3, "direct_depthwise"),
+    (2, 8, 8, 8, 13, 7, 2, 3, "depthwise_planes"),
     (1, 8, 32, 1, 8, 3, 1, 1, "channel"),
     (16, 256, 256, 1, 30, 3, 1, 1, "winograd"),
     (2, 8, 16, 1, 20, 3, 1, 1, "direct"),

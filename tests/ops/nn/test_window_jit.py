@@ -62,7 +62,7 @@ def dw_cases(draw):
 @given(case=dw_cases(), fusion=st.sampled_from([0, 1, 2, 3]), bias=st.booleans(), seed=st.integers(0, 2**31 - 1))
 @settings(max_examples=40, deadline=None)
 def test_depthwise_jit_matches_reference_and_numpy_path(case, fusion, bias, seed):
-    """The compiled depthwise kernels (depthwise3 for 3x3 at stride 1 and 2, the micro-kernel's one-row
+    """The compiled depthwise kernels (depthwise3 for 3x3 and 5x5 at stride 1 and 2, the micro-kernel's one-row
     block at stride 1, phase planes per channel otherwise, each also with the ones before it off)
     against float64 and the numpy path, every fusion type, with and without bias, NaN through Relu."""
     rng = np.random.default_rng(seed)
@@ -80,7 +80,7 @@ def test_depthwise_jit_matches_reference_and_numpy_path(case, fusion, bias, seed
         got, op = _run(op_def, feeds, True, mp)
         jit = op._kernel.jit
         assert jit == (k > 1 or p > 0 or s > 1)  # a 1x1 stride-1 unpadded conv is pointwise
-        assert op._kernel.dw3 == (jit and k == 3 and s < 3)
+        assert op._kernel.dw3 == (jit and k in (3, 5) and s < 3)
         assert op._kernel.dmk == (jit and s == 1 and not op._kernel.dw3)
         plain, op2 = _run(op_def, feeds, False, mp)
         assert not op2._kernel.jit
@@ -505,6 +505,7 @@ def test_pointwise_micro_kernel_matches_reference_and_gemm(n, c, m, hw, fusion, 
     ins = ["X", "W"] + (["b"] if bias else [])
     op_def, want = _fused(ins, fusion, want, feeds, rng, kernel=1)
     with pytest.MonkeyPatch.context() as mp:
+        mp.setitem(THRESHOLDS, "POINTWISE_MK_MIN_P", 0)  # small images too on the micro-kernel
         if band == 1:
             mp.setattr(window_jit, "BAND_BYTES", band)
         if band == "chunks":
@@ -533,7 +534,7 @@ def check_8_lane_kernels() -> None:
     assert microkernel.L == 8 and microkernel.R == 6 and channel_kernel.L == 8
     rng = np.random.default_rng(0)
     kinds = set()
-    cases = ((3, 1, 1, 20, 13), (3, 1, 2, 23, 7), (3, 0, 1, 11, 6), (1, 0, 1, 9, 14), (3, 1, 2, 13, 20))
+    cases = ((3, 1, 1, 20, 13), (3, 1, 2, 23, 7), (3, 0, 1, 11, 6), (1, 0, 1, 17, 14), (3, 1, 2, 13, 20))
     for k, pad, stride, size, m in cases + ((2, 0, 1, 8, 9),):
         x = rng.standard_normal((2, 5, size, size)).astype(np.float32)
         w = rng.standard_normal((m, 5, k, k)).astype(np.float32)
@@ -550,7 +551,7 @@ def check_8_lane_kernels() -> None:
         np.testing.assert_allclose(ws.fetch_blob("Y"), want, rtol=1e-4, atol=1e-4)
     assert kinds == {"direct", "channel", "pointwise"}, kinds
     x = rng.standard_normal((2, 5, 19, 19)).astype(np.float32)
-    for k, stride, kind in ((3, 1, "dw3"), (3, 2, "dw3"), (5, 1, "dmk")):
+    for k, stride, kind in ((3, 1, "dw3"), (3, 2, "dw3"), (5, 2, "dw3"), (7, 1, "dmk")):
         w = rng.standard_normal((5, 1, k, k)).astype(np.float32)
         ws = Workspace()
         ws.feed_blob("X", x)

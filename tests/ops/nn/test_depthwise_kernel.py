@@ -1,0 +1,75 @@
+"""Depthwise convs on the 3x3/5x5 kernel (framework/kernels/depthwise3.py) and on the numpy strategy beside
+it: hypothesis over sizes (odd ones included), strides 1 and 2, paddings, batch, bias, residual and Relu, each
+against an independent float64 reference."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from framework.kernels import conv_nchw, conv_strategies, kernel_support, window_jit
+from framework.kernels.geometry import Geometry
+
+
+def _reference(x, w, b, k, s, pad):
+    x, w = x.astype(np.float64), w.astype(np.float64)
+    n, c, h, wd = x.shape
+    oh, ow = (h + 2 * pad - k) // s + 1, (wd + 2 * pad - k) // s + 1
+    xp = np.zeros((n, c, h + 2 * pad, wd + 2 * pad))
+    xp[:, :, pad : pad + h, pad : pad + wd] = x
+    y = np.zeros((n, c, oh, ow))
+    for a in range(k):
+        for bb in range(k):
+            y += (
+                xp[:, :, a : a + s * (oh - 1) + 1 : s, bb : bb + s * (ow - 1) + 1 : s]
+                * w[None, :, 0, a, bb, None, None]
+            )
+    return y + b[None, :, None, None]
+
+
+def _kernel_usable() -> bool:
+    return window_jit.available() and kernel_support.usable("depthwise3")
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    k=st.sampled_from([3, 5]),
+    s=st.sampled_from([1, 2]),
+    pad=st.integers(0, 2),
+    h=st.integers(5, 23),
+    w_=st.integers(5, 41),
+    c=st.integers(2, 9),
+    n=st.integers(1, 2),
+    residual=st.booleans(),
+    relu=st.sampled_from([0, 1, 2]),
+    numpy_path=st.booleans(),
+)
+def test_depthwise_equals_the_reference(k, s, pad, h, w_, c, n, residual, relu, numpy_path):
+    if not numpy_path and not _kernel_usable():
+        pytest.skip("the depthwise3 kernel is not usable here")
+    pad = min(pad, k - 1)
+    oh, ow = (h + 2 * pad - k) // s + 1, (w_ + 2 * pad - k) // s + 1
+    if oh < 1 or ow < 1:
+        return
+    geo = Geometry((h, w_), (k, k), (s, s), (1, 1), (pad, pad), (pad, pad), (oh, ow))
+    rng = np.random.default_rng(h * 100 + w_ + c)
+    x = (rng.standard_normal((n, c, h, w_)) * 3).astype(np.float32)
+    wt = rng.standard_normal((c, 1, k, k)).astype(np.float32)
+    b = rng.standard_normal(c).astype(np.float32)
+    with pytest.MonkeyPatch.context() as mp:
+        if numpy_path:
+            for name in ("depthwise3", "direct_depthwise", "depthwise_planes"):
+                mp.setattr(conv_strategies.BY_NAME[name], "enabled", False)
+        conv = conv_nchw.ConvNCHW(n, c, c, c, geo, np.float32, True, relu=relu, residual=residual)
+        want_name = "depthwise" if numpy_path else "depthwise3"
+        assert conv.strategy.name == want_name
+        sres = rng.standard_normal((n, c, oh, ow)).astype(np.float32) if residual else None
+        y = np.empty((n, c, oh, ow), np.float32)
+        for _ in range(2):
+            conv.run(x, wt, b, y, sres)
+    want = _reference(x, wt, b, k, s, pad) + (sres if residual else 0)
+    if relu:
+        want = np.clip(want, 0, 6 if relu == 2 else None)
+    np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-4 * max(1.0, np.abs(want).max()))
