@@ -2,7 +2,7 @@
 
 Models, exported with ``torch.onnx.export`` (opset 17, random weights from a fixed seed):
 
-- ``vit_b_16``: torchvision's ViT-B/16, batch 1, 224x224;
+- ``vit_b_16``: torchvision's ViT-B/16 architecture (built here in ``torch.nn``), batch 1, 224x224;
 - ``bert``: a BERT-base-sized encoder, ``nn.TransformerEncoder`` (d_model 768, 12 heads, ff 3072, GELU,
   12 layers; ``--small``: 2 layers), sequence 128, batch 1;
 - ``encoder``: the 2-layer d_model 64 ``nn.TransformerEncoder`` (4 heads, ff 256), sequence 32, batch 4.
@@ -38,22 +38,60 @@ from bench.common import fmt_time, markdown_table, pin_blas_threads, time_round_
 MODELS = ("vit_b_16", "bert", "encoder")
 
 
+def vit_b_16():
+    """torchvision's ``vit_b_16`` architecture in plain ``torch.nn`` (torchvision has no wheel for this torch):
+    16x16/16 patch conv to 768 channels, a class token, learned position embeddings, 12 pre-norm blocks
+    (LayerNorm eps 1e-6, 12-head ``nn.MultiheadAttention``, MLP 3072 with GELU), a final LayerNorm and a
+    1000-way head on the class token; 86.6 M parameters, as torchvision's."""
+    import torch
+    from torch import nn
+
+    class Block(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.ln_1 = nn.LayerNorm(768, eps=1e-6)
+            self.self_attention = nn.MultiheadAttention(768, 12, batch_first=True)
+            self.ln_2 = nn.LayerNorm(768, eps=1e-6)
+            self.mlp = nn.Sequential(nn.Linear(768, 3072), nn.GELU(), nn.Linear(3072, 768))
+
+        def forward(self, x):
+            y = self.ln_1(x)
+            x = x + self.self_attention(y, y, y, need_weights=False)[0]
+            return x + self.mlp(self.ln_2(x))
+
+    class ViT(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv_proj = nn.Conv2d(3, 768, 16, 16)
+            self.class_token = nn.Parameter(torch.zeros(1, 1, 768))
+            self.pos_embedding = nn.Parameter(torch.empty(1, 197, 768).normal_(std=0.02))
+            self.layers = nn.Sequential(*[Block() for _ in range(12)])
+            self.ln = nn.LayerNorm(768, eps=1e-6)
+            self.head = nn.Linear(768, 1000)
+
+        def forward(self, x):
+            x = self.conv_proj(x).flatten(2).transpose(1, 2)
+            x = torch.cat([self.class_token.expand(x.shape[0], -1, -1), x], dim=1) + self.pos_embedding
+            return self.head(self.ln(self.layers(x))[:, 0])
+
+    return ViT()
+
+
 def build(kind: str, small: bool = False):
     """(torch module in eval mode, input tensor, description) for ``kind``, weights from seed 0."""
     import torch
 
     torch.manual_seed(0)
     if kind == "vit_b_16":
-        import torchvision
-
-        return torchvision.models.vit_b_16(weights=None).eval(), torch.randn(1, 3, 224, 224), "ViT-B/16 (1x224x224)"
+        return vit_b_16().eval(), torch.randn(1, 3, 224, 224), "ViT-B/16 (1x224x224)"
     if kind in ("bert", "encoder"):
         d, heads, ff, layers, seq, batch = (768, 12, 3072, 12, 128, 1) if kind == "bert" else (64, 4, 256, 2, 32, 4)
         if kind == "bert" and small:
             layers = 2
         layer = torch.nn.TransformerEncoderLayer(d, heads, ff, dropout=0.0, activation="gelu", batch_first=True)
         mod = torch.nn.TransformerEncoder(layer, layers, enable_nested_tensor=False).eval()
-        name = f"{'BERT-base-sized encoder' if kind == 'bert' else 'TransformerEncoder'} ({layers} layers, d {d}, seq {seq})"
+        title = "BERT-base-sized encoder" if kind == "bert" else "TransformerEncoder"
+        name = f"{title} ({layers} layers, d {d}, seq {seq})"
         return mod, torch.randn(batch, seq, d), name
     raise SystemExit(f"unknown model {kind!r}; choose from {', '.join(MODELS)}")
 
