@@ -57,15 +57,10 @@ def gelu(x: np.ndarray, out: np.ndarray, fast: bool, bias: np.ndarray | None = N
     _k.gelu_rows(x.reshape(-1, m), b, out.reshape(-1, m), bool(fast), out.dtype != np.float64)
 
 
-def layer_norm(x2, gamma, beta, eps: float, out2, mean, rstd) -> None:
-    """LayerNorm of the rows of 2-D ``x2`` into ``out2``; gamma/beta/mean/rstd may be None."""
+def layer_norm(x2, gamma, beta, eps: float, out2, mean, std) -> None:
+    """LayerNorm of the rows of 2-D ``x2`` into ``out2`` (gamma/beta: the last axis's scale and shift, or
+    None), each row's mean and sqrt(var + eps) into ``mean``/``std`` (one value per row)."""
     e = _EMPTY[x2.dtype]
-    _k.layer_norm_rows(
-        x2,
-        e if gamma is None else gamma.reshape(-1),
-        e if beta is None else beta.reshape(-1),
-        float(eps),
-        out2,
-        e if mean is None else mean.reshape(-1),
-        e if rstd is None else rstd.reshape(-1),
-    )
+    g = e if gamma is None else gamma.reshape(-1)
+    b = e if beta is None else beta.reshape(-1)
+    _k.layer_norm_rows(x2, g, b, float(eps), out2, mean.reshape(-1), std.reshape(-1))

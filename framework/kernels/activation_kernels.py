@@ -154,14 +154,13 @@ def _gelu_erf(x, bias, out):
 
 
 @_jit
-def layer_norm_rows(x, gamma, beta, eps, out, mean, rstd):
-    """Rows of x (n, m) normalised: out = (x - mean) * rstd * gamma + beta, the mean and the variance
-    (population) of each row in float64 by a two-pass sum over the row held in cache; gamma/beta of length 0:
-    none. Writes each row's mean and 1/sqrt(var + eps) into ``mean``/``rstd`` (length n, or 0: not kept)."""
+def layer_norm_rows(x, gamma, beta, eps, out, mean, std):
+    """Rows of x (n, m) normalised: out = (x - mean) / std * gamma + beta with std = sqrt(var + eps), the
+    mean and the (population) variance of each row in float64 by two passes over the row while it is in
+    cache, the result rounded once; gamma/beta of length 0: none. Writes each row's mean and std."""
     n, m = x.shape
     has_g = gamma.shape[0] > 0
     has_b = beta.shape[0] > 0
-    keep = mean.shape[0] > 0
     for r in range(n):
         s = 0.0
         for j in range(m):
@@ -171,12 +170,11 @@ def layer_norm_rows(x, gamma, beta, eps, out, mean, rstd):
         for j in range(m):
             d = x[r, j] - mu
             q += d * d
-        rs = 1.0 / math.sqrt(q / m + eps)
-        if keep:
-            mean[r] = mu
-            rstd[r] = rs
+        sd = math.sqrt(q / m + eps)
+        mean[r] = mu
+        std[r] = sd
         for j in range(m):
-            v = (x[r, j] - mu) * rs
+            v = (x[r, j] - mu) / sd
             if has_g:
                 v = v * gamma[j]
             if has_b:

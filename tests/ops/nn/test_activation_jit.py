@@ -119,3 +119,33 @@ def test_batch_matmul_nd_by_2d(lead, m, k, n, ta, tb, strided, seed):
         return np.einsum("...mk,kn->...mn", a2.astype(np.float64), b2.astype(np.float64)).astype(np.float32)
 
     assert_reference_checks(op, [a, b], ref)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    lead=st.lists(st.integers(1, 5), min_size=1, max_size=3), width=st.integers(1, 80), affine=st.booleans(),
+    offset=st.sampled_from([0.0, 100.0]), seed=st.integers(0, 99),
+)  # fmt: skip
+def test_layer_norm_one_pass(lead, width, affine, offset, seed):
+    rng = np.random.default_rng(seed)
+    x = (rng.standard_normal((*lead, width)) + offset).astype(np.float32)
+    gb = [rng.standard_normal(width).astype(np.float32) for _ in range(2)] if affine else []
+    axis = len(lead)
+    op = CreateOperator(
+        "LayerNorm", ["X"] + ["g", "b"][: len(gb)], ["Y", "mean", "std"], axis=axis, epsilon=1e-5,
+        elementwise_affine=int(affine),
+    )  # fmt: skip
+
+    def ref(x, *gb):
+        d = x.astype(np.float64)
+        mu = d.mean(axis=-1, keepdims=True)
+        sd = np.sqrt(((d - mu) ** 2).mean(axis=-1, keepdims=True) + 1e-5)
+        y = (d - mu) / sd
+        if gb:
+            y = y * gb[0] + gb[1]
+        return y.astype(np.float32), mu.astype(np.float32), sd.astype(np.float32)
+
+    outs = run_op_on(op, [x, *gb])
+    for got, want in zip(outs, ref(x, *gb)):
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-6)
