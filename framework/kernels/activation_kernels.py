@@ -1,6 +1,11 @@
 """The compiled (numba) one-pass kernels of activation_jit.py: erf, GELU (erf and tanh forms, with an
 optional bias added first) and LayerNorm over the last axis. Imported only through activation_jit, under
-the kernels' numba cache folder."""
+the kernels' numba cache folder.
+
+Results rounded to float32 come from a branch-free form LLVM vectorizes (a select between Cody's two
+regions, exp(-y^2) by its own range reduction and polynomial instead of a libm call); float64 results
+from the scalar form with the numpy erf's steps.
+"""
 
 from __future__ import annotations
 
@@ -11,42 +16,43 @@ import numpy as np
 from framework.kernels import cached_jit
 from framework.kernels import erf_cody as _c
 
-_jit = cached_jit.njit(cache=True, nogil=True, boundscheck=False)
+# error_model numpy: a division by zero gives inf/NaN instead of a Python exception check, which would
+# stop the loops vectorizing
+_jit = cached_jit.njit(cache=True, nogil=True, boundscheck=False, error_model="numpy")
+# the scalar pieces inlined into the loops in numba's IR, so LLVM sees one straight-line body to vectorize
+_inline = cached_jit.njit(nogil=True, boundscheck=False, error_model="numpy", inline="always")
 
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+_LOG2E = 1.4426950408889634
+_LN2_HI = 6.93147180369123816490e-01  # ln 2 in 32 bits: n * _LN2_HI is exact for the n used here
+_LN2_LO = 1.90821492927058770002e-10
+_TAIL_END = 10.5  # erfc(10.5) < 1e-49: beyond it x Phi(x) is 0 in float32
 
 
-@_jit
-def erfc_tail(y: float, single: bool) -> float:
-    """erfc(y) for y > _c.THRESH, computed directly (no cancellation against 1): exp(-y^2) split as in the
-    numpy erf, or with ``single`` (a result for float32) in one call, whose square's rounding error
-    (below 2e-15 relative) cannot reach a float32."""
-    if y <= 4.0:
-        num = _c.C8 * y
-        den = y
-        for i in range(7):
-            num = (num + _c.C[i]) * y
-            den = (den + _c.D[i]) * y
-        ratio = (num + _c.C[7]) / (den + _c.D[7])
-    elif y < _c.BIG:
-        z = 1.0 / (y * y)
-        num = _c.P5 * z
-        den = z
-        for i in range(4):
-            num = (num + _c.P[i]) * z
-            den = (den + _c.Q[i]) * z
-        ratio = (_c.INV_SQRT_PI - z * (num + _c.P[4]) / (den + _c.Q[4])) / y
-    else:
-        return 0.0
-    if single:
-        return math.exp(-y * y) * ratio
-    t = math.trunc(y * 16.0) / 16.0
-    return math.exp(-t * t) * math.exp(-(y - t) * (y + t)) * ratio
+@_inline
+def _exp_neg(s):
+    """exp(-s) for 0 <= s <= 128, branch-free: exp(-s) = 2^-n exp(r), n = s / ln 2 rounded, |r| <= ln 2 / 2,
+    exp(r) by its Taylor series to r^11 (relative error below 1e-14), 2^-n from n's bits."""
+    n = np.floor(s * _LOG2E + 0.5)
+    r = (n * _LN2_HI - s) + n * _LN2_LO
+    p = 1.0 / 39916800.0
+    for k in range(10, -1, -1):
+        p = p * r + _INV_FACT[k]
+    k = np.int64(n)
+    q = 1.0
+    h = 0.5
+    for b in range(8):
+        q = q * (h if (k >> b) & 1 else 1.0)
+        h = h * h
+    return p * q
 
 
-@_jit
-def _erf_small(y: float) -> float:
-    """erf(y), 0 <= y <= _c.THRESH."""
+_INV_FACT = tuple(1.0 / math.factorial(k) for k in range(11))
+
+
+@_inline
+def _erf_small(y):
+    """erf(y), 0 <= y <= THRESH."""
     ysq = y * y
     num = ((_c.A4 * ysq + _c.A[0]) * ysq + _c.A[1]) * ysq
     num = (num + _c.A[2]) * ysq + _c.A[3]
@@ -54,45 +60,102 @@ def _erf_small(y: float) -> float:
     return y * num / den
 
 
+@_inline
+def _mid_ratio(y):
+    """erfc(y) exp(y^2), THRESH < y <= 4."""
+    num = _c.C8 * y
+    den = y
+    for i in range(7):
+        num = (num + _c.C[i]) * y
+        den = (den + _c.D[i]) * y
+    return (num + _c.C[7]) / (den + _c.D[7])
+
+
+@_inline
+def _large_ratio(y):
+    """erfc(y) exp(y^2), y > 4."""
+    z = 1.0 / (y * y)
+    num = _c.P5 * z
+    den = z
+    for i in range(4):
+        num = (num + _c.P[i]) * z
+        den = (den + _c.Q[i]) * z
+    return (_c.INV_SQRT_PI - z * (num + _c.P[4]) / (den + _c.Q[4])) / y
+
+
+@_inline
+def _erf_erfc_single(y):
+    """(erf(y) if y <= THRESH, erfc(y) otherwise) for y >= 0 (NaN: NaN), for results in float32: every
+    region computed, one selected (branch-free); erfc is 0 from _TAIL_END."""
+    yc = min(y, _TAIL_END)
+    mid = _mid_ratio(yc)
+    large = _large_ratio(yc)
+    tail = _exp_neg(yc * yc) * (mid if yc <= 4.0 else large)
+    tail = 0.0 if y >= _TAIL_END else tail
+    small = _erf_small(yc)
+    return small if yc <= _c.THRESH else tail
+
+
+@_inline
+def _erf_single(x):
+    y = abs(x)
+    e = _erf_erfc_single(y)
+    r = math.copysign(e if y <= _c.THRESH else 1.0 - e, x)
+    return r if x == x else x
+
+
+@_inline
+def _phi_single(z):
+    """Phi(z) for a result in float32, precise in the lower tail (erfc(-z / sqrt 2) / 2 there)."""
+    t = z * _c.INV_SQRT_2
+    y = abs(t)
+    e = _erf_erfc_single(y)
+    if y <= _c.THRESH:
+        return 0.5 + 0.5 * math.copysign(e, t)
+    return 0.5 * e if t < 0.0 else 1.0 - 0.5 * e
+
+
+@_inline
+def _half_one_plus_tanh(u):
+    """(1 + tanh(u)) / 2 = 1 / (1 + exp(-2u)) for a result in float32, branch-free, without cancelling for
+    negative u (there exp(2u) / (1 + exp(2u)))."""
+    e = _exp_neg(min(2.0 * abs(u), 128.0))
+    h = 1.0 / (1.0 + e)
+    return h if u >= 0.0 else e * h
+
+
 @_jit
-def erf_scalar(x: float) -> float:
-    """erf(x) of one float64 by the numpy erf's steps . NaN stays NaN; erf(-x) = -erf(x)."""
+def _erfc_tail(y):
+    """erfc(y) for y > THRESH as the numpy erf computes it (exp(-y^2) split so the square's rounding
+    error does not reach the result)."""
+    if y >= _c.BIG:
+        return 0.0
+    ratio = _mid_ratio(y) if y <= 4.0 else _large_ratio(y)
+    t = math.trunc(y * 16.0) / 16.0
+    return math.exp(-t * t) * math.exp(-(y - t) * (y + t)) * ratio
+
+
+@_jit
+def _erf_double(x):
+    """erf(x) of one float64 by the numpy erf's steps. NaN stays NaN; erf(-x) = -erf(x)."""
     y = abs(x)
     if y <= _c.THRESH:
         r = _erf_small(y)
     elif y < _c.ONE_BEYOND:
-        r = (0.5 - erfc_tail(y, False)) + 0.5
+        r = (0.5 - _erfc_tail(y)) + 0.5
     elif y == y:
         r = 1.0
     else:
-        return x  # NaN
+        return x
     return math.copysign(r, x)
 
 
 @_jit
-def erf_scalar_single(x: float) -> float:
-    """erf(x) in float64 for a result rounded to float32 (or float16): exp(-x^2) in one call (see
-    erfc_tail) and 1 from |x| >= 4 (erfc(4) < 1.6e-8, under half a float32 ulp of 1)."""
-    y = abs(x)
-    if y <= _c.THRESH:
-        r = _erf_small(y)
-    elif y < 4.0:
-        r = 1.0 - erfc_tail(y, True)
-    elif y == y:
-        r = 1.0
-    else:
-        return x  # NaN
-    return math.copysign(r, x)
-
-
-@_jit
-def phi_scalar(z: float, single: bool) -> float:
-    """The standard normal CDF Phi(z) = (1 + erf(z / sqrt 2)) / 2 with full relative precision in the lower
-    tail (there as erfc(-z / sqrt 2) / 2, where 1 + erf would cancel): what GELU multiplies x by."""
+def _phi_double(z):
     t = z * _c.INV_SQRT_2
     if t < -_c.THRESH:
-        return 0.5 * erfc_tail(-t, single)
-    return 0.5 + 0.5 * (erf_scalar_single(t) if single else erf_scalar(t))
+        return 0.5 * _erfc_tail(-t)
+    return 0.5 + 0.5 * _erf_double(t)
 
 
 @_jit
@@ -100,57 +163,42 @@ def erf_flat(x, out, single):
     """out[i] = erf(x[i]) over flat arrays, in float64, rounded once to out's type (``single``: float32)."""
     if single:
         for i in range(x.shape[0]):
-            out[i] = erf_scalar_single(np.float64(x[i]))
+            out[i] = _erf_single(np.float64(x[i]))
     else:
         for i in range(x.shape[0]):
-            out[i] = erf_scalar(np.float64(x[i]))
+            out[i] = _erf_double(np.float64(x[i]))
 
 
 @_jit
 def gelu_rows(x, bias, out, fast, single):
     """out[r, j] = gelu(x[r, j] + bias[j]) over 2-D arrays (bias of length 0: none), in float64 rounded
-    once: the erf form x Phi(x) (Phi by erf_cody.phi_scalar: precise in the lower tail), or with ``fast``
-    the tanh form
+    once: the erf form x Phi(x) (Phi precise in the lower tail), or with ``fast`` the tanh form
     0.5 x (1 + tanh(sqrt(2/pi)(x + 0.044715 x^3)))."""
-    if fast:
-        _gelu_tanh(x, bias, out)
-    elif single:
-        _gelu_erf_single(x, bias, out)
-    else:
-        _gelu_erf(x, bias, out)
-
-
-@_jit
-def _gelu_tanh(x, bias, out):
     n, m = x.shape
     has_bias = bias.shape[0] > 0
     for r in range(n):
-        for j in range(m):
-            v = x[r, j] + bias[j] if has_bias else x[r, j]  # rounded to x's type, as a separate Add would
-            d = np.float64(v)
-            out[r, j] = d * (0.5 * math.tanh(_SQRT_2_OVER_PI * (d + 0.044715 * d * d * d)) + 0.5)
-
-
-@_jit
-def _gelu_erf_single(x, bias, out):
-    n, m = x.shape
-    has_bias = bias.shape[0] > 0
-    for r in range(n):
-        for j in range(m):
-            v = x[r, j] + bias[j] if has_bias else x[r, j]
-            d = np.float64(v)
-            out[r, j] = d * phi_scalar(d, True)
-
-
-@_jit
-def _gelu_erf(x, bias, out):
-    n, m = x.shape
-    has_bias = bias.shape[0] > 0
-    for r in range(n):
-        for j in range(m):
-            v = x[r, j] + bias[j] if has_bias else x[r, j]
-            d = np.float64(v)
-            out[r, j] = d * phi_scalar(d, False)
+        if has_bias:  # x + bias rounded to x's type, as a separate Add would
+            for j in range(m):
+                out[r, j] = x[r, j] + bias[j]
+            src = out[r]
+        else:
+            src = x[r]
+        if fast and single:
+            for j in range(m):
+                d = np.float64(src[j])
+                out[r, j] = d * _half_one_plus_tanh(_SQRT_2_OVER_PI * (d + 0.044715 * d * d * d))
+        elif fast:
+            for j in range(m):
+                d = np.float64(src[j])
+                out[r, j] = d * (0.5 * math.tanh(_SQRT_2_OVER_PI * (d + 0.044715 * d * d * d)) + 0.5)
+        elif single:
+            for j in range(m):
+                d = np.float64(src[j])
+                out[r, j] = d * _phi_single(d)
+        else:
+            for j in range(m):
+                d = np.float64(src[j])
+                out[r, j] = d * _phi_double(d)
 
 
 @_jit
