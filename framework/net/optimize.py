@@ -5,6 +5,7 @@ read by any other op than the one being fused, is never folded or fused away):
 
 1. Drop identities: Dropout with is_test=1 (and its unused mask), Alias/StopGradient/EnsureDense
    (readers of the output read the input instead).
+1b. Transformer blocks (framework/net/fuse_transformer.py): MatMul + bias as FC, GELU's erf chain as Gelu.
 2. Fold test-mode SpatialBN into the preceding Conv (as Caffe2's opt/fusion.cc fuseConvBN): with
    a = scale / sqrt(var + eps), W' = W * a (per output channel) and b' = (b - mean) * a + bias, written to
    new blobs ``<W>_bnfold`` / ``<b>_bnfold`` in the workspace (the weights must be constants there:
@@ -49,6 +50,7 @@ import numpy as np
 
 from framework.memory.tensor import Tensor
 from framework.net.dataflow import DataFlow
+from framework.net.fuse_transformer import fuse_transformer
 from framework.net.graph import load_net_def
 from framework.ops.arg_reader import ArgReader
 from framework.proto.framework_pb2 import NetDef, OperatorDef
@@ -729,6 +731,7 @@ def optimize_inference(
     state = _Net(ops, observable, ws)
     stats: dict[str, int | str] = {
         "identities": drop_identities(state),
+        **fuse_transformer(state),
         "folded": fold_affine(state),
         "sums": fuse_sum(state),
         "relus": fuse_relu(state),
