@@ -45,16 +45,38 @@ def fits(*arrays: np.ndarray) -> bool:
     return dt in _EMPTY and all(a.dtype == dt and a.flags.c_contiguous for a in arrays) and available()
 
 
+def _same(x: np.ndarray, out: np.ndarray) -> bool | None:
+    """True: one buffer (in place); False: disjoint; None: partly overlapping."""
+    if x.ctypes.data == out.ctypes.data and x.shape == out.shape:
+        return True
+    return None if np.may_share_memory(x, out) else False
+
+
 def erf(x: np.ndarray, out: np.ndarray) -> None:
     """out = erf(x) (float arrays of one type and shape, C-contiguous; ``out`` may be ``x``)."""
-    _k.erf_flat(x.reshape(-1), out.reshape(-1), out.dtype != np.float64)
+    single = out.dtype != np.float64
+    same = _same(x, out)
+    if same is None:
+        x = x.copy()
+    if same:
+        _k.erf_in_place(out.reshape(-1), single)
+    else:
+        _k.erf_flat(x.reshape(-1), out.reshape(-1), single)
 
 
 def gelu(x: np.ndarray, out: np.ndarray, fast: bool, bias: np.ndarray | None = None) -> None:
-    """out = gelu(x + bias) (bias over the last axis, or none), erf form or (``fast``) tanh form."""
+    """out = gelu(x + bias) (bias over the last axis, or none), erf form or (``fast``) tanh form; ``out``
+    may be ``x``."""
     m = x.shape[-1] if x.ndim else 1
     b = _EMPTY[x.dtype] if bias is None else bias.reshape(-1)
-    _k.gelu_rows(x.reshape(-1, m), b, out.reshape(-1, m), bool(fast), out.dtype != np.float64)
+    single = out.dtype != np.float64
+    same = _same(x, out)
+    if same is None:
+        x = x.copy()
+    if same:
+        _k.gelu_rows_in_place(out.reshape(-1, m), b, bool(fast), single)
+    else:
+        _k.gelu_rows(x.reshape(-1, m), b, out.reshape(-1, m), bool(fast), single)
 
 
 def layer_norm(x2, gamma, beta, eps: float, out2, mean, std) -> None:

@@ -98,9 +98,14 @@ def _erf_erfc_single(y):
 
 @_inline
 def _erf_single(x):
+    """erf(x) for a result in float32: 1 from |x| >= 4 (erfc(4) < 1.6e-8, under half a float32 ulp of 1),
+    so only Cody's first two regions, both computed and one selected."""
     y = abs(x)
-    e = _erf_erfc_single(y)
-    r = math.copysign(e if y <= _c.THRESH else 1.0 - e, x)
+    yc = min(y, 4.0)
+    tail = _exp_neg(yc * yc) * _mid_ratio(yc)
+    small = _erf_small(yc)
+    r = small if yc <= _c.THRESH else 1.0 - tail
+    r = math.copysign(r, x)
     return r if x == x else x
 
 
@@ -158,59 +163,71 @@ def _phi_double(z):
     return 0.5 + 0.5 * _erf_double(t)
 
 
-_BLOCK = 512  # elements per scratch block (see erf_flat)
+@_inline
+def _erf_loop(x, out, single):
+    if single:
+        for i in range(x.shape[0]):
+            out[i] = _erf_single(np.float64(x[i]))
+    else:
+        for i in range(x.shape[0]):
+            out[i] = _erf_double(np.float64(x[i]))
 
 
 @_jit
 def erf_flat(x, out, single):
-    """out[i] = erf(x[i]) over flat arrays, in float64, rounded once to out's type (``single``: float32).
-    Each block is computed into a scratch buffer and then copied: ``out`` may be ``x``, and a loop writing
-    where it reads fails LLVM's overlap check and runs unvectorized."""
-    n = x.shape[0]
-    buf = np.empty(min(n, _BLOCK), out.dtype)
-    for i0 in range(0, n, _BLOCK):
-        k = min(_BLOCK, n - i0)
-        if single:
-            for i in range(k):
-                buf[i] = _erf_single(np.float64(x[i0 + i]))
+    """out[i] = erf(x[i]) over flat arrays that do not overlap, in float64, rounded once to out's type
+    (``single``: float32)."""
+    _erf_loop(x, out, single)
+
+
+@_jit
+def erf_in_place(x, single):
+    """erf_flat writing over ``x``: one array, so LLVM sees each element read and written at the same
+    place (two names of one buffer fail its overlap check and the loop runs unvectorized)."""
+    _erf_loop(x, x, single)
+
+
+@_inline
+def _gelu_loop(x, bias, out, fast, single):
+    n, m = x.shape
+    has_bias = bias.shape[0] > 0
+    for r in range(n):
+        if has_bias:  # x + bias rounded to x's type, as a separate Add would
+            for j in range(m):
+                out[r, j] = x[r, j] + bias[j]
+            src = out
         else:
-            for i in range(k):
-                buf[i] = _erf_double(np.float64(x[i0 + i]))
-        for i in range(k):
-            out[i0 + i] = buf[i]
+            src = x
+        if fast and single:
+            for j in range(m):
+                d = np.float64(src[r, j])
+                out[r, j] = d * _half_one_plus_tanh(_SQRT_2_OVER_PI * (d + 0.044715 * d * d * d))
+        elif fast:
+            for j in range(m):
+                d = np.float64(src[r, j])
+                out[r, j] = d * (0.5 * math.tanh(_SQRT_2_OVER_PI * (d + 0.044715 * d * d * d)) + 0.5)
+        elif single:
+            for j in range(m):
+                d = np.float64(src[r, j])
+                out[r, j] = d * _phi_single(d)
+        else:
+            for j in range(m):
+                d = np.float64(src[r, j])
+                out[r, j] = d * _phi_double(d)
 
 
 @_jit
 def gelu_rows(x, bias, out, fast, single):
-    """out[r, j] = gelu(x[r, j] + bias[j]) over 2-D arrays (bias of length 0: none), in float64 rounded
-    once: the erf form x Phi(x) (Phi precise in the lower tail), or with ``fast`` the tanh form
-    0.5 x (1 + tanh(sqrt(2/pi)(x + 0.044715 x^3))). Blocks go through a scratch buffer as in erf_flat."""
-    n, m = x.shape
-    has_bias = bias.shape[0] > 0
-    buf = np.empty(min(m, _BLOCK), out.dtype)
-    for r in range(n):
-        for j0 in range(0, m, _BLOCK):
-            k = min(_BLOCK, m - j0)
-            for j in range(k):  # x + bias rounded to x's type, as a separate Add would
-                buf[j] = x[r, j0 + j] + bias[j0 + j] if has_bias else x[r, j0 + j]
-            if fast and single:
-                for j in range(k):
-                    d = np.float64(buf[j])
-                    buf[j] = d * _half_one_plus_tanh(_SQRT_2_OVER_PI * (d + 0.044715 * d * d * d))
-            elif fast:
-                for j in range(k):
-                    d = np.float64(buf[j])
-                    buf[j] = d * (0.5 * math.tanh(_SQRT_2_OVER_PI * (d + 0.044715 * d * d * d)) + 0.5)
-            elif single:
-                for j in range(k):
-                    d = np.float64(buf[j])
-                    buf[j] = d * _phi_single(d)
-            else:
-                for j in range(k):
-                    d = np.float64(buf[j])
-                    buf[j] = d * _phi_double(d)
-            for j in range(k):
-                out[r, j0 + j] = buf[j]
+    """out[r, j] = gelu(x[r, j] + bias[j]) over 2-D arrays that do not overlap (bias of length 0: none), in
+    float64 rounded once: the erf form x Phi(x) (Phi precise in the lower tail), or with ``fast`` the tanh
+    form 0.5 x (1 + tanh(sqrt(2/pi)(x + 0.044715 x^3)))."""
+    _gelu_loop(x, bias, out, fast, single)
+
+
+@_jit
+def gelu_rows_in_place(x, bias, fast, single):
+    """gelu_rows writing over ``x`` (see erf_in_place)."""
+    _gelu_loop(x, bias, x, fast, single)
 
 
 @_jit

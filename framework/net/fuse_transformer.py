@@ -201,6 +201,104 @@ def _try_gelu(net: Any, i_erf: int) -> bool:
     return _replace_chain(net, chain, _op("Gelu", [h], [out]), [h])
 
 
+# -- attention ------------------------------------------------------------------------------------------
+
+
+def fuse_attention(net: Any) -> int:
+    n = 0
+    j = 0
+    while j < len(net.ops):
+        if net.ops[j].type == "Softmax" and _try_attention(net, j):
+            n += 1
+            continue
+        j += 1
+    return n
+
+
+def _single_producer(net: Any, j: int, blob: str, types: tuple[str, ...]) -> int | None:
+    """The op writing the ``blob`` op ``j`` reads, if of one of ``types``, read by ``j`` alone and not
+    observable."""
+    k = net.flow.producer(j, blob)
+    if k is None or net.ops[k].type not in types or blob in net.observable or net.readers(k, blob) != [j]:
+        return None
+    return k
+
+
+def _scaled_operand(net: Any, j: int, blob: str) -> tuple[str, float, int | None]:
+    """(operand, factor, producer index or None): ``blob`` as operand * scalar constant where a Mul by one
+    writes it for op ``j`` alone, else (blob, 1.0, None)."""
+    k = _single_producer(net, j, blob, ("Mul",))
+    if k is not None and _plain_binary(net.ops[k]):
+        for a, c in ((0, 1), (1, 0)):
+            v = _scalar(net, net.ops[k].input[c])
+            if v is not None:
+                return net.ops[k].input[a], v, k
+    return blob, 1.0, None
+
+
+def _try_attention(net: Any, j: int) -> bool:
+    sm = net.ops[j]
+    if len(sm.input) != 1 or len(sm.output) != 1:
+        return False
+    chain = [j]
+    scale = 1.0
+    mask = None
+    s = sm.input[0]
+    k = _single_producer(net, j, s, ("Add", "Sum"))  # the ONNX path writes a same-shape Add as Sum
+    if k is not None and _plain_binary(net.ops[k]):  # scores + mask: the scores come from a product chain
+        a, b = net.ops[k].input
+        pa = net.flow.producer(k, a)
+        if pa is not None and net.ops[pa].type in ("BatchMatMul", "Mul", "Div"):
+            s, mask = a, b
+        else:
+            s, mask = b, a
+        chain.append(k)
+        j_in = k
+    else:
+        j_in = j
+    k = _single_producer(net, j_in, s, ("Mul", "Div"))
+    if k is not None and _plain_binary(net.ops[k]):  # a scalar scale of the scores
+        op = net.ops[k]
+        v = _scalar(net, op.input[1])
+        if op.type == "Div" and v:
+            s, scale = op.input[0], 1.0 / v
+        elif op.type == "Mul" and (v is not None or _scalar(net, op.input[0]) is not None):
+            s, scale = (op.input[0], v) if v is not None else (op.input[1], _scalar(net, op.input[0]))
+        else:
+            return False
+        chain.append(k)
+        j_in = k
+    i_qk = _single_producer(net, j_in, s, ("BatchMatMul",))
+    if i_qk is None:
+        return False
+    qk = net.ops[i_qk]
+    qk_args = _args(qk)
+    if len(qk.input) != 2 or qk_args.get("trans_a", 0) or set(qk_args) - {"trans_a", "trans_b", "broadcast"}:
+        return False
+    chain.append(i_qk)
+    q, fq, iq = _scaled_operand(net, i_qk, qk.input[0])
+    kk, fk, ik = _scaled_operand(net, i_qk, qk.input[1]) if qk.input[1] != qk.input[0] else (qk.input[1], 1.0, None)
+    chain += [i for i in (iq, ik) if i is not None]
+    i_pv = _next(net, j, ("BatchMatMul",))
+    if i_pv is None or net.ops[i_pv].input[0] != sm.output[0] or len(net.ops[i_pv].input) != 2:
+        return False
+    pv_args = _args(net.ops[i_pv])
+    if pv_args.get("trans_a", 0) or pv_args.get("trans_b", 0) or set(pv_args) - {"trans_a", "trans_b", "broadcast"}:
+        return False
+    v_blob = net.ops[i_pv].input[1]
+    chain.append(i_pv)
+    inputs = [q, kk, v_blob] + ([mask] if mask is not None else [])
+    fused = _op("ScaledDotProductAttention", inputs, [net.ops[i_pv].output[0]])
+    arg = fused.arg.add()
+    arg.name, arg.f = "scale", scale * fq * fk
+    for name, value in (("transposed_k", not qk_args.get("trans_b", 0)), ("axis", _args(sm).get("axis", 1))):
+        arg = fused.arg.add()
+        arg.name, arg.i = name, int(value)
+    # V is read where the second product stood (the fused op's place): only Q, K and the mask must keep
+    # their values across the chain
+    return _replace_chain(net, chain, fused, [q, kk] + ([mask] if mask is not None else []))
+
+
 def fuse_transformer(net: Any) -> dict[str, int]:
     """Apply this module's rewrites to ``net`` (optimize.py's ``_Net``); counts by rewrite."""
-    return {"gelus": fuse_gelu(net), "linears": fuse_linear(net)}
+    return {"gelus": fuse_gelu(net), "attentions": fuse_attention(net), "linears": fuse_linear(net)}

@@ -717,6 +717,8 @@ OP_FAMILIES = {
     "Save": ("io",),
     "Scale": ("math",),
     "ScaleBlobs": ("tensor",),
+    "ScaledDotProductAttention": ("nn",),
+    "ScaledDotProductAttentionGradient": ("nn",),
     "Scatter": ("sparse",),
     "ScatterAssign": ("sparse",),
     "ScatterWeightedSum": ("sparse",),

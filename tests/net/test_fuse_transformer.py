@@ -1,6 +1,7 @@
-"""framework/net/fuse_transformer.py: MatMul + bias -> FC/FCTransposed and GELU's erf chain -> Gelu fire on
-hand-written chains (operands in either order) and on a small torch-exported encoder, keep the outputs,
-and leave a chain alone when an intermediate is observable or read elsewhere."""
+"""framework/net/fuse_transformer.py: MatMul + bias -> FC/FCTransposed, GELU's erf chain -> Gelu and the
+attention chain -> ScaledDotProductAttention fire on hand-written chains (operands in either order) and on
+a small torch-exported encoder, keep the outputs, and leave a chain alone when an intermediate is
+observable or read elsewhere."""
 
 from __future__ import annotations
 
@@ -165,9 +166,54 @@ def test_exported_encoder_fuses_and_keeps_its_output():
     opt = optimize_inference(predict, ws, outputs=list(predict.external_output))
     types = collections.Counter(op.type for op in opt.op)
     assert types["Gelu"] == 2 and "Erf" not in types
+    assert types["ScaledDotProductAttention"] == 2 and "Softmax" not in types
     assert types["FCTransposed"] + types["FC"] >= 6
     ws.create_net(opt, overwrite=True).run()
     got = ws.fetch_blob(predict.external_output[0])
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
     with torch.no_grad():
         np.testing.assert_allclose(got, mod(x).numpy(), rtol=1e-4, atol=1e-4)
+
+
+def _attention_ws(mask_shape=(5, 6)):
+    ws = Workspace()
+    ws.feed_blob("q", f32(2, 3, 5, 4))
+    ws.feed_blob("k", f32(2, 3, 6, 4))
+    ws.feed_blob("v", f32(2, 3, 6, 2))
+    ws.feed_blob("mask", f32(*mask_shape))
+    ws.feed_blob("s1", np.array(0.5, np.float32))
+    ws.feed_blob("s2", np.array(0.7, np.float32))
+    ws.feed_blob("d", np.array(1.3, np.float32))
+    return ws
+
+
+ATTENTION = [
+    CreateOperator("Transpose", ["k"], ["kt"], axes=[0, 1, 3, 2]),
+    CreateOperator("Mul", ["q", "s1"], ["qs"]),
+    CreateOperator("Mul", ["s2", "kt"], ["ks"]),
+    CreateOperator("BatchMatMul", ["qs", "ks"], ["scores"], broadcast=1),
+    CreateOperator("Div", ["scores", "d"], ["scaled"]),
+    CreateOperator("Add", ["mask", "scaled"], ["masked"]),
+    CreateOperator("Softmax", ["masked"], ["probs"], axis=3),
+    CreateOperator("BatchMatMul", ["probs", "v"], ["y"], broadcast=1),
+]
+
+
+def test_attention_chain_becomes_one_op():
+    ws = _attention_ws()
+    net = _net(ATTENTION, ["q", "k", "v"], ["y"])
+    (plain,), _ = _run(net, ws, ["y"], optimize=False)
+    (fused,), types = _run(net, ws, ["y"], optimize=True)
+    assert types == {"Transpose": 1, "ScaledDotProductAttention": 1}
+    np.testing.assert_allclose(fused, plain, rtol=1e-5, atol=1e-6)
+    q, k, v, m = (ws.fetch_blob(b).astype(np.float64) for b in ("q", "k", "v", "mask"))
+    s = q @ np.swapaxes(k, -1, -2) * (0.5 * 0.7 / 1.3) + m
+    p = np.exp(s - s.max(axis=-1, keepdims=True))
+    np.testing.assert_allclose(fused, (p / p.sum(axis=-1, keepdims=True)) @ v, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("observable", ["scores", "masked", "probs"])
+def test_attention_chain_with_an_observable_intermediate_stays(observable):
+    ws = _attention_ws()
+    _, types = _run(_net(ATTENTION, ["q", "k", "v"], ["y"]), ws, ["y", observable], optimize=True)
+    assert "ScaledDotProductAttention" not in types and types["Softmax"] == 1

@@ -7,6 +7,7 @@ conv_args.py (shared conv/pool arguments) and axes.py (axis helpers) register no
 
 from framework.ops.nn import (  # noqa: F401
     activations,
+    attention,
     batch_norm,
     calibration,
     concat_shuffle,
