@@ -3,8 +3,9 @@
 Rewrites, in order (each only where the result is unobservable: a blob that is a declared output, or
 read by any other op than the one being fused, is never folded or fused away):
 
-1. Drop identities: Dropout with is_test=1 (and its unused mask), Alias/StopGradient/EnsureDense
-   (readers of the output read the input instead).
+1. Drop identities: Dropout with is_test=1 (and its unused mask), Alias/StopGradient/EnsureDense, Copy of a
+   blob no op writes into one only it writes (readers of the output read the input instead).
+1b. Transformer blocks (framework/net/fuse_transformer.py): MatMul + bias as FC, GELU's erf chain as Gelu.
 2. Fold test-mode SpatialBN into the preceding Conv (as Caffe2's opt/fusion.cc fuseConvBN): with
    a = scale / sqrt(var + eps), W' = W * a (per output channel) and b' = (b - mean) * a + bias, written to
    new blobs ``<W>_bnfold`` / ``<b>_bnfold`` in the workspace (the weights must be constants there:
@@ -50,6 +51,7 @@ import numpy as np
 
 from framework.memory.tensor import Tensor
 from framework.net.dataflow import DataFlow
+from framework.net.fuse_transformer import fuse_transformer
 from framework.net.graph import load_net_def
 from framework.ops.arg_reader import ArgReader
 from framework.proto.framework_pb2 import NetDef, OperatorDef
@@ -160,12 +162,31 @@ def _test_bn(op: OperatorDef) -> bool:
 # -- 1. identities ---------------------------------------------------------------------------------
 
 
+def _constant_copy(net: _Net, i: int) -> bool:
+    """Drop Copy op ``i`` when its source is a blob no op writes and its output one only it writes (an
+    ONNX Identity of a weight): the readers read the source instead (neither can change in between)."""
+    op = net.ops[i]
+    src, dst = op.input[0], op.output[0]
+    if len(op.input) != 1 or net.written(src) or dst in net.observable or net.flow.writers(dst) != [i]:
+        return False
+    for j in net.flow.readers_of(dst):
+        with net.flow.edit(j) as reader:
+            for k, b in enumerate(reader.input):
+                if b == dst:
+                    reader.input[k] = src
+    net.flow.delete(i)
+    return True
+
+
 def drop_identities(net: _Net) -> int:
     n = 0
     i = 0
     while i < len(net.ops):
         op = net.ops[i]
         ident = op.type in _IDENTITIES or (op.type == "Dropout" and _arg(op, "is_test", 0))
+        if op.type == "Copy" and _constant_copy(net, i):
+            n += 1
+            continue
         if ident and len(op.input) == 1:
             src, dst = op.input[0], op.output[0]
             extra_live = any(net.live_after(i, b) for b in op.output[1:])
@@ -733,6 +754,7 @@ def optimize_inference(
 
     stats: dict[str, int | str] = {
         "identities": drop_identities(state),
+        **fuse_transformer(state),
         "folded": fold_affine(state),
         "sums": fuse_sum(state),
         "relus": fuse_relu(state),

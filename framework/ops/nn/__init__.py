@@ -8,6 +8,7 @@ conv_args.py (shared conv/pool arguments) and axes.py (axis helpers) register no
 
 MODULES = (
     "activations",
+    "attention",
     "batch_norm",
     "calibration",
     "concat_shuffle",

@@ -8,6 +8,7 @@ import math
 import numpy as np
 
 from framework.errors import ShapeError
+from framework.kernels import activation_jit
 from framework.ops.gradient import gradient, should_not_do_gradient
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op
@@ -68,7 +69,8 @@ _LN_SCHEMA = dict(
 @register_op("LayerNorm", **_LN_SCHEMA)
 class LayerNorm(Operator):
     """Layer normalization (Caffe2's LayerNorm): X is viewed as (prod(dims[:axis]),
-    prod(dims[axis:])) and each row normalized by its mean and sqrt(var + epsilon)."""
+    prod(dims[axis:])) and each row normalized by its mean and sqrt(var + epsilon). With numba, float32/64
+    rows run in one compiled pass whose statistics are float64 (Caffe2 accumulates in the input's type)."""
 
     def setup(self) -> None:
         self._key = None
@@ -92,6 +94,11 @@ class LayerNorm(Operator):
         y = self.output(0, x.shape, x.dtype)
         x2, y2 = x.reshape(rows, d), y.reshape(rows, d)
         m2, s2 = mean.reshape(rows, 1), std.reshape(rows, 1)
+        affine = len(self.inputs) == 3
+        gb = (self.input(1), self.input(2)) if affine else ()
+        if activation_jit.fits(x, y, mean, std, *gb):  # one compiled pass per row, statistics in float64
+            activation_jit.layer_norm(x2, *(gb or (None, None)), self.args.epsilon, y2, m2, s2)
+            return
         np.mean(x2, axis=1, keepdims=True, out=m2)
         np.subtract(x2, m2, out=y2)
         np.multiply(y2, y2, out=self._tmp)

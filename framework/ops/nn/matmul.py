@@ -263,7 +263,13 @@ class BatchMatMul(_Product):
         y = self.output(0, self.planned(a, b), a.dtype)
         if a.ndim == 1 and b.ndim == 1:
             y = y.reshape(())
-        np.matmul(_swap_last(a, self.args.trans_a), _swap_last(b, self.args.trans_b), out=y)
+        a, b = _swap_last(a, self.args.trans_a), _swap_last(b, self.args.trans_b)
+        if b.ndim == 2 and a.ndim > 2 and y.flags.c_contiguous:
+            # numpy broadcasts a 2-D B over A's leading dimensions as one product per leading index (a
+            # GEMV per row where they are strided, as after a transpose): one GEMM over the flattened rows
+            np.matmul(a.reshape(-1, a.shape[-1]), b, out=y.reshape(-1, y.shape[-1]))
+        else:
+            np.matmul(a, b, out=y)
 
 
 @gradient("BatchMatMul", copy_arguments=False)

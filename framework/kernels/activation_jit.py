@@ -1,0 +1,88 @@
+"""One-pass compiled kernels for the transformer activations numpy computes in many passes: erf, GELU
+(erf and tanh forms, optionally after a bias add) and LayerNorm over the last axis. Optional: without
+numba (or with ``FRAMEWORK_NO_JIT=1``) ``available()`` is False and the ops keep their numpy code,
+which computes the same values (erf: the same Cody approximation in float64, rounded once).
+
+The callers pass C-contiguous arrays; the kernels are cached on disk like the conv kernels.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from framework.kernels import kernel_support
+
+_UNSET = object()
+_k = _UNSET  # activation_kernels once imported (None: numba missing or disabled)
+_EMPTY = {np.dtype(np.float32): np.empty(0, np.float32), np.dtype(np.float64): np.empty(0, np.float64)}
+
+
+def available() -> bool:
+    """True when the compiled kernels can be used (numba importable, not disabled)."""
+    global _k
+    if _k is _UNSET:
+        try:
+            if os.environ.get("FRAMEWORK_NO_JIT", "") not in ("", "0"):
+                raise ImportError("FRAMEWORK_NO_JIT is set")
+            from framework.kernels import machine
+
+            with machine.numba_cache():
+                from framework.kernels import activation_kernels
+            _k = activation_kernels
+        except ImportError:  # pragma: no cover - depends on the environment
+            _k = None
+        except Exception as exc:  # pragma: no cover - a numba that imports but breaks
+            kernel_support.disable("numba", f"{type(exc).__name__}: {exc}")
+            _k = None
+    return _k is not None
+
+
+def fits(*arrays: np.ndarray) -> bool:
+    """Whether the compiled kernels take these arrays: float32/float64 of one type, C-contiguous."""
+    dt = arrays[0].dtype
+    return dt in _EMPTY and all(a.dtype == dt and a.flags.c_contiguous for a in arrays) and available()
+
+
+def _same(x: np.ndarray, out: np.ndarray) -> bool | None:
+    """True: one buffer (in place); False: disjoint; None: partly overlapping."""
+    if x.ctypes.data == out.ctypes.data and x.shape == out.shape:
+        return True
+    return None if np.may_share_memory(x, out) else False
+
+
+def erf(x: np.ndarray, out: np.ndarray) -> None:
+    """out = erf(x) (float arrays of one type and shape, C-contiguous; ``out`` may be ``x``)."""
+    single = out.dtype != np.float64
+    same = _same(x, out)
+    if same is None:
+        x = x.copy()
+    if same:
+        _k.erf_in_place(out.reshape(-1), single)
+    else:
+        _k.erf_flat(x.reshape(-1), out.reshape(-1), single)
+
+
+def gelu(x: np.ndarray, out: np.ndarray, fast: bool, bias: np.ndarray | None = None) -> None:
+    """out = gelu(x + bias) (bias over the last axis, or none), erf form or (``fast``) tanh form; ``out``
+    may be ``x``."""
+    m = x.shape[-1] if x.ndim else 1
+    b = _EMPTY[x.dtype] if bias is None else bias.reshape(-1)
+    single = out.dtype != np.float64
+    same = _same(x, out)
+    if same is None:
+        x = x.copy()
+    if same:
+        _k.gelu_rows_in_place(out.reshape(-1, m), b, bool(fast), single)
+    else:
+        _k.gelu_rows(x.reshape(-1, m), b, out.reshape(-1, m), bool(fast), single)
+
+
+def layer_norm(x2, gamma, beta, eps: float, out2, mean, std) -> None:
+    """LayerNorm of the rows of 2-D ``x2`` into ``out2`` (gamma/beta: the last axis's scale and shift, or
+    None), each row's mean and sqrt(var + eps) into ``mean``/``std`` (one value per row)."""
+    e = _EMPTY[x2.dtype]
+    g = e if gamma is None else gamma.reshape(-1)
+    b = e if beta is None else beta.reshape(-1)
+    _k.layer_norm_rows(x2, g, b, float(eps), out2, mean.reshape(-1), std.reshape(-1))

@@ -1,0 +1,259 @@
+"""The compiled (numba) one-pass kernels of activation_jit.py: erf, GELU (erf and tanh forms, with an
+optional bias added first) and LayerNorm over the last axis. Imported only through activation_jit, under
+the kernels' numba cache folder.
+
+Results rounded to float32 come from a branch-free form LLVM vectorizes (a select between Cody's two
+regions, exp(-y^2) by its own range reduction and polynomial instead of a libm call); float64 results
+from the scalar form with the numpy erf's steps.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from framework.kernels import cached_jit
+from framework.kernels import erf_cody as _c
+
+# error_model numpy: a division by zero gives inf/NaN instead of a Python exception check, which would
+# stop the loops vectorizing
+_jit = cached_jit.njit(cache=True, nogil=True, boundscheck=False, error_model="numpy")
+# the scalar pieces inlined into the loops in numba's IR, so LLVM sees one straight-line body to vectorize
+_inline = cached_jit.njit(nogil=True, boundscheck=False, error_model="numpy", inline="always")
+
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+_LOG2E = 1.4426950408889634
+_LN2_HI = 6.93147180369123816490e-01  # ln 2 in 32 bits: n * _LN2_HI is exact for the n used here
+_LN2_LO = 1.90821492927058770002e-10
+_TAIL_END = 10.5  # erfc(10.5) < 1e-49: beyond it x Phi(x) is 0 in float32
+
+
+@_inline
+def _exp_neg(s):
+    """exp(-s) for 0 <= s <= 128, branch-free: exp(-s) = 2^-n exp(r), n = s / ln 2 rounded, |r| <= ln 2 / 2,
+    exp(r) by its Taylor series to r^11 (relative error below 1e-14), 2^-n from n's bits."""
+    n = np.floor(s * _LOG2E + 0.5)
+    r = (n * _LN2_HI - s) + n * _LN2_LO
+    p = 1.0 / 39916800.0
+    for k in range(10, -1, -1):
+        p = p * r + _INV_FACT[k]
+    k = np.int64(n)
+    q = 1.0
+    h = 0.5
+    for b in range(8):
+        q = q * (h if (k >> b) & 1 else 1.0)
+        h = h * h
+    return p * q
+
+
+_INV_FACT = tuple(1.0 / math.factorial(k) for k in range(11))
+
+
+@_inline
+def _erf_small(y):
+    """erf(y), 0 <= y <= THRESH."""
+    ysq = y * y
+    num = ((_c.A4 * ysq + _c.A[0]) * ysq + _c.A[1]) * ysq
+    num = (num + _c.A[2]) * ysq + _c.A[3]
+    den = (((ysq + _c.B[0]) * ysq + _c.B[1]) * ysq + _c.B[2]) * ysq + _c.B[3]
+    return y * num / den
+
+
+@_inline
+def _mid_ratio(y):
+    """erfc(y) exp(y^2), THRESH < y <= 4."""
+    num = _c.C8 * y
+    den = y
+    for i in range(7):
+        num = (num + _c.C[i]) * y
+        den = (den + _c.D[i]) * y
+    return (num + _c.C[7]) / (den + _c.D[7])
+
+
+@_inline
+def _large_ratio(y):
+    """erfc(y) exp(y^2), y > 4."""
+    z = 1.0 / (y * y)
+    num = _c.P5 * z
+    den = z
+    for i in range(4):
+        num = (num + _c.P[i]) * z
+        den = (den + _c.Q[i]) * z
+    return (_c.INV_SQRT_PI - z * (num + _c.P[4]) / (den + _c.Q[4])) / y
+
+
+@_inline
+def _erf_erfc_single(y):
+    """(erf(y) if y <= THRESH, erfc(y) otherwise) for y >= 0 (NaN: NaN), for results in float32: every
+    region computed, one selected (branch-free); erfc is 0 from _TAIL_END."""
+    yc = min(y, _TAIL_END)
+    mid = _mid_ratio(yc)
+    large = _large_ratio(yc)
+    tail = _exp_neg(yc * yc) * (mid if yc <= 4.0 else large)
+    tail = 0.0 if y >= _TAIL_END else tail
+    small = _erf_small(yc)
+    return small if yc <= _c.THRESH else tail
+
+
+@_inline
+def _erf_single(x):
+    """erf(x) for a result in float32: 1 from |x| >= 4 (erfc(4) < 1.6e-8, under half a float32 ulp of 1),
+    so only Cody's first two regions, both computed and one selected."""
+    y = abs(x)
+    yc = min(y, 4.0)
+    tail = _exp_neg(yc * yc) * _mid_ratio(yc)
+    small = _erf_small(yc)
+    r = small if yc <= _c.THRESH else 1.0 - tail
+    r = math.copysign(r, x)
+    return r if x == x else x
+
+
+@_inline
+def _phi_single(z):
+    """Phi(z) for a result in float32, precise in the lower tail (erfc(-z / sqrt 2) / 2 there)."""
+    t = z * _c.INV_SQRT_2
+    y = abs(t)
+    e = _erf_erfc_single(y)
+    if y <= _c.THRESH:
+        return 0.5 + 0.5 * math.copysign(e, t)
+    return 0.5 * e if t < 0.0 else 1.0 - 0.5 * e
+
+
+@_inline
+def _half_one_plus_tanh(u):
+    """(1 + tanh(u)) / 2 = 1 / (1 + exp(-2u)) for a result in float32, branch-free, without cancelling for
+    negative u (there exp(2u) / (1 + exp(2u)))."""
+    e = _exp_neg(min(2.0 * abs(u), 128.0))
+    h = 1.0 / (1.0 + e)
+    return h if u >= 0.0 else e * h
+
+
+@_jit
+def _erfc_tail(y):
+    """erfc(y) for y > THRESH as the numpy erf computes it (exp(-y^2) split so the square's rounding
+    error does not reach the result)."""
+    if y >= _c.BIG:
+        return 0.0
+    ratio = _mid_ratio(y) if y <= 4.0 else _large_ratio(y)
+    t = math.trunc(y * 16.0) / 16.0
+    return math.exp(-t * t) * math.exp(-(y - t) * (y + t)) * ratio
+
+
+@_jit
+def _erf_double(x):
+    """erf(x) of one float64 by the numpy erf's steps. NaN stays NaN; erf(-x) = -erf(x)."""
+    y = abs(x)
+    if y <= _c.THRESH:
+        r = _erf_small(y)
+    elif y < _c.ONE_BEYOND:
+        r = (0.5 - _erfc_tail(y)) + 0.5
+    elif y == y:
+        r = 1.0
+    else:
+        return x
+    return math.copysign(r, x)
+
+
+@_jit
+def _phi_double(z):
+    t = z * _c.INV_SQRT_2
+    if t < -_c.THRESH:
+        return 0.5 * _erfc_tail(-t)
+    return 0.5 + 0.5 * _erf_double(t)
+
+
+@_inline
+def _erf_loop(x, out, single):
+    if single:
+        for i in range(x.shape[0]):
+            out[i] = _erf_single(np.float64(x[i]))
+    else:
+        for i in range(x.shape[0]):
+            out[i] = _erf_double(np.float64(x[i]))
+
+
+@_jit
+def erf_flat(x, out, single):
+    """out[i] = erf(x[i]) over flat arrays that do not overlap, in float64, rounded once to out's type
+    (``single``: float32)."""
+    _erf_loop(x, out, single)
+
+
+@_jit
+def erf_in_place(x, single):
+    """erf_flat writing over ``x``: one array, so LLVM sees each element read and written at the same
+    place (two names of one buffer fail its overlap check and the loop runs unvectorized)."""
+    _erf_loop(x, x, single)
+
+
+@_inline
+def _gelu_loop(x, bias, out, fast, single):
+    n, m = x.shape
+    has_bias = bias.shape[0] > 0
+    for r in range(n):
+        if has_bias:  # x + bias rounded to x's type, as a separate Add would
+            for j in range(m):
+                out[r, j] = x[r, j] + bias[j]
+            src = out
+        else:
+            src = x
+        if fast and single:
+            for j in range(m):
+                d = np.float64(src[r, j])
+                out[r, j] = d * _half_one_plus_tanh(_SQRT_2_OVER_PI * (d + 0.044715 * d * d * d))
+        elif fast:
+            for j in range(m):
+                d = np.float64(src[r, j])
+                out[r, j] = d * (0.5 * math.tanh(_SQRT_2_OVER_PI * (d + 0.044715 * d * d * d)) + 0.5)
+        elif single:
+            for j in range(m):
+                d = np.float64(src[r, j])
+                out[r, j] = d * _phi_single(d)
+        else:
+            for j in range(m):
+                d = np.float64(src[r, j])
+                out[r, j] = d * _phi_double(d)
+
+
+@_jit
+def gelu_rows(x, bias, out, fast, single):
+    """out[r, j] = gelu(x[r, j] + bias[j]) over 2-D arrays that do not overlap (bias of length 0: none), in
+    float64 rounded once: the erf form x Phi(x) (Phi precise in the lower tail), or with ``fast`` the tanh
+    form 0.5 x (1 + tanh(sqrt(2/pi)(x + 0.044715 x^3)))."""
+    _gelu_loop(x, bias, out, fast, single)
+
+
+@_jit
+def gelu_rows_in_place(x, bias, fast, single):
+    """gelu_rows writing over ``x`` (see erf_in_place)."""
+    _gelu_loop(x, bias, x, fast, single)
+
+
+@_jit
+def layer_norm_rows(x, gamma, beta, eps, out, mean, std):
+    """Rows of x (n, m) normalised: out = (x - mean) / std * gamma + beta with std = sqrt(var + eps), the
+    mean and the (population) variance of each row in float64 by two passes over the row while it is in
+    cache, the result rounded once; gamma/beta of length 0: none. Writes each row's mean and std."""
+    n, m = x.shape
+    has_g = gamma.shape[0] > 0
+    has_b = beta.shape[0] > 0
+    for r in range(n):
+        s = 0.0
+        for j in range(m):
+            s += x[r, j]
+        mu = s / m
+        q = 0.0
+        for j in range(m):
+            d = x[r, j] - mu
+            q += d * d
+        sd = math.sqrt(q / m + eps)
+        mean[r] = mu
+        std[r] = sd
+        for j in range(m):
+            v = (x[r, j] - mu) / sd
+            if has_g:
+                v = v * gamma[j]
+            if has_b:
+                v = v + beta[j]
+            out[r, j] = v
