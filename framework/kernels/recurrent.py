@@ -10,12 +10,19 @@ numpy loops compute the same values (the compiled tanh differs from numpy's by a
 
 Every array argument must be float32 and C-contiguous; the scalars are coerced here so each kernel has
 one compiled signature.
+
+scipy's BLAS is a library of its own, which reads ``OPENBLAS_CORETYPE`` when it loads. Where the framework
+forced numpy's OpenBLAS to its AVX2 kernels (framework/runtime/blas_kernel.py: faster for large and thin
+GEMMs on AVX-512 AMD CPUs), the per-step products here ([batch, hidden] by [hidden, G * hidden], batch
+small) run at half the speed or less with them, so scipy's BLAS is loaded with OpenBLAS's own choice. A
+user's ``OPENBLAS_CORETYPE`` stands.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import os
+import sys
 
 import numpy as np
 
@@ -36,12 +43,29 @@ def available() -> bool:
             try:
                 from framework.kernels import machine
 
+                _load_scipy_blas()
                 with machine.numba_cache():
                     from framework.kernels import recurrent_cells
                 _cells = recurrent_cells
             except ImportError:  # pragma: no cover - depends on the environment
                 _cells = None
     return _cells is not None and FAMILY not in kernel_support.disabled()
+
+
+def _load_scipy_blas() -> None:
+    """Import scipy's BLAS bindings (numba's np.dot calls them) with OpenBLAS's own kernel choice unless the
+    user set one (see the module doc)."""
+    if "scipy.linalg.cython_blas" in sys.modules:
+        return
+    from framework.runtime.state import RUNTIME
+
+    forced = RUNTIME.coretype is not None and RUNTIME.coretype_why != "OPENBLAS_CORETYPE set by the user"
+    saved = os.environ.pop("OPENBLAS_CORETYPE", None) if forced else None
+    try:
+        import scipy.linalg.cython_blas  # noqa: F401
+    finally:
+        if saved is not None:
+            os.environ["OPENBLAS_CORETYPE"] = saved
 
 
 def _ok(*arrays: np.ndarray) -> bool:
