@@ -112,3 +112,13 @@ def rnn(xw, rt, bias, h0, y, k, reverse, clip, activation, g) -> bool:
         return False
     args = (xw, rt, bias, h0, y, int(k), bool(reverse), np.float32(clip), RNN_ACTIVATIONS[activation], g)
     return _call(_cells.rnn_seq, args)
+
+
+def lstm_unit(x, c_prev, h, c, forget_bias):
+    """A callable running Caffe2's LSTMUnit (recurrent_cells.lstm_unit) on these arrays ([N, 4D] gates,
+    [N, D] states) and returning True, or False when the kernel could not run; None when it cannot run on
+    these arrays at all."""
+    if not (available() and _ok(x, c_prev, h, c)):
+        return None
+    fn, args = _cells.lstm_unit, (x, c_prev, h, c, np.float32(forget_bias))
+    return lambda: _call(fn, args)

@@ -233,3 +233,18 @@ def rnn_seq(xw, rt, bias, h0, y, k, reverse, clip, act, g):  # pragma: no cover 
         out = y[t, k]
         rnn_step(g, xw[t], bias, out, clip, act)
         prev = out
+
+
+@_jit
+def lstm_unit(x, c_prev, h, c, forget_bias):  # pragma: no cover - compiled
+    """Caffe2's LSTMUnit on every row: x [N, 4D] pre-activations in Caffe2's order i, f, o, g; c = sigmoid(x_f
+    + forget_bias) * c_prev + sigmoid(x_i) * tanh(x_g), h = sigmoid(x_o) * tanh(c) ([N, D] each; c may be
+    c_prev itself)."""
+    n, d = c.shape
+    for b in range(n):
+        xb, cp, cb, hb = x[b], c_prev[b], c[b], h[b]
+        xi, xf, xo, xg = xb[:d], xb[d : 2 * d], xb[2 * d : 3 * d], xb[3 * d :]
+        for j in range(d):
+            cn = sigmoid(xf[j] + forget_bias) * cp[j] + sigmoid(xi[j]) * tanh(xg[j])
+            cb[j] = cn
+            hb[j] = sigmoid(xo[j]) * tanh(cn)
