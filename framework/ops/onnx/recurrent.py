@@ -11,9 +11,13 @@ With ``sequence_lens``, steps at or past a sequence's length give zeros in Y and
 unchanged (Y_h/Y_c hold the state after its last valid step); the reverse direction starts from
 each sequence's own last valid step (onnxruntime's semantics).
 
-Per direction the input projection of every step is one GEMM before the loop (biases folded in); each step is
+Per direction the input projection of every step is one GEMM before the loop. On float32 with the default
+activations (RNN: Tanh, Relu or Sigmoid) and no sequence_lens, the loop is compiled (framework/kernels/
+recurrent.py): the projection lands as [seq, batch, G*hidden], the layout the loop reads, and each step is one
+GEMM by a contiguous copy of R^T (kept while R's tensor is unchanged) and one pass computing the gates and the
+new state, h_t written straight into Y. Otherwise (or where the kernels cannot run) the numpy loop: each step
 one GEMM into a gates buffer the op keeps, with the activations applied in place on states held transposed
-([hidden, batch], so each gate is a contiguous block of rows). With the default activations (and no clip or
+([hidden, batch], so each gate is a contiguous block of rows); with the default activations (and no clip or
 peepholes) the sigmoid gates' rows of W, R and B are halved so one tanh serves every gate.
 """
 
@@ -24,7 +28,9 @@ from typing import Any, Callable
 import numpy as np
 
 from framework.errors import ArgumentError, ShapeError
+from framework.kernels import recurrent as compiled
 from framework.memory.allocator import check_elements
+from framework.memory.binding import matches, stamp
 from framework.ops.gradient import no_gradient
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op
@@ -191,6 +197,13 @@ class _ONNXRecurrent(Operator):
             self.fns.append(_in_place(key, float(al), float(be)))
         self.gates = gates
         self._scratch: dict[str, np.ndarray] = {}
+        per = [self.act_names[k * n_f : (k + 1) * n_f] for k in range(self.dirs)]
+        self._compiled = all(self._compilable(names) for names in per)
+        self._rt: tuple | None = None  # (stamp of R's tensor, per direction what _transpose_r gives)
+
+    def _compilable(self, names: list) -> bool:
+        """Whether a direction with these activations can run the compiled loop (kernels/recurrent.py)."""
+        return False
 
     def _optional(self, i: int, shape: tuple, what: str) -> np.ndarray | None:
         if i >= len(self.inputs):
@@ -250,6 +263,14 @@ class _ONNXRecurrent(Operator):
         y = self._buf("y", (seq, d, batch, h), dt)
         yh = self._buf("yh", (d, batch, h), dt)
         yc = self._buf("yc", (d, batch, h), dt)
+        if (
+            lens is None
+            and self._compiled
+            and dt == np.float32
+            and self._run_compiled(x, w, r, b, h0, c0, p, y, yh, yc)
+        ):
+            self._write(y, yh, yc)
+            return
         # The loop works on transposed states [hidden, batch]: each gate is then a contiguous block of rows,
         # and numpy's ufuncs run two to three times faster on contiguous blocks than on column slices.
         ht = self._buf("ht", (h, batch), dt)
@@ -287,10 +308,54 @@ class _ONNXRecurrent(Operator):
                 np.copyto(y[:, k], yt.transpose(0, 2, 1))
                 np.copyto(yh[k], ht.T)
                 np.copyto(yc[k], ct.T)
-        if a.layout:
+        self._write(y, yh, yc)
+
+    def _write(self, y, yh, yc) -> None:
+        """Copy the results ([seq, d, batch, h], [d, batch, h] twice) to the outputs in the op's layout."""
+        if self.args.layout:
             y, yh, yc = y.transpose(2, 0, 1, 3), yh.transpose(1, 0, 2), yc.transpose(1, 0, 2)
         for i, v in enumerate((y, yh, yc)[: len(self.outputs)]):
-            self.output(i, v.shape, dt)[...] = v
+            self.output(i, v.shape, v.dtype)[...] = v
+
+    def _run_compiled(self, x, w, r, b, h0, c0, p, y, yh, yc) -> bool:
+        """Every direction by the compiled loop: the inputs of all steps projected by one GEMM into
+        [seq, batch, G*h] (the layout the loop reads, no re-layout), then one kernel call per direction writing
+        h_t straight into y. False (nothing written to the outputs) when the kernels cannot run here."""
+        seq, batch, isz = x.shape
+        d, h = self.dirs, yh.shape[2]
+        gh = self.gates * h
+        dt = x.dtype
+        xc = x
+        if not x.flags.c_contiguous:  # layout 1: the steps' rows gathered once
+            xc = self._buf("xc", x.shape, dt)
+            np.copyto(xc, x)
+        flat = self._buf("xwf", (seq, batch, gh), dt)
+        h0k = self._buf("h0k", (batch, h), dt)
+        t = self.input_tensor(2)
+        if self._rt is None or not matches(self._rt[0], t):  # R^T copies, kept while R is unchanged
+            self._rt = (stamp(t), [self._transpose_r(r[k]) for k in range(d)])
+        rts = self._rt[1]
+        for k in range(d):
+            reverse = self.args.direction == "reverse" or k == 1
+            np.matmul(xc.reshape(seq * batch, isz), w[k].T, out=flat.reshape(seq * batch, gh))
+            h0k[...] = 0 if h0 is None else h0[k]
+            bias = self._buf("bias", (gh,), dt)
+            if b is None:
+                bias.fill(0)
+            else:
+                np.add(b[k][:gh], b[k][gh:], out=bias)
+            if not self._direction(flat, rts[k], bias, b, k, h0k, c0, p, y, yc, reverse):
+                return False
+            np.copyto(yh[k], h0k if seq == 0 else y[0 if reverse else seq - 1, k])
+        return True
+
+    def _transpose_r(self, r: np.ndarray):
+        """What the compiled loop takes of one direction's R [G*h, h]: its contiguous transpose."""
+        return np.ascontiguousarray(r.T)
+
+    def _direction(self, xw, rt, bias, b, k, h0k, c0, p, y, yc, reverse) -> bool:
+        """Run direction k by the kind's compiled loop (see _run_compiled); False if it could not run."""
+        raise NotImplementedError
 
     def _row_scale(self, names: list, p, h: int, dt) -> np.ndarray | None:
         """Factors for the rows of W, R and B (the direction's activations ``names``, peepholes ``p``), or
@@ -362,6 +427,14 @@ class ONNXRNN(_ONNXRecurrent):
 
     kind = "RNN"
 
+    def _compilable(self, names):
+        return names[0] in compiled.RNN_ACTIVATIONS
+
+    def _direction(self, xw, rt, bias, b, k, h0k, c0, p, y, yc, reverse):
+        g = self._buf("g", h0k.shape, h0k.dtype)
+        act = self.act_names[k]
+        return compiled.rnn(xw, rt, bias, h0k, y, k, reverse, self.args.clip, act, g)
+
     def _step(self, xt, ht, ct, nh, nc, r, rb, p, fns) -> None:
         np.matmul(r, ht, out=nh)
         nh += xt
@@ -376,6 +449,25 @@ class ONNXGRU(_ONNXRecurrent):
     H = (1 - z) * h~ + z * H. f Sigmoid, g Tanh by default."""
 
     kind = "GRU"
+
+    def _compilable(self, names):
+        return names == ["sigmoid", "tanh"]
+
+    def _transpose_r(self, r):
+        h = r.shape[1]
+        return tuple(np.ascontiguousarray(part.T) for part in (r, r[: 2 * h], r[2 * h :]))
+
+    def _direction(self, xw, rts, bias, b, k, h0k, c0, p, y, yc, reverse):
+        n, h = h0k.shape
+        dt = h0k.dtype
+        rbh = self._buf("rbh", (h,), dt)
+        rbh.fill(0)
+        lbr = bool(self.args.linear_before_reset)
+        if lbr and b is not None:  # Rb_h goes inside r * (H R_h^T + Rb_h)
+            bias[2 * h :] = b[k][2 * h : 3 * h]
+            rbh[...] = b[k][5 * h :]
+        scratch = [self._buf(f"g{i}", (n, m * h), dt) for i, m in enumerate((3, 2, 1, 1))]
+        return compiled.gru(xw, rts, bias, rbh, h0k, y, k, reverse, self.args.clip, lbr, scratch)
 
     def _row_scale(self, names, p, h, dt):
         # Default activations, no clip: the z and r rows are halved (exact in binary floating point), so
@@ -431,6 +523,18 @@ class ONNXLSTM(_ONNXRecurrent):
     C = f_t * C_{t-1} + i * c, o = f(.. + Po * C), H = o * h(C). Defaults f Sigmoid, g h Tanh."""
 
     kind = "LSTM"
+
+    def _compilable(self, names):
+        return names == ["sigmoid", "tanh", "tanh"]
+
+    def _direction(self, xw, rt, bias, b, k, h0k, c0, p, y, yc, reverse):
+        n, h = h0k.shape
+        c = yc[k]
+        c[...] = 0 if c0 is None else c0[k]
+        pk = self._buf("p_none", (0,), h0k.dtype) if p is None else np.ascontiguousarray(p[k])
+        g = self._buf("g", (n, 4 * h), h0k.dtype)
+        a = self.args
+        return compiled.lstm(xw, rt, bias, pk, h0k, c, y, k, reverse, a.clip, a.input_forget, (0, h, 2 * h, 3 * h), g)
 
     def _row_scale(self, names, p, h, dt):
         # Default activations, no peepholes, no clip: the i, o, f rows are halved (exact in binary floating

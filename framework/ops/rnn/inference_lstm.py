@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from framework.errors import ShapeError
+from framework.kernels import recurrent as compiled
 from framework.ops.gradient import no_gradient
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op
@@ -21,6 +22,7 @@ from framework.ops.schema import BOOL, INT, UNKNOWN, Arg, TensorSpec
 def _direction(x, w_ih, w_hh, bias, h0, c0, reverse: bool, out: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """One layer and direction over the whole sequence x [T, N, D] into out [T, N, H]; (final h, final c) [N, H].
 
+    float32 runs the compiled loop where it can (framework/kernels/recurrent.py), otherwise this numpy loop.
     The input projection of every step is one matmul before the loop. The loop keeps its states transposed,
     [H, N], so that each gate is a contiguous block of rows of the [4H, N] gates buffer, computed in place. The
     gate rows are reordered i, f, o, g and the sigmoid rows' weights halved (exact in binary floating point), so
@@ -29,6 +31,10 @@ def _direction(x, w_ih, w_hh, bias, h0, c0, reverse: bool, out: np.ndarray) -> t
     t_len, n, _ = x.shape
     hsz = w_hh.shape[1]
     dt = x.dtype
+    if dt == np.float32 and compiled.available():
+        done = _compiled_direction(x, w_ih, w_hh, bias, h0, c0, reverse, out)
+        if done is not None:
+            return done
     perm = np.r_[0 : 2 * hsz, 3 * hsz : 4 * hsz, 2 * hsz : 3 * hsz]
     scale = np.ones(4 * hsz, dt)
     scale[: 3 * hsz] = 0.5
@@ -59,6 +65,24 @@ def _direction(x, w_ih, w_hh, bias, h0, c0, reverse: bool, out: np.ndarray) -> t
         prev = h
     np.copyto(out, yt.transpose(0, 2, 1))
     return prev.T, ct.T
+
+
+def _compiled_direction(x, w_ih, w_hh, bias, h0, c0, reverse, out):
+    """_direction by the compiled loop (framework/kernels/recurrent.py), PyTorch's gate order i, f, g, o given
+    as column offsets; None when the kernels cannot run here (nothing written)."""
+    t_len, n, din = x.shape
+    hsz = w_hh.shape[1]
+    xw = np.matmul(np.ascontiguousarray(x).reshape(t_len * n, din), w_ih.T).reshape(t_len, n, 4 * hsz)
+    rt = np.ascontiguousarray(w_hh.T)
+    h_init = np.ascontiguousarray(h0, np.float32)
+    c = np.array(c0, np.float32, order="C")  # initial in, final out
+    y = out.reshape(t_len, 1, n, hsz)
+    g = np.empty((n, 4 * hsz), np.float32)
+    bias = np.ascontiguousarray(bias, np.float32)
+    offsets = (0, 3 * hsz, hsz, 2 * hsz)  # i, o, f, c (= g)
+    if not compiled.lstm(xw, rt, bias, np.zeros(0, np.float32), h_init, c, y, 0, reverse, 0.0, False, offsets, g):
+        return None
+    return (h_init if t_len == 0 else out[0 if reverse else t_len - 1]), c
 
 
 def _infer(args, ins):

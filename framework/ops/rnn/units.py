@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from framework.errors import ShapeError, TypeMismatchError
+from framework.kernels import recurrent as compiled
 from framework.ops.gradient import gradient
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op
@@ -155,15 +156,23 @@ class LSTMUnit(_Unit):
         self._kernel(n, d, h, c)(invalid)
 
     def _kernel(self, n: int, d: int, h: np.ndarray, c: np.ndarray):
-        """The step on the arrays bound now: a function of the invalid rows (or None)."""
+        """The step on the arrays bound now: a function of the invalid rows (or None). float32 runs the
+        compiled kernel where it can (framework/kernels/recurrent.py), else the numpy ufuncs below."""
         h_prev, c_prev, x = self.input(0)[0], self.input(1)[0], self.input(2)[0].reshape(n, 4, d)
         dt = x.dtype
         sig, g = np.empty((n, 3, d), dt), np.empty((n, d), dt)
         fb, drop = dt.type(self.args.forget_bias), self.args.drop_states
         h2, c2 = h[0], c[0]
         multiply, tanh, add = np.multiply, np.tanh, np.add
+        fused = None
+        if dt == np.float32 and not np.shares_memory(h2, c_prev) and not np.shares_memory(c2, h_prev):
+            fused = compiled.lstm_unit(x.reshape(n, 4 * d), c_prev, h2, c2, fb)
 
         def step(invalid) -> None:
+            if fused is not None and fused():
+                if invalid is not None:
+                    _carry_over(invalid, drop, (h2, c2), (h_prev, c_prev))
+                return
             _sigmoid_into(x[:, :3], sig)
             if fb:
                 _sigmoid_into(x[:, 1] + fb, sig[:, 1])
