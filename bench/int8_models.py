@@ -42,11 +42,12 @@ class Model:
 
         self.kind = kind
         self.net_def, shapes = load_zoo_model(zoo, kind)
+        fp32_net = self.net_def if kind == "fp32" else load_zoo_model(zoo, "fp32")[0]
         self.ws_name = f"int8_models_{kind}"
         prev = workspace.CurrentWorkspace()
         workspace.SwitchWorkspace(self.ws_name, True)
         try:
-            for name, value in synth_weights(self.net_def, shapes, kind, seed).items():
+            for name, value in synth_weights(self.net_def, shapes, kind, seed, fp32_net).items():
                 workspace.FeedBlob(name, value)
             data, im_info = test_image(seed)
             workspace.FeedBlob("data", data)

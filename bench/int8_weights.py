@@ -190,11 +190,68 @@ def _int8_values(net: NetDef, fp32: dict[str, np.ndarray], names: list[str]) -> 
     return out
 
 
-def synth_weights(net: NetDef, shapes: dict, kind: str, seed: int = 0) -> dict[str, object]:
-    """name -> value to feed (numpy array, or ``Int8Tensor`` for the int8 net) for every weight blob."""
+# Output standard deviation each calibrated layer is scaled to (1 elsewhere): box regressions give small
+# deltas, as trained regressors do.
+TARGET_STD = {"rpn_bbox_pred": 0.1, "bbox_pred": 0.1}
+KEEP_BIAS = {"cls_score_b"}  # its bias sets which classes pass the score threshold
+
+
+def calibrate(fp32_net: NetDef, values: dict[str, np.ndarray], seed: int) -> dict[str, np.ndarray]:
+    """Scale every Conv/FC's weights and bias, in execution order on the test image, so that its output's
+    standard deviation is ``TARGET_STD`` (LSUV-style): He-initialized weights without trained batch norms
+    grow the activations by orders of magnitude through the residual sums; a trained net keeps them near
+    the ranges the int8 model's Y_scales were calibrated for. Runs the ops one by one in a scratch
+    workspace (the If's mask head when there are detections). Returns the scaled values."""
+    from framework.caffe2.python import workspace
+
+    values = {k: v.copy() for k, v in values.items()}
+    prev = workspace.CurrentWorkspace()
+    workspace.SwitchWorkspace("int8_weights_calibration", True)
+    try:
+        for name, v in values.items():
+            workspace.FeedBlob(name, v)
+        data, im_info = test_image(seed)
+        workspace.FeedBlob("data", data)
+        workspace.FeedBlob("im_info", im_info)
+        _calibrate_ops(fp32_net.op, values)
+    finally:
+        workspace.ResetWorkspace()
+        workspace.SwitchWorkspace(prev)
+    return values
+
+
+def _calibrate_ops(ops, values: dict[str, np.ndarray]) -> None:
+    from framework.caffe2.python import workspace
+
+    for op in ops:
+        if op.type == "If":
+            if not bool(workspace.FetchBlob(op.input[0]).reshape(-1)[0]):
+                else_net = next(a.n for a in op.arg if a.name == "else_net")
+                _calibrate_ops(else_net.op, values)
+            continue
+        workspace.RunOperatorOnce(op)
+        if op.type not in ("Conv", "FC"):
+            continue
+        std = float(np.std(workspace.FetchBlob(op.output[0])))
+        if not std > 0:
+            continue
+        factor = np.float32(TARGET_STD.get(op.output[0], 1.0) / std)
+        for name in op.input[1:]:
+            if name not in KEEP_BIAS:
+                values[name] *= factor
+                workspace.FeedBlob(name, values[name])
+        workspace.RunOperatorOnce(op)
+
+
+def synth_weights(
+    net: NetDef, shapes: dict, kind: str, seed: int = 0, fp32_net: NetDef | None = None
+) -> dict[str, object]:
+    """name -> value to feed (numpy array, or ``Int8Tensor`` for the int8 net) for every weight blob;
+    ``fp32_net``: the fp32 predict net the values are calibrated on (``calibrate``), default ``net``."""
+    fp32_net = fp32_net if fp32_net is not None else net
+    fp_names = external_weights(fp32_net)
+    fp32 = calibrate(fp32_net, _fp32_values(fp_names, shapes, seed), seed)
     names = external_weights(net)
-    plain = [n[: -len("_int8")] if n.endswith("_int8") else n for n in names]
-    fp32 = _fp32_values(plain, shapes, seed)
     if kind == "fp32":
         return {n: fp32[n] for n in names}
     return _int8_values(net, fp32, names)
