@@ -26,7 +26,7 @@ from framework.ops.nn.conv_args import ConvPoolOp, conv_pool_args, join_layout, 
 from framework.ops.nn.conv_transpose import convt_geometry
 from framework.ops.operator import Operator
 from framework.ops.quantized.int8_common import I32, U8, Y_ARGS, check_y_scale, int8_input, int8_output
-from framework.ops.quantized.int8_kernels import depthwise_into, requantize_into
+from framework.ops.quantized.int8_kernels import depthwise_into, q31_requantize, requantize_into, wrap_int32
 from framework.ops.registry import register_op
 from framework.ops.schema import INT, INTS, Arg, TensorSpec
 
@@ -42,21 +42,6 @@ def q31_params(x_scale: float, w_scale: float, y_scale: float, where: str) -> tu
         )
     bits = int(np.array(s, F32).view(np.uint32))
     return ((bits & 0x007FFFFF) | 0x00800000) << 7, 126 - (bits >> 23)
-
-
-def q31_requantize(acc: np.ndarray, params: tuple[int, int], y_zp: int, lo: int) -> np.ndarray:
-    """QNNPACK's q31_requantize over an int64 array of int32 accumulators."""
-    mult, shift = params
-    q = (acc * mult + (1 << 30)) >> 31
-    mask = (1 << shift) - 1
-    rem = (q & mask) - (acc < 0)
-    n = (q >> shift) + (rem > (mask >> 1))
-    return np.clip(n, lo - y_zp, 255 - y_zp) + y_zp
-
-
-def wrap_int32(acc: np.ndarray) -> np.ndarray:
-    """int32 wrap-around of exact integer accumulators held in float64 (QNNPACK accumulates in int32)."""
-    return np.rint(acc).astype(np.int64).astype(np.int32).astype(np.int64)
 
 
 def _bias(op: Operator, i: int, n: int) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""Compiled integer kernels of the QNNPACK-arithmetic int8 ops (Int8Conv/Int8ConvRelu/Int8FC).
+"""Integer kernels of the QNNPACK-arithmetic int8 ops (Int8Conv/Int8ConvRelu/Int8FC), compiled by numba.
 
 - ``requantize_into(acc, bias, mult, shift, y_zp, lo, out)``: the GEMM epilogue: ``out[p, m] =
   q31(wrap_int32(acc[p, m]) + bias[m])`` (``int8_conv.q31_requantize``'s arithmetic, in int64 per element)
@@ -7,21 +7,52 @@
   (group = C = M) accumulated in int32 per output pixel straight from the uint8 codes (padding reads the zero
   point, so out-of-image taps are skipped), requantized as above in the same loop.
 
-Both give the numpy path's results bit for bit: the accumulator is the same exact integer (int32 wrap of the
-dot product, then the bias added in int64), and the Q31 steps are the same int64 operations (a multiplication
-beyond int64 wraps in both).
+The loops are compiled on first use (numba's disk cache keeps them), not at import: registering the quantized
+family loads no compiler. Without numba (an optional dependency) both run as numpy passes over int64 arrays
+(``q31_requantize``, ``wrap_int32``); the compiled loops give those passes' results bit for bit: the
+accumulator is the same exact integer (int32 wrap of the dot product, then the bias added in int64), and the
+Q31 steps are the same int64 operations (a multiplication beyond int64 wraps in both).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from framework.kernels import cached_jit
 
-_jit = cached_jit.njit(cache=True, nogil=True, boundscheck=False)
+def q31_requantize(acc: np.ndarray, params: tuple[int, int], y_zp: int, lo: int) -> np.ndarray:
+    """QNNPACK's q31_requantize over an int64 array of int32 accumulators."""
+    mult, shift = params
+    q = (acc * mult + (1 << 30)) >> 31
+    mask = (1 << shift) - 1
+    rem = (q & mask) - (acc < 0)
+    n = (q >> shift) + (rem > (mask >> 1))
+    return np.clip(n, lo - y_zp, 255 - y_zp) + y_zp
 
 
-@_jit
+def wrap_int32(acc: np.ndarray) -> np.ndarray:
+    """int32 wrap-around of exact integer accumulators held in float64 (QNNPACK accumulates in int32)."""
+    return np.rint(acc).astype(np.int64).astype(np.int32).astype(np.int64)
+
+
+_COMPILED: dict = {}
+
+
+def _compiled():
+    """name -> compiled loop, built on the first call; empty without numba."""
+    if not _COMPILED:
+        try:
+            from framework.kernels import cached_jit
+        except ImportError:  # numba is optional: the numpy passes run instead
+            _COMPILED[None] = None
+            return _COMPILED
+        jit = cached_jit.njit(cache=True, nogil=True, boundscheck=False)
+        for fn in (_q31, _wrap32):
+            globals()[fn.__name__] = jit(fn)
+        _COMPILED["requantize"] = jit(_requantize)
+        _COMPILED["depthwise"] = jit(_depthwise)
+    return _COMPILED
+
+
 def _q31(a, mult, shift, y_zp, lo):
     q = (a * mult + (1 << 30)) >> 31
     mask = (np.int64(1) << shift) - 1
@@ -35,12 +66,10 @@ def _q31(a, mult, shift, y_zp, lo):
     return n
 
 
-@_jit
 def _wrap32(v):
     return ((v + (np.int64(1) << 31)) & np.int64(0xFFFFFFFF)) - (np.int64(1) << 31)
 
 
-@_jit
 def _requantize(acc, bias, mult, shift, y_zp, lo, out):
     p, m = acc.shape
     for i in range(p):
@@ -49,7 +78,6 @@ def _requantize(acc, bias, mult, shift, y_zp, lo, out):
             out[i, j] = _q31(a, mult, shift, y_zp, lo)
 
 
-@_jit
 def _depthwise(x, x_zp, w, bias, sh, sw, dh, dw, head_h, head_w, oh, ow, mult, shift, y_zp, lo, out):
     n, h, wd, c = x.shape
     kh, kw = w.shape[0], w.shape[1]
@@ -95,17 +123,39 @@ def _run_into(kernel, args: list, out: np.ndarray) -> None:
 
 def requantize_into(acc: np.ndarray, bias: np.ndarray, params: tuple[int, int], y_zp: int, lo: int, out: np.ndarray):
     """``out`` (uint8, acc's 2-D shape) = Q31 requantization of ``wrap_int32(acc) + bias`` (module doc)."""
+    kernel = _compiled().get("requantize")
+    if kernel is None:
+        out[...] = q31_requantize(wrap_int32(acc) + bias, params, y_zp, lo)
+        return
     mult, shift = params
-    _run_into(_requantize, [_c(acc), _c(bias), np.int64(mult), np.int64(shift), np.int64(y_zp), np.int64(lo)], out)
+    _run_into(kernel, [_c(acc), _c(bias), np.int64(mult), np.int64(shift), np.int64(y_zp), np.int64(lo)], out)
 
 
 def depthwise_into(x, x_zp, wc, bias, geo, params, y_zp, lo, out) -> None:
     """Depthwise conv of NHWC uint8 ``x`` with centered int32 taps ``wc`` (KH, KW, C) into uint8 ``out``
     (N, OH, OW, C); ``geo``: the resolved conv geometry (stride, dilation, head pads, output size)."""
+    kernel = _compiled().get("depthwise")
+    if kernel is None:
+        out[...] = q31_requantize(_depthwise_numpy(x, x_zp, wc, geo) + bias, params, y_zp, lo)
+        return
     mult, shift = params
     (sh, sw), (dh, dw), (hh, hw), (oh, ow) = geo.stride, geo.dilation, geo.head, geo.out
     args = [
         _c(x), np.int32(x_zp), _c(wc), _c(bias), sh, sw, dh, dw, hh, hw, oh, ow,
         np.int64(mult), np.int64(shift), np.int64(y_zp), np.int64(lo),
     ]  # fmt: skip
-    _run_into(_depthwise, args, out)
+    _run_into(kernel, args, out)
+
+
+def _depthwise_numpy(x, x_zp, wc, geo) -> np.ndarray:
+    """int64 accumulators (int32-wrapped) of the depthwise conv, one strided window slice per tap."""
+    (sh, sw), (dh, dw), (oh, ow) = geo.stride, geo.dilation, geo.out
+    pads = ((0, 0), *((max(h, 0), max(t, 0)) for h, t in zip(geo.head, geo.tail)), (0, 0))
+    xp = np.pad(x.astype(np.int64) - x_zp, pads)
+    y0, x0 = (max(-h, 0) for h in geo.head)
+    acc = np.zeros((x.shape[0], oh, ow, x.shape[3]), np.int64)
+    for ky in range(wc.shape[0]):
+        for kx in range(wc.shape[1]):
+            r, c = y0 + ky * dh, x0 + kx * dw
+            acc += xp[:, r : r + (oh - 1) * sh + 1 : sh, c : c + (ow - 1) * sw + 1 : sw, :] * wc[ky, kx]
+    return wrap_int32(acc)

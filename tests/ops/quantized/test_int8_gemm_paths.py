@@ -5,6 +5,8 @@ Shapes, strides, pads per side, dilation, groups, zero points and scales come fr
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -13,10 +15,27 @@ from hypothesis import strategies as st
 from framework.core import CreateOperator
 from framework.memory.int8_tensor import Int8TensorCPU
 from framework.memory.workspace import Workspace
+from framework.ops.quantized import int8_kernels
 from framework.ops.quantized.int8_conv import gemm_dtype, q31_params
 from framework.ops.quantized.int8_kernels import requantize_into
 from tests.ops.quantized.int8_helpers import check_int8, q8
 from tests.ops.quantized.test_int8_conv import requant
+
+
+@contextmanager
+def kernels(compiled: bool):
+    """Run the block on the compiled loops, or on the numpy passes used without numba."""
+    if compiled:
+        yield
+        return
+    saved = dict(int8_kernels._COMPILED)
+    int8_kernels._COMPILED.clear()
+    int8_kernels._COMPILED[None] = None
+    try:
+        yield
+    finally:
+        int8_kernels._COMPILED.clear()
+        int8_kernels._COMPILED.update(saved)
 
 
 def conv_reference(x, xz, w, wz, b, stride, pads, dil, group):
@@ -62,6 +81,7 @@ def run_conv(x, xq, w, wq, b, *, stride, pads, dil, group, ys, y_zp, relu):
 scales = st.floats(0.001, 0.05)
 
 
+@pytest.mark.parametrize("compiled", [True, False])
 @pytest.mark.parametrize("kind", ["dense", "grouped", "depthwise"])
 @settings(max_examples=40, deadline=None)
 @given(
@@ -69,7 +89,7 @@ scales = st.floats(0.001, 0.05)
     xz=st.integers(0, 255), wz=st.integers(0, 255), y_zp=st.integers(0, 255), xs=scales, ws=scales,
     ys=st.floats(0.01, 1.0), seed=st.integers(0, 2**16),
 )  # fmt: skip
-def test_conv_paths_match_reference(data, kind, relu, xz, wz, y_zp, xs, ws, ys, seed):
+def test_conv_paths_match_reference(compiled, data, kind, relu, xz, wz, y_zp, xs, ws, ys, seed):
     rng = np.random.default_rng(seed)
     kh, kw = data.draw(st.sampled_from([1, 2, 3, 5])), data.draw(st.sampled_from([1, 2, 3]))
     stride = data.draw(st.integers(1, 2))
@@ -87,7 +107,10 @@ def test_conv_paths_match_reference(data, kind, relu, xz, wz, y_zp, xs, ws, ys, 
     x = rng.integers(0, 256, (n, h, wd, cg * group)).astype(np.uint8)
     w = rng.integers(0, 256, (mg * group, kh, kw, cg)).astype(np.uint8)
     b = rng.integers(-5000, 5000, mg * group).astype(np.int32)
-    run_conv(x, (xs, xz), w, (ws, wz), b, stride=stride, pads=pads, dil=dil, group=group, ys=ys, y_zp=y_zp, relu=relu)
+    with kernels(compiled):
+        run_conv(
+            x, (xs, xz), w, (ws, wz), b, stride=stride, pads=pads, dil=dil, group=group, ys=ys, y_zp=y_zp, relu=relu
+        )
 
 
 @settings(max_examples=40, deadline=None)
@@ -96,6 +119,12 @@ def test_conv_paths_match_reference(data, kind, relu, xz, wz, y_zp, xs, ws, ys, 
     b=st.integers(-(2**20), 2**20), s=st.floats(2.0**-20, 0.999), y_zp=st.integers(0, 255), relu=st.booleans(),
 )  # fmt: skip
 def test_requantize_epilogue_matches_q31_per_element(acc, b, s, y_zp, relu):
+    for compiled in (True, False):
+        with kernels(compiled):
+            _check_requantize(acc, b, s, y_zp, relu)
+
+
+def _check_requantize(acc, b, s, y_zp, relu):
     # Scales near 1 leave the Q31 product's rounding bit visible in the output (shift 0 or 1).
     lo = y_zp if relu else 0
     params = q31_params(1.0, float(np.float32(s)), 1.0, "test")
