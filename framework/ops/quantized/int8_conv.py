@@ -65,21 +65,33 @@ def _centered_weights(op: Operator, wq, rows: int) -> tuple[np.ndarray, int]:
     return wc, amax
 
 
-def gemm_dtype(k: int, x_zp: int, w_amax: int) -> np.dtype:
-    """float32 when every partial sum of a K-long dot product of centered codes stays below 2**24 (float32
-    BLAS is then exact in any summation order), else float64 (exact below 2**53)."""
-    bound = k * max(x_zp, 255 - x_zp) * w_amax
-    return np.dtype(np.float32) if bound < 2**24 else np.dtype(np.float64)
+def chunk_k(k: int, x_zp: int, w_amax: int) -> int:
+    """The longest K-slice whose dot products of centered codes float32 BLAS computes exactly: every partial sum
+    stays below 2**24 (``slice * max|x - x_zp| * max|w - w_zp|``), whatever order the BLAS sums in."""
+    step = max(x_zp, 255 - x_zp) * w_amax
+    return k if step == 0 else max(1, min(k, (2**24 - 1) // step))
 
 
-def _weights_t(op: Operator, wc: np.ndarray, dt: np.dtype) -> np.ndarray:
-    """Centered weights transposed to (K, rows) in the GEMM's float type, cached beside ``_int8_w``."""
+def _weights_t(op: Operator, wc: np.ndarray) -> np.ndarray:
+    """Centered weights transposed to float32 (K, rows), cached beside ``_int8_w``."""
     cache = getattr(op, "_int8_wt", None)
-    if cache is not None and cache[0] is wc and cache[1].dtype == dt:
+    if cache is not None and cache[0] is wc:
         return cache[1]
-    wt = np.ascontiguousarray(wc.T, dtype=dt)
+    wt = np.ascontiguousarray(wc.T, dtype=np.float32)
     op._int8_wt = (wc, wt)
     return wt
+
+
+def exact_gemm(xc: np.ndarray, wt: np.ndarray, kc: int, out: np.ndarray | None = None) -> np.ndarray:
+    """``xc @ wt`` (float32 centered codes, (P, K) x (K, M)) as float32 partial products over K-slices of at
+    most ``kc``, each exact: (ceil(K / kc), P, M); the requantization sums them in int64."""
+    k = xc.shape[1]
+    n = max(1, -(-k // kc))
+    if out is None:
+        out = np.empty((n, xc.shape[0], wt.shape[1]), np.float32)
+    for i in range(n):
+        np.matmul(xc[:, i * kc : (i + 1) * kc], wt[i * kc : (i + 1) * kc], out=out[i])
+    return out
 
 
 # -- Int8FC -----------------------------------------------------------------------------------------------
@@ -124,8 +136,8 @@ class Int8FC(Operator):
         params = q31_params(xq.scale, wq.scale, self.scale, self.describe())
         m = x.size // k
         wc, amax = _centered_weights(self, wq, n)
-        dt = gemm_dtype(k, xq.zero_point, amax)
-        acc = np.subtract(x.reshape(m, k), xq.zero_point, dtype=dt) @ _weights_t(self, wc, dt)
+        xc = np.subtract(x.reshape(m, k), xq.zero_point, dtype=np.float32)
+        acc = exact_gemm(xc, _weights_t(self, wc), chunk_k(k, xq.zero_point, amax))
         y_zp = self.args.Y_zero_point
         requantize_into(acc, b, params, y_zp, 0, int8_output(self, 0, (m, n), self.scale, y_zp))
 
@@ -195,17 +207,18 @@ class _Conv(ConvPoolOp):
             pads = ((0, 0), *((max(h, 0), max(t, 0)) for h, t in zip(geo.head, geo.tail)), (0, 0))
             xp = np.pad(x, pads, mode="constant", constant_values=xq.zero_point) if geo.padded else x
             cg, mg = c // g, m // g
-            dt = gemm_dtype(kk * cg, xq.zero_point, amax)
-            cols = np.subtract(window_view(xp, geo, "NHWC"), xq.zero_point, dtype=dt)  # (N, OH, OW, KH, KW, C)
             p = n * geo.out[0] * geo.out[1]
-            wt = _weights_t(self, wc, dt)  # (KH * KW * C / group, M)
+            view = window_view(xp, geo, "NHWC")  # (N, OH, OW, KH, KW, C)
+            cols = np.subtract(view, xq.zero_point, out=np.empty(view.shape, np.float32), dtype=np.float32)
+            wt = _weights_t(self, wc)  # (KH * KW * C / group, M)
+            kc = chunk_k(kk * cg, xq.zero_point, amax)
             if g == 1:
-                acc = cols.reshape(p, kk * c) @ wt
+                acc = exact_gemm(cols.reshape(p, kk * c), wt, kc)
             else:
-                acc = np.empty((p, m), dt)
+                acc = np.empty((max(1, -(-kk * cg // kc)), p, m), np.float32)
                 for gi in range(g):
                     xg = cols[..., gi * cg : (gi + 1) * cg].reshape(p, kk * cg)
-                    acc[:, gi * mg : (gi + 1) * mg] = xg @ wt[:, gi * mg : (gi + 1) * mg]
+                    acc[:, :, gi * mg : (gi + 1) * mg] = exact_gemm(xg, wt[:, gi * mg : (gi + 1) * mg], kc)
             requantize_into(acc, b, params, y_zp, lo, dst.reshape(p, m))
         if dst is not out:
             out[...] = dst

@@ -1,8 +1,8 @@
 """Integer kernels of the QNNPACK-arithmetic int8 ops (Int8Conv/Int8ConvRelu/Int8FC), compiled by numba.
 
 - ``requantize_into(acc, bias, mult, shift, y_zp, lo, out)``: the GEMM epilogue: ``out[p, m] =
-  q31(wrap_int32(acc[p, m]) + bias[m])`` (``int8_conv.q31_requantize``'s arithmetic, in int64 per element)
-  over a float accumulator holding exact integers, written as uint8 in one pass;
+  q31(wrap_int32(sum_c acc[c, p, m]) + bias[m])`` (``q31_requantize``'s arithmetic, in int64 per element) over
+  float partial products of K-slices holding exact integers, summed in int64, written as uint8 in one pass;
 - ``depthwise_into(x, x_zp, w, bias, geometry..., mult, shift, y_zp, lo, out)``: a depthwise NHWC conv
   (group = C = M) accumulated in int32 per output pixel straight from the uint8 codes (padding reads the zero
   point, so out-of-image taps are skipped), requantized as above in the same loop.
@@ -30,8 +30,12 @@ def q31_requantize(acc: np.ndarray, params: tuple[int, int], y_zp: int, lo: int)
 
 
 def wrap_int32(acc: np.ndarray) -> np.ndarray:
-    """int32 wrap-around of exact integer accumulators held in float64 (QNNPACK accumulates in int32)."""
-    return np.rint(acc).astype(np.int64).astype(np.int32).astype(np.int64)
+    """int32 wrap-around of exact integer accumulators (int64, or float holding integers; QNNPACK accumulates
+    in int32)."""
+    acc = np.asarray(acc)
+    if acc.dtype.kind == "f":
+        acc = np.rint(acc)
+    return acc.astype(np.int64).astype(np.int32).astype(np.int64)
 
 
 _COMPILED: dict = {}
@@ -71,10 +75,13 @@ def _wrap32(v):
 
 
 def _requantize(acc, bias, mult, shift, y_zp, lo, out):
-    p, m = acc.shape
+    parts, p, m = acc.shape
     for i in range(p):
         for j in range(m):
-            a = _wrap32(np.int64(acc[i, j])) + np.int64(bias[j])
+            total = np.int64(acc[0, i, j])
+            for c in range(1, parts):
+                total += np.int64(acc[c, i, j])
+            a = _wrap32(total) + np.int64(bias[j])
             out[i, j] = _q31(a, mult, shift, y_zp, lo)
 
 
@@ -122,10 +129,16 @@ def _run_into(kernel, args: list, out: np.ndarray) -> None:
 
 
 def requantize_into(acc: np.ndarray, bias: np.ndarray, params: tuple[int, int], y_zp: int, lo: int, out: np.ndarray):
-    """``out`` (uint8, acc's 2-D shape) = Q31 requantization of ``wrap_int32(acc) + bias`` (module doc)."""
+    """``out`` (uint8, (P, M)) = Q31 requantization of ``wrap_int32(sum of acc's parts) + bias`` (module doc);
+    ``acc``: (P, M), or (parts, P, M) partial products holding exact integers, summed exactly."""
+    if acc.ndim == 2:
+        acc = acc[None]
     kernel = _compiled().get("requantize")
     if kernel is None:
-        out[...] = q31_requantize(wrap_int32(acc) + bias, params, y_zp, lo)
+        total = acc[0].astype(np.int64)
+        for part in acc[1:]:
+            total += part.astype(np.int64)
+        out[...] = q31_requantize(wrap_int32(total) + bias, params, y_zp, lo)
         return
     mult, shift = params
     _run_into(kernel, [_c(acc), _c(bias), np.int64(mult), np.int64(shift), np.int64(y_zp), np.int64(lo)], out)

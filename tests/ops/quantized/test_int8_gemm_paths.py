@@ -1,6 +1,6 @@
-"""Int8Conv / Int8ConvRelu / Int8FC over every kernel path (compiled depthwise; float32 GEMM where it is exact;
-float64 GEMM beyond the float32 bound; grouped GEMMs) against an int64 numpy reference: padded windows times
-centered filters, plus bias, then QNNPACK's Q31 requantization written out in Python integers per element.
+"""Int8Conv / Int8ConvRelu / Int8FC over every kernel path (compiled depthwise; float32 GEMM in one K-slice or
+in several, each exact; grouped GEMMs; the numpy passes used without numba) against an int64 numpy reference:
+padded windows times centered filters, plus bias, then QNNPACK's Q31 requantization in Python integers per element.
 Shapes, strides, pads per side, dilation, groups, zero points and scales come from hypothesis."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from framework.core import CreateOperator
 from framework.memory.int8_tensor import Int8TensorCPU
 from framework.memory.workspace import Workspace
 from framework.ops.quantized import int8_kernels
-from framework.ops.quantized.int8_conv import gemm_dtype, q31_params
+from framework.ops.quantized.int8_conv import chunk_k, q31_params
 from framework.ops.quantized.int8_kernels import requantize_into
 from tests.ops.quantized.int8_helpers import check_int8, q8
 from tests.ops.quantized.test_int8_conv import requant
@@ -134,16 +134,17 @@ def _check_requantize(acc, b, s, y_zp, relu):
     assert out[0].tolist() == [requant(a, 1.0, float(np.float32(s)), 1.0, y_zp, lo) for a in wrapped]
 
 
-def test_gemm_dtype_bound():
-    assert gemm_dtype(514, 0, 128) == np.float32  # 514 * 255 * 128 < 2**24
-    assert gemm_dtype(515, 0, 128) == np.float64
-    assert gemm_dtype(515, 128, 128) == np.float32  # |x - 128| <= 128
-    assert gemm_dtype(10**6, 0, 0) == np.float32
+def test_k_slices_keep_float32_partial_sums_below_2_to_24():
+    assert chunk_k(514, 0, 128) == 514  # 514 * 255 * 128 < 2**24
+    assert chunk_k(515, 0, 128) == 514
+    assert chunk_k(2000, 128, 128) == 1023  # |x - 128| <= 128: 1023 * 128 * 128 < 2**24
+    assert chunk_k(10**6, 0, 0) == 10**6
+    assert chunk_k(3, 255, 255) == 3
 
 
 @settings(max_examples=6, deadline=None)
 @given(k=st.sampled_from([514, 700, 2000]), xz=st.sampled_from([0, 255]), seed=st.integers(0, 2**16))
-def test_long_dot_products_exact_on_both_sides_of_the_float32_bound(k, xz, seed):
+def test_long_dot_products_exact_in_one_or_several_k_slices(k, xz, seed):
     # Extreme codes (0/255 against zero points 0/255 and 128) make the partial sums as large as they get.
     rng = np.random.default_rng(seed)
     x = rng.choice(np.array([0, 255], np.uint8), (1, 3, 2, k))
@@ -158,6 +159,19 @@ def test_long_dot_products_exact_on_both_sides_of_the_float32_bound(k, xz, seed)
     acc = acc @ (w.reshape(5, k).astype(np.int64) - 128).T + b
     expected = requantize_all(acc, 0.01, 0.002, 5.0, 100, 0)
     check_int8(op, [q8(x2, 0.01, xz), q8(w.reshape(5, k), 0.002, 128), q8(b, 0.01 * 0.002, 0)], [(expected, 5.0, 100)])
+
+
+def test_grouped_conv_over_several_k_slices():
+    rng = np.random.default_rng(5)
+    x = rng.choice(np.array([0, 255], np.uint8), (1, 3, 3, 1200))
+    w = rng.choice(np.array([0, 255], np.uint8), (4, 1, 1, 600))
+    b = rng.integers(-(10**5), 10**5, 4).astype(np.int32)
+    for compiled in (True, False):
+        with kernels(compiled):
+            run_conv(
+                x, (0.01, 0), w, (0.002, 128), b, stride=1, pads=(0, 0, 0, 0), dil=1, group=2, ys=5.0, y_zp=90,
+                relu=False,
+            )  # fmt: skip
 
 
 def test_depthwise_rerun_into_the_kept_output_gives_the_same_codes():
