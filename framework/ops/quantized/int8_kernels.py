@@ -54,6 +54,7 @@ def _compiled():
             globals()[fn.__name__] = jit(fn)
         _COMPILED["requantize"] = jit(_requantize)
         _COMPILED["depthwise"] = jit(_depthwise)
+        _COMPILED["add"] = jit(_add)
     return _COMPILED
 
 
@@ -126,6 +127,35 @@ def _run_into(kernel, args: list, out: np.ndarray) -> None:
     kernel(*args, dst)
     if dst is not out:
         out[...] = dst
+
+
+def _add(a, b, am, bm, offset, shift, y_zp, lo, out):
+    mask = (np.int64(1) << shift) - 1
+    half = mask >> 1
+    for i in range(a.size):
+        acc = np.int64(a[i]) * am + np.int64(b[i]) * bm - offset
+        rem = (acc & mask) - (1 if acc < 0 else 0)
+        n = (acc >> shift) + (1 if rem > half else 0) + y_zp
+        out[i] = min(max(n, lo), 255)
+
+
+def add_into(a: np.ndarray, a_zp: int, b: np.ndarray, b_zp: int, params: tuple, y_zp: int, lo: int, out) -> bool:
+    """QNNPACK's q8 add (``int8_elementwise.add_quantized``'s arithmetic) of two same-shape uint8 arrays into
+    uint8 ``out`` in one compiled pass (in place over ``a`` or ``b`` allowed); False without numba."""
+    kernel = _compiled().get("add")
+    if kernel is None:
+        return False
+    am, bm, shift = params
+    flat = [x if _canonical(x) else x.copy() for x in (a, b)]
+    args = [f.reshape(-1) for f in flat] + [np.int64(am), np.int64(bm), np.int64(am * a_zp + bm * b_zp)]
+    args += [np.int64(shift), np.int64(y_zp), np.int64(lo)]
+    if _canonical(out):
+        kernel(*args, out.reshape(-1))
+    else:
+        tmp = np.empty(out.shape, out.dtype)
+        kernel(*args, tmp.reshape(-1))
+        out[...] = tmp
+    return True
 
 
 def requantize_into(acc: np.ndarray, bias: np.ndarray, params: tuple[int, int], y_zp: int, lo: int, out: np.ndarray):

@@ -20,6 +20,7 @@ from framework.ops.quantized.int8_conv import chunk_k, q31_params
 from framework.ops.quantized.int8_kernels import requantize_into
 from tests.ops.quantized.int8_helpers import check_int8, q8
 from tests.ops.quantized.test_int8_conv import requant
+from tests.ops.quantized.test_int8_elementwise import ref_add
 
 
 @contextmanager
@@ -207,3 +208,20 @@ def test_new_weights_are_read_on_the_next_run():
         ws.run_operator_once(op_def)
         acc = conv_reference(x, 10, w, 128, b, 1, (0, 0, 0, 0), 1, 1)
         np.testing.assert_array_equal(ws.get_blob("Y")._obj.numpy(), requantize_all(acc, 0.02, 0.01, 0.05, 9, 0))
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+@pytest.mark.parametrize("relu", [False, True])
+@settings(max_examples=10, deadline=None)
+@given(
+    n=st.integers(0, 300), a_zp=st.integers(0, 255), b_zp=st.integers(0, 255), y_zp=st.integers(0, 255),
+    a_scale=st.floats(0.01, 1.0), b_scale=st.floats(0.01, 1.0), y_scale=st.floats(0.05, 1.0),
+    seed=st.integers(0, 2**16),
+)  # fmt: skip
+def test_add_compiled_and_numpy(compiled, relu, n, a_zp, b_zp, y_zp, a_scale, b_scale, y_scale, seed):
+    rng = np.random.default_rng(seed)
+    a, b = (rng.integers(0, 256, (n, 3)).astype(np.uint8) for _ in range(2))
+    expected = ref_add(a, a_scale, a_zp, b, b_scale, b_zp, y_scale, y_zp, relu)
+    op = CreateOperator("Int8AddRelu" if relu else "Int8Add", ["A", "B"], ["C"], Y_scale=y_scale, Y_zero_point=y_zp)
+    with kernels(compiled):
+        check_int8(op, [q8(a, a_scale, a_zp), q8(b, b_scale, b_zp)], [(expected, y_scale, y_zp)])
