@@ -64,8 +64,9 @@ class Model:
         net.CopyFrom(self.net_def)
         net.name = name
         if not compiled:
-            arg = net.arg.add()
-            arg.name, arg.i = "compile_ops", 0
+            for sub in _nets(net):
+                arg = sub.arg.add()
+                arg.name, arg.i = "compile_ops", 0
         prev = workspace.CurrentWorkspace()
         workspace.SwitchWorkspace(self.ws_name)
         try:
@@ -115,7 +116,7 @@ def profile(model: Model, runs: int) -> dict[str, list[float]]:
             finally:
                 dt = time.process_time() - t
                 inner = stack.pop()
-                s = stats[self.type]
+                s = stats[op_label(self)]
                 s[0] += dt - inner
                 s[1] += 1
                 if stack:
@@ -140,6 +141,28 @@ def profile(model: Model, runs: int) -> dict[str, list[float]]:
         for cls, fn in patched.items():
             cls.run = fn
     return {k: [v[0] / runs, v[1] / runs] for k, v in stats.items()}
+
+
+def _nets(net: NetDef):
+    yield net
+    for op in net.op:
+        for arg in op.arg:
+            if arg.HasField("n"):
+                yield from _nets(arg.n)
+
+
+def op_label(op) -> str:
+    """Op type, and for convolutions the filter's window and whether it is depthwise."""
+    if op.type not in ("Conv", "Int8Conv", "Int8ConvRelu"):
+        return op.type
+    w = op.inputs[1].held
+    shape = getattr(getattr(w, "t", w), "array", None)
+    if shape is None:
+        return op.type
+    m, *rest = shape.shape
+    kh, kw, cg = rest if op.type != "Conv" else (rest[1], rest[2], rest[0])
+    kind = "depthwise" if cg == 1 and m > 1 else ""
+    return f"{op.type} {kh}x{kw} {kind}".strip()
 
 
 def _all_subclasses(cls):
