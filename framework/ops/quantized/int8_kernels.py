@@ -77,13 +77,20 @@ def _wrap32(v):
 
 def _requantize(acc, bias, mult, shift, y_zp, lo, out):
     parts, p, m = acc.shape
-    for i in range(p):
+    if parts == 1:
+        for i in range(p):
+            for j in range(m):
+                out[i, j] = _q31(_wrap32(np.int64(acc[0, i, j])) + np.int64(bias[j]), mult, shift, y_zp, lo)
+        return
+    row = np.empty(m, np.int64)
+    for i in range(p):  # each inner loop runs along a row, so it vectorizes
         for j in range(m):
-            total = np.int64(acc[0, i, j])
-            for c in range(1, parts):
-                total += np.int64(acc[c, i, j])
-            a = _wrap32(total) + np.int64(bias[j])
-            out[i, j] = _q31(a, mult, shift, y_zp, lo)
+            row[j] = np.int64(acc[0, i, j])
+        for c in range(1, parts):
+            for j in range(m):
+                row[j] += np.int64(acc[c, i, j])
+        for j in range(m):
+            out[i, j] = _q31(_wrap32(row[j]) + np.int64(bias[j]), mult, shift, y_zp, lo)
 
 
 def _depthwise(x, x_zp, w, bias, sh, sw, dh, dw, head_h, head_w, oh, ow, mult, shift, y_zp, lo, out):
