@@ -150,7 +150,10 @@ class RoIAlign(_RoIAlignBase):
             y0, x0, h, w, gh, gw = _roi_geometry(self, box[k], False)
             ay = _interp_1d(y0, h / a.pooled_h, a.pooled_h, gh, xc.shape[2]) / max(gh, 1)
             ax = _interp_1d(x0, w / a.pooled_w, a.pooled_w, gw, xc.shape[3]) / max(gw, 1)
-            out[k] = np.einsum("ph,chw,qw->cpq", ay, xc[bidx[k]], ax, optimize=True)
+            rows, cols = np.flatnonzero(ay.any(axis=0)), np.flatnonzero(ax.any(axis=0))
+            if rows.size and cols.size:  # only the window the samples touch (Caffe2 reads no other pixel)
+                hs, ws = slice(rows[0], rows[-1] + 1), slice(cols[0], cols[-1] + 1)
+                out[k] = ay[:, hs] @ (xc[bidx[k], :, hs, ws] @ ax[:, ws].T)
         y = self.output(0, _out_shape(a, rois.shape[0], c), xc.dtype)
         y[...] = out if a.order == "NCHW" else out.transpose(0, 2, 3, 1)
 

@@ -26,6 +26,7 @@ from framework.ops.nn.conv_args import ConvPoolOp, conv_pool_args, join_layout, 
 from framework.ops.nn.conv_transpose import convt_geometry
 from framework.ops.operator import Operator
 from framework.ops.quantized.int8_common import I32, U8, Y_ARGS, check_y_scale, int8_input, int8_output
+from framework.ops.quantized.int8_kernels import depthwise_into, q31_requantize, requantize_into, wrap_int32
 from framework.ops.registry import register_op
 from framework.ops.schema import INT, INTS, Arg, TensorSpec
 
@@ -43,26 +44,54 @@ def q31_params(x_scale: float, w_scale: float, y_scale: float, where: str) -> tu
     return ((bits & 0x007FFFFF) | 0x00800000) << 7, 126 - (bits >> 23)
 
 
-def q31_requantize(acc: np.ndarray, params: tuple[int, int], y_zp: int, lo: int) -> np.ndarray:
-    """QNNPACK's q31_requantize over an int64 array of int32 accumulators."""
-    mult, shift = params
-    q = (acc * mult + (1 << 30)) >> 31
-    mask = (1 << shift) - 1
-    rem = (q & mask) - (acc < 0)
-    n = (q >> shift) + (rem > (mask >> 1))
-    return np.clip(n, lo - y_zp, 255 - y_zp) + y_zp
-
-
-def wrap_int32(acc: np.ndarray) -> np.ndarray:
-    """int32 wrap-around of exact integer accumulators held in float64 (QNNPACK accumulates in int32)."""
-    return np.rint(acc).astype(np.int64).astype(np.int32).astype(np.int64)
-
-
 def _bias(op: Operator, i: int, n: int) -> np.ndarray:
     b = int8_input(op, i, I32).t.array
     if b.size != n:
         raise ShapeError(f"{op.describe()}: bias '{op.input_names[i]}' has {b.size} values, expected {n}")
     return b.reshape(n).astype(np.int64)
+
+
+def _centered_weights(op: Operator, wq, rows: int) -> tuple[np.ndarray, int]:
+    """W - W.zero_point as (rows, K) int32 and its largest magnitude, kept on the op while W's array, its
+    version and zero point are unchanged (the op holds the array, so the identity test cannot be fooled)."""
+    arr = wq.t.array
+    key = (wq.t.version, wq.zero_point)
+    cache = getattr(op, "_int8_w", None)
+    if cache is not None and cache[0] is arr and cache[1] == key:
+        return cache[2], cache[3]
+    wc = arr.reshape(rows, -1).astype(np.int32) - np.int32(wq.zero_point)
+    amax = int(np.abs(wc).max()) if wc.size else 0
+    op._int8_w = (arr, key, wc, amax)
+    return wc, amax
+
+
+def chunk_k(k: int, x_zp: int, w_amax: int) -> int:
+    """The longest K-slice whose dot products of centered codes float32 BLAS computes exactly: every partial sum
+    stays below 2**24 (``slice * max|x - x_zp| * max|w - w_zp|``), whatever order the BLAS sums in."""
+    step = max(x_zp, 255 - x_zp) * w_amax
+    return k if step == 0 else max(1, min(k, (2**24 - 1) // step))
+
+
+def _weights_t(op: Operator, wc: np.ndarray) -> np.ndarray:
+    """Centered weights transposed to float32 (K, rows), cached beside ``_int8_w``."""
+    cache = getattr(op, "_int8_wt", None)
+    if cache is not None and cache[0] is wc:
+        return cache[1]
+    wt = np.ascontiguousarray(wc.T, dtype=np.float32)
+    op._int8_wt = (wc, wt)
+    return wt
+
+
+def exact_gemm(xc: np.ndarray, wt: np.ndarray, kc: int, out: np.ndarray | None = None) -> np.ndarray:
+    """``xc @ wt`` (float32 centered codes, (P, K) x (K, M)) as float32 partial products over K-slices of at
+    most ``kc``, each exact: (ceil(K / kc), P, M); the requantization sums them in int64."""
+    k = xc.shape[1]
+    n = max(1, -(-k // kc))
+    if out is None:
+        out = np.empty((n, xc.shape[0], wt.shape[1]), np.float32)
+    for i in range(n):
+        np.matmul(xc[:, i * kc : (i + 1) * kc], wt[i * kc : (i + 1) * kc], out=out[i])
+    return out
 
 
 # -- Int8FC -----------------------------------------------------------------------------------------------
@@ -106,11 +135,11 @@ class Int8FC(Operator):
         b = _bias(self, 2, n)
         params = q31_params(xq.scale, wq.scale, self.scale, self.describe())
         m = x.size // k
-        xc = x.reshape(m, k).astype(np.float64) - xq.zero_point
-        wc = w.astype(np.float64) - wq.zero_point
-        acc = wrap_int32(xc @ wc.T) + b
+        wc, amax = _centered_weights(self, wq, n)
+        xc = np.subtract(x.reshape(m, k), xq.zero_point, dtype=np.float32)
+        acc = exact_gemm(xc, _weights_t(self, wc), chunk_k(k, xq.zero_point, amax))
         y_zp = self.args.Y_zero_point
-        int8_output(self, 0, (m, n), self.scale, y_zp)[...] = q31_requantize(acc, params, y_zp, 0)
+        requantize_into(acc, b, params, y_zp, 0, int8_output(self, 0, (m, n), self.scale, y_zp))
 
 
 # -- Int8Conv / Int8ConvRelu ------------------------------------------------------------------------------
@@ -165,23 +194,34 @@ class _Conv(ConvPoolOp):
         check_elements(join_layout(max(n, 1), max(m, 1), geo.out, "NHWC"), 8, f"output 0 of {self.describe()}")
         buf = join_layout(max(n, 1), max(c, 1), geo.buf_spatial, "NHWC")
         check_elements(buf, 8, f"the padded input of {self.describe()}")
-        pads = ((0, 0), *((max(h, 0), max(t, 0)) for h, t in zip(geo.head, geo.tail)), (0, 0))
-        xp = np.pad(x, pads, mode="constant", constant_values=xq.zero_point)
-        cols = window_view(xp, geo, "NHWC").astype(np.float64) - xq.zero_point  # (N, OH, OW, KH, KW, C)
-        p = n * geo.out[0] * geo.out[1]
-        kk = geo.kernel[0] * geo.kernel[1]
-        acc = np.empty((p, m), np.float64)
-        cg, mg = c // g, m // g
-        wc = w.astype(np.float64) - wq.zero_point
-        for gi in range(g):
-            xg = cols[..., gi * cg : (gi + 1) * cg].reshape(p, kk * cg)
-            acc[:, gi * mg : (gi + 1) * mg] = xg @ wc[gi * mg : (gi + 1) * mg].reshape(mg, kk * cg).T
-        total = wrap_int32(acc) + b
         y_zp = self.args.Y_zero_point
         lo = y_zp if self.relu else 0
-        int8_output(self, 0, out_shape, self.scale, y_zp)[...] = q31_requantize(total, params, y_zp, lo).reshape(
-            out_shape
-        )
+        kk = geo.kernel[0] * geo.kernel[1]
+        wc, amax = _centered_weights(self, wq, m)
+        out = int8_output(self, 0, out_shape, self.scale, y_zp)
+        dst = np.empty(out_shape, U8) if np.may_share_memory(out, x) else out
+        if g == c == m and kc == 1:
+            taps = np.ascontiguousarray(wc.reshape(m, *geo.kernel).transpose(1, 2, 0))
+            depthwise_into(x, xq.zero_point, taps, b, geo, params, y_zp, lo, dst)
+        else:
+            pads = ((0, 0), *((max(h, 0), max(t, 0)) for h, t in zip(geo.head, geo.tail)), (0, 0))
+            xp = np.pad(x, pads, mode="constant", constant_values=xq.zero_point) if geo.padded else x
+            cg, mg = c // g, m // g
+            p = n * geo.out[0] * geo.out[1]
+            view = window_view(xp, geo, "NHWC")  # (N, OH, OW, KH, KW, C)
+            cols = np.subtract(view, xq.zero_point, out=np.empty(view.shape, np.float32), dtype=np.float32)
+            wt = _weights_t(self, wc)  # (KH * KW * C / group, M)
+            kc = chunk_k(kk * cg, xq.zero_point, amax)
+            if g == 1:
+                acc = exact_gemm(cols.reshape(p, kk * c), wt, kc)
+            else:
+                acc = np.empty((max(1, -(-kk * cg // kc)), p, m), np.float32)
+                for gi in range(g):
+                    xg = cols[..., gi * cg : (gi + 1) * cg].reshape(p, kk * cg)
+                    acc[:, :, gi * mg : (gi + 1) * mg] = exact_gemm(xg, wt[:, gi * mg : (gi + 1) * mg], kc)
+            requantize_into(acc, b, params, y_zp, lo, dst.reshape(p, m))
+        if dst is not out:
+            out[...] = dst
 
 
 _CONV_DOC = """2-D convolution of NHWC uint8 codes (``order`` must be NHWC, as Caffe2): X (N, H, W, C), W (M, KH, KW,

@@ -23,6 +23,7 @@ from framework.ops.quantized.int8_common import (
     int8_spec,
     same_params,
 )
+from framework.ops.quantized.int8_kernels import add_into
 from framework.ops.registry import register_op
 from framework.ops.schema import FLOAT, INT, Arg
 
@@ -222,9 +223,11 @@ class _Add(Operator):
         y_zp = self.args.Y_zero_point
         lo = y_zp if self.relu else 0
         a_zp, b_zp = a.zero_point, b.zero_point
-        acc = np.empty(xa.shape, np.int64)
-        add_quantized(xa, a_zp, xb, b_zp, params, y_zp, lo, acc)
-        int8_output(self, 0, xa.shape, self.scale, y_zp)[...] = acc
+        out = int8_output(self, 0, xa.shape, self.scale, y_zp)
+        if not add_into(xa, a_zp, xb, b_zp, params, y_zp, lo, out):
+            acc = np.empty(xa.shape, np.int64)
+            add_quantized(xa, a_zp, xb, b_zp, params, y_zp, lo, acc)
+            out[...] = acc
 
 
 _ADD_DOC = """{summary} of two Int8TensorCPU of the same shape (no broadcast, as the last Caffe2), requantized to
