@@ -19,7 +19,7 @@ import math
 import numpy as np
 
 from framework.errors import GradientError, ShapeError
-from framework.kernels import window_jit
+from framework.kernels import bn_train, window_jit
 from framework.ops.gradient import gradient
 from framework.ops.nn.normalization import AFFINE_GRAD_DOCS, ORDER_ARG, NormOp, affine_grad_infer, channel_axis
 from framework.ops.registry import register_op
@@ -141,7 +141,7 @@ class SpatialBN(_BNBase):
         dt = x.dtype
         self._alpha = np.empty(self._c, dt)
         self._beta = np.empty(self._c, dt)
-        self._tmp = None if self.is_test else np.empty(x.shape, dt)
+        self._tmp = None  # X-sized scratch of the numpy training path, made on its first run
         self._bvar = np.empty(self._c, dt)
         n = self._count
         self._unbias = dt.type(n / (n - 1) if n > 1 else 1.0)
@@ -182,20 +182,35 @@ class SpatialBN(_BNBase):
         if self._sums:
             self._from_sums(x, scale, bias, *sums, sm, siv)
             return
-        np.mean(x, axis=self._axes, out=sm)
-        y = self.output(0, x.shape, x.dtype)  # may be X itself: X is not read after this
-        tmp = self._tmp
-        np.subtract(x, sm.reshape(b), out=y)
-        np.multiply(y, y, out=tmp)
         bvar = self._bvar
-        np.mean(tmp, axis=self._axes, out=bvar)
-        np.add(bvar, self._eps, out=siv)
-        np.sqrt(siv, out=siv)
-        np.divide(1, siv, out=siv)
-        np.multiply(scale, siv, out=alpha)
-        np.multiply(y, alpha.reshape(b), out=y)
-        np.add(y, bias.reshape(b), out=y)
-        self._fused_relu(y)
+        if self.order == "NCHW" and bn_train.moments(x, sm, bvar):  # compiled: statistics, then one pass
+            y = self.output(0, x.shape, x.dtype)  # may be X itself: read and written element by element
+            np.add(bvar, self._eps, out=siv)
+            np.sqrt(siv, out=siv)
+            np.divide(1, siv, out=siv)
+            np.multiply(scale, siv, out=alpha)
+            np.multiply(sm, alpha, out=beta)
+            np.subtract(bias, beta, out=beta)
+            if not window_jit.scale_shift(x, alpha, beta, y, self._relu):
+                np.multiply(x, alpha.reshape(b), out=y)
+                np.add(y, beta.reshape(b), out=y)
+                self._fused_relu(y)
+        else:
+            np.mean(x, axis=self._axes, out=sm)
+            y = self.output(0, x.shape, x.dtype)  # may be X itself: X is not read after this
+            if self._tmp is None:
+                self._tmp = np.empty(x.shape, x.dtype)
+            tmp = self._tmp
+            np.subtract(x, sm.reshape(b), out=y)
+            np.multiply(y, y, out=tmp)
+            np.mean(tmp, axis=self._axes, out=bvar)
+            np.add(bvar, self._eps, out=siv)
+            np.sqrt(siv, out=siv)
+            np.divide(1, siv, out=siv)
+            np.multiply(scale, siv, out=alpha)
+            np.multiply(y, alpha.reshape(b), out=y)
+            np.add(y, bias.reshape(b), out=y)
+            self._fused_relu(y)
         rm = self.output(1, (c,), x.dtype)  # same blob as mean (enforced in place)
         rv = self.output(2, (c,), x.dtype)
         np.multiply(rm, self._m, out=rm)
@@ -287,10 +302,10 @@ class SpatialBNGradient(_BNBase):
 
     def _prepare(self, x) -> None:
         self._prepare_bn(x)
-        self._xhat = np.empty(x.shape, x.dtype)
-        self._tmp = np.empty(x.shape, x.dtype)
+        self._xt = None  # (xhat, tmp) of the numpy path, made on its first run (see _buffers)
         self._rstd = np.empty(self._c, x.dtype)
         self._v = np.empty(self._c, x.dtype)
+        self._k = tuple(np.empty(self._c, x.dtype) for _ in range(3))
 
     def run(self) -> None:
         x, scale, dy, mean, iv = (self.input(i) for i in range(5))
@@ -310,7 +325,9 @@ class SpatialBNGradient(_BNBase):
             np.divide(1, rstd, out=rstd)
         else:
             np.copyto(rstd, iv)
-        xhat, tmp = self._xhat, self._tmp
+        if not self.args.is_test and not self._sums and self.order == "NCHW" and self._compiled(x, scale, dy, mean):
+            return
+        xhat, tmp = self._buffers(x)
         np.subtract(x, mean.reshape(b), out=xhat)
         np.multiply(xhat, rstd.reshape(b), out=xhat)
         dx = self.output(0, x.shape, x.dtype)
@@ -341,6 +358,41 @@ class SpatialBNGradient(_BNBase):
         np.subtract(dy, tmp, out=dx)
         np.subtract(dx, (dbias * inv_n).reshape(b), out=dx)
         np.multiply(dx, v.reshape(b), out=dx)
+
+    def _buffers(self, x) -> tuple:
+        if self._xt is None:
+            self._xt = (np.empty(x.shape, x.dtype), np.empty(x.shape, x.dtype))
+        return self._xt
+
+    def _compiled(self, x, scale, dy, mean) -> bool:
+        """Training mode, NCHW float32: the sums in one compiled pass, dX in another
+        (``dX = k1 dY + k2 X + k3``, the expansion of ``scale rstd (dY - dbias/n - xhat dscale/n)``)."""
+        c, rstd = self._c, self._rstd
+        k1, k2, k3 = self._k
+        if x.shape[0] == 0 or not bn_train.grad_sums(x, dy, mean, k3, k2):  # k3: sum dY, k2: sum dY (X - mean)
+            return False
+        dbias = self.output(2, (c,), x.dtype)
+        dscale = self.output(1, (c,), x.dtype)
+        np.copyto(dbias, k3)
+        np.multiply(k2, rstd, out=dscale)
+        inv_n = x.dtype.type(1.0 / max(self._count, 1))
+        np.multiply(scale, rstd, out=k1)  # k1 = scale rstd
+        np.multiply(dscale, rstd, out=k2)
+        np.multiply(k2, k1, out=k2)
+        np.multiply(k2, -inv_n, out=k2)  # k2 = -scale rstd^2 dscale / n
+        np.multiply(k1, dbias, out=k3)
+        np.multiply(k3, -inv_n, out=k3)
+        self._v[...] = k2 * mean
+        np.subtract(k3, self._v, out=k3)  # k3 = -scale rstd dbias / n - k2 mean
+        dx = self.output(0, x.shape, x.dtype)
+        if bn_train.affine2(dy, x, k1, k2, k3, dx):
+            return True
+        np.multiply(dy, k1.reshape(self._bshape), out=dx)  # dx is not x: the output of a gradient op
+        tmp = self._buffers(x)[1]
+        np.multiply(x, k2.reshape(self._bshape), out=tmp)
+        np.add(dx, tmp, out=dx)
+        np.add(dx, k3.reshape(self._bshape), out=dx)
+        return True
 
 
 @gradient("SpatialBN")

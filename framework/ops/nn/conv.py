@@ -23,6 +23,7 @@ from framework.kernels.conv_nchw import ConvNCHW
 from framework.memory.allocator import check_elements
 from framework.memory.binding import matches, stamp
 from framework.ops.gradient import gradient
+from framework.ops.nn import conv_grad_data
 from framework.ops.nn.conv_args import (
     ConvPoolOp,
     as_shape,
@@ -378,10 +379,14 @@ class ConvGradient(ConvOpBase):
         cg, mg = c // g, m // g
         kg, p = cg * math.prod(geo.kernel), math.prod(geo.out)
         self._geo = geo
+        self._dx_conv = None
+        if o == "NCHW" and USE_NCHW_KERNELS and self.i_dx is not None:
+            self._dx_conv = conv_grad_data.plan(n, c, m, g, geo, dt)  # stride 1: dX as a forward conv of dY
         self._xp = self._dxp = None
         if geo.padded:
             self._xp, self._xp_in = self.padded_buffer(n, c, geo, dt)
-            self._dxp, self._dxp_in = self.padded_buffer(n, c, geo, dt)
+            if self._dx_conv is None:
+                self._dxp, self._dxp_in = self.padded_buffer(n, c, geo, dt)
         self._slices = kernel_slices(geo)
         sl_full = (slice(None),) * r
         if o == "NCHW":
@@ -392,13 +397,19 @@ class ConvGradient(ConvOpBase):
             self._dy_src = lambda dy: dy.reshape(n, g, mg, p).transpose(1, 2, 0, 3)
             col3 = self._col.reshape(g, kg, n * p)
             dyT3 = self._dyT.reshape(g, mg, n * p)
-            self._dw = lambda w, dw: np.matmul(dyT3, col3.transpose(0, 2, 1), out=dw.reshape(g, mg, kg))
-            self._dcol = np.empty((g, kg, n * p), dt)
-            self._dcol_mm = lambda w: np.matmul(w.reshape(g, mg, kg).transpose(0, 2, 1), dyT3, out=self._dcol)
-            colv = self._dcol.reshape(g, cg, *geo.kernel, n, *geo.out).transpose(self._inverse(self._src_axes))
-            self._col2im = [
-                (index(o, sl, lead=1, chan=2), colv[(slice(None),) * 3 + k + sl_full]) for k, sl in self._slices
-            ]
+            # dW^T = col @ dY^T: OpenBLAS runs this form of the thin product faster than dY @ col^T
+            dwT = np.empty((g, kg, mg), dt)
+            self._dw = lambda w, dw: (
+                np.matmul(col3, dyT3.transpose(0, 2, 1), out=dwT),
+                np.copyto(dw.reshape(g, mg, kg), dwT.transpose(0, 2, 1)),
+            )
+            if self._dx_conv is None:
+                self._dcol = np.empty((g, kg, n * p), dt)
+                self._dcol_mm = lambda w: np.matmul(w.reshape(g, mg, kg).transpose(0, 2, 1), dyT3, out=self._dcol)
+                colv = self._dcol.reshape(g, cg, *geo.kernel, n, *geo.out).transpose(self._inverse(self._src_axes))
+                self._col2im = [
+                    (index(o, sl, lead=1, chan=2), colv[(slice(None),) * 3 + k + sl_full]) for k, sl in self._slices
+                ]
             self._tgt_shape = (n, g, cg, *geo.buf_spatial) if geo.padded else (n, g, cg, *geo.spatial)
             self._db_axes = (0, *range(2, 2 + r))
         else:
@@ -430,6 +441,10 @@ class ConvGradient(ConvOpBase):
 
     def run(self) -> None:
         x, w, dy = self.gradient_inputs()
+        dxc = self._dx_conv
+        if dxc is not None and dxc.threads != get_num_threads():
+            self._prepare(x, w, dy)
+            dxc = self._dx_conv
         o = self.order
         # im2col of X (layout chosen for the dfilter GEMM)
         if self._xp is not None:
@@ -451,6 +466,9 @@ class ConvGradient(ConvOpBase):
             np.sum(dy, axis=self._db_axes, out=db)
         if self.i_dx is not None:
             dx = self.output(self.i_dx, x.shape, x.dtype)
+            if dxc is not None:
+                dxc.run(dy, w, self.inputs[1].held, dx)
+                return
             self._dcol_mm(w)
             tgt = self._dxp if self._dxp is not None else dx
             tgt.fill(0)

@@ -1,0 +1,75 @@
+"""The numba kernels behind framework/kernels/bn_train.py (see its doc); imported only when first needed.
+
+Arrays are (N, C, P) float32 views of NCHW tensors. Per-channel sums run over each contiguous P run
+in float32 (reassociated: vectorized) and are added across images in float64.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from framework.kernels import cached_jit, simd_ir
+
+# fastmath: reductions may be reassociated (vectorized); results differ from a sequential sum by
+# float rounding only. No NaN/inf assumptions are made beyond that ("reassoc", "contract").
+_jit = cached_jit.njit(cache=simd_ir.CACHE, fastmath={"reassoc", "contract"}, nogil=True, boundscheck=False)
+
+
+@_jit
+def _moments(x, mean, var):  # pragma: no cover - compiled
+    """mean[c] and biased var[c] of x over images and pixels (two passes: the variance is centered)."""
+    n, c, p = x.shape
+    cnt = n * p
+    for ch in range(c):
+        s = 0.0
+        for i in range(n):
+            acc = np.float32(0)
+            for j in range(p):
+                acc += x[i, ch, j]
+            s += acc
+        m = s / cnt
+        mf = np.float32(m)
+        v = 0.0
+        for i in range(n):
+            acc = np.float32(0)
+            for j in range(p):
+                d = x[i, ch, j] - mf
+                acc += d * d
+            v += acc
+        mean[ch] = mf
+        var[ch] = np.float32(v / cnt)
+    return 0
+
+
+@_jit
+def _grad_sums(x, dy, mean, dbias, dxc):  # pragma: no cover - compiled
+    """dbias[c] = sum dy; dxc[c] = sum dy * (x - mean[c]) over images and pixels."""
+    n, c, p = x.shape
+    for ch in range(c):
+        mf = mean[ch]
+        s1 = 0.0
+        s2 = 0.0
+        for i in range(n):
+            a1 = np.float32(0)
+            a2 = np.float32(0)
+            for j in range(p):
+                g = dy[i, ch, j]
+                a1 += g
+                a2 += g * (x[i, ch, j] - mf)
+            s1 += a1
+            s2 += a2
+        dbias[ch] = np.float32(s1)
+        dxc[ch] = np.float32(s2)
+    return 0
+
+
+@_jit
+def _affine2(dy, x, k1, k2, k3, dx):  # pragma: no cover - compiled
+    """dx[n, c, :] = k1[c] * dy[n, c, :] + k2[c] * x[n, c, :] + k3[c] (dx may be dy)."""
+    n, c, p = x.shape
+    for i in range(n):
+        for ch in range(c):
+            a, b, d = k1[ch], k2[ch], k3[ch]
+            for j in range(p):
+                dx[i, ch, j] = a * dy[i, ch, j] + b * x[i, ch, j] + d
+    return 0
