@@ -94,3 +94,45 @@ def test_a_broadcast_axis_out_of_range_names_both_shapes():
     ws.feed_blob("b", np.zeros((3,), np.float32))
     pattern = r"broadcast axis 2 is out of range \[0, 1\] for A \[2, 3\] and B \[3\]"
     _refused(ws, CreateOperator("Add", ["a", "b"], ["c"], broadcast=1, axis=2), ShapeError, pattern)
+
+
+def _tree(**changes):
+    # one tree: x0 <= 0.5 ? leaf 0 : leaf 1
+    kw = dict(
+        nodes_featureids=[0],
+        nodes_modes=[0],
+        nodes_truenodeids=[0],
+        nodes_trueleafs=[1],
+        nodes_falsenodeids=[1],
+        nodes_falseleafs=[1],
+        leaf_targetids=[0, 0],
+        tree_roots=[0],
+        n_targets=1,
+        aggregate_function=1,
+    )
+    kw.update(changes)
+    return CreateOperator("ONNXTreeEnsemble", ["X", "splits", "weights"], ["Y"], **kw)
+
+
+@pytest.mark.parametrize(
+    "changes, pattern",
+    [
+        ({}, None),
+        (dict(nodes_featureids=[2]), r"feature id 2 is out of range \[0, 2\) for 2 features"),
+        (dict(leaf_targetids=[0, 1]), r"target id 1 is out of range \[0, 1\) for n_targets"),
+        (dict(tree_roots=[1]), r"tree root 1 is out of range \[0, 1\) for 1 nodes"),
+        (dict(nodes_falsenodeids=[5]), r"leaf id 5 is out of range \[0, 2\) for 2 leaves"),
+        (dict(nodes_falsenodeids=[-1]), r"node or leaf id -1 is negative"),
+    ],
+)
+def test_tree_ensemble_ids_out_of_range_name_the_id_and_its_bound(changes, pattern):
+    ws = Workspace()
+    ws.feed_blob("X", np.array([[0.0, 0.0], [1.0, 0.0]]))
+    ws.feed_blob("splits", np.array([0.5]))
+    ws.feed_blob("weights", np.array([10.0, 20.0]))
+    ws.feed_blob("Y", np.full((2, 1), -1.0))
+    if pattern is None:  # the tree as given: each row reaches its leaf
+        ws.run_operator_once(_tree())
+        np.testing.assert_array_equal(ws.fetch_blob("Y"), [[10.0], [20.0]])
+        return
+    _refused(ws, _tree(**changes), ArgumentError, pattern)
