@@ -20,7 +20,8 @@ Every failure is a TypeMismatchError/ShapeError/ArgumentError naming op, blob, e
 found. Ops whose rules need values (index ranges, lengths) or shapes the schema cannot declare call
 the helpers below from ``run()`` before writing any output: ``check_indices``, ``check_lengths``,
 ``expect_rank``, ``expect_same_shape``, ``expect_shape``, ``expect_size``, ``expect_kind``,
-``normalize_axis``, ``int_scalar``.
+``normalize_axis``, ``int_scalar``; helpers that know only a ``where`` (the op's description, in shape
+inference too) use ``expect_axis`` and ``expect_in_range``.
 """
 
 from __future__ import annotations
@@ -294,3 +295,46 @@ def normalize_axis(op: Any, axis: int, ndim: int, name: str = "axis", allow_end:
             f"(expected {-rank} <= {name} < {rank})"
         )
     return axis + rank if axis < 0 else axis
+
+
+def expect_in_range(
+    where: str,
+    what: str,
+    value: int,
+    low: int,
+    high: int,
+    *,
+    inclusive: bool = False,
+    of: str = "",
+    error: type[Exception] = ShapeError,
+) -> int:
+    """``value`` when it lies in ``[low, high)`` (``[low, high]`` with ``inclusive``), else ``error`` (a
+    ShapeError unless told) worded ``"<where>: <what> <value> is out of range [low, high) for <of>"``: an
+    index, position, count or cursor whose bounds only the values in hand tell. ``where`` names the op
+    (``op.describe()``), or the op and blob in shape inference."""
+    if low <= value < high or (inclusive and value == high):
+        return value
+    close = "]" if inclusive else ")"
+    raise error(f"{where}: {what} {value} is out of range [{low}, {high}{close}" + (f" for {of}" if of else ""))
+
+
+def expect_axis(
+    where: str,
+    axis: int,
+    ndim: int,
+    *,
+    name: str = "axis",
+    of: str = "",
+    allow_end: bool = False,
+    error: type[Exception] = ShapeError,
+) -> int:
+    """``axis`` in ``[0, ndim)`` (``[0, ndim]`` with ``allow_end``), negative values counted from the end; else
+    ``error`` (a ShapeError unless told) worded ``"<where>: <name> <axis> is out of range for <of> (expected
+    -r <= <name> < r)"``, ``of`` defaulting to "a <ndim>-D input". ``normalize_axis`` is the same for an op's
+    argument named as such; this one serves helpers that know only a ``where`` (shape inference too)."""
+    rank = ndim + (1 if allow_end else 0)
+    if -rank <= axis < rank:
+        return axis + rank if axis < 0 else axis
+    raise error(
+        f"{where}: {name} {axis} is out of range for {of or f'a {ndim}-D input'} (expected {-rank} <= {name} < {rank})"
+    )

@@ -99,7 +99,7 @@ class BatchSplitRunner:
         self.ws, self.net_def = ws, net_def
         self.data_inputs, self.outputs = list(data_inputs), list(outputs)
         self.ok = splittable(net_def, self.data_inputs)
-        self._key = None
+        self._key: tuple | None = None  # (threads, the input arrays, their shapes) the copies were set up for
         self._copies: list = []
         self._head, self._gather, self._tail = net_def, list(outputs), None
         k = tail_start(net_def, ws) if self.ok else None
@@ -124,14 +124,25 @@ class BatchSplitRunner:
         if batch < 2 or any(a.ndim == 0 or a.shape[0] != batch for a in arrays):
             full_net.run()
             return
-        key = (threads, tuple(id(a) for a in arrays), tuple(a.shape for a in arrays))
-        if key != self._key:
+        if not self._same_inputs(threads, arrays):
             self._setup(arrays, threads)
-            self._key = key
+            self._key = (threads, tuple(arrays), tuple(a.shape for a in arrays))
         run_parallel([c[1].run for c in self._copies])
         self._collect()
         if self._tail is not None:
             self._tail.run()
+
+    def _same_inputs(self, threads: int, arrays: list) -> bool:
+        """The copies were set up for these very input arrays (held, compared by identity) and shapes."""
+        if self._key is None:
+            return False
+        k_threads, k_arrays, k_shapes = self._key
+        return (
+            k_threads == threads
+            and len(k_arrays) == len(arrays)
+            and all(a is b for a, b in zip(k_arrays, arrays))
+            and k_shapes == tuple(a.shape for a in arrays)
+        )
 
     def _collect(self) -> None:
         """The copies' slices of the gathered blobs, joined into the predictor's workspace."""

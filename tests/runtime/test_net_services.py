@@ -62,3 +62,19 @@ def test_a_loader_that_provides_is_called_on_first_use_only():
     assert services.get("create_net") is len
     services.set_loader(lambda: pytest.fail("loaded twice"))
     assert services.get("create_net") is len
+
+
+def test_a_child_workspace_runs_nets_and_plans_through_the_same_services():
+    from framework.memory.workspace import Workspace
+    from framework.proto.framework_pb2 import ExecutionStep, NetDef, OperatorDef, PlanDef
+
+    parent = Workspace()
+    parent.feed_blob("x", [-1.0, 2.0])
+    child = Workspace(parent=parent, name="child")
+    net = NetDef(name="n", op=[OperatorDef(type="Relu", input=["x"], output=["y"])])
+    child.run_net_once(net)
+    assert child.fetch_blob("y").tolist() == [0.0, 2.0] and not parent.has_blob("y")
+    child.create_net(net)
+    plan = PlanDef(name="p", network=[net], execution_step=[ExecutionStep(name="s", network=["n"], num_iter=2)])
+    child.run_plan(plan)
+    assert child.fetch_blob("y").tolist() == [0.0, 2.0]

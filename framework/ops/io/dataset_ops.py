@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from framework.errors import ShapeError, TypeMismatchError
+from framework.errors import ArgumentError, ShapeError, TypeMismatchError
 from framework.ops.gradient import should_not_do_gradient
 from framework.ops.io.std_shuffle import std_shuffle
 from framework.ops.io.tree_cursor import INT64_MAX, TreeCursor, TreeIterator
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op
 from framework.ops.schema import BOOL, INT, STRINGS, UNKNOWN, Arg, TensorSpec
+from framework.ops.validation import expect_in_range
 
 _I32, _I64 = np.dtype(np.int32), np.dtype(np.int64)
 _FIELDS = Arg("fields", STRINGS, [], "field names (see CreateTreeCursor)")
@@ -203,9 +204,9 @@ class SortAndShuffle(Operator):
     def run(self) -> None:
         c = _cursor(self)
         a = self.args
-        k = a.sort_by_field_idx
-        if not -1 <= k < len(c.it.fields):
-            raise self.arg_error(f"sort_by_field_idx {k} out of range for {len(c.it.fields)} fields")
+        k = a.sort_by_field_idx  # -1: no sorting
+        n = len(c.it.fields)
+        expect_in_range(self.describe(), "sort_by_field_idx", k, -1, n, of=f"{n} fields", error=ArgumentError)
         if a.batch_size <= 0 or a.shuffle_size <= 0:
             raise self.arg_error("batch_size and shuffle_size must be > 0")
         data, _, _ = _dataset(self, c.it, 1)

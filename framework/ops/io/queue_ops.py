@@ -24,6 +24,7 @@ from framework.ops.object_blobs import held, register_method_op, unknown_outputs
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op
 from framework.ops.schema import BOOL, FLOAT, FLOATS, INT, STRINGS, UNKNOWN, Arg, TensorSpec
+from framework.ops.validation import expect_in_range
 
 _BOOL = np.dtype(np.bool_)
 
@@ -334,8 +335,8 @@ class CreateBlobsQueueDB(Operator):
         queue = queue_of(self)
         a = self.args
         for k in (a.key_blob_index, a.value_blob_index):
-            if k >= queue.num_blobs:
-                raise self.arg_error(f"blob index {k} is out of range for records of {queue.num_blobs} blobs")
+            of = f"records of {queue.num_blobs} blobs"
+            expect_in_range(self.describe(), "blob index", k, 0, queue.num_blobs, of=of, error=ArgumentError)
         reader = QueueRecordReader(queue, a.key_blob_index, a.value_blob_index, a.timeout_secs)
         self.outputs[0].reset(reader)
 

@@ -17,6 +17,7 @@ import numpy as np
 
 from framework.errors import ArgumentError, ShapeError
 from framework.ops.schema import INT, STRING, Arg
+from framework.ops.validation import expect_in_range
 
 BROADCAST_ARGS = [
     Arg("broadcast", INT, 0, "pass 1 to enable Caffe2's legacy broadcasting of B over A"),
@@ -55,10 +56,8 @@ def legacy_sizes(a_shape: tuple, b_shape: tuple, axis: int, where: str = "") -> 
         )
     if axis == -1:
         axis = na - nb
-    if not 0 <= axis <= na - nb:
-        raise ShapeError(
-            f"{where}: broadcast axis must be in [0, {na - nb}] for A {list(a_shape)} and B {list(b_shape)}, got {axis}"
-        )
+    of = f"A {list(a_shape)} and B {list(b_shape)}"
+    expect_in_range(where, "broadcast axis", axis, 0, na - nb, inclusive=True, of=of)
     start = 0
     while start < nb and b_shape[start] == 1:
         start += 1

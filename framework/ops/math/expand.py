@@ -13,7 +13,7 @@ from framework.ops.math.elementwise import check_kind
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op
 from framework.ops.schema import INT, Arg, TensorSpec, pointwise_cost, same_as_input
-from framework.ops.validation import expect_same_shape
+from framework.ops.validation import expect_axis, expect_same_shape
 
 # -- Expand -------------------------------------------------------------------------------------------
 
@@ -103,12 +103,7 @@ _AXIS = [Arg("axis", INT, 1, "X is viewed as N x D with N the product of the dim
 
 
 def _nd(op: Operator, x: np.ndarray) -> tuple[int, int]:
-    axis = op.args.axis
-    if not -x.ndim <= axis < x.ndim:
-        raise ShapeError(
-            f"{op.describe()}: axis {axis} is out of range for X ('{op.input_names[0]}') of shape {list(x.shape)}"
-        )
-    axis %= x.ndim
+    axis = expect_axis(op.describe(), op.args.axis, x.ndim, of=f"X ('{op.input_names[0]}') of shape {list(x.shape)}")
     d = int(np.prod(x.shape[axis:], dtype=np.int64))
     n = int(np.prod(x.shape[:axis], dtype=np.int64))
     return n, d

@@ -16,7 +16,7 @@ from framework.ops.math.elementwise import check_kind
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op
 from framework.ops.schema import INT, INTS, Arg, Cost, TensorSpec, numel_of
-from framework.ops.validation import check_lengths, expect_kind, expect_shape, expect_size
+from framework.ops.validation import check_lengths, expect_axis, expect_in_range, expect_kind, expect_shape, expect_size
 
 _NP = {"Sum": np.sum, "Mean": np.mean, "Max": np.max, "Min": np.min}
 
@@ -44,9 +44,7 @@ def canon_axes(axes: Any, ndim: int, where: str) -> tuple[int, ...]:
         return tuple(range(ndim))
     out = []
     for a in axes:
-        if not -ndim <= a < ndim:
-            raise ShapeError(f"{where}: axis {a} is out of range for a {ndim}-D input")
-        out.append(a % ndim)
+        out.append(expect_axis(where, a, ndim))
     if len(set(out)) != len(out):
         raise ShapeError(f"{where}: axes {list(axes)} repeat an axis")
     return tuple(sorted(out))
@@ -173,8 +171,7 @@ for _k in ("Sum", "Mean", "Max", "Min"):
 
 def _fb_split(shape: tuple, k: int, front: bool, where: str) -> tuple[int, int, tuple]:
     """(rows, cols, output shape): the input viewed as rows x cols, reducing rows (front) or cols (back)."""
-    if not 0 <= k <= len(shape):
-        raise ShapeError(f"{where}: num_reduce_dim {k} is out of range for input shape {list(shape)}")
+    expect_in_range(where, "num_reduce_dim", k, 0, len(shape), inclusive=True, of=f"input shape {list(shape)}")
     split = k if front else len(shape) - k
     rows = int(np.prod(shape[:split], dtype=np.int64))
     cols = int(np.prod(shape[split:], dtype=np.int64))

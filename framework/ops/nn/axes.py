@@ -7,15 +7,16 @@ from __future__ import annotations
 
 import math
 
-from framework.errors import ShapeError
 from framework.ops.schema import TensorSpec
+from framework.ops.validation import expect_axis
 
 
 def canonical_axis(axis: int, ndim: int, what: str) -> int:
-    """``axis`` in [0, ndim) (negative counts from the end); ShapeError naming ``what`` if out of range."""
-    if not -ndim <= axis < max(ndim, 1) or (ndim == 0 and axis not in (0, -1)):
-        raise ShapeError(f"{what}: axis {axis} is out of range for {ndim} dimensions")
-    return axis + ndim if axis < 0 else axis
+    """``axis`` in [0, ndim) (negative counts from the end; a scalar takes axis 0); ShapeError naming ``what``
+    if out of range."""
+    if ndim == 0 and axis == 0:
+        return 0
+    return expect_axis(what, axis, ndim, of=f"{ndim} dimensions")
 
 
 def coerce_2d(shape: tuple, axis: int, what: str) -> tuple[int, int]:

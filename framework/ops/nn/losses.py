@@ -19,7 +19,7 @@ from framework.ops.operator import Operator
 from framework.ops.pointwise import float_input, scratch
 from framework.ops.registry import register_op
 from framework.ops.schema import BOOL, INT, Arg, TensorSpec, pointwise_cost, same_as_input
-from framework.ops.validation import expect_kind, expect_rank
+from framework.ops.validation import check_indices, expect_kind, expect_rank
 
 LOG_THRESHOLD = 1e-20  # Caffe2's kLOG_THRESHOLD() for float
 
@@ -43,8 +43,7 @@ def _int_labels(op: Operator, i: int, n: int, d: int) -> np.ndarray:
     if not (t.ndim == 1 or (t.ndim == 2 and t.shape[1] == 1)) or t.shape[0] != n:
         raise ShapeError(f"{op.describe()}: labels '{name}' {list(t.shape)} must have shape [{n}] or [{n}, 1]")
     t = t.reshape(n)
-    if n and (t.min() < 0 or t.max() >= d):
-        raise ShapeError(f"{op.describe()}: a label in '{name}' is out of range [0, {d})")
+    check_indices(op, i, t, d, what=f"labels of {d} classes")
     return t
 
 

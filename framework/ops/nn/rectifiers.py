@@ -23,6 +23,7 @@ from framework.ops.pointwise import (
 )
 from framework.ops.registry import register_op
 from framework.ops.schema import FLOAT, INT, Arg, TensorSpec, pointwise_cost
+from framework.ops.validation import expect_in_range
 
 
 @activation_op("ReluN", 2, args=[Arg("n", FLOAT, 6.0, "the upper bound (must be positive)")])
@@ -92,9 +93,7 @@ class MishGradient(PointwiseGradient):
 
 def _glu_split(args: Any, shape: tuple, where: str) -> int:
     d = args.dim if args.dim != -1 else len(shape) - 1
-    if not 0 <= d < len(shape):
-        raise ShapeError(f"{where}: dim {args.dim} is out of range for a {len(shape)}-D input")
-    return d
+    return expect_in_range(where, "dim", d, 0, len(shape), of=f"a {len(shape)}-D input")
 
 
 def _glu_infer(args: Any, ins: list) -> list:

@@ -15,6 +15,7 @@ from framework.ops.operator import Operator
 from framework.ops.pointwise import float_input
 from framework.ops.registry import register_op
 from framework.ops.schema import INT, REQUIRED, Arg, TensorSpec
+from framework.ops.validation import expect_in_range
 
 _I64 = np.dtype(np.int64)
 _ARGS = [
@@ -24,10 +25,8 @@ _ARGS = [
 
 
 def _axis(op: Operator, ndim: int) -> int:
-    a = op.args.axis if op.args.axis != -1 else ndim - 1
-    if not 0 <= a < ndim:
-        raise ShapeError(f"{op.describe()}: axis {op.args.axis} is out of range for a {ndim}-D input")
-    return a
+    a = op.args.axis if op.args.axis != -1 else ndim - 1  # Caffe2's TopK: -1 is the last axis, no other negative
+    return expect_in_range(op.describe(), "axis", a, 0, ndim, of=f"a {ndim}-D input")
 
 
 def _topk_infer(args: Any, ins: list) -> list:

@@ -15,7 +15,7 @@ from framework.ops.operator import Operator
 from framework.ops.pointwise import float_input
 from framework.ops.registry import register_op
 from framework.ops.schema import BOOL, FLOAT, INT, Arg, TensorSpec, same_as_input
-from framework.ops.validation import expect_rank, expect_same_shape
+from framework.ops.validation import expect_axis, expect_rank, expect_same_shape
 
 _EPS = 1e-12  # Caffe2's kEps in these ops
 
@@ -191,12 +191,7 @@ _AXIS = [Arg("axis", INT, -1, "the axis normalized along")]
 
 
 def _axis(op: Operator, x: np.ndarray) -> int:
-    a = op.args.axis
-    if not -x.ndim <= a < x.ndim:
-        raise ShapeError(
-            f"{op.describe()}: axis {a} out of range for X ('{op.input_names[0]}') of shape {list(x.shape)}"
-        )
-    return a % x.ndim
+    return expect_axis(op.describe(), op.args.axis, x.ndim, of=f"X ('{op.input_names[0]}') of shape {list(x.shape)}")
 
 
 @register_op(

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from framework.errors import ShapeError
 from framework.ops.operator import Operator
-from framework.ops.validation import check_indices
+from framework.ops.validation import check_indices, expect_axis
 
 # Numbers and bools (the input_types of ops that move any plain numpy value).
 NUM_OR_BOOL = tuple(
@@ -25,9 +24,7 @@ UFUNC = {"add": np.add, "mul": np.multiply, "max": np.maximum, "min": np.minimum
 
 def axis_of(op: Operator, axis: int, rank: int, blob: int = 0) -> int:
     """``axis`` in [0, rank) (ONNX counts negative axes from the end); ShapeError naming the blob."""
-    if not -rank <= axis < max(rank, 1) or rank == 0:
-        raise ShapeError(f"{op.describe()}: axis {axis} is out of range for '{op.input_names[blob]}' of rank {rank}")
-    return axis % rank
+    return expect_axis(op.describe(), axis, rank, of=f"'{op.input_names[blob]}' of rank {rank}")
 
 
 def onnx_indices(op: Operator, i: int, idx: np.ndarray, bound: int) -> np.ndarray:

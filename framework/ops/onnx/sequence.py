@@ -15,7 +15,7 @@ from framework.ops.onnx.values import TensorSequence, sequence_input, set_value
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op
 from framework.ops.schema import INT, UNKNOWN, Arg, TensorSpec
-from framework.ops.validation import expect_kind, expect_size
+from framework.ops.validation import expect_axis, expect_in_range, expect_kind, expect_size
 
 _SEQ = UNKNOWN  # a sequence output: no tensor spec
 _TYPES = {1: np.float32, 2: np.uint8, 3: np.int8, 4: np.uint16, 5: np.int16, 6: np.int32, 7: np.int64,
@@ -31,12 +31,8 @@ def _position(op: Operator, i: int, n: int, insert: bool) -> int:
     expect_kind(op, i, p, "index")
     expect_size(op, i, p, 1, "a position")
     pos = int(p.reshape(-1)[0])
-    hi = n if insert else n - 1
-    if not -n <= pos <= hi:
-        raise ShapeError(
-            f"{op.describe()}: position {pos} ('{op.input_names[i]}') out of range [{-n}, {hi}] "
-            f"for a sequence of {n} tensors"
-        )
+    of = f"a sequence of {n} tensors (input {i} '{op.input_names[i]}')"
+    expect_in_range(op.describe(), "position", pos, -n, n if insert else n - 1, inclusive=True, of=of)
     return pos + n if pos < 0 else pos
 
 
@@ -227,12 +223,7 @@ class ONNXConcatFromSequence(Operator):
         if not seq:
             raise ShapeError(f"{self.describe()}: the sequence '{self.input_names[0]}' is empty")
         r = seq[0].ndim + self.args.new_axis
-        axis = self.args.axis
-        if not -r <= axis < r or (r == 0):
-            raise ShapeError(
-                f"{self.describe()}: axis {axis} out of range for rank {r} (new_axis={self.args.new_axis})"
-            )
-        axis %= r
+        axis = expect_axis(self.describe(), self.args.axis, r, of=f"rank {r} (new_axis={self.args.new_axis})")
         shapes = {a.shape[:axis] + a.shape[axis + 1 :] if not self.args.new_axis else a.shape for a in seq}
         if len(shapes) != 1:
             raise ShapeError(

@@ -23,6 +23,7 @@ from framework.ops.onnx.reduce import _check_kind
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op
 from framework.ops.schema import INT, INTS, REQUIRED, Arg, TensorSpec
+from framework.ops.validation import expect_in_range
 
 _COMPARE = {
     0: np.less_equal,
@@ -108,14 +109,18 @@ class ONNXTreeEnsemble(Operator):
                 f"'{self.input_names[2]}' {weights.size} weights for {n_leaves} leaves"
             )
         sets = self._sets(self.input(3) if len(self.input_names) > 3 else np.zeros(0))
-        ids = [*a.nodes_featureids, *a.nodes_truenodeids, *a.nodes_falsenodeids, *a.tree_roots, *a.leaf_targetids]
-        bad = [v for v in a.nodes_featureids if not 0 <= v < x.shape[1]] + [
-            t for t in a.leaf_targetids if not 0 <= t < a.n_targets
-        ]
-        if bad or any(v < 0 for v in ids) or any(r >= n_nodes for r in a.tree_roots):
-            raise ArgumentError(f"{self.describe()}: a feature, node, leaf or target id is out of range")
+        where, n_features = self.describe(), x.shape[1]
+        for v in a.nodes_featureids:
+            expect_in_range(where, "feature id", v, 0, n_features, of=f"{n_features} features", error=ArgumentError)
+        for t in a.leaf_targetids:
+            expect_in_range(where, "target id", t, 0, a.n_targets, of="n_targets", error=ArgumentError)
+        for r in a.tree_roots:
+            expect_in_range(where, "tree root", r, 0, n_nodes, of=f"{n_nodes} nodes", error=ArgumentError)
+        for v in (*a.nodes_truenodeids, *a.nodes_falsenodeids):  # their upper bounds depend on the branch taken
+            if v < 0:
+                raise ArgumentError(f"{where}: node or leaf id {v} is negative")
         tracks = list(a.nodes_missing_value_tracks_true) + [0] * n_nodes
-        leaf_hits = [self._walk(row, r, splits, sets, tracks) for row in x for r in a.tree_roots]
+        leaf_hits = [self._walk(row, r, splits, sets, tracks, where) for row in x for r in a.tree_roots]
         fn = a.aggregate_function
         info = np.finfo(x.dtype)
         init = {0: 0.0, 1: 0.0, 2: float(info.max), 3: float(info.min)}[fn]  # min/max start at the extremes
@@ -133,15 +138,17 @@ class ONNXTreeEnsemble(Operator):
         out = self.output(0, (x.shape[0], a.n_targets), x.dtype)
         out[...] = y
 
-    def _walk(self, row: np.ndarray, node: int, splits: np.ndarray, sets: dict, tracks: list) -> int:
+    def _walk(self, row: np.ndarray, node: int, splits: np.ndarray, sets: dict, tracks: list, where: str) -> int:
         a = self.args
+        n_leaves, n_nodes = len(a.leaf_targetids), len(a.nodes_modes)
+        of_leaves, of_nodes = f"{n_leaves} leaves", f"{n_nodes} nodes"
         if (
             a.nodes_trueleafs[node]
             and a.nodes_falseleafs[node]
             and a.nodes_truenodeids[node] == a.nodes_falsenodeids[node]
         ):
             return a.nodes_truenodeids[node]  # a tree that is one leaf
-        for _ in range(len(a.nodes_modes) + 1):
+        for _ in range(n_nodes + 1):
             v = row[a.nodes_featureids[node]]
             mode = a.nodes_modes[node]
             if np.isnan(v) and tracks[node]:
@@ -156,13 +163,9 @@ class ONNXTreeEnsemble(Operator):
                 else (a.nodes_falsenodeids[node], a.nodes_falseleafs[node])
             )
             if leaf:
-                if nxt >= len(a.leaf_targetids):
-                    raise ArgumentError(f"{self.describe()}: leaf id {nxt} is out of range")
-                return nxt
-            if nxt >= len(a.nodes_modes):
-                raise ArgumentError(f"{self.describe()}: node id {nxt} is out of range")
-            node = nxt
-        raise ArgumentError(f"{self.describe()}: the trees have a cycle")
+                return expect_in_range(where, "leaf id", nxt, 0, n_leaves, of=of_leaves, error=ArgumentError)
+            node = expect_in_range(where, "node id", nxt, 0, n_nodes, of=of_nodes, error=ArgumentError)
+        raise ArgumentError(f"{where}: the trees have a cycle")
 
 
 no_gradient("ONNXTreeEnsemble")

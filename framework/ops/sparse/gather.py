@@ -26,7 +26,7 @@ from framework.ops.operator import Operator
 from framework.ops.registry import register_op
 from framework.ops.schema import BOOL, FLOAT, INT, INTS, REQUIRED, UNKNOWN, Arg, TensorSpec
 from framework.ops.sparse.lengths import lengths_of
-from framework.ops.validation import expect_rank
+from framework.ops.validation import check_indices, expect_axis, expect_rank
 
 I32 = np.dtype(np.int32)
 
@@ -43,9 +43,7 @@ def int_input(op: Operator, i: int, ndim: int | None = None, what: str = "indice
 
 
 def in_range(op: Operator, i: int, idx: np.ndarray, n: int, what: str) -> None:
-    if idx.size and (idx.min() < 0 or idx.max() >= n):
-        bad = int(idx[(idx < 0) | (idx >= n)].reshape(-1)[0])
-        raise ShapeError(f"{op.describe()}: index {bad} in '{op.input_names[i]}' is out of range for {n} {what}")
+    check_indices(op, i, idx, n, what=f"{n} {what}")
 
 
 def _batch_gather_infer(args: Any, ins: list[TensorSpec]) -> list[TensorSpec]:
@@ -125,9 +123,7 @@ class BatchGatherGradient(Operator):
 
     def run(self) -> None:
         data, idx, dy = self.input(0), int_input(self, 1), self.input(2)
-        a = self.args.axis + data.ndim if self.args.axis < 0 else self.args.axis
-        if not 0 <= a < data.ndim:
-            raise ShapeError(f"{self.describe()}: axis {self.args.axis} is out of range for DATA {list(data.shape)}")
+        a = expect_axis(self.describe(), self.args.axis, data.ndim, of=f"DATA {list(data.shape)}")
         match_outer = bool(self.args.match_outer)
         if match_outer and idx.shape[:a] != data.shape[:a]:
             raise ShapeError(

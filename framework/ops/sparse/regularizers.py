@@ -18,6 +18,7 @@ from framework.ops.registry import register_op
 from framework.ops.schema import BOOL, FLOAT, Arg
 from framework.ops.training.optimizers import UpdateOp, copy_through, like_inputs
 from framework.ops.training.sparse_optimizers import waves
+from framework.ops.validation import check_indices
 
 
 def _rows(op: UpdateOp) -> tuple[np.ndarray, np.ndarray]:
@@ -26,8 +27,7 @@ def _rows(op: UpdateOp) -> tuple[np.ndarray, np.ndarray]:
         raise ShapeError(f"{op.describe()}: param '{op.input_names[0]}' must be a float table")
     if idx.dtype.kind not in "iu":
         raise ShapeError(f"{op.describe()}: indices must be integers, got {idx.dtype}")
-    if idx.size and (idx.min() < 0 or idx.max() >= p.shape[0]):
-        raise ShapeError(f"{op.describe()}: indices out of range [0, {p.shape[0]}) of '{op.input_names[0]}'")
+    check_indices(op, 1, idx, p.shape[0], what=f"rows of '{op.input_names[0]}'")
     return p, idx
 
 

@@ -30,7 +30,7 @@ from framework.ops.gradient import gradient
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op
 from framework.ops.schema import INT, UNKNOWN, Arg, TensorSpec
-from framework.ops.validation import check_lengths, expect_kind
+from framework.ops.validation import check_indices, check_lengths, expect_kind
 
 LAYOUTS = ("Lengths", "SortedSegment", "UnsortedSegment")
 REDUCERS = ("Sum", "Mean", "WeightedSum")
@@ -172,11 +172,7 @@ def checked_indices(op: Operator, i: int, rows: int) -> np.ndarray:
     idx = op.input(i)
     if idx.ndim != 1 or idx.dtype.kind not in INT_KINDS:
         raise TypeMismatchError(f"{op.describe()}: INDICES '{op.input_names[i]}' must be a 1-D integer tensor")
-    if idx.size and (idx.min() < 0 or idx.max() >= rows):
-        bad = int(idx[(idx < 0) | (idx >= rows)][0])
-        raise ShapeError(
-            f"{op.describe()}: index {bad} in '{op.input_names[i]}' is out of range for {rows} rows of DATA"
-        )
+    check_indices(op, i, idx, rows, what=f"{rows} rows of DATA")
     return idx
 
 

@@ -13,7 +13,7 @@ from framework.ops.gradient import gradient
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op
 from framework.ops.schema import BOOL, INT, INTS, STRING, Arg, TensorSpec
-from framework.ops.validation import expect_kind
+from framework.ops.validation import expect_axis, expect_kind
 from framework.proto.args import make_argument
 from framework.proto.framework_pb2 import OperatorDef
 
@@ -49,10 +49,7 @@ class _AxisOp(Operator):
         return ShapeError(f"{self.describe()}: {msg}")
 
     def canonical(self, ndim: int, what: str) -> int:
-        a = self._axis
-        if not -ndim <= a < ndim:
-            raise self._err(f"axis {a} is out of range for {what} of {ndim} dims")
-        return a + ndim if a < 0 else a
+        return expect_axis(self.describe(), self._axis, ndim, of=f"{what} of {ndim} dims")
 
 
 _AXIS_ARGS = [

@@ -15,6 +15,7 @@ from framework.ops.gradient import gradient, no_gradient, should_not_do_gradient
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op
 from framework.ops.schema import BOOL, INT, INTS, Arg, TensorSpec, same_as_input
+from framework.ops.validation import expect_axis
 from framework.proto.framework_pb2 import TensorProto
 
 
@@ -179,9 +180,8 @@ class Gather(Operator):
             )
         if data.ndim < 1:
             raise _err(self, f"DATA '{self.input_names[0]}' must have rank >= 1, got a scalar")
-        a = self.args.axis + data.ndim if self.args.axis < 0 else self.args.axis
-        if not 0 <= a < data.ndim:
-            raise self.arg_error(f"axis {self.args.axis} out of range for DATA '{self.input_names[0]}' {data.shape}")
+        of = f"DATA '{self.input_names[0]}' {list(data.shape)}"
+        a = expect_axis(self.describe(), self.args.axis, data.ndim, of=of, error=ArgumentError)
         match_outer = bool(self.args.match_outer)
         if match_outer and (a < 1 or idx.shape[:a] != data.shape[:a]):
             raise _err(

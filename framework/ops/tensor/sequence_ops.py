@@ -14,7 +14,7 @@ from framework.ops.operator import Operator
 from framework.ops.registry import register_op
 from framework.ops.schema import BOOL, INT, STRING, UNKNOWN, Arg, TensorSpec, same_as_input
 from framework.ops.training.counters import Mutex, held
-from framework.ops.validation import expect_kind, int_scalar, normalize_axis
+from framework.ops.validation import check_indices, expect_in_range, expect_kind, int_scalar, normalize_axis
 
 _I32 = np.dtype(np.int32)
 
@@ -201,8 +201,7 @@ class BatchPermutation(Operator):
         x, idx = self.input(0), _int_vector(self, 1, "indices")
         if x.ndim == 0 or idx.size != x.shape[0]:
             raise ShapeError(f"{self.describe()}: indices must hold one index per row of X {list(x.shape)}")
-        if idx.size and (idx.min() < 0 or idx.max() >= x.shape[0]):
-            raise ShapeError(f"{self.describe()}: indices out of range [0, {x.shape[0]})")
+        check_indices(self, 1, idx, x.shape[0], what="rows of X")
         np.take(x, idx, axis=0, out=self.output(0, x.shape, x.dtype))
 
 
@@ -280,8 +279,8 @@ class LastNWindowCollector(Operator):
             raise ShapeError(f"{self.describe()}: buffer {list(buf.shape)} does not fit DATA {list(x.shape)}")
         cur = int_scalar(self, 1, "the next position") if initialized else 0  # checked before NUM_VISITED moves
         size = min(k, (buf.shape[0] if initialized else 0) + min(x.shape[0], k))
-        if x.shape[0] and not 0 <= cur < max(size, 1):
-            raise ShapeError(f"{self.describe()}: next cursor {cur} out of range")
+        if x.shape[0]:
+            expect_in_range(self.describe(), "next cursor", cur, 0, max(size, 1), of=f"a buffer of {size} rows")
         if len(self.outputs) > 2:
             nv = self.input(4)
             expect_kind(self, 4, nv, "int")

@@ -20,7 +20,7 @@ from framework.ops.gradient import gradient, should_not_do_gradient
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op
 from framework.ops.schema import INT, INTS, Arg, TensorSpec
-from framework.ops.validation import int_scalar
+from framework.ops.validation import expect_axis, int_scalar
 
 _INT64 = np.dtype(np.int64)
 
@@ -358,9 +358,7 @@ def _transpose_grad(g):
 
 # -- Tile ---------------------------------------------------------------------------------------
 def _canon(op: Operator, axis: int, ndim: int, what: str) -> int:
-    if not -ndim <= axis < ndim:
-        raise _shape_error(op, f"axis {axis} is out of range for {what} of {ndim} dims")
-    return axis + ndim if axis < 0 else axis
+    return expect_axis(op.describe(), axis, ndim, of=f"{what} of {ndim} dims")
 
 
 def _tile_infer(args: Any, ins: list[TensorSpec]) -> list[TensorSpec]:
