@@ -190,7 +190,7 @@ def _concat_prefixes(ops: _Ops) -> int:
             continue
         for k in range(len(ins) - 1, 1, -1):
             hit = seen.get((args, ins[:k]))
-            if hit is not None and hit[0] < i:
+            if hit is not None and hit[0] < i and ops.single(hit[1]):
                 new = OperatorDef()
                 new.CopyFrom(op)
                 del new.input[:]

@@ -370,3 +370,17 @@ def test_a_symbolic_batch_runs_at_any_size_through_the_optimized_net():
         (want,) = _ort(model, {"x": x})
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
     assert _fusion_types(rep.optimized_net) == [1, 3]
+
+
+def test_a_conv_reading_its_own_residual_is_not_summed_in_place():
+    """Add(Conv(x), x): the fused sum would write over x while the conv reads it."""
+    r = _rng(13)
+    nodes = [
+        helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+        helper.make_node("Add", ["c", "x"], ["s"]),
+        helper.make_node("Relu", ["s"], ["y"]),
+        helper.make_node("GlobalAveragePool", ["y"], ["out"]),
+    ]
+    model = _model(nodes, [("x", [1, 3, 5, 5])], [("out", [1, 3, 1, 1])], {"w": r.standard_normal((3, 3, 3, 3))})
+    rep, types = _run(model, {"x": r.standard_normal((1, 3, 5, 5)).astype(np.float32)})
+    assert types["Sum"] == 1 and "ConvFusion" not in types

@@ -103,7 +103,9 @@ class _Pool(ConvPoolOp):
                 # the padding (CAFFE_LEGACY_POOLING can make one) yields it.
                 pv = np.finfo(x.dtype).min if x.dtype.kind == "f" else np.iinfo(x.dtype).min
             self._xp, self._xp_in = self.padded_buffer(n, c, geo, x.dtype, pv)
-        self._slices = [index(self.order, sl) for _, sl in kernel_slices(geo)]
+        # one strided slice per kernel offset, for the window loops; a global pooling reduces the spatial axes
+        # at once (a 112x112 window would build 12544 of them)
+        self._slices = [] if self._global else [index(self.order, sl) for _, sl in kernel_slices(geo)]
         self._tmp = np.empty(self._yshape, x.dtype) if self.kind != "max" or self.is_grad else None
         if self.kind == "avg":
             self._inv = self._inverse_counts(geo, x.dtype)
