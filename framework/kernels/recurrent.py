@@ -122,3 +122,12 @@ def lstm_unit(x, c_prev, h, c, forget_bias):
         return None
     fn, args = _cells.lstm_unit, (x, c_prev, h, c, np.float32(forget_bias))
     return lambda: _call(fn, args)
+
+
+def lstm_unit_grad(x, c_prev, c, dh, dc, dh_prev, dc_prev, dx, forget_bias):
+    """A callable running LSTMUnit's gradient (recurrent_cells.lstm_unit_grad) on these arrays and returning
+    True, or False when the kernel could not run; None when it cannot run on these arrays at all."""
+    if not (available() and _ok(x, c_prev, c, dh, dc, dh_prev, dc_prev, dx)):
+        return None
+    fn, args = _cells.lstm_unit_grad, (x, c_prev, c, dh, dc, dh_prev, dc_prev, dx, np.float32(forget_bias))
+    return lambda: _call(fn, args)

@@ -248,3 +248,31 @@ def lstm_unit(x, c_prev, h, c, forget_bias):  # pragma: no cover - compiled
             cn = sigmoid(xf[j] + forget_bias) * cp[j] + sigmoid(xi[j]) * tanh(xg[j])
             cb[j] = cn
             hb[j] = sigmoid(xo[j]) * tanh(cn)
+
+
+@_jit
+def lstm_unit_grad(x, c_prev, c, dh, dc, dh_prev, dc_prev, dx, forget_bias):  # pragma: no cover - compiled
+    """The gradient of lstm_unit on every row: from the gates x [N, 4D], c_prev and the forward's c, and the
+    output gradients dh, dc ([N, D]), writes dc_prev = c_term * f and dh_prev = 0 ([N, D]) and dx [N, 4D]
+    (i, f, o, g), c_term = dh * o * (1 - tanh(c)^2) + dc. Each element's inputs are read before its outputs
+    are written, so an output may be the same array as an input."""
+    n, d = c.shape
+    for b in range(n):
+        xb, dxb = x[b], dx[b]
+        xi, xf, xo, xg = xb[:d], xb[d : 2 * d], xb[2 * d : 3 * d], xb[3 * d :]
+        dxi, dxf, dxo, dxg = dxb[:d], dxb[d : 2 * d], dxb[2 * d : 3 * d], dxb[3 * d :]
+        cp, cb, dhb, dcb, dhp, dcp = c_prev[b], c[b], dh[b], dc[b], dh_prev[b], dc_prev[b]
+        for j in range(d):
+            i = sigmoid(xi[j])
+            f = sigmoid(xf[j] + forget_bias)
+            o = sigmoid(xo[j])
+            g = tanh(xg[j])
+            tc = tanh(cb[j])
+            cpj, dhj = cp[j], dhb[j]
+            ct = dhj * o * (_ONE - tc * tc) + dcb[j]
+            dcp[j] = ct * f
+            dhp[j] = _ZERO
+            dxi[j] = ct * g * i * (_ONE - i)
+            dxf[j] = ct * cpj * f * (_ONE - f)
+            dxo[j] = dhj * tc * o * (_ONE - o)
+            dxg[j] = ct * i * (_ONE - g * g)

@@ -12,10 +12,12 @@ unchanged (Y_h/Y_c hold the state after its last valid step); the reverse direct
 each sequence's own last valid step (onnxruntime's semantics).
 
 Per direction the input projection of every step is one GEMM before the loop. On float32 with the default
-activations (RNN: Tanh, Relu or Sigmoid) and no sequence_lens, the loop is compiled (framework/kernels/
+activations (RNN: Tanh, Relu or Sigmoid) the loop is compiled (framework/kernels/
 recurrent.py): the projection lands as [seq, batch, G*hidden], the layout the loop reads, and each step is one
 GEMM by a contiguous copy of R^T (kept while R's tensor is unchanged) and one pass computing the gates and the
-new state, h_t written straight into Y. Otherwise (or where the kernels cannot run) the numpy loop: each step
+new state, h_t written straight into Y (with sequence_lens: in segments ending at each distinct length, the
+reverse direction reading each row's steps from its own last one). Otherwise (or where the kernels cannot run)
+the numpy loop: each step
 one GEMM into a gates buffer the op keeps, with the activations applied in place on states held transposed
 ([hidden, batch], so each gate is a contiguous block of rows); with the default activations (and no clip or
 peepholes) the sigmoid gates' rows of W, R and B are halved so one tanh serves every gate.
@@ -263,12 +265,7 @@ class _ONNXRecurrent(Operator):
         y = self._buf("y", (seq, d, batch, h), dt)
         yh = self._buf("yh", (d, batch, h), dt)
         yc = self._buf("yc", (d, batch, h), dt)
-        if (
-            lens is None
-            and self._compiled
-            and dt == np.float32
-            and self._run_compiled(x, w, r, b, h0, c0, p, y, yh, yc)
-        ):
+        if self._compiled and dt == np.float32 and self._run_compiled(x, w, r, b, lens, h0, c0, p, y, yh, yc):
             self._write(y, yh, yc)
             return
         # The loop works on transposed states [hidden, batch]: each gate is then a contiguous block of rows,
@@ -317,10 +314,11 @@ class _ONNXRecurrent(Operator):
         for i, v in enumerate((y, yh, yc)[: len(self.outputs)]):
             self.output(i, v.shape, v.dtype)[...] = v
 
-    def _run_compiled(self, x, w, r, b, h0, c0, p, y, yh, yc) -> bool:
+    def _run_compiled(self, x, w, r, b, lens, h0, c0, p, y, yh, yc) -> bool:
         """Every direction by the compiled loop: the inputs of all steps projected by one GEMM into
         [seq, batch, G*h] (the layout the loop reads, no re-layout), then one kernel call per direction writing
-        h_t straight into y. False (nothing written to the outputs) when the kernels cannot run here."""
+        h_t straight into y. With sequence_lens (``lens``), see _masked_direction. False (nothing written to
+        the outputs) when the kernels cannot run here."""
         seq, batch, isz = x.shape
         d, h = self.dirs, yh.shape[2]
         gh = self.gates * h
@@ -337,24 +335,63 @@ class _ONNXRecurrent(Operator):
         rts = self._rt[1]
         for k in range(d):
             reverse = self.args.direction == "reverse" or k == 1
-            np.matmul(xc.reshape(seq * batch, isz), w[k].T, out=flat.reshape(seq * batch, gh))
+            order = None
+            if lens is not None and reverse:  # step s of row b reads time order[s, b]: its own last step first
+                order = np.clip(lens[None, :] - 1 - np.arange(seq)[:, None], 0, max(seq - 1, 0))
+            xs = xc if order is None else xc[order, np.arange(batch)]
+            np.matmul(xs.reshape(seq * batch, isz), w[k].T, out=flat.reshape(seq * batch, gh))
             h0k[...] = 0 if h0 is None else h0[k]
+            c = yc[k]
+            c[...] = 0 if c0 is None or self.kind != "LSTM" else c0[k]
             bias = self._buf("bias", (gh,), dt)
             if b is None:
                 bias.fill(0)
             else:
                 np.add(b[k][:gh], b[k][gh:], out=bias)
-            if not self._direction(flat, rts[k], bias, b, k, h0k, c0, p, y, yc, reverse):
+            if lens is not None:
+                if not self._masked_direction(flat, rts[k], bias, b, k, h0k, c, p, y, yh, order, lens):
+                    return False
+                continue
+            if not self._direction(flat, rts[k], bias, b, k, h0k, c, p, y, k, reverse):
                 return False
             np.copyto(yh[k], h0k if seq == 0 else y[0 if reverse else seq - 1, k])
+        return True
+
+    def _masked_direction(self, xw, rt, bias, b, k, h0k, c, p, y, yh, order, lens) -> bool:
+        """Direction k with sequence_lens: the rows run forward over xw (step s of row b projected from time
+        order[s, b], or s without ``order``) in segments ending at each distinct length, so each row's final
+        states are taken at its own last step; rows past their length compute values nobody reads. Then Y
+        gets each valid step at its time and zeros elsewhere."""
+        seq, batch = xw.shape[0], xw.shape[1]
+        h = h0k.shape[1]
+        ys = self._buf("ys", (seq, 1, batch, h), h0k.dtype)
+        c_end = self._buf("c_end", c.shape, c.dtype)
+        np.copyto(c_end, c)
+        np.copyto(yh[k], h0k)  # rows of length 0 keep their initial states
+        start, prev = 0, h0k
+        for length in np.unique(lens[lens > 0]):
+            stop = int(length)
+            if not self._direction(xw[start:stop], rt, bias, b, k, prev, c, p, ys[start:stop], 0, False):
+                return False
+            rows = lens == stop
+            yh[k][rows] = ys[stop - 1, 0][rows]
+            c_end[rows] = c[rows]
+            start, prev = stop, ys[stop - 1, 0]
+        np.copyto(c, c_end)
+        valid = np.arange(seq)[:, None] < lens[None, :]  # [step, batch]
+        y[:, k] = 0
+        steps, rows = np.nonzero(valid)
+        times = steps if order is None else order[steps, rows]
+        y[times, k, rows] = ys[steps, 0, rows]
         return True
 
     def _transpose_r(self, r: np.ndarray):
         """What the compiled loop takes of one direction's R [G*h, h]: its contiguous transpose."""
         return np.ascontiguousarray(r.T)
 
-    def _direction(self, xw, rt, bias, b, k, h0k, c0, p, y, yc, reverse) -> bool:
-        """Run direction k by the kind's compiled loop (see _run_compiled); False if it could not run."""
+    def _direction(self, xw, rt, bias, b, k, h0k, c, p, y, slot, reverse) -> bool:
+        """Run direction k's steps xw by the kind's compiled loop from hidden state h0k (and cell state c, in
+        place), h_t into y[t, slot] (see _run_compiled); False if it could not run."""
         raise NotImplementedError
 
     def _row_scale(self, names: list, p, h: int, dt) -> np.ndarray | None:
@@ -430,10 +467,10 @@ class ONNXRNN(_ONNXRecurrent):
     def _compilable(self, names):
         return names[0] in compiled.RNN_ACTIVATIONS
 
-    def _direction(self, xw, rt, bias, b, k, h0k, c0, p, y, yc, reverse):
+    def _direction(self, xw, rt, bias, b, k, h0k, c, p, y, slot, reverse):
         g = self._buf("g", h0k.shape, h0k.dtype)
         act = self.act_names[k]
-        return compiled.rnn(xw, rt, bias, h0k, y, k, reverse, self.args.clip, act, g)
+        return compiled.rnn(xw, rt, bias, h0k, y, slot, reverse, self.args.clip, act, g)
 
     def _step(self, xt, ht, ct, nh, nc, r, rb, p, fns) -> None:
         np.matmul(r, ht, out=nh)
@@ -457,7 +494,7 @@ class ONNXGRU(_ONNXRecurrent):
         h = r.shape[1]
         return tuple(np.ascontiguousarray(part.T) for part in (r, r[: 2 * h], r[2 * h :]))
 
-    def _direction(self, xw, rts, bias, b, k, h0k, c0, p, y, yc, reverse):
+    def _direction(self, xw, rts, bias, b, k, h0k, c, p, y, slot, reverse):
         n, h = h0k.shape
         dt = h0k.dtype
         rbh = self._buf("rbh", (h,), dt)
@@ -467,7 +504,7 @@ class ONNXGRU(_ONNXRecurrent):
             bias[2 * h :] = b[k][2 * h : 3 * h]
             rbh[...] = b[k][5 * h :]
         scratch = [self._buf(f"g{i}", (n, m * h), dt) for i, m in enumerate((3, 2, 1, 1))]
-        return compiled.gru(xw, rts, bias, rbh, h0k, y, k, reverse, self.args.clip, lbr, scratch)
+        return compiled.gru(xw, rts, bias, rbh, h0k, y, slot, reverse, self.args.clip, lbr, scratch)
 
     def _row_scale(self, names, p, h, dt):
         # Default activations, no clip: the z and r rows are halved (exact in binary floating point), so
@@ -527,14 +564,14 @@ class ONNXLSTM(_ONNXRecurrent):
     def _compilable(self, names):
         return names == ["sigmoid", "tanh", "tanh"]
 
-    def _direction(self, xw, rt, bias, b, k, h0k, c0, p, y, yc, reverse):
+    def _direction(self, xw, rt, bias, b, k, h0k, c, p, y, slot, reverse):
         n, h = h0k.shape
-        c = yc[k]
-        c[...] = 0 if c0 is None else c0[k]
         pk = self._buf("p_none", (0,), h0k.dtype) if p is None else np.ascontiguousarray(p[k])
         g = self._buf("g", (n, 4 * h), h0k.dtype)
         a = self.args
-        return compiled.lstm(xw, rt, bias, pk, h0k, c, y, k, reverse, a.clip, a.input_forget, (0, h, 2 * h, 3 * h), g)
+        return compiled.lstm(
+            xw, rt, bias, pk, h0k, c, y, slot, reverse, a.clip, a.input_forget, (0, h, 2 * h, 3 * h), g
+        )
 
     def _row_scale(self, names, p, h, dt):
         # Default activations, no peepholes, no clip: the i, o, f rows are halved (exact in binary floating

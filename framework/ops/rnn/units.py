@@ -247,7 +247,8 @@ class LSTMUnitGradient(_Unit):
         self._kernel(n, d, k, dh_prev, dc_prev, dx)(invalid)
 
     def _kernel(self, n: int, d: int, k: int, dh_prev: np.ndarray, dc_prev: np.ndarray, dx: np.ndarray):
-        """The gradient on the arrays bound now (preallocated scratch): a function of the invalid rows."""
+        """The gradient on the arrays bound now (preallocated scratch): a function of the invalid rows.
+        float32 runs the compiled kernel where it can (framework/kernels/recurrent.py), else the ufuncs below."""
         c_prev, x = self.input(1)[0], self.input(2)[0].reshape(n, 4, d)
         c, dh, dc = self.input(k + 1)[0], self.input(k + 2)[0], self.input(k + 3)[0]
         dt = x.dtype
@@ -257,12 +258,22 @@ class LSTMUnitGradient(_Unit):
         dh_prev, dc_prev, dx = dh_prev[0], dc_prev[0], dx[0].reshape(n, 4, d)
         mul, sub, add, tanh = np.multiply, np.subtract, np.add, np.tanh
 
+        fused = None
+        if dt == np.float32:
+            x2, dx2 = x.reshape(n, 4 * d), dx.reshape(n, 4 * d)
+            fused = compiled.lstm_unit_grad(x2, c_prev, c, dh, dc, dh_prev, dc_prev, dx2, fb)
+
         def one_minus_times(a, b, out):  # out = (1 - a) * a * b
             sub(1, a, out=tmp)
             mul(tmp, a, out=tmp)
             mul(tmp, b, out=out)
 
         def step(invalid) -> None:
+            if fused is not None and fused():
+                if invalid is not None:
+                    dx[invalid] = 0
+                    _carry_over(invalid, drop, (dh_prev, dc_prev), (dh, dc))
+                return
             _sigmoid_into(x[:, :3], sig)
             if fb:
                 _sigmoid_into(x[:, 1] + fb, f)

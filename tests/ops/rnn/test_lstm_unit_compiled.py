@@ -58,3 +58,31 @@ def test_compiled_step_matches_numpy_step(data):
     for a, b in zip(fast, slow):
         assert a.shape == b.shape == (1, n, d) and a.dtype == np.float32
         np.testing.assert_allclose(a, b, rtol=2e-6, atol=5e-7)
+
+
+@given(data=st.data())
+@settings(max_examples=40, deadline=None)
+def test_compiled_gradient_matches_numpy_gradient(data):
+    n = data.draw(st.integers(1, 6), label="batch")
+    d = data.draw(st.sampled_from([1, 2, 3, 7, 16, 33]), label="hidden")
+    with_lengths = data.draw(st.booleans(), label="sequence_lengths")
+    args = dict(
+        forget_bias=data.draw(st.sampled_from([0.0, 1.0, -0.5]), label="forget_bias"),
+        drop_states=data.draw(st.booleans(), label="drop_states"),
+        sequence_lengths=with_lengths,
+    )
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**31 - 1), label="seed"))
+    h_prev, c_prev, h, c, dh, dc = rng.standard_normal((6, 1, n, d)).astype(np.float32)
+    gates = (3 * rng.standard_normal((1, n, 4 * d))).astype(np.float32)
+    ins = [h_prev, c_prev, gates]
+    names = ["h_prev", "c_prev", "gates"]
+    if with_lengths:
+        ins.append(rng.integers(0, 6, n).astype(np.int32))
+        names.append("lengths")
+    ins += [np.array([data.draw(st.integers(0, 4), label="timestep")], np.int32), h, c, dh, dc]
+    names += ["t", "h", "c", "dh", "dc"]
+    op_def = CreateOperator("LSTMUnitGradient", names, ["dh_prev", "dc_prev", "dgates"], **args)
+    fast, slow = _run(op_def, ins, True), _run(op_def, ins, False)
+    for a, b in zip(fast, slow):
+        assert a.shape == b.shape and a.dtype == np.float32
+        np.testing.assert_allclose(a, b, rtol=2e-6, atol=2e-6)
