@@ -7,10 +7,11 @@ The zoo's predict nets (``mask_rcnn_2go/model/{int8,fp32}/model.pbtxt``) are rea
 Caffe2's models repository (``--zoo``, default the mirror under ``/work/.mirror``). Their weights
 (``model_init.pb``) are Git LFS objects that cannot be fetched here, so the weights are synthetic (seeded,
 ``bench.int8_weights``): every blob's shape comes from the zoo's own graph drawing of the fp32 net
-(``model_def.svg``, which labels each blob with its shape on a 1x3x320x427 input), the fp32 weights are
-He-initialized, and the int8 weights are those same weights quantized as Caffe2's int8 models are (uint8 codes,
-per-tensor scale, zero point 128; int32 biases at scale X.scale * W.scale, with X.scale the Y_scale of the op
-that makes the conv's input). Timing and op-level arithmetic are real; the detections are not.
+(``model_def.svg``, which labels each blob with its shape on a 1x3x320x427 input); the fp32 weights are
+He-initialized and then scaled layer by layer on the test image to unit output deviation (``calibrate``), and
+the int8 weights are those same weights quantized as Caffe2's int8 models hold them (uint8 codes, per-tensor
+scale, zero point 128; int32 biases at scale X.scale * W.scale, with X.scale the Y_scale of the op that makes
+the conv's input). Timing and op-level arithmetic are real; the detections are not.
 """
 
 from __future__ import annotations

@@ -30,9 +30,13 @@ _SHAPE = re.compile(r"^\[[0-9, ]*\]$")
 
 
 def _git_show(zoo: str, path: str) -> str:
-    return subprocess.run(
-        ["git", "--git-dir", zoo, "show", f"HEAD:mask_rcnn_2go/model/{path}"], check=True, capture_output=True
-    ).stdout.decode()
+    done = subprocess.run(["git", "--git-dir", zoo, "show", f"HEAD:mask_rcnn_2go/model/{path}"], capture_output=True)
+    if done.returncode:
+        raise SystemExit(
+            f"cannot read mask_rcnn_2go/model/{path} from the git dir {zoo} (a clone of facebookarchive/models; "
+            f"pass --zoo): {done.stderr.decode().strip()}"
+        )
+    return done.stdout.decode()
 
 
 def svg_shapes(svg: str) -> dict[str, tuple[int, ...]]:

@@ -57,6 +57,37 @@ def _interp_1d(start: float, bin_size: float, pooled: int, grid: int, size: int)
     return m
 
 
+def _interp_rois(start, bin_size, pooled: int, grid, size: int) -> np.ndarray:
+    """``_interp_1d(...) / max(grid, 1)`` of every RoI at once: (R, pooled, size). The same float operations
+    element by element, and each RoI's weights summed in ``_interp_1d``'s order (its lows, then its highs), so
+    the values are identical."""
+    r = len(start)
+    m = np.zeros(r * pooled * size, np.float64)
+    gmax = int(grid.max()) if r else 0
+    if size == 0 or gmax <= 0:
+        return m.reshape(r, pooled, size)
+    k = np.arange(r)[:, None, None]
+    p = np.arange(pooled)[None, :, None]
+    g = np.arange(gmax)[None, None, :]
+    grid3 = grid[:, None, None]
+    bins = bin_size[:, None, None]
+    y = (start[:, None, None] + p * bins + (g + 0.5) * bins / np.maximum(grid3, 1)).astype(np.float32)
+    y = y.astype(np.float64)
+    valid = (y >= -1.0) & (y <= size) & (g < grid3)
+    y = np.maximum(y, 0.0)
+    low = np.floor(y).astype(np.int64)
+    top = low >= size - 1
+    low = np.where(top, size - 1, low)
+    high = np.where(top, size - 1, low + 1)
+    y = np.where(top, low.astype(np.float64), y)
+    ly = y - low
+    base = (k * pooled + p) * size
+    idx = np.concatenate([(base + low)[valid], (base + high)[valid]])
+    wts = np.concatenate([(1.0 - ly)[valid], ly[valid]])
+    m += np.bincount(idx, wts, minlength=m.size)  # a bin is one RoI's: its lows, then its highs, in order
+    return m.reshape(r, pooled, size) / np.maximum(grid, 1)[:, None, None]
+
+
 def _roi_geometry(op: Operator, roi: np.ndarray, rotated: bool) -> tuple:
     """(start_or_centre_h, start_or_centre_w, roi_h, roi_w, grid_h, grid_w) of one RoI's box part."""
     a = op.args
@@ -146,10 +177,12 @@ class RoIAlign(_RoIAlignBase):
         a = self.args
         out = np.zeros((rois.shape[0], c, a.pooled_h, a.pooled_w), np.float64)
         box = rois[:, -4:]
+        geo = [_roi_geometry(self, box[k], False) for k in range(rois.shape[0])]
+        y0, x0, h, w, gh, gw = (np.array([g[i] for g in geo]).reshape(-1) for i in range(6))
+        ays = _interp_rois(y0, h / a.pooled_h, a.pooled_h, gh.astype(np.int64), xc.shape[2])
+        axs = _interp_rois(x0, w / a.pooled_w, a.pooled_w, gw.astype(np.int64), xc.shape[3])
         for k in range(rois.shape[0]):
-            y0, x0, h, w, gh, gw = _roi_geometry(self, box[k], False)
-            ay = _interp_1d(y0, h / a.pooled_h, a.pooled_h, gh, xc.shape[2]) / max(gh, 1)
-            ax = _interp_1d(x0, w / a.pooled_w, a.pooled_w, gw, xc.shape[3]) / max(gw, 1)
+            ay, ax = ays[k], axs[k]
             rows, cols = np.flatnonzero(ay.any(axis=0)), np.flatnonzero(ax.any(axis=0))
             if rows.size and cols.size:  # only the window the samples touch (Caffe2 reads no other pixel)
                 hs, ws = slice(rows[0], rows[-1] + 1), slice(cols[0], cols[-1] + 1)

@@ -8,6 +8,13 @@ point, so it adds nothing) and requantize with QNNPACK's Q31 fixed point (``requ
 ``shift = 126 - biased_exponent(s)``; ``q = (acc * m + 2**30) >> 31``, ``y = (q >> shift) + (remainder(q) >
 threshold)`` (ties away from zero), clamped to [min, 255] - Y_zero_point, plus Y_zero_point.
 
+How: depthwise convs (group = C = M) run one compiled int32 loop with the requantization inside
+(``int8_kernels.depthwise_into``); other convs and Int8FC write the centered codes (im2col for windows) once as
+float32 and multiply them by the cached centered filter in float32 BLAS over K-slices short enough that every
+partial sum stays below 2**24 (``chunk_k``: exact whatever order the BLAS sums in); the slices' products are
+summed in int64 by the one requantization pass (``int8_kernels.requantize_into``). Int8ConvTranspose keeps its
+float64 tap loop.
+
 Caffe2: ``caffe2/operators/quantized/int8_{fc,conv,conv_transpose}_op.h``. None has a gradient. Caffe2 builds its
 QNNPACK object (packed weights, bias, scales) on the first run and reuses it: later changes to W or B are ignored
 there; here every run reads them.
@@ -51,18 +58,24 @@ def _bias(op: Operator, i: int, n: int) -> np.ndarray:
     return b.reshape(n).astype(np.int64)
 
 
-def _centered_weights(op: Operator, wq, rows: int) -> tuple[np.ndarray, int]:
-    """W - W.zero_point as (rows, K) int32 and its largest magnitude, kept on the op while W's array, its
-    version and zero point are unchanged (the op holds the array, so the identity test cannot be fooled)."""
+def _filter(op: Operator, wq, rows: int, depthwise: tuple | None = None) -> tuple[np.ndarray, int]:
+    """W - W.zero_point as its kernel reads it, and the largest magnitude: int32 taps (KH, KW, C) for the
+    depthwise loop (``depthwise`` = (KH, KW)), else float32 (K, rows) for the GEMM. Kept on the op while W's
+    array, its version and zero point are unchanged (the op holds the array, so the identity test cannot be
+    fooled); only the prepared form is kept."""
     arr = wq.t.array
-    key = (wq.t.version, wq.zero_point)
+    key = (wq.t.version, wq.zero_point, depthwise)
     cache = getattr(op, "_int8_w", None)
     if cache is not None and cache[0] is arr and cache[1] == key:
         return cache[2], cache[3]
     wc = arr.reshape(rows, -1).astype(np.int32) - np.int32(wq.zero_point)
     amax = int(np.abs(wc).max()) if wc.size else 0
-    op._int8_w = (arr, key, wc, amax)
-    return wc, amax
+    if depthwise is not None:
+        prepared = np.ascontiguousarray(wc.reshape(rows, *depthwise).transpose(1, 2, 0))
+    else:
+        prepared = np.ascontiguousarray(wc.T, dtype=np.float32)
+    op._int8_w = (arr, key, prepared, amax)
+    return prepared, amax
 
 
 def chunk_k(k: int, x_zp: int, w_amax: int) -> int:
@@ -70,16 +83,6 @@ def chunk_k(k: int, x_zp: int, w_amax: int) -> int:
     stays below 2**24 (``slice * max|x - x_zp| * max|w - w_zp|``), whatever order the BLAS sums in."""
     step = max(x_zp, 255 - x_zp) * w_amax
     return k if step == 0 else max(1, min(k, (2**24 - 1) // step))
-
-
-def _weights_t(op: Operator, wc: np.ndarray) -> np.ndarray:
-    """Centered weights transposed to float32 (K, rows), cached beside ``_int8_w``."""
-    cache = getattr(op, "_int8_wt", None)
-    if cache is not None and cache[0] is wc:
-        return cache[1]
-    wt = np.ascontiguousarray(wc.T, dtype=np.float32)
-    op._int8_wt = (wc, wt)
-    return wt
 
 
 def exact_gemm(xc: np.ndarray, wt: np.ndarray, kc: int, out: np.ndarray | None = None) -> np.ndarray:
@@ -135,9 +138,9 @@ class Int8FC(Operator):
         b = _bias(self, 2, n)
         params = q31_params(xq.scale, wq.scale, self.scale, self.describe())
         m = x.size // k
-        wc, amax = _centered_weights(self, wq, n)
+        wt, amax = _filter(self, wq, n)
         xc = np.subtract(x.reshape(m, k), xq.zero_point, dtype=np.float32)
-        acc = exact_gemm(xc, _weights_t(self, wc), chunk_k(k, xq.zero_point, amax))
+        acc = exact_gemm(xc, wt, chunk_k(k, xq.zero_point, amax))
         y_zp = self.args.Y_zero_point
         requantize_into(acc, b, params, y_zp, 0, int8_output(self, 0, (m, n), self.scale, y_zp))
 
@@ -197,12 +200,12 @@ class _Conv(ConvPoolOp):
         y_zp = self.args.Y_zero_point
         lo = y_zp if self.relu else 0
         kk = geo.kernel[0] * geo.kernel[1]
-        wc, amax = _centered_weights(self, wq, m)
+        depthwise = g == c == m and kc == 1
+        wk, amax = _filter(self, wq, m, tuple(geo.kernel) if depthwise else None)
         out = int8_output(self, 0, out_shape, self.scale, y_zp)
         dst = np.empty(out_shape, U8) if np.may_share_memory(out, x) else out
-        if g == c == m and kc == 1:
-            taps = np.ascontiguousarray(wc.reshape(m, *geo.kernel).transpose(1, 2, 0))
-            depthwise_into(x, xq.zero_point, taps, b, geo, params, y_zp, lo, dst)
+        if depthwise:
+            depthwise_into(x, xq.zero_point, wk, b, geo, params, y_zp, lo, dst)  # wk: taps (KH, KW, C)
         else:
             pads = ((0, 0), *((max(h, 0), max(t, 0)) for h, t in zip(geo.head, geo.tail)), (0, 0))
             xp = np.pad(x, pads, mode="constant", constant_values=xq.zero_point) if geo.padded else x
@@ -210,15 +213,14 @@ class _Conv(ConvPoolOp):
             p = n * geo.out[0] * geo.out[1]
             view = window_view(xp, geo, "NHWC")  # (N, OH, OW, KH, KW, C)
             cols = np.subtract(view, xq.zero_point, out=np.empty(view.shape, np.float32), dtype=np.float32)
-            wt = _weights_t(self, wc)  # (KH * KW * C / group, M)
-            kc = chunk_k(kk * cg, xq.zero_point, amax)
+            ks = chunk_k(kk * cg, xq.zero_point, amax)  # wk: (KH * KW * C / group, M) float32
             if g == 1:
-                acc = exact_gemm(cols.reshape(p, kk * c), wt, kc)
+                acc = exact_gemm(cols.reshape(p, kk * c), wk, ks)
             else:
-                acc = np.empty((max(1, -(-kk * cg // kc)), p, m), np.float32)
+                acc = np.empty((max(1, -(-kk * cg // ks)), p, m), np.float32)
                 for gi in range(g):
                     xg = cols[..., gi * cg : (gi + 1) * cg].reshape(p, kk * cg)
-                    acc[:, :, gi * mg : (gi + 1) * mg] = exact_gemm(xg, wt[:, gi * mg : (gi + 1) * mg], kc)
+                    acc[:, :, gi * mg : (gi + 1) * mg] = exact_gemm(xg, wk[:, gi * mg : (gi + 1) * mg], ks)
             requantize_into(acc, b, params, y_zp, lo, dst.reshape(p, m))
         if dst is not out:
             out[...] = dst
