@@ -282,6 +282,13 @@ def _try_attention(net: Any, j: int) -> bool:
     q, fq, iq = _scaled_operand(net, i_qk, qk.input[0])
     kk, fk, ik = _scaled_operand(net, i_qk, qk.input[1]) if qk.input[1] != qk.input[0] else (qk.input[1], 1.0, None)
     chain += [i for i in (iq, ik) if i is not None]
+    transposed_k = not qk_args.get("trans_b", 0)
+    i_t = _single_producer(net, ik if ik is not None else i_qk, kk, ("Transpose",)) if kk != q else None
+    axes = _args(net.ops[i_t]).get("axes") if i_t is not None else None
+    if axes and len(axes) >= 2 and list(axes) == [*range(len(axes) - 2), len(axes) - 1, len(axes) - 2]:
+        # K^T made by a Transpose only this chain reads: read K itself (a strided operand of the GEMM)
+        kk, transposed_k = net.ops[i_t].input[0], not transposed_k
+        chain.append(i_t)
     i_pv = _next(net, j, ("BatchMatMul",))
     if i_pv is None or net.ops[i_pv].input[0] != sm.output[0] or len(net.ops[i_pv].input) != 2:
         return False
@@ -294,7 +301,7 @@ def _try_attention(net: Any, j: int) -> bool:
     fused = _op("ScaledDotProductAttention", inputs, [net.ops[i_pv].output[0]])
     arg = fused.arg.add()
     arg.name, arg.f = "scale", scale * fq * fk
-    for name, value in (("transposed_k", not qk_args.get("trans_b", 0)), ("axis", _args(sm).get("axis", 1))):
+    for name, value in (("transposed_k", transposed_k), ("axis", _args(sm).get("axis", 1))):
         arg = fused.arg.add()
         arg.name, arg.i = name, int(value)
     # V is read where the second product stood (the fused op's place): only Q, K and the mask must keep
