@@ -14,6 +14,9 @@ and is not observable):
   all heads: the scale folded into one multiply of the scores, the mask added and the softmax taken in
   place, no intermediates kept.
 
+- **head split**: ``ExpandDims -> Transpose -> Squeeze`` that inserts an axis, moves it and squeezes it
+  again (torch's export of the q/k/v split) becomes one ``Transpose``.
+
 Results equal the unfused ops' within float rounding (the fused kernels evaluate in float64 where the
 chain rounded to float32 between ops).
 """
@@ -279,6 +282,13 @@ def _try_attention(net: Any, j: int) -> bool:
     q, fq, iq = _scaled_operand(net, i_qk, qk.input[0])
     kk, fk, ik = _scaled_operand(net, i_qk, qk.input[1]) if qk.input[1] != qk.input[0] else (qk.input[1], 1.0, None)
     chain += [i for i in (iq, ik) if i is not None]
+    transposed_k = not qk_args.get("trans_b", 0)
+    i_t = _single_producer(net, ik if ik is not None else i_qk, kk, ("Transpose",)) if kk != q else None
+    axes = _args(net.ops[i_t]).get("axes") if i_t is not None else None
+    if axes and len(axes) >= 2 and list(axes) == [*range(len(axes) - 2), len(axes) - 1, len(axes) - 2]:
+        # K^T made by a Transpose only this chain reads: read K itself (a strided operand of the GEMM)
+        kk, transposed_k = net.ops[i_t].input[0], not transposed_k
+        chain.append(i_t)
     i_pv = _next(net, j, ("BatchMatMul",))
     if i_pv is None or net.ops[i_pv].input[0] != sm.output[0] or len(net.ops[i_pv].input) != 2:
         return False
@@ -291,7 +301,7 @@ def _try_attention(net: Any, j: int) -> bool:
     fused = _op("ScaledDotProductAttention", inputs, [net.ops[i_pv].output[0]])
     arg = fused.arg.add()
     arg.name, arg.f = "scale", scale * fq * fk
-    for name, value in (("transposed_k", not qk_args.get("trans_b", 0)), ("axis", _args(sm).get("axis", 1))):
+    for name, value in (("transposed_k", transposed_k), ("axis", _args(sm).get("axis", 1))):
         arg = fused.arg.add()
         arg.name, arg.i = name, int(value)
     # V is read where the second product stood (the fused op's place): only Q, K and the mask must keep
@@ -299,6 +309,52 @@ def _try_attention(net: Any, j: int) -> bool:
     return _replace_chain(net, chain, fused, [q, kk] + ([mask] if mask is not None else []))
 
 
+# -- head split -----------------------------------------------------------------------------------------
+
+
+def fuse_head_split(net: Any) -> int:
+    """ExpandDims(dims=[d]) -> Transpose(axes) -> Squeeze(dims=[s]) with the inserted axis d moved to s and
+    squeezed there (torch's export of a multi-head attention's q/k/v split) -> one Transpose: two ops and
+    a copy fewer per layer."""
+    n = 0
+    i = 0
+    while i < len(net.ops):
+        if net.ops[i].type == "ExpandDims" and _try_head_split(net, i):
+            n += 1
+            continue
+        i += 1
+    return n
+
+
+def _try_head_split(net: Any, i: int) -> bool:
+    ed = net.ops[i]
+    dims = _args(ed).get("dims")
+    if len(ed.input) != 1 or len(ed.output) != 1 or not dims or len(dims) != 1 or dims[0] < 0:
+        return False
+    j = _next(net, i, ("Transpose",))
+    if j is None:
+        return False
+    perm = _args(net.ops[j]).get("axes")
+    k = _next(net, j, ("Squeeze",))
+    if not perm or k is None or len(net.ops[j].output) != 1:
+        return False
+    sq = _args(net.ops[k]).get("dims")
+    d = dims[0]
+    if not sq or len(sq) != 1 or not 0 <= sq[0] < len(perm) or perm[sq[0]] != d or len(net.ops[k].output) != 1:
+        return False
+    new_perm = [p - (p > d) for p in perm if p != d]
+    fused = _op("Transpose", [ed.input[0]], [net.ops[k].output[0]])
+    arg = fused.arg.add()
+    arg.name = "axes"
+    arg.ints.extend(new_perm)
+    return _replace_chain(net, [i, j, k], fused, [ed.input[0]])
+
+
 def fuse_transformer(net: Any) -> dict[str, int]:
     """Apply this module's rewrites to ``net`` (optimize.py's ``_Net``); counts by rewrite."""
-    return {"gelus": fuse_gelu(net), "attentions": fuse_attention(net), "linears": fuse_linear(net)}
+    return {
+        "gelus": fuse_gelu(net),
+        "attentions": fuse_attention(net),
+        "linears": fuse_linear(net),
+        "head_splits": fuse_head_split(net),
+    }

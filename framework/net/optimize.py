@@ -5,7 +5,7 @@ read by any other op than the one being fused, is never folded or fused away):
 
 1. Drop identities: Dropout with is_test=1 (and its unused mask), Alias/StopGradient/EnsureDense, Copy of a
    blob no op writes into one only it writes (readers of the output read the input instead).
-1b. Transformer blocks (framework/net/fuse_transformer.py): MatMul + bias as FC, GELU's erf chain as Gelu.
+1b. Transformer blocks (framework/net/fuse_transformer.py): MatMul + bias as FC, GELU, attention, head split.
 2. Fold test-mode SpatialBN into the preceding Conv (as Caffe2's opt/fusion.cc fuseConvBN): with
    a = scale / sqrt(var + eps), W' = W * a (per output channel) and b' = (b - mean) * a + bias, written to
    new blobs ``<W>_bnfold`` / ``<b>_bnfold`` in the workspace (the weights must be constants there:

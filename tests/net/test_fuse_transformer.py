@@ -168,6 +168,7 @@ def test_exported_encoder_fuses_and_keeps_its_output():
     assert types["Gelu"] == 2 and "Erf" not in types
     assert types["ScaledDotProductAttention"] == 2 and "Softmax" not in types
     assert types["FCTransposed"] + types["FC"] >= 6
+    assert "ExpandDims" not in types and "Squeeze" not in types
     ws.create_net(opt, overwrite=True).run()
     got = ws.fetch_blob(predict.external_output[0])
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
@@ -204,7 +205,7 @@ def test_attention_chain_becomes_one_op():
     net = _net(ATTENTION, ["q", "k", "v"], ["y"])
     (plain,), _ = _run(net, ws, ["y"], optimize=False)
     (fused,), types = _run(net, ws, ["y"], optimize=True)
-    assert types == {"Transpose": 1, "ScaledDotProductAttention": 1}
+    assert types == {"ScaledDotProductAttention": 1}  # the K^T Transpose went into it too
     np.testing.assert_allclose(fused, plain, rtol=1e-5, atol=1e-6)
     q, k, v, m = (ws.fetch_blob(b).astype(np.float64) for b in ("q", "k", "v", "mask"))
     s = q @ np.swapaxes(k, -1, -2) * (0.5 * 0.7 / 1.3) + m
@@ -217,3 +218,20 @@ def test_attention_chain_with_an_observable_intermediate_stays(observable):
     ws = _attention_ws()
     _, types = _run(_net(ATTENTION, ["q", "k", "v"], ["y"]), ws, ["y", observable], optimize=True)
     assert "ScaledDotProductAttention" not in types and types["Softmax"] == 1
+
+
+@pytest.mark.parametrize("observable", [None, "e"])
+def test_head_split_becomes_one_transpose(observable):
+    ws = Workspace()
+    ws.feed_blob("a", f32(3, 4, 3, 5))
+    ops = [
+        CreateOperator("ExpandDims", ["a"], ["e"], dims=[0]),
+        CreateOperator("Transpose", ["e"], ["t"], axes=[3, 1, 2, 0, 4]),
+        CreateOperator("Squeeze", ["t"], ["y"], dims=[3]),
+    ]
+    outs = ["y"] + ([observable] if observable else [])
+    (plain, *_), _ = _run(_net(ops, ["a"], outs), ws, outs, optimize=False)
+    (fused, *_), types = _run(_net(ops, ["a"], outs), ws, outs, optimize=True)
+    assert types == ({"Transpose": 1} if observable is None else {"ExpandDims": 1, "Transpose": 1, "Squeeze": 1})
+    np.testing.assert_array_equal(fused, plain)
+    np.testing.assert_array_equal(fused, ws.fetch_blob("a").transpose(2, 0, 1, 3))
