@@ -1,7 +1,9 @@
 import json
 import os
 import resource
+import sys
 import time
+from pathlib import Path
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 # The CLI's first command would start `framework warmup` in the background; tests of that set it back.
@@ -9,8 +11,29 @@ os.environ.setdefault("FRAMEWORK_NO_AUTO_WARMUP", "1")
 # Passes that rewrite a net through its dataflow view check the view after every rewrite (net/dataflow.py).
 os.environ.setdefault("FRAMEWORK_CHECK_DATAFLOW", "1")
 
-import pytest
-from hypothesis import HealthCheck, settings
+
+def _bytecode_outside_the_tree() -> None:
+    """Under PYTHONDONTWRITEBYTECODE (set by some CI images), every test subprocess would compile the
+    framework from source (0.2 s of CPU per `framework` command) and every xdist worker would rewrite and
+    compile each test module again. The suite keeps that bytecode instead in the user cache folder
+    (``$FRAMEWORK_CACHE_DIR``, else ``$XDG_CACHE_HOME/framework`` or ``~/.cache/framework``, as the
+    kernels' cache), ``pycache/``: still nothing written into the source tree."""
+    if not (sys.flags.dont_write_bytecode or os.environ.get("PYTHONDONTWRITEBYTECODE")):
+        return
+    forced = os.environ.get("FRAMEWORK_CACHE_DIR", "")
+    base = (
+        Path(forced) if forced else Path(os.environ.get("XDG_CACHE_HOME", "") or Path.home() / ".cache") / "framework"
+    )
+    prefix = str(base / "pycache")
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    os.environ["PYTHONPYCACHEPREFIX"] = prefix  # the test subprocesses
+    sys.pycache_prefix, sys.dont_write_bytecode = prefix, False  # this process: the test modules from here on
+
+
+_bytecode_outside_the_tree()
+
+import pytest  # noqa: E402
+from hypothesis import HealthCheck, settings  # noqa: E402
 
 # Two hypothesis profiles. "default" (the README's test command, CI): derandomized, so every run draws the
 # examples CI drew and a failure replays on any machine, and at most DEFAULT_MAX_EXAMPLES examples a test,

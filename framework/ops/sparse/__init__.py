@@ -4,29 +4,30 @@ models use, gathers over batches and ranges, packing, one-hot encodings, sparse 
 boolean masks, Unique and LengthsTopK, the growing id -> index map (Index*), key-value maps and
 id-list merging and hashing, and the tensor-train embedding sum (TTSparseLengthsSum).
 
-Each import below registers its module's ops; keep one line per module.
+``MODULES`` names every module that registers ops, one line each; ``framework.ops.families`` imports
+them one by one as their op types are first looked up (importing this package registers nothing).
 """
 
-from framework.ops.sparse import (  # noqa: F401
-    boolean_mask,
-    bucketize,
-    feature_maps,
-    gather,
-    id_lists,
-    index,
-    lengths,
-    maps,
-    one_hot,
-    pack_segments,
-    partition,
-    position_encoding,
-    reduce_front,
-    regularizers,
-    scatter,
-    segment_range,
-    segment_reductions,
-    sparse_to_dense,
-    tt_sls,
-    unique,
-    utility,
+MODULES = (
+    "boolean_mask",
+    "bucketize",
+    "feature_maps",
+    "gather",
+    "id_lists",
+    "index",
+    "lengths",
+    "maps",
+    "one_hot",
+    "pack_segments",
+    "partition",
+    "position_encoding",
+    "reduce_front",
+    "regularizers",
+    "scatter",
+    "segment_range",
+    "segment_reductions",
+    "sparse_to_dense",
+    "tt_sls",
+    "unique",
+    "utility",
 )
