@@ -73,3 +73,12 @@ def _affine2(dy, x, k1, k2, k3, dx):  # pragma: no cover - compiled
             for j in range(p):
                 dx[i, ch, j] = a * dy[i, ch, j] + b * x[i, ch, j] + d
     return 0
+
+
+@_jit
+def _relu_grad(y, dy, dx):  # pragma: no cover - compiled
+    """dx = dy where y > 0, else 0, over flat arrays (dx may be dy or y)."""
+    zero = np.float32(0)
+    for j in range(y.size):
+        dx[j] = dy[j] if y[j] > zero else zero
+    return 0
