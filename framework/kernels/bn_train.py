@@ -1,11 +1,13 @@
 """One-pass compiled kernels for training-mode SpatialBN and its gradient (NCHW float32), where numpy
-needs a pass per operation (subtract, square, mean, scale, shift... about eight passes over X).
+needs a pass per operation (subtract, square, mean, scale, shift... about eight passes over X), and
+for ReluGradient (numpy: a mask pass, then a multiply by it).
 
 - ``moments(x, mean, var)``: the batch mean and biased variance per channel (two passes over X; the
   variance is centered, as numpy's);
 - ``grad_sums(x, dy, mean, dbias, dxc)``: ``sum dY`` and ``sum dY * (X - mean)`` per channel (one pass);
 - ``affine2(dy, x, k1, k2, k3, dx)``: ``dX = k1 * dY + k2 * X + k3`` per channel (one pass): the whole
-  input gradient once the sums are known.
+  input gradient once the sums are known;
+- ``relu_grad(y, dy, dx)``: ``dX = dY * (Y > 0)`` (one pass, as numpy's multiply by the mask).
 
 Each returns False (nothing written) where it does not apply (not float32, not contiguous, numba missing
 or disabled, its compile failed); the caller then runs its numpy path. Optional, like window_jit: the
@@ -78,3 +80,12 @@ def affine2(dy: np.ndarray, x: np.ndarray, k1, k2, k3, dx: np.ndarray) -> bool:
     if not _fits(dy, x, k1, k2, k3, dx):
         return False
     return _call("_affine2", _nc_p(dy), _nc_p(x), k1, k2, k3, _nc_p(dx))
+
+
+def relu_grad(y: np.ndarray, dy: np.ndarray, dx: np.ndarray) -> bool:
+    """``dx = dy * (y > 0)`` (any shape; ``dx`` may be ``dy``, not ``y``)."""
+    if y.shape != dy.shape or dx.shape != y.shape or y.size == 0 or dx is y or not _fits(y, dy, dx):
+        return False
+    if dx is dy or np.may_share_memory(dx, dy):  # contiguous: overlapping bounds mean the same buffer
+        return _call("_relu_grad_inplace", y.reshape(-1), dx.reshape(-1))
+    return _call("_relu_grad", y.reshape(-1), dy.reshape(-1), dx.reshape(-1))

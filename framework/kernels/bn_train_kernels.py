@@ -73,3 +73,23 @@ def _affine2(dy, x, k1, k2, k3, dx):  # pragma: no cover - compiled
             for j in range(p):
                 dx[i, ch, j] = a * dy[i, ch, j] + b * x[i, ch, j] + d
     return 0
+
+
+@_jit
+def _relu_grad(y, dy, dx):  # pragma: no cover - compiled
+    """dx = dy * (y > 0) over flat arrays (as numpy's multiply by the mask: a NaN in dy stays NaN);
+    branch-free, so it vectorizes. dx must not be dy (see _relu_grad_inplace)."""
+    zero = np.float32(0)
+    for j in range(y.size):
+        dx[j] = dy[j] * np.float32(y[j] > zero)
+    return 0
+
+
+@_jit
+def _relu_grad_inplace(y, d):  # pragma: no cover - compiled
+    """d *= (y > 0): the in-place form (two distinct arrays, so LLVM need not fall back to a scalar loop
+    for a possible overlap)."""
+    zero = np.float32(0)
+    for j in range(y.size):
+        d[j] = d[j] * np.float32(y[j] > zero)
+    return 0

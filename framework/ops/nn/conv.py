@@ -14,6 +14,7 @@ GEMM operand once per filter tensor version. Filter layouts as Caffe2: NCHW
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -39,8 +40,9 @@ from framework.ops.nn.conv_args import (
 )
 from framework.ops.registry import register_op
 from framework.ops.schema import BOOL, STRING, UNKNOWN, Arg, Cost, TensorSpec
-from framework.runtime.parallel import get_num_threads
+from framework.runtime.parallel import get_num_threads, run_parallel, split
 
+_SPLIT_FLOPS = 2e6  # a filter gradient below this many FLOPs runs on one thread (the hand-off costs more)
 USE_NCHW_KERNELS = True  # False: the generic im2col path for every conv (benchmarks compare the two)
 
 _CONV_ARGS = conv_pool_args() + [
@@ -403,6 +405,10 @@ class ConvGradient(ConvOpBase):
                 np.matmul(col3, dyT3.transpose(0, 2, 1), out=dwT),
                 np.copyto(dw.reshape(g, mg, kg), dwT.transpose(0, 2, 1)),
             )
+            # with several intra-op threads each fills the columns of its images and multiplies them
+            self._dw_parts = split(n, min(get_num_threads(), n)) if 2 * m * kg * n * p >= _SPLIT_FLOPS else [(0, n)]
+            self._dw_shares = [np.empty((g, kg, mg), dt) for _ in self._dw_parts]
+            self._dw_threads = get_num_threads()
             if self._dx_conv is None:
                 self._dcol = np.empty((g, kg, n * p), dt)
                 self._dcol_mm = lambda w: np.matmul(w.reshape(g, mg, kg).transpose(0, 2, 1), dyT3, out=self._dcol)
@@ -429,7 +435,9 @@ class ConvGradient(ConvOpBase):
             ]
             self._tgt_shape = (n, *geo.buf_spatial, g, cg) if geo.padded else (n, *geo.spatial, g, cg)
             self._db_axes = tuple(range(0, 1 + r))
-        self._np, self._g, self._mg = n * p, g, mg
+        self._np, self._g, self._mg, self._n, self._p = n * p, g, mg, n, p
+        if o != "NCHW":
+            self._dw_parts, self._dw_threads = [(0, n)], get_num_threads()
         self._x_seen = None
 
     @staticmethod
@@ -446,6 +454,18 @@ class ConvGradient(ConvOpBase):
             self._prepare(x, w, dy)
             dxc = self._dx_conv
         o = self.order
+        if self._dw_threads != get_num_threads():
+            self._prepare(x, w, dy)
+            dxc = self._dx_conv
+        if o == "NCHW" and len(self._dw_parts) > 1:
+            dw = self.output(0, w.shape, w.dtype)
+            run_parallel([functools.partial(self._dw_part, k, x, dy) for k in range(len(self._dw_parts))])
+            total = self._dw_shares[0]
+            for share in self._dw_shares[1:]:
+                np.add(total, share, out=total)
+            np.copyto(dw.reshape(self._g, self._mg, -1), total.transpose(0, 2, 1))
+            self._rest(x, w, dy, dxc)
+            return
         # im2col of X (layout chosen for the dfilter GEMM)
         if self._xp is not None:
             np.copyto(self._xp_in, x)
@@ -461,6 +481,26 @@ class ConvGradient(ConvOpBase):
             self._dyv = dy.reshape(self._np, self._g, self._mg).transpose(1, 0, 2)
         dw = self.output(0, w.shape, w.dtype)
         self._dw(w, dw)
+        self._rest(x, w, dy, dxc)
+
+    def _dw_part(self, k: int, x, dy) -> None:
+        """Worker k's images: their columns and dY rows, and their share of dW^T (NCHW)."""
+        n0, n1 = self._dw_parts[k]
+        xp = x
+        if self._xp is not None:
+            np.copyto(self._xp_in[n0:n1], x[n0:n1])
+            xp = self._xp
+        src = window_view(xp[n0:n1], self._geo, "NCHW")  # (nb, C, kh, kw, oh, ow)
+        nb, g, mg, p = n1 - n0, self._g, self._mg, self._p
+        src = src.reshape((nb, *self._src_shape[1:])).transpose(self._src_axes)
+        np.copyto(self._col[(slice(None),) * (2 + len(self._geo.kernel)) + (slice(n0, n1),)], src)
+        np.copyto(self._dyT[:, :, n0:n1], dy[n0:n1].reshape(nb, g, mg, p).transpose(1, 2, 0, 3))
+        col = self._col.reshape(g, -1, self._n * p)[:, :, n0 * p : n1 * p]
+        dyt = self._dyT.reshape(g, mg, self._n * p)[:, :, n0 * p : n1 * p]
+        np.matmul(col, dyt.transpose(0, 2, 1), out=self._dw_shares[k])
+
+    def _rest(self, x, w, dy, dxc) -> None:
+        """dbias and dX, once dW is written."""
         if self.i_db is not None:
             db = self.output(self.i_db, (w.shape[0],), w.dtype)
             np.sum(dy, axis=self._db_axes, out=db)

@@ -89,10 +89,13 @@ class UpdateOp(Operator):
 
 
 def update_op(name: str, like: tuple[int, ...], **kw: Any) -> Any:
-    """register_op for an update op whose outputs are shaped as inputs ``like``."""
+    """register_op for an update op whose outputs are shaped as inputs ``like``. ``snapshot_inplace=False``:
+    the op checks every input before it writes anything (so it cannot fail midway) and needs no copy."""
     # an update writes the parameter and its state in place and can fail midway (a bad lr or iteration
-    # found while computing): the base restores them (snapshot_inplace), so a failed step changes nothing
-    return register_op(name, infer=like_inputs(*like), category="optimizer", snapshot_inplace=True, **kw)
+    # found while computing): the base restores them (snapshot_inplace), so a failed step changes nothing;
+    # that costs a copy of every in-place output per step, which ops validating up front opt out of
+    kw.setdefault("snapshot_inplace", True)
+    return register_op(name, infer=like_inputs(*like), category="optimizer", **kw)
 
 
 def copy_through(op: UpdateOp, pairs) -> list[np.ndarray]:

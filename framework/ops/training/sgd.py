@@ -15,19 +15,27 @@ _MOMENTUM_ARGS = [
 ]
 
 
-def _momentum_step(op: UpdateOp, g, m, lr, ng, nm) -> None:
-    """ng, nm from g, m (any of them may alias): Caffe2's momentum_sgd_compute."""
+def _momentum_step(op: UpdateOp, g, m, lr, ng, nm, t) -> None:
+    """ng, nm from g, m (any of them may alias): Caffe2's momentum_sgd_compute. ``t``: a scratch of m's
+    shape for Nesterov (None otherwise), made before anything is written (nothing here can fail)."""
     mu = op.args.momentum
     np.multiply(g, lr, out=ng)  # lr * g
     np.multiply(m, mu, out=nm)  # momentum * m
     nm += ng  # new moment = momentum * m + lr * g
     if op.args.nesterov:
         # (1 + mu) * m_new - mu * m_old == lr * g + mu * m_new
-        t = op.scratch(0, nm.shape, nm.dtype)
         np.multiply(nm, mu, out=t)
         ng += t
     else:
         np.copyto(ng, nm)
+
+
+def _nesterov_scratch(op: UpdateOp, m):
+    return op.scratch(0, m.shape, m.dtype) if op.args.nesterov else None
+
+
+# MomentumSGD and MomentumSGDUpdate check every input before writing anything (shapes, the learning rate,
+# the scratch made), so nothing fails midway: they update in place without the base's snapshot copies.
 
 
 @update_op(
@@ -41,6 +49,7 @@ def _momentum_step(op: UpdateOp, g, m, lr, ng, nm) -> None:
     allow_inplace={(0, 0), (1, 1)},
     input_types="float",
     same_type=[(0, 1)],
+    snapshot_inplace=False,
 )
 class MomentumSGD(UpdateOp):
     """Momentum SGD step without touching the parameter.
@@ -53,7 +62,9 @@ class MomentumSGD(UpdateOp):
     def run(self) -> None:
         self.same_shape(0, 1)
         g, m, lr = self.input(0), self.input(1), self.scalar(2)
-        _momentum_step(self, g, m, lr, self.out_like(0, 0), self.out_like(1, 1))
+        t = _nesterov_scratch(self, m)
+        ng, nm = self.out_like(0, 0), self.out_like(1, 1)
+        _momentum_step(self, g, m, lr, ng, nm, t)
 
 
 @update_op(
@@ -72,17 +83,19 @@ class MomentumSGD(UpdateOp):
     allow_inplace={(0, 0), (1, 1), (3, 2)},
     input_types="float",
     same_type=[(0, 1, 3)],
+    snapshot_inplace=False,
 )
 class MomentumSGDUpdate(UpdateOp):
-    """MomentumSGD followed by ``param' = param - g'`` (fused)."""
+    """MomentumSGD followed by ``param' = param - g'`` (fused), in place."""
 
     def run(self) -> None:
         self.same_shape(0, 1)
         self.same_shape(0, 3)
         g, m, lr, p = self.input(0), self.input(1), self.scalar(2), self.input(3)
-        ng = self.out_like(0, 0)
-        _momentum_step(self, g, m, lr, ng, self.out_like(1, 1))
-        np.subtract(p, ng, out=self.out_like(2, 3))
+        t = _nesterov_scratch(self, m)
+        ng, nm, np_ = self.out_like(0, 0), self.out_like(1, 1), self.out_like(2, 3)
+        _momentum_step(self, g, m, lr, ng, nm, t)
+        np.subtract(p, ng, out=np_)
 
 
 @update_op(

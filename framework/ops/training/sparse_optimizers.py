@@ -142,10 +142,12 @@ _MOM_ARGS = [
     ],
     allow_inplace={(0, 0)},
     enforce_inplace={(1, 1), (3, 2)},
+    snapshot_inplace=False,  # indices, shapes and the rate are checked before any row is written
 )
 class SparseMomentumSGDUpdate(UpdateOp):
     """Momentum SGD on the rows ``indices``: ``m' = momentum * m + lr * g``; step ``m'`` (Nesterov:
-    ``(1 + momentum) m' - momentum m``); ``param -= step``; output_grad holds the steps."""
+    ``(1 + momentum) m' - momentum m``); ``param -= step``; output_grad holds the steps. In place: only the
+    named rows of the table and its momentum are read and written (no copy of either)."""
 
     def run(self) -> None:
         self.same_shape(3, 1)

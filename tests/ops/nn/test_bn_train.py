@@ -134,3 +134,36 @@ def test_in_place_forward_and_repeated_runs():
     (y2, _, _, m2, _), _ = reference(y.astype(np.float32), scale, bias, rm2.astype(np.float32), rv2, x)
     _close(ws.fetch_blob("X"), y2, 2e-4)
     _close(ws.fetch_blob("sm"), m2, 2e-4)
+
+
+@given(
+    shape=st.lists(st.integers(1, 9), min_size=1, max_size=4),
+    seed=st.integers(0, 2**31 - 1),
+    in_place=st.booleans(),
+)
+@settings(max_examples=30, deadline=None)
+def test_relu_gradient_one_pass(shape, seed, in_place):
+    """ReluGradient (compiled for float32) bit for bit as numpy's dY * (Y > 0) (NaN and -0.0 in Y mask, a NaN
+    in dY stays); in a net run three times (its compiled fast path), and with dX written over dY."""
+    from framework.proto.framework_pb2 import NetDef
+
+    rng = np.random.default_rng(seed)
+    y = np.maximum(rng.standard_normal(shape), 0).astype(np.float32)
+    y.reshape(-1)[:: max(1, y.size // 3)] = np.nan
+    y.reshape(-1)[1::5] = -0.0
+    dy = rng.standard_normal(shape).astype(np.float32)
+    dy.reshape(-1)[-1] = np.nan  # stays NaN whatever Y is (numpy's multiply by the mask)
+    want = dy * (y > 0)
+    ws = Workspace()
+    ws.feed_blob("Y", y)
+    ws.feed_blob("dY", dy.copy())
+    out = "dY" if in_place else "dX"
+    net = NetDef(name="relu_grad")
+    net.op.append(CreateOperator("ReluGradient", ["Y", "dY"], [out]))
+    created = ws.create_net(net)
+    for _ in range(3):  # the first run prepares; later ones take the compiled closure
+        ws.get_blob("dY").get_mutable().mutable_data()[...] = dy  # in place: the bound arrays stay
+        created.run()
+        got = ws.fetch_blob(out)
+        np.testing.assert_array_equal(got, want)
+        assert np.array_equal(np.signbit(got), np.signbit(want))

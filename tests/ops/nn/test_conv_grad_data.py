@@ -171,3 +171,24 @@ def test_conv_float32_numerical_gradient(case, seed):
         numeric = float(((hi - lo) * r).sum()) / (2 * float(eps))
         scale = np.sqrt(float((r.astype(np.float64) ** 2).sum()) * max(hi.size, 1))
         assert abs(analytic - numeric) <= 1e-4 * scale, (which, analytic, numeric)
+
+
+@given(case=cases(stride1=False), seed=st.integers(0, 2**31 - 1))
+@settings(max_examples=25, deadline=None)
+def test_filter_gradient_split_over_two_threads(case, seed):
+    """dW filled and multiplied by image ranges on two intra-op threads, then summed: the reference."""
+    from framework.ops.nn import conv
+    from framework.runtime.parallel import get_num_threads, set_num_threads
+
+    x, w, dy = _data(case, seed)
+    old_threads, old_split = get_num_threads(), conv._SPLIT_FLOPS
+    set_num_threads(2)
+    conv._SPLIT_FLOPS = 0  # split even these small convs
+    try:
+        dw, dx, _ = _run_grad(case, x, w, dy)
+    finally:
+        conv._SPLIT_FLOPS = old_split
+        set_num_threads(old_threads)
+    rdw, rdx = reference_grads(x, w, dy, case["pads"], case["stride"], case["group"])
+    np.testing.assert_allclose(dw, rdw, rtol=1e-4, atol=1e-4 * max(1.0, np.abs(rdw).max()))
+    np.testing.assert_allclose(dx, rdx, rtol=1e-4, atol=1e-4 * max(1.0, np.abs(rdx).max()))
