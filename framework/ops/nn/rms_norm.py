@@ -13,17 +13,14 @@ from framework.ops.gradient import gradient
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op
 from framework.ops.schema import FLOAT, INT, UNKNOWN, Arg, TensorSpec
-from framework.ops.validation import expect_shape, expect_size
+from framework.ops.validation import expect_axis, expect_shape, expect_size
 
 _AXIS = Arg("axis", INT, 1, "normalize over the dims from axis on")
 _EPS = Arg("eps", FLOAT, 0.0, "added to the mean square")
 
 
 def _axis(axis: int, ndim: int, where: str) -> int:
-    a = axis + ndim if axis < 0 else axis
-    if not 0 <= a < ndim:
-        raise ShapeError(f"{where}: axis {axis} out of range for {ndim}-d input")
-    return a
+    return expect_axis(where, axis, ndim)
 
 
 def _infer(args, ins):

@@ -25,6 +25,7 @@ from framework.ops.gradient import no_gradient
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op
 from framework.ops.schema import BOOL, INT, UNKNOWN, Arg, TensorSpec
+from framework.ops.validation import expect_axis
 
 ONNX_INT_TYPES = {2: np.dtype(np.uint8), 3: np.dtype(np.int8), 4: np.dtype(np.uint16), 5: np.dtype(np.int16)}
 _INT_INFOS = {dt.name: (int(np.iinfo(dt).min), int(np.iinfo(dt).max)) for dt in ONNX_INT_TYPES.values()}
@@ -55,10 +56,7 @@ def expand_param(op: Operator, i: int, value: np.ndarray, shape: tuple) -> np.nd
         return value.reshape(())
     if not shape:
         raise ShapeError(f"{where}: '{name}' shape {value.shape} needs an axis, X is a scalar")
-    axis = int(op.args.axis)
-    if not -len(shape) <= axis < len(shape):
-        raise ShapeError(f"{where}: axis {axis} out of range for {len(shape)}-d X")
-    axis %= len(shape)
+    axis = expect_axis(where, int(op.args.axis), len(shape), of=f"a {len(shape)}-D X")
     block = int(op.args.block_size)
     if not block:
         if value.ndim != 1 or value.size != shape[axis]:
