@@ -2,13 +2,15 @@
 
 A holder is a module-level name bound to a dict / list / set (literal, comprehension or constructor call,
 ``defaultdict``, ``OrderedDict``, ``deque``, weak dictionaries and sets, ``threading.local()``) that the module
-itself mutates (a method like ``append``/``add``/``update``, an item or attribute assignment, or ``global``).
+itself mutates (a method like ``append``/``add``/``update``, an item or attribute assignment), and any
+module-level name a function rebinds (``global``).
 The kinds (see "Process state" in ``docs/architecture.md``):
 
 - ``registry``: filled when its module loads (or its family loads), read-only after;
 - ``caffe2-global``: state Caffe2's own Python API keeps for the process (its API says so);
 - ``thread``: per-thread state of a call in progress (a recording, a nesting depth, a scope stack);
-- ``memo``: a pure memo in the base layer (``errors``), below ``RUNTIME``; its values depend only on its keys.
+- ``memo``: a pure memo in the base layer (``errors``), below ``RUNTIME``; its values depend only on its keys;
+- ``lazy-import``: a handle on an optional module imported on first use (``sys.modules`` owns the module).
 
 Every other cache or setting is made by ``RUNTIME.held`` (``framework/runtime/state.py``), which this scan
 does not count as a holder, so ``RUNTIME.reset()`` clears it.
@@ -61,7 +63,8 @@ ALLOWED: dict[str, dict[str, str]] = {
     "memory/serialize.py": dict.fromkeys(["_SERIALIZERS", "_DESERIALIZERS", "_TYPE_LOADERS"], "registry"),
     "db/base.py": {"_REGISTRY": "registry"},
     "ops/registry.py": {"_SCHEMAS": "registry", "_ENGINE_TYPES": "registry"},
-    "ops/families.py": {"_complete": "registry"},  # the families loaded so far: the registry's own bookkeeping
+    # the families loaded so far, and whether the family index is being generated: the registry's bookkeeping
+    "ops/families.py": {"_complete": "registry", "_generating": "registry"},
     "ops/onnx/linear_regex.py": {"_REFUSED": "registry"},
     "net/base.py": {"NET_TYPES": "registry"},
     "onnx/context.py": {"CONVERTERS": "registry"},
@@ -71,10 +74,12 @@ ALLOWED: dict[str, dict[str, str]] = {
     "caffe2/python/layers/layers.py": {"_LAYER_REGISTRY": "registry"},
     # Caffe2's own process-wide state
     "caffe2/legacy.py": {"_SAVED": "caffe2-global", "_MADE_MODULES": "caffe2-global"},
-    "caffe2/python/workspace.py": dict.fromkeys(["_workspaces", "_current", "_immediate"], "caffe2-global"),
+    "caffe2/python/workspace.py": dict.fromkeys(
+        ["_workspaces", "_current", "_immediate", "_immediate_root_folder"], "caffe2-global"
+    ),
     "caffe2/python/core.py": {"_GLOBAL_INIT_ARGS": "caffe2-global", "_ENGINE_PREF": "caffe2-global"},
     "caffe2/python/builder/net_builder.py": {"_net_names": "caffe2-global"},
-    "caffe2/python/control.py": {"_used_step_names": "caffe2-global"},
+    "caffe2/python/control.py": {"_used_step_names": "caffe2-global", "_current_idx": "caffe2-global"},
     "caffe2/python/lazy.py": {"_import_lazy_calls": "caffe2-global"},
     "caffe2/python/lazy_dyndep.py": {"_LAZY_IMPORTED_DYNDEPS": "caffe2-global", "_error_handler": "caffe2-global"},
     "caffe2/python/optimizers/base.py": {"optimizer_instance_count": "caffe2-global"},
@@ -86,14 +91,16 @@ ALLOWED: dict[str, dict[str, str]] = {
     "caffe2/python/optimizer_context.py": {"_local": "thread"},
     "caffe2/python/scope.py": {"_local": "thread"},
     "kernels/conv_nchw.py": {"_REGISTRY": "thread"},
-    "kernels/window_jit.py": {"_RECORD": "thread"},
+    "kernels/window_jit.py": {"_RECORD": "thread", "_kernels": "lazy-import"},
+    "kernels/winograd.py": {"_kernels": "lazy-import"},
+    "ops/distributed/world.py": {"_MPI": "lazy-import"},
     "ops/subnet.py": {"_DEPTH": "thread"},
     "runtime/cancel.py": {"_local": "thread"},
     "runtime/parallel.py": {"_local": "thread"},
     # below RUNTIME's layer
     "errors.py": {"_MIXED": "memo"},
 }
-KINDS = {"registry", "caffe2-global", "thread", "memo"}
+KINDS = {"registry", "caffe2-global", "thread", "memo", "lazy-import"}
 
 
 def _is_container(value: ast.AST) -> bool:
@@ -119,7 +126,7 @@ def _module_statements(body: list[ast.stmt]):
 def holders(source: str) -> set[str]:
     """The module-level mutable holders of one module's source (see the module doc)."""
     tree = ast.parse(source)
-    names = set()
+    names, rebound = set(), set()
     for node in _module_statements(tree.body):
         if isinstance(node, ast.Assign):
             targets, value = node.targets, node.value
@@ -142,8 +149,8 @@ def holders(source: str) -> set[str]:
                     if t.value.id in names:
                         mutated.add(t.value.id)
         elif isinstance(node, ast.Global):
-            mutated.update(n for n in node.names if n in names)
-    return names & mutated
+            rebound.update(node.names)
+    return (names & mutated) | rebound
 
 
 def _inventory() -> dict[str, set[str]]:
@@ -180,7 +187,7 @@ def test_every_module_level_holder_is_listed_with_its_kind():
         ("_C: list = []\ndef f():\n    _C.append(1)\n", {"_C"}),
         ("import threading\n_L = threading.local()\ndef f():\n    _L.depth = 1\n", {"_L"}),
         ("from collections import OrderedDict\n_C = OrderedDict()\ndef f(k):\n    _C.move_to_end(k)\n", {"_C"}),
-        ("_N = [0]\ndef f():\n    global _N\n    _N = [1]\n", {"_N"}),
+        ("_N = 0\ndef f():\n    global _N\n    _N = 1\n", {"_N"}),  # a value rebound
         ("try:\n    _T = set()\nexcept ImportError:\n    pass\n_T.add(1)\n", {"_T"}),
         ("_TABLE = {'a': 1}\ndef f(k):\n    return _TABLE[k]\n", set()),  # read-only: a constant
         ("_C = RUNTIME.held('x', dict)\ndef f(k):\n    _C[k] = 1\n", set()),  # the runtime's holder
@@ -198,18 +205,33 @@ def test_reset_refills_every_runtime_holder_in_place():
         "from framework.ops import arguments\n"
         "from framework.kernels import kernel_support, window_jit\n"
         "from framework.cli import common\n"
+        "from framework.memory import serialize\n"
         "limit = allocator.allocation_limit(); warned = arguments._warned; default = allocator.get_cpu_allocator()\n"
         "allocator.set_allocation_limit(7); warned.add(('Op', 'arg')); kernel_support._DISABLED['x'] = 'why'\n"
         "window_jit._COMPILE['seconds'] = 3.0; common.set_write_policy('/r', ['/w'])\n"
+        "serialize.set_default_chunk_size(4)\n"
         "RUNTIME.reset()\n"
         "print(allocator.allocation_limit() == limit, arguments._warned is warned, len(warned),\n"
         "      kernel_support._DISABLED, window_jit._COMPILE, common._WRITE_POLICY,\n"
         "      type(allocator.get_cpu_allocator()) is type(default),\n"
-        "      'memory.allocation_limit' in RUNTIME.held_names())\n"
+        "      'memory.allocation_limit' in RUNTIME.held_names(),\n"
+        "      serialize.record_keys('x', __import__('numpy').zeros(5)))\n"
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == ["True", "True", "0", "{}", "{'seconds':", "0.0}", "[None,", "()]", "True", "True"]
+    assert out.stdout.split() == [
+        "True",
+        "True",
+        "0",
+        "{}",
+        "{'seconds':",
+        "0.0}",
+        "[None,",
+        "()]",
+        "True",
+        "True",
+        "['x#%0']",
+    ]
 
 
 def test_held_returns_one_holder_per_name_and_refuses_what_it_cannot_refill():
