@@ -3,13 +3,15 @@
 A holder is a module-level name bound to a dict / list / set (literal, comprehension or constructor call,
 ``defaultdict``, ``OrderedDict``, ``deque``, weak dictionaries and sets, ``threading.local()``) that the module
 itself mutates (a method like ``append``/``add``/``update``, an item or attribute assignment), and any
-module-level name a function rebinds (``global``).
+module-level name a function rebinds (``global``), and any module-level function memoized by
+``functools.lru_cache`` / ``functools.cache``.
 The kinds (see "Process state" in ``docs/architecture.md``):
 
 - ``registry``: filled when its module loads (or its family loads), read-only after;
 - ``caffe2-global``: state Caffe2's own Python API keeps for the process (its API says so);
 - ``thread``: per-thread state of a call in progress (a recording, a nesting depth, a scope stack);
-- ``memo``: a pure memo in the base layer (``errors``), below ``RUNTIME``; its values depend only on its keys;
+- ``memo``: a pure memo no reset would change (its values depend only on its keys and the installed libraries):
+  ``errors``' mixed exception classes (below ``RUNTIME``'s layer), the installed onnxruntime's newest opset;
 - ``lazy-import``: a handle on an optional module imported on first use (``sys.modules`` owns the module).
 
 Every other cache or setting is made by ``RUNTIME.held`` (``framework/runtime/state.py``), which this scan
@@ -99,6 +101,7 @@ ALLOWED: dict[str, dict[str, str]] = {
     "runtime/parallel.py": {"_local": "thread"},
     # below RUNTIME's layer
     "errors.py": {"_MIXED": "memo"},
+    "onnx/ort_opset.py": {"ort_max_opset": "memo"},
 }
 KINDS = {"registry", "caffe2-global", "thread", "memo", "lazy-import"}
 
@@ -150,7 +153,18 @@ def holders(source: str) -> set[str]:
                         mutated.add(t.value.id)
         elif isinstance(node, ast.Global):
             rebound.update(node.names)
-    return (names & mutated) | rebound
+    memoized = {
+        node.name
+        for node in tree.body
+        if isinstance(node, ast.FunctionDef) and any(_is_memo(d) for d in node.decorator_list)
+    }
+    return (names & mutated) | rebound | memoized
+
+
+def _is_memo(decorator: ast.expr) -> bool:
+    target = decorator.func if isinstance(decorator, ast.Call) else decorator
+    name = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", None)
+    return name in ("lru_cache", "cache")
 
 
 def _inventory() -> dict[str, set[str]]:
@@ -192,6 +206,8 @@ def test_every_module_level_holder_is_listed_with_its_kind():
         ("_TABLE = {'a': 1}\ndef f(k):\n    return _TABLE[k]\n", set()),  # read-only: a constant
         ("_C = RUNTIME.held('x', dict)\ndef f(k):\n    _C[k] = 1\n", set()),  # the runtime's holder
         ("def f():\n    c = {}\n    c[1] = 2\n", set()),  # not module level
+        ("import functools\n@functools.lru_cache(maxsize=2)\ndef f(k):\n    return k\n", {"f"}),
+        ("from functools import cache\n@cache\ndef f(k):\n    return k\n", {"f"}),
     ],
 )
 def test_the_scan_finds_what_it_says(source, expected):
