@@ -39,7 +39,8 @@ class Runtime:
         self.reset()
 
     def held(self, name: str, make: Callable[[], Any]) -> Any:
-        """The process-wide holder called ``name`` (a dict, set, list or other container with ``clear``).
+        """The process-wide holder called ``name``: a dict, set, list or other container with ``clear``, or a
+        settings object (its attributes in ``__dict__``, e.g. a dataclass instance).
 
         The first call makes it with ``make()``; later calls return the same object, so a module keeps it in a
         module-level name. ``reset()`` refills it in place with a fresh ``make()`` (a cache empties, a setting
@@ -50,7 +51,7 @@ class Runtime:
             entry = self._held.get(name)
             if entry is None:
                 holder = make()
-                if not hasattr(holder, "clear"):
+                if not hasattr(holder, "clear") and not hasattr(holder, "__dict__"):
                     raise TypeError(f"RUNTIME.held({name!r}): {type(holder).__name__} cannot be refilled in place")
                 entry = self._held[name] = (holder, make)
             return entry[0]
@@ -144,6 +145,10 @@ def _refill(holder: Any, fresh: Any) -> None:
     """Give ``holder`` the contents of ``fresh`` (same kind), keeping its identity."""
     if isinstance(holder, list):
         holder[:] = fresh
+        return
+    if not hasattr(holder, "clear"):  # a settings object
+        holder.__dict__.clear()
+        holder.__dict__.update(fresh.__dict__)
         return
     holder.clear()
     if fresh:

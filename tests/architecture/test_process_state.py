@@ -263,3 +263,16 @@ def test_held_returns_one_holder_per_name_and_refuses_what_it_cannot_refill():
     assert first == {} and rt.held("t.cache", dict) is first and setting == [5]
     with pytest.raises(TypeError, match="t.bad"):
         rt.held("t.bad", object)
+
+
+def test_a_settings_object_gets_its_defaults_back():
+    from framework.memory.tensor import OPTIONS, TensorOptions
+    from framework.runtime.state import RUNTIME, Runtime
+
+    rt = Runtime()
+    options = rt.held("t.options", TensorOptions)
+    options.keep_on_shrink, options.max_keep_on_shrink_bytes = False, 10
+    rt.reset()
+    assert rt.held("t.options", TensorOptions) is options
+    assert (options.keep_on_shrink, options.max_keep_on_shrink_bytes) == (True, None)
+    assert RUNTIME.held("memory.tensor_options", TensorOptions) is OPTIONS  # the tensors' policy is RUNTIME's
