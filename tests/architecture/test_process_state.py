@@ -276,3 +276,23 @@ def test_a_settings_object_gets_its_defaults_back():
     assert rt.held("t.options", TensorOptions) is options
     assert (options.keep_on_shrink, options.max_keep_on_shrink_bytes) == (True, None)
     assert RUNTIME.held("memory.tensor_options", TensorOptions) is OPTIONS  # the tensors' policy is RUNTIME's
+
+
+def test_each_runtime_holder_name_is_made_in_one_place():
+    """``RUNTIME.held`` returns the same holder for the same name: two modules must not share one by accident."""
+    places: dict[str, list[str]] = {}
+    for path in sorted(ROOT.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "held"
+                and isinstance(node.func.value, ast.Name)
+                and node.func.value.id == "RUNTIME"
+            ):
+                name = node.args[0]
+                assert isinstance(name, ast.Constant), f"{path}:{node.lineno}: name a RUNTIME holder with a literal"
+                places.setdefault(name.value, []).append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    shared = {name: where for name, where in places.items() if len(where) > 1}
+    assert not shared, f"RUNTIME holder names made in more than one place: {shared}"
+    assert len(places) >= 15  # the caches and settings moved onto RUNTIME
