@@ -3,7 +3,7 @@
 Each probe runs in a fresh interpreter that loads numpy (and so its BLAS) first, takes a picture of what a
 library could change for its host (environment, BLAS thread counts, signal handlers, threads, numpy's error
 and print settings, the recursion limit, the switch interval, warning filters, the umask, the working
-folder), imports, and takes the picture again.
+folder, import hooks and sys.path), imports, and takes the picture again.
 """
 
 from __future__ import annotations
@@ -46,6 +46,8 @@ def picture():
         "warnings": repr(warnings.filters),
         "umask": mask,
         "cwd": os.getcwd(),
+        "import_hooks": [type(f).__name__ for f in sys.meta_path],  # the Caffe2 hook only on install()
+        "sys_path": list(sys.path),
     }
 
 before = picture()
@@ -55,7 +57,9 @@ print(json.dumps({k: [before[k], after[k]] for k in before if before[k] != after
 """
 
 
-@pytest.mark.parametrize("module", ["framework", "framework.caffe2.python.workspace", "framework.core"])
+@pytest.mark.parametrize(
+    "module", ["framework", "framework.caffe2", "framework.caffe2.python.workspace", "framework.core"]
+)
 def test_import_changes_nothing_about_the_host(module):
     env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_CORETYPE", "FRAMEWORK_BLAS_CORETYPE")}
     env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
