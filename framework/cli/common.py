@@ -10,6 +10,7 @@ import numpy as np
 import framework.ops  # noqa: F401  (installs the blob-type loader: a checkpoint's blobs may need an op family)
 from framework.errors import FrameworkError
 from framework.memory.workspace import Workspace
+from framework.runtime.state import RUNTIME
 
 
 class CLIError(FrameworkError):
@@ -176,7 +177,7 @@ def summarize(name: str, value: Any, limit: int = 8) -> str:
 
 
 # Where nets run by the CLI may write (--root, --allow-write): a net read from disk is confined.
-_WRITE_POLICY: list = [None, ()]
+_WRITE_POLICY: list = RUNTIME.held("cli.write_policy", lambda: [None, ()])
 
 
 def set_write_policy(root: str | None, allow_write: Sequence[str] = ()) -> None:

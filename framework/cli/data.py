@@ -2,22 +2,37 @@
 
 from __future__ import annotations
 
-import functools
 import os
+from collections import OrderedDict
 
 import numpy as np
 
 from framework.cli.common import CLIError
+from framework.runtime.state import RUNTIME
+
+# DB path -> its records, the last _KEEP paths read (recently used last)
+_EXAMPLES: OrderedDict[str, list[np.ndarray]] = RUNTIME.held("cli.data.examples", OrderedDict)
+_KEEP = 4
 
 
-@functools.lru_cache(maxsize=4)  # validation reads the test split once per run, not once per epoch
 def read_examples(path: str) -> list[np.ndarray]:
-    """All records of a TensorProtos DB as arrays stacked along a new first axis."""
+    """All records of a TensorProtos DB as arrays stacked along a new first axis.
+
+    Read once per path and kept (the last few paths; ``RUNTIME.reset()`` forgets them), so validation reads the
+    test split once per run, not once per epoch.
+    """
+    got = _EXAMPLES.get(path)
+    if got is not None:
+        _EXAMPLES.move_to_end(path)
+        return got
     from framework.ops.io.db_input import read_tensor_protos_db
 
     if not os.path.exists(path):
         raise CLIError(f"data DB not found: {path}", "prepare it with `framework make-db digits --out DIR`")
-    return read_tensor_protos_db(path)
+    got = _EXAMPLES[path] = read_tensor_protos_db(path)
+    while len(_EXAMPLES) > _KEEP:
+        _EXAMPLES.popitem(last=False)
+    return got
 
 
 KINDS = ("minidb", "lmdb", "leveldb", "rocksdb")

@@ -28,6 +28,8 @@ import platform
 import threading
 import warnings
 
+from framework.runtime.state import RUNTIME
+
 # Features the LLVM IR kernels need on x86-64 (simd_ir.L lanes: 8 -> AVX2, 16 -> AVX-512 as well).
 _VECTOR = ("avx2",)
 _FMA = ("fma",)
@@ -59,9 +61,9 @@ class KernelUnavailable(Exception):
 
 
 _LOCK = threading.Lock()
-_FEATURES: list = []  # the effective feature set, once read
-_DISABLED: dict[str, str] = {}  # family -> why (the compile error)
-_COMPILED: set = set()  # kernels (compiled functions) called once without error
+_FEATURES: list = RUNTIME.held("kernels.features", list)  # the effective feature set, once read
+_DISABLED: dict[str, str] = RUNTIME.held("kernels.disabled", dict)  # family -> why (the compile error)
+_COMPILED: set = RUNTIME.held("kernels.verified", set)  # kernels (compiled functions) called once without error
 
 
 def host_features() -> frozenset:

@@ -50,8 +50,9 @@ import numpy as np
 from framework.kernels import kernel_support
 from framework.kernels.dispatch_table import THRESHOLDS as _T
 from framework.kernels.kernel_support import KernelUnavailable, usable
+from framework.runtime.state import RUNTIME
 
-_COMPILE = {"seconds": 0.0}
+_COMPILE = RUNTIME.held("kernels.compile_time", lambda: {"seconds": 0.0})
 _UNSET = object()
 _kernels = _UNSET  # the kernels module once imported (None: numba missing or FRAMEWORK_NO_JIT=1)
 
@@ -121,7 +122,7 @@ RELU, RELU6, HARDSWISH, SWISH = 1, 2, 3, 4
 _ACT_FLAGS = {0: 0, RELU: 4, RELU6: 4 | 8, HARDSWISH: 16, SWISH: 32}
 
 
-_CALLED: set = set()  # kernels called at least once in this process
+_CALLED: set = RUNTIME.held("kernels.called", set)  # kernels called at least once in this process
 _RECORD = threading.local()  # .calls: the kernel calls of this thread while ``record_calls`` runs
 
 
@@ -249,7 +250,8 @@ def direct_plan(geo, c: int, m: int) -> DirectPlan:
     return DirectPlan(s, geo.head, hq, wq, taps, (c * s * s, plane), wide, band + (band & 1))
 
 
-_MK: list = []  # the micro-kernel module, once imported (it imports numba and llvmlite)
+# the micro-kernel module, once imported (it imports numba and llvmlite)
+_MK: list = RUNTIME.held("kernels.microkernel_module", list)
 
 
 def _microkernel():

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from framework.errors import ResourceLimitError
+from framework.runtime.state import RUNTIME
 
 ALIGNMENT = 64
 
@@ -157,7 +158,7 @@ class CPUAllocator(Allocator):
 
 
 _REPORTER = MemoryReporter()
-_ALLOCATOR: list[Allocator] = [CPUAllocator(_REPORTER)]
+_ALLOCATOR: list[Allocator] = RUNTIME.held("memory.allocator", lambda: [CPUAllocator(_REPORTER)])
 
 
 def memory_reporter() -> MemoryReporter:
@@ -203,7 +204,15 @@ def _physical_memory() -> int:
 
 
 DEFAULT_LIMIT_FRACTION = 0.5
-_LIMIT = [int(_physical_memory() * DEFAULT_LIMIT_FRACTION)]
+
+
+def _default_limit() -> list[int]:
+    """The limit of a fresh import: FRAMEWORK_MAX_ALLOC_BYTES, else the default fraction of the memory."""
+    env = os.environ.get("FRAMEWORK_MAX_ALLOC_BYTES", "").strip()
+    return [int(env) if env.isdigit() else int(_physical_memory() * DEFAULT_LIMIT_FRACTION)]
+
+
+_LIMIT = RUNTIME.held("memory.allocation_limit", _default_limit)
 
 
 def allocation_limit() -> int:
@@ -246,7 +255,3 @@ def _fmt_bytes(n: float) -> str:
             return f"{n} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
         n /= 1024
     return f"{n} bytes"
-
-
-if os.environ.get("FRAMEWORK_MAX_ALLOC_BYTES", "").strip().isdigit():
-    _LIMIT[0] = int(os.environ["FRAMEWORK_MAX_ALLOC_BYTES"])

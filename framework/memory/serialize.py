@@ -3,8 +3,8 @@
 Wire format as Caffe2 (reference/caffe2.md §1, §4):
 
 - A tensor becomes ``BlobProto{name, type="Tensor", tensor=TensorProto}``. Tensors
-  with more than ``chunk_size`` elements (default ``DEFAULT_CHUNK_SIZE`` =
-  1,000,000 elements) are split into chunks; chunk k covers the element segment
+  with more than ``chunk_size`` elements (default: the process's, ``set_default_chunk_size``;
+  ``DEFAULT_CHUNK_SIZE`` = 1,000,000 elements until set) are split into chunks; chunk k covers the element segment
   ``[k*chunk, min((k+1)*chunk, numel))`` and is stored under the key ``name#%k``.
   Even a one-chunk tensor uses ``name#%0``; an empty tensor yields one record
   with segment [0, 0] so that its shape survives.
@@ -48,19 +48,20 @@ from framework.memory.tensor_proto import (
 )
 from framework.memory.typemeta import TypeMeta
 from framework.proto.framework_pb2 import BlobProto, TensorProto
+from framework.runtime.state import RUNTIME
 
-DEFAULT_CHUNK_SIZE = 1_000_000
+DEFAULT_CHUNK_SIZE = 1_000_000  # the process default until set_default_chunk_size changes it
 CHUNK_SEPARATOR = "#%"
 TENSOR_TYPE = "Tensor"
 STRING_TYPE = "std::string"
+_CHUNK = RUNTIME.held("memory.serialize.chunk_size", lambda: [DEFAULT_CHUNK_SIZE])
 
 
 def set_default_chunk_size(n: int) -> int:
     """Change the process default chunk size (elements); returns the previous value."""
-    global DEFAULT_CHUNK_SIZE
     if int(n) <= 0:
         raise SerializationError(f"chunk size must be > 0 elements, got {n}")
-    old, DEFAULT_CHUNK_SIZE = DEFAULT_CHUNK_SIZE, int(n)
+    old, _CHUNK[0] = _CHUNK[0], int(n)
     return old
 
 
@@ -151,7 +152,7 @@ def serialize_blob(
     """Yield the ``(key, BlobProto bytes)`` records that store ``blob`` under ``name``.
 
     Tensors give keys ``name#%k``, one per chunk of ``chunk_size`` elements
-    (None or -1: ``DEFAULT_CHUNK_SIZE``; 0: no chunking). Other blobs give one
+    (None or -1: the process default, ``set_default_chunk_size``; 0: no chunking). Other blobs give one
     record under ``name``.
     """
     obj = _obj_of(blob)
@@ -167,7 +168,7 @@ def serialize_blob(
         arr = as_array(obj)
         n = arr.size
         if chunk_size is None or chunk_size < 0:
-            chunk_size = DEFAULT_CHUNK_SIZE
+            chunk_size = _CHUNK[0]
         step = n if chunk_size == 0 else int(chunk_size)
         begin, k = 0, 0
         fast = arr.dtype in RAW_DTYPES
@@ -192,7 +193,7 @@ def record_keys(name: str, blob: Any, chunk_size: int | None = None) -> list[str
     if isinstance(obj, (Tensor, np.ndarray)):
         n = as_array(obj).size
         if chunk_size is None or chunk_size < 0:
-            chunk_size = DEFAULT_CHUNK_SIZE
+            chunk_size = _CHUNK[0]
         count = 1 if chunk_size == 0 or n == 0 else -(-n // int(chunk_size))
         return [chunk_key(name, k) for k in range(count)]
     return [name]

@@ -29,6 +29,7 @@ import numpy as np
 from framework.errors import ShapeError, TypeMismatchError, UninitializedError
 from framework.memory.storage import Storage
 from framework.memory.typemeta import STRING, TypeMeta
+from framework.runtime.state import RUNTIME
 
 
 @dataclass
@@ -40,7 +41,7 @@ class TensorOptions:
     zero_fill: bool = True
 
 
-OPTIONS = TensorOptions()
+OPTIONS = RUNTIME.held("memory.tensor_options", TensorOptions)  # RUNTIME.reset() restores the defaults
 
 
 def _as_dims(dims: tuple) -> tuple[int, ...]:

@@ -31,6 +31,7 @@ from framework.ops.schema import (
 )
 from framework.ops.validation import check_arg_value
 from framework.proto.framework_pb2 import TensorProto
+from framework.runtime.state import RUNTIME
 
 log = logging.getLogger("framework.ops")
 
@@ -51,7 +52,7 @@ IGNORED_ARGS = frozenset(
         "num_threads",
     }
 )
-_warned: set[tuple[str, str]] = set()
+_warned: set[tuple[str, str]] = RUNTIME.held("ops.arguments.warned", set)
 
 
 class Args:

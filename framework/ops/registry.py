@@ -2,6 +2,8 @@
 
 Filled by ``register_op`` decorators in the op modules, which their family packages import by name;
 a family is imported on the first look-up of one of its types (``framework.ops.families``).
+It is one of the framework's registries (filled as modules load, read-only after); the other process state is
+listed under "Process state" in ``docs/architecture.md``.
 """
 
 from __future__ import annotations

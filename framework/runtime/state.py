@@ -7,7 +7,14 @@ back as a fresh import has it (tests call it):
 - the BLAS thread count applied while a net runs (``framework.runtime.blas``) and a record of each
   application and restore;
 - the OpenBLAS kernel choice (``framework.runtime.blas_kernel``);
-- the handle on the process's BLAS libraries (threadpoolctl), found once.
+- the handle on the process's BLAS libraries (threadpoolctl), found once;
+- every other process-wide cache or setting of the framework (compiled kernels and nets, the kernel
+  feature set, memoized tables, argument warnings given, the allocator and its limit, the CLI's write
+  policy), each a holder made by ``RUNTIME.held(name, make)``.
+
+Registries (filled when their module loads, read-only after) and the state Caffe2's own Python API keeps
+globally (the current workspace, name scopes, net-builder stacks) are not here: see "Process state" in
+``docs/architecture.md`` and the inventory in ``tests/architecture/test_process_state.py``.
 
 Importing the framework changes nothing about the host process: BLAS threads are set when a net
 starts running and restored when it stops (``blas_scope``), and OpenBLAS's kernels are chosen only
@@ -19,7 +26,7 @@ This module imports nothing heavy (no numpy): the CLI reads it before numpy load
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import Any, Callable
 
 
 class Runtime:
@@ -28,13 +35,38 @@ class Runtime:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.pools: dict[int, Any] = {}  # intra-op pools by size, kept so workers keep their identities
+        self._held: dict[str, tuple[Any, Callable[[], Any]]] = {}  # name -> (holder, its maker)
         self.reset()
+
+    def held(self, name: str, make: Callable[[], Any]) -> Any:
+        """The process-wide holder called ``name``: a dict, set, list or other container with ``clear``, or a
+        settings object (its attributes in ``__dict__``, e.g. a dataclass instance).
+
+        The first call makes it with ``make()``; later calls return the same object, so a module keeps it in a
+        module-level name. ``reset()`` refills it in place with a fresh ``make()`` (a cache empties, a setting
+        takes its default again), so every reference to it sees the reset. Names are dotted, after the
+        owning module (``"kernels.window_jit.called"``).
+        """
+        with self._lock:
+            entry = self._held.get(name)
+            if entry is None:
+                holder = make()
+                if not hasattr(holder, "clear") and not hasattr(holder, "__dict__"):
+                    raise TypeError(f"RUNTIME.held({name!r}): {type(holder).__name__} cannot be refilled in place")
+                entry = self._held[name] = (holder, make)
+            return entry[0]
+
+    def held_names(self) -> list[str]:
+        """The names of the holders made so far."""
+        return sorted(self._held)
 
     def reset(self) -> None:
         """Forget every decision (pools are shut down): the state of a fresh import."""
         for pool in self.pools.values():
             pool.shutdown(wait=True)
         self.pools = {}
+        for holder, make in list(self._held.values()):
+            _refill(holder, make())
         self.threads: int | None = None  # intra-op threads; None: FRAMEWORK_NUM_THREADS or 1 on first use
         self.pool: Any = None  # the pool of the current thread count (None: one thread)
         self.blas_threads: int | None = None  # BLAS threads while a net runs (None: leave BLAS alone)
@@ -107,6 +139,20 @@ class Runtime:
         log.append((what, before, after))
         if len(log) > _LOG_KEEP:
             del log[: len(log) - _LOG_KEEP]
+
+
+def _refill(holder: Any, fresh: Any) -> None:
+    """Give ``holder`` the contents of ``fresh`` (same kind), keeping its identity."""
+    if isinstance(holder, list):
+        holder[:] = fresh
+        return
+    if not hasattr(holder, "clear"):  # a settings object
+        holder.__dict__.clear()
+        holder.__dict__.update(fresh.__dict__)
+        return
+    holder.clear()
+    if fresh:
+        holder.update(fresh)
 
 
 _LOG_KEEP = 16

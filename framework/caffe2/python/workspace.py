@@ -1,7 +1,8 @@
 """Caffe2-compatible module functions (``caffe2.python.workspace``).
 
 Everything here is a thin layer over a current ``Workspace`` object chosen
-by name (``SwitchWorkspace``); there is no other state. Code written for
+by name (``SwitchWorkspace``); beside the workspaces by name and the current one it keeps only
+Caffe2's immediate-mode state, as Caffe2's module does. Code written for
 ``caffe2.python.workspace`` runs after changing the import.
 
 >>> from framework import workspace

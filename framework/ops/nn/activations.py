@@ -28,6 +28,7 @@ from framework.ops.pointwise import (
 )
 from framework.ops.registry import register_op
 from framework.ops.schema import FLOAT, STRING, UNKNOWN, Arg, pointwise_cost, same_as_input
+from framework.runtime.state import RUNTIME
 
 # Caffe2's SELU constants (selu_op.h).
 SELU_ALPHA = 1.6732632423543772848170429916717
@@ -70,7 +71,7 @@ class Relu(Operator):
 # (np.maximum deprecates that). Same values as max(X, 0), NaN propagated; -0.0 stays -0.0 (as C++'s
 # std::max(x, 0.f) in Caffe2).
 _CLIP = getattr(getattr(getattr(np, "_core", None), "umath", None), "clip", None)
-_RELU_BOUNDS: dict[np.dtype, tuple[np.ndarray, np.ndarray]] = {}
+_RELU_BOUNDS: dict[np.dtype, tuple[np.ndarray, np.ndarray]] = RUNTIME.held("ops.nn.relu_bounds", dict)
 
 
 def _relu_bounds(dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:

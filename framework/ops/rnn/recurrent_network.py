@@ -38,6 +38,7 @@ from framework.ops.rnn.links import BoundSteps, ScratchWorkspaces, StepNet, set_
 from framework.ops.schema import BOOL, INTS, NET, STRING, STRINGS, UNKNOWN, Arg
 from framework.ops.subnet import bind_net, compile_net
 from framework.proto.framework_pb2 import NetDef, OperatorDef
+from framework.runtime.state import RUNTIME
 
 ARGS = [
     Arg("step_net", NET, None, "The step net (a NetDef, or its text format as a string)"),
@@ -165,7 +166,8 @@ def run_steps(op: Operator, scratch: ScratchWorkspaces, step: StepNet, times: An
         op.nested_ops_run += len(getattr(net, "ops", ()))
 
 
-_COMPILED: OrderedDict[bytes, Any] = OrderedDict()  # NetDef digest -> compiled step net (recently used last)
+# NetDef digest -> compiled step net (recently used last)
+_COMPILED: OrderedDict[bytes, Any] = RUNTIME.held("ops.rnn.step_nets", OrderedDict)
 _COMPILED_MAX = 64
 _COMPILED_LOCK = threading.Lock()
 
