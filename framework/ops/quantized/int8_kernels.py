@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from framework.runtime.state import RUNTIME
+
 
 def q31_requantize(acc: np.ndarray, params: tuple[int, int], y_zp: int, lo: int) -> np.ndarray:
     """QNNPACK's q31_requantize over an int64 array of int32 accumulators."""
@@ -38,7 +40,7 @@ def wrap_int32(acc: np.ndarray) -> np.ndarray:
     return acc.astype(np.int64).astype(np.int32).astype(np.int64)
 
 
-_COMPILED: dict = {}
+_COMPILED: dict = RUNTIME.held("ops.quantized.int8_kernels", dict)
 
 
 def _compiled():
