@@ -358,12 +358,11 @@ class Tensor:
         cap = st.buffer.nbytes
         if cap < nbytes:
             return None
-        if numel != self._numel:  # resize's rule, which counts the bytes kept in the current element type
-            kept = numel * (self._meta.itemsize if self._meta is not None else 0)
-            if cap < kept:
-                return None
+        if numel != self._numel:
+            # resize's shrink policy, counted in the bytes the buffer is about to hold: a shared buffer whose
+            # last occupant had wider elements (an int64 shape output before a float32 activation) still fits
             slack = OPTIONS.max_keep_on_shrink_bytes
-            if not self._reserved and (not OPTIONS.keep_on_shrink or (slack is not None and cap - kept > slack)):
+            if not self._reserved and (not OPTIONS.keep_on_shrink or (slack is not None and cap - nbytes > slack)):
                 return None
         arr = st.buffer[:nbytes].view(dtype).reshape(dims)
         self._dims, self._numel, self._meta, self._array = dims, numel, meta, arr

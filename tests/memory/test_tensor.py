@@ -516,7 +516,9 @@ def test_string_tensors_through_resize_and_extend(values, steps):
 def test_view_within_is_resize_and_mutable_data_when_the_buffer_is_kept(first, dims, dtype, keep, slack):
     """Tensor.view_within (Operator.output's fast path for shared blobs) re-views the buffer exactly as
     resize + mutable_data would, and declines (None, tensor untouched) whenever those would let the
-    buffer go."""
+    buffer go. Where the element type changes, resize counts the bytes in the old type; view_within keeps
+    the buffer whenever it holds the new bytes under the shrink policy (a shared buffer whose last occupant
+    was an int64 shape serves the next float32 activation)."""
     saved = (tensor_mod.OPTIONS.keep_on_shrink, tensor_mod.OPTIONS.max_keep_on_shrink_bytes)
     tensor_mod.OPTIONS.keep_on_shrink, tensor_mod.OPTIONS.max_keep_on_shrink_bytes = keep, slack
     try:
@@ -530,9 +532,16 @@ def test_view_within_is_resize_and_mutable_data_when_the_buffer_is_kept(first, d
         with Allocs() as a:
             got = fast.view_within(dims, meta, numel, numel * meta.itemsize)
             assert a.now == 0
+        nbytes, cap = numel * meta.itemsize, storage.capacity
+        fits = cap >= nbytes and (numel == first or (keep and (slack is None or cap - nbytes <= slack)))
+        assert (got is not None) == fits
         full_storage = full.storage
         full.resize(dims)
         want = full.mutable_data(dtype)
+        if meta.itemsize != 4:
+            if got is not None:
+                assert got.shape == dims and got.dtype == dtype and got.ctypes.data == storage.buffer.ctypes.data
+            return
         if got is None:
             assert (tuple(fast.dims), fast.version) == (tuple(before[0]), before[1]) and fast.storage is storage
             assert full.storage is not full_storage  # declined only where the full path lets the buffer go
