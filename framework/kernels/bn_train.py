@@ -78,3 +78,16 @@ def affine2(dy: np.ndarray, x: np.ndarray, k1, k2, k3, dx: np.ndarray) -> bool:
     if not _fits(dy, x, k1, k2, k3, dx):
         return False
     return _call("_affine2", _nc_p(dy), _nc_p(x), k1, k2, k3, _nc_p(dx))
+
+
+def available() -> bool:
+    """Whether the compiled kernels may run in this process (the first call imports numba)."""
+    return _module() is not None and FAMILY not in kernel_support.disabled()
+
+
+def warm_up() -> None:
+    """Compile (or load from numba's cache) the three kernels with the argument types the ops pass, on tiny
+    arrays; nothing without numba. A failed compile disables the family (one RuntimeWarning)."""
+    x, c = np.zeros((1, 2, 2, 2), np.float32), np.zeros(2, np.float32)
+    if available() and moments(x, c, c.copy()) and grad_sums(x, x, c, c.copy(), c.copy()):
+        affine2(x, x.copy(), c, c, c, np.empty_like(x))

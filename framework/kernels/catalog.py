@@ -21,6 +21,7 @@ OTHERS = (
         "Int8Conv/Int8FC requantization, Int8 depthwise conv, Int8Add/Sum",
         "framework.ops.quantized.int8_kernels",
     ),
+    ("bn_train", "training-mode SpatialBN and SpatialBNGradient", "framework.kernels.bn_train"),
 )
 
 

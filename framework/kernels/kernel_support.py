@@ -50,6 +50,7 @@ NEEDS: dict[str, tuple | None] = {
     "recurrent": None,  # recurrent_cells (ONNX RNN/GRU/LSTM, InferenceLSTM, LSTMUnit and its gradient)
     "activation": None,  # activation_kernels (Erf, Gelu, LayerNorm)
     "int8": None,  # framework/ops/quantized/int8_kernels (requantization, int8 depthwise, Int8Add/Sum)
+    "bn_train": None,  # bn_train_kernels (training-mode SpatialBN and its gradient)
 }
 
 

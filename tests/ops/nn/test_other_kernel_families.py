@@ -1,5 +1,5 @@
 """The compiled families outside the conv and pool strategies (framework/kernels/catalog.OTHERS: recurrent,
-activation, int8): ``framework warmup`` compiles each, and a first compile that fails disables the family with
+activation, int8, bn_train): ``framework warmup`` compiles each, and a first compile that fails disables the family with
 one RuntimeWarning while the op runs its numpy path and gives the numpy path's values."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 
 from framework.cli import warmup
 from framework.core import CreateOperator
-from framework.kernels import activation_jit, catalog, kernel_support, recurrent
+from framework.kernels import activation_jit, bn_train, catalog, kernel_support, recurrent
 from framework.ops.quantized import int8_kernels
 from framework.ops.testing import run_op_on
 
@@ -57,7 +57,7 @@ def test_every_other_family_is_known_and_has_a_warm_up():
 def test_warm_up_compiles_every_other_family(fresh, capsys):
     """warm_others compiles (or loads) every kernel of each family where it can run here: afterwards
     each family's compiled functions have been called once through the guard, and none failed."""
-    if not (recurrent.available() and activation_jit.available() and int8_kernels.available()):
+    if not all(m.available() for m in (recurrent, activation_jit, int8_kernels, bn_train)):
         pytest.skip("numba or scipy missing: nothing to compile")
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)
@@ -71,6 +71,9 @@ def test_warm_up_compiles_every_other_family(fresh, capsys):
         assert fn in compiled and len(fn.overloads) >= 2, fn  # float32 and float64
     for name in ("add", "requantize", "depthwise"):
         assert int8_kernels._COMPILED[name] in compiled, name
+    bn = bn_train._module()
+    for fn in (bn._moments, bn._grad_sums, bn._affine2):
+        assert fn in compiled, fn
     for family, _, module in done:
         assert catalog.other_status(family, module) == "ready"
     assert not kernel_support.disabled()
