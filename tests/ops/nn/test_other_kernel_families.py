@@ -170,3 +170,26 @@ def test_int8_failed_compile_falls_back(fresh):
     assert want[0] is None and got[0] is None  # Int8Add then runs its own numpy pass
     for g, w in zip(got[1:], want[1:]):
         np.testing.assert_array_equal(g, w)
+
+
+def test_bn_train_failed_compile_falls_back(fresh):
+    if not bn_train.available():
+        pytest.skip("numba missing: no compiled training SpatialBN kernel")
+    x = _RNG.standard_normal((2, 3, 5, 5)).astype(np.float32)
+    ins = [x, _RNG.random(3, np.float32) + 0.5, _RNG.standard_normal(3).astype(np.float32)]
+    ins += [np.zeros(3, np.float32), np.ones(3, np.float32)]
+    op = CreateOperator("SpatialBN", ["X", "s", "b", "rm", "rv"], ["Y", "rm", "rv", "sm", "sv"], is_test=0)
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(bn_train, "_kernels", None)
+        want = run_op_on(op, ins)
+    calls = []
+    fresh.setattr(bn_train._module(), "_moments", _broken(calls))
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        got = run_op_on(op, ins)
+        again = run_op_on(op, ins)
+    _one_warning(seen, "bn_train")
+    assert len(calls) == 1 and not bn_train.available()
+    for a, b, c in zip(got, want, again):
+        np.testing.assert_array_equal(a, b)
+        np.testing.assert_array_equal(c, b)
