@@ -22,6 +22,11 @@ OTHERS = (
         "framework.ops.quantized.int8_kernels",
     ),
     ("bn_train", "training-mode SpatialBN and SpatialBNGradient", "framework.kernels.bn_train"),
+    (
+        "range_search",
+        "the GREEDY engine of the n-bit row-wise quantization ops",
+        "framework.ops.quantized.range_search",
+    ),
 )
 
 

@@ -51,6 +51,7 @@ NEEDS: dict[str, tuple | None] = {
     "activation": None,  # activation_kernels (Erf, Gelu, LayerNorm)
     "int8": None,  # framework/ops/quantized/int8_kernels (requantization, int8 depthwise, Int8Add/Sum)
     "bn_train": None,  # bn_train_kernels (training-mode SpatialBN and its gradient)
+    "range_search": None,  # framework/ops/quantized/range_search (the GREEDY engine's loss loop)
 }
 
 

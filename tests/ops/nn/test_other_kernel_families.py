@@ -1,6 +1,6 @@
 """The compiled families outside the conv and pool strategies (framework/kernels/catalog.OTHERS: recurrent,
-activation, int8, bn_train): ``framework warmup`` compiles each, and a first compile that fails disables the family with
-one RuntimeWarning while the op runs its numpy path and gives the numpy path's values."""
+activation, int8, bn_train, range_search): ``framework warmup`` compiles each, and a first compile that fails
+disables the family with one RuntimeWarning while the op runs its numpy path and gives the numpy path's values."""
 
 from __future__ import annotations
 
@@ -9,11 +9,13 @@ import warnings
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from framework.cli import warmup
 from framework.core import CreateOperator
 from framework.kernels import activation_jit, bn_train, catalog, kernel_support, recurrent
-from framework.ops.quantized import int8_kernels
+from framework.ops.quantized import int8_kernels, range_search
 from framework.ops.testing import run_op_on
 
 numba = pytest.importorskip("numba")
@@ -57,7 +59,7 @@ def test_every_other_family_is_known_and_has_a_warm_up():
 def test_warm_up_compiles_every_other_family(fresh, capsys):
     """warm_others compiles (or loads) every kernel of each family where it can run here: afterwards
     each family's compiled functions have been called once through the guard, and none failed."""
-    if not all(m.available() for m in (recurrent, activation_jit, int8_kernels, bn_train)):
+    if not all(m.available() for m in (recurrent, activation_jit, int8_kernels, bn_train, range_search)):
         pytest.skip("numba or scipy missing: nothing to compile")
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)
@@ -71,6 +73,7 @@ def test_warm_up_compiles_every_other_family(fresh, capsys):
         assert fn in compiled and len(fn.overloads) >= 2, fn  # float32 and float64
     for name in ("add", "requantize", "depthwise"):
         assert int8_kernels._COMPILED[name] in compiled, name
+    assert range_search._COMPILED[0] in compiled
     bn = bn_train._module()
     for fn in (bn._moments, bn._grad_sums, bn._affine2):
         assert fn in compiled, fn
@@ -193,3 +196,38 @@ def test_bn_train_failed_compile_falls_back(fresh):
     for a, b, c in zip(got, want, again):
         np.testing.assert_array_equal(a, b)
         np.testing.assert_array_equal(c, b)
+
+
+@given(rows=st.integers(1, 5), cols=st.integers(1, 40), bits=st.sampled_from([2, 4, 8]), seed=st.integers(0, 2**16))
+@settings(max_examples=40, deadline=None)
+def test_range_search_numpy_losses_equal_the_compiled_ones(rows, cols, bits, seed):
+    """The numpy pass (no numba) sums the same float32 values in the same order as the compiled loop."""
+    if not range_search.available():
+        pytest.skip("numba missing: no compiled loop to compare with")
+    rng = np.random.default_rng(seed)
+    x = (rng.standard_normal((rows, cols)) * rng.choice([0.01, 1.0, 100.0])).astype(np.float32)
+    xmin, xmax = x.min(axis=1), x.max(axis=1)
+    xmax[0] = xmin[0] if rows > 1 else xmax[0]  # an empty range too
+    got = range_search.quantization_losses(x, xmin, xmax, bits)
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(range_search, "_row_losses_kernel", lambda: None)
+        want = range_search.quantization_losses(x, xmin, xmax, bits)
+    np.testing.assert_array_equal(got, want)
+
+
+def test_range_search_failed_compile_falls_back(fresh):
+    if not range_search.available():
+        pytest.skip("numba missing: no compiled loop")
+    x = _RNG.standard_normal((3, 50)).astype(np.float32)
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(range_search, "_row_losses_kernel", lambda: None)
+        want = range_search.greedy_row_ranges(x, 4)
+    calls = []
+    fresh.setattr(range_search, "_COMPILED", [_broken(calls)])
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        got = range_search.greedy_row_ranges(x, 4)
+    _one_warning(seen, "range_search")
+    assert len(calls) == 1 and not range_search.available()
+    for a, b in zip(got, want):
+        np.testing.assert_array_equal(a, b)
