@@ -48,17 +48,38 @@ def main(args: argparse.Namespace) -> int:
             print("the compiled kernels are not available (numba missing or FRAMEWORK_NO_JIT set): nothing to compile")
             return 0
         seconds = window_jit.warm_up()
+        t = time.perf_counter()
+        others = warm_others()
+        seconds += time.perf_counter() - t
         print(f"kernels ready in {seconds:.1f} s; cache: {machine.numba_cache_dir()}")
         for op, strategy in catalog.strategies():
             state = catalog.status(strategy)
             if state not in ("numpy", "ready"):
                 state += "; the next strategy that fits runs"
             print(f"  {op} {strategy.name}: {state}")
+        for family, ops, module in others:
+            state = catalog.other_status(family, module)
+            if state != "ready":
+                state += "; the numpy path runs"
+            print(f"  {family} ({ops}): {state}")
         _record_done()
         return 0
     finally:
         if getattr(args, "background", False):
             _lock_path().unlink(missing_ok=True)
+
+
+def warm_others() -> list:
+    """Compile the families outside the conv and pool strategies (catalog.OTHERS), each through its
+    module's ``warm_up()``; (family, its ops, the module) for each."""
+    from framework.kernels import catalog
+
+    done = []
+    for family, ops, name in catalog.OTHERS:
+        module = importlib.import_module(name)
+        module.warm_up()
+        done.append((family, ops, module))
+    return done
 
 
 def done_path() -> Path:

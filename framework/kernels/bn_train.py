@@ -89,3 +89,16 @@ def relu_grad(y: np.ndarray, dy: np.ndarray, dx: np.ndarray) -> bool:
     if dx is dy or np.may_share_memory(dx, dy):  # contiguous: overlapping bounds mean the same buffer
         return _call("_relu_grad_inplace", y.reshape(-1), dx.reshape(-1))
     return _call("_relu_grad", y.reshape(-1), dy.reshape(-1), dx.reshape(-1))
+
+
+def available() -> bool:
+    """Whether the compiled kernels may run in this process (the first call imports numba)."""
+    return _module() is not None and FAMILY not in kernel_support.disabled()
+
+
+def warm_up() -> None:
+    """Compile (or load from numba's cache) the three kernels with the argument types the ops pass, on tiny
+    arrays; nothing without numba. A failed compile disables the family (one RuntimeWarning)."""
+    x, c = np.zeros((1, 2, 2, 2), np.float32), np.zeros(2, np.float32)
+    if available() and moments(x, c, c.copy()) and grad_sums(x, x, c, c.copy(), c.copy()):
+        affine2(x, x.copy(), c, c, c, np.empty_like(x))

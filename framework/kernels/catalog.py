@@ -1,5 +1,6 @@
 """Every kernel strategy of this package, in one list: what ``framework warmup`` compiles and reports
-and ``framework tune`` measures between.
+and ``framework tune`` measures between; and (``OTHERS``) the compiled families no strategy calls, which
+``framework warmup`` compiles and reports too.
 
 A strategy (conv_strategies.py, pool_strategies.py) names the compiled kernel families it calls
 (``kernel_support.NEEDS``' keys); a family's kernels compile together. ``SHARED`` are the families
@@ -10,6 +11,23 @@ scale-and-shift.
 from __future__ import annotations
 
 SHARED = ("epilogue", "scale_shift")
+# The compiled families outside the conv and pool strategies: (family, what calls it, the module whose
+# ``warm_up()`` compiles it and whose ``available()`` says whether it may run). Each has its numpy path.
+OTHERS = (
+    ("recurrent", "ONNX RNN/GRU/LSTM, InferenceLSTM, LSTMUnit and its gradient", "framework.kernels.recurrent"),
+    ("activation", "Erf, Gelu, LayerNorm", "framework.kernels.activation_jit"),
+    (
+        "int8",
+        "Int8Conv/Int8FC requantization, Int8 depthwise conv, Int8Add/Sum",
+        "framework.ops.quantized.int8_kernels",
+    ),
+    ("bn_train", "training-mode SpatialBN and SpatialBNGradient", "framework.kernels.bn_train"),
+    (
+        "range_search",
+        "the GREEDY engine of the n-bit row-wise quantization ops",
+        "framework.ops.quantized.range_search",
+    ),
+)
 
 
 def strategies() -> list[tuple[str, object]]:
@@ -46,3 +64,18 @@ def status(strategy) -> str:
         if family in disabled:
             return f"failed to compile ({disabled[family]})"
     return "ready"
+
+
+def other_status(family: str, module) -> str:
+    """How the ``OTHERS`` family ``family`` (its module imported) stands in this process: 'ready',
+    'failed to compile (...)', or 'unavailable' with why."""
+    from framework.kernels import kernel_support
+
+    disabled = kernel_support.disabled()
+    if family in disabled:
+        return f"failed to compile ({disabled[family]})"
+    if module.available():
+        return "ready"
+    if family == "recurrent":
+        return "unavailable: numba or scipy missing, or FRAMEWORK_NO_JIT set"
+    return "unavailable: numba missing or FRAMEWORK_NO_JIT set"

@@ -48,6 +48,12 @@ NEEDS: dict[str, tuple | None] = {
     "direct_depthwise": _FMA,  # microkernel._depthwise
     "channel": _FMA,  # channel_kernel._conv
     "depthwise3": _FMA,  # depthwise3._depthwise3
+    # outside the conv and pool strategies (catalog.OTHERS):
+    "recurrent": None,  # recurrent_cells (ONNX RNN/GRU/LSTM, InferenceLSTM, LSTMUnit and its gradient)
+    "activation": None,  # activation_kernels (Erf, Gelu, LayerNorm)
+    "int8": None,  # framework/ops/quantized/int8_kernels (requantization, int8 depthwise, Int8Add/Sum)
+    "bn_train": None,  # bn_train_kernels (training-mode SpatialBN and its gradient)
+    "range_search": None,  # framework/ops/quantized/range_search (the GREEDY engine's loss loop)
 }
 
 

@@ -131,3 +131,53 @@ def lstm_unit_grad(x, c_prev, c, dh, dc, dh_prev, dc_prev, dx, forget_bias):
         return None
     fn, args = _cells.lstm_unit_grad, (x, c_prev, c, dh, dc, dh_prev, dc_prev, dx, np.float32(forget_bias))
     return lambda: _call(fn, args)
+
+
+def warm_up() -> None:
+    """Compile (or load from numba's cache) every recurrent loop with the argument types the ops pass, on tiny
+    arrays; nothing where the loops cannot run (no numba or scipy, FRAMEWORK_NO_JIT). A failed compile
+    disables the family (one RuntimeWarning)."""
+    if not available():
+        return
+    f = np.float32
+    t, b, h = 2, 1, 2
+
+    def z(*shape):
+        return np.zeros(shape, f)
+
+    y = z(t, 1, b, h)
+    if not lstm(
+        z(t, b, 4 * h),
+        z(h, 4 * h),
+        z(4 * h),
+        z(0),
+        z(b, h),
+        z(b, h),
+        y,
+        0,
+        False,
+        0.0,
+        False,
+        (0, 1, 2, 3),
+        z(b, 4 * h),
+    ):
+        return
+    rts = (z(h, 3 * h), z(h, 2 * h), z(h, h))
+    if not gru(
+        z(t, b, 3 * h),
+        rts,
+        z(3 * h),
+        z(h),
+        z(b, h),
+        y,
+        0,
+        False,
+        0.0,
+        False,
+        (z(b, 3 * h), z(b, 2 * h), z(b, h), z(b, h)),
+    ):
+        return
+    if not rnn(z(t, b, h), z(h, h), z(h), z(b, h), y, 0, False, 0.0, "tanh", z(b, h)):
+        return
+    if lstm_unit(z(b, 4 * h), z(b, h), z(b, h), z(b, h), 0.0)():
+        lstm_unit_grad(*(z(b, 4 * h), z(b, h), z(b, h), z(b, h), z(b, h), z(b, h), z(b, h), z(b, 4 * h)), 0.0)()

@@ -71,8 +71,7 @@ def erf(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     x = np.asarray(x)
     if x.size >= _JIT_MIN and (out is None or (out.shape == x.shape and out.dtype == x.dtype)):
         res = np.empty_like(x) if out is None else out
-        if activation_jit.fits(x, res):
-            activation_jit.erf(x, res)
+        if activation_jit.fits(x, res) and activation_jit.erf(x, res):
             return res
     xd = x.astype(np.float64, copy=x.dtype != np.float64)
     y = np.abs(xd)

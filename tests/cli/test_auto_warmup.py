@@ -3,6 +3,7 @@ once per machine key, without waiting, into the user cache folder, also from a r
 
 from __future__ import annotations
 
+import importlib
 import os
 import shutil
 import signal
@@ -95,12 +96,32 @@ def test_the_background_warmup_records_it_is_done_and_frees_the_lock(spawns, mon
     ran = []
     monkeypatch.setattr(window_jit, "warm_up", lambda: ran.append(1) or 0.0)
     monkeypatch.setattr(warmup, "_lower_priority", lambda: ran.append("nice"))
+    monkeypatch.setattr(warmup, "warm_others", lambda: ran.append(2) or [])
     assert warmup.start_in_background("run")
     assert cli.main(["warmup", "--background"]) == 0
-    assert ran == ["nice", 1]
+    assert ran == ["nice", 1, 2]
     assert warmup.done_path().exists() and not warmup.done_path().with_suffix(".running").exists()
     assert "kernels ready" in capsys.readouterr().out
     assert not warmup.start_in_background("run") and len(spawns.calls) == 1
+
+
+def test_the_listing_names_every_strategy_and_every_other_family(monkeypatch, capsys):
+    """`framework warmup` compiles the families outside the strategies too (catalog.OTHERS: recurrent,
+    activation, int8) and lists each with its state, beside every conv and pool strategy."""
+    pytest.importorskip("numba")
+    from framework.kernels import catalog, window_jit
+
+    monkeypatch.setattr(window_jit, "warm_up", lambda: 0.0)  # the strategies' kernels: tested elsewhere
+    monkeypatch.setattr(warmup, "_record_done", lambda: None)  # leaves the user's cache folder alone
+    assert cli.main(["warmup"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    for op, strategy in catalog.strategies():
+        assert any(line.strip().startswith(f"{op} {strategy.name}: ") for line in lines), (op, strategy.name)
+    for family, ops, name in catalog.OTHERS:
+        mine = [line for line in lines if line.strip().startswith(f"{family} ({ops}): ")]
+        assert len(mine) == 1, (family, lines)
+        ready = importlib.import_module(name).available()
+        assert mine[0].endswith(": ready") == ready, mine[0]
 
 
 def test_a_read_only_install_warms_up_into_the_user_cache_folder(tmp_path):

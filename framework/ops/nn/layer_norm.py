@@ -96,8 +96,10 @@ class LayerNorm(Operator):
         m2, s2 = mean.reshape(rows, 1), std.reshape(rows, 1)
         affine = len(self.inputs) == 3
         gb = (self.input(1), self.input(2)) if affine else ()
-        if activation_jit.fits(x, y, mean, std, *gb):  # one compiled pass per row, statistics in float64
-            activation_jit.layer_norm(x2, *(gb or (None, None)), self.args.epsilon, y2, m2, s2)
+        # one compiled pass per row, statistics in float64
+        if activation_jit.fits(x, y, mean, std, *gb) and activation_jit.layer_norm(
+            x2, *(gb or (None, None)), self.args.epsilon, y2, m2, s2
+        ):
             return
         np.mean(x2, axis=1, keepdims=True, out=m2)
         np.subtract(x2, m2, out=y2)

@@ -219,9 +219,8 @@ class Gelu(Activation):
     """Gaussian error linear unit: Y = X * Phi(X), Phi the standard normal CDF (or the tanh form)."""
 
     def forward(self, x: np.ndarray, y: np.ndarray) -> None:
-        if x.size >= 64 and activation_jit.fits(x, y):  # one compiled pass (the same numbers for float32)
-            activation_jit.gelu(x, y, self.args.fast_gelu)
-            return
+        if x.size >= 64 and activation_jit.fits(x, y) and activation_jit.gelu(x, y, self.args.fast_gelu):
+            return  # one compiled pass (the same numbers for float32)
         t = x.dtype.type
         tmp = scratch(self, "_tmp", x.shape, x.dtype)
         if self.args.fast_gelu:

@@ -11,14 +11,23 @@ The loops are compiled on first use (numba's disk cache keeps them), not at impo
 family loads no compiler. Without numba (an optional dependency) both run as numpy passes over int64 arrays
 (``q31_requantize``, ``wrap_int32``); the compiled loops give those passes' results bit for bit: the
 accumulator is the same exact integer (int32 wrap of the dot product, then the bias added in int64), and the
-Q31 steps are the same int64 operations (a multiplication beyond int64 wraps in both).
+Q31 steps are the same int64 operations (a multiplication beyond int64 wraps in both). ``FRAMEWORK_NO_JIT``
+selects the numpy passes too. The first call of each loop is guarded (kernel_support.call, family ``int8``): a
+compile that fails disables the family for the process with one RuntimeWarning and the numpy passes run.
+``warm_up()`` compiles the loops with the argument types the ops pass (``framework warmup``).
 """
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
+from framework.kernels import kernel_support
+from framework.kernels.kernel_support import KernelUnavailable
 from framework.runtime.state import RUNTIME
+
+FAMILY = "int8"
 
 
 def q31_requantize(acc: np.ndarray, params: tuple[int, int], y_zp: int, lo: int) -> np.ndarray:
@@ -47,16 +56,21 @@ def _compiled():
     """name -> compiled loop, built on the first call; empty without numba."""
     if not _COMPILED:
         try:
+            if os.environ.get("FRAMEWORK_NO_JIT", "") not in ("", "0"):
+                raise ImportError("FRAMEWORK_NO_JIT is set")
             from framework.kernels import cached_jit
         except ImportError:  # numba is optional: the numpy passes run instead
             _COMPILED[None] = None
             return _COMPILED
+        from framework.kernels import machine
+
         jit = cached_jit.njit(cache=True, nogil=True, boundscheck=False)
-        for fn in (_q31, _wrap32):
-            globals()[fn.__name__] = jit(fn)
-        _COMPILED["requantize"] = jit(_requantize)
-        _COMPILED["depthwise"] = jit(_depthwise)
-        _COMPILED["add"] = jit(_add)
+        with machine.numba_cache():  # numba fixes a function's cache folder when it is decorated
+            for fn in (_q31, _wrap32):
+                globals()[fn.__name__] = jit(fn)
+            _COMPILED["requantize"] = jit(_requantize)
+            _COMPILED["depthwise"] = jit(_depthwise)
+            _COMPILED["add"] = jit(_add)
     return _COMPILED
 
 
@@ -131,11 +145,34 @@ def _c(a: np.ndarray) -> np.ndarray:
     return a if _canonical(a) else a.copy()
 
 
-def _run_into(kernel, args: list, out: np.ndarray) -> None:
+def available() -> bool:
+    """Whether the compiled loops may run in this process (the first call imports numba)."""
+    return _kernel("add") is not None
+
+
+def _kernel(name: str):
+    """The compiled loop ``name``, or None (numba missing, FRAMEWORK_NO_JIT set, or the family disabled)."""
+    if FAMILY in kernel_support.disabled():
+        return None
+    return _compiled().get(name)
+
+
+def _guarded(kernel, args) -> bool:
+    """``kernel(*args)`` with its first call guarded; False when it failed to compile (nothing was written)."""
+    try:
+        kernel_support.call(FAMILY, kernel, tuple(args))
+    except KernelUnavailable:
+        return False
+    return True
+
+
+def _run_into(kernel, args: list, out: np.ndarray) -> bool:
     dst = out if _canonical(out) else np.empty(out.shape, out.dtype)
-    kernel(*args, dst)
+    if not _guarded(kernel, [*args, dst]):
+        return False
     if dst is not out:
         out[...] = dst
+    return True
 
 
 def _add(a, b, am, bm, offset, shift, y_zp, lo, out):
@@ -151,7 +188,7 @@ def _add(a, b, am, bm, offset, shift, y_zp, lo, out):
 def add_into(a: np.ndarray, a_zp: int, b: np.ndarray, b_zp: int, params: tuple, y_zp: int, lo: int, out) -> bool:
     """QNNPACK's q8 add (``int8_elementwise.add_quantized``'s arithmetic) of two same-shape uint8 arrays into
     uint8 ``out`` in one compiled pass (in place over ``a`` or ``b`` allowed); False without numba."""
-    kernel = _compiled().get("add")
+    kernel = _kernel("add")
     if kernel is None:
         return False
     am, bm, shift = params
@@ -159,11 +196,11 @@ def add_into(a: np.ndarray, a_zp: int, b: np.ndarray, b_zp: int, params: tuple, 
     args = [f.reshape(-1) for f in flat] + [np.int64(am), np.int64(bm), np.int64(am * a_zp + bm * b_zp)]
     args += [np.int64(shift), np.int64(y_zp), np.int64(lo)]
     if _canonical(out):
-        kernel(*args, out.reshape(-1))
-    else:
-        tmp = np.empty(out.shape, out.dtype)
-        kernel(*args, tmp.reshape(-1))
-        out[...] = tmp
+        return _run_into(kernel, args, out.reshape(-1))
+    tmp = np.empty(out.size, out.dtype)
+    if not _run_into(kernel, args, tmp):
+        return False
+    out[...] = tmp.reshape(out.shape)
     return True
 
 
@@ -172,31 +209,49 @@ def requantize_into(acc: np.ndarray, bias: np.ndarray, params: tuple[int, int], 
     ``acc``: (P, M), or (parts, P, M) partial products holding exact integers, summed exactly."""
     if acc.ndim == 2:
         acc = acc[None]
-    kernel = _compiled().get("requantize")
-    if kernel is None:
+    kernel = _kernel("requantize")
+    mult, shift = params
+    args = [_c(acc), _c(bias), np.int64(mult), np.int64(shift), np.int64(y_zp), np.int64(lo)]
+    if kernel is None or not _run_into(kernel, args, out):
         total = acc[0].astype(np.int64)
         for part in acc[1:]:
             total += part.astype(np.int64)
         out[...] = q31_requantize(wrap_int32(total) + bias, params, y_zp, lo)
-        return
-    mult, shift = params
-    _run_into(kernel, [_c(acc), _c(bias), np.int64(mult), np.int64(shift), np.int64(y_zp), np.int64(lo)], out)
 
 
 def depthwise_into(x, x_zp, wc, bias, geo, params, y_zp, lo, out) -> None:
     """Depthwise conv of NHWC uint8 ``x`` with centered int32 taps ``wc`` (KH, KW, C) into uint8 ``out``
     (N, OH, OW, C); ``geo``: the resolved conv geometry (stride, dilation, head pads, output size)."""
-    kernel = _compiled().get("depthwise")
-    if kernel is None:
-        out[...] = q31_requantize(_depthwise_numpy(x, x_zp, wc, geo) + bias, params, y_zp, lo)
+    kernel = _kernel("depthwise")
+    if kernel is not None:
+        mult, shift = params
+        (sh, sw), (dh, dw), (hh, hw), (oh, ow) = geo.stride, geo.dilation, geo.head, geo.out
+        args = [
+            _c(x), np.int32(x_zp), _c(wc), _c(bias), int(sh), int(sw), int(dh), int(dw), int(hh), int(hw),
+            int(oh), int(ow), np.int64(mult), np.int64(shift), np.int64(y_zp), np.int64(lo),
+        ]  # fmt: skip
+        if _run_into(kernel, args, out):
+            return
+    out[...] = q31_requantize(_depthwise_numpy(x, x_zp, wc, geo) + bias, params, y_zp, lo)
+
+
+def warm_up() -> None:
+    """Compile (or load from numba's cache) the three loops with the argument types the ops pass, on tiny
+    arrays; nothing without numba. A failed compile disables the family (one RuntimeWarning)."""
+    from framework.kernels.geometry import Geometry
+
+    if not available():
         return
-    mult, shift = params
-    (sh, sw), (dh, dw), (hh, hw), (oh, ow) = geo.stride, geo.dilation, geo.head, geo.out
-    args = [
-        _c(x), np.int32(x_zp), _c(wc), _c(bias), sh, sw, dh, dw, hh, hw, oh, ow,
-        np.int64(mult), np.int64(shift), np.int64(y_zp), np.int64(lo),
-    ]  # fmt: skip
-    _run_into(kernel, args, out)
+    u8 = np.zeros(4, np.uint8)
+    add_into(u8, 0, u8, 0, (1, 1, 1), 0, 0, np.empty(4, np.uint8))
+    requantize_into(
+        np.zeros((1, 2, 2), np.float32), np.zeros(2, np.int64), (1 << 30, 1), 0, 0, np.empty((2, 2), np.uint8)
+    )
+    geo = Geometry((2, 2), (1, 1), (1, 1), (1, 1), (0, 0), (0, 0), (2, 2))
+    x = np.zeros((1, 2, 2, 2), np.uint8)
+    depthwise_into(
+        x, 0, np.zeros((1, 1, 2), np.int32), np.zeros(2, np.int64), geo, (1 << 30, 1), 0, 0, np.empty_like(x)
+    )
 
 
 def _depthwise_numpy(x, x_zp, wc, geo) -> np.ndarray:

@@ -10,14 +10,22 @@ summed in float32 over 8 lanes (the AVX loop), then the tail, then the square ro
 search runs two such sums per step, about 64 per row).
 
 numba is imported and the loop decorated on the first search, not at import: the quantized family registers
-its ops without loading numba's compiler.
+its ops without loading numba's compiler. Without numba (or with ``FRAMEWORK_NO_JIT``) a numpy pass computes
+the same float32 sums in the same order; the loop's first call is guarded (kernel_support.call, family
+``range_search``: a failed compile disables it with one RuntimeWarning and the numpy pass runs).
 """
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
+from framework.kernels import kernel_support
+from framework.kernels.kernel_support import KernelUnavailable
 from framework.runtime.state import RUNTIME
+
+FAMILY = "range_search"
 
 F32, F16 = np.float32, np.float16
 N_BINS, RATIO, LANES = 200, F32(0.16), 8
@@ -27,13 +35,54 @@ _COMPILED: list = RUNTIME.held("ops.quantized.range_search", list)  # the compil
 
 
 def _row_losses_kernel():
-    """``_row_losses`` compiled by numba (decorated on the first call; numba's disk cache keys it by this
-    file and the function's name, as when it was decorated at import)."""
+    """``_row_losses`` compiled by numba (decorated on the first call, in the kernels' cache folder; numba's
+    disk cache keys it by this file and the function's name), or None: numba missing, FRAMEWORK_NO_JIT set,
+    or its compile failed in this process."""
     if not _COMPILED:
-        import numba
+        try:
+            if os.environ.get("FRAMEWORK_NO_JIT", "") not in ("", "0"):
+                raise ImportError("FRAMEWORK_NO_JIT is set")
+            import numba
 
-        _COMPILED.append(numba.njit(cache=True, nogil=True)(_row_losses))
-    return _COMPILED[0]
+            from framework.kernels import machine
+
+            with machine.numba_cache():
+                _COMPILED.append(numba.njit(cache=True, nogil=True)(_row_losses))
+        except ImportError:  # numba is optional: the numpy pass runs
+            _COMPILED.append(None)
+    return None if FAMILY in kernel_support.disabled() else _COMPILED[0]
+
+
+def available() -> bool:
+    """Whether the compiled loop may run in this process (the first call imports numba)."""
+    return _row_losses_kernel() is not None
+
+
+def warm_up() -> None:
+    """Compile (or load from numba's cache) the loop with the argument types the search passes."""
+    if available():
+        one = np.ones(1, F32)
+        quantization_losses(np.zeros((1, 9), F32), one - 1, one, 4)
+
+
+def _row_losses_numpy(x, xmin, scale, inverse, qmax, out):
+    """``_row_losses`` in numpy: the same float32 operations in the same order (8 lanes summed block by
+    block, the lanes in order, then the tail)."""
+    rows, cols = x.shape
+    body = cols // LANES * LANES
+    lo, s, inv = xmin[:, None], scale[:, None], inverse[:, None]
+    q = np.minimum(np.maximum(np.rint((x - lo) * inv), F32(0.0)), qmax)
+    e = x - (q * s + lo)
+    sq = (e * e).astype(F32)
+    lanes = np.zeros((rows, LANES), F32)
+    for k in range(0, body, LANES):
+        lanes += sq[:, k : k + LANES]
+    norm = np.zeros(rows, F32)
+    for j in range(LANES):
+        norm += lanes[:, j]
+    for k in range(body, cols):
+        norm += sq[:, k]
+    out[:] = np.sqrt(norm)
 
 
 def _row_losses(x, xmin, scale, inverse, qmax, out):  # pragma: no cover - compiled
@@ -71,7 +120,15 @@ def quantization_losses(x: np.ndarray, xmin: np.ndarray, xmax: np.ndarray, bits:
         scale = np.where(data_range == 0, F32(1.0), (data_range / qmax).astype(F16).astype(F32)).astype(F32)
         inverse = (F32(1.0) / scale).astype(F32)
     out = np.empty(len(x), F32)
-    _row_losses_kernel()(x, xmin, scale, inverse, qmax, out)
+    args = (x, xmin, scale, inverse, qmax, out)
+    kernel = _row_losses_kernel()
+    if kernel is not None:
+        try:
+            kernel_support.call(FAMILY, kernel, args)
+            return out
+        except KernelUnavailable:
+            pass
+    _row_losses_numpy(*args)
     return out
 
 
