@@ -54,6 +54,7 @@ CASES = [
     ),
     ("RowWiseCounter", [np.zeros(3, I64), np.zeros(3), np.array([0, 2], I64), np.array([np.nan])], 2, {}),
     ("Im2Col", [_f(3)], 1, {"kernel": 1}),  # no spatial dims (an IndexError)
+    ("BatchGatherGradient", [_f(2, 3), np.array([0, 2], I32), np.array([[b"a"] * 2] * 2, object)], 1, {}),
     ("Col2Im", [_f(1, 2, 4, 4), _f(1, 2, 4, 4)], 1, {"kernel": 1, "pad": 10**12}),
     ("LengthsToShape", [np.array([2**63 - 1], I64)], 1, {}),  # does not fit the int32 shape
     (

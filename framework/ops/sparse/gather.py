@@ -26,7 +26,7 @@ from framework.ops.operator import Operator
 from framework.ops.registry import register_op
 from framework.ops.schema import BOOL, FLOAT, INT, INTS, REQUIRED, UNKNOWN, Arg, TensorSpec
 from framework.ops.sparse.lengths import lengths_of
-from framework.ops.validation import check_indices, expect_axis, expect_rank
+from framework.ops.validation import NUMERIC_T, check_indices, expect_axis, expect_kind, expect_rank
 
 I32 = np.dtype(np.int32)
 
@@ -123,6 +123,7 @@ class BatchGatherGradient(Operator):
 
     def run(self) -> None:
         data, idx, dy = self.input(0), int_input(self, 1), self.input(2)
+        expect_kind(self, 2, dy, NUMERIC_T)  # a scatter-add of strings or objects has no meaning
         a = expect_axis(self.describe(), self.args.axis, data.ndim, of=f"DATA {list(data.shape)}")
         match_outer = bool(self.args.match_outer)
         if match_outer and idx.shape[:a] != data.shape[:a]:
