@@ -15,7 +15,7 @@ consecutive runs, so training (W changes every step) never pays for the copy
 and inference packs once. Writes that bypass the Tensor (e.g. through a
 numpy view obtained from ``data()``) are not seen: use ``feed_blob`` or ops.
 Weights over 4 MiB are never copied (see ``_PACK_MAX_BYTES``): Y^T = W X^T on W's
-own layout, transposed into Y with the bias added. Packed copies and that Y^T
+own layout, transposed into Y with the bias added (Y = X W^T directly when 2 M >= K). Packed copies and that Y^T
 buffer come from the allocator (the memory reporter counts them).
 """
 
@@ -38,7 +38,9 @@ from framework.runtime.parallel import get_num_threads, run_parallel, split
 _PACK_MIN_ROWS = 2  # batch 1 is a GEMV: W's own row-major layout is already the best one
 # Weights larger than this are never copied: Y^T = W X^T on W's own layout, then Y = Y^T^T + b in one
 # pass, is faster than the packed copy there and costs no second copy of the weights; smaller weights
-# keep the packed copy, which is faster for them.
+# keep the packed copy, which is faster for them. With many rows (2 M >= K: the output outweighs the
+# GEMM's reads of W, as a language model's decoder over all time steps) that transposing pass costs more
+# than it saves, and Y = X W^T runs on W's layout directly.
 _PACK_MAX_BYTES = 4 << 20
 # With several intra-op threads, a weight of at least this many bytes is split by output features (rows
 # of W), each worker reading its part: streaming W from memory bounds these GEMMs, while smaller weights
@@ -122,9 +124,12 @@ class _FCBase(Operator):
         self._b1 = b.reshape(n)
         self._w_view = w.reshape(k, n) if self.transposed else w.reshape(n, k).T
         self._may_pack = not self.transposed and m >= _PACK_MIN_ROWS
-        self._wide = self._may_pack and w.nbytes > _PACK_MAX_BYTES  # Y^T = W X^T (see _PACK_MAX_BYTES)
-        if self._wide:
+        if self._may_pack and w.nbytes > _PACK_MAX_BYTES:
             self._may_pack = False
+            self._wide = 2 * m < k  # Y^T = W X^T (see _PACK_MAX_BYTES)
+        else:
+            self._wide = False
+        if self._wide:
             self._w2 = w.reshape(n, k)
             self._yt = allocate_array((n, m), x.dtype)
         self._packed_fresh = False
