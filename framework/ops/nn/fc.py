@@ -322,6 +322,10 @@ class _FCGradientBase(Operator):
             self._outs = (dw, db, dx)
             self._dw2 = dw.reshape(k, n) if self.transposed else dw.reshape(n, k)
             self._dx2 = dx.reshape(m, k) if dx is not None else None
+        tasks = self._parallel_tasks()
+        if tasks is not None:
+            run_parallel(tasks)
+            return
         if self.transposed:
             np.matmul(self._x2_t, self._dy2, out=self._dw2)
         else:
@@ -330,10 +334,40 @@ class _FCGradientBase(Operator):
         if dx is not None:
             np.matmul(self._dy2, self._w2, out=self._dx2)
 
+    def _parallel_tasks(self):
+        """Per-worker closures when the work is split over the intra-op threads, else None.
+
+        A weight of at least SPLIT_MIN_BYTES (FCGradient only: its dW rows are contiguous) is split by output
+        features for dW and db and by rows for dX; every worker writes its own disjoint parts."""
+        if self.transposed or self._w.nbytes < SPLIT_MIN_BYTES:
+            return None
+        threads = get_num_threads()
+        m, _, n = self._dims
+        if threads < 2 or n < 32 * threads or m < threads:
+            return None
+        cols = [(a // 16 * 16, b // 16 * 16 if b < n else b) for a, b in split(n, threads)]
+        rows = split(m, threads)
+        dy2, dy2_t, x2, w2, ones = self._dy2, self._dy2_t, self._x2, self._w2, self._ones
+        dw2, db, dx2 = self._dw2, self._outs[1], self._dx2
+
+        def task(n0: int, n1: int, m0: int, m1: int):
+            def part() -> None:
+                np.matmul(dy2_t[n0:n1], x2, out=dw2[n0:n1])
+                np.matmul(ones, dy2[:, n0:n1], out=db[n0:n1])
+                if dx2 is not None:
+                    np.matmul(dy2[m0:m1], w2, out=dx2[m0:m1])
+
+            return part
+
+        return [task(*c, *r) for c, r in zip(cols, rows)]
+
     def compile(self):
         """A closure doing run()'s work on the arrays bound now (see framework.net.program)."""
         if self._outs is None:
             return None
+        tasks = self._parallel_tasks()
+        if tasks is not None:
+            return lambda: run_parallel(tasks)
         matmul, ones, dy2, x2, w2 = np.matmul, self._ones, self._dy2, self._x2, self._w2
         dw2, db, dx2 = self._dw2, self._outs[1], self._dx2
         a, b = (self._x2_t, dy2) if self.transposed else (self._dy2_t, x2)
