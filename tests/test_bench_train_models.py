@@ -21,3 +21,14 @@ def test_steady_state_step_allocates_nothing():
     step, _ = train_models.framework_step("resnet20", 2)
     step()
     assert train_models.allocations_per_step(step, n=2) == 0
+
+
+def test_profile_step_names_the_ops_of_the_training_net():
+    from bench import train_models
+
+    prof = train_models.profile_step("resnet20", 2, rounds=1)
+    types = {t for t, _, _ in prof}
+    assert {"Conv", "ConvGradient", "SpatialBNGradient", "MomentumSGDUpdate", "SoftmaxWithLoss"} <= types
+    counts = dict((t, n) for t, _, n in prof)
+    assert counts["Conv"] == counts["ConvGradient"] == 21  # conv1, 18 in the blocks, 2 projections
+    assert all(sec >= 0 for _, sec, _ in prof)

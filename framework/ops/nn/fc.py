@@ -15,7 +15,7 @@ consecutive runs, so training (W changes every step) never pays for the copy
 and inference packs once. Writes that bypass the Tensor (e.g. through a
 numpy view obtained from ``data()``) are not seen: use ``feed_blob`` or ops.
 Weights over 4 MiB are never copied (see ``_PACK_MAX_BYTES``): Y^T = W X^T on W's
-own layout, transposed into Y with the bias added. Packed copies and that Y^T
+own layout, transposed into Y with the bias added (Y = X W^T directly when 2 M >= K). Packed copies and that Y^T
 buffer come from the allocator (the memory reporter counts them).
 """
 
@@ -38,7 +38,9 @@ from framework.runtime.parallel import get_num_threads, run_parallel, split
 _PACK_MIN_ROWS = 2  # batch 1 is a GEMV: W's own row-major layout is already the best one
 # Weights larger than this are never copied: Y^T = W X^T on W's own layout, then Y = Y^T^T + b in one
 # pass, is faster than the packed copy there and costs no second copy of the weights; smaller weights
-# keep the packed copy, which is faster for them.
+# keep the packed copy, which is faster for them. With many rows (2 M >= K: the output outweighs the
+# GEMM's reads of W, as a language model's decoder over all time steps) that transposing pass costs more
+# than it saves, and Y = X W^T runs on W's layout directly.
 _PACK_MAX_BYTES = 4 << 20
 # With several intra-op threads, a weight of at least this many bytes is split by output features (rows
 # of W), each worker reading its part: streaming W from memory bounds these GEMMs, while smaller weights
@@ -122,9 +124,12 @@ class _FCBase(Operator):
         self._b1 = b.reshape(n)
         self._w_view = w.reshape(k, n) if self.transposed else w.reshape(n, k).T
         self._may_pack = not self.transposed and m >= _PACK_MIN_ROWS
-        self._wide = self._may_pack and w.nbytes > _PACK_MAX_BYTES  # Y^T = W X^T (see _PACK_MAX_BYTES)
-        if self._wide:
+        if self._may_pack and w.nbytes > _PACK_MAX_BYTES:
             self._may_pack = False
+            self._wide = 2 * m < k  # Y^T = W X^T (see _PACK_MAX_BYTES)
+        else:
+            self._wide = False
+        if self._wide:
             self._w2 = w.reshape(n, k)
             self._yt = allocate_array((n, m), x.dtype)
         self._packed_fresh = False
@@ -317,6 +322,10 @@ class _FCGradientBase(Operator):
             self._outs = (dw, db, dx)
             self._dw2 = dw.reshape(k, n) if self.transposed else dw.reshape(n, k)
             self._dx2 = dx.reshape(m, k) if dx is not None else None
+        tasks = self._parallel_tasks()
+        if tasks is not None:
+            run_parallel(tasks)
+            return
         if self.transposed:
             np.matmul(self._x2_t, self._dy2, out=self._dw2)
         else:
@@ -325,10 +334,40 @@ class _FCGradientBase(Operator):
         if dx is not None:
             np.matmul(self._dy2, self._w2, out=self._dx2)
 
+    def _parallel_tasks(self):
+        """Per-worker closures when the work is split over the intra-op threads, else None.
+
+        A weight of at least SPLIT_MIN_BYTES (FCGradient only: its dW rows are contiguous) is split by output
+        features for dW and db and by rows for dX; every worker writes its own disjoint parts."""
+        if self.transposed or self._w.nbytes < SPLIT_MIN_BYTES:
+            return None
+        threads = get_num_threads()
+        m, _, n = self._dims
+        if threads < 2 or n < 32 * threads or m < threads:
+            return None
+        cols = [(a // 16 * 16, b // 16 * 16 if b < n else b) for a, b in split(n, threads)]
+        rows = split(m, threads)
+        dy2, dy2_t, x2, w2, ones = self._dy2, self._dy2_t, self._x2, self._w2, self._ones
+        dw2, db, dx2 = self._dw2, self._outs[1], self._dx2
+
+        def task(n0: int, n1: int, m0: int, m1: int):
+            def part() -> None:
+                np.matmul(dy2_t[n0:n1], x2, out=dw2[n0:n1])
+                np.matmul(ones, dy2[:, n0:n1], out=db[n0:n1])
+                if dx2 is not None:
+                    np.matmul(dy2[m0:m1], w2, out=dx2[m0:m1])
+
+            return part
+
+        return [task(*c, *r) for c, r in zip(cols, rows)]
+
     def compile(self):
         """A closure doing run()'s work on the arrays bound now (see framework.net.program)."""
         if self._outs is None:
             return None
+        tasks = self._parallel_tasks()
+        if tasks is not None:
+            return lambda: run_parallel(tasks)
         matmul, ones, dy2, x2, w2 = np.matmul, self._ones, self._dy2, self._x2, self._w2
         dw2, db, dx2 = self._dw2, self._outs[1], self._dx2
         a, b = (self._x2_t, dy2) if self.transposed else (self._dy2_t, x2)

@@ -64,6 +64,38 @@ def _softmax_closure(x2: np.ndarray, y2: np.ndarray, rowbuf: np.ndarray, log: bo
     return softmax
 
 
+def _softmax_xent_closure(x2: np.ndarray, p2: np.ndarray, rows: np.ndarray, picked: np.ndarray):
+    """A callable ``f(idx)``: p2 = softmax of the rows of x2, and picked[i] = log p2[i, label_i].
+
+    ``idx`` holds the flat indices of (row, label) in x2 (which must be C-contiguous); p2 may alias x2.
+    ``rows`` is a (2, N, 1) scratch. One exp pass: p = exp(x - max) / sum, and the label's log-probability
+    from x itself (x[label] - max - log(sum)), not from a second exp of a log-softmax."""
+    rmax, rsum, sub, exp, ln, div, take = (
+        np.maximum.reduce,
+        np.add.reduce,
+        np.subtract,
+        np.exp,
+        np.log,
+        np.divide,
+        np.take,
+    )
+    xf, rowmax, rowsum = x2.reshape(-1), rows[0], rows[1]
+    rm, rs = rowmax.reshape(-1), rowsum.reshape(-1)
+
+    def softmax_xent(idx: np.ndarray) -> None:
+        take(xf, idx, out=picked)  # before p2 (possibly x2 itself) is written
+        rmax(x2, axis=1, keepdims=True, out=rowmax)
+        sub(x2, rowmax, out=p2)
+        exp(p2, out=p2)
+        rsum(p2, axis=1, keepdims=True, out=rowsum)
+        div(p2, rowsum, out=p2)
+        sub(picked, rm, out=picked)
+        ln(rs, out=rs)
+        sub(picked, rs, out=picked)
+
+    return softmax_xent
+
+
 _AXIS = Arg("axis", INT, 1, "the input is coerced to 2D (N, D) at this axis; softmax runs over D")
 
 
@@ -312,10 +344,14 @@ class SoftmaxWithLoss(_SoftmaxLossBase):
             np.log(lp, out=lp)
             lp *= labels
             per_row = -lp.sum(axis=1)
+        elif n and d:
+            picked = np.empty(n, x.dtype)
+            idx = np.arange(n, dtype=np.intp) * d + labels
+            rows = scratch(self, "_rows", (2, n, 1), x.dtype)
+            _softmax_xent_closure(np.ascontiguousarray(x).reshape(n, d), p2, rows, picked)(idx)
+            per_row = -picked
         else:
-            _softmax_rows(x.reshape(n, d), p2, row, log=True)  # log-probabilities first
-            per_row = -p2[np.arange(n), labels]
-            np.exp(p2, out=p2)
+            per_row = np.zeros(n, x.dtype)
         if weights is not None:
             per_row = per_row * weights
         total = self.total_weight(n, weights)
@@ -332,19 +368,16 @@ class SoftmaxWithLoss(_SoftmaxLossBase):
         n, d, _, check, gather = parts
         if not (x.flags.c_contiguous and p.flags.c_contiguous) or np.shares_memory(loss, p):
             return None
-        p2 = p.reshape(n, d)
-        log_softmax = _softmax_closure(
-            x.reshape(n, d), p2, scratch(self, "_row", (n, 1), x.dtype), True, scratch(self, "_tmp", (n, d), x.dtype)
+        picked = np.empty(n, x.dtype)
+        xent = _softmax_xent_closure(
+            x.reshape(n, d), p.reshape(n, d), scratch(self, "_rows", (2, n, 1), x.dtype), picked
         )
-        pf, picked = p2.reshape(-1), np.empty(n, x.dtype)
-        take, rsum, exp, scale = np.take, np.add.reduce, np.exp, self.args.scale
+        rsum, scale = np.add.reduce, self.args.scale
 
         def softmax_with_loss() -> None:
             check()
-            log_softmax()
-            take(pf, gather(), out=picked)
+            xent(gather())
             loss[...] = -float(rsum(picked)) * scale / n  # run(): sum of -logp[label], / total (= n)
-            exp(p2, out=p2)
 
         return softmax_with_loss
 
@@ -385,6 +418,12 @@ class SoftmaxWithLossGradient(_SoftmaxLossBase):
             )
         dx = self.output(0, x.shape, x.dtype)
         dx2 = dx.reshape(n, d)
+        total = self.total_weight(n, weights)
+        if not (self.args.only_loss or self.args.label_prob or weights is not None) and total > 0:
+            k = x.dtype.type(self.args.scale / total * float(dl.reshape(-1)[0]))
+            np.multiply(p.reshape(n, d), k, out=dx2)  # k * p, then k * (p - 1) at the labels (one row each)
+            dx2[np.arange(n), labels] -= k
+            return
         if self.args.only_loss:  # the forward softmax buffer may have been reused: recompute it
             _softmax_rows(x.reshape(n, d), dx2, scratch(self, "_row", (n, 1), x.dtype), log=False)
         else:
@@ -395,7 +434,6 @@ class SoftmaxWithLossGradient(_SoftmaxLossBase):
             dx2[np.arange(n), labels] -= x.dtype.type(1)
         if weights is not None:
             dx2 *= weights.reshape(n, 1)
-        total = self.total_weight(n, weights)
         if total > 0:
             dx2 *= x.dtype.type(self.args.scale / total * float(dl.reshape(-1)[0]))
 
@@ -412,18 +450,18 @@ class SoftmaxWithLossGradient(_SoftmaxLossBase):
         if not (p.flags.c_contiguous and dx.flags.c_contiguous) or np.shares_memory(dx, dl):
             return None
         p2, dx2, dlf = p.reshape(n, d), dx.reshape(n, d), dl.reshape(-1)
-        dxf, picked, one = dx2.reshape(-1), np.empty(n, x.dtype), x.dtype.type(1)
-        copyto, take, put, sub, mul, ftype = np.copyto, np.take, np.put, np.subtract, np.multiply, x.dtype.type
+        dxf, picked = dx2.reshape(-1), np.empty(n, x.dtype)
+        take, put, sub, mul, ftype = np.take, np.put, np.subtract, np.multiply, x.dtype.type
         factor = self.args.scale / n
 
         def softmax_with_loss_gradient() -> None:
             check()
-            copyto(dx2, p2)
+            k = ftype(factor * float(dlf[0]))
+            mul(p2, k, out=dx2)  # one pass: dx = k * p, then k * (p - 1) at the labels
             idx = gather()
             take(dxf, idx, out=picked)
-            sub(picked, one, out=picked)
+            sub(picked, k, out=picked)
             put(dxf, idx, picked)
-            mul(dx2, ftype(factor * float(dlf[0])), out=dx2)
 
         return softmax_with_loss_gradient
 

@@ -71,3 +71,39 @@ def test_reshape_reruns_allocate_nothing():
     assert rep.allocations == before
     assert ws.fetch_blob("Z").shape == (4, 8) and ws.fetch_blob("A").shape == (4, 8)
     np.testing.assert_array_equal(ws.fetch_blob("old2"), [4, 8, 1, 1])
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_fc_large_weight_many_rows_runs_on_w_directly(monkeypatch, threads):
+    """A large W with 2 M >= K (a decoder over all time steps): Y = X W^T on W's own layout, no packed copy,
+    no Y^T buffer, nothing allocated per run; values equal the float64 reference in run() and compiled."""
+    import framework
+
+    monkeypatch.setattr(fc, "_PACK_MAX_BYTES", 0)
+    monkeypatch.setattr(fc, "SPLIT_MIN_BYTES", 1024)
+    rng = np.random.default_rng(7)
+    m, k, n = 12, 8, 70
+    x = rng.standard_normal((m, k)).astype(np.float32)
+    w = rng.standard_normal((n, k)).astype(np.float32)
+    b = rng.standard_normal(n).astype(np.float32)
+    want = x.astype(np.float64) @ w.T.astype(np.float64) + b
+    old = framework.get_num_threads()
+    framework.set_num_threads(threads)
+    try:
+        ws = Workspace()
+        for name, v in (("X", x), ("W", w), ("b", b)):
+            ws.feed_blob(name, v)
+        op = create_operator(CreateOperator("FC", ["X", "W", "b"], ["Y"]), ws)
+        rep = memory_reporter()
+        op.run()
+        before = (rep.allocations, rep.current_bytes)
+        for _ in range(2):
+            op.run()
+            np.testing.assert_allclose(ws.fetch_blob("Y"), want, rtol=1e-5, atol=1e-5)
+        assert (rep.allocations, rep.current_bytes) == before
+        assert not op._wide and not op._may_pack and op._packed is None
+        ws.fetch_blob("Y")[...] = 0
+        op.compile()()
+        np.testing.assert_allclose(ws.fetch_blob("Y"), want, rtol=1e-5, atol=1e-5)
+    finally:
+        framework.set_num_threads(old)
