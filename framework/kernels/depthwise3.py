@@ -1,6 +1,6 @@
 """3x3 and 5x5 depthwise convolution at stride 1 or 2, L outputs of a row per step: an LLVM IR intrinsic over
 each channel's zero-bordered plane (the stride-1 layout of window_kernels._direct_fill at both
-strides), the K*K weights broadcast, the epilogue (bias, residual, Relu) on the register and a
+strides), the K*K weights broadcast, the epilogue (bias, residual, simd_ir.activate) on the register and a
 masked store. At stride 2 the even and odd columns of two vector loads are split by a shuffle, as
 pool_columns does for max pooling: no phase planes, whose per-channel fill dominates the planes
 kernel's time (window_kernels._depthwise) on stride-2 depthwise convs.

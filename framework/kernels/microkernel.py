@@ -9,7 +9,8 @@ kernel well below the FMA units' rate. This kernel
 holds R x 2 vectors of outputs (R output channels, two runs of L output pixels) in registers while it
 runs over every (input channel, tap): per step two vector loads of the zero-bordered input planes
 (the taps are fixed offsets into them), R broadcasts of the packed filter, 2R fused multiply-adds;
-then bias, residual and Relu on the registers and masked stores straight into the output rows.
+then bias, residual and the activation (simd_ir.activate) on the registers and masked stores straight into the
+output rows.
 
 Implicit GEMM over K = C x taps: the filter packed k-major, R rows interleaved (``pack``), tap t of
 input channel c read at planes[c * cstride + taps[t] + offset of the output run].

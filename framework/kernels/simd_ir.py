@@ -55,30 +55,43 @@ def _fconst(vty, v: float):
     return ir.Constant(vty, [v] * L)
 
 
-def exp_vec(builder, x):
+def exp_vec(builder, x, nonpositive: bool = False):
     """exp(x) lane by lane (float32): x clamped to [-87.3, 88] (2^n stays a normal number), x = n ln2 + r with
     n = round(x / ln2) and |r| <= ln2 / 2 (ln2 split in two for an exact product), e^r by a degree-6 polynomial
-    (relative error a few float32 ulps), times 2^n built in the exponent bits."""
+    (relative error a few float32 ulps; evaluated in powers of r^2), times 2^n built in the exponent bits."""
     module, vty = builder.module, x.type
     ity = ir.VectorType(I32, L)
-    rint = function(module, f"llvm.rint.v{L}f32", ir.FunctionType(vty, [vty]))
     fma = function(module, f"llvm.fma.v{L}f32", ir.FunctionType(vty, [vty, vty, vty]))
     lo, hi = _fconst(vty, -87.3), _fconst(vty, 88.0)
     x = builder.select(builder.fcmp_ordered("<", x, lo), lo, x)
-    x = builder.select(builder.fcmp_ordered(">", x, hi), hi, x)
-    n = builder.call(rint, [builder.fmul(x, _fconst(vty, 1.4426950408889634))])
+    if not nonpositive:  # the caller's x <= 0 (or NaN) needs no upper clamp
+        x = builder.select(builder.fcmp_ordered(">", x, hi), hi, x)
+    # n = round(x / ln2) as (x / ln2 + 1.5 * 2^23) - 1.5 * 2^23: the sum's last bits hold n rounded to nearest
+    # even, as rint would, in one multiply-add and one subtraction on the dependency chain
+    magic = _fconst(vty, 12582912.0)
+    t = builder.call(fma, [x, _fconst(vty, 1.4426950408889634), magic])
+    n = builder.fsub(t, magic)
     r = builder.call(fma, [n, _fconst(vty, -0.693145751953125), x])
     r = builder.call(fma, [n, _fconst(vty, -1.428606765330187e-06), r])
-    p = _fconst(vty, 1.0 / 720)
-    for c in (1.0 / 120, 1.0 / 24, 1.0 / 6, 0.5, 1.0, 1.0):
-        p = builder.call(fma, [p, r, _fconst(vty, c)])
-    bits = builder.shl(builder.add(builder.fptosi(n, ity), ir.Constant(ity, [127] * L)), ir.Constant(ity, [23] * L))
+    # the degree-6 Taylor polynomial as (1 + r) + r^2 ((1/2 + r/6) + r^2 ((1/24 + r/120) + r^2 / 720)): four
+    # dependent multiply-adds after r^2 instead of Horner's six; a kernel applying it to one vector per step
+    # waits on this chain
+    r2 = builder.fmul(r, r)
+    lo1 = builder.fadd(r, _fconst(vty, 1.0))
+    lo2 = builder.call(fma, [r, _fconst(vty, 1.0 / 6), _fconst(vty, 0.5)])
+    lo3 = builder.call(fma, [r, _fconst(vty, 1.0 / 120), _fconst(vty, 1.0 / 24)])
+    p = builder.call(fma, [r2, _fconst(vty, 1.0 / 720), lo3])
+    p = builder.call(fma, [r2, p, lo2])
+    p = builder.call(fma, [r2, p, lo1])
+    bits = builder.sub(builder.bitcast(t, ity), builder.bitcast(magic, ity))  # n as an integer
+    bits = builder.shl(builder.add(bits, ir.Constant(ity, [127] * L)), ir.Constant(ity, [23] * L))
     return builder.fmul(p, builder.bitcast(bits, vty))
 
 
-def reciprocal(builder, d):
-    """1 / d lane by lane (1 <= d <= 2 here): the CPU's reciprocal estimate (AVX-512's 14 bits, AVX's 12) and one
-    Newton step r (2 - d r), a few float32 ulps off, where a vector division would cost 10-20 cycles."""
+def divide(builder, num, d):
+    """num / d lane by lane (1 <= d <= 2 here): the CPU's reciprocal estimate r (AVX-512's 14 bits, AVX's 12) and
+    one Newton step, (num r) (2 - d r), a few float32 ulps off, where a vector division would cost 10-20 cycles;
+    num r is formed beside 2 - d r, off the dependency chain."""
     module, vty = builder.module, d.type
     if L == 16:
         fnty = ir.FunctionType(vty, [vty, vty, ir.IntType(16)])
@@ -89,7 +102,7 @@ def reciprocal(builder, d):
         r = builder.call(est, [d])
     fma = function(module, f"llvm.fma.v{L}f32", ir.FunctionType(vty, [vty, vty, vty]))
     e = builder.call(fma, [builder.fsub(_fconst(vty, 0.0), d), r, _fconst(vty, 2.0)])  # 2 - d r
-    return builder.fmul(r, e)
+    return builder.fmul(builder.fmul(num, r), e)
 
 
 def activate(builder, val, flags_v, cflag):
@@ -97,29 +110,41 @@ def activate(builder, val, flags_v, cflag):
     of its type):
     Relu "0 if v < 0 else v" (NaN stays), then the cap at 6 "6 if v > 6 else v"; HardSwish v * min(max(v / 6
     + 1/2, 0), 1); Swish v * sigmoid(v), as v / (1 + e) for v >= 0 and v e / (1 + e) below, e = exp(-|v|) (no
-    overflow; NaN stays NaN)."""
+    overflow; NaN stays NaN; -|v| by setting the sign bit)."""
     vty = val.type
     zero, six, one = _fconst(vty, 0.0), _fconst(vty, 6.0), _fconst(vty, 1.0)
 
     def bit(b):
         return builder.icmp_signed("!=", builder.and_(flags_v, cflag(b)), cflag(0))
 
-    val = builder.select(bit(4), builder.select(builder.fcmp_ordered("<", val, zero), zero, val), val)
-    val = builder.select(bit(8), builder.select(builder.fcmp_ordered(">", val, six), six, val), val)
-    hs = builder.fmul(val, _fconst(vty, 1.0 / 6))
-    hs = builder.fadd(hs, _fconst(vty, 0.5))
-    hs = builder.select(builder.fcmp_ordered("<", hs, zero), zero, hs)
-    hs = builder.select(builder.fcmp_ordered(">", hs, one), one, hs)
-    val = builder.select(bit(16), builder.fmul(val, hs), val)
-    before = builder.block
-    with builder.if_then(bit(32)):  # a branch, not a select: the other activations skip the exp
-        neg = builder.fcmp_ordered("<", val, zero)
-        minus = builder.fsub(zero, val)
-        e = exp_vec(builder, builder.select(neg, val, minus))  # exp(-|v|)
-        num = builder.select(neg, builder.fmul(val, e), val)
-        sw = builder.fmul(num, reciprocal(builder, builder.fadd(one, e)))
-        then = builder.block
-    out = builder.phi(vty)
-    out.add_incoming(val, before)
-    out.add_incoming(sw, then)
-    return out
+    def branch(cond, val, make):  # a branch, not selects: each activation costs only the kernels that ask for it
+        before = builder.block
+        with builder.if_then(cond):
+            new = make(val)
+            then = builder.block
+        out = builder.phi(vty)
+        out.add_incoming(val, before)
+        out.add_incoming(new, then)
+        return out
+
+    def relu(v):
+        v = builder.select(builder.fcmp_ordered("<", v, zero), zero, v)
+        return builder.select(bit(8), builder.select(builder.fcmp_ordered(">", v, six), six, v), v)
+
+    def hardswish(v):
+        hs = builder.fadd(builder.fmul(v, _fconst(vty, 1.0 / 6)), _fconst(vty, 0.5))
+        hs = builder.select(builder.fcmp_ordered("<", hs, zero), zero, hs)
+        hs = builder.select(builder.fcmp_ordered(">", hs, one), one, hs)
+        return builder.fmul(v, hs)
+
+    def swish(v):
+        ity = ir.VectorType(I32, L)
+        neg = builder.fcmp_ordered("<", v, zero)
+        sign = ir.Constant(ity, [-(2**31)] * L)
+        e = exp_vec(builder, builder.bitcast(builder.or_(builder.bitcast(v, ity), sign), vty), nonpositive=True)
+        num = builder.select(neg, builder.fmul(v, e), v)
+        return divide(builder, num, builder.fadd(one, e))
+
+    val = branch(bit(4), val, relu)
+    val = branch(bit(16), val, hardswish)
+    return branch(bit(32), val, swish)
