@@ -15,6 +15,10 @@ each kernel once, and the others load what the first saved. The lock is released
 saved; a process that waits longer than ``LOCK_WAIT`` seconds (a holder whose compile failed keeps the
 lock until it exits) compiles without it.
 
+A cached kernel is reused only while its own source file and every module of this package are unchanged:
+numba stamps a cache entry with the defining file alone, but the kernels build their code from helpers in
+other modules (``simd_ir``'s intrinsics, shared loops), so an edit or an upgrade there must recompile them.
+
 Where numba's cache or runtime lack the methods this relies on (another numba version), kernels keep
 numba's own cache: slower to load, the same code.
 """
@@ -29,6 +33,8 @@ import numba
 from numba.core.caching import FunctionCache
 from numba.core.runtime import rtsys
 
+from framework.runtime.state import RUNTIME
+
 try:
     import fcntl
 except ImportError:  # no POSIX file locks (Windows): each process compiles its own misses
@@ -39,11 +45,34 @@ __all__ = ["njit"]
 LOCK_WAIT = 120.0  # seconds a process waits for another's compile of the same kernel
 
 
+def package_stamp() -> tuple:
+    """(name, mtime_ns, size) of every module of this package, sorted: the part of a kernel's cache stamp
+    that numba leaves out (see module doc). Read once per process."""
+    if not _STAMP:
+        folder = os.path.dirname(os.path.abspath(__file__))
+        rows = []
+        for name in sorted(os.listdir(folder)):
+            if name.endswith(".py"):
+                st = os.stat(os.path.join(folder, name))
+                rows.append((name, st.st_mtime_ns, st.st_size))
+        _STAMP.append(tuple(rows))
+    return _STAMP[0]
+
+
+_STAMP: list = RUNTIME.held("kernels.package_stamp", list)  # package_stamp's value, once read
+
+
 class _LoadingCache(FunctionCache):
     """numba's function cache, loading without the target-context refresh, compiling a miss under the
-    kernel's compile lock (see module doc)."""
+    kernel's compile lock, stamped with the package's modules too (see module doc)."""
 
     _lock_fd: int | None = None
+
+    def __init__(self, py_func: Any) -> None:
+        super().__init__(py_func)
+        cache_file = getattr(self, "_cache_file", None)
+        if hasattr(cache_file, "_source_stamp"):  # numba's index compares this with the stamp it saved
+            cache_file._source_stamp = (cache_file._source_stamp, package_stamp())
 
     def load_overload(self, sig: Any, target_context: Any) -> Any:
         rtsys.initialize(target_context)

@@ -91,3 +91,24 @@ def test_processes_starting_together_compile_each_kernel_once(tmp_path):
     assert a["kernels"] == b["kernels"]
     assert a["misses"] + b["misses"] == a["kernels"], (a, b)  # without the lock: each process compiles all
     assert a["hits"] + b["hits"] == a["kernels"]
+
+
+def test_a_change_elsewhere_in_the_kernels_package_recompiles(tmp_path):
+    """A kernel's cache entry is stamped with every module of framework/kernels, not only its own file: with
+    another module changed (here: a different package stamp), the cached kernel is not reused."""
+    pytest.importorskip("numba")
+    env = dict(__import__("os").environ, NUMBA_CACHE_DIR=str(tmp_path / "numba"), PYTHONPATH=str(ROOT))
+
+    def run(prefix: str = "") -> dict:
+        out = subprocess.run(
+            [sys.executable, "-c", prefix + CODE], capture_output=True, text=True, cwd=ROOT, timeout=600, env=env
+        )
+        assert out.returncode == 0, out.stderr[-3000:]
+        return json.loads(out.stdout.strip().splitlines()[-1])
+
+    first = run()
+    if not first["kernels"]:
+        pytest.skip("no compiled kernel runs a conv on this machine")
+    assert run()["misses"] == 0  # unchanged package: every kernel from the cache
+    changed = run("import framework.kernels.cached_jit as c; c._STAMP.append(('simd_ir.py', 1, 2))\n")
+    assert changed["misses"] >= 1 and changed["err"] == first["err"]
