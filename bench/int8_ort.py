@@ -164,8 +164,11 @@ def int8_netdef(convs, last, fc_w, qp):
     return net, blobs
 
 
-def qoperator_model(convs, last, fc_w, qp) -> onnx.ModelProto:
-    """The same quantized net as an ONNX QOperator model (NCHW)."""
+def qoperator_model(convs, last, fc_w, qp, standard: bool = False) -> onnx.ModelProto:
+    """The same quantized net as an ONNX QOperator model (NCHW). ``standard``: only ai.onnx ops (what our ONNX
+    backend runs): the residual add and the pooling as DequantizeLinear, Add / GlobalAveragePool, QuantizeLinear
+    (the add's Relu is the uint8 saturation at zero point 0, as in QLinearAdd) instead of com.microsoft's
+    QLinearAdd / QLinearGlobalAveragePool."""
     nodes, inits = [], []
 
     made = set()
@@ -200,7 +203,17 @@ def qoperator_model(convs, last, fc_w, qp) -> onnx.ModelProto:
             )
         )  # fmt: skip
         names[L["output"]] = L["name"] + "_q"
-        if L["add"]:
+        if L["add"] and standard:
+            block = L["name"][:-1]
+            a, b = L["name"] + "_q", names[L["add"]]
+            nodes += [
+                helper.make_node("DequantizeLinear", [a, *qparams(L["output"])], [a + "_f"]),
+                helper.make_node("DequantizeLinear", [b, *qparams(L["add"])], [block + "_res_f"]),
+                helper.make_node("Add", [a + "_f", block + "_res_f"], [block + "_f"]),
+                helper.make_node("QuantizeLinear", [block + "_f", *qparams(block)], [block + "_q"]),
+            ]
+            names[block] = block + "_q"
+        elif L["add"]:
             block = L["name"][:-1]
             nodes.append(
                 helper.make_node(
@@ -209,12 +222,19 @@ def qoperator_model(convs, last, fc_w, qp) -> onnx.ModelProto:
                 )
             )  # fmt: skip
             names[block] = block + "_q"
-    nodes.append(
-        helper.make_node(
-            "QLinearGlobalAveragePool", [names[last], *qparams(last), *qparams("pool")], ["pool_q"],
-            domain="com.microsoft", channels_last=0,
-        )
-    )  # fmt: skip
+    if standard:
+        nodes += [
+            helper.make_node("DequantizeLinear", [names[last], *qparams(last)], ["last_f"]),
+            helper.make_node("GlobalAveragePool", ["last_f"], ["pool_f"]),
+            helper.make_node("QuantizeLinear", ["pool_f", *qparams("pool")], ["pool_q"]),
+        ]
+    else:
+        nodes.append(
+            helper.make_node(
+                "QLinearGlobalAveragePool", [names[last], *qparams(last), *qparams("pool")], ["pool_q"],
+                domain="com.microsoft", channels_last=0,
+            )
+        )  # fmt: skip
     nodes.append(helper.make_node("Flatten", ["pool_q"], ["flat_q"]))
     fq, fs = quantize_w(fc_w)
     fc_in = [const("fc_wt", np.ascontiguousarray(fq.T)), const("fc_ws", np.float32(fs)), const("fc_wz", np.uint8(128))]

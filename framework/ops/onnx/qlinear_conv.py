@@ -117,19 +117,20 @@ class _IntegerConv(ConvPoolOp):
         wc, w_amax = self._filter(w, wz, m)
         info = np.iinfo(x.dtype)
         x_amax = max(int(xz) - info.min, info.max - int(xz))
-        xc = np.subtract(x, xz, dtype=F32)
-        if geo.padded:
+        xp = x
+        if geo.padded:  # padded with the zero point: centred, the padding adds nothing
             pads = ((0, 0), (0, 0), *((max(h, 0), max(t, 0)) for h, t in zip(geo.head, geo.tail)))
-            check_elements((n, c, *geo.buf_spatial), 4, f"the padded input of {self.describe()}")
-            xc = np.pad(xc, pads)
-        view = window_view(xc, geo, "NCHW")  # (N, C, *kernel, *out)
+            check_elements((n, c, *geo.buf_spatial), 1, f"the padded input of {self.describe()}")
+            xp = np.pad(x, pads, constant_values=x.dtype.type(xz))
+        view = window_view(xp, geo, "NCHW")  # (N, C, *kernel, *out)
         kk, p = math.prod(geo.kernel), math.prod(geo.out)
         cg, mg = c // g, m // g
         ks = slice_k(cg * kk, x_amax, w_amax)
         parts = max(1, -(-(cg * kk) // ks))
         acc = np.empty((n, parts, m, p), F32)
+        cols = np.empty((c * kk, p), F32)  # (C * prod(kernel), P): the centred window columns of one image
         for b in range(n):
-            cols = np.ascontiguousarray(view[b]).reshape(c * kk, p)  # (C * prod(kernel), P)
+            np.subtract(view[b], int(xz), out=cols.reshape(view.shape[1:]), dtype=F32)
             for gi in range(g):
                 cgi, wg = cols[gi * cg * kk : (gi + 1) * cg * kk], wc[gi * mg : (gi + 1) * mg]
                 for s in range(parts):
