@@ -4,6 +4,10 @@ with onnx.helper, NCHW; onnxruntime moves QLinearConv to NHWC itself).
 
     OPENBLAS_NUM_THREADS=1 python -m bench.int8_ort [--rounds 20]
 
+It also times an ai.onnx-only variant of the ONNX model (``qoperator_model(standard=True)``: the add and the
+pooling as DequantizeLinear / Add or GlobalAveragePool / QuantizeLinear) through our ONNX backend and through
+onnxruntime.
+
 The net: a 3x3 stride-2 stem (3 -> 32) on 1x3x224x224, then stages of two basic residual blocks (3x3 conv +
 Relu, 3x3 conv, add + Relu) at 32/64/128 channels with 3x3 stride-2 convs between them, global average pooling and
 a 128 -> 1000 fully connected layer. Weights are seeded He-normal, quantized per tensor (uint8, zero point 128);
@@ -272,30 +276,41 @@ def main(argv=None) -> None:
     def ours():
         workspace.RunNet(name)
 
+    from framework.onnx import backend
+
     sess = _session(qoperator_model(convs, last, fc_w, qp))
+    standard = qoperator_model(convs, last, fc_w, qp, standard=True)
+    sess_std, rep = _session(standard), backend.prepare(standard)
     feed = {"x": x}
 
     def ort():
         return sess.run(None, feed)
+
+    def ours_onnx():
+        return rep.run(feed)
+
+    def ort_std():
+        return sess_std.run(None, feed)
 
     ours()
     got = workspace.FetchInt8Blob("logits_q").data.astype(np.int32).reshape(-1)
     want = ort()[0].astype(np.int32).reshape(-1)
     diff = np.abs(got - want)
     print(f"logits codes: max difference {diff.max()}, {np.mean(diff > 0):.1%} differ (Q31 vs float requantization)")
-    times = time_round_robin({"ours": ours, "onnxruntime": ort}, rounds=a.rounds, inner=2, clock=time.process_time)
+    got, want = (f()[0].astype(np.int32).reshape(-1) for f in (ours_onnx, ort_std))
+    diff = np.abs(got - want)
+    print(f"ai.onnx model, our backend vs onnxruntime: max difference {diff.max()}, {np.mean(diff > 0):.1%} differ")
+    runs = {"ours": ours, "onnxruntime": ort, "ours_onnx": ours_onnx, "onnxruntime_std": ort_std}
+    times = time_round_robin(runs, rounds=a.rounds, inner=2, clock=time.process_time)
     workspace.SwitchWorkspace(prev)
     print()
+    rows = [
+        ["int8 ResNet-style (1x3x224x224)", "ours", "onnxruntime"],
+        ["the same, ai.onnx model through our ONNX backend", "ours_onnx", "onnxruntime_std"],
+    ]
     print(
         markdown_table(
-            [
-                [
-                    "int8 ResNet-style (1x3x224x224)",
-                    f"{times['ours'] * 1e3:.1f}",
-                    f"{times['onnxruntime'] * 1e3:.1f}",
-                    f"{times['ours'] / times['onnxruntime']:.2f}",
-                ]
-            ],  # fmt: skip
+            [[r, f"{times[o] * 1e3:.1f}", f"{times[t] * 1e3:.1f}", f"{times[o] / times[t]:.2f}"] for r, o, t in rows],
             ["net (1 thread)", "ours CPU ms", "onnxruntime CPU ms", "ours / ort"],
         )
     )
