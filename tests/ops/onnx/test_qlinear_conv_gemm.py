@@ -1,4 +1,5 @@
-"""ONNXQLinearConv / ONNXConvInteger (the exact float32-GEMM integer convs) against onnx's ReferenceEvaluator, bit
+"""ONNXQLinearConv / ONNXConvInteger / ONNXQLinearMatMul / ONNXMatMulInteger (the exact float32-GEMM integer ops)
+against onnx's ReferenceEvaluator, bit
 for bit, on hypothesis shapes and codes: groups, strides, pads, dilations, zero points, per-channel scales, uint8
 and int8 operands and outputs, 1-D and 2-D images, a bias, and full-range codes that force the K-split."""
 
@@ -144,3 +145,39 @@ def test_bad_bias_is_a_clear_error_and_leaves_the_output():
     with pytest.raises(FrameworkError, match="ONNXQLinearConv.*B 'b'"):
         workspace.RunOperatorOnce(op)
     np.testing.assert_array_equal(workspace.FetchBlob("y"), np.full((2,), 9, np.uint8))
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(st.integers(1, 3), min_size=0, max_size=2),
+    st.integers(1, 6),
+    st.integers(1, 300),
+    st.integers(1, 6),
+    st.sampled_from(["scalar", "vector"]),
+    st.booleans(),
+    st.integers(0, 2**31 - 1),
+)
+def test_qlinear_matmul_and_matmul_integer_match_the_reference(batch, rows, k, cols, zps, full_range, seed):
+    """Batched and 2-D products; per-column zero points (MatMulInteger) and per-column b_scale;
+    full-range codes with K up to 300 push the partial sums past 2**24, so the K-split runs."""
+    rng = np.random.default_rng(seed)
+    types = [np.dtype(rng.choice([np.uint8, np.int8])) for _ in range(3)]
+
+    def codes(dtype, shape):
+        if not full_range:
+            return _codes(rng, dtype, shape)
+        info = np.iinfo(dtype)
+        return np.where(rng.random(shape) < 0.5, info.min, info.max).astype(dtype)
+
+    a, b = codes(types[0], (*batch, rows, k)), codes(types[1], (k, cols))
+    vec = zps == "vector" and not batch
+    az = _codes(rng, types[0], ())  # the reference cannot broadcast a per-row a_zero_point
+    bz = _codes(rng, types[1], (cols,) if vec else ())
+    _agree("MatMulInteger", {"x": a, "b": b, "az": np.asarray(az), "bz": np.asarray(bz)}, {}, onnx.TensorProto.INT32)
+    bs = rng.uniform(0.001, 0.05, (cols,) if zps == "vector" else ()).astype(np.float32)
+    feeds = {
+        "x": a, "a_scale": np.float32(rng.uniform(0.01, 0.1)), "a_zero_point": _codes(rng, types[0], ()),
+        "b": b, "b_scale": bs, "b_zero_point": _codes(rng, types[1], ()),
+        "y_scale": np.float32(rng.uniform(0.05, 50.0)), "y_zero_point": _codes(rng, types[2], ()),
+    }  # fmt: skip
+    _agree("QLinearMatMul", {k: np.asarray(v) for k, v in feeds.items()}, {}, _T[types[2]])
