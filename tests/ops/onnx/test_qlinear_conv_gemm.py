@@ -181,3 +181,15 @@ def test_qlinear_matmul_and_matmul_integer_match_the_reference(batch, rows, k, c
         "y_scale": np.float32(rng.uniform(0.05, 50.0)), "y_zero_point": _codes(rng, types[2], ()),
     }  # fmt: skip
     _agree("QLinearMatMul", {k: np.asarray(v) for k, v in feeds.items()}, {}, _T[types[2]])
+
+
+@pytest.mark.parametrize("auto_pad", ["SAME_UPPER", "SAME_LOWER", "VALID"])
+def test_qlinear_conv_auto_pad(auto_pad):
+    rng = np.random.default_rng(7)
+    feeds = {
+        "x": _codes(rng, np.uint8, (1, 3, 7, 6)), "x_scale": np.float32(0.05), "x_zero_point": np.uint8(9),
+        "w": _codes(rng, np.int8, (4, 3, 3, 2)), "w_scale": np.float32(0.02), "w_zero_point": np.int8(-3),
+        "y_scale": np.float32(0.7), "y_zero_point": np.uint8(100),
+    }  # fmt: skip
+    feeds = {k: np.asarray(v) for k, v in feeds.items()}
+    _agree("QLinearConv", feeds, dict(auto_pad=auto_pad, strides=[2, 2]), onnx.TensorProto.UINT8)
