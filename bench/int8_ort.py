@@ -4,6 +4,10 @@ with onnx.helper, NCHW; onnxruntime moves QLinearConv to NHWC itself).
 
     OPENBLAS_NUM_THREADS=1 python -m bench.int8_ort [--rounds 20]
 
+It also times an ai.onnx-only variant of the ONNX model (``qoperator_model(standard=True)``: the add and the
+pooling as DequantizeLinear / Add or GlobalAveragePool / QuantizeLinear) through our ONNX backend and through
+onnxruntime.
+
 The net: a 3x3 stride-2 stem (3 -> 32) on 1x3x224x224, then stages of two basic residual blocks (3x3 conv +
 Relu, 3x3 conv, add + Relu) at 32/64/128 channels with 3x3 stride-2 convs between them, global average pooling and
 a 128 -> 1000 fully connected layer. Weights are seeded He-normal, quantized per tensor (uint8, zero point 128);
@@ -164,8 +168,11 @@ def int8_netdef(convs, last, fc_w, qp):
     return net, blobs
 
 
-def qoperator_model(convs, last, fc_w, qp) -> onnx.ModelProto:
-    """The same quantized net as an ONNX QOperator model (NCHW)."""
+def qoperator_model(convs, last, fc_w, qp, standard: bool = False) -> onnx.ModelProto:
+    """The same quantized net as an ONNX QOperator model (NCHW). ``standard``: only ai.onnx ops (what our ONNX
+    backend runs): the residual add and the pooling as DequantizeLinear, Add / GlobalAveragePool, QuantizeLinear
+    (the add's Relu is the uint8 saturation at zero point 0, as in QLinearAdd) instead of com.microsoft's
+    QLinearAdd / QLinearGlobalAveragePool."""
     nodes, inits = [], []
 
     made = set()
@@ -200,7 +207,17 @@ def qoperator_model(convs, last, fc_w, qp) -> onnx.ModelProto:
             )
         )  # fmt: skip
         names[L["output"]] = L["name"] + "_q"
-        if L["add"]:
+        if L["add"] and standard:
+            block = L["name"][:-1]
+            a, b = L["name"] + "_q", names[L["add"]]
+            nodes += [
+                helper.make_node("DequantizeLinear", [a, *qparams(L["output"])], [a + "_f"]),
+                helper.make_node("DequantizeLinear", [b, *qparams(L["add"])], [block + "_res_f"]),
+                helper.make_node("Add", [a + "_f", block + "_res_f"], [block + "_f"]),
+                helper.make_node("QuantizeLinear", [block + "_f", *qparams(block)], [block + "_q"]),
+            ]
+            names[block] = block + "_q"
+        elif L["add"]:
             block = L["name"][:-1]
             nodes.append(
                 helper.make_node(
@@ -209,12 +226,19 @@ def qoperator_model(convs, last, fc_w, qp) -> onnx.ModelProto:
                 )
             )  # fmt: skip
             names[block] = block + "_q"
-    nodes.append(
-        helper.make_node(
-            "QLinearGlobalAveragePool", [names[last], *qparams(last), *qparams("pool")], ["pool_q"],
-            domain="com.microsoft", channels_last=0,
-        )
-    )  # fmt: skip
+    if standard:
+        nodes += [
+            helper.make_node("DequantizeLinear", [names[last], *qparams(last)], ["last_f"]),
+            helper.make_node("GlobalAveragePool", ["last_f"], ["pool_f"]),
+            helper.make_node("QuantizeLinear", ["pool_f", *qparams("pool")], ["pool_q"]),
+        ]
+    else:
+        nodes.append(
+            helper.make_node(
+                "QLinearGlobalAveragePool", [names[last], *qparams(last), *qparams("pool")], ["pool_q"],
+                domain="com.microsoft", channels_last=0,
+            )
+        )  # fmt: skip
     nodes.append(helper.make_node("Flatten", ["pool_q"], ["flat_q"]))
     fq, fs = quantize_w(fc_w)
     fc_in = [const("fc_wt", np.ascontiguousarray(fq.T)), const("fc_ws", np.float32(fs)), const("fc_wz", np.uint8(128))]
@@ -252,30 +276,41 @@ def main(argv=None) -> None:
     def ours():
         workspace.RunNet(name)
 
+    from framework.onnx import backend
+
     sess = _session(qoperator_model(convs, last, fc_w, qp))
+    standard = qoperator_model(convs, last, fc_w, qp, standard=True)
+    sess_std, rep = _session(standard), backend.prepare(standard)
     feed = {"x": x}
 
     def ort():
         return sess.run(None, feed)
+
+    def ours_onnx():
+        return rep.run(feed)
+
+    def ort_std():
+        return sess_std.run(None, feed)
 
     ours()
     got = workspace.FetchInt8Blob("logits_q").data.astype(np.int32).reshape(-1)
     want = ort()[0].astype(np.int32).reshape(-1)
     diff = np.abs(got - want)
     print(f"logits codes: max difference {diff.max()}, {np.mean(diff > 0):.1%} differ (Q31 vs float requantization)")
-    times = time_round_robin({"ours": ours, "onnxruntime": ort}, rounds=a.rounds, inner=2, clock=time.process_time)
+    got, want = (f()[0].astype(np.int32).reshape(-1) for f in (ours_onnx, ort_std))
+    diff = np.abs(got - want)
+    print(f"ai.onnx model, our backend vs onnxruntime: max difference {diff.max()}, {np.mean(diff > 0):.1%} differ")
+    runs = {"ours": ours, "onnxruntime": ort, "ours_onnx": ours_onnx, "onnxruntime_std": ort_std}
+    times = time_round_robin(runs, rounds=a.rounds, inner=2, clock=time.process_time)
     workspace.SwitchWorkspace(prev)
     print()
+    rows = [
+        ["int8 ResNet-style (1x3x224x224)", "ours", "onnxruntime"],
+        ["the same, ai.onnx model through our ONNX backend", "ours_onnx", "onnxruntime_std"],
+    ]
     print(
         markdown_table(
-            [
-                [
-                    "int8 ResNet-style (1x3x224x224)",
-                    f"{times['ours'] * 1e3:.1f}",
-                    f"{times['onnxruntime'] * 1e3:.1f}",
-                    f"{times['ours'] / times['onnxruntime']:.2f}",
-                ]
-            ],  # fmt: skip
+            [[r, f"{times[o] * 1e3:.1f}", f"{times[t] * 1e3:.1f}", f"{times[o] / times[t]:.2f}"] for r, o, t in rows],
             ["net (1 thread)", "ours CPU ms", "onnxruntime CPU ms", "ours / ort"],
         )
     )

@@ -73,5 +73,7 @@ def test_int8_ort_comparison_runs_one_round(capsys):
 
     main(["--rounds", "1"])
     out = capsys.readouterr().out
-    assert "max difference 1" in out or "max difference 0" in out
+    diffs = [line for line in out.splitlines() if "max difference" in line]
+    assert len(diffs) == 2 and all("max difference 1," in d or "max difference 0," in d for d in diffs), diffs
     assert "| int8 ResNet-style (1x3x224x224) |" in out
+    assert "| the same, ai.onnx model through our ONNX backend |" in out

@@ -105,103 +105,44 @@ def _qlinear_matmul(ctx: ImportContext, node: Node) -> None:
     ctx.op("ONNXQLinearMatMul", ins, [node.outputs[0]])
 
 
-def _centred_f64(ctx: ImportContext, x: str, z: str, channel_axis: bool) -> str:
-    """float64 (x - z): exact for 8-bit integers; z a scalar, or one per output channel (axis 0)."""
-    xf = ctx.fresh("int_as_double")
-    ctx.op("Cast", [x], [xf], to=13)
-    if not z:
-        return xf
-    zs = ctx.shape(z)
-    if zs is None or (int(np.prod(zs)) != 1 and not (channel_axis and len(zs) == 1)):
-        raise Unsupported(f"zero point '{z}' of shape {zs}")
-    zf, out = ctx.fresh("zero_point_double"), ctx.fresh("centred")
-    ctx.op("Cast", [z], [zf], to=13)
-    if int(np.prod(zs)) == 1:
-        zr = ctx.fresh("zero_point_scalar")
-        ctx.op("Reshape", [zf], [zr, ctx.fresh("old_shape")], shape=[1])
-        zf = zr
-    ctx.op("Sub", [xf, zf], [out], broadcast=1, axis=0 if int(np.prod(zs)) != 1 else -1)
-    return out
+def _conv_args(ctx: ImportContext, node: Node, x: str, w: str) -> dict:
+    """Caffe2 conv arguments of an integer conv node whose x and w have known ranks (>= 3, equal)."""
+    from framework.onnx.import_nn import _spatial
+
+    xs, ws = ctx.shape(x), ctx.shape(w)
+    if ws is None or len(ws) < 3 or (xs is not None and len(xs) != len(ws)):
+        raise Unsupported("filter of unknown shape, or x and w of different ranks")
+    args = _spatial(ctx, node, list(node.attr("kernel_shape", ws[2:])))
+    args.pop("kernels")  # the ops take the kernel from w
+    if int(node.attr("group", 1)) != 1:
+        args["group"] = int(node.attr("group", 1))
+    return args
 
 
 @translator("ConvInteger", opsets=(10, 10_000))
 def _conv_integer(ctx: ImportContext, node: Node) -> None:
-    """The int32 convolution of the centred 8-bit operands, run in float64 (every partial sum is an
-    integer below 2^53, so exact) and cast back."""
-    from framework.onnx.import_nn import _spatial
-
+    """The exact int32 convolution of the centred 8-bit codes (``ONNXConvInteger``)."""
     ctx.require(node, Q8)
-    w_shape = ctx.shape(node.input(1))
-    if w_shape is None or len(w_shape) < 3:
-        raise Unsupported("filter of unknown shape")
-    kernel = list(node.attr("kernel_shape", w_shape[2:]))
-    args = _spatial(ctx, node, kernel)
-    group = int(node.attr("group", 1))
-    if group != 1:
-        args["group"] = group
-    x = _centred_f64(ctx, node.input(0), node.input(2), False)
-    w = _centred_f64(ctx, node.input(1), node.input(3), True)
-    y = ctx.fresh("conv_double")
-    ctx.op("Conv", [x, w], [y], **args)
-    ctx.op("Cast", [y], [node.outputs[0]], to=2)
+    args = _conv_args(ctx, node, node.input(0), node.input(1))
+    ins = [node.input(0), node.input(1)]
+    if node.input(2) or node.input(3):
+        ins.append(node.input(2) or _zero_like(ctx, node.input(0)))
+    if node.input(3):
+        ins.append(node.input(3))
+    ctx.op("ONNXConvInteger", ins, [node.outputs[0]], **args)
 
 
 @translator("QLinearConv", opsets=(10, 10_000))
 def _qlinear_conv(ctx: ImportContext, node: Node) -> None:
-    """ConvInteger's exact float64 convolution, requantized as onnx's reference does:
-    ``saturate(round_half_even(C * (x_scale * w_scale / y_scale) + y_zero_point))`` with the scale
-    ratio in float32 (per output channel when w_scale is a vector)."""
-    from framework.onnx.import_nn import _spatial
-
+    """``ONNXQLinearConv``: the exact integer convolution requantized as onnx's reference does (round half to
+    even of the float rescale, saturated to y_zero_point's type)."""
     ctx.require(node, Q8, [0, 2, 3, 5, 7])
     ctx.require(node, F32, [1, 4, 6])
-    if not node.input(7) or any(not node.input(i) for i in (2, 5)):
-        raise Unsupported("absent zero points")
-    w_shape, yz = ctx.shape(node.input(3)), ctx.dtype(node.input(7))
-    if w_shape is None or len(w_shape) < 3 or any(ctx.shape(node.input(i)) is None for i in (1, 4, 6)):
-        raise Unsupported("filter or scales of unknown shape")
-    m = w_shape[0]
-    ws_size = int(np.prod(ctx.shape(node.input(4))))
-    if (
-        ws_size not in (1, m)
-        or int(np.prod(ctx.shape(node.input(1)))) != 1
-        or int(np.prod(ctx.shape(node.input(6)))) != 1
-    ):
-        raise Unsupported("scales other than scalars (and a per-channel w_scale)")
-    kernel = list(node.attr("kernel_shape", w_shape[2:]))
-    args = _spatial(ctx, node, kernel)
-    if int(node.attr("group", 1)) != 1:
-        args["group"] = int(node.attr("group", 1))
-    x = _centred_f64(ctx, node.input(0), node.input(2), False)
-    w = _centred_f64(ctx, node.input(3), node.input(5), True)
-    conv = ctx.fresh("qconv_double")
-    ins = [x, w]
-    if len(node.inputs) > 8 and node.input(8):  # int32 bias: exact in float64
-        b = ctx.fresh("qconv_bias")
-        ctx.op("Cast", [node.input(8)], [b], to=13)
-        ins.append(b)
-    ctx.op("Conv", ins, [conv], **args)
-    # the float32 ratio x_scale * w_scale / y_scale, as a float64 (per channel: (M, 1, ..., 1))
-    xs, ys = _flat(ctx, node.input(1), [1]), _flat(ctx, node.input(6), [1])
-    wsh = [m] + [1] * len(kernel) if ws_size == m else [1]
-    ws = _flat(ctx, node.input(4), wsh)
-    prod, ratio, ratio64 = ctx.fresh("q_scale"), ctx.fresh("q_ratio"), ctx.fresh("q_ratio64")
-    ctx.op("Mul", [ws, xs], [prod])
-    ctx.op("Div", [prod, ys], [ratio])
-    ctx.op("Cast", [ratio], [ratio64], to=13)
-    scaled, zf, zf1, shifted = ctx.fresh("q_scaled"), ctx.fresh("q_zp"), ctx.fresh("q_zp1"), ctx.fresh("q_shifted")
-    ctx.op("Mul", [conv, ratio64], [scaled])
-    ctx.op("Cast", [node.input(7)], [zf], to=13)
-    ctx.op("Reshape", [zf], [zf1, ctx.fresh("old_shape")], shape=[1])
-    ctx.op("Add", [scaled, zf1], [shifted])
-    lo, hi = (0.0, 255.0) if yz == np.dtype(np.uint8) else (-128.0, 127.0)
-    clipped, rounded = ctx.fresh("q_clipped"), ctx.fresh("q_rounded")
-    ctx.op("Clip", [shifted], [clipped], min=lo, max=hi)
-    ctx.op("ONNXRound", [clipped], [rounded])
-    ctx.op("Cast", [rounded], [node.outputs[0]], to=6 if yz == np.dtype(np.uint8) else 7)
-
-
-def _flat(ctx: ImportContext, name: str, shape: list) -> str:
-    out = ctx.fresh("q_param")
-    ctx.op("Reshape", [name], [out, ctx.fresh("old_shape")], shape=shape)
-    return out
+    args = _conv_args(ctx, node, node.input(0), node.input(3))
+    ins = list(node.inputs[:9])
+    for i, src in ((2, 0), (5, 3), (7, 0)):
+        if not ins[i]:
+            ins[i] = _zero_like(ctx, ins[src])
+    if len(ins) == 9 and not ins[8]:
+        ins.pop()
+    ctx.op("ONNXQLinearConv", ins, [node.outputs[0]], **args)

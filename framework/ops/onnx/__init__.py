@@ -33,6 +33,7 @@ from framework.ops.onnx import (
     optional,  # noqa: F401
     pad,  # noqa: F401
     pool,  # noqa: F401
+    qlinear_conv,  # noqa: F401
     qlinear_matmul,  # noqa: F401
     quantize,  # noqa: F401
     recurrent,  # noqa: F401

@@ -1,8 +1,9 @@
 """ONNX's integer matrix products: ONNXMatMulInteger and ONNXQLinearMatMul.
 
 Both take numpy ``matmul`` operands (2-D, or N-D batched with broadcasting) of 8-bit integers and
-subtract the zero points first (scalars, or per row of A / per column of B). MatMulInteger
-returns the exact int32 product. QLinearMatMul requantizes it:
+subtract the zero points first (scalars, or per row of A / per column of B), and multiply the centred
+operands in float32 BLAS over K-slices short enough to stay exact (every partial sum below 2**24), summed in
+float64. MatMulInteger returns the exact int32 product. QLinearMatMul requantizes it:
 ``saturate(rint(C * (a_scale * b_scale / y_scale)) + y_zero_point)`` in y_zero_point's type
 (round half to even), as ONNX's reference computes it. No gradient (integer ops).
 """
@@ -30,26 +31,37 @@ def _mm_shape(a, b):
     return tuple(batch) + (a.shape[-2], b.shape[-1])
 
 
-def _centered(op: Operator, i: int, x: np.ndarray, zi: int | None, row: bool) -> np.ndarray:
-    """x - zero point as int32; the zero point a scalar or one per row (A) / column (B)."""
-    out = x.astype(np.int32)
+def _centered(op: Operator, i: int, x: np.ndarray, zi: int | None, row: bool) -> tuple[np.ndarray, int]:
+    """(x - zero point as float32, the largest magnitude it can have); the zero point a scalar or one per row
+    (A) / column (B)."""
+    info = np.iinfo(x.dtype)
     if zi is None:
-        return out
+        return x.astype(np.float32), max(-info.min, info.max)
     z = op.input(zi)
     if z.dtype != x.dtype:
         raise ShapeError(f"{op.describe()}: zero point '{op.input_names[zi]}' is {z.dtype}, its operand {x.dtype}")
     if z.size == 1:
-        return out - np.int32(z.reshape(-1)[0])
-    n = x.shape[-2] if row else x.shape[-1]
-    if z.ndim != 1 or z.size != n:
-        raise ShapeError(
-            f"{op.describe()}: zero point '{op.input_names[zi]}' has shape {z.shape}; expected a scalar or ({n},)"
-        )
-    return out - (z.astype(np.int32).reshape(-1, 1) if row else z.astype(np.int32))
+        zc = z.reshape(-1)[:1].astype(np.int32)
+    else:
+        n = x.shape[-2] if row else x.shape[-1]
+        if z.ndim != 1 or z.size != n:
+            raise ShapeError(
+                f"{op.describe()}: zero point '{op.input_names[zi]}' has shape {z.shape}; expected a scalar or ({n},)"
+            )
+        zc = z.astype(np.int32)
+    amax = max(int(zc.max()) - info.min, info.max - int(zc.min())) if zc.size else 0
+    zf = zc.astype(np.float32)
+    if z.size == 1:
+        zf = zf[0]
+    elif row:
+        zf = zf.reshape(-1, 1)
+    return np.subtract(x, zf, dtype=np.float32), amax
 
 
 def _product(op: Operator, ab: tuple, a: np.ndarray, b: np.ndarray, za: int | None, zb: int | None) -> np.ndarray:
-    """(A - za) @ (B - zb) in int32; ``ab`` the input indices of A and B."""
+    """(A - za) @ (B - zb), exact, as float64; ``ab`` the input indices of A and B. The centred operands are
+    multiplied in float32 over K-slices short enough that every partial sum stays below 2**24 (exact whatever
+    order the BLAS sums in); the slices' products are summed in float64, exactly."""
     if a.ndim < 2 or b.ndim < 2 or a.shape[-1] != b.shape[-2]:
         raise ShapeError(
             f"{op.describe()}: cannot multiply '{op.input_names[ab[0]]}' {a.shape} by "
@@ -59,7 +71,14 @@ def _product(op: Operator, ab: tuple, a: np.ndarray, b: np.ndarray, za: int | No
         np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
     except ValueError as e:
         raise ShapeError(f"{op.describe()}: batch dimensions {a.shape[:-2]} and {b.shape[:-2]} differ") from e
-    return np.matmul(_centered(op, ab[0], a, za, True), _centered(op, ab[1], b, zb, False))
+    (ac, a_amax), (bc, b_amax) = _centered(op, ab[0], a, za, True), _centered(op, ab[1], b, zb, False)
+    k = a.shape[-1]
+    step = a_amax * b_amax
+    ks = k if step == 0 else max(1, min(k, (2**24 - 1) // step))
+    total = np.matmul(ac[..., :ks], bc[..., :ks, :]).astype(np.float64)
+    for k0 in range(ks, k, ks):
+        total += np.matmul(ac[..., k0 : k0 + ks], bc[..., k0 : k0 + ks, :])
+    return total
 
 
 @register_op(
