@@ -128,7 +128,7 @@ def _try_linear(net: Any, i: int) -> bool:
     b_name = _other(net.ops[j], op.output[0])
     b = net.constant(b_name) if b_name is not None else None
     n_out = w.shape[0] if trans_b else w.shape[1]
-    if b is None or b.dtype != w.dtype or b.shape != (n_out,):
+    if b is None or b_name is None or b.dtype != w.dtype or b.shape != (n_out,):
         return False
     fc_type = "FC" if trans_b else "FCTransposed"
     fc = _op(fc_type, [x, w_name, b_name], [net.ops[j].output[0]], axis=-1 if op.type == "BatchMatMul" else 1)
@@ -197,7 +197,7 @@ def _try_gelu(net: Any, i_erf: int) -> bool:
             return False
         if net.readers(k, other) != [i_m1] or other in net.observable:
             return False
-        if _other(net.ops[k], h) is None or not _near(_scalar(net, _other(net.ops[k], h)), 0.5):
+        if _other(net.ops[k], h) is None or not _near(_scalar(net, _other(net.ops[k], h) or ""), 0.5):
             return False
         chain.append(k)
     out = net.ops[max(chain)].output[0]
@@ -262,11 +262,13 @@ def _try_attention(net: Any, j: int) -> bool:
     k = _single_producer(net, j_in, s, ("Mul", "Div"))
     if k is not None and _plain_binary(net.ops[k]):  # a scalar scale of the scores
         op = net.ops[k]
-        v = _scalar(net, op.input[1])
+        v, u = _scalar(net, op.input[1]), _scalar(net, op.input[0])
         if op.type == "Div" and v:
             s, scale = op.input[0], 1.0 / v
-        elif op.type == "Mul" and (v is not None or _scalar(net, op.input[0]) is not None):
-            s, scale = (op.input[0], v) if v is not None else (op.input[1], _scalar(net, op.input[0]))
+        elif op.type == "Mul" and v is not None:
+            s, scale = op.input[0], v
+        elif op.type == "Mul" and u is not None:
+            s, scale = op.input[1], u
         else:
             return False
         chain.append(k)
@@ -285,7 +287,12 @@ def _try_attention(net: Any, j: int) -> bool:
     transposed_k = not qk_args.get("trans_b", 0)
     i_t = _single_producer(net, ik if ik is not None else i_qk, kk, ("Transpose",)) if kk != q else None
     axes = _args(net.ops[i_t]).get("axes") if i_t is not None else None
-    if axes and len(axes) >= 2 and list(axes) == [*range(len(axes) - 2), len(axes) - 1, len(axes) - 2]:
+    if (
+        i_t is not None
+        and axes
+        and len(axes) >= 2
+        and list(axes) == [*range(len(axes) - 2), len(axes) - 1, len(axes) - 2]
+    ):
         # K^T made by a Transpose only this chain reads: read K itself (a strided operand of the GEMM)
         kk, transposed_k = net.ops[i_t].input[0], not transposed_k
         chain.append(i_t)
