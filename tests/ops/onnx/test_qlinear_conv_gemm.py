@@ -193,3 +193,35 @@ def test_qlinear_conv_auto_pad(auto_pad):
     }  # fmt: skip
     feeds = {k: np.asarray(v) for k, v in feeds.items()}
     _agree("QLinearConv", feeds, dict(auto_pad=auto_pad, strides=[2, 2]), onnx.TensorProto.UINT8)
+
+
+def test_conv_integer_op_against_a_loop_and_its_inferred_shape():
+    """ONNXConvInteger run as an op (not through the backend): an int64 loop over the window, stride 2, pad 1,
+    a per-channel w_zero_point; the inferred shape is the output's."""
+    from framework.core import CreateOperator
+    from framework.memory.workspace import Workspace
+    from framework.ops.inference import infer_op
+    from framework.ops.schema import TensorSpec
+
+    rng = np.random.default_rng(3)
+    x = rng.integers(0, 256, (1, 2, 5, 4), dtype=np.uint8)
+    w = rng.integers(-128, 128, (3, 2, 3, 3), dtype=np.int8)
+    xz, wz = np.uint8(7), np.array([1, -2, 0], np.int8)
+    ws = Workspace()
+    for name, v in dict(x=x, w=w, xz=xz, wz=wz).items():
+        ws.feed_blob(name, np.asarray(v))
+    op = CreateOperator(
+        "ONNXConvInteger", ["x", "w", "xz", "wz"], ["y"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]
+    )
+    ws.run_operator_once(op)
+    y = ws.fetch_blob("y")
+    xp = np.pad(x.astype(np.int64) - 7, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    wc = w.astype(np.int64) - wz.astype(np.int64)[:, None, None, None]
+    ref = np.zeros((1, 3, 3, 2), np.int64)
+    for m in range(3):
+        for i in range(3):
+            for j in range(2):
+                ref[0, m, i, j] = (xp[0, :, 2 * i : 2 * i + 3, 2 * j : 2 * j + 3] * wc[m]).sum()
+    assert y.dtype == np.int32 and np.array_equal(y, ref)
+    specs = [TensorSpec(v.shape, v.dtype) for v in (x, w, np.asarray(xz), wz)]
+    assert tuple(infer_op(op, specs)[0].shape) == y.shape
