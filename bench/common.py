@@ -90,3 +90,16 @@ def pin_blas_threads(n: int = 1) -> None:
         threadpool_limits(n)
     except ImportError:
         pass
+
+
+def allocations_per_run(run: Callable[[], object], n: int = 5, warm: int = 1) -> float:
+    """Buffers the framework's allocator hands out per call of ``run`` (mean over ``n`` calls), after ``warm``
+    calls that may still size the buffers: 0 is a steady state that allocates nothing."""
+    from framework.memory.allocator import memory_reporter
+
+    for _ in range(warm):
+        run()
+    before = memory_reporter().allocations
+    for _ in range(n):
+        run()
+    return (memory_reporter().allocations - before) / n

@@ -30,7 +30,7 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 
 import numpy as np  # noqa: E402
 
-from bench.common import fmt_time, markdown_table, pin_blas_threads, time_round_robin  # noqa: E402
+from bench.common import allocations_per_run, fmt_time, markdown_table, pin_blas_threads, time_round_robin  # noqa: E402
 
 ROWS, DIM, BAGS, BAG = 1_000_000, 64, 2048, 30
 LR, EPS = 0.01, 1e-5
@@ -157,16 +157,6 @@ def check_same_numbers(fw_forward, ws, np_forward, torch_forward) -> None:
     np.testing.assert_allclose(ours, np_forward(), rtol=1e-4, atol=1e-5)
     if torch_forward is not None:
         np.testing.assert_allclose(ours, torch_forward().numpy(), rtol=1e-4, atol=1e-5)
-
-
-def allocations_per_run(run, n: int = 5) -> float:
-    from framework.memory.allocator import memory_reporter
-
-    run()
-    before = memory_reporter().allocations
-    for _ in range(n):
-        run()
-    return (memory_reporter().allocations - before) / n
 
 
 def main(

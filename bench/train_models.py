@@ -35,7 +35,7 @@ import time
 
 import numpy as np
 
-from bench.common import fmt_time, markdown_table, pin_blas_threads, time_round_robin
+from bench.common import allocations_per_run, fmt_time, markdown_table, pin_blas_threads, time_round_robin
 
 LR = 0.01
 MOMENTUM = 0.9
@@ -337,16 +337,6 @@ def compare_one_step(name: str, batch: int) -> tuple[float, float]:
     return d_loss, d_w
 
 
-def allocations_per_step(run, n: int = 3) -> float:
-    from framework.memory.allocator import memory_reporter
-
-    run()
-    before = memory_reporter().allocations
-    for _ in range(n):
-        run()
-    return (memory_reporter().allocations - before) / n
-
-
 def set_threads(n: int) -> None:
     import torch
 
@@ -364,7 +354,7 @@ def bench(name: str, batch: int, threads_list, rounds: int, log=print) -> list[l
     log(f"{name} b{batch}: one step agrees (loss {d_loss:.1e}, parameter update {d_w:.1e})")
     fw, _, ts, _, _, _, _ = steps(name, batch)
     fw()
-    allocs = allocations_per_step(fw)
+    allocs = allocations_per_run(fw)
     for threads in threads_list:
         set_threads(threads)
         clock = time.process_time if threads == 1 else time.perf_counter

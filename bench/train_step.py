@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from bench.common import fmt_time, markdown_table, pin_blas_threads, time_round_robin
+from bench.common import allocations_per_run, fmt_time, markdown_table, pin_blas_threads, time_round_robin
 
 DIMS = (784, 512, 512, 10)
 LR = 0.01
@@ -154,16 +154,6 @@ def torch_step(batch: int):
     return step
 
 
-def allocations_per_step(run, n: int = 5) -> float:
-    from framework.memory.allocator import memory_reporter
-
-    run()
-    before = memory_reporter().allocations
-    for _ in range(n):
-        run()
-    return (memory_reporter().allocations - before) / n
-
-
 def main() -> dict:
     pin_blas_threads(1)
     results = {}
@@ -176,7 +166,7 @@ def main() -> dict:
         except ImportError:  # torch is optional
             pass
         times = time_round_robin(fns, rounds=25, inner=5)
-        allocs = allocations_per_step(fw)
+        allocs = allocations_per_run(fw)
         results[batch] = (times, allocs)
         base = times["numpy"]
         for name, t in times.items():

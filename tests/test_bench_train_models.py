@@ -17,10 +17,11 @@ def test_resnet20_one_step_agrees_with_torch():
 
 def test_steady_state_step_allocates_nothing():
     from bench import train_models
+    from bench.common import allocations_per_run
 
     step, _ = train_models.framework_step("resnet20", 2)
     step()
-    assert train_models.allocations_per_step(step, n=2) == 0
+    assert allocations_per_run(step, n=2) == 0
 
 
 def test_profile_step_names_the_ops_of_the_training_net():

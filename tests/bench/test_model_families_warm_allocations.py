@@ -11,17 +11,7 @@ import warnings
 import numpy as np
 import pytest
 
-from framework.memory.allocator import memory_reporter
-
-
-def _allocations_per_run(run, n: int = 3) -> float:
-    run()
-    run()
-    rep = memory_reporter()
-    before = rep.allocations
-    for _ in range(n):
-        run()
-    return (rep.allocations - before) / n
+from bench.common import allocations_per_run
 
 
 def _onnx_runner(mod, x, **kw):
@@ -51,7 +41,7 @@ def test_torchvision_cnn_onnx(name):
     model = torchvision_onnx.build(name)
     x = torch.randn(1, 3, 32, 32, generator=torch.Generator().manual_seed(0))
     run, out = _onnx_runner(model, x)
-    assert _allocations_per_run(run) == 0
+    assert allocations_per_run(run, n=3, warm=2) == 0
     with torch.no_grad():
         want = model(x).numpy()
     np.testing.assert_allclose(out(), want, rtol=1e-3, atol=1e-4)
@@ -64,7 +54,7 @@ def test_onnx_recurrent(kind):
     mod = getattr(torch.nn, kind)(6, 8, num_layers=2).eval()
     x = torch.randn(5, 3, 6)
     run, out = _onnx_runner(mod, x)
-    assert _allocations_per_run(run) == 0
+    assert allocations_per_run(run, n=3, warm=2) == 0
     with torch.no_grad():
         want = mod(x)[0].numpy()
     np.testing.assert_allclose(out(), want, rtol=1e-4, atol=1e-5)
@@ -78,7 +68,7 @@ def test_inference_lstm():
     mod = torch.nn.LSTM(6, 8, num_layers=2).eval()
     x = torch.randn(5, 3, 6)
     run, get = inference_lstm(mod, x.numpy())
-    assert _allocations_per_run(run) == 0
+    assert allocations_per_run(run, n=3, warm=2) == 0
     with torch.no_grad():
         np.testing.assert_allclose(get(), mod(x)[0].numpy(), rtol=1e-4, atol=1e-5)
 
@@ -117,7 +107,7 @@ def test_int8_net():
     ws.run_net_once(init.Proto())
     ws.feed_blob("x", rng.uniform(-1, 1, (2, 8, 8, 3)).astype(np.float32))
     created = ws.create_net(net.Proto())
-    assert _allocations_per_run(created.run) == 0
+    assert allocations_per_run(created.run, n=3, warm=2) == 0
     assert ws.fetch_blob("y").shape == (2, 5)
 
 
@@ -130,5 +120,5 @@ def test_training_step(case, monkeypatch):
         step, ws = train_models.framework_lm_step()
     else:
         step, ws = train_models.framework_step("resnet20", 2)
-    assert _allocations_per_run(step) == 0
+    assert allocations_per_run(step, n=3, warm=2) == 0
     assert np.isfinite(ws.fetch_blob("loss")).all()

@@ -7,21 +7,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from bench.common import allocations_per_run
 from framework.core import CreateOperator
-from framework.memory.allocator import memory_reporter
 from framework.memory.workspace import Workspace
 from framework.net.memory_planner import optimize_inference_net
 from framework.proto.framework_pb2 import NetDef
-
-
-def _allocations_per_run(run, n: int = 3) -> float:
-    run()
-    run()
-    rep = memory_reporter()
-    before = rep.allocations
-    for _ in range(n):
-        run()
-    return (rep.allocations - before) / n
 
 
 def _typed_sharing_net() -> NetDef:
@@ -49,7 +39,7 @@ def test_shared_buffer_switching_between_int64_and_float32_is_reused():
     ws = Workspace()
     ws.feed_blob("data", x)
     net = ws.create_net(planned)
-    assert _allocations_per_run(net.run) == 0
+    assert allocations_per_run(net.run, n=3, warm=2) == 0
     want = np.maximum(2 * x, 0)
     np.testing.assert_array_equal(ws.fetch_blob("y"), want)
 
@@ -81,5 +71,5 @@ def test_small_transformer_encoder_onnx_warm_run_allocates_nothing():
         torch.backends.mha.set_fastpath_enabled(fast)
     rep = backend.prepare(onnx.load_from_string(buf.getvalue()))
     feeds = {"x": x.numpy()}
-    assert _allocations_per_run(lambda: rep.run(feeds)) == 0
+    assert allocations_per_run(lambda: rep.run(feeds), n=3, warm=2) == 0
     np.testing.assert_allclose(np.asarray(rep.run(feeds)[0]), want, rtol=1e-4, atol=1e-5)

@@ -35,6 +35,17 @@ ARGS = [
 _MAX_SAMPLES = 1 << 16  # sampling points per RoI side: a bound on memory for absurd RoIs
 
 
+def _taps(y: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(low, high, weight of high) of the bilinear taps at sampling positions ``y`` (float64, already clamped
+    below at 0) along an axis of ``size`` cells: a position at or past the last cell takes that cell alone."""
+    low = np.floor(y).astype(np.int64)
+    top = low >= size - 1
+    low = np.where(top, size - 1, low)
+    high = np.where(top, size - 1, low + 1)
+    y = np.where(top, low.astype(np.float64), y)
+    return low, high, y - low
+
+
 def _interp_1d(start: float, bin_size: float, pooled: int, grid: int, size: int) -> np.ndarray:
     """(pooled x size) summed bilinear weights of the grid sampling points of each bin (1-D)."""
     m = np.zeros((pooled, size), np.float64)
@@ -44,13 +55,7 @@ def _interp_1d(start: float, bin_size: float, pooled: int, grid: int, size: int)
     g = np.arange(grid)[None, :]
     y = (start + p * bin_size + (g + 0.5) * bin_size / grid).astype(np.float32).astype(np.float64)
     valid = (y >= -1.0) & (y <= size)
-    y = np.maximum(y, 0.0)
-    low = np.floor(y).astype(np.int64)
-    top = low >= size - 1
-    low = np.where(top, size - 1, low)
-    high = np.where(top, size - 1, low + 1)
-    y = np.where(top, low.astype(np.float64), y)
-    ly = y - low
+    low, high, ly = _taps(np.maximum(y, 0.0), size)
     rows = np.broadcast_to(p, y.shape)
     np.add.at(m, (rows[valid], low[valid]), (1.0 - ly)[valid])
     np.add.at(m, (rows[valid], high[valid]), ly[valid])
@@ -74,13 +79,7 @@ def _interp_rois(start, bin_size, pooled: int, grid, size: int) -> np.ndarray:
     y = (start[:, None, None] + p * bins + (g + 0.5) * bins / np.maximum(grid3, 1)).astype(np.float32)
     y = y.astype(np.float64)
     valid = (y >= -1.0) & (y <= size) & (g < grid3)
-    y = np.maximum(y, 0.0)
-    low = np.floor(y).astype(np.int64)
-    top = low >= size - 1
-    low = np.where(top, size - 1, low)
-    high = np.where(top, size - 1, low + 1)
-    y = np.where(top, low.astype(np.float64), y)
-    ly = y - low
+    low, high, ly = _taps(np.maximum(y, 0.0), size)
     base = (k * pooled + p) * size
     idx = np.concatenate([(base + low)[valid], (base + high)[valid]])
     wts = np.concatenate([(1.0 - ly)[valid], ly[valid]])

@@ -13,30 +13,12 @@ from hypothesis import strategies as st
 from framework.core import CreateOperator
 from framework.kernels import kernel_support, recurrent
 from framework.ops.testing import run_op_on
+from tests.ops.rnn.compiled_path import run_path
 
 pytestmark = pytest.mark.skipif(not recurrent.available(), reason="numba or scipy missing: no compiled loop")
 
 GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
 RTOL, ATOL = 2e-5, 2e-6  # the compiled tanh is within a few ulp of numpy's
-
-
-def _run(op_def, ins, compiled: bool, calls_kernel: bool = True):
-    """Outputs of one run through the compiled loop or the numpy one; checks which one ran (a compiled run
-    with every sequence_lens 0 has no step to call the kernel for)."""
-    calls = []
-    real = recurrent._call
-
-    def spy(fn, args):
-        calls.append(fn)
-        return real(fn, args)
-
-    with pytest.MonkeyPatch.context() as m:
-        m.setattr(recurrent, "_call", spy)
-        if not compiled:
-            m.setattr(recurrent, "available", lambda: False)
-        out = run_op_on(op_def, ins)
-    assert bool(calls) == (compiled and calls_kernel), f"compiled loop {'did not run' if compiled else 'ran'}"
-    return out
 
 
 def _case(kind, data):
@@ -85,8 +67,8 @@ def _case(kind, data):
 def test_compiled_loop_matches_numpy_loop(kind, data):
     op_def, ins = _case(kind, data)
     lens = ins[4]
-    fast = _run(op_def, ins, True, calls_kernel=lens.size == 0 or bool(lens.any()) or ins[0].size == 0)
-    slow = _run(op_def, ins, False)
+    fast = run_path(op_def, ins, True, calls_kernel=lens.size == 0 or bool(lens.any()) or ins[0].size == 0)
+    slow = run_path(op_def, ins, False)
     for a, b in zip(fast, slow):
         assert a.shape == b.shape and a.dtype == b.dtype == np.float32
         np.testing.assert_allclose(a, b, rtol=RTOL, atol=ATOL)
@@ -103,8 +85,8 @@ def test_torch_sized_lstm_and_gru_match():
         r = (rng.standard_normal((2, g * 128, 128)) * 0.1).astype(np.float32)
         b = (rng.standard_normal((2, 2 * g * 128)) * 0.1).astype(np.float32)
         op_def = CreateOperator(f"ONNX{kind}", ["X", "W", "R", "B"], ["Y", "Yh"], direction="bidirectional", **extra)
-        fast = _run(op_def, [x, w, r, b], True)
-        slow = _run(op_def, [x, w, r, b], False)
+        fast = run_path(op_def, [x, w, r, b], True)
+        slow = run_path(op_def, [x, w, r, b], False)
         for a, b_ in zip(fast, slow):
             np.testing.assert_allclose(a, b_, rtol=1e-5, atol=1e-6)
 
@@ -117,7 +99,9 @@ def test_compiled_activation_against_numpy_on_a_grid(act, fn, rel):
     grid = np.concatenate([np.linspace(-12, 12, 48001), np.geomspace(1e-8, 9, 4000), -np.geomspace(1e-8, 69, 4000)])
     x = grid.astype(np.float32)
     w, r = np.ones((1, 1, 1), np.float32), np.zeros((1, 1, 1), np.float32)
-    (y,) = _run(CreateOperator("ONNXRNN", ["X", "W", "R"], ["Y"], activations=[act]), [x.reshape(-1, 1, 1), w, r], True)
+    (y,) = run_path(
+        CreateOperator("ONNXRNN", ["X", "W", "R"], ["Y"], activations=[act]), [x.reshape(-1, 1, 1), w, r], True
+    )
     want = fn(x.astype(np.float64))
     err = np.abs(y.ravel() - want)
     assert np.max(err / np.maximum(np.abs(want), 1e-30)) < rel
@@ -131,7 +115,7 @@ def test_failed_compile_falls_back_to_numpy_with_one_warning(monkeypatch):
     w = rng.standard_normal((1, 4 * 5, 3)).astype(np.float32)
     r = rng.standard_normal((1, 4 * 5, 5)).astype(np.float32)
     op_def = CreateOperator("ONNXLSTM", ["X", "W", "R"], ["Y", "Yh", "Yc"])
-    want = _run(op_def, [x, w, r], False)
+    want = run_path(op_def, [x, w, r], False)
 
     class Broken:
         overloads: dict = {}

@@ -9,26 +9,9 @@ from hypothesis import strategies as st
 
 from framework.core import CreateOperator
 from framework.kernels import recurrent
-from framework.ops.testing import run_op_on
+from tests.ops.rnn.compiled_path import run_path
 
 pytestmark = pytest.mark.skipif(not recurrent.available(), reason="numba or scipy missing: no compiled loop")
-
-
-def _run(op_def, ins, compiled: bool):
-    calls = []
-    real = recurrent._call
-
-    def spy(fn, args):
-        calls.append(fn)
-        return real(fn, args)
-
-    with pytest.MonkeyPatch.context() as m:
-        m.setattr(recurrent, "_call", spy)
-        if not compiled:
-            m.setattr(recurrent, "available", lambda: False)
-        out = run_op_on(op_def, ins)
-    assert bool(calls) == compiled, f"compiled loop {'did not run' if compiled else 'ran'}"
-    return out
 
 
 @given(data=st.data())
@@ -58,7 +41,7 @@ def test_compiled_loop_matches_numpy_loop(data):
         bidirectional=bidirectional, batch_first=batch_first, has_biases=has_biases,
     )  # fmt: skip
     ins = [x, h0, c0] + weights
-    fast, slow = _run(op_def, ins, True), _run(op_def, ins, False)
+    fast, slow = run_path(op_def, ins, True), run_path(op_def, ins, False)
     for a, b in zip(fast, slow):
         assert a.shape == b.shape and a.dtype == b.dtype
         np.testing.assert_allclose(a, b, rtol=2e-5, atol=2e-6)

@@ -9,26 +9,9 @@ from hypothesis import strategies as st
 
 from framework.core import CreateOperator
 from framework.kernels import recurrent
-from framework.ops.testing import run_op_on
+from tests.ops.rnn.compiled_path import run_path
 
 pytestmark = pytest.mark.skipif(not recurrent.available(), reason="numba or scipy missing: no compiled kernel")
-
-
-def _run(op_def, ins, compiled: bool):
-    calls = []
-    real = recurrent._call
-
-    def spy(fn, args):
-        calls.append(fn)
-        return real(fn, args)
-
-    with pytest.MonkeyPatch.context() as m:
-        m.setattr(recurrent, "_call", spy)
-        if not compiled:
-            m.setattr(recurrent, "available", lambda: False)
-        out = run_op_on(op_def, ins)
-    assert bool(calls) == compiled, f"compiled kernel {'did not run' if compiled else 'ran'}"
-    return out
 
 
 @given(data=st.data())
@@ -54,7 +37,7 @@ def test_compiled_step_matches_numpy_step(data):
     ins.append(np.array([t], np.int32))
     names.append("t")
     op_def = CreateOperator("LSTMUnit", names, ["h_out", "c_out"], **args)
-    fast, slow = _run(op_def, ins, True), _run(op_def, ins, False)
+    fast, slow = run_path(op_def, ins, True), run_path(op_def, ins, False)
     for a, b in zip(fast, slow):
         assert a.shape == b.shape == (1, n, d) and a.dtype == np.float32
         np.testing.assert_allclose(a, b, rtol=2e-6, atol=5e-7)
@@ -82,7 +65,7 @@ def test_compiled_gradient_matches_numpy_gradient(data):
     ins += [np.array([data.draw(st.integers(0, 4), label="timestep")], np.int32), h, c, dh, dc]
     names += ["t", "h", "c", "dh", "dc"]
     op_def = CreateOperator("LSTMUnitGradient", names, ["dh_prev", "dc_prev", "dgates"], **args)
-    fast, slow = _run(op_def, ins, True), _run(op_def, ins, False)
+    fast, slow = run_path(op_def, ins, True), run_path(op_def, ins, False)
     for a, b in zip(fast, slow):
         assert a.shape == b.shape and a.dtype == np.float32
         np.testing.assert_allclose(a, b, rtol=2e-6, atol=2e-6)
