@@ -98,6 +98,23 @@ def build(kind: str, small: bool = False):
     raise SystemExit(f"unknown model {kind!r}; choose from {', '.join(MODELS)}")
 
 
+def onnx_bytes(mod, x) -> bytes:
+    """``mod`` (one input ``x``, one output) exported by torch's exporter at opset 17, inputs named ``x``, outputs
+    ``y``; attention runs unfused during the export (the fused path of eval-mode encoders has no ONNX form)."""
+    import torch
+
+    buf = io.BytesIO()
+    fast = torch.backends.mha.get_fastpath_enabled()
+    torch.backends.mha.set_fastpath_enabled(False)
+    try:
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the legacy exporter's deprecation notes
+            torch.onnx.export(mod, (x,), buf, opset_version=17, input_names=["x"], output_names=["y"], dynamo=False)
+    finally:
+        torch.backends.mha.set_fastpath_enabled(fast)
+    return buf.getvalue()
+
+
 def export_model(kind: str, small: bool = False):
     """(onnx ModelProto, input array, torch module, description); the export is cached on disk."""
     import onnx
@@ -109,18 +126,9 @@ def export_model(kind: str, small: bool = False):
     tag = f"{kind}{'-small' if small and kind == 'bert' else ''}-torch{torch.__version__.split('+')[0]}"
     path = os.path.join(folder, f"{tag}.onnx")
     if not os.path.exists(path):
-        buf = io.BytesIO()
-        fast = torch.backends.mha.get_fastpath_enabled()
-        torch.backends.mha.set_fastpath_enabled(False)  # eval-mode encoders take a fused path onnx cannot export
-        try:
-            with torch.no_grad(), warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # the legacy exporter's deprecation notes
-                torch.onnx.export(mod, (x,), buf, opset_version=17, input_names=["x"], output_names=["y"], dynamo=False)
-        finally:
-            torch.backends.mha.set_fastpath_enabled(fast)
         tmp = path + f".{os.getpid()}.tmp"
         with open(tmp, "wb") as f:
-            f.write(buf.getvalue())
+            f.write(onnx_bytes(mod, x))
         os.replace(tmp, path)
     return onnx.load(path), x.numpy(), mod, name
 

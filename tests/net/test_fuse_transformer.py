@@ -6,9 +6,7 @@ observable or read elsewhere."""
 from __future__ import annotations
 
 import collections
-import io
 import math
-import warnings
 
 import numpy as np
 import pytest
@@ -145,22 +143,14 @@ def test_matmul_with_computed_weight_or_observable_product_stays():
 def test_exported_encoder_fuses_and_keeps_its_output():
     torch = pytest.importorskip("torch")
     onnx = pytest.importorskip("onnx")
+    from bench.transformer_models import onnx_bytes
     from framework.onnx import backend
 
     torch.manual_seed(0)
     layer = torch.nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, activation="gelu", batch_first=True)
     mod = torch.nn.TransformerEncoder(layer, 2, enable_nested_tensor=False).eval()
     x = torch.randn(2, 5, 16)
-    buf = io.BytesIO()
-    fast = torch.backends.mha.get_fastpath_enabled()
-    torch.backends.mha.set_fastpath_enabled(False)
-    try:
-        with torch.no_grad(), warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            torch.onnx.export(mod, (x,), buf, opset_version=17, input_names=["x"], output_names=["y"], dynamo=False)
-    finally:
-        torch.backends.mha.set_fastpath_enabled(fast)
-    rep = backend.prepare(onnx.load_from_string(buf.getvalue()))
+    rep = backend.prepare(onnx.load_from_string(onnx_bytes(mod, x)))
     (want,) = rep.run({"x": x.numpy()})
     ws, _, predict, _ = rep._cache[None]
     opt = optimize_inference(predict, ws, outputs=list(predict.external_output))

@@ -47,29 +47,19 @@ def test_shared_buffer_switching_between_int64_and_float32_is_reused():
 def test_small_transformer_encoder_onnx_warm_run_allocates_nothing():
     torch = pytest.importorskip("torch")
     pytest.importorskip("onnx")
-    import io
-    import warnings
-
     import onnx
 
+    from bench.transformer_models import onnx_bytes
     from framework.onnx import backend
 
     torch.manual_seed(0)
     layer = torch.nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, activation="gelu", batch_first=True)
     mod = torch.nn.TransformerEncoder(layer, 1, enable_nested_tensor=False).eval()
     x = torch.randn(2, 5, 16)
-    buf = io.BytesIO()
-    fast = torch.backends.mha.get_fastpath_enabled()
-    torch.backends.mha.set_fastpath_enabled(False)
-    try:
-        with torch.no_grad(), warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            torch.onnx.export(mod, (x,), buf, opset_version=17, input_names=["x"], output_names=["y"], dynamo=False)
-        with torch.no_grad():
-            want = mod(x).numpy()
-    finally:
-        torch.backends.mha.set_fastpath_enabled(fast)
-    rep = backend.prepare(onnx.load_from_string(buf.getvalue()))
+    model = onnx_bytes(mod, x)
+    with torch.no_grad():
+        want = mod(x).numpy()
+    rep = backend.prepare(onnx.load_from_string(model))
     feeds = {"x": x.numpy()}
     assert allocations_per_run(lambda: rep.run(feeds), n=3, warm=2) == 0
     np.testing.assert_allclose(np.asarray(rep.run(feeds)[0]), want, rtol=1e-4, atol=1e-5)

@@ -21,6 +21,7 @@ from framework.memory.workspace import Workspace
 from framework.net.optimize import optimize_inference
 from framework.ops import create_operator
 from framework.proto.framework_pb2 import NetDef
+from tests.ops.nn.test_conv_fusion import ref_conv
 
 
 def _geo(size, k, s, pad):
@@ -30,21 +31,7 @@ def _geo(size, k, s, pad):
 
 def _reference(x, w, b, k, s, pad, group):
     """float64 NCHW conv with zero padding and groups, plus bias."""
-    x, w = x.astype(np.float64), w.astype(np.float64)
-    n, c, h, wd = x.shape
-    m, cg = w.shape[:2]
-    oh, ow = (h + 2 * pad - k) // s + 1, (wd + 2 * pad - k) // s + 1
-    xp = np.zeros((n, c, h + 2 * pad, wd + 2 * pad))
-    xp[:, :, pad : pad + h, pad : pad + wd] = x
-    y = np.zeros((n, m, oh, ow))
-    mg = m // group
-    for g in range(group):
-        xs = xp[:, g * cg : (g + 1) * cg]
-        for a in range(k):
-            for bb in range(k):
-                win = xs[:, :, a : a + s * (oh - 1) + 1 : s, bb : bb + s * (ow - 1) + 1 : s]
-                y[:, g * mg : (g + 1) * mg] += np.einsum("ncij,mc->nmij", win, w[g * mg : (g + 1) * mg, :, a, bb])
-    return y + b[None, :, None, None]
+    return ref_conv(x.astype(np.float64), w.astype(np.float64), b, s, pad, group)
 
 
 # (n, c, m, group, size, window, stride, pad, strategy)

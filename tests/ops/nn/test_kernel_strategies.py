@@ -11,6 +11,7 @@ import pytest
 from framework.kernels import catalog, conv_nchw, conv_strategies, kernel_support, pool_strategies, window_jit
 from framework.kernels.dispatch_table import THRESHOLDS
 from framework.kernels.geometry import Geometry
+from tests.ops.nn.test_conv_fusion import ref_conv
 
 
 def _geo(size, k, s, pad):
@@ -32,24 +33,6 @@ CONVS = [
     (2, 8, 16, 1, 20, 3, 1, 1, "direct"),
     (2, 4, 6, 2, 9, 3, 1, 1, "im2col"),  # groups
 ]
-
-
-def _reference(x, w, b, geo, group):
-    """Plain float64 conv (NCHW, zero padding, groups) with bias."""
-    n, c, h, wd = x.shape
-    m, cg, kh, kw = w.shape
-    (ph, pw), (sh, sw), (oh, ow) = geo.head, geo.stride, geo.out
-    xp = np.zeros((n, c, h + 2 * ph, wd + 2 * pw))
-    xp[:, :, ph : ph + h, pw : pw + wd] = x
-    y = np.zeros((n, m, oh, ow))
-    mg = m // group
-    for g in range(group):
-        xs = xp[:, g * cg : (g + 1) * cg]
-        for a in range(kh):
-            for bb in range(kw):
-                win = xs[:, :, a : a + sh * (oh - 1) + 1 : sh, bb : bb + sw * (ow - 1) + 1 : sw]
-                y[:, g * mg : (g + 1) * mg] += np.einsum("ncij,mc->nmij", win, w[g * mg : (g + 1) * mg, :, a, bb])
-    return y + b[None, :, None, None]
 
 
 def _usable(strategy) -> bool:
@@ -74,7 +57,7 @@ def test_each_conv_strategy_is_chosen_where_it_fits_and_computes_the_reference(c
     assert conv.strategy is strategy
     y = np.empty((n, m, *geo.out), np.float32)
     conv.run(x, w, b, y)
-    want = _reference(x.astype(np.float64), w.astype(np.float64), b.astype(np.float64), geo, group)
+    want = ref_conv(x.astype(np.float64), w.astype(np.float64), b.astype(np.float64), s, pad, group)
     np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-3 * np.abs(want).max())
 
 
