@@ -14,9 +14,8 @@ from tests.ops.rnn.compiled_path import run_path
 pytestmark = pytest.mark.skipif(not recurrent.available(), reason="numba or scipy missing: no compiled kernel")
 
 
-@given(data=st.data())
-@settings(max_examples=40, deadline=None)
-def test_compiled_step_matches_numpy_step(data):
+def _case(data):
+    """(batch, hidden, with sequence lengths, the op's arguments, a seeded generator) drawn for one example."""
     n = data.draw(st.integers(1, 6), label="batch")
     d = data.draw(st.sampled_from([1, 2, 3, 7, 16, 33]), label="hidden")
     with_lengths = data.draw(st.booleans(), label="sequence_lengths")
@@ -26,6 +25,13 @@ def test_compiled_step_matches_numpy_step(data):
         sequence_lengths=with_lengths,
     )
     rng = np.random.default_rng(data.draw(st.integers(0, 2**31 - 1), label="seed"))
+    return n, d, with_lengths, args, rng
+
+
+@given(data=st.data())
+@settings(max_examples=40, deadline=None)
+def test_compiled_step_matches_numpy_step(data):
+    n, d, with_lengths, args, rng = _case(data)
     h, c = rng.standard_normal((2, 1, n, d)).astype(np.float32)
     gates = (3 * rng.standard_normal((1, n, 4 * d))).astype(np.float32)
     t = data.draw(st.integers(0, 4), label="timestep")
@@ -46,15 +52,7 @@ def test_compiled_step_matches_numpy_step(data):
 @given(data=st.data())
 @settings(max_examples=40, deadline=None)
 def test_compiled_gradient_matches_numpy_gradient(data):
-    n = data.draw(st.integers(1, 6), label="batch")
-    d = data.draw(st.sampled_from([1, 2, 3, 7, 16, 33]), label="hidden")
-    with_lengths = data.draw(st.booleans(), label="sequence_lengths")
-    args = dict(
-        forget_bias=data.draw(st.sampled_from([0.0, 1.0, -0.5]), label="forget_bias"),
-        drop_states=data.draw(st.booleans(), label="drop_states"),
-        sequence_lengths=with_lengths,
-    )
-    rng = np.random.default_rng(data.draw(st.integers(0, 2**31 - 1), label="seed"))
+    n, d, with_lengths, args, rng = _case(data)
     h_prev, c_prev, h, c, dh, dc = rng.standard_normal((6, 1, n, d)).astype(np.float32)
     gates = (3 * rng.standard_normal((1, n, 4 * d))).astype(np.float32)
     ins = [h_prev, c_prev, gates]
