@@ -138,15 +138,21 @@ def _try_linear(net: Any, i: int) -> bool:
 # -- gelu -----------------------------------------------------------------------------------------------
 
 
-def fuse_gelu(net: Any) -> int:
+def _rewrite_each(net: Any, op_type: str, try_at: Any) -> int:
+    """How many ops of ``op_type`` ``try_at(net, i)`` rewrote, trying each once: a rewrite removes its chain,
+    so the op then at ``i`` is one not yet visited."""
     n = 0
     i = 0
     while i < len(net.ops):
-        if net.ops[i].type == "Erf" and _try_gelu(net, i):
+        if net.ops[i].type == op_type and try_at(net, i):
             n += 1
-            continue  # the chain is gone; the op now at i is unvisited
+            continue
         i += 1
     return n
+
+
+def fuse_gelu(net: Any) -> int:
+    return _rewrite_each(net, "Erf", _try_gelu)
 
 
 def _scaled_input(net: Any, i_erf: int) -> tuple[int, str] | None:
@@ -208,14 +214,7 @@ def _try_gelu(net: Any, i_erf: int) -> bool:
 
 
 def fuse_attention(net: Any) -> int:
-    n = 0
-    j = 0
-    while j < len(net.ops):
-        if net.ops[j].type == "Softmax" and _try_attention(net, j):
-            n += 1
-            continue
-        j += 1
-    return n
+    return _rewrite_each(net, "Softmax", _try_attention)
 
 
 def _single_producer(net: Any, j: int, blob: str, types: tuple[str, ...]) -> int | None:
@@ -323,14 +322,7 @@ def fuse_head_split(net: Any) -> int:
     """ExpandDims(dims=[d]) -> Transpose(axes) -> Squeeze(dims=[s]) with the inserted axis d moved to s and
     squeezed there (torch's export of a multi-head attention's q/k/v split) -> one Transpose: two ops and
     a copy fewer per layer."""
-    n = 0
-    i = 0
-    while i < len(net.ops):
-        if net.ops[i].type == "ExpandDims" and _try_head_split(net, i):
-            n += 1
-            continue
-        i += 1
-    return n
+    return _rewrite_each(net, "ExpandDims", _try_head_split)
 
 
 def _try_head_split(net: Any, i: int) -> bool:
