@@ -66,15 +66,11 @@ def _all_ops(net: NetDef):
 
 
 def _args(op) -> dict:
-    out = {}
-    for a in op.arg:
-        if a.HasField("f"):
-            out[a.name] = a.f
-        elif a.HasField("i"):
-            out[a.name] = a.i
-        elif a.HasField("s"):
-            out[a.name] = a.s.decode()
-    return out
+    """{name: value} of ``op``'s arguments (strings decoded), read by the framework's one argument reader."""
+    from framework.ops.arg_reader import ArgReader
+
+    reader = ArgReader(op)
+    return {a.name: reader.value(a.name) for a in op.arg}
 
 
 def external_weights(net: NetDef) -> list[str]:

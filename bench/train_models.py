@@ -296,13 +296,11 @@ def torch_step(name: str, batch: int, seed: int = 0):
 
 
 def _args(op) -> dict:
-    out = {}
-    for a in op.arg:
-        if a.HasField("i"):
-            out[a.name] = a.i
-        elif a.HasField("f"):
-            out[a.name] = a.f
-    return out
+    """{name: value} of ``op``'s arguments (strings decoded), read by the framework's one argument reader."""
+    from framework.ops.arg_reader import ArgReader
+
+    reader = ArgReader(op)
+    return {a.name: reader.value(a.name) for a in op.arg}
 
 
 def steps(name: str, batch: int):

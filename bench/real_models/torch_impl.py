@@ -13,23 +13,15 @@ is the identity; SpatialBN(is_test) is batch_norm with the running statistics an
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 
-def _args(op) -> dict[str, Any]:
-    out = {}
-    for a in op.arg:
-        if a.HasField("i"):
-            out[a.name] = a.i
-        elif a.HasField("f"):
-            out[a.name] = a.f
-        elif a.HasField("s"):
-            out[a.name] = a.s.decode()
-        elif a.ints:
-            out[a.name] = list(a.ints)
-    return out
+def _args(op) -> dict:
+    """{name: value} of ``op``'s arguments (strings decoded), read by the framework's one argument reader."""
+    from framework.ops.arg_reader import ArgReader
+
+    reader = ArgReader(op)
+    return {a.name: reader.value(a.name) for a in op.arg}
 
 
 def _pair(a: dict, name: str, default: int) -> tuple[int, int]:
