@@ -22,6 +22,7 @@ OTHERS = (
         "framework.ops.quantized.int8_kernels",
     ),
     ("bn_train", "training-mode SpatialBN and SpatialBNGradient", "framework.kernels.bn_train"),
+    ("conv_grad_filter", "ConvGradient's filter gradient (2-D NCHW, group 1)", "framework.kernels.conv_grad_filter"),
     (
         "range_search",
         "the GREEDY engine of the n-bit row-wise quantization ops",
@@ -76,6 +77,9 @@ def other_status(family: str, module) -> str:
         return f"failed to compile ({disabled[family]})"
     if module.available():
         return "ready"
+    lacks = kernel_support.missing(family)
+    if lacks:
+        return f"not for this CPU (lacks {', '.join(lacks)})"
     if family == "recurrent":
         return "unavailable: numba or scipy missing, or FRAMEWORK_NO_JIT set"
     return "unavailable: numba missing or FRAMEWORK_NO_JIT set"

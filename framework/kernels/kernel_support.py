@@ -48,6 +48,7 @@ NEEDS: dict[str, tuple | None] = {
     "direct_depthwise": _FMA,  # microkernel._depthwise
     "channel": _FMA,  # channel_kernel._conv
     "depthwise3": _FMA,  # depthwise3._depthwise3
+    "conv_grad_filter": _FMA,  # conv_grad_filter_kernels (ConvGradient's filter gradient)
     # outside the conv and pool strategies (catalog.OTHERS):
     "recurrent": None,  # recurrent_cells (ONNX RNN/GRU/LSTM, InferenceLSTM, LSTMUnit and its gradient)
     "activation": None,  # activation_kernels (Erf, Gelu, LayerNorm)

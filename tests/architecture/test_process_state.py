@@ -97,6 +97,7 @@ ALLOWED: dict[str, dict[str, str]] = {
     "kernels/winograd.py": {"_kernels": "lazy-import"},
     "kernels/activation_jit.py": {"_k": "lazy-import"},
     "kernels/bn_train.py": {"_kernels": "lazy-import"},
+    "kernels/conv_grad_filter.py": {"_kernels": "lazy-import"},
     "kernels/recurrent.py": {"_cells": "lazy-import"},
     "ops/distributed/world.py": {"_MPI": "lazy-import"},
     "ops/subnet.py": {"_DEPTH": "thread"},

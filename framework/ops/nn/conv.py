@@ -20,6 +20,7 @@ import math
 import numpy as np
 
 from framework.errors import ShapeError, TypeMismatchError
+from framework.kernels import conv_grad_filter
 from framework.kernels.conv_nchw import ConvNCHW
 from framework.memory.allocator import check_elements
 from framework.memory.binding import matches, stamp
@@ -384,21 +385,27 @@ class ConvGradient(ConvOpBase):
         self._dx_conv = None
         if o == "NCHW" and USE_NCHW_KERNELS and self.i_dx is not None:
             self._dx_conv = conv_grad_data.plan(n, c, m, g, geo, dt)  # stride 1: dX as a forward conv of dY
+        self._dwk = None
+        if o == "NCHW" and USE_NCHW_KERNELS:
+            self._dwk = conv_grad_filter.plan(n, c, m, g, geo, dt)  # dW by the compiled kernel, no columns
         self._xp = self._dxp = None
         if geo.padded:
-            self._xp, self._xp_in = self.padded_buffer(n, c, geo, dt)
+            if self._dwk is None:
+                self._xp, self._xp_in = self.padded_buffer(n, c, geo, dt)
             if self._dx_conv is None:
                 self._dxp, self._dxp_in = self.padded_buffer(n, c, geo, dt)
         self._slices = kernel_slices(geo)
         sl_full = (slice(None),) * r
         if o == "NCHW":
-            self._col = np.empty((g, cg, *geo.kernel, n, *geo.out), dt)
+            self._col = np.empty((g, cg, *geo.kernel, n, *geo.out) if self._dwk is None else (0,), dt)
             self._src_shape = (n, g, cg, *geo.kernel, *geo.out)
             self._src_axes = (1, 2, *range(3, 3 + r), 0, *range(3 + r, 3 + 2 * r))
-            self._dyT = np.empty((g, mg, n, p), dt)
+            # dY^T feeds the dfilter GEMM and the column path of dX
+            cols_dx = self._dx_conv is None and self.i_dx is not None
+            self._dyT = np.empty((g, mg, n, p) if self._dwk is None or cols_dx else (0,), dt)
             self._dy_src = lambda dy: dy.reshape(n, g, mg, p).transpose(1, 2, 0, 3)
-            col3 = self._col.reshape(g, kg, n * p)
-            dyT3 = self._dyT.reshape(g, mg, n * p)
+            col3 = self._col.reshape(g, kg, n * p) if self._dwk is None else None
+            dyT3 = self._dyT.reshape(g, mg, n * p) if self._dyT.size else None
             # dW^T = col @ dY^T: OpenBLAS runs this form of the thin product faster than dY @ col^T
             dwT = np.empty((g, kg, mg), dt)
             self._dw = lambda w, dw: (
@@ -406,7 +413,8 @@ class ConvGradient(ConvOpBase):
                 np.copyto(dw.reshape(g, mg, kg), dwT.transpose(0, 2, 1)),
             )
             # with several intra-op threads each fills the columns of its images and multiplies them
-            self._dw_parts = split(n, min(get_num_threads(), n)) if 2 * m * kg * n * p >= _SPLIT_FLOPS else [(0, n)]
+            big = 2 * m * kg * n * p >= _SPLIT_FLOPS and self._dwk is None
+            self._dw_parts = split(n, min(get_num_threads(), n)) if big else [(0, n)]
             self._dw_shares = [np.empty((g, kg, mg), dt) for _ in self._dw_parts]
             self._dw_threads = get_num_threads()
             if self._dx_conv is None:
@@ -457,6 +465,11 @@ class ConvGradient(ConvOpBase):
         if self._dw_threads != get_num_threads():
             self._prepare(x, w, dy)
             dxc = self._dx_conv
+        if self._dwk is not None:
+            if self._dw_compiled(x, w, dy, dxc):
+                return
+            self._prepare(x, w, dy)  # its compile failed: the family is disabled, the column path runs
+            dxc = self._dx_conv
         if o == "NCHW" and len(self._dw_parts) > 1:
             dw = self.output(0, w.shape, w.dtype)
             run_parallel([functools.partial(self._dw_part, k, x, dy) for k in range(len(self._dw_parts))])
@@ -482,6 +495,19 @@ class ConvGradient(ConvOpBase):
         dw = self.output(0, w.shape, w.dtype)
         self._dw(w, dw)
         self._rest(x, w, dy, dxc)
+
+    def _dw_compiled(self, x, w, dy, dxc) -> bool:
+        """dW by the compiled kernel (conv_grad_filter), then dbias and dX; False (nothing written) when
+        the kernel is unavailable."""
+        if not (x.flags.c_contiguous and dy.flags.c_contiguous):
+            x, dy = np.ascontiguousarray(x), np.ascontiguousarray(dy)
+        dw = self.output(0, w.shape, w.dtype)
+        if not self._dwk.run(x, dy, dw):
+            return False
+        if self._dx_conv is None and self.i_dx is not None:
+            np.copyto(self._dyT, self._dy_src(dy))  # the column path of dX reads dY^T
+        self._rest(x, w, dy, dxc)
+        return True
 
     def _dw_part(self, k: int, x, dy) -> None:
         """Worker k's images: their columns and dY rows, and their share of dW^T (NCHW)."""

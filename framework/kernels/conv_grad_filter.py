@@ -1,0 +1,140 @@
+"""The filter gradient dW of a 2-D NCHW convolution by a compiled kernel, without an im2col column buffer.
+
+``dW[m, c, a, b] = sum over images n and output pixels (i, j) of dY[n, m, i, j] * X[n, c, i * sh + a - ph,
+j * sw + b - pw]`` (zero outside X), for group 1 and dilation 1, any kernel size, strides and pads, float32.
+conv_grad_filter_kernels.py lays each image's input out as zero-bordered phase planes and dY as rows of
+the planes' width, so that every tap is a contiguous shifted read, and sums the products in a
+register block of output channels x (input channel, tap) pairs (an LLVM IR kernel with fused
+multiply-adds; family ``conv_grad_filter``: x86-64 with AVX2 and FMA, kernel_support).
+
+With several intra-op threads the images' layout is split over them by images, then the sums by blocks
+of output channels: each thread writes its own rows of dW, so the result does not depend on the thread
+count. ``plan`` returns None where the kernel does not apply (other groups, dilations, ranks or dtypes,
+numba missing, a CPU without the features, the family disabled); ``FilterGradient.run`` returns False
+when the kernel's first compile fails (nothing written): the caller runs its numpy path, which gives the
+same values up to float rounding.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from framework.kernels import kernel_support, window_jit
+from framework.kernels.geometry import Geometry
+from framework.kernels.kernel_support import KernelUnavailable
+from framework.runtime.parallel import get_num_threads, run_parallel, split
+
+FAMILY = "conv_grad_filter"
+_CHUNK_BYTES = 512 * 1024  # one run of images' planes and dY rows: about half a core's L2
+_MIN_STEPS = 128  # vector steps of one register block's run at least, however large the images
+_UNSET = object()
+_kernels = _UNSET
+
+
+def _module():
+    global _kernels
+    if _kernels is _UNSET:
+        _kernels = None
+        if window_jit.available():  # numba importable and not disabled (FRAMEWORK_NO_JIT)
+            from framework.kernels import machine
+
+            with machine.numba_cache():
+                from framework.kernels import conv_grad_filter_kernels
+
+            _kernels = conv_grad_filter_kernels
+    return _kernels
+
+
+def available() -> bool:
+    """Whether the compiled kernel may run in this process (the CPU has what it needs, numba imports,
+    its compile has not failed)."""
+    return kernel_support.usable(FAMILY) and _module() is not None
+
+
+class FilterGradient:
+    """dW of one conv signature: x (n, c, *geo.spatial), dy (n, m, *geo.out), w (m, c, *geo.kernel)."""
+
+    def __init__(self, n: int, c: int, m: int, geo: Geometry) -> None:
+        mod = _module()
+        (sh, sw), (kh, kw), (oh, ow) = geo.stride, geo.kernel, geo.out
+        self.geo, self.n, self.c, self.m = geo, n, c, m
+        self.hq, self.wq = oh + (kh - 1) // sh, ow + (kw - 1) // sw
+        lanes = mod.L
+        nq = -(-(oh * self.wq) // lanes)
+        qp = nq * lanes
+        # a plane holds every cell a tap reads for q < qp: the last vector's tail reads past hq rows
+        plen = max(self.hq * self.wq, qp + ((kh - 1) // sh) * self.wq + (kw - 1) // sw)
+        self.nq = nq
+        self.planes = np.zeros((n, c, sh * sw, plen), np.float32)
+        self.dye = np.zeros((n, m, qp), np.float32)
+        self.taps = np.array(
+            [((a % sh) * sw + b % sw) * plen + (a // sh) * self.wq + b // sw for a in range(kh) for b in range(kw)],
+            np.int64,
+        )
+        per_image = 4 * (c * sh * sw * plen + m * qp)
+        # a run of images long enough that summing the lanes at its end costs little (small images)
+        self.nb = min(n, max(1, _CHUNK_BYTES // per_image, -(-_MIN_STEPS // nq)))
+        self.threads = get_num_threads()
+        blocks = -(-m // mod.R)
+        self.fill_parts = split(n, min(self.threads, n))
+        self.m_parts = [(b0 * mod.R, min(m, b1 * mod.R)) for b0, b1 in split(blocks, min(self.threads, blocks))]
+        self.scratch = [
+            (np.empty(mod.R, np.int64), np.empty(mod.T, np.int64), np.empty(mod.R * mod.T, np.float32))
+            for _ in self.m_parts
+        ]
+        self._first = True
+
+    def run(self, x: np.ndarray, dy: np.ndarray, dw: np.ndarray) -> bool:
+        """dW of ``x`` and ``dy`` into ``dw`` (float32, contiguous); False (nothing written) when the
+        kernel is unavailable."""
+        mod = _module()
+        if mod is None or FAMILY in kernel_support.disabled():
+            return False
+        (sh, sw), (ph, pw) = self.geo.stride, self.geo.head
+        dwf = dw.reshape(self.m, -1)
+
+        def fill(k):
+            i0, i1 = self.fill_parts[k]
+            args = (x, dy, self.planes, self.dye, sh, sw, ph, pw, self.hq, self.wq, i0, i1)
+            kernel_support.call(FAMILY, mod._fill, args)
+
+        def accumulate(k):
+            m0, m1 = self.m_parts[k]
+            dwf[m0:m1] = 0
+            dyo, xo, out = self.scratch[k]
+            args = (self.planes, self.dye, self.taps, dwf, m0, m1, self.nb, self.nq, dyo, xo, out)
+            kernel_support.call(FAMILY, mod._accumulate, args)
+
+        try:
+            if self._first:  # the first calls compile: on this thread, one at a time
+                for k in range(len(self.fill_parts)):
+                    fill(k)
+                for k in range(len(self.m_parts)):
+                    accumulate(k)
+                self._first = False
+                return True
+            run_parallel([lambda k=k: fill(k) for k in range(len(self.fill_parts))])
+            run_parallel([lambda k=k: accumulate(k) for k in range(len(self.m_parts))])
+        except KernelUnavailable:
+            return False
+        return True
+
+
+def plan(n: int, c: int, m: int, group: int, geo: Geometry, dtype) -> FilterGradient | None:
+    """A FilterGradient for a conv of this signature, or None where the compiled kernel does not apply."""
+    if len(geo.kernel) != 2 or group != 1 or any(d != 1 for d in geo.dilation) or np.dtype(dtype) != np.float32:
+        return None
+    if min(n, c, m, *geo.out) <= 0 or not available():
+        return None
+    return FilterGradient(n, c, m, geo)
+
+
+def warm_up() -> None:
+    """Compile (or load from numba's cache) the kernel on a tiny conv; nothing where it cannot run. A
+    failed compile disables the family (one RuntimeWarning)."""
+    geo = Geometry((4, 4), (3, 3), (1, 1), (1, 1), (1, 1), (1, 1), (4, 4))
+    fg = plan(1, 1, 1, 1, geo, np.float32)
+    if fg is not None:
+        fg.run(
+            np.zeros((1, 1, 4, 4), np.float32), np.zeros((1, 1, 4, 4), np.float32), np.zeros((1, 1, 3, 3), np.float32)
+        )

@@ -1,0 +1,146 @@
+"""The compiled filter gradient of a 2-D NCHW convolution (group 1, dilation 1, float32): an LLVM IR register
+block (a numba ``intrinsic``) and the numba loops around it. See conv_grad_filter.py for the contract.
+
+The layout makes every tap a shifted contiguous read. Each image's input is laid out as stride x stride
+zero-bordered phase planes of ``wq = OW + (K - 1) // stride`` columns (plane (u, v) holds the padded
+input's cells (r * stride + u, j * stride + v)), and dY as rows of the same width, zero past the OW
+real columns. Then tap (a, b) of input channel c reads the phase plane (a % s, b % s) of c at the fixed
+offset ``(a // s) * wq + b // s`` from the dY pixel's own index q:
+
+    dW[m, c, a, b] = sum over images and q of dYe[m, q] * planes[c, phase(a, b)][q + offset(a, b)]
+
+and the reduction over q is a dot product of contiguous rows, taken L lanes at a time. The register
+block holds R output channels x T (channel, tap) pairs of L-lane partial sums for a whole run of images:
+per step R + T vector loads and R x T fused multiply-adds; the lanes are summed once at the end of the
+run. No im2col column buffer (K x K times the input) and no GEMM over a thin matrix.
+Imported only when first needed.
+"""
+
+from __future__ import annotations
+
+from llvmlite import ir
+from numba import types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+from framework.kernels import cached_jit, simd_ir
+from framework.kernels.simd_ir import I32, VEC, L, const, function
+
+# Output channels x (channel, tap) pairs per register block: R x T accumulators, R dY vectors and one
+# input vector fit the vector registers (16 lanes: 24 + 4 + 1 of 32; 8 lanes: 9 + 3 + 1 of 16).
+R, T = (4, 6) if L == 16 else (3, 3)
+_jit = cached_jit.njit(cache=simd_ir.CACHE, fastmath={"contract"}, nogil=True, boundscheck=False)
+
+
+def _hsum(builder, v):
+    """The sum of the L lanes of ``v`` (a halving tree of shuffles and adds)."""
+    n = L
+    while n > 1:
+        half = n // 2
+        lo = builder.shuffle_vector(v, v, ir.Constant(ir.VectorType(I32, half), list(range(half))))
+        hi = builder.shuffle_vector(v, v, ir.Constant(ir.VectorType(I32, half), list(range(half, n))))
+        v = builder.fadd(lo, hi)
+        n = half
+    return builder.extract_element(v, ir.Constant(I32, 0))
+
+
+@intrinsic
+def _block(typingctx, dy, dyo, dys, x, xo, xs, nimg, nq, out):
+    """out[r * T + t] = sum over images i < nimg and lanes q < nq * L of dy[dyo[r] + i * dys + q] *
+    x[xo[t] + i * xs + q], for r < R and t < T (every read in bounds is the caller's promise)."""
+    sig = types.void(dy, dyo, dys, x, xo, xs, nimg, nq, out)
+
+    def codegen(context, builder, signature, args):
+        dys_v, xs_v, nimg_v, nq_v = args[2], args[5], args[6], args[7]
+        tys = signature.args
+
+        def data(i):
+            return context.make_array(tys[i])(context, builder, args[i]).data
+
+        dyd, dyod, xd, xod, outd = data(0), data(1), data(3), data(4), data(8)
+        fma = function(builder.module, f"llvm.fma.v{L}f32", ir.FunctionType(VEC, [VEC, VEC, VEC]))
+
+        def load(base, at):
+            return builder.load(builder.bitcast(builder.gep(base, [at]), VEC.as_pointer()), align=4)
+
+        dyo = [builder.load(builder.gep(dyod, [const(r)])) for r in range(R)]
+        xo = [builder.load(builder.gep(xod, [const(t)])) for t in range(T)]
+        zero = ir.Constant(VEC, [0.0] * L)
+        accs = [[cgutils.alloca_once_value(builder, zero) for _ in range(T)] for _ in range(R)]
+        with cgutils.for_range(builder, nimg_v) as il:
+            rows = [builder.add(builder.mul(il.index, dys_v), o) for o in dyo]
+            cols = [builder.add(builder.mul(il.index, xs_v), o) for o in xo]
+            with cgutils.for_range(builder, nq_v) as ql:
+                q = builder.mul(ql.index, const(L))
+                d = [load(dyd, builder.add(rows[r], q)) for r in range(R)]
+                for t in range(T):
+                    xv = load(xd, builder.add(cols[t], q))
+                    for r in range(R):
+                        builder.store(builder.call(fma, [d[r], xv, builder.load(accs[r][t])]), accs[r][t])
+        for r in range(R):
+            for t in range(T):
+                total = _hsum(builder, builder.load(accs[r][t]))
+                builder.store(total, builder.gep(outd, [const(r * T + t)]))
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@_jit
+def _fill(x, dy, planes, dye, sh, sw, ph, pw, hq, wq, i0, i1):  # pragma: no cover - compiled
+    """Images i0:i1 of ``x`` (N, C, H, W) into their phase planes ``planes`` (N, C, sh * sw, plen) and of
+    ``dy`` (N, M, OH, OW) into ``dye`` (N, M, qp) as rows of wq columns; only cells of the input and of
+    dY are written (the borders and the columns past OW stay as zeroed once)."""
+    c, h, w = x.shape[1], x.shape[2], x.shape[3]
+    m, oh, ow = dy.shape[1], dy.shape[2], dy.shape[3]
+    for i in range(i0, i1):
+        for ch in range(c):
+            for u in range(sh):
+                for v in range(sw):
+                    plane = planes[i, ch, u * sw + v]
+                    # plane cell (r, j) holds x[r * sh + u - ph, j * sw + v - pw] where that lies in x
+                    j0 = max(0, (pw - v + sw - 1) // sw)
+                    j1 = min(wq, (w - 1 + pw - v) // sw + 1) if w - 1 + pw - v >= 0 else 0
+                    if j1 <= j0:
+                        continue
+                    for r in range(hq):
+                        y = r * sh + u - ph
+                        if 0 <= y < h:
+                            plane[r * wq + j0 : r * wq + j1] = x[
+                                i, ch, y, j0 * sw + v - pw : (j1 - 1) * sw + v - pw + 1 : sw
+                            ]
+        for k in range(m):
+            row = dye[i, k]
+            for r in range(oh):
+                row[r * wq : r * wq + ow] = dy[i, k, r]
+    return 0
+
+
+@_jit
+def _accumulate(planes, dye, taps, dw, m0, m1, nb, nq, dyo, xo, out):  # pragma: no cover - compiled
+    """dw[m0:m1] += the filter gradient of every image (dw (M, C * taps) zeroed by the caller): per run of
+    ``nb`` images, per block of R output channels, per T (channel, tap) pairs, ``_block``; a block's rows
+    past m1 and pairs past the last repeat the last one (their sums are dropped). ``dyo`` (R,), ``xo``
+    (T,) int64 and ``out`` (R * T,) float32 scratch."""
+    n = planes.shape[0]
+    kt = taps.shape[0]
+    pairs = dw.shape[1]
+    cstride = planes.shape[2] * planes.shape[3]
+    xs = planes.shape[1] * cstride
+    qp = dye.shape[2]
+    dys = dye.shape[1] * qp
+    pf, df = planes.reshape(-1), dye.reshape(-1)
+    for i0 in range(0, n, nb):
+        nimg = min(nb, n - i0)
+        for mb in range(m0, m1, R):
+            for r in range(R):
+                dyo[r] = i0 * dys + min(mb + r, m1 - 1) * qp
+            for j0 in range(0, pairs, T):
+                for t in range(T):
+                    jj = min(j0 + t, pairs - 1)
+                    xo[t] = i0 * xs + (jj // kt) * cstride + taps[jj % kt]
+                _block(df, dyo, dys, pf, xo, xs, nimg, nq, out)
+                for r in range(min(R, m1 - mb)):
+                    for t in range(min(T, pairs - j0)):
+                        dw[mb + r, j0 + t] += out[r * T + t]
+    return 0
