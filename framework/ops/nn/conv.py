@@ -384,7 +384,7 @@ class ConvGradient(ConvOpBase):
         self._geo = geo
         self._dx_conv = None
         if o == "NCHW" and USE_NCHW_KERNELS and self.i_dx is not None:
-            self._dx_conv = conv_grad_data.plan(n, c, m, g, geo, dt)  # stride 1: dX as a forward conv of dY
+            self._dx_conv = conv_grad_data.plan(n, c, m, g, geo, dt)  # dX as forward convs of dY
         self._dwk = None
         if o == "NCHW" and USE_NCHW_KERNELS:
             self._dwk = conv_grad_filter.plan(n, c, m, g, geo, dt)  # dW by the compiled kernel, no columns
