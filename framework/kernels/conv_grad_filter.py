@@ -65,13 +65,14 @@ class FilterGradient:
         # a plane holds every cell a tap reads for q < qp: the last vector's tail reads past hq rows
         plen = max(self.hq * self.wq, qp + ((kh - 1) // sh) * self.wq + (kw - 1) // sw)
         self.nq = nq
-        self.planes = np.zeros((n, c, sh * sw, plen), np.float32)
+        self.uh, self.uw = uh, uw = min(sh, kh), min(sw, kw)  # the phases a tap reads (1x1: the first only)
+        self.planes = np.zeros((n, c, uh * uw, plen), np.float32)
         self.dye = np.zeros((n, m, qp), np.float32)
         self.taps = np.array(
-            [((a % sh) * sw + b % sw) * plen + (a // sh) * self.wq + b // sw for a in range(kh) for b in range(kw)],
+            [((a % sh) * uw + b % sw) * plen + (a // sh) * self.wq + b // sw for a in range(kh) for b in range(kw)],
             np.int64,
         )
-        per_image = 4 * (c * sh * sw * plen + m * qp)
+        per_image = 4 * (c * uh * uw * plen + m * qp)
         # a run of images long enough that summing the lanes at its end costs little (small images)
         self.nb = min(n, max(1, _CHUNK_BYTES // per_image, -(-_MIN_STEPS // nq)))
         self.threads = get_num_threads()
@@ -95,7 +96,7 @@ class FilterGradient:
 
         def fill(k):
             i0, i1 = self.fill_parts[k]
-            args = (x, dy, self.planes, self.dye, sh, sw, ph, pw, self.hq, self.wq, i0, i1)
+            args = (x, dy, self.planes, self.dye, sh, sw, self.uh, self.uw, ph, pw, self.hq, self.wq, i0, i1)
             kernel_support.call(FAMILY, mod._fill, args)
 
         def accumulate(k):

@@ -18,6 +18,7 @@ Imported only when first needed.
 
 from __future__ import annotations
 
+import numba
 from llvmlite import ir
 from numba import types
 from numba.core import cgutils
@@ -29,6 +30,7 @@ from framework.kernels.simd_ir import I32, VEC, L, const, function
 # Output channels x (channel, tap) pairs per register block: R x T accumulators, R dY vectors and one
 # input vector fit the vector registers (16 lanes: 24 + 4 + 1 of 32; 8 lanes: 9 + 3 + 1 of 16).
 R, T = (4, 6) if L == 16 else (3, 3)
+_U = numba.uint64  # unsigned indices: no negative-index wraparound test, so LLVM vectorizes
 _jit = cached_jit.njit(cache=simd_ir.CACHE, fastmath={"contract"}, nogil=True, boundscheck=False)
 
 
@@ -87,17 +89,18 @@ def _block(typingctx, dy, dyo, dys, x, xo, xs, nimg, nq, out):
 
 
 @_jit
-def _fill(x, dy, planes, dye, sh, sw, ph, pw, hq, wq, i0, i1):  # pragma: no cover - compiled
-    """Images i0:i1 of ``x`` (N, C, H, W) into their phase planes ``planes`` (N, C, sh * sw, plen) and of
-    ``dy`` (N, M, OH, OW) into ``dye`` (N, M, qp) as rows of wq columns; only cells of the input and of
-    dY are written (the borders and the columns past OW stay as zeroed once)."""
+def _fill(x, dy, planes, dye, sh, sw, uh, uw, ph, pw, hq, wq, i0, i1):  # pragma: no cover - compiled
+    """Images i0:i1 of ``x`` (N, C, H, W) into their phase planes ``planes`` (N, C, uh * uw, plen: the first
+    uh x uw of the sh x sw phases, those the taps read) and of ``dy`` (N, M, OH, OW) into ``dye`` (N, M, qp)
+    as rows of wq columns; only cells of the input and of dY are written (the borders and the columns past
+    OW stay as zeroed once)."""
     c, h, w = x.shape[1], x.shape[2], x.shape[3]
     m, oh, ow = dy.shape[1], dy.shape[2], dy.shape[3]
     for i in range(i0, i1):
         for ch in range(c):
-            for u in range(sh):
-                for v in range(sw):
-                    plane = planes[i, ch, u * sw + v]
+            for u in range(uh):
+                for v in range(uw):
+                    plane = planes[i, ch, u * uw + v]
                     # plane cell (r, j) holds x[r * sh + u - ph, j * sw + v - pw] where that lies in x
                     j0 = max(0, (pw - v + sw - 1) // sw)
                     j1 = min(wq, (w - 1 + pw - v) // sw + 1) if w - 1 + pw - v >= 0 else 0
@@ -106,13 +109,23 @@ def _fill(x, dy, planes, dye, sh, sw, ph, pw, hq, wq, i0, i1):  # pragma: no cov
                     for r in range(hq):
                         y = r * sh + u - ph
                         if 0 <= y < h:
-                            plane[r * wq + j0 : r * wq + j1] = x[
-                                i, ch, y, j0 * sw + v - pw : (j1 - 1) * sw + v - pw + 1 : sw
-                            ]
+                            if sw == 1:  # unsigned indices: no wraparound test, the copy vectorizes
+                                d0, s0, nj = _U(r * wq + j0), _U(j0 + v - pw), _U(j1 - j0)
+                                row = x[i, ch, y]
+                                for j in range(nj):
+                                    plane[d0 + j] = row[s0 + j]
+                            else:
+                                plane[r * wq + j0 : r * wq + j1] = x[
+                                    i, ch, y, j0 * sw + v - pw : (j1 - 1) * sw + v - pw + 1 : sw
+                                ]
         for k in range(m):
             row = dye[i, k]
+            wu, owu = _U(wq), _U(ow)
             for r in range(oh):
-                row[r * wq : r * wq + ow] = dy[i, k, r]
+                src = dy[i, k, r]
+                d0 = _U(r) * wu
+                for j in range(owu):
+                    row[d0 + j] = src[j]
     return 0
 
 
