@@ -51,14 +51,29 @@ def available() -> bool:
     return kernel_support.usable(FAMILY) and _module() is not None
 
 
+def plane_width(geo: Geometry) -> int:
+    """The row pitch of the phase planes: every input cell of a phase's row fits (up to plane column j1,
+    from its first input column j0: the left padding), and a tap's read past the row's end (up to column
+    OW - 1 + (kw - 1) // sw) lands in the next row's left padding, zeros: the right padding of a row is
+    the left padding of the next, so a 3x3 stride-1 conv wastes one column per row, not two."""
+    (sw,), (kw,), (w,), (pw,), (ow,) = geo.stride[1:], geo.kernel[1:], geo.spatial[1:], geo.head[1:], geo.out[1:]
+    reach = ow + (kw - 1) // sw
+    width = 1
+    for v in range(min(sw, kw)):
+        j0 = max(0, -((v - pw) // sw))
+        j1 = (w - 1 + pw - v) // sw + 1 if w - 1 + pw - v >= 0 else 0
+        width = max(width, j1, reach - j0)
+    return width
+
+
 class FilterGradient:
     """dW of one conv signature: x (n, c, *geo.spatial), dy (n, m, *geo.out), w (m, c, *geo.kernel)."""
 
     def __init__(self, n: int, c: int, m: int, geo: Geometry) -> None:
         mod = _module()
-        (sh, sw), (kh, kw), (oh, ow) = geo.stride, geo.kernel, geo.out
+        (sh, sw), (kh, kw), oh = geo.stride, geo.kernel, geo.out[0]
         self.geo, self.n, self.c, self.m = geo, n, c, m
-        self.hq, self.wq = oh + (kh - 1) // sh, ow + (kw - 1) // sw
+        self.hq, self.wq = oh + (kh - 1) // sh, plane_width(geo)
         lanes = mod.L
         nq = -(-(oh * self.wq) // lanes)
         qp = nq * lanes
