@@ -5,7 +5,9 @@ j * sw + b - pw]`` (zero outside X), for group 1 and dilation 1, any kernel size
 conv_grad_filter_kernels.py lays each image's input out as zero-bordered phase planes and dY as rows of
 the planes' width, so that every tap is a contiguous shifted read, and sums the products in a
 register block of output channels x (input channel, tap) pairs (an LLVM IR kernel with fused
-multiply-adds; family ``conv_grad_filter``: x86-64 with AVX2 and FMA, kernel_support).
+multiply-adds; family ``conv_grad_filter``: x86-64 with AVX2 and FMA, kernel_support). Its vectors run
+over an image's pixels, or, on small images where padding columns and rounded tails would take a good
+share of those vectors, over output channels (dY transposed to pixels x channels; ``mode``).
 
 With several intra-op threads the images' layout is split over them by images, then the sums by blocks
 of output channels: each thread writes its own rows of dW, so the result does not depend on the thread
@@ -69,31 +71,51 @@ def plane_width(geo: Geometry) -> int:
 class FilterGradient:
     """dW of one conv signature: x (n, c, *geo.spatial), dy (n, m, *geo.out), w (m, c, *geo.kernel)."""
 
-    def __init__(self, n: int, c: int, m: int, geo: Geometry) -> None:
+    def __init__(self, n: int, c: int, m: int, geo: Geometry, mode: str | None = None) -> None:
         mod = _module()
-        (sh, sw), (kh, kw), oh = geo.stride, geo.kernel, geo.out[0]
+        (sh, sw), (kh, kw), (oh, ow) = geo.stride, geo.kernel, geo.out
         self.geo, self.n, self.c, self.m = geo, n, c, m
         self.hq, self.wq = oh + (kh - 1) // sh, plane_width(geo)
         lanes = mod.L
         nq = -(-(oh * self.wq) // lanes)
         qp = nq * lanes
+        # pixels: vectors over each image's plane cells (padding columns and the rounded tail computed for
+        # nothing); channels (_block_m): vectors over output channels (padded to blocks of R x L channels):
+        # whichever computes less for nothing, pixels unless clearly worse. Not for 1x1 convs: there the
+        # T broadcasts of a channels step come from T channels' planes, and it measured slower
+        block = mod.R * lanes
+        mp = -(-m // block) * block
+        if mode is None:
+            wins = 1.05 * mp / m < qp / (oh * ow) and kh * kw > 1
+            mode = "channels" if wins else "pixels"
+        self.mode = mode
         # a plane holds every cell a tap reads for q < qp: the last vector's tail reads past hq rows
         plen = max(self.hq * self.wq, qp + ((kh - 1) // sh) * self.wq + (kw - 1) // sw)
         self.nq = nq
         self.uh, self.uw = uh, uw = min(sh, kh), min(sw, kw)  # the phases a tap reads (1x1: the first only)
         self.planes = np.zeros((n, c, uh * uw, plen), np.float32)
-        self.dye = np.zeros((n, m, qp), np.float32)
         self.taps = np.array(
             [((a % sh) * uw + b % sw) * plen + (a // sh) * self.wq + b // sw for a in range(kh) for b in range(kw)],
             np.int64,
         )
-        per_image = 4 * (c * uh * uw * plen + m * qp)
+        if mode == "channels":
+            self.dye = np.zeros((n, 0, qp), np.float32)  # no rows: _fill leaves dY to _transpose_dy
+            self.dyt = np.zeros((n, oh * ow, mp), np.float32)
+            pairs = c * kh * kw
+            self.dwt = np.empty((-(-pairs // mod.T) * mod.T, mp), np.float32)  # dW^T, pairs x channels
+            per_image, steps, unit = 4 * (c * uh * uw * plen + oh * ow * mp), oh * ow, block
+        else:
+            self.dye = np.zeros((n, m, qp), np.float32)
+            self.dyt = None
+            per_image, steps, unit = 4 * (c * uh * uw * plen + m * qp), nq, mod.R
         # a run of images long enough that summing the lanes at its end costs little (small images)
-        self.nb = min(n, max(1, _CHUNK_BYTES // per_image, -(-_MIN_STEPS // nq)))
+        # (channels: 4 times as long; its runs add R x T vectors into dW^T at their end)
+        runs = _MIN_STEPS * (4 if mode == "channels" else 1)
+        self.nb = min(n, max(1, _CHUNK_BYTES // per_image, -(-runs // steps)))
         self.threads = get_num_threads()
-        blocks = -(-m // mod.R)
+        blocks = -(-m // unit)
         self.fill_parts = split(n, min(self.threads, n))
-        self.m_parts = [(b0 * mod.R, min(m, b1 * mod.R)) for b0, b1 in split(blocks, min(self.threads, blocks))]
+        self.m_parts = [(b0 * unit, min(m, b1 * unit)) for b0, b1 in split(blocks, min(self.threads, blocks))]
         self.scratch = [
             (np.empty(mod.R, np.int64), np.empty(mod.T, np.int64), np.empty(mod.R * mod.T, np.float32))
             for _ in self.m_parts
@@ -113,11 +135,20 @@ class FilterGradient:
             i0, i1 = self.fill_parts[k]
             args = (x, dy, self.planes, self.dye, sh, sw, self.uh, self.uw, ph, pw, self.hq, self.wq, i0, i1)
             kernel_support.call(FAMILY, mod._fill, args)
+            if self.dyt is not None:
+                kernel_support.call(FAMILY, mod._transpose_dy, (dy, self.dyt, i0, i1))
 
         def accumulate(k):
             m0, m1 = self.m_parts[k]
             dwf[m0:m1] = 0
             dyo, xo, out = self.scratch[k]
+            if self.dyt is not None:
+                oh, ow = self.geo.out
+                m1t = m1 if m1 < self.m else self.dwt.shape[1]  # the last part's padding channels too
+                args = (self.planes, self.dyt, self.taps, self.dwt, m0, m1t, self.nb, oh, ow, self.wq, xo)
+                kernel_support.call(FAMILY, mod._accumulate_m, args)
+                np.copyto(dwf[m0:m1], self.dwt[: dwf.shape[1], m0:m1].T)
+                return
             args = (self.planes, self.dye, self.taps, dwf, m0, m1, self.nb, self.nq, dyo, xo, out)
             kernel_support.call(FAMILY, mod._accumulate, args)
 
@@ -136,21 +167,22 @@ class FilterGradient:
         return True
 
 
-def plan(n: int, c: int, m: int, group: int, geo: Geometry, dtype) -> FilterGradient | None:
-    """A FilterGradient for a conv of this signature, or None where the compiled kernel does not apply."""
+def plan(n: int, c: int, m: int, group: int, geo: Geometry, dtype, mode: str | None = None) -> FilterGradient | None:
+    """A FilterGradient for a conv of this signature, or None where the compiled kernel does not apply;
+    ``mode`` "pixels" or "channels" forces that layout (None: FilterGradient chooses)."""
     if len(geo.kernel) != 2 or group != 1 or any(d != 1 for d in geo.dilation) or np.dtype(dtype) != np.float32:
         return None
     if min(n, c, m, *geo.out) <= 0 or not available():
         return None
-    return FilterGradient(n, c, m, geo)
+    return FilterGradient(n, c, m, geo, mode)
 
 
 def warm_up() -> None:
-    """Compile (or load from numba's cache) the kernel on a tiny conv; nothing where it cannot run. A
-    failed compile disables the family (one RuntimeWarning)."""
+    """Compile (or load from numba's cache) the kernels of both layouts on a tiny conv; nothing where they
+    cannot run. A failed compile disables the family (one RuntimeWarning)."""
     geo = Geometry((4, 4), (3, 3), (1, 1), (1, 1), (1, 1), (1, 1), (4, 4))
-    fg = plan(1, 1, 1, 1, geo, np.float32)
-    if fg is not None:
-        fg.run(
-            np.zeros((1, 1, 4, 4), np.float32), np.zeros((1, 1, 4, 4), np.float32), np.zeros((1, 1, 3, 3), np.float32)
-        )
+    x = np.zeros((1, 1, 4, 4), np.float32)
+    for mode in ("pixels", "channels"):
+        fg = plan(1, 1, 1, 1, geo, np.float32, mode)
+        if fg is None or not fg.run(x, x.copy(), np.zeros((1, 1, 3, 3), np.float32)):
+            return

@@ -12,7 +12,9 @@ offset ``(a // s) * wq + b // s`` from the dY pixel's own index q:
 and the reduction over q is a dot product of contiguous rows, taken L lanes at a time. The register
 block holds R output channels x T (channel, tap) pairs of L-lane partial sums for a whole run of images:
 per step R + T vector loads and R x T fused multiply-adds; the lanes are summed once at the end of the
-run. No im2col column buffer (K x K times the input) and no GEMM over a thin matrix.
+run. No im2col column buffer (K x K times the input) and no GEMM over a thin matrix. ``_block_m`` is the
+same sum with its vectors over R x L output channels of a dY laid out as (images, pixels, channels), the
+input broadcast per pixel: no padding columns or rounded tails computed, for small images.
 Imported only when first needed.
 """
 
@@ -25,7 +27,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from framework.kernels import cached_jit, simd_ir
-from framework.kernels.simd_ir import I32, VEC, L, const, function
+from framework.kernels.simd_ir import I32, VEC, L, const, function, splat
 
 # Output channels x (channel, tap) pairs per register block: R x T accumulators, R dY vectors and one
 # input vector fit the vector registers (16 lanes: 24 + 4 + 1 of 32; 8 lanes: 9 + 3 + 1 of 16).
@@ -88,6 +90,58 @@ def _block(typingctx, dy, dyo, dys, x, xo, xs, nimg, nq, out):
     return sig, codegen
 
 
+@intrinsic
+def _block_m(typingctx, dyt, d0, x, xo, xs, nimg, oh, ow, wq, ps, out, o0, ldo):
+    """The transposed block, vectorized over output channels: out[o0 + t * ldo + r * L + l] += sum over images
+    i < nimg and output pixels (a, b) < (oh, ow) of dyt[d0 + i * ps + (a * ow + b) * mp + r * L + l] *
+    x[xo[t] + i * xs + a * wq + b] (dyt: dY as (images, pixels, mp channels); ``ps`` = pixels x mp), for
+    r < R, t < T, l < L: R vector loads of dY and T broadcasts of the input per pixel, no padding columns
+    or rounded tails read."""
+    sig = types.void(dyt, d0, x, xo, xs, nimg, oh, ow, wq, ps, out, o0, ldo)
+
+    def codegen(context, builder, signature, args):
+        d0_v, xs_v, nimg_v, oh_v, ow_v, wq_v, ps_v = args[1], args[4], args[5], args[6], args[7], args[8], args[9]
+        o0_v, ldo_v = args[11], args[12]
+        tys = signature.args
+
+        def data(i):
+            return context.make_array(tys[i])(context, builder, args[i]).data
+
+        dyd, xd, xod, outd = data(0), data(2), data(3), data(10)
+        fma = function(builder.module, f"llvm.fma.v{L}f32", ir.FunctionType(VEC, [VEC, VEC, VEC]))
+
+        def load(base, at):
+            return builder.load(builder.bitcast(builder.gep(base, [at]), VEC.as_pointer()), align=4)
+
+        mp = builder.udiv(ps_v, builder.mul(oh_v, ow_v))
+        xo = [builder.load(builder.gep(xod, [const(t)])) for t in range(T)]
+        zero = ir.Constant(VEC, [0.0] * L)
+        accs = [[cgutils.alloca_once_value(builder, zero) for _ in range(T)] for _ in range(R)]
+        with cgutils.for_range(builder, nimg_v) as il:
+            dbase = builder.add(d0_v, builder.mul(il.index, ps_v))
+            xbase = builder.mul(il.index, xs_v)
+            with cgutils.for_range(builder, oh_v) as al:
+                drow = builder.add(dbase, builder.mul(builder.mul(al.index, ow_v), mp))
+                xrow = builder.add(xbase, builder.mul(al.index, wq_v))
+                with cgutils.for_range(builder, ow_v) as bl:
+                    at = builder.add(drow, builder.mul(bl.index, mp))
+                    d = [load(dyd, builder.add(at, const(r * L))) for r in range(R)]
+                    xq = builder.add(xrow, bl.index)
+                    for t in range(T):
+                        xs_ = builder.load(builder.gep(xd, [builder.add(xo[t], xq)]))
+                        xv = splat(builder, xs_, VEC)
+                        for r in range(R):
+                            builder.store(builder.call(fma, [d[r], xv, builder.load(accs[r][t])]), accs[r][t])
+        for r in range(R):
+            for t in range(T):
+                at = builder.add(o0_v, builder.add(builder.mul(const(t), ldo_v), const(r * L)))
+                dst = builder.bitcast(builder.gep(outd, [at]), VEC.as_pointer())
+                builder.store(builder.fadd(builder.load(dst, align=4), builder.load(accs[r][t])), dst, align=4)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
 @_jit
 def _fill(x, dy, planes, dye, sh, sw, uh, uw, ph, pw, hq, wq, i0, i1):  # pragma: no cover - compiled
     """Images i0:i1 of ``x`` (N, C, H, W) into their phase planes ``planes`` (N, C, uh * uw, plen: the first
@@ -118,7 +172,7 @@ def _fill(x, dy, planes, dye, sh, sw, uh, uw, ph, pw, hq, wq, i0, i1):  # pragma
                                 plane[r * wq + j0 : r * wq + j1] = x[
                                     i, ch, y, j0 * sw + v - pw : (j1 - 1) * sw + v - pw + 1 : sw
                                 ]
-        for k in range(m):
+        for k in range(m if dye.shape[1] == m else 0):  # no rows: dY is laid out by _transpose_dy
             row = dye[i, k]
             wu, owu = _U(wq), _U(ow)
             for r in range(oh):
@@ -156,4 +210,45 @@ def _accumulate(planes, dye, taps, dw, m0, m1, nb, nq, dyo, xo, out):  # pragma:
                 for r in range(min(R, m1 - mb)):
                     for t in range(min(T, pairs - j0)):
                         dw[mb + r, j0 + t] += out[r * T + t]
+    return 0
+
+
+@_jit
+def _transpose_dy(dy, dyt, i0, i1):  # pragma: no cover - compiled
+    """dyt[i, p, k] = dy[i, k, p] (dY as (images, pixels, channels): _block_m's operand) for images i0:i1;
+    channels past M stay as zeroed once."""
+    m = dy.shape[1]
+    p = dy.shape[2] * dy.shape[3]
+    for i in range(i0, i1):
+        src = dy[i].reshape(m, p)
+        dst = dyt[i]
+        for k in range(m):
+            for q in range(p):
+                dst[q, k] = src[k, q]
+    return 0
+
+
+@_jit
+def _accumulate_m(planes, dyt, taps, dwt, m0, m1, nb, oh, ow, wq, xo):  # pragma: no cover - compiled
+    """As ``_accumulate``, by ``_block_m``, into the transposed ``dwt`` (pairs rounded up to T, mp): columns
+    m0:m1 (m0 a multiple of R * L, m1 one or the end of mp) zeroed, then += every image's sums; a block's
+    pairs past the last repeat it into rows past the real pairs."""
+    n = planes.shape[0]
+    kt = taps.shape[0]
+    pairs = kt * planes.shape[1]
+    cstride = planes.shape[2] * planes.shape[3]
+    xs = planes.shape[1] * cstride
+    ps = dyt.shape[1] * dyt.shape[2]
+    mp = dwt.shape[1]
+    pf, df, of = planes.reshape(-1), dyt.reshape(-1), dwt.reshape(-1)
+    for j in range(dwt.shape[0]):
+        dwt[j, m0:m1] = 0
+    for i0 in range(0, n, nb):
+        nimg = min(nb, n - i0)
+        for mb in range(m0, m1, R * L):
+            for j0 in range(0, pairs, T):
+                for t in range(T):
+                    jj = min(j0 + t, pairs - 1)
+                    xo[t] = i0 * xs + (jj // kt) * cstride + taps[jj % kt]
+                _block_m(df, i0 * ps + mb, pf, xo, xs, nimg, oh, ow, wq, ps, of, j0 * mp + mb, mp)
     return 0

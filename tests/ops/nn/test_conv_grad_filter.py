@@ -84,32 +84,47 @@ def test_kernel_matches_reference(geo, n, c, m, seed):
 
 @pytest.mark.parametrize(
     "n, c, m, hw, k, s, p",
-    [(4, 16, 16, 32, 3, 1, 1), (3, 16, 32, 32, 3, 2, 1), (3, 16, 32, 32, 1, 2, 0), (9, 64, 64, 7, 3, 1, 1)],
+    [
+        (4, 16, 16, 32, 3, 1, 1),
+        (3, 16, 32, 32, 3, 2, 1),
+        (3, 16, 32, 32, 1, 2, 0),
+        (9, 64, 64, 7, 3, 1, 1),
+        (5, 24, 128, 8, 3, 1, 1),
+        (6, 8, 16, 14, 3, 2, 1),
+    ],
 )
 def test_resnet_shapes_and_image_runs(n, c, m, hw, k, s, p):
     """ResNet's shapes (the 7x7 maps take runs of several images per register block) and their
-    stride-2 and 1x1 projections."""
+    stride-2 and 1x1 projections, with the layout chosen for them (small maps: over channels)."""
     o = (hw + 2 * p - k) // s + 1
     geo = Geometry((hw, hw), (k, k), (s, s), (1, 1), (p, p), (p, p), (o, o))
     x, dy = _data(n, c, m, geo, 5)
     dw = np.empty((m, c, k, k), np.float32)
-    assert conv_grad_filter.plan(n, c, m, 1, geo, np.float32).run(x, dy, dw)
+    fg = conv_grad_filter.plan(n, c, m, 1, geo, np.float32)
+    assert fg.mode == ("channels" if hw <= 8 and k == 3 else "pixels")
+    assert fg.run(x, dy, dw)
     _check(dw, reference_dw(x, dy, geo.kernel, geo.stride, geo.head))
 
 
-@given(geo=geometries(), n=st.integers(1, 4), m=st.integers(1, 20), seed=st.integers(0, 2**31 - 1))
+@given(
+    geo=geometries(),
+    n=st.integers(1, 4),
+    m=st.integers(1, 150),
+    mode=st.sampled_from(["pixels", "channels"]),
+    seed=st.integers(0, 2**31 - 1),
+)
 @settings(max_examples=20, deadline=None)
-def test_two_threads_give_the_same_bits(geo, n, m, seed):
+def test_two_threads_give_the_same_bits(geo, n, m, mode, seed):
     """Split over images (layout) and blocks of output channels (sums): each dW cell is summed in the same
     order as on one thread."""
     c = 3
     x, dy = _data(n, c, m, geo, seed)
     one = np.empty((m, c, *geo.kernel), np.float32)
-    assert conv_grad_filter.plan(n, c, m, 1, geo, np.float32).run(x, dy, one)
+    assert conv_grad_filter.plan(n, c, m, 1, geo, np.float32, mode).run(x, dy, one)
     old = get_num_threads()
     set_num_threads(2)
     try:
-        fg = conv_grad_filter.plan(n, c, m, 1, geo, np.float32)
+        fg = conv_grad_filter.plan(n, c, m, 1, geo, np.float32, mode)
         two = np.empty_like(one)
         for _ in range(2):  # the first run is serial (it may compile); the second on the threads
             assert fg.run(x, dy, two)
@@ -214,10 +229,11 @@ for k, s, p, hw in ((3, 1, 1, 11), (3, 2, 1, 13), (1, 1, 0, 5), (5, 2, 2, 9)):
     geo = Geometry((hw, hw), (k, k), (s, s), (1, 1), (p, p), (p, p), (o, o))
     x = rng.standard_normal((3, 5, hw, hw)).astype(np.float32)
     dy = rng.standard_normal((3, 7, o, o)).astype(np.float32)
-    dw = np.empty((7, 5, k, k), np.float32)
-    assert conv_grad_filter.plan(3, 5, 7, 1, geo, np.float32).run(x, dy, dw)
     ref = reference_dw(x, dy, (k, k), (s, s), (p, p))
-    np.testing.assert_allclose(dw, ref, rtol=1e-4, atol=1e-4 * np.abs(ref).max())
+    for mode in ("pixels", "channels"):
+        dw = np.empty((7, 5, k, k), np.float32)
+        assert conv_grad_filter.plan(3, 5, 7, 1, geo, np.float32, mode).run(x, dy, dw)
+        np.testing.assert_allclose(dw, ref, rtol=1e-4, atol=1e-4 * np.abs(ref).max())
 print("eight lanes ok")
 """
 
@@ -237,4 +253,5 @@ def test_warm_up_compiles_both_kernels(fresh):
         warnings.simplefilter("error", RuntimeWarning)
         conv_grad_filter.warm_up()
     mod = conv_grad_filter._module()
-    assert mod._fill in kernel_support._COMPILED and mod._accumulate in kernel_support._COMPILED
+    for fn in (mod._fill, mod._accumulate, mod._transpose_dy, mod._accumulate_m):
+        assert fn in kernel_support._COMPILED, fn
