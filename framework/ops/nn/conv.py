@@ -392,7 +392,7 @@ class ConvGradient(ConvOpBase):
         if geo.padded:
             if self._dwk is None:
                 self._xp, self._xp_in = self.padded_buffer(n, c, geo, dt)
-            if self._dx_conv is None:
+            if self._dx_conv is None and self.i_dx is not None:
                 self._dxp, self._dxp_in = self.padded_buffer(n, c, geo, dt)
         self._slices = kernel_slices(geo)
         sl_full = (slice(None),) * r
@@ -417,7 +417,7 @@ class ConvGradient(ConvOpBase):
             self._dw_parts = split(n, min(get_num_threads(), n)) if big else [(0, n)]
             self._dw_shares = [np.empty((g, kg, mg), dt) for _ in self._dw_parts]
             self._dw_threads = get_num_threads()
-            if self._dx_conv is None:
+            if self._dx_conv is None and self.i_dx is not None:  # dX's column path (no dX: no buffers)
                 self._dcol = np.empty((g, kg, n * p), dt)
                 self._dcol_mm = lambda w: np.matmul(w.reshape(g, mg, kg).transpose(0, 2, 1), dyT3, out=self._dcol)
                 colv = self._dcol.reshape(g, cg, *geo.kernel, n, *geo.out).transpose(self._inverse(self._src_axes))
