@@ -10,11 +10,11 @@ over an image's pixels, or, on small images where padding columns and rounded ta
 share of those vectors, over output channels (dY transposed to pixels x channels; ``mode``).
 
 With several intra-op threads the images' layout is split over them by images, then the sums by blocks
-of output channels: each thread writes its own rows of dW, so the result does not depend on the thread
-count. ``plan`` returns None where the kernel does not apply (other groups, dilations, ranks or dtypes,
-numba missing, a CPU without the features, the family disabled); ``FilterGradient.run`` returns False
-when the kernel's first compile fails (nothing written): the caller runs its numpy path, which gives the
-same values up to float rounding.
+of output channels: each thread writes its own rows of dW (no shares summed); for a given layout the
+result does not depend on the thread count. ``plan`` returns None where the kernel does not apply (other
+groups, dilations, ranks or dtypes, numba missing, a CPU without the features, the family disabled);
+``FilterGradient.run`` returns False when the kernel's first compile fails (nothing written): the caller
+runs its numpy path, which gives the same values up to float rounding.
 """
 
 from __future__ import annotations
@@ -85,8 +85,9 @@ class FilterGradient:
         # T broadcasts of a channels step come from T channels' planes, and it measured slower
         block = mod.R * lanes
         mp = -(-m // block) * block
-        if mode is None:
-            wins = 1.05 * mp / m < qp / (oh * ow) and kh * kw > 1
+        threads = get_num_threads()
+        if mode is None:  # (channels: only with a block of channels for each thread, its unit of split)
+            wins = 1.05 * mp / m < qp / (oh * ow) and kh * kw > 1 and mp // block >= threads
             mode = "channels" if wins else "pixels"
         self.mode = mode
         # a plane holds every cell a tap reads for q < qp: the last vector's tail reads past hq rows
@@ -112,7 +113,7 @@ class FilterGradient:
         # (channels: 4 times as long; its runs add R x T vectors into dW^T at their end)
         runs = _MIN_STEPS * (4 if mode == "channels" else 1)
         self.nb = min(n, max(1, _CHUNK_BYTES // per_image, -(-runs // steps)))
-        self.threads = get_num_threads()
+        self.threads = threads
         blocks = -(-m // unit)
         self.fill_parts = split(n, min(self.threads, n))
         self.m_parts = [(b0 * unit, min(m, b1 * unit)) for b0, b1 in split(blocks, min(self.threads, blocks))]
