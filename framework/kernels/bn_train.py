@@ -10,7 +10,8 @@ per kernel offset over strided views).
   input gradient once the sums are known;
 - ``relu_grad(y, dy, dx)``: ``dX = dY * (Y > 0)`` (one pass, as numpy's multiply by the mask);
 - ``max_pool_grad(x, y, dy, dx, geo)``: a 2-D NCHW max pooling's input gradient, as Caffe2 computes it
-  (every cell equal to its window's max receives the window's ``dY``, windows in order).
+  (every cell equal to its window's max receives the window's ``dY``, windows in order);
+- ``momentum_update(g, m, p, lr, mu, nesterov)``: MomentumSGDUpdate in place in one pass (numpy's five).
 
 With several intra-op threads (``framework.runtime.parallel``) and enough work, each call is split: the
 per-channel sums by channels, the elementwise passes by images (or flat ranges), the pooling gradient by
@@ -138,6 +139,18 @@ def max_pool_grad(x: np.ndarray, y: np.ndarray, dy: np.ndarray, dx: np.ndarray, 
     return _split_call("_max_pool_grad", n * c, work, lambda a, b: (x3[a:b], y3[a:b], dy3[a:b], dx3[a:b], *geometry))
 
 
+def momentum_update(g: np.ndarray, m: np.ndarray, p: np.ndarray, lr: np.ndarray, mu: float, nesterov: bool) -> bool:
+    """MomentumSGDUpdate in place, in one pass (numpy's values bit for bit): ``m = mu m + lr g``, ``g`` the
+    step (``m``, or ``lr g + mu m`` with Nesterov), ``p -= g``; float32 only, lr a float32 scalar."""
+    if g.shape != m.shape or g.shape != p.shape or g.size == 0 or lr.dtype != np.float32 or lr.size != 1:
+        return False
+    if not _fits(g, m, p) or np.may_share_memory(g, m) or np.may_share_memory(g, p) or np.may_share_memory(m, p):
+        return False
+    gf, mf, pf = g.reshape(-1), m.reshape(-1), p.reshape(-1)
+    args = (np.float32(lr.reshape(-1)[0]), np.float32(mu), bool(nesterov))
+    return _split_call("_momentum_update", g.size, 5 * g.size, lambda a, b: (gf[a:b], mf[a:b], pf[a:b], *args))
+
+
 def available() -> bool:
     """Whether the compiled kernels may run in this process (the first call imports numba)."""
     return _module() is not None and FAMILY not in kernel_support.disabled()
@@ -157,3 +170,4 @@ def warm_up() -> None:
         y = np.zeros((1, 2, 1, 1), np.float32)
         geo = Geometry((2, 2), (2, 2), (1, 1), (1, 1), (0, 0), (0, 0), (1, 1))
         max_pool_grad(x, y, y.copy(), np.empty_like(x), geo)
+        momentum_update(x.copy(), x.copy(), x.copy(), np.ones(1, np.float32), 0.9, True)

@@ -126,3 +126,21 @@ def _max_pool_grad(x, y, dy, dx, kh, kw, sh, sw, ph, pw, dh, dw):  # pragma: no 
                             continue
                         dx[q, i, j] += g * np.float32(x[q, i, j] == m)
     return 0
+
+
+# No fastmath: the update must give numpy's float32 values bit for bit (no contraction into FMAs).
+_exact = cached_jit.njit(cache=simd_ir.CACHE, nogil=True, boundscheck=False)
+
+
+@_exact
+def _momentum_update(g, m, p, lr, mu, nesterov):  # pragma: no cover - compiled
+    """In place over flat float32 arrays (Caffe2's momentum_sgd_update): m = mu m + lr g; g = the step
+    (m, or lr g + mu m with Nesterov); p -= g. Each value computed as numpy's passes compute it."""
+    for j in range(g.size):
+        lg = lr * g[j]
+        nm = m[j] * mu + lg
+        step = lg + nm * mu if nesterov else nm
+        m[j] = nm
+        g[j] = step
+        p[j] = p[j] - step
+    return 0

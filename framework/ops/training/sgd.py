@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from framework.kernels import bn_train
 from framework.ops.gradient import should_not_do_gradient
 from framework.ops.schema import FLOAT, INT, Arg
 from framework.ops.training.optimizers import UpdateOp, update_op
@@ -93,8 +94,11 @@ class MomentumSGDUpdate(UpdateOp):
         self.same_shape(0, 1)
         self.same_shape(0, 3)
         g, m, lr, p = self.input(0), self.input(1), self.scalar(2), self.input(3)
-        t = _nesterov_scratch(self, m)
         ng, nm, np_ = self.out_like(0, 0), self.out_like(1, 1), self.out_like(2, 3)
+        a = self.args
+        if ng is g and nm is m and np_ is p and bn_train.momentum_update(g, m, p, lr, a.momentum, a.nesterov):
+            return  # in place (as optimizer.build_sgd makes it), float32: one compiled pass
+        t = _nesterov_scratch(self, m)
         arrays = (g, m, ng, nm, p, np_) if t is None else (g, m, ng, nm, p, np_, t)
         parts = work_split(g.size, 4 * g.size)
         if parts is not None and all(a.flags.c_contiguous for a in arrays):

@@ -52,3 +52,22 @@ def test_decoder_sized_update_splits_by_default():
     results, tasks, allocs = run_threads(net, dict(g=g, m=m, lr=np.array([0.01], np.float32), p=p), outs, runs=3)
     assert tasks > 0 and allocs == 0
     assert_same(results)
+
+
+@settings(max_examples=10, deadline=None)
+@given(n=st.integers(1, 3000), nesterov=st.integers(0, 1), seed=st.integers(0, 2**16))
+def test_compiled_in_place_update_equals_numpy_passes(n, nesterov, seed):
+    """The one-pass kernel (in place, float32) gives the numpy path's values bit for bit."""
+    import pytest
+
+    from framework.kernels import bn_train
+
+    rng = np.random.default_rng(seed)
+    feeds = {k: rng.standard_normal(n).astype(np.float32) for k in ("g", "m", "p")}
+    feeds["lr"] = np.array([0.03], np.float32)
+    net, outs = _net(0.9, nesterov, True)
+    compiled, _, _ = run_threads(net, feeds, outs, runs=2, threads=(1,))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(bn_train, "momentum_update", lambda *a: False)
+        numpy_path, _, _ = run_threads(net, feeds, outs, runs=2, threads=(1,))
+    assert_same({1: compiled[1], 2: numpy_path[1]})
