@@ -1,13 +1,22 @@
 """One-pass compiled kernels for training-mode SpatialBN and its gradient (NCHW float32), where numpy
-needs a pass per operation (subtract, square, mean, scale, shift... about eight passes over X), and
-for ReluGradient (numpy: a mask pass, then a multiply by it).
+needs a pass per operation (subtract, square, mean, scale, shift... about eight passes over X), for
+ReluGradient (numpy: a mask pass, then a multiply by it) and for MaxPoolGradient (numpy: three passes
+per kernel offset over strided views).
 
 - ``moments(x, mean, var)``: the batch mean and biased variance per channel (two passes over X; the
   variance is centered, as numpy's);
 - ``grad_sums(x, dy, mean, dbias, dxc)``: ``sum dY`` and ``sum dY * (X - mean)`` per channel (one pass);
 - ``affine2(dy, x, k1, k2, k3, dx)``: ``dX = k1 * dY + k2 * X + k3`` per channel (one pass): the whole
   input gradient once the sums are known;
-- ``relu_grad(y, dy, dx)``: ``dX = dY * (Y > 0)`` (one pass, as numpy's multiply by the mask).
+- ``relu_grad(y, dy, dx)``: ``dX = dY * (Y > 0)`` (one pass, as numpy's multiply by the mask);
+- ``max_pool_grad(x, y, dy, dx, geo)``: a 2-D NCHW max pooling's input gradient, as Caffe2 computes it
+  (every cell equal to its window's max receives the window's ``dY``, windows in order);
+- ``momentum_update(g, m, p, lr, mu, nesterov)``: MomentumSGDUpdate in place in one pass (numpy's five).
+
+With several intra-op threads (``framework.runtime.parallel``) and enough work, each call is split: the
+per-channel sums by channels, the elementwise passes by images (or flat ranges), the pooling gradient by
+(image, channel) planes; every value is computed as on one thread (the same summation order), so the
+results do not depend on the thread count.
 
 Each returns False (nothing written) where it does not apply (not float32, not contiguous, numba missing
 or disabled, its compile failed); the caller then runs its numpy path. Optional, like window_jit: the
@@ -20,6 +29,7 @@ import numpy as np
 
 from framework.kernels import kernel_support, window_jit
 from framework.kernels.kernel_support import KernelUnavailable
+from framework.runtime.parallel import run_parallel, work_split
 
 FAMILY = "bn_train"
 _UNSET = object()
@@ -55,6 +65,24 @@ def _call(fn_name: str, *args) -> bool:
     return True
 
 
+def _split_call(fn_name: str, n: int, work: int, args_of) -> bool:
+    """``fn(*args_of(a, b))`` over ranges of ``n`` rows: one call, or one per intra-op thread when the
+    work is large enough (the kernel compiled first by a call on an empty range, so that a failed compile
+    is seen before any thread starts)."""
+    parts = work_split(n, work)
+    if parts is None:
+        return _call(fn_name, *args_of(0, n))
+    if not _call(fn_name, *args_of(0, 0)):
+        return False
+    fn = getattr(_module(), fn_name)
+    run_parallel([_bound(fn, args_of(a, b)) for a, b in parts])
+    return True
+
+
+def _bound(fn, args):
+    return lambda: fn(*args)
+
+
 def _nc_p(a: np.ndarray) -> np.ndarray:
     return a.reshape(a.shape[0], a.shape[1], -1)
 
@@ -63,14 +91,16 @@ def moments(x: np.ndarray, mean: np.ndarray, var: np.ndarray) -> bool:
     """Per-channel mean and biased variance of NCHW ``x`` into ``mean`` / ``var`` (C,)."""
     if x.ndim < 2 or x.size == 0 or not _fits(x, mean, var):
         return False
-    return _call("_moments", _nc_p(x), mean, var)
+    x3 = _nc_p(x)
+    return _split_call("_moments", x.shape[1], 2 * x.size, lambda a, b: (x3, mean, var, a, b))
 
 
 def grad_sums(x: np.ndarray, dy: np.ndarray, mean: np.ndarray, dbias: np.ndarray, dxc: np.ndarray) -> bool:
     """``dbias = sum dY`` and ``dxc = sum dY * (X - mean)`` per channel."""
     if x.ndim < 2 or x.size == 0 or dy.shape != x.shape or not _fits(x, dy, mean, dbias, dxc):
         return False
-    return _call("_grad_sums", _nc_p(x), _nc_p(dy), mean, dbias, dxc)
+    x3, dy3 = _nc_p(x), _nc_p(dy)
+    return _split_call("_grad_sums", x.shape[1], 2 * x.size, lambda a, b: (x3, dy3, mean, dbias, dxc, a, b))
 
 
 def affine2(dy: np.ndarray, x: np.ndarray, k1, k2, k3, dx: np.ndarray) -> bool:
@@ -79,16 +109,46 @@ def affine2(dy: np.ndarray, x: np.ndarray, k1, k2, k3, dx: np.ndarray) -> bool:
         return False
     if not _fits(dy, x, k1, k2, k3, dx):
         return False
-    return _call("_affine2", _nc_p(dy), _nc_p(x), k1, k2, k3, _nc_p(dx))
+    dy3, x3, dx3 = _nc_p(dy), _nc_p(x), _nc_p(dx)
+    return _split_call("_affine2", x.shape[0], x.size, lambda a, b: (dy3[a:b], x3[a:b], k1, k2, k3, dx3[a:b]))
 
 
 def relu_grad(y: np.ndarray, dy: np.ndarray, dx: np.ndarray) -> bool:
     """``dx = dy * (y > 0)`` (any shape; ``dx`` may be ``dy``, not ``y``)."""
     if y.shape != dy.shape or dx.shape != y.shape or y.size == 0 or dx is y or not _fits(y, dy, dx):
         return False
+    yf, dyf, dxf = y.reshape(-1), dy.reshape(-1), dx.reshape(-1)
     if dx is dy or np.may_share_memory(dx, dy):  # contiguous: overlapping bounds mean the same buffer
-        return _call("_relu_grad_inplace", y.reshape(-1), dx.reshape(-1))
-    return _call("_relu_grad", y.reshape(-1), dy.reshape(-1), dx.reshape(-1))
+        return _split_call("_relu_grad_inplace", y.size, y.size, lambda a, b: (yf[a:b], dxf[a:b]))
+    return _split_call("_relu_grad", y.size, y.size, lambda a, b: (yf[a:b], dyf[a:b], dxf[a:b]))
+
+
+def max_pool_grad(x: np.ndarray, y: np.ndarray, dy: np.ndarray, dx: np.ndarray, geo) -> bool:
+    """The input gradient ``dx`` of a 2-D NCHW max pooling of ``x`` into ``y`` with geometry ``geo``
+    (framework.kernels.geometry.Geometry): zero, then ``dy`` added to every cell equal to its window's max."""
+    if x.ndim != 4 or len(geo.kernel) != 2 or x.size == 0 or y.size == 0 or dx is x or dx is dy:
+        return False
+    if dy.shape != y.shape or dx.shape != x.shape or not _fits(x, y, dy, dx):
+        return False
+    n, c, h, w = x.shape
+    x3, dx3 = x.reshape(n * c, h, w), dx.reshape(n * c, h, w)
+    y3, dy3 = y.reshape(n * c, *y.shape[2:]), dy.reshape(n * c, *y.shape[2:])
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = geo.kernel, geo.stride, geo.head, geo.dilation
+    geometry = (kh, kw, sh, sw, ph, pw, dh, dw)
+    work = y.size * kh * kw
+    return _split_call("_max_pool_grad", n * c, work, lambda a, b: (x3[a:b], y3[a:b], dy3[a:b], dx3[a:b], *geometry))
+
+
+def momentum_update(g: np.ndarray, m: np.ndarray, p: np.ndarray, lr: np.ndarray, mu: float, nesterov: bool) -> bool:
+    """MomentumSGDUpdate in place, in one pass (numpy's values bit for bit): ``m = mu m + lr g``, ``g`` the
+    step (``m``, or ``lr g + mu m`` with Nesterov), ``p -= g``; float32 only, lr a float32 scalar."""
+    if g.shape != m.shape or g.shape != p.shape or g.size == 0 or lr.dtype != np.float32 or lr.size != 1:
+        return False
+    if not _fits(g, m, p) or np.may_share_memory(g, m) or np.may_share_memory(g, p) or np.may_share_memory(m, p):
+        return False
+    gf, mf, pf = g.reshape(-1), m.reshape(-1), p.reshape(-1)
+    args = (np.float32(lr.reshape(-1)[0]), np.float32(mu), bool(nesterov))
+    return _split_call("_momentum_update", g.size, 5 * g.size, lambda a, b: (gf[a:b], mf[a:b], pf[a:b], *args))
 
 
 def available() -> bool:
@@ -97,8 +157,17 @@ def available() -> bool:
 
 
 def warm_up() -> None:
-    """Compile (or load from numba's cache) the three kernels with the argument types the ops pass, on tiny
+    """Compile (or load from numba's cache) the kernels with the argument types the ops pass, on tiny
     arrays; nothing without numba. A failed compile disables the family (one RuntimeWarning)."""
+    from framework.kernels.geometry import Geometry
+
     x, c = np.zeros((1, 2, 2, 2), np.float32), np.zeros(2, np.float32)
     if available() and moments(x, c, c.copy()) and grad_sums(x, x, c, c.copy(), c.copy()):
         affine2(x, x.copy(), c, c, c, np.empty_like(x))
+        relu_grad(x, x.copy(), np.empty_like(x))
+        d = x.copy()
+        relu_grad(x, d, d)  # the in-place form
+        y = np.zeros((1, 2, 1, 1), np.float32)
+        geo = Geometry((2, 2), (2, 2), (1, 1), (1, 1), (0, 0), (0, 0), (1, 1))
+        max_pool_grad(x, y, y.copy(), np.empty_like(x), geo)
+        momentum_update(x.copy(), x.copy(), x.copy(), np.ones(1, np.float32), 0.9, True)

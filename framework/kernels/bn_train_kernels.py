@@ -1,7 +1,9 @@
 """The numba kernels behind framework/kernels/bn_train.py (see its doc); imported only when first needed.
 
 Arrays are (N, C, P) float32 views of NCHW tensors. Per-channel sums run over each contiguous P run
-in float32 (reassociated: vectorized) and are added across images in float64.
+in float32 (reassociated: vectorized) and are added across images in float64. The per-channel kernels
+take a channel range (c0, c1) so that threads can share one call's channels; the elementwise ones are
+called on contiguous slices instead.
 """
 
 from __future__ import annotations
@@ -16,11 +18,12 @@ _jit = cached_jit.njit(cache=simd_ir.CACHE, fastmath={"reassoc", "contract"}, no
 
 
 @_jit
-def _moments(x, mean, var):  # pragma: no cover - compiled
-    """mean[c] and biased var[c] of x over images and pixels (two passes: the variance is centered)."""
-    n, c, p = x.shape
+def _moments(x, mean, var, c0, c1):  # pragma: no cover - compiled
+    """mean[c] and biased var[c] of x over images and pixels for c0 <= c < c1 (two passes: the variance is
+    centered)."""
+    n, _, p = x.shape
     cnt = n * p
-    for ch in range(c):
+    for ch in range(c0, c1):
         s = 0.0
         for i in range(n):
             acc = np.float32(0)
@@ -42,10 +45,10 @@ def _moments(x, mean, var):  # pragma: no cover - compiled
 
 
 @_jit
-def _grad_sums(x, dy, mean, dbias, dxc):  # pragma: no cover - compiled
-    """dbias[c] = sum dy; dxc[c] = sum dy * (x - mean[c]) over images and pixels."""
-    n, c, p = x.shape
-    for ch in range(c):
+def _grad_sums(x, dy, mean, dbias, dxc, c0, c1):  # pragma: no cover - compiled
+    """dbias[c] = sum dy; dxc[c] = sum dy * (x - mean[c]) over images and pixels, for c0 <= c < c1."""
+    n, _, p = x.shape
+    for ch in range(c0, c1):
         mf = mean[ch]
         s1 = 0.0
         s2 = 0.0
@@ -92,4 +95,52 @@ def _relu_grad_inplace(y, d):  # pragma: no cover - compiled
     zero = np.float32(0)
     for j in range(y.size):
         d[j] = d[j] * np.float32(y[j] > zero)
+    return 0
+
+
+@_jit
+def _max_pool_grad(x, y, dy, dx, kh, kw, sh, sw, ph, pw, dh, dw):  # pragma: no cover - compiled
+    """dx of a 2-D max pooling over (P, H, W) planes (y, dy: (P, OH, OW)): dx = 0, then for each window in
+    order, ``dx += dy * (x == y)`` over its cells inside the input (pads ph, pw before the first row and
+    column; the window's cells ``dh``/``dw`` apart)."""
+    planes, h, w = x.shape
+    _, oh, ow = y.shape
+    zero = np.float32(0)
+    for q in range(planes):
+        for i in range(h):
+            for j in range(w):
+                dx[q, i, j] = zero
+        for oi in range(oh):
+            h0 = oi * sh - ph
+            for oj in range(ow):
+                w0 = oj * sw - pw
+                m = y[q, oi, oj]
+                g = dy[q, oi, oj]
+                for ki in range(kh):
+                    i = h0 + ki * dh
+                    if i < 0 or i >= h:
+                        continue
+                    for kj in range(kw):
+                        j = w0 + kj * dw
+                        if j < 0 or j >= w:
+                            continue
+                        dx[q, i, j] += g * np.float32(x[q, i, j] == m)
+    return 0
+
+
+# No fastmath: the update must give numpy's float32 values bit for bit (no contraction into FMAs).
+_exact = cached_jit.njit(cache=simd_ir.CACHE, nogil=True, boundscheck=False)
+
+
+@_exact
+def _momentum_update(g, m, p, lr, mu, nesterov):  # pragma: no cover - compiled
+    """In place over flat float32 arrays (Caffe2's momentum_sgd_update): m = mu m + lr g; g = the step
+    (m, or lr g + mu m with Nesterov); p -= g. Each value computed as numpy's passes compute it."""
+    for j in range(g.size):
+        lg = lr * g[j]
+        nm = m[j] * mu + lg
+        step = lg + nm * mu if nesterov else nm
+        m[j] = nm
+        g[j] = step
+        p[j] = p[j] - step
     return 0

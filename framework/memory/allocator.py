@@ -41,7 +41,9 @@ class MemoryReporter:
     """Counts allocations and frees: current bytes, peak, count, per-buffer sizes."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        # reentrant: a garbage collection started by an allocation inside on_alloc may free a buffer (its
+        # weakref finalizer calls on_free) on the same thread, which must not wait for its own lock
+        self._lock = threading.RLock()
         self._stats = MemoryStats()
         self._next_id = 0
 

@@ -13,7 +13,8 @@ over images degrades gracefully.
     framework.get_num_threads()    # -> 2
 
 Kernels call ``num_threads()`` when they prepare (to size per-worker scratch buffers) and
-``run_parallel(tasks)`` to run a list of zero-argument callables, the first on the calling thread.
+``run_parallel(tasks)`` to run a list of zero-argument callables, the first on the calling thread;
+``work_split(n, work)`` says whether (and how) an op's ``n`` rows are worth splitting.
 A kernel prepared for k workers keeps working if the setting changes later (it re-prepares when it
 sees a different count). Tasks must touch disjoint outputs; exceptions propagate to the caller.
 """
@@ -110,6 +111,21 @@ def _task(fn: Callable[[], object]) -> None:
         fn()
     finally:
         _local.inside = False
+
+
+# Below this much work (elements of an elementwise pass, or multiply-adds of a GEMM divided by 16) a split
+# costs more than it saves: waking a pool thread and waiting for it takes tens of microseconds.
+SPLIT_MIN_WORK = 1 << 17
+
+
+def work_split(n: int, work: float, min_work: float | None = None) -> list[tuple[int, int]] | None:
+    """``n`` rows in one contiguous range per intra-op thread (``split``) when several threads run, there
+    are at least two rows and ``work`` reaches ``min_work`` (default SPLIT_MIN_WORK, read at each call);
+    None when the work should run as one call."""
+    if work < (SPLIT_MIN_WORK if min_work is None else min_work) or n < 2:
+        return None
+    threads = get_num_threads()
+    return split(n, threads) if threads > 1 else None
 
 
 def split(n: int, parts: int) -> list[tuple[int, int]]:

@@ -21,6 +21,7 @@ from framework.ops.pointwise import scratch
 from framework.ops.registry import register_op
 from framework.ops.schema import BOOL, Arg, TensorSpec, pointwise_cost, same_as_input
 from framework.ops.validation import expect_shape, expect_size
+from framework.runtime.parallel import run_parallel, work_split
 
 _MANY = (1, float("inf"))
 
@@ -100,9 +101,16 @@ class Sum(_Nary):
         _fold(self.ufunc, xs, self.output(0, xs[0].shape, xs[0].dtype))
 
     def compile(self) -> Any:
-        """The sum bound to the current arrays (the nets' fast path)."""
+        """The sum bound to the current arrays (the nets' fast path); a large one split into flat ranges over
+        the intra-op threads (elementwise: every element as on one thread)."""
         xs = [self.input(i) for i in range(len(self.inputs))]
-        return _fold_callable(self.ufunc, xs, self.outputs[0].array)
+        out = self.outputs[0].array
+        parts = work_split(out.size, out.size * max(len(xs) - 1, 1)) if out is not None else None
+        if parts is not None and all(a.flags.c_contiguous and a.size == out.size for a in (*xs, out)):
+            flat, fout = [x.reshape(-1) for x in xs], out.reshape(-1)
+            tasks = [_fold_callable(self.ufunc, [x[a:b] for x in flat], fout[a:b]) for a, b in parts]
+            return partial(run_parallel, tasks)
+        return _fold_callable(self.ufunc, xs, out)
 
 
 @_register("Max", "Elementwise maximum of all inputs; in place with input 0.", "max(X0, X1, ...)")

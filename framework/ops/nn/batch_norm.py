@@ -24,6 +24,7 @@ from framework.ops.gradient import gradient
 from framework.ops.nn.normalization import AFFINE_GRAD_DOCS, ORDER_ARG, NormOp, affine_grad_infer, channel_axis
 from framework.ops.registry import register_op
 from framework.ops.schema import FLOAT, INT, Arg, TensorSpec
+from framework.runtime.parallel import run_parallel, work_split
 
 _BN_ARGS = [
     Arg("is_test", INT, 0, "1: use the given mean/var and output Y only"),
@@ -191,7 +192,7 @@ class SpatialBN(_BNBase):
             np.multiply(scale, siv, out=alpha)
             np.multiply(sm, alpha, out=beta)
             np.subtract(bias, beta, out=beta)
-            if not window_jit.scale_shift(x, alpha, beta, y, self._relu):
+            if not self._scale_shift(x, alpha, beta, y):
                 np.multiply(x, alpha.reshape(b), out=y)
                 np.add(y, beta.reshape(b), out=y)
                 self._fused_relu(y)
@@ -219,6 +220,17 @@ class SpatialBN(_BNBase):
         np.multiply(rv, self._m, out=rv)
         np.multiply(bvar, self._unbias * self._1m, out=beta)
         np.add(rv, beta, out=rv)
+
+    def _scale_shift(self, x, alpha, beta, y) -> bool:
+        """y = x alpha + beta per channel in one compiled pass; once it has run in this op, split by images
+        over the intra-op threads (a first call that fails to compile must not leave part of y written)."""
+        parts = work_split(x.shape[0], x.size) if self.__dict__.get("_ss_ran") and x.flags.c_contiguous else None
+        if parts is None:
+            self._ss_ran = window_jit.scale_shift(x, alpha, beta, y, self._relu)
+            return self._ss_ran
+        ss, relu = window_jit.scale_shift, self._relu
+        run_parallel([_images(ss, x, alpha, beta, y, relu, i0, i1) for i0, i1 in parts])
+        return True
 
     def _from_sums(self, x, scale, bias, s1, s2, sm, siv) -> None:
         """Training with the batch statistics of ``num_batches`` batches given as sums."""
@@ -393,6 +405,11 @@ class SpatialBNGradient(_BNBase):
         np.add(dx, tmp, out=dx)
         np.add(dx, k3.reshape(self._bshape), out=dx)
         return True
+
+
+def _images(scale_shift, x, alpha, beta, y, relu, i0: int, i1: int):
+    xs, ys = x[i0:i1], y[i0:i1]
+    return lambda: scale_shift(xs, alpha, beta, ys, relu)
 
 
 @gradient("SpatialBN")

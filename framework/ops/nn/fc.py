@@ -43,9 +43,15 @@ _PACK_MIN_ROWS = 2  # batch 1 is a GEMV: W's own row-major layout is already the
 # than it saves, and Y = X W^T runs on W's layout directly.
 _PACK_MAX_BYTES = 4 << 20
 # With several intra-op threads, a weight of at least this many bytes is split by output features (rows
-# of W), each worker reading its part: streaming W from memory bounds these GEMMs, while smaller weights
-# stay in cache and run as one call.
+# of W), each worker reading its part: streaming W from memory bounds these GEMMs. A smaller weight is split
+# too when the product has at least SPLIT_MIN_MACS multiply-adds (an input projection over all time steps);
+# smaller products run as one call, since waking a pool thread costs tens of microseconds.
 SPLIT_MIN_BYTES = 4 << 20
+SPLIT_MIN_MACS = 1 << 25
+
+
+def _worth_splitting(w_bytes: int, m: int, k: int, n: int) -> bool:
+    return w_bytes >= SPLIT_MIN_BYTES or m * k * n >= SPLIT_MIN_MACS
 
 
 def fc_dims(x_shape: tuple, w_shape: tuple, axis: int, axis_w: int, transposed: bool, where: str) -> tuple:
@@ -120,6 +126,7 @@ class _FCBase(Operator):
             )
         self._x, self._w, self._b, self._y = x, w, b, None
         self._m, self._n, self._shape, self._dtype = m, n, shape, x.dtype
+        self._big = _worth_splitting(w.nbytes, m, k, n)
         self._x2 = x.reshape(m, k)
         self._b1 = b.reshape(n)
         self._w_view = w.reshape(k, n) if self.transposed else w.reshape(n, k).T
@@ -179,8 +186,9 @@ class _FCBase(Operator):
         np.add(y2, self._b1, out=y2)
 
     def _parts(self):
-        """Output-feature ranges per worker when W is split over the threads (SPLIT_MIN_BYTES), else None."""
-        if self._w.nbytes < SPLIT_MIN_BYTES:  # first: the check every FC run makes
+        """Output-feature ranges per worker when the product is split over the threads (``_worth_splitting``),
+        else None."""
+        if not self._big:  # first: the check every FC run makes
             return None
         threads = get_num_threads()
         if threads < 2 or self._n < 32 * threads:
@@ -337,12 +345,13 @@ class _FCGradientBase(Operator):
     def _parallel_tasks(self):
         """Per-worker closures when the work is split over the intra-op threads, else None.
 
-        A weight of at least SPLIT_MIN_BYTES (FCGradient only: its dW rows are contiguous) is split by output
-        features for dW and db and by rows for dX; every worker writes its own disjoint parts."""
-        if self.transposed or self._w.nbytes < SPLIT_MIN_BYTES:
+        A weight of at least SPLIT_MIN_BYTES, or a product of at least SPLIT_MIN_MACS (FCGradient only: its dW
+        rows are contiguous) is split by output features for dW and db and by rows for dX; every worker writes
+        its own disjoint parts (BLAS may block a part's products otherwise than the whole's: float rounding)."""
+        m, k, n = self._dims
+        if self.transposed or not _worth_splitting(self._w.nbytes, m, k, n):
             return None
         threads = get_num_threads()
-        m, _, n = self._dims
         if threads < 2 or n < 32 * threads or m < threads:
             return None
         cols = [(a // 16 * 16, b // 16 * 16 if b < n else b) for a, b in split(n, threads)]

@@ -20,6 +20,7 @@ from framework.ops.pointwise import float_input, scratch
 from framework.ops.registry import register_op
 from framework.ops.schema import BOOL, FLOAT, INT, STRING, Arg, TensorSpec, pointwise_cost, same_as_input
 from framework.ops.validation import expect_same_shape
+from framework.runtime.parallel import run_parallel, work_split
 
 
 def _rows_at(op: Operator, x: np.ndarray, axis: int) -> tuple[int, int]:
@@ -365,14 +366,23 @@ class SoftmaxWithLoss(_SoftmaxLossBase):
         p, loss = self.outputs[0].array, self.outputs[1].array
         if parts is None or p is None or p.shape != x.shape or loss is None or loss.shape != ():
             return None
-        n, d, _, check, gather = parts
+        n, d, labels, check, gather = parts
         if not (x.flags.c_contiguous and p.flags.c_contiguous) or np.shares_memory(loss, p):
             return None
         picked = np.empty(n, x.dtype)
-        xent = _softmax_xent_closure(
-            x.reshape(n, d), p.reshape(n, d), scratch(self, "_rows", (2, n, 1), x.dtype), picked
-        )
+        x2, p2, rows = x.reshape(n, d), p.reshape(n, d), scratch(self, "_rows", (2, n, 1), x.dtype)
         rsum, scale = np.add.reduce, self.args.scale
+        split = work_split(n, n * d)
+        if split is not None:  # rows over the intra-op threads: each row's values as on one thread
+            tasks = [_xent_rows(x2, p2, rows, picked, labels, r0, r1) for r0, r1 in split]
+
+            def softmax_with_loss_parallel() -> None:
+                check()
+                run_parallel(tasks)
+                loss[...] = -float(rsum(picked)) * scale / n
+
+            return softmax_with_loss_parallel
+        xent = _softmax_xent_closure(x2, p2, rows, picked)
 
         def softmax_with_loss() -> None:
             check()
@@ -453,6 +463,18 @@ class SoftmaxWithLossGradient(_SoftmaxLossBase):
         dxf, picked = dx2.reshape(-1), np.empty(n, x.dtype)
         take, put, sub, mul, ftype = np.take, np.put, np.subtract, np.multiply, x.dtype.type
         factor = self.args.scale / n
+        split = work_split(n, n * d)
+        if split is not None:  # rows over the intra-op threads (elementwise: the same values)
+            k_cell = np.zeros((), x.dtype)
+            labels = parts[2]
+            tasks = [_xent_grad_rows(p2, dx2, labels, k_cell, r0, r1) for r0, r1 in split]
+
+            def softmax_with_loss_gradient_parallel() -> None:
+                check()
+                k_cell[...] = ftype(factor * float(dlf[0]))
+                run_parallel(tasks)
+
+            return softmax_with_loss_gradient_parallel
 
         def softmax_with_loss_gradient() -> None:
             check()
@@ -464,6 +486,36 @@ class SoftmaxWithLossGradient(_SoftmaxLossBase):
             put(dxf, idx, picked)
 
         return softmax_with_loss_gradient
+
+
+def _xent_rows(x2, p2, rows, picked, labels, r0: int, r1: int):
+    """Rows r0:r1 of SoftmaxWithLoss's compiled pass: their softmax into p2 and log-probabilities into picked."""
+    d = x2.shape[1]
+    xent = _softmax_xent_closure(x2[r0:r1], p2[r0:r1], rows[:, r0:r1], picked[r0:r1])
+    lab, base, idx, add = labels[r0:r1], np.arange(r1 - r0, dtype=np.intp) * d, np.empty(r1 - r0, np.intp), np.add
+
+    def part() -> None:
+        add(base, lab, out=idx)
+        xent(idx)
+
+    return part
+
+
+def _xent_grad_rows(p2, dx2, labels, k_cell, r0: int, r1: int):
+    """Rows r0:r1 of SoftmaxWithLossGradient's compiled pass: dx = k p, then k (p - 1) at the labels."""
+    p, dx, lab, d = p2[r0:r1], dx2[r0:r1], labels[r0:r1], p2.shape[1]
+    dxf, base = dx.reshape(-1), np.arange(r1 - r0, dtype=np.intp) * d
+    idx, picked = np.empty(r1 - r0, np.intp), np.empty(r1 - r0, dx2.dtype)
+    mul, sub, add, take, put = np.multiply, np.subtract, np.add, np.take, np.put
+
+    def part() -> None:
+        mul(p, k_cell, out=dx)
+        add(base, lab, out=idx)
+        take(dxf, idx, out=picked)
+        sub(picked, k_cell, out=picked)
+        put(dxf, idx, picked)
+
+    return part
 
 
 @gradient("SoftmaxWithLoss")

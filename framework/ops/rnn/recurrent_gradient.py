@@ -6,7 +6,9 @@ workspace kept; gradients of the recurrent states flow through the
 gradients of the ``*_all`` outputs are added step by step
 (``rnn_internal_accumulate_gradient_input``) and that of ``*_last`` once at
 the end; parameter gradients are summed over the steps (a ``Sum`` appended to
-the backward step net, the step's own gradient renamed ``<grad>_tmpstep``).
+the backward step net, the step's own gradient renamed ``<grad>_tmpstep``); the weight and bias gradients
+of the step's FCs are computed after the steps instead, one GEMM over all of them
+(``batched_weight_grads``).
 Gradient op inputs: output gradients (``outputs_with_grads``), forward inputs,
 forward outputs (the last one holds the step workspaces). Outputs: gradient of
 input 0, of each ``param``, of each initial recurrent state.
@@ -20,6 +22,7 @@ from framework.errors import ShapeError
 from framework.memory.tensor import Tensor
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op
+from framework.ops.rnn.batched_weight_grads import defer_fc_weight_grads
 from framework.ops.rnn.recurrent_network import (
     ARGS,
     _rnn_infer,
@@ -123,9 +126,13 @@ class RecurrentNetworkGradient(Operator):
             op.device_option.CopyFrom(self.op_def.device_option)
             net.op.append(op)
             net.external_input.append(grad)
+        cells = {cell: out_idx for _, out_idx, cell in self.params}
+        tag = self.output_names[0]
+        self.batched, more = defer_fc_weight_grads(net, cells, links, tag) if cells else ([], [])
+        add_apply_link_ops(net, more, self.timestep, self.op_def.device_option)
         self.net_def = net
         self.compiled = compile_step_net(net)
-        self.local = [link[0] for link in links]
+        self.local = [link[0] for link in links + more]
 
     def run(self) -> None:
         k = self.k
@@ -163,7 +170,11 @@ class RecurrentNetworkGradient(Operator):
             for b in op.output:
                 if b not in local and not step0.has_blob(b):
                     scratch.shared_ws.create_blob(b)
+        for b in self.batched:
+            b.prepare(self, scratch.shared_ws, seq_len)
         run_steps(self, scratch, self.compiled, range(seq_len - 1, -1, -1), self.timestep, self.local)
+        for b in self.batched:
+            b.run(self, scratch.shared_ws, seq_len)
         for (in_idx, out_idx), g in zip(self.rec_inputs, grads):
             if out_idx >= len(self.outputs):  # a trailing initial-state gradient nobody reads was pruned
                 continue

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from framework.kernels import bn_train
 from framework.ops.gradient import should_not_do_gradient
 from framework.ops.schema import FLOAT, INT, Arg
 from framework.ops.training.optimizers import UpdateOp, update_op
+from framework.runtime.parallel import run_parallel, work_split
 
 _MOMENTUM_ARGS = [
     Arg("momentum", FLOAT, 0.0, "momentum coefficient"),
@@ -92,10 +94,29 @@ class MomentumSGDUpdate(UpdateOp):
         self.same_shape(0, 1)
         self.same_shape(0, 3)
         g, m, lr, p = self.input(0), self.input(1), self.scalar(2), self.input(3)
-        t = _nesterov_scratch(self, m)
         ng, nm, np_ = self.out_like(0, 0), self.out_like(1, 1), self.out_like(2, 3)
-        _momentum_step(self, g, m, lr, ng, nm, t)
-        np.subtract(p, ng, out=np_)
+        a = self.args
+        if ng is g and nm is m and np_ is p and bn_train.momentum_update(g, m, p, lr, a.momentum, a.nesterov):
+            return  # in place (as optimizer.build_sgd makes it), float32: one compiled pass
+        t = _nesterov_scratch(self, m)
+        arrays = (g, m, ng, nm, p, np_) if t is None else (g, m, ng, nm, p, np_, t)
+        parts = work_split(g.size, 4 * g.size)
+        if parts is not None and all(a.flags.c_contiguous for a in arrays):
+            # elementwise: flat ranges over the intra-op threads, every element as on one thread
+            flat = [a.reshape(-1) for a in arrays]
+            run_parallel([_update_range(self, flat, lr, a, b) for a, b in parts])
+            return
+        _update(self, g, m, lr, ng, nm, t, p, np_)
+
+
+def _update(op: UpdateOp, g, m, lr, ng, nm, t, p, np_) -> None:
+    _momentum_step(op, g, m, lr, ng, nm, t)
+    np.subtract(p, ng, out=np_)
+
+
+def _update_range(op: UpdateOp, flat: list, lr, a: int, b: int):
+    g, m, ng, nm, p, np_, *t = (x[a:b] for x in flat)
+    return lambda: _update(op, g, m, lr, ng, nm, t[0] if t else None, p, np_)
 
 
 @update_op(

@@ -73,3 +73,33 @@ def test_fc_gradient_small_weight_or_one_thread_is_not_split(monkeypatch):
         assert op._parallel_tasks() is None
     finally:
         framework.set_num_threads(old)
+
+
+def test_small_weight_with_many_rows_is_split_by_its_product():
+    """An input projection over all time steps (1 MiB weight, 700 rows): FC and FCGradient split by the
+    product's multiply-adds; the values as one thread's, to float rounding."""
+    from framework.proto.framework_pb2 import NetDef
+    from tests.ops.threaded import assert_same, run_threads
+
+    rng = np.random.default_rng(2)
+    feeds = {
+        "X": rng.standard_normal((700, 256)).astype(np.float32),
+        "W": rng.standard_normal((1024, 256)).astype(np.float32) * np.float32(0.05),
+        "b": rng.standard_normal(1024).astype(np.float32),
+        "dY": rng.standard_normal((700, 1024)).astype(np.float32),
+    }
+    assert feeds["W"].nbytes < fc.SPLIT_MIN_BYTES and 700 * 256 * 1024 >= fc.SPLIT_MIN_MACS
+    net = NetDef(name="proj", external_input=list(feeds))
+    net.op.extend(
+        [
+            CreateOperator("FC", ["X", "W", "b"], ["Y"]),
+            CreateOperator("FCGradient", ["X", "W", "dY"], ["dW", "db", "dX"]),
+        ]
+    )
+    results, tasks, allocs = run_threads(net, feeds, ["Y", "dW", "db", "dX"])
+    assert tasks >= 4 and allocs == 0
+    assert_same(results, rtol=1e-5, atol=1e-4)
+    x64, w64, dy64 = (feeds[k].astype(np.float64) for k in ("X", "W", "dY"))
+    np.testing.assert_allclose(results[2]["Y"], x64 @ w64.T + feeds["b"], rtol=1e-4, atol=1e-3)
+    np.testing.assert_allclose(results[2]["dW"], dy64.T @ x64, rtol=1e-4, atol=1e-2)
+    np.testing.assert_allclose(results[2]["dX"], dy64 @ w64, rtol=1e-4, atol=1e-3)
