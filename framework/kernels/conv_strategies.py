@@ -152,9 +152,9 @@ class PointwiseGemm(ConvStrategy):
 
 
 class Depthwise3(ConvStrategy):
-    """3x3 and 5x5 depthwise convs at stride 1 and 2 on window_jit.depthwise3 (depthwise3.py: L outputs of a row per
-    step over the channel's zero-bordered plane, stride 2 split into even/odd columns by a shuffle), where
-    the phase-plane kernel's fill of its planes was most of its time."""
+    """3x3 and 5x5 depthwise convs at stride 1 and 2 on window_jit.depthwise3 (depthwise3.py: L outputs of several
+    rows per step read straight from the image, the padding by masked loads, stride 2 split into even/odd columns
+    by a shuffle), where the phase-plane kernel's fill of its planes was most of its time."""
 
     name, kind, families = "depthwise3", "depthwise", ("depthwise3",)
     one_call = own_epilogue = caps = True
@@ -163,8 +163,7 @@ class Depthwise3(ConvStrategy):
         return _depthwise(c, m, group) and window_jit.fits(geo, dtype) and window_jit.depthwise3_fits(geo, dtype)
 
     def run(self, conv, k, lo, hi, x, w, b1, y, s) -> None:
-        pad = conv._scratch(k)[2]  # the image's zero-bordered planes
-        window_jit.depthwise3(x, w, _bias(conv, b1), y, s, pad, conv.dw3_plane, conv.geo, conv.relu, lo, hi)
+        window_jit.depthwise3(x, w, _bias(conv, b1), y, s, conv.geo, conv.relu, lo, hi)
 
 
 class DirectDepthwise(ConvStrategy):

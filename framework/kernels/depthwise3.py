@@ -1,10 +1,11 @@
-"""3x3 and 5x5 depthwise convolution at stride 1 or 2, L outputs of several output rows per step (the rows
-share the loads of their common plane rows and the broadcast weights; one accumulator per window row keeps
-the multiply-add chains short): an LLVM IR intrinsic over each channel's zero-bordered plane (the stride-1
-layout of window_kernels._direct_fill at both strides), the epilogue (bias, residual, simd_ir.activate) on
-the register and a masked store. At stride 2 the even and odd columns of two vector loads are split by a
-shuffle, as pool_columns does for max pooling: no phase planes, whose per-channel fill dominates the planes
-kernel's time (window_kernels._depthwise) on stride-2 depthwise convs.
+"""3x3 and 5x5 depthwise convolution at stride 1 or 2, read straight from the image: LLVM IR intrinsics compute
+L outputs of several output rows per step (the rows share the loads of their common input rows and the
+broadcast weights; one accumulator per window row keeps the multiply-add chains short), the zero padding by
+masked loads (columns outside the image, and at the top and bottom rows the rows outside it, read nothing), so
+there is no zero-bordered copy of the image, a pass over the widest tensor of a mobile block whose input the
+1x1 conv before it has just written out of cache. A row's taps are the lanes t.. of two loads (stride 1) or the
+even and odd lanes of two loads (stride 2, as pool_columns does for max pooling). The epilogue (bias,
+residual, simd_ir.activate) runs on the register before a masked store.
 Imported only when first needed.
 """
 
@@ -16,26 +17,43 @@ from numba.extending import intrinsic
 
 from framework.kernels import cached_jit, simd_ir
 from framework.kernels.simd_ir import I1, I32, I64, VEC, L, activate, const, function, splat
-from framework.kernels.window_kernels import _direct_fill
 
 _jit = cached_jit.njit(cache=simd_ir.CACHE, fastmath={"contract"}, nogil=True, boundscheck=False)
-SLACK = 2 * L + 8  # plane cells read past the last row (a 5x5 stride-2 step reads 2L + 4 from its start)
 
 
-def _make_row(stride: int, k: int, rows: int):
-    def row(typingctx, planes, p0, wq, w, w0, y, y0, ow, n, b, ch, res, flags):
-        sig = types.void(planes, p0, wq, w, w0, y, y0, ow, n, b, ch, res, flags)
+def _store_rows(builder, sums, y0_v, ow_v, n_v, flags_v, yd, rd, bias, mload, mstore) -> None:
+    """The epilogue of a step: output row rr's window-row accumulators ``sums[rr]`` summed pairwise, + the bias
+    scalar, + the residual at y0 + rr * ow (when flags & 2), through simd_ir.activate, stored to its first n
+    lanes."""
+    mty, align, zero = ir.VectorType(I1, L), ir.Constant(I32, 4), ir.Constant(VEC, [0.0] * L)
+    lanes = ir.Constant(ir.VectorType(I64, L), list(range(L)))
+    mask = builder.icmp_signed("<", lanes, splat(builder, n_v, lanes.type))
+    has_r = builder.icmp_signed("!=", builder.and_(flags_v, const(2)), const(0))
+    rmask = builder.and_(mask, splat(builder, has_r, mty))
+    bias = splat(builder, bias, VEC)
+    for rr, part in enumerate(sums):
+        while len(part) > 1:
+            part = [builder.fadd(part[i], part[i + 1]) for i in range(0, len(part) - 1, 2)] + part[len(part) & ~1 :]
+        at = builder.add(y0_v, builder.mul(ow_v, const(rr)))
+        added = builder.call(mload, [builder.gep(rd, [at]), align, rmask, zero])
+        val = activate(builder, builder.fadd(builder.fadd(part[0], bias), added), flags_v, const)
+        builder.call(mstore, [val, builder.gep(yd, [at]), align, mask])
+
+
+def _make_direct(stride: int, k: int, rows: int, edge: bool):
+    def step(typingctx, x, x0, wd, c0, w, w0, y, y0, ow, n, b, ch, res, flags, rlo, rhi):
+        sig = types.void(x, x0, wd, c0, w, w0, y, y0, ow, n, b, ch, res, flags, rlo, rhi)
 
         def codegen(context, builder, signature, args):
-            pl_v, p0_v, wq_v, w_v, w0_v, y_v, y0_v, ow_v, n_v, b_v, ch_v, res_v, flags_v = args
+            x_v, x0_v, wd_v, c0_v, w_v, w0_v, y_v, y0_v, ow_v, n_v, b_v, ch_v, res_v, flags_v, rlo_v, rhi_v = args
             tys = signature.args
 
             def data(i):
                 return context.make_array(tys[i])(context, builder, args[i]).data
 
-            pd, wd, yd, bd, rd = data(0), data(3), data(5), data(9), data(11)
+            xd, wdat, yd, bd, rd = data(0), data(4), data(6), data(10), data(12)
             module = builder.module
-            ptr, mty = ir.PointerType(), ir.VectorType(I1, L)
+            ptr, mty, ity, bits = ir.PointerType(), ir.VectorType(I1, L), ir.VectorType(I32, L), ir.IntType(L)
             vt = f"v{L}f32"
             fma = function(module, f"llvm.fma.{vt}", ir.FunctionType(VEC, [VEC, VEC, VEC]))
             mload = function(module, f"llvm.masked.load.{vt}.p0", ir.FunctionType(VEC, [ptr, I32, mty, VEC]))
@@ -43,27 +61,47 @@ def _make_row(stride: int, k: int, rows: int):
                 module, f"llvm.masked.store.{vt}.p0", ir.FunctionType(ir.VoidType(), [VEC, ptr, I32, mty])
             )
             align = ir.Constant(I32, 4)
+            zero = ir.Constant(VEC, [0.0] * L)
+            width = splat(builder, builder.trunc(wd_v, I32), ity)
+            cols0 = builder.add(ir.Constant(ity, list(range(L))), splat(builder, builder.trunc(c0_v, I32), ity))
+            col_masks: dict = {}
 
-            def load(at):
-                return builder.load(builder.bitcast(builder.gep(pd, [at]), VEC.as_pointer()), align=4)
+            def col_mask(u: int):  # the lanes of a load from column c0 + u inside the row: one unsigned compare
+                if u not in col_masks:
+                    col_masks[u] = builder.icmp_unsigned(
+                        "<", builder.add(cols0, splat(builder, ir.Constant(I32, u), ity)), width
+                    )
+                return col_masks[u]
 
-            # the K*K weights broadcast once for all the rows of the step (loads are what the step is bound by)
+            def load(pr: int, u: int):
+                mask = col_mask(u)
+                if edge:  # input rows outside rlo:rhi (above or below the image) read nothing
+                    inside = builder.and_(
+                        builder.icmp_signed("<=", rlo_v, const(pr)), builder.icmp_signed(">", rhi_v, const(pr))
+                    )
+                    keep = builder.sub(ir.Constant(bits, 0), builder.zext(inside, bits))
+                    mask = builder.bitcast(builder.and_(builder.bitcast(mask, bits), keep), mty)
+                at = builder.add(x0_v, builder.add(builder.mul(wd_v, const(pr)), const(u)))
+                return builder.call(mload, [builder.gep(xd, [at]), align, mask, zero])
+
             weights = [
-                splat(builder, builder.load(builder.gep(wd, [builder.add(w0_v, const(t))])), VEC) for t in range(k * k)
+                splat(builder, builder.load(builder.gep(wdat, [builder.add(w0_v, const(t))])), VEC)
+                for t in range(k * k)
             ]
             evens = ir.Constant(ir.VectorType(I32, L), list(range(0, 2 * L, 2)))
             odds = ir.Constant(ir.VectorType(I32, L), list(range(1, 2 * L, 2)))
-            zero = ir.Constant(VEC, [0.0] * L)
-            # one accumulator per output row and window row: short chains of dependent multiply-adds
             sums = [[] for _ in range(rows)]
-            for pr in range(stride * (rows - 1) + k):  # each plane row once, into every output row whose window has it
-                base = builder.add(p0_v, builder.mul(wq_v, const(pr)))
-                if stride == 1:
-                    taps = [load(builder.add(base, const(t))) for t in range(k)]
-                else:  # columns 2j + t of the row: the even and odd lanes of the two loads from base + 2 (t // 2)
+            for pr in range(stride * (rows - 1) + k):
+                if stride == 1:  # columns j + t: two masked loads and the lanes t.. of the pair, not K masked loads
+                    lo, hi = load(pr, 0), load(pr, L)
+                    taps = [lo] + [
+                        builder.shuffle_vector(lo, hi, ir.Constant(ir.VectorType(I32, L), list(range(t, t + L))))
+                        for t in range(1, k)
+                    ]
+                else:
                     taps = []
                     for o in range(0, k, 2):
-                        lo, hi = load(builder.add(base, const(o))), load(builder.add(base, const(o + L)))
+                        lo, hi = load(pr, o), load(pr, o + L)
                         taps.append(builder.shuffle_vector(lo, hi, evens))
                         if o + 1 < k:
                             taps.append(builder.shuffle_vector(lo, hi, odds))
@@ -74,84 +112,76 @@ def _make_row(stride: int, k: int, rows: int):
                         for t in range(k):
                             acc = builder.call(fma, [weights[k * a + t], taps[t], acc])
                         sums[rr].append(acc)
-            lanes = ir.Constant(ir.VectorType(I64, L), list(range(L)))
-            mask = builder.icmp_signed("<", lanes, splat(builder, n_v, lanes.type))
-            has_r = builder.icmp_signed("!=", builder.and_(flags_v, const(2)), const(0))
-            rmask = builder.and_(mask, splat(builder, has_r, mty))
-            bias = splat(builder, builder.load(builder.gep(bd, [ch_v])), VEC)
-            for rr in range(rows):
-                part = sums[rr]
-                while len(part) > 1:  # a pairwise sum of the window rows' accumulators
-                    part = [builder.fadd(part[i], part[i + 1]) for i in range(0, len(part) - 1, 2)] + part[
-                        len(part) & ~1 :
-                    ]
-                at = builder.add(y0_v, builder.mul(ow_v, const(rr)))
-                added = builder.call(mload, [builder.gep(rd, [at]), align, rmask, zero])
-                val = activate(builder, builder.fadd(builder.fadd(part[0], bias), added), flags_v, const)
-                builder.call(mstore, [val, builder.gep(yd, [at]), align, mask])
+            _store_rows(
+                builder, sums, y0_v, ow_v, n_v, flags_v, yd, rd, builder.load(builder.gep(bd, [ch_v])), mload, mstore
+            )
             return context.get_dummy_value()
 
         return sig, codegen
 
-    row.__doc__ = f"""y[y0 + rr * ow + j] (rr < {rows}, j < n) = the {k}x{k} window sum of channel ``ch`` at stride
-    {stride} for output row rr of the step: window row a reads planes[p0 + ({stride} rr + a) * wq + {stride} * j + t]
-    for its tap t, weights w[w0 + {k}a + t]; + b[ch] (+ res at the same place when flags & 2), Relu when
-    flags & 4 ("0 if v < 0 else v"), capped at 6 when flags & 8 too (Relu6), HardSwish / Swish when
-    flags & 16 / 32 (simd_ir.activate)."""
-    return intrinsic(row)
+    step.__doc__ = f"""y[y0 + rr * ow + j] (rr < {rows}, j < n) = the {k}x{k} window sum at stride {stride} of output
+    row rr of the step, read from the image itself: input row pr of the step (pr = {stride} rr + a for window row
+    a) is x[x0 + pr * wd + {stride} * j + t] for tap t, counted where its column c0 + {stride} j + t lies in
+    [0, wd){" and rlo <= pr < rhi" if edge else ""} (zero padding without a bordered copy: masked loads);
+    weights w[w0 + {k}a + t]; + b[ch] (+ res at the same place when flags & 2), then the activation of flags:
+    Relu when flags & 4, capped at 6 when flags & 8 too, HardSwish / Swish when flags & 16 / 32 (simd_ir.activate)."""
+    return intrinsic(step)
 
 
-# output rows per step of the kernel (K, stride) -> rows: the rows share their plane rows' loads and the broadcast
-# weights; more rows than these spill the 5x5 weights out of the registers
+# output rows per step of the kernel (K, stride) -> rows: the rows share their input rows' loads and the
+# broadcast weights; more rows than these spill the 5x5 weights out of the registers
 ROWS3S1, ROWS = 4, 2
-_row1, _row2 = _make_row(1, 3, 1), _make_row(2, 3, 1)
-_row1k5, _row2k5 = _make_row(1, 5, 1), _make_row(2, 5, 1)
-_rows1, _rows2 = _make_row(1, 3, ROWS3S1), _make_row(2, 3, ROWS)
-_rows1k5, _rows2k5 = _make_row(1, 5, ROWS), _make_row(2, 5, ROWS)
+_drows1, _drows2 = _make_direct(1, 3, ROWS3S1, False), _make_direct(2, 3, ROWS, False)
+_drows1k5, _drows2k5 = _make_direct(1, 5, ROWS, False), _make_direct(2, 5, ROWS, False)
+_dedge1, _dedge2 = _make_direct(1, 3, 1, True), _make_direct(2, 3, 1, True)
+_dedge1k5, _dedge2k5 = _make_direct(1, 5, 1, True), _make_direct(2, 5, 1, True)
 
 
 @_jit
-def _depthwise3(x, w, b, y, res, planes, s, ph, pw, hq, wq, flags, i0, i1):  # pragma: no cover - compiled
-    """KxK depthwise conv (K 3 or 5; group = C = M, ``w`` (C, 1, K, K)) of images i0:i1 at stride s (1 or 2):
-    per image the zero-bordered planes (C, >= hq * wq + SLACK; only the image's cells are written),
-    then per channel, block of output rows (``ROWS3S1`` / ``ROWS``, then single rows) and L outputs of them,
-    the intrinsics above. ``res`` is y itself when flags & 2 is off (never read then)."""
+def _depthwise3(x, w, b, y, res, s, ph, pw, flags, i0, i1):  # pragma: no cover - compiled
+    """KxK depthwise conv (K 3 or 5; group = C = M, ``w`` (C, 1, K, K)) of images i0:i1 at stride s (1 or 2),
+    ``ph`` / ``pw`` the zero rows / columns before the image, read straight from it: per channel, blocks of
+    output rows whose windows lie inside the image's rows (``ROWS3S1`` / ``ROWS`` at a time, ``_drows*``), the
+    others one at a time with their rows outside the image masked off (``_dedge*``); columns outside the image
+    are masked off in both. ``res`` is y itself when flags & 2 is off (never read then)."""
     k = w.shape[3]
     kk = k * k
     c, oh, ow = y.shape[1], y.shape[2], y.shape[3]
-    cstride = planes.shape[1]
-    pf, yf, rf, wf = planes.reshape(-1), y.reshape(-1), res.reshape(-1), w.reshape(-1)
-    hw = oh * ow
+    h, wd = x.shape[2], x.shape[3]
+    xf, yf, rf, wf = x.reshape(-1), y.reshape(-1), res.reshape(-1), w.reshape(-1)
+    hw, ihw = oh * ow, h * wd
     rows = ROWS3S1 if k == 3 and s == 1 else ROWS
     for i in range(i0, i1):
-        _direct_fill(x, i, planes, 1, ph, pw, hq, wq)
         for ch in range(c):
+            xc = (i * c + ch) * ihw
             r = 0
             while r < oh:
-                p0 = ch * cstride + r * s * wq
+                top = r * s - ph
                 y0 = (i * c + ch) * hw + r * ow
-                if r + rows <= oh:
+                x0 = xc + top * wd
+                if top >= 0 and top + s * (rows - 1) + k <= h and r + rows <= oh:
                     for q0 in range(0, ow, L):
-                        n, p, yq = min(L, ow - q0), p0 + s * q0, y0 + q0
+                        n, c0, yq = min(L, ow - q0), s * q0 - pw, y0 + q0
                         if k == 3 and s == 1:
-                            _rows1(pf, p, wq, wf, ch * kk, yf, yq, ow, n, b, ch, rf, flags)
+                            _drows1(xf, x0 + c0, wd, c0, wf, ch * kk, yf, yq, ow, n, b, ch, rf, flags, 0, k)
                         elif k == 3:
-                            _rows2(pf, p, wq, wf, ch * kk, yf, yq, ow, n, b, ch, rf, flags)
+                            _drows2(xf, x0 + c0, wd, c0, wf, ch * kk, yf, yq, ow, n, b, ch, rf, flags, 0, k)
                         elif s == 1:
-                            _rows1k5(pf, p, wq, wf, ch * kk, yf, yq, ow, n, b, ch, rf, flags)
+                            _drows1k5(xf, x0 + c0, wd, c0, wf, ch * kk, yf, yq, ow, n, b, ch, rf, flags, 0, k)
                         else:
-                            _rows2k5(pf, p, wq, wf, ch * kk, yf, yq, ow, n, b, ch, rf, flags)
+                            _drows2k5(xf, x0 + c0, wd, c0, wf, ch * kk, yf, yq, ow, n, b, ch, rf, flags, 0, k)
                     r += rows
                 else:
+                    rlo, rhi = max(0, -top), min(k, h - top)
                     for q0 in range(0, ow, L):
-                        n, p, yq = min(L, ow - q0), p0 + s * q0, y0 + q0
+                        n, c0, yq = min(L, ow - q0), s * q0 - pw, y0 + q0
                         if k == 3 and s == 1:
-                            _row1(pf, p, wq, wf, ch * kk, yf, yq, ow, n, b, ch, rf, flags)
+                            _dedge1(xf, x0 + c0, wd, c0, wf, ch * kk, yf, yq, ow, n, b, ch, rf, flags, rlo, rhi)
                         elif k == 3:
-                            _row2(pf, p, wq, wf, ch * kk, yf, yq, ow, n, b, ch, rf, flags)
+                            _dedge2(xf, x0 + c0, wd, c0, wf, ch * kk, yf, yq, ow, n, b, ch, rf, flags, rlo, rhi)
                         elif s == 1:
-                            _row1k5(pf, p, wq, wf, ch * kk, yf, yq, ow, n, b, ch, rf, flags)
+                            _dedge1k5(xf, x0 + c0, wd, c0, wf, ch * kk, yf, yq, ow, n, b, ch, rf, flags, rlo, rhi)
                         else:
-                            _row2k5(pf, p, wq, wf, ch * kk, yf, yq, ow, n, b, ch, rf, flags)
+                            _dedge2k5(xf, x0 + c0, wd, c0, wf, ch * kk, yf, yq, ow, n, b, ch, rf, flags, rlo, rhi)
                     r += 1
     return 0
