@@ -526,6 +526,21 @@ def scale_shift(x, a, b, y, relu: int = 0) -> bool:
     return True
 
 
+def channel_means(x, s) -> bool:
+    """s[n, c] = the mean of x[n, c] over its other axes (x float32 C-contiguous (N, C, ...), s float32 (N, C)) in
+    one vectorized pass (the ``scale_shift`` family's plain loops); False (nothing done) where the kernel does not
+    apply or is unavailable."""
+    if not available() or not usable("scale_shift") or x.ndim < 2 or x.dtype != np.float32 or s.dtype != np.float32:
+        return False
+    if not (x.flags.c_contiguous and s.flags.c_contiguous) or s.shape != x.shape[:2]:
+        return False
+    try:
+        _timed("scale_shift", _kernels._channel_means, x.reshape(x.shape[0], x.shape[1], -1), s)
+    except KernelUnavailable:
+        return False
+    return True
+
+
 def pool(x, y, inv, planes, z, geo, mode: str, pad_value, i0: int, i1: int) -> None:
     """Max (``mode='max'``, windows start at ``pad_value``) or average (times ``inv`` (OH, OW))
     pooling of images i0:i1 into y."""
