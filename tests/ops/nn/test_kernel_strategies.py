@@ -23,7 +23,7 @@ def _geo(size, k, s, pad):
 CONVS = [
     (1, 16, 24, 1, 17, 1, 1, 0, "pointwise_mk"),
     (1, 480, 20, 1, 1, 1, 1, 0, "pointwise"),  # one pixel (a squeeze-excitation's): BLAS's GEMM
-    (1, 512, 1000, 1, 13, 1, 1, 0, "pointwise"),  # over many channels and outputs: BLAS's GEMM
+    (1, 4100, 24, 1, 5, 1, 1, 0, "pointwise"),  # over POINTWISE_MK_C (and _MAX_C) channels: BLAS's GEMM
     (2, 8, 8, 8, 12, 3, 1, 1, "depthwise3"),
     (1, 8, 8, 8, 19, 5, 2, 2, "depthwise3"),
     (2, 8, 8, 8, 12, 7, 1, 3, "direct_depthwise"),
