@@ -43,6 +43,7 @@ DEFAULTS: dict[str, int] = {
     "CHANNEL_S2_1X1_C": 64,
     "CHANNEL_S2_M": 32,
     "CHANNEL_WIDE_C": 192,
+    "CHANNEL_1X1_P": 64,
     # window_jit
     "BAND_BYTES": 256 << 10,
     "DIRECT_WIDE_OW": 12,
