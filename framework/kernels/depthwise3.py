@@ -5,7 +5,9 @@ masked loads (columns outside the image, and at the top and bottom rows the rows
 there is no zero-bordered copy of the image, a pass over the widest tensor of a mobile block whose input the
 1x1 conv before it has just written out of cache. A row's taps are the lanes t.. of two loads (stride 1) or the
 even and odd lanes of two loads (stride 2, as pool_columns does for max pooling). The epilogue (bias,
-residual, simd_ir.activate) runs on the register before a masked store.
+residual, simd_ir.activate) runs on the register before a masked store. Narrow images at stride 1 whose
+output has the image's shape take flat steps instead: L consecutive pixels of the plane per vector, over
+several rows, each tap's lanes masked by their own row and column (a 7x7 image fills 16 lanes a step, not 7).
 Imported only when first needed.
 """
 
@@ -16,7 +18,7 @@ from numba import types
 from numba.extending import intrinsic
 
 from framework.kernels import cached_jit, simd_ir
-from framework.kernels.simd_ir import I1, I32, I64, VEC, L, activate, const, function, splat
+from framework.kernels.simd_ir import F32, I1, I32, I64, VEC, L, activate, const, function, splat
 
 _jit = cached_jit.njit(cache=simd_ir.CACHE, fastmath={"contract"}, nogil=True, boundscheck=False)
 
@@ -128,6 +130,82 @@ def _make_direct(stride: int, k: int, rows: int, edge: bool):
     return intrinsic(step)
 
 
+def _make_flat(k: int):
+    def step(typingctx, x, x0, wd, hh, q0, r0, ph, pw, w, w0, y, y0, n, b, ch, res, flags):
+        sig = types.void(x, x0, wd, hh, q0, r0, ph, pw, w, w0, y, y0, n, b, ch, res, flags)
+
+        def codegen(context, builder, signature, args):
+            x_v, x0_v, wd_v, hh_v, q0_v, r0_v, ph_v, pw_v = args[:8]
+            w0_v, y0_v, n_v, ch_v, flags_v = args[9], args[11], args[12], args[14], args[16]
+            tys = signature.args
+
+            def data(i):
+                return context.make_array(tys[i])(context, builder, args[i]).data
+
+            xd, wdat, yd, bd, rd = data(0), data(8), data(10), data(13), data(15)
+            module = builder.module
+            ptr, mty, ity, fty = ir.PointerType(), ir.VectorType(I1, L), ir.VectorType(I32, L), VEC
+            vt = f"v{L}f32"
+            fma = function(module, f"llvm.fma.{vt}", ir.FunctionType(VEC, [VEC, VEC, VEC]))
+            mload = function(module, f"llvm.masked.load.{vt}.p0", ir.FunctionType(VEC, [ptr, I32, mty, VEC]))
+            mstore = function(
+                module, f"llvm.masked.store.{vt}.p0", ir.FunctionType(ir.VoidType(), [VEC, ptr, I32, mty])
+            )
+            align = ir.Constant(I32, 4)
+            zero = ir.Constant(VEC, [0.0] * L)
+
+            def vec32(v):
+                return splat(builder, builder.trunc(v, I32), ity)
+
+            # lane j holds pixel f0 + j: column q0 + j and row r0 past the image's row r0, the row count by a
+            # float multiply ((q0 + j + 1/2) / wd is at least 1/(2 wd) away from an integer), not a division
+            width = vec32(wd_v)
+            qs = builder.add(ir.Constant(ity, list(range(L))), vec32(q0_v))
+            inv = builder.fdiv(ir.Constant(F32, 1.0), builder.sitofp(builder.trunc(wd_v, I32), F32))
+            half = builder.fadd(builder.sitofp(qs, fty), ir.Constant(fty, [0.5] * L))
+            down = builder.fptosi(builder.fmul(half, splat(builder, inv, fty)), ity)
+            cols = builder.sub(qs, builder.mul(down, width))
+            rows_ = builder.add(down, vec32(r0_v))
+            cols = builder.sub(cols, vec32(pw_v))
+            rows_ = builder.sub(rows_, vec32(ph_v))
+            height = vec32(hh_v)
+            col_in = [builder.icmp_unsigned("<", builder.add(cols, ir.Constant(ity, [t] * L)), width) for t in range(k)]
+            row_in = [
+                builder.icmp_unsigned("<", builder.add(rows_, ir.Constant(ity, [a] * L)), height) for a in range(k)
+            ]
+            base = builder.sub(x0_v, builder.add(builder.mul(ph_v, wd_v), pw_v))
+            sums = []
+            for a in range(k):
+                acc = zero
+                row0 = builder.add(base, builder.mul(wd_v, const(a)))
+                for t in range(k):
+                    at = builder.add(row0, const(t))
+                    tap = builder.call(mload, [builder.gep(xd, [at]), align, builder.and_(row_in[a], col_in[t]), zero])
+                    wt = splat(builder, builder.load(builder.gep(wdat, [builder.add(w0_v, const(k * a + t))])), VEC)
+                    acc = builder.call(fma, [wt, tap, acc])
+                sums.append(acc)
+            bias = builder.load(builder.gep(bd, [ch_v]))
+            _store_rows(builder, [sums], y0_v, const(0), n_v, flags_v, yd, rd, bias, mload, mstore)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    step.__doc__ = f"""y[y0 + j] (j < n) = the {k}x{k} stride-1 window sum of output pixel f0 + j of a channel whose
+    output has the image's own shape (hh x wd; the layouts match, so pixel f0 + j of the output is pixel
+    f0 + j of the image, at x0 + j): lane j is column q0 + j of row r0 wrapped onto the next rows, so one step
+    covers several rows of a narrow image; tap (a, t) reads x[x0 + j + (a - ph) wd + t - pw] where that row and
+    column lie inside the image (masked loads); weights w[w0 + {k}a + t]; then bias, residual and activation as
+    the other steps."""
+    return intrinsic(step)
+
+
+# images at most this wide (stride 1, output shaped as the image) take the flat steps, whose lanes all work
+# where a row step's would idle past the row's end; 5x5 ones up to twice as wide (their row steps hold 2 rows,
+# not 4: the flat ones win there too)
+FLAT_OW = L
+_flat3, _flat5 = _make_flat(3), _make_flat(5)
+
+
 # output rows per step of the kernel (K, stride) -> rows: the rows share their input rows' loads and the
 # broadcast weights; more rows than these spill the 5x5 weights out of the registers
 ROWS3S1, ROWS = 4, 2
@@ -143,7 +221,8 @@ def _depthwise3(x, w, b, y, res, s, ph, pw, flags, i0, i1):  # pragma: no cover 
     ``ph`` / ``pw`` the zero rows / columns before the image, read straight from it: per channel, blocks of
     output rows whose windows lie inside the image's rows (``ROWS3S1`` / ``ROWS`` at a time, ``_drows*``), the
     others one at a time with their rows outside the image masked off (``_dedge*``); columns outside the image
-    are masked off in both. ``res`` is y itself when flags & 2 is off (never read then)."""
+    are masked off in both; narrow images (``FLAT_OW``) in flat runs of L pixels (``_flat3`` / ``_flat5``).
+    ``res`` is y itself when flags & 2 is off (never read then)."""
     k = w.shape[3]
     kk = k * k
     c, oh, ow = y.shape[1], y.shape[2], y.shape[3]
@@ -151,6 +230,21 @@ def _depthwise3(x, w, b, y, res, s, ph, pw, flags, i0, i1):  # pragma: no cover 
     xf, yf, rf, wf = x.reshape(-1), y.reshape(-1), res.reshape(-1), w.reshape(-1)
     hw, ihw = oh * ow, h * wd
     rows = ROWS3S1 if k == 3 and s == 1 else ROWS
+    if s == 1 and oh == h and ow == wd and ow <= FLAT_OW * (k - 1) // 2:  # narrow images: flat runs of pixels
+        for i in range(i0, i1):
+            for ch in range(c):
+                xc, yc = (i * c + ch) * ihw, (i * c + ch) * hw
+                for f0 in range(0, hw, L):
+                    n = min(L, hw - f0)
+                    if k == 3:
+                        _flat3(
+                            xf, xc + f0, wd, h, f0 % wd, f0 // wd, ph, pw, wf, ch * kk, yf, yc + f0, n, b, ch, rf, flags
+                        )
+                    else:
+                        _flat5(
+                            xf, xc + f0, wd, h, f0 % wd, f0 // wd, ph, pw, wf, ch * kk, yf, yc + f0, n, b, ch, rf, flags
+                        )
+        return 0
     for i in range(i0, i1):
         for ch in range(c):
             xc = (i * c + ch) * ihw

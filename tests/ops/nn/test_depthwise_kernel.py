@@ -124,3 +124,40 @@ def test_depthwise_kernel_reads_the_image_with_any_padding(k, s, pads, h, w_, ac
     if act:
         want = np.clip(want, 0, 6 if act == 2 else None)
     np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-5 * max(1.0, np.abs(want).max()))
+
+
+@pytest.mark.parametrize(
+    "k,h,w_,head,tail",
+    [
+        (3, 7, 7, (1, 1), (1, 1)),
+        (5, 7, 7, (2, 2), (2, 2)),
+        (5, 14, 14, (2, 2), (2, 2)),
+        (3, 16, 16, (1, 1), (1, 1)),
+        (5, 5, 29, (2, 2), (2, 2)),
+        (3, 9, 4, (2, 0), (0, 2)),
+        (5, 3, 11, (1, 3), (3, 1)),
+        (3, 1, 1, (1, 1), (1, 1)),
+        (5, 2, 3, (2, 2), (2, 2)),
+    ],
+)
+@pytest.mark.parametrize("act,residual", [(0, False), (2, True)])
+def test_narrow_images_in_flat_runs_of_pixels(k, h, w_, head, tail, act, residual):
+    """Stride 1, output shaped as the image, at most L (3x3) or 2L (5x5) wide: the flat steps, whose vectors run
+    over several rows, each lane masked by its own row and column (any split of the padding)."""
+    if not _kernel_usable():
+        pytest.skip("the depthwise3 kernel is not usable here")
+    geo = Geometry((h, w_), (k, k), (1, 1), (1, 1), head, tail, (h, w_))
+    rng = np.random.default_rng(k * 1000 + h * 31 + w_)
+    n, c = 2, 5
+    x = rng.standard_normal((n, c, h, w_)).astype(np.float32)
+    wt = rng.standard_normal((c, 1, k, k)).astype(np.float32)
+    b = rng.standard_normal(c).astype(np.float32)
+    conv = conv_nchw.ConvNCHW(n, c, c, c, geo, np.float32, True, relu=act, residual=residual)
+    assert conv.strategy.name == "depthwise3"
+    sres = rng.standard_normal((n, c, h, w_)).astype(np.float32) if residual else None
+    y = np.full((n, c, h, w_), np.nan, np.float32)
+    conv.run(x, wt, b, y, sres)
+    want = _reference_pads(x, wt, b, k, 1, head, tail) + (sres if residual else 0)
+    if act:
+        want = np.clip(want, 0, 6 if act == 2 else None)
+    np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-5 * max(1.0, np.abs(want).max()))
