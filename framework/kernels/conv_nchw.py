@@ -116,7 +116,6 @@ class ConvNCHW:
         self.taps = _taps(geo) if self.kind == "im2col" else None
         # the strategy's name as the flags the plan below reads
         self.dw3 = strategy is cs.DEPTHWISE3
-        self.dw3_plane = window_jit.depthwise3_planes(geo) if self.dw3 else None  # (hq, wq, cells)
         self.dmk = strategy is cs.DIRECT_DEPTHWISE
         self.jit = strategy in (cs.DEPTHWISE3, cs.DIRECT_DEPTHWISE, cs.DEPTHWISE_PLANES)  # a compiled depthwise
         self.jit_epilogue = np.dtype(dtype) == np.float32 and window_jit.available()
@@ -203,18 +202,15 @@ class ConvNCHW:
                 self.col_specs[k] = (("runs", (3, 2), "<i8"), (3, 2), False)
                 if self.plan.wide is not None:  # narrow outputs: the wide output rows
                     self.tmp_specs[k] = (("buf", self.plan.wide, dt.str), self.plan.wide, False)
-            if self.dw3:  # zero-bordered planes of the image
-                shape = (c, self.dw3_plane[2])
-                self.pad_specs[k] = (("dw3", geo, shape, dt.str), shape, True)
-            elif self.dmk:  # zero-bordered planes of the image (shared with direct convs), run offsets
+            if self.dmk:  # zero-bordered planes of the image (shared with direct convs), run offsets
                 self.pad_specs[k] = (("direct", geo, self.plan.planes, dt.str), self.plan.planes, True)
                 runs = (3, window_jit.depthwise_runs())
                 self.col_specs[k] = (("runs", runs, "<i8"), runs, False)
-            elif self.kind == "depthwise" and self.jit:
+            elif self.kind == "depthwise" and self.jit and not self.dw3:  # (depthwise3 reads the image itself)
                 phases, hq, wq, wide = window_jit.plane_shape(geo)
                 self.pad_specs[k] = (("planes", (phases, hq * wq), dt.str), (phases, hq * wq), False)
                 self.col_specs[k] = (("buf", (wide,), dt.str), (wide,), False)
-            elif self.kind == "depthwise":
+            elif self.kind == "depthwise" and not self.jit:
                 shape = (1, c, *geo.buf_spatial)
                 self.pad_specs[k] = (("pad", geo, shape, dt.str), shape, True)
                 self.col_specs[k] = (("buf", (c, *geo.kernel, *geo.out), dt.str), (c, *geo.kernel, *geo.out), False)

@@ -72,6 +72,17 @@ def _pointwise(geo) -> bool:
     return geo.kernel == (1, 1) and geo.stride == (1, 1) and not geo.padded
 
 
+def _narrow_pointwise(geo, m: int, group: int, dtype) -> bool:
+    """A 1x1 stride-1 conv over at most CHANNEL_1X1_P pixels (a 7x7 image) with at least CHANNEL_S2_M outputs,
+    which the Channel strategy takes: with pixels in the lanes, 49 pixels fill 64 lanes (runs of 2 x 16), with
+    the output channels in them every lane works (MnasNet, EfficientNet-B0, MobileNetV2 and DenseNet-121 3-10%
+    faster in whole nets; AMD EPYC with AVX-512, 1 thread; 14x14 images were slower)."""
+    p = math.prod(geo.out)
+    if not (_pointwise(geo) and group == 1 and 1 < p <= THRESHOLDS["CHANNEL_1X1_P"]):
+        return False
+    return m >= THRESHOLDS["CHANNEL_S2_M"] and window_jit.channel_fits(geo, dtype, group)
+
+
 def _depthwise(c: int, m: int, group: int) -> bool:
     return group > 1 and group == c == m
 
@@ -85,7 +96,10 @@ class PointwiseMicroKernel(ConvStrategy):
     its stores) instead of BLAS's GEMM and an epilogue pass: up to POINTWISE_MK_C input channels, and up to
     POINTWISE_MK_MAX_C where the GEMM's packing of both operands on every call weighs most (few outputs or
     few pixels; over more than window_jit.POINTWISE_KC channels the micro-kernel runs in chunks of them).
-    From about 160 input channels on the GEMM wins elsewhere: the micro-kernel reads its k rows unpacked."""
+    Alone, from about 160 input channels on the GEMM wins (the micro-kernel reads its k rows unpacked); inside
+    whole nets it does not (the 1x1 convs of MobileNetV2, MnasNet, EfficientNet-B0, DenseNet-121, GoogLeNet
+    and ShuffleNetV2, 1-5% of the net's time faster on the micro-kernel, ResNet-50 unchanged; AMD EPYC with
+    AVX-512, 1 thread), so POINTWISE_MK_C's default takes every channel count."""
 
     name, kind, families, packs = "pointwise_mk", "pointwise", ("pointwise",), True
     one_call = own_epilogue = caps = True
@@ -152,9 +166,9 @@ class PointwiseGemm(ConvStrategy):
 
 
 class Depthwise3(ConvStrategy):
-    """3x3 and 5x5 depthwise convs at stride 1 and 2 on window_jit.depthwise3 (depthwise3.py: L outputs of a row per
-    step over the channel's zero-bordered plane, stride 2 split into even/odd columns by a shuffle), where
-    the phase-plane kernel's fill of its planes was most of its time."""
+    """3x3 and 5x5 depthwise convs at stride 1 and 2 on window_jit.depthwise3 (depthwise3.py: L outputs of several
+    rows per step read straight from the image, the padding by masked loads, stride 2 split into even/odd columns
+    by a shuffle), where the phase-plane kernel's fill of its planes was most of its time."""
 
     name, kind, families = "depthwise3", "depthwise", ("depthwise3",)
     one_call = own_epilogue = caps = True
@@ -163,8 +177,7 @@ class Depthwise3(ConvStrategy):
         return _depthwise(c, m, group) and window_jit.fits(geo, dtype) and window_jit.depthwise3_fits(geo, dtype)
 
     def run(self, conv, k, lo, hi, x, w, b1, y, s) -> None:
-        pad = conv._scratch(k)[2]  # the image's zero-bordered planes
-        window_jit.depthwise3(x, w, _bias(conv, b1), y, s, pad, conv.dw3_plane, conv.geo, conv.relu, lo, hi)
+        window_jit.depthwise3(x, w, _bias(conv, b1), y, s, conv.geo, conv.relu, lo, hi)
 
 
 class DirectDepthwise(ConvStrategy):
@@ -238,7 +251,8 @@ class Channel(ConvStrategy):
       planes and im2col copies columns) and 4 the same wide rule, and 1x1 convs over at most
       CHANNEL_S2_1X1_C channels with at least CHANNEL_S2_M outputs (fewer would leave its lanes idle).
 
-    Not 1x1 convs at stride 1 (the 1x1 micro-kernel and BLAS win there)."""
+    1x1 convs at stride 1 only on small images (``_narrow_pointwise``): elsewhere the 1x1 micro-kernel and BLAS
+    win."""
 
     name, kind, families, packs = "channel", "channel", ("channel",), True
     one_call = own_epilogue = True
@@ -256,6 +270,8 @@ class Channel(ConvStrategy):
         if geo.stride == (1, 1) and wide_ok and c < t["CHANNEL_WIDE_C"]:
             return True  # wide outputs at stride 1 too, but over many channels Winograd's
         one_s2 = geo.kernel == (1, 1) and c <= t["CHANNEL_S2_1X1_C"] and m >= t["CHANNEL_S2_M"]
+        if geo.stride == (1, 1) and _narrow_pointwise(geo, m, group, dtype):
+            return True
         return geo.stride == (2, 2) and (wide_ok or one_s2) or geo.stride == (4, 4) and wide_ok
 
     def pack_shape(self, conv) -> tuple:
@@ -382,15 +398,16 @@ DIRECT = Direct()
 IM2COL = Im2col()
 
 # In the order they are tried: each family's compiled strategies before its numpy one, the kinds in
-# conv_kind's order (pointwise, depthwise, channel, winograd, direct, im2col).
+# the order channel, pointwise, depthwise, winograd, direct, im2col (channel first for the 1x1 convs on small
+# images it takes from the pointwise ones, ``_narrow_pointwise``; none of its other convs fits those).
 STRATEGIES: tuple[ConvStrategy, ...] = (
+    CHANNEL,
     POINTWISE_MK,
     POINTWISE,
     DEPTHWISE3,
     DIRECT_DEPTHWISE,
     DEPTHWISE_PLANES,
     DEPTHWISE,
-    CHANNEL,
     WINOGRAD,
     DIRECT,
     IM2COL,

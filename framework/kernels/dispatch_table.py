@@ -32,7 +32,7 @@ DEFAULTS: dict[str, int] = {
     "DIRECT_OW": 5,
     "DIRECT_S2_M": 64,
     "DIRECT_K": 512,
-    "POINTWISE_MK_C": 128,
+    "POINTWISE_MK_C": 4096,
     "POINTWISE_MK_MAX_C": 1024,
     "POINTWISE_MK_MIN_P": 2,
     "WINOGRAD_C": 96,
@@ -43,6 +43,7 @@ DEFAULTS: dict[str, int] = {
     "CHANNEL_S2_1X1_C": 64,
     "CHANNEL_S2_M": 32,
     "CHANNEL_WIDE_C": 192,
+    "CHANNEL_1X1_P": 64,
     # window_jit
     "BAND_BYTES": 256 << 10,
     "DIRECT_WIDE_OW": 12,

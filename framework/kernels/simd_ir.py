@@ -55,23 +55,24 @@ def _fconst(vty, v: float):
     return ir.Constant(vty, [v] * L)
 
 
-def exp_vec(builder, x, nonpositive: bool = False):
-    """exp(x) lane by lane (float32): x clamped to [-87.3, 88] (2^n stays a normal number), x = n ln2 + r with
-    n = round(x / ln2) and |r| <= ln2 / 2 (ln2 split in two for an exact product), e^r by a degree-6 polynomial
-    (relative error a few float32 ulps; evaluated in powers of r^2), times 2^n built in the exponent bits."""
+def exp_vec(builder, x, negate: bool = False):
+    """exp(x) lane by lane (float32; exp(-x) when ``negate``): the argument clamped to [-87.3, 88] (2^n stays a
+    normal number; NaN stays NaN), = n ln2 + r with n = round(x / ln2) and |r| <= ln2 / 2 (ln2 split in two for
+    an exact product), e^r by a degree-6 polynomial (relative error a few float32 ulps; evaluated in powers of
+    r^2), times 2^n built in the exponent bits. The negation folds into the multiply-adds."""
     module, vty = builder.module, x.type
     ity = ir.VectorType(I32, L)
     fma = function(module, f"llvm.fma.v{L}f32", ir.FunctionType(vty, [vty, vty, vty]))
-    lo, hi = _fconst(vty, -87.3), _fconst(vty, 88.0)
-    x = builder.select(builder.fcmp_ordered("<", x, lo), lo, x)
-    if not nonpositive:  # the caller's x <= 0 (or NaN) needs no upper clamp
-        x = builder.select(builder.fcmp_ordered(">", x, hi), hi, x)
+    lo, hi = (-88.0, 87.3) if negate else (-87.3, 88.0)
+    x = builder.select(builder.fcmp_ordered("<", x, _fconst(vty, lo)), _fconst(vty, lo), x)
+    x = builder.select(builder.fcmp_ordered(">", x, _fconst(vty, hi)), _fconst(vty, hi), x)
+    sign = -1.0 if negate else 1.0
     # n = round(x / ln2) as (x / ln2 + 1.5 * 2^23) - 1.5 * 2^23: the sum's last bits hold n rounded to nearest
     # even, as rint would, in one multiply-add and one subtraction on the dependency chain
     magic = _fconst(vty, 12582912.0)
-    t = builder.call(fma, [x, _fconst(vty, 1.4426950408889634), magic])
+    t = builder.call(fma, [x, _fconst(vty, sign * 1.4426950408889634), magic])
     n = builder.fsub(t, magic)
-    r = builder.call(fma, [n, _fconst(vty, -0.693145751953125), x])
+    r = builder.call(fma, [n, _fconst(vty, -0.693145751953125), builder.fneg(x) if negate else x])
     r = builder.call(fma, [n, _fconst(vty, -1.428606765330187e-06), r])
     # the degree-6 Taylor polynomial as (1 + r) + r^2 ((1/2 + r/6) + r^2 ((1/24 + r/120) + r^2 / 720)): four
     # dependent multiply-adds after r^2 instead of Horner's six; a kernel applying it to one vector per step
@@ -83,15 +84,18 @@ def exp_vec(builder, x, nonpositive: bool = False):
     p = builder.call(fma, [r2, _fconst(vty, 1.0 / 720), lo3])
     p = builder.call(fma, [r2, p, lo2])
     p = builder.call(fma, [r2, p, lo1])
-    bits = builder.sub(builder.bitcast(t, ity), builder.bitcast(magic, ity))  # n as an integer
-    bits = builder.shl(builder.add(bits, ir.Constant(ity, [127] * L)), ir.Constant(ity, [23] * L))
+    # 2^n: t's bits are those of 1.5 * 2^23 plus n, whose shift by 23 leaves n << 23 alone (the constant's bits
+    # shift out), and + 127 << 23 the biased exponent: two integer operations
+    bits = builder.shl(builder.bitcast(t, ity), ir.Constant(ity, [23] * L))
+    bits = builder.add(bits, ir.Constant(ity, [127 << 23] * L))
     return builder.fmul(p, builder.bitcast(bits, vty))
 
 
 def divide(builder, num, d):
-    """num / d lane by lane (1 <= d <= 2 here): the CPU's reciprocal estimate r (AVX-512's 14 bits, AVX's 12) and
+    """num / d lane by lane (d >= 1 here): the CPU's reciprocal estimate r (AVX-512's 14 bits, AVX's 12) and
     one Newton step, (num r) (2 - d r), a few float32 ulps off, where a vector division would cost 10-20 cycles;
-    num r is formed beside 2 - d r, off the dependency chain."""
+    num r is formed beside 2 - d r, off the dependency chain. Where 1 / d is below float32's normal range the
+    estimate may be 0: the quotient is then 0 (or NaN for an infinite num)."""
     module, vty = builder.module, d.type
     if L == 16:
         fnty = ir.FunctionType(vty, [vty, vty, ir.IntType(16)])
@@ -101,7 +105,7 @@ def divide(builder, num, d):
         est = function(module, "llvm.x86.avx.rcp.ps.256", ir.FunctionType(vty, [vty]))
         r = builder.call(est, [d])
     fma = function(module, f"llvm.fma.v{L}f32", ir.FunctionType(vty, [vty, vty, vty]))
-    e = builder.call(fma, [builder.fsub(_fconst(vty, 0.0), d), r, _fconst(vty, 2.0)])  # 2 - d r
+    e = builder.call(fma, [builder.fneg(d), r, _fconst(vty, 2.0)])  # 2 - d r, one negated multiply-add
     return builder.fmul(builder.fmul(num, r), e)
 
 
@@ -109,8 +113,9 @@ def activate(builder, val, flags_v, cflag):
     """``val`` through the activation of ``flags_v`` (window_jit's activation bits; ``cflag`` makes a constant
     of its type):
     Relu "0 if v < 0 else v" (NaN stays), then the cap at 6 "6 if v > 6 else v"; HardSwish v * min(max(v / 6
-    + 1/2, 0), 1); Swish v * sigmoid(v), as v / (1 + e) for v >= 0 and v e / (1 + e) below, e = exp(-|v|) (no
-    overflow; NaN stays NaN; -|v| by setting the sign bit)."""
+    + 1/2, 0), 1); Swish v * sigmoid(v) as v / (1 + e), e = exp(-v) with its argument clamped to [-87.3, 88] (no
+    overflow: below v = -88, where v sigmoid(v) is under 1e-36, the quotient is a tiny negative number or
+    zero; NaN stays NaN)."""
     vty = val.type
     zero, six, one = _fconst(vty, 0.0), _fconst(vty, 6.0), _fconst(vty, 1.0)
 
@@ -137,13 +142,8 @@ def activate(builder, val, flags_v, cflag):
         hs = builder.select(builder.fcmp_ordered(">", hs, one), one, hs)
         return builder.fmul(v, hs)
 
-    def swish(v):
-        ity = ir.VectorType(I32, L)
-        neg = builder.fcmp_ordered("<", v, zero)
-        sign = ir.Constant(ity, [-(2**31)] * L)
-        e = exp_vec(builder, builder.bitcast(builder.or_(builder.bitcast(v, ity), sign), vty), nonpositive=True)
-        num = builder.select(neg, builder.fmul(v, e), v)
-        return divide(builder, num, builder.fadd(one, e))
+    def swish(v):  # v / (1 + exp(-v)): exp's argument clamped, so 1 + e stays finite
+        return divide(builder, v, builder.fadd(one, exp_vec(builder, v, negate=True)))
 
     val = branch(bit(4), val, relu)
     val = branch(bit(16), val, hardswish)

@@ -328,33 +328,21 @@ def depthwise3_fits(geo, dtype) -> bool:
 
 
 def bordered_plane(geo) -> tuple[int, int]:
-    """(hq, wq) of one channel's zero-bordered plane in the stride-1 layout that depthwise3 and
-    channel_conv read at any stride: the image's cells from (ph, pw) on, and every row and column a
+    """(hq, wq) of one channel's zero-bordered plane in the stride-1 layout that channel_conv reads at
+    any stride: the image's cells from (ph, pw) on, and every row and column a
     window reads."""
     (h, w), (kh, kw), (oh, ow), (ph, pw), s = geo.spatial, geo.kernel, geo.out, geo.head, geo.stride[0]
     return max(ph + h, s * (oh - 1) + kh), max(pw + w, s * (ow - 1) + kw)
 
 
-def depthwise3_planes(geo) -> tuple[int, int, int]:
-    """(hq, wq, cells per channel) of ``depthwise3``'s zero-bordered planes (a (C, cells) float32
-    buffer, zero-filled once: only the image's cells are written)."""
-    from framework.kernels import depthwise3 as d3
-
-    hq, wq = bordered_plane(geo)
-    return hq, wq, hq * wq + d3.SLACK
-
-
-def depthwise3(x, w, b, y, res, planes, plane, geo, relu: bool, i0: int, i1: int) -> None:
+def depthwise3(x, w, b, y, res, geo, relu: bool, i0: int, i1: int) -> None:
     """3x3 or 5x5 depthwise conv at stride 1 or 2 (``depthwise3_fits``; depthwise3.py) of images i0:i1 into
-    y: ``w`` (C, 1, K, K), ``b`` (C,) (zeros for a conv without bias), ``planes`` of
-    ``depthwise3_planes`` and ``plane`` that (hq, wq, cells); ``res`` may be None or ``y`` itself."""
+    y: ``w`` (C, 1, K, K), ``b`` (C,) (zeros for a conv without bias); ``res`` may be None or ``y`` itself."""
     from framework.kernels import depthwise3 as d3
 
     x, res, flags = _mk_operands(x, y, res, relu)
-    (ph, pw), s, (hq, wq, _) = geo.head, geo.stride[0], plane
-    _timed(
-        "depthwise3", d3._depthwise3, x, np.ascontiguousarray(w), b, y, res, planes, s, ph, pw, hq, wq, flags, i0, i1
-    )
+    (ph, pw), s = geo.head, geo.stride[0]
+    _timed("depthwise3", d3._depthwise3, x, np.ascontiguousarray(w), b, y, res, s, ph, pw, flags, i0, i1)
 
 
 class ChannelPlan(NamedTuple):
@@ -538,6 +526,21 @@ def scale_shift(x, a, b, y, relu: int = 0) -> bool:
     return True
 
 
+def channel_means(x, s) -> bool:
+    """s[n, c] = the mean of x[n, c] over its other axes (x float32 C-contiguous (N, C, ...), s float32 (N, C)) in
+    one vectorized pass (the ``scale_shift`` family's plain loops); False (nothing done) where the kernel does not
+    apply or is unavailable."""
+    if not available() or not usable("scale_shift") or x.ndim < 2 or x.dtype != np.float32 or s.dtype != np.float32:
+        return False
+    if not (x.flags.c_contiguous and s.flags.c_contiguous) or s.shape != x.shape[:2]:
+        return False
+    try:
+        _timed("scale_shift", _kernels._channel_means, x.reshape(x.shape[0], x.shape[1], -1), s)
+    except KernelUnavailable:
+        return False
+    return True
+
+
 def pool(x, y, inv, planes, z, geo, mode: str, pad_value, i0: int, i1: int) -> None:
     """Max (``mode='max'``, windows start at ``pad_value``) or average (times ``inv`` (OH, OW))
     pooling of images i0:i1 into y."""
@@ -634,8 +637,7 @@ def _warm_steps() -> list:
         direct_depthwise(x, w3, zero_b, y, y, np.zeros(plan.planes, np.float32), runs, plan, True, 0, 1)
 
     def depthwise3s():
-        plane3 = depthwise3_planes(geo)
-        depthwise3(x, w3, zero_b, y, y, np.zeros((2, plane3[2]), np.float32), plane3, geo, True, 0, 1)
+        depthwise3(x, w3, zero_b, y, y, geo, True, 0, 1)
 
     def pointwises():
         wp = direct_pack(np.zeros((2, 2, 1, 1), np.float32))

@@ -329,6 +329,26 @@ def _scale_shift(x, a, b, y, relu):  # pragma: no cover - compiled
     return 0
 
 
+# the sums may be reassociated: LLVM keeps one partial sum per vector lane (the loop vectorizes)
+_jit_sum = cached_jit.njit(cache=simd_ir.CACHE, fastmath={"contract", "reassoc"}, nogil=True, boundscheck=False)
+
+
+@_jit_sum
+def _channel_means(x, s):  # pragma: no cover - compiled
+    """s[n, c] = the mean of x[n, c, :] over (N, C, P) float32 arrays, summed in float32 (one partial sum per
+    vector lane, then across them: no more rounding error than numpy's pairwise sum's order of magnitude)."""
+    n, c, p = x.shape
+    pu = _U(p)
+    inv = np.float32(1.0 / max(p, 1))
+    for i in range(n):
+        for ch in range(c):
+            acc = np.float32(0)
+            for j in range(pu):
+                acc += x[i, ch, j]
+            s[i, ch] = acc * inv
+    return 0
+
+
 @_jit
 def _epilogue_block(acc, b, res, y, relu):  # pragma: no cover - compiled
     """y[i] = acc[:, i] (+ b per row) (+ res[i]) (Relu) for every image i of a GEMM over a block of

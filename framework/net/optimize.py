@@ -19,6 +19,8 @@ read by any other op than the one being fused, is never folded or fused away):
    becomes SpatialBNRelu with keep_nan=1 (a separate Relu keeps NaN; Caffe2's fused op does not),
    one compiled pass instead of two.
 4a. Fuse Clip(0, 6), HardSwish and Swish into the producing Conv, Relu into depthwise ones (fuse_activation.py).
+4c. A squeeze-excitation block (global AveragePool, two 1x1 convs, Sigmoid/HardSigmoid, Mul) becomes one
+   SqueezeExcite op (fuse_squeeze_excite.py).
 4b. Average pooling after a 1x1 conv goes before it (DenseNet's transitions: the conv on a quarter of
    the pixels; see ``pool_before_pointwise``).
 5. Fuse Concat over the channels -> ChannelShuffle (-> Split over the channels) into one
@@ -750,7 +752,8 @@ def optimize_inference(
         out.CopyFrom(src)
         return out
     state = _Net(ops, observable, ws)
-    from framework.net.fuse_activation import fuse_activations  # (it imports this module's helpers)
+    from framework.net.fuse_activation import fuse_activations  # (they import this module's helpers)
+    from framework.net.fuse_squeeze_excite import fuse_squeeze_excite
 
     stats: dict[str, int | str] = {
         "identities": drop_identities(state),
@@ -759,6 +762,7 @@ def optimize_inference(
         "sums": fuse_sum(state),
         "relus": fuse_relu(state),
         "activations": fuse_activations(state),
+        "squeeze_excite": fuse_squeeze_excite(state),
         "pools_first": pool_before_pointwise(state),
         "shuffles": fuse_shuffle(state),
         "concats": concat_in_place(state),

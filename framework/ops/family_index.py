@@ -853,6 +853,7 @@ OP_MODULES = {
     "SquaredL2Distance": ("nn.distances",),
     "SquaredL2DistanceGradient": ("nn.distances",),
     "Squeeze": ("tensor.shape_ops",),
+    "SqueezeExcite": ("nn.squeeze_excite",),
     "StatRegistryCreate": ("training.counters",),
     "StatRegistryExport": ("training.counters",),
     "StatRegistryUpdate": ("training.counters",),

@@ -38,6 +38,7 @@ MODULES = (
     "softmax",
     "space_batch",
     "spatial_softmax",
+    "squeeze_excite",
     "stumps",
     "summarize",
     "top_k",

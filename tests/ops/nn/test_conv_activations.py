@@ -37,7 +37,7 @@ def _reference(x, w, b, k, s, pad, group):
 # (n, c, m, group, size, window, stride, pad, strategy)
 CONVS = [
     (1, 16, 24, 1, 17, 1, 1, 0, "pointwise_mk"),
-    (1, 512, 200, 1, 13, 1, 1, 0, "pointwise"),
+    (1, 4100, 24, 1, 5, 1, 1, 0, "pointwise"),
     (2, 8, 8, 8, 12, 3, 1, 1, "depthwise3"),
     (1, 8, 8, 8, 13, 3, 2, 1, "depthwise3"),
     (2, 8, 8, 8, 11, 5, 1, 2, "depthwise3"),

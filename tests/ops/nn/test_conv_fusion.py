@@ -264,7 +264,7 @@ def test_batched_gemm_in_chunks_with_a_smaller_last_chunk(threads, monkeypatch, 
         (1, 0, 17, 16, True),  # 1x1 on the micro-kernel
         (3, 1, 13, 16, True),  # direct, rows written in place
         (3, 1, 8, 16, True),  # narrow: output channels in the lanes
-        (1, 0, 13, 1100, False),  # 1x1 on OpenBLAS (over POINTWISE_MK_MAX_C): into its own output, then copied
+        (1, 0, 13, 4100, False),  # 1x1 on OpenBLAS (over POINTWISE_MK_C): into its own output, then copied
         (5, 2, 13, 128, True),
         (5, 2, 20, 128, False),  # im2col + GEMM
         (3, 0, 15, 4, True),

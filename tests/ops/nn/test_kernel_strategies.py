@@ -23,12 +23,13 @@ def _geo(size, k, s, pad):
 CONVS = [
     (1, 16, 24, 1, 17, 1, 1, 0, "pointwise_mk"),
     (1, 480, 20, 1, 1, 1, 1, 0, "pointwise"),  # one pixel (a squeeze-excitation's): BLAS's GEMM
-    (1, 512, 1000, 1, 13, 1, 1, 0, "pointwise"),  # over many channels and outputs: BLAS's GEMM
+    (1, 4100, 24, 1, 5, 1, 1, 0, "pointwise"),  # over POINTWISE_MK_C (and _MAX_C) channels: BLAS's GEMM
     (2, 8, 8, 8, 12, 3, 1, 1, "depthwise3"),
     (1, 8, 8, 8, 19, 5, 2, 2, "depthwise3"),
     (2, 8, 8, 8, 12, 7, 1, 3, "direct_depthwise"),
     (2, 8, 8, 8, 13, 7, 2, 3, "depthwise_planes"),
     (1, 8, 32, 1, 8, 3, 1, 1, "channel"),
+    (2, 40, 48, 1, 7, 1, 1, 0, "channel"),  # 1x1 on a 7x7 image: output channels in the lanes
     (16, 256, 256, 1, 30, 3, 1, 1, "winograd"),
     (2, 8, 16, 1, 20, 3, 1, 1, "direct"),
     (2, 4, 6, 2, 9, 3, 1, 1, "im2col"),  # groups
