@@ -21,6 +21,11 @@ OTHERS = (
         "Int8Conv/Int8FC requantization, Int8 depthwise conv, Int8Add/Sum",
         "framework.ops.quantized.int8_kernels",
     ),
+    (
+        "int8_gemm",
+        "the integer GEMM of Int8Conv/Int8FC and ONNX QLinearConv/ConvInteger/QLinearMatMul/MatMulInteger",
+        "framework.ops.quantized.int8_gemm_path",
+    ),
     ("bn_train", "training-mode SpatialBN and SpatialBNGradient", "framework.kernels.bn_train"),
     (
         "range_search",
@@ -76,6 +81,9 @@ def other_status(family: str, module) -> str:
         return f"failed to compile ({disabled[family]})"
     if module.available():
         return "ready"
+    lacks = kernel_support.missing(family)
+    if lacks:
+        return f"not for this CPU (lacks {', '.join(lacks)})"
     if family == "recurrent":
         return "unavailable: numba or scipy missing, or FRAMEWORK_NO_JIT set"
     return "unavailable: numba missing or FRAMEWORK_NO_JIT set"

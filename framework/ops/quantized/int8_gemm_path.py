@@ -1,0 +1,177 @@
+"""The integer GEMM path of the 8-bit GEMM ops (Int8Conv/Int8ConvRelu/Int8FC, ONNX QLinearConv/ConvInteger/
+QLinearMatMul/MatMulInteger): when it applies, what it caches on the op, and the guarded call of the compiled
+kernel (``framework.kernels.int8_gemm``: uint8 x int8 -> int32 on AVX-512 VNNI, the requantization fused).
+
+It applies when the kernel may run here (numba present, ``FRAMEWORK_NO_JIT`` unset, the CPU has AVX-512 BW and
+VNNI, family ``int8_gemm`` not disabled by a failed compile) and the centred weights ``w - w_zero_point`` fit
+int8 ([-128, 127]: weights quantized with zero point 128 as uint8, or symmetric int8); otherwise the ops keep
+their exact float32 GEMM. Activations enter as uint8 codes (int8 codes shifted by 128, with their zero point);
+their zero point is folded into a per-column correction ``-x_zero_point * sum_k (w - w_zero_point)``, so the
+window columns hold the raw codes (padding holds the zero point). The results are the exact integer sums the
+float path computes (both are exact; the kernel's int32 accumulator wraps modulo 2**32, as QNNPACK's).
+
+The first call of each kernel signature is guarded (``kernel_support.call``): a compile that fails disables the
+family for the process with one RuntimeWarning and the callers run the float path.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import NamedTuple
+
+import numpy as np
+
+from framework.kernels import kernel_support
+from framework.kernels.kernel_support import KernelUnavailable
+from framework.runtime.state import RUNTIME
+
+FAMILY = "int8_gemm"
+_MODULE: list = RUNTIME.held("ops.quantized.int8_gemm_path", list)
+
+
+class Packed(NamedTuple):
+    """Weights as the kernel reads them: ``data`` (``int8_gemm.pack``), K, M, ``kg`` (K / 4 rounded up), and the
+    column sums of the centred weights (int64, (M,))."""
+
+    data: np.ndarray
+    k: int
+    m: int
+    kg: int
+    colsum: np.ndarray
+
+
+def _module():
+    """framework.kernels.int8_gemm (imported, with numba's cache in the user cache folder, on first use), or
+    None without numba or with FRAMEWORK_NO_JIT set."""
+    if not _MODULE:
+        try:
+            if os.environ.get("FRAMEWORK_NO_JIT", "") not in ("", "0"):
+                raise ImportError("FRAMEWORK_NO_JIT is set")
+            from framework.kernels import machine
+
+            with machine.numba_cache():
+                from framework.kernels import int8_gemm
+        except ImportError:
+            int8_gemm = None
+        _MODULE.append(int8_gemm)
+    return _MODULE[0]
+
+
+def available() -> bool:
+    """Whether the integer GEMM kernel may run in this process (CPU features, numba, no failed compile)."""
+    return kernel_support.usable(FAMILY) and _module() is not None
+
+
+def pack_centered(centered: np.ndarray) -> Packed | None:
+    """``centered`` (M, K) integers ``w - w_zero_point`` packed as B = centered^T, or None when a value lies
+    outside int8 (the kernel multiplies uint8 by int8)."""
+    m, k = centered.shape
+    if centered.size and (centered.min() < -128 or centered.max() > 127):
+        return None
+    mod = _module()
+    data = mod.pack(np.ascontiguousarray(centered.T))
+    return Packed(data, k, m, -(-k // 4), centered.sum(axis=1, dtype=np.int64))
+
+
+def cached_weights(op, arr: np.ndarray, key: tuple, centered) -> Packed | None:
+    """The op's packed weights for ``arr`` under ``key`` (its version and zero points...), made by
+    ``pack_centered(centered())`` when the op holds none for them (the op holds ``arr``, so the identity test
+    cannot be fooled); None (cached too) when they do not fit int8."""
+    cache = getattr(op, "_int8_gemm_w", None)
+    if cache is not None and cache[0] is arr and cache[1] == key:
+        return cache[2]
+    packed = pack_centered(centered())
+    op._int8_gemm_w = (arr, key, packed)
+    return packed
+
+
+def buffer(op, name: str, shape: tuple, dtype) -> np.ndarray:
+    """A scratch array the op keeps between runs (a new one when the shape or dtype changes); its contents are
+    whatever the last run left."""
+    bufs = op.__dict__.setdefault("_int8_gemm_bufs", {})
+    buf = bufs.get(name)
+    if buf is None or buf.shape != tuple(shape) or buf.dtype != dtype:
+        buf = bufs[name] = np.empty(shape, dtype)
+    return buf
+
+
+def rows(op, a: np.ndarray, name: str = "rows") -> tuple[np.ndarray, int]:
+    """(flat uint8 array, row stride) of the (P, K) uint8 matrix ``a`` as the kernel reads it: ``a`` itself when
+    its rows are contiguous and K is a multiple of 4, else a copy with rows padded to a multiple of 4."""
+    p, k = a.shape
+    if k % 4 == 0 and a.flags.c_contiguous:
+        return a.reshape(-1), k
+    k4 = -(-k // 4) * 4
+    buf = buffer(op, name, (max(p, 1), k4), np.uint8)
+    buf[:p, :k] = a
+    return buf.reshape(-1), k4
+
+
+def window_rows(op, x: np.ndarray, x_zp: int, geo, window_view) -> tuple[np.ndarray, int]:
+    """(flat uint8 array, row stride) of the window columns of NHWC uint8 ``x`` (N, H, W, C) under the resolved
+    geometry ``geo``: one row per output pixel, K = KH * KW * C in (kh, kw, c) order, out-of-image taps holding
+    ``x_zp``. A 1x1 stride-1 unpadded conv reads ``x`` itself."""
+    n, h, w, c = x.shape
+    if tuple(geo.kernel) == (1, 1) and tuple(geo.stride) == (1, 1) and not geo.padded:
+        return rows(op, x.reshape(n * h * w, c))
+    xp = x
+    if geo.padded:
+        (ht, hl), (tb, tr) = ((max(v, 0) for v in geo.head), (max(v, 0) for v in geo.tail))
+        xp = buffer(op, "padded", (n, h + ht + tb, w + hl + tr, c), np.uint8)
+        border = getattr(op, "_int8_gemm_border", None)
+        if border is None or border[0] is not xp or border[1] != x_zp:
+            xp[...] = x_zp  # the border keeps the zero point between runs: only the interior is rewritten
+            op._int8_gemm_border = (xp, x_zp)
+        xp[:, ht : ht + h, hl : hl + w] = x
+    view = window_view(xp, geo, "NHWC")  # (N, OH, OW, KH, KW, C)
+    p = view.shape[0] * view.shape[1] * view.shape[2]
+    k = view.shape[3] * view.shape[4] * c
+    k4 = -(-k // 4) * 4
+    cols = buffer(op, "cols", (max(p, 1), k4), np.uint8)
+    np.copyto(cols[:p, :k].reshape(view.shape), view)
+    return cols.reshape(-1), k4
+
+
+def run(op, a, lda: int, p: int, packed: Packed, x_zp: int, ibias, fbias, ratio, params, mode: int, transposed, out):
+    """The kernel over ``p`` rows of ``a`` (``rows``/``window_rows``) into ``out``; False when the family is
+    unavailable (nothing written: the caller runs its float path). ``params`` = (mult, shift, y_zp, fzp, lo, hi)
+    (int8_gemm.gemm). Zero vectors stand in for the bias arguments the mode does not read."""
+    mod = _module()
+    m = packed.m
+    corr = packed.colsum * np.int64(-x_zp)
+    zi = ibias if ibias is not None else np.zeros(m, np.int64)
+    zf = fbias if fbias is not None else np.zeros(m, np.float64)
+    zr = ratio if ratio is not None else np.zeros(m, np.float64)
+    c = buffer(op, "sums", (mod.MB * mod.padded_columns(m),), np.int32)
+    mult, shift, y_zp, fzp, lo, hi = params
+    args = (
+        a, np.int64(0), np.int64(lda), np.int64(p), packed.data, np.int64(packed.kg), c, corr, zi, zf, zr,
+        np.int64(mult), np.int64(shift), np.int64(y_zp), np.float64(fzp), np.int64(lo), np.int64(hi),
+        np.int64(mode), bool(transposed), out,
+    )  # fmt: skip
+    try:
+        kernel_support.call(FAMILY, mod._gemm, args)
+    except KernelUnavailable:
+        return False
+    return True
+
+
+def warm_up() -> None:
+    """Compile (or load from numba's cache) the kernel with the signatures the ops pass, on tiny arrays."""
+    if not available():
+        return
+    mod = _module()
+    packed = pack_centered(np.ones((2, 4), np.int32))
+    a = np.zeros(4, np.uint8)
+    one = np.ones(2, np.int64)
+    for mode, out in ((mod.Q31, np.empty((1, 2), np.uint8)), (mod.INT32, np.empty((2, 1), np.int32))):
+        run(_Holder(), a, 4, 1, packed, 0, one, None, None, (1 << 30, 1, 0, 0.0, 0, 255), mode, mode != mod.Q31, out)
+    for dtype in (np.uint8, np.int8):
+        run(_Holder(), a, 4, 1, packed, 0, None, one * 1.0, one * 1.0, (0, 0, 0, 0.0, -128, 127), mod.RESCALE, True,
+            np.empty((2, 1), dtype))  # fmt: skip
+        run(_Holder(), a, 4, 1, packed, 0, None, one * 1.0, one * 1.0, (0, 0, 0, 0.0, -128, 127), mod.RESCALE, False,
+            np.empty((1, 2), dtype))  # fmt: skip
+
+
+class _Holder:
+    """Stands in for an op in ``warm_up`` (holds the scratch arrays)."""
