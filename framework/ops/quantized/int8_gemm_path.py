@@ -95,25 +95,36 @@ def buffer(op, name: str, shape: tuple, dtype) -> np.ndarray:
     return buf
 
 
-def rows(op, a: np.ndarray, name: str = "rows") -> tuple[np.ndarray, int]:
-    """(flat uint8 array, row stride) of the (P, K) uint8 matrix ``a`` as the kernel reads it: ``a`` itself when
-    its rows are contiguous and K is a multiple of 4, else a copy with rows padded to a multiple of 4."""
-    p, k = a.shape
-    if k % 4 == 0 and a.flags.c_contiguous:
+def _copy(dst: np.ndarray, src: np.ndarray, flip: bool) -> None:
+    """dst = src (uint8), or with the top bit flipped (``flip``: int8 codes read as uint8 codes shifted by 128)."""
+    if flip:
+        np.bitwise_xor(src, np.uint8(0x80), out=dst)
+    else:
+        np.copyto(dst, src)
+
+
+def rows(op, a: np.ndarray, flip: bool = False) -> tuple[np.ndarray, int]:
+    """(flat uint8 array, row stride) of the uint8 matrix ``a`` (P, K) as the kernel reads it (``a`` may be any
+    uint8 view whose leading dims flatten to P and last is K): ``a`` itself when it is contiguous, K is a
+    multiple of 4 and nothing is flipped (``_copy``), else a copy with rows padded to a multiple of 4."""
+    k = a.shape[-1]
+    p = a.size // k if k else 0
+    if k % 4 == 0 and a.flags.c_contiguous and not flip:
         return a.reshape(-1), k
     k4 = -(-k // 4) * 4
-    buf = buffer(op, name, (max(p, 1), k4), np.uint8)
-    buf[:p, :k] = a
+    buf = buffer(op, "rows", (max(p, 1), k4), np.uint8)
+    _copy(buf[:p, :k].reshape(a.shape), a, flip)
     return buf.reshape(-1), k4
 
 
-def window_rows(op, x: np.ndarray, x_zp: int, geo, window_view) -> tuple[np.ndarray, int]:
-    """(flat uint8 array, row stride) of the window columns of NHWC uint8 ``x`` (N, H, W, C) under the resolved
-    geometry ``geo``: one row per output pixel, K = KH * KW * C in (kh, kw, c) order, out-of-image taps holding
-    ``x_zp``. A 1x1 stride-1 unpadded conv reads ``x`` itself."""
+def window_rows(op, x: np.ndarray, x_zp: int, geo, window_view, flip: bool = False) -> tuple[np.ndarray, int]:
+    """(flat uint8 array, row stride) of the window columns of the NHWC uint8 view ``x`` (N, H, W, C; any
+    strides) under the resolved geometry ``geo``: one row per output pixel, K = KH * KW * C in (kh, kw, c)
+    order, out-of-image taps holding ``x_zp`` (``flip``: see ``_copy``; x_zp is then already shifted). A 1x1
+    stride-1 unpadded conv reads the image rows themselves."""
     n, h, w, c = x.shape
     if tuple(geo.kernel) == (1, 1) and tuple(geo.stride) == (1, 1) and not geo.padded:
-        return rows(op, x.reshape(n * h * w, c))
+        return rows(op, x, flip)
     xp = x
     if geo.padded:
         (ht, hl), (tb, tr) = ((max(v, 0) for v in geo.head), (max(v, 0) for v in geo.tail))
@@ -122,20 +133,22 @@ def window_rows(op, x: np.ndarray, x_zp: int, geo, window_view) -> tuple[np.ndar
         if border is None or border[0] is not xp or border[1] != x_zp:
             xp[...] = x_zp  # the border keeps the zero point between runs: only the interior is rewritten
             op._int8_gemm_border = (xp, x_zp)
-        xp[:, ht : ht + h, hl : hl + w] = x
+        _copy(xp[:, ht : ht + h, hl : hl + w], x, flip)
+        flip = False
     view = window_view(xp, geo, "NHWC")  # (N, OH, OW, KH, KW, C)
     p = view.shape[0] * view.shape[1] * view.shape[2]
     k = view.shape[3] * view.shape[4] * c
     k4 = -(-k // 4) * 4
     cols = buffer(op, "cols", (max(p, 1), k4), np.uint8)
-    np.copyto(cols[:p, :k].reshape(view.shape), view)
+    _copy(cols[:p, :k].reshape(view.shape), view, flip)
     return cols.reshape(-1), k4
 
 
-def run(op, a, lda: int, p: int, packed: Packed, x_zp: int, ibias, fbias, ratio, params, mode: int, transposed, out):
-    """The kernel over ``p`` rows of ``a`` (``rows``/``window_rows``) into ``out``; False when the family is
-    unavailable (nothing written: the caller runs its float path). ``params`` = (mult, shift, y_zp, fzp, lo, hi)
-    (int8_gemm.gemm). Zero vectors stand in for the bias arguments the mode does not read."""
+def run(op, a, lda: int, p: int, packed: Packed, x_zp: int, ibias, fbias, ratio, params, mode: int, transposed, out,
+        a_off: int = 0):  # fmt: skip
+    """The kernel over ``p`` rows of ``a`` (``rows``/``window_rows``; from byte ``a_off``) into ``out``; False
+    when the family is unavailable (nothing written: the caller runs its float path). ``params`` = (mult, shift,
+    y_zp, fzp, lo, hi) (int8_gemm._gemm). Zero vectors stand in for the bias arguments the mode does not read."""
     mod = _module()
     m = packed.m
     corr = packed.colsum * np.int64(-x_zp)
@@ -145,7 +158,7 @@ def run(op, a, lda: int, p: int, packed: Packed, x_zp: int, ibias, fbias, ratio,
     c = buffer(op, "sums", (mod.MB * mod.padded_columns(m),), np.int32)
     mult, shift, y_zp, fzp, lo, hi = params
     args = (
-        a, np.int64(0), np.int64(lda), np.int64(p), packed.data, np.int64(packed.kg), c, corr, zi, zf, zr,
+        a, np.int64(a_off), np.int64(lda), np.int64(p), packed.data, np.int64(packed.kg), c, corr, zi, zf, zr,
         np.int64(mult), np.int64(shift), np.int64(y_zp), np.float64(fzp), np.int64(lo), np.int64(hi),
         np.int64(mode), bool(transposed), out,
     )  # fmt: skip

@@ -1,0 +1,74 @@
+"""ONNX QLinearConv / ConvInteger / QLinearMatMul / MatMulInteger on the integer GEMM kernel (weights whose
+centred codes fit int8) against onnx's ReferenceEvaluator, bit for bit: uint8 and int8 activations with zero
+points at their ends, per-channel weight zero points and scales, strides, pads, dilations, batches, bias; the
+kernel must have run."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+onnx = pytest.importorskip("onnx")
+
+from framework.ops.quantized import int8_gemm_path  # noqa: E402
+from tests.ops.onnx.test_qlinear_conv_gemm import _T, _agree, _codes  # noqa: E402
+from tests.ops.quantized.test_int8_integer_gemm import spy_calls  # noqa: E402
+
+pytestmark = pytest.mark.skipif(not int8_gemm_path.available(), reason="the CPU lacks AVX-512 VNNI (or no numba)")
+
+
+def _zero_point(draw, dtype):
+    info = np.iinfo(dtype)
+    return dtype.type(draw(st.sampled_from([info.min, info.max, 0, 3])))
+
+
+def _fitting_weights(rng, dtype, shape, wz):
+    """Codes of ``dtype`` whose centred values w - wz (wz scalar or per output channel) lie in [-128, 127]."""
+    info = np.iinfo(dtype)
+    wz = np.asarray(wz, np.int64).reshape((-1,) + (1,) * (len(shape) - 1))
+    lo, hi = np.maximum(info.min, wz - 128), np.minimum(info.max, wz + 127)
+    return (lo + np.floor(rng.random(shape) * (hi - lo + 1))).astype(dtype)
+
+
+@st.composite
+def _case(draw):
+    kernel = [draw(st.integers(1, 3)) for _ in range(2)]
+    dil = [draw(st.integers(1, 2)) for _ in range(2)]
+    attrs = dict(
+        strides=[draw(st.integers(1, 2)) for _ in range(2)], dilations=dil, kernel_shape=kernel,
+        pads=[draw(st.integers(0, 2)) for _ in range(4)],
+    )  # fmt: skip
+    spatial = [draw(st.integers((k - 1) * d + 1, 8)) for k, d in zip(kernel, dil)]
+    xt, wt, yt = (np.dtype(draw(st.sampled_from([np.uint8, np.int8]))) for _ in range(3))
+    n, c, m = draw(st.integers(1, 2)), draw(st.integers(1, 13)), draw(st.integers(1, 40))
+    per_channel = draw(st.booleans())
+    wz = [_zero_point(draw, wt) for _ in range(m if per_channel else 1)]
+    return dict(
+        n=n, c=c, m=m, spatial=spatial, attrs=attrs, xt=xt, wt=wt, yt=yt, xz=_zero_point(draw, xt),
+        wz=np.array(wz, wt) if per_channel else np.asarray(wz[0]), yz=_zero_point(draw, yt),
+        bias=draw(st.booleans()), seed=draw(st.integers(0, 2**31 - 1)),
+    )  # fmt: skip
+
+
+@settings(max_examples=40, deadline=None)
+@given(_case())
+def test_qlinear_conv_and_conv_integer_on_the_kernel(case):
+    rng = np.random.default_rng(case["seed"])
+    m, wz = case["m"], case["wz"]
+    x = _codes(rng, case["xt"], (case["n"], case["c"], *case["spatial"]))
+    w = _fitting_weights(rng, case["wt"], (m, case["c"], *case["attrs"]["kernel_shape"]), wz)
+    feeds = {
+        "x": x, "x_scale": np.float32(rng.uniform(0.01, 0.1)), "x_zero_point": case["xz"],
+        "w": w, "w_scale": rng.uniform(0.001, 0.05, wz.shape).astype(np.float32), "w_zero_point": wz,
+        "y_scale": np.float32(rng.uniform(0.05, 2.0)), "y_zero_point": case["yz"],
+    }  # fmt: skip
+    feeds = {k: np.asarray(v) for k, v in feeds.items()}
+    if case["bias"]:
+        feeds["B"] = rng.integers(-5000, 5000, m).astype(np.int32)
+    with spy_calls() as calls:
+        _agree("QLinearConv", feeds, case["attrs"], _T[case["yt"]])
+        ints = {"x": x, "w": w, "x_zero_point": feeds["x_zero_point"], "w_zero_point": wz}
+        _agree("ConvInteger", ints, case["attrs"], onnx.TensorProto.INT32)
+    assert calls and all(calls)
