@@ -72,3 +72,29 @@ def test_qlinear_conv_and_conv_integer_on_the_kernel(case):
         ints = {"x": x, "w": w, "x_zero_point": feeds["x_zero_point"], "w_zero_point": wz}
         _agree("ConvInteger", ints, case["attrs"], onnx.TensorProto.INT32)
     assert calls and all(calls)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    batch=st.lists(st.integers(1, 3), max_size=2), rows=st.integers(1, 20), k=st.integers(1, 90),
+    cols=st.integers(1, 70), per_column=st.booleans(), data=st.data(), seed=st.integers(0, 2**31 - 1),
+)  # fmt: skip
+def test_qlinear_matmul_and_matmul_integer_on_the_kernel(batch, rows, k, cols, per_column, data, seed):
+    rng = np.random.default_rng(seed)
+    at, bt, yt = (np.dtype(data.draw(st.sampled_from([np.uint8, np.int8]))) for _ in range(3))
+    a = _codes(rng, at, (*batch, rows, k))
+    az = np.asarray(_zero_point(data.draw, at))
+    bz = np.asarray(_zero_point(data.draw, bt))
+    bzs = np.array([_zero_point(data.draw, bt) for _ in range(cols)], bt) if per_column and not batch else bz
+    b = _fitting_weights(rng, bt, (cols, k), bzs).T.copy()
+    with spy_calls() as calls:
+        _agree("MatMulInteger", {"x": a, "b": b, "az": az, "bz": bzs}, {}, onnx.TensorProto.INT32)
+        b = _fitting_weights(rng, bt, (cols, k), bz).T.copy()
+        feeds = {
+            "x": a, "a_scale": np.float32(rng.uniform(0.01, 0.1)), "a_zero_point": az,
+            "b": b, "b_scale": rng.uniform(0.001, 0.05, (cols,) if per_column else ()).astype(np.float32),
+            "b_zero_point": bz, "y_scale": np.float32(rng.uniform(0.05, 50.0)),
+            "y_zero_point": _zero_point(data.draw, yt),
+        }  # fmt: skip
+        _agree("QLinearMatMul", {k: np.asarray(v) for k, v in feeds.items()}, {}, _T[yt])
+    assert calls == [True, True]
