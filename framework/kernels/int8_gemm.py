@@ -97,17 +97,41 @@ _B4, _B3, _B2, _B1 = (_make_block(ROWS[v], v) for v in (4, 3, 2, 1))
 
 
 @_jit
-def _q31(a, mult, shift, y_zp, lo):  # pragma: no cover - compiled
+def _q31(a, mult, shift, mask, half, y_zp, lo):  # pragma: no cover - compiled
+    """QNNPACK's q31_requantize of the int64 ``a`` (mask = 2**shift - 1, half = mask >> 1), clamped to [lo, 255]
+    after the zero point; branch-free (``a >> 63`` is -1 below zero) so the loops over it vectorize."""
     q = (a * mult + (1 << 30)) >> 31
-    mask = (np.int64(1) << shift) - 1
-    rem = (q & mask) - (1 if a < 0 else 0)
-    n = (q >> shift) + (1 if rem > (mask >> 1) else 0) + y_zp
+    rem = (q & mask) + (a >> 63)
+    n = (q >> shift) + (rem > half) + y_zp
     return min(max(n, lo), 255)
 
 
 @_jit
 def _wrap32(v):  # pragma: no cover - compiled
     return ((v + (np.int64(1) << 31)) & np.int64(0xFFFFFFFF)) - (np.int64(1) << 31)
+
+
+@_jit
+def _epilogue(c, ldc, pr, p0, corr, ibias, fbias, ratio, mult, shift, y_zp, fzp, lo, hi, mode, out):
+    """Rows [0, pr) of the band's sums ``c`` into output rows p0 + i. One loop per mode, over 1-D views: the
+    inner loops vectorize (not with the mode tested inside, nor with 2-D indexing)."""  # pragma: no cover
+    m = corr.shape[0]
+    mask = (np.int64(1) << shift) - 1
+    half = mask >> 1
+    flo, fhi = np.float64(lo), np.float64(hi)
+    for i in range(pr):
+        cr = c[i * ldc : i * ldc + m]
+        o = out[p0 + i]
+        if mode == 0:
+            for j in range(m):
+                o[j] = _q31(_wrap32(np.int64(cr[j]) + corr[j]) + ibias[j], mult, shift, mask, half, y_zp, lo)
+        elif mode == 1:
+            for j in range(m):
+                o[j] = _wrap32(np.int64(cr[j]) + corr[j])
+        else:
+            for j in range(m):
+                v = np.rint((np.float64(_wrap32(np.int64(cr[j]) + corr[j])) + fbias[j]) * ratio[j] + fzp)
+                o[j] = min(max(v, flo), fhi)
 
 
 @_jit
@@ -134,27 +158,22 @@ def _gemm(
     """Rows p of A (uint8, flat, row i at ``a_off + i * lda`` bytes) times the packed B (``pack``; kg = K / 4
     rounded up) into ``out`` with the epilogue ``mode`` (module doc). ``c``: int32 scratch of MB rows of
     ``padded_columns(M)``; ``corr``/``ibias`` int64 (M,), ``fbias``/``ratio`` float64 (M,)."""
-    m = corr.shape[0]
     ldc = c.shape[0] // MB
     nvec = ldc // LANES
+    tmp = np.empty((MB if transposed else 0, corr.shape[0]), out.dtype)  # one band of a transposed output
     for p0 in range(0, p, MB):
         pr = min(MB, p - p0)
         for v0 in range(0, nvec, 4):
             _panel(a, a_off + p0 * lda, lda, pr, bp, v0 * kg * 64, kg, c, v0 * LANES, ldc, min(4, nvec - v0))
-        for i in range(pr):
-            row = i * ldc
-            for j in range(m):
-                acc = _wrap32(np.int64(c[row + j]) + corr[j])
-                if mode == 0:
-                    v = _q31(acc + ibias[j], mult, shift, y_zp, lo)
-                elif mode == 1:
-                    v = acc
-                else:
-                    v = min(max(np.rint((np.float64(acc) + fbias[j]) * ratio[j] + fzp), lo), hi)
-                if transposed:
-                    out[j, p0 + i] = v
-                else:
-                    out[p0 + i, j] = v
+        if not transposed:
+            _epilogue(c, ldc, pr, p0, corr, ibias, fbias, ratio, mult, shift, y_zp, fzp, lo, hi, mode, out)
+            continue
+        # requantized row by row into ``tmp`` (vectorized), then transposed into out's columns p0:p0 + pr
+        _epilogue(c, ldc, pr, 0, corr, ibias, fbias, ratio, mult, shift, y_zp, fzp, lo, hi, mode, tmp)
+        for j in range(tmp.shape[1]):
+            o = out[j, p0 : p0 + pr]
+            for i in range(pr):
+                o[i] = tmp[i, j]
 
 
 def padded_columns(m: int) -> int:
