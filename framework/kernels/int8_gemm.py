@@ -44,17 +44,18 @@ _VI = ir.VectorType(_I32, LANES)
 
 
 def _make_block(R: int, V: int):
-    def block(typingctx, a, a_off, lda, rows, bp, b_off, kg, c, c_off, ldc):
-        sig = types.void(a, a_off, lda, rows, bp, b_off, kg, c, c_off, ldc)
+    def block(typingctx, a, a_off, lda, rows, bp, b_off, taps, cg, c, c_off, ldc):
+        sig = types.void(a, a_off, lda, rows, bp, b_off, taps, cg, c, c_off, ldc)
 
         def codegen(context, builder, signature, args):
-            _, a_off_v, lda_v, rows_v, _, b_off_v, kg_v, _, c_off_v, ldc_v = args
+            _, a_off_v, lda_v, rows_v, _, b_off_v, _, cg_v, _, c_off_v, ldc_v = args
             tys = signature.args
 
             def data(i):
                 return context.make_array(tys[i])(context, builder, args[i]).data
 
-            ad, bd, cd = data(0), data(4), data(7)
+            ad, bd, td, cd = data(0), data(4), data(6), data(8)
+            ntap = builder.extract_value(context.make_array(tys[6])(context, builder, args[6]).shape, 0)
             module = builder.module
             dot = simd_ir.function(module, "llvm.x86.avx512.vpdpbusd.512", ir.FunctionType(_VI, [_VI, _VI, _VI]))
             one = simd_ir.const(1)
@@ -63,20 +64,25 @@ def _make_block(R: int, V: int):
             for r in range(R):
                 rr = builder.select(builder.icmp_signed("<", simd_ir.const(r), rows_v), simd_ir.const(r), last)
                 at = builder.add(a_off_v, builder.mul(rr, lda_v))
-                rowp.append(builder.bitcast(builder.gep(ad, [at]), _I32.as_pointer()))
+                rowp.append(at)
             bp = builder.bitcast(builder.gep(bd, [b_off_v]), _VI.as_pointer())
             zero = ir.Constant(_VI, [0] * LANES)
             accs = [[cgutils.alloca_once_value(builder, zero) for _ in range(V)] for _ in range(R)]
-            with cgutils.for_range(builder, kg_v) as loop:
-                g = loop.index
-                bv = [builder.load(builder.gep(bp, [builder.add(builder.mul(g, simd_ir.const(V)), simd_ir.const(v))]),
-                                   align=1) for v in range(V)]  # fmt: skip
-                for r in range(R):
-                    word = builder.load(builder.gep(rowp[r], [g]), align=1)
-                    one_ = builder.insert_element(ir.Constant(_VI, ir.Undefined), word, ir.Constant(_I32, 0))
-                    av = builder.shuffle_vector(one_, one_, ir.Constant(_VI, [0] * LANES))
-                    for v in range(V):
-                        builder.store(builder.call(dot, [builder.load(accs[r][v]), av, bv[v]]), accs[r][v])
+            kk = cgutils.alloca_once_value(builder, simd_ir.const(0))  # the k-group of (tap, group): B's row
+            with cgutils.for_range(builder, ntap) as tl:
+                tap = builder.load(builder.gep(td, [tl.index]))
+                words = [builder.bitcast(builder.gep(ad, [builder.add(at, tap)]), _I32.as_pointer()) for at in rowp]
+                with cgutils.for_range(builder, cg_v) as gl:
+                    g = gl.index
+                    bvec = builder.gep(bp, [builder.mul(builder.load(kk), simd_ir.const(V))])
+                    bv = [builder.load(builder.gep(bvec, [simd_ir.const(v)]), align=1) for v in range(V)]
+                    for r in range(R):
+                        word = builder.load(builder.gep(words[r], [g]), align=1)
+                        one_ = builder.insert_element(ir.Constant(_VI, ir.Undefined), word, ir.Constant(_I32, 0))
+                        av = builder.shuffle_vector(one_, one_, ir.Constant(_VI, [0] * LANES))
+                        for v in range(V):
+                            builder.store(builder.call(dot, [builder.load(accs[r][v]), av, bv[v]]), accs[r][v])
+                    builder.store(builder.add(builder.load(kk), simd_ir.const(1)), kk)
             cp = builder.gep(cd, [c_off_v])
             for r in range(R):
                 with builder.if_then(builder.icmp_signed("<", simd_ir.const(r), rows_v)):
@@ -88,8 +94,10 @@ def _make_block(R: int, V: int):
 
         return sig, codegen
 
-    block.__doc__ = f"""int32 sums of {R} rows of A (from byte a_off, lda apart; rows < ``rows`` stored) times the
-    {V}-vector panel of B at byte b_off, over kg groups of four k, stored at c[c_off + r * ldc + 16 v + lane]."""
+    block.__doc__ = f"""int32 sums of {R} rows of A (row r from byte a_off + r * lda; rows < ``rows`` stored) times
+    the {V}-vector panel of B at byte b_off, stored at c[c_off + r * ldc + 16 v + lane]. Row r's k-group
+    t * cg + g (four k) is read at byte a_off + r * lda + taps[t] + 4 g: the taps of a window over NHWC pixels
+    (implicit GEMM), or taps = [0] and cg = K / 4 for plain rows."""
     return intrinsic(block)
 
 
@@ -135,36 +143,75 @@ def _epilogue(c, ldc, pr, p0, corr, ibias, fbias, ratio, mult, shift, y_zp, fzp,
 
 
 @_jit
-def _panel(a, a_off, lda, pr, bp, b_off, kg, c, c_off, ldc, nv):  # pragma: no cover - compiled
-    """Rows [0, pr) of the band at a_off times the nv-vector panel at b_off, into c at c_off."""
-    if nv == 4:
-        for r0 in range(0, pr, 6):
-            _B4(a, a_off + r0 * lda, lda, min(6, pr - r0), bp, b_off, kg, c, c_off + r0 * ldc, ldc)
-    elif nv == 3:
-        for r0 in range(0, pr, 8):
-            _B3(a, a_off + r0 * lda, lda, min(8, pr - r0), bp, b_off, kg, c, c_off + r0 * ldc, ldc)
-    elif nv == 2:
-        for r0 in range(0, pr, 12):
-            _B2(a, a_off + r0 * lda, lda, min(12, pr - r0), bp, b_off, kg, c, c_off + r0 * ldc, ldc)
-    else:
-        for r0 in range(0, pr, 12):
-            _B1(a, a_off + r0 * lda, lda, min(12, pr - r0), bp, b_off, kg, c, c_off + r0 * ldc, ldc)
+def _panel(
+    a, a_off, lda, ow, oh, row_step, img_step, p0, pr, bp, b_off, taps, cg, c, c_off, ldc, nv
+):  # pragma: no cover
+    """Rows p0 .. p0 + pr of A times the nv-vector panel at b_off, into c from c_off (row p0 first). Row p starts
+    at byte a_off + img * img_step + oy * row_step + ox * lda with (img, oy, ox) = p in (., oh, ow): register
+    blocks stay within one run of ow rows (an output row of a conv; plain rows: ow = p, oh = 1)."""
+    q = 0
+    while q < pr:
+        p = p0 + q
+        ox, t = p % ow, p // ow
+        base = a_off + (t // oh) * img_step + (t % oh) * row_step + ox * lda
+        seg = min(pr - q, ow - ox)
+        at = c_off + q * ldc
+        if nv == 4:
+            for r0 in range(0, seg, 6):
+                _B4(a, base + r0 * lda, lda, min(6, seg - r0), bp, b_off, taps, cg, c, at + r0 * ldc, ldc)
+        elif nv == 3:
+            for r0 in range(0, seg, 8):
+                _B3(a, base + r0 * lda, lda, min(8, seg - r0), bp, b_off, taps, cg, c, at + r0 * ldc, ldc)
+        elif nv == 2:
+            for r0 in range(0, seg, 12):
+                _B2(a, base + r0 * lda, lda, min(12, seg - r0), bp, b_off, taps, cg, c, at + r0 * ldc, ldc)
+        else:
+            for r0 in range(0, seg, 12):
+                _B1(a, base + r0 * lda, lda, min(12, seg - r0), bp, b_off, taps, cg, c, at + r0 * ldc, ldc)
+        q += seg
 
 
 @_jit
 def _gemm(
-    a, a_off, lda, p, bp, kg, c, corr, ibias, fbias, ratio, mult, shift, y_zp, fzp, lo, hi, mode, transposed, out
+    a,
+    a_off,
+    lda,
+    geo,
+    p,
+    bp,
+    taps,
+    cg,
+    c,
+    corr,
+    ibias,
+    fbias,
+    ratio,
+    mult,
+    shift,
+    y_zp,
+    fzp,
+    lo,
+    hi,
+    mode,
+    transposed,
+    out,
 ):  # pragma: no cover - compiled
-    """Rows p of A (uint8, flat, row i at ``a_off + i * lda`` bytes) times the packed B (``pack``; kg = K / 4
-    rounded up) into ``out`` with the epilogue ``mode`` (module doc). ``c``: int32 scratch of MB rows of
-    ``padded_columns(M)``; ``corr``/``ibias`` int64 (M,), ``fbias``/``ratio`` float64 (M,)."""
+    """Rows p of A (uint8, flat; row addressing ``geo`` = (ow, oh, row_step, img_step) and ``taps``/``cg``: see
+    ``_panel`` and the block) times the packed B (``pack``, K / 4 rounded up = len(taps) * cg groups) into
+    ``out`` with the epilogue ``mode`` (module doc). ``c``: int32 scratch of MB rows of ``padded_columns(M)``;
+    ``corr``/``ibias`` int64 (M,), ``fbias``/``ratio`` float64 (M,)."""
+    ow, oh, row_step, img_step = geo
+    kg = taps.shape[0] * cg
     ldc = c.shape[0] // MB
     nvec = ldc // LANES
     tmp = np.empty((MB if transposed else 0, corr.shape[0]), out.dtype)  # one band of a transposed output
     for p0 in range(0, p, MB):
         pr = min(MB, p - p0)
         for v0 in range(0, nvec, 4):
-            _panel(a, a_off + p0 * lda, lda, pr, bp, v0 * kg * 64, kg, c, v0 * LANES, ldc, min(4, nvec - v0))
+            nv = min(4, nvec - v0)
+            _panel(
+                a, a_off, lda, ow, oh, row_step, img_step, p0, pr, bp, v0 * kg * 64, taps, cg, c, v0 * LANES, ldc, nv
+            )
         if not transposed:
             _epilogue(c, ldc, pr, p0, corr, ibias, fbias, ratio, mult, shift, y_zp, fzp, lo, hi, mode, out)
             continue

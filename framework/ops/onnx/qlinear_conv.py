@@ -135,13 +135,13 @@ class _IntegerConv(ConvPoolOp):
         flip = x.dtype == np.int8  # int8 codes as uint8 codes shifted by 128
         x_zp = int(xz) + 128 if flip else int(xz)
         src = (x.view(np.uint8) if flip else x).transpose(0, 2, 3, 1)
-        a, lda = int8_gemm_path.window_rows(self, src, x_zp, geo, window_view, flip)
+        a = int8_gemm_path.window_rows(self, src, x_zp, geo, window_view, flip)
         n, p = out_shape[0], math.prod(geo.out)
         flat = out.reshape(n, m, p)
         mode = 1 if ratio is None else 2
         for b in range(n):
-            if not int8_gemm_path.run(self, a, lda, p, packed, x_zp, None, bias, ratio, (0, 0, 0, y_zp, lo, hi),
-                                      mode, True, flat[b], a_off=b * p * lda):  # fmt: skip
+            if not int8_gemm_path.run(self, a, p, packed, x_zp, None, bias, ratio, (0, 0, 0, y_zp, lo, hi),
+                                      mode, True, flat[b], image=b):  # fmt: skip
                 return False
         return True
 

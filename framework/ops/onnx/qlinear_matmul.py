@@ -102,13 +102,13 @@ def _integer_product(op: Operator, ab: tuple, zab: tuple, ratio, y_zp: float, lo
         return False
     flip = a.dtype == np.int8  # int8 codes as uint8 codes shifted by 128
     x_zp = int(za.reshape(-1)[0]) + (128 if flip else 0)
-    rows, lda = int8_gemm_path.rows(op, a.view(np.uint8) if flip else a, flip)
+    rows = int8_gemm_path.rows(op, a.view(np.uint8) if flip else a, flip)
     p = a.size // a.shape[-1] if a.shape[-1] else 0
     out = op.output(0, (*a.shape[:-1], b.shape[1]), dtype)
     if not out.flags.c_contiguous:
         return False
     mode = 1 if ratio is None else 2
-    return int8_gemm_path.run(op, rows, lda, p, packed, x_zp, None, None, ratio, (0, 0, 0, y_zp, lo, hi), mode,
+    return int8_gemm_path.run(op, rows, p, packed, x_zp, None, None, ratio, (0, 0, 0, y_zp, lo, hi), mode,
                               False, out.reshape(p, b.shape[1]))  # fmt: skip
 
 

@@ -89,11 +89,11 @@ def _packed(op: Operator, wq, rows: int) -> int8_gemm_path.Packed | None:
     )
 
 
-def _integer_gemm(op: Operator, a, lda: int, p: int, packed, x_zp: int, b, params, y_zp: int, lo: int, out) -> bool:
-    """The integer GEMM kernel with QNNPACK's requantization into ``out`` (P, M); False: not run."""
+def _integer_gemm(op: Operator, a, p: int, packed, x_zp: int, b, params, y_zp: int, lo: int, out) -> bool:
+    """The integer GEMM kernel over the rows ``a`` with QNNPACK's requantization into ``out`` (P, M); False: not
+    run."""
     mult, shift = params
-    return int8_gemm_path.run(op, a, lda, p, packed, x_zp, b, None, None, (mult, shift, y_zp, 0.0, lo, 255), 0,
-                              False, out)  # fmt: skip
+    return int8_gemm_path.run(op, a, p, packed, x_zp, b, None, None, (mult, shift, y_zp, 0.0, lo, 255), 0, False, out)
 
 
 def chunk_k(k: int, x_zp: int, w_amax: int) -> int:
@@ -160,8 +160,8 @@ class Int8FC(Operator):
         out = int8_output(self, 0, (m, n), self.scale, y_zp)
         packed = _packed(self, wq, n)
         if packed is not None and not np.may_share_memory(out, x):
-            a, lda = int8_gemm_path.rows(self, x.reshape(m, k))
-            if _integer_gemm(self, a, lda, m, packed, xq.zero_point, b, params, y_zp, 0, out):
+            a = int8_gemm_path.rows(self, x.reshape(m, k))
+            if _integer_gemm(self, a, m, packed, xq.zero_point, b, params, y_zp, 0, out):
                 return
         wt, amax = _filter(self, wq, n)
         xc = np.subtract(x.reshape(m, k), xq.zero_point, dtype=np.float32)
@@ -230,8 +230,8 @@ class _Conv(ConvPoolOp):
         packed = _packed(self, wq, m) if g == 1 else None
         if packed is not None:
             p = n * geo.out[0] * geo.out[1]
-            a, lda = int8_gemm_path.window_rows(self, x, xq.zero_point, geo, window_view)
-            if _integer_gemm(self, a, lda, p, packed, xq.zero_point, b, params, y_zp, lo, dst.reshape(p, m)):
+            a = int8_gemm_path.window_rows(self, x, xq.zero_point, geo, window_view)
+            if _integer_gemm(self, a, p, packed, xq.zero_point, b, params, y_zp, lo, dst.reshape(p, m)):
                 if dst is not out:
                     out[...] = dst
                 return

@@ -40,6 +40,29 @@ class Packed(NamedTuple):
     colsum: np.ndarray
 
 
+class Rows(NamedTuple):
+    """The A operand as the kernel reads it: ``data`` (flat uint8), ``lda`` (bytes between consecutive rows of
+    a run), ``geo`` = (ow, oh, row_step, img_step): row p = (img, oy, ox) in (., oh, ow) starts at byte
+    img * img_step + oy * row_step + ox * lda; its k-groups (four k) t * cg + g at + taps[t] + 4 g (cg 0: plain
+    rows, all of B's k-groups from the row's start); ``image``:
+    bytes between the rows of consecutive images (for per-image calls)."""
+
+    data: np.ndarray
+    lda: int
+    geo: tuple
+    taps: np.ndarray
+    cg: int
+    image: int
+
+
+_ZERO_TAP = np.zeros(1, np.int64)
+
+
+def _plain(data: np.ndarray, lda: int, p: int, n: int = 1) -> Rows:
+    """Rows of ``lda`` bytes, one after another (K rounded up to 4 <= lda)."""
+    return Rows(data, lda, (max(p, 1), 1, 0, 0), _ZERO_TAP, 0, (p // n if n else 0) * lda)
+
+
 def _module():
     """framework.kernels.int8_gemm (imported, with numba's cache in the user cache folder, on first use), or
     None without numba or with FRAMEWORK_NO_JIT set."""
@@ -103,37 +126,77 @@ def _copy(dst: np.ndarray, src: np.ndarray, flip: bool) -> None:
         np.copyto(dst, src)
 
 
-def rows(op, a: np.ndarray, flip: bool = False) -> tuple[np.ndarray, int]:
-    """(flat uint8 array, row stride) of the uint8 matrix ``a`` (P, K) as the kernel reads it (``a`` may be any
-    uint8 view whose leading dims flatten to P and last is K): ``a`` itself when it is contiguous, K is a
-    multiple of 4 and nothing is flipped (``_copy``), else a copy with rows padded to a multiple of 4."""
+def rows(op, a: np.ndarray, flip: bool = False, n: int = 1) -> Rows:
+    """The uint8 matrix ``a`` (P, K) as the kernel reads it (``a`` may be any uint8 view whose leading dims
+    flatten to P and last is K; ``n`` images): ``a`` itself when it is contiguous, K is a multiple of 4 and
+    nothing is flipped (``_copy``), else a copy with rows padded to a multiple of 4."""
     k = a.shape[-1]
     p = a.size // k if k else 0
     if k % 4 == 0 and a.flags.c_contiguous and not flip:
-        return a.reshape(-1), k
+        return _plain(a.reshape(-1), k, p, n)
     k4 = -(-k // 4) * 4
     buf = buffer(op, "rows", (max(p, 1), k4), np.uint8)
     _copy(buf[:p, :k].reshape(a.shape), a, flip)
-    return buf.reshape(-1), k4
+    return _plain(buf.reshape(-1), k4, p, n)
 
 
-def window_rows(op, x: np.ndarray, x_zp: int, geo, window_view, flip: bool = False) -> tuple[np.ndarray, int]:
-    """(flat uint8 array, row stride) of the window columns of the NHWC uint8 view ``x`` (N, H, W, C; any
-    strides) under the resolved geometry ``geo``: one row per output pixel, K = KH * KW * C in (kh, kw, c)
-    order, out-of-image taps holding ``x_zp`` (``flip``: see ``_copy``; x_zp is then already shifted). A 1x1
-    stride-1 unpadded conv reads the image rows themselves."""
+# Output rows at least this long read the windows in place (implicit GEMM: register blocks run along an
+# output row, so shorter rows leave blocks part empty); shorter ones are copied as window rows.
+IMPLICIT_MIN_WIDTH = 14
+
+
+def _implicit(op, x: np.ndarray, x_zp: int, geo, flip: bool) -> Rows | None:
+    """The windows of NHWC uint8 ``x`` read in place from the (zero-point padded) image: one tap per kernel
+    position, C / 4 groups each; None where that does not apply (C not a multiple of 4, short output rows,
+    cropping pads)."""
+    n, h, w, c = x.shape
+    if c % 4 or geo.out[1] < IMPLICIT_MIN_WIDTH or min(geo.head) < 0 or len(geo.kernel) != 2:
+        return None
+    xp = x
+    if geo.padded or flip or not x.flags.c_contiguous:
+        (ht, hl), (tb, tr) = ((max(v, 0) for v in geo.head), (max(v, 0) for v in geo.tail))
+        xp = _padded(op, x, x_zp, (ht, hl, tb, tr), flip)
+    hp, wp = xp.shape[1:3]
+    (kh, kw), (sh, sw), (dh, dw) = geo.kernel, geo.stride, geo.dilation
+    key = ("taps", wp, c, kh, kw, dh, dw)
+    taps = op.__dict__.get("_int8_gemm_taps")
+    if taps is None or taps[0] != key:
+        t = np.array([(ky * dh * wp + kx * dw) * c for ky in range(kh) for kx in range(kw)], np.int64)
+        taps = op._int8_gemm_taps = (key, t)
+    img = hp * wp * c
+    return Rows(xp.reshape(-1), sw * c, (geo.out[1], geo.out[0], sh * wp * c, img), taps[1], c // 4, img)
+
+
+def _padded(op, x: np.ndarray, x_zp: int, pads: tuple, flip: bool) -> np.ndarray:
+    """``x`` (NHWC uint8 view) copied into the op's padded buffer, the border at ``x_zp`` (kept between runs:
+    only the interior is rewritten)."""
+    n, h, w, c = x.shape
+    ht, hl, tb, tr = pads
+    xp = buffer(op, "padded", (n, h + ht + tb, w + hl + tr, c), np.uint8)
+    border = getattr(op, "_int8_gemm_border", None)
+    if border is None or border[0] is not xp or border[1] != x_zp:
+        xp[...] = x_zp
+        op._int8_gemm_border = (xp, x_zp)
+    _copy(xp[:, ht : ht + h, hl : hl + w], x, flip)
+    return xp
+
+
+def window_rows(op, x: np.ndarray, x_zp: int, geo, window_view, flip: bool = False) -> Rows:
+    """The windows of the NHWC uint8 view ``x`` (N, H, W, C; any strides) under the resolved geometry ``geo``
+    as kernel rows: one per output pixel, K = KH * KW * C in (kh, kw, c) order, out-of-image taps holding
+    ``x_zp`` (``flip``: see ``_copy``; x_zp is then already shifted). A 1x1 stride-1 unpadded conv reads the
+    image rows themselves; wide outputs with C a multiple of 4 read the windows in place (``_implicit``);
+    others copy them once as rows."""
     n, h, w, c = x.shape
     if tuple(geo.kernel) == (1, 1) and tuple(geo.stride) == (1, 1) and not geo.padded:
-        return rows(op, x, flip)
+        return rows(op, x, flip, n)
+    implicit = _implicit(op, x, x_zp, geo, flip)
+    if implicit is not None:
+        return implicit
     xp = x
     if geo.padded:
         (ht, hl), (tb, tr) = ((max(v, 0) for v in geo.head), (max(v, 0) for v in geo.tail))
-        xp = buffer(op, "padded", (n, h + ht + tb, w + hl + tr, c), np.uint8)
-        border = getattr(op, "_int8_gemm_border", None)
-        if border is None or border[0] is not xp or border[1] != x_zp:
-            xp[...] = x_zp  # the border keeps the zero point between runs: only the interior is rewritten
-            op._int8_gemm_border = (xp, x_zp)
-        _copy(xp[:, ht : ht + h, hl : hl + w], x, flip)
+        xp = _padded(op, x, x_zp, (ht, hl, tb, tr), flip)
         flip = False
     view = window_view(xp, geo, "NHWC")  # (N, OH, OW, KH, KW, C)
     p = view.shape[0] * view.shape[1] * view.shape[2]
@@ -141,12 +204,12 @@ def window_rows(op, x: np.ndarray, x_zp: int, geo, window_view, flip: bool = Fal
     k4 = -(-k // 4) * 4
     cols = buffer(op, "cols", (max(p, 1), k4), np.uint8)
     _copy(cols[:p, :k].reshape(view.shape), view, flip)
-    return cols.reshape(-1), k4
+    return _plain(cols.reshape(-1), k4, p, n)
 
 
-def run(op, a, lda: int, p: int, packed: Packed, x_zp: int, ibias, fbias, ratio, params, mode: int, transposed, out,
-        a_off: int = 0):  # fmt: skip
-    """The kernel over ``p`` rows of ``a`` (``rows``/``window_rows``; from byte ``a_off``) into ``out``; False
+def run(op, a: Rows, p: int, packed: Packed, x_zp: int, ibias, fbias, ratio, params, mode: int, transposed, out,
+        image: int = 0):  # fmt: skip
+    """The kernel over ``p`` rows of ``a`` (``rows``/``window_rows``; of image ``image``) into ``out``; False
     when the family is unavailable (nothing written: the caller runs its float path). ``params`` = (mult, shift,
     y_zp, fzp, lo, hi) (int8_gemm._gemm). Zero vectors stand in for the bias arguments the mode does not read."""
     mod = _module()
@@ -158,7 +221,8 @@ def run(op, a, lda: int, p: int, packed: Packed, x_zp: int, ibias, fbias, ratio,
     c = buffer(op, "sums", (mod.MB * mod.padded_columns(m),), np.int32)
     mult, shift, y_zp, fzp, lo, hi = params
     args = (
-        a, np.int64(a_off), np.int64(lda), np.int64(p), packed.data, np.int64(packed.kg), c, corr, zi, zf, zr,
+        a.data, np.int64(image * a.image), np.int64(a.lda), tuple(np.int64(v) for v in a.geo), np.int64(p),
+        packed.data, a.taps, np.int64(a.cg or packed.kg), c, corr, zi, zf, zr,
         np.int64(mult), np.int64(shift), np.int64(y_zp), np.float64(fzp), np.int64(lo), np.int64(hi),
         np.int64(mode), bool(transposed), out,
     )  # fmt: skip
@@ -175,14 +239,14 @@ def warm_up() -> None:
         return
     mod = _module()
     packed = pack_centered(np.ones((2, 4), np.int32))
-    a = np.zeros(4, np.uint8)
+    a = _plain(np.zeros(4, np.uint8), 4, 1)
     one = np.ones(2, np.int64)
     for mode, out in ((mod.Q31, np.empty((1, 2), np.uint8)), (mod.INT32, np.empty((2, 1), np.int32))):
-        run(_Holder(), a, 4, 1, packed, 0, one, None, None, (1 << 30, 1, 0, 0.0, 0, 255), mode, mode != mod.Q31, out)
+        run(_Holder(), a, 1, packed, 0, one, None, None, (1 << 30, 1, 0, 0.0, 0, 255), mode, mode != mod.Q31, out)
     for dtype in (np.uint8, np.int8):
-        run(_Holder(), a, 4, 1, packed, 0, None, one * 1.0, one * 1.0, (0, 0, 0, 0.0, -128, 127), mod.RESCALE, True,
+        run(_Holder(), a, 1, packed, 0, None, one * 1.0, one * 1.0, (0, 0, 0, 0.0, -128, 127), mod.RESCALE, True,
             np.empty((2, 1), dtype))  # fmt: skip
-        run(_Holder(), a, 4, 1, packed, 0, None, one * 1.0, one * 1.0, (0, 0, 0, 0.0, -128, 127), mod.RESCALE, False,
+        run(_Holder(), a, 1, packed, 0, None, one * 1.0, one * 1.0, (0, 0, 0, 0.0, -128, 127), mod.RESCALE, False,
             np.empty((1, 2), dtype))  # fmt: skip
 
 

@@ -14,7 +14,7 @@ onnx = pytest.importorskip("onnx")
 
 from framework.ops.quantized import int8_gemm_path  # noqa: E402
 from tests.ops.onnx.test_qlinear_conv_gemm import _T, _agree, _codes  # noqa: E402
-from tests.ops.quantized.test_int8_integer_gemm import spy_calls  # noqa: E402
+from tests.ops.quantized.test_int8_integer_gemm import implicit_windows, spy_calls  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not int8_gemm_path.available(), reason="the CPU lacks AVX-512 VNNI (or no numba)")
 
@@ -42,12 +42,14 @@ def _case(draw):
     )  # fmt: skip
     spatial = [draw(st.integers((k - 1) * d + 1, 8)) for k, d in zip(kernel, dil)]
     xt, wt, yt = (np.dtype(draw(st.sampled_from([np.uint8, np.int8]))) for _ in range(3))
-    n, c, m = draw(st.integers(1, 2)), draw(st.integers(1, 13)), draw(st.integers(1, 40))
+    implicit = draw(st.booleans())
+    n, m = draw(st.integers(1, 2)), draw(st.integers(1, 40))
+    c = 4 * draw(st.integers(1, 4)) if implicit else draw(st.integers(1, 13))
     per_channel = draw(st.booleans())
     wz = [_zero_point(draw, wt) for _ in range(m if per_channel else 1)]
     return dict(
         n=n, c=c, m=m, spatial=spatial, attrs=attrs, xt=xt, wt=wt, yt=yt, xz=_zero_point(draw, xt),
-        wz=np.array(wz, wt) if per_channel else np.asarray(wz[0]), yz=_zero_point(draw, yt),
+        wz=np.array(wz, wt) if per_channel else np.asarray(wz[0]), yz=_zero_point(draw, yt), implicit=implicit,
         bias=draw(st.booleans()), seed=draw(st.integers(0, 2**31 - 1)),
     )  # fmt: skip
 
@@ -67,7 +69,7 @@ def test_qlinear_conv_and_conv_integer_on_the_kernel(case):
     feeds = {k: np.asarray(v) for k, v in feeds.items()}
     if case["bias"]:
         feeds["B"] = rng.integers(-5000, 5000, m).astype(np.int32)
-    with spy_calls() as calls:
+    with spy_calls() as calls, implicit_windows(case["implicit"]):
         _agree("QLinearConv", feeds, case["attrs"], _T[case["yt"]])
         ints = {"x": x, "w": w, "x_zero_point": feeds["x_zero_point"], "w_zero_point": wz}
         _agree("ConvInteger", ints, case["attrs"], onnx.TensorProto.INT32)

@@ -42,6 +42,18 @@ def spy_calls():
         int8_gemm_path.run = real
 
 
+@contextmanager
+def implicit_windows(on: bool):
+    """Inside the block (``on``), every conv whose channels divide by 4 reads its windows in place, however
+    short its output rows (the implicit-GEMM path, with register blocks cut at every row end)."""
+    saved = int8_gemm_path.IMPLICIT_MIN_WIDTH
+    int8_gemm_path.IMPLICIT_MIN_WIDTH = 1 if on else saved
+    try:
+        yield
+    finally:
+        int8_gemm_path.IMPLICIT_MIN_WIDTH = saved
+
+
 @pytest.fixture
 def kernel_calls():
     with spy_calls() as calls:
@@ -71,7 +83,8 @@ def test_kernel_int32_sums_are_exact(p, k, m, xz, extreme, transposed, seed):
     out = np.full((m, p) if transposed else (p, m), -7, np.int32)
     holder = type("Holder", (), {})()
     params = (0, 0, 0, 0.0, 0, 0)
-    assert int8_gemm_path.run(holder, rows.reshape(-1), k4, p, packed, xz, None, None, None, params, 1, transposed, out)
+    a_rows = int8_gemm_path.rows(holder, rows[:p]) if p else int8_gemm_path.rows(holder, rows)
+    assert int8_gemm_path.run(holder, a_rows, p, packed, xz, None, None, None, params, 1, transposed, out)
     expected = (a.astype(np.int64) - xz) @ wc.T.astype(np.int64)
     np.testing.assert_array_equal(out, expected.T if transposed else expected)
 
@@ -84,18 +97,19 @@ def _fit_weights(rng, shape, wz, extreme):
 
 @settings(max_examples=40, deadline=None)
 @given(
-    data=st.data(), relu=st.booleans(), extreme=st.booleans(),
+    data=st.data(), relu=st.booleans(), extreme=st.booleans(), implicit=st.booleans(),
     xz=st.sampled_from([0, 3, 128, 255]), wz=st.sampled_from([0, 128, 200, 255]), y_zp=st.integers(0, 255),
     ys=st.floats(0.01, 1.0), seed=st.integers(0, 2**16),
 )  # fmt: skip
-def test_int8_conv_on_the_kernel_matches_reference(data, relu, extreme, xz, wz, y_zp, ys, seed):
+def test_int8_conv_on_the_kernel_matches_reference(data, relu, extreme, implicit, xz, wz, y_zp, ys, seed):
     rng = np.random.default_rng(seed)
     kh, kw = data.draw(st.sampled_from([1, 3])), data.draw(st.sampled_from([1, 2, 3]))
     stride, dil = data.draw(st.integers(1, 2)), data.draw(st.integers(1, 2))
     pads = tuple(data.draw(st.integers(0, 2)) for _ in range(4))
     h = data.draw(st.integers(max(1, dil * (kh - 1) + 1 - pads[0] - pads[2]), 9))
     wd = data.draw(st.integers(max(1, dil * (kw - 1) + 1 - pads[1] - pads[3]), 7))
-    n, c, m = data.draw(st.integers(0, 2)), data.draw(st.integers(1, 20)), data.draw(st.integers(1, 40))
+    n, m = data.draw(st.integers(0, 2)), data.draw(st.integers(1, 40))
+    c = 4 * data.draw(st.integers(1, 6)) if implicit else data.draw(st.integers(1, 20))
     x = _codes(rng, (n, h, wd, c), 0, 255, extreme).astype(np.uint8)
     w = _fit_weights(rng, (m, kh, kw, c), wz, extreme)
     b = rng.integers(-5000, 5000, m).astype(np.int32)
@@ -106,7 +120,7 @@ def test_int8_conv_on_the_kernel_matches_reference(data, relu, extreme, xz, wz, 
     )  # fmt: skip
     acc = conv_reference(x, xz, w, wz, b, stride, pads, dil, 1)
     expected = requantize_all(acc, xs, ws, ys, y_zp, y_zp if relu else 0)
-    with spy_calls() as calls:
+    with spy_calls() as calls, implicit_windows(implicit):
         check_int8(op, [q8(x, xs, xz), q8(w, ws, wz), q8(b, xs * ws, 0)], [(expected, ys, y_zp)])
     assert calls and all(calls)
 
@@ -176,3 +190,20 @@ def test_without_vnni_the_ops_run_the_float_gemm():
     env = dict(os.environ, FRAMEWORK_CPU_FEATURES="-avx512vnni")
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
+
+
+def test_wide_3x3_conv_reads_windows_in_place():
+    """A 3x3 conv over 40-pixel rows with padding and stride 2 at the default threshold (windows in place)."""
+    rng = np.random.default_rng(9)
+    x = rng.integers(0, 256, (2, 31, 40, 8)).astype(np.uint8)
+    w = _fit_weights(rng, (20, 3, 3, 8), 128, False)
+    b = rng.integers(-5000, 5000, 20).astype(np.int32)
+    for stride in (1, 2):
+        op = CreateOperator("Int8ConvRelu", ["X", "W", "b"], ["Y"], kernel=3, pad=1, stride=stride, order="NHWC",
+                            Y_scale=0.3, Y_zero_point=5)  # fmt: skip
+        acc = conv_reference(x, 7, w, 128, b, stride, (1, 1, 1, 1), 1, 1)
+        assert acc.shape[2] >= int8_gemm_path.IMPLICIT_MIN_WIDTH
+        expected = requantize_all(acc, 0.02, 0.01, 0.3, 5, 5)
+        with spy_calls() as calls:
+            check_int8(op, [q8(x, 0.02, 7), q8(w, 0.01, 128), q8(b, 0.0002, 0)], [(expected, 0.3, 5)])
+        assert calls and all(calls)
