@@ -13,7 +13,9 @@ from hypothesis import strategies as st
 onnx = pytest.importorskip("onnx")
 
 from framework.ops.quantized import int8_gemm_path  # noqa: E402
-from tests.ops.onnx.test_qlinear_conv_gemm import _T, _agree, _codes  # noqa: E402
+from framework.memory.allocator import memory_reporter  # noqa: E402
+from framework.onnx import backend  # noqa: E402
+from tests.ops.onnx.test_qlinear_conv_gemm import _T, _agree, _codes, _model  # noqa: E402
 from tests.ops.quantized.test_int8_integer_gemm import implicit_windows, spy_calls  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not int8_gemm_path.available(), reason="the CPU lacks AVX-512 VNNI (or no numba)")
@@ -100,3 +102,29 @@ def test_qlinear_matmul_and_matmul_integer_on_the_kernel(batch, rows, k, cols, p
         }  # fmt: skip
         _agree("QLinearMatMul", {k: np.asarray(v) for k, v in feeds.items()}, {}, _T[yt])
     assert calls == [True, True]
+
+
+def test_a_second_run_allocates_nothing():
+    """QLinearConv and ConvInteger on the kernel (windows read in place, and copied): the second run of the
+    prepared model allocates nothing (MemoryReporter)."""
+    rng = np.random.default_rng(2)
+    x = _codes(rng, np.dtype(np.uint8), (1, 8, 16, 16))
+    for attrs in (dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1]), dict(kernel_shape=[3, 3], strides=[2, 2])):
+        w = _fitting_weights(rng, np.dtype(np.int8), (12, 8, 3, 3), np.zeros((), np.int8))
+        feeds = {
+            "x": x, "x_scale": np.float32(0.05), "x_zero_point": np.uint8(3), "w": w, "w_scale": np.float32(0.01),
+            "w_zero_point": np.int8(0), "y_scale": np.float32(0.7), "y_zero_point": np.uint8(9),
+        }  # fmt: skip
+        for op, f, out in (
+            ("QLinearConv", feeds, _T[np.dtype(np.uint8)]),
+            ("ConvInteger", {"x": x, "w": w, "x_zero_point": np.uint8(3)}, onnx.TensorProto.INT32),
+        ):
+            f = {k: np.asarray(v) for k, v in f.items()}
+            _agree(op, f, attrs, out)
+            rep = backend.prepare(_model(op, f, attrs, out))
+            with spy_calls() as calls:
+                rep.run({"x": x})
+                before = memory_reporter().allocations
+                rep.run({"x": x})
+            assert memory_reporter().allocations == before, op
+            assert calls and all(calls)
