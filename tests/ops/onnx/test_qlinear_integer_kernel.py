@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 
 onnx = pytest.importorskip("onnx")
 
-from framework.ops.quantized import int8_gemm_path  # noqa: E402
 from framework.memory.allocator import memory_reporter  # noqa: E402
 from framework.onnx import backend  # noqa: E402
+from framework.ops.quantized import int8_gemm_path  # noqa: E402
 from tests.ops.onnx.test_qlinear_conv_gemm import _T, _agree, _codes, _model  # noqa: E402
 from tests.ops.quantized.test_int8_integer_gemm import implicit_windows, spy_calls  # noqa: E402
 
