@@ -1,18 +1,20 @@
-"""ONNX's integer convolutions on the exact float32 GEMM: ONNXQLinearConv and ONNXConvInteger (NCHW, any number
-of spatial dims, groups, strides, pads, dilations).
+"""ONNX's integer convolutions on the integer GEMM kernel or the exact float32 GEMM: ONNXQLinearConv and
+ONNXConvInteger (NCHW, any number of spatial dims, groups, strides, pads, dilations).
 
 Both convolve the zero-point-centred codes ``(x - x_zero_point) * (w - w_zero_point)`` (padding adds nothing: the
-centred input is padded with 0); w_zero_point may be one per output channel. How: the window columns of the
-centred input are written once as float32 (K = C / group * prod(kernel) rows, one column per output pixel) and
-multiplied by the cached centred filter (float32) over K-slices short enough that every partial sum stays below
-2**24, so each slice's product is exact whatever order the BLAS sums in (``slice_k``); the slices are summed in
-float64, exactly.
+centred input is padded with 0); w_zero_point may be one per output channel. 2-D group-1 convs whose centred
+weights fit int8 run the integer GEMM kernel (``framework/ops/quantized/int8_gemm_path.py``: the input copied to
+NHWC, uint8 x int8 in int32, the requantization below in its epilogue, the output written back to NCHW). Else:
+the window columns of the centred input are written once as float32 (K = C / group * prod(kernel) rows, one
+column per output pixel) and multiplied by the cached centred filter (float32) over K-slices short enough that
+every partial sum stays below 2**24, so each slice's product is exact whatever order the BLAS sums in
+(``slice_k``); the slices are summed in float64, exactly.
 
 ConvInteger returns that sum as int32. QLinearConv adds the int32 bias B and requantizes as ONNX's reference does:
 ``saturate(round_half_even(acc * (x_scale * w_scale / y_scale) + y_zero_point))`` in y_zero_point's type, the
 scale ratio computed in float32 (per output channel when w_scale is a vector) and applied in float64, fused into
-one compiled pass (``qlinear_kernels.rescale_into``). The int32 accumulator is held exactly (no int32 wrap: a
-wrap needs K above 33,000 full-range taps). No gradient (integer ops).
+one compiled pass (``qlinear_kernels.rescale_into``). The float path holds the accumulator exactly; the kernel's
+int32 accumulator wraps, which needs K above 33,000 full-range taps. No gradient (integer ops).
 """
 
 from __future__ import annotations

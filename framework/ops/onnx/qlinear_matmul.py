@@ -1,7 +1,9 @@
 """ONNX's integer matrix products: ONNXMatMulInteger and ONNXQLinearMatMul.
 
-Both take numpy ``matmul`` operands (2-D, or N-D batched with broadcasting) of 8-bit integers and
-subtract the zero points first (scalars, or per row of A / per column of B), and multiply the centred
+Both take numpy ``matmul`` operands (2-D, or N-D batched with broadcasting) of 8-bit integers. With a 2-D B
+whose centred codes fit int8 and a scalar a_zero_point they run the integer GEMM kernel
+(``framework/ops/quantized/int8_gemm_path.py``: exact int32 sums, the requantization below in its epilogue).
+Else they subtract the zero points first (scalars, or per row of A / per column of B), and multiply the centred
 operands in float32 BLAS over K-slices short enough to stay exact (every partial sum below 2**24), summed in
 float64. MatMulInteger returns the exact int32 product. QLinearMatMul requantizes it:
 ``saturate(rint(C * (a_scale * b_scale / y_scale)) + y_zero_point)`` in y_zero_point's type

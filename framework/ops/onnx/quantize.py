@@ -13,7 +13,8 @@ int4/uint4/int2/uint2 (saturated integers as above), float8 (e4m3fn, e5m2 and th
 ``x / scale`` cast, clipped to the largest finite value first unless ``saturate`` is 0; the zero
 point is not added) and float4_e2m1fn (``x / scale + zero_point`` cast, saturating); dequantizing
 them computes in float32 (a float8 zero point must be 0; float4's is ignored, as onnx's reference).
-No gradient (quantization is inference-only here).
+One float32 scale and zero point on 8-bit codes run as one compiled pass each (``qlinear_kernels``), with the
+same arithmetic. No gradient (quantization is inference-only here).
 """
 
 from __future__ import annotations

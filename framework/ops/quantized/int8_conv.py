@@ -8,12 +8,15 @@ point, so it adds nothing) and requantize with QNNPACK's Q31 fixed point (``requ
 ``shift = 126 - biased_exponent(s)``; ``q = (acc * m + 2**30) >> 31``, ``y = (q >> shift) + (remainder(q) >
 threshold)`` (ties away from zero), clamped to [min, 255] - Y_zero_point, plus Y_zero_point.
 
-How: depthwise convs (group = C = M) run one compiled int32 loop with the requantization inside
-(``int8_kernels.depthwise_into``); other convs and Int8FC write the centered codes (im2col for windows) once as
-float32 and multiply them by the cached centered filter in float32 BLAS over K-slices short enough that every
-partial sum stays below 2**24 (``chunk_k``: exact whatever order the BLAS sums in); the slices' products are
-summed in int64 by the one requantization pass (``int8_kernels.requantize_into``). Int8ConvTranspose keeps its
-float64 tap loop.
+How: Int8FC and group-1 convs run the integer GEMM kernel where it applies (``int8_gemm_path``: AVX-512 VNNI,
+centred weights within int8): uint8 codes times the packed centred weights in int32, the input's zero point a
+per-column correction, the Q31 requantization per band of rows. Elsewhere, and for grouped convs: depthwise
+convs (group = C = M) run one compiled int32 loop with the requantization inside (``int8_kernels.depthwise_into``);
+other convs and Int8FC write the centered codes (im2col for windows) once as float32 and multiply them by the
+cached centered filter in float32 BLAS over K-slices short enough that every partial sum stays below 2**24
+(``chunk_k``: exact whatever order the BLAS sums in); the slices' products are summed in int64 by the one
+requantization pass (``int8_kernels.requantize_into``). All paths give the same codes. Int8ConvTranspose keeps
+its float64 tap loop.
 
 Caffe2: ``caffe2/operators/quantized/int8_{fc,conv,conv_transpose}_op.h``. None has a gradient. Caffe2 builds its
 QNNPACK object (packed weights, bias, scales) on the first run and reuses it: later changes to W or B are ignored
