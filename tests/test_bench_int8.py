@@ -77,3 +77,17 @@ def test_int8_ort_comparison_runs_one_round(capsys):
     assert len(diffs) == 2 and all("max difference 1," in d or "max difference 0," in d for d in diffs), diffs
     assert "| int8 ResNet-style (1x3x224x224) |" in out
     assert "| the same, ai.onnx model through our ONNX backend |" in out
+
+
+def test_int8_shape_classes_run_one_round(capsys):
+    from bench.int8_shapes import CASES, main
+    from framework.ops.quantized import int8_gemm_path
+
+    main(["--rounds", "1", "--inner", "1"])
+    out = capsys.readouterr().out
+    if not int8_gemm_path.available():
+        assert "cannot run here" in out
+        return
+    table = [line for line in out.splitlines() if line.startswith("| ")]
+    assert len(table) == len(CASES) + 1  # the header and one row per case (each compared first)
+    assert int8_gemm_path.available is not None and int8_gemm_path.available()  # restored

@@ -21,6 +21,11 @@ OTHERS = (
         "Int8Conv/Int8FC requantization, Int8 depthwise conv, Int8Add/Sum",
         "framework.ops.quantized.int8_kernels",
     ),
+    (
+        "int8_gemm",
+        "the integer GEMM of Int8Conv/Int8FC and ONNX QLinearConv/ConvInteger/QLinearMatMul/MatMulInteger",
+        "framework.ops.quantized.int8_gemm_path",
+    ),
     ("bn_train", "training-mode SpatialBN and SpatialBNGradient", "framework.kernels.bn_train"),
     ("conv_grad_filter", "ConvGradient's filter gradient (2-D NCHW, group 1)", "framework.kernels.conv_grad_filter"),
     (

@@ -53,6 +53,7 @@ NEEDS: dict[str, tuple | None] = {
     "recurrent": None,  # recurrent_cells (ONNX RNN/GRU/LSTM, InferenceLSTM, LSTMUnit and its gradient)
     "activation": None,  # activation_kernels (Erf, Gelu, LayerNorm)
     "int8": None,  # framework/ops/quantized/int8_kernels (requantization, int8 depthwise, Int8Add/Sum)
+    "int8_gemm": ("avx512f", "avx512bw", "avx512vnni"),  # int8_gemm (uint8 x int8 vpdpbusd GEMM, requantized)
     "bn_train": None,  # bn_train_kernels (training-mode SpatialBN and its gradient)
     "range_search": None,  # framework/ops/quantized/range_search (the GREEDY engine's loss loop)
 }

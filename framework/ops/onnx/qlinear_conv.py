@@ -1,18 +1,20 @@
-"""ONNX's integer convolutions on the exact float32 GEMM: ONNXQLinearConv and ONNXConvInteger (NCHW, any number
-of spatial dims, groups, strides, pads, dilations).
+"""ONNX's integer convolutions on the integer GEMM kernel or the exact float32 GEMM: ONNXQLinearConv and
+ONNXConvInteger (NCHW, any number of spatial dims, groups, strides, pads, dilations).
 
 Both convolve the zero-point-centred codes ``(x - x_zero_point) * (w - w_zero_point)`` (padding adds nothing: the
-centred input is padded with 0); w_zero_point may be one per output channel. How: the window columns of the
-centred input are written once as float32 (K = C / group * prod(kernel) rows, one column per output pixel) and
-multiplied by the cached centred filter (float32) over K-slices short enough that every partial sum stays below
-2**24, so each slice's product is exact whatever order the BLAS sums in (``slice_k``); the slices are summed in
-float64, exactly.
+centred input is padded with 0); w_zero_point may be one per output channel. 2-D group-1 convs whose centred
+weights fit int8 run the integer GEMM kernel (``framework/ops/quantized/int8_gemm_path.py``: the input copied to
+NHWC, uint8 x int8 in int32, the requantization below in its epilogue, the output written back to NCHW). Else:
+the window columns of the centred input are written once as float32 (K = C / group * prod(kernel) rows, one
+column per output pixel) and multiplied by the cached centred filter (float32) over K-slices short enough that
+every partial sum stays below 2**24, so each slice's product is exact whatever order the BLAS sums in
+(``slice_k``); the slices are summed in float64, exactly.
 
 ConvInteger returns that sum as int32. QLinearConv adds the int32 bias B and requantizes as ONNX's reference does:
 ``saturate(round_half_even(acc * (x_scale * w_scale / y_scale) + y_zero_point))`` in y_zero_point's type, the
 scale ratio computed in float32 (per output channel when w_scale is a vector) and applied in float64, fused into
-one compiled pass (``qlinear_kernels.rescale_into``). The int32 accumulator is held exactly (no int32 wrap: a
-wrap needs K above 33,000 full-range taps). No gradient (integer ops).
+one compiled pass (``qlinear_kernels.rescale_into``). The float path holds the accumulator exactly; the kernel's
+int32 accumulator wraps, which needs K above 33,000 full-range taps. No gradient (integer ops).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from framework.memory.allocator import check_elements
 from framework.ops.gradient import no_gradient
 from framework.ops.nn.conv_args import ConvPoolOp, conv_pool_args, parse_conv_pool, resolve, window_view
 from framework.ops.onnx.qlinear_kernels import rescale_into
+from framework.ops.quantized import int8_gemm_path
 from framework.ops.registry import register_op
 from framework.ops.schema import UNKNOWN, TensorSpec
 
@@ -93,8 +96,8 @@ class _IntegerConv(ConvPoolOp):
         self._qw = (w, key, prepared, amax)
         return prepared, amax
 
-    def integer_conv(self) -> tuple[np.ndarray, tuple]:
-        """(float32 partial products (N, parts, M, P) of exact integers, output shape)."""
+    def conv_inputs(self) -> tuple:
+        """(x, w, resolved geometry, output shape, x's zero point, w's zero point(s)), checked."""
         x, w = self.input(self.x_index), self.input(self.w_index)
         for name, a in (("x", x), ("w", w)):
             if a.dtype not in _Q8:
@@ -114,6 +117,41 @@ class _IntegerConv(ConvPoolOp):
         check_elements(out_shape, 8, f"output 0 of {self.describe()}")
         xz = self._zero_point(self.xz_index, x, 0)
         wz = self._zero_point(self.wz_index, w, m)
+        return x, w, geo, out_shape, xz, wz
+
+    def integer_gemm(self, inputs: tuple, bias, ratio, y_zp: float, lo: int, hi: int, out: np.ndarray) -> bool:
+        """The convolution on the integer GEMM kernel (int8_gemm_path), requantized (``ratio`` given: float64
+        (M,) each, with the float64 ``bias``) or as int32 sums into ``out`` (N, M, *out); False where the kernel
+        does not apply (not 2-D, groups, weights outside int8, no VNNI): nothing written."""
+        x, w, geo, out_shape, xz, wz = inputs
+        if x.ndim != 4 or self.spec.group != 1 or not int8_gemm_path.available():
+            return False
+        m = w.shape[0]
+        key = (self.input_tensor(self.w_index).version, wz.tobytes(), "nhwc")
+        wzc = wz.reshape(-1, 1, 1, 1) if wz.ndim else wz
+        packed = int8_gemm_path.cached_weights(
+            self, w, key, lambda: (w.astype(np.int32) - wzc).transpose(0, 2, 3, 1).reshape(m, -1)
+        )
+        if packed is None or (ratio is not None and not np.isfinite(ratio).all()):
+            return False
+        flip = x.dtype == np.int8  # int8 codes as uint8 codes shifted by 128
+        x_zp = int(xz) + 128 if flip else int(xz)
+        src = (x.view(np.uint8) if flip else x).transpose(0, 2, 3, 1)
+        a = int8_gemm_path.window_rows(self, src, x_zp, geo, window_view, flip)
+        n, p = out_shape[0], math.prod(geo.out)
+        flat = out.reshape(n, m, p)
+        mode = 1 if ratio is None else 2
+        for b in range(n):
+            if not int8_gemm_path.run(self, a, p, packed, x_zp, None, bias, ratio, (0, 0, 0, y_zp, lo, hi),
+                                      mode, True, flat[b], image=b):  # fmt: skip
+                return False
+        return True
+
+    def integer_conv(self, inputs: tuple) -> np.ndarray:
+        """float32 partial products (N, parts, M, P) of exact integers (the float32 GEMM path)."""
+        x, w, geo, out_shape, xz, wz = inputs
+        n, c, m = x.shape[0], x.shape[1], w.shape[0]
+        g = self.spec.group
         wc, w_amax = self._filter(w, wz, m)
         info = np.iinfo(x.dtype)
         x_amax = max(int(xz) - info.min, info.max - int(xz))
@@ -136,7 +174,7 @@ class _IntegerConv(ConvPoolOp):
                 for s in range(parts):
                     k0, k1 = s * ks, (s + 1) * ks
                     np.matmul(wg[:, k0:k1], cgi[k0:k1], out=acc[b, s, gi * mg : (gi + 1) * mg])
-        return acc, out_shape
+        return acc
 
 
 def _conv_args():
@@ -162,9 +200,11 @@ class ONNXConvInteger(_IntegerConv):
     """ONNX ConvInteger: the exact int32 convolution of the zero-point-centred 8-bit codes (module doc)."""
 
     def run(self) -> None:
-        acc, shape = self.integer_conv()
-        total = acc.sum(axis=1, dtype=np.float64)
-        self.output(0, shape, _I32)[...] = total.reshape(shape)
+        inputs = self.conv_inputs()
+        shape = inputs[3]
+        out = self.output(0, shape, _I32)
+        if not (out.flags.c_contiguous and self.integer_gemm(inputs, None, None, 0.0, 0, 0, out)):
+            out[...] = self.integer_conv(inputs).sum(axis=1, dtype=np.float64).reshape(shape)
 
 
 @register_op(
@@ -213,7 +253,8 @@ class ONNXQLinearConv(_IntegerConv):
             if b.dtype != _I32 or b.size != m:
                 raise ShapeError(f"{self.describe()}: B '{self.input_names[8]}' must be int32 with {m} values")
             bias = b.reshape(m).astype(np.float64)
-        acc, shape = self.integer_conv()
+        inputs = self.conv_inputs()
+        shape = inputs[3]
         with np.errstate(all="ignore"):
             ratio32 = xs.reshape(()).astype(F32) * ws.reshape(-1).astype(F32) / ys.reshape(()).astype(F32)
         ratio = np.broadcast_to(ratio32.astype(np.float64), (m,)).copy()
@@ -221,6 +262,11 @@ class ONNXQLinearConv(_IntegerConv):
         out = self.output(0, shape, yz.dtype)
         dst = out if out.flags.c_contiguous else np.empty(shape, yz.dtype)
         zp = float(yz.reshape(-1)[0])
+        if self.integer_gemm(inputs, bias, ratio, zp, info.min, info.max, dst):
+            if dst is not out:
+                out[...] = dst
+            return
+        acc = self.integer_conv(inputs)
         n = shape[0]
         flat = dst.reshape(n, m, -1)
         for b in range(n):

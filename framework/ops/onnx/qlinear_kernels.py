@@ -58,3 +58,57 @@ def rescale_into(parts, bias, ratio, y_zp: float, lo: int, hi: int, out: np.ndar
         out[...] = rescale_numpy(parts, bias, ratio, y_zp, lo, hi)
         return
     kernel(parts, bias, ratio, np.float64(y_zp), np.float64(lo), np.float64(hi), out)
+
+
+# -- QuantizeLinear / DequantizeLinear with one scale and zero point, 8-bit codes, float32 ---------------------
+def _quantize(x, s, z, lo, hi, out):
+    for i in range(x.size):
+        v = np.rint(x[i] / s)  # float32 / float32, as numpy's x / scale
+        if v != v:
+            q = np.float32(0.0)
+        elif v == np.inf:  # numpy's nan_to_num puts +-inf at the type's ends before the zero point is added
+            q = np.float32(hi)
+        elif v == -np.inf:
+            q = np.float32(lo)
+        else:
+            q = min(max(v, np.float32(lo - 2**17)), np.float32(hi + 2**17))
+        n = np.int64(q) + z
+        out[i] = min(max(n, lo), hi)
+
+
+def _dequantize(x, z, s, out):
+    for i in range(x.size):
+        out[i] = (np.float32(x[i]) - z) * s
+
+
+def _flat_kernel(name: str, fn):
+    if name not in _COMPILED:
+        try:
+            from framework.kernels import cached_jit
+        except ImportError:  # numba is optional: the numpy passes run instead
+            _COMPILED[name] = None
+        else:
+            _COMPILED[name] = cached_jit.njit(cache=True, nogil=True, boundscheck=False)(fn)
+    return _COMPILED[name]
+
+
+def quantize_into(x: np.ndarray, scale: np.float32, zero_point: int, lo: int, hi: int, out: np.ndarray) -> bool:
+    """ONNX QuantizeLinear of float32 ``x`` with one float32 scale into 8-bit ``out`` in one compiled pass:
+    ``clip(int(clip(rint(x / scale), lo - 2**17, hi + 2**17)) + zero_point, lo, hi)`` with NaN as 0 and +-inf
+    as hi / lo before the zero point is added (the numpy passes' arithmetic); False (nothing written) without
+    numba or when an array is not contiguous."""
+    kernel = _flat_kernel("quantize", _quantize)
+    if kernel is None or not (x.flags.c_contiguous and out.flags.c_contiguous):
+        return False
+    kernel(x.reshape(-1), np.float32(scale), np.int64(zero_point), np.int64(lo), np.int64(hi), out.reshape(-1))
+    return True
+
+
+def dequantize_into(x: np.ndarray, zero_point: np.float32, scale: np.float32, out: np.ndarray) -> bool:
+    """ONNX DequantizeLinear of 8-bit ``x`` with one zero point and float32 scale into float32 ``out`` in one
+    compiled pass: ``(float32(x) - zero_point) * scale``; False (nothing written) as ``quantize_into``."""
+    kernel = _flat_kernel("dequantize", _dequantize)
+    if kernel is None or not (x.flags.c_contiguous and out.flags.c_contiguous):
+        return False
+    kernel(x.reshape(-1), np.float32(zero_point), np.float32(scale), out.reshape(-1))
+    return True

@@ -1,7 +1,9 @@
 """ONNX's integer matrix products: ONNXMatMulInteger and ONNXQLinearMatMul.
 
-Both take numpy ``matmul`` operands (2-D, or N-D batched with broadcasting) of 8-bit integers and
-subtract the zero points first (scalars, or per row of A / per column of B), and multiply the centred
+Both take numpy ``matmul`` operands (2-D, or N-D batched with broadcasting) of 8-bit integers. With a 2-D B
+whose centred codes fit int8 and a scalar a_zero_point they run the integer GEMM kernel
+(``framework/ops/quantized/int8_gemm_path.py``: exact int32 sums, the requantization below in its epilogue).
+Else they subtract the zero points first (scalars, or per row of A / per column of B), and multiply the centred
 operands in float32 BLAS over K-slices short enough to stay exact (every partial sum below 2**24), summed in
 float64. MatMulInteger returns the exact int32 product. QLinearMatMul requantizes it:
 ``saturate(rint(C * (a_scale * b_scale / y_scale)) + y_zero_point)`` in y_zero_point's type
@@ -15,6 +17,7 @@ import numpy as np
 from framework.errors import ShapeError
 from framework.ops.gradient import no_gradient
 from framework.ops.operator import Operator
+from framework.ops.quantized import int8_gemm_path
 from framework.ops.registry import register_op
 from framework.ops.schema import UNKNOWN, TensorSpec
 
@@ -81,6 +84,36 @@ def _product(op: Operator, ab: tuple, a: np.ndarray, b: np.ndarray, za: int | No
     return total
 
 
+def _integer_product(op: Operator, ab: tuple, zab: tuple, ratio, y_zp: float, lo: int, hi: int, dtype) -> bool:
+    """(A - za) @ (B - zb) on the integer GEMM kernel into output 0 (``dtype``, A's shape with B's columns):
+    int32 sums, or (``ratio`` given, float64 per column) requantized; False where it does not apply (B not 2-D,
+    a per-row a_zero_point, B's centred codes outside int8, no VNNI): the output untouched."""
+    a, b = op.input(ab[0]), op.input(ab[1])
+    q8 = (np.dtype(np.uint8), np.dtype(np.int8))
+    if b.ndim != 2 or a.ndim < 2 or a.shape[-1] != b.shape[0] or a.dtype not in q8 or b.dtype not in q8:
+        return False
+    if not int8_gemm_path.available() or (ratio is not None and not np.isfinite(ratio).all()):
+        return False
+    za = op.input(zab[0]) if zab[0] is not None else np.zeros((), a.dtype)
+    zb = op.input(zab[1]) if zab[1] is not None else np.zeros((), b.dtype)
+    if za.size != 1 or za.dtype != a.dtype or zb.dtype != b.dtype or zb.size not in (1, b.shape[1]) or zb.ndim > 1:
+        return False  # a per-row zero point or a malformed one: the float path (and its errors)
+    key = (op.input_tensor(ab[1]).version, zb.tobytes(), zb.shape)
+    packed = int8_gemm_path.cached_weights(op, b, key, lambda: (b.astype(np.int32) - zb.astype(np.int32)).T)
+    if packed is None:
+        return False
+    flip = a.dtype == np.int8  # int8 codes as uint8 codes shifted by 128
+    x_zp = int(za.reshape(-1)[0]) + (128 if flip else 0)
+    rows = int8_gemm_path.rows(op, a.view(np.uint8) if flip else a, flip)
+    p = a.size // a.shape[-1] if a.shape[-1] else 0
+    out = op.output(0, (*a.shape[:-1], b.shape[1]), dtype)
+    if not out.flags.c_contiguous:
+        return False
+    mode = 1 if ratio is None else 2
+    return int8_gemm_path.run(op, rows, p, packed, x_zp, None, None, ratio, (0, 0, 0, y_zp, lo, hi), mode,
+                              False, out.reshape(p, b.shape[1]))  # fmt: skip
+
+
 @register_op(
     "ONNXMatMulInteger",
     inputs=(2, 4),
@@ -96,7 +129,10 @@ class ONNXMatMulInteger(Operator):
     def run(self) -> None:
         a, b = self.input(0), self.input(1)
         n = len(self.inputs)
-        c = _product(self, (0, 1), a, b, 2 if n > 2 and self.inputs[2] else None, 3 if n > 3 else None)
+        zab = (2 if n > 2 and self.inputs[2] else None, 3 if n > 3 else None)
+        if _integer_product(self, (0, 1), zab, None, 0.0, 0, 0, _I32):
+            return
+        c = _product(self, (0, 1), a, b, *zab)
         self.output(0, c.shape, _I32)[...] = c
 
 
@@ -132,11 +168,16 @@ class ONNXQLinearMatMul(Operator):
         bs = self.input(4)
         if bs.size != 1 and (bs.ndim != 1 or bs.size != b.shape[-1]):
             raise ShapeError(f"{self.describe()}: b_scale '{self.input_names[4]}' must be a scalar or per column")
+        info = np.iinfo(yz.dtype)
+        if a.ndim >= 2 and b.ndim == 2 and a.shape[-1] == b.shape[0]:
+            with np.errstate(all="ignore"):
+                ratio = np.broadcast_to(np.asarray(self.input(1) * bs / self.input(6), np.float64), b.shape[1:]).copy()
+            if _integer_product(self, (0, 3), (2, 5), ratio, float(yz.reshape(-1)[0]), info.min, info.max, yz.dtype):
+                return
         c = _product(self, (0, 3), a, b, 2, 5)
         with np.errstate(all="ignore"):
             d = c * (self.input(1) * bs / self.input(6))
             d = d + yz
-        info = np.iinfo(yz.dtype)
         self.output(0, c.shape, yz.dtype)[...] = np.clip(np.rint(d), info.min, info.max)
 
 

@@ -13,7 +13,8 @@ int4/uint4/int2/uint2 (saturated integers as above), float8 (e4m3fn, e5m2 and th
 ``x / scale`` cast, clipped to the largest finite value first unless ``saturate`` is 0; the zero
 point is not added) and float4_e2m1fn (``x / scale + zero_point`` cast, saturating); dequantizing
 them computes in float32 (a float8 zero point must be 0; float4's is ignored, as onnx's reference).
-No gradient (quantization is inference-only here).
+One float32 scale and zero point on 8-bit codes run as one compiled pass each (``qlinear_kernels``), with the
+same arithmetic. No gradient (quantization is inference-only here).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import numpy as np
 
 from framework.errors import ShapeError, TypeMismatchError
 from framework.ops.gradient import no_gradient
+from framework.ops.onnx.qlinear_kernels import dequantize_into, quantize_into
 from framework.ops.operator import Operator
 from framework.ops.registry import register_op
 from framework.ops.schema import BOOL, INT, UNKNOWN, Arg, TensorSpec
@@ -32,6 +34,7 @@ _INT_INFOS = {dt.name: (int(np.iinfo(dt).min), int(np.iinfo(dt).max)) for dt in 
 _INT_INFOS |= {"int4": (-8, 7), "uint4": (0, 15), "int2": (-2, 1), "uint2": (0, 3)}  # ml_dtypes' small ints
 _FLOAT_MAX = {"float8_e4m3fn": 448.0, "float8_e4m3fnuz": 240.0, "float8_e5m2": 57344.0, "float8_e5m2fnuz": 57344.0}
 _FLOAT4 = "float4_e2m1fn"
+_Q8 = (np.dtype(np.uint8), np.dtype(np.int8))  # the codes the one-pass kernels (qlinear_kernels) handle
 QUANT_NAMES = set(_INT_INFOS) | set(_FLOAT_MAX) | {_FLOAT4}
 
 
@@ -102,6 +105,12 @@ class ONNXQuantizeLinear(Operator):
         s = expand_param(self, 1, scale, x.shape)
         z = expand_param(self, 2, zp, x.shape) if zp is not None else None
         y = self.output(0, x.shape, dt)
+        if (
+            dt in _Q8 and x.dtype == np.float32 and s.dtype == np.float32 and s.ndim == 0
+            and (z is None or z.ndim == 0)
+            and quantize_into(x, s, int(z) if z is not None else 0, *_INT_INFOS[dt.name], y)
+        ):  # fmt: skip
+            return
         with np.errstate(all="ignore"):
             v = x / s
             if dt.name in _FLOAT_MAX:
@@ -139,6 +148,10 @@ class ONNXDequantizeLinear(Operator):
         if x.dtype != np.int32:
             _check_quant_type(self, 0, x.dtype)
         s = expand_param(self, 1, scale, x.shape)
+        if x.dtype in _Q8 and s.dtype == np.float32 and s.ndim == 0:
+            z = expand_param(self, 2, self.input(2), x.shape) if len(self.inputs) == 3 else np.zeros((), x.dtype)
+            if z.ndim == 0 and dequantize_into(x, np.float32(z), s, self.output(0, x.shape, scale.dtype)):
+                return
         dx = x.astype(np.float32)
         if len(self.inputs) == 3 and x.dtype.name in _FLOAT_MAX:
             if np.any(self.input(2).astype(np.float32) != 0):

@@ -8,12 +8,15 @@ point, so it adds nothing) and requantize with QNNPACK's Q31 fixed point (``requ
 ``shift = 126 - biased_exponent(s)``; ``q = (acc * m + 2**30) >> 31``, ``y = (q >> shift) + (remainder(q) >
 threshold)`` (ties away from zero), clamped to [min, 255] - Y_zero_point, plus Y_zero_point.
 
-How: depthwise convs (group = C = M) run one compiled int32 loop with the requantization inside
-(``int8_kernels.depthwise_into``); other convs and Int8FC write the centered codes (im2col for windows) once as
-float32 and multiply them by the cached centered filter in float32 BLAS over K-slices short enough that every
-partial sum stays below 2**24 (``chunk_k``: exact whatever order the BLAS sums in); the slices' products are
-summed in int64 by the one requantization pass (``int8_kernels.requantize_into``). Int8ConvTranspose keeps its
-float64 tap loop.
+How: Int8FC and group-1 convs run the integer GEMM kernel where it applies (``int8_gemm_path``: AVX-512 VNNI,
+centred weights within int8): uint8 codes times the packed centred weights in int32, the input's zero point a
+per-column correction, the Q31 requantization per band of rows. Elsewhere, and for grouped convs: depthwise
+convs (group = C = M) run one compiled int32 loop with the requantization inside (``int8_kernels.depthwise_into``);
+other convs and Int8FC write the centered codes (im2col for windows) once as float32 and multiply them by the
+cached centered filter in float32 BLAS over K-slices short enough that every partial sum stays below 2**24
+(``chunk_k``: exact whatever order the BLAS sums in); the slices' products are summed in int64 by the one
+requantization pass (``int8_kernels.requantize_into``). All paths give the same codes. Int8ConvTranspose keeps
+its float64 tap loop.
 
 Caffe2: ``caffe2/operators/quantized/int8_{fc,conv,conv_transpose}_op.h``. None has a gradient. Caffe2 builds its
 QNNPACK object (packed weights, bias, scales) on the first run and reuses it: later changes to W or B are ignored
@@ -32,6 +35,7 @@ from framework.ops.gradient import no_gradient
 from framework.ops.nn.conv_args import ConvPoolOp, conv_pool_args, join_layout, parse_conv_pool, resolve, window_view
 from framework.ops.nn.conv_transpose import convt_geometry
 from framework.ops.operator import Operator
+from framework.ops.quantized import int8_gemm_path
 from framework.ops.quantized.int8_common import I32, U8, Y_ARGS, check_y_scale, int8_input, int8_output
 from framework.ops.quantized.int8_kernels import depthwise_into, q31_requantize, requantize_into, wrap_int32
 from framework.ops.registry import register_op
@@ -76,6 +80,23 @@ def _filter(op: Operator, wq, rows: int, depthwise: tuple | None = None) -> tupl
         prepared = np.ascontiguousarray(wc.T, dtype=np.float32)
     op._int8_w = (arr, key, prepared, amax)
     return prepared, amax
+
+
+def _packed(op: Operator, wq, rows: int) -> int8_gemm_path.Packed | None:
+    """W - W.zero_point packed for the integer GEMM kernel when it may run and the codes fit int8, else None."""
+    if not int8_gemm_path.available():
+        return None
+    arr = wq.t.array
+    return int8_gemm_path.cached_weights(
+        op, arr, (wq.t.version, wq.zero_point), lambda: arr.reshape(rows, -1).astype(np.int32) - np.int32(wq.zero_point)
+    )
+
+
+def _integer_gemm(op: Operator, a, p: int, packed, x_zp: int, b, params, y_zp: int, lo: int, out) -> bool:
+    """The integer GEMM kernel over the rows ``a`` with QNNPACK's requantization into ``out`` (P, M); False: not
+    run."""
+    mult, shift = params
+    return int8_gemm_path.run(op, a, p, packed, x_zp, b, None, None, (mult, shift, y_zp, 0.0, lo, 255), 0, False, out)
 
 
 def chunk_k(k: int, x_zp: int, w_amax: int) -> int:
@@ -138,11 +159,17 @@ class Int8FC(Operator):
         b = _bias(self, 2, n)
         params = q31_params(xq.scale, wq.scale, self.scale, self.describe())
         m = x.size // k
+        y_zp = self.args.Y_zero_point
+        out = int8_output(self, 0, (m, n), self.scale, y_zp)
+        packed = _packed(self, wq, n)
+        if packed is not None and not np.may_share_memory(out, x):
+            a = int8_gemm_path.rows(self, x.reshape(m, k))
+            if _integer_gemm(self, a, m, packed, xq.zero_point, b, params, y_zp, 0, out):
+                return
         wt, amax = _filter(self, wq, n)
         xc = np.subtract(x.reshape(m, k), xq.zero_point, dtype=np.float32)
         acc = exact_gemm(xc, wt, chunk_k(k, xq.zero_point, amax))
-        y_zp = self.args.Y_zero_point
-        requantize_into(acc, b, params, y_zp, 0, int8_output(self, 0, (m, n), self.scale, y_zp))
+        requantize_into(acc, b, params, y_zp, 0, out)
 
 
 # -- Int8Conv / Int8ConvRelu ------------------------------------------------------------------------------
@@ -201,9 +228,17 @@ class _Conv(ConvPoolOp):
         lo = y_zp if self.relu else 0
         kk = geo.kernel[0] * geo.kernel[1]
         depthwise = g == c == m and kc == 1
-        wk, amax = _filter(self, wq, m, tuple(geo.kernel) if depthwise else None)
         out = int8_output(self, 0, out_shape, self.scale, y_zp)
         dst = np.empty(out_shape, U8) if np.may_share_memory(out, x) else out
+        packed = _packed(self, wq, m) if g == 1 else None
+        if packed is not None:
+            p = n * geo.out[0] * geo.out[1]
+            a = int8_gemm_path.window_rows(self, x, xq.zero_point, geo, window_view)
+            if _integer_gemm(self, a, p, packed, xq.zero_point, b, params, y_zp, lo, dst.reshape(p, m)):
+                if dst is not out:
+                    out[...] = dst
+                return
+        wk, amax = _filter(self, wq, m, tuple(geo.kernel) if depthwise else None)
         if depthwise:
             depthwise_into(x, xq.zero_point, wk, b, geo, params, y_zp, lo, dst)  # wk: taps (KH, KW, C)
         else:
