@@ -11,7 +11,8 @@ read by any other op than the one being fused, is never folded or fused away):
    new blobs ``<W>_bnfold`` / ``<b>_bnfold`` in the workspace (the weights must be constants there:
    blobs no op of the net writes). Likewise Mul and Add of a per-channel (or scalar) constant after a
    Conv (Caffe2's Mul/Add with broadcast=1, axis=1).
-3. Fuse a residual Sum of two blobs into the Conv producing one of them: the Conv becomes ConvFusion
+3. Fuse a residual Sum of two blobs (or an Add of two same-shape blobs, framework/net/add_as_sum.py) into the
+   Conv producing one of them: the Conv becomes ConvFusion
    fusion_type 2 (Caffe2 IDEEP's Conv+Sum) at the Sum's place, writing in place over the other
    operand (which must die at the Sum); later readers of the Sum's output read that blob.
 4. Fuse Relu into the producing Conv/ConvFusion (fusion_type 1, or 2 -> 3), or into a test-mode
@@ -331,6 +332,8 @@ def fuse_sum(net: _Net) -> int:
                 continue  # (the sum is written over r: the conv must not read it)
             if net.live_after(j, r) or any(net.written_between(b, i, j) for b in conv.input):
                 continue
+            if _producer(net, j, r) is None:
+                continue  # (a parameter or fed input: the next run reads it again)
             s = op.output[0]
             if s != r and not net.rename_from(j, s, r):
                 continue
@@ -750,12 +753,14 @@ def optimize_inference(
         out.CopyFrom(src)
         return out
     state = _Net(ops, observable, ws)
-    from framework.net.fuse_activation import fuse_activations  # (it imports this module's helpers)
+    from framework.net.add_as_sum import adds_as_sums  # (these import this module's helpers)
+    from framework.net.fuse_activation import fuse_activations
 
     stats: dict[str, int | str] = {
         "identities": drop_identities(state),
         **fuse_transformer(state),
         "folded": fold_affine(state),
+        "adds": adds_as_sums(state, shapes),
         "sums": fuse_sum(state),
         "relus": fuse_relu(state),
         "activations": fuse_activations(state),
