@@ -128,12 +128,17 @@ _RECORD = threading.local()  # .calls: the kernel calls of this thread while ``r
 
 def _timed(family: str, fn, *args) -> None:
     """Call a kernel of ``family`` (kernel_support.NEEDS); the first call of each (compiling or loading
-    it) is added to compile_seconds() and guarded: a failed compile disables the family and raises
-    KernelUnavailable (see kernel_support.call). (A set of called kernels, not numba's
+    it) is added to compile_seconds(); every call is guarded: a failed compile (the first call's, or a
+    later one's of new argument types) disables the family and raises KernelUnavailable (see
+    kernel_support.call). (A set of called kernels, not numba's
     ``fn.signatures``: that property builds its list anew on every access, which costs as much as a
     small conv's work.)"""
     if fn in _CALLED:
-        fn(*args)
+        try:
+            fn(*args)
+        except Exception as exc:  # a new type signature may fail to compile: kernel_support decides
+            kernel_support.failed_compile(family, fn, args, exc)
+            raise
     else:
         t = time.perf_counter()
         try:
