@@ -572,9 +572,14 @@ def pool(x, y, inv, planes, z, geo, mode: str, pad_value, i0: int, i1: int) -> N
 
 
 def max_pool_row(geo) -> tuple:
-    """Shape of the row scratch ``max_pool`` needs per worker."""
+    """Shape of the row scratch ``max_pool`` needs per worker (at stride 1 a plane of OH rows of W cells)."""
     kw, s, ow, pw = geo.kernel[1], geo.stride[0], geo.out[1], geo.head[1]
-    return (max(pw + geo.spatial[1], (ow - 1) * s + kw),)
+    row = max(pw + geo.spatial[1], (ow - 1) * s + kw)
+    # stride 1: whole planes, and several of them (about 32 KB) when the output is as large as the input
+    return (max(row, geo.out[0] * geo.spatial[1], _PLANES_BLOCK) if s == 1 else row,)
+
+
+_PLANES_BLOCK = 8192  # float32 cells of the stride-1 max pooling scratch: several small planes per pass
 
 
 def max_pool(x, y, vm, geo, pad_value, i0: int, i1: int) -> None:
