@@ -83,3 +83,25 @@ if _TIMES:
         row |= {"worker": os.environ.get("PYTEST_XDIST_WORKER", ""), "end": time.time()}
         with open(_TIMES, "a") as f:
             f.write(json.dumps(row) + "\n")
+
+
+@pytest.fixture(autouse=True)
+def _kernel_families_stay_enabled():
+    """A compiled kernel family disabled during a test (a compile that failed in this process: framework/kernels/
+    kernel_support.py) would stay disabled for every later test of the process, which would then fail for a kernel
+    they never get: that test fails here instead, naming the families, and they are enabled again for the rest.
+    Tests that disable families on purpose do it on a monkeypatched ``_DISABLED``, undone before this runs. So
+    is the host's feature set: a test that changed the process's own list fails, and the list is put back."""
+    from framework.kernels import kernel_support
+
+    disabled, features = kernel_support._DISABLED, kernel_support._FEATURES
+    before, had = dict(disabled), list(features)
+    yield
+    new = {k: v for k, v in disabled.items() if k not in before}
+    changed = features != had and bool(had)
+    for k in new:
+        del disabled[k]
+    if changed:
+        features[:] = had
+    if new or changed:
+        pytest.fail(f"kernel families disabled during this test: {new}; host features changed: {changed}")

@@ -10,12 +10,14 @@ x86-64 with AVX2 (and AVX-512 for 16 lanes), and FMA for those that multiply. El
 lower them to scalar calls (``llvm.fma.v8f32`` as eight ``fmaf`` calls on an x86-64-v2 CPU) and
 they would run several times slower than the numpy kernels, so there the numpy (BLAS) path runs.
 
-The first call of a kernel compiles it (or loads it from numba's cache). When that fails - an
-llvmlite whose IR builder differs, an LLVM that cannot select an intrinsic - the family is disabled
-for the process with one ``RuntimeWarning`` and ``KernelUnavailable`` is raised; the callers
-(window_jit's wrappers, conv_nchw.ConvNCHW, pool_nchw.JitPool2D) catch it and run their numpy
-kernels, which compute the same values. An exception raised after a successful compile is the
-kernel's own error and propagates unchanged.
+The first call of a kernel compiles it (or loads it from numba's cache), and so does a later call
+with argument types not seen before (numba compiles one specialization per type signature). When a
+compile fails - an llvmlite whose IR builder differs, an LLVM that cannot select an intrinsic, a
+signature the kernel cannot be typed for - the family is disabled for the process with one
+``RuntimeWarning`` and ``KernelUnavailable`` is raised; the callers (window_jit's wrappers,
+conv_nchw.ConvNCHW, pool_nchw.JitPool2D) catch it and run their numpy kernels, which compute the
+same values. An exception raised after a successful compile is the kernel's own error and
+propagates unchanged.
 
 ``FRAMEWORK_CPU_FEATURES`` masks features off the host's (``-fma,-avx512f``: behave as a CPU
 without them; features cannot be added), read once per process before the first kernel is built.
@@ -146,11 +148,17 @@ def disable(family: str, why: str) -> None:
 
 
 def call(family: str, fn, args) -> bool:
-    """``fn(*args)``; True if this was ``fn``'s first call (it compiled or loaded the kernel). A first
-    call that fails before the kernel ran (numba compiled no new signature) disables ``family``
-    (see ``disable``) and raises KernelUnavailable; later calls are not wrapped (nothing to pay)."""
+    """``fn(*args)``; True if this was ``fn``'s first call (it compiled or loaded the kernel). A call
+    that fails compiling - the first, or a later one with argument types numba has not compiled ``fn``
+    for (numba compiles one specialization per type signature) - disables ``family`` (see ``disable``)
+    and raises KernelUnavailable: nothing ran. Later calls pay nothing for the guard (a ``try`` costs
+    nothing until it catches); the checks run only when one raises (``failed_compile``)."""
     if fn in _COMPILED:
-        fn(*args)
+        try:
+            fn(*args)
+        except Exception as exc:
+            failed_compile(family, fn, args, exc)
+            raise
         return False
     if family in _DISABLED:
         raise KernelUnavailable(family)
@@ -164,6 +172,40 @@ def call(family: str, fn, args) -> bool:
         raise KernelUnavailable(family) from exc
     _COMPILED.add(fn)
     return True
+
+
+def failed_compile(family: str, fn, args, exc: Exception) -> None:
+    """After ``fn(*args)`` raised ``exc`` on a call other than ``fn``'s first: if numba failed to compile
+    the call's type signature (a numba compile error, or a signature ``fn`` holds no compiled code for),
+    disable ``family`` and raise KernelUnavailable from ``exc``; otherwise return (the kernel ran and
+    raised its own error: the caller re-raises it)."""
+    if not _compile_error(exc) and _compiled_for(fn, args) is not False:
+        return
+    disable(family, f"{type(exc).__name__}: {_first_line(exc)}")
+    raise KernelUnavailable(family) from exc
+
+
+def _compile_error(exc: Exception) -> bool:
+    """Is ``exc`` one of numba's compile-time errors (typing, lowering, unsupported constructs)?"""
+    try:
+        from numba.core.errors import NumbaError
+    except ImportError:  # no numba: nothing was compiled
+        return False
+    return isinstance(exc, NumbaError)
+
+
+def _compiled_for(fn, args) -> bool | None:
+    """Does the numba dispatcher ``fn`` hold code for the types of ``args``? None if it cannot tell
+    (not a dispatcher)."""
+    typeof = getattr(fn, "typeof_pyval", None)
+    overloads = getattr(fn, "overloads", None)
+    if typeof is None or overloads is None:
+        return None
+    try:
+        sig = tuple(typeof(a) for a in args)
+    except Exception:  # a value numba cannot type: no code can exist for it
+        return False
+    return sig in overloads
 
 
 def _signatures(fn) -> int:

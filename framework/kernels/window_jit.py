@@ -128,12 +128,17 @@ _RECORD = threading.local()  # .calls: the kernel calls of this thread while ``r
 
 def _timed(family: str, fn, *args) -> None:
     """Call a kernel of ``family`` (kernel_support.NEEDS); the first call of each (compiling or loading
-    it) is added to compile_seconds() and guarded: a failed compile disables the family and raises
-    KernelUnavailable (see kernel_support.call). (A set of called kernels, not numba's
+    it) is added to compile_seconds(); every call is guarded: a failed compile (the first call's, or a
+    later one's of new argument types) disables the family and raises KernelUnavailable (see
+    kernel_support.call). (A set of called kernels, not numba's
     ``fn.signatures``: that property builds its list anew on every access, which costs as much as a
     small conv's work.)"""
     if fn in _CALLED:
-        fn(*args)
+        try:
+            fn(*args)
+        except Exception as exc:  # a new type signature may fail to compile: kernel_support decides
+            kernel_support.failed_compile(family, fn, args, exc)
+            raise
     else:
         t = time.perf_counter()
         try:
@@ -570,9 +575,14 @@ def pool(x, y, inv, planes, z, geo, mode: str, pad_value, i0: int, i1: int) -> N
 
 
 def max_pool_row(geo) -> tuple:
-    """Shape of the row scratch ``max_pool`` needs per worker."""
+    """Shape of the row scratch ``max_pool`` needs per worker (at stride 1 a plane of OH rows of W cells)."""
     kw, s, ow, pw = geo.kernel[1], geo.stride[0], geo.out[1], geo.head[1]
-    return (max(pw + geo.spatial[1], (ow - 1) * s + kw),)
+    row = max(pw + geo.spatial[1], (ow - 1) * s + kw)
+    # stride 1: whole planes, and several of them (about 32 KB) when the output is as large as the input
+    return (max(row, geo.out[0] * geo.spatial[1], _PLANES_BLOCK) if s == 1 else row,)
+
+
+_PLANES_BLOCK = 8192  # float32 cells of the stride-1 max pooling scratch: several small planes per pass
 
 
 def max_pool(x, y, vm, geo, pad_value, i0: int, i1: int) -> None:

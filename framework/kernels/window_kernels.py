@@ -193,6 +193,144 @@ def _pool(x, y, inv, planes, z, s, kh, kw, ph, pw, wq, mode, pad, i0, i1):  # pr
 
 
 @_jit
+def _max_plane_s1(xf, yf, vm, xb, yb, h, w, oh, ow, kh, kw, ph, pw, pad):  # pragma: no cover - compiled
+    """Stride-1 max pooling of one channel plane (``_max_pool``'s values, in its order): the max over each
+    window's rows for the whole plane into ``vm`` (OH rows of W cells), then over each window's columns
+    into y. The rows whose windows lie inside the image are one contiguous loop per window row over all
+    of them, and with OW == W (``same`` padding) the columns are one loop over the plane whose cells next
+    to a row's ends are then redone with the pad: loops hundreds of cells long instead of one per output
+    row, which on 14x14 and 7x7 planes cost more in loop set-up than in maxima."""
+    wu = _U(w)
+    r_lo = min(max(ph, 0), oh)
+    r_hi = max(min(h - kh + ph + 1, oh), r_lo)
+    for r in range(oh):  # the rows whose windows reach into the padding, as _max_pool's
+        if r_lo <= r < r_hi:
+            continue
+        ir0 = r * 1 - ph
+        a0, a1 = max(0, -ir0), min(kh, h - ir0)
+        vb = _U(r) * wu
+        if a1 <= a0:
+            for j in range(wu):
+                vm[vb + j] = pad
+            continue
+        src = _U(xb + (ir0 + a0) * w)
+        for j in range(wu):
+            vm[vb + j] = xf[src + j]
+        for a in range(a0 + 1, a1):
+            src = _U(xb + (ir0 + a) * w)
+            for j in range(wu):
+                vm[vb + j] = _mx(vm[vb + j], xf[src + j])
+        for j in range(wu):
+            vm[vb + j] = _mx(vm[vb + j], pad)
+    if r_hi > r_lo:
+        n, v0, x0 = _U((r_hi - r_lo) * w), _U(r_lo * w), _U(xb + (r_lo - ph) * w)
+        for k in range(n):
+            vm[v0 + k] = xf[x0 + k]
+        for a in range(1, kh):
+            xa = x0 + _U(a) * wu
+            for k in range(n):
+                vm[v0 + k] = _mx(vm[v0 + k], xf[xa + k])
+    if ow == w and kw <= w:  # one pass over the plane, then the cells whose windows cross a row's ends
+        tail = kw - 1 - pw
+        lo, hi = _U(pw), _U(max(oh * w - tail, pw))
+        ybu = _U(yb)
+        for k in range(lo, hi):
+            yf[ybu + k] = vm[k - _U(pw)]
+        for b in range(1, kw):
+            for k in range(lo, hi):
+                yf[ybu + k] = _mx(yf[ybu + k], vm[k - _U(pw) + _U(b)])
+        edges = min(pw, ow) + min(tail, ow)
+        for r in range(oh):
+            for e in range(edges):
+                q = e if e < pw else ow - tail + (e - pw)
+                m = pad
+                for b in range(kw):
+                    col = q - pw + b
+                    v = vm[r * w + col] if 0 <= col < w else pad
+                    m = v if b == 0 else _mx(m, v)
+                yf[yb + r * ow + q] = m
+        return
+    for r in range(oh):
+        for q in range(ow):
+            m = pad
+            for b in range(kw):
+                col = q - pw + b
+                v = vm[r * w + col] if 0 <= col < w else pad
+                m = v if b == 0 else _mx(m, v)
+            yf[yb + r * ow + q] = m
+
+
+@_jit
+def _max_planes_same(xf, yf, vm, xb, planes, h, w, kh, kw, ph, pw, pad):  # pragma: no cover - compiled
+    """``_max_plane_s1`` for ``planes`` consecutive channel planes of an output as large as the input (stride
+    1, the pads adding up to the window less one in both axes), all at once: each pass one loop over
+    every plane, whose cells whose windows cross a plane's top or bottom rows (or a row's ends) are then
+    redone one by one with the pad, as ``_max_pool`` computes them. On 14x14 and 7x7 planes the per-plane
+    loops would cost more than the maxima."""
+    wu, hw = _U(w), h * w
+    tail_h, tail_w = kh - 1 - ph, kw - 1 - pw
+    n = planes * hw
+    lo, hi = _U(ph * w), _U(max(n - tail_h * w, ph * w))
+    x0 = _U(xb)
+    if kh == 3:  # rows: x rows r - ph + a (three in one pass)
+        x1, x2 = x0 + wu, x0 + _U(2) * wu
+        for k in range(lo, hi):
+            vm[k] = _mx(_mx(xf[x0 + k - lo], xf[x1 + k - lo]), xf[x2 + k - lo])
+    else:
+        for k in range(lo, hi):
+            vm[k] = xf[x0 + k - lo]
+        for a in range(1, kh):
+            off = x0 + _U(a) * wu
+            for k in range(lo, hi):
+                vm[k] = _mx(vm[k], xf[off + k - lo])
+    for p in range(planes):  # the rows whose windows reach into the padding: their rows in order, then the pad
+        for e in range(ph + tail_h):
+            r = e if e < ph else h - tail_h + (e - ph)
+            a0, a1 = max(0, ph - r), min(kh, h - r + ph)
+            vb = _U(p * hw + r * w)
+            src = _U(xb + p * hw + (r - ph + a0) * w)
+            if a1 - a0 == 2:  # (a 3-row window's first or last row: one vector loop)
+                for j in range(wu):
+                    vm[vb + j] = _mx(_mx(xf[src + j], xf[src + wu + j]), pad)
+                continue
+            for j in range(wu):
+                m = xf[src + j] if a1 > a0 else pad
+                for a in range(1, a1 - a0):
+                    m = _mx(m, xf[src + _U(a) * wu + j])
+                vm[vb + j] = _mx(m, pad)
+    lo, hi = _U(pw), _U(max(n - tail_w, pw))
+    y0 = _U(xb)  # (the output's planes sit where the input's do)
+    if kw == 3:  # columns (three in one pass)
+        for k in range(lo, hi):
+            yf[y0 + k] = _mx(_mx(vm[k - lo], vm[k - lo + _U(1)]), vm[k - lo + _U(2)])
+    else:
+        for k in range(lo, hi):
+            yf[y0 + k] = vm[k - lo]
+        for b in range(1, kw):
+            for k in range(lo, hi):
+                yf[y0 + k] = _mx(yf[y0 + k], vm[k - lo + _U(b)])
+    if kw == 3 and pw == 1:  # the cells whose windows cross a row's ends: pad cells first, or last
+        for row in range(_U(planes * h)):
+            rb = x0 + row * wu
+            vb = row * wu
+            yf[rb] = _mx(_mx(pad, vm[vb]), vm[vb + _U(1)])
+            yf[rb + wu - _U(1)] = _mx(_mx(vm[vb + wu - _U(2)], vm[vb + wu - _U(1)]), pad)
+        return
+    for row in range(planes * h):
+        rb = row * w
+        for q in range(pw):
+            m = pad
+            for b in range(pw - q, kw):
+                m = _mx(m, vm[rb + q - pw + b])
+            yf[xb + rb + q] = m
+        for q in range(w - tail_w, w):
+            m = vm[rb + q - pw]
+            for b in range(1, w - q + pw):
+                m = _mx(m, vm[rb + q - pw + b])
+            yf[xb + rb + q] = _mx(m, pad)
+
+
+@_jit
 def _max_pool(x, y, vm, s, kh, kw, ph, pw, pad, i0, i1):  # pragma: no cover - compiled
     """Max pooling of images i0:i1 read in place (y C-contiguous), per output row: the max over the
     window's input rows into ``vm`` (its cells pw:pw+W; the others hold the pad value), one contiguous
@@ -205,6 +343,21 @@ def _max_pool(x, y, vm, s, kh, kw, ph, pw, pad, i0, i1):  # pragma: no cover - c
     wu, pwu, su = _U(w), _U(pw), _U(s)
     fused = kw == 3 and s == 2  # rows and columns in one step (pool_columns.rows3s2), no row scratch
     xf, yf = x.reshape(-1), y.reshape(-1)
+    if s == 1 and oh == h and ow == w and kh <= h and kw <= w:  # planes in blocks (window_jit.max_pool_row)
+        per = max(vm.shape[0] // (h * w), 1)
+        if vm.shape[0] >= h * w:
+            for i in range(i0, i1):
+                for c0 in range(0, c, per):
+                    nb = min(per, c - c0)
+                    _max_planes_same(xf, yf, vm, (i * c + c0) * h * w, nb, h, w, kh, kw, ph, pw, pad)
+            return 0
+    if s == 1 and vm.shape[0] >= oh * w:  # whole planes (window_jit.max_pool_row)
+        for i in range(i0, i1):
+            for ch in range(c):
+                _max_plane_s1(
+                    xf, yf, vm, (i * c + ch) * h * w, (i * c + ch) * oh * ow, h, w, oh, ow, kh, kw, ph, pw, pad
+                )
+        return 0
     for j in range(vm.shape[0]):
         vm[j] = pad
     for i in range(i0, i1):

@@ -13,6 +13,7 @@ how tests and benchmarks prove that a steady-state net run allocates nothing.
 
 from __future__ import annotations
 
+import collections
 import os
 import threading
 import weakref
@@ -38,7 +39,13 @@ class MemoryStats:
 
 
 class MemoryReporter:
-    """Counts allocations and frees: current bytes, peak, count, per-buffer sizes."""
+    """Counts allocations and frees: current bytes, peak, count, per-buffer sizes.
+
+    A free is reported by a ``weakref.finalize`` callback, which runs whenever the buffer's last reference
+    goes, on whatever thread drops it: possibly in the middle of this reporter's own locked code (a
+    garbage collection started by an allocation there). So ``on_free`` never waits for the lock: it queues
+    the buffer id (a deque's append is atomic) and applies the queue only if the lock is free; every
+    other entry point applies what is queued before it reads or counts."""
 
     def __init__(self) -> None:
         # reentrant: a garbage collection started by an allocation inside on_alloc may free a buffer (its
@@ -46,9 +53,11 @@ class MemoryReporter:
         self._lock = threading.RLock()
         self._stats = MemoryStats()
         self._next_id = 0
+        self._freed: collections.deque[int] = collections.deque()
 
     def on_alloc(self, nbytes: int) -> int:
         with self._lock:
+            self._apply_frees()
             s = self._stats
             self._next_id += 1
             s.buffers[self._next_id] = nbytes
@@ -60,42 +69,58 @@ class MemoryReporter:
             return self._next_id
 
     def on_free(self, buffer_id: int) -> None:
-        with self._lock:
-            s = self._stats
-            nbytes = s.buffers.pop(buffer_id, None)
+        self._freed.append(buffer_id)
+        if self._lock.acquire(blocking=False):
+            try:
+                self._apply_frees()
+            finally:
+                self._lock.release()
+
+    def _apply_frees(self) -> None:
+        """Count the queued frees (the lock held)."""
+        freed, s = self._freed, self._stats
+        while freed:
+            nbytes = s.buffers.pop(freed.popleft(), None)
             if nbytes is None:
-                return  # allocated before a reset
+                continue  # allocated before a reset
             s.frees += 1
             s.current_bytes -= nbytes
 
+    def _settled(self) -> MemoryStats:
+        if self._freed:
+            with self._lock:
+                self._apply_frees()
+        return self._stats
+
     @property
     def current_bytes(self) -> int:
-        return self._stats.current_bytes
+        return self._settled().current_bytes
 
     @property
     def peak_bytes(self) -> int:
-        return self._stats.peak_bytes
+        return self._settled().peak_bytes
 
     @property
     def allocations(self) -> int:
-        return self._stats.allocations
+        return self._settled().allocations
 
     @property
     def frees(self) -> int:
-        return self._stats.frees
+        return self._settled().frees
 
     @property
     def allocated_bytes(self) -> int:
         """Bytes handed out since the last reset (a churn measure)."""
-        return self._stats.allocated_bytes
+        return self._settled().allocated_bytes
 
     def buffer_sizes(self) -> list[int]:
         """Sizes in bytes of the live buffers."""
         with self._lock:
+            self._apply_frees()
             return list(self._stats.buffers.values())
 
     def snapshot(self) -> dict[str, int]:
-        s = self._stats
+        s = self._settled()
         return {
             "current_bytes": s.current_bytes,
             "peak_bytes": s.peak_bytes,
@@ -107,11 +132,14 @@ class MemoryReporter:
 
     def reset(self) -> None:
         """Forget the counters and the live buffers (peak restarts from zero)."""
+        fresh = MemoryStats()
         with self._lock:
-            self._stats = MemoryStats()
+            self._freed.clear()
+            self._stats = fresh
 
     def reset_peak(self) -> None:
         with self._lock:
+            self._apply_frees()
             self._stats.peak_bytes = self._stats.current_bytes
 
 

@@ -11,9 +11,12 @@ read by any other op than the one being fused, is never folded or fused away):
    new blobs ``<W>_bnfold`` / ``<b>_bnfold`` in the workspace (the weights must be constants there:
    blobs no op of the net writes). Likewise Mul and Add of a per-channel (or scalar) constant after a
    Conv (Caffe2's Mul/Add with broadcast=1, axis=1).
-3. Fuse a residual Sum of two blobs into the Conv producing one of them: the Conv becomes ConvFusion
+3. Fuse a residual Sum of two blobs (or an Add of two same-shape blobs, framework/net/add_as_sum.py) into the
+   Conv producing one of them: the Conv becomes ConvFusion
    fusion_type 2 (Caffe2 IDEEP's Conv+Sum) at the Sum's place, writing in place over the other
-   operand (which must die at the Sum); later readers of the Sum's output read that blob.
+   operand (which must die at the Sum, and be an activation, an input fed before every run (``shapes``)
+   or one the workspace does not hold yet: never a parameter); later readers of the Sum's output read
+   that blob.
 4. Fuse Relu into the producing Conv/ConvFusion (fusion_type 1, or 2 -> 3), or into a test-mode
    SpatialBN left unfolded (one before which no conv stands, as DenseNet's pre-activations): it
    becomes SpatialBNRelu with keep_nan=1 (a separate Relu keeps NaN; Caffe2's fused op does not),
@@ -87,6 +90,7 @@ class _Net:
         self.observable = observable
         self.ws = ws
         self.created: list[str] = []  # blobs the pass wrote into the workspace (folded parameters)
+        self.fed: set[str] = set()  # inputs the caller feeds before every run (``shapes``' names)
 
     def readers(self, i: int, blob: str) -> list[int]:
         """Ops after ``i`` reading the version of ``blob`` that op ``i`` leaves (until rewritten)."""
@@ -333,6 +337,8 @@ def fuse_sum(net: _Net) -> int:
                 continue  # (the sum is written over r: the conv must not read it)
             if net.live_after(j, r) or any(net.written_between(b, i, j) for b in conv.input):
                 continue
+            if _producer(net, j, r) is None and r not in net.fed and net.constant(r) is not None:
+                continue  # a parameter (or a tensor the caller fed and may read again): the next run reads it
             s = op.output[0]
             if s != r and not net.rename_from(j, s, r):
                 continue
@@ -752,13 +758,16 @@ def optimize_inference(
         out.CopyFrom(src)
         return out
     state = _Net(ops, observable, ws)
-    from framework.net.fuse_activation import fuse_activations  # (they import this module's helpers)
+    state.fed = set(shapes or ())
+    from framework.net.add_as_sum import adds_as_sums  # (these import this module's helpers)
+    from framework.net.fuse_activation import fuse_activations
     from framework.net.fuse_squeeze_excite import fuse_squeeze_excite
 
     stats: dict[str, int | str] = {
         "identities": drop_identities(state),
         **fuse_transformer(state),
         "folded": fold_affine(state),
+        "adds": adds_as_sums(state, shapes),
         "sums": fuse_sum(state),
         "relus": fuse_relu(state),
         "activations": fuse_activations(state),

@@ -39,6 +39,7 @@ from framework.ops.nn.conv_args import (
     split_layout,
     window_view,
 )
+from framework.ops.prepared_states import prepare_for
 from framework.ops.registry import register_op
 from framework.ops.schema import BOOL, STRING, UNKNOWN, Arg, Cost, TensorSpec
 from framework.runtime.parallel import get_num_threads, run_parallel, split
@@ -164,8 +165,13 @@ class ConvOpBase(ConvPoolOp):
         x, w = self.input(0), self.input(1)
         b = self.input(2) if len(self.inputs) == 3 else None
         if self._key != (x.shape, w.shape, x.dtype, b is not None) or w.dtype != x.dtype:
-            self._prepare(x, w, b)
+            self._prepare_for(x, w, b)
         return x, w, b
+
+    def _prepare_for(self, x, w, b) -> None:
+        """``_prepare``, or the state prepared before for this signature (framework/ops/prepared_states.py)."""
+        key = (x.shape, w.shape, x.dtype, w.dtype, b is not None, get_num_threads())
+        prepare_for(self, key, lambda: self._prepare(x, w, b))
 
     def gradient_inputs(self) -> tuple:
         """(X, filter, dY), re-preparing when their signature changed."""
@@ -314,7 +320,7 @@ class Conv(ConvOpBase):
         x, w, b = self.forward_inputs()
         kernel = self._kernel
         if kernel is not None and kernel.threads != get_num_threads():
-            self._prepare(x, w, b)
+            self._prepare_for(x, w, b)
             kernel = self._kernel
         y = self.output(0, self._yshape, x.dtype)
         if kernel is not None:

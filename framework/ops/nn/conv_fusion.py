@@ -30,6 +30,7 @@ from framework.memory.allocator import allocate_array
 from framework.ops.gradient import no_gradient
 from framework.ops.nn.conv import _CONV_ARGS, ConvOpBase, _cost_conv, check_conv_sizes, conv_geometry
 from framework.ops.nn.conv_args import join_layout, parse_conv_pool
+from framework.ops.prepared_states import prepare_for
 from framework.ops.registry import register_op
 from framework.ops.schema import INT, UNKNOWN, Arg, TensorSpec
 from framework.runtime.parallel import get_num_threads
@@ -170,7 +171,9 @@ class ConvFusion(ConvOpBase):
         s = self.input(len(self.inputs) - 1) if self.has_sum else None
         key = (x.shape, w.shape, x.dtype, s.shape if s is not None else None, get_num_threads())
         if self._key != key or w.dtype != x.dtype or (b is not None and b.dtype != x.dtype):
-            self._prepare(x, w, b, s)
+            # a signature seen before gets its prepared kernel back (framework/ops/prepared_states.py)
+            full = (*key, w.dtype, b.dtype if b is not None else None)
+            prepare_for(self, full, lambda: self._prepare(x, w, b, s))
         # The output is S's tensor (in place): output() keeps its buffer, so S's values are intact here.
         # With out_channels the other ops writing Y's other channels found (and keep) the same buffer.
         y = self.output(0, self._yshape, x.dtype)

@@ -19,6 +19,7 @@ from framework.kernels import bn_train, pool_strategies
 from framework.memory.allocator import allocate_array
 from framework.ops.gradient import gradient
 from framework.ops.nn.conv_args import ConvPoolOp, conv_pool_args, index, infer_geometry, join_layout, kernel_slices
+from framework.ops.prepared_states import prepare_for
 from framework.ops.registry import register_op
 from framework.ops.schema import BOOL, FLOAT, UNKNOWN, Arg, TensorSpec, same_as_input
 from framework.runtime.parallel import get_num_threads
@@ -149,7 +150,8 @@ class _PoolForward(_Pool):
     def run(self) -> None:
         x = self.input(0)
         if self._key != (x.shape, x.dtype) or (self._sep is not None and self._sep.threads != get_num_threads()):
-            self._prepare(x)
+            # a shape seen before gets its prepared state (and buffers) back instead of a new one
+            prepare_for(self, (x.shape, x.dtype, get_num_threads()), lambda: self._prepare(x))
         y = self.output(0, self._yshape, x.dtype)
         if y.size:
             self.pool(x, y)

@@ -188,6 +188,65 @@ def test_an_error_after_the_compile_propagates(fresh):
     assert kernel_support.usable("direct") == (not kernel_support.missing("direct"))
 
 
+def test_a_new_signature_that_fails_to_compile_disables_the_family(fresh):
+    """numba compiles a kernel anew for each argument-type signature: a later call whose new signature
+    cannot be typed is guarded as a first call is (one warning, the family disabled, KernelUnavailable),
+    while a later signature that compiles and then raises is the kernel's own error."""
+
+    @numba.njit
+    def first_row(a, out):
+        out[0] = a[0] + 1
+
+    out = np.zeros(1, np.float32)
+    assert kernel_support.call("direct", first_row, (np.ones(3, np.float32), out))  # compiles
+    assert not kernel_support.call("direct", first_row, (np.full(3, 2, np.float32), out))
+    assert out[0] == 3
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        with pytest.raises(kernel_support.KernelUnavailable):  # a[0] is a row: no scalar store types
+            kernel_support.call("direct", first_row, (np.ones((2, 3), np.float32), out))
+        with pytest.raises(kernel_support.KernelUnavailable):  # disabled: not tried again
+            kernel_support.call("direct", first_row, (np.ones((2, 3), np.float32), out))
+    ours = [w for w in seen if issubclass(w.category, RuntimeWarning)]
+    assert len(ours) == 1 and "'direct'" in str(ours[0].message) and "TypingError" in str(ours[0].message)
+    assert "direct" in kernel_support.disabled() and out[0] == 3
+
+    @numba.njit
+    def bad(a):
+        return 1 // a
+
+    assert kernel_support.call("channel", bad, (1,))
+    with pytest.raises(ZeroDivisionError):  # a compiled signature raising
+        kernel_support.call("channel", bad, (0,))
+    with pytest.raises(ZeroDivisionError):  # a new signature that compiles, then raises
+        kernel_support.call("channel", bad, (0.0,))
+    assert "channel" not in kernel_support.disabled()
+
+
+def test_an_ops_later_kernel_call_failing_to_compile_runs_the_numpy_kernel(fresh):
+    """A pooling op's kernel already called in this process (so its calls are not first calls) raising
+    numba's TypingError, as a new signature that cannot be typed would: one warning, numpy values."""
+    family, op_def, feeds = next(c for c in CASES if c[0] == "max_pool")
+    if not kernel_support.usable(family):
+        pytest.skip(f"'{family}' is not usable on this CPU: {kernel_support.missing(family)}")
+    want, _ = _run(op_def, feeds, jit=False)
+
+    def broken(*args):
+        raise numba.core.errors.TypingError("injected: no implementation for these argument types")
+
+    from framework.kernels import window_kernels
+
+    fresh.setattr(window_kernels, "_max_pool", broken)
+    fresh.setattr(kernel_support, "_COMPILED", {broken})  # as if called before with other types
+    fresh.setattr(window_jit, "_CALLED", {broken})
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        got, op = _run(op_def, feeds, times=2)
+    ours = [w for w in seen if issubclass(w.category, RuntimeWarning) and "'max_pool'" in str(w.message)]
+    assert len(ours) == 1 and family in kernel_support.disabled()
+    _close(got, want)
+
+
 def test_concatenated_channels_survive_a_fallback(fresh):
     """ConvFusion writing channels 3:19 of a concatenation through a kernel that writes slices
     (direct) whose compile fails: the fallback (im2col) writes its own buffer, copied into them."""
