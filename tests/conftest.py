@@ -98,7 +98,8 @@ def _kernel_families_stay_enabled():
     before, had = dict(disabled), list(features)
     yield
     new = {k: v for k, v in disabled.items() if k not in before}
-    changed = features != had and bool(had)
+    # an emptied list (RUNTIME.reset) is read again from the host on next use: only a different set is a change
+    changed = bool(features) and bool(had) and features != had
     for k in new:
         del disabled[k]
     if changed:
