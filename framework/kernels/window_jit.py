@@ -27,13 +27,15 @@ layout into a scratch whose valid columns are then copied. ``pointwise`` runs 1x
 micro-kernel, each image read in place; ``direct_depthwise`` runs stride-1 depthwise convs on a
 one-row block of it over each channel's own planes. Three more LLVM IR kernels: ``channel_conv``
 (channel_kernel.py) for narrow outputs, with the output channels in the vector lanes and the
-pixels broadcast; ``depthwise3`` (depthwise3.py) for 3x3 and 5x5 depthwise convs at stride 1 and 2, L outputs
-of a row per step (stride 2 split into even and odd columns by a shuffle); and the 3-wide stride-2
-column step of ``max_pool`` (pool_columns.py). conv_strategies.py says where each is used.
+pixels broadcast; ``depthwise3`` (depthwise3.py) for 3x3 and 5x5 depthwise convs at stride 1 and 2, read
+from the image itself (masked loads for the padding), L outputs of several rows per step (narrow images:
+runs of L pixels over several rows); and the 3-wide stride-2 column step of ``max_pool`` (pool_columns.py).
+conv_strategies.py says where each is used.
 
 Two one-pass elementwise kernels serve the GEMM convs and SpatialBN, where numpy needs a pass per
 operation: the conv epilogue (``epilogue``: bias, residual, Relu) and test-mode SpatialBN's
-per-channel scale and shift (``scale_shift``). Compiled kernels are cached on disk (numba
+per-channel scale and shift (``scale_shift``; also SqueezeExcite's channel scale, beside
+``channel_means``). Compiled kernels are cached on disk (numba
 ``cache=True``); the first use in a process without a cache compiles them (``compile_seconds()`` tells
 how long it took; docs/performance.md has the figures).
 """
