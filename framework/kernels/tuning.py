@@ -48,7 +48,7 @@ SWEEPS = (
     Sweep(
         "POINTWISE_MK_C",
         "1x1 convs up to this many input channels on the micro-kernel, over more on BLAS's GEMM",
-        (32, 64, 96, 128, 192, 256, 384),
+        (32, 64, 128, 256, 512, 1024, 2048),
         lambda c: (c, 128, 1, 1, 0, 28),
         {"POINTWISE_MK_C": _BIG},
         {"POINTWISE_MK_C": 0, "POINTWISE_MK_MAX_C": 0},
