@@ -207,3 +207,28 @@ def test_wide_3x3_conv_reads_windows_in_place():
         with spy_calls() as calls:
             check_int8(op, [q8(x, 0.02, 7), q8(w, 0.01, 128), q8(b, 0.0002, 0)], [(expected, 0.3, 5)])
         assert calls and all(calls)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    data=st.data(), relu=st.booleans(), xz=st.sampled_from([0, 128, 255]), wz=st.sampled_from([0, 128, 255]),
+    seed=st.integers(0, 2**16),
+)  # fmt: skip
+def test_grouped_int8_conv_runs_one_kernel_gemm_per_group(data, relu, xz, wz, seed):
+    rng = np.random.default_rng(seed)
+    k = data.draw(st.sampled_from([1, 3]))
+    stride, pad = (1, 0) if k == 1 else (data.draw(st.integers(1, 2)), data.draw(st.integers(0, 1)))
+    group, cg, mg = data.draw(st.integers(2, 4)), 4 * data.draw(st.integers(1, 3)), data.draw(st.integers(1, 20))
+    n, h, wd = data.draw(st.integers(1, 2)), data.draw(st.integers(k, 8)), data.draw(st.integers(k, 8))
+    x = rng.integers(0, 256, (n, h, wd, cg * group)).astype(np.uint8)
+    w = _fit_weights(rng, (mg * group, k, k, cg), wz, data.draw(st.booleans()))
+    b = rng.integers(-5000, 5000, mg * group).astype(np.int32)
+    op = CreateOperator(
+        "Int8ConvRelu" if relu else "Int8Conv", ["X", "W", "b"], ["Y"], kernel=k, stride=stride, pad=pad,
+        group=group, order="NHWC", Y_scale=0.4, Y_zero_point=9,
+    )  # fmt: skip
+    acc = conv_reference(x, xz, w, wz, b, stride, (pad,) * 4, 1, group)
+    expected = requantize_all(acc, 0.02, 0.01, 0.4, 9, 9 if relu else 0)
+    with spy_calls() as calls, implicit_windows(True):
+        check_int8(op, [q8(x, 0.02, xz), q8(w, 0.01, wz), q8(b, 0.0002, 0)], [(expected, 0.4, 9)])
+    assert len(calls) == 2 * group and all(calls)  # two runs (check_int8 runs twice), one GEMM per group each
