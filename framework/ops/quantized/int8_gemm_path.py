@@ -125,7 +125,7 @@ def buffer(op, name: str, shape: tuple, dtype) -> np.ndarray:
     return buf
 
 
-def _copy(dst: np.ndarray, src: np.ndarray, flip: bool) -> None:
+def copy_codes(dst: np.ndarray, src: np.ndarray, flip: bool) -> None:
     """dst = src (uint8), or with the top bit flipped (``flip``: int8 codes read as uint8 codes shifted by 128)."""
     if flip:
         np.bitwise_xor(src, np.uint8(0x80), out=dst)
@@ -136,14 +136,14 @@ def _copy(dst: np.ndarray, src: np.ndarray, flip: bool) -> None:
 def rows(op, a: np.ndarray, flip: bool = False, n: int = 1) -> Rows:
     """The uint8 matrix ``a`` (P, K) as the kernel reads it (``a`` may be any uint8 view whose leading dims
     flatten to P and last is K; ``n`` images): ``a`` itself when it is contiguous, K is a multiple of 4 and
-    nothing is flipped (``_copy``), else a copy with rows padded to a multiple of 4."""
+    nothing is flipped (``copy_codes``), else a copy with rows padded to a multiple of 4."""
     k = a.shape[-1]
     p = a.size // k if k else 0
     if k % 4 == 0 and a.flags.c_contiguous and not flip:
         return _plain(a.reshape(-1), k, p, n)
     k4 = -(-k // 4) * 4
     buf = buffer(op, "rows", (max(p, 1), k4), np.uint8)
-    _copy(buf[:p, :k].reshape(a.shape), a, flip)
+    copy_codes(buf[:p, :k].reshape(a.shape), a, flip)
     return _plain(buf.reshape(-1), k4, p, n)
 
 
@@ -203,14 +203,14 @@ def _padded(op, x: np.ndarray, x_zp: int, pads: tuple, flip: bool) -> np.ndarray
     if border is None or border[0] is not xp or border[1] != x_zp:
         xp[...] = x_zp
         op._int8_gemm_border = (xp, x_zp)
-    _copy(xp[:, ht : ht + h, hl : hl + w], x, flip)
+    copy_codes(xp[:, ht : ht + h, hl : hl + w], x, flip)
     return xp
 
 
 def window_rows(op, x: np.ndarray, x_zp: int, geo, window_view, flip: bool = False) -> Rows:
     """The windows of the NHWC uint8 view ``x`` (N, H, W, C; any strides) under the resolved geometry ``geo``
     as kernel rows: one per output pixel, K = KH * KW * C in (kh, kw, c) order, out-of-image taps holding
-    ``x_zp`` (``flip``: see ``_copy``; x_zp is then already shifted). A 1x1 stride-1 unpadded conv reads the
+    ``x_zp`` (``flip``: see ``copy_codes``; x_zp is then already shifted). A 1x1 stride-1 unpadded conv reads the
     image rows themselves; wide outputs with C a multiple of 4 read the windows in place (``_implicit``);
     others copy them once as rows."""
     n, h, w, c = x.shape
@@ -229,7 +229,7 @@ def window_rows(op, x: np.ndarray, x_zp: int, geo, window_view, flip: bool = Fal
     k = view.shape[3] * view.shape[4] * c
     k4 = -(-k // 4) * 4
     cols = buffer(op, "cols", (max(p, 1), k4), np.uint8)
-    _copy(cols[:p, :k].reshape(view.shape), view, flip)
+    copy_codes(cols[:p, :k].reshape(view.shape), view, flip)
     return _plain(cols.reshape(-1), k4, p, n)
 
 
