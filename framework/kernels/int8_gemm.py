@@ -18,7 +18,10 @@ Epilogues (``mode``), on each band of MB rows while it is in cache:
 - ``Q31``: QNNPACK's q31 requantization of ``wrap32(C + corr) + ibias`` into [lo, 255] (uint8 out);
 - ``INT32``: ``wrap32(C + corr)`` (ONNX ConvInteger / MatMulInteger);
 - ``RESCALE``: ONNX's ``clip(rint((wrap32(C + corr) + fbias) * ratio + fzp), lo, hi)`` in float64.
-``transposed``: ``out[m, p]`` instead of ``out[p, m]`` (the NCHW output of ONNX's convs).
+``transposed``: ``out[m, p]`` instead of ``out[p, m]`` (the NCHW output of ONNX's convs). Modes + 3
+(``WRAP_FREE``): the same results where no sum can leave int32 (K * 255 * 128 < 2**31), without the wrap and
+with the bias folded into ``corr`` (one add per output instead of four operations: the epilogue bounds the
+small-K GEMMs).
 """
 
 from __future__ import annotations
@@ -35,6 +38,8 @@ LANES = 16  # int32 lanes of a 512-bit vector: output columns per vector
 GROUP = 4  # k per 32-bit lane (vpdpbusd)
 MB = 48  # rows per band (requantized while in cache); a multiple of every R
 Q31, INT32, RESCALE = 0, 1, 2
+WRAP_FREE = 3  # added to a mode: sums that cannot wrap, the bias folded into corr
+WRAP_FREE_K = (2**31 - 1) // (255 * 128)  # the longest K whose centred uint8 x int8 sums stay within int32
 # (vectors per panel) -> rows per register block: R x V accumulators + V loads + a broadcast within 32 registers
 ROWS = {4: 6, 3: 8, 2: 12, 1: 12}
 
@@ -136,9 +141,19 @@ def _epilogue(c, ldc, pr, p0, corr, ibias, fbias, ratio, mult, shift, y_zp, fzp,
         elif mode == 1:
             for j in range(m):
                 o[j] = _wrap32(np.int64(cr[j]) + corr[j])
-        else:
+        elif mode == 2:
             for j in range(m):
                 v = np.rint((np.float64(_wrap32(np.int64(cr[j]) + corr[j])) + fbias[j]) * ratio[j] + fzp)
+                o[j] = min(max(v, flo), fhi)
+        elif mode == 3:  # the modes + 3: sums that cannot wrap, corr holding the bias too (module doc)
+            for j in range(m):
+                o[j] = _q31(np.int64(cr[j]) + corr[j], mult, shift, mask, half, y_zp, lo)
+        elif mode == 4:
+            for j in range(m):
+                o[j] = np.int64(cr[j]) + corr[j]
+        else:
+            for j in range(m):
+                v = np.rint(np.float64(np.int64(cr[j]) + corr[j]) * ratio[j] + fzp)
                 o[j] = min(max(v, flo), fhi)
 
 

@@ -237,13 +237,20 @@ def run(op, a: Rows, p: int, packed: Packed, x_zp: int, ibias, fbias, ratio, par
         image: int = 0):  # fmt: skip
     """The kernel over ``p`` rows of ``a`` (``rows``/``window_rows``; of image ``image``) into ``out``; False
     when the family is unavailable (nothing written: the caller runs its float path). ``params`` = (mult, shift,
-    y_zp, fzp, lo, hi) (int8_gemm._gemm). Zero vectors stand in for the bias arguments the mode does not read."""
+    y_zp, fzp, lo, hi) (int8_gemm._gemm). Zero vectors stand in for the bias arguments the mode does not read;
+    ``fbias`` must hold integers (an int32 bias as float64)."""
     mod = _module()
     m = packed.m
     corr = packed.colsum * np.int64(-x_zp)
     zi = ibias if ibias is not None else np.zeros(m, np.int64)
     zf = fbias if fbias is not None else np.zeros(m, np.float64)
     zr = ratio if ratio is not None else np.zeros(m, np.float64)
+    if packed.k <= mod.WRAP_FREE_K:  # no sum leaves int32: fold the bias into the correction (int8_gemm doc)
+        if mode == mod.Q31:
+            corr = corr + zi
+        elif mode == mod.RESCALE:
+            corr = corr + zf.astype(np.int64)  # fbias holds integers (an int32 bias)
+        mode += mod.WRAP_FREE
     c = buffer(op, "sums", (mod.MB * mod.padded_columns(m),), np.int32)
     mult, shift, y_zp, fzp, lo, hi = params
     args = (

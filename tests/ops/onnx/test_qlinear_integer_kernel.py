@@ -16,7 +16,7 @@ from framework.memory.allocator import memory_reporter  # noqa: E402
 from framework.onnx import backend  # noqa: E402
 from framework.ops.quantized import int8_gemm_path  # noqa: E402
 from tests.ops.onnx.test_qlinear_conv_gemm import _T, _agree, _codes, _model  # noqa: E402
-from tests.ops.quantized.test_int8_integer_gemm import implicit_windows, spy_calls  # noqa: E402
+from tests.ops.quantized.test_int8_integer_gemm import implicit_windows, spy_calls, wrapping_epilogue  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not int8_gemm_path.available(), reason="the CPU lacks AVX-512 VNNI (or no numba)")
 
@@ -52,7 +52,7 @@ def _case(draw):
     return dict(
         n=n, c=c, m=m, spatial=spatial, attrs=attrs, xt=xt, wt=wt, yt=yt, xz=_zero_point(draw, xt),
         wz=np.array(wz, wt) if per_channel else np.asarray(wz[0]), yz=_zero_point(draw, yt), implicit=implicit,
-        bias=draw(st.booleans()), seed=draw(st.integers(0, 2**31 - 1)),
+        bias=draw(st.booleans()), wrap=draw(st.booleans()), seed=draw(st.integers(0, 2**31 - 1)),
     )  # fmt: skip
 
 
@@ -71,7 +71,7 @@ def test_qlinear_conv_and_conv_integer_on_the_kernel(case):
     feeds = {k: np.asarray(v) for k, v in feeds.items()}
     if case["bias"]:
         feeds["B"] = rng.integers(-5000, 5000, m).astype(np.int32)
-    with spy_calls() as calls, implicit_windows(case["implicit"]):
+    with spy_calls() as calls, implicit_windows(case["implicit"]), wrapping_epilogue(case["wrap"]):
         _agree("QLinearConv", feeds, case["attrs"], _T[case["yt"]])
         ints = {"x": x, "w": w, "x_zero_point": feeds["x_zero_point"], "w_zero_point": wz}
         _agree("ConvInteger", ints, case["attrs"], onnx.TensorProto.INT32)
