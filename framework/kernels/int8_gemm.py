@@ -11,8 +11,10 @@ R x V ``vpdpbusd``. B is packed once per weight tensor (``pack``): columns padde
 panels of at most four vectors, each panel k-group-major (64 bytes per vector per four k, zeros past K).
 
 A is read in four-byte groups along K: rows ``lda`` bytes apart with ``lda`` >= K rounded up to 4 (what lies
-between K and that is multiplied by B's zero padding, so it may hold anything). The zero points enter through
-``corr`` (per column, added to every sum: ``-x_zero_point * sum_k B[k, m]``, as the callers compute it).
+between K and that is multiplied by B's zero padding, so it may hold anything); or, for conv windows read in
+place (implicit GEMM), a table of tap offsets each followed by ``cg`` groups of channels (see ``_make_block``).
+The zero points enter through ``corr`` (per column, added to every sum: ``-x_zero_point * sum_k B[k, m]``, as
+the callers compute it).
 
 Epilogues (``mode``), on each band of MB rows while it is in cache:
 - ``Q31``: QNNPACK's q31 requantization of ``wrap32(C + corr) + ibias`` into [lo, 255] (uint8 out);
@@ -44,7 +46,7 @@ WRAP_FREE_K = (2**31 - 1) // (255 * 128)  # the longest K whose centred uint8 x 
 ROWS = {4: 6, 3: 8, 2: 12, 1: 12}
 
 _jit = cached_jit.njit(cache=simd_ir.CACHE, nogil=True, boundscheck=False)
-_I8, _I32, _I64 = ir.IntType(8), ir.IntType(32), ir.IntType(64)
+_I32 = ir.IntType(32)
 _VI = ir.VectorType(_I32, LANES)
 
 
