@@ -61,7 +61,7 @@ def main(argv=None) -> None:
     p.add_argument("--rounds", type=int, default=7)
     p.add_argument("--inner", type=int, default=5)
     a = p.parse_args(argv)
-    from framework.ops.quantized import int8_gemm_path
+    from framework.kernels import int8_gemm_path
 
     if not int8_gemm_path.available():
         print("the integer GEMM kernel cannot run here (no AVX-512 VNNI, or no numba): nothing to compare")

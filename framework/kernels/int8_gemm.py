@@ -1,6 +1,6 @@
 """An integer GEMM micro-kernel for the 8-bit ops: uint8 rows times packed int8 columns into int32, with the
 requantization of each band of rows right after its products (an LLVM IR intrinsic under a numba driver).
-Imported only when first needed (``framework/ops/quantized/int8_gemm_path.py`` guards and dispatches); see
+Imported only when first needed (``framework/kernels/int8_gemm_path.py`` guards and dispatches); see
 ``_gemm`` for the contract.
 
 The product ``C[p, m] = sum_k A[p, k] * B[k, m]`` runs on AVX-512 VNNI's ``vpdpbusd``: per 32-bit lane it adds

@@ -3,7 +3,7 @@ ONNXConvInteger (NCHW, any number of spatial dims, groups, strides, pads, dilati
 
 Both convolve the zero-point-centred codes ``(x - x_zero_point) * (w - w_zero_point)`` (padding adds nothing: the
 centred input is padded with 0); w_zero_point may be one per output channel. 2-D group-1 convs whose centred
-weights fit int8 run the integer GEMM kernel (``framework/ops/quantized/int8_gemm_path.py``: the input copied to
+weights fit int8 run the integer GEMM kernel (``framework/kernels/int8_gemm_path.py``: the input copied to
 NHWC, uint8 x int8 in int32, the requantization below in its epilogue, the output written back to NCHW). Else:
 the window columns of the centred input are written once as float32 (K = C / group * prod(kernel) rows, one
 column per output pixel) and multiplied by the cached centred filter (float32) over K-slices short enough that
@@ -24,12 +24,11 @@ import math
 import numpy as np
 
 from framework.errors import ShapeError
+from framework.kernels import int8_gemm_path
 from framework.memory.allocator import check_elements
 from framework.ops.gradient import no_gradient
 from framework.ops.nn.conv_args import ConvPoolOp, conv_pool_args, parse_conv_pool, resolve, window_view
-from framework.ops.onnx.qlinear_kernels import rescale_into
-from framework.ops.quantized import int8_gemm_path
-from framework.ops.quantized.int8_kernels import depthwise_rescale_into
+from framework.ops.onnx.qlinear_kernels import depthwise_into, rescale_into
 from framework.ops.registry import register_op
 from framework.ops.schema import UNKNOWN, TensorSpec
 
@@ -151,7 +150,7 @@ class _IntegerConv(ConvPoolOp):
         return True
 
     def _depthwise(self, inputs: tuple, bias, ratio, y_zp: float, lo: int, hi: int, out: np.ndarray) -> bool:
-        """A depthwise conv (group = C = M) on the compiled int32 depthwise loop (``int8_kernels``) over an NHWC
+        """A depthwise conv (group = C = M) on the compiled int32 depthwise loop (``qlinear_kernels``) over an NHWC
         copy of x, ONNX's epilogue in the loop, the NHWC result copied back to NCHW; False without numba."""
         x, w, geo, out_shape, xz, wz = inputs
         n, c, m = x.shape[0], x.shape[1], w.shape[0]
@@ -166,7 +165,7 @@ class _IntegerConv(ConvPoolOp):
         nhwc = int8_gemm_path.buffer(self, "dw_in", (n, *x.shape[2:], c), np.uint8)
         int8_gemm_path.copy_codes(nhwc, (x.view(np.uint8) if flip else x).transpose(0, 2, 3, 1), flip)
         y = int8_gemm_path.buffer(self, "dw_out", (n, *geo.out, m), out.dtype)
-        if not depthwise_rescale_into(nhwc, x_zp, cache[2], bias, ratio, geo, y_zp, lo, hi, y):
+        if not depthwise_into(nhwc, x_zp, cache[2], bias, ratio, geo, y_zp, lo, hi, y):
             return False
         out[...] = y.transpose(0, 3, 1, 2)
         return True

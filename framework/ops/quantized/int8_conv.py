@@ -31,12 +31,12 @@ import math
 import numpy as np
 
 from framework.errors import ArgumentError, ShapeError
+from framework.kernels import int8_gemm_path
 from framework.memory.allocator import check_elements
 from framework.ops.gradient import no_gradient
 from framework.ops.nn.conv_args import ConvPoolOp, conv_pool_args, join_layout, parse_conv_pool, resolve, window_view
 from framework.ops.nn.conv_transpose import convt_geometry
 from framework.ops.operator import Operator
-from framework.ops.quantized import int8_gemm_path
 from framework.ops.quantized.int8_common import I32, U8, Y_ARGS, check_y_scale, int8_input, int8_output
 from framework.ops.quantized.int8_kernels import depthwise_into, q31_requantize, requantize_into, wrap_int32
 from framework.ops.registry import register_op

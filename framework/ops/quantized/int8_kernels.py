@@ -5,9 +5,7 @@
   float partial products of K-slices holding exact integers, summed in int64, written as uint8 in one pass;
 - ``depthwise_into(x, x_zp, w, bias, geometry..., mult, shift, y_zp, lo, out)``: a depthwise NHWC conv
   (group = C = M) accumulated in int32 per output pixel straight from the uint8 codes (padding reads the zero
-  point, so out-of-image taps are skipped), requantized as above in the same loop;
-- ``depthwise_rescale_into``: the same accumulation with ONNX's epilogues (QLinearConv's float64 rescale,
-  ConvInteger's int32 sums), for the depthwise convs of ``framework/ops/onnx/qlinear_conv.py``.
+  point, so out-of-image taps are skipped), requantized as above in the same loop.
 
 The loops are compiled on first use (numba's disk cache keeps them), not at import: registering the quantized
 family loads no compiler. Without numba (an optional dependency) both run as numpy passes over int64 arrays
@@ -72,7 +70,6 @@ def _compiled():
                 globals()[fn.__name__] = jit(fn)
             _COMPILED["requantize"] = jit(_requantize)
             _COMPILED["depthwise"] = jit(_depthwise)
-            _COMPILED["depthwise_rescale"] = jit(_depthwise_rescale)
             _COMPILED["add"] = jit(_add)
     return _COMPILED
 
@@ -133,38 +130,6 @@ def _depthwise(x, x_zp, w, bias, sh, sw, dh, dw, head_h, head_w, oh, ow, mult, s
                 for ch in range(c):
                     a = np.int64(acc[ch]) + np.int64(bias[ch])
                     out[b, oy, ox, ch] = _q31(a, mult, shift, y_zp, lo)
-
-
-def _depthwise_rescale(x, x_zp, w, fbias, ratio, sh, sw, dh, dw, head_h, head_w, oh, ow, fzp, lo, hi, mode, out):
-    """``_depthwise``'s int32 accumulation with ONNX's epilogues: mode 2 ``clip(rint((acc + fbias) * ratio +
-    fzp), lo, hi)`` per channel (QLinearConv), mode 1 the int32 sum (ConvInteger)."""
-    n, h, wd, c = x.shape
-    kh, kw = w.shape[0], w.shape[1]
-    acc = np.empty(c, np.int32)
-    flo, fhi = np.float64(lo), np.float64(hi)
-    for b in range(n):
-        for oy in range(oh):
-            for ox in range(ow):
-                acc[:] = 0
-                for ky in range(kh):
-                    iy = oy * sh - head_h + ky * dh
-                    if iy < 0 or iy >= h:
-                        continue
-                    for kx in range(kw):
-                        ix = ox * sw - head_w + kx * dw
-                        if ix < 0 or ix >= wd:
-                            continue
-                        xr, wr = x[b, iy, ix], w[ky, kx]
-                        for ch in range(c):
-                            acc[ch] += (np.int32(xr[ch]) - x_zp) * wr[ch]
-                o = out[b, oy, ox]
-                if mode == 1:
-                    for ch in range(c):
-                        o[ch] = acc[ch]
-                else:
-                    for ch in range(c):
-                        v = np.rint((np.float64(acc[ch]) + fbias[ch]) * ratio[ch] + fzp)
-                        o[ch] = min(max(v, flo), fhi)
 
 
 def _canonical(a: np.ndarray) -> bool:
@@ -270,25 +235,6 @@ def depthwise_into(x, x_zp, wc, bias, geo, params, y_zp, lo, out) -> None:
     out[...] = q31_requantize(_depthwise_numpy(x, x_zp, wc, geo) + bias, params, y_zp, lo)
 
 
-def depthwise_rescale_into(x, x_zp: int, wc, fbias, ratio, geo, fzp: float, lo: int, hi: int, out) -> bool:
-    """A depthwise NHWC conv of uint8 ``x`` with centred int32 taps ``wc`` (KH, KW, C) into ``out`` (N, OH, OW,
-    C): ONNX's float64 rescale (``ratio`` float64 per channel, with ``fbias``) into int8/uint8, or (``ratio``
-    None) the int32 sums; False without numba (nothing written)."""
-    kernel = _kernel("depthwise_rescale")
-    if kernel is None:
-        return False
-    c = x.shape[3]
-    mode = 1 if ratio is None else 2
-    zeros = np.zeros(c, np.float64)
-    (sh, sw), (dh, dw), (hh, hw), (oh, ow) = geo.stride, geo.dilation, geo.head, geo.out
-    args = [
-        _c(x), np.int32(x_zp), _c(wc), zeros if fbias is None else _c(fbias), zeros if ratio is None else _c(ratio),
-        int(sh), int(sw), int(dh), int(dw), int(hh), int(hw), int(oh), int(ow), np.float64(fzp), np.int64(lo),
-        np.int64(hi), np.int64(mode),
-    ]  # fmt: skip
-    return _run_into(kernel, args, out)
-
-
 def warm_up() -> None:
     """Compile (or load from numba's cache) the three loops with the argument types the ops pass, on tiny
     arrays; nothing without numba. A failed compile disables the family (one RuntimeWarning)."""
@@ -306,10 +252,6 @@ def warm_up() -> None:
     depthwise_into(
         x, 0, np.zeros((1, 1, 2), np.int32), np.zeros(2, np.int64), geo, (1 << 30, 1), 0, 0, np.empty_like(x)
     )
-    taps, f = np.zeros((1, 1, 2), np.int32), np.ones(2)
-    for dtype in (np.uint8, np.int8):
-        depthwise_rescale_into(x, 0, taps, f, f, geo, 0.0, -128, 127, np.empty(x.shape, dtype))
-    depthwise_rescale_into(x, 0, taps, None, None, geo, 0.0, 0, 0, np.empty(x.shape, np.int32))
 
 
 def _depthwise_numpy(x, x_zp, wc, geo) -> np.ndarray:

@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 
 onnx = pytest.importorskip("onnx")
 
+from framework.kernels import int8_gemm_path  # noqa: E402
 from framework.memory.allocator import memory_reporter  # noqa: E402
 from framework.onnx import backend  # noqa: E402
-from framework.ops.quantized import int8_gemm_path  # noqa: E402
 from tests.ops.onnx.test_qlinear_conv_gemm import _T, _agree, _codes, _model  # noqa: E402
 from tests.ops.quantized.test_int8_integer_gemm import implicit_windows, spy_calls, wrapping_epilogue  # noqa: E402
 
@@ -152,17 +152,17 @@ def test_depthwise_qlinear_conv_and_conv_integer_on_the_int32_loop(case):
     if case["bias"]:
         feeds["B"] = rng.integers(-5000, 5000, c).astype(np.int32)
     ran = []
-    real = qlinear_conv.depthwise_rescale_into
+    real = qlinear_conv.depthwise_into
 
     def spy(*args):
         ran.append(real(*args))
         return ran[-1]
 
-    qlinear_conv.depthwise_rescale_into = spy
+    qlinear_conv.depthwise_into = spy
     try:
         _agree("QLinearConv", feeds, attrs, _T[case["yt"]])
         ints = {"x": x, "w": w, "x_zero_point": feeds["x_zero_point"], "w_zero_point": wz}
         _agree("ConvInteger", ints, attrs, onnx.TensorProto.INT32)
     finally:
-        qlinear_conv.depthwise_rescale_into = real
+        qlinear_conv.depthwise_into = real
     assert ran == [True, True]

@@ -16,8 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from framework.core import CreateOperator
-from framework.kernels import kernel_support
-from framework.ops.quantized import int8_gemm_path
+from framework.kernels import int8_gemm_path, kernel_support
 from tests.ops.quantized.int8_helpers import check_int8, q8
 from tests.ops.quantized.test_int8_gemm_paths import conv_reference, requantize_all
 
@@ -194,7 +193,7 @@ def test_a_failed_compile_falls_back_to_the_float_gemm(monkeypatch, kernel_calls
 def test_without_vnni_the_ops_run_the_float_gemm():
     code = (
         "import numpy as np\n"
-        "from framework.ops.quantized import int8_gemm_path\n"
+        "from framework.kernels import int8_gemm_path\n"
         "from tests.ops.quantized.test_int8_integer_gemm import _fc_case\n"
         "from tests.ops.quantized.int8_helpers import check_int8\n"
         "assert not int8_gemm_path.available()\n"

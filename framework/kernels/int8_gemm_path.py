@@ -26,7 +26,7 @@ from framework.kernels.kernel_support import KernelUnavailable
 from framework.runtime.state import RUNTIME
 
 FAMILY = "int8_gemm"
-_MODULE: list = RUNTIME.held("ops.quantized.int8_gemm_path", list)
+_MODULE: list = RUNTIME.held("kernels.int8_gemm_path", list)
 
 
 class Packed(NamedTuple):
