@@ -5,7 +5,8 @@ of interleaved rounds; each case's codes are compared between the two paths befo
     OPENBLAS_NUM_THREADS=1 python -m bench.int8_shapes [--rounds 7]
 
 Classes: FC at batch 1 and larger, 1x1 convs (the GEMM reads the NHWC input itself), 3x3 convs (windows read in
-place: implicit GEMM), and the 3-channel stem (windows copied as rows). Random codes, weights at zero point 128.
+place: implicit GEMM), the 3-channel stem (windows copied as rows), grouped convs (one GEMM per group). Random
+codes, weights at zero point 128.
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ CASES = [
     ("3x3 conv 56x56x64 -> 64", "Int8Conv", (1, 56, 56, 64), (64, 3, 3, 64), {"pad": 1}),
     ("3x3 conv 7x7x512 -> 512", "Int8Conv", (1, 7, 7, 512), (512, 3, 3, 512), {"pad": 1}),
     ("3x3 s2 conv 224x224x3 -> 32", "Int8Conv", (1, 224, 224, 3), (32, 3, 3, 3), {"pad": 1, "stride": 2}),
+    ("1x1 conv 28x28x240 -> 240, 3 groups", "Int8Conv", (1, 28, 28, 240), (240, 1, 1, 80), {"group": 3}),
+    ("3x3 conv 28x28x128 -> 128, 4 groups", "Int8Conv", (1, 28, 28, 128), (128, 3, 3, 32), {"pad": 1, "group": 4}),
 ]
 
 
@@ -58,7 +61,7 @@ def main(argv=None) -> None:
     p.add_argument("--rounds", type=int, default=7)
     p.add_argument("--inner", type=int, default=5)
     a = p.parse_args(argv)
-    from framework.ops.quantized import int8_gemm_path
+    from framework.kernels import int8_gemm_path
 
     if not int8_gemm_path.available():
         print("the integer GEMM kernel cannot run here (no AVX-512 VNNI, or no numba): nothing to compare")

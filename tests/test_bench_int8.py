@@ -81,7 +81,7 @@ def test_int8_ort_comparison_runs_one_round(capsys):
 
 def test_int8_shape_classes_run_one_round(capsys):
     from bench.int8_shapes import CASES, main
-    from framework.ops.quantized import int8_gemm_path
+    from framework.kernels import int8_gemm_path
 
     main(["--rounds", "1", "--inner", "1"])
     out = capsys.readouterr().out

@@ -24,7 +24,7 @@ OTHERS = (
     (
         "int8_gemm",
         "the integer GEMM of Int8Conv/Int8FC and ONNX QLinearConv/ConvInteger/QLinearMatMul/MatMulInteger",
-        "framework.ops.quantized.int8_gemm_path",
+        "framework.kernels.int8_gemm_path",
     ),
     ("bn_train", "training-mode SpatialBN and SpatialBNGradient", "framework.kernels.bn_train"),
     ("conv_grad_filter", "ConvGradient's filter gradient (2-D NCHW, group 1)", "framework.kernels.conv_grad_filter"),

@@ -1,6 +1,6 @@
 """An integer GEMM micro-kernel for the 8-bit ops: uint8 rows times packed int8 columns into int32, with the
 requantization of each band of rows right after its products (an LLVM IR intrinsic under a numba driver).
-Imported only when first needed (``framework/ops/quantized/int8_gemm_path.py`` guards and dispatches); see
+Imported only when first needed (``framework/kernels/int8_gemm_path.py`` guards and dispatches); see
 ``_gemm`` for the contract.
 
 The product ``C[p, m] = sum_k A[p, k] * B[k, m]`` runs on AVX-512 VNNI's ``vpdpbusd``: per 32-bit lane it adds
@@ -11,14 +11,19 @@ R x V ``vpdpbusd``. B is packed once per weight tensor (``pack``): columns padde
 panels of at most four vectors, each panel k-group-major (64 bytes per vector per four k, zeros past K).
 
 A is read in four-byte groups along K: rows ``lda`` bytes apart with ``lda`` >= K rounded up to 4 (what lies
-between K and that is multiplied by B's zero padding, so it may hold anything). The zero points enter through
-``corr`` (per column, added to every sum: ``-x_zero_point * sum_k B[k, m]``, as the callers compute it).
+between K and that is multiplied by B's zero padding, so it may hold anything); or, for conv windows read in
+place (implicit GEMM), a table of tap offsets each followed by ``cg`` groups of channels (see ``_make_block``).
+The zero points enter through ``corr`` (per column, added to every sum: ``-x_zero_point * sum_k B[k, m]``, as
+the callers compute it).
 
 Epilogues (``mode``), on each band of MB rows while it is in cache:
 - ``Q31``: QNNPACK's q31 requantization of ``wrap32(C + corr) + ibias`` into [lo, 255] (uint8 out);
 - ``INT32``: ``wrap32(C + corr)`` (ONNX ConvInteger / MatMulInteger);
 - ``RESCALE``: ONNX's ``clip(rint((wrap32(C + corr) + fbias) * ratio + fzp), lo, hi)`` in float64.
-``transposed``: ``out[m, p]`` instead of ``out[p, m]`` (the NCHW output of ONNX's convs).
+``transposed``: ``out[m, p]`` instead of ``out[p, m]`` (the NCHW output of ONNX's convs). Modes + 3
+(``WRAP_FREE``): the same results where no sum can leave int32 (K * 255 * 128 < 2**31), without the wrap and
+with the bias folded into ``corr`` (one add per output instead of four operations: the epilogue bounds the
+small-K GEMMs).
 """
 
 from __future__ import annotations
@@ -35,11 +40,13 @@ LANES = 16  # int32 lanes of a 512-bit vector: output columns per vector
 GROUP = 4  # k per 32-bit lane (vpdpbusd)
 MB = 48  # rows per band (requantized while in cache); a multiple of every R
 Q31, INT32, RESCALE = 0, 1, 2
+WRAP_FREE = 3  # added to a mode: sums that cannot wrap, the bias folded into corr
+WRAP_FREE_K = (2**31 - 1) // (255 * 128)  # the longest K whose centred uint8 x int8 sums stay within int32
 # (vectors per panel) -> rows per register block: R x V accumulators + V loads + a broadcast within 32 registers
 ROWS = {4: 6, 3: 8, 2: 12, 1: 12}
 
 _jit = cached_jit.njit(cache=simd_ir.CACHE, nogil=True, boundscheck=False)
-_I8, _I32, _I64 = ir.IntType(8), ir.IntType(32), ir.IntType(64)
+_I32 = ir.IntType(32)
 _VI = ir.VectorType(_I32, LANES)
 
 
@@ -136,9 +143,19 @@ def _epilogue(c, ldc, pr, p0, corr, ibias, fbias, ratio, mult, shift, y_zp, fzp,
         elif mode == 1:
             for j in range(m):
                 o[j] = _wrap32(np.int64(cr[j]) + corr[j])
-        else:
+        elif mode == 2:
             for j in range(m):
                 v = np.rint((np.float64(_wrap32(np.int64(cr[j]) + corr[j])) + fbias[j]) * ratio[j] + fzp)
+                o[j] = min(max(v, flo), fhi)
+        elif mode == 3:  # the modes + 3: sums that cannot wrap, corr holding the bias too (module doc)
+            for j in range(m):
+                o[j] = _q31(np.int64(cr[j]) + corr[j], mult, shift, mask, half, y_zp, lo)
+        elif mode == 4:
+            for j in range(m):
+                o[j] = np.int64(cr[j]) + corr[j]
+        else:
+            for j in range(m):
+                v = np.rint(np.float64(np.int64(cr[j]) + corr[j]) * ratio[j] + fzp)
                 o[j] = min(max(v, flo), fhi)
 
 

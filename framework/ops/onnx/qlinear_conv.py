@@ -3,7 +3,7 @@ ONNXConvInteger (NCHW, any number of spatial dims, groups, strides, pads, dilati
 
 Both convolve the zero-point-centred codes ``(x - x_zero_point) * (w - w_zero_point)`` (padding adds nothing: the
 centred input is padded with 0); w_zero_point may be one per output channel. 2-D group-1 convs whose centred
-weights fit int8 run the integer GEMM kernel (``framework/ops/quantized/int8_gemm_path.py``: the input copied to
+weights fit int8 run the integer GEMM kernel (``framework/kernels/int8_gemm_path.py``: the input copied to
 NHWC, uint8 x int8 in int32, the requantization below in its epilogue, the output written back to NCHW). Else:
 the window columns of the centred input are written once as float32 (K = C / group * prod(kernel) rows, one
 column per output pixel) and multiplied by the cached centred filter (float32) over K-slices short enough that
@@ -24,11 +24,11 @@ import math
 import numpy as np
 
 from framework.errors import ShapeError
+from framework.kernels import int8_gemm_path
 from framework.memory.allocator import check_elements
 from framework.ops.gradient import no_gradient
 from framework.ops.nn.conv_args import ConvPoolOp, conv_pool_args, parse_conv_pool, resolve, window_view
-from framework.ops.onnx.qlinear_kernels import rescale_into
-from framework.ops.quantized import int8_gemm_path
+from framework.ops.onnx.qlinear_kernels import depthwise_into, rescale_into
 from framework.ops.registry import register_op
 from framework.ops.schema import UNKNOWN, TensorSpec
 
@@ -124,9 +124,11 @@ class _IntegerConv(ConvPoolOp):
         (M,) each, with the float64 ``bias``) or as int32 sums into ``out`` (N, M, *out); False where the kernel
         does not apply (not 2-D, groups, weights outside int8, no VNNI): nothing written."""
         x, w, geo, out_shape, xz, wz = inputs
+        m = w.shape[0]
+        if x.ndim == 4 and self.spec.group == x.shape[1] == m > 1 and w.shape[1] == 1:
+            return self._depthwise(inputs, bias, ratio, y_zp, lo, hi, out)
         if x.ndim != 4 or self.spec.group != 1 or not int8_gemm_path.available():
             return False
-        m = w.shape[0]
         key = (self.input_tensor(self.w_index).version, wz.tobytes(), "nhwc")
         wzc = wz.reshape(-1, 1, 1, 1) if wz.ndim else wz
         packed = int8_gemm_path.cached_weights(
@@ -145,6 +147,27 @@ class _IntegerConv(ConvPoolOp):
             if not int8_gemm_path.run(self, a, p, packed, x_zp, None, bias, ratio, (0, 0, 0, y_zp, lo, hi),
                                       mode, True, flat[b], image=b):  # fmt: skip
                 return False
+        return True
+
+    def _depthwise(self, inputs: tuple, bias, ratio, y_zp: float, lo: int, hi: int, out: np.ndarray) -> bool:
+        """A depthwise conv (group = C = M) on the compiled int32 depthwise loop (``qlinear_kernels``) over an NHWC
+        copy of x, ONNX's epilogue in the loop, the NHWC result copied back to NCHW; False without numba."""
+        x, w, geo, out_shape, xz, wz = inputs
+        n, c, m = x.shape[0], x.shape[1], w.shape[0]
+        key = (self.input_tensor(self.w_index).version, wz.tobytes())
+        cache = getattr(self, "_dw_taps", None)
+        if cache is None or cache[0] is not w or cache[1] != key:
+            wzc = wz.reshape(-1, 1, 1, 1) if wz.ndim else wz
+            taps = np.ascontiguousarray((w.astype(np.int32) - wzc).reshape(m, *w.shape[2:]).transpose(1, 2, 0))
+            cache = self._dw_taps = (w, key, taps)
+        flip = x.dtype == np.int8  # int8 codes as uint8 codes shifted by 128
+        x_zp = int(xz) + 128 if flip else int(xz)
+        nhwc = int8_gemm_path.buffer(self, "dw_in", (n, *x.shape[2:], c), np.uint8)
+        int8_gemm_path.copy_codes(nhwc, (x.view(np.uint8) if flip else x).transpose(0, 2, 3, 1), flip)
+        y = int8_gemm_path.buffer(self, "dw_out", (n, *geo.out, m), out.dtype)
+        if not depthwise_into(nhwc, x_zp, cache[2], bias, ratio, geo, y_zp, lo, hi, y):
+            return False
+        out[...] = y.transpose(0, 3, 1, 2)
         return True
 
     def integer_conv(self, inputs: tuple) -> np.ndarray:

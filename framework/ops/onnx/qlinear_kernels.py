@@ -5,6 +5,10 @@ with ``acc = sum_c parts[c, m, p] + bias[m]``: the parts are float32 products of
 (summed in float64, exact), the ratio the float32 ``x_scale * w_scale / y_scale`` widened to float64, as ONNX's
 reference multiplies its int32 result; rint rounds half to even. One pass instead of numpy's five.
 
+``quantize_into`` / ``dequantize_into``: QuantizeLinear / DequantizeLinear with one scale and zero point on 8-bit
+codes in one pass each; ``depthwise_into``: a depthwise QLinearConv / ConvInteger as one int32 loop with the
+rescale (or the int32 sums) per output pixel.
+
 Compiled on first use (numba's disk cache keeps it); without numba (optional) the same float64 arithmetic runs as
 numpy passes, giving the same codes.
 """
@@ -111,4 +115,64 @@ def dequantize_into(x: np.ndarray, zero_point: np.float32, scale: np.float32, ou
     if kernel is None or not (x.flags.c_contiguous and out.flags.c_contiguous):
         return False
     kernel(x.reshape(-1), np.float32(zero_point), np.float32(scale), out.reshape(-1))
+    return True
+
+
+# -- depthwise QLinearConv / ConvInteger (group = C = M) -----------------------------------------------------
+def _depthwise(x, x_zp, w, fbias, ratio, sh, sw, dh, dw, head_h, head_w, oh, ow, fzp, lo, hi, mode, out):
+    """A depthwise NHWC conv of uint8 codes accumulated in int32 per output pixel (out-of-image taps skipped: they
+    read the zero point) with ONNX's epilogues: mode 2 ``clip(rint((acc + fbias) * ratio +
+    fzp), lo, hi)`` per channel (QLinearConv), mode 1 the int32 sum (ConvInteger)."""
+    n, h, wd, c = x.shape
+    kh, kw = w.shape[0], w.shape[1]
+    acc = np.empty(c, np.int32)
+    flo, fhi = np.float64(lo), np.float64(hi)
+    for b in range(n):
+        for oy in range(oh):
+            for ox in range(ow):
+                acc[:] = 0
+                for ky in range(kh):
+                    iy = oy * sh - head_h + ky * dh
+                    if iy < 0 or iy >= h:
+                        continue
+                    for kx in range(kw):
+                        ix = ox * sw - head_w + kx * dw
+                        if ix < 0 or ix >= wd:
+                            continue
+                        xr, wr = x[b, iy, ix], w[ky, kx]
+                        for ch in range(c):
+                            acc[ch] += (np.int32(xr[ch]) - x_zp) * wr[ch]
+                o = out[b, oy, ox]
+                if mode == 1:
+                    for ch in range(c):
+                        o[ch] = acc[ch]
+                else:
+                    for ch in range(c):
+                        v = np.rint((np.float64(acc[ch]) + fbias[ch]) * ratio[ch] + fzp)
+                        o[ch] = min(max(v, flo), fhi)
+
+
+def depthwise_into(x, x_zp: int, wc, fbias, ratio, geo, fzp: float, lo: int, hi: int, out) -> bool:
+    """A depthwise conv of NHWC uint8 ``x`` (N, H, W, C; contiguous) with centred int32 taps ``wc`` (KH, KW, C)
+    into contiguous ``out`` (N, OH, OW, C): ONNX's float64 rescale (``ratio`` float64 per channel, with the
+    float64 ``fbias``) into int8/uint8, or (``ratio`` None) the int32 sums. ``geo``: the resolved geometry.
+    False (nothing written) without numba or when the compile failed (family ``int8``, guarded)."""
+    from framework.kernels import kernel_support
+    from framework.kernels.kernel_support import KernelUnavailable
+
+    kernel = _flat_kernel("depthwise", _depthwise)
+    if kernel is None or "int8" in kernel_support.disabled():
+        return False
+    c = x.shape[3]
+    zeros = np.zeros(c, np.float64)
+    (sh, sw), (dh, dw), (hh, hw), (oh, ow) = geo.stride, geo.dilation, geo.head, geo.out
+    args = (
+        x, np.int32(x_zp), wc, zeros if fbias is None else fbias, zeros if ratio is None else ratio,
+        int(sh), int(sw), int(dh), int(dw), int(hh), int(hw), int(oh), int(ow), np.float64(fzp), np.int64(lo),
+        np.int64(hi), np.int64(1 if ratio is None else 2), out,
+    )  # fmt: skip
+    try:
+        kernel_support.call("int8", kernel, args)
+    except KernelUnavailable:
+        return False
     return True

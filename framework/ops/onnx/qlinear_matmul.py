@@ -2,7 +2,7 @@
 
 Both take numpy ``matmul`` operands (2-D, or N-D batched with broadcasting) of 8-bit integers. With a 2-D B
 whose centred codes fit int8 and a scalar a_zero_point they run the integer GEMM kernel
-(``framework/ops/quantized/int8_gemm_path.py``: exact int32 sums, the requantization below in its epilogue).
+(``framework/kernels/int8_gemm_path.py``: exact int32 sums, the requantization below in its epilogue).
 Else they subtract the zero points first (scalars, or per row of A / per column of B), and multiply the centred
 operands in float32 BLAS over K-slices short enough to stay exact (every partial sum below 2**24), summed in
 float64. MatMulInteger returns the exact int32 product. QLinearMatMul requantizes it:
@@ -15,9 +15,9 @@ from __future__ import annotations
 import numpy as np
 
 from framework.errors import ShapeError
+from framework.kernels import int8_gemm_path
 from framework.ops.gradient import no_gradient
 from framework.ops.operator import Operator
-from framework.ops.quantized import int8_gemm_path
 from framework.ops.registry import register_op
 from framework.ops.schema import UNKNOWN, TensorSpec
 

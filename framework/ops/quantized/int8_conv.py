@@ -10,7 +10,8 @@ threshold)`` (ties away from zero), clamped to [min, 255] - Y_zero_point, plus Y
 
 How: Int8FC and group-1 convs run the integer GEMM kernel where it applies (``int8_gemm_path``: AVX-512 VNNI,
 centred weights within int8): uint8 codes times the packed centred weights in int32, the input's zero point a
-per-column correction, the Q31 requantization per band of rows. Elsewhere, and for grouped convs: depthwise
+per-column correction, the Q31 requantization per band of rows; grouped convs too, one GEMM per group, where the
+group's channels are a multiple of 4 and its windows can be read in place. Elsewhere: depthwise
 convs (group = C = M) run one compiled int32 loop with the requantization inside (``int8_kernels.depthwise_into``);
 other convs and Int8FC write the centered codes (im2col for windows) once as float32 and multiply them by the
 cached centered filter in float32 BLAS over K-slices short enough that every partial sum stays below 2**24
@@ -30,12 +31,12 @@ import math
 import numpy as np
 
 from framework.errors import ArgumentError, ShapeError
+from framework.kernels import int8_gemm_path
 from framework.memory.allocator import check_elements
 from framework.ops.gradient import no_gradient
 from framework.ops.nn.conv_args import ConvPoolOp, conv_pool_args, join_layout, parse_conv_pool, resolve, window_view
 from framework.ops.nn.conv_transpose import convt_geometry
 from framework.ops.operator import Operator
-from framework.ops.quantized import int8_gemm_path
 from framework.ops.quantized.int8_common import I32, U8, Y_ARGS, check_y_scale, int8_input, int8_output
 from framework.ops.quantized.int8_kernels import depthwise_into, q31_requantize, requantize_into, wrap_int32
 from framework.ops.registry import register_op
@@ -82,14 +83,16 @@ def _filter(op: Operator, wq, rows: int, depthwise: tuple | None = None) -> tupl
     return prepared, amax
 
 
-def _packed(op: Operator, wq, rows: int) -> int8_gemm_path.Packed | None:
-    """W - W.zero_point packed for the integer GEMM kernel when it may run and the codes fit int8, else None."""
+def _packed(op: Operator, wq, rows: int, groups: int = 1):
+    """W - W.zero_point packed for the integer GEMM kernel (a list per group when ``groups`` > 1) when it may run
+    and the codes fit int8, else None."""
     if not int8_gemm_path.available():
         return None
     arr = wq.t.array
     return int8_gemm_path.cached_weights(
-        op, arr, (wq.t.version, wq.zero_point), lambda: arr.reshape(rows, -1).astype(np.int32) - np.int32(wq.zero_point)
-    )
+        op, arr, (wq.t.version, wq.zero_point),
+        lambda: arr.reshape(rows, -1).astype(np.int32) - np.int32(wq.zero_point), groups,
+    )  # fmt: skip
 
 
 def _integer_gemm(op: Operator, a, p: int, packed, x_zp: int, b, params, y_zp: int, lo: int, out) -> bool:
@@ -200,6 +203,29 @@ class _Conv(ConvPoolOp):
             raise self.arg_error(f"group must be >= 1, got {self.spec.group}")
         self.scale = check_y_scale(self)
 
+    def _integer_conv(self, x, x_zp, wq, geo, g, depthwise, b, params, y_zp, lo, out) -> bool:
+        """The conv on the integer GEMM kernel into ``out`` (P, M): one GEMM, or one per group (group channels
+        a multiple of 4, windows read in place); False where it does not apply (nothing written)."""
+        m = out.shape[1]
+        if g == 1:
+            packed = _packed(self, wq, m)
+            if packed is None:
+                return False
+            a = int8_gemm_path.window_rows(self, x, x_zp, geo, window_view)
+            return _integer_gemm(self, a, out.shape[0], packed, x_zp, b, params, y_zp, lo, out)
+        if depthwise or (x.shape[3] // g) % 4 or not int8_gemm_path.available():
+            return False
+        rows = int8_gemm_path.group_rows(self, x, x_zp, geo, g)
+        packed = _packed(self, wq, m, g) if rows is not None else None
+        if packed is None:
+            return False
+        mg = m // g
+        for gi, (a, pk) in enumerate(zip(rows, packed)):
+            cols = slice(gi * mg, (gi + 1) * mg)
+            if not _integer_gemm(self, a, out.shape[0], pk, x_zp, b[cols], params, y_zp, lo, out[:, cols]):
+                return False
+        return True
+
     def run(self) -> None:
         xq, wq = int8_input(self, 0), int8_input(self, 1)
         x, w = xq.t.array, wq.t.array
@@ -230,14 +256,11 @@ class _Conv(ConvPoolOp):
         depthwise = g == c == m and kc == 1
         out = int8_output(self, 0, out_shape, self.scale, y_zp)
         dst = np.empty(out_shape, U8) if np.may_share_memory(out, x) else out
-        packed = _packed(self, wq, m) if g == 1 else None
-        if packed is not None:
-            p = n * geo.out[0] * geo.out[1]
-            a = int8_gemm_path.window_rows(self, x, xq.zero_point, geo, window_view)
-            if _integer_gemm(self, a, p, packed, xq.zero_point, b, params, y_zp, lo, dst.reshape(p, m)):
-                if dst is not out:
-                    out[...] = dst
-                return
+        p = n * geo.out[0] * geo.out[1]
+        if self._integer_conv(x, xq.zero_point, wq, geo, g, depthwise, b, params, y_zp, lo, dst.reshape(p, m)):
+            if dst is not out:
+                out[...] = dst
+            return
         wk, amax = _filter(self, wq, m, tuple(geo.kernel) if depthwise else None)
         if depthwise:
             depthwise_into(x, xq.zero_point, wk, b, geo, params, y_zp, lo, dst)  # wk: taps (KH, KW, C)

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 
 from framework.cli import warmup
 from framework.core import CreateOperator
-from framework.kernels import activation_jit, bn_train, catalog, kernel_support, recurrent
-from framework.ops.quantized import int8_gemm_path, int8_kernels, range_search
+from framework.kernels import activation_jit, bn_train, catalog, int8_gemm_path, kernel_support, recurrent
+from framework.ops.quantized import int8_kernels, range_search
 from framework.ops.testing import run_op_on
 
 numba = pytest.importorskip("numba")

@@ -12,11 +12,11 @@ from hypothesis import strategies as st
 
 onnx = pytest.importorskip("onnx")
 
+from framework.kernels import int8_gemm_path  # noqa: E402
 from framework.memory.allocator import memory_reporter  # noqa: E402
 from framework.onnx import backend  # noqa: E402
-from framework.ops.quantized import int8_gemm_path  # noqa: E402
 from tests.ops.onnx.test_qlinear_conv_gemm import _T, _agree, _codes, _model  # noqa: E402
-from tests.ops.quantized.test_int8_integer_gemm import implicit_windows, spy_calls  # noqa: E402
+from tests.ops.quantized.test_int8_integer_gemm import implicit_windows, spy_calls, wrapping_epilogue  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not int8_gemm_path.available(), reason="the CPU lacks AVX-512 VNNI (or no numba)")
 
@@ -52,7 +52,7 @@ def _case(draw):
     return dict(
         n=n, c=c, m=m, spatial=spatial, attrs=attrs, xt=xt, wt=wt, yt=yt, xz=_zero_point(draw, xt),
         wz=np.array(wz, wt) if per_channel else np.asarray(wz[0]), yz=_zero_point(draw, yt), implicit=implicit,
-        bias=draw(st.booleans()), seed=draw(st.integers(0, 2**31 - 1)),
+        bias=draw(st.booleans()), wrap=draw(st.booleans()), seed=draw(st.integers(0, 2**31 - 1)),
     )  # fmt: skip
 
 
@@ -71,7 +71,7 @@ def test_qlinear_conv_and_conv_integer_on_the_kernel(case):
     feeds = {k: np.asarray(v) for k, v in feeds.items()}
     if case["bias"]:
         feeds["B"] = rng.integers(-5000, 5000, m).astype(np.int32)
-    with spy_calls() as calls, implicit_windows(case["implicit"]):
+    with spy_calls() as calls, implicit_windows(case["implicit"]), wrapping_epilogue(case["wrap"]):
         _agree("QLinearConv", feeds, case["attrs"], _T[case["yt"]])
         ints = {"x": x, "w": w, "x_zero_point": feeds["x_zero_point"], "w_zero_point": wz}
         _agree("ConvInteger", ints, case["attrs"], onnx.TensorProto.INT32)
@@ -128,3 +128,41 @@ def test_a_second_run_allocates_nothing():
                 rep.run({"x": x})
             assert memory_reporter().allocations == before, op
             assert calls and all(calls)
+
+
+@settings(max_examples=30, deadline=None)
+@given(_case())
+def test_depthwise_qlinear_conv_and_conv_integer_on_the_int32_loop(case):
+    """group = C = M: the compiled int32 depthwise loop with ONNX's epilogues (any weight codes: no int8 fit
+    needed), against the reference."""
+    from framework.ops.onnx import qlinear_conv
+
+    rng = np.random.default_rng(case["seed"])
+    c = max(case["c"], 2)
+    wz = case["wz"] if case["wz"].ndim == 0 else np.resize(case["wz"], c)
+    x = _codes(rng, case["xt"], (case["n"], c, *case["spatial"]))
+    w = _codes(rng, case["wt"], (c, 1, *case["attrs"]["kernel_shape"]))
+    attrs = dict(case["attrs"], group=c)
+    feeds = {
+        "x": x, "x_scale": np.float32(rng.uniform(0.01, 0.1)), "x_zero_point": case["xz"],
+        "w": w, "w_scale": rng.uniform(0.001, 0.05, wz.shape).astype(np.float32), "w_zero_point": wz,
+        "y_scale": np.float32(rng.uniform(0.05, 2.0)), "y_zero_point": case["yz"],
+    }  # fmt: skip
+    feeds = {k: np.asarray(v) for k, v in feeds.items()}
+    if case["bias"]:
+        feeds["B"] = rng.integers(-5000, 5000, c).astype(np.int32)
+    ran = []
+    real = qlinear_conv.depthwise_into
+
+    def spy(*args):
+        ran.append(real(*args))
+        return ran[-1]
+
+    qlinear_conv.depthwise_into = spy
+    try:
+        _agree("QLinearConv", feeds, attrs, _T[case["yt"]])
+        ints = {"x": x, "w": w, "x_zero_point": feeds["x_zero_point"], "w_zero_point": wz}
+        _agree("ConvInteger", ints, attrs, onnx.TensorProto.INT32)
+    finally:
+        qlinear_conv.depthwise_into = real
+    assert ran == [True, True]

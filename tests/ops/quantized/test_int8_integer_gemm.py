@@ -16,8 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from framework.core import CreateOperator
-from framework.kernels import kernel_support
-from framework.ops.quantized import int8_gemm_path
+from framework.kernels import int8_gemm_path, kernel_support
 from tests.ops.quantized.int8_helpers import check_int8, q8
 from tests.ops.quantized.test_int8_gemm_paths import conv_reference, requantize_all
 
@@ -54,6 +53,19 @@ def implicit_windows(on: bool):
         int8_gemm_path.IMPLICIT_MIN_WIDTH = saved
 
 
+@contextmanager
+def wrapping_epilogue(on: bool):
+    """Inside the block (``on``), the kernel's epilogue takes its int32-wrapping form for every K (the form
+    only a K above int8_gemm.WRAP_FREE_K needs): both forms must give the same codes."""
+    mod = int8_gemm_path._module()
+    saved = mod.WRAP_FREE_K
+    mod.WRAP_FREE_K = -1 if on else saved
+    try:
+        yield
+    finally:
+        mod.WRAP_FREE_K = saved
+
+
 @pytest.fixture
 def kernel_calls():
     with spy_calls() as calls:
@@ -70,9 +82,9 @@ def _codes(rng, shape, lo, hi, extreme):
 @settings(max_examples=60, deadline=None)
 @given(
     p=st.integers(0, 70), k=st.integers(1, 70), m=st.integers(1, 150), xz=st.sampled_from([0, 1, 128, 255]),
-    extreme=st.booleans(), transposed=st.booleans(), seed=st.integers(0, 2**16),
+    extreme=st.booleans(), transposed=st.booleans(), wrap=st.booleans(), seed=st.integers(0, 2**16),
 )  # fmt: skip
-def test_kernel_int32_sums_are_exact(p, k, m, xz, extreme, transposed, seed):
+def test_kernel_int32_sums_are_exact(p, k, m, xz, extreme, transposed, wrap, seed):
     rng = np.random.default_rng(seed)
     a = _codes(rng, (p, k), 0, 255, extreme).astype(np.uint8)
     wc = _codes(rng, (m, k), -128, 127, extreme).astype(np.int32)
@@ -84,7 +96,8 @@ def test_kernel_int32_sums_are_exact(p, k, m, xz, extreme, transposed, seed):
     holder = type("Holder", (), {})()
     params = (0, 0, 0, 0.0, 0, 0)
     a_rows = int8_gemm_path.rows(holder, rows[:p]) if p else int8_gemm_path.rows(holder, rows)
-    assert int8_gemm_path.run(holder, a_rows, p, packed, xz, None, None, None, params, 1, transposed, out)
+    with wrapping_epilogue(wrap):
+        assert int8_gemm_path.run(holder, a_rows, p, packed, xz, None, None, None, params, 1, transposed, out)
     expected = (a.astype(np.int64) - xz) @ wc.T.astype(np.int64)
     np.testing.assert_array_equal(out, expected.T if transposed else expected)
 
@@ -128,9 +141,9 @@ def test_int8_conv_on_the_kernel_matches_reference(data, relu, extreme, implicit
 @settings(max_examples=30, deadline=None)
 @given(
     rows=st.integers(0, 30), k=st.integers(1, 90), n=st.integers(1, 70), xz=st.sampled_from([0, 255, 77]),
-    wz=st.sampled_from([0, 128, 255]), extreme=st.booleans(), seed=st.integers(0, 2**16),
+    wz=st.sampled_from([0, 128, 255]), extreme=st.booleans(), wrap=st.booleans(), seed=st.integers(0, 2**16),
 )  # fmt: skip
-def test_int8_fc_on_the_kernel_matches_reference(rows, k, n, xz, wz, extreme, seed):
+def test_int8_fc_on_the_kernel_matches_reference(rows, k, n, xz, wz, extreme, wrap, seed):
     rng = np.random.default_rng(seed)
     x = _codes(rng, (rows, k), 0, 255, extreme).astype(np.uint8)
     w = _fit_weights(rng, (n, k), wz, extreme)
@@ -138,7 +151,7 @@ def test_int8_fc_on_the_kernel_matches_reference(rows, k, n, xz, wz, extreme, se
     acc = (x.astype(np.int64) - xz) @ (w.astype(np.int64) - wz).T + b
     expected = requantize_all(acc, 0.01, 0.002, 5.0, 100, 0)
     op = CreateOperator("Int8FC", ["X", "W", "b"], ["Y"], Y_scale=5.0, Y_zero_point=100)
-    with spy_calls() as calls:
+    with spy_calls() as calls, wrapping_epilogue(wrap):
         check_int8(op, [q8(x, 0.01, xz), q8(w, 0.002, wz), q8(b, 0.01 * 0.002, 0)], [(expected, 5.0, 100)])
     assert calls and all(calls)
 
@@ -180,7 +193,7 @@ def test_a_failed_compile_falls_back_to_the_float_gemm(monkeypatch, kernel_calls
 def test_without_vnni_the_ops_run_the_float_gemm():
     code = (
         "import numpy as np\n"
-        "from framework.ops.quantized import int8_gemm_path\n"
+        "from framework.kernels import int8_gemm_path\n"
         "from tests.ops.quantized.test_int8_integer_gemm import _fc_case\n"
         "from tests.ops.quantized.int8_helpers import check_int8\n"
         "assert not int8_gemm_path.available()\n"
@@ -207,3 +220,49 @@ def test_wide_3x3_conv_reads_windows_in_place():
         with spy_calls() as calls:
             check_int8(op, [q8(x, 0.02, 7), q8(w, 0.01, 128), q8(b, 0.0002, 0)], [(expected, 0.3, 5)])
         assert calls and all(calls)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    data=st.data(), relu=st.booleans(), xz=st.sampled_from([0, 128, 255]), wz=st.sampled_from([0, 128, 255]),
+    seed=st.integers(0, 2**16),
+)  # fmt: skip
+def test_grouped_int8_conv_runs_one_kernel_gemm_per_group(data, relu, xz, wz, seed):
+    rng = np.random.default_rng(seed)
+    k = data.draw(st.sampled_from([1, 3]))
+    stride, pad = (1, 0) if k == 1 else (data.draw(st.integers(1, 2)), data.draw(st.integers(0, 1)))
+    group, cg, mg = data.draw(st.integers(2, 4)), 4 * data.draw(st.integers(1, 3)), data.draw(st.integers(1, 20))
+    n, h, wd = data.draw(st.integers(1, 2)), data.draw(st.integers(k, 8)), data.draw(st.integers(k, 8))
+    x = rng.integers(0, 256, (n, h, wd, cg * group)).astype(np.uint8)
+    w = _fit_weights(rng, (mg * group, k, k, cg), wz, data.draw(st.booleans()))
+    b = rng.integers(-5000, 5000, mg * group).astype(np.int32)
+    op = CreateOperator(
+        "Int8ConvRelu" if relu else "Int8Conv", ["X", "W", "b"], ["Y"], kernel=k, stride=stride, pad=pad,
+        group=group, order="NHWC", Y_scale=0.4, Y_zero_point=9,
+    )  # fmt: skip
+    acc = conv_reference(x, xz, w, wz, b, stride, (pad,) * 4, 1, group)
+    expected = requantize_all(acc, 0.02, 0.01, 0.4, 9, 9 if relu else 0)
+    with spy_calls() as calls, implicit_windows(True):
+        check_int8(op, [q8(x, 0.02, xz), q8(w, 0.01, wz), q8(b, 0.0002, 0)], [(expected, 0.4, 9)])
+    assert len(calls) == 2 * group and all(calls)  # two runs (check_int8 runs twice), one GEMM per group each
+
+
+def test_sums_past_int32_wrap_as_qnnpack_accumulates():
+    """K = 67,000 taps of 255 x 127: the dot product passes 2**31 and wraps in the int32 accumulator (QNNPACK's),
+    then the bias is added and the Q31 requantization applied; K is past int8_gemm.WRAP_FREE_K, so the epilogue
+    takes its wrapping form."""
+    k = 67_000
+    assert k > int8_gemm_path._module().WRAP_FREE_K
+    x = np.full((2, k), 255, np.uint8)
+    x[1, :1000] = 0  # the second row stays below 2**31
+    w = np.full((3, k), 255, np.uint8)  # centred: 127
+    w[2] = 1  # centred: -127, the sum wraps downward... past -2**31
+    b = np.array([5, -7, 11], np.int32)
+    total = x.astype(np.int64) @ (w.astype(np.int64) - 128).T
+    assert total.max() >= 2**31 and total.min() < -(2**31)
+    wrapped = ((total + 2**31) % 2**32) - 2**31 + b
+    expected = requantize_all(wrapped, 0.01, 0.002, 1e4, 100, 0)
+    op = CreateOperator("Int8FC", ["X", "W", "b"], ["Y"], Y_scale=1e4, Y_zero_point=100)
+    with spy_calls() as calls:
+        check_int8(op, [q8(x, 0.01, 0), q8(w, 0.002, 128), q8(b, 0.01 * 0.002, 0)], [(expected, 1e4, 100)])
+    assert calls and all(calls)

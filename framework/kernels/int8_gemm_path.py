@@ -26,7 +26,7 @@ from framework.kernels.kernel_support import KernelUnavailable
 from framework.runtime.state import RUNTIME
 
 FAMILY = "int8_gemm"
-_MODULE: list = RUNTIME.held("ops.quantized.int8_gemm_path", list)
+_MODULE: list = RUNTIME.held("kernels.int8_gemm_path", list)
 
 
 class Packed(NamedTuple):
@@ -43,8 +43,8 @@ class Packed(NamedTuple):
 class Rows(NamedTuple):
     """The A operand as the kernel reads it: ``data`` (flat uint8), ``lda`` (bytes between consecutive rows of
     a run), ``geo`` = (ow, oh, row_step, img_step): row p = (img, oy, ox) in (., oh, ow) starts at byte
-    img * img_step + oy * row_step + ox * lda; its k-groups (four k) t * cg + g at + taps[t] + 4 g (cg 0: plain
-    rows, all of B's k-groups from the row's start); ``image``:
+    ``offset`` + img * img_step + oy * row_step + ox * lda; its k-groups (four k) t * cg + g at + taps[t] + 4 g
+    (cg 0: plain rows, all of B's k-groups from the row's start); ``image``:
     bytes between the rows of consecutive images (for per-image calls)."""
 
     data: np.ndarray
@@ -53,6 +53,7 @@ class Rows(NamedTuple):
     taps: np.ndarray
     cg: int
     image: int
+    offset: int = 0
 
 
 _ZERO_TAP = np.zeros(1, np.int64)
@@ -96,15 +97,21 @@ def pack_centered(centered: np.ndarray) -> Packed | None:
     return Packed(data, k, m, -(-k // 4), centered.sum(axis=1, dtype=np.int64))
 
 
-def cached_weights(op, arr: np.ndarray, key: tuple, centered) -> Packed | None:
+def cached_weights(op, arr: np.ndarray, key: tuple, centered, groups: int = 1):
     """The op's packed weights for ``arr`` under ``key`` (its version and zero points...), made by
-    ``pack_centered(centered())`` when the op holds none for them (the op holds ``arr``, so the identity test
-    cannot be fooled); None (cached too) when they do not fit int8."""
+    ``pack_centered`` of ``centered()`` ((M, K) integers) when the op holds none for them (the op holds ``arr``,
+    so the identity test cannot be fooled); None (cached too) when they do not fit int8. ``groups`` > 1: a list
+    of ``groups`` Packed, one per consecutive block of M / groups rows."""
     cache = getattr(op, "_int8_gemm_w", None)
-    if cache is not None and cache[0] is arr and cache[1] == key:
+    if cache is not None and cache[0] is arr and cache[1] == (key, groups):
         return cache[2]
-    packed = pack_centered(centered())
-    op._int8_gemm_w = (arr, key, packed)
+    wc = centered()
+    if groups == 1:
+        packed = pack_centered(wc)
+    else:
+        parts = [pack_centered(part) for part in np.split(wc, groups)]
+        packed = None if any(q is None for q in parts) else parts
+    op._int8_gemm_w = (arr, (key, groups), packed)
     return packed
 
 
@@ -118,7 +125,7 @@ def buffer(op, name: str, shape: tuple, dtype) -> np.ndarray:
     return buf
 
 
-def _copy(dst: np.ndarray, src: np.ndarray, flip: bool) -> None:
+def copy_codes(dst: np.ndarray, src: np.ndarray, flip: bool) -> None:
     """dst = src (uint8), or with the top bit flipped (``flip``: int8 codes read as uint8 codes shifted by 128)."""
     if flip:
         np.bitwise_xor(src, np.uint8(0x80), out=dst)
@@ -129,14 +136,14 @@ def _copy(dst: np.ndarray, src: np.ndarray, flip: bool) -> None:
 def rows(op, a: np.ndarray, flip: bool = False, n: int = 1) -> Rows:
     """The uint8 matrix ``a`` (P, K) as the kernel reads it (``a`` may be any uint8 view whose leading dims
     flatten to P and last is K; ``n`` images): ``a`` itself when it is contiguous, K is a multiple of 4 and
-    nothing is flipped (``_copy``), else a copy with rows padded to a multiple of 4."""
+    nothing is flipped (``copy_codes``), else a copy with rows padded to a multiple of 4."""
     k = a.shape[-1]
     p = a.size // k if k else 0
     if k % 4 == 0 and a.flags.c_contiguous and not flip:
         return _plain(a.reshape(-1), k, p, n)
     k4 = -(-k // 4) * 4
     buf = buffer(op, "rows", (max(p, 1), k4), np.uint8)
-    _copy(buf[:p, :k].reshape(a.shape), a, flip)
+    copy_codes(buf[:p, :k].reshape(a.shape), a, flip)
     return _plain(buf.reshape(-1), k4, p, n)
 
 
@@ -145,12 +152,13 @@ def rows(op, a: np.ndarray, flip: bool = False, n: int = 1) -> Rows:
 IMPLICIT_MIN_WIDTH = 14
 
 
-def _implicit(op, x: np.ndarray, x_zp: int, geo, flip: bool) -> Rows | None:
+def _implicit(op, x: np.ndarray, x_zp: int, geo, flip: bool, cg: int = 0) -> Rows | None:
     """The windows of NHWC uint8 ``x`` read in place from the (zero-point padded) image: one tap per kernel
-    position, C / 4 groups each; None where that does not apply (C not a multiple of 4, short output rows,
-    cropping pads)."""
+    position, C / 4 k-groups each (``cg`` > 0: the windows of the first cg channels only, for grouped convs);
+    None where that does not apply (channels not a multiple of 4, short output rows, cropping pads)."""
     n, h, w, c = x.shape
-    if c % 4 or geo.out[1] < IMPLICIT_MIN_WIDTH or min(geo.head) < 0 or len(geo.kernel) != 2:
+    cg = cg or c
+    if cg % 4 or c % 4 or geo.out[1] < IMPLICIT_MIN_WIDTH or min(geo.head) < 0 or len(geo.kernel) != 2:
         return None
     xp = x
     if geo.padded or flip or not x.flags.c_contiguous:
@@ -164,7 +172,25 @@ def _implicit(op, x: np.ndarray, x_zp: int, geo, flip: bool) -> Rows | None:
         t = np.array([(ky * dh * wp + kx * dw) * c for ky in range(kh) for kx in range(kw)], np.int64)
         taps = op._int8_gemm_taps = (key, t)
     img = hp * wp * c
-    return Rows(xp.reshape(-1), sw * c, (geo.out[1], geo.out[0], sh * wp * c, img), taps[1], c // 4, img)
+    return Rows(xp.reshape(-1), sw * c, (geo.out[1], geo.out[0], sh * wp * c, img), taps[1], cg // 4, img)
+
+
+def group_rows(op, x: np.ndarray, x_zp: int, geo, groups: int) -> list[Rows] | None:
+    """The windows of each channel group of NHWC uint8 ``x`` (a grouped conv: C / groups channels each) as
+    kernel rows, read in place (the 1x1 stride-1 image rows, or ``_implicit``'s windows, from the group's first
+    channel); None where that does not apply (group channels not a multiple of 4, short output rows...)."""
+    n, h, w, c = x.shape
+    cg = c // groups
+    if cg % 4 or not x.flags.c_contiguous:
+        return None
+    if tuple(geo.kernel) == (1, 1) and tuple(geo.stride) == (1, 1) and not geo.padded:
+        p = n * h * w
+        base = Rows(x.reshape(-1), c, (max(p, 1), 1, 0, 0), _ZERO_TAP, cg // 4, h * w * c)
+    else:
+        base = _implicit(op, x, x_zp, geo, False, cg)
+    if base is None:
+        return None
+    return [base._replace(offset=gi * cg) for gi in range(groups)]
 
 
 def _padded(op, x: np.ndarray, x_zp: int, pads: tuple, flip: bool) -> np.ndarray:
@@ -177,14 +203,14 @@ def _padded(op, x: np.ndarray, x_zp: int, pads: tuple, flip: bool) -> np.ndarray
     if border is None or border[0] is not xp or border[1] != x_zp:
         xp[...] = x_zp
         op._int8_gemm_border = (xp, x_zp)
-    _copy(xp[:, ht : ht + h, hl : hl + w], x, flip)
+    copy_codes(xp[:, ht : ht + h, hl : hl + w], x, flip)
     return xp
 
 
 def window_rows(op, x: np.ndarray, x_zp: int, geo, window_view, flip: bool = False) -> Rows:
     """The windows of the NHWC uint8 view ``x`` (N, H, W, C; any strides) under the resolved geometry ``geo``
     as kernel rows: one per output pixel, K = KH * KW * C in (kh, kw, c) order, out-of-image taps holding
-    ``x_zp`` (``flip``: see ``_copy``; x_zp is then already shifted). A 1x1 stride-1 unpadded conv reads the
+    ``x_zp`` (``flip``: see ``copy_codes``; x_zp is then already shifted). A 1x1 stride-1 unpadded conv reads the
     image rows themselves; wide outputs with C a multiple of 4 read the windows in place (``_implicit``);
     others copy them once as rows."""
     n, h, w, c = x.shape
@@ -203,7 +229,7 @@ def window_rows(op, x: np.ndarray, x_zp: int, geo, window_view, flip: bool = Fal
     k = view.shape[3] * view.shape[4] * c
     k4 = -(-k // 4) * 4
     cols = buffer(op, "cols", (max(p, 1), k4), np.uint8)
-    _copy(cols[:p, :k].reshape(view.shape), view, flip)
+    copy_codes(cols[:p, :k].reshape(view.shape), view, flip)
     return _plain(cols.reshape(-1), k4, p, n)
 
 
@@ -211,17 +237,24 @@ def run(op, a: Rows, p: int, packed: Packed, x_zp: int, ibias, fbias, ratio, par
         image: int = 0):  # fmt: skip
     """The kernel over ``p`` rows of ``a`` (``rows``/``window_rows``; of image ``image``) into ``out``; False
     when the family is unavailable (nothing written: the caller runs its float path). ``params`` = (mult, shift,
-    y_zp, fzp, lo, hi) (int8_gemm._gemm). Zero vectors stand in for the bias arguments the mode does not read."""
+    y_zp, fzp, lo, hi) (int8_gemm._gemm). Zero vectors stand in for the bias arguments the mode does not read;
+    ``fbias`` must hold integers (an int32 bias as float64)."""
     mod = _module()
     m = packed.m
     corr = packed.colsum * np.int64(-x_zp)
     zi = ibias if ibias is not None else np.zeros(m, np.int64)
     zf = fbias if fbias is not None else np.zeros(m, np.float64)
     zr = ratio if ratio is not None else np.zeros(m, np.float64)
+    if packed.k <= mod.WRAP_FREE_K:  # no sum leaves int32: fold the bias into the correction (int8_gemm doc)
+        if mode == mod.Q31:
+            corr = corr + zi
+        elif mode == mod.RESCALE:
+            corr = corr + zf.astype(np.int64)  # fbias holds integers (an int32 bias)
+        mode += mod.WRAP_FREE
     c = buffer(op, "sums", (mod.MB * mod.padded_columns(m),), np.int32)
     mult, shift, y_zp, fzp, lo, hi = params
     args = (
-        a.data, np.int64(image * a.image), np.int64(a.lda), tuple(np.int64(v) for v in a.geo), np.int64(p),
+        a.data, np.int64(image * a.image + a.offset), np.int64(a.lda), tuple(np.int64(v) for v in a.geo), np.int64(p),
         packed.data, a.taps, np.int64(a.cg or packed.kg), c, corr, zi, zf, zr,
         np.int64(mult), np.int64(shift), np.int64(y_zp), np.float64(fzp), np.int64(lo), np.int64(hi),
         np.int64(mode), bool(transposed), out,
@@ -241,7 +274,12 @@ def warm_up() -> None:
     packed = pack_centered(np.ones((2, 4), np.int32))
     a = _plain(np.zeros(4, np.uint8), 4, 1)
     one = np.ones(2, np.int64)
-    for mode, out in ((mod.Q31, np.empty((1, 2), np.uint8)), (mod.INT32, np.empty((2, 1), np.int32))):
+    grouped = np.empty((1, 4), np.uint8)[:, :2]  # a column block of the output (grouped convs)
+    for mode, out in (
+        (mod.Q31, np.empty((1, 2), np.uint8)),
+        (mod.INT32, np.empty((2, 1), np.int32)),
+        (mod.Q31, grouped),
+    ):
         run(_Holder(), a, 1, packed, 0, one, None, None, (1 << 30, 1, 0, 0.0, 0, 255), mode, mode != mod.Q31, out)
     for dtype in (np.uint8, np.int8):
         run(_Holder(), a, 1, packed, 0, None, one * 1.0, one * 1.0, (0, 0, 0, 0.0, -128, 127), mod.RESCALE, True,
