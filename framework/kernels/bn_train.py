@@ -75,7 +75,7 @@ def _split_call(fn_name: str, n: int, work: int, args_of) -> bool:
     if not _call(fn_name, *args_of(0, 0)):
         return False
     fn = getattr(_module(), fn_name)
-    run_parallel([_bound(fn, args_of(a, b)) for a, b in parts])
+    run_parallel([_bound(fn, args_of(a, b)) for a, b in parts], steal=True)
     return True
 
 
