@@ -33,3 +33,33 @@ def test_profile_step_names_the_ops_of_the_training_net():
     counts = dict((t, n) for t, _, n in prof)
     assert counts["Conv"] == counts["ConvGradient"] == 21  # conv1, 18 in the blocks, 2 projections
     assert all(sec >= 0 for _, sec, _ in prof)
+
+
+def test_profile_step_at_two_threads_puts_one_back():
+    import framework
+    from bench import train_models
+
+    prof = train_models.profile_step("resnet20", 2, rounds=1, threads=2)
+    assert {"Conv", "SpatialBN", "MomentumSGDUpdate"} <= {t for t, _, _ in prof}
+    assert framework.get_num_threads() == 1
+
+
+def test_lm_step_at_two_threads_equals_one_thread():
+    """The LSTM LM's whole training step (its split FC, softmax, recurrent and update ops) at two intra-op
+    threads: the parameters after two steps as one thread's, to float rounding."""
+    import numpy as np
+
+    from bench import train_models
+
+    after = {}
+    for threads in (1, 2):
+        train_models.set_threads(threads)
+        try:
+            step, ws = train_models.framework_lm_step()
+            step()
+            step()
+            after[threads] = {k: ws.fetch_blob(k).copy() for k in ("decoder_w", "emb", "lstm/layer_1/gates_t_w")}
+        finally:
+            train_models.set_threads(1)
+    for k, v in after[1].items():
+        np.testing.assert_allclose(after[2][k], v, rtol=1e-5, atol=1e-6, err_msg=k)

@@ -10,7 +10,7 @@ per kernel offset over strided views).
   input gradient once the sums are known;
 - ``relu_grad(y, dy, dx)``: ``dX = dY * (Y > 0)`` (one pass, as numpy's multiply by the mask);
 - ``max_pool_grad(x, y, dy, dx, geo)``: a 2-D NCHW max pooling's input gradient, as Caffe2 computes it
-  (every cell equal to its window's max receives the window's ``dY``, windows in order);
+  (every cell equal to its window's max receives the window's ``dY``);
 - ``momentum_update(g, m, p, lr, mu, nesterov)``: MomentumSGDUpdate in place in one pass (numpy's five).
 
 With several intra-op threads (``framework.runtime.parallel``) and enough work, each call is split: the
@@ -75,7 +75,7 @@ def _split_call(fn_name: str, n: int, work: int, args_of) -> bool:
     if not _call(fn_name, *args_of(0, 0)):
         return False
     fn = getattr(_module(), fn_name)
-    run_parallel([_bound(fn, args_of(a, b)) for a, b in parts])
+    run_parallel([_bound(fn, args_of(a, b)) for a, b in parts], steal=True)
     return True
 
 

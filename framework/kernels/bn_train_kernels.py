@@ -100,9 +100,11 @@ def _relu_grad_inplace(y, d):  # pragma: no cover - compiled
 
 @_jit
 def _max_pool_grad(x, y, dy, dx, kh, kw, sh, sw, ph, pw, dh, dw):  # pragma: no cover - compiled
-    """dx of a 2-D max pooling over (P, H, W) planes (y, dy: (P, OH, OW)): dx = 0, then for each window in
-    order, ``dx += dy * (x == y)`` over its cells inside the input (pads ph, pw before the first row and
-    column; the window's cells ``dh``/``dw`` apart)."""
+    """dx of a 2-D max pooling over (P, H, W) planes (y, dy: (P, OH, OW)): dx = 0, then for each row of
+    windows, kernel offset by kernel offset, ``dx += dy * (x == y)`` over the windows' cells inside the input
+    (pads ph, pw before the first row and column; the window's cells ``dh``/``dw`` apart). The columns of
+    windows whose cell at an offset lies inside the input are computed first, so the inner loop has no
+    branch."""
     planes, h, w = x.shape
     _, oh, ow = y.shape
     zero = np.float32(0)
@@ -112,19 +114,17 @@ def _max_pool_grad(x, y, dy, dx, kh, kw, sh, sw, ph, pw, dh, dw):  # pragma: no 
                 dx[q, i, j] = zero
         for oi in range(oh):
             h0 = oi * sh - ph
-            for oj in range(ow):
-                w0 = oj * sw - pw
-                m = y[q, oi, oj]
-                g = dy[q, oi, oj]
-                for ki in range(kh):
-                    i = h0 + ki * dh
-                    if i < 0 or i >= h:
-                        continue
-                    for kj in range(kw):
-                        j = w0 + kj * dw
-                        if j < 0 or j >= w:
-                            continue
-                        dx[q, i, j] += g * np.float32(x[q, i, j] == m)
+            for ki in range(kh):
+                i = h0 + ki * dh
+                if i < 0 or i >= h:
+                    continue
+                for kj in range(kw):
+                    off = kj * dw - pw
+                    lo = 0 if off >= 0 else (sw - 1 - off) // sw  # first oj with oj * sw + off >= 0
+                    hi = min(ow, (w - off + sw - 1) // sw)  # past the last oj with oj * sw + off < w
+                    for oj in range(lo, hi):
+                        j = oj * sw + off
+                        dx[q, i, j] += dy[q, oi, oj] * np.float32(x[q, i, j] == y[q, oi, oj])
     return 0
 
 

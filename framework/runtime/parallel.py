@@ -83,12 +83,19 @@ def num_threads() -> int:
     return n
 
 
-def run_parallel(tasks: Sequence[Callable[[], object]]) -> None:
-    """Run ``tasks``: the first on this thread, the others on the pool; wait for all of them."""
+def run_parallel(tasks: Sequence[Callable[[], object]], steal: bool = False) -> None:
+    """Run ``tasks``: the first on this thread, the others on the pool; wait for all of them.
+
+    ``steal``: the tasks may run on any thread (no per-thread scratch): this thread, done with the first,
+    runs every task no pool thread has started yet, so a pool thread that the OS does not schedule (the
+    cores busy with other processes) delays the call by nothing instead of by its wake-up."""
     pool = RUNTIME.pool
     if pool is None or len(tasks) < 2 or getattr(_local, "inside", False):
         for t in tasks:
             t()
+        return
+    if steal:
+        _run_stealing(pool, tasks)
         return
     futures = [pool.submit(_task, t) for t in tasks[1:]]
     err = None
@@ -101,6 +108,47 @@ def run_parallel(tasks: Sequence[Callable[[], object]]) -> None:
             f.result()
         except BaseException as e:
             err = err or e
+    if err is not None:
+        raise err
+
+
+def _run_stealing(pool: ThreadPoolExecutor, tasks: Sequence[Callable[[], object]]) -> None:
+    pending = list(range(len(tasks) - 1, 0, -1))  # list.pop is atomic: each index is taken once
+    started: list[threading.Event] = []  # one per pool job, appended before it tries to take a task
+    errors: list[BaseException] = []
+
+    def job() -> None:
+        done = threading.Event()
+        started.append(done)
+        try:
+            k = pending.pop()
+        except IndexError:  # this thread took them all
+            done.set()
+            return
+        try:
+            _task(tasks[k])
+        except BaseException as e:
+            errors.append(e)
+        finally:
+            done.set()
+
+    for _ in range(len(tasks) - 1):
+        pool.submit(job)
+    err = None
+    try:
+        _task(tasks[0])
+        while True:
+            try:
+                k = pending.pop()
+            except IndexError:
+                break
+            _task(tasks[k])
+    except BaseException as e:  # still wait for the started tasks: they write the same outputs
+        err = e
+        pending.clear()
+    for done in list(started):  # a job appended after this found nothing left to take
+        done.wait()
+    err = err or (errors[0] if errors else None)
     if err is not None:
         raise err
 

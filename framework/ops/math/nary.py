@@ -109,7 +109,7 @@ class Sum(_Nary):
         if parts is not None and all(a.flags.c_contiguous and a.size == out.size for a in (*xs, out)):
             flat, fout = [x.reshape(-1) for x in xs], out.reshape(-1)
             tasks = [_fold_callable(self.ufunc, [x[a:b] for x in flat], fout[a:b]) for a, b in parts]
-            return partial(run_parallel, tasks)
+            return partial(run_parallel, tasks, True)
         return _fold_callable(self.ufunc, xs, out)
 
 

@@ -229,7 +229,7 @@ class SpatialBN(_BNBase):
             self._ss_ran = window_jit.scale_shift(x, alpha, beta, y, self._relu)
             return self._ss_ran
         ss, relu = window_jit.scale_shift, self._relu
-        run_parallel([_images(ss, x, alpha, beta, y, relu, i0, i1) for i0, i1 in parts])
+        run_parallel([_images(ss, x, alpha, beta, y, relu, i0, i1) for i0, i1 in parts], steal=True)
         return True
 
     def _from_sums(self, x, scale, bias, s1, s2, sm, siv) -> None:

@@ -176,7 +176,7 @@ class _FCBase(Operator):
         parts = self._parts()
         if parts is not None:
             wk = None if self._wide else (self._weight() if self._may_pack else self._w_view)
-            run_parallel([_columns(self, wk, n0, n1) for n0, n1 in parts])
+            run_parallel([_columns(self, wk, n0, n1) for n0, n1 in parts], steal=True)
             return
         if self._wide:
             np.matmul(self._w2, self._x2.T, out=self._yt)
@@ -204,7 +204,7 @@ class _FCBase(Operator):
             if self._may_pack:
                 return None  # run() checks the packed copy's version every call
             cols = [_columns(self, None if self._wide else self._w_view, n0, n1) for n0, n1 in parts]
-            return lambda: run_parallel(cols)
+            return lambda: run_parallel(cols, steal=True)
         x2, y2, b1, w_view, matmul, add = self._x2, self._y2, self._b1, self._w_view, np.matmul, np.add
         if self._wide:
             w2, xt, yt, ytt = self._w2, self._x2.T, self._yt, self._yt.T
@@ -332,7 +332,7 @@ class _FCGradientBase(Operator):
             self._dx2 = dx.reshape(m, k) if dx is not None else None
         tasks = self._parallel_tasks()
         if tasks is not None:
-            run_parallel(tasks)
+            run_parallel(tasks, steal=True)
             return
         if self.transposed:
             np.matmul(self._x2_t, self._dy2, out=self._dw2)
@@ -376,7 +376,7 @@ class _FCGradientBase(Operator):
             return None
         tasks = self._parallel_tasks()
         if tasks is not None:
-            return lambda: run_parallel(tasks)
+            return lambda: run_parallel(tasks, steal=True)
         matmul, ones, dy2, x2, w2 = np.matmul, self._ones, self._dy2, self._x2, self._w2
         dw2, db, dx2 = self._dw2, self._outs[1], self._dx2
         a, b = (self._x2_t, dy2) if self.transposed else (self._dy2_t, x2)

@@ -302,8 +302,9 @@ def _pool_grad_doc(name):
 @register_op("MaxPoolGradient", **_pool_grad_doc("MaxPool"))
 class MaxPoolGradient(_PoolGradient):
     """dX: dY goes to every cell of the window equal to the window's max (as Caffe2). 2-D NCHW float32 runs
-    one compiled pass adding ``dY * (X == Y)`` window by window (Caffe2's order); the numpy path adds kernel
-    offset by kernel offset, so where a cell is the max of several windows the two may round differently."""
+    one compiled pass adding ``dY * (X == Y)`` row of windows by row of windows; Caffe2 adds window by window
+    and the numpy path kernel offset by kernel offset, so where a cell is the max of three or more windows
+    the sums may round differently."""
 
     kind = "max"
 

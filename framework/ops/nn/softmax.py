@@ -378,7 +378,7 @@ class SoftmaxWithLoss(_SoftmaxLossBase):
 
             def softmax_with_loss_parallel() -> None:
                 check()
-                run_parallel(tasks)
+                run_parallel(tasks, steal=True)
                 loss[...] = -float(rsum(picked)) * scale / n
 
             return softmax_with_loss_parallel
@@ -472,7 +472,7 @@ class SoftmaxWithLossGradient(_SoftmaxLossBase):
             def softmax_with_loss_gradient_parallel() -> None:
                 check()
                 k_cell[...] = ftype(factor * float(dlf[0]))
-                run_parallel(tasks)
+                run_parallel(tasks, steal=True)
 
             return softmax_with_loss_gradient_parallel
 

@@ -68,7 +68,7 @@ class BatchedWeightGrad(NamedTuple):
             np.matmul(dy2.T, x2, out=dw2)
             np.matmul(ones, dy2, out=db)
             return
-        run_parallel([_rows(dy2, x2, ones, dw2, db, a, b) for a, b in parts])
+        run_parallel([_rows(dy2, x2, ones, dw2, db, a, b) for a, b in parts], steal=True)
 
     def prepare(self, op: Any, shared_ws: Any, seq_len: int) -> None:
         """Before the steps: the dY buffer (when owned) and the step's zero bias, each made once per shape."""

@@ -104,7 +104,7 @@ class MomentumSGDUpdate(UpdateOp):
         if parts is not None and all(a.flags.c_contiguous for a in arrays):
             # elementwise: flat ranges over the intra-op threads, every element as on one thread
             flat = [a.reshape(-1) for a in arrays]
-            run_parallel([_update_range(self, flat, lr, a, b) for a, b in parts])
+            run_parallel([_update_range(self, flat, lr, a, b) for a, b in parts], steal=True)
             return
         _update(self, g, m, lr, ng, nm, t, p, np_)
 
