@@ -48,9 +48,10 @@ class MemoryReporter:
     other entry point applies what is queued before it reads or counts."""
 
     def __init__(self) -> None:
-        # reentrant: a garbage collection started by an allocation inside on_alloc may free a buffer (its
-        # weakref finalizer calls on_free) on the same thread, which must not wait for its own lock
-        self._lock = threading.RLock()
+        # not reentrant on purpose: a free reported on the thread that holds it (a garbage collection inside
+        # on_alloc) fails on_free's non-blocking acquire and stays queued, instead of changing the counters
+        # in the middle of the locked code
+        self._lock = threading.Lock()
         self._stats = MemoryStats()
         self._next_id = 0
         self._freed: collections.deque[int] = collections.deque()

@@ -1,5 +1,6 @@
-"""MemoryReporter's lock is reentrant: a buffer freed by a garbage collection that an allocation inside
-``on_alloc`` starts (a weakref finalizer calling ``on_free`` on the same thread) must not deadlock."""
+"""A buffer freed by a garbage collection that an allocation inside ``on_alloc`` starts (a weakref finalizer
+calling ``on_free`` on the same thread) neither deadlocks nor changes the counters mid-update: it is queued
+and counted once the locked code is done."""
 
 from __future__ import annotations
 
