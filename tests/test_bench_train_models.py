@@ -33,3 +33,16 @@ def test_profile_step_names_the_ops_of_the_training_net():
     counts = dict((t, n) for t, _, n in prof)
     assert counts["Conv"] == counts["ConvGradient"] == 21  # conv1, 18 in the blocks, 2 projections
     assert all(sec >= 0 for _, sec, _ in prof)
+
+
+def test_profile_step_at_two_threads_lists_the_slowest_ops():
+    from bench import train_models
+    from framework.runtime.parallel import get_num_threads
+
+    slowest = []
+    prof = train_models.profile_step("resnet20", 2, rounds=1, threads=2, slowest=slowest)
+    assert get_num_threads() == 1  # restored
+    assert sum(n for _, _, n in prof) == len(slowest)
+    assert [r[0] for r in slowest] == sorted((r[0] for r in slowest), reverse=True)
+    convs = [r for r in slowest if r[1] == "ConvGradient"]
+    assert len(convs) == 21 and all(len(shape) == 4 and shape[0] == 2 for _, _, _, shape in convs)
