@@ -25,7 +25,8 @@ update (conv1's filter; the LM's decoder weight) must agree within float toleran
 CPU time; 2 threads: wall time (``framework.set_num_threads`` / ``torch.set_num_threads``). Also reports
 the buffers the framework allocates per steady-state step (MemoryReporter).
 Run: ``python -m bench.train_models [--models resnet20] [--threads 1,2] [--rounds 7]``; ``--profile`` prints
-ours per op type instead (each callable of the compiled net: CPU time at 1 thread, wall time at more).
+ours per op type instead (at each of ``--threads``: 1 thread, CPU time of each callable of the compiled
+net; more, its wall time), then the ops that took longest with their input's shape.
 """
 
 from __future__ import annotations
@@ -370,10 +371,11 @@ def bench(name: str, batch: int, threads_list, rounds: int, log=print) -> list[l
     return rows
 
 
-def profile_step(name: str, batch: int, rounds: int = 3, threads: int = 1) -> list[tuple[str, float, int]]:
+def profile_step(name: str, batch: int, rounds: int = 3, threads: int = 1, slowest: list | None = None):
     """Per op type of the framework's training net: (type, seconds per step, count), timing each callable of
-    the net's compiled program (the fast path ``net.run()`` takes) after warm-up steps; CPU time at 1 thread,
-    wall time at more."""
+    the net's compiled program (the fast path ``net.run()`` takes) after warm-up steps; at 1 thread CPU
+    time, at more wall time. ``slowest``, if given, receives (seconds, type, first input, its shape) of each
+    op, slowest first."""
     import collections
 
     set_threads(threads)
@@ -383,17 +385,26 @@ def profile_step(name: str, batch: int, rounds: int = 3, threads: int = 1) -> li
     net = run.__self__
     types = [op.op_def.type for op in net.ops]
     tot: dict[str, float] = collections.defaultdict(float)
+    per_op = [0.0] * len(types)
     clock = time.process_time if threads == 1 else time.perf_counter
     for _ in range(rounds):
         fast = net.program.fast
         if fast is None:  # the guard failed: time a run of the ops themselves
             fast = [op.run for op in net.ops]
-        for t, f in zip(types, fast):
+        for i, (t, f) in enumerate(zip(types, fast)):
             t0 = clock()
             f()
-            tot[t] += clock() - t0
-    count = collections.Counter(types)
+            d = clock() - t0
+            tot[t] += d
+            per_op[i] += d
     set_threads(1)
+    if slowest is not None:
+        ws = net.workspace
+        for i in sorted(range(len(types)), key=lambda i: -per_op[i]):
+            first = net.ops[i].op_def.input[0] if net.ops[i].op_def.input else ""
+            shape = tuple(np.shape(ws.fetch_blob(first))) if first and ws.has_blob(first) else ()
+            slowest.append((per_op[i] / rounds, types[i], first, shape))
+    count = collections.Counter(types)
     return sorted(((t, v / rounds, count[t]) for t, v in tot.items()), key=lambda r: -r[1])
 
 
@@ -410,10 +421,18 @@ def main(argv=None) -> list[list[str]]:
         for name in a.models.split(","):
             batch = LM["batch"] if name == "lstm_lm" else int(a.batches.split(",")[0] or MODELS[name][5][0])
             for threads in [int(t) for t in a.threads.split(",")]:
-                prof = profile_step(name, batch, min(a.rounds, 3), threads)
-                print(f"{name} b{batch}, {threads} thread(s): {sum(r[1] for r in prof) * 1e3:.1f} ms summed per op")
-                for t, sec, n in prof[:16]:
+                slowest: list = []
+                prof = profile_step(name, batch, min(a.rounds, 3), threads, slowest)
+                clock = "cpu" if threads == 1 else "wall"
+                print(
+                    f"{name} b{batch}, {threads} thread(s): {sum(r[1] for r in prof) * 1e3:.1f} ms ({clock}) summed"
+                    " per op"
+                )
+                for t, sec, n in prof[:12]:
                     print(f"  {t:28s} {sec * 1e3:9.2f} ms  x{n}")
+                print("  slowest ops (input, shape):")
+                for sec, t, first, shape in slowest[:8]:
+                    print(f"    {t:26s} {sec * 1e3:9.2f} ms  {first} {shape}")
         return []
     threads = [int(t) for t in a.threads.split(",")]
     rows = []

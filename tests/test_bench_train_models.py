@@ -63,3 +63,16 @@ def test_lm_step_at_two_threads_equals_one_thread():
             train_models.set_threads(1)
     for k, v in after[1].items():
         np.testing.assert_allclose(after[2][k], v, rtol=1e-5, atol=1e-6, err_msg=k)
+
+
+def test_profile_step_at_two_threads_lists_the_slowest_ops():
+    from bench import train_models
+    from framework.runtime.parallel import get_num_threads
+
+    slowest = []
+    prof = train_models.profile_step("resnet20", 2, rounds=1, threads=2, slowest=slowest)
+    assert get_num_threads() == 1  # restored
+    assert sum(n for _, _, n in prof) == len(slowest)
+    assert [r[0] for r in slowest] == sorted((r[0] for r in slowest), reverse=True)
+    convs = [r for r in slowest if r[1] == "ConvGradient"]
+    assert len(convs) == 21 and all(len(shape) == 4 and shape[0] == 2 for _, _, _, shape in convs)

@@ -163,15 +163,19 @@ def _fill(x, dy, planes, dye, sh, sw, uh, uw, ph, pw, hq, wq, i0, i1):  # pragma
                     for r in range(hq):
                         y = r * sh + u - ph
                         if 0 <= y < h:
-                            if sw == 1:  # unsigned indices: no wraparound test, the copy vectorizes
-                                d0, s0, nj = _U(r * wq + j0), _U(j0 + v - pw), _U(j1 - j0)
-                                row = x[i, ch, y]
+                            # unsigned indices: no wraparound test, the copy vectorizes
+                            d0, s0, nj = _U(r * wq + j0), _U(j0 * sw + v - pw), _U(j1 - j0)
+                            row = x[i, ch, y]
+                            if sw == 1:
                                 for j in range(nj):
                                     plane[d0 + j] = row[s0 + j]
+                            elif sw == 2:  # a constant stride: LLVM de-interleaves whole vectors
+                                for j in range(nj):
+                                    plane[d0 + j] = row[s0 + 2 * j]
                             else:
-                                plane[r * wq + j0 : r * wq + j1] = x[
-                                    i, ch, y, j0 * sw + v - pw : (j1 - 1) * sw + v - pw + 1 : sw
-                                ]
+                                su = _U(sw)
+                                for j in range(nj):
+                                    plane[d0 + j] = row[s0 + su * j]
         for k in range(m if dye.shape[1] == m else 0):  # no rows: dY is laid out by _transpose_dy
             row = dye[i, k]
             wu, owu = _U(wq), _U(ow)

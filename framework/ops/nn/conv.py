@@ -407,11 +407,11 @@ class ConvGradient(ConvOpBase):
             self._src_shape = (n, g, cg, *geo.kernel, *geo.out)
             self._src_axes = (1, 2, *range(3, 3 + r), 0, *range(3 + r, 3 + 2 * r))
             # dY^T feeds the dfilter GEMM and the column path of dX
-            cols_dx = self._dx_conv is None and self.i_dx is not None
-            self._dyT = np.empty((g, mg, n, p) if self._dwk is None or cols_dx else (0,), dt)
+            need_dyt = self._dwk is None or (self._dx_conv is None and self.i_dx is not None)
+            self._dyT = np.empty((g, mg, n, p) if need_dyt else (0,), dt)
             self._dy_src = lambda dy: dy.reshape(n, g, mg, p).transpose(1, 2, 0, 3)
             col3 = self._col.reshape(g, kg, n * p) if self._dwk is None else None
-            dyT3 = self._dyT.reshape(g, mg, n * p) if self._dyT.size else None
+            dyT3 = self._dyT.reshape(g, mg, n * p) if need_dyt else None
             # dW^T = col @ dY^T: OpenBLAS runs this form of the thin product faster than dY @ col^T
             dwT = np.empty((g, kg, mg), dt)
             self._dw = lambda w, dw: (

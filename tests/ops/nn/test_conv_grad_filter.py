@@ -255,3 +255,17 @@ def test_warm_up_compiles_both_kernels(fresh):
     mod = conv_grad_filter._module()
     for fn in (mod._fill, mod._accumulate, mod._transpose_dy, mod._accumulate_m):
         assert fn in kernel_support._COMPILED, fn
+
+
+@pytest.mark.parametrize("s", [1, 2])
+def test_empty_batch_gives_zero_gradients(s):
+    """No images: the kernel is not planned; the column path gives dW = 0 and db = 0 (Caffe2's sums over
+    nothing) and an empty dX."""
+    x = np.zeros((0, 5, 9, 9), np.float32)
+    w = np.ones((7, 5, 3, 3), np.float32)
+    o = (9 + 2 - 3) // s + 1
+    net, ws = _run_op(x, w, np.zeros((0, 7, o, o), np.float32), s=s)
+    assert net.ops[0]._dwk is None
+    np.testing.assert_array_equal(ws.fetch_blob("dW"), np.zeros((7, 5, 3, 3), np.float32))
+    np.testing.assert_array_equal(ws.fetch_blob("db"), np.zeros(7, np.float32))
+    assert ws.fetch_blob("dX").shape == (0, 5, 9, 9)
