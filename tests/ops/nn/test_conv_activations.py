@@ -45,6 +45,7 @@ CONVS = [
     (2, 8, 8, 8, 12, 7, 1, 3, "direct_depthwise"),
     (2, 8, 8, 8, 13, 7, 2, 3, "depthwise_planes"),
     (1, 8, 32, 1, 8, 3, 1, 1, "channel"),
+    (2, 24, 96, 1, 7, 1, 1, 0, "channel"),  # a 1x1 conv on a 7x7 image
     (2, 8, 16, 1, 20, 3, 1, 1, "direct"),
     (2, 4, 6, 2, 9, 3, 1, 1, "im2col"),
 ]
