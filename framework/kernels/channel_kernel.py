@@ -2,8 +2,8 @@
 register block (a numba ``intrinsic``) holding V vectors of L output channels for R output pixels of
 one row, over K = C x window taps; per step V vector loads of the packed filter and R broadcasts of
 input cells (pixel j of the block reads its image plane at j * stride: no phase planes at stride 2).
-The epilogue adds the bias, the residual (a masked gather) and the Relu on the registers and
-scatters each vector's lanes to their channels' rows of the NCHW output.
+The epilogue adds the bias, the residual (a masked gather) and the activation (simd_ir.activate: Relu, Relu6,
+HardSwish, Swish) on the registers and scatters each vector's lanes to their channels' rows of the NCHW output.
 
 microkernel.py puts output pixels in the lanes: a row narrower than a vector wastes lanes (7x7
 outputs: 49 of 64 lanes in two runs, plus a pass copying the valid columns out of the wide layout).
@@ -23,7 +23,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from framework.kernels import cached_jit, simd_ir
-from framework.kernels.simd_ir import I1, I32, I64, VEC, L, const, function, splat
+from framework.kernels.simd_ir import I1, I32, I64, VEC, L, activate, const, function, splat
 from framework.kernels.window_jit import CHANNEL_STRIDES
 from framework.kernels.window_kernels import _direct_fill
 
@@ -80,7 +80,6 @@ def _variant(R: int, V: int, S: int):
         i64v = ir.VectorType(I64, L)
         lanes = ir.Constant(i64v, list(range(L)))
         has_r = builder.icmp_signed("!=", builder.and_(flags_v, const(2)), const(0))
-        relu = builder.icmp_signed("!=", builder.and_(flags_v, const(4)), const(0))
         ybase = builder.ptrtoint(builder.gep(yd, [y0_v]), I64)
         rbase = builder.ptrtoint(builder.gep(rd, [y0_v]), I64)
         for v in range(V):
@@ -96,7 +95,7 @@ def _variant(R: int, V: int, S: int):
                     rp = builder.inttoptr(builder.add(offs, splat(builder, rbase, i64v)), ptrs_t)
                     val = builder.fadd(builder.load(accs[r][v]), bias)
                     val = builder.fadd(val, builder.call(gather, [rp, align, rmask, zero]))
-                    val = builder.select(relu, builder.select(builder.fcmp_ordered("<", val, zero), zero, val), val)
+                    val = activate(builder, val, flags_v, const)
                     builder.call(scatter, [val, yp, align, mask])
         return context.get_dummy_value()
 
@@ -111,7 +110,8 @@ _NSTRIDES = len(STRIDES)
 def _block(typingctx, k, wp, w0, planes, cstride, taps, c, xb, n, y, y0, ld, mlim, b, m0, res, flags):
     """y[y0 + (v*L + l) * ld + j] for pixel j < n <= R of the block and channel lane v*L + l < mlim (V
     vectors of L) = the conv of output channel m0 + v*L + l (+ b[m0 + v*L + l]) (+ res at the same
-    index when flags & 2) (Relu when flags & 4: "0 if v < 0 else v"): pixel j reads
+    index when flags & 2) (then the activation of flags, simd_ir.activate: Relu when flags & 4, "0 if v < 0 else
+    v", capped at 6 with flags & 8; HardSwish when flags & 16; Swish when flags & 32): pixel j reads
     planes[ch * cstride + xb + S * j + taps[t]] for input channel ch < c, tap t; the filter's vectors from
     wp[w0] on, V*L per (ch, tap). (R, V, S) = _VARIANTS[k]: one LLVM switch over the variants (numba
     cannot call an intrinsic chosen at run time)."""

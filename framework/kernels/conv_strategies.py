@@ -255,7 +255,7 @@ class Channel(ConvStrategy):
     win."""
 
     name, kind, families, packs = "channel", "channel", ("channel",), True
-    one_call = own_epilogue = True
+    one_call = own_epilogue = caps = True
 
     def writes_slices(self, conv) -> bool:
         return True

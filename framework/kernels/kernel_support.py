@@ -42,7 +42,7 @@ NEEDS: dict[str, tuple | None] = {
     "pool": None,  # window_kernels._pool (phase planes)
     "pool2x2": None,  # window_kernels._pool2x2
     "epilogue": None,  # window_kernels._epilogue and _epilogue_block
-    "scale_shift": None,  # window_kernels._scale_shift and _channel_means
+    "scale_shift": None,  # window_kernels._scale_shift, _channel_means and _squeeze_excite
     "winograd": None,  # winograd_kernels._input and _output
     "max_pool": (),  # window_kernels._max_pool (pool_columns.rows3s2: masked vector loads, shuffles)
     "direct": _FMA,  # microkernel._conv and _conv_wide

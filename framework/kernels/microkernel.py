@@ -132,6 +132,9 @@ _block = _make_block(R, V)  # R output channels: the convs
 # than the hardware prefetchers follow. Not in chunks: there the next band's data is read much later.
 PF = 64
 _block_pf = _make_block(R, V, PF)
+# A 1x1 conv's last run when it fits one vector (196 pixels of a 14x14 image: six blocks of two vectors
+# and 4 pixels): a one-vector block does half the multiply-adds of a block whose second run is empty.
+_tail = _make_block(R, 1)
 # One output channel over its own input channel (the depthwise conv), on VD runs of up to L pixels: two
 # runs measured fastest on the depthwise convs of small images (against 4 or 8).
 VD = 2
@@ -300,19 +303,29 @@ def _conv_wide(
 
 
 @_jit
+def _tail_run(wp, w0, xf, p, taps, c, xo, yf, yo, ldy, n, b, b0, rows, rk, fk):  # pragma: no cover - compiled
+    """``_tail`` on its own (a function of its own, so that its code does not crowd the registers of the
+    loops around ``_block_pf``)."""
+    _tail(wp, w0, xf, p, taps, c, xo, yf, yo, ldy, n, b, b0, rows, rk, fk)
+    return 0
+
+
+@_jit
 def _pointwise(x, wp, b, y, res, taps, flags, i0, i1, m0, m1, xo, yo, n, band, moff, kc):  # pragma: no cover
     """1x1 stride-1 unpadded conv of images i0:i1, filter rows m0:m1 (m0 a multiple of R) into
     y[:, moff + m0:moff + m1] (as ``_conv``): each image read in place as C planes of P pixels (taps =
     [0]); per band of ``band`` pixels (a multiple of V*L; see window_jit.pointwise_band), per chunk of
     ``kc`` input channels, per block of R output channels, runs of V*L pixels. The band's rows of a
     chunk stay in L1 over all the blocks; a later chunk adds its sums to the output (as an in-place
-    residual, no bias), the Relu with the last one."""
+    residual, no bias), the Relu with the last one. A band's last run of at most L pixels takes the one-vector
+    block ``_tail``."""
     m, c = y.shape[1], x.shape[1]
     p = y.shape[2] * y.shape[3]
     xf, yf, rf = x.reshape(-1), y.reshape(-1), res.reshape(-1)
     for i in range(i0, i1):
         for q0 in range(0, p, band):
             q1 = min(p, q0 + band)
+            qv = q1 if (q1 - q0) % (V * L) > L else q0 + (q1 - q0) // (V * L) * (V * L)  # runs of V vectors
             for k0 in range(0, c, kc):
                 k1 = min(c, k0 + kc)
                 fk = flags if k1 == c else flags & 3  # the Relu with the last chunk
@@ -321,7 +334,7 @@ def _pointwise(x, wp, b, y, res, taps, flags, i0, i1, m0, m1, xo, yo, n, band, m
                     fk, rk = fk | 3, yf
                 for mb in range(m0, m1, R):
                     rows = min(R, m1 - mb)
-                    for q in range(q0, q1, V * L):
+                    for q in range(q0, qv, V * L):
                         for j in range(V):
                             xo[j] = (i * c + k0) * p + q + j * L
                             yo[j] = (i * m + moff + mb) * p + q + j * L
@@ -332,6 +345,9 @@ def _pointwise(x, wp, b, y, res, taps, flags, i0, i1, m0, m1, xo, yo, n, band, m
                             _block_pf(wp, mb * c, xf, p, taps, c, xo, yf, yo, p, n, b, mb, rows, rk, fk)
                         else:
                             _block(wp, mb * c + k0 * R, xf, p, taps, k1 - k0, xo, yf, yo, p, n, b, mb, rows, rk, fk)
+                    if qv < q1:  # the band's last run, one vector
+                        xo[0], yo[0], n[0] = (i * c + k0) * p + qv, (i * m + moff + mb) * p + qv, q1 - qv
+                        _tail_run(wp, mb * c + k0 * R, xf, p, taps, k1 - k0, xo, yf, yo, p, n, b, mb, rows, rk, fk)
     return 0
 
 

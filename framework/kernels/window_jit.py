@@ -548,6 +548,25 @@ def channel_means(x, s) -> bool:
     return True
 
 
+def squeeze_excite(x, w1, b1, w2, b2, s, h, g, y, act: int, gate: int, alpha: float, beta: float) -> bool:
+    """The whole SqueezeExcite (framework/ops/nn/squeeze_excite.py) in one compiled call: x/y float32 C-contiguous
+    (N, C, ...) (y may be x), w1 (R, C) and w2 (C, R) C-contiguous, b1 (R,), b2 (C,), scratch s/g (C,) and h (R,),
+    all float32; ``act`` 0 none, 1 Relu, 2 Relu6, 3 Swish, 4 HardSwish; ``gate`` 0 Sigmoid, 1 HardSigmoid(alpha,
+    beta). False (nothing done) where the kernel does not apply or is unavailable."""
+    if not available() or not usable("scale_shift") or x.ndim < 2:
+        return False
+    arrays = (x, w1, b1, w2, b2, s, h, g, y)
+    if any(a.dtype != np.float32 or not a.flags.c_contiguous for a in arrays):
+        return False
+    n, c = x.shape[0], x.shape[1]
+    x3, y3 = x.reshape(n, c, -1), y.reshape(n, c, -1)
+    try:
+        _timed("scale_shift", _kernels._squeeze_excite, x3, w1, b1, w2, b2, s, h, g, y3, act, gate, alpha, beta)
+    except KernelUnavailable:
+        return False
+    return True
+
+
 def pool(x, y, inv, planes, z, geo, mode: str, pad_value, i0: int, i1: int) -> None:
     """Max (``mode='max'``, windows start at ``pad_value``) or average (times ``inv`` (OH, OW))
     pooling of images i0:i1 into y."""

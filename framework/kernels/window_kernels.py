@@ -502,6 +502,57 @@ def _channel_means(x, s):  # pragma: no cover - compiled
     return 0
 
 
+@_jit_sum
+def _squeeze_excite(x, w1, b1, w2, b2, s, h, g, y, act, gate, alpha, beta):  # pragma: no cover - compiled
+    """A squeeze-excitation block over (N, C, P) float32 ``x`` into ``y`` (may be ``x``), all in one call: per image
+    s = the channel means, h = act(w1 @ s + b1) (w1 (R, C); act 0 none, 1 Relu, 2 Relu6, 3 Swish h / (1 + exp(-h)),
+    4 HardSwish h * clip(h / 6 + 1/2, 0, 1)), g = gate(w2 @ h + b2) (w2 (C, R); gate 0 Sigmoid 1 / (1 + exp(-v)),
+    1 HardSigmoid clip(alpha v + beta, 0, 1)), y = x * g per channel. ``s``/``g`` (C,), ``h`` (R,) scratch. The
+    clamps keep a NaN (as numpy's maximum/minimum/clip); sums in float32, reassociated per vector lane."""
+    n, c, p = x.shape
+    r = w1.shape[0]
+    pu, cu, ru = _U(p), _U(c), _U(r)
+    inv = np.float32(1.0 / max(p, 1))
+    zero, one, six = np.float32(0), np.float32(1), np.float32(6)
+    for i in range(n):
+        for ch in range(cu):
+            acc = zero
+            for j in range(pu):
+                acc += x[i, ch, j]
+            s[ch] = acc * inv
+        for k in range(ru):
+            acc = zero
+            for ch in range(cu):
+                acc += w1[k, ch] * s[ch]
+            v = acc + b1[k]
+            if act == 1 or act == 2:
+                v = zero if v < zero else v
+                if act == 2:
+                    v = six if v > six else v
+            elif act == 3:
+                v = v / (one + np.exp(-v))
+            elif act == 4:
+                t = v * np.float32(1.0 / 6) + np.float32(0.5)
+                t = zero if t < zero else (one if t > one else t)
+                v = v * t
+            h[k] = v
+        for ch in range(cu):
+            acc = zero
+            for k in range(ru):
+                acc += w2[ch, k] * h[k]
+            v = acc + b2[ch]
+            if gate == 1:
+                v = alpha * v + beta
+                g[ch] = zero if v < zero else (one if v > one else v)
+            else:
+                g[ch] = one / (one + np.exp(-v))
+        for ch in range(cu):
+            gv = g[ch]
+            for j in range(pu):
+                y[i, ch, j] = x[i, ch, j] * gv
+    return 0
+
+
 @_jit
 def _epilogue_block(acc, b, res, y, relu):  # pragma: no cover - compiled
     """y[i] = acc[:, i] (+ b per row) (+ res[i]) (Relu) for every image i of a GEMM over a block of

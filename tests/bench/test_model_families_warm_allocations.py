@@ -29,7 +29,7 @@ def _onnx_runner(mod, x, **kw):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["mobilenet_v2", "shufflenet_v2_x0_5"])
+@pytest.mark.parametrize("name", ["mobilenet_v2", "shufflenet_v2_x0_5", "mobilenet_v3_small"])
 def test_torchvision_cnn_onnx(name):
     torch = pytest.importorskip("torch")
     from bench import torchvision_onnx

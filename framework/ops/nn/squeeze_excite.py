@@ -5,8 +5,10 @@ Y = X * gate(W2 act(W1 mean(X) + b1) + b2), per image and channel: the channels'
 positions, a 1x1 conv reducing them (act: none, Relu, Relu6, Swish or HardSwish), a 1x1 conv back to C channels,
 the gate (Sigmoid, or HardSigmoid's clip(alpha v + beta, 0, 1)), and X scaled by it channel by channel. As five
 ops (global AveragePool, Conv, Conv, Sigmoid, Mul) the three on one pixel cost more in dispatch than in sums;
-here they are a few numpy calls on (C,) vectors, and the pooling and the scaling are one compiled pass each
-(window_jit.channel_means and scale_shift; numpy's where those do not run).
+here the whole block is one compiled call (window_jit.squeeze_excite: the means, both one-pixel convs, the
+activation, the gate and the scale), or, where that does not run, a few numpy calls on (C,) vectors between a
+compiled pass for the means and one for the scale (window_jit.channel_means and scale_shift; numpy's where those
+do not run).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from framework.ops.operator import Operator
 from framework.ops.registry import register_op
 from framework.ops.schema import FLOAT, STRING, Arg, TensorSpec
 
-ACTIVATIONS = ("identity", "Relu", "Relu6", "Swish", "HardSwish")
+ACTIVATIONS = ("identity", "Relu", "Relu6", "Swish", "HardSwish")  # in window_jit.squeeze_excite's code order
 GATES = ("Sigmoid", "HardSigmoid")
 
 
@@ -71,10 +73,17 @@ class SqueezeExcite(Operator):
             self._s, self._g = np.empty((n, c), x.dtype), np.empty((n, c), x.dtype)
             self._h, self._t = np.empty((n, r), x.dtype), np.empty((n, r), x.dtype)
             self._zeros = np.zeros(c, x.dtype)  # scale_shift's shift
+            a = self.args
+            alpha, beta = np.float32(a.alpha), np.float32(a.beta)
+            self._codes = (ACTIVATIONS.index(a.activation), GATES.index(a.gate), alpha, beta)
             self._key = key
         n, c, p = x.shape[0], x.shape[1], math.prod(x.shape[2:])
-        x3 = x.reshape(n, c, p)
+        y = self.output(0, x.shape, x.dtype)
         s, g, h = self._s, self._g, self._h
+        w1r, w2r = w1.reshape(w1.shape[0], c), w2.reshape(c, w2.shape[1])
+        if window_jit.squeeze_excite(x, w1r, b1, w2r, b2, s[0], h[0], g[0], y, *self._codes):
+            return
+        x3 = x.reshape(n, c, p)
         if not window_jit.channel_means(x, s):
             np.add.reduce(x3, axis=2, out=s)
             s *= x.dtype.type(1.0 / max(p, 1))
@@ -86,7 +95,6 @@ class SqueezeExcite(Operator):
             np.matmul(w2.reshape(c, w2.shape[1]), h[i], out=g[i])
         g += b2
         self._gate(g)
-        y = self.output(0, x.shape, x.dtype)
         y3 = y.reshape(n, c, p)
         for i in range(n):
             if not window_jit.scale_shift(x3[i : i + 1], g[i], self._zeros, y3[i : i + 1]):

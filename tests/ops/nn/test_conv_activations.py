@@ -45,6 +45,7 @@ CONVS = [
     (2, 8, 8, 8, 12, 7, 1, 3, "direct_depthwise"),
     (2, 8, 8, 8, 13, 7, 2, 3, "depthwise_planes"),
     (1, 8, 32, 1, 8, 3, 1, 1, "channel"),
+    (2, 24, 96, 1, 7, 1, 1, 0, "channel"),  # a 1x1 conv on a 7x7 image
     (2, 8, 16, 1, 20, 3, 1, 1, "direct"),
     (2, 4, 6, 2, 9, 3, 1, 1, "im2col"),
 ]
@@ -139,9 +140,14 @@ def test_relu6_writing_a_concatenations_channels():
     _close(got[:, 2:10], np.clip(_reference(x, w, b, 3, 1, 1, 8), 0, 6))
 
 
-@pytest.mark.parametrize("code", [2, 4])
+@pytest.mark.parametrize("code", [2, 3, 4])
 @pytest.mark.parametrize(
-    "family, module, attr", [("depthwise3", "depthwise3", "_depthwise3"), ("pointwise", "microkernel", "_pointwise")]
+    "family, module, attr",
+    [
+        ("depthwise3", "depthwise3", "_depthwise3"),
+        ("pointwise", "microkernel", "_pointwise"),
+        ("channel", "channel_kernel", "_conv"),
+    ],
 )
 def test_a_failed_compile_still_activates(family, module, attr, code, monkeypatch):
     if not kernel_support.usable(family):
@@ -155,8 +161,8 @@ def test_a_failed_compile_still_activates(family, module, attr, code, monkeypatc
         raise numba.core.errors.LoweringError("injected")
 
     monkeypatch.setattr(__import__(f"framework.kernels.{module}", fromlist=[attr]), attr, broken)
-    k, group, m = (3, 8, 8) if family == "depthwise3" else (1, 1, 16)
-    x, w, b = _operands(2, 8, m, group, 17, k)
+    k, group, m, size = {"depthwise3": (3, 8, 8, 17), "pointwise": (1, 1, 16, 17), "channel": (1, 1, 32, 7)}[family]
+    x, w, b = _operands(2, 8, m, group, size, k)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         got = _fusion(x, w, b, k, 1, k // 2, group, code=code)

@@ -1,6 +1,6 @@
 """SqueezeExcite against the squeeze-excitation block written here in float64 numpy (global mean, 1x1 conv, its
-activation, 1x1 conv, Sigmoid or HardSigmoid gate, channel scale), in place and not, compiled and numpy
-paths; its errors; and the inference pass's rewrite of the five ops into it (values equal to the unoptimized
+activation, 1x1 conv, Sigmoid or HardSigmoid gate, channel scale), in place and not, compiled (one call) and
+numpy paths; its errors; and the inference pass's rewrite of the five ops into it (values equal to the unoptimized
 net's, left alone where an intermediate is observable or read elsewhere)."""
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from framework.core import CreateOperator
 from framework.errors import ShapeError
 from framework.kernels import window_jit
+from framework.memory.allocator import memory_reporter
 from framework.memory.workspace import Workspace
 from framework.net.optimize import optimize_inference
 from framework.ops import create_operator
@@ -74,6 +75,42 @@ def test_squeeze_excite_equals_the_five_ops(n, c, r, spatial, act, gate, inplace
             threshold=2e-5,
             atol=2e-5,
         )
+
+
+@pytest.mark.parametrize("act", ["identity", "Relu6", "Swish", "HardSwish"])
+@pytest.mark.parametrize("gate", ["Sigmoid", "HardSigmoid"])
+def test_one_compiled_call_per_run_without_allocating(act, gate, monkeypatch):
+    """With the kernels available the whole block is window_jit.squeeze_excite's one call (the separate means and
+    scale passes are never reached), on a batch of 2 with mobile-net channel counts, against float64; a second run
+    allocates nothing."""
+    if not window_jit.available():
+        pytest.skip("compiled kernels unavailable (numba missing or FRAMEWORK_NO_JIT)")
+    rng = np.random.default_rng(3)
+    c, r = 96, 24
+    x = (rng.standard_normal((2, c, 14, 14)) * 2).astype(np.float32)
+    w1 = (rng.standard_normal((r, c, 1, 1)) * 0.2).astype(np.float32)
+    b1 = rng.standard_normal(r).astype(np.float32)
+    w2 = (rng.standard_normal((c, r, 1, 1)) * 0.3).astype(np.float32)
+    b2 = rng.standard_normal(c).astype(np.float32)
+    ws = Workspace()
+    for name, v in zip(["X", "W1", "b1", "W2", "b2"], [x, w1, b1, w2, b2]):
+        ws.feed_blob(name, v)
+    kw = dict(activation=act, gate=gate) | (dict(alpha=1 / 6, beta=0.5) if gate == "HardSigmoid" else {})
+    op = create_operator(CreateOperator("SqueezeExcite", ["X", "W1", "b1", "W2", "b2"], ["Y"], **kw), ws)
+
+    def unreached(*args):
+        raise AssertionError("the separate pass ran")
+
+    monkeypatch.setattr(window_jit, "channel_means", unreached)
+    monkeypatch.setattr(window_jit, "scale_shift", unreached)
+    op.run()
+    want = reference(x, w1, b1, w2, b2, act, gate, *((1 / 6, 0.5) if gate == "HardSigmoid" else ()))
+    np.testing.assert_allclose(ws.fetch_blob("Y"), want, rtol=2e-5, atol=2e-5)
+    rep = memory_reporter()
+    before = rep.allocations
+    op.run()
+    assert rep.allocations == before
+    np.testing.assert_allclose(ws.fetch_blob("Y"), want, rtol=2e-5, atol=2e-5)
 
 
 def test_wrong_filter_shape_names_the_blob_and_leaves_the_output():

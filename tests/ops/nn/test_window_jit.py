@@ -482,7 +482,7 @@ def test_jit_kernels_rerun_without_allocating(threads, batch, size, kind, monkey
     n=st.integers(1, 3),
     c=st.integers(1, 12),
     m=st.integers(1, 20),
-    hw=st.sampled_from([(1, 1), (3, 5), (4, 8), (7, 9), (6, 11), (13, 17)]),
+    hw=st.sampled_from([(1, 1), (3, 5), (4, 8), (7, 9), (6, 11), (4, 12), (13, 17), (14, 14)]),
     fusion=st.sampled_from([0, 1, 2, 3]),
     bias=st.booleans(),
     band=st.sampled_from([None, 1, "chunks"]),
@@ -491,7 +491,8 @@ def test_jit_kernels_rerun_without_allocating(threads, batch, size, kind, monkey
 @settings(max_examples=40, deadline=None)
 def test_pointwise_micro_kernel_matches_reference_and_gemm(n, c, m, hw, fusion, bias, band, seed):
     """1x1 convs on the micro-kernel (each image read in place: runs of 32 pixels and a partial last
-    one, partial blocks of output channels) against float64 and OpenBLAS's GEMM path, every fusion
+    one, a last run of at most 16 pixels (15, 66, 48, 196 pixels) on the one-vector block, partial blocks of
+    output channels) against float64 and OpenBLAS's GEMM path, every fusion
     type, NaN through Relu; ``band`` 1: BAND_BYTES tiny, so images run in bands of 64 pixels;
     "chunks": the input channels in chunks of 3 (sums added in the output, bias and residual with
     the first, Relu with the last) over bands of 32 pixels."""
