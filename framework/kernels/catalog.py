@@ -26,7 +26,11 @@ OTHERS = (
         "the integer GEMM of Int8Conv/Int8FC and ONNX QLinearConv/ConvInteger/QLinearMatMul/MatMulInteger",
         "framework.kernels.int8_gemm_path",
     ),
-    ("bn_train", "training-mode SpatialBN and SpatialBNGradient", "framework.kernels.bn_train"),
+    (
+        "bn_train",
+        "training-mode SpatialBN and SpatialBNGradient, ReluGradient, MaxPoolGradient, MomentumSGDUpdate",
+        "framework.kernels.bn_train",
+    ),
     ("conv_grad_filter", "ConvGradient's filter gradient (2-D NCHW, group 1)", "framework.kernels.conv_grad_filter"),
     (
         "range_search",
