@@ -66,7 +66,8 @@ def _compiled():
 
         jit = cached_jit.njit(cache=True, nogil=True, boundscheck=False)
         with machine.numba_cache():  # numba fixes a function's cache folder when it is decorated
-            for fn in (_q31, _wrap32):
+            for fn in (_q31, _wrap32):  # after a RUNTIME.reset these globals are the dispatchers of before
+                fn = getattr(fn, "py_func", fn)
                 globals()[fn.__name__] = jit(fn)
             _COMPILED["requantize"] = jit(_requantize)
             _COMPILED["depthwise"] = jit(_depthwise)

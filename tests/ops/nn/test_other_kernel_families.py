@@ -235,3 +235,28 @@ def test_range_search_failed_compile_falls_back(fresh):
     assert len(calls) == 1 and not range_search.available()
     for a, b in zip(got, want):
         np.testing.assert_array_equal(a, b)
+
+
+def test_every_family_builds_again_after_a_runtime_reset():
+    """RUNTIME.reset() forgets each family's compiled kernels; the next use builds them again from the Python
+    functions (a family that had swapped its module's helpers for their dispatchers once jitted those
+    dispatchers a second time, a TypeError for every later use). In a subprocess: the reset is process-wide."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import importlib, warnings\n"
+        "from framework.kernels import catalog\n"
+        "from framework.runtime.state import RUNTIME\n"
+        "warnings.simplefilter('error')\n"
+        "mods = [importlib.import_module(m) for _, _, m in catalog.OTHERS]\n"
+        "for round in range(2):\n"
+        "    for m in mods:\n"
+        "        if m.available():\n"
+        "            m.warm_up()\n"
+        "    RUNTIME.reset()\n"
+        "print('ok', sum(m.available() for m in mods))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.split()[0] == "ok"
