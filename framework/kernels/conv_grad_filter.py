@@ -161,8 +161,8 @@ class FilterGradient:
                     accumulate(k)
                 self._first = False
                 return True
-            run_parallel([lambda k=k: fill(k) for k in range(len(self.fill_parts))])
-            run_parallel([lambda k=k: accumulate(k) for k in range(len(self.m_parts))])
+            run_parallel([lambda k=k: fill(k) for k in range(len(self.fill_parts))], steal=True)
+            run_parallel([lambda k=k: accumulate(k) for k in range(len(self.m_parts))], steal=True)
         except KernelUnavailable:
             return False
         return True

@@ -332,16 +332,17 @@ class ConvNCHW:
         if self.kind == "im2col" and not self.by_image:
             # Batch 1 split by output channels: the shared columns are filled first, by input channels.
             col, x0 = self._scratch(0)[0], x[0]
-            run_parallel([_bind(self._fill, col, x0, lo, hi) for lo, hi in split(self.c, len(self.parts))])
+            run_parallel([_bind(self._fill, col, x0, lo, hi) for lo, hi in split(self.c, len(self.parts))], steal=True)
             run_parallel(
-                [_bind(self._im2col_rows, k, lo, hi, col, w, b1, y, s) for k, (lo, hi) in enumerate(self.parts)]
+                [_bind(self._im2col_rows, k, lo, hi, col, w, b1, y, s) for k, (lo, hi) in enumerate(self.parts)],
+                steal=True,
             )
             return
         parts = self.parts
         if len(parts) == 1:  # one worker: no task list (a few us a conv, as much as a small conv's work)
             fn(0, parts[0][0], parts[0][1], x, w, b1, y, s)
             return
-        run_parallel([_bind(fn, k, lo, hi, x, w, b1, y, s) for k, (lo, hi) in enumerate(parts)])
+        run_parallel([_bind(fn, k, lo, hi, x, w, b1, y, s) for k, (lo, hi) in enumerate(parts)], steal=True)
 
     def bound(self, x, w, b, y, s, wt, fallback):
         """A zero-argument callable making ``run(x, w, b, y, s, wt)``'s kernel call on these arrays, for
