@@ -29,10 +29,6 @@ from framework.runtime.parallel import get_num_threads, run_parallel, split
 FAMILY = "conv_grad_filter"
 _CHUNK_BYTES = 512 * 1024  # one run of images' planes and dY rows: about half a core's L2
 _MIN_STEPS = 128  # vector steps of one register block's run at least, however large the images
-# dW's elements per product summed into each (the batch's output pixels) from which the column GEMM is the
-# faster (plan): the kernel's cost per dW element (zeroing, the adds of each run of images into dW^T, the copy
-# out, on a dW beyond the caches) then outweighs its faster sums (docs/performance.md, Training)
-_GEMM_RATIO = 1400
 _UNSET = object()
 _kernels = _UNSET
 
@@ -173,16 +169,12 @@ class FilterGradient:
 
 
 def plan(n: int, c: int, m: int, group: int, geo: Geometry, dtype, mode: str | None = None) -> FilterGradient | None:
-    """A FilterGradient for a conv of this signature, or None where the compiled kernel does not apply or,
-    unless ``mode`` is forced, where the column GEMM is the faster (dW's elements over _GEMM_RATIO per product
-    summed into each: large filters on few output pixels);
+    """A FilterGradient for a conv of this signature, or None where the compiled kernel does not apply;
     ``mode`` "pixels" or "channels" forces that layout (None: FilterGradient chooses)."""
     if len(geo.kernel) != 2 or group != 1 or any(d != 1 for d in geo.dilation) or np.dtype(dtype) != np.float32:
         return None
     if min(n, c, m, *geo.out) <= 0 or not available():
         return None
-    if mode is None and m * c * geo.kernel[0] * geo.kernel[1] >= _GEMM_RATIO * n * geo.out[0] * geo.out[1]:
-        return None  # a large dW summed over few output pixels: the column GEMM is faster
     return FilterGradient(n, c, m, geo, mode)
 
 
