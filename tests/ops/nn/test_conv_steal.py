@@ -73,7 +73,7 @@ def test_parts_stolen_from_a_busy_pool_thread(stride):
         ws2, net2 = _workspace(stride)
         ran = []
         old_task = parallel._task
-        parallel._task = lambda fn: (ran.append(threading.get_ident()), old_task(fn))
+        parallel._task = lambda fn, caller: (ran.append(threading.get_ident()), old_task(fn, caller))
         try:
             assert allocations_per_run(net2.run, n=2, warm=2) == 0
             assert len(ran) > 4, "the convolutions did not split over the two threads"
