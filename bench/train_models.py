@@ -415,6 +415,7 @@ def main(argv=None) -> list[list[str]]:
     p.add_argument("--threads", default="1,2")
     p.add_argument("--rounds", type=int, default=7)
     p.add_argument("--profile", action="store_true", help="print ours per op type (at each --threads) instead")
+    p.add_argument("--slowest", type=int, default=8, help="with --profile: how many of the slowest ops to list")
     a = p.parse_args(argv)
     pin_blas_threads(1)
     if a.profile:
@@ -431,7 +432,7 @@ def main(argv=None) -> list[list[str]]:
                 for t, sec, n in prof[:12]:
                     print(f"  {t:28s} {sec * 1e3:9.2f} ms  x{n}")
                 print("  slowest ops (input, shape):")
-                for sec, t, first, shape in slowest[:8]:
+                for sec, t, first, shape in slowest[: a.slowest]:
                     print(f"    {t:26s} {sec * 1e3:9.2f} ms  {first} {shape}")
         return []
     threads = [int(t) for t in a.threads.split(",")]

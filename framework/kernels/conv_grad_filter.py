@@ -148,7 +148,7 @@ class FilterGradient:
                 m1t = m1 if m1 < self.m else self.dwt.shape[1]  # the last part's padding channels too
                 args = (self.planes, self.dyt, self.taps, self.dwt, m0, m1t, self.nb, oh, ow, self.wq, xo)
                 kernel_support.call(FAMILY, mod._accumulate_m, args)
-                np.copyto(dwf[m0:m1], self.dwt[: dwf.shape[1], m0:m1].T)
+                kernel_support.call(FAMILY, mod._copy_out, (self.dwt, dwf, m0, m1))
                 return
             args = (self.planes, self.dye, self.taps, dwf, m0, m1, self.nb, self.nq, dyo, xo, out)
             kernel_support.call(FAMILY, mod._accumulate, args)
@@ -161,8 +161,8 @@ class FilterGradient:
                     accumulate(k)
                 self._first = False
                 return True
-            run_parallel([lambda k=k: fill(k) for k in range(len(self.fill_parts))])
-            run_parallel([lambda k=k: accumulate(k) for k in range(len(self.m_parts))])
+            run_parallel([lambda k=k: fill(k) for k in range(len(self.fill_parts))], steal=True)
+            run_parallel([lambda k=k: accumulate(k) for k in range(len(self.m_parts))], steal=True)
         except KernelUnavailable:
             return False
         return True

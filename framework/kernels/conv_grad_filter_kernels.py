@@ -233,6 +233,20 @@ def _transpose_dy(dy, dyt, i0, i1):  # pragma: no cover - compiled
 
 
 @_jit
+def _copy_out(dwt, dw, m0, m1):  # pragma: no cover - compiled
+    """dw[k, j] = dwt[j, k] for rows k in m0:m1 of dw (M, pairs): blocks of 16 rows of dwt, so each row of dw
+    gets 16 contiguous values per pass and the 16 rows of dwt read stay in cache (a plain transposed copy
+    of a dW^T beyond the caches reads a cache line per value)."""
+    pairs = dw.shape[1]
+    for j0 in range(0, pairs, 16):
+        j1 = min(pairs, j0 + 16)
+        for k in range(m0, m1):
+            for j in range(j0, j1):
+                dw[k, j] = dwt[j, k]
+    return 0
+
+
+@_jit
 def _accumulate_m(planes, dyt, taps, dwt, m0, m1, nb, oh, ow, wq, xo):  # pragma: no cover - compiled
     """As ``_accumulate``, by ``_block_m``, into the transposed ``dwt`` (pairs rounded up to T, mp): columns
     m0:m1 (m0 a multiple of R * L, m1 one or the end of mp) zeroed, then += every image's sums; a block's

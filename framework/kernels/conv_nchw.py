@@ -35,7 +35,7 @@ from framework.kernels.dispatch_table import THRESHOLDS as _T
 from framework.kernels.kernel_support import KernelUnavailable
 from framework.memory.allocator import allocate_array
 from framework.memory.binding import matches, stamp
-from framework.runtime.parallel import num_threads, run_parallel, split
+from framework.runtime.parallel import caller_ident, num_threads, run_parallel, split
 
 _ZERO = np.float32(0)
 _SIX = np.float32(6)
@@ -247,12 +247,14 @@ class ConvNCHW:
         self._copy_bias = plan.mp != self.m  # else the kernel reads the bias array itself
 
     def _scratch(self, k: int) -> tuple:
-        """(columns, temporary, depthwise padded image) of worker slot ``k`` for the running thread."""
-        key = (threading.get_ident(), k)
+        """(columns, temporary, depthwise padded image) of worker slot ``k`` of the calling thread's run
+        (``caller_ident``: the same buffers whichever thread runs or steals the part), shared with the
+        other kernels' slot ``k`` of that thread's runs (one at a time)."""
+        key = (caller_ident(), k)
         got = self._held.get(key)
         if got is None:
             specs = (self.col_specs[k], self.tmp_specs[k], self.pad_specs[k], self.last_specs[k])
-            got = self._held[key] = tuple(shared_scratch(*s) if s is not None else None for s in specs)
+            got = self._held[key] = tuple(shared_scratch((k, *s[0]), *s[1:]) if s is not None else None for s in specs)
         return got
 
     # -- one run -----------------------------------------------------------------------------------
@@ -332,16 +334,20 @@ class ConvNCHW:
         if self.kind == "im2col" and not self.by_image:
             # Batch 1 split by output channels: the shared columns are filled first, by input channels.
             col, x0 = self._scratch(0)[0], x[0]
-            run_parallel([_bind(self._fill, col, x0, lo, hi) for lo, hi in split(self.c, len(self.parts))])
+            run_parallel([_bind(self._fill, col, x0, lo, hi) for lo, hi in split(self.c, len(self.parts))], steal=True)
             run_parallel(
-                [_bind(self._im2col_rows, k, lo, hi, col, w, b1, y, s) for k, (lo, hi) in enumerate(self.parts)]
+                [_bind(self._im2col_rows, k, lo, hi, col, w, b1, y, s) for k, (lo, hi) in enumerate(self.parts)],
+                steal=True,
             )
             return
         parts = self.parts
         if len(parts) == 1:  # one worker: no task list (a few us a conv, as much as a small conv's work)
             fn(0, parts[0][0], parts[0][1], x, w, b1, y, s)
             return
-        run_parallel([_bind(fn, k, lo, hi, x, w, b1, y, s) for k, (lo, hi) in enumerate(parts)])
+        if caller_ident() == threading.get_ident():  # not a task's own body: this thread calls the parts
+            for k in range(len(parts)):  # every slot's scratch, here: no part allocates on the thread running it
+                self._scratch(k)
+        run_parallel([_bind(fn, k, lo, hi, x, w, b1, y, s) for k, (lo, hi) in enumerate(parts)], steal=True)
 
     def bound(self, x, w, b, y, s, wt, fallback):
         """A zero-argument callable making ``run(x, w, b, y, s, wt)``'s kernel call on these arrays, for
@@ -382,7 +388,7 @@ class ConvNCHW:
     def _winograd_views(self, k: int) -> tuple:
         """(V, M, phase planes, output tile rows) of worker ``k`` on the running thread: the strided
         views of its scratch, made once per thread (making as_strided views is slow)."""
-        key = (threading.get_ident(), k, "views")
+        key = (caller_ident(), k, "views")
         got = self._held.get(key)
         if got is None:
             buf, _, phases, z = self._scratch(k)

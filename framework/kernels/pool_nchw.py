@@ -42,7 +42,7 @@ class SeparablePool2D:
             self.rbufs.append(allocate_array((c, oh, src_w), dtype))
 
     def run(self, x: np.ndarray, y: np.ndarray) -> None:
-        run_parallel([_Task(self, k, lo, hi, x, y) for k, (lo, hi) in enumerate(self.parts)])
+        run_parallel([_Task(self, k, lo, hi, x, y) for k, (lo, hi) in enumerate(self.parts)], steal=True)
 
     def _images(self, k: int, lo: int, hi: int, x: np.ndarray, y: np.ndarray) -> None:
         f, rows, cols, r = self.ufunc, self.rows, self.cols, self.rbufs[k]
@@ -113,7 +113,7 @@ class JitPool2D:
             self._fallback.run(x, y)
             return
         try:
-            run_parallel([_JitTask(self, k, lo, hi, x, y) for k, (lo, hi) in enumerate(self.parts)])
+            run_parallel([_JitTask(self, k, lo, hi, x, y) for k, (lo, hi) in enumerate(self.parts)], steal=True)
         except KernelUnavailable:  # its first call failed to compile: nothing was written
             ufunc = np.maximum if self.mode == "max" else np.add
             self._fallback = SeparablePool2D(self.geo, self.n, self.c, np.float32, ufunc, self.pad_value)

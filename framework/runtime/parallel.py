@@ -90,17 +90,26 @@ def run_parallel(tasks: Sequence[Callable[[], object]], steal: bool = False) -> 
     runs every task no pool thread has started yet, so a pool thread that the OS does not schedule (the
     cores busy with other processes) delays the call by nothing instead of by its wake-up."""
     pool = RUNTIME.pool
-    if pool is None or len(tasks) < 2 or getattr(_local, "inside", False):
+    if getattr(_local, "inside", False):  # nested: serial, and this thread is the caller of these tasks
+        outer, _local.caller = _local.caller, threading.get_ident()
+        try:
+            for t in tasks:
+                t()
+        finally:
+            _local.caller = outer
+        return
+    if pool is None or len(tasks) < 2:
         for t in tasks:
             t()
         return
+    caller = threading.get_ident()
     if steal:
-        _run_stealing(pool, tasks)
+        _run_stealing(pool, tasks, caller)
         return
-    futures = [pool.submit(_task, t) for t in tasks[1:]]
+    futures = [pool.submit(_task, t, caller) for t in tasks[1:]]
     err = None
     try:
-        _task(tasks[0])
+        _task(tasks[0], caller)
     except BaseException as e:  # still wait for the others: they write the same outputs
         err = e
     for f in futures:
@@ -112,7 +121,7 @@ def run_parallel(tasks: Sequence[Callable[[], object]], steal: bool = False) -> 
         raise err
 
 
-def _run_stealing(pool: ThreadPoolExecutor, tasks: Sequence[Callable[[], object]]) -> None:
+def _run_stealing(pool: ThreadPoolExecutor, tasks: Sequence[Callable[[], object]], caller: int) -> None:
     pending = list(range(len(tasks) - 1, 0, -1))  # list.pop is atomic: each index is taken once
     started: list[threading.Event] = []  # one per pool job, appended before it tries to take a task
     errors: list[BaseException] = []
@@ -126,7 +135,7 @@ def _run_stealing(pool: ThreadPoolExecutor, tasks: Sequence[Callable[[], object]
             done.set()
             return
         try:
-            _task(tasks[k])
+            _task(tasks[k], caller)
         except BaseException as e:
             errors.append(e)
         finally:
@@ -136,13 +145,13 @@ def _run_stealing(pool: ThreadPoolExecutor, tasks: Sequence[Callable[[], object]
         pool.submit(job)
     err = None
     try:
-        _task(tasks[0])
+        _task(tasks[0], caller)
         while True:
             try:
                 k = pending.pop()
             except IndexError:
                 break
-            _task(tasks[k])
+            _task(tasks[k], caller)
     except BaseException as e:  # still wait for the started tasks: they write the same outputs
         err = e
         pending.clear()
@@ -153,12 +162,21 @@ def _run_stealing(pool: ThreadPoolExecutor, tasks: Sequence[Callable[[], object]
         raise err
 
 
-def _task(fn: Callable[[], object]) -> None:
-    _local.inside = True
+def _task(fn: Callable[[], object], caller: int) -> None:
+    _local.inside, _local.caller = True, caller
     try:
         fn()
     finally:
         _local.inside = False
+
+
+def caller_ident() -> int:
+    """The thread whose run_parallel call runs this task (this thread outside a task, and for tasks it runs
+    serially inside one). Scratch keyed by it and the task's index is one buffer per (caller, task) whichever
+    thread runs or steals the task, and apart between calls made on different threads."""
+    if getattr(_local, "inside", False):
+        return _local.caller
+    return threading.get_ident()
 
 
 # Below this much work (elements of an elementwise pass, or multiply-adds of a GEMM divided by 16) a split

@@ -23,9 +23,9 @@ def run_threads(net_def, feeds: dict, outputs, *, runs: int = 3, min_work: int |
     old_threads, old_min, old_task = framework.get_num_threads(), parallel.SPLIT_MIN_WORK, parallel._task
     counted = [0]
 
-    def counting_task(fn):
+    def counting_task(fn, caller):
         counted[0] += 1
-        old_task(fn)
+        old_task(fn, caller)
 
     results, allocs = {}, 0.0
     try:

@@ -478,7 +478,7 @@ class ConvGradient(ConvOpBase):
             dxc = self._dx_conv
         if o == "NCHW" and len(self._dw_parts) > 1:
             dw = self.output(0, w.shape, w.dtype)
-            run_parallel([functools.partial(self._dw_part, k, x, dy) for k in range(len(self._dw_parts))])
+            run_parallel([functools.partial(self._dw_part, k, x, dy) for k in range(len(self._dw_parts))], steal=True)
             total = self._dw_shares[0]
             for share in self._dw_shares[1:]:
                 np.add(total, share, out=total)
