@@ -118,6 +118,17 @@ def _make_objects(ws: Any, op: Any, case: Case) -> str:
     return ""
 
 
+def compiling() -> bool:
+    """Is this thread inside numba's compiler (a kernel compiled or loaded on its first use)? An exception
+    raised there, by the hang alarm, leaves numba's code library half built: every later call of that kernel
+    in the process fails, so the alarm waits for the compile to end."""
+    try:
+        from numba.core.compiler_lock import global_compiler_lock
+    except ImportError:
+        return False
+    return global_compiler_lock.is_locked()
+
+
 def attempt(schema: OpSchema, case: Case) -> tuple[str, str]:
     """Run one case: ("ok", ""), ("refused", message) or ("violation", what is wrong)."""
 
@@ -145,6 +156,9 @@ def attempt(schema: OpSchema, case: Case) -> tuple[str, str]:
         return go()
 
     def on_alarm(*_: Any) -> None:
+        if compiling():  # a kernel's first-use compile is not the op's time, and must not be interrupted
+            signal.alarm(TIMEOUT_S)
+            return
         raise _Hang()
 
     old = signal.signal(signal.SIGALRM, on_alarm)

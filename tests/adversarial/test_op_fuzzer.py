@@ -14,6 +14,7 @@ import os
 import warnings
 
 import numpy as np
+import pytest
 
 from framework.ops import all_schemas
 from tests.adversarial.op_fuzzer import fuzz_op
@@ -41,3 +42,14 @@ def test_op_fuzzer_finds_no_violation_and_reaches_the_op_types(capfd):
     assert not violations, f"{len(violations)} violations in {cases} cases:\n" + "\n".join(violations)
     assert reached >= MIN_REACHED, f"the fuzzer reached {reached} op types of {len(reports)}, fewer than {MIN_REACHED}"
     print(f"op fuzzer: {cases} cases, {reached} of {len(reports)} op types reached, 0 violations")
+
+
+def test_the_hang_alarm_knows_when_a_kernel_compiles():
+    """The alarm waits while this thread is inside numba's compiler (see op_fuzzer.compiling)."""
+    from tests.adversarial.op_fuzzer import compiling
+
+    numba_lock = pytest.importorskip("numba.core.compiler_lock").global_compiler_lock
+    assert not compiling()
+    with numba_lock:
+        assert compiling()
+    assert not compiling()
