@@ -267,30 +267,50 @@ def gelu_rows_in_place(x, bias, fast, single):
     _gelu_loop(x, bias, x, fast, single)
 
 
+# the row sums of layer_norm_rows may be reassociated: a strict left-to-right float64 sum is one dependent add
+# per element (latency bound, about 4 cycles each), lane-wise partial sums vectorize; the float64 sums differ
+# only in their last bits, far below a float32 result's rounding
+_jit_sums = cached_jit.njit(cache=True, nogil=True, boundscheck=False, error_model="numpy", fastmath={"reassoc"})
+
+
+@_jit_sums
+def _row_mean_var(x, r):
+    """(mean, population variance) of row ``r`` of 2-D ``x`` in float64, by two passes over the row."""
+    m = x.shape[1]
+    s = 0.0
+    for j in range(m):
+        s += np.float64(x[r, j])
+    mu = s / m
+    q = 0.0
+    for j in range(m):
+        d = np.float64(x[r, j]) - mu
+        q += d * d
+    return mu, q / m
+
+
 @_jit
 def layer_norm_rows(x, gamma, beta, eps, out, mean, std):
     """Rows of x (n, m) normalised: out = (x - mean) / std * gamma + beta with std = sqrt(var + eps), the
     mean and the (population) variance of each row in float64 by two passes over the row while it is in
-    cache, the result rounded once; gamma/beta of length 0: none. Writes each row's mean and std."""
+    cache (partial sums in any order), the result rounded once; gamma/beta of length 0: none. Writes each
+    row's mean and std."""
     n, m = x.shape
     has_g = gamma.shape[0] > 0
     has_b = beta.shape[0] > 0
     for r in range(n):
-        s = 0.0
-        for j in range(m):
-            s += x[r, j]
-        mu = s / m
-        q = 0.0
-        for j in range(m):
-            d = x[r, j] - mu
-            q += d * d
-        sd = math.sqrt(q / m + eps)
+        mu, var = _row_mean_var(x, r)
+        sd = math.sqrt(var + eps)
         mean[r] = mu
         std[r] = sd
-        for j in range(m):
-            v = (x[r, j] - mu) / sd
-            if has_g:
-                v = v * gamma[j]
-            if has_b:
-                v = v + beta[j]
-            out[r, j] = v
+        if has_g and has_b:  # one branch-free loop per case, so each vectorizes
+            for j in range(m):
+                out[r, j] = (x[r, j] - mu) / sd * gamma[j] + beta[j]
+        elif has_g:
+            for j in range(m):
+                out[r, j] = (x[r, j] - mu) / sd * gamma[j]
+        elif has_b:
+            for j in range(m):
+                out[r, j] = (x[r, j] - mu) / sd + beta[j]
+        else:
+            for j in range(m):
+                out[r, j] = (x[r, j] - mu) / sd

@@ -149,3 +149,30 @@ def test_layer_norm_one_pass(lead, width, affine, offset, seed):
     for got, want in zip(outs, ref(x, *gb)):
         assert got.shape == want.shape
         np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-6)
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    rows=st.integers(1, 5), width=st.integers(1, 300), gamma=st.booleans(), beta=st.booleans(),
+    dtype=st.sampled_from([np.float32, np.float64]), offset=st.sampled_from([0.0, 100.0]), seed=st.integers(0, 99),
+)  # fmt: skip
+def test_layer_norm_kernel_rows(rows, width, gamma, beta, dtype, offset, seed):
+    # widths across the vector lanes and their tails; an offset mean tests the two-pass variance
+    rng = np.random.default_rng(seed)
+    x = (rng.standard_normal((rows, width)) + offset).astype(dtype)
+    g = rng.standard_normal(width).astype(dtype) if gamma else None
+    b = rng.standard_normal(width).astype(dtype) if beta else None
+    out, mean, std = np.empty_like(x), np.empty((rows, 1), dtype), np.empty((rows, 1), dtype)
+    assert activation_jit.layer_norm(x, g, b, 1e-5, out, mean, std)
+    d = x.astype(np.float64)
+    mu = d.mean(axis=1, keepdims=True)
+    sd = np.sqrt(((d - mu) ** 2).mean(axis=1, keepdims=True) + 1e-5)
+    want = (d - mu) / sd
+    if g is not None:
+        want = want * g
+    if b is not None:
+        want = want + b
+    tol = 1e-6 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(out, want, rtol=tol, atol=tol)
+    np.testing.assert_allclose(mean, mu, rtol=tol, atol=tol)
+    np.testing.assert_allclose(std, sd, rtol=tol)
