@@ -326,3 +326,51 @@ def layer_norm_rows(x, gamma, beta, eps, out, mean, std):
         else:
             for j in range(m):
                 out[r, j] = (x[r, j] - mu) / sd
+
+
+# the row maxima may assume no NaN (so they vectorize): a row holding a NaN gets a NaN sum in
+# softmax_sum_divide, which then writes the whole row NaN, as numpy's softmax does
+_jit_max = cached_jit.njit(cache=True, nogil=True, boundscheck=False, error_model="numpy", fastmath={"reassoc", "nnan"})
+
+
+@_jit_max
+def _row_max(x, r):
+    """The largest value of row ``r`` of 2-D ``x`` (meaningless for a row holding a NaN)."""
+    m = x[r, 0]
+    for j in range(1, x.shape[1]):
+        v = x[r, j]
+        m = v if v > m else m
+    return m
+
+
+@_jit
+def softmax_subtract_max(x):
+    """Softmax's first step over the rows of 2-D ``x`` in place: each row minus its maximum, in x's type."""
+    for r in range(x.shape[0]):
+        mx = _row_max(x, r)
+        for j in range(x.shape[1]):
+            x[r, j] = x[r, j] - mx
+
+
+@_jit_sums
+def _row_sum(x, r):
+    s = 0.0
+    for j in range(x.shape[1]):
+        s += x[r, j]
+    return s
+
+
+@_jit
+def softmax_sum_divide(x):
+    """Softmax's last step over the rows of 2-D ``x`` (exp already taken) in place: each row divided by its
+    sum (summed in float64, rounded to x's type as a numpy sum of x's type would hold it); a NaN sum makes
+    the row NaN."""
+    for r in range(x.shape[0]):
+        s = _row_sum(x, r)
+        if s != s:
+            for j in range(x.shape[1]):
+                x[r, j] = np.nan
+            continue
+        d = x.dtype.type(s)
+        for j in range(x.shape[1]):
+            x[r, j] = x[r, j] / d
