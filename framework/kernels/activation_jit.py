@@ -1,7 +1,7 @@
 """One-pass compiled kernels for the transformer activations numpy computes in many passes: erf, GELU
-(erf and tanh forms, optionally after a bias add) and LayerNorm over the last axis. Optional: without
-numba (or with ``FRAMEWORK_NO_JIT=1``) ``available()`` is False and the ops keep their numpy code,
-which computes the same values (erf: the same Cody approximation in float64, rounded once).
+(erf and tanh forms, optionally after a bias add), LayerNorm over the last axis and a float32 softmax of
+rows. Optional: without numba (or with ``FRAMEWORK_NO_JIT=1``) ``available()`` is False and the ops keep
+their numpy code, which computes the same values (erf: the same Cody approximation in float64, rounded once).
 
 The callers pass C-contiguous arrays; the kernels are cached on disk like the conv kernels. ``erf``,
 ``gelu`` and ``layer_norm`` return False when the kernel failed to compile (its first call is guarded:
@@ -101,6 +101,21 @@ def layer_norm(x2, gamma, beta, eps: float, out2, mean, std) -> bool:
     return _run(_k.layer_norm_rows, x2, g, b, float(eps), out2, mean.reshape(-1), std.reshape(-1))
 
 
+def softmax_rows(x2: np.ndarray) -> bool:
+    """Each row of 2-D ``x2`` replaced by its softmax in place: the row maximum subtracted and the row sums
+    divided by compiled passes, numpy's exp between them (numpy's reductions along short rows cost more than
+    the exp); for float32/float64 C-contiguous ``x2`` with rows. False (nothing written) for other arrays,
+    without the kernels or if they failed to compile: the caller then runs its numpy code."""
+    if x2.ndim != 2 or not x2.shape[1] or not fits(x2):
+        return False
+    if not _run(_k.softmax_subtract_max, x2):
+        return False
+    np.exp(x2, out=x2)
+    if not _run(_k.softmax_sum_divide, x2):  # x2 is written already: finish in numpy
+        np.divide(x2, np.add.reduce(x2, axis=1, keepdims=True), out=x2)
+    return True
+
+
 def warm_up() -> None:
     """Compile (or load from numba's cache) every kernel for float32 and float64 with the argument types the
     ops pass, on tiny arrays; nothing without numba. A failed compile disables the family (one warning)."""
@@ -112,3 +127,4 @@ def warm_up() -> None:
         col = np.empty((2, 1), dt)
         if not (ok and layer_norm(x, None, None, 1e-5, out, col, col.copy())):
             return
+        softmax_rows(np.zeros((2, 4), dt))

@@ -12,6 +12,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from llvmlite import ir
+from numba import types
+from numba.extending import intrinsic
 
 from framework.kernels import cached_jit
 from framework.kernels import erf_cody as _c
@@ -29,22 +32,31 @@ _LN2_LO = 1.90821492927058770002e-10
 _TAIL_END = 10.5  # erfc(10.5) < 1e-49: beyond it x Phi(x) is 0 in float32
 
 
+@intrinsic
+def _two_to_minus(typingctx, n):
+    """2.0 ** -n as a float64 for an int64 0 <= n <= 1022, its exponent field written directly (a shift
+    and a bit cast, which vectorize; no loop over n's bits)."""
+    if not isinstance(n, types.Integer):
+        return None
+
+    def codegen(context, builder, signature, args):
+        i64 = ir.IntType(64)
+        biased = builder.sub(ir.Constant(i64, 1023), args[0])
+        return builder.bitcast(builder.shl(biased, ir.Constant(i64, 52)), ir.DoubleType())
+
+    return types.float64(types.int64), codegen
+
+
 @_inline
 def _exp_neg(s):
     """exp(-s) for 0 <= s <= 128, branch-free: exp(-s) = 2^-n exp(r), n = s / ln 2 rounded, |r| <= ln 2 / 2,
-    exp(r) by its Taylor series to r^11 (relative error below 1e-14), 2^-n from n's bits."""
+    exp(r) by its Taylor series to r^11 (relative error below 1e-14), 2^-n exact from n's bits."""
     n = np.floor(s * _LOG2E + 0.5)
     r = (n * _LN2_HI - s) + n * _LN2_LO
     p = 1.0 / 39916800.0
     for k in range(10, -1, -1):
         p = p * r + _INV_FACT[k]
-    k = np.int64(n)
-    q = 1.0
-    h = 0.5
-    for b in range(8):
-        q = q * (h if (k >> b) & 1 else 1.0)
-        h = h * h
-    return p * q
+    return p * _two_to_minus(np.int64(n))
 
 
 _INV_FACT = tuple(1.0 / math.factorial(k) for k in range(11))
@@ -267,30 +279,98 @@ def gelu_rows_in_place(x, bias, fast, single):
     _gelu_loop(x, bias, x, fast, single)
 
 
+# the row sums of layer_norm_rows may be reassociated: a strict left-to-right float64 sum is one dependent add
+# per element (latency bound, about 4 cycles each), lane-wise partial sums vectorize; the float64 sums differ
+# only in their last bits, far below a float32 result's rounding
+_jit_sums = cached_jit.njit(cache=True, nogil=True, boundscheck=False, error_model="numpy", fastmath={"reassoc"})
+
+
+@_jit_sums
+def _row_mean_var(x, r):
+    """(mean, population variance) of row ``r`` of 2-D ``x`` in float64, by two passes over the row."""
+    m = x.shape[1]
+    s = 0.0
+    for j in range(m):
+        s += np.float64(x[r, j])
+    mu = s / m
+    q = 0.0
+    for j in range(m):
+        d = np.float64(x[r, j]) - mu
+        q += d * d
+    return mu, q / m
+
+
 @_jit
 def layer_norm_rows(x, gamma, beta, eps, out, mean, std):
     """Rows of x (n, m) normalised: out = (x - mean) / std * gamma + beta with std = sqrt(var + eps), the
     mean and the (population) variance of each row in float64 by two passes over the row while it is in
-    cache, the result rounded once; gamma/beta of length 0: none. Writes each row's mean and std."""
+    cache (partial sums in any order), the result rounded once; gamma/beta of length 0: none. Writes each
+    row's mean and std."""
     n, m = x.shape
     has_g = gamma.shape[0] > 0
     has_b = beta.shape[0] > 0
     for r in range(n):
-        s = 0.0
-        for j in range(m):
-            s += x[r, j]
-        mu = s / m
-        q = 0.0
-        for j in range(m):
-            d = x[r, j] - mu
-            q += d * d
-        sd = math.sqrt(q / m + eps)
+        mu, var = _row_mean_var(x, r)
+        sd = math.sqrt(var + eps)
         mean[r] = mu
         std[r] = sd
-        for j in range(m):
-            v = (x[r, j] - mu) / sd
-            if has_g:
-                v = v * gamma[j]
-            if has_b:
-                v = v + beta[j]
-            out[r, j] = v
+        if has_g and has_b:  # one branch-free loop per case, so each vectorizes
+            for j in range(m):
+                out[r, j] = (x[r, j] - mu) / sd * gamma[j] + beta[j]
+        elif has_g:
+            for j in range(m):
+                out[r, j] = (x[r, j] - mu) / sd * gamma[j]
+        elif has_b:
+            for j in range(m):
+                out[r, j] = (x[r, j] - mu) / sd + beta[j]
+        else:
+            for j in range(m):
+                out[r, j] = (x[r, j] - mu) / sd
+
+
+# the row maxima may assume no NaN (so they vectorize): a row holding a NaN gets a NaN sum in
+# softmax_sum_divide, which then writes the whole row NaN, as numpy's softmax does
+_jit_max = cached_jit.njit(cache=True, nogil=True, boundscheck=False, error_model="numpy", fastmath={"reassoc", "nnan"})
+
+
+@_jit_max
+def _row_max(x, r):
+    """The largest value of row ``r`` of 2-D ``x`` (meaningless for a row holding a NaN)."""
+    m = x[r, 0]
+    for j in range(1, x.shape[1]):
+        v = x[r, j]
+        m = v if v > m else m
+    return m
+
+
+@_jit
+def softmax_subtract_max(x):
+    """Softmax's first step over the rows of 2-D ``x`` in place: each row minus its maximum, in x's type."""
+    for r in range(x.shape[0]):
+        mx = _row_max(x, r)
+        for j in range(x.shape[1]):
+            x[r, j] = x[r, j] - mx
+
+
+@_jit_sums
+def _row_sum(x, r):
+    s = 0.0
+    for j in range(x.shape[1]):
+        s += x[r, j]
+    return s
+
+
+@_jit
+def softmax_sum_divide(x):
+    """Softmax's last step over the rows of 2-D ``x`` (exp already taken) in place: each row divided by its
+    sum (summed in float64, rounded to x's type as a numpy sum of x's type would hold it); a NaN sum makes
+    the row NaN."""
+    for r in range(x.shape[0]):
+        s = _row_sum(x, r)
+        if s != s:
+            for j in range(x.shape[1]):
+                x[r, j] = np.nan
+            continue
+        d = x.dtype.type(s)
+        for j in range(x.shape[1]):
+            x[r, j] = x[r, j] / d

@@ -71,6 +71,10 @@ class Caffe2Rep(_BackendRep):
         self._outputs_type = outputs_tuple(self.outputs)
         self._kinds = _input_kinds(model)  # sequence/optional inputs become blob objects
         self._declared = _declared_dims(model)
+        g = model.graph
+        # the names a run may feed: read once (iterating the graph's initializers per run costs more than
+        # a small model's run)
+        self._feedable = frozenset(inputs) | {i.name for i in g.input} | {t.name for t in g.initializer}
         self.init_net = self.predict_net = None
         self._last_net = None
         if nets is not None:
@@ -292,9 +296,8 @@ def _check_inputs(rep: Caffe2Rep, inputs: Any) -> dict:
     names = rep.uninitialized
     if isinstance(inputs, dict):
         feeds = dict(inputs)
-        g = rep.model.graph
-        known = set(names) | {i.name for i in g.input} | {t.name for t in g.initializer}
-        unknown = sorted(str(k) for k in feeds if k not in known)
+        known = rep._feedable
+        unknown = sorted(str(k) for k in feeds if k not in known and k not in names)
         if unknown:
             raise OnnxImportError(f"inputs {unknown} are not inputs of the model (it takes {names})", unknown)
     elif isinstance(inputs, (list, tuple)):

@@ -136,3 +136,14 @@ def test_exported_models_come_back():
     ws.feed_blob("data", x)
     ws.run_net_once(pred)
     np.testing.assert_allclose(y, ws.fetch_blob("softmax"), rtol=1e-5, atol=1e-6)
+
+
+def test_run_checks_fed_names_on_every_run():
+    # the feedable names are read from the model once; an unknown name is still refused at each run
+    model, w, b = _mlp()
+    x = np.random.default_rng(2).standard_normal((2, 4)).astype(np.float32)
+    rep = backend.prepare(model)
+    np.testing.assert_allclose(rep.run({"x": x})[0], _ref(x, w, b), rtol=1e-5, atol=1e-6)
+    with pytest.raises(OnnxImportError, match=r"inputs \['z'\] are not inputs of the model"):
+        rep.run({"x": x, "z": x})
+    np.testing.assert_allclose(rep.run({"x": x})[0], _ref(x, w, b), rtol=1e-5, atol=1e-6)

@@ -7,7 +7,8 @@ transpose it before the product), V is (..., Sk, Dv); leading dimensions broadca
 The optional mask is added to the scores and must broadcast to their shape. The softmax runs as Caffe2's
 Softmax at ``axis`` (the scores coerced to 2-D there; -1, the default, is the keys axis). Y is
 (..., Sq, Dv). The scale multiplies Q (one pass over the smaller operand); 0 means 1 / sqrt(D). Scores
-live in a scratch buffer reused across runs: softmax, mask and scale in place, no intermediates kept.
+live in a scratch buffer reused across runs: softmax, mask and scale in place, no intermediates kept; a
+float32 softmax is one compiled pass over the rows (``activation_jit.softmax_rows``).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import math
 import numpy as np
 
 from framework.errors import ShapeError
+from framework.kernels import activation_jit
 from framework.ops.gradient import gradient
 from framework.ops.nn.softmax import _softmax_rows
 from framework.ops.operator import Operator
@@ -118,7 +120,8 @@ class ScaledDotProductAttention(Operator):
             np.add(scores, mask, out=scores)
         n, d = self._rows
         rows = scores.reshape(n, d)
-        _softmax_rows(rows, rows, scratch(self, "_row", (n, 1), q.dtype), False)
+        if not activation_jit.softmax_rows(rows):
+            _softmax_rows(rows, rows, scratch(self, "_row", (n, 1), q.dtype), False)
         np.matmul(scores, v, out=y)
 
     def _plan(self, q, k, v, mask) -> None:

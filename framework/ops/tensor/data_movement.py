@@ -172,31 +172,24 @@ class Gather(Operator):
     empty output shaped as DATA (Caffe2's empty-batch rule). The gradient on axis 0 is sparse:
     (INDICES, dY), a GradientSlice; on other axes it is dense, BatchGatherGradient with the axis."""
 
+    def setup(self) -> None:
+        self._key = None  # (DATA shape, INDICES shape, INDICES dtype) the plan below was made for
+
     def run(self) -> None:
         data, idx = self.input(0), self.input(1)
-        if idx.dtype.kind not in "iu":
-            raise TypeMismatchError(
-                f"{self.describe()}: INDICES '{self.input_names[1]}' must be integers, got {idx.dtype}"
-            )
-        if data.ndim < 1:
-            raise _err(self, f"DATA '{self.input_names[0]}' must have rank >= 1, got a scalar")
-        of = f"DATA '{self.input_names[0]}' {list(data.shape)}"
-        a = expect_axis(self.describe(), self.args.axis, data.ndim, of=of, error=ArgumentError)
-        match_outer = bool(self.args.match_outer)
-        if match_outer and (a < 1 or idx.shape[:a] != data.shape[:a]):
-            raise _err(
-                self,
-                f"match_outer needs axis >= 1 and INDICES '{self.input_names[1]}' {idx.shape} with the dims of "
-                f"DATA '{self.input_names[0]}' {data.shape} before axis {a}",
-            )
-        wrap = (a == 0) if self.args.wrap_indices is None else bool(self.args.wrap_indices)
-        n = data.shape[a]
-        shape = _gather_shape(data.shape, idx.shape, a, match_outer)
+        key = (data.shape, idx.shape, idx.dtype)
+        if key != self._key:
+            self._plan = self._make_plan(data, idx)
+            self._key = key
+        a, n, shape, wrap, match_outer = self._plan
         if n == 0:
             self.output(0, shape, data.dtype)
             return
-        if idx.size:
+        if idx.size == 1:  # one index (a slice of DATA, as exporters split a tensor): no reductions
+            lo = hi = int(idx.item())
+        elif idx.size:
             lo, hi = int(idx.min()), int(idx.max())
+        if idx.size:
             low_ok = lo >= -n if wrap else lo >= 0
             if not low_ok or hi >= n:
                 raise _err(
@@ -215,6 +208,28 @@ class Gather(Operator):
         i2 = idx.reshape(outer, -1) % n
         o3 = out.reshape(outer, i2.shape[1], d3.shape[2])
         np.copyto(o3, d3[np.arange(outer)[:, None], i2])
+
+    def _make_plan(self, data: np.ndarray, idx: np.ndarray) -> tuple:
+        """(axis, DATA's size on it, output shape, wrap negatives, match_outer) for these input shapes;
+        the errors of a bad INDICES dtype, DATA rank, axis or match_outer layout."""
+        if idx.dtype.kind not in "iu":
+            raise TypeMismatchError(
+                f"{self.describe()}: INDICES '{self.input_names[1]}' must be integers, got {idx.dtype}"
+            )
+        if data.ndim < 1:
+            raise _err(self, f"DATA '{self.input_names[0]}' must have rank >= 1, got a scalar")
+        of = f"DATA '{self.input_names[0]}' {list(data.shape)}"
+        a = expect_axis(self.describe(), self.args.axis, data.ndim, of=of, error=ArgumentError)
+        match_outer = bool(self.args.match_outer)
+        if match_outer and (a < 1 or idx.shape[:a] != data.shape[:a]):
+            raise _err(
+                self,
+                f"match_outer needs axis >= 1 and INDICES '{self.input_names[1]}' {idx.shape} with the dims of "
+                f"DATA '{self.input_names[0]}' {data.shape} before axis {a}",
+            )
+        wrap = (a == 0) if self.args.wrap_indices is None else bool(self.args.wrap_indices)
+        shape = _gather_shape(data.shape, idx.shape, a, match_outer)
+        return a, data.shape[a], shape, wrap, match_outer
 
 
 @gradient("Gather")

@@ -149,3 +149,69 @@ def test_layer_norm_one_pass(lead, width, affine, offset, seed):
     for got, want in zip(outs, ref(x, *gb)):
         assert got.shape == want.shape
         np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-6)
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    rows=st.integers(1, 5), width=st.integers(1, 300), gamma=st.booleans(), beta=st.booleans(),
+    dtype=st.sampled_from([np.float32, np.float64]), offset=st.sampled_from([0.0, 100.0]), seed=st.integers(0, 99),
+)  # fmt: skip
+def test_layer_norm_kernel_rows(rows, width, gamma, beta, dtype, offset, seed):
+    # widths across the vector lanes and their tails; an offset mean tests the two-pass variance
+    rng = np.random.default_rng(seed)
+    x = (rng.standard_normal((rows, width)) + offset).astype(dtype)
+    g = rng.standard_normal(width).astype(dtype) if gamma else None
+    b = rng.standard_normal(width).astype(dtype) if beta else None
+    out, mean, std = np.empty_like(x), np.empty((rows, 1), dtype), np.empty((rows, 1), dtype)
+    assert activation_jit.layer_norm(x, g, b, 1e-5, out, mean, std)
+    d = x.astype(np.float64)
+    mu = d.mean(axis=1, keepdims=True)
+    sd = np.sqrt(((d - mu) ** 2).mean(axis=1, keepdims=True) + 1e-5)
+    want = (d - mu) / sd
+    if g is not None:
+        want = want * g
+    if b is not None:
+        want = want + b
+    tol = 1e-6 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(out, want, rtol=tol, atol=tol)
+    np.testing.assert_allclose(mean, mu, rtol=tol, atol=tol)
+    np.testing.assert_allclose(std, sd, rtol=tol)
+
+
+def _softmax_ref(x):
+    d = x.astype(np.float64)
+    e = np.exp(d - d.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    rows=st.integers(1, 40), width=st.integers(1, 70), scale=st.sampled_from([0.1, 3.0, 50.0]),
+    dtype=st.sampled_from([np.float32, np.float64]), seed=st.integers(0, 99),
+)  # fmt: skip
+def test_softmax_rows_kernel(rows, width, scale, dtype, seed):
+    x = (np.random.default_rng(seed).standard_normal((rows, width)) * scale).astype(dtype)
+    want = _softmax_ref(x)
+    assert activation_jit.softmax_rows(x)
+    tol = 2e-6 if dtype == np.float32 else 1e-13
+    np.testing.assert_allclose(x, want, rtol=tol, atol=tol * 1e-3)
+
+
+def test_softmax_rows_non_finite_rows_as_numpy():
+    x = np.array(
+        [[1.0, np.nan, 2.0], [np.inf, 0.0, 1.0], [-np.inf, -np.inf, -np.inf], [-np.inf, 0.0, 1.0], [0.0, 1.0, 2.0]],
+        np.float32,
+    )
+    with np.errstate(invalid="ignore"):
+        want = _softmax_ref(x).astype(np.float32)
+    got = x.copy()
+    assert activation_jit.softmax_rows(got)
+    assert np.all(np.isnan(got[:3]))
+    np.testing.assert_array_equal(np.isnan(want), np.isnan(got))
+    np.testing.assert_allclose(got[3:], want[3:], rtol=2e-6, atol=0)
+
+
+def test_softmax_rows_declines_other_arrays():
+    assert not activation_jit.softmax_rows(np.ones((3, 4), np.float16))
+    assert not activation_jit.softmax_rows(np.ones((4, 3), np.float32).T)
+    assert not activation_jit.softmax_rows(np.ones((3, 0), np.float32))
