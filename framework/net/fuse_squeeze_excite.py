@@ -74,11 +74,13 @@ def _fuse_at(net: _Net, j: int) -> int | None:
             continue
         c1 = _producer(net, c2, net.ops[c2].input[0])
         act = _reduce_activation(net.ops[c1]) if c1 is not None else None
-        if act is None:
+        if c1 is None or act is None:
             continue
         pi = _producer(net, c1, net.ops[c1].input[0])
-        pool = net.ops[pi] if pi is not None else None
-        if pool is None or pool.type != "AveragePool" or list(pool.input) != [x] or not _arg(pool, "global_pooling", 0):
+        if pi is None:
+            continue
+        pool = net.ops[pi]
+        if pool.type != "AveragePool" or list(pool.input) != [x] or not _arg(pool, "global_pooling", 0):
             continue
         if str(_arg(pool, "order", "NCHW")).upper() != "NCHW" or net.written_between(x, pi, j):
             continue
