@@ -11,8 +11,6 @@ its numpy code. ``warm_up()`` compiles them all for float32 and float64 (``frame
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 
 from framework.kernels import kernel_support
@@ -29,15 +27,9 @@ def available() -> bool:
     global _k
     if _k is _UNSET:
         try:
-            if os.environ.get("FRAMEWORK_NO_JIT", "") not in ("", "0"):
-                raise ImportError("FRAMEWORK_NO_JIT is set")
             from framework.kernels import machine
 
-            with machine.numba_cache():
-                from framework.kernels import activation_kernels
-            _k = activation_kernels
-        except ImportError:  # pragma: no cover - depends on the environment
-            _k = None
+            _k = machine.import_kernels("activation_kernels")
         except Exception as exc:  # pragma: no cover - a numba that imports but breaks
             kernel_support.disable("numba", f"{type(exc).__name__}: {exc}")
             _k = None

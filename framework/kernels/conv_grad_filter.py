@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from framework.kernels import kernel_support, window_jit
+from framework.kernels import kernel_support, machine, window_jit
 from framework.kernels.geometry import Geometry
 from framework.kernels.kernel_support import KernelUnavailable
 from framework.runtime.parallel import get_num_threads, run_parallel, split
@@ -36,14 +36,8 @@ _kernels = _UNSET
 def _module():
     global _kernels
     if _kernels is _UNSET:
-        _kernels = None
-        if window_jit.available():  # numba importable and not disabled (FRAMEWORK_NO_JIT)
-            from framework.kernels import machine
-
-            with machine.numba_cache():
-                from framework.kernels import conv_grad_filter_kernels
-
-            _kernels = conv_grad_filter_kernels
+        # numba importable and not disabled (FRAMEWORK_NO_JIT)
+        _kernels = machine.import_kernels("conv_grad_filter_kernels") if window_jit.available() else None
     return _kernels
 
 

@@ -16,7 +16,6 @@ family for the process with one RuntimeWarning and the callers run the float pat
 
 from __future__ import annotations
 
-import os
 from typing import NamedTuple
 
 import numpy as np
@@ -68,16 +67,9 @@ def _module():
     """framework.kernels.int8_gemm (imported, with numba's cache in the user cache folder, on first use), or
     None without numba or with FRAMEWORK_NO_JIT set."""
     if not _MODULE:
-        try:
-            if os.environ.get("FRAMEWORK_NO_JIT", "") not in ("", "0"):
-                raise ImportError("FRAMEWORK_NO_JIT is set")
-            from framework.kernels import machine
+        from framework.kernels import machine
 
-            with machine.numba_cache():
-                from framework.kernels import int8_gemm
-        except ImportError:
-            int8_gemm = None
-        _MODULE.append(int8_gemm)
+        _MODULE.append(machine.import_kernels("int8_gemm"))
     return _MODULE[0]
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib
 import os
 import platform
 import re
@@ -86,3 +87,15 @@ def numba_cache():
         yield
     finally:
         config.CACHE_DIR = old
+
+
+def import_kernels(name: str):
+    """``framework.kernels.<name>``, a module of numba kernels, imported under ``numba_cache()`` so they cache in
+    the user cache folder; None where compiled kernels may not run (numba not importable, ``FRAMEWORK_NO_JIT``)."""
+    if os.environ.get("FRAMEWORK_NO_JIT", "") not in ("", "0"):
+        return None
+    try:
+        with numba_cache():
+            return importlib.import_module(f"framework.kernels.{name}")
+    except ImportError:
+        return None

@@ -44,9 +44,7 @@ def available() -> bool:
                 from framework.kernels import machine
 
                 _load_scipy_blas()
-                with machine.numba_cache():
-                    from framework.kernels import recurrent_cells
-                _cells = recurrent_cells
+                _cells = machine.import_kernels("recurrent_cells")
             except ImportError:  # pragma: no cover - depends on the environment
                 _cells = None
     return _cells is not None and FAMILY not in kernel_support.disabled()
