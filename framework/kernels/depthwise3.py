@@ -18,7 +18,7 @@ from numba import types
 from numba.extending import intrinsic
 
 from framework.kernels import cached_jit, simd_ir
-from framework.kernels.simd_ir import F32, I1, I32, I64, VEC, L, activate, const, function, splat
+from framework.kernels.simd_ir import F32, I1, I32, I64, VEC, L, activate, const, splat, vector_intrinsics
 
 _jit = cached_jit.njit(cache=simd_ir.CACHE, fastmath={"contract"}, nogil=True, boundscheck=False)
 
@@ -55,13 +55,8 @@ def _make_direct(stride: int, k: int, rows: int, edge: bool):
 
             xd, wdat, yd, bd, rd = data(0), data(4), data(6), data(10), data(12)
             module = builder.module
-            ptr, mty, ity, bits = ir.PointerType(), ir.VectorType(I1, L), ir.VectorType(I32, L), ir.IntType(L)
-            vt = f"v{L}f32"
-            fma = function(module, f"llvm.fma.{vt}", ir.FunctionType(VEC, [VEC, VEC, VEC]))
-            mload = function(module, f"llvm.masked.load.{vt}.p0", ir.FunctionType(VEC, [ptr, I32, mty, VEC]))
-            mstore = function(
-                module, f"llvm.masked.store.{vt}.p0", ir.FunctionType(ir.VoidType(), [VEC, ptr, I32, mty])
-            )
+            mty, ity, bits = ir.VectorType(I1, L), ir.VectorType(I32, L), ir.IntType(L)
+            fma, mload, mstore = vector_intrinsics(module)
             align = ir.Constant(I32, 4)
             zero = ir.Constant(VEC, [0.0] * L)
             width = splat(builder, builder.trunc(wd_v, I32), ity)
@@ -144,13 +139,8 @@ def _make_flat(k: int):
 
             xd, wdat, yd, bd, rd = data(0), data(8), data(10), data(13), data(15)
             module = builder.module
-            ptr, mty, ity, fty = ir.PointerType(), ir.VectorType(I1, L), ir.VectorType(I32, L), VEC
-            vt = f"v{L}f32"
-            fma = function(module, f"llvm.fma.{vt}", ir.FunctionType(VEC, [VEC, VEC, VEC]))
-            mload = function(module, f"llvm.masked.load.{vt}.p0", ir.FunctionType(VEC, [ptr, I32, mty, VEC]))
-            mstore = function(
-                module, f"llvm.masked.store.{vt}.p0", ir.FunctionType(ir.VoidType(), [VEC, ptr, I32, mty])
-            )
+            ity, fty = ir.VectorType(I32, L), VEC
+            fma, mload, mstore = vector_intrinsics(module)
             align = ir.Constant(I32, 4)
             zero = ir.Constant(VEC, [0.0] * L)
 

@@ -40,6 +40,15 @@ def function(module, name: str, fnty):
         return ir.Function(module, fnty, name=name)
 
 
+def vector_intrinsics(module):
+    """The module's ``llvm.fma``, ``llvm.masked.load`` and ``llvm.masked.store`` over L float32 lanes."""
+    ptr, mty, vt = ir.PointerType(), ir.VectorType(I1, L), f"v{L}f32"
+    fma = function(module, f"llvm.fma.{vt}", ir.FunctionType(VEC, [VEC, VEC, VEC]))
+    mload = function(module, f"llvm.masked.load.{vt}.p0", ir.FunctionType(VEC, [ptr, I32, mty, VEC]))
+    mstore = function(module, f"llvm.masked.store.{vt}.p0", ir.FunctionType(ir.VoidType(), [VEC, ptr, I32, mty]))
+    return fma, mload, mstore
+
+
 def splat(builder, value, vty):
     """A vector of type ``vty`` (L lanes) with ``value`` in every lane."""
     one = builder.insert_element(ir.Constant(vty, ir.Undefined), value, ir.Constant(I32, 0))
