@@ -9,9 +9,10 @@ multiply-adds; family ``conv_grad_filter``: x86-64 with AVX2 and FMA, kernel_sup
 over an image's pixels, or, on small images where padding columns and rounded tails would take a good
 share of those vectors, over output channels (dY transposed to pixels x channels; ``mode``).
 
-With several intra-op threads the images' layout is split over them by images, then the sums by blocks
-of output channels: each thread writes its own rows of dW (no shares summed); for a given layout the
-result does not depend on the thread count. ``plan`` returns None where the kernel does not apply (other
+The images are summed in two fixed halves, whatever the thread count: the first half's sums go into dW,
+the second's into a share added at the end, so the result does not depend on the number of threads. With
+two threads each lays out and sums its own half in one call (its planes stay in its own cache); with more,
+the layout is split over them by images, then the sums by half and blocks of output channels. ``plan`` returns None where the kernel does not apply (other
 groups, dilations, ranks or dtypes, numba missing, a CPU without the features, the family disabled);
 ``FilterGradient.run`` returns False when the kernel's first compile fails (nothing written): the caller
 runs its numpy path, which gives the same values up to float rounding.
@@ -79,9 +80,8 @@ class FilterGradient:
         # T broadcasts of a channels step come from T channels' planes, and it measured slower
         block = mod.R * lanes
         mp = -(-m // block) * block
-        threads = get_num_threads()
-        if mode is None:  # (channels: only with a block of channels for each thread, its unit of split)
-            wins = 1.05 * mp / m < qp / (oh * ow) and kh * kw > 1 and mp // block >= threads
+        if mode is None:
+            wins = 1.05 * mp / m < qp / (oh * ow) and kh * kw > 1
             mode = "channels" if wins else "pixels"
         self.mode = mode
         # a plane holds every cell a tap reads for q < qp: the last vector's tail reads past hq rows
@@ -97,23 +97,29 @@ class FilterGradient:
             self.dye = np.zeros((n, 0, qp), np.float32)  # no rows: _fill leaves dY to _transpose_dy
             self.dyt = np.zeros((n, oh * ow, mp), np.float32)
             pairs = c * kh * kw
-            self.dwt = np.empty((-(-pairs // mod.T) * mod.T, mp), np.float32)  # dW^T, pairs x channels
+            # dW^T, pairs x channels, of each half of the images
+            self.dwt = np.empty((2, -(-pairs // mod.T) * mod.T, mp), np.float32)
             per_image, steps, unit = 4 * (c * uh * uw * plen + oh * ow * mp), oh * ow, block
+            self.share = None
         else:
             self.dye = np.zeros((n, m, qp), np.float32)
             self.dyt = None
             per_image, steps, unit = 4 * (c * uh * uw * plen + m * qp), nq, mod.R
+            self.share = np.empty((m, c * kh * kw), np.float32)  # the second half's sums
         # a run of images long enough that summing the lanes at its end costs little (small images)
         # (channels: 4 times as long; its runs add R x T vectors into dW^T at their end)
         runs = _MIN_STEPS * (4 if mode == "channels" else 1)
         self.nb = min(n, max(1, _CHUNK_BYTES // per_image, -(-runs // steps)))
-        self.threads = threads
+        self.halves = split(n, 2)
+        self.threads = threads = get_num_threads()
         blocks = -(-m // unit)
-        self.fill_parts = split(n, min(self.threads, n))
-        self.m_parts = [(b0 * unit, min(m, b1 * unit)) for b0, b1 in split(blocks, min(self.threads, blocks))]
+        per_half = max(1, min(threads // len(self.halves), blocks))
+        m_parts = [(b0 * unit, min(m, b1 * unit)) for b0, b1 in split(blocks, per_half)]
+        self.fill_parts = split(n, min(threads, n))
+        self.tasks = [(h, m0, m1) for h in range(len(self.halves)) for m0, m1 in m_parts]
         self.scratch = [
             (np.empty(mod.R, np.int64), np.empty(mod.T, np.int64), np.empty(mod.R * mod.T, np.float32))
-            for _ in self.m_parts
+            for _ in self.tasks
         ]
         self._first = True
 
@@ -126,40 +132,52 @@ class FilterGradient:
         (sh, sw), (ph, pw) = self.geo.stride, self.geo.head
         dwf = dw.reshape(self.m, -1)
 
-        def fill(k):
-            i0, i1 = self.fill_parts[k]
+        def fill(i0, i1):
             args = (x, dy, self.planes, self.dye, sh, sw, self.uh, self.uw, ph, pw, self.hq, self.wq, i0, i1)
             kernel_support.call(FAMILY, mod._fill, args)
             if self.dyt is not None:
                 kernel_support.call(FAMILY, mod._transpose_dy, (dy, self.dyt, i0, i1))
 
-        def accumulate(k):
-            m0, m1 = self.m_parts[k]
-            dwf[m0:m1] = 0
+        def accumulate(k, lay_out):
+            h, m0, m1 = self.tasks[k]
+            i0, i1 = self.halves[h]
+            if lay_out:
+                fill(i0, i1)
             dyo, xo, out = self.scratch[k]
+            planes = self.planes[i0:i1]
             if self.dyt is not None:
                 oh, ow = self.geo.out
-                m1t = m1 if m1 < self.m else self.dwt.shape[1]  # the last part's padding channels too
-                args = (self.planes, self.dyt, self.taps, self.dwt, m0, m1t, self.nb, oh, ow, self.wq, xo)
+                m1t = m1 if m1 < self.m else self.dwt.shape[2]  # the last part's padding channels too
+                args = (planes, self.dyt[i0:i1], self.taps, self.dwt[h], m0, m1t, self.nb, oh, ow, self.wq, xo)
                 kernel_support.call(FAMILY, mod._accumulate_m, args)
-                kernel_support.call(FAMILY, mod._copy_out, (self.dwt, dwf, m0, m1))
                 return
-            args = (self.planes, self.dye, self.taps, dwf, m0, m1, self.nb, self.nq, dyo, xo, out)
+            dst = dwf if h == 0 else self.share
+            dst[m0:m1] = 0
+            args = (planes, self.dye[i0:i1], self.taps, dst, m0, m1, self.nb, self.nq, dyo, xo, out)
             kernel_support.call(FAMILY, mod._accumulate, args)
 
         try:
-            if self._first:  # the first calls compile: on this thread, one at a time
-                for k in range(len(self.fill_parts)):
-                    fill(k)
-                for k in range(len(self.m_parts)):
-                    accumulate(k)
+            if self._first or self.threads == 1:  # the first calls compile: on this thread, one at a time
+                for k in range(len(self.tasks)):
+                    accumulate(k, self.tasks[k][1] == 0)
                 self._first = False
-                return True
-            run_parallel([lambda k=k: fill(k) for k in range(len(self.fill_parts))], steal=True)
-            run_parallel([lambda k=k: accumulate(k) for k in range(len(self.m_parts))], steal=True)
+            elif len(self.tasks) == len(self.halves):  # a thread per half: its layout, then its sums
+                run_parallel([lambda k=k: accumulate(k, True) for k in range(len(self.tasks))], steal=True)
+            else:
+                run_parallel([lambda i0=i0, i1=i1: fill(i0, i1) for i0, i1 in self.fill_parts], steal=True)
+                run_parallel([lambda k=k: accumulate(k, False) for k in range(len(self.tasks))], steal=True)
+            self._sum_halves(mod, dwf)
         except KernelUnavailable:
             return False
         return True
+
+    def _sum_halves(self, mod, dwf: np.ndarray) -> None:
+        """dW = the first half's sums + the second's (one half, one image: the first's alone)."""
+        two = len(self.halves) == 2
+        if self.dyt is not None:
+            kernel_support.call(FAMILY, mod._copy_out, (self.dwt[0], self.dwt[1], two, dwf))
+        elif two:
+            np.add(dwf, self.share, out=dwf)
 
 
 def plan(n: int, c: int, m: int, group: int, geo: Geometry, dtype, mode: str | None = None) -> FilterGradient | None:

@@ -233,16 +233,20 @@ def _transpose_dy(dy, dyt, i0, i1):  # pragma: no cover - compiled
 
 
 @_jit
-def _copy_out(dwt, dw, m0, m1):  # pragma: no cover - compiled
-    """dw[k, j] = dwt[j, k] for rows k in m0:m1 of dw (M, pairs): blocks of 16 rows of dwt, so each row of dw
-    gets 16 contiguous values per pass and the 16 rows of dwt read stay in cache (a plain transposed copy
-    of a dW^T beyond the caches reads a cache line per value)."""
+def _copy_out(dwt, dws, two, dw):  # pragma: no cover - compiled
+    """dw[k, j] = dwt[j, k] (+ dws[j, k] when ``two``: the second half's sums) for every row k of dw (M, pairs):
+    blocks of 16 rows of dwt, so each row of dw gets 16 contiguous values per pass and the 16 rows of dwt read
+    stay in cache (a plain transposed copy of a dW^T beyond the caches reads a cache line per value)."""
     pairs = dw.shape[1]
     for j0 in range(0, pairs, 16):
         j1 = min(pairs, j0 + 16)
-        for k in range(m0, m1):
-            for j in range(j0, j1):
-                dw[k, j] = dwt[j, k]
+        for k in range(dw.shape[0]):
+            if two:
+                for j in range(j0, j1):
+                    dw[k, j] = dwt[j, k] + dws[j, k]
+            else:
+                for j in range(j0, j1):
+                    dw[k, j] = dwt[j, k]
     return 0
 
 
