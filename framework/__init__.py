@@ -10,6 +10,7 @@ load their modules on first use (operators register by family as they are first 
 
 # Before anything imports numpy: OpenBLAS's kernels, only if the environment asks for a choice
 # (framework/runtime/blas_kernel.py).
+from framework.runtime import parallel as _parallel
 from framework.runtime.blas_kernel import choose as _choose_blas_kernel
 from framework.runtime.services import NET as _NET
 
@@ -23,6 +24,16 @@ def _load_net_layer() -> None:
 
 # The package root names the layer that provides what the lower layers ask of nets (Workspace.create_net...).
 _NET.set_loader(_load_net_layer)
+
+
+def _make_pool(workers: int):
+    """The intra-op threads: the kernels layer's pool where numba runs (framework/runtime/parallel.py)."""
+    from framework.kernels import native_pool
+
+    return native_pool.make(workers)
+
+
+_parallel.set_pool_maker(_make_pool)
 
 __version__ = "0.1.0"
 __all__ = [

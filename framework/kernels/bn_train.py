@@ -27,13 +27,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from framework.kernels import kernel_support, machine, window_jit
+from framework.kernels import kernel_support, machine, native_pool, window_jit
 from framework.kernels.kernel_support import KernelUnavailable
 from framework.runtime.parallel import run_parallel, work_split
+from framework.runtime.state import RUNTIME
 
 FAMILY = "bn_train"
 _UNSET = object()
 _kernels = _UNSET
+_NO_TASK: set = RUNTIME.held("kernels.bn_train.no_task", set)  # kernels whose native task did not compile
 
 
 def _module():
@@ -59,18 +61,43 @@ def _call(fn_name: str, *args) -> bool:
     return True
 
 
-def _split_call(fn_name: str, n: int, work: int, args_of) -> bool:
+def _split_call(fn_name: str, n: int, work: int, args_of, arrays: tuple = (), scalars: tuple = ()) -> bool:
     """``fn(*args_of(a, b))`` over ranges of ``n`` rows: one call, or one per intra-op thread when the
-    work is large enough (the kernel compiled first by a call on an empty range, so that a failed compile
-    is seen before any thread starts)."""
+    work is large enough: a native job (native_pool) of the kernel's task function over ``arrays`` (3-D
+    views, or 1-D) and integer ``scalars``, or, where that did not compile, Python tasks (the kernel compiled
+    first by a call on an empty range, so that a failed compile is seen before any thread starts)."""
     parts = work_split(n, work)
     if parts is None:
         return _call(fn_name, *args_of(0, n))
+    mod = _module()
+    address = _task_address(mod, fn_name) if arrays and mod is not None else None
+    if address is not None:
+        blk = native_pool.Block(mod.RANGES + 2 * len(parts))
+        for i, a in enumerate(arrays):
+            blk.array(mod.A + 4 * i, a, 3)
+        blk.data[mod.S : mod.S + len(scalars)] = scalars
+        blk.data[mod.RANGES : mod.RANGES + 2 * len(parts)] = [v for part in parts for v in part]
+        native_pool.run(address, blk.data, len(parts))
+        return True
     if not _call(fn_name, *args_of(0, 0)):
         return False
     fn = getattr(_module(), fn_name)
     run_parallel([_bound(fn, args_of(a, b)) for a, b in parts], steal=True)
     return True
+
+
+def _task_address(mod, fn_name: str) -> int | None:
+    """The address of ``fn_name``'s native task function; None where it does not compile (once per kernel:
+    then its Python tasks run)."""
+    if fn_name in _NO_TASK:
+        return None
+    if FAMILY in kernel_support.disabled():
+        return None
+    try:
+        return mod.task(fn_name).address
+    except Exception:  # numba's compile errors have no common base: any failure means Python tasks
+        _NO_TASK.add(fn_name)
+        return None
 
 
 def _bound(fn, args):
@@ -86,7 +113,7 @@ def moments(x: np.ndarray, mean: np.ndarray, var: np.ndarray) -> bool:
     if x.ndim < 2 or x.size == 0 or not _fits(x, mean, var):
         return False
     x3 = _nc_p(x)
-    return _split_call("_moments", x.shape[1], 2 * x.size, lambda a, b: (x3, mean, var, a, b))
+    return _split_call("_moments", x.shape[1], 2 * x.size, lambda a, b: (x3, mean, var, a, b), (x3, mean, var))
 
 
 def grad_sums(x: np.ndarray, dy: np.ndarray, mean: np.ndarray, dbias: np.ndarray, dxc: np.ndarray) -> bool:
@@ -94,7 +121,8 @@ def grad_sums(x: np.ndarray, dy: np.ndarray, mean: np.ndarray, dbias: np.ndarray
     if x.ndim < 2 or x.size == 0 or dy.shape != x.shape or not _fits(x, dy, mean, dbias, dxc):
         return False
     x3, dy3 = _nc_p(x), _nc_p(dy)
-    return _split_call("_grad_sums", x.shape[1], 2 * x.size, lambda a, b: (x3, dy3, mean, dbias, dxc, a, b))
+    args_of = lambda a, b: (x3, dy3, mean, dbias, dxc, a, b)  # noqa: E731
+    return _split_call("_grad_sums", x.shape[1], 2 * x.size, args_of, (x3, dy3, mean, dbias, dxc))
 
 
 def affine2(dy: np.ndarray, x: np.ndarray, k1, k2, k3, dx: np.ndarray) -> bool:
@@ -104,7 +132,8 @@ def affine2(dy: np.ndarray, x: np.ndarray, k1, k2, k3, dx: np.ndarray) -> bool:
     if not _fits(dy, x, k1, k2, k3, dx):
         return False
     dy3, x3, dx3 = _nc_p(dy), _nc_p(x), _nc_p(dx)
-    return _split_call("_affine2", x.shape[0], x.size, lambda a, b: (dy3[a:b], x3[a:b], k1, k2, k3, dx3[a:b]))
+    args_of = lambda a, b: (dy3[a:b], x3[a:b], k1, k2, k3, dx3[a:b])  # noqa: E731
+    return _split_call("_affine2", x.shape[0], x.size, args_of, (dy3, x3, k1, k2, k3, dx3))
 
 
 def relu_grad(y: np.ndarray, dy: np.ndarray, dx: np.ndarray) -> bool:
@@ -113,8 +142,8 @@ def relu_grad(y: np.ndarray, dy: np.ndarray, dx: np.ndarray) -> bool:
         return False
     yf, dyf, dxf = y.reshape(-1), dy.reshape(-1), dx.reshape(-1)
     if dx is dy or np.may_share_memory(dx, dy):  # contiguous: overlapping bounds mean the same buffer
-        return _split_call("_relu_grad_inplace", y.size, y.size, lambda a, b: (yf[a:b], dxf[a:b]))
-    return _split_call("_relu_grad", y.size, y.size, lambda a, b: (yf[a:b], dyf[a:b], dxf[a:b]))
+        return _split_call("_relu_grad_inplace", y.size, y.size, lambda a, b: (yf[a:b], dxf[a:b]), (yf, dxf))
+    return _split_call("_relu_grad", y.size, y.size, lambda a, b: (yf[a:b], dyf[a:b], dxf[a:b]), (yf, dyf, dxf))
 
 
 def max_pool_grad(x: np.ndarray, y: np.ndarray, dy: np.ndarray, dx: np.ndarray, geo) -> bool:
@@ -130,7 +159,8 @@ def max_pool_grad(x: np.ndarray, y: np.ndarray, dy: np.ndarray, dx: np.ndarray, 
     (kh, kw), (sh, sw), (ph, pw), (dh, dw) = geo.kernel, geo.stride, geo.head, geo.dilation
     geometry = (kh, kw, sh, sw, ph, pw, dh, dw)
     work = y.size * kh * kw
-    return _split_call("_max_pool_grad", n * c, work, lambda a, b: (x3[a:b], y3[a:b], dy3[a:b], dx3[a:b], *geometry))
+    args_of = lambda a, b: (x3[a:b], y3[a:b], dy3[a:b], dx3[a:b], *geometry)  # noqa: E731
+    return _split_call("_max_pool_grad", n * c, work, args_of, (x3, y3, dy3, dx3), geometry)
 
 
 def momentum_update(g: np.ndarray, m: np.ndarray, p: np.ndarray, lr: np.ndarray, mu: float, nesterov: bool) -> bool:
@@ -142,7 +172,9 @@ def momentum_update(g: np.ndarray, m: np.ndarray, p: np.ndarray, lr: np.ndarray,
         return False
     gf, mf, pf = g.reshape(-1), m.reshape(-1), p.reshape(-1)
     args = (np.float32(lr.reshape(-1)[0]), np.float32(mu), bool(nesterov))
-    return _split_call("_momentum_update", g.size, 5 * g.size, lambda a, b: (gf[a:b], mf[a:b], pf[a:b], *args))
+    # the task reads lr and mu as float64 bits (each float32 value exactly)
+    scalars = (*np.array(args[:2], np.float64).view(np.int64), int(nesterov))
+    return _split_call("_momentum_update", g.size, 5 * g.size, lambda a, b: (gf[a:b], mf[a:b], pf[a:b], *args), (gf, mf, pf), scalars)
 
 
 def available() -> bool:

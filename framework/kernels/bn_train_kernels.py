@@ -9,8 +9,9 @@ called on contiguous slices instead.
 from __future__ import annotations
 
 import numpy as np
+from numba import types
 
-from framework.kernels import cached_jit, simd_ir
+from framework.kernels import cached_jit, native_pool_kernels, simd_ir
 
 # fastmath: reductions may be reassociated (vectorized); results differ from a sequential sum by
 # float rounding only. No NaN/inf assumptions are made beyond that ("reassoc", "contract").
@@ -144,3 +145,81 @@ def _momentum_update(g, m, p, lr, mu, nesterov):  # pragma: no cover - compiled
         g[j] = step
         p[j] = p[j] - step
     return 0
+
+
+# Native tasks (native_pool): each reads up to six arrays (slot A + 4 * i: address and three sizes, unused ones
+# 1), scalars (S: int64, or float64 bits) and its task's row range (RANGES + 2 * k), and runs its kernel there.
+A, S, RANGES = 1, 25, 33
+
+
+@_jit
+def _arrays(block):  # pragma: no cover - compiled
+    b = native_pool_kernels.block_of(block)
+    return b, native_pool_kernels.f32_3(b, A), native_pool_kernels.f32_3(b, A + 4), native_pool_kernels.f32_3(b, A + 8)
+
+
+def _task_moments(block, k):  # pragma: no cover - compiled
+    b, x, mean, var = _arrays(block)
+    _moments(x, mean[0, 0], var[0, 0], b[RANGES + 2 * k], b[RANGES + 2 * k + 1])
+
+
+def _task_grad_sums(block, k):  # pragma: no cover - compiled
+    b, x, dy, mean = _arrays(block)
+    dbias, dxc = native_pool_kernels.f32_3(b, A + 12), native_pool_kernels.f32_3(b, A + 16)
+    _grad_sums(x, dy, mean[0, 0], dbias[0, 0], dxc[0, 0], b[RANGES + 2 * k], b[RANGES + 2 * k + 1])
+
+
+def _task_affine2(block, k):  # pragma: no cover - compiled
+    b, dy, x, k1 = _arrays(block)
+    k2, k3, dx = native_pool_kernels.f32_3(b, A + 12), native_pool_kernels.f32_3(b, A + 16), native_pool_kernels.f32_3(b, A + 20)
+    i0, i1 = b[RANGES + 2 * k], b[RANGES + 2 * k + 1]
+    _affine2(dy[i0:i1], x[i0:i1], k1[0, 0], k2[0, 0], k3[0, 0], dx[i0:i1])
+
+
+def _task_relu_grad(block, k):  # pragma: no cover - compiled
+    b, y, dy, dx = _arrays(block)
+    i0, i1 = b[RANGES + 2 * k], b[RANGES + 2 * k + 1]
+    _relu_grad(y[0, 0, i0:i1], dy[0, 0, i0:i1], dx[0, 0, i0:i1])
+
+
+def _task_relu_grad_inplace(block, k):  # pragma: no cover - compiled
+    b, y, d, _ = _arrays(block)
+    i0, i1 = b[RANGES + 2 * k], b[RANGES + 2 * k + 1]
+    _relu_grad_inplace(y[0, 0, i0:i1], d[0, 0, i0:i1])
+
+
+def _task_max_pool_grad(block, k):  # pragma: no cover - compiled
+    b, x, y, dy = _arrays(block)
+    dx = native_pool_kernels.f32_3(b, A + 12)
+    i0, i1 = b[RANGES + 2 * k], b[RANGES + 2 * k + 1]
+    kh, kw, sh, sw, ph, pw, dh, dw = b[S], b[S + 1], b[S + 2], b[S + 3], b[S + 4], b[S + 5], b[S + 6], b[S + 7]
+    _max_pool_grad(x[i0:i1], y[i0:i1], dy[i0:i1], dx[i0:i1], kh, kw, sh, sw, ph, pw, dh, dw)
+
+
+def _task_momentum_update(block, k):  # pragma: no cover - compiled
+    b, g, m, p = _arrays(block)
+    i0, i1 = b[RANGES + 2 * k], b[RANGES + 2 * k + 1]
+    f = b[S : S + 2].view(np.float64)
+    _momentum_update(g[0, 0, i0:i1], m[0, 0, i0:i1], p[0, 0, i0:i1], np.float32(f[0]), np.float32(f[1]), b[S + 2] != 0)
+
+
+_TASK_FNS = {
+    "_moments": _task_moments,
+    "_grad_sums": _task_grad_sums,
+    "_affine2": _task_affine2,
+    "_relu_grad": _task_relu_grad,
+    "_relu_grad_inplace": _task_relu_grad_inplace,
+    "_max_pool_grad": _task_max_pool_grad,
+    "_momentum_update": _task_momentum_update,
+}
+_TASKS: dict = {}
+
+
+def task(kernel: str):
+    """The native task function running ``kernel`` over a task's rows (a C callback), compiled or loaded from
+    the cache on first use."""
+    fn = _TASKS.get(kernel)
+    if fn is None:
+        sig = types.void(types.int64, types.int64)
+        fn = _TASKS[kernel] = cached_jit.cfunc(sig, cache=simd_ir.CACHE, boundscheck=False)(_TASK_FNS[kernel])
+    return fn

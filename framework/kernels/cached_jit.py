@@ -40,7 +40,7 @@ try:
 except ImportError:  # no POSIX file locks (Windows): each process compiles its own misses
     fcntl = None
 
-__all__ = ["njit"]
+__all__ = ["cfunc", "njit"]
 
 LOCK_WAIT = 120.0  # seconds a process waits for another's compile of the same kernel
 
@@ -137,5 +137,22 @@ def njit(**options: Any) -> Callable[[Callable], Any]:
         if _SUPPORTED and type(getattr(dispatcher, "_cache", None)) is FunctionCache:
             dispatcher._cache = _LoadingCache(dispatcher.py_func)
         return dispatcher
+
+    return wrap
+
+
+def cfunc(sig: Any, cache: bool = False, **options: Any) -> Callable[[Callable], Any]:
+    """``numba.cfunc(sig, cache=cache, **options)`` (compiled when decorated) caching with the loading cache
+    above, so a C callback is rebuilt when the package's modules change, as a kernel is."""
+    from numba.core import ccallback, sigutils
+
+    signature = sigutils.normalize_signature(sig)
+
+    def wrap(fn: Callable) -> Any:
+        callback = ccallback.CFunc(fn, signature, locals={}, options=options)
+        if cache:
+            callback._cache = _LoadingCache(fn) if _SUPPORTED else FunctionCache(fn)
+        callback.compile()
+        return callback
 
     return wrap

@@ -20,12 +20,14 @@ runs its numpy path, which gives the same values up to float rounding.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
-from framework.kernels import kernel_support, machine, window_jit
+from framework.kernels import kernel_support, machine, native_pool, window_jit
 from framework.kernels.geometry import Geometry
 from framework.kernels.kernel_support import KernelUnavailable
-from framework.runtime.parallel import get_num_threads, run_parallel, split
+from framework.runtime.parallel import get_num_threads, split
 
 FAMILY = "conv_grad_filter"
 _CHUNK_BYTES = 512 * 1024  # one run of images' planes and dY rows: about half a core's L2
@@ -115,13 +117,38 @@ class FilterGradient:
         blocks = -(-m // unit)
         per_half = max(1, min(threads // len(self.halves), blocks))
         m_parts = [(b0 * unit, min(m, b1 * unit)) for b0, b1 in split(blocks, per_half)]
-        self.fill_parts = split(n, min(threads, n))
-        self.tasks = [(h, m0, m1) for h in range(len(self.halves)) for m0, m1 in m_parts]
+        # (half, m0, m1, lay out its images first): with a thread per half, each lays out its own half
+        self.tasks = [(h, m0, m1, per_half == 1) for h in range(len(self.halves)) for m0, m1 in m_parts]
+        # with more threads, the layout first, split by images (tasks of an empty channel range)
+        self.fills = [] if per_half == 1 else [(0, 0, 0, True, i0, i1) for i0, i1 in split(n, min(threads, n))]
         self.scratch = [
             (np.empty(mod.R, np.int64), np.empty(mod.T, np.int64), np.empty(mod.R * mod.T, np.float32))
             for _ in self.tasks
         ]
+        self.jobs = [self._block(mod, self.fills)] if self.fills else []
+        self.jobs.append(self._block(mod, [(*t, *self.halves[t[0]]) for t in self.tasks], self.scratch))
         self._first = True
+
+    def _block(self, mod, tasks: list, scratch: list | None = None) -> native_pool.Block:
+        """The native job of ``tasks`` ((half, m0, m1, lay out, i0, i1) each): its argument block, with every
+        slot but the per-call arrays (x, dy, dW) filled."""
+        blk = native_pool.Block(mod.TASKS + mod.TASK_FIELDS * len(tasks))
+        empty = np.zeros((0, 0, 0), np.float32)
+        blk.array(mod.PLANES, self.planes)
+        blk.array(mod.DYE, self.dye)
+        blk.array(mod.DYT, self.dyt if self.dyt is not None else empty)
+        blk.array(mod.DWT, self.dwt if self.dyt is not None else empty)
+        blk.array(mod.SHARE, self.share if self.share is not None else empty.reshape(0, 0))
+        blk.array(mod.TAPS, self.taps)
+        (sh, sw), (ph, pw), (oh, ow) = self.geo.stride, self.geo.head, self.geo.out
+        sizes = (sh, sw, self.uh, self.uw, ph, pw, self.hq, self.wq, self.nb, self.nq, oh, ow, self.m)
+        blk.data[mod.SIZES : mod.SIZES + 14] = (*sizes, self.dyt is not None)
+        for k, (h, m0, m1, lay_out, i0, i1) in enumerate(tasks):
+            dyo, xo, out = scratch[k] if scratch else self.scratch[0]
+            at = mod.TASKS + mod.TASK_FIELDS * k
+            blk.data[at : at + mod.TASK_FIELDS] = (h, m0, m1, i0, i1, lay_out, dyo.ctypes.data, xo.ctypes.data, out.ctypes.data)
+        blk.keep = (empty, self.scratch)  # the arrays whose addresses it holds
+        return blk
 
     def run(self, x: np.ndarray, dy: np.ndarray, dw: np.ndarray) -> bool:
         """dW of ``x`` and ``dy`` into ``dw`` (float32, contiguous); False (nothing written) when the
@@ -129,47 +156,46 @@ class FilterGradient:
         mod = _module()
         if mod is None or FAMILY in kernel_support.disabled():
             return False
-        (sh, sw), (ph, pw) = self.geo.stride, self.geo.head
         dwf = dw.reshape(self.m, -1)
-
-        def fill(i0, i1):
-            args = (x, dy, self.planes, self.dye, sh, sw, self.uh, self.uw, ph, pw, self.hq, self.wq, i0, i1)
-            kernel_support.call(FAMILY, mod._fill, args)
-            if self.dyt is not None:
-                kernel_support.call(FAMILY, mod._transpose_dy, (dy, self.dyt, i0, i1))
-
-        def accumulate(k, lay_out):
-            h, m0, m1 = self.tasks[k]
-            i0, i1 = self.halves[h]
-            if lay_out:
-                fill(i0, i1)
-            dyo, xo, out = self.scratch[k]
-            planes = self.planes[i0:i1]
-            if self.dyt is not None:
-                oh, ow = self.geo.out
-                m1t = m1 if m1 < self.m else self.dwt.shape[2]  # the last part's padding channels too
-                args = (planes, self.dyt[i0:i1], self.taps, self.dwt[h], m0, m1t, self.nb, oh, ow, self.wq, xo)
-                kernel_support.call(FAMILY, mod._accumulate_m, args)
-                return
-            dst = dwf if h == 0 else self.share
-            dst[m0:m1] = 0
-            args = (planes, self.dye[i0:i1], self.taps, dst, m0, m1, self.nb, self.nq, dyo, xo, out)
-            kernel_support.call(FAMILY, mod._accumulate, args)
-
         try:
-            if self._first or self.threads == 1:  # the first calls compile: on this thread, one at a time
-                for k in range(len(self.tasks)):
-                    accumulate(k, self.tasks[k][1] == 0)
+            if self._first:  # the first run compiles the loops under the guard, then the task function
+                self._run_here(mod, x, dy, dwf)
+                self._task = _task_address(mod)
                 self._first = False
-            elif len(self.tasks) == len(self.halves):  # a thread per half: its layout, then its sums
-                run_parallel([lambda k=k: accumulate(k, True) for k in range(len(self.tasks))], steal=True)
+            elif self._task is None:
+                self._run_here(mod, x, dy, dwf)
             else:
-                run_parallel([lambda i0=i0, i1=i1: fill(i0, i1) for i0, i1 in self.fill_parts], steal=True)
-                run_parallel([lambda k=k: accumulate(k, False) for k in range(len(self.tasks))], steal=True)
+                for blk in self.jobs:
+                    blk.array(mod.X, x)
+                    blk.array(mod.DY, dy)
+                    blk.array(mod.DWF, dwf)
+                    native_pool.run(self._task, blk.data, (blk.data.size - mod.TASKS) // mod.TASK_FIELDS)
             self._sum_halves(mod, dwf)
         except KernelUnavailable:
             return False
         return True
+
+    def _run_here(self, mod, x, dy, dwf) -> None:
+        """Every task on this thread through the numba dispatchers (compiling them under kernel_support's guard)."""
+        (sh, sw), (ph, pw), (oh, ow) = self.geo.stride, self.geo.head, self.geo.out
+        for k, (h, m0, m1, _) in enumerate(self.tasks):
+            i0, i1 = self.halves[h]
+            if m0 == 0:
+                args = (x, dy, self.planes, self.dye, sh, sw, self.uh, self.uw, ph, pw, self.hq, self.wq, i0, i1)
+                kernel_support.call(FAMILY, mod._fill, args)
+                if self.dyt is not None:
+                    kernel_support.call(FAMILY, mod._transpose_dy, (dy, self.dyt, i0, i1))
+            dyo, xo, out = self.scratch[k]
+            planes = self.planes[i0:i1]
+            if self.dyt is not None:
+                m1t = m1 if m1 < self.m else self.dwt.shape[2]  # the last part's padding channels too
+                args = (planes, self.dyt[i0:i1], self.taps, self.dwt[h], m0, m1t, self.nb, oh, ow, self.wq, xo)
+                kernel_support.call(FAMILY, mod._accumulate_m, args)
+                continue
+            dst = dwf if h == 0 else self.share
+            dst[m0:m1] = 0
+            args = (planes, self.dye[i0:i1], self.taps, dst, m0, m1, self.nb, self.nq, dyo, xo, out)
+            kernel_support.call(FAMILY, mod._accumulate, args)
 
     def _sum_halves(self, mod, dwf: np.ndarray) -> None:
         """dW = the first half's sums + the second's (one half, one image: the first's alone)."""
@@ -178,6 +204,16 @@ class FilterGradient:
             kernel_support.call(FAMILY, mod._copy_out, (self.dwt[0], self.dwt[1], two, dwf))
         elif two:
             np.add(dwf, self.share, out=dwf)
+
+
+def _task_address(mod) -> int | None:
+    """The address of the compiled task function (native_pool); None, the family's loops running on this
+    thread alone, where it does not compile (a RuntimeWarning says why)."""
+    try:
+        return mod.task().address
+    except Exception as exc:  # numba's compile errors have no common base: any failure means no task
+        warnings.warn(f"conv_grad_filter: the native task did not compile, dW runs on one thread: {exc}", RuntimeWarning, stacklevel=2)
+        return None
 
 
 def plan(n: int, c: int, m: int, group: int, geo: Geometry, dtype, mode: str | None = None) -> FilterGradient | None:

@@ -22,11 +22,11 @@ from __future__ import annotations
 
 import numba
 from llvmlite import ir
-from numba import types
+from numba import carray, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from framework.kernels import cached_jit, simd_ir
+from framework.kernels import cached_jit, native_pool_kernels, simd_ir
 from framework.kernels.simd_ir import I32, VEC, L, const, function, splat
 
 # Output channels x (channel, tap) pairs per register block: R x T accumulators, R dY vectors and one
@@ -274,3 +274,51 @@ def _accumulate_m(planes, dyt, taps, dwt, m0, m1, nb, oh, ow, wq, xo):  # pragma
                     xo[t] = i0 * xs + (jj // kt) * cstride + taps[jj % kt]
                 _block_m(df, i0 * ps + mb, pf, xo, xs, nimg, oh, ow, wq, ps, of, j0 * mp + mb, mp)
     return 0
+
+
+# The native task of FilterGradient (native_pool): its argument block's slots.
+X, DY, PLANES, DYE, DYT, DWT, DWF, SHARE, TAPS = 1, 6, 11, 16, 20, 24, 28, 31, 34  # arrays: address, then sizes
+SIZES = 36  # sh, sw, uh, uw, ph, pw, hq, wq, nb, nq, oh, ow, m, channels
+TASKS = 51  # per task: half, m0, m1, images i0, i1, lay out first, scratch dyo, xo, out (addresses)
+TASK_FIELDS = 9
+
+
+def _task_fn(block, k):  # pragma: no cover - compiled
+    """Task ``k`` of FilterGradient: lay out its half's images (when it is the half's first task), then add
+    their sums over output channels m0:m1 into dW (first half) or the share (second): ``run`` in
+    conv_grad_filter.py, without the GIL."""
+    b = native_pool_kernels.block_of(block)
+    sh, sw, uh, uw, ph, pw, hq, wq = b[SIZES], b[SIZES + 1], b[SIZES + 2], b[SIZES + 3], b[SIZES + 4], b[SIZES + 5], b[SIZES + 6], b[SIZES + 7]
+    nb, nq, oh, ow, m, channels = b[SIZES + 8], b[SIZES + 9], b[SIZES + 10], b[SIZES + 11], b[SIZES + 12], b[SIZES + 13]
+    t = TASKS + TASK_FIELDS * k
+    h, m0, m1, i0, i1, lay_out = b[t], b[t + 1], b[t + 2], b[t + 3], b[t + 4], b[t + 5]
+    x, dy = native_pool_kernels.f32_4(b, X), native_pool_kernels.f32_4(b, DY)
+    planes, dye = native_pool_kernels.f32_4(b, PLANES), native_pool_kernels.f32_3(b, DYE)
+    dyt, dwt = native_pool_kernels.f32_3(b, DYT), native_pool_kernels.f32_3(b, DWT)
+    taps = native_pool_kernels.i64_1(b, TAPS)
+    if lay_out:
+        _fill(x, dy, planes, dye, sh, sw, uh, uw, ph, pw, hq, wq, i0, i1)
+        if channels:
+            _transpose_dy(dy, dyt, i0, i1)
+    if channels:
+        m1t = m1 if m1 < m else dwt.shape[2]  # the last part's padding channels too
+        xo = carray(native_pool_kernels.pointer(b[t + 7], numba.int64), (T,))
+        _accumulate_m(planes[i0:i1], dyt[i0:i1], taps, dwt[h], m0, m1t, nb, oh, ow, wq, xo)
+        return
+    dst = native_pool_kernels.f32_2(b, DWF) if h == 0 else native_pool_kernels.f32_2(b, SHARE)
+    dst[m0:m1] = 0
+    dyo = carray(native_pool_kernels.pointer(b[t + 6], numba.int64), (R,))
+    xo = carray(native_pool_kernels.pointer(b[t + 7], numba.int64), (T,))
+    out = carray(native_pool_kernels.pointer(b[t + 8], numba.float32), (R * T,))
+    _accumulate(planes[i0:i1], dye[i0:i1], taps, dst, m0, m1, nb, nq, dyo, xo, out)
+
+
+def task():
+    """The compiled task function (a C callback: its ``address`` is what native_pool.run calls); compiled
+    or loaded from the cache on first use."""
+    if not _TASK:
+        _TASK.append(cached_jit.cfunc(types.void(types.int64, types.int64), cache=simd_ir.CACHE, fastmath={"contract"}, boundscheck=False)(_task_fn))
+    return _TASK[0]
+
+
+_TASK: list = []

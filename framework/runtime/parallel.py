@@ -55,7 +55,9 @@ def set_num_threads(n: int) -> None:
         if n > 1:
             pool = RUNTIME.pools.get(n)
             if pool is None:
-                pool = RUNTIME.pools[n] = ThreadPoolExecutor(n - 1, thread_name_prefix="framework-op")
+                made = RUNTIME.pool_maker(n - 1) if RUNTIME.pool_maker is not None else None
+                pool = made if made is not None else ThreadPoolExecutor(n - 1, thread_name_prefix="framework-op")
+                RUNTIME.pools[n] = pool
         RUNTIME.pool = pool
     set_blas_threads(1)
 
@@ -83,6 +85,13 @@ def num_threads() -> int:
     return n
 
 
+def set_pool_maker(make: Callable[[int], object] | None) -> None:
+    """Pools of ``k`` worker threads come from ``make(k)`` (None from it: a ThreadPoolExecutor). The package
+    root hands down the kernels layer's pool (framework.kernels.native_pool: workers that wait spinning, and
+    also run compiled jobs), as the net layer hands down its services; the pools made so far stay."""
+    RUNTIME.pool_maker = make
+
+
 def run_parallel(tasks: Sequence[Callable[[], object]], steal: bool = False) -> None:
     """Run ``tasks``: the first on this thread, the others on the pool; wait for all of them.
 
@@ -103,6 +112,9 @@ def run_parallel(tasks: Sequence[Callable[[], object]], steal: bool = False) -> 
             t()
         return
     caller = threading.get_ident()
+    if hasattr(pool, "run_python"):  # the kernels' pool (handed down: set_pool_maker)
+        pool.run_python(tasks, steal, lambda t: _task(t, caller))
+        return
     if steal:
         _run_stealing(pool, tasks, caller)
         return

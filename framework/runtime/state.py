@@ -36,6 +36,8 @@ class Runtime:
         self._lock = threading.Lock()
         self.pools: dict[int, Any] = {}  # intra-op pools by size, kept so workers keep their identities
         self._held: dict[str, tuple[Any, Callable[[], Any]]] = {}  # name -> (holder, its maker)
+        # makes the pools (parallel.set_pool_maker; None: ThreadPoolExecutor): handed down, kept by reset()
+        self.pool_maker: Callable[[int], Any] | None = None
         self.reset()
 
     def held(self, name: str, make: Callable[[], Any]) -> Any:
