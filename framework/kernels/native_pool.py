@@ -70,6 +70,7 @@ class Pool:
         self.busy = threading.Lock()
         self._events = [threading.Event() for _ in range(workers)]
         self._python: _PythonJob | None = None
+        self.ran_here = 0
         self._queue: collections.deque = collections.deque()  # (future, callable) of submit
         mod.spin(self.ctrl, 10)
         t0 = time.perf_counter()
@@ -126,9 +127,12 @@ class Pool:
         """A native job (the caller holds ``busy``)."""
         mod, ctrl = self.mod, self.ctrl
         self._post(fn, block.ctypes.data, n)
-        if not mod.work_and_wait(ctrl, n, self.spins):
+        ran = mod.work_and_wait(ctrl, n, self.spins)
+        if ran < 0:
+            ran = -1 - ran
             while not mod.wait(ctrl, n, self.spins):  # a worker still runs its task: let others have the core
                 time.sleep(0)
+        self.ran_here = ran  # tasks of the last job this thread ran (the workers ran the others)
 
     def run_python(self, tasks: Sequence[Callable[[], object]], steal: bool, wrap: Callable) -> None:
         """``wrap(task)`` for each of ``tasks``: the first on this thread, the others on the workers (and on

@@ -179,15 +179,15 @@ def post(ctrl, fn, block, n) -> int:  # pragma: no cover - compiled
 
 
 @_jit
-def work_and_wait(ctrl, n, spins) -> bool:  # pragma: no cover - compiled
+def work_and_wait(ctrl, n, spins) -> int:  # pragma: no cover - compiled
     """The caller's share of the job (every task nobody else has claimed), then up to ``spins`` polls for the
-    tasks others run; whether all ``n`` are done."""
-    _claim_and_run(ctrl)
+    tasks others run; how many tasks this thread ran, or -1 - that when not all ``n`` are done yet."""
+    ran = _claim_and_run(ctrl)
     for _ in range(spins):
         if load(ctrl, DONE) >= n:
-            return True
+            return ran
         pause()
-    return load(ctrl, DONE) >= n
+    return ran if load(ctrl, DONE) >= n else -1 - ran
 
 
 @_jit

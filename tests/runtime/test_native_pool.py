@@ -1,0 +1,177 @@
+"""native_pool: compiled jobs over the intra-op threads. Every task of a job runs exactly once, on whichever
+thread claims it; a job waits for all of them; a busy pool or one thread runs the tasks here; workers that
+gave up spinning are woken for the next job; the same threads run run_parallel's Python tasks and submit's
+callables; and the kernels' task functions compile and give the bits of one thread."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+from numba import types
+
+import framework
+from framework.kernels import bn_train, cached_jit, conv_grad_filter, native_pool
+from framework.kernels import native_pool_kernels as npk
+from framework.runtime.parallel import run_parallel
+from framework.runtime.state import RUNTIME
+
+pytestmark = pytest.mark.skipif(not native_pool.available(), reason="native jobs need numba")
+
+
+def _count(block, k):  # pragma: no cover - compiled
+    """Task k adds 1 to counts[k] and spins for spin[0] rounds (time for other threads to claim the rest)."""
+    b = npk.block_of(block)
+    counts, spin = npk.f32_1(b, 1), npk.f32_1(b, 3)
+    s = 0.0
+    for i in range(int(spin[0])):
+        s += i * 1e-9
+    counts[k] += 1.0 + s * 0.0
+
+
+@pytest.fixture(scope="module")
+def counting_task():
+    return cached_jit.cfunc(types.void(types.int64, types.int64))(_count)
+
+
+def _job(n: int, spin: int):
+    blk = native_pool.Block(6)
+    counts, rounds = np.zeros(max(n, 1), np.float32), np.array([spin], np.float32)
+    blk.array(1, counts)
+    blk.array(3, rounds)
+    return blk, counts, rounds
+
+
+@pytest.fixture
+def two_threads():
+    old = framework.get_num_threads()
+    framework.set_num_threads(2)
+    yield RUNTIME.pool
+    framework.set_num_threads(old)
+
+
+def test_the_pool_is_the_native_one(two_threads):
+    assert isinstance(two_threads, native_pool.Pool)
+
+
+@pytest.mark.parametrize("spin", [0, 20000])
+def test_every_task_runs_once(two_threads, counting_task, spin):
+    for n in (1, 2, 3, 7, 64):
+        blk, counts, _ = _job(n, spin)
+        for _ in range(20):
+            native_pool.run(counting_task.address, blk.data, n)
+        np.testing.assert_array_equal(counts[:n], 20.0)
+
+
+def test_workers_take_tasks(two_threads, counting_task):
+    """With long tasks the spinning worker claims some of a job's tasks (in one job of 20 at least)."""
+    pool = two_threads
+    blk, counts, _ = _job(8, 200_000)
+    here = []
+    for _ in range(20):
+        native_pool.run(counting_task.address, blk.data, 8)
+        here.append(pool.ran_here)
+    np.testing.assert_array_equal(counts, 20.0)
+    assert min(here) < 8, "the worker never took a task"
+
+
+def test_sleeping_workers_are_woken(counting_task, monkeypatch):
+    """A pool whose workers stop spinning at once: each job must wake them (or run here); none is lost."""
+    monkeypatch.setenv("FRAMEWORK_SPIN_US", "1")
+    pool = native_pool.Pool(1)
+    try:
+        blk, counts, _ = _job(4, 50_000)
+        for _ in range(30):
+            threading.Event().wait(0.001)  # the worker gives up spinning and sleeps
+            with pool.busy:
+                pool.run(counting_task.address, blk.data, 4)
+        np.testing.assert_array_equal(counts, 30.0)
+    finally:
+        pool.shutdown()
+    assert not any(t.is_alive() for t in pool._threads)
+
+
+def test_a_busy_pool_runs_the_job_here(two_threads, counting_task):
+    pool = two_threads
+    blk, counts, _ = _job(5, 0)
+    with pool.busy:  # another thread's job
+        native_pool.run(counting_task.address, blk.data, 5)
+    np.testing.assert_array_equal(counts, 1.0)
+
+
+def test_one_thread_runs_here(counting_task):
+    old = framework.get_num_threads()
+    framework.set_num_threads(1)
+    try:
+        blk, counts, _ = _job(3, 0)
+        native_pool.run(counting_task.address, blk.data, 3)
+        native_pool.run(counting_task.address, blk.data, 0)  # nothing to do
+        np.testing.assert_array_equal(counts, 1.0)
+    finally:
+        framework.set_num_threads(old)
+
+
+def test_python_tasks_and_submit_share_the_workers(two_threads):
+    pool = two_threads
+    names = set()
+    for _ in range(30):
+        run_parallel([lambda: names.add(threading.current_thread().name)] * 4, steal=False)
+    assert any(n.startswith("framework-op") for n in names), names
+    assert pool.submit(lambda: 41 + 1).result(timeout=10) == 42
+    with pytest.raises(ZeroDivisionError):
+        pool.submit(lambda: 1 / 0).result(timeout=10)
+
+
+def test_put_pads_shapes_in_front():
+    blk = native_pool.Block(8)
+    a = np.zeros(5, np.float32)
+    blk.array(1, a, 3)
+    blk.array(5, np.zeros((2, 3), np.float32))
+    assert blk.data[1] == a.ctypes.data and list(blk.data[2:5]) == [1, 1, 5]
+    assert list(blk.data[6:8]) == [2, 3]
+
+
+def test_the_kernels_task_functions_compile():
+    mod = bn_train._module()
+    for name in mod._TASK_FNS:
+        assert mod.task(name).address, name
+    assert conv_grad_filter._module().task().address
+
+
+@pytest.mark.parametrize("shape", [(8, 16, 30, 30), (64, 3, 4, 5)])
+def test_bn_train_kernels_split_natively_with_the_bits_of_one_thread(shape, monkeypatch):
+    rng = np.random.default_rng(0)
+    x, dy = (rng.standard_normal(shape).astype(np.float32) for _ in range(2))
+    c = shape[1]
+    k1, k2, k3 = (rng.standard_normal(c).astype(np.float32) for _ in range(3))
+    g, m, p = (rng.standard_normal(x.size).astype(np.float32) for _ in range(3))
+    lr = np.array([0.1], np.float32)
+
+    def run_all():
+        mean, var, dbias, dxc = (np.zeros(c, np.float32) for _ in range(4))
+        out = [np.empty_like(x) for _ in range(3)]
+        gm = [g.copy(), m.copy(), p.copy()]
+        assert bn_train.moments(x, mean, var)
+        assert bn_train.grad_sums(x, dy, mean, dbias, dxc)
+        assert bn_train.affine2(dy, x, k1, k2, k3, out[0])
+        assert bn_train.relu_grad(x, dy, out[1])
+        out[2][...] = dy
+        assert bn_train.relu_grad(x, out[2], out[2])
+        assert bn_train.momentum_update(*gm, lr, 0.9, True)
+        return [mean, var, dbias, dxc, *out, *gm]
+
+    one = run_all()
+    calls = []
+    real_run = native_pool.run
+    monkeypatch.setattr(native_pool, "run", lambda *a: (calls.append(a[2]), real_run(*a)))
+    monkeypatch.setattr("framework.runtime.parallel.SPLIT_MIN_WORK", 1)
+    old = framework.get_num_threads()
+    framework.set_num_threads(2)
+    try:
+        two = run_all()
+    finally:
+        framework.set_num_threads(old)
+    assert len(calls) == 6 and all(n == 2 for n in calls)
+    for a, b in zip(one, two):
+        np.testing.assert_array_equal(a, b)
