@@ -12,6 +12,10 @@ over images degrades gracefully.
     framework.set_num_threads(2)   # or FRAMEWORK_NUM_THREADS=2, or `framework run --threads 2`
     framework.get_num_threads()    # -> 2
 
+The pool threads are the kernels layer's (``framework.kernels.native_pool``, handed down by the package root
+through ``set_pool_maker``): they wait for work spinning for a while instead of sleeping at once, and also
+run compiled jobs that need no GIL; without numba they are a ThreadPoolExecutor's.
+
 Kernels call ``num_threads()`` when they prepare (to size per-worker scratch buffers) and
 ``run_parallel(tasks)`` to run a list of zero-argument callables, the first on the calling thread;
 ``work_split(n, work)`` says whether (and how) an op's ``n`` rows are worth splitting.

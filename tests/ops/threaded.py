@@ -3,8 +3,9 @@
 ``run_threads(net_def, feeds, outputs)`` creates the net in a fresh workspace per thread count, runs it
 ``runs`` times (the first runs bind, the later ones take the compiled fast path), and returns
 {threads: {blob: value}}; with ``min_work`` it lowers ``framework.runtime.parallel.SPLIT_MIN_WORK`` so small
-cases split too. It also reports how many tasks ran through ``run_parallel`` at two threads (a test asserts
-the split happened) and the buffers allocated per steady-state run.
+cases split too. It also reports how many tasks ran through ``run_parallel`` or as native jobs
+(``framework.kernels.native_pool.run``) at two threads (a test asserts the split happened) and the buffers
+allocated per steady-state run.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import numpy as np
 
 import framework
 import framework.runtime.parallel as parallel
+from framework.kernels import native_pool
 from framework.memory.allocator import memory_reporter
 from framework.memory.workspace import Workspace
 
@@ -21,17 +23,22 @@ def run_threads(net_def, feeds: dict, outputs, *, runs: int = 3, min_work: int |
     """({threads: {blob: value after the last run}}, tasks run in parallel at the last count, allocations
     per run after the first runs at the last count)."""
     old_threads, old_min, old_task = framework.get_num_threads(), parallel.SPLIT_MIN_WORK, parallel._task
+    old_native = native_pool.run
     counted = [0]
 
     def counting_task(fn, caller):
         counted[0] += 1
         old_task(fn, caller)
 
+    def counting_native(fn, block, n):
+        counted[0] += n if n > 1 else 0
+        old_native(fn, block, n)
+
     results, allocs = {}, 0.0
     try:
         if min_work is not None:
             parallel.SPLIT_MIN_WORK = min_work
-        parallel._task = counting_task
+        parallel._task, native_pool.run = counting_task, counting_native
         for n in threads:
             framework.set_num_threads(n)
             counted[0] = 0
@@ -46,7 +53,7 @@ def run_threads(net_def, feeds: dict, outputs, *, runs: int = 3, min_work: int |
             allocs = memory_reporter().allocations - before
             results[n] = {b: np.array(ws.fetch_blob(b), copy=True) for b in outputs}
     finally:
-        parallel.SPLIT_MIN_WORK, parallel._task = old_min, old_task
+        parallel.SPLIT_MIN_WORK, parallel._task, native_pool.run = old_min, old_task, old_native
         framework.set_num_threads(old_threads)
     return results, counted[0], allocs
 
