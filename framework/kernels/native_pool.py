@@ -98,6 +98,7 @@ class Pool:
                 job = self._python
                 if job is not None and job.number == seen:
                     job.help()
+                job = None  # hold nothing of a finished job while waiting (its tasks' operands free on time)
                 continue
             seen = r
             event.wait()
@@ -113,6 +114,7 @@ class Pool:
                     future.set_result(fn())
                 except BaseException as e:
                     future.set_exception(e)
+            future = fn = None
 
     def _post(self, fn: int, block: int, n: int) -> int:
         """Publish a job (waking the workers asleep); its number."""
