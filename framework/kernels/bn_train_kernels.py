@@ -9,7 +9,6 @@ called on contiguous slices instead.
 from __future__ import annotations
 
 import numpy as np
-from numba import types
 
 from framework.kernels import cached_jit, native_pool_kernels, simd_ir
 
@@ -204,13 +203,13 @@ def _task_momentum_update(block, k):  # pragma: no cover - compiled
 
 
 _TASK_FNS = {
-    "_moments": _task_moments,
-    "_grad_sums": _task_grad_sums,
-    "_affine2": _task_affine2,
-    "_relu_grad": _task_relu_grad,
-    "_relu_grad_inplace": _task_relu_grad_inplace,
-    "_max_pool_grad": _task_max_pool_grad,
-    "_momentum_update": _task_momentum_update,
+    "_moments": (_task_moments, None),
+    "_grad_sums": (_task_grad_sums, None),
+    "_affine2": (_task_affine2, None),
+    "_relu_grad": (_task_relu_grad, None),
+    "_relu_grad_inplace": (_task_relu_grad_inplace, None),
+    "_max_pool_grad": (_task_max_pool_grad, None),
+    "_momentum_update": (_task_momentum_update, None),
 }
 _TASKS: dict = {}
 
@@ -218,8 +217,4 @@ _TASKS: dict = {}
 def task(kernel: str):
     """The native task function running ``kernel`` over a task's rows (a C callback), compiled or loaded from
     the cache on first use."""
-    fn = _TASKS.get(kernel)
-    if fn is None:
-        sig = types.void(types.int64, types.int64)
-        fn = _TASKS[kernel] = cached_jit.cfunc(sig, cache=simd_ir.CACHE, boundscheck=False)(_TASK_FNS[kernel])
-    return fn
+    return native_pool_kernels.task_of(_TASKS, _TASK_FNS, kernel, simd_ir.CACHE)[0]

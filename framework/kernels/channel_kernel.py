@@ -22,7 +22,7 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from framework.kernels import cached_jit, simd_ir
+from framework.kernels import cached_jit, native_pool_kernels, simd_ir
 from framework.kernels.simd_ir import I1, I32, I64, VEC, L, activate, const, function, splat
 from framework.kernels.window_jit import CHANNEL_STRIDES
 from framework.kernels.window_kernels import _direct_fill
@@ -180,3 +180,28 @@ def _conv(
                     y0 = ybase + r * ow + q0
                     _block(kv, wp, w0, pf, cstride, taps, c, xb, n, yf, y0, p, m - m0, b, m0, rf, flags)
     return 0
+
+
+# Native task (native_pool.CallJob): one recorded call of ``_conv`` per task, its arguments in the order of the
+# signature (arrays as address and sizes).
+CONV_ARGS = (("f4", 4), ("f4", 1), ("f4", 1), ("f4", 4), ("f4", 4), ("f4", 2), ("i8", 1), *["int"] * 15)
+
+
+def _task_conv(block, k):  # pragma: no cover - compiled
+    b, i = native_pool_kernels.args_of(block, k)
+    f32_1, f32_4 = native_pool_kernels.f32_1, native_pool_kernels.f32_4
+    x, wp, bias, y, res = f32_4(b, i), f32_1(b, i + 5), f32_1(b, i + 7), f32_4(b, i + 9), f32_4(b, i + 14)
+    planes, taps, j = native_pool_kernels.f32_2(b, i + 19), native_pool_kernels.i64_1(b, i + 22), i + 24
+    s, ph, pw, hq, wq, flags, i0, i1 = b[j], b[j + 1], b[j + 2], b[j + 3], b[j + 4], b[j + 5], b[j + 6], b[j + 7]
+    mb0, mb1, moff, m, var, rr, vl = b[j + 8], b[j + 9], b[j + 10], b[j + 11], b[j + 12], b[j + 13], b[j + 14]
+    _conv(x, wp, bias, y, res, planes, taps, s, ph, pw, hq, wq, flags, i0, i1, mb0, mb1, moff, m, var, rr, vl)
+
+
+_TASK_FNS = {"_conv": (_task_conv, CONV_ARGS)}
+_TASKS: dict = {}
+
+
+def native_task(kernel: str):
+    """(the task function of ``kernel``'s recorded calls, its argument layout), compiled or loaded on first use;
+    None for a kernel without one."""
+    return native_pool_kernels.task_of(_TASKS, _TASK_FNS, kernel, simd_ir.CACHE)

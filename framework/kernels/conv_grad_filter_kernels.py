@@ -313,12 +313,10 @@ def _task_fn(block, k):  # pragma: no cover - compiled
     _accumulate(planes[i0:i1], dye[i0:i1], taps, dst, m0, m1, nb, nq, dyo, xo, out)
 
 
+_TASKS: dict = {}
+
+
 def task():
     """The compiled task function (a C callback: its ``address`` is what native_pool.run calls); compiled
     or loaded from the cache on first use."""
-    if not _TASK:
-        _TASK.append(cached_jit.cfunc(types.void(types.int64, types.int64), cache=simd_ir.CACHE, fastmath={"contract"}, boundscheck=False)(_task_fn))
-    return _TASK[0]
-
-
-_TASK: list = []
+    return native_pool_kernels.task_of(_TASKS, {"dw": (_task_fn, None)}, "dw", simd_ir.CACHE)[0]

@@ -23,13 +23,14 @@ with ``caps`` apply it in their stores; after the others (given at most the Relu
 from __future__ import annotations
 
 import math
+import sys
 import threading
 import weakref
 
 import numpy as np
 
 from framework.kernels import conv_strategies as cs
-from framework.kernels import window_jit, winograd
+from framework.kernels import native_pool, window_jit, winograd
 from framework.kernels.conv_strategies import choose
 from framework.kernels.dispatch_table import THRESHOLDS as _T
 from framework.kernels.kernel_support import KernelUnavailable
@@ -137,6 +138,7 @@ class ConvNCHW:
         # Kernels whose run on one worker is one compiled call: replayed (see run()).
         self.replayable = workers == 1 and strategy.one_call
         self._replay = None
+        self._native = None  # the parts' calls as a native job (_NativeParts; False: they are not one)
         self._copy_bias = False  # the channel-lane kernel's bias padded to whole panels (_channel)
         # A temporary for the GEMM result when the residual is the output buffer itself (in-place sum).
         self.use_tmp = residual and inplace_residual and not strategy.own_epilogue
@@ -331,6 +333,10 @@ class ConvNCHW:
             calls = window_jit.record_calls(lambda: fn(0, lo, hi, x, w, b1, y, s))
             self._replay = _Replay.of(calls, x, w, b, y, s)
             return
+        nat = self._native
+        if nat and nat.fits(self, x, w, b, y, s, wt):
+            nat.run(self, x, b, y, s)
+            return
         if self.kind == "im2col" and not self.by_image:
             # Batch 1 split by output channels: the shared columns are filled first, by input channels.
             col, x0 = self._scratch(0)[0], x[0]
@@ -347,6 +353,11 @@ class ConvNCHW:
         if caller_ident() == threading.get_ident():  # not a task's own body: this thread calls the parts
             for k in range(len(parts)):  # every slot's scratch, here: no part allocates on the thread running it
                 self._scratch(k)
+            if nat is None and self.strategy.one_call and native_pool.available():
+                # each part's one kernel call, recorded (made here, this once), becomes a task of a native job
+                calls = [window_jit.record_calls(_bind(fn, k, lo, hi, x, w, b1, y, s)) for k, (lo, hi) in enumerate(parts)]
+                self._native = _NativeParts.of(calls, x, w, b, y, s) or False
+                return
         run_parallel([_bind(fn, k, lo, hi, x, w, b1, y, s) for k, (lo, hi) in enumerate(parts)], steal=True)
 
     def bound(self, x, w, b, y, s, wt, fallback):
@@ -555,6 +566,50 @@ class _Replay:
             self.fn(*self.place(self.args, x, y, s))
         finally:
             self._clear()
+
+
+class _NativeParts:
+    """A conv run on several threads whose every part was one compiled kernel call with a native task
+    function (the kernel module's ``native_task``): made again as one native job (native_pool.CallJob) with
+    the next run's x, y and s in their places, no GIL taken between its parts. It fits the runs a _Replay of
+    each part would."""
+
+    __slots__ = ("reps", "job")
+
+    @classmethod
+    def of(cls, parts_calls, x, w, b, y, s):
+        reps = [_Replay.of(calls, x, w, b, y, s) for calls in parts_calls]
+        if not reps or any(r is None or r.fn is not reps[0].fn for r in reps):
+            return None
+        fn = reps[0].fn
+        module = sys.modules.get(getattr(fn, "py_func", fn).__module__)
+        make = getattr(module, "native_task", None)
+        try:
+            got = make(fn.__name__) if make is not None else None
+        except Exception:  # numba's compile errors have no common base: the parts stay Python tasks
+            got = None
+        if got is None:
+            return None
+        task, layout = got
+        job = native_pool.CallJob.of(task.address, layout, [r.place(list(r.args), x, y, s) for r in reps])
+        if job is None:
+            return None
+        r = cls()
+        r.reps, r.job = reps, job
+        return r
+
+    def fits(self, conv, x, w, b, y, s, wt) -> bool:
+        return self.reps[0].fits(conv, x, w, b, y, s, wt)
+
+    def run(self, conv, x, b, y, s) -> None:
+        if conv._copy_bias and b is not None:
+            np.copyto(conv._bp[: conv.m], b)
+        job, blk = self.job, self.job.block
+        for k, rp in enumerate(self.reps):
+            for at, a in ((rp.px, x), (rp.py, y), (rp.ps, s)):
+                for i in at:
+                    blk.array(job.slot(k, i), a)
+        job.run()
 
 
 def _residual_mode(y, s) -> int:

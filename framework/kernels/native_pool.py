@@ -255,3 +255,47 @@ class Block:
         """Slot ``at``: ``a``'s address, then its shape, padded in front with 1s to ``dims`` sizes (``a``
         C-contiguous, kept alive by the caller)."""
         _module().put(self.data, at, a, a.ndim if dims is None else dims)
+
+
+class CallJob:
+    """A native job whose task k makes one recorded kernel call (``calls[k]``: its argument list) through the
+    kernel's task function (``address``), which reads the arguments from the block as ``layout`` says:
+    ``"int"``, or (dtype code, ndim) for a C-contiguous array. The block holds an offset per task after its
+    length, then each task's arguments in order (an array as its address and sizes). ``slot(k, i)`` is where
+    task k's argument i went: a caller puts the next run's operands there (``Block.array``)."""
+
+    def __init__(self, address: int, block: Block, slots: list[list[int]]) -> None:
+        self.address, self.block, self._slots = address, block, slots
+
+    @classmethod
+    def of(cls, address: int, layout: tuple, calls: list[list]) -> CallJob | None:
+        """The job, or None when an argument does not fit ``layout`` (another type or rank, not contiguous)."""
+        width = sum(1 if kind == "int" else 1 + kind[1] for kind in layout)
+        block = Block(len(calls) * (1 + width))
+        d, at, slots = block.data, 1 + len(calls), []
+        for k, args in enumerate(calls):
+            if len(args) != len(layout):
+                return None
+            d[1 + k] = at
+            placed = []
+            for a, kind in zip(args, layout):
+                placed.append(at)
+                if kind == "int":
+                    if not isinstance(a, (int, np.integer)):
+                        return None
+                    d[at] = int(a)
+                    at += 1
+                    continue
+                code, ndim = kind
+                if not (isinstance(a, np.ndarray) and a.dtype.str[1:] == code and a.ndim == ndim and a.flags.c_contiguous):
+                    return None
+                block.array(at, a)
+                at += 1 + ndim
+            slots.append(placed)
+        return cls(address, block, slots)
+
+    def slot(self, k: int, i: int) -> int:
+        return self._slots[k][i]
+
+    def run(self) -> None:
+        run(self.address, self.block.data, len(self._slots))

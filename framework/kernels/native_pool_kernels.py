@@ -258,3 +258,25 @@ def put(b, at, x, dims):  # pragma: no cover - compiled
         j = i - (dims - x.ndim)
         b[at + 1 + i] = x.shape[j] if j >= 0 else 1
     return 0
+
+
+@_jit
+def args_of(block, k):  # pragma: no cover - compiled
+    """(block, the offset of task k's arguments): a job of recorded kernel calls (native_pool.CallJob) keeps an
+    offset per task after the length, then each task's arguments as ``pack_call`` laid them out."""
+    b = block_of(block)
+    return b, b[1 + k]
+
+
+def task_of(tasks: dict, fns: dict, kernel: str, cache: bool):
+    """``tasks[kernel]``: (the C callback of ``fns[kernel][0]``, ``fns[kernel][1]``), compiled (or loaded from
+    the cache) on first use and kept (its code must outlive every address handed out); None for a kernel not in
+    ``fns``."""
+    got = tasks.get(kernel)
+    if got is None:
+        entry = fns.get(kernel)
+        if entry is None:
+            return None
+        fn, layout = entry
+        got = tasks[kernel] = (cached_jit.cfunc(types.void(types.int64, types.int64), cache=cache, boundscheck=False)(fn), layout)
+    return got

@@ -99,9 +99,6 @@ ALLOWED: dict[str, dict[str, str]] = {
     "kernels/bn_train.py": {"_kernels": "lazy-import"},
     "kernels/conv_grad_filter.py": {"_kernels": "lazy-import"},
     "kernels/native_pool.py": {"_kernels": "lazy-import"},
-    # compiled task functions by kernel: their code must outlive every address handed out (no reset frees it)
-    "kernels/bn_train_kernels.py": {"_TASKS": "memo"},
-    "kernels/conv_grad_filter_kernels.py": {"_TASK": "memo"},
     "kernels/recurrent.py": {"_cells": "lazy-import"},
     "ops/distributed/world.py": {"_MPI": "lazy-import"},
     "ops/subnet.py": {"_DEPTH": "thread"},

@@ -1,7 +1,7 @@
 """The convolutions' splits over two intra-op threads let the calling thread steal the pool thread's parts
-(run_parallel(steal=True)): with the pool thread held busy, Conv and ConvGradient still finish, give the
-bits of one thread, and nothing is allocated (a stolen part runs on the calling thread's scratch, which its
-own part has sized)."""
+(run_parallel(steal=True), and native jobs, whose every task any thread may claim): with the pool thread
+held busy, Conv and ConvGradient still finish, give the bits of one thread, and nothing is allocated (a
+stolen part runs on the calling thread's scratch, which its own part has sized)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import pytest
 
 import framework.runtime.parallel as parallel
 from bench.common import allocations_per_run
+from framework.kernels import native_pool
 from framework.core import CreateOperator
 from framework.memory.workspace import Workspace
 from framework.proto.framework_pb2 import NetDef
@@ -71,9 +72,15 @@ def test_parts_stolen_from_a_busy_pool_thread(stride):
         one = {k: np.array(ws1.fetch_blob(k)) for k in outs}
         parallel.set_num_threads(2)
         ws2, net2 = _workspace(stride)
-        ran = []
-        old_task = parallel._task
+        ran = []  # the thread of each Python part; for a native job: ("job", tasks, tasks this thread ran)
+        old_task, old_native = parallel._task, native_pool.run
         parallel._task = lambda fn, caller: (ran.append(threading.get_ident()), old_task(fn, caller))
+
+        def native(fn, block, n):
+            old_native(fn, block, n)
+            ran.append(("job", n, RUNTIME.pool.ran_here))
+
+        native_pool.run = native
         try:
             assert allocations_per_run(net2.run, n=2, warm=2) == 0
             assert len(ran) > 4, "the convolutions did not split over the two threads"
@@ -84,13 +91,15 @@ def test_parts_stolen_from_a_busy_pool_thread(stride):
             try:
                 ran.clear()
                 assert allocations_per_run(net2.run, n=2, warm=0) == 0
-                assert set(ran) == {threading.get_ident()}, "a part waited for the busy pool thread"
+                here = threading.get_ident()
+                jobs_here = all(r[1] == r[2] for r in ran if isinstance(r, tuple))
+                assert jobs_here and all(r == here for r in ran if not isinstance(r, tuple)), "a part waited for the pool"
             finally:
                 release.set()
                 timer.cancel()
                 blocker.result()
         finally:
-            parallel._task = old_task
+            parallel._task, native_pool.run = old_task, old_native
         for k in outs:
             np.testing.assert_array_equal(ws2.fetch_blob(k), one[k], err_msg=k)
         f = _feeds(stride)
