@@ -70,19 +70,32 @@ def _split_call(fn_name: str, n: int, work: int, args_of, arrays: tuple = (), sc
     if parts is None:
         return _call(fn_name, *args_of(0, n))
     mod = _module()
-    address = _task_address(mod, fn_name) if arrays and mod is not None else None
-    if address is not None:
-        blk = native_pool.Block(mod.RANGES + 2 * len(parts))
-        for i, a in enumerate(arrays):
-            blk.array(mod.A + 4 * i, a, 3)
-        blk.data[mod.S : mod.S + len(scalars)] = scalars
-        blk.data[mod.RANGES : mod.RANGES + 2 * len(parts)] = [v for part in parts for v in part]
-        native_pool.run(address, blk.data, len(parts))
+    if arrays and _native_job(mod, fn_name, parts, arrays, scalars):
         return True
     if not _call(fn_name, *args_of(0, 0)):
         return False
     fn = getattr(_module(), fn_name)
     run_parallel([_bound(fn, args_of(a, b)) for a, b in parts], steal=True)
+    return True
+
+
+def _block(mod, parts: list, arrays: tuple, scalars: tuple) -> native_pool.Block:
+    """The argument block of a job over ``parts`` (row ranges) of ``arrays`` (3-D views, or 1-D) and integer
+    ``scalars`` (bn_train_kernels' layout)."""
+    blk = native_pool.Block(mod.RANGES + 2 * len(parts))
+    for i, a in enumerate(arrays):
+        blk.array(mod.A + 4 * i, a, 3)
+    blk.data[mod.S : mod.S + len(scalars)] = scalars
+    blk.data[mod.RANGES : mod.RANGES + 2 * len(parts)] = [v for part in parts for v in part]
+    return blk
+
+
+def _native_job(mod, fn_name: str, parts: list, arrays: tuple, scalars: tuple) -> bool:
+    """Run ``fn_name``'s native task over ``parts``; False (nothing done) without one."""
+    address = _task_address(mod, fn_name) if mod is not None else None
+    if address is None:
+        return False
+    native_pool.run(address, _block(mod, parts, arrays, scalars).data, len(parts))
     return True
 
 
@@ -175,6 +188,35 @@ def momentum_update(g: np.ndarray, m: np.ndarray, p: np.ndarray, lr: np.ndarray,
     # the task reads lr and mu as float64 bits (each float32 value exactly)
     scalars = (*np.array(args[:2], np.float64).view(np.int64), int(nesterov))
     return _split_call("_momentum_update", g.size, 5 * g.size, lambda a, b: (gf[a:b], mf[a:b], pf[a:b], *args), (gf, mf, pf), scalars)
+
+
+def scale_shift(x: np.ndarray, alpha: np.ndarray, beta: np.ndarray, y: np.ndarray, relu: int) -> bool:
+    """``y = x alpha + beta`` per channel (then window_jit.scale_shift's ``relu``), split by images over the
+    intra-op threads as a native job; False (nothing done) where it does not split (one thread, little work, no
+    native task): the caller makes its one call."""
+    if x.ndim < 2 or x.size == 0 or y.shape != x.shape or not _fits(x, alpha, beta, y):
+        return False
+    parts = work_split(x.shape[0], x.size)
+    if parts is None:
+        return False
+    mod = _module()
+    return _native_job(mod, "_scale_shift", parts, (_nc_p(x), alpha, beta, _nc_p(y)), (int(relu),))
+
+
+def add_job(a: np.ndarray, b: np.ndarray, out: np.ndarray):
+    """A zero-argument callable making ``out = a + b`` (float32, contiguous, one size) as a native job split
+    over the intra-op threads, bound to these arrays; None where it would not split (one thread, little work, no
+    native task)."""
+    if not (a.size == b.size == out.size > 0 and _fits(a, b, out)):
+        return None
+    parts = work_split(out.size, out.size)
+    mod = _module()
+    if parts is None or mod is None or _task_address(mod, "_add") is None:
+        return None
+    blk = _block(mod, parts, (a.reshape(-1), b.reshape(-1), out.reshape(-1)), ())
+    address, data, n = _task_address(mod, "_add"), blk.data, len(parts)
+    blk.keep = (a, b, out)
+    return lambda: native_pool.run(address, data, n)
 
 
 def available() -> bool:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from framework.kernels import cached_jit, native_pool_kernels, simd_ir
+from framework.kernels import cached_jit, native_pool_kernels, simd_ir, window_kernels
 
 # fastmath: reductions may be reassociated (vectorized); results differ from a sequential sum by
 # float rounding only. No NaN/inf assumptions are made beyond that ("reassoc", "contract").
@@ -202,7 +202,30 @@ def _task_momentum_update(block, k):  # pragma: no cover - compiled
     _momentum_update(g[0, 0, i0:i1], m[0, 0, i0:i1], p[0, 0, i0:i1], np.float32(f[0]), np.float32(f[1]), b[S + 2] != 0)
 
 
+@_exact
+def _add(a, b, out):  # pragma: no cover - compiled
+    """out = a + b over flat float32 arrays (numpy's float32 sums: one rounding each)."""
+    for j in range(out.size):
+        out[j] = a[j] + b[j]
+    return 0
+
+
+def _task_add(block, k):  # pragma: no cover - compiled
+    b, x0, x1, out = _arrays(block)
+    i0, i1 = b[RANGES + 2 * k], b[RANGES + 2 * k + 1]
+    _add(x0[0, 0, i0:i1], x1[0, 0, i0:i1], out[0, 0, i0:i1])
+
+
+def _task_scale_shift(block, k):  # pragma: no cover - compiled
+    b, x, alpha, beta = _arrays(block)
+    y = native_pool_kernels.f32_3(b, A + 12)
+    i0, i1 = b[RANGES + 2 * k], b[RANGES + 2 * k + 1]
+    window_kernels._scale_shift(x[i0:i1], alpha[0, 0], beta[0, 0], y[i0:i1], b[S])
+
+
 _TASK_FNS = {
+    "_add": (_task_add, None),
+    "_scale_shift": (_task_scale_shift, None),
     "_moments": (_task_moments, None),
     "_grad_sums": (_task_grad_sums, None),
     "_affine2": (_task_affine2, None),

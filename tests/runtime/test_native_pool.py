@@ -12,7 +12,7 @@ import pytest
 from numba import types
 
 import framework
-from framework.kernels import bn_train, cached_jit, conv_grad_filter, native_pool
+from framework.kernels import bn_train, cached_jit, conv_grad_filter, native_pool, window_jit
 from framework.kernels import native_pool_kernels as npk
 from framework.runtime.parallel import run_parallel
 from framework.runtime.state import RUNTIME
@@ -137,6 +137,12 @@ def test_the_kernels_task_functions_compile():
     for name in mod._TASK_FNS:
         assert mod.task(name).address, name
     assert conv_grad_filter._module().task().address
+    from framework.kernels import channel_kernel, microkernel
+
+    for module, names in ((microkernel, ("_conv", "_pointwise")), (channel_kernel, ("_conv",))):
+        for name in names:
+            task, layout = module.native_task(name)
+            assert task.address and layout, (module.__name__, name)
 
 
 @pytest.mark.parametrize("shape", [(8, 16, 30, 30), (64, 3, 4, 5)])
@@ -159,7 +165,13 @@ def test_bn_train_kernels_split_natively_with_the_bits_of_one_thread(shape, monk
         out[2][...] = dy
         assert bn_train.relu_grad(x, out[2], out[2])
         assert bn_train.momentum_update(*gm, lr, 0.9, True)
-        return [mean, var, dbias, dxc, *out, *gm]
+        y = np.empty_like(x)
+        if not bn_train.scale_shift(x, k1, k2, y, 1):  # one thread: the caller's own one call
+            assert window_jit.scale_shift(x, k1, k2, y, 1)
+        total = np.empty_like(x)
+        job = bn_train.add_job(x, dy, total)
+        (job or (lambda: np.add(x, dy, out=total)))()
+        return [mean, var, dbias, dxc, *out, *gm, y, total]
 
     one = run_all()
     calls = []
@@ -172,6 +184,6 @@ def test_bn_train_kernels_split_natively_with_the_bits_of_one_thread(shape, monk
         two = run_all()
     finally:
         framework.set_num_threads(old)
-    assert len(calls) == 6 and all(n == 2 for n in calls)
+    assert len(calls) == 8 and all(n == 2 for n in calls)
     for a, b in zip(one, two):
         np.testing.assert_array_equal(a, b)

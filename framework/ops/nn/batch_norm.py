@@ -228,6 +228,8 @@ class SpatialBN(_BNBase):
         if parts is None:
             self._ss_ran = window_jit.scale_shift(x, alpha, beta, y, self._relu)
             return self._ss_ran
+        if bn_train.scale_shift(x, alpha, beta, y, self._relu):  # a native job over the images
+            return True
         ss, relu = window_jit.scale_shift, self._relu
         run_parallel([_images(ss, x, alpha, beta, y, relu, i0, i1) for i0, i1 in parts], steal=True)
         return True
