@@ -31,7 +31,10 @@ def test_a_busy_pool_thread_does_not_hold_the_call(two_threads):
     release = threading.Event()
     from framework.runtime.state import RUNTIME
 
-    blocker = RUNTIME.pool.submit(release.wait)  # the pool's one thread is busy until released
+    started = threading.Event()
+    # the pool's one thread busy until released (from when it has started on it)
+    blocker = RUNTIME.pool.submit(lambda: (started.set(), release.wait()))
+    assert started.wait(10)
     try:
         ran_on = []
         tasks = [lambda: ran_on.append(threading.get_ident()) for _ in range(4)]

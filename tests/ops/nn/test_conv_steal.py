@@ -85,7 +85,10 @@ def test_parts_stolen_from_a_busy_pool_thread(stride):
             assert allocations_per_run(net2.run, n=2, warm=2) == 0
             assert len(ran) > 4, "the convolutions did not split over the two threads"
             release = threading.Event()
-            blocker = RUNTIME.pool.submit(release.wait)  # the pool's one thread busy until released
+            started = threading.Event()
+            # the pool's one thread busy until released (from when it has started on it)
+            blocker = RUNTIME.pool.submit(lambda: (started.set(), release.wait()))
+            assert started.wait(10)
             timer = threading.Timer(5.0, release.set)  # without stealing the run would wait for it
             timer.start()
             try:
