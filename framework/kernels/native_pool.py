@@ -39,9 +39,11 @@ from framework.kernels import machine, window_jit
 from framework.runtime.parallel import get_num_threads
 from framework.runtime.state import RUNTIME
 
-# How long a worker polls for the next job before it sleeps: a training step's gaps between splits are
-# shorter, so its workers stay awake through it; an idle process sleeps after this. FRAMEWORK_SPIN_US sets it.
-SPIN_US = 2000.0
+# How long a worker polls for the next job before it sleeps (FRAMEWORK_SPIN_US sets it). Most gaps between a
+# training step's splits are shorter, so its workers stay awake through them; a long serial stretch (an LSTM's
+# recurrent steps) sleeps them, since a core polling beside it slowed the serial work on this project's VMs
+# (the LM's recurrent op 21 -> 28 ms with 2 ms of polling). Whole steps measured the same from 200 to 2000 us.
+SPIN_US = 300.0
 _UNSET = object()
 _kernels = _UNSET
 
