@@ -187,7 +187,9 @@ def momentum_update(g: np.ndarray, m: np.ndarray, p: np.ndarray, lr: np.ndarray,
     args = (np.float32(lr.reshape(-1)[0]), np.float32(mu), bool(nesterov))
     # the task reads lr and mu as float64 bits (each float32 value exactly)
     scalars = (*np.array(args[:2], np.float64).view(np.int64), int(nesterov))
-    return _split_call("_momentum_update", g.size, 5 * g.size, lambda a, b: (gf[a:b], mf[a:b], pf[a:b], *args), (gf, mf, pf), scalars)
+    return _split_call(
+        "_momentum_update", g.size, 5 * g.size, lambda a, b: (gf[a:b], mf[a:b], pf[a:b], *args), (gf, mf, pf), scalars
+    )
 
 
 def scale_shift(x: np.ndarray, alpha: np.ndarray, beta: np.ndarray, y: np.ndarray, relu: int) -> bool:

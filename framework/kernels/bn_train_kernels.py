@@ -152,52 +152,53 @@ A, S, RANGES = 1, 25, 33
 
 
 @_jit
-def _arrays(block):  # pragma: no cover - compiled
+def _arrays(block, k):  # pragma: no cover - compiled
+    """(the block, task k's rows i0, i1, the block's first three arrays)."""
     b = native_pool_kernels.block_of(block)
-    return b, native_pool_kernels.f32_3(b, A), native_pool_kernels.f32_3(b, A + 4), native_pool_kernels.f32_3(b, A + 8)
+    f32_3 = native_pool_kernels.f32_3
+    return b, b[RANGES + 2 * k], b[RANGES + 2 * k + 1], f32_3(b, A), f32_3(b, A + 4), f32_3(b, A + 8)
 
 
 def _task_moments(block, k):  # pragma: no cover - compiled
-    b, x, mean, var = _arrays(block)
-    _moments(x, mean[0, 0], var[0, 0], b[RANGES + 2 * k], b[RANGES + 2 * k + 1])
+    b, i0, i1, x, mean, var = _arrays(block, k)
+    _moments(x, mean[0, 0], var[0, 0], i0, i1)
 
 
 def _task_grad_sums(block, k):  # pragma: no cover - compiled
-    b, x, dy, mean = _arrays(block)
+    b, i0, i1, x, dy, mean = _arrays(block, k)
     dbias, dxc = native_pool_kernels.f32_3(b, A + 12), native_pool_kernels.f32_3(b, A + 16)
-    _grad_sums(x, dy, mean[0, 0], dbias[0, 0], dxc[0, 0], b[RANGES + 2 * k], b[RANGES + 2 * k + 1])
+    _grad_sums(x, dy, mean[0, 0], dbias[0, 0], dxc[0, 0], i0, i1)
 
 
 def _task_affine2(block, k):  # pragma: no cover - compiled
-    b, dy, x, k1 = _arrays(block)
-    k2, k3, dx = native_pool_kernels.f32_3(b, A + 12), native_pool_kernels.f32_3(b, A + 16), native_pool_kernels.f32_3(b, A + 20)
-    i0, i1 = b[RANGES + 2 * k], b[RANGES + 2 * k + 1]
+    b, i0, i1, dy, x, k1 = _arrays(block, k)
+    k2, k3, dx = (
+        native_pool_kernels.f32_3(b, A + 12),
+        native_pool_kernels.f32_3(b, A + 16),
+        native_pool_kernels.f32_3(b, A + 20),
+    )
     _affine2(dy[i0:i1], x[i0:i1], k1[0, 0], k2[0, 0], k3[0, 0], dx[i0:i1])
 
 
 def _task_relu_grad(block, k):  # pragma: no cover - compiled
-    b, y, dy, dx = _arrays(block)
-    i0, i1 = b[RANGES + 2 * k], b[RANGES + 2 * k + 1]
+    b, i0, i1, y, dy, dx = _arrays(block, k)
     _relu_grad(y[0, 0, i0:i1], dy[0, 0, i0:i1], dx[0, 0, i0:i1])
 
 
 def _task_relu_grad_inplace(block, k):  # pragma: no cover - compiled
-    b, y, d, _ = _arrays(block)
-    i0, i1 = b[RANGES + 2 * k], b[RANGES + 2 * k + 1]
+    b, i0, i1, y, d, _ = _arrays(block, k)
     _relu_grad_inplace(y[0, 0, i0:i1], d[0, 0, i0:i1])
 
 
 def _task_max_pool_grad(block, k):  # pragma: no cover - compiled
-    b, x, y, dy = _arrays(block)
+    b, i0, i1, x, y, dy = _arrays(block, k)
     dx = native_pool_kernels.f32_3(b, A + 12)
-    i0, i1 = b[RANGES + 2 * k], b[RANGES + 2 * k + 1]
     kh, kw, sh, sw, ph, pw, dh, dw = b[S], b[S + 1], b[S + 2], b[S + 3], b[S + 4], b[S + 5], b[S + 6], b[S + 7]
     _max_pool_grad(x[i0:i1], y[i0:i1], dy[i0:i1], dx[i0:i1], kh, kw, sh, sw, ph, pw, dh, dw)
 
 
 def _task_momentum_update(block, k):  # pragma: no cover - compiled
-    b, g, m, p = _arrays(block)
-    i0, i1 = b[RANGES + 2 * k], b[RANGES + 2 * k + 1]
+    b, i0, i1, g, m, p = _arrays(block, k)
     f = b[S : S + 2].view(np.float64)
     _momentum_update(g[0, 0, i0:i1], m[0, 0, i0:i1], p[0, 0, i0:i1], np.float32(f[0]), np.float32(f[1]), b[S + 2] != 0)
 
@@ -211,15 +212,13 @@ def _add(a, b, out):  # pragma: no cover - compiled
 
 
 def _task_add(block, k):  # pragma: no cover - compiled
-    b, x0, x1, out = _arrays(block)
-    i0, i1 = b[RANGES + 2 * k], b[RANGES + 2 * k + 1]
+    b, i0, i1, x0, x1, out = _arrays(block, k)
     _add(x0[0, 0, i0:i1], x1[0, 0, i0:i1], out[0, 0, i0:i1])
 
 
 def _task_scale_shift(block, k):  # pragma: no cover - compiled
-    b, x, alpha, beta = _arrays(block)
+    b, i0, i1, x, alpha, beta = _arrays(block, k)
     y = native_pool_kernels.f32_3(b, A + 12)
-    i0, i1 = b[RANGES + 2 * k], b[RANGES + 2 * k + 1]
     window_kernels._scale_shift(x[i0:i1], alpha[0, 0], beta[0, 0], y[i0:i1], b[S])
 
 

@@ -10,9 +10,10 @@ over an image's pixels, or, on small images where padding columns and rounded ta
 share of those vectors, over output channels (dY transposed to pixels x channels; ``mode``).
 
 The images are summed in two fixed halves, whatever the thread count: the first half's sums go into dW,
-the second's into a share added at the end, so the result does not depend on the number of threads. With
-two threads each lays out and sums its own half in one call (its planes stay in its own cache); with more,
-the layout is split over them by images, then the sums by half and blocks of output channels. ``plan`` returns None where the kernel does not apply (other
+the second's into a share added at the end, so the result does not depend on the number of threads. On two
+threads each lays out and sums its own half as one task of a native job (native_pool; its planes stay in its
+own cache); with more, the layout is split over them by images, then the sums by half and blocks of output
+channels. ``plan`` returns None where the kernel does not apply (other
 groups, dilations, ranks or dtypes, numba missing, a CPU without the features, the family disabled);
 ``FilterGradient.run`` returns False when the kernel's first compile fails (nothing written): the caller
 runs its numpy path, which gives the same values up to float rounding.
@@ -146,7 +147,17 @@ class FilterGradient:
         for k, (h, m0, m1, lay_out, i0, i1) in enumerate(tasks):
             dyo, xo, out = scratch[k] if scratch else self.scratch[0]
             at = mod.TASKS + mod.TASK_FIELDS * k
-            blk.data[at : at + mod.TASK_FIELDS] = (h, m0, m1, i0, i1, lay_out, dyo.ctypes.data, xo.ctypes.data, out.ctypes.data)
+            blk.data[at : at + mod.TASK_FIELDS] = (
+                h,
+                m0,
+                m1,
+                i0,
+                i1,
+                lay_out,
+                dyo.ctypes.data,
+                xo.ctypes.data,
+                out.ctypes.data,
+            )
         blk.keep = (empty, self.scratch)  # the arrays whose addresses it holds
         return blk
 
@@ -212,7 +223,11 @@ def _task_address(mod) -> int | None:
     try:
         return mod.task().address
     except Exception as exc:  # numba's compile errors have no common base: any failure means no task
-        warnings.warn(f"conv_grad_filter: the native task did not compile, dW runs on one thread: {exc}", RuntimeWarning, stacklevel=2)
+        warnings.warn(
+            f"conv_grad_filter: the native task did not compile, dW runs on one thread: {exc}",
+            RuntimeWarning,
+            stacklevel=2,
+        )
         return None
 
 

@@ -288,7 +288,16 @@ def _task_fn(block, k):  # pragma: no cover - compiled
     their sums over output channels m0:m1 into dW (first half) or the share (second): ``run`` in
     conv_grad_filter.py, without the GIL."""
     b = native_pool_kernels.block_of(block)
-    sh, sw, uh, uw, ph, pw, hq, wq = b[SIZES], b[SIZES + 1], b[SIZES + 2], b[SIZES + 3], b[SIZES + 4], b[SIZES + 5], b[SIZES + 6], b[SIZES + 7]
+    sh, sw, uh, uw, ph, pw, hq, wq = (
+        b[SIZES],
+        b[SIZES + 1],
+        b[SIZES + 2],
+        b[SIZES + 3],
+        b[SIZES + 4],
+        b[SIZES + 5],
+        b[SIZES + 6],
+        b[SIZES + 7],
+    )
     nb, nq, oh, ow, m, channels = b[SIZES + 8], b[SIZES + 9], b[SIZES + 10], b[SIZES + 11], b[SIZES + 12], b[SIZES + 13]
     t = TASKS + TASK_FIELDS * k
     h, m0, m1, i0, i1, lay_out = b[t], b[t + 1], b[t + 2], b[t + 3], b[t + 4], b[t + 5]

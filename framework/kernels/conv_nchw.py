@@ -355,7 +355,9 @@ class ConvNCHW:
                 self._scratch(k)
             if nat is None and self.strategy.one_call and native_pool.available():
                 # each part's one kernel call, recorded (made here, this once), becomes a task of a native job
-                calls = [window_jit.record_calls(_bind(fn, k, lo, hi, x, w, b1, y, s)) for k, (lo, hi) in enumerate(parts)]
+                calls = [
+                    window_jit.record_calls(_bind(fn, k, lo, hi, x, w, b1, y, s)) for k, (lo, hi) in enumerate(parts)
+                ]
                 self._native = _NativeParts.of(calls, x, w, b, y, s) or False
                 return
         run_parallel([_bind(fn, k, lo, hi, x, w, b1, y, s) for k, (lo, hi) in enumerate(parts)], steal=True)

@@ -377,8 +377,32 @@ def tap_offsets(s: int, plane: int, wq: int, kh: int = 3, kw: int = 3) -> np.nda
 
 # Native tasks (native_pool.CallJob): one recorded call of ``_conv`` / ``_pointwise`` per task, its arguments in
 # the order of the signature (arrays as address and sizes).
-CONV_ARGS = (("f4", 4), ("f4", 1), ("f4", 1), ("f4", 4), ("f4", 4), ("f4", 2), ("i8", 1), *["int"] * 10, *[("i8", 1)] * 3, "int", "int")
-POINTWISE_ARGS = (("f4", 4), ("f4", 1), ("f4", 1), ("f4", 4), ("f4", 4), ("i8", 1), *["int"] * 5, *[("i8", 1)] * 3, "int", "int", "int")
+CONV_ARGS = (
+    ("f4", 4),
+    ("f4", 1),
+    ("f4", 1),
+    ("f4", 4),
+    ("f4", 4),
+    ("f4", 2),
+    ("i8", 1),
+    *["int"] * 10,
+    *[("i8", 1)] * 3,
+    "int",
+    "int",
+)
+POINTWISE_ARGS = (
+    ("f4", 4),
+    ("f4", 1),
+    ("f4", 1),
+    ("f4", 4),
+    ("f4", 4),
+    ("i8", 1),
+    *["int"] * 5,
+    *[("i8", 1)] * 3,
+    "int",
+    "int",
+    "int",
+)
 
 
 def _task_conv(block, k):  # pragma: no cover - compiled
@@ -386,7 +410,18 @@ def _task_conv(block, k):  # pragma: no cover - compiled
     f32_1, f32_4, i64_1 = native_pool_kernels.f32_1, native_pool_kernels.f32_4, native_pool_kernels.i64_1
     x, wp, bias, y, res = f32_4(b, i), f32_1(b, i + 5), f32_1(b, i + 7), f32_4(b, i + 9), f32_4(b, i + 14)
     planes, taps, j = native_pool_kernels.f32_2(b, i + 19), i64_1(b, i + 22), i + 24
-    s, ph, pw, hq, wq, flags, i0, i1, m0, m1 = b[j], b[j + 1], b[j + 2], b[j + 3], b[j + 4], b[j + 5], b[j + 6], b[j + 7], b[j + 8], b[j + 9]
+    s, ph, pw, hq, wq, flags, i0, i1, m0, m1 = (
+        b[j],
+        b[j + 1],
+        b[j + 2],
+        b[j + 3],
+        b[j + 4],
+        b[j + 5],
+        b[j + 6],
+        b[j + 7],
+        b[j + 8],
+        b[j + 9],
+    )
     xo, yo, n = i64_1(b, j + 10), i64_1(b, j + 12), i64_1(b, j + 14)
     _conv(x, wp, bias, y, res, planes, taps, s, ph, pw, hq, wq, flags, i0, i1, m0, m1, xo, yo, n, b[j + 16], b[j + 17])
 

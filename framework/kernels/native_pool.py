@@ -289,7 +289,9 @@ class CallJob:
                     at += 1
                     continue
                 code, ndim = kind
-                if not (isinstance(a, np.ndarray) and a.dtype.str[1:] == code and a.ndim == ndim and a.flags.c_contiguous):
+                if not (
+                    isinstance(a, np.ndarray) and a.dtype.str[1:] == code and a.ndim == ndim and a.flags.c_contiguous
+                ):
                     return None
                 block.array(at, a)
                 at += 1 + ndim

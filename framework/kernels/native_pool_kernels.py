@@ -88,7 +88,9 @@ def pause(typingctx):
 
     def codegen(context, builder, sig, args):
         if _X86:
-            fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), []), "llvm.x86.sse2.pause")
+            fn = cgutils.get_or_insert_function(
+                builder.module, ir.FunctionType(ir.VoidType(), []), "llvm.x86.sse2.pause"
+            )
             builder.call(fn, [])
         return context.get_dummy_value()
 
@@ -278,5 +280,8 @@ def task_of(tasks: dict, fns: dict, kernel: str, cache: bool):
         if entry is None:
             return None
         fn, layout = entry
-        got = tasks[kernel] = (cached_jit.cfunc(types.void(types.int64, types.int64), cache=cache, boundscheck=False)(fn), layout)
+        got = tasks[kernel] = (
+            cached_jit.cfunc(types.void(types.int64, types.int64), cache=cache, boundscheck=False)(fn),
+            layout,
+        )
     return got

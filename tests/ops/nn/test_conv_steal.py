@@ -12,8 +12,8 @@ import pytest
 
 import framework.runtime.parallel as parallel
 from bench.common import allocations_per_run
-from framework.kernels import native_pool
 from framework.core import CreateOperator
+from framework.kernels import native_pool
 from framework.memory.workspace import Workspace
 from framework.proto.framework_pb2 import NetDef
 from framework.runtime.state import RUNTIME
@@ -96,7 +96,9 @@ def test_parts_stolen_from_a_busy_pool_thread(stride):
                 assert allocations_per_run(net2.run, n=2, warm=0) == 0
                 here = threading.get_ident()
                 jobs_here = all(r[1] == r[2] for r in ran if isinstance(r, tuple))
-                assert jobs_here and all(r == here for r in ran if not isinstance(r, tuple)), "a part waited for the pool"
+                assert jobs_here and all(r == here for r in ran if not isinstance(r, tuple)), (
+                    "a part waited for the pool"
+                )
             finally:
                 release.set()
                 timer.cancel()
