@@ -118,14 +118,13 @@ class Pool:
                     future.set_exception(e)
             future = fn = None
 
-    def _post(self, fn: int, block: int, n: int) -> int:
-        """Publish a job (waking the workers asleep); its number."""
+    def _post(self, fn: int, block: int, n: int) -> None:
+        """Publish a job (waking the workers asleep)."""
         asleep = self.mod.post(self.ctrl, fn, block, n)
         if asleep:
             for k, event in enumerate(self._events):
                 if asleep >> k & 1:
                     event.set()
-        return int(self.ctrl[self.mod.CLAIM]) >> 40
 
     def run(self, fn: int, block: np.ndarray, n: int) -> None:
         """A native job (the caller holds ``busy``)."""
@@ -146,8 +145,11 @@ class Pool:
                 wrap(t)
             return
         try:
-            job = self._python = _PythonJob(tasks, wrap)
-            job.number = self._post(0, 0, 0)
+            job = _PythonJob(tasks, wrap)
+            # its number before it is posted: a worker that sees the job checks it (the posting thread holds busy)
+            job.number = ((int(self.ctrl[self.mod.CLAIM]) >> 40) + 1) & self.mod.MAX_JOB
+            self._python = job
+            self._post(0, 0, 0)
             job.run_here(steal)
         finally:
             self._python = None

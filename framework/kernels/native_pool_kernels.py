@@ -28,6 +28,7 @@ from framework.kernels import cached_jit
 CLAIM, FN, BLOCK, DONE, STOP, SLEEP = 0, 1, 2, 3, 4, 8
 FIELDS = 8  # SLEEP + k for worker k follows
 MAX_TASKS = (1 << 20) - 1
+MAX_JOB = (1 << 23) - 1  # job numbers wrap here (the job word's top bits)
 _X86 = platform.machine().lower() in ("x86_64", "amd64", "i386", "i686", "x86")
 _I64 = ir.IntType(64)
 
@@ -171,7 +172,7 @@ def post(ctrl, fn, block, n) -> int:  # pragma: no cover - compiled
     store(ctrl, FN, fn)
     store(ctrl, BLOCK, block)
     store(ctrl, DONE, 0)
-    job = ((load(ctrl, CLAIM) >> 40) + 1) & ((1 << 23) - 1)
+    job = ((load(ctrl, CLAIM) >> 40) + 1) & MAX_JOB
     store(ctrl, CLAIM, (job << 40) | (n << 20))
     asleep = 0
     for k in range(min(ctrl.shape[0] - SLEEP, 62)):

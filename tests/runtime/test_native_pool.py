@@ -187,3 +187,17 @@ def test_bn_train_kernels_split_natively_with_the_bits_of_one_thread(shape, monk
     assert len(calls) == 8 and all(n == 2 for n in calls)
     for a, b in zip(one, two):
         np.testing.assert_array_equal(a, b)
+
+
+def test_python_jobs_without_stealing_never_wait_forever(two_threads):
+    """A job whose later tasks only a worker may run (steal=False) is always taken: the worker checks the
+    job's number, set before the job is posted."""
+    done = threading.Event()
+
+    def many():
+        for _ in range(500):
+            run_parallel([lambda: None, lambda: None, lambda: None], steal=False)
+        done.set()
+
+    threading.Thread(target=many, daemon=True).start()
+    assert done.wait(60), "a job's tasks were never taken"
