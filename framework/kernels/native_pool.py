@@ -31,6 +31,7 @@ import concurrent.futures
 import os
 import threading
 import time
+import warnings
 from typing import Callable, Sequence
 
 import numpy as np
@@ -226,8 +227,18 @@ class _PythonJob:
 
 def make(workers: int) -> Pool | None:
     """A pool of ``workers`` threads; None where native jobs cannot run (runtime.parallel then keeps a
-    ThreadPoolExecutor)."""
-    return Pool(workers) if _module() is not None else None
+    ThreadPoolExecutor): numba missing or disabled, or its loops failing to compile (a RuntimeWarning says why)."""
+    if _module() is None:
+        return None
+    try:
+        return Pool(workers)
+    except Exception as exc:  # numba's compile errors have no common base
+        warnings.warn(
+            f"native_pool: the pool's loops did not compile, Python threads run the splits: {exc}",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+        return None
 
 
 def run(fn: int, block: np.ndarray, n: int) -> None:

@@ -201,3 +201,12 @@ def test_python_jobs_without_stealing_never_wait_forever(two_threads):
 
     threading.Thread(target=many, daemon=True).start()
     assert done.wait(60), "a job's tasks were never taken"
+
+
+def test_a_pool_whose_loops_fail_to_compile_falls_back_to_python_threads(monkeypatch):
+    def broken(*args):
+        raise RuntimeError("no compiler here")
+
+    monkeypatch.setattr(native_pool._module(), "spin", broken)
+    with pytest.warns(RuntimeWarning, match="did not compile"):
+        assert native_pool.make(1) is None
