@@ -59,6 +59,13 @@ def test_lstm_benchmark_runs_tiny():
     assert set(results) == {"forward", "forward+backward"} and "per-step overhead" in table
 
 
+def test_split_cost_benchmark_runs_tiny(capsys):
+    pytest.importorskip("numba")
+    split_cost = pytest.importorskip("bench.split_cost")
+    rows = split_cost.main(["--rounds", "1", "--inner", "4", "--tasks-us", "5"])
+    assert len(rows) == 1 and len(rows[0]) == 6 and "native job of 2" in capsys.readouterr().out
+
+
 def test_sequence_models_benchmark_runs_tiny():
     pytest.importorskip("torch")
     pytest.importorskip("onnxruntime")
