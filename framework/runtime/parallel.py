@@ -27,10 +27,12 @@ from __future__ import annotations
 
 import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from framework.runtime.state import RUNTIME
+
+if TYPE_CHECKING:
+    from concurrent.futures import ThreadPoolExecutor
 
 # The thread count and its pools are RUNTIME's. Pools are kept by size: going back to a thread count
 # reuses its pool, so its workers keep their thread identities (kernels bind per-thread scratch and
@@ -60,7 +62,11 @@ def set_num_threads(n: int) -> None:
             pool = RUNTIME.pools.get(n)
             if pool is None:
                 made = RUNTIME.pool_maker(n - 1) if RUNTIME.pool_maker is not None else None
-                pool = made if made is not None else ThreadPoolExecutor(n - 1, thread_name_prefix="framework-op")
+                if made is None:
+                    from concurrent.futures import ThreadPoolExecutor  # (on first use: `import framework` stays light)
+
+                    made = ThreadPoolExecutor(n - 1, thread_name_prefix="framework-op")
+                pool = made
                 RUNTIME.pools[n] = pool
         RUNTIME.pool = pool
     set_blas_threads(1)
