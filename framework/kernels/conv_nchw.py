@@ -45,7 +45,7 @@ _SIX = np.float32(6)
 #   THIN_M, THIN_P: im2col convs with at most THIN_M outputs batch their images up to THIN_P pixels;
 # - BLOCK_BYTES: images per batched GEMM limited so its columns stay under this size;
 # - SPLIT_MIN_FLOPS: convs below this many FLOPs run on one thread (the hand-off would cost more than
-#   the work it hands over).
+#   the work it hands over); NATIVE_SPLIT_MIN_FLOPS the same for convs whose parts run as a native job.
 
 
 def _taps(geo) -> list[tuple[tuple, tuple, bool]]:
@@ -108,7 +108,9 @@ class ConvNCHW:
         self.cap_pass = self.act > window_jit.RELU and not strategy.caps  # what the kernel leaves to a pass
         self._act_tmp = None
         self.threads = threads = num_threads()
-        if 2 * n * m * (c // group) * math.prod(geo.kernel) * math.prod(geo.out) < _T["SPLIT_MIN_FLOPS"]:
+        native = strategy.native_parts(geo) and native_pool.available()
+        min_flops = _T["NATIVE_SPLIT_MIN_FLOPS"] if native else _T["SPLIT_MIN_FLOPS"]
+        if 2 * n * m * (c // group) * math.prod(geo.kernel) * math.prod(geo.out) < min_flops:
             threads = 1  # too little work to pay for handing half of it to another thread
         self.oshape = (n, m, *geo.out)
         p = math.prod(geo.out)

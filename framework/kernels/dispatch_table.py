@@ -27,6 +27,9 @@ DEFAULTS: dict[str, int] = {
     "BLOCK_P": 128,
     "BLOCK_BYTES": 4 << 20,
     "SPLIT_MIN_FLOPS": 16_000_000,
+    # convs whose parts run as native jobs (native_pool: ~3 us a split, bench.split_cost) split from here
+    # (~45 us of work at 90 GFLOP/s): ResNet-20's 1x1 shortcuts and strided-dX phase convs at batch 32 do
+    "NATIVE_SPLIT_MIN_FLOPS": 4_000_000,
     "THIN_M": 32,
     "THIN_P": 1024,
     "DIRECT_OW": 5,

@@ -210,3 +210,23 @@ def test_a_pool_whose_loops_fail_to_compile_falls_back_to_python_threads(monkeyp
     monkeypatch.setattr(native_pool._module(), "spin", broken)
     with pytest.warns(RuntimeWarning, match="did not compile"):
         assert native_pool.make(1) is None
+
+
+def test_a_small_conv_on_a_native_kernel_splits_with_the_bits_of_one_thread():
+    """Below SPLIT_MIN_FLOPS but above NATIVE_SPLIT_MIN_FLOPS a conv whose parts run as a native job splits
+    (a 1x1 conv of ResNet-20's shortcut size: 7.4 MFLOP), bit for bit as on one thread."""
+    from framework.core import CreateOperator
+    from framework.kernels.dispatch_table import THRESHOLDS
+    from framework.proto.framework_pb2 import NetDef
+    from tests.ops.threaded import assert_same, run_threads
+
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((32, 32, 15, 15)).astype(np.float32)
+    w = rng.standard_normal((16, 32, 1, 1)).astype(np.float32)
+    flops = 2 * 32 * 16 * 32 * 15 * 15
+    assert THRESHOLDS["NATIVE_SPLIT_MIN_FLOPS"] <= flops < THRESHOLDS["SPLIT_MIN_FLOPS"]
+    net = NetDef(name="small_conv")
+    net.op.append(CreateOperator("Conv", ["X", "W"], ["Y"], kernel=1, no_bias=1))
+    results, tasks, allocs = run_threads(net, {"X": x, "W": w}, ["Y"])
+    assert tasks > 0 and allocs == 0
+    assert_same(results)
