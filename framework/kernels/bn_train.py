@@ -30,12 +30,10 @@ import numpy as np
 from framework.kernels import kernel_support, machine, native_pool, window_jit
 from framework.kernels.kernel_support import KernelUnavailable
 from framework.runtime.parallel import run_parallel, work_split
-from framework.runtime.state import RUNTIME
 
 FAMILY = "bn_train"
 _UNSET = object()
 _kernels = _UNSET
-_NO_TASK: set = RUNTIME.held("kernels.bn_train.no_task", set)  # kernels whose native task did not compile
 
 
 def _module():
@@ -100,17 +98,11 @@ def _native_job(mod, fn_name: str, parts: list, arrays: tuple, scalars: tuple) -
 
 
 def _task_address(mod, fn_name: str) -> int | None:
-    """The address of ``fn_name``'s native task function; None where it does not compile (once per kernel:
-    then its Python tasks run)."""
-    if fn_name in _NO_TASK:
-        return None
+    """The address of ``fn_name``'s native task function; None where it does not compile (its Python tasks run)."""
     if FAMILY in kernel_support.disabled():
         return None
-    try:
-        return mod.task(fn_name).address
-    except Exception:  # numba's compile errors have no common base: any failure means Python tasks
-        _NO_TASK.add(fn_name)
-        return None
+    task = native_pool.compiled_task(f"bn_train.{fn_name}", lambda: mod.task(fn_name))
+    return task.address if task is not None else None
 
 
 def _bound(fn, args):

@@ -21,8 +21,6 @@ runs its numpy path, which gives the same values up to float rounding.
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 
 from framework.kernels import kernel_support, machine, native_pool, window_jit
@@ -219,16 +217,9 @@ class FilterGradient:
 
 def _task_address(mod) -> int | None:
     """The address of the compiled task function (native_pool); None, the family's loops running on this
-    thread alone, where it does not compile (a RuntimeWarning says why)."""
-    try:
-        return mod.task().address
-    except Exception as exc:  # numba's compile errors have no common base: any failure means no task
-        warnings.warn(
-            f"conv_grad_filter: the native task did not compile, dW runs on one thread: {exc}",
-            RuntimeWarning,
-            stacklevel=2,
-        )
-        return None
+    thread alone, where it does not compile (one RuntimeWarning says why)."""
+    task = native_pool.compiled_task("conv_grad_filter", mod.task)
+    return task.address if task is not None else None
 
 
 def plan(n: int, c: int, m: int, group: int, geo: Geometry, dtype, mode: str | None = None) -> FilterGradient | None:

@@ -588,10 +588,7 @@ class _NativeParts:
         fn = reps[0].fn
         module = sys.modules.get(getattr(fn, "py_func", fn).__module__)
         make = getattr(module, "native_task", None)
-        try:
-            got = make(fn.__name__) if make is not None else None
-        except Exception:  # numba's compile errors have no common base: the parts stay Python tasks
-            got = None
+        got = native_pool.compiled_task(f"{module.__name__}.{fn.__name__}", lambda: make(fn.__name__)) if make else None
         if got is None:
             return None
         task, layout = got

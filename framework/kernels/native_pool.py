@@ -47,6 +47,7 @@ from framework.runtime.state import RUNTIME
 SPIN_US = 300.0
 _UNSET = object()
 _kernels = _UNSET
+_NO_TASK: set = RUNTIME.held("kernels.native_pool.no_task", set)  # kernels whose task function did not compile
 
 
 def _module():
@@ -59,6 +60,26 @@ def _module():
 def available() -> bool:
     """Whether native tasks can run here (numba imports and compiled kernels are allowed)."""
     return _module() is not None
+
+
+def compiled_task(name: str, make):
+    """``make()``: a kernel's compiled task function (compiled or loaded on first use); None where it does not
+    compile, and from then on for ``name`` (one RuntimeWarning naming it): that kernel's splits then run without
+    native jobs."""
+    if name in _NO_TASK:
+        return None
+    try:
+        return make()
+    except Exception as exc:  # numba's compile errors have no common base
+        _NO_TASK.add(name)
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        warnings.warn(
+            f"{name}: its native task did not compile, its splits run without native jobs: "
+            f"{type(exc).__name__}: {first}",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+        return None
 
 
 class Pool:

@@ -6,6 +6,7 @@ callables; and the kernels' task functions compile and give the bits of one thre
 from __future__ import annotations
 
 import threading
+import warnings
 
 import numpy as np
 import pytest
@@ -230,3 +231,38 @@ def test_a_small_conv_on_a_native_kernel_splits_with_the_bits_of_one_thread():
     results, tasks, allocs = run_threads(net, {"X": x, "W": w}, ["Y"])
     assert tasks > 0 and allocs == 0
     assert_same(results)
+
+
+def test_a_task_function_that_fails_to_compile_warns_once_naming_it():
+    tried = []
+
+    def broken():
+        tried.append(1)
+        raise RuntimeError("no compiler here")
+
+    with pytest.warns(RuntimeWarning, match=r"test\.kernel: its native task did not compile.*no compiler here"):
+        assert native_pool.compiled_task("test.kernel", broken) is None
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert native_pool.compiled_task("test.kernel", broken) is None  # not tried again, no second warning
+    assert tried == [1]
+    native_pool._NO_TASK.discard("test.kernel")
+
+
+def test_a_kernel_without_its_task_function_splits_as_python_tasks(two_threads, monkeypatch):
+    mod = bn_train._module()
+
+    def broken(name):
+        raise RuntimeError(f"no task for {name}")
+
+    monkeypatch.setattr(mod, "task", broken)
+    monkeypatch.setattr("framework.runtime.parallel.SPLIT_MIN_WORK", 1)
+    rng = np.random.default_rng(1)
+    y, dy = (rng.standard_normal((4, 3, 5, 5)).astype(np.float32) for _ in range(2))
+    dx = np.empty_like(y)
+    try:
+        with pytest.warns(RuntimeWarning, match=r"bn_train\._relu_grad: its native task did not compile"):
+            assert bn_train.relu_grad(y, dy, dx)
+    finally:
+        native_pool._NO_TASK.discard("bn_train._relu_grad")
+    np.testing.assert_array_equal(dx, dy * (y > 0))
