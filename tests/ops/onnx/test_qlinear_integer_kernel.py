@@ -56,13 +56,8 @@ def _case(draw):
     )  # fmt: skip
 
 
-@settings(max_examples=40, deadline=None)
-@given(_case())
-def test_qlinear_conv_and_conv_integer_on_the_kernel(case):
-    rng = np.random.default_rng(case["seed"])
-    m, wz = case["m"], case["wz"]
-    x = _codes(rng, case["xt"], (case["n"], case["c"], *case["spatial"]))
-    w = _fitting_weights(rng, case["wt"], (m, case["c"], *case["attrs"]["kernel_shape"]), wz)
+def _qlinear_feeds(rng, case, x, w, wz, m: int) -> dict:
+    """QLinearConv's inputs: the codes, random scales, the case's zero points and (if it has one) an int32 bias of m."""
     feeds = {
         "x": x, "x_scale": np.float32(rng.uniform(0.01, 0.1)), "x_zero_point": case["xz"],
         "w": w, "w_scale": rng.uniform(0.001, 0.05, wz.shape).astype(np.float32), "w_zero_point": wz,
@@ -71,6 +66,17 @@ def test_qlinear_conv_and_conv_integer_on_the_kernel(case):
     feeds = {k: np.asarray(v) for k, v in feeds.items()}
     if case["bias"]:
         feeds["B"] = rng.integers(-5000, 5000, m).astype(np.int32)
+    return feeds
+
+
+@settings(max_examples=40, deadline=None)
+@given(_case())
+def test_qlinear_conv_and_conv_integer_on_the_kernel(case):
+    rng = np.random.default_rng(case["seed"])
+    m, wz = case["m"], case["wz"]
+    x = _codes(rng, case["xt"], (case["n"], case["c"], *case["spatial"]))
+    w = _fitting_weights(rng, case["wt"], (m, case["c"], *case["attrs"]["kernel_shape"]), wz)
+    feeds = _qlinear_feeds(rng, case, x, w, wz, m)
     with spy_calls() as calls, implicit_windows(case["implicit"]), wrapping_epilogue(case["wrap"]):
         _agree("QLinearConv", feeds, case["attrs"], _T[case["yt"]])
         ints = {"x": x, "w": w, "x_zero_point": feeds["x_zero_point"], "w_zero_point": wz}
@@ -143,14 +149,7 @@ def test_depthwise_qlinear_conv_and_conv_integer_on_the_int32_loop(case):
     x = _codes(rng, case["xt"], (case["n"], c, *case["spatial"]))
     w = _codes(rng, case["wt"], (c, 1, *case["attrs"]["kernel_shape"]))
     attrs = dict(case["attrs"], group=c)
-    feeds = {
-        "x": x, "x_scale": np.float32(rng.uniform(0.01, 0.1)), "x_zero_point": case["xz"],
-        "w": w, "w_scale": rng.uniform(0.001, 0.05, wz.shape).astype(np.float32), "w_zero_point": wz,
-        "y_scale": np.float32(rng.uniform(0.05, 2.0)), "y_zero_point": case["yz"],
-    }  # fmt: skip
-    feeds = {k: np.asarray(v) for k, v in feeds.items()}
-    if case["bias"]:
-        feeds["B"] = rng.integers(-5000, 5000, c).astype(np.int32)
+    feeds = _qlinear_feeds(rng, case, x, w, wz, c)
     ran = []
     real = qlinear_conv.depthwise_into
 
