@@ -99,6 +99,7 @@ ALLOWED: dict[str, dict[str, str]] = {
     "kernels/bn_train.py": {"_kernels": "lazy-import"},
     "kernels/conv_grad_filter.py": {"_kernels": "lazy-import"},
     "kernels/native_pool.py": {"_kernels": "lazy-import"},
+    "kernels/native_gemm.py": {"_kernels": "lazy-import", "_blas": "memo"},
     "kernels/recurrent.py": {"_cells": "lazy-import"},
     "ops/distributed/world.py": {"_MPI": "lazy-import"},
     "ops/subnet.py": {"_DEPTH": "thread"},
