@@ -11,7 +11,9 @@ per kernel offset over strided views).
 - ``relu_grad(y, dy, dx)``: ``dX = dY * (Y > 0)`` (one pass, as numpy's multiply by the mask);
 - ``max_pool_grad(x, y, dy, dx, geo)``: a 2-D NCHW max pooling's input gradient, as Caffe2 computes it
   (every cell equal to its window's max receives the window's ``dY``);
-- ``momentum_update(g, m, p, lr, mu, nesterov)``: MomentumSGDUpdate in place in one pass (numpy's five).
+- ``momentum_update(g, m, p, lr, mu, nesterov)``: MomentumSGDUpdate in place in one pass (numpy's five);
+- ``softmax_xent_job(x, p, labels, picked)``: SoftmaxWithLoss's softmax and log-probabilities of the labels,
+  a row in one pass from memory (numpy: six passes over the logits).
 
 With several intra-op threads (``framework.runtime.parallel``) and enough work, each call is split: the
 per-channel sums by channels, the elementwise passes by images (or flat ranges), the pooling gradient by
@@ -211,6 +213,37 @@ def add_job(a: np.ndarray, b: np.ndarray, out: np.ndarray):
     address, data, n = _task_address(mod, "_add"), blk.data, len(parts)
     blk.keep = (a, b, out)
     return lambda: native_pool.run(address, data, n)
+
+
+def softmax_xent_job(x: np.ndarray, p: np.ndarray, labels: np.ndarray, picked: np.ndarray):
+    """A zero-argument callable making ``p`` the softmax of the rows of 2-D ``x`` and ``picked[i]`` the log of
+    ``p[i, labels[i]]`` (from x: x - max - log sum), a row in one pass from memory (bn_train_kernels'
+    ``_softmax_xent``), the rows split over the intra-op threads as a native job; bound to these arrays. None
+    where it does not apply (not float32 or contiguous, labels not int32, no compiled kernels): the caller keeps
+    numpy's passes. The labels must be in [0, D) (the caller checks them first)."""
+    if (
+        x.ndim != 2
+        or p.shape != x.shape
+        or x.size == 0
+        or labels.shape != (x.shape[0],)
+        or picked.shape != labels.shape
+    ):
+        return None
+    if labels.dtype != np.int32 or not labels.flags.c_contiguous or not _fits(x, p, picked):
+        return None
+    mod = _module()
+    address = _task_address(mod, "_softmax_xent") if mod is not None else None
+    if address is None:
+        return None
+    n = x.shape[0]
+    parts = work_split(n, x.size) or [(0, n)]
+    data, keep = _block(mod, parts, (x, p, picked, labels), ()).data, (x, p, picked, labels)
+
+    def job() -> None:
+        native_pool.run(address, data, len(parts))
+
+    job.keep = keep  # type: ignore[attr-defined]
+    return job
 
 
 def available() -> bool:

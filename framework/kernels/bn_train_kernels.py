@@ -9,8 +9,9 @@ called on contiguous slices instead.
 from __future__ import annotations
 
 import numpy as np
+from numba import carray, int32
 
-from framework.kernels import cached_jit, native_pool_kernels, simd_ir, window_kernels
+from framework.kernels import cached_jit, native_pool_kernels, recurrent_cells, simd_ir, window_kernels
 
 # fastmath: reductions may be reassociated (vectorized); results differ from a sequential sum by
 # float rounding only. No NaN/inf assumptions are made beyond that ("reassoc", "contract").
@@ -222,6 +223,84 @@ def _task_scale_shift(block, k):  # pragma: no cover - compiled
     window_kernels._scale_shift(x[i0:i1], alpha[0, 0], beta[0, 0], y[i0:i1], b[S])
 
 
+@_exact
+def _row_max(row):  # pragma: no cover - compiled
+    """(the largest value of ``row``, whether it holds a NaN): eight running maxima side by side, so the loop
+    vectorizes without assuming away NaNs (a NaN never wins a comparison; it is counted instead)."""
+    d = row.shape[0]
+    m0 = m1 = m2 = m3 = m4 = m5 = m6 = m7 = row[0]
+    nan = 0
+    j = 0
+    while j + 8 <= d:
+        v0, v1, v2, v3, v4, v5, v6, v7 = (
+            row[j],
+            row[j + 1],
+            row[j + 2],
+            row[j + 3],
+            row[j + 4],
+            row[j + 5],
+            row[j + 6],
+            row[j + 7],
+        )
+        m0, m1, m2, m3 = max(m0, v0), max(m1, v1), max(m2, v2), max(m3, v3)
+        m4, m5, m6, m7 = max(m4, v4), max(m5, v5), max(m6, v6), max(m7, v7)
+        nan += (v0 != v0) + (v1 != v1) + (v2 != v2) + (v3 != v3) + (v4 != v4) + (v5 != v5) + (v6 != v6) + (v7 != v7)
+        j += 8
+    m = max(max(max(m0, m1), max(m2, m3)), max(max(m4, m5), max(m6, m7)))
+    for k in range(j, d):
+        m = max(m, row[k])
+        nan += row[k] != row[k]
+    return m, nan > 0
+
+
+@_jit
+def _exp_run(row, out, m):  # pragma: no cover - compiled
+    """out = exp(row - m) (recurrent_cells.exp; 0 below e^-87), and their float32 sum (vectorized)."""
+    lo, zero = np.float32(-87.0), np.float32(0)
+    s = zero
+    for j in range(row.shape[0]):
+        t = row[j] - m
+        e = recurrent_cells.exp(t) if t > lo else zero
+        out[j] = e
+        s += e
+    return s
+
+
+@_jit
+def _softmax_xent(x, p, labels, picked, r0, r1):  # pragma: no cover - compiled
+    """Rows r0..r1 of (N, D) ``x``: p = exp(x - max) / sum (p may be x itself), picked[i] = x[i, labels[i]] -
+    max - log(sum), the label's log-probability from x. One read of the row from memory: its max, then the
+    exponentials (recurrent_cells.exp; below e^-87 they are 0) into p, summed in float32 runs of 256 (a
+    vectorized sum) added in float64, as close as numpy's pairwise sum; then p divided by the sum while the
+    row is in cache. A row holding a NaN or whose max is infinite is NaN throughout, as in numpy's softmax."""
+    d = x.shape[1]
+    for i in range(r0, r1):
+        row, out = x[i], p[i]
+        xl = row[labels[i]]  # before out (possibly the row itself) is written
+        m, nan = _row_max(row)
+        if nan or m == np.inf or m == -np.inf:
+            out[:] = np.nan
+            picked[i] = np.nan
+            continue
+        acc, j0 = 0.0, 0
+        while j0 + 256 <= d:
+            acc += _exp_run(row[j0 : j0 + 256], out[j0 : j0 + 256], m)
+            j0 += 256
+        acc += _exp_run(row[j0:], out[j0:], m)
+        s = np.float32(acc)
+        for j in range(d):
+            out[j] = out[j] / s
+        picked[i] = xl - m - np.log(s)
+    return 0
+
+
+def _task_softmax_xent(block, k):  # pragma: no cover - compiled
+    b, i0, i1, x, p, picked = _arrays(block, k)
+    at = A + 12  # the labels (int32), padded to 3-D like the others: their count is the last size
+    labels = carray(native_pool_kernels.pointer(b[at], int32), (b[at + 3],))
+    _softmax_xent(x[0], p[0], labels, picked[0, 0], i0, i1)
+
+
 _TASK_FNS = {
     "_add": (_task_add, None),
     "_scale_shift": (_task_scale_shift, None),
@@ -232,6 +311,7 @@ _TASK_FNS = {
     "_relu_grad_inplace": (_task_relu_grad_inplace, None),
     "_max_pool_grad": (_task_max_pool_grad, None),
     "_momentum_update": (_task_momentum_update, None),
+    "_softmax_xent": (_task_softmax_xent, None),
 }
 _TASKS: dict = {}
 

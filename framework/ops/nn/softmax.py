@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from framework.errors import ShapeError, TypeMismatchError
+from framework.kernels import bn_train
 from framework.ops.gradient import gradient
 from framework.ops.nn.axes import coerce_2d
 from framework.ops.nn.losses import LOG_THRESHOLD
@@ -347,9 +348,13 @@ class SoftmaxWithLoss(_SoftmaxLossBase):
             per_row = -lp.sum(axis=1)
         elif n and d:
             picked = np.empty(n, x.dtype)
-            idx = np.arange(n, dtype=np.intp) * d + labels
-            rows = scratch(self, "_rows", (2, n, 1), x.dtype)
-            _softmax_xent_closure(np.ascontiguousarray(x).reshape(n, d), p2, rows, picked)(idx)
+            x2 = np.ascontiguousarray(x).reshape(n, d)
+            job = bn_train.softmax_xent_job(x2, p2, labels, picked)
+            if job is not None:
+                job()
+            else:
+                idx = np.arange(n, dtype=np.intp) * d + labels
+                _softmax_xent_closure(x2, p2, scratch(self, "_rows", (2, n, 1), x.dtype), picked)(idx)
             per_row = -picked
         else:
             per_row = np.zeros(n, x.dtype)
@@ -372,6 +377,15 @@ class SoftmaxWithLoss(_SoftmaxLossBase):
         picked = np.empty(n, x.dtype)
         x2, p2, rows = x.reshape(n, d), p.reshape(n, d), scratch(self, "_rows", (2, n, 1), x.dtype)
         rsum, scale = np.add.reduce, self.args.scale
+        job = bn_train.softmax_xent_job(x2, p2, labels, picked)
+        if job is not None:  # one compiled pass per row, rows over the intra-op threads
+
+            def softmax_with_loss_compiled() -> None:
+                check()
+                job()
+                loss[...] = -float(rsum(picked)) * scale / n
+
+            return softmax_with_loss_compiled
         split = work_split(n, n * d)
         if split is not None:  # rows over the intra-op threads: each row's values as on one thread
             tasks = [_xent_rows(x2, p2, rows, picked, labels, r0, r1) for r0, r1 in split]
