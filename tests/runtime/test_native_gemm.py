@@ -118,22 +118,34 @@ def test_bias_passes_are_exact():
     assert not out[:, :10].any() and not out[:, 30:].any()
 
 
-@pytest.mark.parametrize("op_type", ["FC", "FCTransposed"])
+@pytest.mark.parametrize("op_type", ["FC", "FCTransposed", "FCGradient"])
 def test_small_fc_splits_as_a_native_job_at_two_threads(op_type):
     """A recurrent step's product (20 x 256 by 256 x 1024: under fc.SPLIT_MIN_MACS, over
     NATIVE_SPLIT_MIN_MACS) splits at two threads; values as one thread's to float rounding, nothing allocated."""
     rng = np.random.default_rng(7)
     x = rng.standard_normal((20, 256)).astype(np.float32)
-    w = rng.standard_normal((1024, 256) if op_type == "FC" else (256, 1024)).astype(np.float32) / 16
+    w = rng.standard_normal((256, 1024) if op_type == "FCTransposed" else (1024, 256)).astype(np.float32) / 16
     b = rng.standard_normal(1024).astype(np.float32)
+    dy = rng.standard_normal((20, 1024)).astype(np.float32)
     assert fc.NATIVE_SPLIT_MIN_MACS <= 20 * 256 * 1024 < fc.SPLIT_MIN_MACS
     from framework.proto.framework_pb2 import NetDef
 
     net = NetDef(name="fc")
-    net.op.append(CreateOperator(op_type, ["X", "W", "B"], ["Y"]))
-    results, tasks, allocs = run_threads(net, {"X": x, "W": w, "B": b}, ["Y"], runs=4)
+    if op_type == "FCGradient":
+        net.op.append(CreateOperator(op_type, ["X", "W", "dY"], ["dW", "db", "dX"]))
+        feeds, outs = {"X": x, "W": w, "dY": dy}, ["dW", "db", "dX"]
+    else:
+        net.op.append(CreateOperator(op_type, ["X", "W", "B"], ["Y"]))
+        feeds, outs = {"X": x, "W": w, "B": b}, ["Y"]
+    results, tasks, allocs = run_threads(net, feeds, outs, runs=4)
     assert tasks >= 2 and allocs == 0
-    np.testing.assert_allclose(results[2]["Y"], results[1]["Y"], rtol=1e-5, atol=1e-5)
+    for name in outs:
+        np.testing.assert_allclose(results[2][name], results[1][name], rtol=1e-5, atol=1e-4, err_msg=name)
+    if op_type == "FCGradient":
+        x64, w64, dy64 = (a.astype(np.float64) for a in (x, w, dy))
+        want = {"dW": dy64.T @ x64, "db": dy64.sum(0), "dX": dy64 @ w64}
+        for name in outs:
+            np.testing.assert_allclose(results[2][name], want[name], rtol=1e-4, atol=1e-4, err_msg=name)
 
 
 def test_int_fc_or_no_native_gemm_keeps_small_products_whole(monkeypatch):

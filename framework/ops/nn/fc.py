@@ -338,6 +338,7 @@ class _FCGradientBase(Operator):
     def setup(self) -> None:
         self._x = self._w = self._dy = None
         self._outs = None
+        self._split_key = self._split_run = None  # run()'s split, and the (dW, db, dX, threads) it is bound to
 
     def _bind(self, x: np.ndarray, w: np.ndarray, dy: np.ndarray) -> None:
         if not (x.dtype == w.dtype == dy.dtype):
@@ -352,6 +353,7 @@ class _FCGradientBase(Operator):
                 f"expected {list(shape)} (the FC output for X {list(x.shape)}, W {list(w.shape)})"
             )
         self._x, self._w, self._dy, self._outs = x, w, dy, None
+        self._split_key = self._split_run = None
         self._dims = (m, k, n)
         self._x2, self._dy2 = x.reshape(m, k), dy.reshape(m, n)
         self._dy2_t = self._dy2.T
@@ -372,9 +374,11 @@ class _FCGradientBase(Operator):
             self._outs = (dw, db, dx)
             self._dw2 = dw.reshape(k, n) if self.transposed else dw.reshape(n, k)
             self._dx2 = dx.reshape(m, k) if dx is not None else None
-        tasks = self._parallel_tasks()
-        if tasks is not None:
-            run_parallel(tasks, steal=True)
+        key, threads = self._split_key, get_num_threads()
+        if key is None or key[0] is not dw or key[1] is not db or key[2] is not dx or key[3] != threads:
+            self._split_key, self._split_run = (dw, db, dx, threads), self._split()  # bound to these arrays
+        if self._split_run is not None:
+            self._split_run()
             return
         if self.transposed:
             np.matmul(self._x2_t, self._dy2, out=self._dw2)
@@ -384,20 +388,29 @@ class _FCGradientBase(Operator):
         if dx is not None:
             np.matmul(self._dy2, self._w2, out=self._dx2)
 
-    def _parallel_tasks(self):
-        """Per-worker closures when the work is split over the intra-op threads, else None.
-
-        A weight of at least SPLIT_MIN_BYTES, or a product of at least SPLIT_MIN_MACS (FCGradient only: its dW
-        rows are contiguous) is split by output features for dW and db and by rows for dX; every worker writes
-        its own disjoint parts (BLAS may block a part's products otherwise than the whole's: float rounding)."""
+    def _partition(self):
+        """(output-feature ranges, row ranges) per worker when the work is split over the intra-op threads,
+        else None: a weight of at least SPLIT_MIN_BYTES or a product of at least SPLIT_MIN_MACS (FCGradient
+        only: its dW rows are contiguous), or from NATIVE_SPLIT_MIN_MACS where the split runs as a native job.
+        dW and db are split by output features, dX by rows; every worker writes its own disjoint parts (BLAS
+        may block a part's products otherwise than the whole's: float rounding)."""
         m, k, n = self._dims
-        if self.transposed or not _worth_splitting(self._w.nbytes, m, k, n):
+        if self.transposed:
             return None
         threads = get_num_threads()
         if threads < 2 or n < 32 * threads or m < threads:
             return None
+        if not _worth_splitting(self._w.nbytes, m, k, n):
+            if m * k * n < NATIVE_SPLIT_MIN_MACS or self._x.dtype != np.float32 or not native_gemm.available():
+                return None
         cols = [(a // 16 * 16, b // 16 * 16 if b < n else b) for a, b in split(n, threads)]
-        rows = split(m, threads)
+        return cols, split(m, threads)
+
+    def _parallel_tasks(self):
+        """Per-worker closures of the split (``_partition``), else None."""
+        parts = self._partition()
+        if parts is None:
+            return None
         dy2, dy2_t, x2, w2, ones = self._dy2, self._dy2_t, self._x2, self._w2, self._ones
         dw2, db, dx2 = self._dw2, self._outs[1], self._dx2
 
@@ -410,15 +423,37 @@ class _FCGradientBase(Operator):
 
             return part
 
-        return [task(*c, *r) for c, r in zip(cols, rows)]
+        return [task(*c, *r) for c, r in zip(*parts)]
+
+    def _native_job(self):
+        """The split (``_partition``) as one native job (kernels.native_gemm), else None."""
+        parts = self._partition()
+        if parts is None or self._x.dtype != np.float32 or not native_gemm.available():
+            return None
+        dy2, dy2_t, x2, w2, ones = self._dy2, self._dy2_t, self._x2, self._w2, self._ones
+        dw2, db, dx2 = self._dw2, self._outs[1], self._dx2
+        job = native_gemm.Job(len(parts[0]))
+        for t, ((n0, n1), (m0, m1)) in enumerate(zip(*parts)):
+            ok = job.matmul(t, dy2_t[n0:n1], x2, dw2[n0:n1]) and job.matmul(t, ones, dy2[:, n0:n1], db[n0:n1])
+            if not ok or (dx2 is not None and not job.matmul(t, dy2[m0:m1], w2, dx2[m0:m1])):
+                return None
+        return job.build()
+
+    def _split(self):
+        """A zero-argument callable running the split (a native job, else Python tasks), else None."""
+        job = self._native_job()
+        if job is not None:
+            return job
+        tasks = self._parallel_tasks()
+        return None if tasks is None else lambda: run_parallel(tasks, steal=True)
 
     def compile(self):
         """A closure doing run()'s work on the arrays bound now (see framework.net.program)."""
         if self._outs is None:
             return None
-        tasks = self._parallel_tasks()
-        if tasks is not None:
-            return lambda: run_parallel(tasks, steal=True)
+        split_run = self._split()
+        if split_run is not None:
+            return split_run
         matmul, ones, dy2, x2, w2 = np.matmul, self._ones, self._dy2, self._x2, self._w2
         dw2, db, dx2 = self._dw2, self._outs[1], self._dx2
         a, b = (self._x2_t, dy2) if self.transposed else (self._dy2_t, x2)
