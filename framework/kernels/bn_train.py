@@ -12,6 +12,7 @@ per kernel offset over strided views).
 - ``max_pool_grad(x, y, dy, dx, geo)``: a 2-D NCHW max pooling's input gradient, as Caffe2 computes it
   (every cell equal to its window's max receives the window's ``dY``);
 - ``momentum_update(g, m, p, lr, mu, nesterov)``: MomentumSGDUpdate in place in one pass (numpy's five);
+- ``add_job`` / ``relu_job``: a two-input float32 Sum and Relu bound to their arrays, split as native jobs;
 - ``softmax_xent_job(x, p, labels, picked)``: SoftmaxWithLoss's softmax and log-probabilities of the labels,
   a row in one pass from memory (numpy: six passes over the logits).
 
@@ -203,15 +204,27 @@ def add_job(a: np.ndarray, b: np.ndarray, out: np.ndarray):
     """A zero-argument callable making ``out = a + b`` (float32, contiguous, one size) as a native job split
     over the intra-op threads, bound to these arrays; None where it would not split (one thread, little work, no
     native task)."""
-    if not (a.size == b.size == out.size > 0 and _fits(a, b, out)):
+    return _elementwise_job("_add", (a, b, out))
+
+
+def relu_job(x: np.ndarray, y: np.ndarray):
+    """Like ``add_job``: ``y = max(x, 0)`` as numpy's clip(x, 0, inf) computes it (NaN and -0.0 stay; y may be x)."""
+    return _elementwise_job("_relu", (x, y))
+
+
+def _elementwise_job(fn_name: str, arrays: tuple):
+    """``fn_name``'s native task over flat ranges of ``arrays`` (float32, contiguous, one size), bound to them;
+    None where it would not split."""
+    out = arrays[-1]
+    if not (out.size > 0 and all(a.size == out.size for a in arrays) and _fits(*arrays)):
         return None
     parts = work_split(out.size, out.size)
     mod = _module()
-    if parts is None or mod is None or _task_address(mod, "_add") is None:
+    if parts is None or mod is None or _task_address(mod, fn_name) is None:
         return None
-    blk = _block(mod, parts, (a.reshape(-1), b.reshape(-1), out.reshape(-1)), ())
-    address, data, n = _task_address(mod, "_add"), blk.data, len(parts)
-    blk.keep = (a, b, out)
+    blk = _block(mod, parts, tuple(a.reshape(-1) for a in arrays), ())
+    address, data, n = _task_address(mod, fn_name), blk.data, len(parts)
+    blk.keep = arrays
     return lambda: native_pool.run(address, data, n)
 
 

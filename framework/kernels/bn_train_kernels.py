@@ -217,6 +217,21 @@ def _task_add(block, k):  # pragma: no cover - compiled
     _add(x0[0, 0, i0:i1], x1[0, 0, i0:i1], out[0, 0, i0:i1])
 
 
+@_exact
+def _relu(x, y):  # pragma: no cover - compiled
+    """y = max(x, 0) over flat float32 arrays as numpy's clip(x, 0, inf): NaN and -0.0 stay (y may be x)."""
+    zero = np.float32(0)
+    for j in range(y.size):
+        v = x[j]
+        y[j] = zero if v < zero else v
+    return 0
+
+
+def _task_relu(block, k):  # pragma: no cover - compiled
+    b, i0, i1, x, y, _ = _arrays(block, k)
+    _relu(x[0, 0, i0:i1], y[0, 0, i0:i1])
+
+
 def _task_scale_shift(block, k):  # pragma: no cover - compiled
     b, i0, i1, x, alpha, beta = _arrays(block, k)
     y = native_pool_kernels.f32_3(b, A + 12)
@@ -303,6 +318,7 @@ def _task_softmax_xent(block, k):  # pragma: no cover - compiled
 
 _TASK_FNS = {
     "_add": (_task_add, None),
+    "_relu": (_task_relu, None),
     "_scale_shift": (_task_scale_shift, None),
     "_moments": (_task_moments, None),
     "_grad_sums": (_task_grad_sums, None),

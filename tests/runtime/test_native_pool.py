@@ -172,7 +172,11 @@ def test_bn_train_kernels_split_natively_with_the_bits_of_one_thread(shape, monk
         total = np.empty_like(x)
         job = bn_train.add_job(x, dy, total)
         (job or (lambda: np.add(x, dy, out=total)))()
-        return [mean, var, dbias, dxc, *out, *gm, y, total]
+        rect = x.copy()
+        rect.reshape(-1)[:3] = (np.nan, -0.0, -np.inf)
+        job = bn_train.relu_job(rect, rect)  # in place, as Relu after a Sum runs
+        (job or (lambda: np.clip(rect, 0, np.inf, out=rect)))()
+        return [mean, var, dbias, dxc, *out, *gm, y, total, rect]
 
     one = run_all()
     calls = []
@@ -185,9 +189,12 @@ def test_bn_train_kernels_split_natively_with_the_bits_of_one_thread(shape, monk
         two = run_all()
     finally:
         framework.set_num_threads(old)
-    assert len(calls) == 8 and all(n == 2 for n in calls)
+    assert len(calls) == 9 and all(n == 2 for n in calls)
     for a, b in zip(one, two):
         np.testing.assert_array_equal(a, b)
+    rect = two[-1].reshape(-1)  # as numpy's clip(x, 0, inf): NaN and -0.0 stay
+    assert np.isnan(rect[0]) and rect[1] == 0 and np.signbit(rect[1]) and rect[2] == 0 and not np.signbit(rect[2])
+    np.testing.assert_array_equal(rect[3:], np.clip(x.reshape(-1)[3:], 0, np.inf))
 
 
 def test_python_jobs_without_stealing_never_wait_forever(two_threads):

@@ -55,6 +55,9 @@ class Relu(Operator):
         """run() bound to the current arrays (the net's fast path; see framework.net.program)."""
         x = self.input(0)
         y = self.output(0, x.shape, x.dtype)
+        job = bn_train.relu_job(x, y)  # float32 over several intra-op threads: split as a native job
+        if job is not None:
+            return job
         if x.dtype.kind == "f" and _CLIP is not None:
             # Positional arguments only: partial() then makes a C-level call (no kwargs to merge).
             return partial(_CLIP, x, *_relu_bounds(x.dtype), y)
