@@ -197,7 +197,34 @@ def _task_conv(block, k):  # pragma: no cover - compiled
     _conv(x, wp, bias, y, res, planes, taps, s, ph, pw, hq, wq, flags, i0, i1, mb0, mb1, moff, m, var, rr, vl)
 
 
-_TASK_FNS = {"_conv": (_task_conv, CONV_ARGS)}
+@_jit
+def _pack(w, out, vl, p0, p1):  # pragma: no cover - compiled
+    """Panels p0:p1 of ``pack``'s layout, the same values: out[p, kk, l] = w[p * vl + l, kk], 0 past w's rows."""
+    m, k = w.shape
+    panels = out.reshape((-1, k, vl))
+    for p in range(p0, p1):
+        dst = panels[p]
+        for lane in range(vl):
+            c = p * vl + lane
+            if c < m:
+                src = w[c]
+                for kk in range(k):
+                    dst[kk, lane] = src[kk]
+            else:
+                for kk in range(k):
+                    dst[kk, lane] = 0
+    return 0
+
+
+PACK_ARGS = (("f4", 2), ("f4", 1), "int", "int", "int")
+
+
+def _task_pack(block, k):  # pragma: no cover - compiled
+    b, i = native_pool_kernels.args_of(block, k)
+    _pack(native_pool_kernels.f32_2(b, i), native_pool_kernels.f32_1(b, i + 3), b[i + 5], b[i + 6], b[i + 7])
+
+
+_TASK_FNS = {"_conv": (_task_conv, CONV_ARGS), "_pack": (_task_pack, PACK_ARGS)}
 _TASKS: dict = {}
 
 

@@ -233,14 +233,14 @@ def _transpose_dy(dy, dyt, i0, i1):  # pragma: no cover - compiled
 
 
 @_jit
-def _copy_out(dwt, dws, two, dw):  # pragma: no cover - compiled
-    """dw[k, j] = dwt[j, k] (+ dws[j, k] when ``two``: the second half's sums) for every row k of dw (M, pairs):
-    blocks of 16 rows of dwt, so each row of dw gets 16 contiguous values per pass and the 16 rows of dwt read
-    stay in cache (a plain transposed copy of a dW^T beyond the caches reads a cache line per value)."""
+def _copy_out(dwt, dws, two, dw, k0, k1):  # pragma: no cover - compiled
+    """dw[k, j] = dwt[j, k] (+ dws[j, k] when ``two``: the second half's sums) for rows k0 <= k < k1 of dw (M,
+    pairs): blocks of 16 rows of dwt, so each row of dw gets 16 contiguous values per pass and the 16 rows of
+    dwt read stay in cache (a plain transposed copy of a dW^T beyond the caches reads a cache line per value)."""
     pairs = dw.shape[1]
     for j0 in range(0, pairs, 16):
         j1 = min(pairs, j0 + 16)
-        for k in range(dw.shape[0]):
+        for k in range(k0, k1):
             if two:
                 for j in range(j0, j1):
                     dw[k, j] = dwt[j, k] + dws[j, k]
@@ -322,7 +322,22 @@ def _task_fn(block, k):  # pragma: no cover - compiled
     _accumulate(planes[i0:i1], dye[i0:i1], taps, dst, m0, m1, nb, nq, dyo, xo, out)
 
 
+# Native task (native_pool.CallJob): one recorded call of ``_copy_out`` per task, its rows of dw split.
+COPY_ARGS = (("f4", 2), ("f4", 2), "int", ("f4", 2), "int", "int")
+
+
+def _copy_task(block, k):  # pragma: no cover - compiled
+    b, i = native_pool_kernels.args_of(block, k)
+    f32_2 = native_pool_kernels.f32_2
+    _copy_out(f32_2(b, i), f32_2(b, i + 3), b[i + 6] != 0, f32_2(b, i + 7), b[i + 10], b[i + 11])
+
+
 _TASKS: dict = {}
+
+
+def copy_task():
+    """(the task function of ``_copy_out``'s recorded calls, their layout), compiled or loaded on first use."""
+    return native_pool_kernels.task_of(_TASKS, {"copy": (_copy_task, COPY_ARGS)}, "copy", simd_ir.CACHE)
 
 
 def task():

@@ -133,6 +133,42 @@ def test_two_threads_give_the_same_bits(geo, n, m, mode, seed):
     np.testing.assert_array_equal(one, two)
 
 
+@pytest.mark.parametrize("n", [1, 5])
+def test_two_threads_split_the_copy_out_and_the_filter_packs_with_the_same_bits(monkeypatch, n):
+    """The channels layout's copy-out of dW (one half, or two halves summed) and the forward kernels' filter
+    packs split by rows over two threads as native jobs (thresholds lowered here): one thread's bits."""
+    from framework.kernels import channel_kernel, native_pool, window_jit
+
+    monkeypatch.setattr(conv_grad_filter, "COPY_SPLIT_MIN", 1)
+    monkeypatch.setattr(window_jit, "PACK_SPLIT_MIN", 1)
+    geo = Geometry((6, 6), (3, 3), (1, 1), (1, 1), (1, 1), (1, 1), (6, 6))
+    c, m = 5, 70
+    x, dy = _data(n, c, m, geo, 3)
+    one = np.empty((m, c, 3, 3), np.float32)
+    assert conv_grad_filter.plan(n, c, m, 1, geo, np.float32, "channels").run(x, dy, one)
+    w = np.random.default_rng(1).standard_normal((m, c * 9)).astype(np.float32)
+    packed_one = np.full(channel_kernel.padded_channels(m, 2) * c * 9, np.nan, np.float32)
+    channel_kernel.pack(w, 2, packed_one)
+    jobs = []
+    real_run = native_pool.run
+    monkeypatch.setattr(native_pool, "run", lambda *a: (jobs.append(a[2]), real_run(*a)))
+    old = get_num_threads()
+    set_num_threads(2)
+    try:
+        fg = conv_grad_filter.plan(n, c, m, 1, geo, np.float32, "channels")
+        two = np.empty_like(one)
+        for _ in range(2):  # the first run is serial (it may compile); the second on the threads
+            assert fg.run(x, dy, two)
+        copy_jobs = len(jobs)
+        packed_two = np.full_like(packed_one, np.nan)
+        assert window_jit._pack_split(channel_kernel, w, 2, packed_two)
+    finally:
+        set_num_threads(old)
+    assert copy_jobs >= 2 and len(jobs) == copy_jobs + 1  # the sums' job and the copy-out's, then the pack's
+    np.testing.assert_array_equal(one, two)
+    np.testing.assert_array_equal(packed_one, packed_two)
+
+
 def test_plan_applies_to_group_one_undilated_float32_2d_only():
     g = Geometry((8, 8), (3, 3), (1, 1), (1, 1), (1, 1), (1, 1), (8, 8))
     assert conv_grad_filter.plan(2, 4, 4, 1, g, np.float32) is not None
