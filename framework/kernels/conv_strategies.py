@@ -353,8 +353,9 @@ class Direct(ConvStrategy):
         t = THRESHOLDS
         if geo.kernel == (3, 3):
             fits_direct = geo.stride == (1, 1) or (geo.stride == (2, 2) and m <= t["DIRECT_S2_M"])
-        else:  # larger windows over few channels (a net's first conv): im2col's columns are mostly copying
-            fits_direct = min(geo.kernel) > 1 and (c // group) * math.prod(geo.kernel) <= t["DIRECT_K"]
+        else:  # other windows over few channels (a net's first conv; 2x1 and 1x2 phases of a strided conv's dX,
+            # 1xk): im2col's columns are mostly copying, and the kernel's parts run as native jobs
+            fits_direct = max(geo.kernel) > 1 and (c // group) * math.prod(geo.kernel) <= t["DIRECT_K"]
         return fits_direct and geo.out[1] >= t["DIRECT_OW"] and window_jit.direct_fits(geo, dtype, group)
 
     def pack_shape(self, conv) -> tuple:

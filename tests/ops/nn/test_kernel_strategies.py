@@ -62,6 +62,28 @@ def test_each_conv_strategy_is_chosen_where_it_fits_and_computes_the_reference(c
     np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-3 * np.abs(want).max())
 
 
+@pytest.mark.parametrize("window", [(2, 1), (1, 2), (1, 3), (3, 1), (1, 5), (2, 3)])
+def test_rectangular_windows_over_few_channels_run_direct(window):
+    """The 2x1 and 1x2 phases of a strided conv's dX, 1xk and kx1 convs: the direct kernel (whose parts run as
+    native jobs), not im2col, while C x taps is at most DIRECT_K; values as the float64 reference."""
+    if not _usable(conv_strategies.DIRECT):
+        pytest.skip("'direct' is not usable here")
+    (kh, kw), n, c, m, size, pad = window, 3, 12, 20, 15, 1
+    out = (size + 2 * pad - kh + 1, size + 2 * pad - kw + 1)
+    geo = Geometry((size, size), window, (1, 1), (1, 1), (pad, pad), (pad, pad), out)
+    assert c * kh * kw <= THRESHOLDS["DIRECT_K"]
+    conv = conv_nchw.ConvNCHW(n, c, m, 1, geo, np.float32, True)
+    assert conv.strategy is conv_strategies.DIRECT
+    rng = np.random.default_rng(kh * 10 + kw)
+    x = rng.standard_normal((n, c, size, size)).astype(np.float32)
+    w = rng.standard_normal((m, c, kh, kw)).astype(np.float32)
+    b = rng.standard_normal(m).astype(np.float32)
+    y = np.empty((n, m, *out), np.float32)
+    conv.run(x, w, b, y)
+    want = ref_conv(x.astype(np.float64), w.astype(np.float64), b.astype(np.float64), 1, pad, 1)
+    np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-3 * np.abs(want).max())
+
+
 @pytest.mark.parametrize("case", CONVS[:-1], ids=[c[-1] for c in CONVS[:-1]])
 def test_a_disabled_strategy_hands_its_convs_to_the_next_that_fits(case, monkeypatch):
     n, c, m, group, size, k, s, pad, name = case
