@@ -15,7 +15,10 @@ SoftmaxWithLoss; gradient ops from ``AddGradientOperators``; momentum SGD from `
 
 Contenders, timed round-robin in one process (``bench/common.py``), medians:
 
-- ``framework``: the training net created once in a Workspace, then ``net.run()`` per step;
+- ``framework``: the training net created once in a Workspace, then ``net.run()`` per step; its gradient blobs
+  shared by ``memonger.share_grad_blobs`` (what Caffe2's ``data_parallel_model`` applies with
+  ``optimize_gradient_memory=True``), with the shapes of a first run in a scratch workspace: blobs of one shape
+  share a buffer, so the backward pass reuses a few that stay in cache;
 - ``torch eager``: the same ops as ``torch.nn.functional`` calls on ``nn.Parameter``s holding the same
   initial weights, ``F.cross_entropy``, ``backward()``, ``torch.optim.SGD`` with the same momentum
   (Nesterov: the default of Caffe2's SgdOptimizer).
@@ -157,16 +160,21 @@ def framework_lm_step(seed: int = 0):
     from framework.memory.workspace import Workspace
 
     m, params, init, tokens, targets = make_lm_case(seed)
-    m.AddGradientOperators(["loss"])
+    grads = m.AddGradientOperators(["loss"])
     optimizer.build_sgd(m, LR, momentum=MOMENTUM)
+
+    def fill(ws) -> None:
+        ws.feed_blob("emb", params["emb"].copy())  # created without a filler: the init net's momentum fill reads it
+        ws.run_net_once(m.param_init_net)
+        for k, v in {**params, **init}.items():
+            ws.feed_blob(k, v.copy())
+        ws.feed_blob("tokens", tokens)
+        ws.feed_blob("targets", targets)
+
+    proto = shared_gradients(m, grads, fill)
     ws = Workspace()
-    ws.feed_blob("emb", params["emb"].copy())  # created without a filler: the init net's momentum fill reads it
-    ws.run_net_once(m.param_init_net)
-    for k, v in {**params, **init}.items():
-        ws.feed_blob(k, v.copy())
-    ws.feed_blob("tokens", tokens)
-    ws.feed_blob("targets", targets)
-    net = ws.create_net(m.net.Proto())
+    fill(ws)
+    net = ws.create_net(proto)
     return net.run, ws
 
 
@@ -226,21 +234,46 @@ def make_case(name: str, batch: int, seed: int = 0):
     return m, weights, stats, x, y
 
 
+def shared_gradients(m, grads: dict, fill) -> object:
+    """The training net with its gradient blobs shared by ``memonger.share_grad_blobs`` (Caffe2's
+    ``optimize_gradient_memory``), their shapes from one run of the net in a scratch workspace that ``fill``
+    (workspace -> None) sets up: only blobs of one shape share a buffer."""
+    from framework.caffe2.python import memonger
+    from framework.memory.workspace import Workspace
+
+    proto = m.net.Proto()
+    scratch = Workspace()
+    fill(scratch)
+    scratch.create_net(proto).run()
+    shapes = {b: scratch.fetch_blob(b).shape for op in proto.op for b in op.output if _is_array(scratch, b)}
+    param_grads = [str(grads[p]) for p in m.params if p in grads]
+    return memonger.share_grad_blobs(m.net, ["loss"], param_grads, "", blob_shapes=shapes)
+
+
+def _is_array(ws, blob: str) -> bool:
+    return ws.has_blob(blob) and isinstance(ws.fetch_blob(blob), np.ndarray)
+
+
 def framework_step(name: str, batch: int, seed: int = 0):
     """(step callable, workspace) of the framework's training net for ``name`` at ``batch``."""
     from framework.caffe2.python import optimizer
     from framework.memory.workspace import Workspace
 
     m, weights, stats, x, y = make_case(name, batch, seed)
-    m.AddGradientOperators(["loss"])
+    grads = m.AddGradientOperators(["loss"])
     optimizer.build_sgd(m, LR, momentum=MOMENTUM)
+
+    def fill(ws) -> None:
+        ws.run_net_once(m.param_init_net)
+        for k, v in {**weights, **stats}.items():
+            ws.feed_blob(k, v.copy())
+        ws.feed_blob("data", x)
+        ws.feed_blob("label", y)
+
+    proto = shared_gradients(m, grads, fill)
     ws = Workspace()
-    ws.run_net_once(m.param_init_net)
-    for k, v in {**weights, **stats}.items():
-        ws.feed_blob(k, v.copy())
-    ws.feed_blob("data", x)
-    ws.feed_blob("label", y)
-    net = ws.create_net(m.net.Proto())
+    fill(ws)
+    net = ws.create_net(proto)
     return net.run, ws
 
 

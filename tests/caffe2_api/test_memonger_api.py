@@ -155,6 +155,56 @@ def test_release_blobs_when_used_frees_after_the_last_read():
         workspace.FetchBlob("x")
 
 
+def test_share_grad_blobs_with_shapes_shares_one_shape_only_and_allocates_nothing_per_run():
+    """With blob_shapes, a shared blob only ever holds one shape (here no buffer is made anew per run);
+    the parameters' gradients and the loss are as without sharing, bit for bit."""
+    from framework.memory.allocator import memory_reporter
+    from framework.memory.workspace import Workspace
+
+    m = ModelHelper("deep")
+    h = "data"
+    for i, (a, b) in enumerate([(4, 6), (6, 6), (6, 6), (6, 6), (6, 3)]):
+        h = brew.relu(m, brew.fc(m, h, f"fc{i}", dim_in=a, dim_out=b), f"r{i}")
+    m.net.AveragedLoss(m.net.SquaredL2Distance([h, "label"], "dist"), "loss")
+    grads = m.AddGradientOperators(["loss"])
+    param_grads = [str(grads[p]) for p in m.params]
+    rng = np.random.default_rng(2)
+    feeds = {"data": rng.standard_normal((5, 4)).astype(np.float32), "label": rng.random((5, 3)).astype(np.float32)}
+
+    init = Workspace()
+    init.run_net_once(m.param_init_net)
+    feeds.update({str(p): init.fetch_blob(str(p)) for p in m.params})
+
+    def workspace_with_params():
+        ws = Workspace()
+        for k, v in feeds.items():
+            ws.feed_blob(k, v.copy())
+        return ws
+
+    ws = workspace_with_params()
+    plain = ws.create_net(m.net.Proto())
+    plain.run()
+    proto = m.net.Proto()
+    shapes = {b: ws.fetch_blob(b).shape for op in proto.op for b in op.output}
+    shared = memonger.share_grad_blobs(m.net, ["loss"], param_grads, "", blob_shapes=shapes)
+    renamed = {b for op in proto.op for b in op.output} - {b for op in shared.op for b in op.output}
+    assert renamed and all(b.endswith("_grad") for b in renamed)
+    holders = {}  # shared blob -> the shapes of the blobs renamed onto it
+    for old_op, new_op in zip(proto.op, shared.op):
+        for old, new in zip(old_op.output, new_op.output):
+            holders.setdefault(new, set()).add(tuple(shapes[old]))
+    assert all(len(s) == 1 for s in holders.values())
+    ws2 = workspace_with_params()
+    net = ws2.create_net(shared)
+    for _ in range(3):
+        net.run()
+    before = memory_reporter().allocations
+    net.run()
+    assert memory_reporter().allocations == before
+    for b in [*param_grads, "loss"]:
+        np.testing.assert_array_equal(ws2.fetch_blob(b), ws.fetch_blob(b), err_msg=b)
+
+
 def test_share_grad_blobs_and_inference_sharing_keep_results():
     m, grads = _mlp()
     proto = m.Proto()

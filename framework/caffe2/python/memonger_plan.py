@@ -357,9 +357,19 @@ def _share_in_order(
         ranges = {
             b: r._replace(size=int(np.prod(blob_shapes[b])) if b in blob_shapes else None) for b, r in ranges.items()
         }
-    static = set(ranges) - set(shareable)
-    assignments = compute_assignments(ranges, static, AssignmentAlgorithm.GREEDY)
-    mapping = compute_blob_assignments(assignments)
+        # Departure: with shapes known, only blobs of one shape share (Caffe2 shares the closest sizes: its
+        # tensors keep their capacity, where a blob here written at another shape gets a new buffer each run)
+        classes: dict[tuple, set[str]] = collections.defaultdict(set)
+        for b in shareable:
+            if b in blob_shapes and b in ranges:
+                classes[tuple(blob_shapes[b])].add(b)
+        mapping = {}
+        for blobs in classes.values():
+            chains = compute_assignments(ranges, set(ranges) - blobs, AssignmentAlgorithm.GREEDY)
+            mapping.update(compute_blob_assignments(chains))
+    else:
+        static = set(ranges) - set(shareable)
+        mapping = compute_blob_assignments(compute_assignments(ranges, static, AssignmentAlgorithm.GREEDY))
     if shared_prefix is not None:
         names: dict[str, str] = {}
         mapping = {b: names.setdefault(c, f"{shared_prefix}__m{len(names)}_shared") for b, c in mapping.items()}
@@ -382,7 +392,9 @@ def share_grad_blobs(
     ``namescope`` ending in ``_grad`` (the parameters' gradients excluded), and with ``share_activations``
     the activations of layers with a ``<out>_w`` weight except the last two. ``dont_share_blobs`` and the
     ``losses`` are never renamed. Returns the optimized NetDef (the ops keep their order; Caffe2 computes the
-    recycling on the DAG in C++, this uses greedy chains over the op order: never more blobs than before)."""
+    recycling on the DAG in C++, this uses greedy chains over the op order: never more blobs than before).
+    With ``blob_shapes`` ({blob: dims}, e.g. from a first run) only blobs of one shape share: the backward
+    pass then reuses a few buffers that stay in cache, with no buffer made anew per run."""
     if namescope and not namescope.endswith("/"):
         namescope += "/"
     param_grads = {str(g) for g in param_grads}
