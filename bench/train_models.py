@@ -123,6 +123,32 @@ def build_lm():
     return m, states
 
 
+def training_net(m, fill):
+    """(step callable, workspace): ``m``'s loss with its gradient ops and momentum SGD, in a workspace that
+    ``fill`` (workspace -> None) sets up; the gradient blobs shared by ``memonger.share_grad_blobs``
+    (Caffe2's ``optimize_gradient_memory``) with their shapes from one run in a scratch workspace: only blobs
+    of one shape share a buffer."""
+    from framework.caffe2.python import memonger, optimizer
+    from framework.memory.workspace import Workspace
+
+    grads = m.AddGradientOperators(["loss"])
+    optimizer.build_sgd(m, LR, momentum=MOMENTUM)
+    proto = m.net.Proto()
+    scratch = Workspace()
+    fill(scratch)
+    scratch.create_net(proto).run()
+    shapes = {b: scratch.fetch_blob(b).shape for op in proto.op for b in op.output if _is_array(scratch, b)}
+    param_grads = [str(grads[p]) for p in m.params if p in grads]
+    proto = memonger.share_grad_blobs(m.net, ["loss"], param_grads, "", blob_shapes=shapes)
+    ws = Workspace()
+    fill(ws)
+    return ws.create_net(proto).run, ws
+
+
+def _is_array(ws, blob: str) -> bool:
+    return ws.has_blob(blob) and isinstance(ws.fetch_blob(blob), np.ndarray)
+
+
 def make_lm_case(seed: int = 0):
     """(model helper, parameters, initial states, tokens (seq, batch), targets (seq * batch,))."""
     m, states = build_lm()
@@ -156,12 +182,7 @@ def _lm_to_torch(params: dict) -> dict:
 
 
 def framework_lm_step(seed: int = 0):
-    from framework.caffe2.python import optimizer
-    from framework.memory.workspace import Workspace
-
     m, params, init, tokens, targets = make_lm_case(seed)
-    grads = m.AddGradientOperators(["loss"])
-    optimizer.build_sgd(m, LR, momentum=MOMENTUM)
 
     def fill(ws) -> None:
         ws.feed_blob("emb", params["emb"].copy())  # created without a filler: the init net's momentum fill reads it
@@ -171,11 +192,7 @@ def framework_lm_step(seed: int = 0):
         ws.feed_blob("tokens", tokens)
         ws.feed_blob("targets", targets)
 
-    proto = shared_gradients(m, grads, fill)
-    ws = Workspace()
-    fill(ws)
-    net = ws.create_net(proto)
-    return net.run, ws
+    return training_net(m, fill)
 
 
 def torch_lm_step(seed: int = 0):
@@ -234,34 +251,9 @@ def make_case(name: str, batch: int, seed: int = 0):
     return m, weights, stats, x, y
 
 
-def shared_gradients(m, grads: dict, fill) -> object:
-    """The training net with its gradient blobs shared by ``memonger.share_grad_blobs`` (Caffe2's
-    ``optimize_gradient_memory``), their shapes from one run of the net in a scratch workspace that ``fill``
-    (workspace -> None) sets up: only blobs of one shape share a buffer."""
-    from framework.caffe2.python import memonger
-    from framework.memory.workspace import Workspace
-
-    proto = m.net.Proto()
-    scratch = Workspace()
-    fill(scratch)
-    scratch.create_net(proto).run()
-    shapes = {b: scratch.fetch_blob(b).shape for op in proto.op for b in op.output if _is_array(scratch, b)}
-    param_grads = [str(grads[p]) for p in m.params if p in grads]
-    return memonger.share_grad_blobs(m.net, ["loss"], param_grads, "", blob_shapes=shapes)
-
-
-def _is_array(ws, blob: str) -> bool:
-    return ws.has_blob(blob) and isinstance(ws.fetch_blob(blob), np.ndarray)
-
-
 def framework_step(name: str, batch: int, seed: int = 0):
     """(step callable, workspace) of the framework's training net for ``name`` at ``batch``."""
-    from framework.caffe2.python import optimizer
-    from framework.memory.workspace import Workspace
-
     m, weights, stats, x, y = make_case(name, batch, seed)
-    grads = m.AddGradientOperators(["loss"])
-    optimizer.build_sgd(m, LR, momentum=MOMENTUM)
 
     def fill(ws) -> None:
         ws.run_net_once(m.param_init_net)
@@ -270,11 +262,7 @@ def framework_step(name: str, batch: int, seed: int = 0):
         ws.feed_blob("data", x)
         ws.feed_blob("label", y)
 
-    proto = shared_gradients(m, grads, fill)
-    ws = Workspace()
-    fill(ws)
-    net = ws.create_net(proto)
-    return net.run, ws
+    return training_net(m, fill)
 
 
 def torch_step(name: str, batch: int, seed: int = 0):
