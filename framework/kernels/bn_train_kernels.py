@@ -240,8 +240,9 @@ def _task_scale_shift(block, k):  # pragma: no cover - compiled
 
 @_exact
 def _row_max(row):  # pragma: no cover - compiled
-    """(the largest value of ``row``, whether it holds a NaN): eight running maxima side by side, so the loop
-    vectorizes without assuming away NaNs (a NaN never wins a comparison; it is counted instead)."""
+    """(the largest value of ``row``, whether it holds a NaN): eight running maxima side by side, independent
+    chains the CPU overlaps (one running max took 4 ms over the LM's 7 M logits) with no assumption about NaNs
+    (a NaN never wins a comparison; it is counted instead)."""
     d = row.shape[0]
     m0 = m1 = m2 = m3 = m4 = m5 = m6 = m7 = row[0]
     nan = 0

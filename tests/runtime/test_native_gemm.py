@@ -166,3 +166,31 @@ def test_int_fc_or_no_native_gemm_keeps_small_products_whole(monkeypatch):
             np.testing.assert_allclose(ws.fetch_blob("Y"), want)
     finally:
         framework.set_num_threads(old)
+
+
+def test_small_fc_without_a_native_job_runs_whole_not_as_python_tasks(monkeypatch):
+    """A product under fc.SPLIT_MIN_MACS whose native job cannot be built runs as one call: Python tasks cost
+    more than they save there."""
+
+    rng = np.random.default_rng(11)
+    x, w, b = (rng.standard_normal(s).astype(np.float32) for s in ((20, 256), (1024, 256), (1024,)))
+    monkeypatch.setattr(fc, "_native_columns", lambda *a: None)
+    calls = []
+    monkeypatch.setattr(fc, "run_parallel", lambda *a, **k: calls.append(a))
+    old = framework.get_num_threads()
+    framework.set_num_threads(2)
+    try:
+        ws = Workspace()
+        for name, v in (("X", x), ("W", w), ("B", b)):
+            ws.feed_blob(name, v)
+        op = create_operator(CreateOperator("FC", ["X", "W", "B"], ["Y"]), ws)
+        for _ in range(3):  # the packed copy from the second run on
+            op.run()
+            np.testing.assert_allclose(ws.fetch_blob("Y"), x @ w.T + b, rtol=1e-4, atol=1e-4)
+        assert op._parts() is not None and not calls
+        ws.fetch_blob("Y")[...] = 0
+        op.compile()()
+        np.testing.assert_allclose(ws.fetch_blob("Y"), x @ w.T + b, rtol=1e-4, atol=1e-4)
+        assert not calls
+    finally:
+        framework.set_num_threads(old)

@@ -181,11 +181,13 @@ class _FCBase(Operator):
         y = self.output(0, self._shape, self._dtype)
         if y is not self._y:
             self._y, self._y2 = y, y.reshape(self._m, self._n)
-        y2 = self._y2
         parts = self._parts()
-        if parts is not None:
-            self._run_split(parts)
-            return
+        if parts is None or not self._run_split(parts):
+            self._whole()
+
+    def _whole(self) -> None:
+        """The product in one call on this thread."""
+        y2 = self._y2
         if self._wide:
             np.matmul(self._w2, self._x2.T, out=self._yt)
             np.add(self._yt.T, self._b1, out=y2)
@@ -205,16 +207,20 @@ class _FCBase(Operator):
             return None
         return [(a // 16 * 16, b // 16 * 16 if b < self._n else b) for a, b in split(self._n, threads)]
 
-    def _run_split(self, parts) -> None:
-        """The product split by output features: a native job where one can be built, else Python tasks."""
+    def _run_split(self, parts) -> bool:
+        """The product split by output features: a native job where one can be built, else Python tasks for a
+        product ``_worth_splitting``; False (nothing done) for a smaller one whose job could not be built."""
         wk = None if self._wide else (self._weight() if self._may_pack else self._w_view)
         key = self._job_key
         if key is None or key[0] is not wk or key[1] is not self._y2 or key[2] != parts:
             self._job, self._job_key = _native_columns(self, wk, parts), (wk, self._y2, parts)
         if self._job is not None:
             self._job()
-        else:
+        elif self._big:
             run_parallel([_columns(self, wk, n0, n1) for n0, n1 in parts], steal=True)
+        else:
+            return False
+        return True
 
     def compile(self):
         """A closure doing run()'s work on the arrays bound now (see framework.net.program)."""
@@ -223,13 +229,14 @@ class _FCBase(Operator):
         parts = self._parts()
         if parts is not None:
             if self._may_pack:  # the packed copy's version is checked every call
-                return lambda: self._run_split(parts)
+                return lambda: self._run_split(parts) or self._whole()
             wk = None if self._wide else self._w_view
             job = _native_columns(self, wk, parts)
             if job is not None:
                 return job
-            cols = [_columns(self, wk, n0, n1) for n0, n1 in parts]
-            return lambda: run_parallel(cols, steal=True)
+            if self._big:
+                cols = [_columns(self, wk, n0, n1) for n0, n1 in parts]
+                return lambda: run_parallel(cols, steal=True)
         x2, y2, b1, w_view, matmul, add = self._x2, self._y2, self._b1, self._w_view, np.matmul, np.add
         if self._wide:
             w2, xt, yt, ytt = self._w2, self._x2.T, self._yt, self._yt.T
@@ -440,11 +447,13 @@ class _FCGradientBase(Operator):
         return job.build()
 
     def _split(self):
-        """A zero-argument callable running the split (a native job, else Python tasks), else None."""
+        """A zero-argument callable running the split (a native job, else Python tasks for work
+        ``_worth_splitting``), else None."""
         job = self._native_job()
         if job is not None:
             return job
-        tasks = self._parallel_tasks()
+        m, k, n = self._dims
+        tasks = self._parallel_tasks() if _worth_splitting(self._w.nbytes, m, k, n) else None
         return None if tasks is None else lambda: run_parallel(tasks, steal=True)
 
     def compile(self):
