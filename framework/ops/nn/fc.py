@@ -51,9 +51,8 @@ SPLIT_MIN_BYTES = 4 << 20
 SPLIT_MIN_MACS = 1 << 25
 # Where the split runs as a native job (float32, kernels.native_gemm: a few microseconds a split instead of
 # 60-110), products from this many multiply-adds split: a recurrent step's 20 x 256 by 256 x 1024 (5.2 M)
-# runs 1.7x faster on two threads. Below ~1 M a part takes OpenBLAS's small-matrix kernels, and the gain
-# is gone in the split's own cost.
-NATIVE_SPLIT_MIN_MACS = 1 << 20
+# runs 1.4x faster on two threads, 32 x 256 x 256 (2.1 M) no faster (bench.split_products).
+NATIVE_SPLIT_MIN_MACS = 1 << 22
 
 
 def _worth_splitting(w_bytes: int, m: int, k: int, n: int) -> bool:
