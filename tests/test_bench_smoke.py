@@ -66,6 +66,15 @@ def test_split_cost_benchmark_runs_tiny(capsys):
     assert len(rows) == 1 and len(rows[0]) == 6 and "native job of 2" in capsys.readouterr().out
 
 
+def test_split_products_benchmark_runs_tiny(monkeypatch, capsys):
+    pytest.importorskip("torch")
+    split_products = pytest.importorskip("bench.split_products")
+    monkeypatch.setattr(split_products, "PRODUCTS", [("tiny", "FC", 3, 8, 64), ("tiny grad", "FCGradient", 3, 8, 64)])
+    monkeypatch.setattr(split_products, "LOSS", (4, 16))
+    rows = split_products.main(["--rounds", "1"])
+    assert len(rows) == 3 and all(len(r) == 7 for r in rows) and "ours / torch, 2 threads" in capsys.readouterr().out
+
+
 def test_sequence_models_benchmark_runs_tiny():
     pytest.importorskip("torch")
     pytest.importorskip("onnxruntime")
