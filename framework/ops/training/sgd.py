@@ -97,6 +97,7 @@ class MomentumSGDUpdate(UpdateOp):
         ng, nm, np_ = self.out_like(0, 0), self.out_like(1, 1), self.out_like(2, 3)
         a = self.args
         if ng is g and nm is m and np_ is p and bn_train.momentum_update(g, m, p, lr, a.momentum, a.nesterov):
+            self._jit_ran = True
             return  # in place (as optimizer.build_sgd makes it), float32: one compiled pass
         t = _nesterov_scratch(self, m)
         arrays = (g, m, ng, nm, p, np_) if t is None else (g, m, ng, nm, p, np_, t)
@@ -107,6 +108,23 @@ class MomentumSGDUpdate(UpdateOp):
             run_parallel([_update_range(self, flat, lr, a, b) for a, b in parts], steal=True)
             return
         _update(self, g, m, lr, ng, nm, t, p, np_)
+
+    def compile(self):
+        """run()'s in-place compiled pass bound to the current arrays (the net's fast path; see
+        framework.net.program: the checks of run() hold while its bindings do); the learning rate is read at each
+        call. None where run() took another path."""
+        if not self.__dict__.get("_jit_ran"):
+            return None
+        g, m, lr, p = (self.input(i) for i in range(4))
+        if any(self.outputs[k].array is not a for k, a in ((0, g), (1, m), (2, p))):
+            return None
+        update, mu, nesterov = bn_train.momentum_update, self.args.momentum, self.args.nesterov
+
+        def momentum_sgd_update() -> None:
+            if not update(g, m, p, lr, mu, nesterov):  # (only if the arrays changed under the fast path)
+                self.run()
+
+        return momentum_sgd_update
 
 
 def _update(op: UpdateOp, g, m, lr, ng, nm, t, p, np_) -> None:

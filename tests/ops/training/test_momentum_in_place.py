@@ -98,3 +98,39 @@ def test_sparse_momentum_rows_in_place(nesterov, seed):
     np.testing.assert_allclose(ws.fetch_blob("p"), rp, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(ws.fetch_blob("m"), rm, rtol=1e-5, atol=1e-5)
     assert np.shares_memory(ws.get_blob("p").held.data(), pbuf)
+
+
+def test_compiled_momentum_sgd_update_reads_the_learning_rate_each_call():
+    """The net's fast path of MomentumSGDUpdate (in place, float32) is run()'s compiled pass bound once: the
+    same values as run() bit for bit, a new learning rate written into the blob is used, nothing allocated."""
+    from framework.memory.allocator import memory_reporter
+    from framework.ops import create_operator
+
+    rng = np.random.default_rng(3)
+    g, m, p = (rng.standard_normal((7, 5)).astype(np.float32) for _ in range(3))
+    state = {}
+    for path in ("run", "compiled"):
+        ws = Workspace()
+        for k, v in dict(g=g, m=m, p=p, lr=np.array([0.1], np.float32)).items():
+            ws.feed_blob(k, v.copy())
+        op = create_operator(
+            CreateOperator("MomentumSGDUpdate", ["g", "m", "lr", "p"], ["g", "m", "p"], momentum=0.9, nesterov=1), ws
+        )
+        op.run()
+        fast = op.compile() if path == "compiled" else op.run
+        assert fast is not None
+        before = memory_reporter().allocations
+        for lr in (0.05, 0.2):
+            ws.get_blob("lr").held.mutable_data(np.float32)[...] = lr
+            ws.get_blob("g").held.mutable_data(np.float32)[...] = g  # a fresh gradient each step
+            fast()
+        assert memory_reporter().allocations == before
+        state[path] = {k: ws.fetch_blob(k).copy() for k in ("g", "m", "p")}
+    for k in ("g", "m", "p"):
+        np.testing.assert_array_equal(state["compiled"][k], state["run"][k], err_msg=k)
+    mom, param = m.astype(np.float64), p.astype(np.float64)
+    for lr in (0.1, 0.05, 0.2):
+        step, mom = ref_momentum(g, mom, np.float32(lr), 0.9, 1)
+        param = param - step
+    np.testing.assert_allclose(state["compiled"]["p"], param, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(state["compiled"]["m"], mom, rtol=1e-5, atol=1e-5)
