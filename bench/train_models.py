@@ -123,13 +123,20 @@ def build_lm():
     return m, states
 
 
-def training_net(m, fill):
-    """(step callable, workspace): ``m``'s loss with its gradient ops and momentum SGD, in a workspace that
-    ``fill`` (workspace -> None) sets up; the gradient blobs shared by ``memonger.share_grad_blobs``
-    (Caffe2's ``optimize_gradient_memory``) with their shapes from one run in a scratch workspace: only blobs
-    of one shape share a buffer."""
+def training_net(m, feeds: dict, before_init: dict | None = None):
+    """(step callable, workspace): ``m``'s loss with its gradient ops and momentum SGD, in a workspace where
+    ``before_init`` is fed, ``m``'s init net run, then copies of ``feeds`` fed; the gradient blobs shared by
+    ``memonger.share_grad_blobs`` (Caffe2's ``optimize_gradient_memory``) with their shapes from one run in a
+    scratch workspace: only blobs of one shape share a buffer."""
     from framework.caffe2.python import memonger, optimizer
     from framework.memory.workspace import Workspace
+
+    def fill(ws) -> None:
+        for k, v in (before_init or {}).items():
+            ws.feed_blob(k, v.copy())
+        ws.run_net_once(m.param_init_net)
+        for k, v in feeds.items():
+            ws.feed_blob(k, v.copy())
 
     grads = m.AddGradientOperators(["loss"])
     optimizer.build_sgd(m, LR, momentum=MOMENTUM)
@@ -183,16 +190,9 @@ def _lm_to_torch(params: dict) -> dict:
 
 def framework_lm_step(seed: int = 0):
     m, params, init, tokens, targets = make_lm_case(seed)
-
-    def fill(ws) -> None:
-        ws.feed_blob("emb", params["emb"].copy())  # created without a filler: the init net's momentum fill reads it
-        ws.run_net_once(m.param_init_net)
-        for k, v in {**params, **init}.items():
-            ws.feed_blob(k, v.copy())
-        ws.feed_blob("tokens", tokens)
-        ws.feed_blob("targets", targets)
-
-    return training_net(m, fill)
+    feeds = {**params, **init, "tokens": tokens, "targets": targets}
+    # "emb" has no filler: the init net's momentum fill reads it
+    return training_net(m, feeds, before_init={"emb": params["emb"]})
 
 
 def torch_lm_step(seed: int = 0):
@@ -254,15 +254,7 @@ def make_case(name: str, batch: int, seed: int = 0):
 def framework_step(name: str, batch: int, seed: int = 0):
     """(step callable, workspace) of the framework's training net for ``name`` at ``batch``."""
     m, weights, stats, x, y = make_case(name, batch, seed)
-
-    def fill(ws) -> None:
-        ws.run_net_once(m.param_init_net)
-        for k, v in {**weights, **stats}.items():
-            ws.feed_blob(k, v.copy())
-        ws.feed_blob("data", x)
-        ws.feed_blob("label", y)
-
-    return training_net(m, fill)
+    return training_net(m, {**weights, **stats, "data": x, "label": y})
 
 
 def torch_step(name: str, batch: int, seed: int = 0):

@@ -135,6 +135,7 @@ class _FCBase(Operator):
         self._big = _worth_splitting(w.nbytes, m, k, n)
         self._macs = m * k * n
         self._job = self._job_key = None
+        self._native = None  # whether its split may run as a native job (looked up on the first split)
         self._x2 = x.reshape(m, k)
         self._b1 = b.reshape(n)
         self._w_view = w.reshape(k, n) if self.transposed else w.reshape(n, k).T
@@ -202,7 +203,9 @@ class _FCBase(Operator):
         threads = get_num_threads()
         if threads < 2 or self._n < 32 * threads:
             return None
-        if not self._big and not (self._dtype == np.float32 and native_gemm.available()):
+        if self._native is None:
+            self._native = self._dtype == np.float32 and native_gemm.available()
+        if not self._big and not self._native:
             return None
         return [(a // 16 * 16, b // 16 * 16 if b < self._n else b) for a, b in split(self._n, threads)]
 
@@ -264,7 +267,7 @@ class _FCBase(Operator):
 def _native_columns(op: _FCBase, wk, parts):
     """The split of ``_columns`` as one native job (kernels.native_gemm: numpy's own BLAS calls, then the bias);
     None where it cannot run so (not float32, an operand BLAS cannot take, no compiled kernels)."""
-    if op._dtype != np.float32 or not native_gemm.available():
+    if not op._native:  # set by _parts, which made ``parts``
         return None
     job = native_gemm.Job(len(parts))
     for t, (n0, n1) in enumerate(parts):
