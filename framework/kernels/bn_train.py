@@ -3,27 +3,28 @@ needs a pass per operation (subtract, square, mean, scale, shift... about eight 
 ReluGradient (numpy: a mask pass, then a multiply by it) and for MaxPoolGradient (numpy: three passes
 per kernel offset over strided views).
 
-- ``moments(x, mean, var)``: the batch mean and biased variance per channel (two passes over X; the
-  variance is centered, as numpy's);
-- ``grad_sums(x, dy, mean, dbias, dxc)``: ``sum dY`` and ``sum dY * (X - mean)`` per channel (one pass);
-- ``affine2(dy, x, k1, k2, k3, dx)``: ``dX = k1 * dY + k2 * X + k3`` per channel (one pass): the whole
-  input gradient once the sums are known;
+- ``spatial_bn_job(...)``: the batch moments per channel (two passes over X; the variance is centered, as
+  numpy's) with each channel's scale, shift and running statistics, then ``Y = X alpha + beta`` (one pass);
+- ``spatial_bn_grad_job(...)``: ``sum dY`` and ``sum dY * (X - mean)`` per channel (one pass) with each
+  channel's coefficients, then ``dX = k1 * dY + k2 * X + k3`` (one pass);
 - ``relu_grad(y, dy, dx)``: ``dX = dY * (Y > 0)`` (one pass, as numpy's multiply by the mask);
 - ``max_pool_grad(x, y, dy, dx, geo)``: a 2-D NCHW max pooling's input gradient, as Caffe2 computes it
   (every cell equal to its window's max receives the window's ``dY``);
 - ``momentum_update(g, m, p, lr, mu, nesterov)``: MomentumSGDUpdate in place in one pass (numpy's five);
-- ``add_job`` / ``relu_job``: a two-input float32 Sum and Relu bound to their arrays, split as native jobs;
+- ``add_job`` / ``relu_job``: a two-input float32 Sum and Relu;
 - ``softmax_xent_job(x, p, labels, picked)``: SoftmaxWithLoss's softmax and log-probabilities of the labels,
   a row in one pass from memory (numpy: six passes over the logits).
+
+The ``*_job`` functions return a zero-argument callable bound to their arrays, running native jobs
+(native_pool; a net's compiled fast path: the argument blocks are built once), or None where they do not
+apply. The others return False (nothing written) where they do not apply (not float32, not contiguous,
+numba missing or disabled, its compile failed). Either way the caller then runs its numpy path. Optional,
+like window_jit: the numba module is imported on first use, under the kernels' cache folder.
 
 With several intra-op threads (``framework.runtime.parallel``) and enough work, each call is split: the
 per-channel sums by channels, the elementwise passes by images (or flat ranges), the pooling gradient by
 (image, channel) planes; every value is computed as on one thread (the same summation order), so the
 results do not depend on the thread count.
-
-Each returns False (nothing written) where it does not apply (not float32, not contiguous, numba missing
-or disabled, its compile failed); the caller then runs its numpy path. Optional, like window_jit: the
-numba module is imported on first use, under the kernels' cache folder.
 """
 
 from __future__ import annotations
@@ -116,32 +117,84 @@ def _nc_p(a: np.ndarray) -> np.ndarray:
     return a.reshape(a.shape[0], a.shape[1], -1)
 
 
-def moments(x: np.ndarray, mean: np.ndarray, var: np.ndarray) -> bool:
-    """Per-channel mean and biased variance of NCHW ``x`` into ``mean`` / ``var`` (C,)."""
-    if x.ndim < 2 or x.size == 0 or not _fits(x, mean, var):
-        return False
-    x3 = _nc_p(x)
-    return _split_call("_moments", x.shape[1], 2 * x.size, lambda a, b: (x3, mean, var, a, b), (x3, mean, var))
+def spatial_bn_job(x, y, scale, bias, rm, rv, sm, siv, scratch: tuple, consts: tuple, relu: int):
+    """Training-mode SpatialBN of NCHW ``x`` into ``y`` (``y`` may be ``x``) bound to these arrays: a zero-argument
+    callable running two native jobs, split over the intra-op threads where the work is large enough: the batch
+    moments into ``sm`` and ``scratch[0]`` (the biased variance) with each channel's values (``siv``, the
+    running statistics ``rm`` / ``rv`` updated, ``y = x alpha + beta``'s ``scratch[1:]``), by channels; then
+    ``y``, by images (window_jit.scale_shift's ``relu``). ``consts``: epsilon, momentum, 1 - momentum and
+    unbias (1 - momentum), float32 values. None where it does not apply (not float32 or contiguous, vectors
+    overlapping, no compiled kernels): the caller runs numpy's passes."""
+    c = x.shape[1] if x.ndim >= 2 else 0
+    vectors = (scale, bias, rm, rv, sm, siv, *scratch)
+    if x.size == 0 or y.shape != x.shape or any(v.shape != (c,) for v in vectors) or not _fits(x, y, *vectors):
+        return None
+    written = (rm, rv, sm, siv, *scratch)
+    if _overlap(written, (x, y, scale, bias)) or (y is not x and np.may_share_memory(x, y)):
+        return None
+    x3, y3 = _nc_p(x), _nc_p(y)
+    bits = tuple(np.array(consts, np.float64).view(np.int64))
+    stats = _job("_bn_stats", c, 2 * x.size, (x3, sm, scratch[0], scale, bias, siv, *scratch[1:], rm, rv), bits)
+    shift = _job("_scale_shift", x.shape[0], x.size, (x3, scratch[1], scratch[2], y3), (int(relu),))
+    if stats is None or shift is None:
+        return None
+    return _sequence(stats, shift)
 
 
-def grad_sums(x: np.ndarray, dy: np.ndarray, mean: np.ndarray, dbias: np.ndarray, dxc: np.ndarray) -> bool:
-    """``dbias = sum dY`` and ``dxc = sum dY * (X - mean)`` per channel."""
-    if x.ndim < 2 or x.size == 0 or dy.shape != x.shape or not _fits(x, dy, mean, dbias, dxc):
-        return False
-    x3, dy3 = _nc_p(x), _nc_p(dy)
-    args_of = lambda a, b: (x3, dy3, mean, dbias, dxc, a, b)  # noqa: E731
-    return _split_call("_grad_sums", x.shape[1], 2 * x.size, args_of, (x3, dy3, mean, dbias, dxc))
+def spatial_bn_grad_job(x, dy, dx, scale, mean, rstd, dscale, dbias, k: tuple, neg_inv_n):
+    """Training-mode SpatialBNGradient of NCHW ``x`` bound to these arrays, like ``spatial_bn_job``: ``dbias``
+    (sum dY), ``dscale`` and the coefficients ``k`` of ``dX = k1 dY + k2 X + k3`` per channel (bn_train_kernels'
+    ``_bn_grad_finish``), by channels; then ``dx`` (which may be ``dy``, not ``x``), by images. ``neg_inv_n``:
+    -1 / (values per channel), float32. None where it does not apply."""
+    c = x.shape[1] if x.ndim >= 2 else 0
+    vectors = (scale, mean, rstd, dscale, dbias, *k)
+    if x.size == 0 or dy.shape != x.shape or dx.shape != x.shape or any(v.shape != (c,) for v in vectors):
+        return None
+    if not _fits(x, dy, dx, *vectors):
+        return None
+    written = (dscale, dbias, *k)
+    if _overlap(written, (x, dy, dx, scale, mean, rstd)) or np.may_share_memory(dx, x):
+        return None
+    if np.may_share_memory(dx, dy) and dx.ctypes.data != dy.ctypes.data:  # in place, or apart
+        return None
+    x3, dy3, dx3 = _nc_p(x), _nc_p(dy), _nc_p(dx)
+    bits = tuple(np.array([neg_inv_n], np.float64).view(np.int64))
+    sums = _job("_bn_grad_stats", c, 2 * x.size, (x3, dy3, mean, scale, rstd, dscale, dbias, *k), bits)
+    affine = _job("_affine2", x.shape[0], x.size, (dy3, x3, *k, dx3))
+    if sums is None or affine is None:
+        return None
+    return _sequence(sums, affine)
 
 
-def affine2(dy: np.ndarray, x: np.ndarray, k1, k2, k3, dx: np.ndarray) -> bool:
-    """``dx = k1 * dy + k2 * x + k3`` per channel (``dx`` may be ``dy``, not ``x``)."""
-    if x.ndim < 2 or x.size == 0 or dy.shape != x.shape or dx.shape != x.shape or dx is x:
-        return False
-    if not _fits(dy, x, k1, k2, k3, dx):
-        return False
-    dy3, x3, dx3 = _nc_p(dy), _nc_p(x), _nc_p(dx)
-    args_of = lambda a, b: (dy3[a:b], x3[a:b], k1, k2, k3, dx3[a:b])  # noqa: E731
-    return _split_call("_affine2", x.shape[0], x.size, args_of, (dy3, x3, k1, k2, k3, dx3))
+def _overlap(written: tuple, read: tuple) -> bool:
+    """Whether two arrays of ``written``, or one of them and one of ``read``, may share memory."""
+    return any(np.may_share_memory(w, v) for i, w in enumerate(written) for v in (*written[i + 1 :], *read))
+
+
+def _job(fn_name: str, n: int, work: int, arrays: tuple, scalars: tuple = ()):
+    """``fn_name``'s native task over ``n`` rows of ``arrays`` (3-D views, or 1-D) and integer ``scalars``, in one
+    range per intra-op thread where the work is large enough (else one), bound to them; None without a native
+    task."""
+    mod = _module()
+    address = _task_address(mod, fn_name) if mod is not None else None
+    if address is None:
+        return None
+    parts = work_split(n, work) or [(0, n)]
+    data, count = _block(mod, parts, arrays, scalars).data, len(parts)
+
+    def job() -> None:
+        native_pool.run(address, data, count)
+
+    job.keep = arrays  # type: ignore[attr-defined]
+    return job
+
+
+def _sequence(first, second):
+    def both() -> None:
+        first()
+        second()
+
+    return both
 
 
 def relu_grad(y: np.ndarray, dy: np.ndarray, dx: np.ndarray) -> bool:
@@ -152,6 +205,16 @@ def relu_grad(y: np.ndarray, dy: np.ndarray, dx: np.ndarray) -> bool:
     if dx is dy or np.may_share_memory(dx, dy):  # contiguous: overlapping bounds mean the same buffer
         return _split_call("_relu_grad_inplace", y.size, y.size, lambda a, b: (yf[a:b], dxf[a:b]), (yf, dxf))
     return _split_call("_relu_grad", y.size, y.size, lambda a, b: (yf[a:b], dyf[a:b], dxf[a:b]), (yf, dyf, dxf))
+
+
+def relu_grad_job(y: np.ndarray, dy: np.ndarray, dx: np.ndarray):
+    """``relu_grad`` bound to these arrays as a native job; None where it does not apply."""
+    if y.shape != dy.shape or dx.shape != y.shape or y.size == 0 or dx is y or not _fits(y, dy, dx):
+        return None
+    yf, dyf, dxf = y.reshape(-1), dy.reshape(-1), dx.reshape(-1)
+    if dx is dy or np.may_share_memory(dx, dy):
+        return _job("_relu_grad_inplace", y.size, y.size, (yf, dxf))
+    return _job("_relu_grad", y.size, y.size, (yf, dyf, dxf))
 
 
 def max_pool_grad(x: np.ndarray, y: np.ndarray, dy: np.ndarray, dx: np.ndarray, geo) -> bool:
@@ -174,30 +237,38 @@ def max_pool_grad(x: np.ndarray, y: np.ndarray, dy: np.ndarray, dx: np.ndarray, 
 def momentum_update(g: np.ndarray, m: np.ndarray, p: np.ndarray, lr: np.ndarray, mu: float, nesterov: bool) -> bool:
     """MomentumSGDUpdate in place, in one pass (numpy's values bit for bit): ``m = mu m + lr g``, ``g`` the
     step (``m``, or ``lr g + mu m`` with Nesterov), ``p -= g``; float32 only, lr a float32 scalar."""
-    if g.shape != m.shape or g.shape != p.shape or g.size == 0 or lr.dtype != np.float32 or lr.size != 1:
-        return False
-    if not _fits(g, m, p) or np.may_share_memory(g, m) or np.may_share_memory(g, p) or np.may_share_memory(m, p):
+    if not _momentum_fits(g, m, p, lr):
         return False
     gf, mf, pf = g.reshape(-1), m.reshape(-1), p.reshape(-1)
     args = (np.float32(lr.reshape(-1)[0]), np.float32(mu), bool(nesterov))
-    # the task reads lr and mu as float64 bits (each float32 value exactly)
-    scalars = (*np.array(args[:2], np.float64).view(np.int64), int(nesterov))
     return _split_call(
-        "_momentum_update", g.size, 5 * g.size, lambda a, b: (gf[a:b], mf[a:b], pf[a:b], *args), (gf, mf, pf), scalars
+        "_momentum_update",
+        g.size,
+        5 * g.size,
+        lambda a, b: (gf[a:b], mf[a:b], pf[a:b], *args),
+        (gf, mf, pf, lr.reshape(-1)),
+        _momentum_scalars(mu, nesterov),
     )
 
 
-def scale_shift(x: np.ndarray, alpha: np.ndarray, beta: np.ndarray, y: np.ndarray, relu: int) -> bool:
-    """``y = x alpha + beta`` per channel (then window_jit.scale_shift's ``relu``), split by images over the
-    intra-op threads as a native job; False (nothing done) where it does not split (one thread, little work, no
-    native task): the caller makes its one call."""
-    if x.ndim < 2 or x.size == 0 or y.shape != x.shape or not _fits(x, alpha, beta, y):
+def momentum_job(g: np.ndarray, m: np.ndarray, p: np.ndarray, lr: np.ndarray, mu: float, nesterov: bool):
+    """``momentum_update`` bound to these arrays as a native job (the rate read from ``lr`` at each call); None
+    where it does not apply."""
+    if not _momentum_fits(g, m, p, lr):
+        return None
+    arrays = (g.reshape(-1), m.reshape(-1), p.reshape(-1), lr.reshape(-1))
+    return _job("_momentum_update", g.size, 5 * g.size, arrays, _momentum_scalars(mu, nesterov))
+
+
+def _momentum_fits(g, m, p, lr) -> bool:
+    if g.shape != m.shape or g.shape != p.shape or g.size == 0 or lr.dtype != np.float32 or lr.size != 1:
         return False
-    parts = work_split(x.shape[0], x.size)
-    if parts is None:
-        return False
-    mod = _module()
-    return _native_job(mod, "_scale_shift", parts, (_nc_p(x), alpha, beta, _nc_p(y)), (int(relu),))
+    return _fits(g, m, p) and not _overlap((g, m, p), ())
+
+
+def _momentum_scalars(mu: float, nesterov: bool) -> tuple:
+    # the task reads mu as float64 bits (the float32 value exactly)
+    return (*np.array([np.float32(mu)], np.float64).view(np.int64), int(nesterov))
 
 
 def add_job(a: np.ndarray, b: np.ndarray, out: np.ndarray):
@@ -218,14 +289,9 @@ def _elementwise_job(fn_name: str, arrays: tuple):
     out = arrays[-1]
     if not (out.size > 0 and all(a.size == out.size for a in arrays) and _fits(*arrays)):
         return None
-    parts = work_split(out.size, out.size)
-    mod = _module()
-    if parts is None or mod is None or _task_address(mod, fn_name) is None:
+    if work_split(out.size, out.size) is None:
         return None
-    blk = _block(mod, parts, tuple(a.reshape(-1) for a in arrays), ())
-    address, data, n = _task_address(mod, fn_name), blk.data, len(parts)
-    blk.keep = arrays
-    return lambda: native_pool.run(address, data, n)
+    return _job(fn_name, out.size, out.size, tuple(a.reshape(-1) for a in arrays))
 
 
 def softmax_xent_job(x: np.ndarray, p: np.ndarray, labels: np.ndarray, picked: np.ndarray):
@@ -244,19 +310,7 @@ def softmax_xent_job(x: np.ndarray, p: np.ndarray, labels: np.ndarray, picked: n
         return None
     if labels.dtype != np.int32 or not labels.flags.c_contiguous or not _fits(x, p, picked):
         return None
-    mod = _module()
-    address = _task_address(mod, "_softmax_xent") if mod is not None else None
-    if address is None:
-        return None
-    n = x.shape[0]
-    parts = work_split(n, x.size) or [(0, n)]
-    data, keep = _block(mod, parts, (x, p, picked, labels), ()).data, (x, p, picked, labels)
-
-    def job() -> None:
-        native_pool.run(address, data, len(parts))
-
-    job.keep = keep  # type: ignore[attr-defined]
-    return job
+    return _job("_softmax_xent", x.shape[0], x.size, (x, p, picked, labels))
 
 
 def available() -> bool:
@@ -270,12 +324,19 @@ def warm_up() -> None:
     from framework.kernels.geometry import Geometry
 
     x, c = np.zeros((1, 2, 2, 2), np.float32), np.zeros(2, np.float32)
-    if available() and moments(x, c, c.copy()) and grad_sums(x, x, c, c.copy(), c.copy()):
-        affine2(x, x.copy(), c, c, c, np.empty_like(x))
-        relu_grad(x, x.copy(), np.empty_like(x))
-        d = x.copy()
-        relu_grad(x, d, d)  # the in-place form
-        y = np.zeros((1, 2, 1, 1), np.float32)
-        geo = Geometry((2, 2), (2, 2), (1, 1), (1, 1), (0, 0), (0, 0), (1, 1))
-        max_pool_grad(x, y, y.copy(), np.empty_like(x), geo)
-        momentum_update(x.copy(), x.copy(), x.copy(), np.ones(1, np.float32), 0.9, True)
+    if not available():
+        return
+    vec = [c.copy() for _ in range(9)]
+    job = spatial_bn_job(x, np.empty_like(x), *vec[:6], tuple(vec[6:]), (1e-3, 0.9, 0.1, 0.1), 0)
+    grad = spatial_bn_grad_job(x, x.copy(), np.empty_like(x), *vec[:5], tuple(vec[5:8]), -0.125)
+    if job is None or grad is None:
+        return
+    job()
+    grad()
+    relu_grad(x, x.copy(), np.empty_like(x))
+    d = x.copy()
+    relu_grad(x, d, d)  # the in-place form
+    y = np.zeros((1, 2, 1, 1), np.float32)
+    geo = Geometry((2, 2), (2, 2), (1, 1), (1, 1), (0, 0), (0, 0), (1, 1))
+    max_pool_grad(x, y, y.copy(), np.empty_like(x), geo)
+    momentum_update(x.copy(), x.copy(), x.copy(), np.ones(1, np.float32), 0.9, True)

@@ -147,9 +147,44 @@ def _momentum_update(g, m, p, lr, mu, nesterov):  # pragma: no cover - compiled
     return 0
 
 
-# Native tasks (native_pool): each reads up to six arrays (slot A + 4 * i: address and three sizes, unused ones
-# 1), scalars (S: int64, or float64 bits) and its task's row range (RANGES + 2 * k), and runs its kernel there.
-A, S, RANGES = 1, 25, 33
+@_exact
+def _bn_finish(sm, bvar, scale, bias, siv, alpha, beta, rm, rv, eps, mom, one_m, unbias_1m, c0, c1):
+    """Training SpatialBN's per-channel values once the batch moments (sm, bvar) are known, for c0 <= c < c1, as
+    numpy's float32 passes compute them: siv = 1 / sqrt(bvar + eps); alpha = scale siv; beta = bias - sm alpha
+    (Y = X alpha + beta); the running statistics rm = rm mom + sm (1 - mom), rv = rv mom + bvar (unbias (1 - mom))."""
+    one = np.float32(1)
+    for ch in range(c0, c1):
+        s = one / np.sqrt(bvar[ch] + eps)
+        siv[ch] = s
+        a = scale[ch] * s
+        alpha[ch] = a
+        beta[ch] = bias[ch] - sm[ch] * a
+        rm[ch] = rm[ch] * mom + sm[ch] * one_m
+        rv[ch] = rv[ch] * mom + bvar[ch] * unbias_1m
+    return 0
+
+
+@_exact
+def _bn_grad_finish(scale, mean, rstd, dscale, dbias, k1, k2, k3, neg_inv_n, c0, c1):
+    """Training SpatialBNGradient's per-channel values once ``dbias`` (sum dY) and ``k2`` (sum dY (X - mean)) are
+    known, for c0 <= c < c1, as numpy's float32 passes compute them: dscale = k2 rstd, and the coefficients of
+    dX = k1 dY + k2 X + k3 (the expansion of scale rstd (dY - dbias / n - xhat dscale / n)): k1 = scale rstd,
+    k2 = -scale rstd^2 dscale / n, k3 = -scale rstd dbias / n - k2 mean."""
+    for ch in range(c0, c1):
+        r = rstd[ch]
+        ds = k2[ch] * r
+        dscale[ch] = ds
+        a = scale[ch] * r
+        k1[ch] = a
+        b = ds * r * a * neg_inv_n
+        k2[ch] = b
+        k3[ch] = a * dbias[ch] * neg_inv_n - b * mean[ch]
+    return 0
+
+
+# Native tasks (native_pool): each reads up to twelve arrays (slot A + 4 * i: address and three sizes, unused
+# ones 1), scalars (S: int64, or float64 bits) and its task's row range (RANGES + 2 * k), and runs its kernel there.
+A, S, RANGES = 1, 49, 57
 
 
 @_jit
@@ -169,6 +204,44 @@ def _task_grad_sums(block, k):  # pragma: no cover - compiled
     b, i0, i1, x, dy, mean = _arrays(block, k)
     dbias, dxc = native_pool_kernels.f32_3(b, A + 12), native_pool_kernels.f32_3(b, A + 16)
     _grad_sums(x, dy, mean[0, 0], dbias[0, 0], dxc[0, 0], i0, i1)
+
+
+def _task_bn_stats(block, k):  # pragma: no cover - compiled
+    b, i0, i1, x, sm, bvar = _arrays(block, k)
+    f32_3 = native_pool_kernels.f32_3
+    scale, bias, siv, alpha = f32_3(b, A + 12), f32_3(b, A + 16), f32_3(b, A + 20), f32_3(b, A + 24)
+    beta, rm, rv = f32_3(b, A + 28), f32_3(b, A + 32), f32_3(b, A + 36)
+    f = b[S : S + 4].view(np.float64)
+    _moments(x, sm[0, 0], bvar[0, 0], i0, i1)
+    _bn_finish(
+        sm[0, 0],
+        bvar[0, 0],
+        scale[0, 0],
+        bias[0, 0],
+        siv[0, 0],
+        alpha[0, 0],
+        beta[0, 0],
+        rm[0, 0],
+        rv[0, 0],
+        np.float32(f[0]),
+        np.float32(f[1]),
+        np.float32(f[2]),
+        np.float32(f[3]),
+        i0,
+        i1,
+    )
+
+
+def _task_bn_grad_stats(block, k):  # pragma: no cover - compiled
+    b, i0, i1, x, dy, mean = _arrays(block, k)
+    f32_3 = native_pool_kernels.f32_3
+    scale, rstd, dscale, dbias = f32_3(b, A + 12), f32_3(b, A + 16), f32_3(b, A + 20), f32_3(b, A + 24)
+    k1, k2, k3 = f32_3(b, A + 28), f32_3(b, A + 32), f32_3(b, A + 36)
+    neg_inv_n = np.float32(b[S : S + 1].view(np.float64)[0])
+    _grad_sums(x, dy, mean[0, 0], dbias[0, 0], k2[0, 0], i0, i1)
+    _bn_grad_finish(
+        scale[0, 0], mean[0, 0], rstd[0, 0], dscale[0, 0], dbias[0, 0], k1[0, 0], k2[0, 0], k3[0, 0], neg_inv_n, i0, i1
+    )
 
 
 def _task_affine2(block, k):  # pragma: no cover - compiled
@@ -200,8 +273,9 @@ def _task_max_pool_grad(block, k):  # pragma: no cover - compiled
 
 def _task_momentum_update(block, k):  # pragma: no cover - compiled
     b, i0, i1, g, m, p = _arrays(block, k)
-    f = b[S : S + 2].view(np.float64)
-    _momentum_update(g[0, 0, i0:i1], m[0, 0, i0:i1], p[0, 0, i0:i1], np.float32(f[0]), np.float32(f[1]), b[S + 2] != 0)
+    lr = native_pool_kernels.f32_3(b, A + 12)[0, 0, 0]  # read at each call: a bound job's rate may change
+    mu = np.float32(b[S : S + 1].view(np.float64)[0])
+    _momentum_update(g[0, 0, i0:i1], m[0, 0, i0:i1], p[0, 0, i0:i1], lr, mu, b[S + 1] != 0)
 
 
 @_exact
@@ -324,6 +398,8 @@ _TASK_FNS = {
     "_moments": (_task_moments, None),
     "_grad_sums": (_task_grad_sums, None),
     "_affine2": (_task_affine2, None),
+    "_bn_stats": (_task_bn_stats, None),
+    "_bn_grad_stats": (_task_bn_grad_stats, None),
     "_relu_grad": (_task_relu_grad, None),
     "_relu_grad_inplace": (_task_relu_grad_inplace, None),
     "_max_pool_grad": (_task_max_pool_grad, None),

@@ -13,7 +13,7 @@ import pytest
 from numba import types
 
 import framework
-from framework.kernels import bn_train, cached_jit, conv_grad_filter, native_pool, window_jit
+from framework.kernels import bn_train, cached_jit, conv_grad_filter, native_pool
 from framework.kernels import native_pool_kernels as npk
 from framework.runtime.parallel import run_parallel
 from framework.runtime.state import RUNTIME
@@ -156,19 +156,18 @@ def test_bn_train_kernels_split_natively_with_the_bits_of_one_thread(shape, monk
     lr = np.array([0.1], np.float32)
 
     def run_all():
-        mean, var, dbias, dxc = (np.zeros(c, np.float32) for _ in range(4))
-        out = [np.empty_like(x) for _ in range(3)]
-        gm = [g.copy(), m.copy(), p.copy()]
-        assert bn_train.moments(x, mean, var)
-        assert bn_train.grad_sums(x, dy, mean, dbias, dxc)
-        assert bn_train.affine2(dy, x, k1, k2, k3, out[0])
-        assert bn_train.relu_grad(x, dy, out[1])
-        out[2][...] = dy
-        assert bn_train.relu_grad(x, out[2], out[2])
-        assert bn_train.momentum_update(*gm, lr, 0.9, True)
+        bn = [k1.copy(), k2.copy(), k3.copy(), k2.copy(), *(np.zeros(c, np.float32) for _ in range(5))]
         y = np.empty_like(x)
-        if not bn_train.scale_shift(x, k1, k2, y, 1):  # one thread: the caller's own one call
-            assert window_jit.scale_shift(x, k1, k2, y, 1)
+        bn_train.spatial_bn_job(x, y, *bn[:6], tuple(bn[6:]), (1e-3, 0.9, 0.1, 0.1), 1)()
+        grads = [np.empty_like(x), *(np.zeros(c, np.float32) for _ in range(5))]
+        bn_train.spatial_bn_grad_job(x, dy, grads[0], k1, bn[4], bn[5], *grads[1:3], tuple(grads[3:]), -0.01)()
+        out = [np.empty_like(x) for _ in range(2)]
+        gm = [g.copy(), m.copy(), p.copy()]
+        assert bn_train.relu_grad(x, dy, out[0])
+        out[1][...] = dy
+        assert bn_train.relu_grad(x, out[1], out[1])
+        assert bn_train.momentum_update(*gm, lr, 0.9, True)
+        bn_train.momentum_job(*gm, lr, 0.9, False)()
         total = np.empty_like(x)
         job = bn_train.add_job(x, dy, total)
         (job or (lambda: np.add(x, dy, out=total)))()
@@ -176,7 +175,7 @@ def test_bn_train_kernels_split_natively_with_the_bits_of_one_thread(shape, monk
         rect.reshape(-1)[:3] = (np.nan, -0.0, -np.inf)
         job = bn_train.relu_job(rect, rect)  # in place, as Relu after a Sum runs
         (job or (lambda: np.clip(rect, 0, np.inf, out=rect)))()
-        return [mean, var, dbias, dxc, *out, *gm, y, total, rect]
+        return [*bn, *grads, *out, *gm, y, total, rect]
 
     one = run_all()
     calls = []
@@ -189,7 +188,7 @@ def test_bn_train_kernels_split_natively_with_the_bits_of_one_thread(shape, monk
         two = run_all()
     finally:
         framework.set_num_threads(old)
-    assert len(calls) == 9 and all(n == 2 for n in calls)
+    assert len(calls) == 10 and all(n == 2 for n in calls)
     for a, b in zip(one, two):
         np.testing.assert_array_equal(a, b)
     rect = two[-1].reshape(-1)  # as numpy's clip(x, 0, inf): NaN and -0.0 stay

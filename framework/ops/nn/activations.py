@@ -116,9 +116,9 @@ class ReluGradient(Operator):
         """A closure doing run()'s work on the arrays bound now (see framework.net.program)."""
         y, dy, dx = self.input(0), self.input(1), self.outputs[0].array
         if self.__dict__.get("_jit_ran") and dx is not None and dx.shape == dy.shape == y.shape:
-            if all(a.dtype == np.float32 and a.flags.c_contiguous for a in (y, dy, dx)):
-                relu_grad = bn_train.relu_grad  # compiled and run by run() on arrays like these
-                return lambda: relu_grad(y, dy, dx)
+            job = bn_train.relu_grad_job(y, dy, dx)  # run()'s compiled pass, its native job bound to the arrays
+            if job is not None:
+                return job
         mask = self.__dict__.get("_mask")
         if dx is None or mask is None or mask.shape != y.shape or dx.shape != dy.shape:
             return None

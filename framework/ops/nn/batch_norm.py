@@ -24,7 +24,6 @@ from framework.ops.gradient import gradient
 from framework.ops.nn.normalization import AFFINE_GRAD_DOCS, ORDER_ARG, NormOp, affine_grad_infer, channel_axis
 from framework.ops.registry import register_op
 from framework.ops.schema import FLOAT, INT, Arg, TensorSpec
-from framework.runtime.parallel import run_parallel, work_split
 
 _BN_ARGS = [
     Arg("is_test", INT, 0, "1: use the given mean/var and output Y only"),
@@ -149,6 +148,7 @@ class SpatialBN(_BNBase):
         self._eps = dt.type(self.args.epsilon)
         self._m = dt.type(self.args.momentum)
         self._1m = dt.type(1.0 - self.args.momentum)
+        self._consts = (self._eps, self._m, self._1m, self._unbias * self._1m)  # the compiled path's
 
     def run(self) -> None:
         x = self.input(0)
@@ -183,37 +183,27 @@ class SpatialBN(_BNBase):
         if self._sums:
             self._from_sums(x, scale, bias, *sums, sm, siv)
             return
-        bvar = self._bvar
-        if self.order == "NCHW" and bn_train.moments(x, sm, bvar):  # compiled: statistics, then one pass
-            y = self.output(0, x.shape, x.dtype)  # may be X itself: read and written element by element
-            np.add(bvar, self._eps, out=siv)
-            np.sqrt(siv, out=siv)
-            np.divide(1, siv, out=siv)
-            np.multiply(scale, siv, out=alpha)
-            np.multiply(sm, alpha, out=beta)
-            np.subtract(bias, beta, out=beta)
-            if not self._scale_shift(x, alpha, beta, y):
-                np.multiply(x, alpha.reshape(b), out=y)
-                np.add(y, beta.reshape(b), out=y)
-                self._fused_relu(y)
-        else:
-            np.mean(x, axis=self._axes, out=sm)
-            y = self.output(0, x.shape, x.dtype)  # may be X itself: X is not read after this
-            if self._tmp is None:
-                self._tmp = np.empty(x.shape, x.dtype)
-            tmp = self._tmp
-            np.subtract(x, sm.reshape(b), out=y)
-            np.multiply(y, y, out=tmp)
-            np.mean(tmp, axis=self._axes, out=bvar)
-            np.add(bvar, self._eps, out=siv)
-            np.sqrt(siv, out=siv)
-            np.divide(1, siv, out=siv)
-            np.multiply(scale, siv, out=alpha)
-            np.multiply(y, alpha.reshape(b), out=y)
-            np.add(y, bias.reshape(b), out=y)
-            self._fused_relu(y)
         rm = self.output(1, (c,), x.dtype)  # same blob as mean (enforced in place)
         rv = self.output(2, (c,), x.dtype)
+        job = self._train_job(x, self.output(0, x.shape, x.dtype), scale, bias, rm, rv, sm, siv)
+        if job is not None:  # compiled: the statistics by channels, then Y in one pass
+            job()
+            return
+        bvar, y = self._bvar, self.output(0, x.shape, x.dtype)  # y may be X itself: X is not read after y's first pass
+        np.mean(x, axis=self._axes, out=sm)
+        if self._tmp is None:
+            self._tmp = np.empty(x.shape, x.dtype)
+        tmp = self._tmp
+        np.subtract(x, sm.reshape(b), out=y)
+        np.multiply(y, y, out=tmp)
+        np.mean(tmp, axis=self._axes, out=bvar)
+        np.add(bvar, self._eps, out=siv)
+        np.sqrt(siv, out=siv)
+        np.divide(1, siv, out=siv)
+        np.multiply(scale, siv, out=alpha)
+        np.multiply(y, alpha.reshape(b), out=y)
+        np.add(y, bias.reshape(b), out=y)
+        self._fused_relu(y)
         np.multiply(rm, self._m, out=rm)
         np.multiply(sm, self._1m, out=beta)
         np.add(rm, beta, out=rm)
@@ -221,18 +211,12 @@ class SpatialBN(_BNBase):
         np.multiply(bvar, self._unbias * self._1m, out=beta)
         np.add(rv, beta, out=rv)
 
-    def _scale_shift(self, x, alpha, beta, y) -> bool:
-        """y = x alpha + beta per channel in one compiled pass; once it has run in this op, split by images
-        over the intra-op threads (a first call that fails to compile must not leave part of y written)."""
-        parts = work_split(x.shape[0], x.size) if self.__dict__.get("_ss_ran") and x.flags.c_contiguous else None
-        if parts is None:
-            self._ss_ran = window_jit.scale_shift(x, alpha, beta, y, self._relu)
-            return self._ss_ran
-        if bn_train.scale_shift(x, alpha, beta, y, self._relu):  # a native job over the images
-            return True
-        ss, relu = window_jit.scale_shift, self._relu
-        run_parallel([_images(ss, x, alpha, beta, y, relu, i0, i1) for i0, i1 in parts], steal=True)
-        return True
+    def _train_job(self, x, y, scale, bias, rm, rv, sm, siv):
+        """Training in compiled passes bound to these arrays (bn_train.spatial_bn_job; NCHW float32), or None."""
+        if self.order != "NCHW":
+            return None
+        scratch = (self._bvar, self._alpha, self._beta)
+        return bn_train.spatial_bn_job(x, y, scale, bias, rm, rv, sm, siv, scratch, self._consts, self._relu)
 
     def _from_sums(self, x, scale, bias, s1, s2, sm, siv) -> None:
         """Training with the batch statistics of ``num_batches`` batches given as sums."""
@@ -267,13 +251,19 @@ class SpatialBN(_BNBase):
         self._fused_relu(y)
 
     def compile(self):
-        """Test mode: the normalization on the arrays bound now (framework/net/program.py)."""
-        if not self.is_test or self._key is None:
+        """run() on the arrays bound now (framework/net/program.py): test mode's normalization, or training's
+        compiled passes (NCHW float32, the batch statistics computed here)."""
+        if self._key is None:
             return None
         a = [blob.array for blob in self.inputs]
         x, y = (a[0][:, : self._in_c] if self._in_c else a[0]), self.outputs[0].array
-        if self._key != (x.shape, x.dtype) or y.shape != x.shape or y.dtype != x.dtype:
+        if self._key != (x.shape, x.dtype) or y is None or y.shape != x.shape or y.dtype != x.dtype:
             return None
+        if not self.is_test:
+            o = [blob.array for blob in self.outputs]
+            if self._sums or o[1] is not a[3] or o[2] is not a[4]:  # running statistics in place
+                return None
+            return self._train_job(x, y, a[1], a[2], o[1], o[2], o[3], o[4])
         if any(v.shape != (self._c,) or v.dtype != x.dtype for v in a[1:]):
             return None
         run, args = self._test_mode, (x, *a[1:], y)
@@ -339,8 +329,12 @@ class SpatialBNGradient(_BNBase):
             np.divide(1, rstd, out=rstd)
         else:
             np.copyto(rstd, iv)
-        if not self.args.is_test and not self._sums and self.order == "NCHW" and self._compiled(x, scale, dy, mean):
-            return
+        if not self.args.is_test and not self._sums:
+            outs = self.output(0, x.shape, x.dtype), self.output(1, (c,), x.dtype), self.output(2, (c,), x.dtype)
+            job = self._train_job(x, scale, dy, mean, iv, *outs)
+            if job is not None:
+                job()
+                return
         xhat, tmp = self._buffers(x)
         np.subtract(x, mean.reshape(b), out=xhat)
         np.multiply(xhat, rstd.reshape(b), out=xhat)
@@ -378,40 +372,22 @@ class SpatialBNGradient(_BNBase):
             self._xt = (np.empty(x.shape, x.dtype), np.empty(x.shape, x.dtype))
         return self._xt
 
-    def _compiled(self, x, scale, dy, mean) -> bool:
-        """Training mode, NCHW float32: the sums in one compiled pass, dX in another
-        (``dX = k1 dY + k2 X + k3``, the expansion of ``scale rstd (dY - dbias/n - xhat dscale/n)``)."""
-        c, rstd = self._c, self._rstd
-        k1, k2, k3 = self._k
-        if x.shape[0] == 0 or not bn_train.grad_sums(x, dy, mean, k3, k2):  # k3: sum dY, k2: sum dY (X - mean)
-            return False
-        dbias = self.output(2, (c,), x.dtype)
-        dscale = self.output(1, (c,), x.dtype)
-        np.copyto(dbias, k3)
-        np.multiply(k2, rstd, out=dscale)
-        inv_n = x.dtype.type(1.0 / max(self._count, 1))
-        np.multiply(scale, rstd, out=k1)  # k1 = scale rstd
-        np.multiply(dscale, rstd, out=k2)
-        np.multiply(k2, k1, out=k2)
-        np.multiply(k2, -inv_n, out=k2)  # k2 = -scale rstd^2 dscale / n
-        np.multiply(k1, dbias, out=k3)
-        np.multiply(k3, -inv_n, out=k3)
-        self._v[...] = k2 * mean
-        np.subtract(k3, self._v, out=k3)  # k3 = -scale rstd dbias / n - k2 mean
-        dx = self.output(0, x.shape, x.dtype)
-        if bn_train.affine2(dy, x, k1, k2, k3, dx):
-            return True
-        np.multiply(dy, k1.reshape(self._bshape), out=dx)  # dx is not x: the output of a gradient op
-        tmp = self._buffers(x)[1]
-        np.multiply(x, k2.reshape(self._bshape), out=tmp)
-        np.add(dx, tmp, out=dx)
-        np.add(dx, k3.reshape(self._bshape), out=dx)
-        return True
+    def _train_job(self, x, scale, dy, mean, iv, dx, dscale, dbias):
+        """Training in compiled passes bound to these arrays (bn_train.spatial_bn_grad_job; NCHW float32), or
+        None."""
+        if self.order != "NCHW":
+            return None
+        neg_inv_n = -x.dtype.type(1.0 / max(self._count, 1))
+        return bn_train.spatial_bn_grad_job(x, dy, dx, scale, mean, iv, dscale, dbias, self._k, neg_inv_n)
 
-
-def _images(scale_shift, x, alpha, beta, y, relu, i0: int, i1: int):
-    xs, ys = x[i0:i1], y[i0:i1]
-    return lambda: scale_shift(xs, alpha, beta, ys, relu)
+    def compile(self):
+        """Training's compiled passes on the arrays bound now (framework/net/program.py), or None."""
+        if self._key is None or self.args.is_test or self._sums:
+            return None
+        arrays = [blob.array for blob in self.inputs[:5]] + [blob.array for blob in self.outputs]
+        if any(a is None for a in arrays) or self._key != (arrays[0].shape, arrays[0].dtype):
+            return None
+        return self._train_job(*arrays)
 
 
 @gradient("SpatialBN")

@@ -110,7 +110,7 @@ class MomentumSGDUpdate(UpdateOp):
         _update(self, g, m, lr, ng, nm, t, p, np_)
 
     def compile(self):
-        """run()'s in-place compiled pass bound to the current arrays (the net's fast path; see
+        """run()'s in-place compiled pass bound to the current arrays as a native job (the net's fast path; see
         framework.net.program: the checks of run() hold while its bindings do); the learning rate is read at each
         call. None where run() took another path."""
         if not self.__dict__.get("_jit_ran"):
@@ -118,13 +118,7 @@ class MomentumSGDUpdate(UpdateOp):
         g, m, lr, p = (self.input(i) for i in range(4))
         if any(self.outputs[k].array is not a for k, a in ((0, g), (1, m), (2, p))):
             return None
-        update, mu, nesterov = bn_train.momentum_update, self.args.momentum, self.args.nesterov
-
-        def momentum_sgd_update() -> None:
-            if not update(g, m, p, lr, mu, nesterov):  # (only if the arrays changed under the fast path)
-                self.run()
-
-        return momentum_sgd_update
+        return bn_train.momentum_job(g, m, p, lr, self.args.momentum, self.args.nesterov)
 
 
 def _update(op: UpdateOp, g, m, lr, ng, nm, t, p, np_) -> None:

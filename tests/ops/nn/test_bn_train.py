@@ -78,13 +78,19 @@ def test_training_bn_matches_float64_reference(shape, seed):
 
 def test_kernels_apply_here():
     """The compiled path is the one under test above (where numba is available)."""
-    x, _, _, _, _, dy = _data((2, 3, 4, 5), 0)
-    mean, var = np.empty(3, np.float32), np.empty(3, np.float32)
-    if not bn_train.moments(x, mean, var):
+    x, scale, bias, rm, rv, dy = _data((2, 3, 4, 5), 0)
+    vectors = [scale, bias, rm.copy(), rv.copy(), *(np.empty(3, np.float32) for _ in range(5))]
+    y = np.empty_like(x)
+    job = bn_train.spatial_bn_job(x, y, *vectors[:6], tuple(vectors[6:]), (EPS, MOM, 1 - MOM, 1 - MOM), 0)
+    if job is None:
         pytest.skip("numba unavailable: the numpy path runs (covered by the reference test)")
-    _close(mean, x.mean(axis=(0, 2, 3)), 1e-6)
-    _close(var, x.var(axis=(0, 2, 3)), 1e-5)
-    assert not bn_train.moments(x.astype(np.float64), mean, var)  # float32 only
+    job()
+    _close(vectors[4], x.mean(axis=(0, 2, 3)), 1e-6)
+    _close(vectors[6], x.var(axis=(0, 2, 3)), 1e-5)
+    x64 = x.astype(np.float64)
+    assert bn_train.spatial_bn_job(x64, x64, *vectors[:6], tuple(vectors[6:]), (EPS,) * 4, 0) is None  # float32 only
+    siv_is_rv = (*vectors[:5], vectors[3])
+    assert bn_train.spatial_bn_job(x, y, *siv_is_rv, tuple(vectors[6:]), (EPS,) * 4, 0) is None  # overlapping
 
 
 @given(shape=shapes, seed=st.integers(0, 2**31 - 1))
@@ -93,8 +99,8 @@ def test_compiled_path_agrees_with_numpy_path(shape, seed):
     data = _data(shape, seed)
     fast = run_bn(*data)
     with pytest.MonkeyPatch.context() as mp:
-        for name in ("moments", "grad_sums", "affine2"):
-            mp.setattr(bn_train, name, lambda *a: False)
+        for name in ("spatial_bn_job", "spatial_bn_grad_job"):
+            mp.setattr(bn_train, name, lambda *a: None)
         slow = run_bn(*data)
     for got, want in zip(fast[0] + fast[1], slow[0] + slow[1]):
         _close(got, want, 1e-5)

@@ -1,6 +1,7 @@
 """The compiled families outside the conv and pool strategies (framework/kernels/catalog.OTHERS: recurrent,
 activation, int8, bn_train, range_search): ``framework warmup`` compiles each, and a first compile that fails
-disables the family with one RuntimeWarning while the op runs its numpy path and gives the numpy path's values."""
+disables the family (bn_train's native tasks: that task) with one RuntimeWarning while the op runs its numpy
+path and gives the numpy path's values."""
 
 from __future__ import annotations
 
@@ -14,7 +15,15 @@ from hypothesis import strategies as st
 
 from framework.cli import warmup
 from framework.core import CreateOperator
-from framework.kernels import activation_jit, bn_train, catalog, int8_gemm_path, kernel_support, recurrent
+from framework.kernels import (
+    activation_jit,
+    bn_train,
+    catalog,
+    int8_gemm_path,
+    kernel_support,
+    native_pool,
+    recurrent,
+)
 from framework.ops.quantized import int8_kernels, range_search
 from framework.ops.testing import run_op_on
 
@@ -75,8 +84,10 @@ def test_warm_up_compiles_every_other_family(fresh, capsys):
         assert int8_kernels._COMPILED[name] in compiled, name
     assert range_search._COMPILED[0] in compiled
     bn = bn_train._module()
-    for fn in (bn._moments, bn._grad_sums, bn._affine2):
+    for fn in (bn._relu_grad, bn._max_pool_grad, bn._momentum_update):
         assert fn in compiled, fn
+    for name in ("_bn_stats", "_scale_shift", "_bn_grad_stats", "_affine2"):  # SpatialBN's native tasks
+        assert name in bn._TASKS, name
     if int8_gemm_path.available():  # AVX-512 VNNI
         gemm = int8_gemm_path._module()._gemm
         assert gemm in compiled and len(gemm.overloads) >= 3  # uint8, int8 and int32 outputs
@@ -189,14 +200,17 @@ def test_bn_train_failed_compile_falls_back(fresh):
     with pytest.MonkeyPatch.context() as m:
         m.setattr(bn_train, "_kernels", None)
         want = run_op_on(op, ins)
-    calls = []
-    fresh.setattr(bn_train._module(), "_moments", _broken(calls))
+    calls, mod = [], bn_train._module()
+    real_task, broken = mod.task, _broken(calls)
+    fresh.setattr(mod, "task", lambda name: broken() if name == "_bn_stats" else real_task(name))
+    fresh.setattr(native_pool, "_NO_TASK", set())
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
         got = run_op_on(op, ins)
         again = run_op_on(op, ins)
-    _one_warning(seen, "bn_train")
-    assert len(calls) == 1 and not bn_train.available()
+    ours = [str(w.message) for w in seen if issubclass(w.category, RuntimeWarning)]
+    assert len(ours) == 1 and ours[0].startswith("bn_train._bn_stats: its native task did not compile"), ours
+    assert "LoweringError" in ours[0] and len(calls) == 1  # not tried again
     for a, b, c in zip(got, want, again):
         np.testing.assert_array_equal(a, b)
         np.testing.assert_array_equal(c, b)
