@@ -166,6 +166,28 @@ def spatial_bn_grad_job(x, dy, dx, scale, mean, rstd, dscale, dbias, k: tuple, n
     return _sequence(sums, affine)
 
 
+def scatter_phases_job(dx: np.ndarray, stride: tuple, phases: list):
+    """A strided conv's dX (NCHW float32) from its phases as a native job bound to these arrays, split by
+    (image, channel) planes: ``phases`` holds ``(y0, x0, out)`` per phase, ``out`` (N, C, hr, wr) going to
+    ``dx[:, :, y0::sh, x0::sw]`` (its first hr rows and wr columns), or ``(y0, x0, (hr, wr))`` for a phase no tap
+    reaches (zeros). None where it does not apply (more than PHASES phase arrays, not float32 or contiguous, no
+    compiled kernels)."""
+    mod = _module()
+    outs = [out for _, _, out in phases if isinstance(out, np.ndarray)]
+    if mod is None or dx.ndim != 4 or dx.size == 0 or len(outs) > mod.PHASES or len(phases) > 12:
+        return None
+    if not _fits(dx, *outs) or any(o.shape[:2] != dx.shape[:2] for o in outs):
+        return None
+    n, c, h, w = dx.shape
+    scalars, slot = [*stride, len(phases)], 1
+    for y0, x0, out in phases:
+        hr, wr = out.shape[2:] if isinstance(out, np.ndarray) else out
+        scalars += [y0, x0, hr, wr, slot if isinstance(out, np.ndarray) else -1]
+        slot += isinstance(out, np.ndarray)
+    planes = tuple(o.reshape(n * c, *o.shape[2:]) for o in outs)
+    return _job("_scatter_phases", n * c, dx.size, (dx.reshape(n * c, h, w), *planes), tuple(scalars))
+
+
 def _overlap(written: tuple, read: tuple) -> bool:
     """Whether two arrays of ``written``, or one of them and one of ``read``, may share memory."""
     return any(np.may_share_memory(w, v) for i, w in enumerate(written) for v in (*written[i + 1 :], *read))

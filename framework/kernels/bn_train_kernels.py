@@ -182,9 +182,27 @@ def _bn_grad_finish(scale, mean, rstd, dscale, dbias, k1, k2, k3, neg_inv_n, c0,
     return 0
 
 
+@_exact
+def _scatter_phase(dx, src, y0, x0, sh, sw, hr, wr, p0, p1, zero):  # pragma: no cover - compiled
+    """dx[q, y0 + i sh, x0 + j sw] = src[q, i, j] (or 0 where ``zero``) for planes p0 <= q < p1, i < hr, j < wr."""
+    z = np.float32(0)
+    for q in range(p0, p1):
+        for i in range(hr):
+            y = y0 + i * sh
+            if zero:
+                for j in range(wr):
+                    dx[q, y, x0 + j * sw] = z
+            else:
+                for j in range(wr):
+                    dx[q, y, x0 + j * sw] = src[q, i, j]
+    return 0
+
+
 # Native tasks (native_pool): each reads up to twelve arrays (slot A + 4 * i: address and three sizes, unused
-# ones 1), scalars (S: int64, or float64 bits) and its task's row range (RANGES + 2 * k), and runs its kernel there.
-A, S, RANGES = 1, 49, 57
+# ones 1), up to 64 scalars (S: int64, or float64 bits) and its task's row range (RANGES + 2 * k), and runs its
+# kernel there.
+A, S, RANGES = 1, 49, 113
+PHASES = 11  # of _task_scatter_phases: dX, then one array per phase
 
 
 @_jit
@@ -242,6 +260,18 @@ def _task_bn_grad_stats(block, k):  # pragma: no cover - compiled
     _bn_grad_finish(
         scale[0, 0], mean[0, 0], rstd[0, 0], dscale[0, 0], dbias[0, 0], k1[0, 0], k2[0, 0], k3[0, 0], neg_inv_n, i0, i1
     )
+
+
+def _task_scatter_phases(block, k):  # pragma: no cover - compiled
+    """Planes i0..i1 of dX (array 0) from its phases: scalars sh, sw, the phase count, then per phase y0, x0, hr,
+    wr and its array's slot (-1: a phase no tap reaches, zeros)."""
+    b, i0, i1, dx, _, _ = _arrays(block, k)
+    sh, sw = b[S], b[S + 1]
+    for ph in range(b[S + 2]):
+        at = S + 3 + 5 * ph
+        slot = b[at + 4]
+        src = native_pool_kernels.f32_3(b, A + 4 * max(slot, 0))
+        _scatter_phase(dx, src, b[at], b[at + 1], sh, sw, b[at + 2], b[at + 3], i0, i1, slot < 0)
 
 
 def _task_affine2(block, k):  # pragma: no cover - compiled
@@ -398,6 +428,7 @@ _TASK_FNS = {
     "_moments": (_task_moments, None),
     "_grad_sums": (_task_grad_sums, None),
     "_affine2": (_task_affine2, None),
+    "_scatter_phases": (_task_scatter_phases, None),
     "_bn_stats": (_task_bn_stats, None),
     "_bn_grad_stats": (_task_bn_grad_stats, None),
     "_relu_grad": (_task_relu_grad, None),

@@ -108,7 +108,7 @@ class ConvNCHW:
         self.cap_pass = self.act > window_jit.RELU and not strategy.caps  # what the kernel leaves to a pass
         self._act_tmp = None
         self.threads = threads = num_threads()
-        native = strategy.native_parts(geo) and native_pool.available()
+        native = strategy.native and native_pool.available()
         min_flops = _T["NATIVE_SPLIT_MIN_FLOPS"] if native else _T["SPLIT_MIN_FLOPS"]
         if 2 * n * m * (c // group) * math.prod(geo.kernel) * math.prod(geo.out) < min_flops:
             threads = 1  # too little work to pay for handing half of it to another thread

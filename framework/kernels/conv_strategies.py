@@ -48,15 +48,13 @@ class ConvStrategy:
     own_epilogue = False
     caps = False
     enabled = True
-    native = False  # a worker's one call has a native task function (its kernel module's native_task)
+    # a worker's one call has a native task function (its kernel module's native_task): the parts of a split conv
+    # run as a native job (conv_nchw._NativeParts), a split costs a few microseconds, not a Python task's
+    # hand-off, and smaller convs split (NATIVE_SPLIT_MIN_FLOPS)
+    native = False
 
     def fits(self, geo, c: int, m: int, group: int, dtype, n: int) -> bool:
         raise NotImplementedError
-
-    def native_parts(self, geo) -> bool:
-        """Whether the parts of a split conv of ``geo`` run as a native job (conv_nchw._NativeParts): then a split
-        costs a few microseconds, not a Python task's hand-off, and smaller convs split (NATIVE_SPLIT_MIN_FLOPS)."""
-        return self.native
 
     def pack_shape(self, conv) -> tuple:
         raise NotImplementedError(f"strategy '{self.name}' reads the filter as it is")
@@ -341,13 +339,10 @@ class Direct(ConvStrategy):
     the wide layout."""
 
     name, kind, families, packs = "direct", "direct", ("direct",), True
-    one_call = own_epilogue = caps = True
+    one_call = own_epilogue = caps = native = True
 
     def writes_slices(self, conv) -> bool:
         return conv.plan.wide is None  # narrow outputs go through a wide scratch first
-
-    def native_parts(self, geo) -> bool:
-        return geo.out[1] >= window_jit.DIRECT_WIDE_OW  # narrow outputs: _conv_wide, which has no task function
 
     def fits(self, geo, c, m, group, dtype, n) -> bool:
         t = THRESHOLDS

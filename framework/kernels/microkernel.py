@@ -375,8 +375,8 @@ def tap_offsets(s: int, plane: int, wq: int, kh: int = 3, kw: int = 3) -> np.nda
     )
 
 
-# Native tasks (native_pool.CallJob): one recorded call of ``_conv`` / ``_pointwise`` per task, its arguments in
-# the order of the signature (arrays as address and sizes).
+# Native tasks (native_pool.CallJob): one recorded call of ``_conv`` / ``_conv_wide`` / ``_pointwise`` per task,
+# its arguments in the order of the signature (arrays as address and sizes).
 CONV_ARGS = (
     ("f4", 4),
     ("f4", 1),
@@ -390,6 +390,7 @@ CONV_ARGS = (
     "int",
     "int",
 )
+CONV_WIDE_ARGS = (*CONV_ARGS[:-2], ("f4", 2))  # _conv's but the last: the wide scratch z
 POINTWISE_ARGS = (
     ("f4", 4),
     ("f4", 1),
@@ -426,6 +427,27 @@ def _task_conv(block, k):  # pragma: no cover - compiled
     _conv(x, wp, bias, y, res, planes, taps, s, ph, pw, hq, wq, flags, i0, i1, m0, m1, xo, yo, n, b[j + 16], b[j + 17])
 
 
+def _task_conv_wide(block, k):  # pragma: no cover - compiled
+    b, i = native_pool_kernels.args_of(block, k)
+    f32_1, f32_4, i64_1 = native_pool_kernels.f32_1, native_pool_kernels.f32_4, native_pool_kernels.i64_1
+    x, wp, bias, y, res = f32_4(b, i), f32_1(b, i + 5), f32_1(b, i + 7), f32_4(b, i + 9), f32_4(b, i + 14)
+    planes, taps, j = native_pool_kernels.f32_2(b, i + 19), i64_1(b, i + 22), i + 24
+    s, ph, pw, hq, wq, flags, i0, i1, m0, m1 = (
+        b[j],
+        b[j + 1],
+        b[j + 2],
+        b[j + 3],
+        b[j + 4],
+        b[j + 5],
+        b[j + 6],
+        b[j + 7],
+        b[j + 8],
+        b[j + 9],
+    )
+    xo, yo, n, z = i64_1(b, j + 10), i64_1(b, j + 12), i64_1(b, j + 14), native_pool_kernels.f32_2(b, j + 16)
+    _conv_wide(x, wp, bias, y, res, planes, taps, s, ph, pw, hq, wq, flags, i0, i1, m0, m1, xo, yo, n, z)
+
+
 def _task_pointwise(block, k):  # pragma: no cover - compiled
     b, i = native_pool_kernels.args_of(block, k)
     f32_1, f32_4, i64_1 = native_pool_kernels.f32_1, native_pool_kernels.f32_4, native_pool_kernels.i64_1
@@ -436,7 +458,11 @@ def _task_pointwise(block, k):  # pragma: no cover - compiled
     _pointwise(x, wp, bias, y, res, taps, flags, i0, i1, m0, m1, xo, yo, n, b[j + 11], b[j + 12], b[j + 13])
 
 
-_TASK_FNS = {"_conv": (_task_conv, CONV_ARGS), "_pointwise": (_task_pointwise, POINTWISE_ARGS)}
+_TASK_FNS = {
+    "_conv": (_task_conv, CONV_ARGS),
+    "_conv_wide": (_task_conv_wide, CONV_WIDE_ARGS),
+    "_pointwise": (_task_pointwise, POINTWISE_ARGS),
+}
 _TASKS: dict = {}
 
 

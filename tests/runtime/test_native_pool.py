@@ -140,7 +140,7 @@ def test_the_kernels_task_functions_compile():
     assert conv_grad_filter._module().task().address
     from framework.kernels import channel_kernel, microkernel
 
-    for module, names in ((microkernel, ("_conv", "_pointwise")), (channel_kernel, ("_conv",))):
+    for module, names in ((microkernel, ("_conv", "_conv_wide", "_pointwise")), (channel_kernel, ("_conv",))):
         for name in names:
             task, layout = module.native_task(name)
             assert task.address and layout, (module.__name__, name)
@@ -236,6 +236,31 @@ def test_a_small_conv_on_a_native_kernel_splits_with_the_bits_of_one_thread():
     net.op.append(CreateOperator("Conv", ["X", "W"], ["Y"], kernel=1, no_bias=1))
     results, tasks, allocs = run_threads(net, {"X": x, "W": w}, ["Y"])
     assert tasks > 0 and allocs == 0
+    assert_same(results)
+
+
+def test_a_narrow_direct_conv_splits_natively_with_the_bits_of_one_thread():
+    """Outputs narrower than DIRECT_WIDE_OW run the direct kernel's wide layout (microkernel._conv_wide), whose
+    parts run as a native job too: a 2x1 phase of a stride-2 conv's dX on ResNet-20's 8 x 8 grid (8.4 MFLOP)."""
+    from framework.core import CreateOperator
+    from framework.kernels import conv_strategies
+    from framework.kernels.dispatch_table import THRESHOLDS
+    from framework.kernels.geometry import Geometry
+    from framework.proto.framework_pb2 import NetDef
+    from tests.ops.threaded import assert_same, run_threads
+
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((32, 64, 8, 8)).astype(np.float32)
+    w = rng.standard_normal((16, 64, 2, 1)).astype(np.float32)
+    net = NetDef(name="narrow_direct")
+    net.op.append(CreateOperator("Conv", ["X", "W"], ["Y"], kernel_h=2, kernel_w=1, pads=[0, 0, 1, 0], no_bias=1))
+    geo = Geometry((8, 8), (2, 1), (1, 1), (1, 1), (0, 0), (1, 0), (8, 8))
+    assert conv_strategies.choose(geo, 64, 16, 1, np.float32, 32).name == "direct"
+    assert geo.out[1] < THRESHOLDS["DIRECT_WIDE_OW"]
+    flops = 2 * 32 * 16 * 64 * 2 * 64
+    assert THRESHOLDS["NATIVE_SPLIT_MIN_FLOPS"] <= flops < THRESHOLDS["SPLIT_MIN_FLOPS"]
+    results, tasks, allocs = run_threads(net, {"X": x, "W": w}, ["Y"])
+    assert tasks > 0 and allocs == 0  # below SPLIT_MIN_FLOPS: split only as a native job
     assert_same(results)
 
 

@@ -20,6 +20,7 @@ import math
 
 import numpy as np
 
+from framework.kernels import bn_train
 from framework.kernels.conv_nchw import ConvNCHW
 from framework.kernels.geometry import Geometry
 from framework.memory.binding import matches, stamp
@@ -98,8 +99,9 @@ class StridedDataGradient:
     """dX of a strided conv (group 1) as one stride-1 forward conv of dY per phase of dX: the rows y with
     ``y + pad_t = r (mod stride_h)`` (and the columns likewise) gather only the taps a = r, r + stride_h, ...,
     so each phase is a conv of dY with that sub-filter (flipped, input and output channels swapped) on the
-    compiled kernels, written into dX's strided cells; phases no tap reaches are zero. Instead of a column
-    GEMM and a col2im scatter of K*K strided adds."""
+    compiled kernels, then written into dX's strided cells (one native job over the threads, bn_train's
+    ``scatter_phases_job``); phases no tap reaches are zero. Instead of a column GEMM and a col2im scatter of
+    K*K strided adds."""
 
     def __init__(self, n: int, c: int, m: int, geo: Geometry, phases: list, dtype) -> None:
         self.stride = geo.stride
@@ -114,23 +116,31 @@ class StridedDataGradient:
         self.threads = get_num_threads()  # what the phases' kernels were planned for
         self.zeros = any(p[0] is None for p in self.phases)
         self._seen = None
+        self._scatter: tuple | None = None  # (dX, the job writing it from the phases) once made
 
     def run(self, dy: np.ndarray, w: np.ndarray, w_tensor, dx: np.ndarray) -> None:
         """dX of ``dy`` through filter ``w`` into ``dx``; ``w_tensor``: the filter's Tensor (its version)."""
         sh, sw = self.stride
         fresh = self._seen is None or not matches(self._seen, w_tensor)
-        if self.zeros:  # one contiguous pass rather than a strided one per phase no tap reaches
-            dx.fill(0)
-        for kernel, wt, out, y0, x0, (hr, wr), (r, t) in self.phases:
+        for kernel, wt, out, _, _, _, (r, t) in self.phases:
             if kernel is None:
                 continue
-            cells = dx[:, :, y0 : y0 + sh * (hr - 1) + 1 : sh, x0 : x0 + sw * (wr - 1) + 1 : sw]
             if fresh:  # wt[c, m, a', b'] = w[m, c, sh (ka - 1 - a') + r, sw (kb - 1 - b') + t]
                 np.copyto(wt.mutable_data(), w[:, :, r::sh, t::sw][:, :, ::-1, ::-1].transpose(1, 0, 2, 3))
             kernel.run(dy, wt.data(), None, out, wt=wt)
-            np.copyto(cells, out)
         if fresh:
             self._seen = stamp(w_tensor) if w_tensor is not None else None
+        if self._scatter is None or self._scatter[0] is not dx:
+            phases = [(y0, x0, out if kernel is not None else size) for kernel, _, out, y0, x0, size, _ in self.phases]
+            self._scatter = (dx, bn_train.scatter_phases_job(dx, self.stride, phases))
+        if self._scatter[1] is not None:  # every cell of dX once, split by (image, channel) planes
+            self._scatter[1]()
+            return
+        if self.zeros:  # one contiguous pass rather than a strided one per phase no tap reaches
+            dx.fill(0)
+        for kernel, _, out, y0, x0, (hr, wr), _ in self.phases:
+            if kernel is not None:
+                np.copyto(dx[:, :, y0 : y0 + sh * (hr - 1) + 1 : sh, x0 : x0 + sw * (wr - 1) + 1 : sw], out)
 
 
 def plan(n: int, c: int, m: int, group: int, geo: Geometry, dtype) -> DataGradient | StridedDataGradient | None:

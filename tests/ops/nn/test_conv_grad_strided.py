@@ -102,3 +102,44 @@ def _one_op(case):
     net = NetDef(name="g2")
     net.op.append(_op(case))
     return net
+
+
+@given(
+    n=st.integers(1, 3),
+    c=st.integers(1, 5),
+    hw=st.tuples(st.integers(1, 9), st.integers(1, 9)),
+    stride=st.tuples(st.integers(1, 3), st.integers(1, 3)),
+    zero=st.integers(0, 8),
+    seed=st.integers(0, 2**16),
+)
+@settings(max_examples=40, deadline=None)
+def test_phases_scatter_into_every_cell_of_dx_on_one_and_two_threads(n, c, hw, stride, zero, seed):
+    """bn_train.scatter_phases_job writes each phase's values into its strided cells of dX and zeros where
+    no tap reaches, every cell once whatever dX held before, with the same values on one and two threads."""
+    from framework.kernels import bn_train
+    from framework.runtime import parallel
+
+    if not bn_train.available():
+        pytest.skip("numba missing: the numpy copies run")
+    rng = np.random.default_rng(seed)
+    (h, w), (sh, sw) = hw, stride
+    want = rng.standard_normal((n, c, h, w)).astype(np.float32)
+    phases = []
+    for k, (r, t) in enumerate((r, t) for r in range(min(sh, h)) for t in range(min(sw, w))):
+        cells = want[:, :, r::sh, t::sw]
+        if k == zero:  # a phase no tap reaches
+            cells[...] = 0
+            phases.append((r, t, cells.shape[2:]))
+        else:
+            phases.append((r, t, np.ascontiguousarray(cells)))
+    old, old_min = parallel.get_num_threads(), parallel.SPLIT_MIN_WORK
+    parallel.SPLIT_MIN_WORK = 1
+    try:
+        for threads in (1, 2):
+            parallel.set_num_threads(threads)
+            dx = np.full_like(want, np.nan)
+            bn_train.scatter_phases_job(dx, stride, phases)()
+            np.testing.assert_array_equal(dx, want)
+    finally:
+        parallel.set_num_threads(old)
+        parallel.SPLIT_MIN_WORK = old_min
