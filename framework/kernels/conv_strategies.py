@@ -76,6 +76,21 @@ def _pointwise(geo) -> bool:
     return geo.kernel == (1, 1) and geo.stride == (1, 1) and not geo.padded
 
 
+def _winograd_narrow(geo, c: int, m: int, group: int, dtype, n: int) -> bool:
+    """Whether Winograd takes a narrow 3x3 stride-1 conv from the channel-lane kernel: where it fits (enough 2x2
+    tiles over the batch: batches of several images) and the harmonic mean of the channel counts is at least
+    WINOGRAD_NARROW_C times the square of the tiles' cells per output cell (odd sizes: 8x8 cells tile 7x7, 1.31).
+    Its 2.25x fewer multiplies pay for its transforms (a share ~ (c + m) / (c m) of the work) from there on:
+    measured at 1 thread on batches of 8-32, Winograd / channel-lane 0.72 at 256 -> 256 on 14x14, 0.82 at 128,
+    0.94-1.16 at 96; on 7x7 0.78 at 512, 0.83-0.95 at 256, 0.97-1.13 at 192, 1.11-1.17 at 128; on 13x13 0.82 at
+    192, 1.07 at 128."""
+    if not (WINOGRAD.enabled and WINOGRAD.fits(geo, c, m, group, dtype, n)):
+        return False
+    th, tw = winograd.tiles(geo)
+    waste = 4 * th * tw / math.prod(geo.out)
+    return 2 * c * m / (c + m) >= THRESHOLDS["WINOGRAD_NARROW_C"] * waste * waste
+
+
 def _narrow_pointwise(geo, m: int, group: int, dtype) -> bool:
     """A 1x1 stride-1 conv over at most CHANNEL_1X1_P pixels (a 7x7 image) with at least CHANNEL_S2_M outputs,
     which the Channel strategy takes: with pixels in the lanes, 49 pixels fill 64 lanes (runs of 2 x 16), with
@@ -248,7 +263,8 @@ class Channel(ConvStrategy):
     lanes waste them:
 
     - narrow outputs (at most CHANNEL_OW wide) with windows of at least 2x2, at stride 1, 2 or 4; also where
-      Winograd would take them, without its transformed filters (16/9 of the filter) and block buffer;
+      Winograd would take them, without its transformed filters (16/9 of the filter) and block buffer, but
+      over many channels with enough tiles (``_winograd_narrow``);
     - wide outputs at stride 1 with at least CHANNEL_S2_M outputs and CHANNEL_S2_K input cells a window
       (C x taps), under CHANNEL_WIDE_C input channels (from there on Winograd's fewer multiplies win);
     - at stride 2 (reading the bordered plane at twice the pixel step, where the direct kernel fills phase
@@ -269,7 +285,7 @@ class Channel(ConvStrategy):
             return False
         t = THRESHOLDS
         if geo.out[1] <= t["CHANNEL_OW"] and min(geo.kernel) > 1:
-            return True  # narrow outputs
+            return not _winograd_narrow(geo, c, m, group, dtype, n)  # narrow outputs
         wide_ok = min(geo.kernel) > 1 and m >= t["CHANNEL_S2_M"] and c * math.prod(geo.kernel) >= t["CHANNEL_S2_K"]
         if geo.stride == (1, 1) and wide_ok and c < t["CHANNEL_WIDE_C"]:
             return True  # wide outputs at stride 1 too, but over many channels Winograd's

@@ -41,6 +41,9 @@ DEFAULTS: dict[str, int] = {
     "WINOGRAD_C": 96,
     "WINOGRAD_M": 64,
     "WINOGRAD_T": 128,
+    # narrow 3x3 outputs that Winograd fits go to it over channel-lane from this harmonic mean of the channel
+    # counts (conv_strategies._winograd_narrow)
+    "WINOGRAD_NARROW_C": 128,
     "CHANNEL_OW": 14,
     "CHANNEL_S2_K": 64,
     "CHANNEL_S2_1X1_C": 64,

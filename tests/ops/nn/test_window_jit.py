@@ -259,7 +259,10 @@ def test_channel_conv_matches_reference_and_numpy_path(threads, case, fusion, bi
         (16, 128, 128, 30, "channel"),  # under CHANNEL_WIDE_C input channels: before Winograd
         (16, 3, 64, 30, "direct"),  # 27 input cells a window: too few
         (1, 256, 256, 16, "channel"),  # 49 tiles: too few for Winograd
-        (16, 256, 256, 16, "channel"),  # narrow outputs: the channel-lane kernel before Winograd
+        (16, 256, 256, 16, "winograd"),  # narrow outputs over many channels, 392 tiles: WINOGRAD_NARROW_C
+        (16, 96, 96, 16, "channel"),  # narrow outputs over fewer channels: the channel-lane kernel before Winograd
+        (16, 256, 256, 9, "winograd"),  # 7x7: 1.31 tiled cells per output cell, 256 >= 128 x 1.31^2
+        (16, 192, 192, 9, "channel"),  # 192 < 128 x 1.31^2
         (16, 256, 256, 30, "winograd"),
         (16, 128, 32, 9, "channel"),  # 7x7 outputs
         (16, 128, 32, 6, "channel"),  # 4x4 outputs

@@ -185,15 +185,16 @@ def test_winograd_reruns_without_allocating(threads, any_size):  # noqa: F811
         (1, 128, 128, 30, "channel"),  # ResNet-50's 28x28 stage: under CHANNEL_WIDE_C input channels
         (1, 256, 256, 30, "winograd"),  # 256 input channels: Winograd's fewer multiplies win
         (16, 256, 256, 30, "winograd"),
-        (16, 256, 256, 15, "channel"),  # AlexNet's 13x13 convs at batch 16: narrow outputs
-        (16, 512, 512, 9, "channel"),  # ResNet-50's 7x7 stage at batch 16
+        (16, 256, 256, 15, "winograd"),  # AlexNet's 13x13 convs at batch 16: narrow, over many channels
+        (16, 512, 512, 9, "winograd"),  # ResNet-50's 7x7 stage at batch 16
+        (16, 128, 128, 9, "channel"),  # narrow and over fewer channels: the channel-lane kernel
         (16, 128, 32, 16, "channel"),  # DenseNet-121's 128 -> 32: too few outputs
         (1, 256, 256, 16, "channel"),  # 49 tiles: too few columns for the 16 GEMMs
         (16, 64, 64, 10, "channel"),  # CIFAR ResNet-20's 64-channel stage: too thin
         (16, 16, 16, 32, "direct"),
     ],
 )
-def test_winograd_chosen_for_wide_convs_only(n, c, m, size, kind, monkeypatch):
+def test_winograd_chosen_for_wide_or_many_channel_convs(n, c, m, size, kind, monkeypatch):
     monkeypatch.setattr(conv_strategies.CHANNEL, "enabled", True)
     geo = Geometry((size, size), (3, 3), (1, 1), (1, 1), (0, 0), (0, 0), (size - 2, size - 2))
     assert conv_nchw.conv_kind(geo, c, m, 1, np.float32, n) == kind
