@@ -13,7 +13,11 @@ SoftmaxWithLoss; gradient ops from ``AddGradientOperators``; momentum SGD from `
   SoftmaxWithLoss; sequence 35, batch 20. torch: nn.Embedding, nn.LSTM (its gates i, f, g, o are
   Caffe2's i, f, o, g reordered), nn.Linear; the embedding's gradient is sparse here (Gather), dense there.
 
-Contenders, timed round-robin in one process (``bench/common.py``), medians:
+Contenders, timed round-robin in one process (``bench/common.py``), medians; each timed block (two steps)
+after a 50 ms pause and one untimed step (``settle``): after its steps a contender's worker threads keep
+spinning for a while (torch's OpenMP pool, our native pool: 300 us), and without the pause they took a core
+from the other's next step (ResNet-20 at 2 threads: ours / torch 0.86-0.90 without it, 0.79-0.82 with it, in
+one run), so that each block measures steps as a training loop runs them, one after another:
 
 - ``framework``: the training net created once in a Workspace, then ``net.run()`` per step; its gradient blobs
   shared by ``memonger.share_grad_blobs`` (what Caffe2's ``data_parallel_model`` applies with
@@ -42,6 +46,7 @@ import numpy as np
 from bench.common import allocations_per_run, fmt_time, markdown_table, pin_blas_threads, time_round_robin
 
 LR = 0.01
+SETTLE = 0.05  # seconds of pause before each timed block (see the doc)
 MOMENTUM = 0.9
 BN_MOMENTUM = 0.9
 
@@ -371,7 +376,7 @@ def bench(name: str, batch: int, threads_list, rounds: int, log=print) -> list[l
         set_threads(threads)
         clock = time.process_time if threads == 1 else time.perf_counter
         fns = {"framework": fw, "torch eager": ts}
-        times = time_round_robin(fns, rounds=rounds, inner=1, warmup=1, clock=clock)
+        times = time_round_robin(fns, rounds=rounds, inner=2, warmup=1, clock=clock, settle=SETTLE)
         ratio = times["framework"] / times["torch eager"]
         clk = "cpu" if threads == 1 else "wall"
         rows.append(

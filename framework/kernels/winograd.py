@@ -27,12 +27,15 @@ taken in blocks of at most ``BLOCK_BYTES`` of V and M, which share one scratch b
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from framework.kernels import window_jit
 from framework.kernels.dispatch_table import THRESHOLDS as _T
-from framework.kernels.kernel_support import usable
+from framework.kernels.kernel_support import KernelUnavailable, usable
 from framework.kernels.window_jit import _EMPTY, _EMPTY4, _timed
+from framework.runtime.parallel import run_parallel, work_split
 
 _kernels = None
 
@@ -98,8 +101,20 @@ def planes_view(buf: np.ndarray, rows: int, t: int) -> np.ndarray:
 
 
 def transform_filter(w: np.ndarray, out: np.ndarray) -> None:
-    """out (16, M, C) = G g G^T for every (M, C) 3x3 filter g of ``w`` (M, C, 3, 3), in float64."""
+    """out (16, M, C) = G g G^T for every (M, C) 3x3 filter g of ``w`` (M, C, 3, 3), in float64: compiled
+    (winograd_kernels._filter) for float32 ``w`` and ``out``, else numpy's tensordots."""
     m, c = w.shape[:2]
+    if w.dtype == np.float32 and out.dtype == np.float32 and out.flags.c_contiguous and usable("winograd"):
+        w, u = np.ascontiguousarray(w), out.reshape(16, m, c)
+        try:
+            _timed("winograd", _load()._filter, w, u, 0, 0)  # compiled first (an empty range)
+        except KernelUnavailable:  # its compile failed: the family is disabled, numpy's passes run
+            pass
+        else:
+            fn = _load()._filter
+            parts = work_split(m, 16 * m * c) or [(0, m)]  # by output channels over the intra-op threads
+            run_parallel([functools.partial(fn, w, u, m0, m1) for m0, m1 in parts], steal=True)
+            return
     t = np.tensordot(w.astype(np.float64), G, axes=([3], [1]))  # (M, C, 3, 4): g G^T
     u = np.tensordot(G, t, axes=([1], [2]))  # (4, M, C, 4): G g G^T
     np.copyto(out.reshape(4, 4, m, c), u.transpose(0, 3, 1, 2))

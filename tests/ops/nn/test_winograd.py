@@ -18,6 +18,7 @@ from framework.kernels.geometry import Geometry
 from framework.memory.allocator import memory_reporter
 from framework.memory.workspace import Workspace
 from framework.ops import create_operator
+from framework.runtime import parallel
 from tests.ops.nn.test_conv_fusion import ref_conv, threads  # noqa: F401  (fixture)
 from tests.ops.nn.test_window_jit import _run as run_jit
 
@@ -202,3 +203,30 @@ def test_winograd_chosen_for_wide_or_many_channel_convs(n, c, m, size, kind, mon
     assert conv_nchw.conv_kind(geo._replace(stride=(2, 2), out=((size - 3) // 2 + 1,) * 2), c, m, 1, np.float32, n) != (
         "winograd"
     )
+
+
+@given(
+    m=st.integers(1, 70),
+    c=st.integers(1, 140),
+    count=st.sampled_from([1, 2]),
+    seed=st.integers(0, 2**16),
+)
+@settings(max_examples=25, deadline=None)
+def test_compiled_filter_transform_gives_the_float64_formula_bits(m, c, count, seed):
+    """winograd_kernels._filter (blocks of filters, split by output channels over the intra-op threads) gives
+    G g G^T computed in float64 by an independent formula, rounded to float32, bit for bit."""
+    if not winograd.fits(Geometry((4, 4), (3, 3), (1, 1), (1, 1), (1, 1), (1, 1), (4, 4)), np.float32, 1):
+        pytest.skip("numba missing: numpy's tensordots run")
+    w = np.random.default_rng(seed).standard_normal((m, c, 3, 3)).astype(np.float32)
+    g = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.0]])
+    want = np.einsum("ai,mcij,bj->abmc", g, w.astype(np.float64), g).reshape(16, m, c).astype(np.float32)
+    out = np.full((16, m, c), np.nan, np.float32)
+    old, old_min = parallel.get_num_threads(), parallel.SPLIT_MIN_WORK
+    try:
+        parallel.set_num_threads(count)
+        parallel.SPLIT_MIN_WORK = 1
+        winograd.transform_filter(w, out)
+    finally:
+        parallel.set_num_threads(old)
+        parallel.SPLIT_MIN_WORK = old_min
+    np.testing.assert_array_equal(out, want)
