@@ -391,10 +391,12 @@ def bench(name: str, batch: int, threads_list, rounds: int, log=print) -> list[l
 
 def profile_step(name: str, batch: int, rounds: int = 3, threads: int = 1, slowest: list | None = None):
     """Per op type of the framework's training net: (type, seconds per step, count), timing each callable of
-    the net's compiled program (the fast path ``net.run()`` takes) after warm-up steps; at 1 thread CPU
+    the net's program as ``net.run()`` runs them, after warm-up steps; at 1 thread CPU
     time, at more wall time. ``slowest``, if given, receives (seconds, type, first input, its shape) of each
     op, slowest first."""
     import collections
+
+    from framework.runtime.state import RUNTIME
 
     set_threads(threads)
     run, _ = framework_lm_step() if name == "lstm_lm" else framework_step(name, batch)
@@ -406,15 +408,18 @@ def profile_step(name: str, batch: int, rounds: int = 3, threads: int = 1, slowe
     per_op = [0.0] * len(types)
     clock = time.process_time if threads == 1 else time.perf_counter
     for _ in range(rounds):
-        fast = net.program.fast
-        if fast is None:  # the guard failed: time a run of the ops themselves
-            fast = [op.run for op in net.ops]
-        for i, (t, f) in enumerate(zip(types, fast)):
-            t0 = clock()
-            f()
-            d = clock() - t0
-            tot[t] += d
-            per_op[i] += d
+        # as net.run(): BLAS threads set for the run, and the program's callables (the versions of the tensors its
+        # compiled ops write bumped, so that the kernels keeping a transformed filter redo it, as each step does)
+        RUNTIME.enter_net()
+        try:
+            for i, (t, f) in enumerate(zip(types, net.program.callables())):
+                t0 = clock()
+                f()
+                d = clock() - t0
+                tot[t] += d
+                per_op[i] += d
+        finally:
+            RUNTIME.exit_net()
     set_threads(1)
     if slowest is not None:
         ws = net.workspace
