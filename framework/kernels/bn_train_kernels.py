@@ -213,17 +213,6 @@ def _arrays(block, k):  # pragma: no cover - compiled
     return b, b[RANGES + 2 * k], b[RANGES + 2 * k + 1], f32_3(b, A), f32_3(b, A + 4), f32_3(b, A + 8)
 
 
-def _task_moments(block, k):  # pragma: no cover - compiled
-    b, i0, i1, x, mean, var = _arrays(block, k)
-    _moments(x, mean[0, 0], var[0, 0], i0, i1)
-
-
-def _task_grad_sums(block, k):  # pragma: no cover - compiled
-    b, i0, i1, x, dy, mean = _arrays(block, k)
-    dbias, dxc = native_pool_kernels.f32_3(b, A + 12), native_pool_kernels.f32_3(b, A + 16)
-    _grad_sums(x, dy, mean[0, 0], dbias[0, 0], dxc[0, 0], i0, i1)
-
-
 def _task_bn_stats(block, k):  # pragma: no cover - compiled
     b, i0, i1, x, sm, bvar = _arrays(block, k)
     f32_3 = native_pool_kernels.f32_3
@@ -425,8 +414,6 @@ _TASK_FNS = {
     "_add": (_task_add, None),
     "_relu": (_task_relu, None),
     "_scale_shift": (_task_scale_shift, None),
-    "_moments": (_task_moments, None),
-    "_grad_sums": (_task_grad_sums, None),
     "_affine2": (_task_affine2, None),
     "_scatter_phases": (_task_scatter_phases, None),
     "_bn_stats": (_task_bn_stats, None),

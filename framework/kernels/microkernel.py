@@ -406,46 +406,27 @@ POINTWISE_ARGS = (
 )
 
 
-def _task_conv(block, k):  # pragma: no cover - compiled
-    b, i = native_pool_kernels.args_of(block, k)
+@_jit
+def _conv_args(b, i):  # pragma: no cover - compiled
+    """The arguments of a recorded ``_conv`` / ``_conv_wide`` call at block offset ``i`` up to ``n`` (CONV_ARGS),
+    and the offset of the next one."""
     f32_1, f32_4, i64_1 = native_pool_kernels.f32_1, native_pool_kernels.f32_4, native_pool_kernels.i64_1
     x, wp, bias, y, res = f32_4(b, i), f32_1(b, i + 5), f32_1(b, i + 7), f32_4(b, i + 9), f32_4(b, i + 14)
     planes, taps, j = native_pool_kernels.f32_2(b, i + 19), i64_1(b, i + 22), i + 24
-    s, ph, pw, hq, wq, flags, i0, i1, m0, m1 = (
-        b[j],
-        b[j + 1],
-        b[j + 2],
-        b[j + 3],
-        b[j + 4],
-        b[j + 5],
-        b[j + 6],
-        b[j + 7],
-        b[j + 8],
-        b[j + 9],
-    )
-    xo, yo, n = i64_1(b, j + 10), i64_1(b, j + 12), i64_1(b, j + 14)
-    _conv(x, wp, bias, y, res, planes, taps, s, ph, pw, hq, wq, flags, i0, i1, m0, m1, xo, yo, n, b[j + 16], b[j + 17])
+    sizes = (b[j], b[j + 1], b[j + 2], b[j + 3], b[j + 4], b[j + 5], b[j + 6], b[j + 7], b[j + 8], b[j + 9])
+    return (x, wp, bias, y, res, planes, taps), sizes, (i64_1(b, j + 10), i64_1(b, j + 12), i64_1(b, j + 14)), j + 16
+
+
+def _task_conv(block, k):  # pragma: no cover - compiled
+    b, i = native_pool_kernels.args_of(block, k)
+    arrays, sizes, scratch, j = _conv_args(b, i)
+    _conv(*arrays, *sizes, *scratch, b[j], b[j + 1])
 
 
 def _task_conv_wide(block, k):  # pragma: no cover - compiled
     b, i = native_pool_kernels.args_of(block, k)
-    f32_1, f32_4, i64_1 = native_pool_kernels.f32_1, native_pool_kernels.f32_4, native_pool_kernels.i64_1
-    x, wp, bias, y, res = f32_4(b, i), f32_1(b, i + 5), f32_1(b, i + 7), f32_4(b, i + 9), f32_4(b, i + 14)
-    planes, taps, j = native_pool_kernels.f32_2(b, i + 19), i64_1(b, i + 22), i + 24
-    s, ph, pw, hq, wq, flags, i0, i1, m0, m1 = (
-        b[j],
-        b[j + 1],
-        b[j + 2],
-        b[j + 3],
-        b[j + 4],
-        b[j + 5],
-        b[j + 6],
-        b[j + 7],
-        b[j + 8],
-        b[j + 9],
-    )
-    xo, yo, n, z = i64_1(b, j + 10), i64_1(b, j + 12), i64_1(b, j + 14), native_pool_kernels.f32_2(b, j + 16)
-    _conv_wide(x, wp, bias, y, res, planes, taps, s, ph, pw, hq, wq, flags, i0, i1, m0, m1, xo, yo, n, z)
+    arrays, sizes, scratch, j = _conv_args(b, i)
+    _conv_wide(*arrays, *sizes, *scratch, native_pool_kernels.f32_2(b, j))
 
 
 def _task_pointwise(block, k):  # pragma: no cover - compiled
