@@ -234,7 +234,9 @@ def relu_grad_job(y: np.ndarray, dy: np.ndarray, dx: np.ndarray):
     if y.shape != dy.shape or dx.shape != y.shape or y.size == 0 or dx is y or not _fits(y, dy, dx):
         return None
     yf, dyf, dxf = y.reshape(-1), dy.reshape(-1), dx.reshape(-1)
-    if dx is dy or np.may_share_memory(dx, dy):
+    if np.may_share_memory(dx, dy):
+        if dx.ctypes.data != dy.ctypes.data:  # in place, or apart
+            return None
         return _job("_relu_grad_inplace", y.size, y.size, (yf, dxf))
     return _job("_relu_grad", y.size, y.size, (yf, dyf, dxf))
 
