@@ -25,6 +25,13 @@ from caffe2.python.onnx.helper import c2_native_run_net, c2_native_run_op  # noq
 from caffe2.python.onnx.workspace import Workspace  # noqa: E402
 
 
+@pytest.fixture(autouse=True)
+def _hook_installed():
+    """The hook installed for each test: some import Caffe2's modules lazily, and another module's test may
+    have uninstalled it since this one was imported (a worker runs tests of several modules)."""
+    hook.install()
+
+
 def _types(strs):
     out = []
     for s in strs:
