@@ -71,8 +71,9 @@ def _split_call(fn_name: str, n: int, work: int, args_of, arrays: tuple = (), sc
     parts = work_split(n, work)
     if parts is None:
         return _call(fn_name, *args_of(0, n))
-    mod = _module()
-    if arrays and _native_job(mod, fn_name, parts, arrays, scalars):
+    job = _job_over(fn_name, parts, arrays, scalars) if arrays else None
+    if job is not None:
+        job()
         return True
     if not _call(fn_name, *args_of(0, 0)):
         return False
@@ -90,15 +91,6 @@ def _block(mod, parts: list, arrays: tuple, scalars: tuple) -> native_pool.Block
     blk.data[mod.S : mod.S + len(scalars)] = scalars
     blk.data[mod.RANGES : mod.RANGES + 2 * len(parts)] = [v for part in parts for v in part]
     return blk
-
-
-def _native_job(mod, fn_name: str, parts: list, arrays: tuple, scalars: tuple) -> bool:
-    """Run ``fn_name``'s native task over ``parts``; False (nothing done) without one."""
-    address = _task_address(mod, fn_name) if mod is not None else None
-    if address is None:
-        return False
-    native_pool.run(address, _block(mod, parts, arrays, scalars).data, len(parts))
-    return True
 
 
 def _task_address(mod, fn_name: str) -> int | None:
@@ -197,11 +189,15 @@ def _job(fn_name: str, n: int, work: int, arrays: tuple, scalars: tuple = ()):
     """``fn_name``'s native task over ``n`` rows of ``arrays`` (3-D views, or 1-D) and integer ``scalars``, in one
     range per intra-op thread where the work is large enough (else one), bound to them; None without a native
     task."""
+    return _job_over(fn_name, work_split(n, work) or [(0, n)], arrays, scalars)
+
+
+def _job_over(fn_name: str, parts: list, arrays: tuple, scalars: tuple = ()):
+    """``_job`` over the row ranges ``parts``."""
     mod = _module()
     address = _task_address(mod, fn_name) if mod is not None else None
     if address is None:
         return None
-    parts = work_split(n, work) or [(0, n)]
     data, count = _block(mod, parts, arrays, scalars).data, len(parts)
 
     def job() -> None:

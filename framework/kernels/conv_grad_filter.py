@@ -223,16 +223,8 @@ class FilterGradient:
         threads = get_num_threads()
         if threads < 2 or dwf.size < COPY_SPLIT_MIN or self._first or self._task is None:
             return False
-        got = native_pool.compiled_task("conv_grad_filter._copy_out", mod.copy_task)
-        if got is None:
-            return False
-        task, layout = got
         calls = [[self.dwt[0], self.dwt[1], int(two), dwf, k0, k1] for k0, k1 in split(dwf.shape[0], threads)]
-        job = native_pool.CallJob.of(task.address, layout, calls)
-        if job is None:
-            return False
-        job.run()
-        return True
+        return native_pool.run_calls("conv_grad_filter._copy_out", mod.copy_task, calls)
 
 
 def _task_address(mod) -> int | None:

@@ -337,3 +337,18 @@ class CallJob:
 
     def run(self) -> None:
         run(self.address, self.block.data, len(self._slots))
+
+
+def run_calls(name: str, make, calls: list[list]) -> bool:
+    """Each of ``calls`` (argument lists of one kernel) as a task of one native job through the task function
+    ``make()`` returns ((task, layout): a kernel module's ``native_task``; ``compiled_task`` keeps it as ``name``);
+    False (nothing run) without it or where an argument does not fit its layout."""
+    got = compiled_task(name, make)
+    if got is None:
+        return False
+    task, layout = got
+    job = CallJob.of(task.address, layout, calls)
+    if job is None:
+        return False
+    job.run()
+    return True

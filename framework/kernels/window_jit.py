@@ -424,17 +424,9 @@ def _pack_split(ck, w2: np.ndarray, v: int, out: np.ndarray) -> bool:
     threads = get_num_threads()
     if threads < 2 or not native_pool.available():
         return False
-    got = native_pool.compiled_task("channel_kernel._pack", lambda: ck.native_task("_pack"))
-    if got is None:
-        return False
-    task, layout = got
     vl = v * ck.L
     calls = [[w2, out, vl, p0, p1] for p0, p1 in split(out.size // (w2.shape[1] * vl), threads)]
-    job = native_pool.CallJob.of(task.address, layout, calls)
-    if job is None:
-        return False
-    job.run()
-    return True
+    return native_pool.run_calls("channel_kernel._pack", lambda: ck.native_task("_pack"), calls)
 
 
 def channel_conv(x, wp, b, y, res, planes, plan, geo, relu, i0, i1, mb0, mb1, m, moff=0) -> None:
